@@ -1,0 +1,425 @@
+//! Server functions: the browser's calls into the engine. Each is thin — check the session and
+//! role, make one engine call, map the error — and has a fixed endpoint under `/api/` so that
+//! the HTTP tests can name it.
+
+use crate::views::*;
+use leptos::prelude::*;
+#[cfg(feature = "ssr")]
+use {
+    crate::guard::{fail, require, service_error, session_user},
+    arbiter_engine::auth::Permission,
+    arbiter_engine::service,
+};
+
+/// Rows shown on the dataset and run pages.
+pub const PAGE_ROWS: i64 = 200;
+
+#[cfg(feature = "ssr")]
+mod convert {
+    //! Engine records to browser views.
+    use crate::views::*;
+    use arbiter_engine::store;
+
+    pub fn revision(revision: store::DatasetRevision) -> RevisionView {
+        RevisionView {
+            id: revision.id,
+            content_hash: revision.content_hash,
+            item_count: revision.item_count,
+            source_name: revision.source_name,
+            created_at: revision.created_at,
+        }
+    }
+
+    pub fn dataset(dataset: store::DatasetSummary) -> DatasetView {
+        DatasetView {
+            id: dataset.id,
+            name: dataset.name,
+            revision_count: dataset.revision_count,
+            latest: dataset.latest_revision.map(revision),
+        }
+    }
+
+    pub fn checkpoint(checkpoint: store::Checkpoint) -> CheckpointView {
+        CheckpointView {
+            id: checkpoint.id,
+            name: checkpoint.name,
+            base_url: checkpoint.base_url,
+            model: checkpoint.model,
+        }
+    }
+
+    pub fn eval(eval: store::EvalSummary) -> EvalView {
+        EvalView {
+            id: eval.id,
+            name: eval.name,
+            dataset_name: eval.dataset_name,
+            prompt_template: eval.prompt_template,
+            grader: eval.grader,
+            max_tokens: eval.max_tokens,
+            temperature: eval.temperature,
+            repetitions: eval.repetitions,
+            seed: eval.seed,
+        }
+    }
+
+    pub fn progress(progress: store::RunProgress) -> ProgressView {
+        ProgressView {
+            id: progress.id,
+            eval_name: progress.eval_name,
+            checkpoint_name: progress.checkpoint_name,
+            endpoint_url: progress.endpoint_url,
+            manifest_hash: progress.manifest_hash,
+            dataset_revision: progress.dataset_revision,
+            status: progress.status,
+            expected: progress.expected,
+            done: progress.done,
+            in_flight: progress.in_flight,
+            passed: progress.passed,
+            failed: progress.failed,
+            uncertain: progress.uncertain,
+            errors: progress.errors,
+            last_error: progress.last_error,
+        }
+    }
+
+    pub fn result(row: store::ResultRow) -> ResultView {
+        ResultView {
+            case_id: row.case_id,
+            repetition: row.repetition,
+            input: row.input,
+            target: row.target,
+            output: row.output,
+            outcome: row.outcome,
+            verdict: row.verdict,
+            reason: row.grade_reason,
+            error: row.error,
+        }
+    }
+
+    pub fn score(
+        progress: &store::RunProgress,
+        score: &arbiter_engine::compare::Score,
+    ) -> ScoreView {
+        ScoreView {
+            run_id: progress.id,
+            checkpoint_name: progress.checkpoint_name.clone(),
+            status: progress.status.clone(),
+            passed: score.passed,
+            failed: score.failed,
+            uncertain: score.uncertain,
+            errors: score.errors,
+            pending: score.pending,
+            total: score.total,
+        }
+    }
+}
+
+/// The logged-in user, or `None`; never an error for anonymous visitors.
+#[server(endpoint = "current_user")]
+pub async fn current_user() -> Result<Option<UserView>, ServerFnError> {
+    Ok(session_user().await?.map(|(_, user)| UserView {
+        username: user.username,
+        role: user.role.to_string(),
+    }))
+}
+
+#[server(endpoint = "list_datasets")]
+pub async fn list_datasets() -> Result<Vec<DatasetView>, ServerFnError> {
+    let (state, _) = require(Permission::ViewResults).await?;
+    let datasets = state
+        .store
+        .list_datasets()
+        .await
+        .map_err(|err| service_error(err.into()))?;
+    Ok(datasets.into_iter().map(convert::dataset).collect())
+}
+
+#[server(endpoint = "dataset_detail")]
+pub async fn dataset_detail(id: i64) -> Result<DatasetPageData, ServerFnError> {
+    let (state, _) = require(Permission::ViewResults).await?;
+    let store = state.store.as_ref();
+    let dataset = store
+        .get_dataset(id)
+        .await
+        .map_err(|err| service_error(err.into()))?
+        .ok_or_else(|| fail(404, format!("no dataset with id {id}")))?;
+    let revisions = store
+        .list_revisions(id)
+        .await
+        .map_err(|err| service_error(err.into()))?;
+    let items = match &dataset.latest_revision {
+        Some(latest) => store
+            .list_items(latest.id, PAGE_ROWS, 0)
+            .await
+            .map_err(|err| service_error(err.into()))?,
+        None => Vec::new(),
+    };
+    Ok(DatasetPageData {
+        dataset: convert::dataset(dataset),
+        revisions: revisions.into_iter().map(convert::revision).collect(),
+        items: items
+            .into_iter()
+            .map(|item| ItemView {
+                case_id: item.case_id,
+                input: item.input,
+                target: item.target,
+                category: item.category,
+            })
+            .collect(),
+    })
+}
+
+#[server(endpoint = "list_checkpoints")]
+pub async fn list_checkpoints() -> Result<Vec<CheckpointView>, ServerFnError> {
+    let (state, _) = require(Permission::ViewResults).await?;
+    let checkpoints = state
+        .store
+        .list_checkpoints()
+        .await
+        .map_err(|err| service_error(err.into()))?;
+    Ok(checkpoints.into_iter().map(convert::checkpoint).collect())
+}
+
+#[server(endpoint = "register_checkpoint")]
+pub async fn register_checkpoint(
+    name: String,
+    endpoint_url: String,
+    model: String,
+) -> Result<i64, ServerFnError> {
+    let (state, user) = require(Permission::ManageEvals).await?;
+    service::register_checkpoint(
+        state.store.as_ref(),
+        &name,
+        &endpoint_url,
+        &model,
+        Some(user.id),
+    )
+    .await
+    .map_err(service_error)
+}
+
+#[server(endpoint = "evals_page")]
+pub async fn evals_page() -> Result<EvalsPageData, ServerFnError> {
+    let (state, _) = require(Permission::ViewResults).await?;
+    let store = state.store.as_ref();
+    let to_error = |err: arbiter_engine::store::StoreError| service_error(err.into());
+    Ok(EvalsPageData {
+        evals: store
+            .list_evals()
+            .await
+            .map_err(to_error)?
+            .into_iter()
+            .map(convert::eval)
+            .collect(),
+        datasets: store
+            .list_datasets()
+            .await
+            .map_err(to_error)?
+            .into_iter()
+            .map(convert::dataset)
+            .collect(),
+        checkpoints: store
+            .list_checkpoints()
+            .await
+            .map_err(to_error)?
+            .into_iter()
+            .map(convert::checkpoint)
+            .collect(),
+    })
+}
+
+/// Defines an eval graded by exact match. Numbers arrive as form text and are checked here.
+#[server(endpoint = "create_eval")]
+pub async fn create_eval(
+    name: String,
+    dataset_id: String,
+    prompt_template: String,
+    max_tokens: String,
+    temperature: String,
+    repetitions: String,
+    seed: String,
+) -> Result<i64, ServerFnError> {
+    let (state, user) = require(Permission::ManageEvals).await?;
+    fn number<T: std::str::FromStr>(value: &str, what: &str) -> Result<T, ServerFnError> {
+        value
+            .trim()
+            .parse()
+            .map_err(|_| fail(400, format!("{what} must be a number, not `{value}`")))
+    }
+    let form = service::EvalForm {
+        name,
+        dataset_id: number(&dataset_id, "the dataset")?,
+        prompt_template,
+        max_tokens: number(&max_tokens, "max tokens")?,
+        temperature: number(&temperature, "temperature")?,
+        repetitions: number(&repetitions, "repetitions")?,
+        seed: number(&seed, "seed")?,
+    };
+    service::define_eval(state.store.as_ref(), &form, Some(user.id))
+        .await
+        .map_err(service_error)
+}
+
+/// Freezes the manifest and enqueues the run, then sends the browser to the run's page.
+#[server(endpoint = "launch_run")]
+pub async fn launch_run(eval_id: i64, checkpoint_id: String) -> Result<i64, ServerFnError> {
+    let (state, user) = require(Permission::ManageEvals).await?;
+    let checkpoint_id: i64 = checkpoint_id
+        .trim()
+        .parse()
+        .map_err(|_| fail(400, "pick a checkpoint to launch against"))?;
+    let launched = service::launch_run(state.store.as_ref(), eval_id, checkpoint_id, Some(user.id))
+        .await
+        .map_err(service_error)?;
+    leptos_axum::redirect(&format!("/runs/{}", launched.run_id));
+    Ok(launched.run_id)
+}
+
+#[server(endpoint = "list_runs")]
+pub async fn list_runs() -> Result<Vec<RunView>, ServerFnError> {
+    let (state, _) = require(Permission::ViewResults).await?;
+    let runs = state
+        .store
+        .list_runs()
+        .await
+        .map_err(|err| service_error(err.into()))?;
+    Ok(runs
+        .into_iter()
+        .map(|run| RunView {
+            id: run.id,
+            eval_id: run.eval_id,
+            eval_name: run.eval_name,
+            checkpoint_name: run.checkpoint_name,
+            status: run.status,
+            expected: run.expected_count,
+            done: run.done_count,
+        })
+        .collect())
+}
+
+#[server(endpoint = "run_detail")]
+pub async fn run_detail(id: i64) -> Result<RunPageData, ServerFnError> {
+    let (state, _) = require(Permission::ViewResults).await?;
+    let progress = service::run_progress(state.store.as_ref(), id)
+        .await
+        .map_err(service_error)?;
+    let results = state
+        .store
+        .run_results(id, PAGE_ROWS)
+        .await
+        .map_err(|err| service_error(err.into()))?;
+    Ok(RunPageData {
+        progress: convert::progress(progress),
+        results: results.into_iter().map(convert::result).collect(),
+    })
+}
+
+#[server(endpoint = "compare_runs")]
+pub async fn compare_runs(baseline: i64, candidate: i64) -> Result<ComparisonView, ServerFnError> {
+    let (state, _) = require(Permission::ViewResults).await?;
+    let (base, cand, comparison) = service::compare(state.store.as_ref(), baseline, candidate)
+        .await
+        .map_err(service_error)?;
+    Ok(ComparisonView {
+        eval_name: base.eval_name.clone(),
+        baseline: convert::score(&base, &comparison.baseline),
+        candidate: convert::score(&cand, &comparison.candidate),
+        paired: comparison.paired,
+        pass_to_fail: comparison.pass_to_fail,
+        fail_to_pass: comparison.fail_to_pass,
+        flips: comparison
+            .flips
+            .into_iter()
+            .map(|flip| FlipView {
+                case_id: flip.case_id,
+                repetition: flip.repetition,
+                input: flip.input,
+                target: flip.target,
+                direction: match flip.direction {
+                    arbiter_engine::compare::FlipDirection::PassToFail => "pass→fail".into(),
+                    arbiter_engine::compare::FlipDirection::FailToPass => "fail→pass".into(),
+                },
+                baseline_output: flip.baseline_output,
+                candidate_output: flip.candidate_output,
+                baseline_reason: flip.baseline_reason,
+                candidate_reason: flip.candidate_reason,
+            })
+            .collect(),
+    })
+}
+
+/// How long an annotator holds an item before it returns to the queue.
+#[cfg(feature = "ssr")]
+const ANNOTATION_LEASE_MS: i64 = 10 * 60 * 1000;
+
+/// The annotator's current item (or a newly leased one); `None` when the queue is empty.
+#[server(endpoint = "next_task")]
+pub async fn next_task() -> Result<Option<TaskView>, ServerFnError> {
+    let (state, user) = require(Permission::Annotate).await?;
+    let store = state.store.as_ref();
+    let task = store
+        .next_annotation_task(user.id, ANNOTATION_LEASE_MS)
+        .await
+        .map_err(|err| service_error(err.into()))?;
+    let counts = store
+        .annotation_queue_counts()
+        .await
+        .map_err(|err| service_error(err.into()))?;
+    Ok(task.map(|task| TaskView {
+        task_id: task.task_id,
+        input: task.input,
+        target: task.target,
+        output: task.output,
+        remaining: counts.open + counts.leased,
+    }))
+}
+
+/// Records a label: `verdict` is `pass` or `fail`.
+#[server(endpoint = "submit_label")]
+pub async fn submit_label(
+    task_id: i64,
+    verdict: String,
+    rationale: String,
+) -> Result<(), ServerFnError> {
+    let (state, user) = require(Permission::Annotate).await?;
+    let pass = match verdict.as_str() {
+        "pass" => true,
+        "fail" => false,
+        other => {
+            return Err(fail(
+                400,
+                format!("a label is `pass` or `fail`, not `{other}`"),
+            ))
+        }
+    };
+    if rationale.chars().count() > 5000 {
+        return Err(fail(400, "the rationale is longer than 5000 characters"));
+    }
+    state
+        .store
+        .submit_label(task_id, user.id, pass, &rationale)
+        .await
+        .map_err(|err| service_error(err.into()))
+}
+
+#[server(endpoint = "skip_task")]
+pub async fn skip_task(task_id: i64) -> Result<(), ServerFnError> {
+    let (state, user) = require(Permission::Annotate).await?;
+    state
+        .store
+        .skip_task(task_id, user.id)
+        .await
+        .map_err(|err| service_error(err.into()))
+}
+
+/// Open + leased items in the human queue, for the home page.
+#[server(endpoint = "queue_size")]
+pub async fn queue_size() -> Result<i64, ServerFnError> {
+    let (state, _) = require(Permission::Annotate).await?;
+    let counts = state
+        .store
+        .annotation_queue_counts()
+        .await
+        .map_err(|err| service_error(err.into()))?;
+    Ok(counts.open + counts.leased)
+}

@@ -1,0 +1,76 @@
+//! Small pieces shared by several pages: the navigation bar and error notes.
+
+use crate::api::current_user;
+use leptos::prelude::*;
+
+/// The message inside a server function error, without the framework's prefix.
+pub fn error_text(err: &ServerFnError) -> String {
+    match err {
+        ServerFnError::ServerError(message) => message.clone(),
+        other => other.to_string(),
+    }
+}
+
+#[component]
+pub fn ErrorNote(error: ServerFnError) -> impl IntoView {
+    view! { <p class="error" role="alert">{error_text(&error)}</p> }
+}
+
+/// Shows an action's last error, if its last call failed.
+#[component]
+pub fn ActionError<T>(
+    #[prop(into)] value: Signal<Option<Result<T, ServerFnError>>>,
+) -> impl IntoView
+where
+    T: Clone + Send + Sync + 'static,
+{
+    move || {
+        value.with(|value| match value {
+            Some(Err(err)) => Some(view! { <p class="error" role="alert">{error_text(err)}</p> }),
+            _ => None,
+        })
+    }
+}
+
+/// Top bar: links for the user's role and a logout button.
+#[component]
+pub fn Nav() -> impl IntoView {
+    let user = Resource::new(|| (), |_| current_user());
+    view! {
+        <header class="topbar">
+            <a class="brand" href="/">"Arbiter"</a>
+            <Suspense fallback=|| ()>
+                {move || Suspend::new(async move {
+                    match user.await {
+                        Ok(Some(user)) => {
+                            let researcher = user.is_researcher();
+                            let annotator = user.is_annotator();
+                            view! {
+                                <nav>
+                                    <Show when=move || researcher>
+                                        <a href="/datasets">"Datasets"</a>
+                                        <a href="/checkpoints">"Checkpoints"</a>
+                                        <a href="/evals">"Evals"</a>
+                                        <a href="/runs">"Runs"</a>
+                                    </Show>
+                                    <Show when=move || annotator>
+                                        <a href="/annotate">"Annotate"</a>
+                                    </Show>
+                                </nav>
+                                <span class="whoami">
+                                    <span data-testid="whoami">{user.username.clone()}</span>
+                                    " (" {user.role.clone()} ")"
+                                </span>
+                                <form method="post" action="/logout" class="logout">
+                                    <button type="submit">"Log out"</button>
+                                </form>
+                            }
+                                .into_any()
+                        }
+                        _ => view! { <a href="/login">"Log in"</a> }.into_any(),
+                    }
+                })}
+            </Suspense>
+        </header>
+    }
+}

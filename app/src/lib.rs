@@ -1,0 +1,63 @@
+//! Arbiter's browser UI: the page shell, the routes, and one module per page.
+//!
+//! Compiled twice: with `ssr` into the server (where server functions run against the engine)
+//! and with `hydrate` into the browser's wasm (where they become HTTP calls).
+#![recursion_limit = "512"]
+
+pub mod api;
+mod components;
+#[cfg(feature = "ssr")]
+pub mod guard;
+mod pages;
+pub mod views;
+
+use components::Nav;
+use leptos::prelude::*;
+use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
+use leptos_router::components::{Route, Router, Routes};
+use leptos_router::path;
+use pages::*;
+
+/// The HTML document around the app, rendered on the server.
+pub fn shell(options: LeptosOptions) -> impl IntoView {
+    view! {
+        <!DOCTYPE html>
+        <html lang="en">
+            <head>
+                <meta charset="utf-8"/>
+                <meta name="viewport" content="width=device-width, initial-scale=1"/>
+                <HydrationScripts options/>
+                <MetaTags/>
+            </head>
+            <body>
+                <App/>
+            </body>
+        </html>
+    }
+}
+
+#[component]
+pub fn App() -> impl IntoView {
+    provide_meta_context();
+    view! {
+        <Stylesheet id="leptos" href="/pkg/arbiter.css"/>
+        <Title text="Arbiter"/>
+        <Router>
+            <Nav/>
+            <main>
+                <Routes fallback=|| view! { <h1>"Page not found"</h1> }>
+                    <Route path=path!("/") view=HomePage/>
+                    <Route path=path!("/login") view=LoginPage/>
+                    <Route path=path!("/datasets") view=DatasetsPage/>
+                    <Route path=path!("/datasets/:id") view=DatasetPage/>
+                    <Route path=path!("/checkpoints") view=CheckpointsPage/>
+                    <Route path=path!("/evals") view=EvalsPage/>
+                    <Route path=path!("/runs") view=RunsPage/>
+                    <Route path=path!("/runs/:id") view=RunPage/>
+                    <Route path=path!("/annotate") view=AnnotatePage/>
+                    <Route path=path!("/compare") view=ComparePage/>
+                </Routes>
+            </main>
+        </Router>
+    }
+}

@@ -1,0 +1,144 @@
+//! The annotator's page: one item at a time, labelled from the keyboard.
+//!
+//! Keys: `1`/`p` pass, `2`/`f` fail, `s` skip, `n` next item, `r` write a rationale (Escape
+//! leaves the text box). The rater is blind: no model, checkpoint or grader verdict is shown,
+//! and the model's output is rendered as text, never as HTML.
+
+use crate::api::{next_task, SkipTask, SubmitLabel};
+use crate::components::{error_text, ErrorNote};
+use leptos::html;
+use leptos::prelude::*;
+
+#[component]
+pub fn AnnotatePage() -> impl IntoView {
+    let tick = RwSignal::new(0u64);
+    let task = Resource::new(move || tick.get(), |_| next_task());
+    let submit = ServerAction::<SubmitLabel>::new();
+    let skip = ServerAction::<SkipTask>::new();
+    let current = RwSignal::new(None::<i64>);
+    let rationale = RwSignal::new(String::new());
+    let notice = RwSignal::new(None::<String>);
+    let rationale_box = NodeRef::<html::Textarea>::new();
+
+    let label = move |verdict: &str| {
+        if let Some(task_id) = current.get_untracked() {
+            submit.dispatch(SubmitLabel {
+                task_id,
+                verdict: verdict.to_string(),
+                rationale: rationale.get_untracked(),
+            });
+        }
+    };
+    let skip_current = move || {
+        if let Some(task_id) = current.get_untracked() {
+            skip.dispatch(SkipTask { task_id });
+        }
+    };
+    // After a label or a skip lands, move on (or say why not).
+    Effect::new(move |_| {
+        let outcome = submit
+            .value()
+            .get()
+            .map(|result| result.map(|_| "Label saved."));
+        let skipped = skip.value().get().map(|result| result.map(|_| "Skipped."));
+        if let Some(result) = outcome.or(skipped) {
+            match result {
+                Ok(message) => {
+                    notice.set(Some(message.to_string()));
+                    rationale.set(String::new());
+                    tick.update(|tick| *tick += 1);
+                }
+                Err(err) => notice.set(Some(error_text(&err))),
+            }
+        }
+    });
+
+    #[cfg(feature = "hydrate")]
+    {
+        use leptos::wasm_bindgen::JsCast;
+        let handle = window_event_listener(leptos::ev::keydown, move |event| {
+            if event.ctrl_key() || event.meta_key() || event.alt_key() {
+                return;
+            }
+            let typing = event
+                .target()
+                .and_then(|target| target.dyn_into::<leptos::web_sys::HtmlElement>().ok())
+                .map(|element| {
+                    matches!(element.tag_name().as_str(), "TEXTAREA" | "INPUT" | "SELECT")
+                })
+                .unwrap_or(false);
+            if typing {
+                if event.key() == "Escape" {
+                    if let Some(textarea) = rationale_box.get_untracked() {
+                        let _ = textarea.blur();
+                    }
+                }
+                return;
+            }
+            match event.key().as_str() {
+                "1" | "p" => label("pass"),
+                "2" | "f" => label("fail"),
+                "s" => skip_current(),
+                "n" => tick.update(|tick| *tick += 1),
+                "r" => {
+                    if let Some(textarea) = rationale_box.get_untracked() {
+                        event.prevent_default();
+                        let _ = textarea.focus();
+                    }
+                }
+                _ => {}
+            }
+        });
+        on_cleanup(move || handle.remove());
+    }
+
+    view! {
+        <h1>"Annotate"</h1>
+        <p class="shortcuts">
+            "Shortcuts: " <kbd>"1"</kbd> " pass · " <kbd>"2"</kbd> " fail · " <kbd>"s"</kbd> " skip · "
+            <kbd>"n"</kbd> " next item · " <kbd>"r"</kbd> " rationale (" <kbd>"Esc"</kbd> " to leave it)"
+        </p>
+        {move || notice.get().map(|message| view! { <p class="notice" role="status" data-testid="notice">{message}</p> })}
+        <Transition fallback=|| view! { <p>"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match task.await {
+                    Ok(Some(task)) => {
+                        current.set(Some(task.task_id));
+                        view! {
+                            <section class="card task" data-testid="task" data-task-id=task.task_id.to_string()>
+                                <p class="hint">{task.remaining} " items in the queue"</p>
+                                <h2>"Question"</h2>
+                                <pre class="input">{task.input}</pre>
+                                <h2>"Reference answer"</h2>
+                                <pre class="target">{task.target}</pre>
+                                <h2>"Model output"</h2>
+                                <pre class="output" data-testid="task-output">{task.output}</pre>
+                                <p>"Is the model's final answer correct?"</p>
+                                <label>
+                                    "Rationale (optional)"
+                                    <textarea node_ref=rationale_box rows="2"
+                                        prop:value=move || rationale.get()
+                                        on:input=move |ev| rationale.set(event_target_value(&ev))></textarea>
+                                </label>
+                                <div class="row">
+                                    <button class="pass" on:click=move |_| label("pass")>"Pass " <kbd>"1"</kbd></button>
+                                    <button class="fail" on:click=move |_| label("fail")>"Fail " <kbd>"2"</kbd></button>
+                                    <button class="secondary" on:click=move |_| skip_current()>"Skip " <kbd>"s"</kbd></button>
+                                </div>
+                            </section>
+                        }.into_any()
+                    }
+                    Ok(None) => {
+                        current.set(None);
+                        view! {
+                            <section class="card" data-testid="queue-empty">
+                                <p>"The queue is empty. Press " <kbd>"n"</kbd> " to check again."</p>
+                            </section>
+                        }.into_any()
+                    }
+                    Err(error) => view! { <ErrorNote error/> }.into_any(),
+                }
+            })}
+        </Transition>
+    }
+}

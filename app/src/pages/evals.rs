@@ -1,0 +1,101 @@
+//! Evals: define one (prompt template, generation settings, exact-match grader, repetitions)
+//! and launch it against a registered checkpoint.
+
+use crate::api::{evals_page, CreateEval, LaunchRun};
+use crate::components::{ActionError, ErrorNote};
+use crate::views::{CheckpointView, EvalView};
+use leptos::prelude::*;
+
+const DEFAULT_TEMPLATE: &str =
+    "Answer the question. End your reply with a final line `Answer: <answer>`.\n\nQuestion: {input}";
+
+#[component]
+pub fn EvalsPage() -> impl IntoView {
+    let create = ServerAction::<CreateEval>::new();
+    let launch = ServerAction::<LaunchRun>::new();
+    let data = Resource::new(move || create.version().get(), |_| evals_page());
+    view! {
+        <h1>"Evals"</h1>
+        <Transition fallback=|| view! { <p>"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match data.await {
+                    Ok(data) => {
+                        let checkpoints = data.checkpoints.clone();
+                        view! {
+                            <section class="card">
+                                <h2>"Launch a run"</h2>
+                                <ActionError value=launch.value()/>
+                                <table>
+                                    <thead><tr><th>"Eval"</th><th>"Dataset"</th><th>"Settings"</th><th>"Launch against"</th></tr></thead>
+                                    <tbody>
+                                        {data.evals.into_iter().map(|eval| view! {
+                                            <EvalRow eval checkpoints=checkpoints.clone() launch/>
+                                        }).collect_view()}
+                                    </tbody>
+                                </table>
+                            </section>
+                            <section class="card">
+                                <h2>"Define an eval"</h2>
+                                <ActionForm action=create attr:class="stack">
+                                    <label>"Name" <input name="name" required maxlength="200"/></label>
+                                    <label>
+                                        "Dataset"
+                                        <select name="dataset_id" required>
+                                            {data.datasets.into_iter().map(|dataset| view! {
+                                                <option value=dataset.id.to_string()>{dataset.name}</option>
+                                            }).collect_view()}
+                                        </select>
+                                    </label>
+                                    <label>
+                                        "Prompt template (" <code>"{input}"</code> " is replaced by each item's input)"
+                                        <textarea name="prompt_template" rows="4" required>{DEFAULT_TEMPLATE}</textarea>
+                                    </label>
+                                    <div class="row">
+                                        <label>"Max tokens" <input name="max_tokens" type="number" value="128" min="1"/></label>
+                                        <label>"Temperature" <input name="temperature" type="number" value="0" min="0" max="2" step="0.1"/></label>
+                                        <label>"Repetitions" <input name="repetitions" type="number" value="1" min="1" max="100"/></label>
+                                        <label>"Seed" <input name="seed" type="number" value="0" min="0"/></label>
+                                    </div>
+                                    <p class="hint">"Grader: exact match (normalised) on the final " <code>"Answer:"</code> " line. Unparseable answers go to the human annotation queue."</p>
+                                    <button type="submit">"Define eval"</button>
+                                </ActionForm>
+                                <ActionError value=create.value()/>
+                            </section>
+                        }.into_any()
+                    }
+                    Err(error) => view! { <ErrorNote error/> }.into_any(),
+                }
+            })}
+        </Transition>
+    }
+}
+
+#[component]
+fn EvalRow(
+    eval: EvalView,
+    checkpoints: Vec<CheckpointView>,
+    launch: ServerAction<LaunchRun>,
+) -> impl IntoView {
+    let settings = format!(
+        "{} · max {} tokens · T={} · {} rep(s) · seed {}",
+        eval.grader, eval.max_tokens, eval.temperature, eval.repetitions, eval.seed
+    );
+    view! {
+        <tr>
+            <td>{eval.name.clone()}</td>
+            <td>{eval.dataset_name.clone()}</td>
+            <td class="hint">{settings}</td>
+            <td>
+                <ActionForm action=launch attr:class="inline">
+                    <input type="hidden" name="eval_id" value=eval.id.to_string()/>
+                    <select name="checkpoint_id" aria-label=format!("checkpoint for {}", eval.name)>
+                        {checkpoints.into_iter().map(|checkpoint| view! {
+                            <option value=checkpoint.id.to_string()>{checkpoint.name}</option>
+                        }).collect_view()}
+                    </select>
+                    <button type="submit">"Launch"</button>
+                </ActionForm>
+            </td>
+        </tr>
+    }
+}

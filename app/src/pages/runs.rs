@@ -1,0 +1,173 @@
+//! Runs: the list with a comparison picker, and one run's live progress and results.
+
+use crate::api::{list_runs, run_detail};
+use crate::components::ErrorNote;
+use crate::pages::datasets::short_hash;
+use crate::views::{ProgressView, ResultView};
+use leptos::prelude::*;
+use leptos_router::hooks::use_params_map;
+
+#[component]
+pub fn RunsPage() -> impl IntoView {
+    let runs = Resource::new(|| (), |_| list_runs());
+    view! {
+        <h1>"Runs"</h1>
+        <Suspense fallback=|| view! { <p>"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match runs.await {
+                    Ok(runs) => {
+                        let options = |runs: &[crate::views::RunView]| runs.iter().map(|run| {
+                            let label = format!("#{} {} on {}", run.id, run.eval_name, run.checkpoint_name);
+                            view! { <option value=run.id.to_string()>{label}</option> }
+                        }).collect_view();
+                        view! {
+                            <section class="card">
+                                <h2>"Compare two runs of the same eval"</h2>
+                                <form method="get" action="/compare" class="inline">
+                                    <label>"Baseline " <select name="baseline">{options(&runs)}</select></label>
+                                    <label>"Candidate " <select name="candidate">{options(&runs)}</select></label>
+                                    <button type="submit">"Compare"</button>
+                                </form>
+                            </section>
+                            <table>
+                                <thead><tr><th>"Run"</th><th>"Eval"</th><th>"Checkpoint"</th><th>"Progress"</th><th>"Status"</th></tr></thead>
+                                <tbody>
+                                    {runs.iter().map(|run| view! {
+                                        <tr>
+                                            <td><a href=format!("/runs/{}", run.id)>"#" {run.id}</a></td>
+                                            <td>{run.eval_name.clone()}</td>
+                                            <td>{run.checkpoint_name.clone()}</td>
+                                            <td>{run.done} " / " {run.expected}</td>
+                                            <td>{run.status.clone()}</td>
+                                        </tr>
+                                    }).collect_view()}
+                                </tbody>
+                            </table>
+                        }.into_any()
+                    }
+                    Err(error) => view! { <ErrorNote error/> }.into_any(),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+/// Seconds between progress refreshes while a run is going.
+const POLL_MS: u64 = 1000;
+
+#[component]
+pub fn RunPage() -> impl IntoView {
+    let params = use_params_map();
+    let id = move || {
+        params
+            .read()
+            .get("id")
+            .and_then(|id| id.parse::<i64>().ok())
+            .unwrap_or(0)
+    };
+    let tick = RwSignal::new(0u64);
+    let finished = RwSignal::new(false);
+    let detail = Resource::new(move || (id(), tick.get()), |(id, _)| run_detail(id));
+    // Effects run only in the browser: poll until the run completes.
+    Effect::new(move |_| {
+        let handle = set_interval_with_handle(
+            move || {
+                if !finished.get_untracked() {
+                    tick.update(|tick| *tick += 1);
+                }
+            },
+            std::time::Duration::from_millis(POLL_MS),
+        );
+        if let Ok(handle) = handle {
+            on_cleanup(move || handle.clear());
+        }
+    });
+    view! {
+        <Transition fallback=|| view! { <p>"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match detail.await {
+                    Ok(detail) => {
+                        finished.set(detail.progress.is_complete());
+                        view! {
+                            <Progress progress=detail.progress/>
+                            <Results results=detail.results/>
+                        }.into_any()
+                    }
+                    Err(error) => view! { <ErrorNote error/> }.into_any(),
+                }
+            })}
+        </Transition>
+    }
+}
+
+#[component]
+fn Progress(progress: ProgressView) -> impl IntoView {
+    let percent = if progress.expected > 0 {
+        100 * progress.done / progress.expected
+    } else {
+        100
+    };
+    let all_failed = progress.errors > 0 && progress.errors == progress.done;
+    let state = if !progress.is_complete() {
+        "running"
+    } else if all_failed {
+        "failed"
+    } else if progress.errors > 0 {
+        "completed with errors"
+    } else {
+        "completed"
+    };
+    view! {
+        <h1>"Run #" {progress.id} ": " {progress.eval_name.clone()} " on " {progress.checkpoint_name.clone()}</h1>
+        <section class="card">
+            <p class=format!("status status-{}", state.replace(' ', "-"))>
+                "Status: " <strong data-testid="run-status">{state}</strong>
+            </p>
+            <progress max=progress.expected.to_string() value=progress.done.to_string()></progress>
+            <p data-testid="run-progress">
+                <strong>{progress.done}</strong> " / " {progress.expected} " results (" {percent} "%), "
+                {progress.in_flight} " in flight"
+            </p>
+            <ul class="counts">
+                <li>"pass: " <strong data-testid="count-pass">{progress.passed}</strong></li>
+                <li>"fail: " <strong data-testid="count-fail">{progress.failed}</strong></li>
+                <li>"to human review: " <strong data-testid="count-uncertain">{progress.uncertain}</strong></li>
+                <li>"errors: " <strong data-testid="count-errors">{progress.errors}</strong></li>
+            </ul>
+            {progress.last_error.clone().map(|error| view! {
+                <p class="error" role="alert" data-testid="run-error">"Endpoint error: " {error}</p>
+            })}
+            <p class="hint">
+                "Endpoint " <code>{progress.endpoint_url.clone()}</code> " · dataset revision "
+                <code>{short_hash(&progress.dataset_revision)}</code> " · manifest "
+                <code>{short_hash(&progress.manifest_hash)}</code>
+            </p>
+        </section>
+    }
+}
+
+#[component]
+fn Results(results: Vec<ResultView>) -> impl IntoView {
+    view! {
+        <table class="results">
+            <thead><tr><th>"Case"</th><th>"Rep"</th><th>"Input"</th><th>"Target"</th><th>"Output"</th><th>"Outcome"</th><th>"Verdict"</th></tr></thead>
+            <tbody>
+                {results.into_iter().map(|result| {
+                    let verdict_class = format!("verdict verdict-{}", result.verdict);
+                    let detail = result.error.clone().unwrap_or(result.reason.clone());
+                    view! {
+                        <tr>
+                            <td><code>{result.case_id}</code></td>
+                            <td>{result.repetition}</td>
+                            <td>{result.input}</td>
+                            <td>{result.target}</td>
+                            <td><pre class="output">{result.output}</pre></td>
+                            <td>{result.outcome}</td>
+                            <td><span class=verdict_class title=detail>{result.verdict}</span></td>
+                        </tr>
+                    }
+                }).collect_view()}
+            </tbody>
+        </table>
+    }
+}

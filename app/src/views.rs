@@ -1,0 +1,204 @@
+//! The shapes the browser receives. They are deliberately separate from the engine's records:
+//! the engine is server-only, and each view carries only what its page may show (an annotator's
+//! task view, for instance, has no model or checkpoint identity).
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UserView {
+    pub username: String,
+    /// annotator, reviewer, researcher, lead or admin.
+    pub role: String,
+}
+
+impl UserView {
+    /// Mirrors `Permission::ManageEvals`/`ViewResults` for showing links; the server decides.
+    pub fn is_researcher(&self) -> bool {
+        matches!(self.role.as_str(), "researcher" | "lead" | "admin")
+    }
+
+    /// Mirrors `Permission::Annotate`.
+    pub fn is_annotator(&self) -> bool {
+        matches!(
+            self.role.as_str(),
+            "annotator" | "reviewer" | "lead" | "admin"
+        )
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RevisionView {
+    pub id: i64,
+    pub content_hash: String,
+    pub item_count: i64,
+    pub source_name: String,
+    pub created_at: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DatasetView {
+    pub id: i64,
+    pub name: String,
+    pub revision_count: i64,
+    pub latest: Option<RevisionView>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ItemView {
+    pub case_id: String,
+    pub input: String,
+    pub target: String,
+    pub category: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DatasetPageData {
+    pub dataset: DatasetView,
+    pub revisions: Vec<RevisionView>,
+    /// The first items of the newest revision.
+    pub items: Vec<ItemView>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CheckpointView {
+    pub id: i64,
+    pub name: String,
+    pub base_url: String,
+    pub model: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EvalView {
+    pub id: i64,
+    pub name: String,
+    pub dataset_name: String,
+    pub prompt_template: String,
+    pub grader: String,
+    pub max_tokens: i64,
+    pub temperature: f64,
+    pub repetitions: i64,
+    pub seed: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunView {
+    pub id: i64,
+    pub eval_id: i64,
+    pub eval_name: String,
+    pub checkpoint_name: String,
+    pub status: String,
+    pub expected: i64,
+    pub done: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProgressView {
+    pub id: i64,
+    pub eval_name: String,
+    pub checkpoint_name: String,
+    pub endpoint_url: String,
+    pub manifest_hash: String,
+    pub dataset_revision: String,
+    pub status: String,
+    pub expected: i64,
+    pub done: i64,
+    pub in_flight: i64,
+    pub passed: i64,
+    pub failed: i64,
+    pub uncertain: i64,
+    pub errors: i64,
+    pub last_error: Option<String>,
+}
+
+impl ProgressView {
+    pub fn is_complete(&self) -> bool {
+        self.status == "completed"
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ResultView {
+    pub case_id: String,
+    pub repetition: i64,
+    pub input: String,
+    pub target: String,
+    pub output: String,
+    pub outcome: String,
+    pub verdict: String,
+    pub reason: String,
+    pub error: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunPageData {
+    pub progress: ProgressView,
+    pub results: Vec<ResultView>,
+}
+
+/// What an annotator sees: the question, the reference answer and the model's output as text.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskView {
+    pub task_id: i64,
+    pub input: String,
+    pub target: String,
+    pub output: String,
+    pub remaining: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScoreView {
+    pub run_id: i64,
+    pub checkpoint_name: String,
+    pub status: String,
+    pub passed: i64,
+    pub failed: i64,
+    pub uncertain: i64,
+    pub errors: i64,
+    pub pending: i64,
+    pub total: i64,
+}
+
+impl ScoreView {
+    /// "80.0%" over graded items, or "–" before anything is graded.
+    pub fn pass_rate_text(&self) -> String {
+        let graded = self.passed + self.failed;
+        if graded == 0 {
+            "–".into()
+        } else {
+            format!("{:.1}%", 100.0 * self.passed as f64 / graded as f64)
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FlipView {
+    pub case_id: String,
+    pub repetition: i64,
+    pub input: String,
+    pub target: String,
+    /// `pass→fail` (regression) or `fail→pass`.
+    pub direction: String,
+    pub baseline_output: String,
+    pub candidate_output: String,
+    pub baseline_reason: String,
+    pub candidate_reason: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ComparisonView {
+    pub eval_name: String,
+    pub baseline: ScoreView,
+    pub candidate: ScoreView,
+    pub paired: i64,
+    pub pass_to_fail: i64,
+    pub fail_to_pass: i64,
+    pub flips: Vec<FlipView>,
+}
+
+/// The researcher's launch page needs evals and checkpoints together.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EvalsPageData {
+    pub evals: Vec<EvalView>,
+    pub datasets: Vec<DatasetView>,
+    pub checkpoints: Vec<CheckpointView>,
+}

@@ -1,0 +1,15 @@
+//! Arbiter's engine: everything the server does that is not HTTP.
+//!
+//! Pure domain modules (`auth`, `dataset`, `manifest`, `grading`, `compare`) have no I/O and
+//! are tested alone; `store`, `model_client`, `dispatch` and `sim` are the edges.
+
+pub mod auth;
+pub mod compare;
+pub mod dataset;
+pub mod dispatch;
+pub mod grading;
+pub mod manifest;
+pub mod model_client;
+pub mod service;
+pub mod sim;
+pub mod store;

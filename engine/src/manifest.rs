@@ -1,0 +1,167 @@
+//! Eval definitions and the frozen manifest a run is launched from.
+//!
+//! A manifest pins everything that determines a run's results; its content hash is the run's
+//! identity, so launching an unchanged manifest twice finds the same run. Pure: no I/O.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// The placeholder in a prompt template that receives a dataset item's `input`.
+pub const INPUT_PLACEHOLDER: &str = "{input}";
+/// The only grader of the foundation; later graders add their own ids.
+pub const EXACT_MATCH_GRADER: &str = "exact_match@1";
+
+/// Sampling settings sent with every generation request of a run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GenerationSettings {
+    pub max_tokens: u32,
+    pub temperature: f64,
+    /// Base seed; repetition `r` of a case is sampled with `seed + r`.
+    pub seed: u64,
+}
+
+/// What a researcher defines before launching: the eval without a checkpoint.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EvalSpec {
+    pub name: String,
+    pub prompt_template: String,
+    pub grader: String,
+    pub generation: GenerationSettings,
+    pub repetitions: u32,
+}
+
+pub const MAX_REPETITIONS: u32 = 100;
+pub const MAX_TOKENS_LIMIT: u32 = 32_768;
+
+impl EvalSpec {
+    /// Checks a researcher's definition, returning the first problem in plain words.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.name.trim().is_empty() || self.name.len() > 200 {
+            return Err("an eval needs a name of 1 to 200 characters".into());
+        }
+        if !self.prompt_template.contains(INPUT_PLACEHOLDER) {
+            return Err(format!(
+                "the prompt template must contain {INPUT_PLACEHOLDER}, where each item's input goes"
+            ));
+        }
+        if self.grader != EXACT_MATCH_GRADER {
+            return Err(format!(
+                "unknown grader `{}`; available: {EXACT_MATCH_GRADER}",
+                self.grader
+            ));
+        }
+        if self.generation.max_tokens == 0 || self.generation.max_tokens > MAX_TOKENS_LIMIT {
+            return Err(format!(
+                "max tokens must be between 1 and {MAX_TOKENS_LIMIT}"
+            ));
+        }
+        if !(0.0..=2.0).contains(&self.generation.temperature) {
+            return Err("temperature must be between 0 and 2".into());
+        }
+        if self.repetitions == 0 || self.repetitions > MAX_REPETITIONS {
+            return Err(format!(
+                "repetitions must be between 1 and {MAX_REPETITIONS}"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Fills a prompt template with one item's input.
+pub fn render_prompt(template: &str, input: &str) -> String {
+    template.replace(INPUT_PLACEHOLDER, input)
+}
+
+/// Everything that determines a run's results, frozen at launch.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub eval_id: i64,
+    pub eval: EvalSpec,
+    pub dataset_id: i64,
+    pub dataset_revision_id: i64,
+    pub dataset_revision: String,
+    pub case_count: u64,
+    pub checkpoint_id: i64,
+    pub checkpoint_name: String,
+    pub endpoint_url: String,
+    pub served_model: String,
+}
+
+impl Manifest {
+    /// Number of result identities: every case at every repetition.
+    pub fn expected_results(&self) -> u64 {
+        self.case_count * u64::from(self.eval.repetitions)
+    }
+
+    /// `sha256:` + hex over the manifest's JSON (struct field order is fixed, so it is canonical).
+    pub fn content_hash(&self) -> String {
+        let json = serde_json::to_vec(self).expect("manifests always serialize");
+        format!("sha256:{}", hex::encode(Sha256::digest(json)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> EvalSpec {
+        EvalSpec {
+            name: "qa".into(),
+            prompt_template: "Q: {input}\nA:".into(),
+            grader: EXACT_MATCH_GRADER.into(),
+            generation: GenerationSettings {
+                max_tokens: 64,
+                temperature: 0.0,
+                seed: 7,
+            },
+            repetitions: 2,
+        }
+    }
+
+    fn manifest() -> Manifest {
+        Manifest {
+            eval_id: 1,
+            eval: spec(),
+            dataset_id: 1,
+            dataset_revision_id: 3,
+            dataset_revision: "sha256:ab".into(),
+            case_count: 60,
+            checkpoint_id: 2,
+            checkpoint_name: "ckpt".into(),
+            endpoint_url: "http://127.0.0.1:8001/v1".into(),
+            served_model: "m".into(),
+        }
+    }
+
+    #[test]
+    fn renders_the_input_into_the_template() {
+        assert_eq!(render_prompt("Q: {input}\nA:", "2+2?"), "Q: 2+2?\nA:");
+    }
+
+    #[test]
+    fn validation_names_the_problem() {
+        assert!(spec().validate().is_ok());
+        let mut bad = spec();
+        bad.prompt_template = "no placeholder".into();
+        assert!(bad.validate().unwrap_err().contains("{input}"));
+        let mut bad = spec();
+        bad.repetitions = 0;
+        assert!(bad.validate().unwrap_err().contains("repetitions"));
+        let mut bad = spec();
+        bad.generation.temperature = 3.0;
+        assert!(bad.validate().unwrap_err().contains("temperature"));
+    }
+
+    #[test]
+    fn hash_changes_with_any_frozen_field() {
+        let base = manifest();
+        assert_eq!(base.content_hash(), manifest().content_hash());
+        assert_eq!(base.expected_results(), 120);
+        let mut other = manifest();
+        other.eval.generation.seed = 8;
+        assert_ne!(base.content_hash(), other.content_hash());
+        let mut other = manifest();
+        other.checkpoint_id = 9;
+        assert_ne!(base.content_hash(), other.content_hash());
+    }
+}

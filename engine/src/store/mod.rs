@@ -1,0 +1,182 @@
+//! The store: one trait over everything Arbiter persists, with SQLite and PostgreSQL backends.
+//!
+//! The backend is chosen by the database URL's scheme ([`connect`]). Both implementations are
+//! generated from one body of SQL (`sql.rs`), so they cannot drift apart; the only dialect
+//! difference is the row-lock clause used when claiming work.
+
+mod postgres;
+mod sql;
+mod sqlite;
+mod types;
+
+pub use postgres::PostgresStore;
+pub use sqlite::SqliteStore;
+pub use types::*;
+
+use crate::auth::{PasswordHash, Role};
+use crate::dataset::ParsedDataset;
+use crate::grading::Grade;
+use crate::manifest::{EvalSpec, Manifest};
+use crate::model_client::Generation;
+use async_trait::async_trait;
+use std::sync::Arc;
+
+/// Errors a store reports. `Conflict` and `NotFound` are the caller's to explain; `Database` is
+/// an infrastructure failure whose details are logged, never shown.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("migration failed: {0}")]
+    Migration(#[from] sqlx::migrate::MigrateError),
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// `sqlite` or `postgres`, for logs and the health page.
+    fn backend(&self) -> &'static str;
+
+    // Users.
+    async fn create_user(
+        &self,
+        username: &str,
+        hash: &PasswordHash,
+        role: Role,
+    ) -> StoreResult<i64>;
+    async fn find_user_credentials(&self, username: &str) -> StoreResult<Option<UserCredentials>>;
+    async fn get_user(&self, id: i64) -> StoreResult<Option<User>>;
+    async fn set_password(&self, username: &str, hash: &PasswordHash) -> StoreResult<bool>;
+    async fn list_users(&self) -> StoreResult<Vec<User>>;
+
+    // Checkpoints and their endpoints.
+    async fn register_checkpoint(
+        &self,
+        new: &NewCheckpoint,
+        created_by: Option<i64>,
+    ) -> StoreResult<i64>;
+    async fn list_checkpoints(&self) -> StoreResult<Vec<Checkpoint>>;
+
+    // Datasets.
+    /// Stores a parsed upload as a revision of the named dataset (creating the dataset on first
+    /// upload). Re-uploading identical content returns the existing revision.
+    async fn store_dataset_revision(
+        &self,
+        name: &str,
+        source_name: &str,
+        parsed: &ParsedDataset,
+        created_by: Option<i64>,
+    ) -> StoreResult<DatasetRevision>;
+    async fn list_datasets(&self) -> StoreResult<Vec<DatasetSummary>>;
+    async fn get_dataset(&self, id: i64) -> StoreResult<Option<DatasetSummary>>;
+    async fn list_revisions(&self, dataset_id: i64) -> StoreResult<Vec<DatasetRevision>>;
+    async fn list_items(
+        &self,
+        revision_id: i64,
+        limit: i64,
+        offset: i64,
+    ) -> StoreResult<Vec<crate::dataset::DatasetItem>>;
+
+    // Evals and runs.
+    async fn create_eval(
+        &self,
+        dataset_id: i64,
+        spec: &EvalSpec,
+        created_by: Option<i64>,
+    ) -> StoreResult<i64>;
+    async fn list_evals(&self) -> StoreResult<Vec<EvalSummary>>;
+    /// Everything needed to freeze a manifest for (eval, checkpoint), read in one snapshot.
+    async fn manifest_inputs(
+        &self,
+        eval_id: i64,
+        checkpoint_id: i64,
+    ) -> StoreResult<ManifestInputs>;
+    /// Inserts the run and expands its result identities inside the database (no item rows
+    /// pass through this process). Returns the existing run for an already-launched manifest.
+    async fn create_run(
+        &self,
+        manifest: &Manifest,
+        created_by: Option<i64>,
+    ) -> StoreResult<LaunchedRun>;
+    async fn list_runs(&self) -> StoreResult<Vec<RunSummary>>;
+    async fn run_progress(&self, run_id: i64) -> StoreResult<Option<RunProgress>>;
+    async fn run_results(&self, run_id: i64, limit: i64) -> StoreResult<Vec<ResultRow>>;
+    /// All final results of a run, for comparisons.
+    async fn run_outcomes(&self, run_id: i64) -> StoreResult<Vec<ResultRow>>;
+
+    // The work queue.
+    /// Leases up to `limit` queued (or lease-expired) items to `worker`.
+    async fn claim_work(&self, worker: &str, limit: i64, lease_ms: i64) -> StoreResult<Vec<i64>>;
+    async fn load_job(&self, work_item_id: i64) -> StoreResult<Job>;
+    /// Records a generation and its grade and finishes the work item, in one transaction.
+    /// Returns false when the identity already had a result (a duplicate commit is a no-op).
+    async fn record_result(
+        &self,
+        work_item_id: i64,
+        generation: &Generation,
+        grade: Option<&Grade>,
+    ) -> StoreResult<bool>;
+
+    // Human annotation.
+    /// The annotator's current leased task, or a newly leased open one.
+    async fn next_annotation_task(
+        &self,
+        user_id: i64,
+        lease_ms: i64,
+    ) -> StoreResult<Option<AnnotationTask>>;
+    async fn submit_label(
+        &self,
+        task_id: i64,
+        user_id: i64,
+        pass: bool,
+        rationale: &str,
+    ) -> StoreResult<()>;
+    async fn skip_task(&self, task_id: i64, user_id: i64) -> StoreResult<()>;
+    async fn annotation_queue_counts(&self) -> StoreResult<QueueCounts>;
+}
+
+/// An opened database, keeping its concrete pool for the session store beside the `Store`.
+#[derive(Clone)]
+pub enum Database {
+    Sqlite(Arc<SqliteStore>),
+    Postgres(Arc<PostgresStore>),
+}
+
+impl Database {
+    /// Opens (and migrates) the database named by a URL: `sqlite:` or `postgres(ql):`.
+    pub async fn open(database_url: &str) -> StoreResult<Database> {
+        if database_url.starts_with("sqlite:") {
+            Ok(Database::Sqlite(Arc::new(
+                SqliteStore::connect(database_url).await?,
+            )))
+        } else if database_url.starts_with("postgres:") || database_url.starts_with("postgresql:") {
+            Ok(Database::Postgres(Arc::new(
+                PostgresStore::connect(database_url).await?,
+            )))
+        } else {
+            Err(StoreError::Conflict(format!(
+                "unsupported database URL `{database_url}`: use sqlite://PATH or postgres://…"
+            )))
+        }
+    }
+
+    pub fn store(&self) -> Arc<dyn Store> {
+        match self {
+            Database::Sqlite(store) => store.clone(),
+            Database::Postgres(store) => store.clone(),
+        }
+    }
+}
+
+/// Current time as Unix milliseconds, the unit of every stored timestamp.
+pub fn now_ms() -> i64 {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX)
+}

@@ -1,0 +1,1104 @@
+//! Story tests for the store: what a researcher, a worker fleet and annotators do, told once
+//! and run against both backends (SQLite in a temporary directory, PostgreSQL in a fresh
+//! database per test), so the two implementations cannot drift apart unnoticed.
+//!
+//! PostgreSQL: `eval "$(scripts/start-postgres)"` exports `ARBITER_TEST_POSTGRES_URL`, a
+//! superuser URL of a throwaway server. Without it the PostgreSQL tests fail; they never skip.
+
+use arbiter_engine::auth::{PasswordHash, Role};
+use arbiter_engine::compare::{FlipDirection, Score};
+use arbiter_engine::dataset::{parse_dataset, DatasetFormat};
+use arbiter_engine::grading::{grade_exact_match, Verdict};
+use arbiter_engine::model_client::{Generation, Outcome};
+use arbiter_engine::service::{self, EvalForm, ServiceError};
+use arbiter_engine::store::{now_ms, Database, QueueCounts, RunProgress, Store, StoreError, User};
+use sqlx::Connection;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+// ---------------------------------------------------------------------------------------------
+// Harness: one body per story, one test per (backend, story).
+// ---------------------------------------------------------------------------------------------
+
+/// Generates `mod sqlite { … }` and `mod postgres { … }`, each with one test per story that
+/// opens a fresh store, runs the story against it and tears the store down.
+macro_rules! stories {
+    ($($story:ident),+ $(,)?) => {
+        stories!(@backend sqlite; $($story),+);
+        stories!(@backend postgres; $($story),+);
+    };
+    (@backend $backend:ident; $($story:ident),+) => {
+        mod $backend {
+            $(
+                // Several worker threads, so the concurrency story really runs in parallel.
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $story() {
+                    let backend = super::TestBackend::$backend().await;
+                    super::$story(backend.database.store()).await;
+                    backend.tear_down().await;
+                }
+            )+
+        }
+    };
+}
+
+stories!(
+    users_sign_up_and_reset_passwords,
+    dataset_uploads_are_revisioned_and_atomic,
+    checkpoints_evals_and_launches,
+    work_queue_hands_out_and_records_each_item_once,
+    concurrent_workers_record_every_item_exactly_once,
+    uncertain_answers_go_to_one_annotator_at_a_time,
+    comparing_two_checkpoints_finds_the_flips,
+);
+
+const POSTGRES_URL_VARIABLE: &str = "ARBITER_TEST_POSTGRES_URL";
+
+/// An opened, migrated store and the scratch space it lives in.
+struct TestBackend {
+    database: Database,
+    scratch: Scratch,
+}
+
+enum Scratch {
+    /// Holds the SQLite file; removed when dropped.
+    Directory(tempfile::TempDir),
+    /// A database created for this test on the server at `admin_url`.
+    PostgresDatabase { admin_url: String, name: String },
+}
+
+impl TestBackend {
+    async fn sqlite() -> TestBackend {
+        let directory = tempfile::tempdir().expect("a temporary directory for the SQLite file");
+        let url = format!("sqlite://{}", directory.path().join("arbiter.db").display());
+        let database = Database::open(&url)
+            .await
+            .expect("the SQLite store opens and migrates");
+        TestBackend {
+            database,
+            scratch: Scratch::Directory(directory),
+        }
+    }
+
+    /// Creates `arbiter_test_<random>` so that tests run in parallel without sharing rows.
+    async fn postgres() -> TestBackend {
+        let admin_url = std::env::var(POSTGRES_URL_VARIABLE)
+            .ok()
+            .filter(|url| !url.trim().is_empty())
+            .unwrap_or_else(|| {
+                panic!(
+                    "{POSTGRES_URL_VARIABLE} is not set, so the PostgreSQL store cannot be tested: \
+                     run `eval \"$(scripts/start-postgres)\"` in the repository root, then run the tests again"
+                )
+            });
+        let name = format!("arbiter_test_{:016x}", rand::random::<u64>());
+        let mut admin = admin_connection(&admin_url).await;
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&mut admin)
+            .await
+            .unwrap_or_else(|err| panic!("cannot create the test database {name}: {err}"));
+        let database = Database::open(&database_url(&admin_url, &name))
+            .await
+            .unwrap_or_else(|err| panic!("the PostgreSQL store {name} does not open: {err}"));
+        TestBackend {
+            database,
+            scratch: Scratch::PostgresDatabase { admin_url, name },
+        }
+    }
+
+    /// Closes the pool and removes the scratch space. A failed test never gets here, so its
+    /// PostgreSQL database stays behind for inspection (the server is a throwaway one).
+    async fn tear_down(self) {
+        let TestBackend { database, scratch } = self;
+        match &database {
+            Database::Sqlite(store) => store.pool().close().await,
+            Database::Postgres(store) => store.pool().close().await,
+        }
+        match scratch {
+            Scratch::Directory(directory) => directory
+                .close()
+                .expect("the SQLite scratch directory is removed"),
+            Scratch::PostgresDatabase { admin_url, name } => {
+                let mut admin = admin_connection(&admin_url).await;
+                sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
+                    .execute(&mut admin)
+                    .await
+                    .unwrap_or_else(|err| panic!("cannot drop the test database {name}: {err}"));
+            }
+        }
+    }
+}
+
+async fn admin_connection(admin_url: &str) -> sqlx::PgConnection {
+    sqlx::PgConnection::connect(admin_url)
+        .await
+        .unwrap_or_else(|err| {
+            panic!(
+                "cannot connect to {admin_url} ({err}): is the test server running? \
+             Run `eval \"$(scripts/start-postgres)\"` in the repository root"
+            )
+        })
+}
+
+/// The admin URL with its database name replaced, keeping any `?options`.
+fn database_url(admin_url: &str, database: &str) -> String {
+    let (address, options) = admin_url.split_once('?').unwrap_or((admin_url, ""));
+    let authority_start = address.find("://").map_or(0, |index| index + 3);
+    let path_start = address[authority_start..]
+        .find('/')
+        .map_or(address.len(), |index| authority_start + index);
+    let mut url = format!("{}/{database}", &address[..path_start]);
+    if !options.is_empty() {
+        url.push('?');
+        url.push_str(options);
+    }
+    url
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fixtures.
+// ---------------------------------------------------------------------------------------------
+
+/// The bundled sample: 60 cases in three categories.
+const SAMPLE: &[u8] = include_bytes!("../../public/samples/qa-basic.jsonl");
+
+const FIVE_CASES: &str = r#"{"id": "c1", "input": "What is 1 + 1?", "target": "2"}
+{"id": "c2", "input": "What is 2 + 2?", "target": "4"}
+{"id": "c3", "input": "What is 3 + 3?", "target": "6"}
+{"id": "c4", "input": "What is 4 + 4?", "target": "8"}
+{"id": "c5", "input": "What is 5 + 5?", "target": "10"}
+"#;
+
+const THREE_CASES: &str = r#"{"id": "q1", "input": "What is 6 times 7?", "target": "42"}
+{"id": "q2", "input": "What is the capital of France?", "target": "Paris"}
+{"id": "q3", "input": "How many legs has a spider?", "target": "8"}
+"#;
+
+/// A reply with no recognisable answer: the exact-match grader calls it uncertain.
+const UNSURE: &str = "I am not sure.\nNo idea.";
+const PROMPT_TEMPLATE: &str = "Question: {input}\nEnd with a line `Answer: <answer>`.";
+const ENDPOINT: &str = "http://127.0.0.1:8001";
+/// Long enough that no lease expires during a test.
+const LONG_LEASE_MS: i64 = 10 * 60 * 1000;
+
+/// Store-level tests need a hash, not a real one: Argon2 would only slow them down.
+fn stand_in_hash(label: &str) -> PasswordHash {
+    PasswordHash::from_stored(format!("$argon2id$v=19$stand-in${label}"))
+}
+
+fn eval_form(name: &str, dataset_id: i64, repetitions: u32) -> EvalForm {
+    EvalForm {
+        name: name.to_string(),
+        dataset_id,
+        prompt_template: PROMPT_TEMPLATE.to_string(),
+        max_tokens: 64,
+        temperature: 0.0,
+        repetitions,
+        seed: 7,
+    }
+}
+
+/// Uploads `dataset`, registers one checkpoint and one eval, and launches the run.
+async fn launch_one_run(store: &dyn Store, dataset: &[u8], repetitions: u32) -> i64 {
+    let revision = service::upload_dataset(store, "qa", "qa.jsonl", dataset, None)
+        .await
+        .expect("the dataset uploads");
+    let checkpoint = service::register_checkpoint(store, "base", ENDPOINT, "base-model", None)
+        .await
+        .expect("the checkpoint registers");
+    let eval = service::define_eval(
+        store,
+        &eval_form("qa-exact", revision.dataset_id, repetitions),
+        None,
+    )
+    .await
+    .expect("the eval is valid");
+    let launched = service::launch_run(store, eval, checkpoint, None)
+        .await
+        .expect("the run launches");
+    assert!(launched.created);
+    launched.run_id
+}
+
+fn answered(output: &str) -> Generation {
+    Generation {
+        outcome: Outcome::Ok,
+        output: output.to_string(),
+        finish_reason: Some("stop".into()),
+        error: None,
+        latency_ms: 12,
+        attempts: 1,
+        prompt_tokens: Some(20),
+        completion_tokens: Some(4),
+        logprobs_json: None,
+    }
+}
+
+fn endpoint_failure(error: &str) -> Generation {
+    Generation {
+        outcome: Outcome::EndpointError,
+        output: String::new(),
+        finish_reason: None,
+        error: Some(error.to_string()),
+        latency_ms: 3000,
+        attempts: 3,
+        prompt_tokens: None,
+        completion_tokens: None,
+        logprobs_json: None,
+    }
+}
+
+/// How a simulated model answers one item.
+#[derive(Clone, Copy, Debug)]
+enum Reply {
+    Correct,
+    Wrong,
+    Unsure,
+}
+
+impl Reply {
+    fn output(self, target: &str) -> String {
+        match self {
+            Reply::Correct => format!("Let me see.\nAnswer: {target}"),
+            Reply::Wrong => "Answer: certainly not this".to_string(),
+            Reply::Unsure => UNSURE.to_string(),
+        }
+    }
+}
+
+/// Answers a work item as a worker would: load the job, grade the reply, record both.
+/// Returns what `record_result` returns (false for a duplicate commit).
+async fn reply(store: &dyn Store, work_item_id: i64, answer: Reply) -> bool {
+    let job = store
+        .load_job(work_item_id)
+        .await
+        .expect("a claimed item loads");
+    let output = answer.output(&job.target);
+    let grade = grade_exact_match(&output, &job.target);
+    store
+        .record_result(work_item_id, &answered(&output), Some(&grade))
+        .await
+        .expect("recording a result succeeds")
+}
+
+async fn progress(store: &dyn Store, run_id: i64) -> RunProgress {
+    store
+        .run_progress(run_id)
+        .await
+        .expect("progress reads")
+        .expect("the run exists")
+}
+
+fn sorted(mut ids: Vec<i64>) -> Vec<i64> {
+    ids.sort_unstable();
+    ids
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stories.
+// ---------------------------------------------------------------------------------------------
+
+async fn users_sign_up_and_reset_passwords(store: Arc<dyn Store>) {
+    let store = &*store;
+    let alice_hash = stand_in_hash("alice");
+    let alice = store
+        .create_user("alice", &alice_hash, Role::Researcher)
+        .await
+        .unwrap();
+    let bob = store
+        .create_user("bob", &stand_in_hash("bob"), Role::Annotator)
+        .await
+        .unwrap();
+    assert_ne!(alice, bob);
+
+    let credentials = store
+        .find_user_credentials("alice")
+        .await
+        .unwrap()
+        .expect("alice can log in");
+    let alice_user = User {
+        id: alice,
+        username: "alice".into(),
+        role: Role::Researcher,
+    };
+    assert_eq!(credentials.user, alice_user);
+    assert_eq!(credentials.password_hash.as_phc(), alice_hash.as_phc());
+    assert!(store
+        .find_user_credentials("mallory")
+        .await
+        .unwrap()
+        .is_none());
+    assert_eq!(
+        store.get_user(alice).await.unwrap(),
+        Some(alice_user.clone())
+    );
+    assert_eq!(store.get_user(alice + bob + 1000).await.unwrap(), None);
+
+    match store
+        .create_user("alice", &stand_in_hash("again"), Role::Admin)
+        .await
+    {
+        Err(StoreError::Conflict(message)) => assert!(
+            message.contains("alice"),
+            "the conflict should name the username: {message}"
+        ),
+        other => panic!("a second `alice` must be a conflict, got {other:?}"),
+    }
+
+    assert!(!store
+        .set_password("mallory", &stand_in_hash("x"))
+        .await
+        .unwrap());
+    assert!(store
+        .set_password("alice", &stand_in_hash("new"))
+        .await
+        .unwrap());
+    let credentials = store.find_user_credentials("alice").await.unwrap().unwrap();
+    assert_eq!(
+        credentials.password_hash.as_phc(),
+        stand_in_hash("new").as_phc()
+    );
+    // The refused duplicate changed nothing about the first alice.
+    assert_eq!(credentials.user, alice_user);
+
+    let bob_user = User {
+        id: bob,
+        username: "bob".into(),
+        role: Role::Annotator,
+    };
+    assert_eq!(
+        store.list_users().await.unwrap(),
+        vec![alice_user, bob_user]
+    );
+}
+
+async fn dataset_uploads_are_revisioned_and_atomic(store: Arc<dyn Store>) {
+    let store = &*store;
+    let parsed = parse_dataset(SAMPLE, DatasetFormat::Jsonl).unwrap();
+    let first = service::upload_dataset(store, "qa-basic", "qa-basic.jsonl", SAMPLE, None)
+        .await
+        .unwrap();
+    assert_eq!(first.content_hash, parsed.content_hash);
+    assert_eq!(first.item_count, 60);
+    assert_eq!(first.source_name, "qa-basic.jsonl");
+    assert_eq!(
+        store.list_items(first.id, 1000, 0).await.unwrap(),
+        parsed.items
+    );
+    assert_eq!(
+        store.list_items(first.id, 10, 50).await.unwrap(),
+        parsed.items[50..60].to_vec(),
+        "items page in file order"
+    );
+
+    let again = service::upload_dataset(store, "qa-basic", "copy.jsonl", SAMPLE, None)
+        .await
+        .unwrap();
+    assert_eq!(again.id, first.id, "identical bytes are the same revision");
+    assert_eq!(
+        store.list_revisions(first.dataset_id).await.unwrap().len(),
+        1
+    );
+
+    let mut changed = String::from_utf8(SAMPLE.to_vec()).unwrap();
+    changed.push_str(r#"{"id": "extra-001", "input": "What is 1 + 1?", "target": "2"}"#);
+    changed.push('\n');
+    let second = service::upload_dataset(
+        store,
+        "qa-basic",
+        "qa-basic-v2.jsonl",
+        changed.as_bytes(),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_ne!(second.id, first.id);
+    assert_eq!(second.dataset_id, first.dataset_id);
+    assert_eq!(second.item_count, 61);
+    assert_ne!(second.content_hash, first.content_hash);
+    let summary = store.get_dataset(first.dataset_id).await.unwrap().unwrap();
+    assert_eq!(summary.name, "qa-basic");
+    assert_eq!(summary.revision_count, 2);
+    assert_eq!(summary.latest_revision.as_ref(), Some(&second));
+    assert_eq!(
+        store.list_revisions(first.dataset_id).await.unwrap(),
+        vec![second.clone(), first.clone()],
+        "newest revision first"
+    );
+    assert_eq!(
+        store.list_items(first.id, 1000, 0).await.unwrap().len(),
+        60,
+        "the old revision is immutable"
+    );
+    assert_eq!(
+        store.list_items(second.id, 1000, 0).await.unwrap().len(),
+        61
+    );
+
+    let datasets_before = store.list_datasets().await.unwrap();
+    assert_eq!(datasets_before, vec![summary]);
+
+    let bad_json = "{\"id\": \"a\", \"input\": \"x\", \"target\": \"y\"}\n{not json\n";
+    match service::upload_dataset(store, "broken", "broken.jsonl", bad_json.as_bytes(), None).await
+    {
+        Err(ServiceError::Invalid(message)) => {
+            assert!(
+                message.contains("line 2"),
+                "the error should name line 2: {message}"
+            )
+        }
+        other => panic!("bad JSON must be refused as invalid, got {other:?}"),
+    }
+    let duplicate_ids = "{\"id\": \"a\", \"input\": \"x\", \"target\": \"y\"}\n\
+                         {\"id\": \"b\", \"input\": \"x\", \"target\": \"y\"}\n\
+                         {\"id\": \"a\", \"input\": \"z\", \"target\": \"y\"}\n";
+    match service::upload_dataset(
+        store,
+        "qa-basic",
+        "dup.jsonl",
+        duplicate_ids.as_bytes(),
+        None,
+    )
+    .await
+    {
+        Err(ServiceError::Invalid(message)) => assert!(
+            message.contains("line 3") && message.contains("duplicate case id `a`"),
+            "the error should name the line and the id: {message}"
+        ),
+        other => panic!("duplicate case ids must be refused as invalid, got {other:?}"),
+    }
+    assert_eq!(
+        store.list_datasets().await.unwrap(),
+        datasets_before,
+        "a refused upload stores nothing: no dataset, no revision"
+    );
+}
+
+async fn checkpoints_evals_and_launches(store: Arc<dyn Store>) {
+    let store = &*store;
+    let revision = service::upload_dataset(store, "qa-basic", "qa-basic.jsonl", SAMPLE, None)
+        .await
+        .unwrap();
+
+    let base = service::register_checkpoint(store, "base-7b", ENDPOINT, "base", None)
+        .await
+        .unwrap();
+    // The same server typed differently shares its endpoint row.
+    let tuned = service::register_checkpoint(
+        store,
+        "tuned-7b",
+        "http://127.0.0.1:8001/v1/",
+        "tuned",
+        None,
+    )
+    .await
+    .unwrap();
+    let checkpoints = store.list_checkpoints().await.unwrap();
+    let summary: Vec<(i64, &str, &str, &str)> = checkpoints
+        .iter()
+        .map(|c| (c.id, c.name.as_str(), c.base_url.as_str(), c.model.as_str()))
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            (base, "base-7b", "http://127.0.0.1:8001/v1", "base"),
+            (tuned, "tuned-7b", "http://127.0.0.1:8001/v1", "tuned"),
+        ]
+    );
+    match service::register_checkpoint(store, "base-7b", "http://10.0.0.2:9000", "other", None)
+        .await
+    {
+        Err(ServiceError::Conflict(message)) => {
+            assert!(
+                message.contains("base-7b"),
+                "the conflict should name the checkpoint: {message}"
+            )
+        }
+        other => panic!("a duplicate checkpoint name must be a conflict, got {other:?}"),
+    }
+    assert!(matches!(
+        service::register_checkpoint(store, "ftp-7b", "ftp://10.0.0.2", "m", None).await,
+        Err(ServiceError::Invalid(_))
+    ));
+    assert_eq!(store.list_checkpoints().await.unwrap().len(), 2);
+
+    let mut no_placeholder = eval_form("qa-exact", revision.dataset_id, 2);
+    no_placeholder.prompt_template = "Answer the question.".into();
+    match service::define_eval(store, &no_placeholder, None).await {
+        Err(ServiceError::Invalid(message)) => assert!(message.contains("{input}"), "{message}"),
+        other => panic!("a template without {{input}} must be invalid, got {other:?}"),
+    }
+    assert!(
+        store.list_evals().await.unwrap().is_empty(),
+        "an invalid eval stores nothing"
+    );
+
+    let eval = service::define_eval(store, &eval_form("qa-exact", revision.dataset_id, 2), None)
+        .await
+        .unwrap();
+    let evals = store.list_evals().await.unwrap();
+    assert_eq!(evals.len(), 1);
+    assert_eq!(
+        (
+            evals[0].id,
+            evals[0].dataset_name.as_str(),
+            evals[0].repetitions,
+            evals[0].grader.as_str()
+        ),
+        (eval, "qa-basic", 2, "exact_match@1")
+    );
+    assert!(matches!(
+        service::define_eval(store, &eval_form("qa-exact", revision.dataset_id, 1), None).await,
+        Err(ServiceError::Conflict(_))
+    ));
+    assert!(matches!(
+        service::define_eval(
+            store,
+            &eval_form("orphan", revision.dataset_id + 1000, 1),
+            None
+        )
+        .await,
+        Err(ServiceError::NotFound(_))
+    ));
+
+    let launched = service::launch_run(store, eval, base, None).await.unwrap();
+    assert!(launched.created);
+    let run = progress(store, launched.run_id).await;
+    assert_eq!((run.expected, run.done, run.in_flight), (120, 0, 0));
+    assert_eq!(run.status, "running");
+    assert_eq!(
+        (run.passed, run.failed, run.uncertain, run.errors),
+        (0, 0, 0, 0)
+    );
+    assert_eq!(run.last_error, None);
+    assert_eq!(run.finished_at, None);
+    assert_eq!(run.eval_id, eval);
+    assert_eq!(run.checkpoint_name, "base-7b");
+    assert_eq!(run.endpoint_url, "http://127.0.0.1:8001/v1");
+    assert_eq!(run.dataset_revision, revision.content_hash);
+
+    let relaunched = service::launch_run(store, eval, base, None).await.unwrap();
+    assert_eq!(
+        relaunched.run_id, launched.run_id,
+        "an unchanged manifest is the same run"
+    );
+    assert!(!relaunched.created);
+    let identities: HashSet<(String, i64)> = store
+        .run_outcomes(launched.run_id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|row| {
+            assert_eq!(row.verdict, "pending");
+            (row.case_id, row.repetition)
+        })
+        .collect();
+    assert_eq!(
+        identities.len(),
+        120,
+        "every case at every repetition, once"
+    );
+    let queued = store
+        .claim_work("counter", 1000, LONG_LEASE_MS)
+        .await
+        .unwrap();
+    assert_eq!(queued.len(), 120, "the relaunch added no work items");
+    assert_eq!(store.list_runs().await.unwrap().len(), 1);
+
+    // A new revision changes the manifest, so the next launch is a new run on the new items.
+    let mut changed = String::from_utf8(SAMPLE.to_vec()).unwrap();
+    changed.push_str("{\"id\": \"extra-001\", \"input\": \"What is 1 + 1?\", \"target\": \"2\"}\n");
+    let newer = service::upload_dataset(store, "qa-basic", "v2.jsonl", changed.as_bytes(), None)
+        .await
+        .unwrap();
+    let on_newer = service::launch_run(store, eval, base, None).await.unwrap();
+    assert!(on_newer.created);
+    assert_ne!(on_newer.run_id, launched.run_id);
+    let run = progress(store, on_newer.run_id).await;
+    assert_eq!(run.expected, 122);
+    assert_eq!(run.dataset_revision, newer.content_hash);
+    let on_tuned = service::launch_run(store, eval, tuned, None).await.unwrap();
+    assert!(on_tuned.created);
+    assert_eq!(
+        progress(store, on_tuned.run_id).await.checkpoint_name,
+        "tuned-7b"
+    );
+    assert_eq!(store.list_runs().await.unwrap().len(), 3);
+}
+
+async fn work_queue_hands_out_and_records_each_item_once(store: Arc<dyn Store>) {
+    let store = &*store;
+    let run_id = launch_one_run(store, FIVE_CASES.as_bytes(), 2).await;
+
+    let first = store.claim_work("w1", 4, LONG_LEASE_MS).await.unwrap();
+    let second = store.claim_work("w2", 4, LONG_LEASE_MS).await.unwrap();
+    assert_eq!(
+        (first.len(), second.len()),
+        (4, 4),
+        "a claim takes up to its limit"
+    );
+    assert!(
+        first.iter().all(|id| !second.contains(id)),
+        "a leased item went to two workers: {first:?} and {second:?}"
+    );
+    // Expansion is repetition-major: every case gets its first answer before any second one.
+    for &id in &first {
+        assert_eq!(store.load_job(id).await.unwrap().repetition, 0);
+    }
+
+    // A 0 ms lease has expired by the next millisecond, so another worker may take the items.
+    let abandoned = store.claim_work("w3", 4, 0).await.unwrap();
+    assert_eq!(abandoned.len(), 2, "only two items were left");
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let taken_over = store.claim_work("w4", 10, LONG_LEASE_MS).await.unwrap();
+    assert_eq!(sorted(taken_over.clone()), sorted(abandoned.clone()));
+    assert!(store
+        .claim_work("w5", 10, LONG_LEASE_MS)
+        .await
+        .unwrap()
+        .is_empty());
+    let run = progress(store, run_id).await;
+    assert_eq!((run.done, run.in_flight), (0, 10));
+
+    // RETURNING order is unspecified; the lowest id is the first case's first repetition.
+    let lowest = *first.iter().min().unwrap();
+    let job = store.load_job(lowest).await.unwrap();
+    assert_eq!(job.run_id, run_id);
+    assert_eq!(job.prompt_template, PROMPT_TEMPLATE);
+    assert_eq!(job.grader, "exact_match@1");
+    assert_eq!((job.max_tokens, job.seed), (64, 7));
+    assert_eq!(
+        (job.base_url.as_str(), job.model.as_str()),
+        ("http://127.0.0.1:8001/v1", "base-model")
+    );
+    assert_eq!(job.case_id, "c1");
+    assert_eq!(
+        (job.input.as_str(), job.target.as_str()),
+        ("What is 1 + 1?", "2")
+    );
+
+    // One endpoint failure, then passes, fails and unsure answers in turn.
+    let all: Vec<i64> = first
+        .iter()
+        .chain(&second)
+        .chain(&taken_over)
+        .copied()
+        .collect();
+    let failed_job = store.load_job(all[0]).await.unwrap();
+    let error_text = "HTTP 503 from the endpoint: model is loading";
+    assert!(store
+        .record_result(all[0], &endpoint_failure(error_text), None)
+        .await
+        .unwrap());
+    let plan = [Reply::Unsure, Reply::Correct, Reply::Wrong];
+    for (index, &id) in all.iter().enumerate().skip(1) {
+        assert!(
+            reply(store, id, plan[index % 3]).await,
+            "the first commit of {id} counts"
+        );
+        if index == 4 {
+            let run = progress(store, run_id).await;
+            assert_eq!((run.done, run.status.as_str()), (5, "running"));
+        }
+    }
+
+    let before_duplicates = progress(store, run_id).await;
+    // all[1] passed; a late second commit, even with another verdict, changes nothing.
+    assert!(
+        !reply(store, all[1], Reply::Wrong).await,
+        "a second commit is a no-op"
+    );
+    // The worker whose lease expired finishes after the one that took over.
+    assert!(!reply(store, abandoned[0], Reply::Correct).await);
+    assert!(!store
+        .record_result(all[0], &endpoint_failure("another failure"), None)
+        .await
+        .unwrap());
+    let run = progress(store, run_id).await;
+    assert_eq!(run, before_duplicates);
+
+    assert_eq!(run.status, "completed");
+    assert!(run.finished_at.is_some());
+    assert_eq!((run.expected, run.done, run.in_flight), (10, 10, 0));
+    assert_eq!(
+        (run.passed, run.failed, run.uncertain, run.errors),
+        (3, 3, 3, 1)
+    );
+    assert_eq!(
+        run.passed + run.failed + run.uncertain + run.errors,
+        run.done
+    );
+    assert_eq!(run.last_error.as_deref(), Some(error_text));
+    assert!(store
+        .claim_work("w6", 10, LONG_LEASE_MS)
+        .await
+        .unwrap()
+        .is_empty());
+
+    let results = store.run_results(run_id, 1000).await.unwrap();
+    assert_eq!(results.len(), 10);
+    let errored = results
+        .iter()
+        .find(|row| row.case_id == failed_job.case_id && row.repetition == failed_job.repetition)
+        .expect("the failed identity is listed");
+    assert_eq!(
+        (errored.outcome.as_str(), errored.verdict.as_str()),
+        ("endpoint_error", "error")
+    );
+    assert_eq!(errored.error.as_deref(), Some(error_text));
+    assert_eq!(store.run_results(run_id, 3).await.unwrap().len(), 3);
+    // Each uncertain answer waits for a human.
+    assert_eq!(
+        store.annotation_queue_counts().await.unwrap(),
+        QueueCounts {
+            open: 3,
+            leased: 0,
+            done: 0
+        }
+    );
+}
+
+async fn concurrent_workers_record_every_item_exactly_once(store: Arc<dyn Store>) {
+    let run_id = launch_one_run(store.as_ref(), SAMPLE, 2).await;
+    let workers: Vec<_> = (0..8)
+        .map(|worker| {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move {
+                let name = format!("worker-{worker}");
+                let mut claimed = Vec::new();
+                let mut recorded = 0;
+                loop {
+                    let ids = store.claim_work(&name, 5, LONG_LEASE_MS).await.unwrap();
+                    if ids.is_empty() {
+                        break;
+                    }
+                    assert!(ids.len() <= 5, "a claim exceeded its limit: {ids:?}");
+                    for id in ids {
+                        if reply(store.as_ref(), id, Reply::Correct).await {
+                            recorded += 1;
+                        }
+                        claimed.push(id);
+                    }
+                }
+                (claimed, recorded)
+            })
+        })
+        .collect();
+
+    let mut seen = HashSet::new();
+    let mut recorded = 0;
+    for worker in workers {
+        let (claimed, worker_recorded) = worker.await.expect("a worker panicked");
+        for id in claimed {
+            assert!(seen.insert(id), "work item {id} was handed to two workers");
+        }
+        recorded += worker_recorded;
+    }
+    assert_eq!(seen.len(), 120);
+    assert_eq!(recorded, 120);
+
+    let run = progress(store.as_ref(), run_id).await;
+    assert_eq!(
+        (run.expected, run.done, run.passed, run.in_flight),
+        (120, 120, 120, 0)
+    );
+    assert_eq!(run.status, "completed");
+    let outcomes = store.run_outcomes(run_id).await.unwrap();
+    assert!(outcomes
+        .iter()
+        .all(|row| row.verdict == "pass" && row.outcome == "ok"));
+    let identities: HashSet<(&str, i64)> = outcomes
+        .iter()
+        .map(|row| (row.case_id.as_str(), row.repetition))
+        .collect();
+    assert_eq!(identities.len(), 120);
+}
+
+async fn uncertain_answers_go_to_one_annotator_at_a_time(store: Arc<dyn Store>) {
+    let store = &*store;
+    let run_id = launch_one_run(store, THREE_CASES.as_bytes(), 1).await;
+    let ann = store
+        .create_user("ann", &stand_in_hash("ann"), Role::Annotator)
+        .await
+        .unwrap();
+    let ben = store
+        .create_user("ben", &stand_in_hash("ben"), Role::Reviewer)
+        .await
+        .unwrap();
+    let mut item_of_case = HashMap::new();
+    for id in store.claim_work("worker", 10, LONG_LEASE_MS).await.unwrap() {
+        item_of_case.insert(store.load_job(id).await.unwrap().case_id, id);
+    }
+    assert_eq!(item_of_case.len(), 3);
+
+    let grade = grade_exact_match(UNSURE, "42");
+    assert_eq!(grade.verdict, Verdict::Uncertain);
+    assert!(store
+        .record_result(item_of_case["q1"], &answered(UNSURE), Some(&grade))
+        .await
+        .unwrap());
+    assert!(reply(store, item_of_case["q2"], Reply::Correct).await);
+    let counts = |open, leased, done| QueueCounts { open, leased, done };
+    assert_eq!(
+        store.annotation_queue_counts().await.unwrap(),
+        counts(1, 0, 0)
+    );
+    let run = progress(store, run_id).await;
+    assert_eq!((run.done, run.passed, run.uncertain), (2, 1, 1));
+
+    let task = store
+        .next_annotation_task(ann, LONG_LEASE_MS)
+        .await
+        .unwrap()
+        .expect("the uncertain item is offered");
+    assert_eq!(
+        (
+            task.input.as_str(),
+            task.target.as_str(),
+            task.output.as_str()
+        ),
+        ("What is 6 times 7?", "42", UNSURE)
+    );
+    assert!(task.lease_expires_at > now_ms());
+    assert_eq!(
+        store.annotation_queue_counts().await.unwrap(),
+        counts(0, 1, 0)
+    );
+    assert_eq!(
+        store
+            .next_annotation_task(ben, LONG_LEASE_MS)
+            .await
+            .unwrap(),
+        None,
+        "the only task is leased to ann"
+    );
+    let again = store
+        .next_annotation_task(ann, LONG_LEASE_MS)
+        .await
+        .unwrap()
+        .expect("ann keeps her task");
+    assert_eq!(
+        again.task_id, task.task_id,
+        "asking again renews, never leases a second item"
+    );
+    assert!(again.lease_expires_at >= task.lease_expires_at);
+    assert_eq!(
+        store.annotation_queue_counts().await.unwrap(),
+        counts(0, 1, 0)
+    );
+
+    assert!(matches!(
+        store.submit_label(task.task_id, ben, false, "wrong").await,
+        Err(StoreError::Conflict(_))
+    ));
+    store
+        .submit_label(task.task_id, ann, true, "42 is meant")
+        .await
+        .unwrap();
+    assert_eq!(
+        store.annotation_queue_counts().await.unwrap(),
+        counts(0, 0, 1)
+    );
+    let run = progress(store, run_id).await;
+    assert_eq!((run.done, run.passed, run.uncertain), (2, 2, 0));
+    let outcomes = store.run_outcomes(run_id).await.unwrap();
+    let labelled = outcomes.iter().find(|row| row.case_id == "q1").unwrap();
+    assert_eq!(labelled.verdict, "pass");
+    assert_eq!(labelled.output, UNSURE);
+    assert_eq!(labelled.grade_reason, "human label: 42 is meant");
+    assert!(matches!(
+        store
+            .submit_label(task.task_id, ann, false, "changed my mind")
+            .await,
+        Err(StoreError::Conflict(_))
+    ));
+    assert_eq!(
+        store
+            .next_annotation_task(ann, LONG_LEASE_MS)
+            .await
+            .unwrap(),
+        None
+    );
+
+    // A skipped item goes back to the queue, but not to the one who skipped it.
+    assert!(reply(store, item_of_case["q3"], Reply::Unsure).await);
+    let skipped = store
+        .next_annotation_task(ben, LONG_LEASE_MS)
+        .await
+        .unwrap()
+        .expect("the new uncertain item is offered");
+    assert_ne!(skipped.task_id, task.task_id);
+    assert_eq!(skipped.target, "8");
+    assert!(matches!(
+        store.skip_task(skipped.task_id, ann).await,
+        Err(StoreError::Conflict(_))
+    ));
+    store.skip_task(skipped.task_id, ben).await.unwrap();
+    assert_eq!(
+        store.annotation_queue_counts().await.unwrap(),
+        counts(1, 0, 1)
+    );
+    assert_eq!(
+        store
+            .next_annotation_task(ben, LONG_LEASE_MS)
+            .await
+            .unwrap(),
+        None
+    );
+    let taken = store
+        .next_annotation_task(ann, LONG_LEASE_MS)
+        .await
+        .unwrap()
+        .expect("another annotator gets the skipped item");
+    assert_eq!(taken.task_id, skipped.task_id);
+    store
+        .submit_label(taken.task_id, ann, false, "  ")
+        .await
+        .unwrap();
+    assert_eq!(
+        store.annotation_queue_counts().await.unwrap(),
+        counts(0, 0, 2)
+    );
+    let run = progress(store, run_id).await;
+    assert_eq!(
+        (run.done, run.passed, run.failed, run.uncertain),
+        (3, 2, 1, 0)
+    );
+    assert_eq!(run.status, "completed");
+    let outcomes = store.run_outcomes(run_id).await.unwrap();
+    let q3 = outcomes.iter().find(|row| row.case_id == "q3").unwrap();
+    assert_eq!(
+        (q3.verdict.as_str(), q3.grade_reason.as_str()),
+        ("fail", "human label")
+    );
+}
+
+async fn comparing_two_checkpoints_finds_the_flips(store: Arc<dyn Store>) {
+    let store = &*store;
+    let revision =
+        service::upload_dataset(store, "arith", "arith.jsonl", FIVE_CASES.as_bytes(), None)
+            .await
+            .unwrap();
+    let base = service::register_checkpoint(store, "base", ENDPOINT, "base", None)
+        .await
+        .unwrap();
+    let candidate =
+        service::register_checkpoint(store, "candidate", "http://127.0.0.1:8002", "cand", None)
+            .await
+            .unwrap();
+    let eval = service::define_eval(
+        store,
+        &eval_form("arith-exact", revision.dataset_id, 1),
+        None,
+    )
+    .await
+    .unwrap();
+    let other_eval = service::define_eval(
+        store,
+        &eval_form("arith-other", revision.dataset_id, 1),
+        None,
+    )
+    .await
+    .unwrap();
+    let base_run = service::launch_run(store, eval, base, None)
+        .await
+        .unwrap()
+        .run_id;
+    let candidate_run = service::launch_run(store, eval, candidate, None)
+        .await
+        .unwrap()
+        .run_id;
+    let other_run = service::launch_run(store, other_eval, base, None)
+        .await
+        .unwrap()
+        .run_id;
+
+    // c5 is unsure on the candidate, so it is not a pass/fail pair.
+    let replies_of = |run_id: i64| -> [Reply; 5] {
+        use Reply::*;
+        if run_id == base_run {
+            [Correct, Correct, Wrong, Wrong, Correct]
+        } else if run_id == candidate_run {
+            [Correct, Wrong, Correct, Wrong, Unsure]
+        } else {
+            [Correct; 5]
+        }
+    };
+    let ids = store
+        .claim_work("worker", 100, LONG_LEASE_MS)
+        .await
+        .unwrap();
+    assert_eq!(ids.len(), 15);
+    for id in ids {
+        let job = store.load_job(id).await.unwrap();
+        let case_number: usize = job.case_id[1..].parse().unwrap();
+        assert!(reply(store, id, replies_of(job.run_id)[case_number - 1]).await);
+    }
+
+    let (baseline, candidate, comparison) = service::compare(store, base_run, candidate_run)
+        .await
+        .unwrap();
+    assert_eq!((baseline.id, candidate.id), (base_run, candidate_run));
+    let score = |passed, failed, uncertain| Score {
+        passed,
+        failed,
+        uncertain,
+        errors: 0,
+        pending: 0,
+        total: 5,
+    };
+    assert_eq!(comparison.baseline, score(3, 2, 0));
+    assert_eq!(comparison.candidate, score(2, 2, 1));
+    assert_eq!(comparison.paired, 4);
+    assert_eq!((comparison.pass_to_fail, comparison.fail_to_pass), (1, 1));
+    let flips: Vec<(&str, FlipDirection)> = comparison
+        .flips
+        .iter()
+        .map(|flip| (flip.case_id.as_str(), flip.direction))
+        .collect();
+    assert_eq!(
+        flips,
+        vec![
+            ("c2", FlipDirection::PassToFail),
+            ("c3", FlipDirection::FailToPass)
+        ]
+    );
+    let regression = &comparison.flips[0];
+    assert_eq!(regression.baseline_output, Reply::Correct.output("4"));
+    assert_eq!(regression.candidate_output, Reply::Wrong.output("4"));
+    assert!(
+        regression.candidate_reason.contains("differs"),
+        "{}",
+        regression.candidate_reason
+    );
+
+    let (_, _, reversed) = service::compare(store, candidate_run, base_run)
+        .await
+        .unwrap();
+    let flips: Vec<(&str, FlipDirection)> = reversed
+        .flips
+        .iter()
+        .map(|flip| (flip.case_id.as_str(), flip.direction))
+        .collect();
+    assert_eq!(
+        flips,
+        vec![
+            ("c3", FlipDirection::PassToFail),
+            ("c2", FlipDirection::FailToPass)
+        ]
+    );
+
+    match service::compare(store, base_run, other_run).await {
+        Err(ServiceError::Invalid(message)) => assert!(message.contains("same eval"), "{message}"),
+        other => panic!("runs of different evals must not be compared, got {other:?}"),
+    }
+    assert!(matches!(
+        service::compare(store, base_run, base_run).await,
+        Err(ServiceError::Invalid(_))
+    ));
+    assert!(matches!(
+        service::compare(store, base_run, other_run + 1000).await,
+        Err(ServiceError::NotFound(_))
+    ));
+}

@@ -1,0 +1,173 @@
+-- Arbiter's foundation schema (PostgreSQL). The SQLite twin in migrations/sqlite/ has the same
+-- logical schema; keep them in step. Times are Unix milliseconds (BIGINT) in both backends so
+-- that the store code is identical; booleans are 0/1.
+
+-- People and their single role (annotator, reviewer, researcher, lead, admin).
+CREATE TABLE users (
+    id            BIGSERIAL PRIMARY KEY,
+    username      TEXT    NOT NULL,
+    password_hash TEXT    NOT NULL,            -- Argon2id PHC string; never leaves the server
+    role          TEXT    NOT NULL CHECK (role IN ('annotator','reviewer','researcher','lead','admin')),
+    created_at    BIGINT  NOT NULL,
+    CONSTRAINT users_username_key UNIQUE (username)
+);
+
+-- An OpenAI-compatible server (vLLM, SGLang, TGI, llama.cpp, arbiter sim) reachable at base_url.
+CREATE TABLE endpoints (
+    id          BIGSERIAL PRIMARY KEY,
+    base_url    TEXT    NOT NULL,              -- e.g. http://127.0.0.1:8001/v1
+    created_at  BIGINT  NOT NULL,
+    CONSTRAINT endpoints_base_url_key UNIQUE (base_url)
+);
+
+-- A model checkpoint as served by one endpoint under a served-model name.
+CREATE TABLE checkpoints (
+    id          BIGSERIAL PRIMARY KEY,
+    name        TEXT    NOT NULL,              -- researcher-facing name
+    endpoint_id BIGINT  NOT NULL REFERENCES endpoints(id),
+    model       TEXT    NOT NULL,              -- the `model` field sent to the endpoint
+    created_by  BIGINT  REFERENCES users(id),
+    created_at  BIGINT  NOT NULL,
+    CONSTRAINT checkpoints_name_key UNIQUE (name)
+);
+
+CREATE TABLE datasets (
+    id          BIGSERIAL PRIMARY KEY,
+    name        TEXT    NOT NULL,
+    created_by  BIGINT  REFERENCES users(id),
+    created_at  BIGINT  NOT NULL,
+    CONSTRAINT datasets_name_key UNIQUE (name)
+);
+
+-- An immutable snapshot of a dataset; content_hash is SHA-256 over the canonical items.
+CREATE TABLE dataset_revisions (
+    id           BIGSERIAL PRIMARY KEY,
+    dataset_id   BIGINT  NOT NULL REFERENCES datasets(id),
+    content_hash TEXT    NOT NULL,
+    item_count   BIGINT  NOT NULL,
+    source_name  TEXT    NOT NULL,             -- uploaded file name, for the researcher's memory
+    created_by   BIGINT  REFERENCES users(id),
+    created_at   BIGINT  NOT NULL,
+    CONSTRAINT dataset_revisions_hash_key UNIQUE (dataset_id, content_hash)
+);
+
+CREATE TABLE dataset_items (
+    revision_id BIGINT  NOT NULL REFERENCES dataset_revisions(id),
+    case_id     TEXT    NOT NULL,
+    position    BIGINT  NOT NULL,              -- order in the uploaded file
+    input       TEXT    NOT NULL,
+    target      TEXT    NOT NULL,
+    category    TEXT    NOT NULL DEFAULT '',
+    PRIMARY KEY (revision_id, case_id)
+);
+
+-- An eval definition: what to ask and how to grade. Versioned by its row; edits create new evals.
+CREATE TABLE evals (
+    id              BIGSERIAL PRIMARY KEY,
+    name            TEXT    NOT NULL,
+    dataset_id      BIGINT  NOT NULL REFERENCES datasets(id),
+    prompt_template TEXT    NOT NULL,          -- contains {input}
+    grader          TEXT    NOT NULL,          -- grader id@version, e.g. exact_match@1
+    max_tokens      BIGINT  NOT NULL,
+    temperature     DOUBLE PRECISION NOT NULL,
+    repetitions     BIGINT  NOT NULL,
+    seed            BIGINT  NOT NULL,
+    created_by      BIGINT  REFERENCES users(id),
+    created_at      BIGINT  NOT NULL,
+    CONSTRAINT evals_name_key UNIQUE (name)
+);
+
+-- A launched eval: the frozen manifest (JSON) and its content hash, which is the run's identity.
+CREATE TABLE runs (
+    id             BIGSERIAL PRIMARY KEY,
+    manifest_hash  TEXT    NOT NULL,
+    manifest_json  TEXT    NOT NULL,
+    eval_id        BIGINT  NOT NULL REFERENCES evals(id),
+    revision_id    BIGINT  NOT NULL REFERENCES dataset_revisions(id),
+    checkpoint_id  BIGINT  NOT NULL REFERENCES checkpoints(id),
+    expected_count BIGINT  NOT NULL,
+    status         TEXT    NOT NULL CHECK (status IN ('running','completed')),
+    created_by     BIGINT  REFERENCES users(id),
+    created_at     BIGINT  NOT NULL,
+    finished_at    BIGINT,
+    CONSTRAINT runs_manifest_hash_key UNIQUE (manifest_hash)
+);
+
+-- Result identities and the work queue in one table, so that recording a result and finishing
+-- its work item commit together. The identity is (revision, case, checkpoint, repetition) under
+-- one frozen manifest (run).
+CREATE TABLE work_items (
+    id               BIGSERIAL PRIMARY KEY,
+    run_id           BIGINT  NOT NULL REFERENCES runs(id),
+    revision_id      BIGINT  NOT NULL REFERENCES dataset_revisions(id),
+    case_id          TEXT    NOT NULL,
+    checkpoint_id    BIGINT  NOT NULL REFERENCES checkpoints(id),
+    repetition       BIGINT  NOT NULL,
+    state            TEXT    NOT NULL CHECK (state IN ('queued','leased','done')),
+    lease_owner      TEXT,
+    lease_expires_at BIGINT,
+    attempts         BIGINT  NOT NULL DEFAULT 0,   -- claims so far; retries never create new samples
+    verdict          TEXT CHECK (verdict IN ('pass','fail','uncertain','error')),  -- current final verdict
+    CONSTRAINT work_items_identity_key UNIQUE (run_id, revision_id, case_id, checkpoint_id, repetition)
+);
+CREATE INDEX work_items_claim_idx ON work_items (state, lease_expires_at);
+CREATE INDEX work_items_run_idx ON work_items (run_id, state);
+
+-- One model answer per result identity (the unique key makes a second commit a no-op).
+CREATE TABLE generations (
+    work_item_id      BIGINT PRIMARY KEY REFERENCES work_items(id),
+    outcome           TEXT    NOT NULL CHECK (outcome IN ('ok','truncated','empty','endpoint_error','timeout')),
+    output            TEXT    NOT NULL,        -- '' when there was no answer
+    finish_reason     TEXT,
+    error             TEXT,                    -- what went wrong, for endpoint_error and timeout
+    latency_ms        BIGINT  NOT NULL,        -- including retries
+    attempts          BIGINT  NOT NULL,        -- HTTP attempts made
+    prompt_tokens     BIGINT,
+    completion_tokens BIGINT,
+    logprobs_json     TEXT,                    -- per-token logprobs as the endpoint returned them
+    created_at        BIGINT  NOT NULL
+);
+
+-- Every grade given to a result: by a grader version or by a human label.
+CREATE TABLE grades (
+    id               BIGSERIAL PRIMARY KEY,
+    work_item_id     BIGINT  NOT NULL REFERENCES work_items(id),
+    grader           TEXT    NOT NULL,         -- exact_match@1, human
+    verdict          TEXT    NOT NULL CHECK (verdict IN ('pass','fail','uncertain')),
+    extracted_answer TEXT,
+    reason           TEXT    NOT NULL,
+    created_at       BIGINT  NOT NULL
+);
+CREATE INDEX grades_work_item_idx ON grades (work_item_id);
+
+-- Items a grader could not decide, waiting for a human.
+CREATE TABLE annotation_tasks (
+    id               BIGSERIAL PRIMARY KEY,
+    work_item_id     BIGINT  NOT NULL REFERENCES work_items(id),
+    reason           TEXT    NOT NULL,
+    state            TEXT    NOT NULL CHECK (state IN ('open','leased','done')),
+    leased_by        BIGINT  REFERENCES users(id),
+    lease_expires_at BIGINT,
+    created_at       BIGINT  NOT NULL,
+    completed_at     BIGINT,
+    CONSTRAINT annotation_tasks_work_item_key UNIQUE (work_item_id)
+);
+CREATE INDEX annotation_tasks_state_idx ON annotation_tasks (state, id);
+
+CREATE TABLE labels (
+    id           BIGSERIAL PRIMARY KEY,
+    task_id      BIGINT  NOT NULL REFERENCES annotation_tasks(id),
+    annotator_id BIGINT  NOT NULL REFERENCES users(id),
+    verdict      TEXT    NOT NULL CHECK (verdict IN ('pass','fail')),
+    rationale    TEXT    NOT NULL DEFAULT '',
+    created_at   BIGINT  NOT NULL,
+    CONSTRAINT labels_task_annotator_key UNIQUE (task_id, annotator_id)
+);
+
+-- Skips, so that "next item" does not offer a rater the item they just skipped.
+CREATE TABLE annotation_skips (
+    task_id    BIGINT  NOT NULL REFERENCES annotation_tasks(id),
+    user_id    BIGINT  NOT NULL REFERENCES users(id),
+    created_at BIGINT  NOT NULL,
+    PRIMARY KEY (task_id, user_id)
+);

@@ -1,0 +1,200 @@
+//! Routes for plain HTML forms that must work without wasm: login, logout and dataset upload.
+//!
+//! Browsers get a redirect (with `?error=` on failure); clients that ask for JSON
+//! (`Accept: application/json`) get a status code and a JSON body instead.
+
+use arbiter_app::guard::{AppState, USER_ID_KEY};
+use arbiter_engine::auth::Permission;
+use arbiter_engine::service::{self, ServiceError};
+use axum::extract::{Multipart, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::{Form, Json};
+use serde::Deserialize;
+use serde_json::json;
+use tower_sessions::Session;
+
+/// The single message for every failed login, so it never reveals whether an account exists.
+pub const LOGIN_FAILED: &str = "unknown username or wrong password";
+
+fn wants_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.contains("application/json"))
+}
+
+fn redirect_with_error(path: &str, message: &str) -> Response {
+    Redirect::to(&format!("{path}?error={}", urlencoding::encode(message))).into_response()
+}
+
+fn json_error(status: StatusCode, message: &str) -> Response {
+    (status, Json(json!({ "error": message }))).into_response()
+}
+
+#[derive(Deserialize)]
+pub struct LoginForm {
+    username: String,
+    password: String,
+}
+
+pub async fn login(
+    State(state): State<AppState>,
+    session: Session,
+    headers: HeaderMap,
+    Form(form): Form<LoginForm>,
+) -> Response {
+    let user =
+        match service::authenticate(state.store.as_ref(), &form.username, &form.password).await {
+            Ok(user) => user,
+            Err(err) => {
+                return if wants_json(&headers) {
+                    json_error(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string())
+                } else {
+                    redirect_with_error("/login", &err.to_string())
+                }
+            }
+        };
+    let Some(user) = user else {
+        tracing::info!("failed login");
+        return if wants_json(&headers) {
+            json_error(StatusCode::UNAUTHORIZED, LOGIN_FAILED)
+        } else {
+            redirect_with_error("/login", LOGIN_FAILED)
+        };
+    };
+    // A fresh session id at login defeats session fixation.
+    let stored = async {
+        session.cycle_id().await?;
+        session.insert(USER_ID_KEY, user.id).await
+    }
+    .await;
+    if let Err(err) = stored {
+        tracing::error!(error = %err, "could not store the session");
+        return json_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "could not start a session",
+        );
+    }
+    tracing::info!(user = %user.username, "logged in");
+    if wants_json(&headers) {
+        Json(json!({ "username": user.username, "role": user.role })).into_response()
+    } else {
+        Redirect::to("/").into_response()
+    }
+}
+
+pub async fn logout(session: Session) -> Response {
+    if let Err(err) = session.flush().await {
+        tracing::error!(error = %err, "could not end the session");
+    }
+    Redirect::to("/login").into_response()
+}
+
+/// Uploads a dataset file as a new revision. Fields: `name` and `file`.
+pub async fn upload_dataset(
+    State(state): State<AppState>,
+    session: Session,
+    headers: HeaderMap,
+    multipart: Multipart,
+) -> Response {
+    let json = wants_json(&headers);
+    let fail = |status: StatusCode, message: &str| {
+        if json {
+            json_error(status, message)
+        } else {
+            redirect_with_error("/datasets", message)
+        }
+    };
+    let user_id: Option<i64> = session.get(USER_ID_KEY).await.unwrap_or(None);
+    let user = match user_id {
+        Some(id) => state.store.get_user(id).await.ok().flatten(),
+        None => None,
+    };
+    let Some(user) = user else {
+        return if json {
+            json_error(StatusCode::UNAUTHORIZED, "you are not logged in")
+        } else {
+            Redirect::to("/login").into_response()
+        };
+    };
+    if !user.role.can(Permission::ManageEvals) {
+        return fail(
+            StatusCode::FORBIDDEN,
+            &format!("your role ({}) cannot upload datasets", user.role),
+        );
+    }
+    let (name, file_name, bytes) = match read_upload(multipart).await {
+        Ok(upload) => upload,
+        Err((status, message)) => return fail(status, &message),
+    };
+    match service::upload_dataset(
+        state.store.as_ref(),
+        &name,
+        &file_name,
+        &bytes,
+        Some(user.id),
+    )
+    .await
+    {
+        Ok(revision) if json => (
+            StatusCode::CREATED,
+            Json(json!({
+                "dataset_id": revision.dataset_id,
+                "revision_id": revision.id,
+                "content_hash": revision.content_hash,
+                "item_count": revision.item_count,
+            })),
+        )
+            .into_response(),
+        Ok(revision) => Redirect::to(&format!("/datasets/{}", revision.dataset_id)).into_response(),
+        Err(err) => {
+            let status = StatusCode::from_u16(err.status_code()).unwrap_or(StatusCode::BAD_REQUEST);
+            let message = match &err {
+                ServiceError::Invalid(_) => format!("{file_name}: {err}"),
+                _ => err.to_string(),
+            };
+            fail(status, &message)
+        }
+    }
+}
+
+/// Reads the `name` and `file` fields of an upload form.
+async fn read_upload(
+    mut multipart: Multipart,
+) -> Result<(String, String, Vec<u8>), (StatusCode, String)> {
+    let too_large = |err: axum::extract::multipart::MultipartError| {
+        if err.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("the upload is larger than {} MB", super::web::max_body_mb()),
+            )
+        } else {
+            (
+                StatusCode::BAD_REQUEST,
+                format!("the upload could not be read: {err}"),
+            )
+        }
+    };
+    let mut name = None;
+    let mut file = None;
+    while let Some(field) = multipart.next_field().await.map_err(too_large)? {
+        match field.name() {
+            Some("name") => name = Some(field.text().await.map_err(too_large)?),
+            Some("file") => {
+                let file_name = field.file_name().unwrap_or("upload.jsonl").to_string();
+                file = Some((file_name, field.bytes().await.map_err(too_large)?.to_vec()));
+            }
+            _ => {}
+        }
+    }
+    let name = name.filter(|name| !name.trim().is_empty()).ok_or((
+        StatusCode::BAD_REQUEST,
+        "a dataset name is required".to_string(),
+    ))?;
+    let (file_name, bytes) = file.ok_or((
+        StatusCode::BAD_REQUEST,
+        "choose a file to upload".to_string(),
+    ))?;
+    Ok((name, file_name, bytes))
+}

@@ -1,0 +1,6 @@
+//! The `arbiter` binary's library half: the HTTP application and the demo, so that tests can
+//! start the real router on a random port.
+
+pub mod demo;
+pub mod forms;
+pub mod web;

@@ -1,0 +1,366 @@
+//! The `arbiter` command: web server, standalone worker, simulator, demo, migrations and user
+//! administration.
+
+use anyhow::Context;
+use arbiter_engine::auth::Role;
+use arbiter_engine::dispatch::{run_worker, WorkerConfig};
+use arbiter_engine::service;
+use arbiter_engine::sim::{self, SimConfig, SimFaults, SimModel};
+use arbiter_engine::store::{Database, Store};
+use clap::{Parser, Subcommand};
+use server::{demo, web};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::sync::watch;
+
+#[derive(Parser)]
+#[command(name = "arbiter", version, about = "Run LLM evaluations at scale")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the web app (and, unless --workers 0, in-process workers).
+    Serve {
+        #[arg(long, env = "DATABASE_URL", default_value = "sqlite://arbiter.db")]
+        database_url: String,
+        #[arg(long, env = "ARBITER_ADDR", default_value = "127.0.0.1:3000")]
+        addr: SocketAddr,
+        /// The built site: pkg/ (wasm, js, css) and public files.
+        #[arg(long, env = "LEPTOS_SITE_ROOT", default_value = "target/site")]
+        site_root: String,
+        /// In-process worker loops; 0 when separate `arbiter worker` processes do the work.
+        #[arg(long, default_value_t = 1)]
+        workers: usize,
+        /// Requests each worker keeps in flight.
+        #[arg(long, default_value_t = 64)]
+        concurrency: usize,
+    },
+    /// Work the queue of a shared database (PostgreSQL) without serving pages.
+    Worker {
+        #[arg(long, env = "DATABASE_URL")]
+        database_url: String,
+        #[arg(long, default_value_t = 64)]
+        concurrency: usize,
+    },
+    /// Serve a simulated OpenAI-compatible endpoint (for tests, benchmarks and the demo).
+    Sim {
+        #[arg(long, default_value = "127.0.0.1:8001")]
+        addr: SocketAddr,
+        /// `name:accuracy[:unparseable_rate]` or `judge:name`; repeat for several models.
+        /// Without any, the demo's models are served.
+        #[arg(long = "model")]
+        models: Vec<String>,
+        #[arg(long, default_value_t = 20)]
+        latency_ms_min: u64,
+        #[arg(long, default_value_t = 120)]
+        latency_ms_max: u64,
+        /// Fraction of requests answered 429 with Retry-After.
+        #[arg(long, default_value_t = 0.0)]
+        rate_429: f64,
+        #[arg(long, default_value_t = 0.0)]
+        rate_500: f64,
+        #[arg(long, default_value_t = 0.0)]
+        rate_timeout: f64,
+        #[arg(long, default_value_t = 0.0)]
+        rate_malformed: f64,
+        #[arg(long, default_value_t = 0.0)]
+        rate_truncate: f64,
+    },
+    /// Start the demo: fresh SQLite database, simulated checkpoints, demo accounts, two runs.
+    Demo {
+        #[arg(long, default_value = "127.0.0.1:3000")]
+        addr: SocketAddr,
+        #[arg(long, default_value = "127.0.0.1:8001")]
+        sim_addr: SocketAddr,
+        #[arg(long, default_value = ".arbiter-demo")]
+        data_dir: PathBuf,
+        #[arg(long, env = "LEPTOS_SITE_ROOT", default_value = "target/site")]
+        site_root: String,
+    },
+    /// Apply database migrations and exit.
+    Migrate {
+        #[arg(long, env = "DATABASE_URL")]
+        database_url: String,
+    },
+    /// Manage user accounts.
+    User {
+        #[arg(long, env = "DATABASE_URL", default_value = "sqlite://arbiter.db")]
+        database_url: String,
+        #[command(subcommand)]
+        action: UserAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum UserAction {
+    /// Create a user. The password is read from ARBITER_PASSWORD so it stays out of shell history.
+    Create {
+        username: String,
+        /// annotator, reviewer, researcher, lead or admin.
+        #[arg(long)]
+        role: String,
+        #[arg(long, env = "ARBITER_PASSWORD", hide_env_values = true)]
+        password: String,
+    },
+    /// Set a new password (from ARBITER_PASSWORD).
+    ResetPassword {
+        username: String,
+        #[arg(long, env = "ARBITER_PASSWORD", hide_env_values = true)]
+        password: String,
+    },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,sqlx=warn,tower_sessions=warn".into()),
+        )
+        .init();
+    match Cli::parse().command {
+        Command::Serve {
+            database_url,
+            addr,
+            site_root,
+            workers,
+            concurrency,
+        } => {
+            let database = open(&database_url).await?;
+            serve(&database, addr, &site_root, workers, concurrency).await
+        }
+        Command::Worker {
+            database_url,
+            concurrency,
+        } => {
+            let database = open(&database_url).await?;
+            let (shutdown_tx, shutdown) = watch::channel(false);
+            let worker = tokio::spawn(run_worker(
+                database.store(),
+                worker_config(0, concurrency),
+                shutdown,
+            ));
+            shutdown_signal().await;
+            let _ = shutdown_tx.send(true);
+            worker.await?;
+            Ok(())
+        }
+        Command::Sim {
+            addr,
+            models,
+            latency_ms_min,
+            latency_ms_max,
+            rate_429,
+            rate_500,
+            rate_timeout,
+            rate_malformed,
+            rate_truncate,
+        } => {
+            let mut config = SimConfig::demo();
+            if !models.is_empty() {
+                config.models = models
+                    .iter()
+                    .map(|spec| SimModel::parse_spec(spec).map_err(anyhow::Error::msg))
+                    .collect::<anyhow::Result<_>>()?;
+            }
+            config.latency_ms_min = latency_ms_min;
+            config.latency_ms_max = latency_ms_max.max(latency_ms_min);
+            config.faults = SimFaults {
+                rate_429,
+                rate_500,
+                rate_timeout,
+                rate_malformed,
+                rate_truncate,
+            };
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr}"))?;
+            println!(
+                "arbiter sim (a SIMULATED model endpoint) on http://{addr}/v1 serving {}",
+                model_names(&config)
+            );
+            tokio::select! {
+                result = sim::serve(config, listener) => result,
+                _ = shutdown_signal() => Ok(()),
+            }
+        }
+        Command::Demo {
+            addr,
+            sim_addr,
+            data_dir,
+            site_root,
+        } => run_demo(addr, sim_addr, &data_dir, &site_root).await,
+        Command::Migrate { database_url } => {
+            let database = open(&database_url).await?;
+            println!(
+                "database at {} is migrated ({})",
+                redact(&database_url),
+                database.store().backend()
+            );
+            Ok(())
+        }
+        Command::User {
+            database_url,
+            action,
+        } => {
+            let database = open(&database_url).await?;
+            let store = database.store();
+            match action {
+                UserAction::Create {
+                    username,
+                    role,
+                    password,
+                } => {
+                    let role: Role = role.parse().map_err(anyhow::Error::msg)?;
+                    service::create_user(store.as_ref(), &username, &password, role).await?;
+                    println!("created {role} `{username}`");
+                }
+                UserAction::ResetPassword { username, password } => {
+                    service::reset_password(store.as_ref(), &username, &password).await?;
+                    println!("password of `{username}` reset");
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+async fn open(database_url: &str) -> anyhow::Result<Database> {
+    Database::open(database_url)
+        .await
+        .with_context(|| format!("cannot open the database at {}", redact(database_url)))
+}
+
+/// The URL without its password, for messages.
+fn redact(database_url: &str) -> String {
+    match (database_url.find("://"), database_url.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            format!("{}://…{}", &database_url[..scheme_end], &database_url[at..])
+        }
+        _ => database_url.to_string(),
+    }
+}
+
+fn model_names(config: &SimConfig) -> String {
+    config
+        .models
+        .iter()
+        .map(|model| model.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn worker_config(index: usize, concurrency: usize) -> WorkerConfig {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into());
+    let mut config = WorkerConfig::named(format!("{host}:{}:{index}", std::process::id()));
+    config.max_in_flight = concurrency.max(1);
+    config
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .expect("installing a SIGTERM handler works on unix");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+/// Serves the app with `workers` in-process worker loops until Ctrl-C or SIGTERM, then lets
+/// requests in flight finish.
+async fn serve(
+    database: &Database,
+    addr: SocketAddr,
+    site_root: &str,
+    workers: usize,
+    concurrency: usize,
+) -> anyhow::Result<()> {
+    let store: Arc<dyn Store> = database.store();
+    let (shutdown_tx, shutdown) = watch::channel(false);
+    let worker_tasks: Vec<_> = (0..workers)
+        .map(|index| {
+            tokio::spawn(run_worker(
+                store.clone(),
+                worker_config(index, concurrency),
+                shutdown.clone(),
+            ))
+        })
+        .collect();
+    let app = web::router(database, web::leptos_options(site_root, addr)).await?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    if !std::path::Path::new(site_root).join("pkg").exists() {
+        tracing::warn!(
+            site_root,
+            "no built site found: pages will render but not hydrate (run scripts/build-site)"
+        );
+    }
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await?;
+    let _ = shutdown_tx.send(true);
+    for task in worker_tasks {
+        task.await?;
+    }
+    Ok(())
+}
+
+async fn run_demo(
+    addr: SocketAddr,
+    sim_addr: SocketAddr,
+    data_dir: &std::path::Path,
+    site_root: &str,
+) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    // A fresh database every start, so the demo always shows the same story.
+    std::fs::create_dir_all(data_dir)
+        .with_context(|| format!("cannot create {}", data_dir.display()))?;
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(data_dir.join(format!("demo.db{suffix}")));
+    }
+    let sim_listener = tokio::net::TcpListener::bind(sim_addr)
+        .await
+        .with_context(|| format!("cannot start the simulator on {sim_addr}"))?;
+    let sim_config = SimConfig::demo();
+    let sim_models = model_names(&sim_config);
+    tokio::spawn(async move {
+        if let Err(err) = sim::serve(sim_config, sim_listener).await {
+            tracing::error!(error = %err, "simulator stopped");
+        }
+    });
+    let database_url = format!("sqlite://{}", data_dir.join("demo.db").display());
+    let database = open(&database_url).await?;
+    let seeded = demo::seed(database.store().as_ref(), &format!("http://{sim_addr}/v1")).await?;
+    println!();
+    println!(
+        "  Arbiter demo is up at http://{addr}  (ready in {:.1} s)",
+        started.elapsed().as_secs_f64()
+    );
+    println!(
+        "  Simulated model endpoint (arbiter sim) at http://{sim_addr}/v1 serving {sim_models}"
+    );
+    println!("  Database: {}", data_dir.join("demo.db").display());
+    println!(
+        "  Runs launched: {:?} (in-process workers are answering them now)",
+        seeded.run_ids
+    );
+    println!();
+    println!("  Demo accounts (username / password):");
+    for (username, role, password) in demo::DEMO_ACCOUNTS {
+        println!("    {:<10}  {username:<12} / {password}", role.as_str());
+    }
+    println!();
+    serve(&database, addr, site_root, 1, 64).await
+}

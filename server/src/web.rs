@@ -1,0 +1,127 @@
+//! The HTTP application: Leptos pages and server functions, the form routes that need no
+//! wasm (login, logout, dataset upload), sessions, static files, and a health check.
+
+use arbiter_app::guard::{AppState, USER_ID_KEY};
+use arbiter_app::{shell, App};
+use arbiter_engine::store::Database;
+use axum::extract::{DefaultBodyLimit, Request};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use leptos::prelude::*;
+use leptos_axum::{generate_route_list, LeptosRoutes};
+use std::net::SocketAddr;
+use tower_sessions::cookie::time::Duration as CookieDuration;
+use tower_sessions::cookie::SameSite;
+use tower_sessions::{Expiry, Session, SessionManagerLayer, SessionStore};
+
+/// Largest request body accepted by the upload route; the dataset parser applies the tighter
+/// per-file limit and explains it.
+const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
+
+/// Where the built site (`pkg/` with wasm, js and css, plus `public/` files) is served from.
+pub fn leptos_options(site_root: &str, addr: SocketAddr) -> LeptosOptions {
+    LeptosOptions::builder()
+        .output_name("arbiter")
+        .site_root(site_root)
+        .site_pkg_dir("pkg")
+        .site_addr(addr)
+        .build()
+}
+
+/// The body limit in whole megabytes, for error messages.
+pub fn max_body_mb() -> usize {
+    MAX_BODY_BYTES / (1024 * 1024)
+}
+
+/// Builds the whole router over an opened database.
+pub async fn router(database: &Database, options: LeptosOptions) -> anyhow::Result<Router> {
+    let state = AppState {
+        store: database.store(),
+    };
+    Ok(match database {
+        Database::Sqlite(store) => {
+            let sessions = tower_sessions_sqlx_store::SqliteStore::new(store.pool().clone());
+            sessions.migrate().await?;
+            router_with_sessions(state, options, sessions)
+        }
+        Database::Postgres(store) => {
+            let sessions = tower_sessions_sqlx_store::PostgresStore::new(store.pool().clone());
+            sessions.migrate().await?;
+            router_with_sessions(state, options, sessions)
+        }
+    })
+}
+
+fn router_with_sessions<S>(state: AppState, options: LeptosOptions, sessions: S) -> Router
+where
+    S: SessionStore + Clone,
+{
+    let session_layer = SessionManagerLayer::new(sessions)
+        .with_name("arbiter_session")
+        .with_same_site(SameSite::Lax)
+        .with_http_only(true)
+        // Plain http on localhost; behind TLS set ARBITER_SECURE_COOKIES=1.
+        .with_secure(std::env::var("ARBITER_SECURE_COOKIES").is_ok_and(|v| v == "1"))
+        .with_expiry(Expiry::OnInactivity(CookieDuration::hours(12)));
+    let routes = generate_route_list(App);
+    let context_state = state.clone();
+    let form_routes = Router::new()
+        .route("/login", post(crate::forms::login))
+        .route("/logout", post(crate::forms::logout))
+        .route(
+            "/datasets/upload",
+            post(crate::forms::upload_dataset).layer(DefaultBodyLimit::max(MAX_BODY_BYTES)),
+        )
+        .with_state(state);
+    Router::new()
+        .route("/health", get(|| async { "ok" }))
+        .leptos_routes_with_context(
+            &options,
+            routes,
+            move || provide_context(context_state.clone()),
+            {
+                let options = options.clone();
+                move || shell(options.clone())
+            },
+        )
+        .fallback(leptos_axum::file_and_error_handler(shell))
+        .with_state(options)
+        .merge(form_routes)
+        .layer(middleware::from_fn(require_login_for_pages))
+        .layer(session_layer)
+}
+
+/// Paths anyone may fetch: the login page, static assets and machine endpoints. Server
+/// functions check their own permissions and answer 401 rather than redirecting.
+fn is_public(path: &str) -> bool {
+    path == "/login"
+        || path == "/health"
+        || path == "/favicon.ico"
+        || path.starts_with("/pkg/")
+        || path.starts_with("/api/")
+        || path.starts_with("/samples/")
+}
+
+/// Sends anonymous visitors of any page to the login page instead of a page of errors.
+async fn require_login_for_pages(request: Request, next: Next) -> Response {
+    let needs_login =
+        request.method() == axum::http::Method::GET && !is_public(request.uri().path());
+    if needs_login {
+        let session = request.extensions().get::<Session>().cloned();
+        let logged_in = match session {
+            Some(session) => session
+                .get::<i64>(USER_ID_KEY)
+                .await
+                .ok()
+                .flatten()
+                .is_some(),
+            None => false,
+        };
+        if !logged_in {
+            return Redirect::to("/login").into_response();
+        }
+    }
+    next.run(request).await
+}

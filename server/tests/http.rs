@@ -1,0 +1,343 @@
+//! HTTP-level tests of the real router: login and sessions, and a table-driven authorization
+//! matrix proving that every server function and form route refuses the wrong role.
+
+use arbiter_engine::auth::Role;
+use arbiter_engine::service;
+use arbiter_engine::store::Database;
+use reqwest::{header, StatusCode};
+use std::net::SocketAddr;
+
+const PASSWORD: &str = "a-test-password";
+
+struct TestApp {
+    address: SocketAddr,
+    _directory: tempfile::TempDir,
+}
+
+impl TestApp {
+    /// Serves the router on a random port over a fresh SQLite database with one user per role
+    /// (named after the role) and one sample dataset.
+    async fn spawn() -> TestApp {
+        let directory = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", directory.path().join("arbiter.db").display());
+        let database = Database::open(&url).await.unwrap();
+        let store = database.store();
+        for role in Role::ALL {
+            service::create_user(store.as_ref(), role.as_str(), PASSWORD, role)
+                .await
+                .unwrap();
+        }
+        service::upload_dataset(
+            store.as_ref(),
+            "sample",
+            "s.jsonl",
+            b"{\"id\":\"a\",\"input\":\"q\",\"target\":\"t\"}\n",
+            None,
+        )
+        .await
+        .unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let options = server::web::leptos_options("target/site", address);
+        let app = server::web::router(&database, options).await.unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        TestApp {
+            address,
+            _directory: directory,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.address)
+    }
+
+    fn client() -> reqwest::Client {
+        reqwest::Client::builder()
+            .cookie_store(true)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap()
+    }
+
+    async fn login(
+        &self,
+        client: &reqwest::Client,
+        username: &str,
+        password: &str,
+    ) -> reqwest::Response {
+        client
+            .post(self.url("/login"))
+            .header(header::ACCEPT, "application/json")
+            .form(&[("username", username), ("password", password)])
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// A client logged in as the user named after `role`.
+    async fn client_as(&self, role: Role) -> reqwest::Client {
+        let client = Self::client();
+        let response = self.login(&client, role.as_str(), PASSWORD).await;
+        assert_eq!(response.status(), StatusCode::OK, "login as {role}");
+        client
+    }
+
+    async fn call(
+        &self,
+        client: &reqwest::Client,
+        endpoint: &str,
+        args: &[(&str, &str)],
+    ) -> StatusCode {
+        client
+            .post(self.url(&format!("/api/{endpoint}")))
+            .form(args)
+            .send()
+            .await
+            .unwrap()
+            .status()
+    }
+}
+
+#[tokio::test]
+async fn failed_logins_do_not_reveal_whether_the_account_exists() {
+    let app = TestApp::spawn().await;
+    let client = TestApp::client();
+    let wrong_password = app.login(&client, "researcher", "not-the-password").await;
+    assert_eq!(wrong_password.status(), StatusCode::UNAUTHORIZED);
+    let wrong_password = wrong_password.text().await.unwrap();
+    let unknown_user = app.login(&client, "nobody", "not-the-password").await;
+    assert_eq!(unknown_user.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(unknown_user.text().await.unwrap(), wrong_password);
+    assert!(wrong_password.contains("unknown username or wrong password"));
+
+    // The browser form gets the same message on the login page.
+    let form = client
+        .post(app.url("/login"))
+        .form(&[("username", "nobody"), ("password", "x")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(form.status(), StatusCode::SEE_OTHER);
+    let location = form.headers()[header::LOCATION].to_str().unwrap();
+    assert_eq!(
+        location,
+        "/login?error=unknown%20username%20or%20wrong%20password"
+    );
+}
+
+#[tokio::test]
+async fn login_rotates_the_session_and_logout_ends_it() {
+    let app = TestApp::spawn().await;
+    let client = TestApp::client();
+    let first = app.login(&client, "researcher", PASSWORD).await;
+    let first_cookie = first.headers()[header::SET_COOKIE]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        first_cookie.contains("HttpOnly") && first_cookie.contains("SameSite=Lax"),
+        "{first_cookie}"
+    );
+    let second = app.login(&client, "researcher", PASSWORD).await;
+    let second_cookie = second.headers()[header::SET_COOKIE]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let id = |cookie: &str| cookie.split(';').next().unwrap().to_string();
+    assert_ne!(
+        id(&first_cookie),
+        id(&second_cookie),
+        "a login gets a fresh session id"
+    );
+    assert_eq!(app.call(&client, "list_runs", &[]).await, StatusCode::OK);
+
+    let logout = client.post(app.url("/logout")).send().await.unwrap();
+    assert_eq!(logout.status(), StatusCode::SEE_OTHER);
+    assert_eq!(
+        app.call(&client, "list_runs", &[]).await,
+        StatusCode::UNAUTHORIZED
+    );
+    let page = client.get(app.url("/runs")).send().await.unwrap();
+    assert_eq!(
+        page.status(),
+        StatusCode::SEE_OTHER,
+        "pages send anonymous visitors to /login"
+    );
+}
+
+/// Which roles may call a route: one row per server function or form route.
+enum Allowed {
+    Researchers,
+    Annotators,
+}
+
+impl Allowed {
+    fn includes(&self, role: Role) -> bool {
+        match self {
+            Allowed::Researchers => matches!(role, Role::Researcher | Role::Lead | Role::Admin),
+            Allowed::Annotators => matches!(
+                role,
+                Role::Annotator | Role::Reviewer | Role::Lead | Role::Admin
+            ),
+        }
+    }
+}
+
+/// (endpoint, arguments, who may call it). Arguments are valid, so an allowed call succeeds or
+/// fails for a reason other than authorization (never 401/403).
+/// Form arguments of one call.
+type Args = &'static [(&'static str, &'static str)];
+
+const SERVER_FUNCTIONS: &[(&str, Args, Allowed)] = &[
+    ("list_datasets", &[], Allowed::Researchers),
+    ("dataset_detail", &[("id", "1")], Allowed::Researchers),
+    ("list_checkpoints", &[], Allowed::Researchers),
+    (
+        "register_checkpoint",
+        &[
+            ("name", "NAME"),
+            ("endpoint_url", "http://127.0.0.1:9/v1"),
+            ("model", "m"),
+        ],
+        Allowed::Researchers,
+    ),
+    ("evals_page", &[], Allowed::Researchers),
+    (
+        "create_eval",
+        &[
+            ("name", "NAME"),
+            ("dataset_id", "1"),
+            ("prompt_template", "Q: {input}"),
+            ("max_tokens", "16"),
+            ("temperature", "0"),
+            ("repetitions", "1"),
+            ("seed", "0"),
+        ],
+        Allowed::Researchers,
+    ),
+    (
+        "launch_run",
+        &[("eval_id", "1"), ("checkpoint_id", "1")],
+        Allowed::Researchers,
+    ),
+    ("list_runs", &[], Allowed::Researchers),
+    ("run_detail", &[("id", "1")], Allowed::Researchers),
+    (
+        "compare_runs",
+        &[("baseline", "1"), ("candidate", "2")],
+        Allowed::Researchers,
+    ),
+    ("next_task", &[], Allowed::Annotators),
+    (
+        "submit_label",
+        &[("task_id", "1"), ("verdict", "pass"), ("rationale", "")],
+        Allowed::Annotators,
+    ),
+    ("skip_task", &[("task_id", "1")], Allowed::Annotators),
+    ("queue_size", &[], Allowed::Annotators),
+];
+
+#[tokio::test]
+async fn every_server_function_refuses_the_wrong_role_and_anonymous_callers() {
+    let app = TestApp::spawn().await;
+    let anonymous = TestApp::client();
+    for (endpoint, args, _) in SERVER_FUNCTIONS {
+        assert_eq!(
+            app.call(&anonymous, endpoint, args).await,
+            StatusCode::UNAUTHORIZED,
+            "anonymous {endpoint}"
+        );
+    }
+    for role in Role::ALL {
+        let client = app.client_as(role).await;
+        for (endpoint, args, allowed) in SERVER_FUNCTIONS {
+            // Unique names so a second allowed role does not collide with the first.
+            let args: Vec<(&str, String)> = args
+                .iter()
+                .map(|(key, value)| (*key, value.replace("NAME", &format!("{endpoint}-{role}"))))
+                .collect();
+            let args: Vec<(&str, &str)> = args
+                .iter()
+                .map(|(key, value)| (*key, value.as_str()))
+                .collect();
+            let status = app.call(&client, endpoint, &args).await;
+            if allowed.includes(role) {
+                assert!(
+                    status != StatusCode::UNAUTHORIZED && status != StatusCode::FORBIDDEN,
+                    "{role} may call {endpoint}, got {status}"
+                );
+            } else {
+                assert_eq!(
+                    status,
+                    StatusCode::FORBIDDEN,
+                    "{role} must not call {endpoint}"
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn dataset_upload_checks_the_role_and_reports_bad_files_without_storing_them() {
+    let app = TestApp::spawn().await;
+    let upload = |client: reqwest::Client, name: &'static str, body: &'static [u8]| {
+        let url = app.url("/datasets/upload");
+        async move {
+            let form = reqwest::multipart::Form::new().text("name", name).part(
+                "file",
+                reqwest::multipart::Part::bytes(body).file_name("data.jsonl"),
+            );
+            let response = client
+                .post(url)
+                .header(header::ACCEPT, "application/json")
+                .multipart(form)
+                .send()
+                .await
+                .unwrap();
+            let status = response.status();
+            (status, response.json::<serde_json::Value>().await.unwrap())
+        }
+    };
+    let good: &[u8] = b"{\"id\":\"1\",\"input\":\"2+2?\",\"target\":\"4\"}\n";
+    let (status, _) = upload(TestApp::client(), "anon", good).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, body) = upload(app.client_as(Role::Annotator).await, "by-annotator", good).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(body["error"].as_str().unwrap().contains("annotator"));
+
+    let researcher = app.client_as(Role::Researcher).await;
+    let (status, body) = upload(researcher.clone(), "good", good).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert!(body["content_hash"]
+        .as_str()
+        .unwrap()
+        .starts_with("sha256:"));
+    assert_eq!(body["item_count"], 1);
+
+    let (status, body) = upload(
+        researcher.clone(),
+        "broken",
+        b"{\"id\":\"1\",\"input\":\"x\",\"target\":\"y\"}\n{oops\n",
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("line 2: invalid JSON"),
+        "{body}"
+    );
+    let datasets = researcher
+        .post(app.url("/api/list_datasets"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        datasets.contains("\"good\"") && !datasets.contains("\"broken\""),
+        "{datasets}"
+    );
+}
