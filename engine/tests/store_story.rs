@@ -436,6 +436,20 @@ async fn dataset_uploads_are_revisioned_and_atomic(store: Arc<dyn Store>) {
         61
     );
 
+    // Re-uploading the first content is a revert: its revision becomes current again.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let reverted = service::upload_dataset(store, "qa-basic", "qa-basic.jsonl", SAMPLE, None)
+        .await
+        .unwrap();
+    assert_eq!(reverted.id, first.id, "no new revision for known content");
+    let summary = store.get_dataset(first.dataset_id).await.unwrap().unwrap();
+    assert_eq!(summary.revision_count, 2);
+    assert_eq!(
+        summary.latest_revision.as_ref().map(|revision| revision.id),
+        Some(first.id),
+        "the re-uploaded revision is the latest again"
+    );
+
     let datasets_before = store.list_datasets().await.unwrap();
     assert_eq!(datasets_before, vec![summary]);
 

@@ -48,6 +48,8 @@ CREATE TABLE dataset_revisions (
     source_name  TEXT    NOT NULL,             -- uploaded file name, for the researcher's memory
     created_by   INTEGER REFERENCES users(id),
     created_at   INTEGER NOT NULL,
+    -- Latest upload of this content: re-uploading an older revision makes it current again.
+    uploaded_at  INTEGER NOT NULL,
     CONSTRAINT dataset_revisions_hash_key UNIQUE (dataset_id, content_hash)
 );
 

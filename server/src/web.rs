@@ -67,6 +67,7 @@ where
         .with_expiry(Expiry::OnInactivity(CookieDuration::hours(12)));
     let routes = generate_route_list(App);
     let context_state = state.clone();
+    let fallback_state = state.clone();
     let form_routes = Router::new()
         .route("/login", post(crate::forms::login))
         .route("/logout", post(crate::forms::logout))
@@ -86,7 +87,11 @@ where
                 move || shell(options.clone())
             },
         )
-        .fallback(leptos_axum::file_and_error_handler(shell))
+        // Unknown paths render the app's "not found" page, which needs the same context.
+        .fallback(leptos_axum::file_and_error_handler_with_context(
+            move || provide_context(fallback_state.clone()),
+            shell,
+        ))
         .with_state(options)
         .merge(form_routes)
         .layer(middleware::from_fn(require_login_for_pages))
@@ -99,6 +104,7 @@ fn is_public(path: &str) -> bool {
     path == "/login"
         || path == "/health"
         || path == "/favicon.ico"
+        || path == "/favicon.svg"
         || path.starts_with("/pkg/")
         || path.starts_with("/api/")
         || path.starts_with("/samples/")

@@ -82,6 +82,31 @@ impl TestApp {
         client
     }
 
+    /// Uploads `body` as a dataset file through the form route, asking for a JSON answer.
+    async fn upload(
+        &self,
+        client: &reqwest::Client,
+        name: &str,
+        file_name: &str,
+        body: Vec<u8>,
+    ) -> (StatusCode, serde_json::Value) {
+        let form = reqwest::multipart::Form::new()
+            .text("name", name.to_string())
+            .part(
+                "file",
+                reqwest::multipart::Part::bytes(body).file_name(file_name.to_string()),
+            );
+        let response = client
+            .post(self.url("/datasets/upload"))
+            .header(header::ACCEPT, "application/json")
+            .multipart(form)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        (status, response.json().await.unwrap())
+    }
+
     async fn call(
         &self,
         client: &reqwest::Client,
@@ -278,56 +303,81 @@ async fn every_server_function_refuses_the_wrong_role_and_anonymous_callers() {
 }
 
 #[tokio::test]
-async fn dataset_upload_checks_the_role_and_reports_bad_files_without_storing_them() {
+async fn dataset_upload_checks_the_role_and_stores_good_files() {
     let app = TestApp::spawn().await;
-    let upload = |client: reqwest::Client, name: &'static str, body: &'static [u8]| {
-        let url = app.url("/datasets/upload");
-        async move {
-            let form = reqwest::multipart::Form::new().text("name", name).part(
-                "file",
-                reqwest::multipart::Part::bytes(body).file_name("data.jsonl"),
-            );
-            let response = client
-                .post(url)
-                .header(header::ACCEPT, "application/json")
-                .multipart(form)
-                .send()
-                .await
-                .unwrap();
-            let status = response.status();
-            (status, response.json::<serde_json::Value>().await.unwrap())
-        }
-    };
-    let good: &[u8] = b"{\"id\":\"1\",\"input\":\"2+2?\",\"target\":\"4\"}\n";
-    let (status, _) = upload(TestApp::client(), "anon", good).await;
+    let good = b"{\"id\":\"1\",\"input\":\"2+2?\",\"target\":\"4\"}\n".to_vec();
+    let (status, _) = app
+        .upload(&TestApp::client(), "anon", "a.jsonl", good.clone())
+        .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
-    let (status, body) = upload(app.client_as(Role::Annotator).await, "by-annotator", good).await;
+    let annotator = app.client_as(Role::Annotator).await;
+    let (status, body) = app
+        .upload(&annotator, "by-annotator", "a.jsonl", good.clone())
+        .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     assert!(body["error"].as_str().unwrap().contains("annotator"));
 
     let researcher = app.client_as(Role::Researcher).await;
-    let (status, body) = upload(researcher.clone(), "good", good).await;
+    let (status, body) = app.upload(&researcher, "good", "good.jsonl", good).await;
     assert_eq!(status, StatusCode::CREATED);
     assert!(body["content_hash"]
         .as_str()
         .unwrap()
         .starts_with("sha256:"));
     assert_eq!(body["item_count"], 1);
+    let (status, body) = app
+        .upload(
+            &researcher,
+            "good-csv",
+            "good.csv",
+            b"id,input,target\n1,2+2?,4\n".to_vec(),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+}
 
-    let (status, body) = upload(
-        researcher.clone(),
-        "broken",
-        b"{\"id\":\"1\",\"input\":\"x\",\"target\":\"y\"}\n{oops\n",
-    )
-    .await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
-    assert!(
-        body["error"]
-            .as_str()
-            .unwrap()
-            .contains("line 2: invalid JSON"),
-        "{body}"
-    );
+#[tokio::test]
+async fn bad_dataset_files_get_a_clear_message_and_store_nothing() {
+    let app = TestApp::spawn().await;
+    let researcher = app.client_as(Role::Researcher).await;
+    let line = |id: &str| format!("{{\"id\":\"{id}\",\"input\":\"x\",\"target\":\"y\"}}\n");
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "bad-json",
+            format!("{}{{oops\n", line("a")).into_bytes(),
+            "line 2: invalid JSON",
+        ),
+        (
+            "missing-field",
+            b"{\"id\":\"a\",\"input\":\"x\"}\n".to_vec(),
+            "line 1: missing field `target`",
+        ),
+        (
+            "duplicate-ids",
+            format!("{}{}{}", line("a"), line("b"), line("a")).into_bytes(),
+            "line 3: duplicate case id `a` (first seen on line 1)",
+        ),
+        ("empty", Vec::new(), "the file is empty"),
+        (
+            "binary",
+            vec![0x89, b'P', b'N', b'G', 0, 0, 0xff, 0xfe],
+            "the file is not text",
+        ),
+        (
+            "huge",
+            vec![b' '; 50 * 1024 * 1024],
+            "the file is 50.0 MB; the limit is 20 MB",
+        ),
+    ];
+    for (name, body, expected) in cases {
+        let (status, body) = app.upload(&researcher, name, "data.jsonl", body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{name}: {body}");
+        let message = body["error"].as_str().unwrap();
+        assert!(
+            message.contains(expected),
+            "{name}: `{message}` should contain `{expected}`"
+        );
+    }
     let datasets = researcher
         .post(app.url("/api/list_datasets"))
         .send()
@@ -337,7 +387,8 @@ async fn dataset_upload_checks_the_role_and_reports_bad_files_without_storing_th
         .await
         .unwrap();
     assert!(
-        datasets.contains("\"good\"") && !datasets.contains("\"broken\""),
+        !datasets.contains("bad-json") && !datasets.contains("huge"),
         "{datasets}"
     );
+    assert!(datasets.contains("\"sample\""), "{datasets}");
 }

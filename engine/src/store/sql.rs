@@ -239,8 +239,8 @@ macro_rules! sql_store {
                     .fetch_one(&mut *tx)
                     .await?;
                 let inserted: Option<i64> = sqlx::query_scalar(
-                    "INSERT INTO dataset_revisions (dataset_id, content_hash, item_count, source_name, created_by, created_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (dataset_id, content_hash) DO NOTHING RETURNING id",
+                    "INSERT INTO dataset_revisions (dataset_id, content_hash, item_count, source_name, created_by, created_at, uploaded_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT (dataset_id, content_hash) DO NOTHING RETURNING id",
                 )
                 .bind(dataset_id)
                 .bind(&parsed.content_hash)
@@ -250,6 +250,15 @@ macro_rules! sql_store {
                 .bind(now)
                 .fetch_optional(&mut *tx)
                 .await?;
+                if inserted.is_none() {
+                    // Known content: it becomes the current revision again (a revert).
+                    sqlx::query("UPDATE dataset_revisions SET uploaded_at = $1 WHERE dataset_id = $2 AND content_hash = $3")
+                        .bind(now)
+                        .bind(dataset_id)
+                        .bind(&parsed.content_hash)
+                        .execute(&mut *tx)
+                        .await?;
+                }
                 if let Some(revision_id) = inserted {
                     for (chunk_index, chunk) in parsed.items.chunks(super::sql::ITEM_INSERT_BATCH).enumerate() {
                         let offset = chunk_index * super::sql::ITEM_INSERT_BATCH;
@@ -302,7 +311,7 @@ macro_rules! sql_store {
                 .await?;
                 let Some(row) = row else { return Ok(None) };
                 let latest = sqlx::query(&format!(
-                    "SELECT {REVISION_COLUMNS} FROM dataset_revisions WHERE dataset_id = $1 ORDER BY id DESC LIMIT 1"
+                    "SELECT {REVISION_COLUMNS} FROM dataset_revisions WHERE dataset_id = $1 ORDER BY uploaded_at DESC, id DESC LIMIT 1"
                 ))
                 .bind(id)
                 .fetch_optional(&self.pool)
@@ -317,7 +326,7 @@ macro_rules! sql_store {
 
             async fn list_revisions(&self, dataset_id: i64) -> StoreResult<Vec<DatasetRevision>> {
                 let rows = sqlx::query(&format!(
-                    "SELECT {REVISION_COLUMNS} FROM dataset_revisions WHERE dataset_id = $1 ORDER BY id DESC"
+                    "SELECT {REVISION_COLUMNS} FROM dataset_revisions WHERE dataset_id = $1 ORDER BY uploaded_at DESC, id DESC"
                 ))
                 .bind(dataset_id)
                 .fetch_all(&self.pool)
@@ -390,7 +399,7 @@ macro_rules! sql_store {
                     .ok_or_else(|| StoreError::NotFound(format!("no eval with id {eval_id}")))?;
                 let eval = eval_from_row(&eval)?;
                 let revision = sqlx::query(&format!(
-                    "SELECT {REVISION_COLUMNS} FROM dataset_revisions WHERE dataset_id = $1 ORDER BY id DESC LIMIT 1"
+                    "SELECT {REVISION_COLUMNS} FROM dataset_revisions WHERE dataset_id = $1 ORDER BY uploaded_at DESC, id DESC LIMIT 1"
                 ))
                 .bind(eval.dataset_id)
                 .fetch_optional(&mut *tx)
