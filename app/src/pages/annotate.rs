@@ -34,22 +34,24 @@ pub fn AnnotatePage() -> impl IntoView {
             skip.dispatch(SkipTask { task_id });
         }
     };
-    // After a label or a skip lands, move on (or say why not).
+    // After a label or a skip lands, move on (or say why not). One effect per action, so each
+    // reports only its own latest result.
+    let after = move |result: Result<(), ServerFnError>, done: &str| match result {
+        Ok(()) => {
+            notice.set(Some(done.to_string()));
+            rationale.set(String::new());
+            tick.update(|tick| *tick += 1);
+        }
+        Err(err) => notice.set(Some(error_text(&err))),
+    };
     Effect::new(move |_| {
-        let outcome = submit
-            .value()
-            .get()
-            .map(|result| result.map(|_| "Label saved."));
-        let skipped = skip.value().get().map(|result| result.map(|_| "Skipped."));
-        if let Some(result) = outcome.or(skipped) {
-            match result {
-                Ok(message) => {
-                    notice.set(Some(message.to_string()));
-                    rationale.set(String::new());
-                    tick.update(|tick| *tick += 1);
-                }
-                Err(err) => notice.set(Some(error_text(&err))),
-            }
+        if let Some(result) = submit.value().get() {
+            after(result, "Label saved.");
+        }
+    });
+    Effect::new(move |_| {
+        if let Some(result) = skip.value().get() {
+            after(result, "Skipped.");
         }
     });
 

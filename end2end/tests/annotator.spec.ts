@@ -1,0 +1,105 @@
+// The annotator's path: label and skip items from the keyboard; the researcher sees the labels.
+import { expect, login, openSessionAs, test, uncertainCount, waitForHydration } from './helpers';
+import type { Page } from '@playwright/test';
+
+/** The demo's runs, whose uncertain results fill the human queue. */
+const DEMO_RUNS = [1, 2];
+
+async function totalUncertain(page: Page) {
+  let total = 0;
+  for (const runId of DEMO_RUNS) total += await uncertainCount(page, runId);
+  return total;
+}
+
+/** Opens the queue and waits until its first item is shown and the keys work; returns its id. */
+async function openQueue(page: Page) {
+  await page.goto('/annotate');
+  const task = page.getByTestId('task');
+  await expect(task).toBeVisible();
+  await expect(page.getByTestId('task-output')).not.toBeEmpty();
+  await expect(task.locator('pre.input')).not.toBeEmpty();
+  const taskId = await task.getAttribute('data-task-id');
+  expect(taskId).toMatch(/^\d+$/);
+  // Keys only work once the wasm has hydrated the page.
+  await waitForHydration(page);
+  return taskId!;
+}
+
+/** Waits until the task on screen is no longer `previous`; returns the new id, or `null` when
+ * the queue-empty card is shown instead. */
+async function expectMovedOn(page: Page, previous: string) {
+  const shown = page.getByTestId('task').or(page.getByTestId('queue-empty'));
+  await expect(shown).not.toHaveAttribute('data-task-id', previous);
+  const task = page.getByTestId('task');
+  return (await task.count()) > 0 ? await task.getAttribute('data-task-id') : null;
+}
+
+test('pressing 1 labels the item, and the researcher sees one fewer awaiting review', async ({
+  page,
+  browser,
+  browserLog,
+}) => {
+  const researcher = await openSessionAs(browser, 'researcher', browserLog);
+  const uncertainBefore = await totalUncertain(researcher.page);
+  expect(uncertainBefore, 'the demo runs sent items to human review').toBeGreaterThanOrEqual(2);
+
+  await login(page, 'annotator1');
+  const labelled = await openQueue(page);
+  await page.keyboard.press('1');
+  await expect(page.getByTestId('notice')).toHaveText('Label saved.');
+  await expectMovedOn(page, labelled);
+
+  // The human label replaced the grader's "uncertain" verdict on one result of the demo runs
+  // (the queue hands out the oldest items first).
+  expect(await totalUncertain(researcher.page)).toBe(uncertainBefore - 1);
+  await researcher.close();
+});
+
+test('pressing s skips the item and shows another', async ({ page }) => {
+  await login(page, 'annotator1');
+  const skipped = await openQueue(page);
+  await page.keyboard.press('s');
+  await expect(page.getByTestId('notice')).toHaveText('Skipped.');
+  const next = await expectMovedOn(page, skipped);
+  expect(next, 'the queue had another item').not.toBeNull();
+
+  // A skipped item is not handed back to the same annotator.
+  await page.reload();
+  await expect(page.getByTestId('task')).not.toHaveAttribute('data-task-id', skipped);
+});
+
+test('a skip after a label says "Skipped."', async ({ page }) => {
+  await login(page, 'annotator1');
+  const labelled = await openQueue(page);
+  await page.keyboard.press('1');
+  await expect(page.getByTestId('notice')).toHaveText('Label saved.');
+  const skipped = await expectMovedOn(page, labelled);
+  expect(skipped, 'the queue had another item').not.toBeNull();
+
+  await page.keyboard.press('s');
+  await expect(page.getByTestId('notice')).toHaveText('Skipped.');
+  const next = await expectMovedOn(page, skipped!);
+  expect(next).not.toBe(labelled);
+});
+
+test('a rationale can be typed without the keys firing shortcuts', async ({ page }) => {
+  await login(page, 'annotator2');
+  const taskId = await openQueue(page);
+  const task = page.getByTestId('task');
+
+  // `r` focuses the rationale box; the digits and letters typed there are text, not labels.
+  await page.keyboard.press('r');
+  const rationale = page.getByLabel('Rationale (optional)');
+  await expect(rationale).toBeFocused();
+  await page.keyboard.type('1 s 2 f looks right');
+  await expect(rationale).toHaveValue('1 s 2 f looks right');
+  await expect(page.getByTestId('notice')).toHaveCount(0);
+  await expect(task).toHaveAttribute('data-task-id', taskId);
+
+  // Escape leaves the box, and then the keys label again.
+  await page.keyboard.press('Escape');
+  await expect(rationale).not.toBeFocused();
+  await page.keyboard.press('2');
+  await expect(page.getByTestId('notice')).toHaveText('Label saved.');
+  await expectMovedOn(page, taskId);
+});

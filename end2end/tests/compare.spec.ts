@@ -1,0 +1,54 @@
+// Comparing two runs of the same eval: scores, flip counts, and the outputs side by side.
+import { DEMO_RUN_LABELS, expect, login, test, waitForRunToFinish } from './helpers';
+
+test.beforeEach(async ({ page }) => {
+  await login(page, 'researcher');
+});
+
+test('the demo runs compare with scores and consistent flip counts', async ({ page }) => {
+  for (const runId of [1, 2]) expect(await waitForRunToFinish(page, runId)).toBe('completed');
+
+  await page.goto('/runs');
+  const picker = page.locator('form[action="/compare"]');
+  await picker.getByLabel('Baseline').selectOption({ label: DEMO_RUN_LABELS[1] });
+  await picker.getByLabel('Candidate').selectOption({ label: DEMO_RUN_LABELS[2] });
+  await picker.getByRole('button', { name: 'Compare' }).click();
+
+  await expect(page).toHaveURL(/\/compare\?baseline=1&candidate=2$/);
+  await expect(page.getByRole('heading', { level: 1 })).toHaveText('Comparison: qa-basic exact match');
+  const baseline = page.getByTestId('score-baseline');
+  const candidate = page.getByTestId('score-candidate');
+  await expect(baseline.getByRole('heading')).toHaveText('Baseline: simulator/ckpt-a');
+  await expect(candidate.getByRole('heading')).toHaveText('Candidate: simulator/ckpt-b');
+  await expect(baseline.locator('.big')).toHaveText(/^\d{1,3}\.\d%$/);
+  await expect(candidate.locator('.big')).toHaveText(/^\d{1,3}\.\d%$/);
+
+  const passToFail = Number(await page.getByTestId('pass-to-fail').innerText());
+  const failToPass = Number(await page.getByTestId('fail-to-pass').innerText());
+  expect(Number.isInteger(passToFail) && Number.isInteger(failToPass)).toBe(true);
+  const flips = page.locator('table.flips tbody tr');
+  await expect(flips).toHaveCount(passToFail + failToPass);
+  expect(passToFail + failToPass, 'two simulated checkpoints disagree somewhere').toBeGreaterThan(0);
+  await expect(flips.filter({ hasText: 'pass→fail' })).toHaveCount(passToFail);
+  await expect(flips.filter({ hasText: 'fail→pass' })).toHaveCount(failToPass);
+
+  // Each flip opens to show both runs' outputs next to each other.
+  const first = flips.first();
+  const outputs = first.locator('pre.output');
+  await expect(outputs).toHaveCount(2);
+  await expect(outputs.first()).toBeHidden();
+  await first.locator('summary').click();
+  await expect(outputs.nth(0)).toBeVisible();
+  await expect(outputs.nth(1)).toBeVisible();
+  await expect(first.getByRole('heading', { name: 'Baseline' })).toBeVisible();
+  await expect(first.getByRole('heading', { name: 'Candidate' })).toBeVisible();
+  const [left, right] = await Promise.all([outputs.nth(0).boundingBox(), outputs.nth(1).boundingBox()]);
+  expect(right!.x, 'candidate output sits to the right of the baseline output').toBeGreaterThan(left!.x);
+});
+
+test('comparing a run with itself is refused', async ({ page }) => {
+  await page.goto('/compare?baseline=1&candidate=1');
+  await expect(page.getByRole('alert')).toHaveText('pick two different runs to compare');
+  await expect(page.getByTestId('score-baseline')).toHaveCount(0);
+  await expect(page.getByRole('link', { name: 'Pick two runs' })).toHaveAttribute('href', '/runs');
+});

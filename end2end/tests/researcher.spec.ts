@@ -1,0 +1,132 @@
+// The researcher's path: upload a dataset, define an eval, launch it, watch it finish.
+import {
+  defineEval,
+  expect,
+  jsonl,
+  launchRun,
+  login,
+  test,
+  TINY_DATASET,
+  uniqueName,
+  uploadDatasetDirectly,
+  waitForHydration,
+  waitForRunToFinish,
+} from './helpers';
+import type { Page } from '@playwright/test';
+
+/** Uploads a file through the Datasets page's form, as a person would. */
+async function uploadThroughForm(page: Page, name: string, fileName: string, content: string) {
+  await page.goto('/datasets');
+  await page.getByLabel('Name').fill(name);
+  await page.getByLabel('File').setInputFiles({
+    name: fileName,
+    mimeType: 'application/jsonl',
+    buffer: Buffer.from(content),
+  });
+  await page.getByRole('button', { name: 'Upload' }).click();
+}
+
+test.beforeEach(async ({ page }) => {
+  await login(page, 'researcher');
+});
+
+test('uploading a JSONL file shows its content hash and items', async ({ page }) => {
+  const name = uniqueName('upload');
+  await uploadThroughForm(page, name, 'tiny.jsonl', jsonl(TINY_DATASET));
+
+  await expect(page).toHaveURL(/\/datasets\/\d+$/);
+  await expect(page.getByRole('heading', { level: 1 })).toHaveText(`Dataset ${name}`);
+  await expect(page.getByTestId('revision-hash')).toHaveText(/^sha256:[0-9a-f]{64}$/);
+  const revision = page.getByRole('row').filter({ has: page.getByTestId('revision-hash') });
+  await expect(revision).toContainText('tiny.jsonl');
+  for (const [id, input, target] of TINY_DATASET) {
+    const item = page.getByRole('row').filter({ hasText: id });
+    await expect(item).toContainText(input);
+    await expect(item).toContainText(target);
+  }
+
+  // The list shows it with its item count.
+  await page.goto('/datasets');
+  const listed = page.getByRole('row').filter({ has: page.getByRole('link', { name, exact: true }) });
+  await expect(listed).toContainText('sha256:');
+  await expect(listed.getByRole('cell').nth(2)).toHaveText(String(TINY_DATASET.length));
+});
+
+test('a malformed file is refused with the line at fault and nothing is stored', async ({ page }) => {
+  const badJson = uniqueName('bad-json');
+  await uploadThroughForm(
+    page,
+    badJson,
+    'bad-json.jsonl',
+    '{"id": "a", "input": "q1", "target": "t1"}\n{"id": "b", "input": \n{"id": "c", "input": "q3", "target": "t3"}\n',
+  );
+  await expect(page).toHaveURL(/\/datasets\?error=/);
+  await expect(page.getByRole('alert')).toContainText('line 2: invalid JSON');
+
+  const duplicate = uniqueName('duplicate-ids');
+  await uploadThroughForm(
+    page,
+    duplicate,
+    'dup.jsonl',
+    jsonl([
+      ['dup-1', 'q1', 't1'],
+      ['dup-2', 'q2', 't2'],
+      ['dup-1', 'q3', 't3'],
+    ]),
+  );
+  await expect(page).toHaveURL(/\/datasets\?error=/);
+  await expect(page.getByRole('alert')).toContainText('line 3: duplicate case id');
+  await expect(page.getByRole('alert')).toContainText('dup-1');
+
+  // Neither upload created a dataset.
+  await page.goto('/datasets');
+  await expect(page.getByRole('link', { name: 'qa-basic', exact: true })).toBeVisible();
+  await expect(page.getByRole('link', { name: badJson })).toHaveCount(0);
+  await expect(page.getByRole('link', { name: duplicate })).toHaveCount(0);
+});
+
+test('an eval defined in the browser runs to completion against the simulator', async ({ page }) => {
+  const dataset = uniqueName('eval-data');
+  await uploadDatasetDirectly(page, dataset, jsonl(TINY_DATASET));
+  const evalName = uniqueName('tiny exact match');
+
+  await defineEval(page, { name: evalName, dataset, repetitions: 1 });
+  const runId = await launchRun(page, evalName, 'simulator/ckpt-a');
+
+  await expect(page.getByRole('heading', { level: 1 })).toHaveText(
+    `Run #${runId}: ${evalName} on simulator/ckpt-a`,
+  );
+  await waitForHydration(page);
+  await expect(page.getByTestId('run-status')).toHaveText('completed', { timeout: 45_000 });
+  const total = TINY_DATASET.length; // one repetition
+  await expect(page.getByTestId('run-progress')).toContainText(`${total} / ${total} results (100%)`);
+  const counts = await Promise.all(
+    ['count-pass', 'count-fail', 'count-uncertain', 'count-errors'].map(async (id) =>
+      Number(await page.getByTestId(id).innerText()),
+    ),
+  );
+  expect(counts.reduce((a, b) => a + b), `pass+fail+uncertain+errors ${counts}`).toBe(total);
+  expect(counts[3], 'endpoint errors').toBe(0);
+  await expect(page.locator('table.results tbody tr')).toHaveCount(total);
+});
+
+test('a run against an unreachable endpoint fails and says why', async ({ page }) => {
+  const checkpoint = uniqueName('unreachable');
+  await page.goto('/checkpoints');
+  await waitForHydration(page);
+  await page.getByLabel('Name', { exact: true }).fill(checkpoint);
+  await page.getByLabel('Endpoint URL').fill('http://127.0.0.1:9/v1');
+  await page.getByLabel('Served model name').fill('nothing');
+  await page.getByRole('button', { name: 'Register' }).click();
+  await expect(page.getByRole('row').filter({ hasText: checkpoint })).toContainText('http://127.0.0.1:9/v1');
+
+  const dataset = uniqueName('unreachable-data');
+  await uploadDatasetDirectly(page, dataset, jsonl(TINY_DATASET.slice(0, 2)));
+  const evalName = uniqueName('unreachable eval');
+  await defineEval(page, { name: evalName, dataset, repetitions: 1 });
+  const runId = await launchRun(page, evalName, checkpoint);
+
+  expect(await waitForRunToFinish(page, runId)).toBe('failed');
+  await expect(page.getByTestId('run-error')).toContainText('could not connect');
+  await expect(page.getByTestId('count-errors')).toHaveText('2');
+});
