@@ -6,7 +6,7 @@ use crate::views::*;
 use leptos::prelude::*;
 #[cfg(feature = "ssr")]
 use {
-    crate::guard::{fail, require, service_error, session_user},
+    crate::guard::{fail, require, service_error, session_user, store_error},
     arbiter_engine::auth::Permission,
     arbiter_engine::service,
 };
@@ -126,11 +126,7 @@ pub async fn current_user() -> Result<Option<UserView>, ServerFnError> {
 #[server(endpoint = "list_datasets")]
 pub async fn list_datasets() -> Result<Vec<DatasetView>, ServerFnError> {
     let (state, _) = require(Permission::ViewResults).await?;
-    let datasets = state
-        .store
-        .list_datasets()
-        .await
-        .map_err(|err| service_error(err.into()))?;
+    let datasets = state.store.list_datasets().await.map_err(store_error)?;
     Ok(datasets.into_iter().map(convert::dataset).collect())
 }
 
@@ -141,17 +137,14 @@ pub async fn dataset_detail(id: i64) -> Result<DatasetPageData, ServerFnError> {
     let dataset = store
         .get_dataset(id)
         .await
-        .map_err(|err| service_error(err.into()))?
+        .map_err(store_error)?
         .ok_or_else(|| fail(404, format!("no dataset with id {id}")))?;
-    let revisions = store
-        .list_revisions(id)
-        .await
-        .map_err(|err| service_error(err.into()))?;
+    let revisions = store.list_revisions(id).await.map_err(store_error)?;
     let items = match &dataset.latest_revision {
         Some(latest) => store
             .list_items(latest.id, PAGE_ROWS, 0)
             .await
-            .map_err(|err| service_error(err.into()))?,
+            .map_err(store_error)?,
         None => Vec::new(),
     };
     Ok(DatasetPageData {
@@ -172,11 +165,7 @@ pub async fn dataset_detail(id: i64) -> Result<DatasetPageData, ServerFnError> {
 #[server(endpoint = "list_checkpoints")]
 pub async fn list_checkpoints() -> Result<Vec<CheckpointView>, ServerFnError> {
     let (state, _) = require(Permission::ViewResults).await?;
-    let checkpoints = state
-        .store
-        .list_checkpoints()
-        .await
-        .map_err(|err| service_error(err.into()))?;
+    let checkpoints = state.store.list_checkpoints().await.map_err(store_error)?;
     Ok(checkpoints.into_iter().map(convert::checkpoint).collect())
 }
 
@@ -202,26 +191,25 @@ pub async fn register_checkpoint(
 pub async fn evals_page() -> Result<EvalsPageData, ServerFnError> {
     let (state, _) = require(Permission::ViewResults).await?;
     let store = state.store.as_ref();
-    let to_error = |err: arbiter_engine::store::StoreError| service_error(err.into());
     Ok(EvalsPageData {
         evals: store
             .list_evals()
             .await
-            .map_err(to_error)?
+            .map_err(store_error)?
             .into_iter()
             .map(convert::eval)
             .collect(),
         datasets: store
             .list_datasets()
             .await
-            .map_err(to_error)?
+            .map_err(store_error)?
             .into_iter()
             .map(convert::dataset)
             .collect(),
         checkpoints: store
             .list_checkpoints()
             .await
-            .map_err(to_error)?
+            .map_err(store_error)?
             .into_iter()
             .map(convert::checkpoint)
             .collect(),
@@ -278,11 +266,7 @@ pub async fn launch_run(eval_id: i64, checkpoint_id: String) -> Result<i64, Serv
 #[server(endpoint = "list_runs")]
 pub async fn list_runs() -> Result<Vec<RunView>, ServerFnError> {
     let (state, _) = require(Permission::ViewResults).await?;
-    let runs = state
-        .store
-        .list_runs()
-        .await
-        .map_err(|err| service_error(err.into()))?;
+    let runs = state.store.list_runs().await.map_err(store_error)?;
     Ok(runs
         .into_iter()
         .map(|run| RunView {
@@ -307,7 +291,7 @@ pub async fn run_detail(id: i64) -> Result<RunPageData, ServerFnError> {
         .store
         .run_results(id, PAGE_ROWS)
         .await
-        .map_err(|err| service_error(err.into()))?;
+        .map_err(store_error)?;
     Ok(RunPageData {
         progress: convert::progress(progress),
         results: results.into_iter().map(convert::result).collect(),
@@ -360,11 +344,8 @@ pub async fn next_task() -> Result<Option<TaskView>, ServerFnError> {
     let task = store
         .next_annotation_task(user.id, ANNOTATION_LEASE_MS)
         .await
-        .map_err(|err| service_error(err.into()))?;
-    let counts = store
-        .annotation_queue_counts()
-        .await
-        .map_err(|err| service_error(err.into()))?;
+        .map_err(store_error)?;
+    let counts = store.annotation_queue_counts().await.map_err(store_error)?;
     Ok(task.map(|task| TaskView {
         task_id: task.task_id,
         input: task.input,
@@ -399,7 +380,7 @@ pub async fn submit_label(
         .store
         .submit_label(task_id, user.id, pass, &rationale)
         .await
-        .map_err(|err| service_error(err.into()))
+        .map_err(store_error)
 }
 
 #[server(endpoint = "skip_task")]
@@ -409,7 +390,7 @@ pub async fn skip_task(task_id: i64) -> Result<(), ServerFnError> {
         .store
         .skip_task(task_id, user.id)
         .await
-        .map_err(|err| service_error(err.into()))
+        .map_err(store_error)
 }
 
 /// Open + leased items in the human queue, for the home page.
@@ -420,6 +401,6 @@ pub async fn queue_size() -> Result<i64, ServerFnError> {
         .store
         .annotation_queue_counts()
         .await
-        .map_err(|err| service_error(err.into()))?;
+        .map_err(store_error)?;
     Ok(counts.open + counts.leased)
 }

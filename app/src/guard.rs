@@ -32,6 +32,11 @@ pub fn service_error(err: ServiceError) -> ServerFnError {
     fail(err.status_code(), err.to_string())
 }
 
+/// Maps a store failure the same way (conflicts and missing rows are the user's to read).
+pub fn store_error(err: arbiter_engine::store::StoreError) -> ServerFnError {
+    service_error(err.into())
+}
+
 fn state() -> Result<AppState, ServerFnError> {
     use_context::<AppState>().ok_or_else(|| fail(500, "server state is missing"))
 }
@@ -46,11 +51,7 @@ pub async fn session_user() -> Result<Option<(AppState, User)>, ServerFnError> {
     let Some(user_id) = user_id else {
         return Ok(None);
     };
-    let user = state
-        .store
-        .get_user(user_id)
-        .await
-        .map_err(|err| service_error(err.into()))?;
+    let user = state.store.get_user(user_id).await.map_err(store_error)?;
     Ok(user.map(|user| (state, user)))
 }
 

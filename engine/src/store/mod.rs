@@ -64,7 +64,8 @@ pub trait Store: Send + Sync + 'static {
 
     // Datasets.
     /// Stores a parsed upload as a revision of the named dataset (creating the dataset on first
-    /// upload). Re-uploading identical content returns the existing revision.
+    /// upload). Re-uploading identical content returns the existing revision and makes it the
+    /// latest again.
     async fn store_dataset_revision(
         &self,
         name: &str,
