@@ -39,13 +39,30 @@ mod convert {
         }
     }
 
-    pub fn checkpoint(checkpoint: store::Checkpoint) -> CheckpointView {
+    pub fn checkpoint(checkpoint: store::Checkpoint, all: &[store::Checkpoint]) -> CheckpointView {
+        let fallback_name = checkpoint
+            .fallback_checkpoint_id
+            .and_then(|id| all.iter().find(|other| other.id == id))
+            .map(|fallback| fallback.name.clone());
         CheckpointView {
             id: checkpoint.id,
             name: checkpoint.name,
             base_url: checkpoint.base_url,
             model: checkpoint.model,
+            replica_urls: checkpoint.replica_urls,
+            engine_build: checkpoint.engine_build,
+            parallel_layout: checkpoint.parallel_layout,
+            fallback_name,
+            max_in_flight: checkpoint.max_in_flight,
         }
+    }
+
+    pub fn checkpoints(checkpoints: Vec<store::Checkpoint>) -> Vec<CheckpointView> {
+        checkpoints
+            .iter()
+            .cloned()
+            .map(|checkpoint| self::checkpoint(checkpoint, &checkpoints))
+            .collect()
     }
 
     pub fn eval(eval: store::EvalSummary) -> EvalView {
@@ -79,6 +96,12 @@ mod convert {
             uncertain: progress.uncertain,
             errors: progress.errors,
             last_error: progress.last_error,
+            priority: store::priority_name(progress.priority).to_string(),
+            team: progress.team,
+            throughput_per_s: progress.throughput_per_s,
+            from_cache: progress.from_cache,
+            outcome_mix: progress.outcome_mix,
+            error_mix: progress.error_mix,
         }
     }
 
@@ -166,25 +189,36 @@ pub async fn dataset_detail(id: i64) -> Result<DatasetPageData, ServerFnError> {
 pub async fn list_checkpoints() -> Result<Vec<CheckpointView>, ServerFnError> {
     let (state, _) = require(Permission::ViewResults).await?;
     let checkpoints = state.store.list_checkpoints().await.map_err(store_error)?;
-    Ok(checkpoints.into_iter().map(convert::checkpoint).collect())
+    Ok(convert::checkpoints(checkpoints))
 }
 
+/// Registers a checkpoint; the optional fields may be left empty.
 #[server(endpoint = "register_checkpoint")]
+#[allow(clippy::too_many_arguments)]
 pub async fn register_checkpoint(
     name: String,
     endpoint_url: String,
     model: String,
+    #[server(default)] replica_urls: String,
+    #[server(default)] engine_build: String,
+    #[server(default)] parallel_layout: String,
+    #[server(default)] fallback_checkpoint: String,
+    #[server(default)] max_in_flight: String,
 ) -> Result<i64, ServerFnError> {
     let (state, user) = require(Permission::ManageEvals).await?;
-    service::register_checkpoint(
-        state.store.as_ref(),
-        &name,
-        &endpoint_url,
-        &model,
-        Some(user.id),
-    )
-    .await
-    .map_err(service_error)
+    let form = service::CheckpointForm {
+        name,
+        endpoint_url,
+        model,
+        replica_urls,
+        engine_build,
+        parallel_layout,
+        fallback_checkpoint,
+        max_in_flight,
+    };
+    service::register_checkpoint(state.store.as_ref(), &form, Some(user.id))
+        .await
+        .map_err(service_error)
 }
 
 #[server(endpoint = "evals_page")]
@@ -206,13 +240,7 @@ pub async fn evals_page() -> Result<EvalsPageData, ServerFnError> {
             .into_iter()
             .map(convert::dataset)
             .collect(),
-        checkpoints: store
-            .list_checkpoints()
-            .await
-            .map_err(store_error)?
-            .into_iter()
-            .map(convert::checkpoint)
-            .collect(),
+        checkpoints: convert::checkpoints(store.list_checkpoints().await.map_err(store_error)?),
     })
 }
 
@@ -249,16 +277,29 @@ pub async fn create_eval(
 }
 
 /// Freezes the manifest and enqueues the run, then sends the browser to the run's page.
+/// `priority` is `promotion`, `scheduled` (default) or `ablation`.
 #[server(endpoint = "launch_run")]
-pub async fn launch_run(eval_id: i64, checkpoint_id: String) -> Result<i64, ServerFnError> {
+pub async fn launch_run(
+    eval_id: i64,
+    checkpoint_id: String,
+    #[server(default)] priority: String,
+) -> Result<i64, ServerFnError> {
     let (state, user) = require(Permission::ManageEvals).await?;
     let checkpoint_id: i64 = checkpoint_id
         .trim()
         .parse()
         .map_err(|_| fail(400, "pick a checkpoint to launch against"))?;
-    let launched = service::launch_run(state.store.as_ref(), eval_id, checkpoint_id, Some(user.id))
-        .await
-        .map_err(service_error)?;
+    let priority = service::parse_priority(&priority).map_err(service_error)?;
+    let launched = service::launch_run(
+        state.store.as_ref(),
+        eval_id,
+        checkpoint_id,
+        priority,
+        &user.team,
+        Some(user.id),
+    )
+    .await
+    .map_err(service_error)?;
     leptos_axum::redirect(&format!("/runs/{}", launched.run_id));
     Ok(launched.run_id)
 }
@@ -271,6 +312,7 @@ pub async fn list_runs() -> Result<Vec<RunView>, ServerFnError> {
         .into_iter()
         .map(|run| RunView {
             id: run.id,
+            priority: arbiter_engine::store::priority_name(run.priority).to_string(),
             eval_id: run.eval_id,
             eval_name: run.eval_name,
             checkpoint_name: run.checkpoint_name,
@@ -296,6 +338,15 @@ pub async fn run_detail(id: i64) -> Result<RunPageData, ServerFnError> {
         progress: convert::progress(progress),
         results: results.into_iter().map(convert::result).collect(),
     })
+}
+
+/// Pause, resume or cancel a run (`action` is `pause`, `resume` or `cancel`).
+#[server(endpoint = "change_run")]
+pub async fn change_run(id: i64, action: String) -> Result<(), ServerFnError> {
+    let (state, _) = require(Permission::ManageEvals).await?;
+    service::change_run_state(state.store.as_ref(), id, &action)
+        .await
+        .map_err(service_error)
 }
 
 #[server(endpoint = "compare_runs")]

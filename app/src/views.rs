@@ -65,6 +65,11 @@ pub struct CheckpointView {
     pub name: String,
     pub base_url: String,
     pub model: String,
+    pub replica_urls: Vec<String>,
+    pub engine_build: String,
+    pub parallel_layout: String,
+    pub fallback_name: Option<String>,
+    pub max_in_flight: i64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -83,6 +88,8 @@ pub struct EvalView {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunView {
     pub id: i64,
+    /// ablation, scheduled or promotion decision.
+    pub priority: String,
     pub eval_id: i64,
     pub eval_name: String,
     pub checkpoint_name: String,
@@ -108,11 +115,24 @@ pub struct ProgressView {
     pub uncertain: i64,
     pub errors: i64,
     pub last_error: Option<String>,
+    pub priority: String,
+    pub team: String,
+    pub throughput_per_s: f64,
+    pub from_cache: i64,
+    pub outcome_mix: Vec<(String, i64)>,
+    pub error_mix: Vec<(String, i64)>,
 }
 
 impl ProgressView {
+    /// Completed or cancelled: nothing more will change, so the page stops polling.
     pub fn is_complete(&self) -> bool {
-        self.status == "completed"
+        matches!(self.status.as_str(), "completed" | "cancelled")
+    }
+
+    /// Seconds left at the current throughput; `None` when idle or finished.
+    pub fn eta_seconds(&self) -> Option<f64> {
+        let remaining = (self.expected - self.done) as f64;
+        (remaining > 0.0 && self.throughput_per_s > 0.0).then(|| remaining / self.throughput_per_s)
     }
 }
 

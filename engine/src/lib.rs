@@ -7,6 +7,7 @@ pub mod auth;
 pub mod compare;
 pub mod dataset;
 pub mod dispatch;
+pub mod expansion;
 pub mod grading;
 pub mod manifest;
 pub mod model_client;

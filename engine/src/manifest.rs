@@ -72,6 +72,27 @@ pub fn render_prompt(template: &str, input: &str) -> String {
     template.replace(INPUT_PLACEHOLDER, input)
 }
 
+/// What identifies the model behind an endpoint, as far as results are concerned: the served
+/// model (from `/v1/models`) plus what the user declares about the engine. Part of every
+/// generation cache key, so a changed engine or layout never reuses old answers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndpointFingerprint {
+    /// The id `/v1/models` reported for the requested model; `None` if the probe failed.
+    pub served_model: Option<String>,
+    pub engine_build: String,
+    pub parallel_layout: String,
+    /// Why the probe failed, when it did (such runs still launch and report their errors).
+    pub probe_error: Option<String>,
+}
+
+/// A checkpoint tried once when every retry on the primary has failed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FallbackTarget {
+    pub checkpoint_name: String,
+    pub endpoint_url: String,
+    pub served_model: String,
+}
+
 /// Everything that determines a run's results, frozen at launch.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
@@ -83,8 +104,11 @@ pub struct Manifest {
     pub case_count: u64,
     pub checkpoint_id: i64,
     pub checkpoint_name: String,
-    pub endpoint_url: String,
+    /// The primary endpoint first, then replicas serving the same checkpoint.
+    pub endpoint_urls: Vec<String>,
     pub served_model: String,
+    pub fingerprint: EndpointFingerprint,
+    pub fallback: Option<FallbackTarget>,
 }
 
 impl Manifest {
@@ -128,8 +152,15 @@ mod tests {
             case_count: 60,
             checkpoint_id: 2,
             checkpoint_name: "ckpt".into(),
-            endpoint_url: "http://127.0.0.1:8001/v1".into(),
+            endpoint_urls: vec!["http://127.0.0.1:8001/v1".into()],
             served_model: "m".into(),
+            fingerprint: EndpointFingerprint {
+                served_model: Some("m".into()),
+                engine_build: String::new(),
+                parallel_layout: String::new(),
+                probe_error: None,
+            },
+            fallback: None,
         }
     }
 

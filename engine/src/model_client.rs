@@ -1,21 +1,26 @@
-//! The OpenAI-compatible model client: one chat completion per result identity, with retries.
+//! The OpenAI-compatible model client: one HTTP attempt at a time, and what it means.
 //!
-//! Owns the HTTP conversation with an endpoint (vLLM, SGLang, TGI, llama.cpp, `arbiter sim`) and
-//! turns every way it can end into an [`Outcome`]. It never grades: an error is a value here,
-//! not an answer.
+//! Owns the HTTP conversation with an endpoint (vLLM, SGLang, TGI, llama.cpp, `arbiter sim`)
+//! and turns every way an attempt can end into either a [`Generation`] or an [`AttemptFailure`]
+//! with an [`ErrorCategory`]. Retries, backoff, load control and fallback are the dispatcher's;
+//! grading is the grader's. An error is a value here, never an answer.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// How a generation ended. Only `Ok` and `Truncated` carry an answer worth grading.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// How a generation ended. Only answers (`Ok`, `Truncated`, `Empty`, `Refused`) are graded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     Ok,
     /// `finish_reason = length`: kept apart from wrong answers.
     Truncated,
     Empty,
+    /// The model declined (`refusal` set, or `finish_reason = content_filter`).
+    Refused,
+    /// The default, so that a generation nobody filled in never passes for an answer.
+    #[default]
     EndpointError,
     Timeout,
 }
@@ -26,9 +31,23 @@ impl Outcome {
             Outcome::Ok => "ok",
             Outcome::Truncated => "truncated",
             Outcome::Empty => "empty",
+            Outcome::Refused => "refused",
             Outcome::EndpointError => "endpoint_error",
             Outcome::Timeout => "timeout",
         }
+    }
+
+    pub fn parse(text: &str) -> Option<Outcome> {
+        [
+            Outcome::Ok,
+            Outcome::Truncated,
+            Outcome::Empty,
+            Outcome::Refused,
+            Outcome::EndpointError,
+            Outcome::Timeout,
+        ]
+        .into_iter()
+        .find(|outcome| outcome.as_str() == text)
     }
 
     pub fn is_error(self) -> bool {
@@ -36,10 +55,63 @@ impl Outcome {
     }
 }
 
+/// Why an attempt failed. Decides whether retrying can help.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCategory {
+    Connect,
+    Timeout,
+    RateLimited,
+    ServerError,
+    MalformedResponse,
+    BadRequest,
+    Unauthorized,
+    ModelNotFound,
+    OtherHttp,
+}
+
+impl ErrorCategory {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCategory::Connect => "connect",
+            ErrorCategory::Timeout => "timeout",
+            ErrorCategory::RateLimited => "rate_limited",
+            ErrorCategory::ServerError => "server_error",
+            ErrorCategory::MalformedResponse => "malformed_response",
+            ErrorCategory::BadRequest => "bad_request",
+            ErrorCategory::Unauthorized => "unauthorized",
+            ErrorCategory::ModelNotFound => "model_not_found",
+            ErrorCategory::OtherHttp => "other_http",
+        }
+    }
+
+    /// Transient failures are retried; permanent ones (auth, bad request, unknown model) are not.
+    pub fn is_transient(self) -> bool {
+        matches!(
+            self,
+            ErrorCategory::Connect
+                | ErrorCategory::Timeout
+                | ErrorCategory::RateLimited
+                | ErrorCategory::ServerError
+                | ErrorCategory::MalformedResponse
+        )
+    }
+
+    fn from_status(status: u16) -> ErrorCategory {
+        match status {
+            429 => ErrorCategory::RateLimited,
+            401 | 403 => ErrorCategory::Unauthorized,
+            404 => ErrorCategory::ModelNotFound,
+            400 | 413 | 422 => ErrorCategory::BadRequest,
+            500..=599 => ErrorCategory::ServerError,
+            _ => ErrorCategory::OtherHttp,
+        }
+    }
+}
+
 /// One request for one result identity.
 #[derive(Clone, Debug)]
 pub struct GenerationRequest {
-    pub base_url: String,
     pub model: String,
     pub prompt: String,
     pub max_tokens: u32,
@@ -47,13 +119,19 @@ pub struct GenerationRequest {
     pub seed: u64,
 }
 
-/// Everything learned from an endpoint about one result identity, over all attempts.
-#[derive(Clone, Debug)]
+/// Everything learned from endpoints about one result identity, over all attempts.
+#[derive(Clone, Debug, Default)]
 pub struct Generation {
     pub outcome: Outcome,
     pub output: String,
     pub finish_reason: Option<String>,
     pub error: Option<String>,
+    pub error_category: Option<ErrorCategory>,
+    /// Failed attempts before the final one, as JSON (category, HTTP status, milliseconds).
+    pub attempt_log: Option<String>,
+    pub served_by: Option<String>,
+    pub model_used: Option<String>,
+    pub fallback_used: bool,
     pub latency_ms: i64,
     pub attempts: i64,
     pub prompt_tokens: Option<i64>,
@@ -61,90 +139,54 @@ pub struct Generation {
     pub logprobs_json: Option<String>,
 }
 
-/// Attempts per identity before it is recorded as an endpoint error.
-const MAX_ATTEMPTS: u32 = 3;
-const BASE_BACKOFF: Duration = Duration::from_millis(250);
+/// A failed attempt: what went wrong and whether the endpoint asked us to wait.
+#[derive(Clone, Debug)]
+pub struct AttemptFailure {
+    pub category: ErrorCategory,
+    pub status: Option<u16>,
+    pub message: String,
+    pub retry_after: Option<Duration>,
+}
+
 /// Longest Retry-After we honour; a longer request is treated as this.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
 
 /// A pooled HTTP client shared by all requests of a worker process.
 #[derive(Clone)]
 pub struct ModelClient {
     http: reqwest::Client,
-    attempt_timeout: Duration,
 }
 
-/// The result of one HTTP attempt, before retry policy is applied.
-enum Attempt {
-    Done(Box<Generation>),
-    /// Worth another try (connection failure, 429, 5xx, timeout); `wait` overrides backoff.
-    Transient {
-        error: String,
-        outcome: Outcome,
-        wait: Option<Duration>,
-    },
-    /// Retrying cannot help (bad request, auth, unknown model, unreadable body).
-    Permanent(String),
+impl Default for ModelClient {
+    fn default() -> ModelClient {
+        ModelClient::new()
+    }
 }
 
 impl ModelClient {
-    pub fn new(attempt_timeout: Duration) -> ModelClient {
+    pub fn new() -> ModelClient {
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(5))
-            .pool_max_idle_per_host(512)
+            .pool_max_idle_per_host(1024)
+            .tcp_nodelay(true)
             .build()
             .expect("the HTTP client's static configuration is valid");
-        ModelClient {
-            http,
-            attempt_timeout,
-        }
+        ModelClient { http }
     }
 
-    /// Runs one generation to its final outcome, retrying transient failures with exponential
-    /// backoff and jitter, honouring `Retry-After`.
-    pub async fn generate(&self, request: &GenerationRequest) -> Generation {
-        let started = Instant::now();
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            let failure = match self.attempt(request).await {
-                Attempt::Done(mut generation) => {
-                    generation.attempts = i64::from(attempts);
-                    generation.latency_ms = elapsed_ms(started);
-                    return *generation;
-                }
-                Attempt::Permanent(error) => (error, Outcome::EndpointError, None, false),
-                Attempt::Transient {
-                    error,
-                    outcome,
-                    wait,
-                } => (error, outcome, wait, true),
-            };
-            let (error, outcome, wait, retryable) = failure;
-            if !retryable || attempts >= MAX_ATTEMPTS {
-                return Generation {
-                    outcome,
-                    output: String::new(),
-                    finish_reason: None,
-                    error: Some(error),
-                    latency_ms: elapsed_ms(started),
-                    attempts: i64::from(attempts),
-                    prompt_tokens: None,
-                    completion_tokens: None,
-                    logprobs_json: None,
-                };
-            }
-            let backoff = BASE_BACKOFF * 2u32.pow(attempts - 1);
-            let jitter = Duration::from_millis(rand::random::<u64>() % 100);
-            tokio::time::sleep(wait.unwrap_or(backoff + jitter)).await;
-        }
+    /// The raw client, for the dispatcher's `/metrics` and `/v1/models` probes.
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
     }
 
-    async fn attempt(&self, request: &GenerationRequest) -> Attempt {
-        let url = format!(
-            "{}/chat/completions",
-            request.base_url.trim_end_matches('/')
-        );
+    /// One chat completion against `base_url`, within `timeout`.
+    pub async fn attempt(
+        &self,
+        base_url: &str,
+        request: &GenerationRequest,
+        timeout: Duration,
+    ) -> Result<Generation, AttemptFailure> {
+        let url = format!("{}/chat/completions", base_url.trim_end_matches('/'));
         let body = json!({
             "model": request.model,
             "messages": [{"role": "user", "content": request.prompt}],
@@ -155,83 +197,81 @@ impl ModelClient {
             "top_logprobs": 5,
             "stream": false,
         });
-        let response = match self
+        let response = self
             .http
             .post(&url)
-            .timeout(self.attempt_timeout)
+            .timeout(timeout)
             .json(&body)
             .send()
             .await
-        {
-            Ok(response) => response,
-            Err(err) => return transport_failure(&url, err),
-        };
+            .map_err(|err| transport_failure(&url, err))?;
         let status = response.status();
-        if status.is_success() {
-            return match response.json::<Value>().await {
-                Ok(body) => parse_chat_completion(&body),
-                Err(err) if err.is_timeout() => Attempt::Transient {
-                    error: format!("timed out reading the response from {url}"),
-                    outcome: Outcome::Timeout,
-                    wait: None,
-                },
-                Err(err) => Attempt::Transient {
-                    error: format!("malformed response body from {url}: {err}"),
-                    outcome: Outcome::EndpointError,
-                    wait: None,
-                },
-            };
+        if !status.is_success() {
+            let retry_after = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|value| value.to_str().ok())
+                .and_then(|value| value.trim().parse::<u64>().ok())
+                .map(|seconds| Duration::from_secs(seconds).min(MAX_RETRY_AFTER));
+            let detail = response.text().await.unwrap_or_default();
+            return Err(AttemptFailure {
+                category: ErrorCategory::from_status(status.as_u16()),
+                status: Some(status.as_u16()),
+                message: format!(
+                    "HTTP {} from {url}: {}",
+                    status.as_u16(),
+                    openai_error_message(&detail)
+                ),
+                retry_after,
+            });
         }
-        let retry_after = response
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.trim().parse::<u64>().ok())
-            .map(|seconds| Duration::from_secs(seconds).min(MAX_RETRY_AFTER));
-        let detail = response.text().await.unwrap_or_default();
-        let error = format!(
-            "HTTP {} from {url}: {}",
-            status.as_u16(),
-            openai_error_message(&detail)
-        );
-        if status.as_u16() == 429 || status.is_server_error() {
-            Attempt::Transient {
-                error,
-                outcome: Outcome::EndpointError,
-                wait: retry_after,
-            }
-        } else {
-            Attempt::Permanent(error)
-        }
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|err| transport_failure(&url, err))?;
+        let body: Value = serde_json::from_slice(&bytes).map_err(|err| AttemptFailure {
+            category: ErrorCategory::MalformedResponse,
+            status: Some(status.as_u16()),
+            message: format!("malformed response body from {url}: {err}"),
+            retry_after: None,
+        })?;
+        let mut generation = parse_chat_completion(&body).map_err(|message| AttemptFailure {
+            category: ErrorCategory::MalformedResponse,
+            status: Some(status.as_u16()),
+            message: format!("{message} (from {url})"),
+            retry_after: None,
+        })?;
+        generation.served_by = Some(base_url.to_string());
+        Ok(generation)
     }
 }
 
-fn elapsed_ms(started: Instant) -> i64 {
-    i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX)
-}
-
-fn transport_failure(url: &str, err: reqwest::Error) -> Attempt {
+fn transport_failure(url: &str, err: reqwest::Error) -> AttemptFailure {
     if err.is_timeout() {
-        return Attempt::Transient {
-            error: format!("no response from {url} within the attempt timeout"),
-            outcome: Outcome::Timeout,
-            wait: None,
+        return AttemptFailure {
+            category: ErrorCategory::Timeout,
+            status: None,
+            message: format!("no response from {url} within the attempt timeout"),
+            retry_after: None,
         };
     }
-    let reason = if err.is_connect() {
-        "could not connect"
+    let (category, reason) = if err.is_connect() {
+        (ErrorCategory::Connect, "could not connect")
+    } else if err.is_decode() || err.is_body() {
+        (ErrorCategory::MalformedResponse, "unreadable response")
     } else {
-        "request failed"
+        (ErrorCategory::Connect, "request failed")
     };
     // The innermost cause says what happened (e.g. "Connection refused").
     let mut cause: &dyn std::error::Error = &err;
     while let Some(source) = cause.source() {
         cause = source;
     }
-    Attempt::Transient {
-        error: format!("{reason} to {url}: {cause}"),
-        outcome: Outcome::EndpointError,
-        wait: None,
+    AttemptFailure {
+        category,
+        status: None,
+        message: format!("{reason} to {url}: {cause}"),
+        retry_after: None,
     }
 }
 
@@ -244,20 +284,19 @@ fn openai_error_message(body: &str) -> String {
     message.chars().take(300).collect()
 }
 
-fn parse_chat_completion(body: &Value) -> Attempt {
-    let Some(choice) = body["choices"].get(0) else {
-        return Attempt::Transient {
-            error: "the response has no choices".into(),
-            outcome: Outcome::EndpointError,
-            wait: None,
-        };
-    };
-    let output = choice["message"]["content"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+fn parse_chat_completion(body: &Value) -> Result<Generation, String> {
+    let choice = body["choices"]
+        .get(0)
+        .ok_or_else(|| "the response has no choices".to_string())?;
+    let message = &choice["message"];
+    let output = message["content"].as_str().unwrap_or_default().to_string();
     let finish_reason = choice["finish_reason"].as_str().map(str::to_string);
-    let outcome = if finish_reason.as_deref() == Some("length") {
+    let refusal = message["refusal"]
+        .as_str()
+        .is_some_and(|refusal| !refusal.trim().is_empty());
+    let outcome = if refusal || finish_reason.as_deref() == Some("content_filter") {
+        Outcome::Refused
+    } else if finish_reason.as_deref() == Some("length") {
         Outcome::Truncated
     } else if output.trim().is_empty() {
         Outcome::Empty
@@ -265,17 +304,16 @@ fn parse_chat_completion(body: &Value) -> Attempt {
         Outcome::Ok
     };
     let logprobs = &choice["logprobs"];
-    Attempt::Done(Box::new(Generation {
+    Ok(Generation {
         outcome,
         output,
         finish_reason,
-        error: None,
-        latency_ms: 0,
-        attempts: 0,
+        model_used: body["model"].as_str().map(str::to_string),
         prompt_tokens: body["usage"]["prompt_tokens"].as_i64(),
         completion_tokens: body["usage"]["completion_tokens"].as_i64(),
         logprobs_json: (!logprobs.is_null()).then(|| logprobs.to_string()),
-    }))
+        ..Generation::default()
+    })
 }
 
 /// Checks and tidies an endpoint's base URL: http(s) only; a bare host gets `/v1`.
@@ -296,6 +334,15 @@ pub fn normalise_base_url(raw: &str) -> Result<String, String> {
     }
 }
 
+/// The server root of an OpenAI base URL (`http://h:8000/v1` → `http://h:8000`), where vLLM
+/// serves `/metrics`.
+pub fn server_root(base_url: &str) -> &str {
+    base_url
+        .trim_end_matches('/')
+        .strip_suffix("/v1")
+        .unwrap_or(base_url)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -312,44 +359,73 @@ mod tests {
         );
         assert!(normalise_base_url("ftp://x").is_err());
         assert!(normalise_base_url("http://").is_err());
+        assert_eq!(server_root("http://h:8000/v1"), "http://h:8000");
     }
 
     #[test]
-    fn truncation_and_empty_answers_are_outcomes() {
-        let truncated =
-            json!({"choices": [{"message": {"content": "abc"}, "finish_reason": "length"}]});
-        let Attempt::Done(generation) = parse_chat_completion(&truncated) else {
-            panic!("expected a generation")
-        };
-        assert_eq!(generation.outcome, Outcome::Truncated);
-        let empty = json!({"choices": [{"message": {"content": "  "}, "finish_reason": "stop"}]});
-        let Attempt::Done(generation) = parse_chat_completion(&empty) else {
-            panic!("expected a generation")
-        };
-        assert_eq!(generation.outcome, Outcome::Empty);
+    fn finish_reasons_and_refusals_are_outcomes() {
+        let parse = |body: Value| parse_chat_completion(&body).unwrap().outcome;
+        assert_eq!(
+            parse(json!({"choices": [{"message": {"content": "abc"}, "finish_reason": "length"}]})),
+            Outcome::Truncated
+        );
+        assert_eq!(
+            parse(json!({"choices": [{"message": {"content": "  "}, "finish_reason": "stop"}]})),
+            Outcome::Empty
+        );
+        assert_eq!(
+            parse(
+                json!({"choices": [{"message": {"content": null, "refusal": "I can't"}, "finish_reason": "stop"}]})
+            ),
+            Outcome::Refused
+        );
+        assert_eq!(
+            parse(
+                json!({"choices": [{"message": {"content": "x"}, "finish_reason": "content_filter"}]})
+            ),
+            Outcome::Refused
+        );
+        let generation = parse_chat_completion(&json!({"model": "m-1", "choices": [{"message": {"content": "x"}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 3, "completion_tokens": 1}})).unwrap();
+        assert_eq!(generation.model_used.as_deref(), Some("m-1"));
+        assert_eq!(
+            (generation.prompt_tokens, generation.completion_tokens),
+            (Some(3), Some(1))
+        );
+        assert!(parse_chat_completion(&json!({"choices": []})).is_err());
+    }
+
+    #[test]
+    fn only_transient_categories_are_retried() {
+        assert!(ErrorCategory::from_status(429).is_transient());
+        assert!(ErrorCategory::from_status(503).is_transient());
+        assert!(!ErrorCategory::from_status(401).is_transient());
+        assert!(!ErrorCategory::from_status(404).is_transient());
+        assert!(!ErrorCategory::from_status(400).is_transient());
     }
 
     #[tokio::test]
-    async fn unreachable_endpoint_is_an_error_after_retries_not_a_hang() {
+    async fn an_unreachable_endpoint_is_a_connect_failure() {
         // Bind then drop a listener so the port is (very likely) closed.
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
-        let client = ModelClient::new(Duration::from_secs(5));
-        let generation = client
-            .generate(&GenerationRequest {
-                base_url: format!("http://127.0.0.1:{port}/v1"),
-                model: "m".into(),
-                prompt: "hi".into(),
-                max_tokens: 8,
-                temperature: 0.0,
-                seed: 1,
-            })
-            .await;
-        assert_eq!(generation.outcome, Outcome::EndpointError);
-        assert_eq!(generation.attempts, i64::from(MAX_ATTEMPTS));
-        assert!(generation.error.unwrap().contains("could not connect"));
+        let failure = ModelClient::new()
+            .attempt(
+                &format!("http://127.0.0.1:{port}/v1"),
+                &GenerationRequest {
+                    model: "m".into(),
+                    prompt: "hi".into(),
+                    max_tokens: 8,
+                    temperature: 0.0,
+                    seed: 1,
+                },
+                Duration::from_secs(5),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(failure.category, ErrorCategory::Connect);
+        assert!(failure.message.contains("could not connect"));
     }
 }

@@ -6,9 +6,17 @@
 use crate::auth::{hash_password, Role, Username};
 use crate::compare::{compare_runs, Comparison};
 use crate::dataset::{parse_dataset, DatasetFormat};
-use crate::manifest::{EvalSpec, GenerationSettings, Manifest};
+use crate::expansion::plan_identities;
+use crate::grading::grade_exact_match;
+use crate::manifest::{
+    EndpointFingerprint, EvalSpec, FallbackTarget, GenerationSettings, Manifest,
+};
 use crate::model_client::normalise_base_url;
-use crate::store::{DatasetRevision, LaunchedRun, NewCheckpoint, RunProgress, Store, StoreError};
+use crate::store::{
+    Checkpoint, DatasetRevision, LaunchedRun, NewCheckpoint, NewIdentity, NewRun, RunProgress,
+    Store, StoreError, PRIORITY_ABLATION, PRIORITY_PROMOTION,
+};
+use std::time::Duration;
 
 /// Failure of a use case. `Internal` hides its cause from the user; it is logged here.
 #[derive(Debug, thiserror::Error)]
@@ -81,19 +89,76 @@ pub async fn upload_dataset(
         .await?)
 }
 
+/// A checkpoint as typed into the form, before validation.
+#[derive(Clone, Debug, Default)]
+pub struct CheckpointForm {
+    pub name: String,
+    pub endpoint_url: String,
+    pub model: String,
+    /// Further endpoint URLs serving the same checkpoint, separated by commas or whitespace.
+    pub replica_urls: String,
+    pub engine_build: String,
+    pub parallel_layout: String,
+    /// Name of another checkpoint to try once when retries run out ('' for none).
+    pub fallback_checkpoint: String,
+    /// Requests in flight to each of its endpoints, from all workers together ('' = default).
+    pub max_in_flight: String,
+}
+
 pub async fn register_checkpoint(
+    store: &dyn Store,
+    form: &CheckpointForm,
+    created_by: Option<i64>,
+) -> ServiceResult<i64> {
+    let replica_urls = form
+        .replica_urls
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|url| !url.is_empty())
+        .map(|url| {
+            normalise_base_url(url)
+                .map_err(|err| ServiceError::Invalid(format!("replica `{url}`: {err}")))
+        })
+        .collect::<ServiceResult<Vec<_>>>()?;
+    let max_in_flight = match form.max_in_flight.trim() {
+        "" => None,
+        text => match text.parse::<i64>() {
+            Ok(limit) if (1..=100_000).contains(&limit) => Some(limit),
+            _ => {
+                return Err(ServiceError::Invalid(format!(
+                    "max in flight must be a whole number from 1 to 100000, not `{text}`"
+                )))
+            }
+        },
+    };
+    let fallback = form.fallback_checkpoint.trim();
+    let new = NewCheckpoint {
+        name: required(&form.name, "a checkpoint name", 200)?,
+        base_url: normalise_base_url(&form.endpoint_url).map_err(ServiceError::Invalid)?,
+        model: required(&form.model, "the served model name", 200)?,
+        replica_urls,
+        engine_build: form.engine_build.trim().chars().take(200).collect(),
+        parallel_layout: form.parallel_layout.trim().chars().take(200).collect(),
+        fallback_checkpoint: (!fallback.is_empty()).then(|| fallback.to_string()),
+        max_in_flight,
+    };
+    Ok(store.register_checkpoint(&new, created_by).await?)
+}
+
+/// A simpler form of [`register_checkpoint`]: one endpoint, no extras.
+pub async fn register_simple_checkpoint(
     store: &dyn Store,
     name: &str,
     endpoint_url: &str,
     model: &str,
     created_by: Option<i64>,
 ) -> ServiceResult<i64> {
-    let new = NewCheckpoint {
-        name: required(name, "a checkpoint name", 200)?,
-        base_url: normalise_base_url(endpoint_url).map_err(ServiceError::Invalid)?,
-        model: required(model, "the served model name", 200)?,
+    let form = CheckpointForm {
+        name: name.into(),
+        endpoint_url: endpoint_url.into(),
+        model: model.into(),
+        ..CheckpointForm::default()
     };
-    Ok(store.register_checkpoint(&new, created_by).await?)
+    register_checkpoint(store, &form, created_by).await
 }
 
 /// An eval as typed into the form, before validation.
@@ -130,16 +195,82 @@ pub async fn define_eval(
         .await?)
 }
 
-/// Freezes the manifest for (eval, checkpoint) on the dataset's newest revision and enqueues its
-/// result identities. Launching an unchanged manifest again returns the same run.
+/// How long the launch waits for an endpoint's `/v1/models` answer.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Dataset items planned per expansion step; bounds the launcher's memory on any dataset size.
+const EXPANSION_CHUNK: i64 = 2000;
+
+/// Asks the endpoint which model it serves under the checkpoint's model name.
+async fn probe_fingerprint(checkpoint: &Checkpoint) -> EndpointFingerprint {
+    let url = format!("{}/models", checkpoint.base_url.trim_end_matches('/'));
+    let probe = async {
+        let response = reqwest::Client::new()
+            .get(&url)
+            .timeout(PROBE_TIMEOUT)
+            .send()
+            .await
+            .map_err(|err| format!("could not reach {url}: {err}"))?;
+        if !response.status().is_success() {
+            return Err(format!(
+                "{url} answered HTTP {}",
+                response.status().as_u16()
+            ));
+        }
+        let body: serde_json::Value = response
+            .json()
+            .await
+            .map_err(|err| format!("unreadable answer from {url}: {err}"))?;
+        let models = body["data"].as_array().cloned().unwrap_or_default();
+        let served = models
+            .iter()
+            .find(|model| model["id"].as_str() == Some(checkpoint.model.as_str()))
+            .ok_or_else(|| format!("{url} does not list the model `{}`", checkpoint.model))?;
+        // vLLM reports the weights it loaded as `root`; other servers only the id.
+        Ok(served["root"]
+            .as_str()
+            .or(served["id"].as_str())
+            .unwrap_or_default()
+            .to_string())
+    };
+    let (served_model, probe_error) = match probe.await {
+        Ok(served) => (Some(served), None),
+        Err(error) => (None, Some(error)),
+    };
+    EndpointFingerprint {
+        served_model,
+        engine_build: checkpoint.engine_build.clone(),
+        parallel_layout: checkpoint.parallel_layout.clone(),
+        probe_error,
+    }
+}
+
+/// The scheduling class named in a form: `promotion`, `scheduled` or `ablation`.
+pub fn parse_priority(text: &str) -> ServiceResult<i64> {
+    match text.trim() {
+        "" | "scheduled" => Ok(crate::store::PRIORITY_SCHEDULED),
+        "promotion" => Ok(PRIORITY_PROMOTION),
+        "ablation" => Ok(PRIORITY_ABLATION),
+        other => Err(ServiceError::Invalid(format!(
+            "unknown priority `{other}`; use promotion, scheduled or ablation"
+        ))),
+    }
+}
+
+/// Freezes the manifest for (eval, checkpoint) on the dataset's newest revision, then streams
+/// the dataset through the planner into result identities, answering from the generation
+/// cache whatever it already holds. Launching an unchanged manifest again returns the same
+/// run (and finishes its expansion if an earlier launch was interrupted).
 pub async fn launch_run(
     store: &dyn Store,
     eval_id: i64,
     checkpoint_id: i64,
+    priority: i64,
+    team: &str,
     launched_by: Option<i64>,
 ) -> ServiceResult<LaunchedRun> {
     let inputs = store.manifest_inputs(eval_id, checkpoint_id).await?;
     let eval = &inputs.eval;
+    let checkpoint = &inputs.checkpoint;
     let manifest = Manifest {
         eval_id: eval.id,
         eval: EvalSpec {
@@ -157,12 +288,118 @@ pub async fn launch_run(
         dataset_revision_id: inputs.revision.id,
         dataset_revision: inputs.revision.content_hash.clone(),
         case_count: inputs.revision.item_count as u64,
-        checkpoint_id: inputs.checkpoint.id,
-        checkpoint_name: inputs.checkpoint.name.clone(),
-        endpoint_url: inputs.checkpoint.base_url.clone(),
-        served_model: inputs.checkpoint.model.clone(),
+        checkpoint_id: checkpoint.id,
+        checkpoint_name: checkpoint.name.clone(),
+        endpoint_urls: std::iter::once(checkpoint.base_url.clone())
+            .chain(checkpoint.replica_urls.iter().cloned())
+            .collect(),
+        served_model: checkpoint.model.clone(),
+        fingerprint: probe_fingerprint(checkpoint).await,
+        fallback: inputs.fallback.as_ref().map(|fallback| FallbackTarget {
+            checkpoint_name: fallback.name.clone(),
+            endpoint_url: fallback.base_url.clone(),
+            served_model: fallback.model.clone(),
+        }),
     };
-    Ok(store.create_run(&manifest, launched_by).await?)
+    let launched = store
+        .create_run(&NewRun {
+            manifest: &manifest,
+            priority,
+            team,
+            created_by: launched_by,
+        })
+        .await?;
+    if launched.status == "expanding" {
+        expand(store, launched.run_id, &manifest).await?;
+        store
+            .set_run_status(launched.run_id, &["expanding"], "running")
+            .await?;
+        store.finish_run_if_done(launched.run_id).await?;
+    }
+    Ok(LaunchedRun {
+        status: store
+            .run_progress(launched.run_id)
+            .await?
+            .map_or(launched.status, |progress| progress.status),
+        ..launched
+    })
+}
+
+/// Writes a run's result identities chunk by chunk, repetition by repetition; cached
+/// generations are graded and stored as finished right away.
+async fn expand(store: &dyn Store, run_id: i64, manifest: &Manifest) -> ServiceResult<()> {
+    for repetition in 0..i64::from(manifest.eval.repetitions) {
+        let mut after_position = -1;
+        loop {
+            let chunk = store
+                .items_after(
+                    manifest.dataset_revision_id,
+                    after_position,
+                    EXPANSION_CHUNK,
+                )
+                .await?;
+            let Some((last_position, _)) = chunk.last() else {
+                break;
+            };
+            after_position = *last_position;
+            let items: Vec<_> = chunk.into_iter().map(|(_, item)| item).collect();
+            let planned = plan_identities(manifest, &items, repetition);
+            let keys: Vec<String> = planned
+                .iter()
+                .map(|identity| identity.generation_key.clone())
+                .collect();
+            let cached: std::collections::HashMap<String, crate::store::CachedGeneration> =
+                store.cached_generations(&keys).await?.into_iter().collect();
+            let identities: Vec<NewIdentity> = planned
+                .into_iter()
+                .zip(&items)
+                .map(|(planned, item)| {
+                    let cached = cached.get(&planned.generation_key).map(|hit| {
+                        let generation = hit.to_generation();
+                        let grade = grade_exact_match(&generation.output, &item.target);
+                        (generation, grade)
+                    });
+                    NewIdentity { planned, cached }
+                })
+                .collect();
+            store
+                .insert_identities(run_id, manifest, &identities)
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+/// Pause (`paused`), resume (`running`) or cancel (`cancelled`) a run. Requests already in
+/// flight finish and are recorded; nothing new is claimed while paused or cancelled.
+pub async fn change_run_state(store: &dyn Store, run_id: i64, action: &str) -> ServiceResult<()> {
+    let (from, to): (&[&str], &str) = match action {
+        "pause" => (&["running"], "paused"),
+        "resume" => (&["paused"], "running"),
+        "cancel" => (&["running", "paused", "expanding"], "cancelled"),
+        other => {
+            return Err(ServiceError::Invalid(format!(
+                "unknown action `{other}`; use pause, resume or cancel"
+            )))
+        }
+    };
+    let progress = run_progress(store, run_id).await?;
+    if store.set_run_status(run_id, from, to).await? {
+        if to == "running" {
+            store.finish_run_if_done(run_id).await?;
+        }
+        Ok(())
+    } else {
+        Err(ServiceError::Conflict(format!(
+            "run {run_id} is {}; it cannot be {}",
+            progress.status,
+            match action {
+                "pause" => "paused",
+                "resume" => "resumed",
+                _ => "cancelled",
+            }
+        )))
+    }
 }
 
 pub async fn run_progress(store: &dyn Store, run_id: i64) -> ServiceResult<RunProgress> {

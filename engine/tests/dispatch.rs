@@ -5,7 +5,7 @@
 use arbiter_engine::dispatch::{run_worker, WorkerConfig};
 use arbiter_engine::service::{self, EvalForm};
 use arbiter_engine::sim::{self, SimConfig};
-use arbiter_engine::store::{Database, RunProgress, Store};
+use arbiter_engine::store::{Database, RunProgress, Store, PRIORITY_SCHEDULED};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -32,7 +32,7 @@ async fn launch(store: &dyn Store, endpoint: &str, model: &str) -> i64 {
     let revision = service::upload_dataset(store, "qa", "qa.jsonl", SAMPLE, None)
         .await
         .unwrap();
-    let checkpoint = service::register_checkpoint(store, model, endpoint, model, None)
+    let checkpoint = service::register_simple_checkpoint(store, model, endpoint, model, None)
         .await
         .unwrap();
     let eval = service::define_eval(
@@ -50,7 +50,7 @@ async fn launch(store: &dyn Store, endpoint: &str, model: &str) -> i64 {
     )
     .await
     .unwrap();
-    service::launch_run(store, eval, checkpoint, None)
+    service::launch_run(store, eval, checkpoint, PRIORITY_SCHEDULED, "default", None)
         .await
         .unwrap()
         .run_id

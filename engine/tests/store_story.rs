@@ -9,9 +9,11 @@ use arbiter_engine::auth::{PasswordHash, Role};
 use arbiter_engine::compare::{FlipDirection, Score};
 use arbiter_engine::dataset::{parse_dataset, DatasetFormat};
 use arbiter_engine::grading::{grade_exact_match, Verdict};
-use arbiter_engine::model_client::{Generation, Outcome};
+use arbiter_engine::model_client::{ErrorCategory, Generation, Outcome};
 use arbiter_engine::service::{self, EvalForm, ServiceError};
-use arbiter_engine::store::{now_ms, Database, QueueCounts, RunProgress, Store, StoreError, User};
+use arbiter_engine::store::{
+    now_ms, Database, QueueCounts, RunProgress, Store, StoreError, User, PRIORITY_SCHEDULED,
+};
 use sqlx::Connection;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -178,7 +180,8 @@ const THREE_CASES: &str = r#"{"id": "q1", "input": "What is 6 times 7?", "target
 /// A reply with no recognisable answer: the exact-match grader calls it uncertain.
 const UNSURE: &str = "I am not sure.\nNo idea.";
 const PROMPT_TEMPLATE: &str = "Question: {input}\nEnd with a line `Answer: <answer>`.";
-const ENDPOINT: &str = "http://127.0.0.1:8001";
+/// A loopback port nothing listens on: launches probe it and find nothing, quickly.
+const ENDPOINT: &str = "http://127.0.0.1:9";
 /// Long enough that no lease expires during a test.
 const LONG_LEASE_MS: i64 = 10 * 60 * 1000;
 
@@ -204,9 +207,10 @@ async fn launch_one_run(store: &dyn Store, dataset: &[u8], repetitions: u32) -> 
     let revision = service::upload_dataset(store, "qa", "qa.jsonl", dataset, None)
         .await
         .expect("the dataset uploads");
-    let checkpoint = service::register_checkpoint(store, "base", ENDPOINT, "base-model", None)
-        .await
-        .expect("the checkpoint registers");
+    let checkpoint =
+        service::register_simple_checkpoint(store, "base", ENDPOINT, "base-model", None)
+            .await
+            .expect("the checkpoint registers");
     let eval = service::define_eval(
         store,
         &eval_form("qa-exact", revision.dataset_id, repetitions),
@@ -214,9 +218,10 @@ async fn launch_one_run(store: &dyn Store, dataset: &[u8], repetitions: u32) -> 
     )
     .await
     .expect("the eval is valid");
-    let launched = service::launch_run(store, eval, checkpoint, None)
-        .await
-        .expect("the run launches");
+    let launched =
+        service::launch_run(store, eval, checkpoint, PRIORITY_SCHEDULED, "default", None)
+            .await
+            .expect("the run launches");
     assert!(launched.created);
     launched.run_id
 }
@@ -232,6 +237,7 @@ fn answered(output: &str) -> Generation {
         prompt_tokens: Some(20),
         completion_tokens: Some(4),
         logprobs_json: None,
+        ..Generation::default()
     }
 }
 
@@ -246,6 +252,8 @@ fn endpoint_failure(error: &str) -> Generation {
         prompt_tokens: None,
         completion_tokens: None,
         logprobs_json: None,
+        error_category: Some(ErrorCategory::Connect),
+        ..Generation::default()
     }
 }
 
@@ -318,6 +326,7 @@ async fn users_sign_up_and_reset_passwords(store: Arc<dyn Store>) {
         .unwrap()
         .expect("alice can log in");
     let alice_user = User {
+        team: "default".into(),
         id: alice,
         username: "alice".into(),
         role: Role::Researcher,
@@ -363,6 +372,7 @@ async fn users_sign_up_and_reset_passwords(store: Arc<dyn Store>) {
     assert_eq!(credentials.user, alice_user);
 
     let bob_user = User {
+        team: "default".into(),
         id: bob,
         username: "bob".into(),
         role: Role::Annotator,
@@ -495,14 +505,14 @@ async fn checkpoints_evals_and_launches(store: Arc<dyn Store>) {
         .await
         .unwrap();
 
-    let base = service::register_checkpoint(store, "base-7b", ENDPOINT, "base", None)
+    let base = service::register_simple_checkpoint(store, "base-7b", ENDPOINT, "base", None)
         .await
         .unwrap();
     // The same server typed differently shares its endpoint row.
-    let tuned = service::register_checkpoint(
+    let tuned = service::register_simple_checkpoint(
         store,
         "tuned-7b",
-        "http://127.0.0.1:8001/v1/",
+        "http://127.0.0.1:9/v1/",
         "tuned",
         None,
     )
@@ -516,12 +526,18 @@ async fn checkpoints_evals_and_launches(store: Arc<dyn Store>) {
     assert_eq!(
         summary,
         vec![
-            (base, "base-7b", "http://127.0.0.1:8001/v1", "base"),
-            (tuned, "tuned-7b", "http://127.0.0.1:8001/v1", "tuned"),
+            (base, "base-7b", "http://127.0.0.1:9/v1", "base"),
+            (tuned, "tuned-7b", "http://127.0.0.1:9/v1", "tuned"),
         ]
     );
-    match service::register_checkpoint(store, "base-7b", "http://10.0.0.2:9000", "other", None)
-        .await
+    match service::register_simple_checkpoint(
+        store,
+        "base-7b",
+        "http://127.0.0.1:10",
+        "other",
+        None,
+    )
+    .await
     {
         Err(ServiceError::Conflict(message)) => {
             assert!(
@@ -532,7 +548,7 @@ async fn checkpoints_evals_and_launches(store: Arc<dyn Store>) {
         other => panic!("a duplicate checkpoint name must be a conflict, got {other:?}"),
     }
     assert!(matches!(
-        service::register_checkpoint(store, "ftp-7b", "ftp://10.0.0.2", "m", None).await,
+        service::register_simple_checkpoint(store, "ftp-7b", "ftp://127.0.0.1", "m", None).await,
         Err(ServiceError::Invalid(_))
     ));
     assert_eq!(store.list_checkpoints().await.unwrap().len(), 2);
@@ -576,7 +592,9 @@ async fn checkpoints_evals_and_launches(store: Arc<dyn Store>) {
         Err(ServiceError::NotFound(_))
     ));
 
-    let launched = service::launch_run(store, eval, base, None).await.unwrap();
+    let launched = service::launch_run(store, eval, base, PRIORITY_SCHEDULED, "default", None)
+        .await
+        .unwrap();
     assert!(launched.created);
     let run = progress(store, launched.run_id).await;
     assert_eq!((run.expected, run.done, run.in_flight), (120, 0, 0));
@@ -589,10 +607,12 @@ async fn checkpoints_evals_and_launches(store: Arc<dyn Store>) {
     assert_eq!(run.finished_at, None);
     assert_eq!(run.eval_id, eval);
     assert_eq!(run.checkpoint_name, "base-7b");
-    assert_eq!(run.endpoint_url, "http://127.0.0.1:8001/v1");
+    assert_eq!(run.endpoint_url, "http://127.0.0.1:9/v1");
     assert_eq!(run.dataset_revision, revision.content_hash);
 
-    let relaunched = service::launch_run(store, eval, base, None).await.unwrap();
+    let relaunched = service::launch_run(store, eval, base, PRIORITY_SCHEDULED, "default", None)
+        .await
+        .unwrap();
     assert_eq!(
         relaunched.run_id, launched.run_id,
         "an unchanged manifest is the same run"
@@ -626,13 +646,17 @@ async fn checkpoints_evals_and_launches(store: Arc<dyn Store>) {
     let newer = service::upload_dataset(store, "qa-basic", "v2.jsonl", changed.as_bytes(), None)
         .await
         .unwrap();
-    let on_newer = service::launch_run(store, eval, base, None).await.unwrap();
+    let on_newer = service::launch_run(store, eval, base, PRIORITY_SCHEDULED, "default", None)
+        .await
+        .unwrap();
     assert!(on_newer.created);
     assert_ne!(on_newer.run_id, launched.run_id);
     let run = progress(store, on_newer.run_id).await;
     assert_eq!(run.expected, 122);
     assert_eq!(run.dataset_revision, newer.content_hash);
-    let on_tuned = service::launch_run(store, eval, tuned, None).await.unwrap();
+    let on_tuned = service::launch_run(store, eval, tuned, PRIORITY_SCHEDULED, "default", None)
+        .await
+        .unwrap();
     assert!(on_tuned.created);
     assert_eq!(
         progress(store, on_tuned.run_id).await.checkpoint_name,
@@ -661,10 +685,20 @@ async fn work_queue_hands_out_and_records_each_item_once(store: Arc<dyn Store>) 
         assert_eq!(store.load_job(id).await.unwrap().repetition, 0);
     }
 
-    // A 0 ms lease has expired by the next millisecond, so another worker may take the items.
+    // A 0 ms lease has expired by the next millisecond: the reaper (every worker's heartbeat)
+    // returns it to the queue and another worker takes the items. Live leases stay put.
     let abandoned = store.claim_work("w3", 4, 0).await.unwrap();
     assert_eq!(abandoned.len(), 2, "only two items were left");
     tokio::time::sleep(Duration::from_millis(5)).await;
+    assert!(
+        store
+            .claim_work("w4", 10, LONG_LEASE_MS)
+            .await
+            .unwrap()
+            .is_empty(),
+        "expired but not yet reaped"
+    );
+    assert_eq!(store.reap_expired_leases().await.unwrap(), 2);
     let taken_over = store.claim_work("w4", 10, LONG_LEASE_MS).await.unwrap();
     assert_eq!(sorted(taken_over.clone()), sorted(abandoned.clone()));
     assert!(store
@@ -684,7 +718,7 @@ async fn work_queue_hands_out_and_records_each_item_once(store: Arc<dyn Store>) 
     assert_eq!((job.max_tokens, job.seed), (64, 7));
     assert_eq!(
         (job.base_url.as_str(), job.model.as_str()),
-        ("http://127.0.0.1:8001/v1", "base-model")
+        ("http://127.0.0.1:9/v1", "base-model")
     );
     assert_eq!(job.case_id, "c1");
     assert_eq!(
@@ -994,13 +1028,18 @@ async fn comparing_two_checkpoints_finds_the_flips(store: Arc<dyn Store>) {
         service::upload_dataset(store, "arith", "arith.jsonl", FIVE_CASES.as_bytes(), None)
             .await
             .unwrap();
-    let base = service::register_checkpoint(store, "base", ENDPOINT, "base", None)
+    let base = service::register_simple_checkpoint(store, "base", ENDPOINT, "base", None)
         .await
         .unwrap();
-    let candidate =
-        service::register_checkpoint(store, "candidate", "http://127.0.0.1:8002", "cand", None)
-            .await
-            .unwrap();
+    let candidate = service::register_simple_checkpoint(
+        store,
+        "candidate",
+        "http://127.0.0.1:8002",
+        "cand",
+        None,
+    )
+    .await
+    .unwrap();
     let eval = service::define_eval(
         store,
         &eval_form("arith-exact", revision.dataset_id, 1),
@@ -1015,18 +1054,20 @@ async fn comparing_two_checkpoints_finds_the_flips(store: Arc<dyn Store>) {
     )
     .await
     .unwrap();
-    let base_run = service::launch_run(store, eval, base, None)
+    let base_run = service::launch_run(store, eval, base, PRIORITY_SCHEDULED, "default", None)
         .await
         .unwrap()
         .run_id;
-    let candidate_run = service::launch_run(store, eval, candidate, None)
-        .await
-        .unwrap()
-        .run_id;
-    let other_run = service::launch_run(store, other_eval, base, None)
-        .await
-        .unwrap()
-        .run_id;
+    let candidate_run =
+        service::launch_run(store, eval, candidate, PRIORITY_SCHEDULED, "default", None)
+            .await
+            .unwrap()
+            .run_id;
+    let other_run =
+        service::launch_run(store, other_eval, base, PRIORITY_SCHEDULED, "default", None)
+            .await
+            .unwrap()
+            .run_id;
 
     // c5 is unsure on the candidate, so it is not a pass/fail pair.
     let replies_of = |run_id: i64| -> [Reply; 5] {

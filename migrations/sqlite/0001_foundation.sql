@@ -8,6 +8,7 @@ CREATE TABLE users (
     username      TEXT    NOT NULL,
     password_hash TEXT    NOT NULL,            -- Argon2id PHC string; never leaves the server
     role          TEXT    NOT NULL CHECK (role IN ('annotator','reviewer','researcher','lead','admin')),
+    team          TEXT    NOT NULL DEFAULT 'default', -- fair-share group on shared endpoints
     created_at    INTEGER NOT NULL,
     CONSTRAINT users_username_key UNIQUE (username)
 );
@@ -16,6 +17,8 @@ CREATE TABLE users (
 CREATE TABLE endpoints (
     id          INTEGER PRIMARY KEY,
     base_url    TEXT    NOT NULL,              -- e.g. http://127.0.0.1:8001/v1
+    max_in_flight INTEGER NOT NULL DEFAULT 256,    -- requests in flight from all workers together
+    token_budget  INTEGER,                         -- prompt + max tokens in flight; NULL = no budget
     created_at  INTEGER NOT NULL,
     CONSTRAINT endpoints_base_url_key UNIQUE (base_url)
 );
@@ -26,9 +29,19 @@ CREATE TABLE checkpoints (
     name        TEXT    NOT NULL,              -- researcher-facing name
     endpoint_id INTEGER NOT NULL REFERENCES endpoints(id),
     model       TEXT    NOT NULL,              -- the `model` field sent to the endpoint
+    engine_build    TEXT NOT NULL DEFAULT '',  -- user-declared, part of the cache fingerprint
+    parallel_layout TEXT NOT NULL DEFAULT '',  -- e.g. tp=4,pp=1; part of the fingerprint
+    fallback_checkpoint_id INTEGER REFERENCES checkpoints(id), -- tried once after retries run out
     created_by  INTEGER REFERENCES users(id),
     created_at  INTEGER NOT NULL,
     CONSTRAINT checkpoints_name_key UNIQUE (name)
+);
+
+-- Further replicas serving the same checkpoint; requests go to the least loaded one.
+CREATE TABLE checkpoint_replicas (
+    checkpoint_id INTEGER NOT NULL REFERENCES checkpoints(id),
+    endpoint_id   INTEGER NOT NULL REFERENCES endpoints(id),
+    PRIMARY KEY (checkpoint_id, endpoint_id)
 );
 
 CREATE TABLE datasets (
@@ -88,7 +101,10 @@ CREATE TABLE runs (
     revision_id    INTEGER NOT NULL REFERENCES dataset_revisions(id),
     checkpoint_id  INTEGER NOT NULL REFERENCES checkpoints(id),
     expected_count INTEGER NOT NULL,
-    status         TEXT    NOT NULL CHECK (status IN ('running','completed')),
+    -- expanding: identities being written (not yet claimable); paused/cancelled: not claimed.
+    status         TEXT    NOT NULL CHECK (status IN ('expanding','running','paused','cancelled','completed')),
+    priority       INTEGER NOT NULL DEFAULT 1,    -- 0 ablation, 1 scheduled, 2 promotion decision
+    team           TEXT    NOT NULL DEFAULT 'default',
     created_by     INTEGER REFERENCES users(id),
     created_at     INTEGER NOT NULL,
     finished_at    INTEGER,
@@ -110,24 +126,58 @@ CREATE TABLE work_items (
     lease_expires_at INTEGER,
     attempts         INTEGER NOT NULL DEFAULT 0,   -- claims so far; retries never create new samples
     verdict          TEXT CHECK (verdict IN ('pass','fail','uncertain','error')),  -- current final verdict
+    cost             INTEGER NOT NULL DEFAULT 0,  -- expected tokens; claimed longest first
+    shard            INTEGER NOT NULL DEFAULT 0,  -- stable hash of the case id, modulo 1024
+    generation_key   TEXT,                        -- content hash keying generation_cache
     CONSTRAINT work_items_identity_key UNIQUE (run_id, revision_id, case_id, checkpoint_id, repetition)
 );
-CREATE INDEX work_items_claim_idx ON work_items (state, lease_expires_at);
-CREATE INDEX work_items_run_idx ON work_items (run_id, state);
+CREATE INDEX work_items_lease_idx ON work_items (state, lease_expires_at);
+CREATE INDEX work_items_claim_idx ON work_items (run_id, state, cost);
 
 -- One model answer per result identity (the unique key makes a second commit a no-op).
 CREATE TABLE generations (
     work_item_id      INTEGER PRIMARY KEY REFERENCES work_items(id),
-    outcome           TEXT    NOT NULL CHECK (outcome IN ('ok','truncated','empty','endpoint_error','timeout')),
+    outcome           TEXT    NOT NULL CHECK (outcome IN ('ok','truncated','empty','refused','endpoint_error','timeout')),
     output            TEXT    NOT NULL,        -- '' when there was no answer
     finish_reason     TEXT,
     error             TEXT,                    -- what went wrong, for endpoint_error and timeout
+    error_category    TEXT,                    -- connect, timeout, rate_limited, server_error, …
+    attempt_log       TEXT,                    -- JSON list of failed attempts (category, status, ms)
+    served_by         TEXT,                    -- endpoint URL that answered
+    model_used        TEXT,                    -- the `model` the endpoint reported
+    fallback_used     BOOLEAN NOT NULL DEFAULT FALSE,
+    from_cache        BOOLEAN NOT NULL DEFAULT FALSE,
     latency_ms        INTEGER NOT NULL,        -- including retries
     attempts          INTEGER NOT NULL,        -- HTTP attempts made
     prompt_tokens     INTEGER,
     completion_tokens INTEGER,
     logprobs_json     TEXT,                    -- per-token logprobs as the endpoint returned them
     created_at        INTEGER NOT NULL
+);
+
+-- Throughput on the run page counts generations of the last minute.
+CREATE INDEX generations_created_idx ON generations (created_at);
+
+-- Content-addressed generations: key = hash(endpoint fingerprint, rendered prompt, sampling
+-- parameters, seed, repetition). An unchanged manifest re-run is answered from here.
+CREATE TABLE generation_cache (
+    generation_key    TEXT    PRIMARY KEY,
+    outcome           TEXT    NOT NULL,
+    output            TEXT    NOT NULL,
+    finish_reason     TEXT,
+    prompt_tokens     INTEGER,
+    completion_tokens INTEGER,
+    logprobs_json     TEXT,
+    model_used        TEXT,
+    created_at        INTEGER NOT NULL
+);
+
+-- Live worker processes; heartbeats divide each endpoint's in-flight limit among them.
+CREATE TABLE workers (
+    name         TEXT    PRIMARY KEY,
+    started_at   INTEGER NOT NULL,
+    heartbeat_at INTEGER NOT NULL,
+    in_flight    INTEGER NOT NULL DEFAULT 0
 );
 
 -- Every grade given to a result: by a grader version or by a human label.

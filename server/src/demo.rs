@@ -6,7 +6,7 @@
 
 use arbiter_engine::auth::Role;
 use arbiter_engine::service::{self, EvalForm};
-use arbiter_engine::store::Store;
+use arbiter_engine::store::{Store, PRIORITY_SCHEDULED};
 
 /// Demo accounts: (username, role, password). Printed at start-up; for local use only.
 pub const DEMO_ACCOUNTS: [(&str, Role, &str); 5] = [
@@ -53,8 +53,9 @@ pub async fn seed(store: &dyn Store, sim_base_url: &str) -> anyhow::Result<DemoS
     .await?;
     let mut checkpoint_ids = Vec::new();
     for (name, model) in DEMO_CHECKPOINTS {
-        checkpoint_ids
-            .push(service::register_checkpoint(store, name, sim_base_url, model, lead).await?);
+        checkpoint_ids.push(
+            service::register_simple_checkpoint(store, name, sim_base_url, model, lead).await?,
+        );
     }
     let eval_id = service::define_eval(
         store,
@@ -73,9 +74,16 @@ pub async fn seed(store: &dyn Store, sim_base_url: &str) -> anyhow::Result<DemoS
     let mut run_ids = Vec::new();
     for checkpoint_id in &checkpoint_ids[..2] {
         run_ids.push(
-            service::launch_run(store, eval_id, *checkpoint_id, lead)
-                .await?
-                .run_id,
+            service::launch_run(
+                store,
+                eval_id,
+                *checkpoint_id,
+                PRIORITY_SCHEDULED,
+                "default",
+                lead,
+            )
+            .await?
+            .run_id,
         );
     }
     Ok(DemoSeed { run_ids })

@@ -19,6 +19,25 @@ pub fn CheckpointsPage() -> impl IntoView {
                     <input name="endpoint_url" required placeholder="http://127.0.0.1:8000/v1"/>
                 </label>
                 <label>"Served model name" <input name="model" required placeholder="my-model"/></label>
+                <details>
+                    <summary>"Replicas, fingerprint, limits and fallback (optional)"</summary>
+                    <div class="stack">
+                        <label>
+                            "Replica endpoint URLs (comma-separated; requests go to the least loaded)"
+                            <input name="replica_urls" placeholder="http://gpu-2:8000/v1, http://gpu-3:8000/v1"/>
+                        </label>
+                        <div class="row">
+                            <label>"Engine build" <input name="engine_build" placeholder="vllm 0.6.3"/></label>
+                            <label>"Parallel layout" <input name="parallel_layout" placeholder="tp=4,pp=1"/></label>
+                            <label>"Max requests in flight" <input name="max_in_flight" type="number" min="1" placeholder="256"/></label>
+                        </div>
+                        <label>
+                            "Fallback checkpoint (tried once when retries run out)"
+                            <input name="fallback_checkpoint" placeholder="name of a registered checkpoint"/>
+                        </label>
+                        <p class="hint">"The served model (from /v1/models), engine build and layout form the endpoint fingerprint that keys the generation cache."</p>
+                    </div>
+                </details>
                 <button type="submit">"Register"</button>
             </ActionForm>
             <ActionError value=register.value()/>
@@ -28,14 +47,27 @@ pub fn CheckpointsPage() -> impl IntoView {
                 match checkpoints.await {
                     Ok(checkpoints) => view! {
                         <table>
-                            <thead><tr><th>"Name"</th><th>"Endpoint"</th><th>"Model"</th></tr></thead>
+                            <thead><tr><th>"Name"</th><th>"Endpoints"</th><th>"Model"</th><th>"Fingerprint"</th><th>"Limit"</th><th>"Fallback"</th></tr></thead>
                             <tbody>
-                                {checkpoints.into_iter().map(|checkpoint| view! {
-                                    <tr>
-                                        <td>{checkpoint.name}</td>
-                                        <td><code>{checkpoint.base_url}</code></td>
-                                        <td>{checkpoint.model}</td>
-                                    </tr>
+                                {checkpoints.into_iter().map(|checkpoint| {
+                                    let fingerprint = [checkpoint.engine_build.as_str(), checkpoint.parallel_layout.as_str()]
+                                        .into_iter()
+                                        .filter(|part| !part.is_empty())
+                                        .collect::<Vec<_>>()
+                                        .join(" · ");
+                                    view! {
+                                        <tr>
+                                            <td>{checkpoint.name}</td>
+                                            <td>
+                                                <code>{checkpoint.base_url}</code>
+                                                {checkpoint.replica_urls.into_iter().map(|url| view! { <br/><code>{url}</code> }).collect_view()}
+                                            </td>
+                                            <td>{checkpoint.model}</td>
+                                            <td>{fingerprint}</td>
+                                            <td>{checkpoint.max_in_flight} " in flight"</td>
+                                            <td>{checkpoint.fallback_name.unwrap_or_default()}</td>
+                                        </tr>
+                                    }
                                 }).collect_view()}
                             </tbody>
                         </table>

@@ -93,6 +93,11 @@ fn EvalRow(
                             <option value=checkpoint.id.to_string()>{checkpoint.name}</option>
                         }).collect_view()}
                     </select>
+                    <select name="priority" aria-label=format!("priority for {}", eval.name)>
+                        <option value="scheduled">"scheduled"</option>
+                        <option value="promotion">"promotion decision"</option>
+                        <option value="ablation">"ablation"</option>
+                    </select>
                     <button type="submit">"Launch"</button>
                 </ActionForm>
             </td>

@@ -1,6 +1,6 @@
 //! Runs: the list with a comparison picker, and one run's live progress and results.
 
-use crate::api::{list_runs, run_detail};
+use crate::api::{list_runs, run_detail, ChangeRun};
 use crate::components::ErrorNote;
 use crate::pages::datasets::short_hash;
 use crate::views::{ProgressView, ResultView};
@@ -30,13 +30,14 @@ pub fn RunsPage() -> impl IntoView {
                                 </form>
                             </section>
                             <table>
-                                <thead><tr><th>"Run"</th><th>"Eval"</th><th>"Checkpoint"</th><th>"Progress"</th><th>"Status"</th></tr></thead>
+                                <thead><tr><th>"Run"</th><th>"Eval"</th><th>"Checkpoint"</th><th>"Priority"</th><th>"Progress"</th><th>"Status"</th></tr></thead>
                                 <tbody>
                                     {runs.iter().map(|run| view! {
                                         <tr>
                                             <td><a href=format!("/runs/{}", run.id)>"#" {run.id}</a></td>
                                             <td>{run.eval_name.clone()}</td>
                                             <td>{run.checkpoint_name.clone()}</td>
+                                            <td>{run.priority.clone()}</td>
                                             <td>{run.done} " / " {run.expected}</td>
                                             <td>{run.status.clone()}</td>
                                         </tr>
@@ -67,7 +68,11 @@ pub fn RunPage() -> impl IntoView {
     };
     let tick = RwSignal::new(0u64);
     let finished = RwSignal::new(false);
-    let detail = Resource::new(move || (id(), tick.get()), |(id, _)| run_detail(id));
+    let change = ServerAction::<ChangeRun>::new();
+    let detail = Resource::new(
+        move || (id(), tick.get(), change.version().get()),
+        |(id, _, _)| run_detail(id),
+    );
     // Effects run only in the browser: poll until the run completes.
     Effect::new(move |_| {
         let handle = set_interval_with_handle(
@@ -88,8 +93,11 @@ pub fn RunPage() -> impl IntoView {
                 match detail.await {
                     Ok(detail) => {
                         finished.set(detail.progress.is_complete());
+                        let run_id = detail.progress.id;
+                        let status = detail.progress.status.clone();
                         view! {
                             <Progress progress=detail.progress/>
+                            <RunControls run_id status change/>
                             <Results results=detail.results/>
                         }.into_any()
                     }
@@ -100,6 +108,45 @@ pub fn RunPage() -> impl IntoView {
     }
 }
 
+/// Pause, resume and cancel buttons for the states where they apply.
+#[component]
+fn RunControls(run_id: i64, status: String, change: ServerAction<ChangeRun>) -> impl IntoView {
+    let actions: &[(&str, &str)] = match status.as_str() {
+        "running" => &[("pause", "Pause"), ("cancel", "Cancel")],
+        "paused" => &[("resume", "Resume"), ("cancel", "Cancel")],
+        _ => &[],
+    };
+    view! {
+        <div class="row controls">
+            {actions.iter().map(|(action, label)| view! {
+                <ActionForm action=change attr:class="inline">
+                    <input type="hidden" name="id" value=run_id.to_string()/>
+                    <input type="hidden" name="action" value=*action/>
+                    <button type="submit" class="secondary">{*label}</button>
+                </ActionForm>
+            }).collect_view()}
+            <crate::components::ActionError value=change.value()/>
+        </div>
+    }
+}
+
+/// "1.5 min", "40 s": a duration for people.
+fn human_duration(seconds: f64) -> String {
+    if seconds >= 90.0 {
+        format!("{:.1} min", seconds / 60.0)
+    } else {
+        format!("{seconds:.0} s")
+    }
+}
+
+/// `name: count` pairs as one line.
+fn mix_text(mix: &[(String, i64)]) -> String {
+    mix.iter()
+        .map(|(name, count)| format!("{name}: {count}"))
+        .collect::<Vec<_>>()
+        .join(" · ")
+}
+
 #[component]
 fn Progress(progress: ProgressView) -> impl IntoView {
     let percent = if progress.expected > 0 {
@@ -108,19 +155,25 @@ fn Progress(progress: ProgressView) -> impl IntoView {
         100
     };
     let all_failed = progress.errors > 0 && progress.errors == progress.done;
-    let state = if !progress.is_complete() {
-        "running"
+    let state = if matches!(
+        progress.status.as_str(),
+        "paused" | "cancelled" | "expanding"
+    ) {
+        progress.status.clone()
+    } else if !progress.is_complete() {
+        "running".to_string()
     } else if all_failed {
-        "failed"
+        "failed".to_string()
     } else if progress.errors > 0 {
-        "completed with errors"
+        "completed with errors".to_string()
     } else {
-        "completed"
+        "completed".to_string()
     };
+    let status_class = format!("status status-{}", state.replace(' ', "-"));
     view! {
         <h1>"Run #" {progress.id} ": " {progress.eval_name.clone()} " on " {progress.checkpoint_name.clone()}</h1>
         <section class="card">
-            <p class=format!("status status-{}", state.replace(' ', "-"))>
+            <p class=status_class>
                 "Status: " <strong data-testid="run-status">{state}</strong>
             </p>
             <progress max=progress.expected.to_string() value=progress.done.to_string()></progress>
@@ -134,6 +187,16 @@ fn Progress(progress: ProgressView) -> impl IntoView {
                 <li>"to human review: " <strong data-testid="count-uncertain">{progress.uncertain}</strong></li>
                 <li>"errors: " <strong data-testid="count-errors">{progress.errors}</strong></li>
             </ul>
+            <p data-testid="run-telemetry">
+                {format!("{:.1}", progress.throughput_per_s)} " results/s over the last minute"
+                {progress.eta_seconds().map(|eta| format!(" · about {} left", human_duration(eta)))}
+                " · " {progress.from_cache} " answered from the cache · priority " {progress.priority.clone()}
+                " · team " {progress.team.clone()}
+            </p>
+            <p class="hint" data-testid="outcome-mix">"Outcomes: " {mix_text(&progress.outcome_mix)}</p>
+            {(!progress.error_mix.is_empty()).then(|| view! {
+                <p class="hint" data-testid="error-mix">"Errors by category: " {mix_text(&progress.error_mix)}</p>
+            })}
             {progress.last_error.clone().map(|error| view! {
                 <p class="error" role="alert" data-testid="run-error">"Endpoint error: " {error}</p>
             })}

@@ -14,7 +14,7 @@ pub use sqlite::SqliteStore;
 pub use types::*;
 
 use crate::auth::{PasswordHash, Role};
-use crate::dataset::ParsedDataset;
+use crate::dataset::{DatasetItem, ParsedDataset};
 use crate::grading::Grade;
 use crate::manifest::{EvalSpec, Manifest};
 use crate::model_client::Generation;
@@ -61,6 +61,8 @@ pub trait Store: Send + Sync + 'static {
         created_by: Option<i64>,
     ) -> StoreResult<i64>;
     async fn list_checkpoints(&self) -> StoreResult<Vec<Checkpoint>>;
+    /// The in-flight limit and token budget of the endpoint at `base_url` (defaults if unknown).
+    async fn endpoint_limits(&self, base_url: &str) -> StoreResult<EndpointLimits>;
 
     // Datasets.
     /// Stores a parsed upload as a revision of the named dataset (creating the dataset on first
@@ -81,7 +83,14 @@ pub trait Store: Send + Sync + 'static {
         revision_id: i64,
         limit: i64,
         offset: i64,
-    ) -> StoreResult<Vec<crate::dataset::DatasetItem>>;
+    ) -> StoreResult<Vec<DatasetItem>>;
+    /// Items after `after_position` in file order: keyset pages for streaming expansion.
+    async fn items_after(
+        &self,
+        revision_id: i64,
+        after_position: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<(i64, DatasetItem)>>;
 
     // Evals and runs.
     async fn create_eval(
@@ -97,31 +106,82 @@ pub trait Store: Send + Sync + 'static {
         eval_id: i64,
         checkpoint_id: i64,
     ) -> StoreResult<ManifestInputs>;
-    /// Inserts the run and expands its result identities inside the database (no item rows
-    /// pass through this process). Returns the existing run for an already-launched manifest.
-    async fn create_run(
+    /// Inserts the run in status `expanding`, or finds the run of an identical manifest.
+    async fn create_run(&self, new: &NewRun<'_>) -> StoreResult<LaunchedRun>;
+    /// Adds a chunk of result identities; cache hits arrive finished (generation and grade).
+    /// Identities that exist already are skipped, so a crashed expansion can simply be redone.
+    async fn insert_identities(
         &self,
+        run_id: i64,
         manifest: &Manifest,
-        created_by: Option<i64>,
-    ) -> StoreResult<LaunchedRun>;
+        identities: &[NewIdentity],
+    ) -> StoreResult<()>;
+    /// Moves a run from one of `from` to `to`; false when it was in none of them.
+    async fn set_run_status(&self, run_id: i64, from: &[&str], to: &str) -> StoreResult<bool>;
+    async fn run_manifest(&self, run_id: i64) -> StoreResult<Option<Manifest>>;
     async fn list_runs(&self) -> StoreResult<Vec<RunSummary>>;
     async fn run_progress(&self, run_id: i64) -> StoreResult<Option<RunProgress>>;
     async fn run_results(&self, run_id: i64, limit: i64) -> StoreResult<Vec<ResultRow>>;
     /// All final results of a run, for comparisons.
     async fn run_outcomes(&self, run_id: i64) -> StoreResult<Vec<ResultRow>>;
+    /// Marks the run completed if no identity is left unfinished; true if it is completed now.
+    async fn finish_run_if_done(&self, run_id: i64) -> StoreResult<bool>;
+
+    // The generation cache.
+    async fn cached_generations(
+        &self,
+        keys: &[String],
+    ) -> StoreResult<Vec<(String, CachedGeneration)>>;
 
     // The work queue.
-    /// Leases up to `limit` queued (or lease-expired) items to `worker`.
+    /// Runs whose identities may be claimed now (status `running`).
+    async fn active_runs(&self) -> StoreResult<Vec<ActiveRun>>;
+    /// Leases up to `limit` queued identities of one run to `worker`, longest expected first,
+    /// with everything needed to answer them (and their cached generation, if any).
+    async fn claim_jobs(
+        &self,
+        worker: &str,
+        run_id: i64,
+        limit: i64,
+        lease_ms: i64,
+    ) -> StoreResult<Vec<ClaimedJob>>;
+    /// Leases up to `limit` queued identities of any running run (tests and tools).
     async fn claim_work(&self, worker: &str, limit: i64, lease_ms: i64) -> StoreResult<Vec<i64>>;
     async fn load_job(&self, work_item_id: i64) -> StoreResult<Job>;
-    /// Records a generation and its grade and finishes the work item, in one transaction.
-    /// Returns false when the identity already had a result (a duplicate commit is a no-op).
+    /// Records finished identities in one transaction: generation, grade, work item, annotation
+    /// task and cache entry each. An identity that already has a result is skipped (a duplicate
+    /// commit is a no-op).
+    async fn record_results(&self, finished: &[FinishedItem]) -> StoreResult<RecordOutcome>;
+    /// One finished identity; false when it already had a result.
     async fn record_result(
         &self,
         work_item_id: i64,
         generation: &Generation,
         grade: Option<&Grade>,
-    ) -> StoreResult<bool>;
+    ) -> StoreResult<bool> {
+        let outcome = self
+            .record_results(&[FinishedItem {
+                work_item_id,
+                generation: generation.clone(),
+                grade: grade.cloned(),
+                generation_key: None,
+                from_cache: false,
+            }])
+            .await?;
+        Ok(outcome.inserted == 1)
+    }
+    /// Extends the leases `worker` holds and records its heartbeat; returns the number of live
+    /// workers (heartbeat within `live_within_ms`).
+    async fn heartbeat(
+        &self,
+        worker: &str,
+        in_flight: i64,
+        lease_ms: i64,
+        live_within_ms: i64,
+    ) -> StoreResult<i64>;
+    /// Returns identities whose lease has expired to the queue.
+    async fn reap_expired_leases(&self) -> StoreResult<u64>;
+    async fn deregister_worker(&self, worker: &str) -> StoreResult<()>;
 
     // Human annotation.
     /// The annotator's current leased task, or a newly leased open one.

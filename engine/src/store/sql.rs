@@ -7,9 +7,12 @@
 //! front with `BEGIN IMMEDIATE`, avoiding lock-upgrade failures) and the row-lock clause for
 //! claims (`FOR UPDATE SKIP LOCKED` on PostgreSQL, nothing on SQLite's single writer).
 
-/// Rows inserted per statement when storing dataset items (6 binds a row stays well under
-/// SQLite's 32,766-variable limit).
+/// Rows per multi-row statement. SQLite allows 32,766 bound variables per statement; each
+/// constant keeps rows × columns well under that.
 pub(super) const ITEM_INSERT_BATCH: usize = 1000;
+pub(super) const IDENTITY_INSERT_BATCH: usize = 1000;
+pub(super) const RESULT_INSERT_BATCH: usize = 500;
+pub(super) const KEY_LOOKUP_BATCH: usize = 1000;
 
 macro_rules! sql_store {
     ($store:ident, $db:ty, $backend:literal, $begin:literal, $skip_locked:literal) => {
@@ -17,10 +20,11 @@ macro_rules! sql_store {
         use $crate::dataset::{DatasetItem, ParsedDataset};
         use $crate::grading::{Grade, Verdict};
         use $crate::manifest::Manifest;
-        use $crate::model_client::Generation;
+        use $crate::model_client::{Generation, Outcome};
         use $crate::store::{
-            now_ms, AnnotationTask, Checkpoint, DatasetRevision, DatasetSummary, EvalSummary, Job,
-            LaunchedRun, ManifestInputs, NewCheckpoint, QueueCounts, ResultRow, RunProgress,
+            now_ms, ActiveRun, AnnotationTask, CachedGeneration, Checkpoint, ClaimedJob, DatasetRevision,
+            DatasetSummary, EndpointLimits, EvalSummary, FinishedItem, Job, LaunchedRun, ManifestInputs,
+            NewCheckpoint, NewIdentity, NewRun, QueueCounts, RecordOutcome, ResultRow, RunProgress,
             RunSummary, Store, StoreError, StoreResult, User, UserCredentials,
         };
         use sqlx::Row;
@@ -44,6 +48,7 @@ macro_rules! sql_store {
             Ok(User {
                 id: row.try_get("id")?,
                 username: row.try_get("username")?,
+                team: row.try_get("team")?,
                 role: role
                     .parse::<Role>()
                     .map_err(|err| sqlx::Error::Decode(err.into()))?,
@@ -70,7 +75,8 @@ macro_rules! sql_store {
             })
         }
 
-        const CHECKPOINT_SELECT: &str = "SELECT c.id, c.name, e.base_url, c.model, c.created_at \
+        const CHECKPOINT_SELECT: &str = "SELECT c.id, c.name, e.base_url, c.model, c.engine_build, \
+            c.parallel_layout, c.fallback_checkpoint_id, e.max_in_flight, c.created_at \
             FROM checkpoints c JOIN endpoints e ON e.id = c.endpoint_id";
 
         fn checkpoint_from_row(row: &<$db as sqlx::Database>::Row) -> Result<Checkpoint, sqlx::Error> {
@@ -79,6 +85,11 @@ macro_rules! sql_store {
                 name: row.try_get("name")?,
                 base_url: row.try_get("base_url")?,
                 model: row.try_get("model")?,
+                replica_urls: Vec::new(),
+                engine_build: row.try_get("engine_build")?,
+                parallel_layout: row.try_get("parallel_layout")?,
+                fallback_checkpoint_id: row.try_get("fallback_checkpoint_id")?,
+                max_in_flight: row.try_get("max_in_flight")?,
                 created_at: row.try_get("created_at")?,
             })
         }
@@ -147,7 +158,7 @@ macro_rules! sql_store {
             }
 
             async fn find_user_credentials(&self, username: &str) -> StoreResult<Option<UserCredentials>> {
-                let row = sqlx::query("SELECT id, username, role, password_hash FROM users WHERE username = $1")
+                let row = sqlx::query("SELECT id, username, role, team, password_hash FROM users WHERE username = $1")
                     .bind(username)
                     .fetch_optional(&self.pool)
                     .await?;
@@ -159,7 +170,7 @@ macro_rules! sql_store {
             }
 
             async fn get_user(&self, id: i64) -> StoreResult<Option<User>> {
-                let row = sqlx::query("SELECT id, username, role FROM users WHERE id = $1")
+                let row = sqlx::query("SELECT id, username, role, team FROM users WHERE id = $1")
                     .bind(id)
                     .fetch_optional(&self.pool)
                     .await?;
@@ -176,7 +187,7 @@ macro_rules! sql_store {
             }
 
             async fn list_users(&self) -> StoreResult<Vec<User>> {
-                let rows = sqlx::query("SELECT id, username, role FROM users ORDER BY username")
+                let rows = sqlx::query("SELECT id, username, role, team FROM users ORDER BY username")
                     .fetch_all(&self.pool)
                     .await?;
                 Ok(rows.iter().map(user_from_row).collect::<Result<_, _>>()?)
@@ -185,22 +196,46 @@ macro_rules! sql_store {
             async fn register_checkpoint(&self, new: &NewCheckpoint, created_by: Option<i64>) -> StoreResult<i64> {
                 let mut tx = self.pool.begin_with($begin).await?;
                 let now = now_ms();
-                sqlx::query("INSERT INTO endpoints (base_url, created_at) VALUES ($1, $2) ON CONFLICT (base_url) DO NOTHING")
-                    .bind(&new.base_url)
-                    .bind(now)
-                    .execute(&mut *tx)
-                    .await?;
-                let endpoint_id: i64 = sqlx::query_scalar("SELECT id FROM endpoints WHERE base_url = $1")
-                    .bind(&new.base_url)
-                    .fetch_one(&mut *tx)
-                    .await?;
+                let mut endpoint_ids = Vec::with_capacity(1 + new.replica_urls.len());
+                for url in std::iter::once(&new.base_url).chain(&new.replica_urls) {
+                    sqlx::query("INSERT INTO endpoints (base_url, created_at) VALUES ($1, $2) ON CONFLICT (base_url) DO NOTHING")
+                        .bind(url)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
+                    if let Some(limit) = new.max_in_flight {
+                        sqlx::query("UPDATE endpoints SET max_in_flight = $1 WHERE base_url = $2")
+                            .bind(limit)
+                            .bind(url)
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                    let id: i64 = sqlx::query_scalar("SELECT id FROM endpoints WHERE base_url = $1")
+                        .bind(url)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                    endpoint_ids.push(id);
+                }
+                let fallback_id = match &new.fallback_checkpoint {
+                    Some(name) => Some(
+                        sqlx::query_scalar::<_, i64>("SELECT id FROM checkpoints WHERE name = $1")
+                            .bind(name)
+                            .fetch_optional(&mut *tx)
+                            .await?
+                            .ok_or_else(|| StoreError::NotFound(format!("no checkpoint named `{name}` to fall back to")))?,
+                    ),
+                    None => None,
+                };
                 let id = sqlx::query_scalar::<_, i64>(
-                    "INSERT INTO checkpoints (name, endpoint_id, model, created_by, created_at) \
-                     VALUES ($1, $2, $3, $4, $5) RETURNING id",
+                    "INSERT INTO checkpoints (name, endpoint_id, model, engine_build, parallel_layout, fallback_checkpoint_id, created_by, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
                 )
                 .bind(&new.name)
-                .bind(endpoint_id)
+                .bind(endpoint_ids[0])
                 .bind(&new.model)
+                .bind(&new.engine_build)
+                .bind(&new.parallel_layout)
+                .bind(fallback_id)
                 .bind(created_by)
                 .bind(now)
                 .fetch_one(&mut *tx)
@@ -208,6 +243,13 @@ macro_rules! sql_store {
                 .map_err(|err| {
                     conflict_on(err, "checkpoints_name_key", &format!("a checkpoint named `{}` exists already", new.name))
                 })?;
+                for endpoint_id in endpoint_ids.iter().skip(1).filter(|&&replica| replica != endpoint_ids[0]) {
+                    sqlx::query("INSERT INTO checkpoint_replicas (checkpoint_id, endpoint_id) VALUES ($1, $2) ON CONFLICT DO NOTHING")
+                        .bind(id)
+                        .bind(endpoint_id)
+                        .execute(&mut *tx)
+                        .await?;
+                }
                 tx.commit().await?;
                 Ok(id)
             }
@@ -216,7 +258,30 @@ macro_rules! sql_store {
                 let rows = sqlx::query(&format!("{CHECKPOINT_SELECT} ORDER BY c.name"))
                     .fetch_all(&self.pool)
                     .await?;
-                Ok(rows.iter().map(checkpoint_from_row).collect::<Result<_, _>>()?)
+                let mut checkpoints = rows.iter().map(checkpoint_from_row).collect::<Result<Vec<_>, _>>()?;
+                let replicas: Vec<(i64, String)> = sqlx::query_as(
+                    "SELECT r.checkpoint_id, e.base_url FROM checkpoint_replicas r JOIN endpoints e ON e.id = r.endpoint_id ORDER BY e.base_url",
+                )
+                .fetch_all(&self.pool)
+                .await?;
+                for (checkpoint_id, url) in replicas {
+                    if let Some(checkpoint) = checkpoints.iter_mut().find(|c| c.id == checkpoint_id) {
+                        checkpoint.replica_urls.push(url);
+                    }
+                }
+                Ok(checkpoints)
+            }
+
+            async fn endpoint_limits(&self, base_url: &str) -> StoreResult<EndpointLimits> {
+                let row: Option<(i64, Option<i64>)> =
+                    sqlx::query_as("SELECT max_in_flight, token_budget FROM endpoints WHERE base_url = $1")
+                        .bind(base_url)
+                        .fetch_optional(&self.pool)
+                        .await?;
+                Ok(row.map_or_else(EndpointLimits::default, |(max_in_flight, token_budget)| EndpointLimits {
+                    max_in_flight,
+                    token_budget,
+                }))
             }
 
             async fn store_dataset_revision(
@@ -357,6 +422,32 @@ macro_rules! sql_store {
                     .map_err(StoreError::from)
             }
 
+            async fn items_after(&self, revision_id: i64, after_position: i64, limit: i64) -> StoreResult<Vec<(i64, DatasetItem)>> {
+                let rows = sqlx::query(
+                    "SELECT position, case_id, input, target, category FROM dataset_items \
+                     WHERE revision_id = $1 AND position > $2 ORDER BY position LIMIT $3",
+                )
+                .bind(revision_id)
+                .bind(after_position)
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter()
+                    .map(|row| {
+                        Ok((
+                            row.try_get("position")?,
+                            DatasetItem {
+                                case_id: row.try_get("case_id")?,
+                                input: row.try_get("input")?,
+                                target: row.try_get("target")?,
+                                category: row.try_get("category")?,
+                            },
+                        ))
+                    })
+                    .collect::<Result<_, sqlx::Error>>()
+                    .map_err(StoreError::from)
+            }
+
             async fn create_eval(&self, dataset_id: i64, spec: &$crate::manifest::EvalSpec, created_by: Option<i64>) -> StoreResult<i64> {
                 let mut tx = self.pool.begin_with($begin).await?;
                 let inserted = sqlx::query_scalar::<_, i64>(
@@ -405,75 +496,139 @@ macro_rules! sql_store {
                 .fetch_optional(&mut *tx)
                 .await?
                 .ok_or_else(|| StoreError::NotFound(format!("dataset `{}` has no revision", eval.dataset_name)))?;
-                let checkpoint = sqlx::query(&format!("{CHECKPOINT_SELECT} WHERE c.id = $1"))
-                    .bind(checkpoint_id)
-                    .fetch_optional(&mut *tx)
-                    .await?
-                    .ok_or_else(|| StoreError::NotFound(format!("no checkpoint with id {checkpoint_id}")))?;
                 tx.commit().await?;
+                let checkpoints = self.list_checkpoints().await?;
+                let checkpoint = checkpoints
+                    .iter()
+                    .find(|checkpoint| checkpoint.id == checkpoint_id)
+                    .cloned()
+                    .ok_or_else(|| StoreError::NotFound(format!("no checkpoint with id {checkpoint_id}")))?;
+                let fallback = checkpoint
+                    .fallback_checkpoint_id
+                    .and_then(|fallback| checkpoints.iter().find(|c| c.id == fallback).cloned());
                 Ok(ManifestInputs {
                     eval,
                     revision: revision_from_row(&revision)?,
-                    checkpoint: checkpoint_from_row(&checkpoint)?,
+                    checkpoint,
+                    fallback,
                 })
             }
 
-            async fn create_run(&self, manifest: &Manifest, created_by: Option<i64>) -> StoreResult<LaunchedRun> {
+            async fn create_run(&self, new: &NewRun<'_>) -> StoreResult<LaunchedRun> {
+                let manifest = new.manifest;
                 let manifest_hash = manifest.content_hash();
                 let manifest_json = serde_json::to_string(manifest).expect("manifests always serialize");
-                let expected = manifest.expected_results() as i64;
                 let mut tx = self.pool.begin_with($begin).await?;
                 let inserted: Option<i64> = sqlx::query_scalar(
-                    "INSERT INTO runs (manifest_hash, manifest_json, eval_id, revision_id, checkpoint_id, expected_count, status, created_by, created_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, 'running', $7, $8) ON CONFLICT (manifest_hash) DO NOTHING RETURNING id",
+                    "INSERT INTO runs (manifest_hash, manifest_json, eval_id, revision_id, checkpoint_id, expected_count, status, priority, team, created_by, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, 'expanding', $7, $8, $9, $10) ON CONFLICT (manifest_hash) DO NOTHING RETURNING id",
                 )
                 .bind(&manifest_hash)
                 .bind(&manifest_json)
                 .bind(manifest.eval_id)
                 .bind(manifest.dataset_revision_id)
                 .bind(manifest.checkpoint_id)
-                .bind(expected)
-                .bind(created_by)
+                .bind(manifest.expected_results() as i64)
+                .bind(new.priority)
+                .bind(new.team)
+                .bind(new.created_by)
                 .bind(now_ms())
                 .fetch_optional(&mut *tx)
                 .await?;
-                let Some(run_id) = inserted else {
-                    let run_id: i64 = sqlx::query_scalar("SELECT id FROM runs WHERE manifest_hash = $1")
-                        .bind(&manifest_hash)
-                        .fetch_one(&mut *tx)
-                        .await?;
-                    tx.commit().await?;
-                    return Ok(LaunchedRun { run_id, created: false });
+                let launched = match inserted {
+                    Some(run_id) => LaunchedRun { run_id, created: true, status: "expanding".into() },
+                    None => {
+                        let (run_id, status): (i64, String) =
+                            sqlx::query_as("SELECT id, status FROM runs WHERE manifest_hash = $1")
+                                .bind(&manifest_hash)
+                                .fetch_one(&mut *tx)
+                                .await?;
+                        LaunchedRun { run_id, created: false, status }
+                    }
                 };
-                // Expansion happens inside the database: a million-item run streams from
-                // dataset_items into work_items without passing through this process.
-                // Ordered repetition-major so every case gets a first answer early.
-                let expanded = sqlx::query(
-                    "WITH RECURSIVE reps(r) AS (SELECT 0 UNION ALL SELECT r + 1 FROM reps WHERE r + 1 < $1) \
-                     INSERT INTO work_items (run_id, revision_id, case_id, checkpoint_id, repetition, state) \
-                     SELECT $2, i.revision_id, i.case_id, $3, reps.r, 'queued' \
-                     FROM dataset_items i CROSS JOIN reps WHERE i.revision_id = $4 \
-                     ORDER BY reps.r, i.position",
-                )
-                .bind(i64::from(manifest.eval.repetitions))
-                .bind(run_id)
-                .bind(manifest.checkpoint_id)
-                .bind(manifest.dataset_revision_id)
-                .execute(&mut *tx)
-                .await?;
-                if expanded.rows_affected() as i64 != expected {
-                    return Err(StoreError::Conflict(format!(
-                        "the dataset revision changed while launching: expected {expected} result identities, expanded {}",
-                        expanded.rows_affected()
-                    )));
+                tx.commit().await?;
+                Ok(launched)
+            }
+
+            async fn insert_identities(&self, run_id: i64, manifest: &Manifest, identities: &[NewIdentity]) -> StoreResult<()> {
+                let now = now_ms();
+                let mut tx = self.pool.begin_with($begin).await?;
+                for chunk in identities.chunks(super::sql::IDENTITY_INSERT_BATCH) {
+                    let mut insert = sqlx::QueryBuilder::<$db>::new(
+                        "INSERT INTO work_items (run_id, revision_id, case_id, checkpoint_id, repetition, state, verdict, cost, shard, generation_key) ",
+                    );
+                    insert.push_values(chunk, |mut row, identity| {
+                        let (state, verdict) = match &identity.cached {
+                            Some((_, grade)) => ("done", Some(grade.verdict.as_str())),
+                            None => ("queued", None),
+                        };
+                        row.push_bind(run_id)
+                            .push_bind(manifest.dataset_revision_id)
+                            .push_bind(identity.planned.case_id.clone())
+                            .push_bind(manifest.checkpoint_id)
+                            .push_bind(identity.planned.repetition)
+                            .push_bind(state)
+                            .push_bind(verdict)
+                            .push_bind(identity.planned.cost)
+                            .push_bind(identity.planned.shard)
+                            .push_bind(identity.planned.generation_key.clone());
+                    });
+                    insert.push(" ON CONFLICT (run_id, revision_id, case_id, checkpoint_id, repetition) DO NOTHING RETURNING id, case_id, repetition");
+                    let created: Vec<(i64, String, i64)> = insert.build_query_as().fetch_all(&mut *tx).await?;
+                    // Identities answered from the cache get their generation and grade now.
+                    let by_identity: std::collections::HashMap<(&str, i64), i64> = created
+                        .iter()
+                        .map(|(id, case_id, repetition)| ((case_id.as_str(), *repetition), *id))
+                        .collect();
+                    let finished: Vec<FinishedItem> = chunk
+                        .iter()
+                        .filter_map(|identity| {
+                            let (generation, grade) = identity.cached.as_ref()?;
+                            let id = by_identity.get(&(identity.planned.case_id.as_str(), identity.planned.repetition))?;
+                            Some(FinishedItem {
+                                work_item_id: *id,
+                                generation: generation.clone(),
+                                grade: Some(grade.clone()),
+                                generation_key: None,
+                                from_cache: true,
+                            })
+                        })
+                        .collect();
+                    insert_results(&mut tx, &finished, now).await?;
                 }
                 tx.commit().await?;
-                Ok(LaunchedRun { run_id, created: true })
+                Ok(())
+            }
+
+            async fn set_run_status(&self, run_id: i64, from: &[&str], to: &str) -> StoreResult<bool> {
+                let mut update = sqlx::QueryBuilder::<$db>::new("UPDATE runs SET status = ");
+                update.push_bind(to);
+                if to == "completed" {
+                    update.push(", finished_at = ").push_bind(now_ms());
+                }
+                update.push(" WHERE id = ").push_bind(run_id).push(" AND status IN (");
+                let mut statuses = update.separated(", ");
+                for status in from {
+                    statuses.push_bind(*status);
+                }
+                statuses.push_unseparated(")");
+                let result = update.build().execute(&self.pool).await?;
+                Ok(result.rows_affected() == 1)
+            }
+
+            async fn run_manifest(&self, run_id: i64) -> StoreResult<Option<Manifest>> {
+                let json: Option<String> = sqlx::query_scalar("SELECT manifest_json FROM runs WHERE id = $1")
+                    .bind(run_id)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                json.map(|json| serde_json::from_str(&json).map_err(|err| StoreError::Database(sqlx::Error::Decode(err.into()))))
+                    .transpose()
             }
 
             async fn list_runs(&self) -> StoreResult<Vec<RunSummary>> {
                 let rows = sqlx::query(
                     "SELECT r.id, r.eval_id, e.name AS eval_name, c.name AS checkpoint_name, r.expected_count, r.created_at, \
+                     r.status, r.priority, \
                      (SELECT COUNT(*) FROM work_items w WHERE w.run_id = r.id AND w.state = 'done') AS done_count \
                      FROM runs r JOIN evals e ON e.id = r.eval_id JOIN checkpoints c ON c.id = r.checkpoint_id \
                      ORDER BY r.id DESC",
@@ -484,12 +639,14 @@ macro_rules! sql_store {
                     .map(|row| {
                         let expected_count: i64 = row.try_get("expected_count")?;
                         let done_count: i64 = row.try_get("done_count")?;
+                        let status: String = row.try_get("status")?;
                         Ok(RunSummary {
                             id: row.try_get("id")?,
+                            priority: row.try_get("priority")?,
                             eval_id: row.try_get("eval_id")?,
                             eval_name: row.try_get("eval_name")?,
                             checkpoint_name: row.try_get("checkpoint_name")?,
-                            status: run_status(done_count, expected_count).to_string(),
+                            status: displayed_status(&status, done_count, expected_count),
                             expected_count,
                             done_count,
                             created_at: row.try_get("created_at")?,
@@ -502,7 +659,7 @@ macro_rules! sql_store {
             async fn run_progress(&self, run_id: i64) -> StoreResult<Option<RunProgress>> {
                 let run = sqlx::query(
                     "SELECT r.id, r.eval_id, e.name AS eval_name, c.name AS checkpoint_name, en.base_url, r.manifest_hash, \
-                     dr.content_hash, r.status, r.expected_count, r.created_at, r.finished_at \
+                     dr.content_hash, r.status, r.priority, r.team, r.expected_count, r.created_at, r.finished_at \
                      FROM runs r JOIN evals e ON e.id = r.eval_id JOIN checkpoints c ON c.id = r.checkpoint_id \
                      JOIN endpoints en ON en.id = c.endpoint_id JOIN dataset_revisions dr ON dr.id = r.revision_id \
                      WHERE r.id = $1",
@@ -523,6 +680,22 @@ macro_rules! sql_store {
                 .bind(run_id)
                 .fetch_one(&self.pool)
                 .await?;
+                let mix: Vec<(String, Option<String>, bool, i64)> = sqlx::query_as(
+                    "SELECT g.outcome, g.error_category, g.from_cache, COUNT(*) FROM generations g \
+                     JOIN work_items w ON w.id = g.work_item_id WHERE w.run_id = $1 GROUP BY g.outcome, g.error_category, g.from_cache",
+                )
+                .bind(run_id)
+                .fetch_all(&self.pool)
+                .await?;
+                let window_ms = 60_000;
+                let recent: i64 = sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM generations g JOIN work_items w ON w.id = g.work_item_id \
+                     WHERE g.created_at > $1 AND w.run_id = $2",
+                )
+                .bind(now_ms() - window_ms)
+                .bind(run_id)
+                .fetch_one(&self.pool)
+                .await?;
                 let last_error: Option<String> = sqlx::query_scalar(
                     "SELECT g.error FROM generations g JOIN work_items w ON w.id = g.work_item_id \
                      WHERE w.run_id = $1 AND g.error IS NOT NULL ORDER BY g.created_at DESC LIMIT 1",
@@ -535,17 +708,26 @@ macro_rules! sql_store {
                 let done: i64 = counts.try_get("done")?;
                 let mut status: String = run.try_get("status")?;
                 let mut finished_at: Option<i64> = run.try_get("finished_at")?;
-                // Completion is derived from the counts rather than flipped by the last worker,
-                // which two concurrent workers could each miss; any reader records it once.
-                if status == "running" && done == expected {
-                    let now = now_ms();
-                    sqlx::query("UPDATE runs SET status = 'completed', finished_at = $1 WHERE id = $2 AND status = 'running'")
-                        .bind(now)
-                        .bind(run_id)
-                        .execute(&self.pool)
-                        .await?;
+                // Completion is also derived here, so a run whose last worker died between its
+                // commit and its completion check is still reported (and recorded) complete.
+                if status == "running" && done == expected && self.finish_run_if_done(run_id).await? {
                     status = "completed".into();
-                    finished_at = finished_at.or(Some(now));
+                    finished_at = sqlx::query_scalar("SELECT finished_at FROM runs WHERE id = $1")
+                        .bind(run_id)
+                        .fetch_one(&self.pool)
+                        .await?;
+                }
+                let mut outcome_mix: Vec<(String, i64)> = Vec::new();
+                let mut error_mix: Vec<(String, i64)> = Vec::new();
+                let mut from_cache = 0;
+                for (outcome, category, cached, count) in mix {
+                    add_count(&mut outcome_mix, outcome, count);
+                    if let Some(category) = category {
+                        add_count(&mut error_mix, category, count);
+                    }
+                    if cached {
+                        from_cache += count;
+                    }
                 }
                 Ok(Some(RunProgress {
                     id: run.try_get("id")?,
@@ -564,9 +746,53 @@ macro_rules! sql_store {
                     uncertain: counts.try_get("uncertain")?,
                     errors: counts.try_get("errors")?,
                     last_error,
+                    priority: run.try_get("priority")?,
+                    team: run.try_get("team")?,
+                    throughput_per_s: recent as f64 / (window_ms as f64 / 1000.0),
+                    from_cache,
+                    outcome_mix,
+                    error_mix,
                     created_at: run.try_get("created_at")?,
                     finished_at,
                 }))
+            }
+
+            async fn finish_run_if_done(&self, run_id: i64) -> StoreResult<bool> {
+                let result = sqlx::query(
+                    "UPDATE runs SET status = 'completed', finished_at = $1 WHERE id = $2 AND status = 'running' \
+                     AND NOT EXISTS (SELECT 1 FROM work_items w WHERE w.run_id = $2 AND w.state IN ('queued', 'leased'))",
+                )
+                .bind(now_ms())
+                .bind(run_id)
+                .execute(&self.pool)
+                .await?;
+                if result.rows_affected() == 1 {
+                    return Ok(true);
+                }
+                let status: Option<String> = sqlx::query_scalar("SELECT status FROM runs WHERE id = $1")
+                    .bind(run_id)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                Ok(status.as_deref() == Some("completed"))
+            }
+
+            async fn cached_generations(&self, keys: &[String]) -> StoreResult<Vec<(String, CachedGeneration)>> {
+                let mut found = Vec::new();
+                for chunk in keys.chunks(super::sql::KEY_LOOKUP_BATCH) {
+                    let mut select = sqlx::QueryBuilder::<$db>::new(
+                        "SELECT generation_key, outcome, output, finish_reason, prompt_tokens, completion_tokens, logprobs_json, model_used \
+                         FROM generation_cache WHERE generation_key IN (",
+                    );
+                    let mut list = select.separated(", ");
+                    for key in chunk {
+                        list.push_bind(key.clone());
+                    }
+                    list.push_unseparated(")");
+                    for row in select.build().fetch_all(&self.pool).await? {
+                        found.push((row.try_get("generation_key")?, cached_from_row(&row)?));
+                    }
+                }
+                Ok(found)
             }
 
             async fn run_results(&self, run_id: i64, limit: i64) -> StoreResult<Vec<ResultRow>> {
@@ -586,20 +812,86 @@ macro_rules! sql_store {
                 Ok(rows.iter().map(result_from_row).collect::<Result<_, _>>()?)
             }
 
-            async fn claim_work(&self, worker: &str, limit: i64, lease_ms: i64) -> StoreResult<Vec<i64>> {
+            async fn active_runs(&self) -> StoreResult<Vec<ActiveRun>> {
+                let rows: Vec<(i64, i64, String)> =
+                    sqlx::query_as("SELECT id, priority, team FROM runs WHERE status = 'running' ORDER BY id")
+                        .fetch_all(&self.pool)
+                        .await?;
+                Ok(rows
+                    .into_iter()
+                    .map(|(id, priority, team)| ActiveRun { id, priority, team })
+                    .collect())
+            }
+
+            async fn claim_jobs(&self, worker: &str, run_id: i64, limit: i64, lease_ms: i64) -> StoreResult<Vec<ClaimedJob>> {
                 let now = now_ms();
                 let mut tx = self.pool.begin_with($begin).await?;
+                // Longest expected first, so the long tail overlaps the bulk.
                 let ids: Vec<i64> = sqlx::query_scalar(concat!(
                     "UPDATE work_items SET state = 'leased', lease_owner = $1, lease_expires_at = $2, attempts = attempts + 1 \
-                     WHERE id IN (SELECT id FROM work_items \
-                                  WHERE state = 'queued' OR (state = 'leased' AND lease_expires_at < $3) \
-                                  ORDER BY id LIMIT $4 ",
+                     WHERE id IN (SELECT id FROM work_items WHERE run_id = $3 AND state = 'queued' \
+                                  ORDER BY cost DESC, id LIMIT $4 ",
                     $skip_locked,
                     ") RETURNING id"
                 ))
                 .bind(worker)
                 .bind(now + lease_ms)
-                .bind(now)
+                .bind(run_id)
+                .bind(limit)
+                .fetch_all(&mut *tx)
+                .await?;
+                if ids.is_empty() {
+                    tx.commit().await?;
+                    return Ok(Vec::new());
+                }
+                let mut select = sqlx::QueryBuilder::<$db>::new(
+                    "SELECT w.id, w.run_id, w.case_id, w.repetition, w.cost, w.generation_key, i.input, i.target, \
+                     c.outcome, c.output, c.finish_reason, c.prompt_tokens, c.completion_tokens, c.logprobs_json, c.model_used \
+                     FROM work_items w JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
+                     LEFT JOIN generation_cache c ON c.generation_key = w.generation_key WHERE w.id IN (",
+                );
+                let mut list = select.separated(", ");
+                for id in &ids {
+                    list.push_bind(*id);
+                }
+                list.push_unseparated(") ORDER BY w.cost DESC, w.id");
+                let rows = select.build().fetch_all(&mut *tx).await?;
+                tx.commit().await?;
+                rows.iter()
+                    .map(|row| {
+                        let cached_outcome: Option<String> = row.try_get("outcome")?;
+                        Ok(ClaimedJob {
+                            work_item_id: row.try_get("id")?,
+                            run_id: row.try_get("run_id")?,
+                            case_id: row.try_get("case_id")?,
+                            repetition: row.try_get("repetition")?,
+                            input: row.try_get("input")?,
+                            target: row.try_get("target")?,
+                            cost: row.try_get("cost")?,
+                            generation_key: row.try_get("generation_key")?,
+                            cached: match cached_outcome {
+                                Some(_) => Some(cached_from_row(row)?),
+                                None => None,
+                            },
+                        })
+                    })
+                    .collect::<Result<_, sqlx::Error>>()
+                    .map_err(StoreError::from)
+            }
+
+            async fn claim_work(&self, worker: &str, limit: i64, lease_ms: i64) -> StoreResult<Vec<i64>> {
+                let now = now_ms();
+                let mut tx = self.pool.begin_with($begin).await?;
+                let ids: Vec<i64> = sqlx::query_scalar(concat!(
+                    "UPDATE work_items SET state = 'leased', lease_owner = $1, lease_expires_at = $2, attempts = attempts + 1 \
+                     WHERE id IN (SELECT w.id FROM work_items w JOIN runs r ON r.id = w.run_id \
+                                  WHERE w.state = 'queued' AND r.status = 'running' \
+                                  ORDER BY w.id LIMIT $3 ",
+                    $skip_locked,
+                    ") RETURNING id"
+                ))
+                .bind(worker)
+                .bind(now + lease_ms)
                 .bind(limit)
                 .fetch_all(&mut *tx)
                 .await?;
@@ -633,75 +925,78 @@ macro_rules! sql_store {
                     max_tokens: i64::from(manifest.eval.generation.max_tokens),
                     temperature: manifest.eval.generation.temperature,
                     seed: manifest.eval.generation.seed as i64,
-                    base_url: manifest.endpoint_url,
+                    base_url: manifest.endpoint_urls.first().cloned().unwrap_or_default(),
                     model: manifest.served_model,
                 })
             }
 
-            async fn record_result(&self, work_item_id: i64, generation: &Generation, grade: Option<&Grade>) -> StoreResult<bool> {
-                let now = now_ms();
-                let mut tx = self.pool.begin_with($begin).await?;
-                let inserted = sqlx::query(
-                    "INSERT INTO generations (work_item_id, outcome, output, finish_reason, error, latency_ms, attempts, \
-                     prompt_tokens, completion_tokens, logprobs_json, created_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (work_item_id) DO NOTHING",
-                )
-                .bind(work_item_id)
-                .bind(generation.outcome.as_str())
-                .bind(&generation.output)
-                .bind(&generation.finish_reason)
-                .bind(&generation.error)
-                .bind(generation.latency_ms)
-                .bind(generation.attempts)
-                .bind(generation.prompt_tokens)
-                .bind(generation.completion_tokens)
-                .bind(&generation.logprobs_json)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-                if inserted.rows_affected() == 0 {
-                    // Another worker committed this identity first (its lease had expired here).
-                    tx.rollback().await?;
-                    return Ok(false);
+            async fn record_results(&self, finished: &[FinishedItem]) -> StoreResult<RecordOutcome> {
+                if finished.is_empty() {
+                    return Ok(RecordOutcome::default());
                 }
-                let verdict = match grade {
-                    Some(grade) => {
-                        sqlx::query(
-                            "INSERT INTO grades (work_item_id, grader, verdict, extracted_answer, reason, created_at) \
-                             VALUES ($1, $2, $3, $4, $5, $6)",
-                        )
-                        .bind(work_item_id)
-                        .bind(&grade.grader)
-                        .bind(grade.verdict.as_str())
-                        .bind(&grade.extracted_answer)
-                        .bind(&grade.reason)
-                        .bind(now)
-                        .execute(&mut *tx)
-                        .await?;
-                        grade.verdict.as_str()
+                let mut tx = self.pool.begin_with($begin).await?;
+                let mut outcome = RecordOutcome::default();
+                for chunk in finished.chunks(super::sql::RESULT_INSERT_BATCH) {
+                    let recorded = insert_results(&mut tx, chunk, now_ms()).await?;
+                    outcome.inserted += recorded.inserted;
+                    for run in recorded.runs {
+                        if !outcome.runs.contains(&run) {
+                            outcome.runs.push(run);
+                        }
                     }
-                    None => "error",
-                };
-                sqlx::query(
-                    "UPDATE work_items SET state = 'done', verdict = $1, lease_owner = NULL, lease_expires_at = NULL WHERE id = $2",
-                )
-                .bind(verdict)
-                .bind(work_item_id)
-                .execute(&mut *tx)
-                .await?;
-                if let Some(grade) = grade.filter(|grade| grade.verdict == Verdict::Uncertain) {
-                    sqlx::query(
-                        "INSERT INTO annotation_tasks (work_item_id, reason, state, created_at) VALUES ($1, $2, 'open', $3) \
-                         ON CONFLICT (work_item_id) DO NOTHING",
-                    )
-                    .bind(work_item_id)
-                    .bind(&grade.reason)
-                    .bind(now)
-                    .execute(&mut *tx)
-                    .await?;
                 }
                 tx.commit().await?;
-                Ok(true)
+                Ok(outcome)
+            }
+
+            async fn heartbeat(&self, worker: &str, in_flight: i64, lease_ms: i64, live_within_ms: i64) -> StoreResult<i64> {
+                let now = now_ms();
+                let mut tx = self.pool.begin_with($begin).await?;
+                sqlx::query("UPDATE work_items SET lease_expires_at = $1 WHERE state = 'leased' AND lease_owner = $2")
+                    .bind(now + lease_ms)
+                    .bind(worker)
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::query(
+                    "INSERT INTO workers (name, started_at, heartbeat_at, in_flight) VALUES ($1, $2, $2, $3) \
+                     ON CONFLICT (name) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, in_flight = excluded.in_flight",
+                )
+                .bind(worker)
+                .bind(now)
+                .bind(in_flight)
+                .execute(&mut *tx)
+                .await?;
+                let live: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM workers WHERE heartbeat_at > $1")
+                    .bind(now - live_within_ms)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok(live.max(1))
+            }
+
+            async fn reap_expired_leases(&self) -> StoreResult<u64> {
+                let now = now_ms();
+                let reaped = sqlx::query(
+                    "UPDATE work_items SET state = 'queued', lease_owner = NULL, lease_expires_at = NULL \
+                     WHERE state = 'leased' AND lease_expires_at < $1",
+                )
+                .bind(now)
+                .execute(&self.pool)
+                .await?;
+                // Workers silent for an hour are gone; their rows only clutter the health page.
+                sqlx::query("DELETE FROM workers WHERE heartbeat_at < $1")
+                    .bind(now - 3_600_000)
+                    .execute(&self.pool)
+                    .await?;
+                Ok(reaped.rows_affected())
+            }
+
+            async fn deregister_worker(&self, worker: &str) -> StoreResult<()> {
+                sqlx::query("DELETE FROM workers WHERE name = $1")
+                    .bind(worker)
+                    .execute(&self.pool)
+                    .await?;
+                Ok(())
             }
 
             async fn next_annotation_task(&self, user_id: i64, lease_ms: i64) -> StoreResult<Option<AnnotationTask>> {
@@ -846,13 +1141,175 @@ macro_rules! sql_store {
             }
         }
 
-        fn run_status(done: i64, expected: i64) -> &'static str {
-            if done >= expected {
-                "completed"
+        /// The run status shown to people: a running run whose identities are all finished is
+        /// complete even before a worker has recorded it.
+        fn displayed_status(status: &str, done: i64, expected: i64) -> String {
+            if status == "running" && done >= expected {
+                "completed".to_string()
             } else {
-                "running"
+                status.to_string()
             }
         }
+
+        fn add_count(counts: &mut Vec<(String, i64)>, key: String, count: i64) {
+            match counts.iter_mut().find(|(existing, _)| *existing == key) {
+                Some((_, total)) => *total += count,
+                None => counts.push((key, count)),
+            }
+        }
+
+        fn cached_from_row(row: &<$db as sqlx::Database>::Row) -> Result<CachedGeneration, sqlx::Error> {
+            let outcome: String = row.try_get("outcome")?;
+            Ok(CachedGeneration {
+                outcome: Outcome::parse(&outcome)
+                    .ok_or_else(|| sqlx::Error::Decode(format!("unknown outcome `{outcome}`").into()))?,
+                output: row.try_get("output")?,
+                finish_reason: row.try_get("finish_reason")?,
+                prompt_tokens: row.try_get("prompt_tokens")?,
+                completion_tokens: row.try_get("completion_tokens")?,
+                logprobs_json: row.try_get("logprobs_json")?,
+                model_used: row.try_get("model_used")?,
+            })
+        }
+
+        /// Writes finished identities inside `tx`: generations first (the unique key drops
+        /// identities that already have one), then grades, work item states, annotation tasks
+        /// and cache entries for the ones actually recorded.
+        async fn insert_results(
+            tx: &mut sqlx::Transaction<'_, $db>,
+            finished: &[FinishedItem],
+            now: i64,
+        ) -> Result<RecordOutcome, sqlx::Error> {
+            if finished.is_empty() {
+                return Ok(RecordOutcome::default());
+            }
+            let mut insert = sqlx::QueryBuilder::<$db>::new(
+                "INSERT INTO generations (work_item_id, outcome, output, finish_reason, error, error_category, attempt_log, \
+                 served_by, model_used, fallback_used, from_cache, latency_ms, attempts, prompt_tokens, completion_tokens, \
+                 logprobs_json, created_at) ",
+            );
+            insert.push_values(finished, |mut row, item| {
+                let generation = &item.generation;
+                row.push_bind(item.work_item_id)
+                    .push_bind(generation.outcome.as_str())
+                    .push_bind(generation.output.clone())
+                    .push_bind(generation.finish_reason.clone())
+                    .push_bind(generation.error.clone())
+                    .push_bind(generation.error_category.map(|category| category.as_str()))
+                    .push_bind(generation.attempt_log.clone())
+                    .push_bind(generation.served_by.clone())
+                    .push_bind(generation.model_used.clone())
+                    .push_bind(generation.fallback_used)
+                    .push_bind(item.from_cache)
+                    .push_bind(generation.latency_ms)
+                    .push_bind(generation.attempts)
+                    .push_bind(generation.prompt_tokens)
+                    .push_bind(generation.completion_tokens)
+                    .push_bind(generation.logprobs_json.clone())
+                    .push_bind(now);
+            });
+            insert.push(" ON CONFLICT (work_item_id) DO NOTHING RETURNING work_item_id");
+            let inserted: std::collections::HashSet<i64> =
+                insert.build_query_scalar().fetch_all(&mut **tx).await?.into_iter().collect();
+            let recorded: Vec<&FinishedItem> =
+                finished.iter().filter(|item| inserted.contains(&item.work_item_id)).collect();
+            if recorded.is_empty() {
+                return Ok(RecordOutcome::default());
+            }
+
+            let graded: Vec<(&FinishedItem, &Grade)> = recorded
+                .iter()
+                .filter_map(|item| item.grade.as_ref().map(|grade| (*item, grade)))
+                .collect();
+            if !graded.is_empty() {
+                let mut grades = sqlx::QueryBuilder::<$db>::new(
+                    "INSERT INTO grades (work_item_id, grader, verdict, extracted_answer, reason, created_at) ",
+                );
+                grades.push_values(&graded, |mut row, (item, grade)| {
+                    row.push_bind(item.work_item_id)
+                        .push_bind(grade.grader.clone())
+                        .push_bind(grade.verdict.as_str())
+                        .push_bind(grade.extracted_answer.clone())
+                        .push_bind(grade.reason.clone())
+                        .push_bind(now);
+                });
+                grades.build().execute(&mut **tx).await?;
+            }
+
+            // One UPDATE per verdict keeps the statement count constant per batch.
+            let mut runs: Vec<i64> = Vec::new();
+            for verdict in ["pass", "fail", "uncertain", "error"] {
+                let ids: Vec<i64> = recorded
+                    .iter()
+                    .filter(|item| item.grade.as_ref().map_or("error", |grade| grade.verdict.as_str()) == verdict)
+                    .map(|item| item.work_item_id)
+                    .collect();
+                if ids.is_empty() {
+                    continue;
+                }
+                let mut update = sqlx::QueryBuilder::<$db>::new(
+                    "UPDATE work_items SET state = 'done', lease_owner = NULL, lease_expires_at = NULL, verdict = ",
+                );
+                update.push_bind(verdict).push(" WHERE id IN (");
+                let mut list = update.separated(", ");
+                for id in ids {
+                    list.push_bind(id);
+                }
+                list.push_unseparated(") RETURNING run_id");
+                for run in update.build_query_scalar::<i64>().fetch_all(&mut **tx).await? {
+                    if !runs.contains(&run) {
+                        runs.push(run);
+                    }
+                }
+            }
+
+            let uncertain: Vec<(&FinishedItem, &Grade)> = graded
+                .iter()
+                .copied()
+                .filter(|(_, grade)| grade.verdict == Verdict::Uncertain)
+                .collect();
+            if !uncertain.is_empty() {
+                let mut tasks = sqlx::QueryBuilder::<$db>::new(
+                    "INSERT INTO annotation_tasks (work_item_id, reason, state, created_at) ",
+                );
+                tasks.push_values(&uncertain, |mut row, (item, grade)| {
+                    row.push_bind(item.work_item_id)
+                        .push_bind(grade.reason.clone())
+                        .push_bind("open")
+                        .push_bind(now);
+                });
+                tasks.push(" ON CONFLICT (work_item_id) DO NOTHING");
+                tasks.build().execute(&mut **tx).await?;
+            }
+
+            // Answers (never errors) enter the content-addressed cache.
+            let cacheable: Vec<(&str, &Generation)> = recorded
+                .iter()
+                .filter(|item| !item.from_cache && !item.generation.outcome.is_error())
+                .filter_map(|item| item.generation_key.as_deref().map(|key| (key, &item.generation)))
+                .collect();
+            if !cacheable.is_empty() {
+                let mut cache = sqlx::QueryBuilder::<$db>::new(
+                    "INSERT INTO generation_cache (generation_key, outcome, output, finish_reason, prompt_tokens, \
+                     completion_tokens, logprobs_json, model_used, created_at) ",
+                );
+                cache.push_values(&cacheable, |mut row, (key, generation)| {
+                    row.push_bind(key.to_string())
+                        .push_bind(generation.outcome.as_str())
+                        .push_bind(generation.output.clone())
+                        .push_bind(generation.finish_reason.clone())
+                        .push_bind(generation.prompt_tokens)
+                        .push_bind(generation.completion_tokens)
+                        .push_bind(generation.logprobs_json.clone())
+                        .push_bind(generation.model_used.clone())
+                        .push_bind(now);
+                });
+                cache.push(" ON CONFLICT (generation_key) DO NOTHING");
+                cache.build().execute(&mut **tx).await?;
+            }
+            Ok(RecordOutcome { inserted: recorded.len(), runs })
+        }
+
     };
 }
 

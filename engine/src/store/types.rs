@@ -1,6 +1,10 @@
 //! Plain records read from and written to the store.
 
 use crate::auth::{PasswordHash, Role};
+use crate::expansion::PlannedIdentity;
+use crate::grading::Grade;
+use crate::manifest::Manifest;
+use crate::model_client::{Generation, Outcome};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -8,6 +12,8 @@ pub struct User {
     pub id: i64,
     pub username: String,
     pub role: Role,
+    /// Fair-share group for runs this user launches.
+    pub team: String,
 }
 
 /// A user with their password hash, for login only.
@@ -16,12 +22,20 @@ pub struct UserCredentials {
     pub password_hash: PasswordHash,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct NewCheckpoint {
     pub name: String,
-    /// Already normalised by `model_client::normalise_base_url`.
+    /// Already normalised by `model_client::normalise_base_url`, like the replicas.
     pub base_url: String,
     pub model: String,
+    /// Further endpoints serving the same checkpoint (load-balanced).
+    pub replica_urls: Vec<String>,
+    pub engine_build: String,
+    pub parallel_layout: String,
+    /// Name of a registered checkpoint to try once when retries run out.
+    pub fallback_checkpoint: Option<String>,
+    /// Requests in flight from all workers together, for this checkpoint's endpoints.
+    pub max_in_flight: Option<i64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -30,7 +44,29 @@ pub struct Checkpoint {
     pub name: String,
     pub base_url: String,
     pub model: String,
+    pub replica_urls: Vec<String>,
+    pub engine_build: String,
+    pub parallel_layout: String,
+    pub fallback_checkpoint_id: Option<i64>,
+    pub max_in_flight: i64,
     pub created_at: i64,
+}
+
+/// How much one endpoint may be asked at once, by all workers together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EndpointLimits {
+    pub max_in_flight: i64,
+    /// Prompt + completion tokens in flight; `None` for no budget.
+    pub token_budget: Option<i64>,
+}
+
+impl Default for EndpointLimits {
+    fn default() -> EndpointLimits {
+        EndpointLimits {
+            max_in_flight: 256,
+            token_budget: None,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -73,6 +109,29 @@ pub struct ManifestInputs {
     pub eval: EvalSummary,
     pub revision: DatasetRevision,
     pub checkpoint: Checkpoint,
+    pub fallback: Option<Checkpoint>,
+}
+
+/// Scheduling class of a run: higher classes are served first on a shared endpoint.
+pub const PRIORITY_ABLATION: i64 = 0;
+pub const PRIORITY_SCHEDULED: i64 = 1;
+pub const PRIORITY_PROMOTION: i64 = 2;
+
+/// Names of the priority classes, for forms and pages.
+pub fn priority_name(priority: i64) -> &'static str {
+    match priority {
+        PRIORITY_ABLATION => "ablation",
+        PRIORITY_PROMOTION => "promotion decision",
+        _ => "scheduled",
+    }
+}
+
+/// A run to create from a frozen manifest.
+pub struct NewRun<'a> {
+    pub manifest: &'a Manifest,
+    pub priority: i64,
+    pub team: &'a str,
+    pub created_by: Option<i64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -80,11 +139,90 @@ pub struct LaunchedRun {
     pub run_id: i64,
     /// False when the manifest had been launched before and this is that run.
     pub created: bool,
+    /// `expanding` when identities still have to be written.
+    pub status: String,
+}
+
+/// An identity to create, possibly already answered from the generation cache.
+#[derive(Clone, Debug)]
+pub struct NewIdentity {
+    pub planned: PlannedIdentity,
+    pub cached: Option<(Generation, Grade)>,
+}
+
+/// A generation stored under its content hash.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CachedGeneration {
+    pub outcome: Outcome,
+    pub output: String,
+    pub finish_reason: Option<String>,
+    pub prompt_tokens: Option<i64>,
+    pub completion_tokens: Option<i64>,
+    pub logprobs_json: Option<String>,
+    pub model_used: Option<String>,
+}
+
+impl CachedGeneration {
+    /// The cached answer as a generation record (no endpoint was called).
+    pub fn to_generation(&self) -> Generation {
+        Generation {
+            outcome: self.outcome,
+            output: self.output.clone(),
+            finish_reason: self.finish_reason.clone(),
+            prompt_tokens: self.prompt_tokens,
+            completion_tokens: self.completion_tokens,
+            logprobs_json: self.logprobs_json.clone(),
+            model_used: self.model_used.clone(),
+            ..Generation::default()
+        }
+    }
+}
+
+/// A run the scheduler may take work from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ActiveRun {
+    pub id: i64,
+    pub priority: i64,
+    pub team: String,
+}
+
+/// A leased identity with what a worker needs to answer it.
+#[derive(Clone, Debug)]
+pub struct ClaimedJob {
+    pub work_item_id: i64,
+    pub run_id: i64,
+    pub case_id: String,
+    pub repetition: i64,
+    pub input: String,
+    pub target: String,
+    pub cost: i64,
+    pub generation_key: Option<String>,
+    pub cached: Option<CachedGeneration>,
+}
+
+/// A finished identity on its way to the store.
+#[derive(Clone, Debug)]
+pub struct FinishedItem {
+    pub work_item_id: i64,
+    pub generation: Generation,
+    pub grade: Option<Grade>,
+    /// Where to cache the generation (answers only; errors are never cached).
+    pub generation_key: Option<String>,
+    pub from_cache: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecordOutcome {
+    /// Identities recorded now (the rest already had a result).
+    pub inserted: usize,
+    /// Runs the recorded identities belong to.
+    pub runs: Vec<i64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunSummary {
     pub id: i64,
+    pub priority: i64,
     pub eval_id: i64,
     pub eval_name: String,
     pub checkpoint_name: String,
@@ -114,6 +252,16 @@ pub struct RunProgress {
     pub errors: i64,
     /// One representative endpoint error, so a broken endpoint is explained on the page.
     pub last_error: Option<String>,
+    pub priority: i64,
+    pub team: String,
+    /// Identities finished in the last minute, per second.
+    pub throughput_per_s: f64,
+    /// Answers served from the generation cache.
+    pub from_cache: i64,
+    /// Finished identities by outcome (ok, truncated, refused, endpoint_error, …).
+    pub outcome_mix: Vec<(String, i64)>,
+    /// Failed identities by error category.
+    pub error_mix: Vec<(String, i64)>,
     pub created_at: i64,
     pub finished_at: Option<i64>,
 }

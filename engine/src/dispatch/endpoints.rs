@@ -1,0 +1,427 @@
+//! The endpoints a worker talks to: load control per endpoint, replicas balanced by least
+//! outstanding requests, retries with backoff, and the fallback checkpoint.
+//!
+//! Every request a worker sends goes through [`EndpointPool::generate`], which owns the retry
+//! policy: exponential backoff with jitter for transient failures, none for permanent ones, a
+//! timeout per attempt and per item, and each failed attempt recorded on the identity.
+
+use super::limiter::Limiter;
+use crate::model_client::{
+    server_root, AttemptFailure, ErrorCategory, Generation, GenerationRequest, ModelClient, Outcome,
+};
+use crate::store::{EndpointLimits, Store};
+use serde_json::json;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+/// How hard to try one identity.
+#[derive(Clone, Debug)]
+pub struct RetryPolicy {
+    pub max_attempts: u32,
+    pub base_backoff: Duration,
+    pub max_backoff: Duration,
+    pub attempt_timeout: Duration,
+    /// All attempts of one identity together, waits included.
+    pub item_timeout: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> RetryPolicy {
+        RetryPolicy {
+            max_attempts: 4,
+            base_backoff: Duration::from_millis(250),
+            max_backoff: Duration::from_secs(10),
+            attempt_timeout: Duration::from_secs(120),
+            item_timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// Full-jitter exponential backoff before attempt `attempt + 1`.
+    fn backoff(&self, attempt: u32) -> Duration {
+        let exponential = self
+            .base_backoff
+            .saturating_mul(1 << attempt.min(16))
+            .min(self.max_backoff);
+        let jitter = rand::random::<f64>();
+        exponential.mul_f64(0.5 + jitter / 2.0)
+    }
+}
+
+/// Where a run's requests go: the checkpoint's endpoints and an optional fallback.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    pub endpoint_urls: Vec<String>,
+    /// (endpoint URL, served model) of the fallback checkpoint.
+    pub fallback: Option<(String, String)>,
+}
+
+/// One endpoint as this worker sees it.
+pub struct Endpoint {
+    pub url: String,
+    pub limiter: Limiter,
+    outstanding: AtomicUsize,
+    limits: EndpointLimits,
+}
+
+impl Endpoint {
+    pub fn outstanding(&self) -> usize {
+        self.outstanding.load(Ordering::Relaxed)
+    }
+}
+
+/// All endpoints of one worker process.
+pub struct EndpointPool {
+    client: ModelClient,
+    store: Arc<dyn Store>,
+    policy: RetryPolicy,
+    endpoints: Mutex<HashMap<String, Arc<Endpoint>>>,
+    live_workers: AtomicUsize,
+}
+
+/// A failed attempt as recorded on the identity.
+fn log_entry(endpoint: &str, failure: &AttemptFailure, elapsed: Duration) -> serde_json::Value {
+    json!({
+        "endpoint": endpoint,
+        "category": failure.category.as_str(),
+        "status": failure.status,
+        "ms": elapsed.as_millis() as u64,
+        "message": failure.message,
+    })
+}
+
+impl EndpointPool {
+    pub fn new(store: Arc<dyn Store>, policy: RetryPolicy) -> Arc<EndpointPool> {
+        Arc::new(EndpointPool {
+            client: ModelClient::new(),
+            store,
+            policy,
+            endpoints: Mutex::new(HashMap::new()),
+            live_workers: AtomicUsize::new(1),
+        })
+    }
+
+    fn share(total: i64, workers: usize) -> usize {
+        (total.max(1) as usize).div_ceil(workers.max(1))
+    }
+
+    /// Each worker gets an equal share of every endpoint's limits.
+    pub fn set_live_workers(&self, workers: usize) {
+        let workers = workers.max(1);
+        if self.live_workers.swap(workers, Ordering::Relaxed) == workers {
+            return;
+        }
+        let endpoints: Vec<Arc<Endpoint>> = self.lock().values().cloned().collect();
+        for endpoint in endpoints {
+            endpoint
+                .limiter
+                .set_ceiling(Self::share(endpoint.limits.max_in_flight, workers));
+            endpoint.limiter.set_token_budget(
+                endpoint
+                    .limits
+                    .token_budget
+                    .map(|budget| Self::share(budget, workers) as u64),
+            );
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Endpoint>>> {
+        self.endpoints
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The endpoint at `url`, created (with its limits and `/metrics` watcher) on first use.
+    pub async fn endpoint(self: &Arc<Self>, url: &str) -> Arc<Endpoint> {
+        if let Some(endpoint) = self.lock().get(url) {
+            return endpoint.clone();
+        }
+        let limits = self.store.endpoint_limits(url).await.unwrap_or_else(|err| {
+            tracing::warn!(url, error = %err, "could not read endpoint limits; using defaults");
+            EndpointLimits::default()
+        });
+        let workers = self.live_workers.load(Ordering::Relaxed);
+        let created = Arc::new(Endpoint {
+            url: url.to_string(),
+            limiter: Limiter::new(
+                Self::share(limits.max_in_flight, workers),
+                limits
+                    .token_budget
+                    .map(|budget| Self::share(budget, workers) as u64),
+            ),
+            outstanding: AtomicUsize::new(0),
+            limits,
+        });
+        let endpoint = {
+            let mut endpoints = self.lock();
+            match endpoints.get(url) {
+                Some(existing) => return existing.clone(),
+                None => {
+                    endpoints.insert(url.to_string(), created.clone());
+                    created
+                }
+            }
+        };
+        tokio::spawn(watch_server_queue(
+            Arc::downgrade(&endpoint),
+            self.client.http().clone(),
+        ));
+        endpoint
+    }
+
+    /// The least loaded of a checkpoint's endpoints.
+    async fn pick(self: &Arc<Self>, urls: &[String]) -> Arc<Endpoint> {
+        let mut best: Option<Arc<Endpoint>> = None;
+        for url in urls {
+            let endpoint = self.endpoint(url).await;
+            if best
+                .as_ref()
+                .is_none_or(|current| endpoint.outstanding() < current.outstanding())
+            {
+                best = Some(endpoint);
+            }
+        }
+        best.expect("a run has at least one endpoint")
+    }
+
+    /// One attempt through an endpoint's limiter, keeping its counters and load signals.
+    async fn attempt(
+        &self,
+        endpoint: &Endpoint,
+        request: &GenerationRequest,
+        cost: u64,
+        deadline: Instant,
+    ) -> Result<Generation, AttemptFailure> {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        endpoint.outstanding.fetch_add(1, Ordering::Relaxed);
+        let result = match tokio::time::timeout(remaining, endpoint.limiter.acquire(cost)).await {
+            Err(_) => Err(AttemptFailure {
+                category: ErrorCategory::Timeout,
+                status: None,
+                message: format!("waited too long for a free slot on {}", endpoint.url),
+                retry_after: None,
+            }),
+            Ok(_permit) => {
+                let timeout = self
+                    .policy
+                    .attempt_timeout
+                    .min(deadline.saturating_duration_since(Instant::now()))
+                    .max(Duration::from_millis(1));
+                self.client.attempt(&endpoint.url, request, timeout).await
+            }
+        };
+        endpoint.outstanding.fetch_sub(1, Ordering::Relaxed);
+        match &result {
+            Ok(_) => endpoint.limiter.on_success(),
+            Err(failure) if failure.category == ErrorCategory::RateLimited => {
+                endpoint.limiter.on_overload(failure.retry_after)
+            }
+            Err(_) => {}
+        }
+        result
+    }
+
+    /// Answers one request: retries transient failures on the least loaded replica, then tries
+    /// the fallback once; returns the final generation with every failed attempt logged.
+    pub async fn generate(
+        self: &Arc<Self>,
+        target: &Target,
+        request: &GenerationRequest,
+        cost: u64,
+    ) -> Generation {
+        let started = Instant::now();
+        let deadline = started + self.policy.item_timeout;
+        let mut log: Vec<serde_json::Value> = Vec::new();
+        let mut last_failure: Option<AttemptFailure> = None;
+        let mut attempts: u32 = 0;
+        while attempts < self.policy.max_attempts && Instant::now() < deadline {
+            attempts += 1;
+            let endpoint = self.pick(&target.endpoint_urls).await;
+            let attempt_started = Instant::now();
+            match self.attempt(&endpoint, request, cost, deadline).await {
+                Ok(generation) => return finish(generation, started, attempts, log, false),
+                Err(failure) => {
+                    log.push(log_entry(
+                        &endpoint.url,
+                        &failure,
+                        attempt_started.elapsed(),
+                    ));
+                    let retry =
+                        failure.category.is_transient() && attempts < self.policy.max_attempts;
+                    let wait = failure
+                        .retry_after
+                        .unwrap_or_else(|| self.policy.backoff(attempts - 1));
+                    last_failure = Some(failure);
+                    if !retry {
+                        break;
+                    }
+                    let wait = wait.min(deadline.saturating_duration_since(Instant::now()));
+                    tokio::time::sleep(wait).await;
+                }
+            }
+        }
+        let exhausted = last_failure
+            .as_ref()
+            .is_none_or(|failure| failure.category.is_transient());
+        if let (Some((url, model)), true) = (&target.fallback, exhausted) {
+            let endpoint = self.endpoint(url).await;
+            let fallback_request = GenerationRequest {
+                model: model.clone(),
+                ..request.clone()
+            };
+            attempts += 1;
+            let attempt_started = Instant::now();
+            let fallback_deadline = Instant::now() + self.policy.attempt_timeout;
+            match self
+                .attempt(&endpoint, &fallback_request, cost, fallback_deadline)
+                .await
+            {
+                Ok(generation) => return finish(generation, started, attempts, log, true),
+                Err(failure) => {
+                    log.push(log_entry(
+                        &endpoint.url,
+                        &failure,
+                        attempt_started.elapsed(),
+                    ));
+                    last_failure = Some(failure);
+                }
+            }
+        }
+        let failure = last_failure.unwrap_or(AttemptFailure {
+            category: ErrorCategory::Timeout,
+            status: None,
+            message: "the item timed out before an attempt could be made".into(),
+            retry_after: None,
+        });
+        let outcome = if failure.category == ErrorCategory::Timeout {
+            Outcome::Timeout
+        } else {
+            Outcome::EndpointError
+        };
+        Generation {
+            outcome,
+            error: Some(failure.message),
+            error_category: Some(failure.category),
+            attempt_log: Some(serde_json::Value::Array(log).to_string()),
+            latency_ms: millis(started.elapsed()),
+            attempts: i64::from(attempts),
+            ..Generation::default()
+        }
+    }
+}
+
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+fn finish(
+    mut generation: Generation,
+    started: Instant,
+    attempts: u32,
+    log: Vec<serde_json::Value>,
+    fallback: bool,
+) -> Generation {
+    generation.latency_ms = millis(started.elapsed());
+    generation.attempts = i64::from(attempts);
+    generation.fallback_used = fallback;
+    if !log.is_empty() {
+        generation.attempt_log = Some(serde_json::Value::Array(log).to_string());
+    }
+    generation
+}
+
+/// Sums a Prometheus text metric over all its label sets; `None` if absent.
+pub fn prometheus_sum(text: &str, metric: &str) -> Option<f64> {
+    let mut total = None;
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with('#') {
+            continue;
+        }
+        let name_end = line.find(['{', ' ']).unwrap_or(line.len());
+        if &line[..name_end] != metric {
+            continue;
+        }
+        let value = line
+            .rsplit(' ')
+            .next()
+            .and_then(|value| value.parse::<f64>().ok());
+        if let Some(value) = value {
+            *total.get_or_insert(0.0) += value;
+        }
+    }
+    total
+}
+
+/// Polls vLLM-style `/metrics` once a second and feeds the server's queue depth to the
+/// limiter; stops when the endpoint has no such metrics or the pool is gone.
+async fn watch_server_queue(endpoint: Weak<Endpoint>, http: reqwest::Client) {
+    let mut misses = 0;
+    let mut interval = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        interval.tick().await;
+        let Some(endpoint) = endpoint.upgrade() else {
+            return;
+        };
+        let url = format!("{}/metrics", server_root(&endpoint.url));
+        let response = http.get(&url).timeout(Duration::from_secs(2)).send().await;
+        let text = match response {
+            Ok(response) if response.status().is_success() => response.text().await.ok(),
+            _ => None,
+        };
+        let queue = text.as_deref().and_then(|text| {
+            let waiting = prometheus_sum(text, "vllm:num_requests_waiting")?;
+            let running = prometheus_sum(text, "vllm:num_requests_running").unwrap_or(0.0);
+            Some((waiting, running))
+        });
+        match queue {
+            Some((waiting, running)) => {
+                misses = 0;
+                endpoint.limiter.on_server_queue(waiting, running);
+            }
+            None => {
+                misses += 1;
+                if misses >= 3 {
+                    tracing::debug!(url, "no vLLM queue metrics; load control uses 429s only");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sums_prometheus_metrics_over_labels() {
+        let text = "# HELP vllm:num_requests_waiting waiting\n\
+                    vllm:num_requests_waiting{model_name=\"a\"} 3\n\
+                    vllm:num_requests_waiting{model_name=\"b\"} 4.0\n\
+                    vllm:num_requests_waiting_total 99\n\
+                    vllm:num_requests_running 7\n";
+        assert_eq!(prometheus_sum(text, "vllm:num_requests_waiting"), Some(7.0));
+        assert_eq!(prometheus_sum(text, "vllm:num_requests_running"), Some(7.0));
+        assert_eq!(prometheus_sum(text, "vllm:gpu_cache_usage_perc"), None);
+    }
+
+    #[test]
+    fn backoff_grows_exponentially_with_jitter_and_a_cap() {
+        let policy = RetryPolicy::default();
+        for attempt in 0..20 {
+            let wait = policy.backoff(attempt);
+            let full = policy
+                .base_backoff
+                .saturating_mul(1 << attempt.min(16))
+                .min(policy.max_backoff);
+            assert!(
+                wait >= full / 2 && wait <= full,
+                "attempt {attempt}: {wait:?} vs {full:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,310 @@
+//! Load control for one endpoint: how many requests (and tokens) this worker may have in
+//! flight there right now.
+//!
+//! Additive increase, multiplicative decrease: the limit grows by about one request per
+//! round of successes and halves on overload (a 429, or a queue building up on the server as
+//! its `/metrics` report), and new requests wait out a `Retry-After`. The ceiling is this
+//! worker's share of the endpoint's configured limit, so all workers together stay under it.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+/// The limit a fresh endpoint starts at: enough to fill a small server at once, low enough
+/// not to flood one that is already busy.
+const INITIAL_LIMIT: f64 = 32.0;
+/// Decreases closer together than this are one overload event, not several.
+const DECREASE_SPACING: Duration = Duration::from_millis(500);
+
+#[derive(Debug)]
+struct State {
+    limit: f64,
+    ceiling: f64,
+    in_flight: usize,
+    tokens_in_flight: u64,
+    token_budget: Option<u64>,
+    paused_until: Option<Instant>,
+    last_decrease: Option<Instant>,
+    /// Set while the server reports requests waiting: hold the limit instead of growing.
+    server_queue_building: bool,
+}
+
+/// Shared by every request this worker sends to one endpoint.
+#[derive(Debug)]
+pub struct Limiter {
+    state: Mutex<State>,
+    released: Notify,
+}
+
+/// A request slot; dropping it frees the slot and its tokens.
+#[derive(Debug)]
+pub struct Permit<'a> {
+    limiter: &'a Limiter,
+    tokens: u64,
+}
+
+impl Drop for Permit<'_> {
+    fn drop(&mut self) {
+        {
+            let mut state = self.limiter.lock();
+            state.in_flight -= 1;
+            state.tokens_in_flight -= self.tokens;
+        }
+        self.limiter.released.notify_one();
+    }
+}
+
+impl Limiter {
+    pub fn new(ceiling: usize, token_budget: Option<u64>) -> Limiter {
+        let ceiling = ceiling.max(1) as f64;
+        Limiter {
+            state: Mutex::new(State {
+                limit: INITIAL_LIMIT.min(ceiling),
+                ceiling,
+                in_flight: 0,
+                tokens_in_flight: 0,
+                token_budget,
+                paused_until: None,
+                last_decrease: None,
+                server_queue_building: false,
+            }),
+            released: Notify::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // A panic while holding this lock leaves counters that are still usable.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Waits for a slot for a request expected to use `tokens` (prompt + completion budget).
+    pub async fn acquire(&self, tokens: u64) -> Permit<'_> {
+        loop {
+            let released = self.released.notified();
+            tokio::pin!(released);
+            // Register interest before checking, so a release between the check and the wait
+            // is not missed.
+            released.as_mut().enable();
+            let wait_until = {
+                let mut state = self.lock();
+                let now = Instant::now();
+                match state.paused_until {
+                    Some(until) if until > now => Some(until),
+                    _ => {
+                        state.paused_until = None;
+                        let fits_budget = state.token_budget.is_none_or(|budget| {
+                            state.in_flight == 0 || state.tokens_in_flight + tokens <= budget
+                        });
+                        if (state.in_flight as f64) < state.limit.floor().max(1.0) && fits_budget {
+                            state.in_flight += 1;
+                            state.tokens_in_flight += tokens;
+                            return Permit {
+                                limiter: self,
+                                tokens,
+                            };
+                        }
+                        None
+                    }
+                }
+            };
+            match wait_until {
+                Some(until) => tokio::time::sleep_until(until.into()).await,
+                None => released.await,
+            }
+        }
+    }
+
+    /// A request succeeded: grow by about one slot per `limit` successes, up to the ceiling.
+    pub fn on_success(&self) {
+        let grew = {
+            let mut state = self.lock();
+            if state.server_queue_building || state.limit >= state.ceiling {
+                false
+            } else {
+                let before = state.limit.floor();
+                state.limit = (state.limit + 1.0 / state.limit).min(state.ceiling);
+                state.limit.floor() > before
+            }
+        };
+        if grew {
+            self.released.notify_one();
+        }
+    }
+
+    /// The endpoint said it is overloaded: halve the limit and pause for `retry_after`.
+    pub fn on_overload(&self, retry_after: Option<Duration>) {
+        let mut state = self.lock();
+        let now = Instant::now();
+        if state
+            .last_decrease
+            .is_none_or(|last| now - last >= DECREASE_SPACING)
+        {
+            state.limit = (state.limit / 2.0).max(1.0);
+            state.last_decrease = Some(now);
+        }
+        if let Some(wait) = retry_after {
+            let until = now + wait;
+            state.paused_until = Some(
+                state
+                    .paused_until
+                    .map_or(until, |current| current.max(until)),
+            );
+        }
+    }
+
+    /// The server's own queue (requests waiting, from `/metrics`): shrink gently while it
+    /// builds, hold while anything waits, grow again once it is empty.
+    pub fn on_server_queue(&self, waiting: f64, running: f64) {
+        let mut state = self.lock();
+        let tolerated = (running * 0.05).max(2.0);
+        state.server_queue_building = waiting > 0.0;
+        if waiting > tolerated {
+            state.limit = (state.limit * 0.9).max(1.0);
+        }
+    }
+
+    /// This worker's share of the endpoint changed (workers joined or left).
+    pub fn set_ceiling(&self, ceiling: usize) {
+        let grew = {
+            let mut state = self.lock();
+            let ceiling = ceiling.max(1) as f64;
+            let grew = ceiling > state.ceiling;
+            state.ceiling = ceiling;
+            state.limit = state.limit.min(ceiling);
+            grew
+        };
+        if grew {
+            self.released.notify_waiters();
+        }
+    }
+
+    pub fn set_token_budget(&self, budget: Option<u64>) {
+        self.lock().token_budget = budget;
+        self.released.notify_waiters();
+    }
+
+    pub fn limit(&self) -> usize {
+        self.lock().limit.floor() as usize
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.lock().in_flight
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[tokio::test]
+    async fn never_exceeds_the_limit_and_wakes_waiters_on_release() {
+        let limiter = Arc::new(Limiter::new(2, None));
+        assert_eq!(limiter.limit(), 2);
+        let first = limiter.acquire(1).await;
+        let _second = limiter.acquire(1).await;
+        let waiter = {
+            let limiter = limiter.clone();
+            tokio::spawn(async move {
+                let _third = limiter.acquire(1).await;
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!waiter.is_finished(), "a third request must wait");
+        drop(first);
+        tokio::time::timeout(Duration::from_secs(1), waiter)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn grows_while_healthy_and_halves_on_overload() {
+        let limiter = Limiter::new(1000, None);
+        assert_eq!(limiter.limit(), 32);
+        for _ in 0..32 * 10 {
+            limiter.on_success();
+        }
+        assert!(
+            limiter.limit() >= 40,
+            "about +1 per round: {}",
+            limiter.limit()
+        );
+        let before = limiter.limit();
+        limiter.on_overload(None);
+        assert_eq!(limiter.limit(), before / 2);
+        // A burst of 429s in the same moment is one event.
+        limiter.on_overload(None);
+        assert_eq!(limiter.limit(), before / 2);
+    }
+
+    #[tokio::test]
+    async fn retry_after_pauses_new_requests() {
+        let limiter = Limiter::new(10, None);
+        limiter.on_overload(Some(Duration::from_millis(150)));
+        let started = Instant::now();
+        let _permit = limiter.acquire(1).await;
+        assert!(started.elapsed() >= Duration::from_millis(140));
+    }
+
+    #[tokio::test]
+    async fn the_token_budget_bounds_tokens_in_flight() {
+        let limiter = Arc::new(Limiter::new(100, Some(1000)));
+        let _big = limiter.acquire(800).await;
+        let waiter = {
+            let limiter = limiter.clone();
+            tokio::spawn(async move {
+                let _more = limiter.acquire(300).await;
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(
+            !waiter.is_finished(),
+            "800 + 300 exceeds the budget of 1000"
+        );
+        let _small = limiter.acquire(200).await;
+        // A request larger than the whole budget still runs alone rather than never.
+        drop(_small);
+        drop(_big);
+        tokio::time::timeout(Duration::from_secs(1), waiter)
+            .await
+            .unwrap()
+            .unwrap();
+        let _huge = tokio::time::timeout(Duration::from_secs(1), limiter.acquire(5000))
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_server_queue_stops_growth_and_shrinks_the_limit() {
+        let limiter = Limiter::new(100, None);
+        limiter.on_server_queue(20.0, 32.0);
+        assert_eq!(limiter.limit(), 28);
+        for _ in 0..100 {
+            limiter.on_success();
+        }
+        assert_eq!(
+            limiter.limit(),
+            28,
+            "no growth while requests wait on the server"
+        );
+        limiter.on_server_queue(0.0, 28.0);
+        for _ in 0..100 {
+            limiter.on_success();
+        }
+        assert!(limiter.limit() > 28);
+    }
+
+    #[test]
+    fn the_ceiling_caps_the_limit() {
+        let limiter = Limiter::new(100, None);
+        limiter.set_ceiling(10);
+        assert_eq!(limiter.limit(), 10);
+        for _ in 0..1000 {
+            limiter.on_success();
+        }
+        assert_eq!(limiter.limit(), 10);
+    }
+}

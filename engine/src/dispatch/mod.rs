@@ -1,0 +1,360 @@
+//! Workers: claim result identities, answer them, grade them, record them.
+//!
+//! One worker per process runs a pipeline with no batch barrier:
+//! - the claimer keeps up to `max_in_flight` identities going, taking them from the runs the
+//!   fair-share policy picks, longest expected first, in leased batches;
+//! - each identity is answered (from the generation cache, or through the [`EndpointPool`]'s
+//!   load control and retries) and graded as soon as its answer arrives;
+//! - the committer records finished identities in batched transactions; the unique key on a
+//!   result makes a late duplicate commit a no-op, so each identity counts exactly once;
+//! - the heartbeat extends this worker's leases, returns expired leases of dead workers to the
+//!   queue, and rebalances endpoint limits by the number of live workers.
+//!
+//! No transaction is ever held across a model call.
+
+mod endpoints;
+pub mod fair_share;
+mod limiter;
+
+pub use endpoints::{prometheus_sum, EndpointPool, RetryPolicy, Target};
+pub use limiter::Limiter;
+
+use crate::expansion::{estimated_cost, seed_for};
+use crate::grading::grade_exact_match;
+use crate::manifest::{render_prompt, Manifest};
+use crate::model_client::GenerationRequest;
+use crate::store::{ActiveRun, ClaimedJob, FinishedItem, Store};
+use fair_share::Candidate;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, watch, Semaphore};
+
+/// How a worker process behaves; the defaults suit the embedded demo.
+#[derive(Clone, Debug)]
+pub struct WorkerConfig {
+    /// Unique name in leases, e.g. `host:pid:n`.
+    pub worker_id: String,
+    /// Identities this worker keeps in flight at once (requests plus results awaiting commit).
+    pub max_in_flight: usize,
+    /// Most identities claimed in one statement.
+    pub claim_batch: usize,
+    /// Most results recorded in one transaction.
+    pub commit_batch: usize,
+    /// How long a claimed identity stays ours without a heartbeat.
+    pub lease: Duration,
+    /// Sleep between claims when there is nothing to do.
+    pub idle_poll: Duration,
+    pub retry: RetryPolicy,
+}
+
+impl WorkerConfig {
+    pub fn named(worker_id: impl Into<String>) -> WorkerConfig {
+        WorkerConfig {
+            worker_id: worker_id.into(),
+            max_in_flight: 256,
+            claim_batch: 64,
+            commit_batch: 512,
+            lease: Duration::from_secs(60),
+            idle_poll: Duration::from_millis(200),
+            retry: RetryPolicy::default(),
+        }
+    }
+}
+
+/// What a worker needs to know about a run, read once from its frozen manifest.
+struct RunSpec {
+    manifest: Manifest,
+    target: Target,
+}
+
+impl RunSpec {
+    fn new(manifest: Manifest) -> RunSpec {
+        let target = Target {
+            endpoint_urls: manifest.endpoint_urls.clone(),
+            fallback: manifest
+                .fallback
+                .as_ref()
+                .map(|fallback| (fallback.endpoint_url.clone(), fallback.served_model.clone())),
+        };
+        RunSpec { manifest, target }
+    }
+}
+
+/// Answers and grades one identity. Errors are outcomes, never graded.
+async fn answer(job: ClaimedJob, spec: &RunSpec, pool: &Arc<EndpointPool>) -> FinishedItem {
+    let (generation, from_cache) = match &job.cached {
+        Some(cached) => (cached.to_generation(), true),
+        None => {
+            let settings = &spec.manifest.eval.generation;
+            let prompt = render_prompt(&spec.manifest.eval.prompt_template, &job.input);
+            let cost = estimated_cost(&prompt, settings.max_tokens) as u64;
+            let request = GenerationRequest {
+                model: spec.manifest.served_model.clone(),
+                prompt,
+                max_tokens: settings.max_tokens,
+                temperature: settings.temperature,
+                seed: seed_for(settings, job.repetition),
+            };
+            (pool.generate(&spec.target, &request, cost).await, false)
+        }
+    };
+    let grade = (!generation.outcome.is_error())
+        .then(|| grade_exact_match(&generation.output, &job.target));
+    FinishedItem {
+        work_item_id: job.work_item_id,
+        generation,
+        grade,
+        generation_key: job.generation_key,
+        from_cache,
+    }
+}
+
+/// Records finished identities in batches, as many as have arrived while the last batch was
+/// being written.
+async fn commit_loop(
+    store: Arc<dyn Store>,
+    mut finished: mpsc::Receiver<FinishedItem>,
+    batch_max: usize,
+) {
+    let mut batch = Vec::with_capacity(batch_max);
+    while let Some(first) = finished.recv().await {
+        batch.push(first);
+        while batch.len() < batch_max {
+            match finished.try_recv() {
+                Ok(item) => batch.push(item),
+                Err(_) => break,
+            }
+        }
+        let mut failures = 0;
+        loop {
+            match store.record_results(&batch).await {
+                Ok(outcome) => {
+                    for run in outcome.runs {
+                        if let Err(err) = store.finish_run_if_done(run).await {
+                            tracing::warn!(run, error = %err, "could not check run completion");
+                        }
+                    }
+                    break;
+                }
+                Err(err) => {
+                    failures += 1;
+                    tracing::error!(error = %err, items = batch.len(), failures, "could not record results");
+                    if failures >= 10 {
+                        // The leases expire and other workers redo these identities.
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(200 * failures)).await;
+                }
+            }
+        }
+        batch.clear();
+    }
+}
+
+/// Keeps this worker's leases alive, returns dead workers' leases to the queue, and shares
+/// endpoint limits among the live workers.
+async fn heartbeat_loop(
+    store: Arc<dyn Store>,
+    config: WorkerConfig,
+    pool: Arc<EndpointPool>,
+    in_flight: Arc<Mutex<HashMap<i64, usize>>>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let lease_ms = i64::try_from(config.lease.as_millis()).unwrap_or(i64::MAX);
+    let period = config.lease / 3;
+    loop {
+        let holding: usize = in_flight
+            .lock()
+            .map(|counts| counts.values().sum())
+            .unwrap_or(0);
+        match store
+            .heartbeat(&config.worker_id, holding as i64, lease_ms, lease_ms)
+            .await
+        {
+            Ok(live) => pool.set_live_workers(live as usize),
+            Err(err) => tracing::warn!(error = %err, "heartbeat failed"),
+        }
+        match store.reap_expired_leases().await {
+            Ok(0) => {}
+            Ok(reaped) => tracing::info!(reaped, "returned expired leases to the queue"),
+            Err(err) => tracing::warn!(error = %err, "could not reap expired leases"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(period) => {}
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+/// What the claimer knows about runs between database round trips.
+struct ClaimState {
+    specs: HashMap<i64, Arc<RunSpec>>,
+    active: Vec<ActiveRun>,
+    active_read_at: Option<Instant>,
+    /// Runs that recently had nothing left to claim, and until when to skip them.
+    drained_until: HashMap<i64, Instant>,
+}
+
+const ACTIVE_RUNS_TTL: Duration = Duration::from_millis(250);
+const DRAINED_BACKOFF: Duration = Duration::from_millis(500);
+
+/// Works the queue until `shutdown` turns true, then finishes and records what it holds.
+pub async fn run_worker(
+    store: Arc<dyn Store>,
+    config: WorkerConfig,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    tracing::info!(worker = %config.worker_id, backend = store.backend(), "worker started");
+    let pool = EndpointPool::new(store.clone(), config.retry.clone());
+    let slots = Arc::new(Semaphore::new(config.max_in_flight));
+    let in_flight: Arc<Mutex<HashMap<i64, usize>>> = Arc::default();
+    let (finished_tx, finished_rx) = mpsc::channel(config.max_in_flight.max(1));
+    let committer = tokio::spawn(commit_loop(store.clone(), finished_rx, config.commit_batch));
+    let (heartbeat_stop, heartbeat_shutdown) = watch::channel(false);
+    let heartbeat = tokio::spawn(heartbeat_loop(
+        store.clone(),
+        config.clone(),
+        pool.clone(),
+        in_flight.clone(),
+        heartbeat_shutdown,
+    ));
+    let lease_ms = i64::try_from(config.lease.as_millis()).unwrap_or(i64::MAX);
+    let mut state = ClaimState {
+        specs: HashMap::new(),
+        active: Vec::new(),
+        active_read_at: None,
+        drained_until: HashMap::new(),
+    };
+
+    while !*shutdown.borrow() {
+        // Wait for at least one free slot, then see how many there are.
+        let first_slot = tokio::select! {
+            permit = slots.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
+            _ = shutdown.changed() => break,
+        };
+        let free = (slots.available_permits() + 1).min(config.claim_batch);
+        let claimed = claim(&store, &config, &mut state, &in_flight, free, lease_ms).await;
+        if claimed.is_empty() {
+            drop(first_slot);
+            tokio::select! {
+                _ = tokio::time::sleep(config.idle_poll) => {}
+                _ = shutdown.changed() => {}
+            }
+            continue;
+        }
+        let mut first_slot = Some(first_slot);
+        for job in claimed {
+            let permit = match first_slot.take() {
+                Some(permit) => permit,
+                None => slots
+                    .clone()
+                    .acquire_owned()
+                    .await
+                    .expect("the semaphore is never closed"),
+            };
+            let Some(spec) = state.specs.get(&job.run_id).cloned() else {
+                continue;
+            };
+            let pool = pool.clone();
+            let finished_tx = finished_tx.clone();
+            let in_flight = in_flight.clone();
+            tokio::spawn(async move {
+                let run_id = job.run_id;
+                let finished = answer(job, &spec, &pool).await;
+                let _ = finished_tx.send(finished).await;
+                if let Ok(mut counts) = in_flight.lock() {
+                    if let Some(count) = counts.get_mut(&run_id) {
+                        *count = count.saturating_sub(1);
+                    }
+                }
+                drop(permit);
+            });
+        }
+    }
+
+    // Drain: every slot back means every identity has been handed to the committer.
+    let _all = slots.acquire_many(config.max_in_flight as u32).await;
+    drop(finished_tx);
+    let _ = committer.await;
+    let _ = heartbeat_stop.send(true);
+    let _ = heartbeat.await;
+    if let Err(err) = store.deregister_worker(&config.worker_id).await {
+        tracing::warn!(error = %err, "could not deregister the worker");
+    }
+    tracing::info!(worker = %config.worker_id, "worker stopped");
+}
+
+/// Claims up to `free` identities from the runs the fair-share policy picks.
+async fn claim(
+    store: &Arc<dyn Store>,
+    config: &WorkerConfig,
+    state: &mut ClaimState,
+    in_flight: &Arc<Mutex<HashMap<i64, usize>>>,
+    free: usize,
+    lease_ms: i64,
+) -> Vec<ClaimedJob> {
+    let now = Instant::now();
+    if state
+        .active_read_at
+        .is_none_or(|read| now - read > ACTIVE_RUNS_TTL)
+    {
+        match store.active_runs().await {
+            Ok(active) => {
+                state.active = active;
+                state.active_read_at = Some(now);
+            }
+            Err(err) => {
+                tracing::error!(error = %err, "could not list active runs");
+                return Vec::new();
+            }
+        }
+    }
+    state.drained_until.retain(|_, until| *until > now);
+    let holding = in_flight
+        .lock()
+        .map(|counts| counts.clone())
+        .unwrap_or_default();
+    let candidates: Vec<Candidate> = state
+        .active
+        .iter()
+        .filter(|run| !state.drained_until.contains_key(&run.id))
+        .map(|run| Candidate {
+            run_id: run.id,
+            priority: run.priority,
+            team: run.team.clone(),
+            in_flight: holding.get(&run.id).copied().unwrap_or(0),
+        })
+        .collect();
+    let mut claimed = Vec::new();
+    for (run_id, quota) in fair_share::allocate(free, &candidates, |_| 1.0) {
+        if let std::collections::hash_map::Entry::Vacant(entry) = state.specs.entry(run_id) {
+            match store.run_manifest(run_id).await {
+                Ok(Some(manifest)) => {
+                    entry.insert(Arc::new(RunSpec::new(manifest)));
+                }
+                Ok(None) => continue,
+                Err(err) => {
+                    tracing::error!(run_id, error = %err, "could not read the run's manifest");
+                    continue;
+                }
+            }
+        }
+        match store
+            .claim_jobs(&config.worker_id, run_id, quota as i64, lease_ms)
+            .await
+        {
+            Ok(jobs) => {
+                if jobs.len() < quota {
+                    state.drained_until.insert(run_id, now + DRAINED_BACKOFF);
+                }
+                if let Ok(mut counts) = in_flight.lock() {
+                    *counts.entry(run_id).or_default() += jobs.len();
+                }
+                claimed.extend(jobs);
+            }
+            Err(err) => tracing::error!(run_id, error = %err, "could not claim work"),
+        }
+    }
+    claimed
+}

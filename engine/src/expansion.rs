@@ -1,0 +1,173 @@
+//! Planning a run's result identities: generation cache keys, expected cost and shard.
+//!
+//! Pure. The launcher streams dataset items through [`plan_identities`] chunk by chunk, so a
+//! million-item run never holds its items in memory.
+
+use crate::dataset::DatasetItem;
+use crate::manifest::{render_prompt, EndpointFingerprint, GenerationSettings, Manifest};
+use sha2::{Digest, Sha256};
+
+/// Shards a run's identities fall into (by a stable hash of the case id).
+pub const SHARD_COUNT: u64 = 1024;
+
+/// One result identity to create, before it has an id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedIdentity {
+    pub case_id: String,
+    pub repetition: i64,
+    /// Expected tokens (prompt estimate + max tokens): claimed longest first.
+    pub cost: i64,
+    pub shard: i64,
+    pub generation_key: String,
+}
+
+/// The seed sent for repetition `r`: each repetition is its own sample.
+pub fn seed_for(settings: &GenerationSettings, repetition: i64) -> u64 {
+    settings.seed.wrapping_add(repetition as u64)
+}
+
+/// Content hash of everything that determines a generation: endpoint fingerprint, rendered
+/// prompt bytes, sampling parameters, seed and repetition. Fields are length-prefixed so no
+/// two different inputs can produce the same byte stream.
+pub fn generation_key(
+    fingerprint: &EndpointFingerprint,
+    prompt: &str,
+    settings: &GenerationSettings,
+    repetition: i64,
+) -> String {
+    let mut hasher = Sha256::new();
+    let mut field = |bytes: &[u8]| {
+        hasher.update((bytes.len() as u64).to_le_bytes());
+        hasher.update(bytes);
+    };
+    field(b"arbiter-generation-v1");
+    let fingerprint = serde_json::to_vec(fingerprint).expect("fingerprints always serialize");
+    field(&fingerprint);
+    field(prompt.as_bytes());
+    field(&settings.max_tokens.to_le_bytes());
+    field(&settings.temperature.to_le_bytes());
+    field(&seed_for(settings, repetition).to_le_bytes());
+    field(&repetition.to_le_bytes());
+    hex::encode(hasher.finalize())
+}
+
+/// A stable shard for a case id: xxh3 (fixed seed), never a per-process randomised hash.
+pub fn shard_of(case_id: &str) -> i64 {
+    (xxhash_rust::xxh3::xxh3_64(case_id.as_bytes()) % SHARD_COUNT) as i64
+}
+
+/// Tokens a request is expected to cost: about four characters a prompt token, plus the
+/// completion budget.
+pub fn estimated_cost(prompt: &str, max_tokens: u32) -> i64 {
+    (prompt.len() as u64).div_ceil(4) as i64 + i64::from(max_tokens)
+}
+
+/// The identities of `items` at one repetition under `manifest`. The launcher plans every
+/// item at repetition 0 before any at repetition 1, so that (cost being equal) every case gets
+/// a first answer before any gets a second.
+pub fn plan_identities(
+    manifest: &Manifest,
+    items: &[DatasetItem],
+    repetition: i64,
+) -> Vec<PlannedIdentity> {
+    let settings = &manifest.eval.generation;
+    items
+        .iter()
+        .map(|item| {
+            let prompt = render_prompt(&manifest.eval.prompt_template, &item.input);
+            PlannedIdentity {
+                case_id: item.case_id.clone(),
+                repetition,
+                cost: estimated_cost(&prompt, settings.max_tokens),
+                shard: shard_of(&item.case_id),
+                generation_key: generation_key(
+                    &manifest.fingerprint,
+                    &prompt,
+                    settings,
+                    repetition,
+                ),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fingerprint(model: &str) -> EndpointFingerprint {
+        EndpointFingerprint {
+            served_model: Some(model.into()),
+            engine_build: "vllm 0.6".into(),
+            parallel_layout: "tp=1".into(),
+            probe_error: None,
+        }
+    }
+
+    fn settings() -> GenerationSettings {
+        GenerationSettings {
+            max_tokens: 64,
+            temperature: 0.0,
+            seed: 7,
+        }
+    }
+
+    #[test]
+    fn generation_keys_change_with_every_input_that_changes_the_answer() {
+        let base = generation_key(&fingerprint("m"), "Q: 1+1?", &settings(), 0);
+        assert_eq!(
+            base,
+            generation_key(&fingerprint("m"), "Q: 1+1?", &settings(), 0)
+        );
+        assert_eq!(base.len(), 64);
+        assert_ne!(
+            base,
+            generation_key(&fingerprint("m2"), "Q: 1+1?", &settings(), 0)
+        );
+        assert_ne!(
+            base,
+            generation_key(&fingerprint("m"), "Q: 1+1? ", &settings(), 0)
+        );
+        assert_ne!(
+            base,
+            generation_key(&fingerprint("m"), "Q: 1+1?", &settings(), 1)
+        );
+        let mut hotter = settings();
+        hotter.temperature = 0.7;
+        assert_ne!(
+            base,
+            generation_key(&fingerprint("m"), "Q: 1+1?", &hotter, 0)
+        );
+        let mut other_build = fingerprint("m");
+        other_build.engine_build = "vllm 0.7".into();
+        assert_ne!(
+            base,
+            generation_key(&other_build, "Q: 1+1?", &settings(), 0)
+        );
+    }
+
+    #[test]
+    fn shards_are_stable_across_processes() {
+        // Fixed values: a process-randomised hash would fail this on the next run.
+        assert_eq!(shard_of("arith-001"), shard_of("arith-001"));
+        assert_eq!(
+            shard_of(""),
+            (xxhash_rust::xxh3::xxh3_64(b"") % SHARD_COUNT) as i64
+        );
+        assert!((0..SHARD_COUNT as i64).contains(&shard_of("anything")));
+        let spread: std::collections::HashSet<i64> =
+            (0..1000).map(|i| shard_of(&format!("case-{i}"))).collect();
+        assert!(
+            spread.len() > 400,
+            "1000 ids should use many shards, got {}",
+            spread.len()
+        );
+    }
+
+    #[test]
+    fn longer_prompts_and_budgets_cost_more() {
+        assert_eq!(estimated_cost("abcd", 10), 11);
+        assert_eq!(estimated_cost("abcde", 10), 12);
+        assert!(estimated_cost(&"x".repeat(4000), 64) > estimated_cost("short", 64));
+    }
+}
