@@ -116,6 +116,11 @@ mod convert {
             verdict: row.verdict,
             reason: row.grade_reason,
             error: row.error,
+            attempts: row.attempts,
+            latency_ms: row.latency_ms,
+            model_used: row.model_used,
+            fallback_used: row.fallback_used,
+            from_cache: row.from_cache,
         }
     }
 

@@ -147,6 +147,36 @@ pub struct ResultView {
     pub verdict: String,
     pub reason: String,
     pub error: Option<String>,
+    /// HTTP attempts, latency including retries, and where the answer came from.
+    pub attempts: i64,
+    pub latency_ms: i64,
+    pub model_used: Option<String>,
+    pub fallback_used: bool,
+    pub from_cache: bool,
+}
+
+impl ResultView {
+    /// "2 attempts · 130 ms · fallback sim-b", "from cache": how the answer was obtained.
+    pub fn telemetry(&self) -> String {
+        if self.from_cache {
+            return "from cache".into();
+        }
+        let mut parts = vec![
+            format!(
+                "{} attempt{}",
+                self.attempts,
+                if self.attempts == 1 { "" } else { "s" }
+            ),
+            format!("{} ms", self.latency_ms),
+        ];
+        if self.fallback_used {
+            parts.push(format!(
+                "fallback {}",
+                self.model_used.clone().unwrap_or_default()
+            ));
+        }
+        parts.join(" · ")
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -147,8 +147,7 @@ mod tests {
             output: format!("answer {case_id} {verdict}"),
             outcome: "ok".into(),
             verdict: verdict.into(),
-            grade_reason: String::new(),
-            error: None,
+            ..ResultRow::default()
         }
     }
 

@@ -6,7 +6,7 @@
 //! grading is the grader's. An error is a value here, never an answer.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::time::Duration;
 
 /// How a generation ended. Only answers (`Ok`, `Truncated`, `Empty`, `Refused`) are graded.
@@ -187,16 +187,19 @@ impl ModelClient {
         timeout: Duration,
     ) -> Result<Generation, AttemptFailure> {
         let url = format!("{}/chat/completions", base_url.trim_end_matches('/'));
-        let body = json!({
-            "model": request.model,
-            "messages": [{"role": "user", "content": request.prompt}],
-            "max_tokens": request.max_tokens,
-            "temperature": request.temperature,
-            "seed": request.seed,
-            "logprobs": true,
-            "top_logprobs": 5,
-            "stream": false,
-        });
+        let body = ChatRequest {
+            model: &request.model,
+            messages: [ChatMessage {
+                role: "user",
+                content: &request.prompt,
+            }],
+            max_tokens: request.max_tokens,
+            temperature: request.temperature,
+            seed: request.seed,
+            logprobs: true,
+            top_logprobs: TOP_LOGPROBS,
+            stream: false,
+        };
         let response = self
             .http
             .post(&url)
@@ -229,16 +232,10 @@ impl ModelClient {
             .bytes()
             .await
             .map_err(|err| transport_failure(&url, err))?;
-        let body: Value = serde_json::from_slice(&bytes).map_err(|err| AttemptFailure {
+        let mut generation = parse_chat_completion(&bytes).map_err(|message| AttemptFailure {
             category: ErrorCategory::MalformedResponse,
             status: Some(status.as_u16()),
-            message: format!("malformed response body from {url}: {err}"),
-            retry_after: None,
-        })?;
-        let mut generation = parse_chat_completion(&body).map_err(|message| AttemptFailure {
-            category: ErrorCategory::MalformedResponse,
-            status: Some(status.as_u16()),
-            message: format!("{message} (from {url})"),
+            message: format!("malformed response body from {url}: {message}"),
             retry_after: None,
         })?;
         generation.served_by = Some(base_url.to_string());
@@ -284,16 +281,73 @@ fn openai_error_message(body: &str) -> String {
     message.chars().take(300).collect()
 }
 
-fn parse_chat_completion(body: &Value) -> Result<Generation, String> {
-    let choice = body["choices"]
-        .get(0)
+/// Alternatives asked for at each token: judges and diverging-token views read them.
+const TOP_LOGPROBS: u8 = 5;
+
+/// An OpenAI chat completion request, serialized straight from borrowed fields.
+#[derive(Serialize)]
+struct ChatRequest<'a> {
+    model: &'a str,
+    messages: [ChatMessage<'a>; 1],
+    max_tokens: u32,
+    temperature: f64,
+    seed: u64,
+    logprobs: bool,
+    top_logprobs: u8,
+    stream: bool,
+}
+
+#[derive(Serialize)]
+struct ChatMessage<'a> {
+    role: &'static str,
+    content: &'a str,
+}
+
+/// The parts of an OpenAI chat completion Arbiter reads. Logprobs stay raw JSON text: they
+/// are stored as received, so parsing them into a tree and printing it again would be waste.
+#[derive(Deserialize)]
+struct ChatCompletion<'a> {
+    model: Option<String>,
+    #[serde(default, borrow)]
+    choices: Vec<Choice<'a>>,
+    usage: Option<Usage>,
+}
+
+#[derive(Deserialize)]
+struct Choice<'a> {
+    #[serde(default)]
+    message: Message,
+    finish_reason: Option<String>,
+    #[serde(borrow)]
+    logprobs: Option<&'a serde_json::value::RawValue>,
+}
+
+#[derive(Deserialize, Default)]
+struct Message {
+    content: Option<String>,
+    refusal: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Usage {
+    prompt_tokens: Option<i64>,
+    completion_tokens: Option<i64>,
+}
+
+fn parse_chat_completion(body: &[u8]) -> Result<Generation, String> {
+    let completion: ChatCompletion<'_> =
+        serde_json::from_slice(body).map_err(|err| err.to_string())?;
+    let choice = completion
+        .choices
+        .into_iter()
+        .next()
         .ok_or_else(|| "the response has no choices".to_string())?;
-    let message = &choice["message"];
-    let output = message["content"].as_str().unwrap_or_default().to_string();
-    let finish_reason = choice["finish_reason"].as_str().map(str::to_string);
-    let refusal = message["refusal"]
-        .as_str()
+    let output = choice.message.content.unwrap_or_default();
+    let refusal = choice
+        .message
+        .refusal
         .is_some_and(|refusal| !refusal.trim().is_empty());
+    let finish_reason = choice.finish_reason;
     let outcome = if refusal || finish_reason.as_deref() == Some("content_filter") {
         Outcome::Refused
     } else if finish_reason.as_deref() == Some("length") {
@@ -303,15 +357,20 @@ fn parse_chat_completion(body: &Value) -> Result<Generation, String> {
     } else {
         Outcome::Ok
     };
-    let logprobs = &choice["logprobs"];
     Ok(Generation {
         outcome,
         output,
         finish_reason,
-        model_used: body["model"].as_str().map(str::to_string),
-        prompt_tokens: body["usage"]["prompt_tokens"].as_i64(),
-        completion_tokens: body["usage"]["completion_tokens"].as_i64(),
-        logprobs_json: (!logprobs.is_null()).then(|| logprobs.to_string()),
+        model_used: completion.model,
+        prompt_tokens: completion
+            .usage
+            .as_ref()
+            .and_then(|usage| usage.prompt_tokens),
+        completion_tokens: completion
+            .usage
+            .as_ref()
+            .and_then(|usage| usage.completion_tokens),
+        logprobs_json: choice.logprobs.map(|raw| raw.get().to_string()),
         ..Generation::default()
     })
 }
@@ -346,6 +405,7 @@ pub fn server_root(base_url: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn base_urls_are_normalised() {
@@ -364,7 +424,11 @@ mod tests {
 
     #[test]
     fn finish_reasons_and_refusals_are_outcomes() {
-        let parse = |body: Value| parse_chat_completion(&body).unwrap().outcome;
+        let parse = |body: Value| {
+            parse_chat_completion(&serde_json::to_vec(&body).unwrap())
+                .unwrap()
+                .outcome
+        };
         assert_eq!(
             parse(json!({"choices": [{"message": {"content": "abc"}, "finish_reason": "length"}]})),
             Outcome::Truncated
@@ -385,13 +449,19 @@ mod tests {
             ),
             Outcome::Refused
         );
-        let generation = parse_chat_completion(&json!({"model": "m-1", "choices": [{"message": {"content": "x"}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 3, "completion_tokens": 1}})).unwrap();
+        let body = json!({"model": "m-1", "choices": [{"message": {"content": "x"}, "finish_reason": "stop", "logprobs": {"content": []}}], "usage": {"prompt_tokens": 3, "completion_tokens": 1}});
+        let generation = parse_chat_completion(&serde_json::to_vec(&body).unwrap()).unwrap();
+        assert_eq!(
+            generation.logprobs_json.as_deref(),
+            Some(r#"{"content":[]}"#)
+        );
         assert_eq!(generation.model_used.as_deref(), Some("m-1"));
         assert_eq!(
             (generation.prompt_tokens, generation.completion_tokens),
             (Some(3), Some(1))
         );
-        assert!(parse_chat_completion(&json!({"choices": []})).is_err());
+        assert!(parse_chat_completion(br#"{"choices": []}"#).is_err());
+        assert!(parse_chat_completion(br#"{"choices": [{"#).is_err());
     }
 
     #[test]

@@ -13,8 +13,8 @@ use crate::manifest::{
 };
 use crate::model_client::normalise_base_url;
 use crate::store::{
-    Checkpoint, DatasetRevision, LaunchedRun, NewCheckpoint, NewIdentity, NewRun, RunProgress,
-    Store, StoreError, PRIORITY_ABLATION, PRIORITY_PROMOTION,
+    CacheHit, Checkpoint, DatasetRevision, LaunchedRun, NewCheckpoint, NewIdentity, NewRun,
+    RunProgress, Store, StoreError, PRIORITY_ABLATION, PRIORITY_PROMOTION,
 };
 use std::time::Duration;
 
@@ -356,8 +356,11 @@ async fn expand(store: &dyn Store, run_id: i64, manifest: &Manifest) -> ServiceR
                 .map(|(planned, item)| {
                     let cached = cached.get(&planned.generation_key).map(|hit| {
                         let generation = hit.to_generation();
-                        let grade = grade_exact_match(&generation.output, &item.target);
-                        (generation, grade)
+                        CacheHit {
+                            source_work_item_id: hit.source_work_item_id,
+                            grade: grade_exact_match(&generation.output, &item.target),
+                            generation,
+                        }
                     });
                     NewIdentity { planned, cached }
                 })

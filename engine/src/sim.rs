@@ -11,7 +11,6 @@
 //! a correct candidate from a wrong one. It is a stand-in for a model server: it touches no store
 //! and no real model client, and every response carries `x-arbiter-simulator: true`.
 
-use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -25,9 +24,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::de::DeserializeOwned;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{json, Value};
-use xxhash_rust::xxh3::Xxh3;
+use xxhash_rust::xxh3::Xxh3Default;
 
 /// The dataset the simulator can answer; the same file the demo offers for upload.
 const SAMPLE_DATASET: &str = include_str!("../../public/samples/qa-basic.jsonl");
@@ -97,6 +96,12 @@ pub struct SimConfig {
     pub latency_ms_max: u64,
     /// Failure rates to inject; all zero by default.
     pub faults: SimFaults,
+    /// Requests served at once, like a GPU server's batch slots; the rest wait in a queue
+    /// (reported as `vllm:num_requests_waiting`). `None`: every request runs at once.
+    pub max_concurrency: Option<usize>,
+    /// Extra delay per byte of prompt, in microseconds: long prompts take longer, as long
+    /// problems do on a real server (the long-tail benchmark).
+    pub latency_us_per_prompt_byte: u64,
 }
 
 /// Per-request probabilities of each injected failure; they are tried in field order and
@@ -203,6 +208,8 @@ impl SimConfig {
             latency_ms_min: 20,
             latency_ms_max: 120,
             faults: SimFaults::default(),
+            max_concurrency: None,
+            latency_us_per_prompt_byte: 0,
         }
     }
 }
@@ -255,14 +262,44 @@ fn sample_items() -> &'static [SampleItem] {
     })
 }
 
+/// The group of [`items_by_first_byte`] for text with no first byte.
+const EMPTY_TEXT_GROUP: usize = 256;
+
+/// The sample items grouped by the first byte of their question, each group in dataset order.
+fn items_by_first_byte() -> &'static [Vec<&'static SampleItem>] {
+    static GROUPS: OnceLock<Vec<Vec<&'static SampleItem>>> = OnceLock::new();
+    GROUPS.get_or_init(|| {
+        let mut groups = vec![Vec::new(); EMPTY_TEXT_GROUP + 1];
+        for item in sample_items() {
+            groups[first_byte_group(item.input.as_bytes())].push(item);
+        }
+        groups
+    })
+}
+
+fn first_byte_group(text: &[u8]) -> usize {
+    text.first()
+        .map_or(EMPTY_TEXT_GROUP, |byte| usize::from(*byte))
+}
+
 /// The dataset question asked in `prompt`. Few-shot prompts quote earlier questions first, so
-/// the one that occurs last is the one being asked.
+/// the one that occurs last is the one being asked; when two start at the same place (one is
+/// a prefix of the other), the later dataset item wins.
 fn find_question(prompt: &str) -> Option<&'static SampleItem> {
-    sample_items()
-        .iter()
-        .filter_map(|item| prompt.rfind(&item.input).map(|position| (position, item)))
-        .max_by_key(|(position, _)| *position)
-        .map(|(_, item)| item)
+    // Walking start positions back from the end stops at the asked question, usually a few
+    // dozen bytes from the end, rather than running a substring search per dataset item over
+    // the whole prompt, which was the costliest step of a simulated request. Scanning each
+    // group backwards makes the later dataset item win a tie.
+    let prompt = prompt.as_bytes();
+    let groups = items_by_first_byte();
+    (0..=prompt.len()).rev().find_map(|start| {
+        let rest = &prompt[start..];
+        groups[first_byte_group(rest)]
+            .iter()
+            .rev()
+            .find(|item| rest.starts_with(item.input.as_bytes()))
+            .copied()
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -278,17 +315,41 @@ struct Generation<'a> {
 }
 
 impl Generation<'_> {
-    fn hash(&self, purpose: &str, index: u64) -> u64 {
-        let mut hasher = Xxh3::new();
-        // Length prefixes keep ("ab", "c") and ("a", "bc") from hashing alike.
-        for part in [
-            self.model.name.as_bytes(),
-            self.prompt.as_bytes(),
-            purpose.as_bytes(),
-        ] {
-            hasher.update(&(part.len() as u64).to_le_bytes());
-            hasher.update(part);
+    /// The hash state after this generation's model and prompt; every draw continues from it.
+    fn identity(&self) -> HashedIdentity {
+        let mut state = Xxh3Default::new();
+        for part in [self.model.name.as_bytes(), self.prompt.as_bytes()] {
+            hash_length_prefixed(&mut state, part);
         }
+        HashedIdentity {
+            state,
+            seed: self.seed,
+        }
+    }
+
+    fn hash(&self, purpose: &str, index: u64) -> u64 {
+        self.identity().hash(purpose, index)
+    }
+
+    /// A uniform draw in `[0, 1)`, independent across purposes and indices.
+    fn draw(&self, purpose: &str, index: u64) -> f64 {
+        self.identity().draw(purpose, index)
+    }
+}
+
+/// A generation's identity already fed to xxh3. Scoring draws several times per token;
+/// cloning this state instead of rehashing the prompt for each draw gives the same hashes
+/// (a streaming hash depends only on the bytes fed) for much less work.
+#[derive(Clone)]
+struct HashedIdentity {
+    state: Xxh3Default,
+    seed: i64,
+}
+
+impl HashedIdentity {
+    fn hash(&self, purpose: &str, index: u64) -> u64 {
+        let mut hasher = self.state.clone();
+        hash_length_prefixed(&mut hasher, purpose.as_bytes());
         hasher.update(&self.seed.to_le_bytes());
         hasher.update(&index.to_le_bytes());
         hasher.digest()
@@ -299,6 +360,12 @@ impl Generation<'_> {
         // The top 53 bits fill an f64 mantissa exactly, so every value is equally likely.
         (self.hash(purpose, index) >> 11) as f64 / (1u64 << 53) as f64
     }
+}
+
+/// Length prefixes keep ("ab", "c") and ("a", "bc") from hashing alike.
+fn hash_length_prefixed(hasher: &mut Xxh3Default, part: &[u8]) {
+    hasher.update(&(part.len() as u64).to_le_bytes());
+    hasher.update(part);
 }
 
 /// The element of `choices` that a uniform draw `u` in `[0, 1)` lands on.
@@ -491,32 +558,33 @@ fn score_tokens(
     tokens: Vec<String>,
     top_count: usize,
 ) -> Vec<ScoredToken> {
+    let identity = generation.identity();
     tokens
         .into_iter()
         .enumerate()
         .map(|(index, text)| match (reply.verdict_confidence, index) {
             (Some(confidence), 0) if text == PASS || text == FAIL => {
-                score_verdict(generation, text, confidence, top_count)
+                score_verdict(&identity, text, confidence, top_count)
             }
-            _ => score_token(generation, index as u64, text, top_count),
+            _ => score_token(&identity, index as u64, text, top_count),
         })
         .collect()
 }
 
 fn score_token(
-    generation: Generation<'_>,
+    identity: &HashedIdentity,
     index: u64,
     text: String,
     top_count: usize,
 ) -> ScoredToken {
     // In (-2.5, -0.01]: sure enough to look like a tuned model, never exactly certain.
-    let logprob = -0.01 - 2.49 * generation.draw("logprob", index);
-    let top = top_alternatives(generation, index, vec![(text.clone(), logprob)], top_count);
+    let logprob = -0.01 - 2.49 * identity.draw("logprob", index);
+    let top = top_alternatives(identity, index, vec![(text.clone(), logprob)], top_count);
     ScoredToken { text, logprob, top }
 }
 
 fn score_verdict(
-    generation: Generation<'_>,
+    identity: &HashedIdentity,
     text: String,
     confidence: f64,
     top_count: usize,
@@ -528,20 +596,20 @@ fn score_verdict(
         (other.to_string(), (1.0 - confidence).ln()),
     ];
     // Graders read a judge's confidence from the PASS/FAIL pair, so both are always listed.
-    let top = top_alternatives(generation, 0, leaders, top_count.max(2));
+    let top = top_alternatives(identity, 0, leaders, top_count.max(2));
     ScoredToken { text, logprob, top }
 }
 
 /// Extends `leaders` (most likely first) with filler tokens, each strictly less likely than
 /// the one before, up to `count` entries in all; no token appears twice.
 fn top_alternatives(
-    generation: Generation<'_>,
+    identity: &HashedIdentity,
     index: u64,
     mut leaders: Vec<(String, f64)>,
     count: usize,
 ) -> Vec<(String, f64)> {
     let start =
-        (generation.draw("alternative-start", index) * ALTERNATIVE_TOKENS.len() as f64) as usize;
+        (identity.draw("alternative-start", index) * ALTERNATIVE_TOKENS.len() as f64) as usize;
     let candidates = ALTERNATIVE_TOKENS
         .iter()
         .cycle()
@@ -557,7 +625,7 @@ fn top_alternatives(
         let previous = leaders.last().map_or(0.0, |(_, logprob)| *logprob);
         // Room for MAX_TOP_LOGPROBS positions per token keeps each gap's draw independent.
         let position = index * (MAX_TOP_LOGPROBS as u64 + 1) + leaders.len() as u64;
-        let gap = 0.05 + 0.95 * generation.draw("alternative-gap", position);
+        let gap = 0.05 + 0.95 * identity.draw("alternative-gap", position);
         leaders.push(((*candidate).to_string(), previous - gap));
     }
     leaders.truncate(count);
@@ -615,8 +683,14 @@ struct SimState {
     latency_ms_min: u64,
     latency_ms_max: u64,
     faults: SimFaults,
-    /// Counts requests so fault draws differ between a request and its retry.
+    /// Counts requests so fault draws differ between a request and its retry; also reported
+    /// as `arbiter_sim_requests_total`, so benchmarks can prove a run made no calls.
     request_counter: AtomicU64,
+    /// Batch slots when the server's concurrency is limited.
+    slots: Option<tokio::sync::Semaphore>,
+    /// Requests queued for a slot.
+    waiting: AtomicU64,
+    latency_us_per_prompt_byte: u64,
 }
 
 struct ModelSlot {
@@ -640,6 +714,11 @@ impl SimState {
             latency_ms_max: config.latency_ms_max,
             faults: config.faults,
             request_counter: AtomicU64::new(0),
+            slots: config
+                .max_concurrency
+                .map(|slots| tokio::sync::Semaphore::new(slots.max(1))),
+            waiting: AtomicU64::new(0),
+            latency_us_per_prompt_byte: config.latency_us_per_prompt_byte,
         }
     }
 
@@ -755,17 +834,25 @@ async fn metrics(State(state): State<Arc<SimState>>) -> Response {
             "vllm:num_requests_running{{model_name=\"{name}\"}} {running}\n"
         ));
     }
-    // The simulator never queues: every request sleeps on its own timer.
+    // Queued requests wait for a batch slot of the whole server, so they are reported once.
     text.push_str(
         "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.\n\
          # TYPE vllm:num_requests_waiting gauge\n",
     );
-    for slot in &state.models {
+    let waiting = state.waiting.load(Ordering::Relaxed);
+    for (index, slot) in state.models.iter().enumerate() {
         let name = prometheus_label(&slot.model.name);
+        let waiting = if index == 0 { waiting } else { 0 };
         text.push_str(&format!(
-            "vllm:num_requests_waiting{{model_name=\"{name}\"}} 0\n"
+            "vllm:num_requests_waiting{{model_name=\"{name}\"}} {waiting}\n"
         ));
     }
+    text.push_str(&format!(
+        "# HELP arbiter_sim_requests_total Generation requests received.\n\
+         # TYPE arbiter_sim_requests_total counter\n\
+         arbiter_sim_requests_total {}\n",
+        state.request_counter.load(Ordering::Relaxed)
+    ));
     let content_type = HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8");
     ([(header::CONTENT_TYPE, content_type)], text).into_response()
 }
@@ -880,9 +967,9 @@ fn checked_top_logprobs(count: u64) -> Result<usize, ApiError> {
 }
 
 /// A chat message's text: a plain string, or the text parts of a multi-part message.
-fn message_text(content: &Value) -> String {
+fn message_text(content: Value) -> String {
     match content {
-        Value::String(text) => text.clone(),
+        Value::String(text) => text,
         Value::Array(parts) => parts
             .iter()
             .filter_map(|part| part.get("text").and_then(Value::as_str))
@@ -899,8 +986,8 @@ impl ChatRequest {
         };
         let prompt: Vec<String> = self
             .messages
-            .iter()
-            .map(|message| message_text(&message.content))
+            .into_iter()
+            .map(|message| message_text(message.content))
             .collect();
         Ok(GenerationRequest {
             model: self.model,
@@ -986,12 +1073,21 @@ async fn generate(state: &SimState, request: GenerationRequest, format: Format) 
         }
         _ => {}
     }
-    tokio::time::sleep(latency(
-        generation,
-        state.latency_ms_min,
-        state.latency_ms_max,
-    ))
-    .await;
+    // With limited batch slots, a request first waits its turn, as on a busy server.
+    let _batch_slot = match &state.slots {
+        Some(slots) => {
+            state.waiting.fetch_add(1, Ordering::Relaxed);
+            let slot = slots.acquire().await.ok();
+            state.waiting.fetch_sub(1, Ordering::Relaxed);
+            slot
+        }
+        None => None,
+    };
+    let delay = latency(generation, state.latency_ms_min, state.latency_ms_max)
+        + Duration::from_micros(state.latency_us_per_prompt_byte * request.prompt.len() as u64);
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
     match fault {
         Fault::ServerError => {
             ApiError::server(StatusCode::INTERNAL_SERVER_ERROR, "Simulated server error.")
@@ -1027,11 +1123,17 @@ fn malformed_body() -> Response {
 // ---------------------------------------------------------------------------------------------
 // Response bodies
 // ---------------------------------------------------------------------------------------------
+//
+// Bodies are typed structs that borrow from the outcome and serialize straight to bytes:
+// building a `serde_json::Value` tree for every token's `top_logprobs` was most of the
+// simulator's CPU time, and benchmarks need it to answer ~10,000 requests/s on two cores.
+// Fields are declared in alphabetical order because that is the order the earlier `Value`
+// maps (sorted `BTreeMap`s) wrote them in, so responses stay byte-for-byte the same.
 
 /// Everything a response body needs, in either format, streamed or not.
-struct Outcome {
+struct Outcome<'a> {
     id: String,
-    model: String,
+    model: &'a str,
     tokens: Vec<ScoredToken>,
     finish_reason: &'static str,
     prompt_tokens: usize,
@@ -1039,41 +1141,76 @@ struct Outcome {
     include_usage: bool,
 }
 
-impl Outcome {
+impl Outcome<'_> {
     fn text(&self) -> String {
-        self.tokens
-            .iter()
-            .map(|token| token.text.as_str())
-            .collect()
+        let length = self.tokens.iter().map(|token| token.text.len()).sum();
+        let mut text = String::with_capacity(length);
+        for token in &self.tokens {
+            text.push_str(&token.text);
+        }
+        text
     }
 
-    fn usage(&self) -> Value {
-        json!({
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.tokens.len(),
-            "total_tokens": self.prompt_tokens + self.tokens.len(),
-        })
+    fn usage(&self) -> Usage {
+        Usage {
+            completion_tokens: self.tokens.len(),
+            prompt_tokens: self.prompt_tokens,
+            total_tokens: self.prompt_tokens + self.tokens.len(),
+        }
     }
 
-    /// The envelope shared by every body and chunk.
-    fn envelope(&self, object: &str, choices: Value) -> Value {
-        json!({
-            "id": self.id,
-            "object": object,
-            "created": 0,
-            "model": self.model,
-            "system_fingerprint": FINGERPRINT,
-            "choices": choices,
-        })
+    /// The envelope shared by every body and chunk; streamed chunks carry no `usage`.
+    fn envelope<Choices>(
+        &self,
+        object: &'static str,
+        choices: Choices,
+        usage: Option<Usage>,
+    ) -> Envelope<'_, Choices> {
+        Envelope {
+            choices,
+            created: 0,
+            id: &self.id,
+            model: self.model,
+            object,
+            system_fingerprint: FINGERPRINT,
+            usage,
+        }
+    }
+
+    /// `tokens`, if the request asked for logprobs; `None` renders as `"logprobs": null`.
+    fn logprobs_of<'t>(&self, tokens: &'t [ScoredToken]) -> Option<&'t [ScoredToken]> {
+        self.logprobs.then_some(tokens)
     }
 }
 
-fn run_generation(
+#[derive(Serialize)]
+struct Envelope<'a, Choices> {
+    choices: Choices,
+    created: u64,
+    id: &'a str,
+    model: &'a str,
+    object: &'static str,
+    system_fingerprint: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<Usage>,
+}
+
+#[derive(Serialize)]
+struct Usage {
+    completion_tokens: usize,
+    prompt_tokens: usize,
+    total_tokens: usize,
+}
+
+/// The usage chunk's `choices: []`.
+const NO_CHOICES: [(); 0] = [];
+
+fn run_generation<'a>(
     generation: Generation<'_>,
-    request: &GenerationRequest,
+    request: &'a GenerationRequest,
     format: Format,
     force_truncate: bool,
-) -> Outcome {
+) -> Outcome<'a> {
     let reply = generate_reply(generation);
     let limits = Limits {
         max_tokens: request.max_tokens,
@@ -1088,7 +1225,7 @@ fn run_generation(
     };
     Outcome {
         id: format!("{prefix}-{:016x}", generation.hash("id", 0)),
-        model: request.model.clone(),
+        model: &request.model,
         tokens: score_tokens(generation, &reply, finished.tokens, top_count),
         finish_reason: finished.finish_reason,
         prompt_tokens: request.prompt.split_whitespace().count(),
@@ -1097,149 +1234,291 @@ fn run_generation(
     }
 }
 
-fn render(outcome: &Outcome, format: Format, stream: bool) -> Response {
+fn render(outcome: &Outcome<'_>, format: Format, stream: bool) -> Response {
     match (format, stream) {
-        (Format::Chat, false) => Json(chat_body(outcome)).into_response(),
+        (Format::Chat, false) => Json(chat_body(outcome, &outcome.text())).into_response(),
         (Format::Chat, true) => event_stream(chat_chunks(outcome)),
-        (Format::Completion, false) => Json(completion_body(outcome)).into_response(),
+        (Format::Completion, false) => {
+            Json(completion_body(outcome, &outcome.text())).into_response()
+        }
         (Format::Completion, true) => event_stream(completion_chunks(outcome)),
     }
 }
 
+/// One streamed chunk, rendered up front so that the stream need not borrow the outcome. These
+/// plain structs cannot fail to serialize; if one ever did, the error would end the stream
+/// rather than panic the server.
+type Chunk = Result<Event, serde_json::Error>;
+
+fn chunk_event(chunk: &impl Serialize) -> Chunk {
+    serde_json::to_string(chunk).map(|json| Event::default().data(json))
+}
+
 /// Server-Sent Events: one `data:` event per chunk, then `data: [DONE]`.
-fn event_stream(chunks: Vec<Value>) -> Response {
-    let events = chunks
-        .into_iter()
-        .map(|chunk| Event::default().data(chunk.to_string()))
-        .chain(std::iter::once(Event::default().data("[DONE]")))
-        .map(Ok::<Event, Infallible>);
-    Sse::new(futures::stream::iter(events)).into_response()
+fn event_stream(chunks: Vec<Chunk>) -> Response {
+    let done = std::iter::once(Ok(Event::default().data("[DONE]")));
+    Sse::new(futures::stream::iter(chunks.into_iter().chain(done))).into_response()
 }
 
-fn chat_logprob_entry(token: &ScoredToken) -> Value {
-    let top: Vec<Value> = token
-        .top
-        .iter()
-        .map(|(text, logprob)| json!({"token": text, "logprob": logprob, "bytes": text.as_bytes()}))
-        .collect();
-    json!({
-        "token": token.text,
-        "logprob": token.logprob,
-        "bytes": token.text.as_bytes(),
-        "top_logprobs": top,
-    })
-}
-
-fn chat_logprobs(outcome: &Outcome, tokens: &[ScoredToken]) -> Value {
-    if !outcome.logprobs {
-        return Value::Null;
+/// OpenAI's `stream_options.include_usage`: a last chunk with no choices and the usage.
+fn push_usage_chunk(outcome: &Outcome<'_>, object: &'static str, chunks: &mut Vec<Chunk>) {
+    if outcome.include_usage {
+        let usage = Some(outcome.usage());
+        chunks.push(chunk_event(&outcome.envelope(object, NO_CHOICES, usage)));
     }
-    json!({"content": tokens.iter().map(chat_logprob_entry).collect::<Vec<_>>()})
 }
 
-fn chat_body(outcome: &Outcome) -> Value {
-    let choice = json!({
-        "index": 0,
-        "message": {"role": "assistant", "content": outcome.text()},
-        "logprobs": chat_logprobs(outcome, &outcome.tokens),
-        "finish_reason": outcome.finish_reason,
-    });
-    let mut body = outcome.envelope("chat.completion", json!([choice]));
-    body["usage"] = outcome.usage();
-    body
+// Chat bodies and chunks.
+
+#[derive(Serialize)]
+struct ChatChoice<'a> {
+    finish_reason: &'static str,
+    index: u32,
+    logprobs: Option<ChatLogprobs<'a>>,
+    message: AssistantMessage<'a>,
 }
 
-fn chat_chunks(outcome: &Outcome) -> Vec<Value> {
-    let object = "chat.completion.chunk";
-    let chunk = |delta: Value, logprobs: Value, finish_reason: Value| {
-        outcome.envelope(
-            object,
-            json!([{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish_reason}]),
-        )
+#[derive(Serialize)]
+struct AssistantMessage<'a> {
+    content: &'a str,
+    role: &'static str,
+}
+
+#[derive(Serialize)]
+struct ChatChunkChoice<'a> {
+    delta: ChatDelta<'a>,
+    finish_reason: Option<&'static str>,
+    index: u32,
+    logprobs: Option<ChatLogprobs<'a>>,
+}
+
+/// A streamed piece of the message: the first chunk carries the role, the last one nothing.
+#[derive(Serialize)]
+struct ChatDelta<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    role: Option<&'static str>,
+}
+
+#[derive(Serialize)]
+struct ChatLogprobs<'a> {
+    #[serde(serialize_with = "chat_token_logprobs")]
+    content: &'a [ScoredToken],
+}
+
+/// One chat token's entry; its alternatives use the same shape without `top_logprobs`.
+#[derive(Serialize)]
+struct ChatTokenLogprob<'a> {
+    bytes: &'a [u8],
+    logprob: f64,
+    token: &'a str,
+    #[serde(serialize_with = "chat_top_logprobs")]
+    top_logprobs: &'a [(String, f64)],
+}
+
+#[derive(Serialize)]
+struct ChatTopLogprob<'a> {
+    bytes: &'a [u8],
+    logprob: f64,
+    token: &'a str,
+}
+
+fn chat_token_logprobs<S: Serializer>(
+    tokens: &&[ScoredToken],
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_seq(tokens.iter().map(|token| ChatTokenLogprob {
+        bytes: token.text.as_bytes(),
+        logprob: token.logprob,
+        token: &token.text,
+        top_logprobs: &token.top,
+    }))
+}
+
+fn chat_top_logprobs<S: Serializer>(
+    top: &&[(String, f64)],
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_seq(top.iter().map(|(text, logprob)| ChatTopLogprob {
+        bytes: text.as_bytes(),
+        logprob: *logprob,
+        token: text,
+    }))
+}
+
+fn chat_body<'a>(outcome: &'a Outcome<'_>, text: &'a str) -> impl Serialize + 'a {
+    let choice = ChatChoice {
+        finish_reason: outcome.finish_reason,
+        index: 0,
+        logprobs: outcome
+            .logprobs_of(&outcome.tokens)
+            .map(|content| ChatLogprobs { content }),
+        message: AssistantMessage {
+            content: text,
+            role: "assistant",
+        },
     };
-    let mut chunks = vec![chunk(
-        json!({"role": "assistant", "content": ""}),
-        Value::Null,
-        Value::Null,
-    )];
+    outcome.envelope("chat.completion", [choice], Some(outcome.usage()))
+}
+
+fn chat_chunks(outcome: &Outcome<'_>) -> Vec<Chunk> {
+    const OBJECT: &str = "chat.completion.chunk";
+    let chunk = |delta: ChatDelta<'_>, logprobs: Option<&[ScoredToken]>, finish_reason| {
+        let choice = ChatChunkChoice {
+            delta,
+            finish_reason,
+            index: 0,
+            logprobs: logprobs.map(|content| ChatLogprobs { content }),
+        };
+        chunk_event(&outcome.envelope(OBJECT, [choice], None))
+    };
+    let mut chunks = Vec::with_capacity(outcome.tokens.len() + 3);
+    let opening = ChatDelta {
+        content: Some(""),
+        role: Some("assistant"),
+    };
+    // The opening and closing chunks carry no token, so their logprobs are always null.
+    chunks.push(chunk(opening, None, None));
     for token in &outcome.tokens {
-        let delta = json!({"content": token.text});
-        let logprobs = chat_logprobs(outcome, std::slice::from_ref(token));
-        chunks.push(chunk(delta, logprobs, Value::Null));
+        let delta = ChatDelta {
+            content: Some(&token.text),
+            role: None,
+        };
+        let logprobs = outcome.logprobs_of(std::slice::from_ref(token));
+        chunks.push(chunk(delta, logprobs, None));
     }
-    chunks.push(chunk(json!({}), Value::Null, json!(outcome.finish_reason)));
-    push_usage_chunk(outcome, object, &mut chunks);
+    let closing = ChatDelta {
+        content: None,
+        role: None,
+    };
+    chunks.push(chunk(closing, None, Some(outcome.finish_reason)));
+    push_usage_chunk(outcome, OBJECT, &mut chunks);
     chunks
 }
 
-/// The legacy `logprobs` object; offsets count characters from the start of the completion.
-fn completion_logprobs(outcome: &Outcome, tokens: &[ScoredToken], first_offset: usize) -> Value {
-    if !outcome.logprobs {
-        return Value::Null;
-    }
-    let mut offsets = Vec::with_capacity(tokens.len());
-    let mut offset = first_offset;
-    for token in tokens {
-        offsets.push(offset);
-        offset += token.text.chars().count();
-    }
-    let top: Vec<serde_json::Map<String, Value>> = tokens
-        .iter()
-        .map(|token| {
-            token
-                .top
-                .iter()
-                .map(|(text, logprob)| (text.clone(), json!(logprob)))
-                .collect()
-        })
-        .collect();
-    json!({
-        "tokens": tokens.iter().map(|token| token.text.as_str()).collect::<Vec<_>>(),
-        "token_logprobs": tokens.iter().map(|token| token.logprob).collect::<Vec<_>>(),
-        "top_logprobs": top,
-        "text_offset": offsets,
-    })
+// Legacy completion bodies and chunks.
+
+#[derive(Serialize)]
+struct CompletionChoice<'a> {
+    finish_reason: Option<&'static str>,
+    index: u32,
+    logprobs: Option<CompletionLogprobs<'a>>,
+    text: &'a str,
 }
 
-fn completion_body(outcome: &Outcome) -> Value {
-    let choice = json!({
-        "index": 0,
-        "text": outcome.text(),
-        "logprobs": completion_logprobs(outcome, &outcome.tokens, 0),
-        "finish_reason": outcome.finish_reason,
-    });
-    let mut body = outcome.envelope("text_completion", json!([choice]));
-    body["usage"] = outcome.usage();
-    body
+/// The legacy `logprobs` object, four lists over the same tokens.
+#[derive(Serialize)]
+struct CompletionLogprobs<'a> {
+    text_offset: TextOffsets<'a>,
+    #[serde(serialize_with = "completion_token_logprobs")]
+    token_logprobs: &'a [ScoredToken],
+    #[serde(serialize_with = "completion_tokens")]
+    tokens: &'a [ScoredToken],
+    #[serde(serialize_with = "completion_top_logprobs")]
+    top_logprobs: &'a [ScoredToken],
 }
 
-fn completion_chunks(outcome: &Outcome) -> Vec<Value> {
-    let object = "text_completion";
-    let chunk = |text: &str, logprobs: Value, finish_reason: Value| {
-        outcome.envelope(
-            object,
-            json!([{"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish_reason}]),
-        )
+impl<'a> CompletionLogprobs<'a> {
+    /// `first_offset`: where the first of `tokens` starts in the whole completion.
+    fn new(tokens: &'a [ScoredToken], first_offset: usize) -> CompletionLogprobs<'a> {
+        CompletionLogprobs {
+            text_offset: TextOffsets {
+                tokens,
+                first_offset,
+            },
+            token_logprobs: tokens,
+            tokens,
+            top_logprobs: tokens,
+        }
+    }
+}
+
+/// Where each token starts, in characters from the start of the completion.
+struct TextOffsets<'a> {
+    tokens: &'a [ScoredToken],
+    first_offset: usize,
+}
+
+impl Serialize for TextOffsets<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let starts = self.tokens.iter().scan(self.first_offset, |next, token| {
+            let start = *next;
+            *next += token.text.chars().count();
+            Some(start)
+        });
+        serializer.collect_seq(starts)
+    }
+}
+
+fn completion_token_logprobs<S: Serializer>(
+    tokens: &&[ScoredToken],
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_seq(tokens.iter().map(|token| token.logprob))
+}
+
+fn completion_tokens<S: Serializer>(
+    tokens: &&[ScoredToken],
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_seq(tokens.iter().map(|token| token.text.as_str()))
+}
+
+fn completion_top_logprobs<S: Serializer>(
+    tokens: &&[ScoredToken],
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_seq(tokens.iter().map(|token| TopLogprobMap(&token.top)))
+}
+
+/// One token's alternatives as a `{token: logprob}` object. Keys are written in byte order,
+/// as the sorted maps of earlier versions wrote them; they are distinct by construction.
+struct TopLogprobMap<'a>(&'a [(String, f64)]);
+
+impl Serialize for TopLogprobMap<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut alternatives: Vec<&(String, f64)> = self.0.iter().collect();
+        alternatives.sort_unstable_by(|left, right| left.0.cmp(&right.0));
+        serializer.collect_map(alternatives.iter().map(|pair| (&pair.0, pair.1)))
+    }
+}
+
+fn completion_body<'a>(outcome: &'a Outcome<'_>, text: &'a str) -> impl Serialize + 'a {
+    let choice = CompletionChoice {
+        finish_reason: Some(outcome.finish_reason),
+        index: 0,
+        logprobs: outcome
+            .logprobs_of(&outcome.tokens)
+            .map(|tokens| CompletionLogprobs::new(tokens, 0)),
+        text,
+    };
+    outcome.envelope("text_completion", [choice], Some(outcome.usage()))
+}
+
+fn completion_chunks(outcome: &Outcome<'_>) -> Vec<Chunk> {
+    const OBJECT: &str = "text_completion";
+    let chunk = |text: &str, logprobs: Option<CompletionLogprobs<'_>>, finish_reason| {
+        let choice = CompletionChoice {
+            finish_reason,
+            index: 0,
+            logprobs,
+            text,
+        };
+        chunk_event(&outcome.envelope(OBJECT, [choice], None))
     };
     let mut chunks = Vec::with_capacity(outcome.tokens.len() + 2);
     let mut offset = 0;
     for token in &outcome.tokens {
-        let logprobs = completion_logprobs(outcome, std::slice::from_ref(token), offset);
-        chunks.push(chunk(&token.text, logprobs, Value::Null));
+        let logprobs = outcome
+            .logprobs_of(std::slice::from_ref(token))
+            .map(|tokens| CompletionLogprobs::new(tokens, offset));
+        chunks.push(chunk(&token.text, logprobs, None));
         offset += token.text.chars().count();
     }
-    chunks.push(chunk("", Value::Null, json!(outcome.finish_reason)));
-    push_usage_chunk(outcome, object, &mut chunks);
+    chunks.push(chunk("", None, Some(outcome.finish_reason)));
+    push_usage_chunk(outcome, OBJECT, &mut chunks);
     chunks
-}
-
-/// OpenAI's `stream_options.include_usage`: a last chunk with no choices and the usage.
-fn push_usage_chunk(outcome: &Outcome, object: &str, chunks: &mut Vec<Value>) {
-    if outcome.include_usage {
-        let mut usage_chunk = outcome.envelope(object, json!([]));
-        usage_chunk["usage"] = outcome.usage();
-        chunks.push(usage_chunk);
-    }
 }
 
 #[cfg(test)]
@@ -1318,6 +1597,41 @@ mod tests {
             find_question(&prompt).map(|item| item.target.as_str()),
             Some("Tokyo")
         );
+    }
+
+    #[test]
+    fn question_lookup_agrees_with_a_search_per_item() {
+        // The plain definition: the item whose question occurs last, the later item on a tie.
+        let by_search = |prompt: &str| {
+            sample_items()
+                .iter()
+                .filter_map(|item| prompt.rfind(&item.input).map(|position| (position, item)))
+                .max_by_key(|(position, _)| *position)
+                .map(|(_, item)| item.input.as_str())
+        };
+        let items = sample_items();
+        let mut prompts = vec![
+            String::new(),
+            "Who painted the ceiling?".to_string(),
+            "Ünïcödé What is 17 + 25? ✓".to_string(),
+        ];
+        for (index, item) in items.iter().enumerate() {
+            let other = &items[(index * 7 + 3) % items.len()].input;
+            prompts.push(format!("{}{TEMPLATE}{other}\nAnswer: 1\n\n", item.input));
+            prompts.push(format!(
+                "{other} {} {other}{}",
+                item.input,
+                &item.input[..5]
+            ));
+            prompts.push(format!(
+                "Question: {}\nResponse:\nAnswer: {}",
+                item.input, item.target
+            ));
+        }
+        for prompt in &prompts {
+            let found = find_question(prompt).map(|item| item.input.as_str());
+            assert_eq!(found, by_search(prompt), "{prompt}");
+        }
     }
 
     #[test]
@@ -1629,5 +1943,139 @@ mod tests {
         assert!(metrics.contains("vllm:num_requests_waiting{model_name=\"sim-ckpt-a\"} 0"));
 
         server.abort();
+    }
+
+    #[tokio::test]
+    async fn streamed_chat_has_logprobs_on_token_chunks_only() {
+        let config = SimConfig {
+            latency_ms_min: 0,
+            latency_ms_max: 0,
+            ..SimConfig::demo()
+        };
+        let request = json!({
+            "model": "sim-ckpt-a",
+            "messages": [{"role": "user", "content": format!("{TEMPLATE}What is 7 * 8?")}],
+            "logprobs": true,
+            "top_logprobs": 2,
+            "stream": true,
+            "stream_options": {"include_usage": true},
+        });
+        let state = Arc::new(SimState::new(config));
+        let response = chat_completions(State(state), Bytes::from(request.to_string())).await;
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .expect("a streamed body");
+        let body = String::from_utf8(body.to_vec()).expect("UTF-8 events");
+        let events: Vec<&str> = body
+            .lines()
+            .filter_map(|line| line.strip_prefix("data: "))
+            .collect();
+        assert_eq!(events.last(), Some(&"[DONE]"));
+        let chunks: Vec<Value> = events[..events.len() - 1]
+            .iter()
+            .map(|event| serde_json::from_str(event).expect("a JSON chunk"))
+            .collect();
+
+        let (usage_chunk, chunks) = chunks.split_last().expect("a usage chunk");
+        assert_eq!(usage_chunk["choices"], json!([]));
+        let choices: Vec<&Value> = chunks.iter().map(|chunk| &chunk["choices"][0]).collect();
+        let (opening, rest) = choices.split_first().expect("an opening chunk");
+        let (closing, tokens) = rest.split_last().expect("a closing chunk");
+        assert_eq!(
+            opening["delta"],
+            json!({"role": "assistant", "content": ""})
+        );
+        assert_eq!(opening["logprobs"], Value::Null);
+        assert_eq!(closing["delta"], json!({}));
+        assert_eq!(closing["logprobs"], Value::Null);
+        assert_eq!(closing["finish_reason"], "stop");
+        assert_eq!(
+            usage_chunk["usage"]["completion_tokens"].as_u64(),
+            Some(tokens.len() as u64)
+        );
+        for token in tokens {
+            let entries = token["logprobs"]["content"].as_array().expect("logprobs");
+            assert_eq!(entries.len(), 1);
+            assert_eq!(entries[0]["token"], token["delta"]["content"]);
+            assert_eq!(entries[0]["top_logprobs"].as_array().map(Vec::len), Some(2));
+            assert_eq!(token["finish_reason"], Value::Null);
+        }
+    }
+
+    /// Chat, completions and their streamed forms, with logprobs, over bundled-dataset prompts:
+    /// the request bodies a benchmark run sends.
+    fn benchmark_bodies(format: Format, stream: bool) -> Vec<Bytes> {
+        sample_items()
+            .iter()
+            .enumerate()
+            .map(|(seed, item)| {
+                let prompt = format!("{TEMPLATE}{}", item.input);
+                let body = match format {
+                    Format::Chat => json!({
+                        "model": "sim-ckpt-a",
+                        "messages": [{"role": "user", "content": prompt}],
+                        "logprobs": true,
+                        "top_logprobs": 5,
+                        "seed": seed,
+                        "stream": stream,
+                    }),
+                    Format::Completion => json!({
+                        "model": "sim-ckpt-a",
+                        "prompt": prompt,
+                        "logprobs": 5,
+                        "seed": seed,
+                        "stream": stream,
+                    }),
+                };
+                Bytes::from(body.to_string())
+            })
+            .collect()
+    }
+
+    /// The handler's CPU cost per response, body fully rendered, without the HTTP transport.
+    /// Run in release: `cargo test --release -p arbiter-engine --lib sim -- --ignored --nocapture`.
+    #[tokio::test]
+    #[ignore = "benchmark; run in release"]
+    async fn benchmark_rendering_responses() {
+        const RESPONSES: usize = 20_000;
+        let config = SimConfig {
+            latency_ms_min: 0,
+            latency_ms_max: 0,
+            ..SimConfig::demo()
+        };
+        let state = Arc::new(SimState::new(config));
+        for (label, format, stream) in [
+            ("chat", Format::Chat, false),
+            ("chat, streamed", Format::Chat, true),
+            ("completions", Format::Completion, false),
+            ("completions, streamed", Format::Completion, true),
+        ] {
+            let bodies = benchmark_bodies(format, stream);
+            let mut rendered_bytes = 0;
+            // The first pass warms the allocator and the dataset cache and is not timed.
+            for timed in [false, true] {
+                let started = std::time::Instant::now();
+                for index in 0..RESPONSES {
+                    let body = bodies[index % bodies.len()].clone();
+                    let response = match format {
+                        Format::Chat => chat_completions(State(state.clone()), body).await,
+                        Format::Completion => completions(State(state.clone()), body).await,
+                    };
+                    assert_eq!(response.status(), StatusCode::OK);
+                    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+                        .await
+                        .expect("a rendered body");
+                    rendered_bytes += bytes.len();
+                }
+                if timed {
+                    let per_response = started.elapsed().as_secs_f64() * 1e6 / RESPONSES as f64;
+                    println!(
+                        "sim {label} with top_logprobs 5: {per_response:.2} µs per response \
+                         ({} bytes each)",
+                        rendered_bytes / (2 * RESPONSES)
+                    );
+                }
+            }
+        }
     }
 }

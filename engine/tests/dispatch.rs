@@ -1,11 +1,12 @@
-//! The dispatch path end to end against real HTTP endpoints: a worker answers a launched run
-//! through `arbiter sim`, grades every answer and records it once; an unreachable endpoint ends
-//! the run in a clear error state instead of a hang.
+//! The dispatch path end to end against real HTTP endpoints (`arbiter sim` in-process): runs
+//! complete with every identity graded once, failures are retried and recorded, answers are
+//! cached, an unreachable endpoint ends in a clear error state, and fair share holds.
 
-use arbiter_engine::dispatch::{run_worker, WorkerConfig};
-use arbiter_engine::service::{self, EvalForm};
-use arbiter_engine::sim::{self, SimConfig};
+use arbiter_engine::dispatch::{run_worker, RetryPolicy, WorkerConfig};
+use arbiter_engine::service::{self, CheckpointForm, EvalForm};
+use arbiter_engine::sim::{self, SimConfig, SimFaults};
 use arbiter_engine::store::{Database, RunProgress, Store, PRIORITY_SCHEDULED};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -17,28 +18,51 @@ async fn open_store(directory: &tempfile::TempDir) -> Arc<dyn Store> {
     Database::open(&url).await.expect("store opens").store()
 }
 
-async fn start_sim() -> String {
+async fn start_sim(config: SimConfig) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
-    let mut config = SimConfig::demo();
-    config.latency_ms_min = 1;
-    config.latency_ms_max = 5;
     tokio::spawn(sim::serve(config, listener));
     format!("http://{address}/v1")
 }
 
-/// Uploads the sample, defines a 2-repetition eval and launches it on (endpoint, model).
-async fn launch(store: &dyn Store, endpoint: &str, model: &str) -> i64 {
+fn fast_sim() -> SimConfig {
+    SimConfig {
+        latency_ms_min: 1,
+        latency_ms_max: 5,
+        ..SimConfig::demo()
+    }
+}
+
+/// Registers a checkpoint; `engine_build` changes the fingerprint (and so the cache keys)
+/// without changing what the simulator answers.
+async fn checkpoint(
+    store: &dyn Store,
+    name: &str,
+    endpoint: &str,
+    model: &str,
+    engine_build: &str,
+) -> i64 {
+    let form = CheckpointForm {
+        name: name.into(),
+        endpoint_url: endpoint.into(),
+        model: model.into(),
+        engine_build: engine_build.into(),
+        ..CheckpointForm::default()
+    };
+    service::register_checkpoint(store, &form, None)
+        .await
+        .unwrap()
+}
+
+/// Uploads the sample and defines a 2-repetition eval on it.
+async fn eval(store: &dyn Store, name: &str) -> i64 {
     let revision = service::upload_dataset(store, "qa", "qa.jsonl", SAMPLE, None)
         .await
         .unwrap();
-    let checkpoint = service::register_simple_checkpoint(store, model, endpoint, model, None)
-        .await
-        .unwrap();
-    let eval = service::define_eval(
+    service::define_eval(
         store,
         &EvalForm {
-            name: "qa exact".into(),
+            name: name.into(),
             dataset_id: revision.dataset_id,
             prompt_template: "Question: {input}".into(),
             max_tokens: 64,
@@ -49,39 +73,79 @@ async fn launch(store: &dyn Store, endpoint: &str, model: &str) -> i64 {
         None,
     )
     .await
-    .unwrap();
+    .unwrap()
+}
+
+async fn launch(store: &dyn Store, eval: i64, checkpoint: i64) -> i64 {
     service::launch_run(store, eval, checkpoint, PRIORITY_SCHEDULED, "default", None)
         .await
         .unwrap()
         .run_id
 }
 
-/// Runs a worker until the run completes (or the deadline passes) and returns its progress.
-async fn work_until_complete(store: Arc<dyn Store>, run_id: i64) -> RunProgress {
-    let (stop, shutdown) = watch::channel(false);
-    let mut config = WorkerConfig::named("test-worker");
+fn test_worker(name: &str) -> WorkerConfig {
+    let mut config = WorkerConfig::named(name);
     config.idle_poll = Duration::from_millis(20);
+    config.retry = RetryPolicy {
+        base_backoff: Duration::from_millis(20),
+        attempt_timeout: Duration::from_secs(2),
+        ..RetryPolicy::default()
+    };
+    config
+}
+
+/// Runs a worker until the runs complete (or the deadline passes) and returns their progress.
+async fn work_until_complete(
+    store: Arc<dyn Store>,
+    runs: &[i64],
+    config: WorkerConfig,
+) -> Vec<RunProgress> {
+    let (stop, shutdown) = watch::channel(false);
     let worker = tokio::spawn(run_worker(store.clone(), config, shutdown));
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    let progress = loop {
-        let progress = service::run_progress(store.as_ref(), run_id).await.unwrap();
-        if progress.status == "completed" || tokio::time::Instant::now() > deadline {
-            break progress;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        let mut all = Vec::new();
+        for run in runs {
+            all.push(service::run_progress(store.as_ref(), *run).await.unwrap());
+        }
+        if all.iter().all(|progress| progress.status == "completed")
+            || tokio::time::Instant::now() > deadline
+        {
+            stop.send(true).unwrap();
+            worker.await.unwrap();
+            return all;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    stop.send(true).unwrap();
-    worker.await.unwrap();
-    progress
+    }
+}
+
+/// (case, repetition) → (outcome, output, verdict) of a run.
+async fn results(store: &dyn Store, run: i64) -> HashMap<(String, i64), (String, String, String)> {
+    store
+        .run_outcomes(run)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|row| {
+            (
+                (row.case_id, row.repetition),
+                (row.outcome, row.output, row.verdict),
+            )
+        })
+        .collect()
 }
 
 #[tokio::test]
-async fn a_run_against_the_simulator_completes_with_every_identity_graded_once() {
+async fn a_run_completes_with_every_identity_graded_once_and_reruns_come_from_the_cache() {
     let directory = tempfile::tempdir().unwrap();
     let store = open_store(&directory).await;
-    let endpoint = start_sim().await;
-    let run_id = launch(store.as_ref(), &endpoint, "sim-ckpt-a").await;
-    let progress = work_until_complete(store.clone(), run_id).await;
+    let endpoint = start_sim(fast_sim()).await;
+    let eval_id = eval(store.as_ref(), "qa exact").await;
+    let ckpt = checkpoint(store.as_ref(), "a", &endpoint, "sim-ckpt-a", "").await;
+    let run = launch(store.as_ref(), eval_id, ckpt).await;
+    let progress = work_until_complete(store.clone(), &[run], test_worker("w"))
+        .await
+        .remove(0);
     assert_eq!(progress.status, "completed", "{progress:?}");
     assert_eq!((progress.expected, progress.done), (120, 120));
     assert_eq!(progress.errors, 0);
@@ -91,15 +155,124 @@ async fn a_run_against_the_simulator_completes_with_every_identity_graded_once()
         progress.passed > 60 && progress.failed > 0 && progress.uncertain > 0,
         "{progress:?}"
     );
-    let queue = store.annotation_queue_counts().await.unwrap();
     assert_eq!(
-        queue.open, progress.uncertain,
-        "every uncertain answer waits for a human"
+        store.annotation_queue_counts().await.unwrap().open,
+        progress.uncertain
     );
-    let results = store.run_outcomes(run_id).await.unwrap();
-    assert!(results
+    assert_eq!(progress.from_cache, 0);
+
+    // The same prompts and settings under another eval: answered from the cache at launch.
+    let again = eval(store.as_ref(), "qa exact again").await;
+    let rerun = launch(store.as_ref(), again, ckpt).await;
+    let rerun_progress = service::run_progress(store.as_ref(), rerun).await.unwrap();
+    assert_eq!(
+        rerun_progress.status, "completed",
+        "no worker was needed: {rerun_progress:?}"
+    );
+    assert_eq!(rerun_progress.from_cache, 120);
+    assert_eq!(
+        results(store.as_ref(), rerun).await,
+        results(store.as_ref(), run).await
+    );
+
+    // A changed fingerprint (engine build) shares nothing with the cache.
+    let rebuilt = checkpoint(
+        store.as_ref(),
+        "a-rebuilt",
+        &endpoint,
+        "sim-ckpt-a",
+        "vllm 2",
+    )
+    .await;
+    let fresh = launch(store.as_ref(), eval_id, rebuilt).await;
+    let fresh_progress = service::run_progress(store.as_ref(), fresh).await.unwrap();
+    assert_eq!(
+        (fresh_progress.status.as_str(), fresh_progress.done),
+        ("running", 0)
+    );
+}
+
+#[tokio::test]
+async fn injected_faults_are_retried_and_recorded_without_extra_samples() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = open_store(&directory).await;
+    let clean_endpoint = start_sim(fast_sim()).await;
+    let faulty_endpoint = start_sim(SimConfig {
+        faults: SimFaults {
+            rate_500: 0.10,
+            rate_429: 0.05,
+            rate_timeout: 0.01,
+            rate_malformed: 0.01,
+            rate_truncate: 0.0,
+        },
+        ..fast_sim()
+    })
+    .await;
+    let eval_id = eval(store.as_ref(), "qa exact").await;
+    // Different engine builds keep the two runs from sharing cache entries.
+    let clean = checkpoint(
+        store.as_ref(),
+        "clean",
+        &clean_endpoint,
+        "sim-ckpt-a",
+        "clean",
+    )
+    .await;
+    let faulty = checkpoint(
+        store.as_ref(),
+        "faulty",
+        &faulty_endpoint,
+        "sim-ckpt-a",
+        "faulty",
+    )
+    .await;
+    let clean_run = launch(store.as_ref(), eval_id, clean).await;
+    let faulty_run = launch(store.as_ref(), eval_id, faulty).await;
+    let mut config = test_worker("w");
+    config.retry.max_attempts = 8;
+    let progress = work_until_complete(store.clone(), &[clean_run, faulty_run], config).await;
+    for run in &progress {
+        assert_eq!(run.status, "completed", "{run:?}");
+        assert_eq!(
+            (run.expected, run.done),
+            (120, 120),
+            "exactly one result per identity"
+        );
+    }
+    // Retries reached the same deterministic answers as the fault-free run.
+    assert_eq!(
+        results(store.as_ref(), faulty_run).await,
+        results(store.as_ref(), clean_run).await
+    );
+    let faulty_rows = store.run_outcomes(faulty_run).await.unwrap();
+    assert!(
+        faulty_rows.iter().all(|row| row.outcome == "ok"),
+        "every item ended with its answer"
+    );
+    // Failed attempts are recorded on the identities, with their categories.
+    let logged = faulty_rows
         .iter()
-        .all(|row| row.outcome == "ok" && !row.output.is_empty()));
+        .filter(|row| row.attempt_log.is_some())
+        .count();
+    assert!(
+        logged >= 10,
+        "about 17% of attempts fail, so many identities have a log: {logged}"
+    );
+    let log = faulty_rows
+        .iter()
+        .filter_map(|row| row.attempt_log.clone())
+        .collect::<Vec<_>>()
+        .join(" ");
+    for category in ["server_error", "rate_limited"] {
+        assert!(log.contains(category), "{category} is recorded in: {log}");
+    }
+    assert!(faulty_rows.iter().any(|row| row.attempts > 1));
+    assert!(store
+        .run_outcomes(clean_run)
+        .await
+        .unwrap()
+        .iter()
+        .all(|row| row.attempts == 1));
 }
 
 #[tokio::test]
@@ -112,13 +285,19 @@ async fn an_unreachable_endpoint_ends_the_run_with_errors_not_a_hang() {
         .local_addr()
         .unwrap()
         .port();
-    let run_id = launch(
+    let eval_id = eval(store.as_ref(), "qa exact").await;
+    let ckpt = checkpoint(
         store.as_ref(),
+        "gone",
         &format!("http://127.0.0.1:{port}/v1"),
         "nothing",
+        "",
     )
     .await;
-    let progress = work_until_complete(store.clone(), run_id).await;
+    let run = launch(store.as_ref(), eval_id, ckpt).await;
+    let progress = work_until_complete(store.clone(), &[run], test_worker("w"))
+        .await
+        .remove(0);
     assert_eq!(progress.status, "completed", "{progress:?}");
     assert_eq!(progress.errors, 120);
     assert_eq!(
@@ -126,7 +305,94 @@ async fn an_unreachable_endpoint_ends_the_run_with_errors_not_a_hang() {
         0,
         "errors are never graded"
     );
+    assert_eq!(progress.error_mix, vec![("connect".to_string(), 120)]);
     let error = progress.last_error.expect("the error is explained");
     assert!(error.contains("could not connect"), "{error}");
     assert_eq!(store.annotation_queue_counts().await.unwrap().open, 0);
+    // Errors are never cached: a relaunch under another eval finds nothing to reuse.
+    let again = eval(store.as_ref(), "qa exact again").await;
+    let rerun = launch(store.as_ref(), again, ckpt).await;
+    assert_eq!(
+        service::run_progress(store.as_ref(), rerun)
+            .await
+            .unwrap()
+            .done,
+        0
+    );
+}
+
+#[tokio::test]
+async fn a_fallback_checkpoint_answers_when_the_primary_is_down() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = open_store(&directory).await;
+    let endpoint = start_sim(fast_sim()).await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let eval_id = eval(store.as_ref(), "qa exact").await;
+    checkpoint(store.as_ref(), "backup", &endpoint, "sim-ckpt-b", "").await;
+    let form = CheckpointForm {
+        name: "primary".into(),
+        endpoint_url: format!("http://127.0.0.1:{port}/v1"),
+        model: "sim-ckpt-a".into(),
+        fallback_checkpoint: "backup".into(),
+        ..CheckpointForm::default()
+    };
+    let primary = service::register_checkpoint(store.as_ref(), &form, None)
+        .await
+        .unwrap();
+    let run = launch(store.as_ref(), eval_id, primary).await;
+    let progress = work_until_complete(store.clone(), &[run], test_worker("w"))
+        .await
+        .remove(0);
+    assert_eq!((progress.done, progress.errors), (120, 0), "{progress:?}");
+    let rows = store.run_outcomes(run).await.unwrap();
+    assert!(rows
+        .iter()
+        .all(|row| row.fallback_used && row.model_used.as_deref() == Some("sim-ckpt-b")));
+}
+
+#[tokio::test]
+async fn replicas_share_the_load() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = open_store(&directory).await;
+    let slow = SimConfig {
+        latency_ms_min: 20,
+        latency_ms_max: 30,
+        ..SimConfig::demo()
+    };
+    let first = start_sim(slow.clone()).await;
+    let second = start_sim(slow).await;
+    let eval_id = eval(store.as_ref(), "qa exact").await;
+    let form = CheckpointForm {
+        name: "replicated".into(),
+        endpoint_url: first.clone(),
+        model: "sim-ckpt-a".into(),
+        replica_urls: second.clone(),
+        ..CheckpointForm::default()
+    };
+    let ckpt = service::register_checkpoint(store.as_ref(), &form, None)
+        .await
+        .unwrap();
+    let run = launch(store.as_ref(), eval_id, ckpt).await;
+    let progress = work_until_complete(store.clone(), &[run], test_worker("w"))
+        .await
+        .remove(0);
+    assert_eq!(progress.done, 120);
+    let rows = store.run_outcomes(run).await.unwrap();
+    let on_first = rows
+        .iter()
+        .filter(|row| row.served_by.as_deref() == Some(first.as_str()))
+        .count();
+    let on_second = rows
+        .iter()
+        .filter(|row| row.served_by.as_deref() == Some(second.as_str()))
+        .count();
+    assert_eq!(on_first + on_second, 120);
+    assert!(
+        on_first >= 30 && on_second >= 30,
+        "least outstanding spreads the load: {on_first} / {on_second}"
+    );
 }

@@ -12,7 +12,8 @@ use arbiter_engine::grading::{grade_exact_match, Verdict};
 use arbiter_engine::model_client::{ErrorCategory, Generation, Outcome};
 use arbiter_engine::service::{self, EvalForm, ServiceError};
 use arbiter_engine::store::{
-    now_ms, Database, QueueCounts, RunProgress, Store, StoreError, User, PRIORITY_SCHEDULED,
+    now_ms, Database, FinishedItem, QueueCounts, RunProgress, Store, StoreError, User,
+    PRIORITY_SCHEDULED,
 };
 use sqlx::Connection;
 use std::collections::{HashMap, HashSet};
@@ -53,6 +54,8 @@ stories!(
     concurrent_workers_record_every_item_exactly_once,
     uncertain_answers_go_to_one_annotator_at_a_time,
     comparing_two_checkpoints_finds_the_flips,
+    racing_workers_never_both_commit_one_identity,
+    the_scheduler_sees_only_running_runs_and_claims_longest_first,
 );
 
 const POSTGRES_URL_VARIABLE: &str = "ARBITER_TEST_POSTGRES_URL";
@@ -1155,5 +1158,146 @@ async fn comparing_two_checkpoints_finds_the_flips(store: Arc<dyn Store>) {
     assert!(matches!(
         service::compare(store, base_run, other_run + 1000).await,
         Err(ServiceError::NotFound(_))
+    ));
+}
+
+/// Worker A's lease expires mid-request and worker B takes the same batch; both finish and
+/// commit at the same moment. Exactly one result per identity counts.
+async fn racing_workers_never_both_commit_one_identity(store: Arc<dyn Store>) {
+    let run_id = launch_one_run(store.as_ref(), FIVE_CASES.as_bytes(), 4).await;
+    let first = store.claim_work("worker-a", 100, 0).await.unwrap();
+    assert_eq!(first.len(), 20);
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert_eq!(store.reap_expired_leases().await.unwrap(), 20);
+    let second = store
+        .claim_work("worker-b", 100, LONG_LEASE_MS)
+        .await
+        .unwrap();
+    assert_eq!(
+        sorted(first.clone()),
+        sorted(second.clone()),
+        "the same batch, twice"
+    );
+
+    let finished = |output: &str, ids: &[i64]| -> Vec<FinishedItem> {
+        ids.iter()
+            .map(|&work_item_id| FinishedItem {
+                work_item_id,
+                generation: answered(output),
+                grade: Some(grade_exact_match(output, "2")),
+                generation_key: None,
+                cached_from: None,
+            })
+            .collect()
+    };
+    let batch_a = finished("Answer: 2", &first);
+    let batch_b = finished("Answer: 3", &second);
+    let (a, b) = tokio::join!(
+        {
+            let store = store.clone();
+            async move { store.record_results(&batch_a).await.unwrap() }
+        },
+        {
+            let store = store.clone();
+            async move { store.record_results(&batch_b).await.unwrap() }
+        },
+    );
+    assert_eq!(
+        a.inserted + b.inserted,
+        20,
+        "each identity counted once: {a:?} {b:?}"
+    );
+    let again = store
+        .record_results(&finished("Answer: 4", &first))
+        .await
+        .unwrap();
+    assert_eq!(again.inserted, 0, "a late third commit is a no-op");
+    let rows = store.run_outcomes(run_id).await.unwrap();
+    assert_eq!(rows.len(), 20);
+    assert!(rows
+        .iter()
+        .all(|row| row.output == "Answer: 2" || row.output == "Answer: 3"));
+    let run = progress(store.as_ref(), run_id).await;
+    assert_eq!(
+        (run.done, run.in_flight, run.status.as_str()),
+        (20, 0, "completed")
+    );
+}
+
+/// Paused and cancelled runs hand out nothing; a running run hands out its longest items
+/// first; a resumed run is claimable again.
+async fn the_scheduler_sees_only_running_runs_and_claims_longest_first(store: Arc<dyn Store>) {
+    let lengths = r#"{"id": "short", "input": "Hi?", "target": "x"}
+{"id": "long", "input": "A much longer question that goes on and on and on, well past the others?", "target": "x"}
+{"id": "medium", "input": "A medium-sized question?", "target": "x"}
+"#;
+    let run_id = launch_one_run(store.as_ref(), lengths.as_bytes(), 1).await;
+    assert_eq!(
+        store
+            .active_runs()
+            .await
+            .unwrap()
+            .iter()
+            .map(|run| run.id)
+            .collect::<Vec<_>>(),
+        vec![run_id]
+    );
+
+    service::change_run_state(store.as_ref(), run_id, "pause")
+        .await
+        .unwrap();
+    assert!(store.active_runs().await.unwrap().is_empty());
+    assert!(
+        store
+            .claim_jobs("w", run_id, 10, LONG_LEASE_MS, true)
+            .await
+            .unwrap()
+            .is_empty(),
+        "a worker with a stale list of runs still gets nothing from a paused run"
+    );
+    assert!(
+        store
+            .claim_work("w", 10, LONG_LEASE_MS)
+            .await
+            .unwrap()
+            .is_empty(),
+        "a paused run hands out nothing"
+    );
+    assert!(matches!(
+        service::change_run_state(store.as_ref(), run_id, "pause").await,
+        Err(ServiceError::Conflict(_))
+    ));
+    service::change_run_state(store.as_ref(), run_id, "resume")
+        .await
+        .unwrap();
+
+    let claimed = store
+        .claim_jobs("w", run_id, 2, LONG_LEASE_MS, true)
+        .await
+        .unwrap();
+    let order: Vec<&str> = claimed.iter().map(|job| job.case_id.as_str()).collect();
+    assert_eq!(order, vec!["long", "medium"], "longest expected first");
+    assert!(claimed[0].cost > claimed[1].cost);
+    assert!(claimed.iter().all(|job| job
+        .generation_key
+        .as_ref()
+        .is_some_and(|key| key.len() == 64)));
+
+    service::change_run_state(store.as_ref(), run_id, "cancel")
+        .await
+        .unwrap();
+    assert!(store.active_runs().await.unwrap().is_empty());
+    assert!(
+        store
+            .claim_work("w", 10, LONG_LEASE_MS)
+            .await
+            .unwrap()
+            .is_empty(),
+        "a cancelled run hands out nothing"
+    );
+    assert_eq!(progress(store.as_ref(), run_id).await.status, "cancelled");
+    assert!(matches!(
+        service::change_run_state(store.as_ref(), run_id, "resume").await,
+        Err(ServiceError::Conflict(_))
     ));
 }

@@ -132,7 +132,8 @@ CREATE TABLE work_items (
     CONSTRAINT work_items_identity_key UNIQUE (run_id, revision_id, case_id, checkpoint_id, repetition)
 );
 CREATE INDEX work_items_lease_idx ON work_items (state, lease_expires_at);
-CREATE INDEX work_items_claim_idx ON work_items (run_id, state, cost);
+-- Claims take a run's queued identities longest first: this order, straight from the index.
+CREATE INDEX work_items_claim_idx ON work_items (run_id, state, cost DESC, id);
 
 -- One model answer per result identity (the unique key makes a second commit a no-op).
 CREATE TABLE generations (
@@ -147,6 +148,8 @@ CREATE TABLE generations (
     model_used        TEXT,                    -- the `model` the endpoint reported
     fallback_used     BOOLEAN NOT NULL DEFAULT FALSE,
     from_cache        BOOLEAN NOT NULL DEFAULT FALSE,
+    -- For cache hits: the generation this answer was copied from (its logprobs live there).
+    source_work_item_id BIGINT REFERENCES generations(work_item_id),
     latency_ms        BIGINT  NOT NULL,        -- including retries
     attempts          BIGINT  NOT NULL,        -- HTTP attempts made
     prompt_tokens     BIGINT,
@@ -159,17 +162,12 @@ CREATE TABLE generations (
 CREATE INDEX generations_created_idx ON generations (created_at);
 
 -- Content-addressed generations: key = hash(endpoint fingerprint, rendered prompt, sampling
--- parameters, seed, repetition). An unchanged manifest re-run is answered from here.
+-- parameters, seed, repetition) → the generation that answered it first. An unchanged
+-- manifest re-run is answered from here; answers are stored once, in `generations`.
 CREATE TABLE generation_cache (
-    generation_key    TEXT    PRIMARY KEY,
-    outcome           TEXT    NOT NULL,
-    output            TEXT    NOT NULL,
-    finish_reason     TEXT,
-    prompt_tokens     BIGINT,
-    completion_tokens BIGINT,
-    logprobs_json     TEXT,
-    model_used        TEXT,
-    created_at        BIGINT  NOT NULL
+    generation_key TEXT    PRIMARY KEY,
+    work_item_id   BIGINT  NOT NULL REFERENCES generations(work_item_id),
+    created_at     BIGINT  NOT NULL
 );
 
 -- Live worker processes; heartbeats divide each endpoint's in-flight limit among them.

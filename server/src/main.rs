@@ -43,8 +43,13 @@ enum Command {
     Worker {
         #[arg(long, env = "DATABASE_URL")]
         database_url: String,
-        #[arg(long, default_value_t = 64)]
+        /// Identities kept in flight by this process.
+        #[arg(long, default_value_t = 256)]
         concurrency: usize,
+        /// Seconds a claimed identity stays this worker's without a heartbeat; a killed
+        /// worker's identities go back to the queue after this long.
+        #[arg(long, default_value_t = 60)]
+        lease_seconds: u64,
     },
     /// Serve a simulated OpenAI-compatible endpoint (for tests, benchmarks and the demo).
     Sim {
@@ -69,6 +74,23 @@ enum Command {
         rate_malformed: f64,
         #[arg(long, default_value_t = 0.0)]
         rate_truncate: f64,
+        /// Requests served at once (a GPU server's batch slots); the rest queue.
+        #[arg(long)]
+        max_concurrency: Option<usize>,
+        /// Extra delay per prompt byte, in microseconds (long prompts take longer).
+        #[arg(long, default_value_t = 0)]
+        latency_us_per_prompt_byte: u64,
+    },
+    /// Run a dispatch benchmark against the simulator and print its figures.
+    Bench {
+        #[arg(value_enum)]
+        scenario: server::bench::Scenario,
+        /// Items in the run (each scenario has its own default).
+        #[arg(long)]
+        items: Option<usize>,
+        /// PostgreSQL server URL for the `postgres` scenario (a scratch database is created).
+        #[arg(long, env = "ARBITER_TEST_POSTGRES_URL")]
+        database_url: Option<String>,
     },
     /// Start the demo: fresh SQLite database, simulated checkpoints, demo accounts, two runs.
     Demo {
@@ -136,12 +158,16 @@ async fn main() -> anyhow::Result<()> {
         Command::Worker {
             database_url,
             concurrency,
+            lease_seconds,
         } => {
             let database = open(&database_url).await?;
             let (shutdown_tx, shutdown) = watch::channel(false);
             let worker = tokio::spawn(run_worker(
                 database.store(),
-                worker_config(0, concurrency),
+                WorkerConfig {
+                    lease: std::time::Duration::from_secs(lease_seconds.max(1)),
+                    ..worker_config(0, concurrency)
+                },
                 shutdown,
             ));
             shutdown_signal().await;
@@ -149,6 +175,11 @@ async fn main() -> anyhow::Result<()> {
             worker.await?;
             Ok(())
         }
+        Command::Bench {
+            scenario,
+            items,
+            database_url,
+        } => server::bench::run(scenario, items, database_url).await,
         Command::Sim {
             addr,
             models,
@@ -159,6 +190,8 @@ async fn main() -> anyhow::Result<()> {
             rate_timeout,
             rate_malformed,
             rate_truncate,
+            max_concurrency,
+            latency_us_per_prompt_byte,
         } => {
             let mut config = SimConfig::demo();
             if !models.is_empty() {
@@ -176,6 +209,8 @@ async fn main() -> anyhow::Result<()> {
                 rate_malformed,
                 rate_truncate,
             };
+            config.max_concurrency = max_concurrency;
+            config.latency_us_per_prompt_byte = latency_us_per_prompt_byte;
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
                 .with_context(|| format!("cannot listen on {addr}"))?;

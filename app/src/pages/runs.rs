@@ -218,6 +218,7 @@ fn Results(results: Vec<ResultView>) -> impl IntoView {
                 {results.into_iter().map(|result| {
                     let verdict_class = format!("verdict verdict-{}", result.verdict);
                     let detail = result.error.clone().unwrap_or(result.reason.clone());
+                    let telemetry = result.telemetry();
                     view! {
                         <tr>
                             <td><code>{result.case_id}</code></td>
@@ -225,7 +226,7 @@ fn Results(results: Vec<ResultView>) -> impl IntoView {
                             <td>{result.input}</td>
                             <td>{result.target}</td>
                             <td><pre class="output">{result.output}</pre></td>
-                            <td>{result.outcome}</td>
+                            <td>{result.outcome} <br/><span class="hint">{telemetry}</span></td>
                             <td><span class=verdict_class title=detail>{result.verdict}</span></td>
                         </tr>
                     }

@@ -1,8 +1,9 @@
 //! Load control for one endpoint: how many requests (and tokens) this worker may have in
 //! flight there right now.
 //!
-//! Additive increase, multiplicative decrease: the limit grows by about one request per
-//! round of successes and halves on overload (a 429, or a queue building up on the server as
+//! Slow start, then additive increase and multiplicative decrease, as in TCP: the limit
+//! doubles every round of successes until the first sign of overload, then grows by about one
+//! request per round and halves on overload (a 429, or a queue building up on the server as
 //! its `/metrics` report), and new requests wait out a `Retry-After`. The ceiling is this
 //! worker's share of the endpoint's configured limit, so all workers together stay under it.
 
@@ -27,6 +28,8 @@ struct State {
     last_decrease: Option<Instant>,
     /// Set while the server reports requests waiting: hold the limit instead of growing.
     server_queue_building: bool,
+    /// Until the first overload signal, each success adds a whole slot (doubling per round).
+    slow_start: bool,
 }
 
 /// Shared by every request this worker sends to one endpoint.
@@ -67,6 +70,7 @@ impl Limiter {
                 paused_until: None,
                 last_decrease: None,
                 server_queue_building: false,
+                slow_start: true,
             }),
             released: Notify::new(),
         }
@@ -124,7 +128,12 @@ impl Limiter {
                 false
             } else {
                 let before = state.limit.floor();
-                state.limit = (state.limit + 1.0 / state.limit).min(state.ceiling);
+                let step = if state.slow_start {
+                    1.0
+                } else {
+                    1.0 / state.limit
+                };
+                state.limit = (state.limit + step).min(state.ceiling);
                 state.limit.floor() > before
             }
         };
@@ -137,6 +146,7 @@ impl Limiter {
     pub fn on_overload(&self, retry_after: Option<Duration>) {
         let mut state = self.lock();
         let now = Instant::now();
+        state.slow_start = false;
         if state
             .last_decrease
             .is_none_or(|last| now - last >= DECREASE_SPACING)
@@ -160,6 +170,9 @@ impl Limiter {
         let mut state = self.lock();
         let tolerated = (running * 0.05).max(2.0);
         state.server_queue_building = waiting > 0.0;
+        if waiting > 0.0 {
+            state.slow_start = false;
+        }
         if waiting > tolerated {
             state.limit = (state.limit * 0.9).max(1.0);
         }
@@ -221,17 +234,24 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn grows_while_healthy_and_halves_on_overload() {
+    async fn doubles_per_round_until_overload_then_grows_by_one_per_round() {
         let limiter = Limiter::new(1000, None);
+        assert_eq!(limiter.limit(), 32);
+        for _ in 0..32 {
+            limiter.on_success();
+        }
+        assert_eq!(limiter.limit(), 64, "slow start doubles per round");
+        limiter.on_overload(None);
         assert_eq!(limiter.limit(), 32);
         for _ in 0..32 * 10 {
             limiter.on_success();
         }
+        let grown = limiter.limit();
         assert!(
-            limiter.limit() >= 40,
-            "about +1 per round: {}",
-            limiter.limit()
+            (38..=43).contains(&grown),
+            "about +1 per round after overload: {grown}"
         );
+        tokio::time::sleep(DECREASE_SPACING).await;
         let before = limiter.limit();
         limiter.on_overload(None);
         assert_eq!(limiter.limit(), before / 2);

@@ -46,6 +46,9 @@ pub struct WorkerConfig {
     /// Sleep between claims when there is nothing to do.
     pub idle_poll: Duration,
     pub retry: RetryPolicy,
+    /// Claim the longest expected identities first (the default); false claims in creation
+    /// order, for comparison in the long-tail benchmark.
+    pub longest_first: bool,
 }
 
 impl WorkerConfig {
@@ -58,6 +61,7 @@ impl WorkerConfig {
             lease: Duration::from_secs(60),
             idle_poll: Duration::from_millis(200),
             retry: RetryPolicy::default(),
+            longest_first: true,
         }
     }
 }
@@ -83,8 +87,8 @@ impl RunSpec {
 
 /// Answers and grades one identity. Errors are outcomes, never graded.
 async fn answer(job: ClaimedJob, spec: &RunSpec, pool: &Arc<EndpointPool>) -> FinishedItem {
-    let (generation, from_cache) = match &job.cached {
-        Some(cached) => (cached.to_generation(), true),
+    let (generation, cached_from) = match &job.cached {
+        Some(cached) => (cached.to_generation(), Some(cached.source_work_item_id)),
         None => {
             let settings = &spec.manifest.eval.generation;
             let prompt = render_prompt(&spec.manifest.eval.prompt_template, &job.input);
@@ -96,7 +100,7 @@ async fn answer(job: ClaimedJob, spec: &RunSpec, pool: &Arc<EndpointPool>) -> Fi
                 temperature: settings.temperature,
                 seed: seed_for(settings, job.repetition),
             };
-            (pool.generate(&spec.target, &request, cost).await, false)
+            (pool.generate(&spec.target, &request, cost).await, None)
         }
     };
     let grade = (!generation.outcome.is_error())
@@ -106,7 +110,7 @@ async fn answer(job: ClaimedJob, spec: &RunSpec, pool: &Arc<EndpointPool>) -> Fi
         generation,
         grade,
         generation_key: job.generation_key,
-        from_cache,
+        cached_from,
     }
 }
 
@@ -220,6 +224,7 @@ pub async fn run_worker(
         heartbeat_shutdown,
     ));
     let lease_ms = i64::try_from(config.lease.as_millis()).unwrap_or(i64::MAX);
+    let min_claim = (config.max_in_flight / 8).clamp(1, (config.claim_batch / 2).max(1)) as u32;
     let mut state = ClaimState {
         specs: HashMap::new(),
         active: Vec::new(),
@@ -228,31 +233,34 @@ pub async fn run_worker(
     };
 
     while !*shutdown.borrow() {
-        // Wait for at least one free slot, then see how many there are.
-        let first_slot = tokio::select! {
-            permit = slots.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
+        // Wait until a useful batch of slots is free (claims are transactions: a claim per
+        // freed slot would cost more than the work), then claim as many as are free.
+        let mut slots_held = tokio::select! {
+            permits = slots.clone().acquire_many_owned(min_claim) => permits.expect("the semaphore is never closed"),
             _ = shutdown.changed() => break,
         };
-        let free = (slots.available_permits() + 1).min(config.claim_batch);
+        let extra = slots
+            .available_permits()
+            .min(config.claim_batch.saturating_sub(min_claim as usize));
+        if extra > 0 {
+            if let Ok(more) = slots.clone().try_acquire_many_owned(extra as u32) {
+                slots_held.merge(more);
+            }
+        }
+        let free = slots_held.num_permits();
         let claimed = claim(&store, &config, &mut state, &in_flight, free, lease_ms).await;
         if claimed.is_empty() {
-            drop(first_slot);
+            drop(slots_held);
             tokio::select! {
                 _ = tokio::time::sleep(config.idle_poll) => {}
                 _ = shutdown.changed() => {}
             }
             continue;
         }
-        let mut first_slot = Some(first_slot);
         for job in claimed {
-            let permit = match first_slot.take() {
-                Some(permit) => permit,
-                None => slots
-                    .clone()
-                    .acquire_owned()
-                    .await
-                    .expect("the semaphore is never closed"),
-            };
+            let permit = slots_held
+                .split(1)
+                .expect("one slot was taken for each claimed identity");
             let Some(spec) = state.specs.get(&job.run_id).cloned() else {
                 continue;
             };
@@ -271,6 +279,8 @@ pub async fn run_worker(
                 drop(permit);
             });
         }
+        // Slots left over (fewer identities than slots) go back now.
+        drop(slots_held);
     }
 
     // Drain: every slot back means every identity has been handed to the committer.
@@ -341,7 +351,13 @@ async fn claim(
             }
         }
         match store
-            .claim_jobs(&config.worker_id, run_id, quota as i64, lease_ms)
+            .claim_jobs(
+                &config.worker_id,
+                run_id,
+                quota as i64,
+                lease_ms,
+                config.longest_first,
+            )
             .await
         {
             Ok(jobs) => {

@@ -136,14 +136,16 @@ pub trait Store: Send + Sync + 'static {
     // The work queue.
     /// Runs whose identities may be claimed now (status `running`).
     async fn active_runs(&self) -> StoreResult<Vec<ActiveRun>>;
-    /// Leases up to `limit` queued identities of one run to `worker`, longest expected first,
-    /// with everything needed to answer them (and their cached generation, if any).
+    /// Leases up to `limit` queued identities of one run to `worker` (longest expected first,
+    /// or in creation order when `longest_first` is false), with everything needed to answer
+    /// them (and their cached generation, if any).
     async fn claim_jobs(
         &self,
         worker: &str,
         run_id: i64,
         limit: i64,
         lease_ms: i64,
+        longest_first: bool,
     ) -> StoreResult<Vec<ClaimedJob>>;
     /// Leases up to `limit` queued identities of any running run (tests and tools).
     async fn claim_work(&self, worker: &str, limit: i64, lease_ms: i64) -> StoreResult<Vec<i64>>;
@@ -165,7 +167,7 @@ pub trait Store: Send + Sync + 'static {
                 generation: generation.clone(),
                 grade: grade.cloned(),
                 generation_key: None,
-                from_cache: false,
+                cached_from: None,
             }])
             .await?;
         Ok(outcome.inserted == 1)

@@ -20,7 +20,7 @@ macro_rules! sql_store {
         use $crate::dataset::{DatasetItem, ParsedDataset};
         use $crate::grading::{Grade, Verdict};
         use $crate::manifest::Manifest;
-        use $crate::model_client::{Generation, Outcome};
+        use $crate::model_client::Outcome;
         use $crate::store::{
             now_ms, ActiveRun, AnnotationTask, CachedGeneration, Checkpoint, ClaimedJob, DatasetRevision,
             DatasetSummary, EndpointLimits, EvalSummary, FinishedItem, Job, LaunchedRun, ManifestInputs,
@@ -98,7 +98,10 @@ macro_rules! sql_store {
         // newest grade, so a human label supersedes the automatic one.
         const RESULT_SELECT: &str = "SELECT w.case_id, w.repetition, i.category, i.input, i.target, \
             COALESCE(g.output, '') AS output, COALESCE(g.outcome, 'pending') AS outcome, \
-            COALESCE(w.verdict, 'pending') AS verdict, g.error, \
+            COALESCE(w.verdict, 'pending') AS verdict, g.error, g.error_category, \
+            COALESCE(g.attempts, 0) AS attempts, g.attempt_log, COALESCE(g.latency_ms, 0) AS latency_ms, \
+            g.served_by, g.model_used, COALESCE(g.fallback_used, FALSE) AS fallback_used, \
+            COALESCE(g.from_cache, FALSE) AS from_cache, \
             COALESCE((SELECT gr.reason FROM grades gr WHERE gr.work_item_id = w.id \
                       ORDER BY gr.id DESC LIMIT 1), '') AS grade_reason \
             FROM work_items w \
@@ -118,6 +121,14 @@ macro_rules! sql_store {
                 verdict: row.try_get("verdict")?,
                 grade_reason: row.try_get("grade_reason")?,
                 error: row.try_get("error")?,
+                error_category: row.try_get("error_category")?,
+                attempts: row.try_get("attempts")?,
+                attempt_log: row.try_get("attempt_log")?,
+                latency_ms: row.try_get("latency_ms")?,
+                served_by: row.try_get("served_by")?,
+                model_used: row.try_get("model_used")?,
+                fallback_used: row.try_get("fallback_used")?,
+                from_cache: row.try_get("from_cache")?,
             })
         }
 
@@ -559,7 +570,7 @@ macro_rules! sql_store {
                     );
                     insert.push_values(chunk, |mut row, identity| {
                         let (state, verdict) = match &identity.cached {
-                            Some((_, grade)) => ("done", Some(grade.verdict.as_str())),
+                            Some(hit) => ("done", Some(hit.grade.verdict.as_str())),
                             None => ("queued", None),
                         };
                         row.push_bind(run_id)
@@ -583,18 +594,19 @@ macro_rules! sql_store {
                     let finished: Vec<FinishedItem> = chunk
                         .iter()
                         .filter_map(|identity| {
-                            let (generation, grade) = identity.cached.as_ref()?;
+                            let hit = identity.cached.as_ref()?;
                             let id = by_identity.get(&(identity.planned.case_id.as_str(), identity.planned.repetition))?;
                             Some(FinishedItem {
                                 work_item_id: *id,
-                                generation: generation.clone(),
-                                grade: Some(grade.clone()),
+                                generation: hit.generation.clone(),
+                                grade: Some(hit.grade.clone()),
                                 generation_key: None,
-                                from_cache: true,
+                                cached_from: Some(hit.source_work_item_id),
                             })
                         })
                         .collect();
-                    insert_results(&mut tx, &finished, now).await?;
+                    // These identities were inserted finished; only their answers are missing.
+                    insert_results(&mut tx, &finished, now, false).await?;
                 }
                 tx.commit().await?;
                 Ok(())
@@ -780,12 +792,14 @@ macro_rules! sql_store {
                 let mut found = Vec::new();
                 for chunk in keys.chunks(super::sql::KEY_LOOKUP_BATCH) {
                     let mut select = sqlx::QueryBuilder::<$db>::new(
-                        "SELECT generation_key, outcome, output, finish_reason, prompt_tokens, completion_tokens, logprobs_json, model_used \
-                         FROM generation_cache WHERE generation_key IN (",
+                        "SELECT c.generation_key, c.work_item_id AS source_work_item_id, g.outcome, g.output, g.finish_reason, \
+                         g.prompt_tokens, g.completion_tokens, g.model_used \
+                         FROM generation_cache c JOIN generations g ON g.work_item_id = c.work_item_id \
+                         WHERE c.generation_key IN (",
                     );
                     let mut list = select.separated(", ");
                     for key in chunk {
-                        list.push_bind(key.clone());
+                        list.push_bind(key.as_str());
                     }
                     list.push_unseparated(")");
                     for row in select.build().fetch_all(&self.pool).await? {
@@ -823,32 +837,43 @@ macro_rules! sql_store {
                     .collect())
             }
 
-            async fn claim_jobs(&self, worker: &str, run_id: i64, limit: i64, lease_ms: i64) -> StoreResult<Vec<ClaimedJob>> {
+            async fn claim_jobs(
+                &self,
+                worker: &str,
+                run_id: i64,
+                limit: i64,
+                lease_ms: i64,
+                longest_first: bool,
+            ) -> StoreResult<Vec<ClaimedJob>> {
                 let now = now_ms();
-                let mut tx = self.pool.begin_with($begin).await?;
                 // Longest expected first, so the long tail overlaps the bulk.
-                let ids: Vec<i64> = sqlx::query_scalar(concat!(
+                let order = if longest_first { "cost DESC, id" } else { "id" };
+                let claim = format!(
                     "UPDATE work_items SET state = 'leased', lease_owner = $1, lease_expires_at = $2, attempts = attempts + 1 \
                      WHERE id IN (SELECT id FROM work_items WHERE run_id = $3 AND state = 'queued' \
-                                  ORDER BY cost DESC, id LIMIT $4 ",
-                    $skip_locked,
-                    ") RETURNING id"
-                ))
-                .bind(worker)
-                .bind(now + lease_ms)
-                .bind(run_id)
-                .bind(limit)
-                .fetch_all(&mut *tx)
-                .await?;
+                                  AND EXISTS (SELECT 1 FROM runs WHERE id = $3 AND status = 'running') \
+                                  ORDER BY {order} LIMIT $4 {}) RETURNING id",
+                    $skip_locked
+                );
+                let mut tx = self.pool.begin_with($begin).await?;
+                let ids: Vec<i64> = sqlx::query_scalar(&claim)
+                    .bind(worker)
+                    .bind(now + lease_ms)
+                    .bind(run_id)
+                    .bind(limit)
+                    .fetch_all(&mut *tx)
+                    .await?;
                 if ids.is_empty() {
                     tx.commit().await?;
                     return Ok(Vec::new());
                 }
                 let mut select = sqlx::QueryBuilder::<$db>::new(
                     "SELECT w.id, w.run_id, w.case_id, w.repetition, w.cost, w.generation_key, i.input, i.target, \
-                     c.outcome, c.output, c.finish_reason, c.prompt_tokens, c.completion_tokens, c.logprobs_json, c.model_used \
+                     c.work_item_id AS source_work_item_id, g.outcome, g.output, g.finish_reason, g.prompt_tokens, \
+                     g.completion_tokens, g.model_used \
                      FROM work_items w JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
-                     LEFT JOIN generation_cache c ON c.generation_key = w.generation_key WHERE w.id IN (",
+                     LEFT JOIN generation_cache c ON c.generation_key = w.generation_key \
+                     LEFT JOIN generations g ON g.work_item_id = c.work_item_id WHERE w.id IN (",
                 );
                 let mut list = select.separated(", ");
                 for id in &ids {
@@ -937,7 +962,7 @@ macro_rules! sql_store {
                 let mut tx = self.pool.begin_with($begin).await?;
                 let mut outcome = RecordOutcome::default();
                 for chunk in finished.chunks(super::sql::RESULT_INSERT_BATCH) {
-                    let recorded = insert_results(&mut tx, chunk, now_ms()).await?;
+                    let recorded = insert_results(&mut tx, chunk, now_ms(), true).await?;
                     outcome.inserted += recorded.inserted;
                     for run in recorded.runs {
                         if !outcome.runs.contains(&run) {
@@ -1161,13 +1186,13 @@ macro_rules! sql_store {
         fn cached_from_row(row: &<$db as sqlx::Database>::Row) -> Result<CachedGeneration, sqlx::Error> {
             let outcome: String = row.try_get("outcome")?;
             Ok(CachedGeneration {
+                source_work_item_id: row.try_get("source_work_item_id")?,
                 outcome: Outcome::parse(&outcome)
                     .ok_or_else(|| sqlx::Error::Decode(format!("unknown outcome `{outcome}`").into()))?,
                 output: row.try_get("output")?,
                 finish_reason: row.try_get("finish_reason")?,
                 prompt_tokens: row.try_get("prompt_tokens")?,
                 completion_tokens: row.try_get("completion_tokens")?,
-                logprobs_json: row.try_get("logprobs_json")?,
                 model_used: row.try_get("model_used")?,
             })
         }
@@ -1179,33 +1204,35 @@ macro_rules! sql_store {
             tx: &mut sqlx::Transaction<'_, $db>,
             finished: &[FinishedItem],
             now: i64,
+            finish_work_items: bool,
         ) -> Result<RecordOutcome, sqlx::Error> {
             if finished.is_empty() {
                 return Ok(RecordOutcome::default());
             }
             let mut insert = sqlx::QueryBuilder::<$db>::new(
                 "INSERT INTO generations (work_item_id, outcome, output, finish_reason, error, error_category, attempt_log, \
-                 served_by, model_used, fallback_used, from_cache, latency_ms, attempts, prompt_tokens, completion_tokens, \
-                 logprobs_json, created_at) ",
+                 served_by, model_used, fallback_used, from_cache, source_work_item_id, latency_ms, attempts, prompt_tokens, \
+                 completion_tokens, logprobs_json, created_at) ",
             );
             insert.push_values(finished, |mut row, item| {
                 let generation = &item.generation;
                 row.push_bind(item.work_item_id)
                     .push_bind(generation.outcome.as_str())
-                    .push_bind(generation.output.clone())
-                    .push_bind(generation.finish_reason.clone())
-                    .push_bind(generation.error.clone())
+                    .push_bind(generation.output.as_str())
+                    .push_bind(generation.finish_reason.as_deref())
+                    .push_bind(generation.error.as_deref())
                     .push_bind(generation.error_category.map(|category| category.as_str()))
-                    .push_bind(generation.attempt_log.clone())
-                    .push_bind(generation.served_by.clone())
-                    .push_bind(generation.model_used.clone())
+                    .push_bind(generation.attempt_log.as_deref())
+                    .push_bind(generation.served_by.as_deref())
+                    .push_bind(generation.model_used.as_deref())
                     .push_bind(generation.fallback_used)
-                    .push_bind(item.from_cache)
+                    .push_bind(item.cached_from.is_some())
+                    .push_bind(item.cached_from)
                     .push_bind(generation.latency_ms)
                     .push_bind(generation.attempts)
                     .push_bind(generation.prompt_tokens)
                     .push_bind(generation.completion_tokens)
-                    .push_bind(generation.logprobs_json.clone())
+                    .push_bind(generation.logprobs_json.as_deref())
                     .push_bind(now);
             });
             insert.push(" ON CONFLICT (work_item_id) DO NOTHING RETURNING work_item_id");
@@ -1227,10 +1254,10 @@ macro_rules! sql_store {
                 );
                 grades.push_values(&graded, |mut row, (item, grade)| {
                     row.push_bind(item.work_item_id)
-                        .push_bind(grade.grader.clone())
+                        .push_bind(grade.grader.as_str())
                         .push_bind(grade.verdict.as_str())
-                        .push_bind(grade.extracted_answer.clone())
-                        .push_bind(grade.reason.clone())
+                        .push_bind(grade.extracted_answer.as_deref())
+                        .push_bind(grade.reason.as_str())
                         .push_bind(now);
                 });
                 grades.build().execute(&mut **tx).await?;
@@ -1238,7 +1265,8 @@ macro_rules! sql_store {
 
             // One UPDATE per verdict keeps the statement count constant per batch.
             let mut runs: Vec<i64> = Vec::new();
-            for verdict in ["pass", "fail", "uncertain", "error"] {
+            let verdicts: &[&str] = if finish_work_items { &["pass", "fail", "uncertain", "error"] } else { &[] };
+            for &verdict in verdicts {
                 let ids: Vec<i64> = recorded
                     .iter()
                     .filter(|item| item.grade.as_ref().map_or("error", |grade| grade.verdict.as_str()) == verdict)
@@ -1274,7 +1302,7 @@ macro_rules! sql_store {
                 );
                 tasks.push_values(&uncertain, |mut row, (item, grade)| {
                     row.push_bind(item.work_item_id)
-                        .push_bind(grade.reason.clone())
+                        .push_bind(grade.reason.as_str())
                         .push_bind("open")
                         .push_bind(now);
                 });
@@ -1282,27 +1310,18 @@ macro_rules! sql_store {
                 tasks.build().execute(&mut **tx).await?;
             }
 
-            // Answers (never errors) enter the content-addressed cache.
-            let cacheable: Vec<(&str, &Generation)> = recorded
+            // Answers (never errors) enter the content-addressed cache, by reference.
+            let cacheable: Vec<(&str, i64)> = recorded
                 .iter()
-                .filter(|item| !item.from_cache && !item.generation.outcome.is_error())
-                .filter_map(|item| item.generation_key.as_deref().map(|key| (key, &item.generation)))
+                .filter(|item| item.cached_from.is_none() && !item.generation.outcome.is_error())
+                .filter_map(|item| item.generation_key.as_deref().map(|key| (key, item.work_item_id)))
                 .collect();
             if !cacheable.is_empty() {
                 let mut cache = sqlx::QueryBuilder::<$db>::new(
-                    "INSERT INTO generation_cache (generation_key, outcome, output, finish_reason, prompt_tokens, \
-                     completion_tokens, logprobs_json, model_used, created_at) ",
+                    "INSERT INTO generation_cache (generation_key, work_item_id, created_at) ",
                 );
-                cache.push_values(&cacheable, |mut row, (key, generation)| {
-                    row.push_bind(key.to_string())
-                        .push_bind(generation.outcome.as_str())
-                        .push_bind(generation.output.clone())
-                        .push_bind(generation.finish_reason.clone())
-                        .push_bind(generation.prompt_tokens)
-                        .push_bind(generation.completion_tokens)
-                        .push_bind(generation.logprobs_json.clone())
-                        .push_bind(generation.model_used.clone())
-                        .push_bind(now);
+                cache.push_values(&cacheable, |mut row, (key, work_item_id)| {
+                    row.push_bind(*key).push_bind(*work_item_id).push_bind(now);
                 });
                 cache.push(" ON CONFLICT (generation_key) DO NOTHING");
                 cache.build().execute(&mut **tx).await?;

@@ -1,6 +1,8 @@
 //! The embedded SQLite backend: one file in WAL mode, in-process workers.
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -14,11 +16,22 @@ impl SqliteStore {
         let options = SqliteConnectOptions::from_str(url)?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
+            // In WAL mode NORMAL never corrupts the database and loses nothing on a process
+            // crash; only an OS crash can drop the last commits. FULL would sync every commit.
+            .synchronous(SqliteSynchronous::Normal)
+            // Reads through a memory map instead of read(2) copies, and a larger page cache
+            // per connection: the work queue is read far more often than it is written.
+            .pragma("mmap_size", "268435456")
+            .pragma("cache_size", "-32000")
+            .pragma("temp_store", "memory")
             .foreign_keys(true)
             // Writers queue behind each other instead of failing: SQLite has one writer at a time.
             .busy_timeout(Duration::from_secs(30));
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
+            // Connections are cheap to keep and costly to reopen (page cache, memory map).
+            .idle_timeout(None)
+            .max_lifetime(None)
             .connect_with(options)
             .await?;
         sqlx::migrate!("../migrations/sqlite").run(&pool).await?;

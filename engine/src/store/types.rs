@@ -147,18 +147,27 @@ pub struct LaunchedRun {
 #[derive(Clone, Debug)]
 pub struct NewIdentity {
     pub planned: PlannedIdentity,
-    pub cached: Option<(Generation, Grade)>,
+    pub cached: Option<CacheHit>,
 }
 
-/// A generation stored under its content hash.
+/// A cached answer for a new identity, already graded.
+#[derive(Clone, Debug)]
+pub struct CacheHit {
+    pub source_work_item_id: i64,
+    pub generation: Generation,
+    pub grade: Grade,
+}
+
+/// A generation found under its content hash. Its logprobs stay with the source generation
+/// (`source_work_item_id`) rather than being copied into every run that reuses it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CachedGeneration {
+    pub source_work_item_id: i64,
     pub outcome: Outcome,
     pub output: String,
     pub finish_reason: Option<String>,
     pub prompt_tokens: Option<i64>,
     pub completion_tokens: Option<i64>,
-    pub logprobs_json: Option<String>,
     pub model_used: Option<String>,
 }
 
@@ -171,7 +180,6 @@ impl CachedGeneration {
             finish_reason: self.finish_reason.clone(),
             prompt_tokens: self.prompt_tokens,
             completion_tokens: self.completion_tokens,
-            logprobs_json: self.logprobs_json.clone(),
             model_used: self.model_used.clone(),
             ..Generation::default()
         }
@@ -208,7 +216,8 @@ pub struct FinishedItem {
     pub grade: Option<Grade>,
     /// Where to cache the generation (answers only; errors are never cached).
     pub generation_key: Option<String>,
-    pub from_cache: bool,
+    /// The generation this answer was copied from, when it came from the cache.
+    pub cached_from: Option<i64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -267,7 +276,7 @@ pub struct RunProgress {
 }
 
 /// One result identity with its answer and current verdict.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ResultRow {
     pub case_id: String,
     pub repetition: i64,
@@ -279,6 +288,16 @@ pub struct ResultRow {
     pub verdict: String,
     pub grade_reason: String,
     pub error: Option<String>,
+    pub error_category: Option<String>,
+    /// HTTP attempts made for this identity (0 when answered from the cache).
+    pub attempts: i64,
+    /// Failed attempts before the final one (JSON), when there were any.
+    pub attempt_log: Option<String>,
+    pub latency_ms: i64,
+    pub served_by: Option<String>,
+    pub model_used: Option<String>,
+    pub fallback_used: bool,
+    pub from_cache: bool,
 }
 
 /// What a worker needs to run one result identity.

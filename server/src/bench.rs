@@ -1,0 +1,495 @@
+//! `arbiter bench`: the dispatch benchmarks, each printing its figures.
+//!
+//! Every scenario drives the real pipeline (launch, streaming expansion, workers, the model
+//! client, grading, batched commits) against `arbiter sim` started as a separate process, so
+//! the CPU time reported is Arbiter's own. Build with `--release` for meaningful numbers.
+
+use anyhow::{bail, Context};
+use arbiter_engine::dispatch::{run_worker, WorkerConfig};
+use arbiter_engine::service::{self, CheckpointForm, EvalForm};
+use arbiter_engine::store::{Database, Store, PRIORITY_SCHEDULED};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// One benchmark; `all` runs those that need nothing but this machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scenario {
+    /// Zero-latency simulator, SQLite: Arbiter's own cost per item; then the unchanged
+    /// manifest's re-run, served from the cache.
+    Overhead,
+    /// 256 server slots at 100 ms per request: how close to 2,560 requests/s.
+    Saturation,
+    /// 1% of items 30 times longer: makespan against its lower bound, longest-first vs FIFO.
+    LongTail,
+    /// A 1,000,000-item run: the process's peak resident memory.
+    Memory,
+    /// Three `arbiter worker` processes sharing one PostgreSQL.
+    Postgres,
+    /// Overhead (with re-run), saturation and long tail.
+    All,
+}
+
+/// A simulator child process, killed when dropped.
+struct Sim {
+    child: Child,
+    base_url: String,
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// Starts `arbiter sim` with `args` and waits until it answers.
+async fn start_sim(args: &[&str]) -> anyhow::Result<Sim> {
+    let port = free_port()?;
+    let address = format!("127.0.0.1:{port}");
+    let child = Command::new(std::env::current_exe()?)
+        .args(["sim", "--addr", &address, "--model", "bench:1.0"])
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()
+        .context("cannot start arbiter sim")?;
+    let sim = Sim {
+        child,
+        base_url: format!("http://{address}/v1"),
+    };
+    let client = reqwest::Client::new();
+    for _ in 0..100 {
+        if client
+            .get(format!("http://{address}/health"))
+            .send()
+            .await
+            .is_ok()
+        {
+            return Ok(sim);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    bail!("arbiter sim did not start on {address}")
+}
+
+/// Requests the simulator has received so far.
+async fn sim_requests(sim: &Sim) -> anyhow::Result<u64> {
+    let metrics = reqwest::get(format!("{}/metrics", sim.base_url.trim_end_matches("/v1")))
+        .await?
+        .text()
+        .await?;
+    arbiter_engine::dispatch::prometheus_sum(&metrics, "arbiter_sim_requests_total")
+        .map(|total| total as u64)
+        .context("the simulator reports no request counter")
+}
+
+/// A synthetic dataset: arithmetic questions, a `long_every`-th of them padded `long_factor`
+/// times longer (0 for none).
+fn dataset(items: usize, long_every: usize, long_factor: usize) -> Vec<u8> {
+    let mut jsonl = Vec::with_capacity(items * 80);
+    for index in 0..items {
+        let mut input = format!("Question {index}: what is {} + {}?", index % 97, index % 89);
+        if long_every > 0 && index % long_every == long_every / 2 {
+            input = format!(
+                "{} {input}",
+                "Consider the following carefully.".repeat(long_factor)
+            );
+        }
+        let line = serde_json::json!({"id": format!("case-{index:07}"), "input": input, "target": (index % 97 + index % 89).to_string()});
+        jsonl.extend_from_slice(line.to_string().as_bytes());
+        jsonl.push(b'\n');
+    }
+    jsonl
+}
+
+/// CPU seconds this process has used (user + system, all threads).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may contain spaces) start after the last ')'.
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    let ticks = |index: usize| {
+        fields
+            .get(index)
+            .and_then(|value| value.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are fields 14 and 15 of the whole line; clock ticks are 1/100 s on Linux.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// Peak and current resident memory of this process, in MiB.
+fn memory_mib() -> (f64, f64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let read = |key: &str| {
+        status
+            .lines()
+            .find(|line| line.starts_with(key))
+            .and_then(|line| line.split_whitespace().nth(1))
+            .and_then(|kib| kib.parse::<f64>().ok())
+            .unwrap_or(0.0)
+            / 1024.0
+    };
+    (read("VmHWM:"), read("VmRSS:"))
+}
+
+struct Bench {
+    store: Arc<dyn Store>,
+    _directory: Option<tempfile::TempDir>,
+}
+
+impl Bench {
+    async fn sqlite() -> anyhow::Result<Bench> {
+        let directory = tempfile::tempdir()?;
+        let url = format!("sqlite://{}", directory.path().join("bench.db").display());
+        let database = Database::open(&url).await?;
+        Ok(Bench {
+            store: database.store(),
+            _directory: Some(directory),
+        })
+    }
+
+    /// Uploads a dataset and registers a checkpoint on `sim`; returns (dataset, checkpoint).
+    async fn prepare(
+        &self,
+        sim: &Sim,
+        name: &str,
+        data: &[u8],
+        max_in_flight: usize,
+    ) -> anyhow::Result<(i64, i64)> {
+        let store = self.store.as_ref();
+        let revision = service::upload_dataset(store, name, "bench.jsonl", data, None)
+            .await
+            .map_err(|err| anyhow::anyhow!("upload: {err}"))?;
+        let form = CheckpointForm {
+            name: format!("{name}-ckpt"),
+            endpoint_url: sim.base_url.clone(),
+            model: "bench".into(),
+            max_in_flight: max_in_flight.to_string(),
+            ..CheckpointForm::default()
+        };
+        let checkpoint = service::register_checkpoint(store, &form, None)
+            .await
+            .map_err(|err| anyhow::anyhow!("checkpoint: {err}"))?;
+        Ok((revision.dataset_id, checkpoint))
+    }
+
+    async fn define(&self, dataset_id: i64, name: &str, seed: u64) -> anyhow::Result<i64> {
+        service::define_eval(
+            self.store.as_ref(),
+            &EvalForm {
+                name: name.into(),
+                dataset_id,
+                prompt_template: "Answer with a final line `Answer: <answer>`.\n\n{input}".into(),
+                max_tokens: 32,
+                temperature: 0.0,
+                repetitions: 1,
+                seed,
+            },
+            None,
+        )
+        .await
+        .map_err(|err| anyhow::anyhow!("eval: {err}"))
+    }
+
+    /// Launches `eval` on `checkpoint` and works it with in-process workers until complete.
+    /// Returns (expansion seconds, run seconds after expansion, items).
+    async fn run(
+        &self,
+        eval: i64,
+        checkpoint: i64,
+        config: WorkerConfig,
+    ) -> anyhow::Result<(f64, f64, i64)> {
+        let store = self.store.clone();
+        let (stop, shutdown) = watch::channel(false);
+        let worker = tokio::spawn(run_worker(store.clone(), config, shutdown));
+        let launch_started = Instant::now();
+        let launched = service::launch_run(
+            store.as_ref(),
+            eval,
+            checkpoint,
+            PRIORITY_SCHEDULED,
+            "bench",
+            None,
+        )
+        .await
+        .map_err(|err| anyhow::anyhow!("launch: {err}"))?;
+        let expansion = launch_started.elapsed().as_secs_f64();
+        let run_started = Instant::now();
+        while !store.finish_run_if_done(launched.run_id).await? {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let elapsed = run_started.elapsed().as_secs_f64();
+        let _ = stop.send(true);
+        worker.await?;
+        let progress = store
+            .run_progress(launched.run_id)
+            .await?
+            .context("the run disappeared")?;
+        if progress.done != progress.expected {
+            bail!(
+                "run {} finished {} of {}",
+                launched.run_id,
+                progress.done,
+                progress.expected
+            );
+        }
+        Ok((expansion, elapsed, progress.expected))
+    }
+}
+
+fn worker(name: &str, in_flight: usize) -> WorkerConfig {
+    let mut config = WorkerConfig::named(name);
+    config.max_in_flight = in_flight;
+    config.idle_poll = Duration::from_millis(20);
+    config
+}
+
+async fn overhead(items: usize) -> anyhow::Result<()> {
+    println!("== overhead: {items} items, zero-latency simulator, SQLite");
+    let sim = start_sim(&["--latency-ms-min", "0", "--latency-ms-max", "0"]).await?;
+    let bench = Bench::sqlite().await?;
+    let (dataset, checkpoint) = bench
+        .prepare(&sim, "overhead", &dataset(items, 0, 0), 1024)
+        .await?;
+    let eval = bench.define(dataset, "overhead", 0).await?;
+    let cpu_before = cpu_seconds();
+    let (expansion, elapsed, done) = bench
+        .run(eval, checkpoint, worker("bench-overhead", 256))
+        .await?;
+    let cpu = cpu_seconds() - cpu_before;
+    let requests = sim_requests(&sim).await?;
+    println!("expansion (launch, {done} identities): {expansion:.2} s");
+    println!(
+        "run after expansion: {elapsed:.2} s  ->  {:.0} items/s end to end (target 10,000)",
+        done as f64 / elapsed
+    );
+    println!(
+        "with expansion: {:.0} items/s",
+        done as f64 / (elapsed + expansion)
+    );
+    println!(
+        "Arbiter CPU: {cpu:.2} s = {:.1} µs per item (the simulator runs in its own process)",
+        cpu * 1e6 / done as f64
+    );
+    println!("endpoint calls: {requests}");
+
+    println!("== re-run: the unchanged manifest under a new eval name, answered from the cache");
+    let again = bench.define(dataset, "overhead-rerun", 0).await?;
+    let (expansion, elapsed, done) = bench
+        .run(again, checkpoint, worker("bench-rerun", 256))
+        .await?;
+    let calls = sim_requests(&sim).await? - requests;
+    println!(
+        "{done} identities in {:.2} s (launch {expansion:.2} s + finish {elapsed:.2} s)  ->  {:.0} items/s (target 50,000)",
+        expansion + elapsed,
+        done as f64 / (expansion + elapsed)
+    );
+    println!("endpoint calls during the re-run: {calls} (target 0)");
+    Ok(())
+}
+
+async fn saturation(items: usize) -> anyhow::Result<()> {
+    let slots = 256;
+    let latency_ms = 100;
+    let ideal = slots as f64 * 1000.0 / latency_ms as f64;
+    println!("== saturation: {items} items, simulator with {slots} slots at {latency_ms} ms (ideal {ideal:.0} requests/s)");
+    let sim = start_sim(&[
+        "--latency-ms-min",
+        "100",
+        "--latency-ms-max",
+        "100",
+        "--max-concurrency",
+        "256",
+    ])
+    .await?;
+    let bench = Bench::sqlite().await?;
+    let (dataset, checkpoint) = bench
+        .prepare(&sim, "saturation", &dataset(items, 0, 0), 512)
+        .await?;
+    let eval = bench.define(dataset, "saturation", 0).await?;
+    let (_, elapsed, done) = bench
+        .run(eval, checkpoint, worker("bench-saturation", 512))
+        .await?;
+    let rate = done as f64 / elapsed;
+    println!("{done} requests in {elapsed:.2} s  ->  {rate:.0} requests/s = {:.1}% of ideal (target 95%)", 100.0 * rate / ideal);
+    Ok(())
+}
+
+async fn long_tail(items: usize) -> anyhow::Result<()> {
+    let slots = 64;
+    let us_per_byte = 300;
+    println!("== long tail: {items} items, 1% thirty times longer, {slots} server slots, {us_per_byte} µs per prompt byte");
+    let sim = start_sim(&[
+        "--latency-ms-min",
+        "0",
+        "--latency-ms-max",
+        "0",
+        "--max-concurrency",
+        "64",
+        "--latency-us-per-prompt-byte",
+        "300",
+    ])
+    .await?;
+    let bench = Bench::sqlite().await?;
+    let data = dataset(items, 100, 30);
+    let (dataset_id, checkpoint) = bench.prepare(&sim, "longtail", &data, slots).await?;
+    // The lower bound from the simulator's own delay model.
+    let template_bytes = "Answer with a final line `Answer: <answer>`.\n\n".len();
+    let mut total_ms = 0.0;
+    let mut longest_ms: f64 = 0.0;
+    for line in data
+        .split(|byte| *byte == b'\n')
+        .filter(|line| !line.is_empty())
+    {
+        let item: serde_json::Value = serde_json::from_slice(line)?;
+        let bytes = template_bytes + item["input"].as_str().unwrap_or_default().len();
+        let ms = bytes as f64 * us_per_byte as f64 / 1000.0;
+        total_ms += ms;
+        longest_ms = longest_ms.max(ms);
+    }
+    let bound = (total_ms / slots as f64).max(longest_ms) / 1000.0;
+    println!("lower bound max(total work / capacity, longest item) = max({:.2} s, {:.2} s) = {bound:.2} s", total_ms / slots as f64 / 1000.0, longest_ms / 1000.0);
+    for (seed, longest_first) in [(1, false), (2, true)] {
+        let eval = bench
+            .define(dataset_id, &format!("longtail-{seed}"), seed)
+            .await?;
+        let mut config = worker(&format!("bench-longtail-{seed}"), slots);
+        config.longest_first = longest_first;
+        let (_, elapsed, _) = bench.run(eval, checkpoint, config).await?;
+        println!(
+            "{:<14} makespan {elapsed:.2} s = {:.1}% over the bound (target within 10%)",
+            if longest_first {
+                "longest-first"
+            } else {
+                "FIFO"
+            },
+            100.0 * (elapsed / bound - 1.0)
+        );
+    }
+    Ok(())
+}
+
+async fn memory(items: usize) -> anyhow::Result<()> {
+    println!("== memory: {items} items, zero-latency simulator, SQLite");
+    let sim = start_sim(&["--latency-ms-min", "0", "--latency-ms-max", "0"]).await?;
+    let bench = Bench::sqlite().await?;
+    let data = dataset(items, 0, 0);
+    let (dataset, checkpoint) = bench.prepare(&sim, "memory", &data, 1024).await?;
+    drop(data);
+    let eval = bench.define(dataset, "memory", 0).await?;
+    let (expansion, elapsed, done) = bench
+        .run(eval, checkpoint, worker("bench-memory", 256))
+        .await?;
+    let (peak, now) = memory_mib();
+    println!(
+        "{done} identities: launch {expansion:.1} s, run {elapsed:.1} s ({:.0} items/s)",
+        done as f64 / elapsed
+    );
+    println!("peak RSS {peak:.0} MiB (includes the upload of the dataset file), RSS now {now:.0} MiB (target under 300)");
+    Ok(())
+}
+
+async fn postgres(items: usize, admin_url: &str) -> anyhow::Result<()> {
+    println!("== PostgreSQL scale-out: {items} items, three `arbiter worker` processes");
+    use sqlx::Connection;
+    let name = format!("arbiter_bench_{}", std::process::id());
+    let mut admin = sqlx::PgConnection::connect(admin_url).await?;
+    sqlx::query(&format!("DROP DATABASE IF EXISTS {name}"))
+        .execute(&mut admin)
+        .await?;
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut admin)
+        .await?;
+    let (base, _) = admin_url
+        .rsplit_once('/')
+        .context("the PostgreSQL URL has no database name")?;
+    let url = format!("{base}/{name}");
+    let sim = start_sim(&["--latency-ms-min", "0", "--latency-ms-max", "0"]).await?;
+    let database = Database::open(&url).await?;
+    let bench = Bench {
+        store: database.store(),
+        _directory: None,
+    };
+    let (dataset_id, checkpoint) = bench
+        .prepare(&sim, "pg", &dataset(items, 0, 0), 1024)
+        .await?;
+    let eval = bench.define(dataset_id, "pg", 0).await?;
+    let mut workers: Vec<Child> = (0..3)
+        .map(|index| {
+            Command::new(std::env::current_exe()?)
+                .args(["worker", "--database-url", &url, "--concurrency", "256"])
+                .env("RUST_LOG", "warn")
+                .env("HOSTNAME", format!("bench-{index}"))
+                .spawn()
+        })
+        .collect::<Result<_, _>>()?;
+    let started = Instant::now();
+    let launched = service::launch_run(
+        bench.store.as_ref(),
+        eval,
+        checkpoint,
+        PRIORITY_SCHEDULED,
+        "bench",
+        None,
+    )
+    .await
+    .map_err(|err| anyhow::anyhow!("launch: {err}"))?;
+    let expansion = started.elapsed().as_secs_f64();
+    while !bench.store.finish_run_if_done(launched.run_id).await? {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    for worker in &mut workers {
+        let _ = worker.kill();
+        let _ = worker.wait();
+    }
+    println!("launch {expansion:.2} s; {items} items finished {elapsed:.2} s after launch started  ->  {:.0} items/s", items as f64 / elapsed);
+    drop(bench);
+    drop(database);
+    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .execute(&mut admin)
+        .await?;
+    Ok(())
+}
+
+/// Runs a scenario (`items` overrides each scenario's default size).
+pub async fn run(
+    scenario: Scenario,
+    items: Option<usize>,
+    postgres_url: Option<String>,
+) -> anyhow::Result<()> {
+    let warn_debug = cfg!(debug_assertions);
+    if warn_debug {
+        println!("note: this is a debug build; build with --release for meaningful figures");
+    }
+    match scenario {
+        Scenario::Overhead => overhead(items.unwrap_or(100_000)).await,
+        Scenario::Saturation => saturation(items.unwrap_or(25_600)).await,
+        Scenario::LongTail => long_tail(items.unwrap_or(5_000)).await,
+        Scenario::Memory => memory(items.unwrap_or(1_000_000)).await,
+        Scenario::Postgres => {
+            let url = postgres_url.context(
+                "set --database-url (or ARBITER_TEST_POSTGRES_URL) to a PostgreSQL server URL",
+            )?;
+            postgres(items.unwrap_or(100_000), &url).await
+        }
+        Scenario::All => {
+            overhead(items.unwrap_or(100_000)).await?;
+            saturation(25_600).await?;
+            long_tail(5_000).await
+        }
+    }
+}
