@@ -76,11 +76,21 @@ struct JsonlLine {
     category: Option<String>,
 }
 
+/// Parses an upload of at most [`MAX_UPLOAD_BYTES`].
 pub fn parse_dataset(bytes: &[u8], format: DatasetFormat) -> Result<ParsedDataset, DatasetError> {
-    if bytes.len() > MAX_UPLOAD_BYTES {
+    parse_dataset_with_limit(bytes, format, MAX_UPLOAD_BYTES)
+}
+
+/// Parses a dataset of at most `limit` bytes (tools that load large datasets directly).
+pub fn parse_dataset_with_limit(
+    bytes: &[u8],
+    format: DatasetFormat,
+    limit: usize,
+) -> Result<ParsedDataset, DatasetError> {
+    if bytes.len() > limit {
         return Err(DatasetError::TooLarge {
             size_mb: bytes.len() as f64 / (1024.0 * 1024.0),
-            limit_mb: MAX_UPLOAD_BYTES / (1024 * 1024),
+            limit_mb: limit / (1024 * 1024),
         });
     }
     if let Some(offset) = bytes.iter().position(|&b| b == 0) {

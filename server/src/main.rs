@@ -81,6 +81,16 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         latency_us_per_prompt_byte: u64,
     },
+    /// Writes a synthetic benchmark dataset (used by `bench memory` in a child process).
+    #[command(hide = true)]
+    BenchDataset {
+        #[arg(long)]
+        database_url: String,
+        #[arg(long)]
+        name: String,
+        #[arg(long)]
+        items: usize,
+    },
     /// Run a dispatch benchmark against the simulator and print its figures.
     Bench {
         #[arg(value_enum)]
@@ -175,6 +185,11 @@ async fn main() -> anyhow::Result<()> {
             worker.await?;
             Ok(())
         }
+        Command::BenchDataset {
+            database_url,
+            name,
+            items,
+        } => server::bench::write_dataset(&database_url, &name, items).await,
         Command::Bench {
             scenario,
             items,
