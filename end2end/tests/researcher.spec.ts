@@ -115,7 +115,7 @@ test('a run against an unreachable endpoint fails and says why', async ({ page }
   await page.goto('/checkpoints');
   await waitForHydration(page);
   await page.getByLabel('Name', { exact: true }).fill(checkpoint);
-  await page.getByLabel('Endpoint URL').fill('http://127.0.0.1:9/v1');
+  await page.getByLabel('Endpoint URL (OpenAI-compatible)').fill('http://127.0.0.1:9/v1');
   await page.getByLabel('Served model name').fill('nothing');
   await page.getByRole('button', { name: 'Register' }).click();
   await expect(page.getByRole('row').filter({ hasText: checkpoint })).toContainText('http://127.0.0.1:9/v1');

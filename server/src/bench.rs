@@ -142,7 +142,12 @@ fn memory_mib() -> (f64, f64, f64, f64) {
             .unwrap_or(0.0)
             / 1024.0
     };
-    (read("VmHWM:"), read("VmRSS:"), read("RssAnon:"), read("RssFile:"))
+    (
+        read("VmHWM:"),
+        read("VmRSS:"),
+        read("RssAnon:"),
+        read("RssFile:"),
+    )
 }
 
 /// Writes a synthetic dataset into the database at `database_url` (the memory benchmark runs
@@ -193,7 +198,9 @@ impl Bench {
             arbiter_engine::dataset::DatasetFormat::Jsonl,
             usize::MAX,
         )?;
-        let revision = store.store_dataset_revision(name, "bench.jsonl", &parsed, None).await?;
+        let revision = store
+            .store_dataset_revision(name, "bench.jsonl", &parsed, None)
+            .await?;
         let form = CheckpointForm {
             name: format!("{name}-ckpt"),
             endpoint_url: sim.base_url.clone(),
@@ -412,15 +419,32 @@ async fn memory(items: usize) -> anyhow::Result<()> {
     let url = format!("sqlite://{}", directory.path().join("bench.db").display());
     // The dataset is written by a child process: this process only launches and runs.
     let status = Command::new(std::env::current_exe()?)
-        .args(["bench-dataset", "--database-url", &url, "--name", "memory", "--items", &items.to_string()])
+        .args([
+            "bench-dataset",
+            "--database-url",
+            &url,
+            "--name",
+            "memory",
+            "--items",
+            &items.to_string(),
+        ])
         .env("RUST_LOG", "warn")
         .status()?;
     if !status.success() {
         bail!("writing the benchmark dataset failed");
     }
     let database = Database::open(&url).await?;
-    let bench = Bench { store: database.store(), _directory: Some(directory) };
-    let dataset_id = bench.store.list_datasets().await?.first().context("the dataset was not written")?.id;
+    let bench = Bench {
+        store: database.store(),
+        _directory: Some(directory),
+    };
+    let dataset_id = bench
+        .store
+        .list_datasets()
+        .await?
+        .first()
+        .context("the dataset was not written")?
+        .id;
     let form = CheckpointForm {
         name: "memory-ckpt".into(),
         endpoint_url: sim.base_url.clone(),
@@ -432,9 +456,14 @@ async fn memory(items: usize) -> anyhow::Result<()> {
         .await
         .map_err(|err| anyhow::anyhow!("checkpoint: {err}"))?;
     let eval = bench.define(dataset_id, "memory", 0).await?;
-    let (expansion, elapsed, done) = bench.run(eval, checkpoint, worker("bench-memory", 256)).await?;
+    let (expansion, elapsed, done) = bench
+        .run(eval, checkpoint, worker("bench-memory", 256))
+        .await?;
     let (peak, now, anonymous, file) = memory_mib();
-    println!("{done} identities: launch {expansion:.1} s, run {elapsed:.1} s ({:.0} items/s)", done as f64 / elapsed);
+    println!(
+        "{done} identities: launch {expansion:.1} s, run {elapsed:.1} s ({:.0} items/s)",
+        done as f64 / elapsed
+    );
     println!("peak RSS {peak:.0} MiB (target under 300); now {now:.0} MiB = {anonymous:.0} MiB anonymous + {file:.0} MiB file-backed");
     Ok(())
 }

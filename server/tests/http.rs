@@ -248,6 +248,11 @@ const SERVER_FUNCTIONS: &[(&str, Args, Allowed)] = &[
     ("list_runs", &[], Allowed::Researchers),
     ("run_detail", &[("id", "1")], Allowed::Researchers),
     (
+        "change_run",
+        &[("id", "1"), ("action", "pause")],
+        Allowed::Researchers,
+    ),
+    (
         "compare_runs",
         &[("baseline", "1"), ("candidate", "2")],
         Allowed::Researchers,
