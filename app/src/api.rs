@@ -197,29 +197,24 @@ pub async fn list_checkpoints() -> Result<Vec<CheckpointView>, ServerFnError> {
     Ok(convert::checkpoints(checkpoints))
 }
 
-/// Registers a checkpoint; the optional fields may be left empty.
+/// Registers a checkpoint; `options` may be left out entirely.
 #[server(endpoint = "register_checkpoint")]
-#[allow(clippy::too_many_arguments)]
 pub async fn register_checkpoint(
     name: String,
     endpoint_url: String,
     model: String,
-    #[server(default)] replica_urls: String,
-    #[server(default)] engine_build: String,
-    #[server(default)] parallel_layout: String,
-    #[server(default)] fallback_checkpoint: String,
-    #[server(default)] max_in_flight: String,
+    #[server(default)] options: CheckpointOptions,
 ) -> Result<i64, ServerFnError> {
     let (state, user) = require(Permission::ManageEvals).await?;
     let form = service::CheckpointForm {
         name,
         endpoint_url,
         model,
-        replica_urls,
-        engine_build,
-        parallel_layout,
-        fallback_checkpoint,
-        max_in_flight,
+        replica_urls: options.replica_urls,
+        engine_build: options.engine_build,
+        parallel_layout: options.parallel_layout,
+        fallback_checkpoint: options.fallback_checkpoint,
+        max_in_flight: options.max_in_flight,
     };
     service::register_checkpoint(state.store.as_ref(), &form, Some(user.id))
         .await

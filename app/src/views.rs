@@ -252,3 +252,17 @@ pub struct EvalsPageData {
     pub datasets: Vec<DatasetView>,
     pub checkpoints: Vec<CheckpointView>,
 }
+
+/// The optional part of the checkpoint form (inputs named `options[…]`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CheckpointOptions {
+    /// Further endpoint URLs, comma- or space-separated.
+    pub replica_urls: String,
+    pub engine_build: String,
+    pub parallel_layout: String,
+    /// Name of the checkpoint to fall back to.
+    pub fallback_checkpoint: String,
+    /// Requests in flight per endpoint from all workers together ('' for the default).
+    pub max_in_flight: String,
+}

@@ -397,3 +397,82 @@ async fn bad_dataset_files_get_a_clear_message_and_store_nothing() {
     );
     assert!(datasets.contains("\"sample\""), "{datasets}");
 }
+
+#[tokio::test]
+async fn the_checkpoint_form_takes_replicas_fingerprint_and_limits() {
+    let app = TestApp::spawn().await;
+    let researcher = app.client_as(Role::Researcher).await;
+    let form = [
+        ("name", "replicated"),
+        ("endpoint_url", "http://127.0.0.1:9"),
+        ("model", "m"),
+        (
+            "options[replica_urls]",
+            "http://127.0.0.1:10/v1, http://127.0.0.1:11",
+        ),
+        ("options[engine_build]", "vllm 0.6.3"),
+        ("options[parallel_layout]", "tp=2"),
+        ("options[max_in_flight]", "96"),
+    ];
+    let response = researcher
+        .post(app.url("/api/register_checkpoint"))
+        .form(&form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        response.status(),
+        StatusCode::OK,
+        "{}",
+        response.text().await.unwrap()
+    );
+    let listed: serde_json::Value = researcher
+        .post(app.url("/api/list_checkpoints"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let checkpoint = &listed[0];
+    assert_eq!(checkpoint["base_url"], "http://127.0.0.1:9/v1");
+    assert_eq!(
+        checkpoint["replica_urls"],
+        serde_json::json!(["http://127.0.0.1:10/v1", "http://127.0.0.1:11/v1"])
+    );
+    assert_eq!(
+        (
+            checkpoint["engine_build"].as_str(),
+            checkpoint["max_in_flight"].as_i64()
+        ),
+        (Some("vllm 0.6.3"), Some(96))
+    );
+
+    let bad = [
+        ("name", "bad"),
+        ("endpoint_url", "http://127.0.0.1:9"),
+        ("model", "m"),
+        ("options[max_in_flight]", "lots"),
+    ];
+    let response = researcher
+        .post(app.url("/api/register_checkpoint"))
+        .form(&bad)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    assert!(response.text().await.unwrap().contains("max in flight"));
+    let unknown_fallback = [
+        ("name", "bad"),
+        ("endpoint_url", "http://127.0.0.1:9"),
+        ("model", "m"),
+        ("options[fallback_checkpoint]", "nope"),
+    ];
+    let response = researcher
+        .post(app.url("/api/register_checkpoint"))
+        .form(&unknown_fallback)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+}

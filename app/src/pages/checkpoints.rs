@@ -24,16 +24,16 @@ pub fn CheckpointsPage() -> impl IntoView {
                     <div class="stack">
                         <label>
                             "Replica endpoint URLs (comma-separated; requests go to the least loaded)"
-                            <input name="replica_urls" placeholder="http://gpu-2:8000/v1, http://gpu-3:8000/v1"/>
+                            <input name="options[replica_urls]" placeholder="http://gpu-2:8000/v1, http://gpu-3:8000/v1"/>
                         </label>
                         <div class="row">
-                            <label>"Engine build" <input name="engine_build" placeholder="vllm 0.6.3"/></label>
-                            <label>"Parallel layout" <input name="parallel_layout" placeholder="tp=4,pp=1"/></label>
-                            <label>"Max requests in flight" <input name="max_in_flight" type="number" min="1" placeholder="256"/></label>
+                            <label>"Engine build" <input name="options[engine_build]" placeholder="vllm 0.6.3"/></label>
+                            <label>"Parallel layout" <input name="options[parallel_layout]" placeholder="tp=4,pp=1"/></label>
+                            <label>"Max requests in flight" <input name="options[max_in_flight]" type="number" min="1" placeholder="256"/></label>
                         </div>
                         <label>
                             "Fallback checkpoint (tried once when retries run out)"
-                            <input name="fallback_checkpoint" placeholder="name of a registered checkpoint"/>
+                            <input name="options[fallback_checkpoint]" placeholder="name of a registered checkpoint"/>
                         </label>
                         <p class="hint">"The served model (from /v1/models), engine build and layout form the endpoint fingerprint that keys the generation cache."</p>
                     </div>
