@@ -232,6 +232,23 @@ impl Bench {
         .map_err(|err| anyhow::anyhow!("eval: {err}"))
     }
 
+    /// Launches `eval` on `checkpoint`; returns the run and the seconds the launch (freezing
+    /// and expansion) took.
+    async fn launch(&self, eval: i64, checkpoint: i64) -> anyhow::Result<(i64, f64)> {
+        let started = Instant::now();
+        let launched = service::launch_run(
+            self.store.as_ref(),
+            eval,
+            checkpoint,
+            PRIORITY_SCHEDULED,
+            "bench",
+            None,
+        )
+        .await
+        .map_err(|err| anyhow::anyhow!("launch: {err}"))?;
+        Ok((launched.run_id, started.elapsed().as_secs_f64()))
+    }
+
     /// Launches `eval` on `checkpoint` and works it with in-process workers until complete.
     /// Returns (expansion seconds, run seconds after expansion, items).
     async fn run(
@@ -243,33 +260,21 @@ impl Bench {
         let store = self.store.clone();
         let (stop, shutdown) = watch::channel(false);
         let worker = tokio::spawn(run_worker(store.clone(), config, shutdown));
-        let launch_started = Instant::now();
-        let launched = service::launch_run(
-            store.as_ref(),
-            eval,
-            checkpoint,
-            PRIORITY_SCHEDULED,
-            "bench",
-            None,
-        )
-        .await
-        .map_err(|err| anyhow::anyhow!("launch: {err}"))?;
-        let expansion = launch_started.elapsed().as_secs_f64();
+        let (run_id, expansion) = self.launch(eval, checkpoint).await?;
         let run_started = Instant::now();
-        while !store.finish_run_if_done(launched.run_id).await? {
+        while !store.finish_run_if_done(run_id).await? {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let elapsed = run_started.elapsed().as_secs_f64();
         let _ = stop.send(true);
         worker.await?;
         let progress = store
-            .run_progress(launched.run_id)
+            .run_progress(run_id)
             .await?
             .context("the run disappeared")?;
         if progress.done != progress.expected {
             bail!(
-                "run {} finished {} of {}",
-                launched.run_id,
+                "run {run_id} finished {} of {}",
                 progress.done,
                 progress.expected
             );
@@ -535,18 +540,8 @@ async fn postgres(items: usize, admin_url: &str) -> anyhow::Result<()> {
         })
         .collect::<Result<_, _>>()?;
     let started = Instant::now();
-    let launched = service::launch_run(
-        bench.store.as_ref(),
-        eval,
-        checkpoint,
-        PRIORITY_SCHEDULED,
-        "bench",
-        None,
-    )
-    .await
-    .map_err(|err| anyhow::anyhow!("launch: {err}"))?;
-    let expansion = started.elapsed().as_secs_f64();
-    while !bench.store.finish_run_if_done(launched.run_id).await? {
+    let (run_id, expansion) = bench.launch(eval, checkpoint).await?;
+    while !bench.store.finish_run_if_done(run_id).await? {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let elapsed = started.elapsed().as_secs_f64();
