@@ -473,6 +473,28 @@ pub async fn reset_password(
     }
 }
 
+/// Moves a user to a team: runs they launch share endpoints fairly with other teams' runs.
+pub async fn set_team(store: &dyn Store, username: &str, team: &str) -> ServiceResult<()> {
+    let team = team.trim();
+    let valid = !team.is_empty()
+        && team.len() <= 64
+        && team
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if !valid {
+        return Err(ServiceError::Invalid(
+            "a team name has 1 to 64 letters, digits, '.', '_' or '-'".into(),
+        ));
+    }
+    if store.set_team(username, team).await? {
+        Ok(())
+    } else {
+        Err(ServiceError::NotFound(format!(
+            "no user named `{username}`"
+        )))
+    }
+}
+
 /// Checks a login. Unknown users and wrong passwords are indistinguishable, in answer and time.
 pub async fn authenticate(
     store: &dyn Store,

@@ -384,6 +384,29 @@ async fn users_sign_up_and_reset_passwords(store: Arc<dyn Store>) {
         store.list_users().await.unwrap(),
         vec![alice_user, bob_user]
     );
+
+    // Teams set the fair share of runs; names are checked, unknown users reported.
+    service::set_team(store, "bob", "vision-team")
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .find_user_credentials("bob")
+            .await
+            .unwrap()
+            .unwrap()
+            .user
+            .team,
+        "vision-team"
+    );
+    assert!(matches!(
+        service::set_team(store, "bob", "no spaces").await,
+        Err(ServiceError::Invalid(_))
+    ));
+    assert!(matches!(
+        service::set_team(store, "nobody", "x").await,
+        Err(ServiceError::NotFound(_))
+    ));
 }
 
 async fn dataset_uploads_are_revisioned_and_atomic(store: Arc<dyn Store>) {

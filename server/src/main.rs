@@ -138,6 +138,8 @@ enum UserAction {
         #[arg(long, env = "ARBITER_PASSWORD", hide_env_values = true)]
         password: String,
     },
+    /// Put a user in a fair-share team (runs they launch share endpoints with other teams').
+    SetTeam { username: String, team: String },
     /// Set a new password (from ARBITER_PASSWORD).
     ResetPassword {
         username: String,
@@ -268,6 +270,10 @@ async fn main() -> anyhow::Result<()> {
                     let role: Role = role.parse().map_err(anyhow::Error::msg)?;
                     service::create_user(store.as_ref(), &username, &password, role).await?;
                     println!("created {role} `{username}`");
+                }
+                UserAction::SetTeam { username, team } => {
+                    service::set_team(store.as_ref(), &username, &team).await?;
+                    println!("`{username}` is in team `{team}`");
                 }
                 UserAction::ResetPassword { username, password } => {
                     service::reset_password(store.as_ref(), &username, &password).await?;

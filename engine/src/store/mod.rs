@@ -53,6 +53,8 @@ pub trait Store: Send + Sync + 'static {
     async fn get_user(&self, id: i64) -> StoreResult<Option<User>>;
     async fn set_password(&self, username: &str, hash: &PasswordHash) -> StoreResult<bool>;
     async fn list_users(&self) -> StoreResult<Vec<User>>;
+    /// Moves a user to a fair-share team; false when there is no such user.
+    async fn set_team(&self, username: &str, team: &str) -> StoreResult<bool>;
 
     // Checkpoints and their endpoints.
     async fn register_checkpoint(

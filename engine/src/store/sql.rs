@@ -204,6 +204,15 @@ macro_rules! sql_store {
                 Ok(rows.iter().map(user_from_row).collect::<Result<_, _>>()?)
             }
 
+            async fn set_team(&self, username: &str, team: &str) -> StoreResult<bool> {
+                let result = sqlx::query("UPDATE users SET team = $1 WHERE username = $2")
+                    .bind(team)
+                    .bind(username)
+                    .execute(&self.pool)
+                    .await?;
+                Ok(result.rows_affected() == 1)
+            }
+
             async fn register_checkpoint(&self, new: &NewCheckpoint, created_by: Option<i64>) -> StoreResult<i64> {
                 let mut tx = self.pool.begin_with($begin).await?;
                 let now = now_ms();
