@@ -315,6 +315,12 @@ pub async fn launch_run(
             .set_run_status(launched.run_id, &["expanding"], "running")
             .await?;
         store.finish_run_if_done(launched.run_id).await?;
+    } else if launched.status == "cancelled" {
+        // Launching a cancelled manifest again picks it up where it stopped.
+        store
+            .set_run_status(launched.run_id, &["cancelled"], "running")
+            .await?;
+        store.finish_run_if_done(launched.run_id).await?;
     }
     Ok(LaunchedRun {
         status: store
@@ -378,7 +384,7 @@ async fn expand(store: &dyn Store, run_id: i64, manifest: &Manifest) -> ServiceR
 pub async fn change_run_state(store: &dyn Store, run_id: i64, action: &str) -> ServiceResult<()> {
     let (from, to): (&[&str], &str) = match action {
         "pause" => (&["running"], "paused"),
-        "resume" => (&["paused"], "running"),
+        "resume" => (&["paused", "cancelled"], "running"),
         "cancel" => (&["running", "paused", "expanding"], "cancelled"),
         other => {
             return Err(ServiceError::Invalid(format!(

@@ -1319,8 +1319,19 @@ async fn the_scheduler_sees_only_running_runs_and_claims_longest_first(store: Ar
         "a cancelled run hands out nothing"
     );
     assert_eq!(progress(store.as_ref(), run_id).await.status, "cancelled");
-    assert!(matches!(
-        service::change_run_state(store.as_ref(), run_id, "resume").await,
-        Err(ServiceError::Conflict(_))
-    ));
+    // A cancelled run can be picked up again, where it stopped.
+    service::change_run_state(store.as_ref(), run_id, "resume")
+        .await
+        .unwrap();
+    assert_eq!(store.active_runs().await.unwrap().len(), 1);
+    let rest = store
+        .claim_jobs("w", run_id, 10, LONG_LEASE_MS, true)
+        .await
+        .unwrap();
+    assert_eq!(
+        rest.iter()
+            .map(|job| job.case_id.as_str())
+            .collect::<Vec<_>>(),
+        vec!["short"]
+    );
 }

@@ -114,6 +114,7 @@ fn RunControls(run_id: i64, status: String, change: ServerAction<ChangeRun>) -> 
     let actions: &[(&str, &str)] = match status.as_str() {
         "running" => &[("pause", "Pause"), ("cancel", "Cancel")],
         "paused" => &[("resume", "Resume"), ("cancel", "Cancel")],
+        "cancelled" => &[("resume", "Resume")],
         _ => &[],
     };
     view! {
