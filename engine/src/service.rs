@@ -309,26 +309,25 @@ pub async fn launch_run(
             created_by: launched_by,
         })
         .await?;
-    if launched.status == "expanding" {
-        expand(store, launched.run_id, &manifest).await?;
-        store
-            .set_run_status(launched.run_id, &["expanding"], "running")
-            .await?;
-        store.finish_run_if_done(launched.run_id).await?;
-    } else if launched.status == "cancelled" {
-        // Launching a cancelled manifest again picks it up where it stopped.
-        store
-            .set_run_status(launched.run_id, &["cancelled"], "running")
-            .await?;
-        store.finish_run_if_done(launched.run_id).await?;
-    }
-    Ok(LaunchedRun {
-        status: store
-            .run_progress(launched.run_id)
-            .await?
-            .map_or(launched.status, |progress| progress.status),
-        ..launched
-    })
+    // A new (or interrupted) launch is expanded; a cancelled one is picked up where it
+    // stopped. Either way it runs now, unless every identity is already answered.
+    let status = match launched.status.as_str() {
+        "expanding" | "cancelled" => {
+            if launched.status == "expanding" {
+                expand(store, launched.run_id, &manifest).await?;
+            }
+            store
+                .set_run_status(launched.run_id, &[launched.status.as_str()], "running")
+                .await?;
+            if store.finish_run_if_done(launched.run_id).await? {
+                "completed".to_string()
+            } else {
+                "running".to_string()
+            }
+        }
+        _ => launched.status.clone(),
+    };
+    Ok(LaunchedRun { status, ..launched })
 }
 
 /// Writes a run's result identities chunk by chunk, repetition by repetition; cached
@@ -392,13 +391,14 @@ pub async fn change_run_state(store: &dyn Store, run_id: i64, action: &str) -> S
             )))
         }
     };
-    let progress = run_progress(store, run_id).await?;
     if store.set_run_status(run_id, from, to).await? {
         if to == "running" {
             store.finish_run_if_done(run_id).await?;
         }
         Ok(())
     } else {
+        // Only now read the run (a full count): to say it is missing, or what state it is in.
+        let progress = run_progress(store, run_id).await?;
         Err(ServiceError::Conflict(format!(
             "run {run_id} is {}; it cannot be {}",
             progress.status,

@@ -201,6 +201,12 @@ impl Bench {
         let revision = store
             .store_dataset_revision(name, "bench.jsonl", &parsed, None)
             .await?;
+        let checkpoint = self.register(sim, name, max_in_flight).await?;
+        Ok((revision.dataset_id, checkpoint))
+    }
+
+    /// Registers the simulator's `bench` model as checkpoint `{name}-ckpt`.
+    async fn register(&self, sim: &Sim, name: &str, max_in_flight: usize) -> anyhow::Result<i64> {
         let form = CheckpointForm {
             name: format!("{name}-ckpt"),
             endpoint_url: sim.base_url.clone(),
@@ -208,10 +214,9 @@ impl Bench {
             max_in_flight: max_in_flight.to_string(),
             ..CheckpointForm::default()
         };
-        let checkpoint = service::register_checkpoint(store, &form, None)
+        service::register_checkpoint(self.store.as_ref(), &form, None)
             .await
-            .map_err(|err| anyhow::anyhow!("checkpoint: {err}"))?;
-        Ok((revision.dataset_id, checkpoint))
+            .map_err(|err| anyhow::anyhow!("checkpoint: {err}"))
     }
 
     async fn define(&self, dataset_id: i64, name: &str, seed: u64) -> anyhow::Result<i64> {
@@ -482,16 +487,7 @@ async fn memory(items: usize) -> anyhow::Result<()> {
         .first()
         .context("the dataset was not written")?
         .id;
-    let form = CheckpointForm {
-        name: "memory-ckpt".into(),
-        endpoint_url: sim.base_url.clone(),
-        model: "bench".into(),
-        max_in_flight: "1024".into(),
-        ..CheckpointForm::default()
-    };
-    let checkpoint = service::register_checkpoint(bench.store.as_ref(), &form, None)
-        .await
-        .map_err(|err| anyhow::anyhow!("checkpoint: {err}"))?;
+    let checkpoint = bench.register(&sim, "memory", 1024).await?;
     let eval = bench.define(dataset_id, "memory", 0).await?;
     let (expansion, elapsed, done) = bench
         .run(eval, checkpoint, worker("bench-memory", 256))

@@ -19,7 +19,7 @@ mod limiter;
 pub use endpoints::{prometheus_sum, EndpointPool, RetryPolicy, Target};
 pub use limiter::Limiter;
 
-use crate::expansion::{estimated_cost, seed_for};
+use crate::expansion::seed_for;
 use crate::grading::grade_exact_match;
 use crate::manifest::{render_prompt, Manifest};
 use crate::model_client::GenerationRequest;
@@ -91,15 +91,15 @@ async fn answer(job: ClaimedJob, spec: &RunSpec, pool: &Arc<EndpointPool>) -> Fi
         Some(cached) => (cached.to_generation(), Some(cached.source_work_item_id)),
         None => {
             let settings = &spec.manifest.eval.generation;
-            let prompt = render_prompt(&spec.manifest.eval.prompt_template, &job.input);
-            let cost = estimated_cost(&prompt, settings.max_tokens) as u64;
             let request = GenerationRequest {
                 model: spec.manifest.served_model.clone(),
-                prompt,
+                prompt: render_prompt(&spec.manifest.eval.prompt_template, &job.input),
                 max_tokens: settings.max_tokens,
                 temperature: settings.temperature,
                 seed: seed_for(settings, job.repetition),
             };
+            // The planner's estimate, stored on the identity, is the request's token cost.
+            let cost = u64::try_from(job.cost).unwrap_or(0);
             (pool.generate(&spec.target, &request, cost).await, None)
         }
     };
