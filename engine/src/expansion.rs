@@ -6,6 +6,7 @@
 use crate::dataset::DatasetItem;
 use crate::manifest::{render_prompt, EndpointFingerprint, GenerationSettings, Manifest};
 use sha2::{Digest, Sha256};
+use std::collections::HashMap;
 
 /// Shards a run's identities fall into (by a stable hash of the case id).
 pub const SHARD_COUNT: u64 = 1024;
@@ -15,7 +16,8 @@ pub const SHARD_COUNT: u64 = 1024;
 pub struct PlannedIdentity {
     pub case_id: String,
     pub repetition: i64,
-    /// Expected tokens (prompt estimate + max tokens): claimed longest first.
+    /// Expected tokens (prompt estimate + observed or budgeted completion): claimed longest
+    /// first.
     pub cost: i64,
     pub shard: i64,
     pub generation_key: String,
@@ -57,18 +59,28 @@ pub fn shard_of(case_id: &str) -> i64 {
 }
 
 /// Tokens a request is expected to cost: about four characters a prompt token, plus the
-/// completion budget.
-pub fn estimated_cost(prompt: &str, max_tokens: u32) -> i64 {
-    (prompt.len() as u64).div_ceil(4) as i64 + i64::from(max_tokens)
+/// completion tokens this case was seen to take before (capped by the budget), or the whole
+/// completion budget when it has never been answered.
+pub fn estimated_cost(prompt: &str, max_tokens: u32, observed_completion: Option<f64>) -> i64 {
+    let completion = match observed_completion {
+        Some(observed) if observed.is_finite() && observed >= 0.0 => {
+            observed.round().min(f64::from(max_tokens)) as i64
+        }
+        _ => i64::from(max_tokens),
+    };
+    (prompt.len() as u64).div_ceil(4) as i64 + completion
 }
 
 /// The identities of `items` at one repetition under `manifest`. The launcher plans every
 /// item at repetition 0 before any at repetition 1, so that (cost being equal) every case gets
 /// a first answer before any gets a second.
+///
+/// `observed` holds the mean completion tokens of cases answered in earlier runs.
 pub fn plan_identities(
     manifest: &Manifest,
     items: &[DatasetItem],
     repetition: i64,
+    observed: &HashMap<String, f64>,
 ) -> Vec<PlannedIdentity> {
     let settings = &manifest.eval.generation;
     items
@@ -78,7 +90,11 @@ pub fn plan_identities(
             PlannedIdentity {
                 case_id: item.case_id.clone(),
                 repetition,
-                cost: estimated_cost(&prompt, settings.max_tokens),
+                cost: estimated_cost(
+                    &prompt,
+                    settings.max_tokens,
+                    observed.get(&item.case_id).copied(),
+                ),
                 shard: shard_of(&item.case_id),
                 generation_key: generation_key(
                     &manifest.fingerprint,
@@ -166,8 +182,28 @@ mod tests {
 
     #[test]
     fn longer_prompts_and_budgets_cost_more() {
-        assert_eq!(estimated_cost("abcd", 10), 11);
-        assert_eq!(estimated_cost("abcde", 10), 12);
-        assert!(estimated_cost(&"x".repeat(4000), 64) > estimated_cost("short", 64));
+        assert_eq!(estimated_cost("abcd", 10, None), 11);
+        assert_eq!(estimated_cost("abcde", 10, None), 12);
+        assert!(estimated_cost(&"x".repeat(4000), 64, None) > estimated_cost("short", 64, None));
+    }
+
+    #[test]
+    fn observed_lengths_refine_the_estimate_within_the_budget() {
+        assert_eq!(estimated_cost("abcd", 100, Some(7.4)), 1 + 7);
+        assert_eq!(
+            estimated_cost("abcd", 100, Some(500.0)),
+            1 + 100,
+            "capped by the budget"
+        );
+        assert_eq!(estimated_cost("abcd", 100, Some(f64::NAN)), 1 + 100);
+        assert_eq!(estimated_cost("abcd", 100, Some(-3.0)), 1 + 100);
+        // A short prompt seen to answer at length now goes before a long, terse one.
+        let verbose = estimated_cost("Why?", 512, Some(400.0));
+        let terse = estimated_cost(&"x".repeat(800), 512, Some(3.0));
+        assert!(verbose > terse);
+        assert!(
+            estimated_cost("Why?", 512, None) > terse,
+            "unseen cases keep the budget"
+        );
     }
 }

@@ -9,6 +9,7 @@ pub mod dataset;
 pub mod dispatch;
 pub mod expansion;
 pub mod grading;
+pub mod logprobs;
 pub mod manifest;
 pub mod model_client;
 pub mod service;

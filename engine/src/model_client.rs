@@ -136,7 +136,8 @@ pub struct Generation {
     pub attempts: i64,
     pub prompt_tokens: Option<i64>,
     pub completion_tokens: Option<i64>,
-    pub logprobs_json: Option<String>,
+    /// Per-token logprobs in the compact form of [`crate::logprobs`].
+    pub logprobs: Option<Vec<u8>>,
 }
 
 /// A failed attempt: what went wrong and whether the endpoint asked us to wait.
@@ -303,8 +304,7 @@ struct ChatMessage<'a> {
     content: &'a str,
 }
 
-/// The parts of an OpenAI chat completion Arbiter reads. Logprobs stay raw JSON text: they
-/// are stored as received, so parsing them into a tree and printing it again would be waste.
+/// The parts of an OpenAI chat completion Arbiter reads, borrowed from the body where possible.
 #[derive(Deserialize)]
 struct ChatCompletion<'a> {
     model: Option<String>,
@@ -318,8 +318,8 @@ struct Choice<'a> {
     #[serde(default)]
     message: Message,
     finish_reason: Option<String>,
-    #[serde(borrow)]
-    logprobs: Option<&'a serde_json::value::RawValue>,
+    #[serde(default, borrow)]
+    logprobs: Option<crate::logprobs::ChatLogprobs<'a>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -370,7 +370,10 @@ fn parse_chat_completion(body: &[u8]) -> Result<Generation, String> {
             .usage
             .as_ref()
             .and_then(|usage| usage.completion_tokens),
-        logprobs_json: choice.logprobs.map(|raw| raw.get().to_string()),
+        logprobs: choice
+            .logprobs
+            .as_ref()
+            .and_then(|logprobs| logprobs.encode()),
         ..Generation::default()
     })
 }
@@ -449,12 +452,10 @@ mod tests {
             ),
             Outcome::Refused
         );
-        let body = json!({"model": "m-1", "choices": [{"message": {"content": "x"}, "finish_reason": "stop", "logprobs": {"content": []}}], "usage": {"prompt_tokens": 3, "completion_tokens": 1}});
+        let body = json!({"model": "m-1", "choices": [{"message": {"content": "x"}, "finish_reason": "stop", "logprobs": {"content": [{"token": "x", "logprob": -0.5, "top_logprobs": []}]}}], "usage": {"prompt_tokens": 3, "completion_tokens": 1}});
         let generation = parse_chat_completion(&serde_json::to_vec(&body).unwrap()).unwrap();
-        assert_eq!(
-            generation.logprobs_json.as_deref(),
-            Some(r#"{"content":[]}"#)
-        );
+        let tokens = crate::logprobs::decode(&generation.logprobs.unwrap()).unwrap();
+        assert_eq!((tokens[0].text().as_ref(), tokens[0].logprob), ("x", -0.5));
         assert_eq!(generation.model_used.as_deref(), Some("m-1"));
         assert_eq!(
             (generation.prompt_tokens, generation.completion_tokens),

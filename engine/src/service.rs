@@ -331,51 +331,89 @@ pub async fn launch_run(
 }
 
 /// Writes a run's result identities chunk by chunk, repetition by repetition; cached
-/// generations are graded and stored as finished right away.
+/// generations are graded and stored as finished right away. Each chunk is written while the
+/// next one is read and planned, so the database's writer and its readers work side by side.
 async fn expand(store: &dyn Store, run_id: i64, manifest: &Manifest) -> ServiceResult<()> {
-    for repetition in 0..i64::from(manifest.eval.repetitions) {
-        let mut after_position = -1;
-        loop {
-            let chunk = store
-                .items_after(
-                    manifest.dataset_revision_id,
-                    after_position,
-                    EXPANSION_CHUNK,
-                )
-                .await?;
-            let Some((last_position, _)) = chunk.last() else {
-                break;
-            };
-            after_position = *last_position;
-            let items: Vec<_> = chunk.into_iter().map(|(_, item)| item).collect();
-            let planned = plan_identities(manifest, &items, repetition);
-            let keys: Vec<String> = planned
-                .iter()
-                .map(|identity| identity.generation_key.clone())
-                .collect();
-            let cached: std::collections::HashMap<String, crate::store::CachedGeneration> =
-                store.cached_generations(&keys).await?.into_iter().collect();
-            let identities: Vec<NewIdentity> = planned
-                .into_iter()
-                .zip(&items)
-                .map(|(planned, item)| {
-                    let cached = cached.get(&planned.generation_key).map(|hit| {
-                        let generation = hit.to_generation();
-                        CacheHit {
-                            source_work_item_id: hit.source_work_item_id,
-                            grade: grade_exact_match(&generation.output, &item.target),
-                            generation,
-                        }
-                    });
-                    NewIdentity { planned, cached }
-                })
-                .collect();
-            store
-                .insert_identities(run_id, manifest, &identities)
-                .await?;
-        }
+    let mut cursor = ExpansionCursor {
+        repetition: 0,
+        after_position: -1,
+    };
+    let mut ready = plan_next_chunk(store, manifest, &mut cursor).await?;
+    while let Some(identities) = ready.take() {
+        let (written, next) = tokio::join!(
+            store.insert_identities(run_id, manifest, &identities),
+            plan_next_chunk(store, manifest, &mut cursor),
+        );
+        written?;
+        ready = next?;
     }
     Ok(())
+}
+
+/// Where expansion has got to: the repetition, and the last dataset position planned in it.
+struct ExpansionCursor {
+    repetition: i64,
+    after_position: i64,
+}
+
+/// Reads the next chunk of dataset items and plans their identities, with cache hits graded;
+/// `None` once every repetition is planned.
+async fn plan_next_chunk(
+    store: &dyn Store,
+    manifest: &Manifest,
+    cursor: &mut ExpansionCursor,
+) -> ServiceResult<Option<Vec<NewIdentity>>> {
+    let chunk = loop {
+        if cursor.repetition >= i64::from(manifest.eval.repetitions) {
+            return Ok(None);
+        }
+        let chunk = store
+            .items_after(
+                manifest.dataset_revision_id,
+                cursor.after_position,
+                EXPANSION_CHUNK,
+            )
+            .await?;
+        match chunk.last() {
+            Some((last_position, _)) => {
+                cursor.after_position = *last_position;
+                break chunk;
+            }
+            None => {
+                cursor.repetition += 1;
+                cursor.after_position = -1;
+            }
+        }
+    };
+    let items: Vec<_> = chunk.into_iter().map(|(_, item)| item).collect();
+    let case_ids: Vec<String> = items.iter().map(|item| item.case_id.clone()).collect();
+    let observed = store
+        .observed_completion_tokens(manifest.dataset_revision_id, &case_ids)
+        .await?;
+    let planned = plan_identities(manifest, &items, cursor.repetition, &observed);
+    let keys: Vec<String> = planned
+        .iter()
+        .map(|identity| identity.generation_key.clone())
+        .collect();
+    let cached: std::collections::HashMap<String, crate::store::CachedGeneration> =
+        store.cached_generations(&keys).await?.into_iter().collect();
+    Ok(Some(
+        planned
+            .into_iter()
+            .zip(&items)
+            .map(|(planned, item)| {
+                let cached = cached.get(&planned.generation_key).map(|hit| {
+                    let generation = hit.to_generation();
+                    CacheHit {
+                        source_work_item_id: hit.source_work_item_id,
+                        grade: grade_exact_match(&generation.output, &item.target),
+                        generation,
+                    }
+                });
+                NewIdentity { planned, cached }
+            })
+            .collect(),
+    ))
 }
 
 /// Pause (`paused`), resume (`running`) or cancel (`cancelled`) a run. Requests already in
@@ -480,18 +518,41 @@ pub async fn reset_password(
 }
 
 /// Moves a user to a team: runs they launch share endpoints fairly with other teams' runs.
-pub async fn set_team(store: &dyn Store, username: &str, team: &str) -> ServiceResult<()> {
+fn valid_team(team: &str) -> ServiceResult<&str> {
     let team = team.trim();
     let valid = !team.is_empty()
         && team.len() <= 64
         && team
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    if !valid {
-        return Err(ServiceError::Invalid(
+    if valid {
+        Ok(team)
+    } else {
+        Err(ServiceError::Invalid(
             "a team name has 1 to 64 letters, digits, '.', '_' or '-'".into(),
-        ));
+        ))
     }
+}
+
+/// Weights between 1/100 and 100: a team's share of a shared endpoint relative to others.
+pub const TEAM_WEIGHT_RANGE: std::ops::RangeInclusive<f64> = 0.01..=100.0;
+
+/// Sets a team's fair-share weight: with weights 2 and 1, the first team gets two thirds of a
+/// contended endpoint within a priority class.
+pub async fn set_team_weight(store: &dyn Store, team: &str, weight: f64) -> ServiceResult<()> {
+    let team = valid_team(team)?;
+    if !weight.is_finite() || !TEAM_WEIGHT_RANGE.contains(&weight) {
+        return Err(ServiceError::Invalid(format!(
+            "a team weight is a number from {} to {}",
+            TEAM_WEIGHT_RANGE.start(),
+            TEAM_WEIGHT_RANGE.end()
+        )));
+    }
+    Ok(store.set_team_weight(team, weight).await?)
+}
+
+pub async fn set_team(store: &dyn Store, username: &str, team: &str) -> ServiceResult<()> {
+    let team = valid_team(team)?;
     if store.set_team(username, team).await? {
         Ok(())
     } else {

@@ -117,8 +117,8 @@ impl TestBackend {
     async fn tear_down(self) {
         let TestBackend { database, scratch } = self;
         match &database {
-            Database::Sqlite(store) => store.pool().close().await,
-            Database::Postgres(store) => store.pool().close().await,
+            Database::Sqlite(store) => store.close().await,
+            Database::Postgres(store) => store.close().await,
         }
         match scratch {
             Scratch::Directory(directory) => directory
@@ -239,7 +239,7 @@ fn answered(output: &str) -> Generation {
         attempts: 1,
         prompt_tokens: Some(20),
         completion_tokens: Some(4),
-        logprobs_json: None,
+        logprobs: None,
         ..Generation::default()
     }
 }
@@ -254,7 +254,7 @@ fn endpoint_failure(error: &str) -> Generation {
         attempts: 3,
         prompt_tokens: None,
         completion_tokens: None,
-        logprobs_json: None,
+        logprobs: None,
         error_category: Some(ErrorCategory::Connect),
         ..Generation::default()
     }
@@ -1255,16 +1255,30 @@ async fn the_scheduler_sees_only_running_runs_and_claims_longest_first(store: Ar
 {"id": "medium", "input": "A medium-sized question?", "target": "x"}
 "#;
     let run_id = launch_one_run(store.as_ref(), lengths.as_bytes(), 1).await;
+    let active = store.active_runs().await.unwrap();
     assert_eq!(
-        store
-            .active_runs()
-            .await
-            .unwrap()
-            .iter()
-            .map(|run| run.id)
-            .collect::<Vec<_>>(),
+        active.iter().map(|run| run.id).collect::<Vec<_>>(),
         vec![run_id]
     );
+    assert_eq!(
+        active[0].team_weight, 1.0,
+        "a team without a weight weighs 1"
+    );
+    // Leads weigh teams for fair share; weights out of range are refused, nothing stored.
+    service::set_team_weight(store.as_ref(), "default", 2.5)
+        .await
+        .unwrap();
+    for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 1000.0] {
+        assert!(matches!(
+            service::set_team_weight(store.as_ref(), "default", bad).await,
+            Err(ServiceError::Invalid(_))
+        ));
+    }
+    assert!(matches!(
+        service::set_team_weight(store.as_ref(), "bad team", 1.0).await,
+        Err(ServiceError::Invalid(_))
+    ));
+    assert_eq!(store.active_runs().await.unwrap()[0].team_weight, 2.5);
 
     service::change_run_state(store.as_ref(), run_id, "pause")
         .await
@@ -1334,4 +1348,74 @@ async fn the_scheduler_sees_only_running_runs_and_claims_longest_first(store: Ar
             .collect::<Vec<_>>(),
         vec!["short"]
     );
+
+    // The short question turns out to need a long answer and the long one a short answer.
+    let completion_tokens = HashMap::from([("short", 60), ("medium", 10), ("long", 2)]);
+    let finished: Vec<FinishedItem> = claimed
+        .iter()
+        .chain(&rest)
+        .map(|job| FinishedItem {
+            work_item_id: job.work_item_id,
+            generation: Generation {
+                completion_tokens: Some(completion_tokens[job.case_id.as_str()]),
+                ..answered("Answer: x")
+            },
+            grade: Some(grade_exact_match("Answer: x", "x")),
+            generation_key: job.generation_key.clone(),
+            cached_from: None,
+        })
+        .collect();
+    store.record_results(&finished).await.unwrap();
+    assert!(store.finish_run_if_done(run_id).await.unwrap());
+    let revision_id = store
+        .run_manifest(run_id)
+        .await
+        .unwrap()
+        .expect("the run has a manifest")
+        .dataset_revision_id;
+    let observed = store
+        .observed_completion_tokens(
+            revision_id,
+            &[
+                "short".to_string(),
+                "long".to_string(),
+                "unseen".to_string(),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        observed,
+        HashMap::from([("short".to_string(), 60.0), ("long".to_string(), 2.0)])
+    );
+
+    // A later run of the same cases (another seed, so nothing comes from the cache) claims
+    // by what was observed.
+    let dataset_id = store.list_datasets().await.unwrap()[0].id;
+    let checkpoint = store.list_checkpoints().await.unwrap()[0].id;
+    let form = EvalForm {
+        seed: 8,
+        ..eval_form("qa-again", dataset_id, 1)
+    };
+    let again = service::define_eval(store.as_ref(), &form, None)
+        .await
+        .unwrap();
+    let second = service::launch_run(
+        store.as_ref(),
+        again,
+        checkpoint,
+        PRIORITY_SCHEDULED,
+        "default",
+        None,
+    )
+    .await
+    .unwrap();
+    let order: Vec<String> = store
+        .claim_jobs("w", second.run_id, 10, LONG_LEASE_MS, true)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|job| job.case_id)
+        .collect();
+    assert_eq!(order, vec!["short", "long", "medium"]);
 }

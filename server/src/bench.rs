@@ -29,6 +29,26 @@ pub enum Scenario {
     Postgres,
     /// Overhead (with re-run), saturation and long tail.
     All,
+    /// A JSONL dataset (`--dataset`) against any OpenAI-compatible endpoint (`--endpoint`,
+    /// `--model`): the same run a peer tool is timed on (`scripts/bench-peers`).
+    Endpoint,
+}
+
+/// Options of the `endpoint` scenario.
+#[derive(Clone, Debug, clap::Args)]
+pub struct EndpointArgs {
+    /// Base URL of the OpenAI-compatible endpoint (`endpoint` scenario), e.g. http://127.0.0.1:8001/v1.
+    #[arg(long)]
+    pub endpoint: Option<String>,
+    /// Model name served by `--endpoint`.
+    #[arg(long, default_value = "bench")]
+    pub model: String,
+    /// JSONL dataset (`id`, `input`, `target` per line) for the `endpoint` scenario.
+    #[arg(long)]
+    pub dataset: Option<std::path::PathBuf>,
+    /// Requests in flight (the endpoint's limit and the worker's).
+    #[arg(long, default_value_t = 256)]
+    pub concurrency: usize,
 }
 
 /// A simulator child process, killed when dropped.
@@ -201,16 +221,24 @@ impl Bench {
         let revision = store
             .store_dataset_revision(name, "bench.jsonl", &parsed, None)
             .await?;
-        let checkpoint = self.register(sim, name, max_in_flight).await?;
+        let checkpoint = self
+            .register(&sim.base_url, "bench", name, max_in_flight)
+            .await?;
         Ok((revision.dataset_id, checkpoint))
     }
 
-    /// Registers the simulator's `bench` model as checkpoint `{name}-ckpt`.
-    async fn register(&self, sim: &Sim, name: &str, max_in_flight: usize) -> anyhow::Result<i64> {
+    /// Registers `model` served at `base_url` as checkpoint `{name}-ckpt`.
+    async fn register(
+        &self,
+        base_url: &str,
+        model: &str,
+        name: &str,
+        max_in_flight: usize,
+    ) -> anyhow::Result<i64> {
         let form = CheckpointForm {
             name: format!("{name}-ckpt"),
-            endpoint_url: sim.base_url.clone(),
-            model: "bench".into(),
+            endpoint_url: base_url.into(),
+            model: model.into(),
             max_in_flight: max_in_flight.to_string(),
             ..CheckpointForm::default()
         };
@@ -487,7 +515,9 @@ async fn memory(items: usize) -> anyhow::Result<()> {
         .first()
         .context("the dataset was not written")?
         .id;
-    let checkpoint = bench.register(&sim, "memory", 1024).await?;
+    let checkpoint = bench
+        .register(&sim.base_url, "bench", "memory", 1024)
+        .await?;
     let eval = bench.define(dataset_id, "memory", 0).await?;
     let (expansion, elapsed, done) = bench
         .run(eval, checkpoint, worker("bench-memory", 256))
@@ -554,11 +584,53 @@ async fn postgres(items: usize, admin_url: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The `endpoint` scenario: one dataset file, one endpoint, the whole pipeline (launch,
+/// expansion, workers, grading, commits to SQLite), timed from launch to the last commit.
+async fn endpoint(options: EndpointArgs) -> anyhow::Result<()> {
+    let base_url = options
+        .endpoint
+        .context("the endpoint scenario needs --endpoint URL")?;
+    let path = options
+        .dataset
+        .context("the endpoint scenario needs --dataset FILE.jsonl")?;
+    let data = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let parsed = arbiter_engine::dataset::parse_dataset_with_limit(
+        &data,
+        arbiter_engine::dataset::DatasetFormat::Jsonl,
+        usize::MAX,
+    )?;
+    let bench = Bench::sqlite().await?;
+    let revision = bench
+        .store
+        .store_dataset_revision("endpoint", "bench.jsonl", &parsed, None)
+        .await?;
+    let checkpoint = bench
+        .register(&base_url, &options.model, "endpoint", options.concurrency)
+        .await?;
+    let eval = bench.define(revision.dataset_id, "endpoint", 0).await?;
+    let started = Instant::now();
+    let (_, _, done) = bench
+        .run(
+            eval,
+            checkpoint,
+            worker("bench-endpoint", options.concurrency),
+        )
+        .await?;
+    let seconds = started.elapsed().as_secs_f64();
+    println!(
+        "arbiter: {done} items in {seconds:.3} s -> {:.0} items/s (launch, generation, grading and commits; concurrency {})",
+        done as f64 / seconds,
+        options.concurrency
+    );
+    Ok(())
+}
+
 /// Runs a scenario (`items` overrides each scenario's default size).
 pub async fn run(
     scenario: Scenario,
     items: Option<usize>,
     postgres_url: Option<String>,
+    endpoint_options: EndpointArgs,
 ) -> anyhow::Result<()> {
     let warn_debug = cfg!(debug_assertions);
     if warn_debug {
@@ -575,6 +647,7 @@ pub async fn run(
             )?;
             postgres(items.unwrap_or(100_000), &url).await
         }
+        Scenario::Endpoint => endpoint(endpoint_options).await,
         Scenario::All => {
             overhead(items.unwrap_or(100_000)).await?;
             saturation(25_600).await?;

@@ -356,13 +356,29 @@ pub fn prometheus_sum(text: &str, metric: &str) -> Option<f64> {
     total
 }
 
-/// Polls vLLM-style `/metrics` once a second and feeds the server's queue depth to the
-/// limiter; stops when the endpoint has no such metrics or the pool is gone.
+/// How often `/metrics` is read: quickly while the limiter is still finding the server's
+/// capacity (it doubles on each reading that shows no queue), then once a second.
+const METRICS_POLL_SLOW_START: Duration = Duration::from_millis(100);
+const METRICS_POLL: Duration = Duration::from_secs(1);
+
+/// Polls vLLM-style `/metrics` and feeds the server's queue depth to the limiter; stops when
+/// the endpoint has no such metrics or the pool is gone.
 async fn watch_server_queue(endpoint: Weak<Endpoint>, http: reqwest::Client) {
     let mut misses = 0;
-    let mut interval = tokio::time::interval(Duration::from_secs(1));
+    let mut first = true;
     loop {
-        interval.tick().await;
+        if !first {
+            let slow_start = endpoint
+                .upgrade()
+                .is_some_and(|endpoint| endpoint.limiter.in_slow_start());
+            tokio::time::sleep(if slow_start {
+                METRICS_POLL_SLOW_START
+            } else {
+                METRICS_POLL
+            })
+            .await;
+        }
+        first = false;
         let Some(endpoint) = endpoint.upgrade() else {
             return;
         };

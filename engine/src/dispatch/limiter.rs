@@ -166,16 +166,38 @@ impl Limiter {
 
     /// The server's own queue (requests waiting, from `/metrics`): shrink gently while it
     /// builds, hold while anything waits, grow again once it is empty.
+    ///
+    /// In slow start an empty queue while every permitted request is out is direct evidence
+    /// of idle capacity, so the limit doubles then and there. Growing only per completed
+    /// request would leave the server half idle for a whole request duration, and
+    /// longest-first claiming makes the first requests the longest ones.
     pub fn on_server_queue(&self, waiting: f64, running: f64) {
-        let mut state = self.lock();
-        let tolerated = (running * 0.05).max(2.0);
-        state.server_queue_building = waiting > 0.0;
-        if waiting > 0.0 {
-            state.slow_start = false;
+        let grew = {
+            let mut state = self.lock();
+            let tolerated = (running * 0.05).max(2.0);
+            state.server_queue_building = waiting > 0.0;
+            if waiting > 0.0 {
+                state.slow_start = false;
+            }
+            if waiting > tolerated {
+                state.limit = (state.limit * 0.9).max(1.0);
+            }
+            let limit_bound = state.in_flight as f64 >= state.limit.floor();
+            if state.slow_start && waiting == 0.0 && limit_bound && state.limit < state.ceiling {
+                state.limit = (state.limit * 2.0).min(state.ceiling);
+                true
+            } else {
+                false
+            }
+        };
+        if grew {
+            self.released.notify_waiters();
         }
-        if waiting > tolerated {
-            state.limit = (state.limit * 0.9).max(1.0);
-        }
+    }
+
+    /// Whether the limit is still doubling (no overload or server queue seen yet).
+    pub fn in_slow_start(&self) -> bool {
+        self.lock().slow_start
     }
 
     /// This worker's share of the endpoint changed (workers joined or left).
@@ -315,6 +337,37 @@ mod tests {
             limiter.on_success();
         }
         assert!(limiter.limit() > 28);
+    }
+
+    #[tokio::test]
+    async fn slow_start_doubles_at_once_while_the_server_has_no_queue() {
+        let limiter = Limiter::new(100, None);
+        let held: Vec<_> = futures::future::join_all((0..32).map(|_| limiter.acquire(1))).await;
+        limiter.on_server_queue(0.0, 32.0);
+        assert_eq!(
+            limiter.limit(),
+            64,
+            "all 32 out and nothing waiting: double"
+        );
+        limiter.on_server_queue(0.0, 32.0);
+        assert_eq!(limiter.limit(), 64, "not limit-bound (32 of 64 out): hold");
+        let more: Vec<_> = futures::future::join_all((0..32).map(|_| limiter.acquire(1))).await;
+        limiter.on_server_queue(0.0, 64.0);
+        assert_eq!(limiter.limit(), 100, "capped by the ceiling");
+        drop((held, more));
+        let limiter = Limiter::new(100, None);
+        let _held: Vec<_> = futures::future::join_all((0..32).map(|_| limiter.acquire(1))).await;
+        limiter.on_server_queue(1.0, 31.0);
+        assert!(
+            !limiter.in_slow_start(),
+            "a request waiting ends slow start"
+        );
+        limiter.on_server_queue(0.0, 32.0);
+        assert_eq!(
+            limiter.limit(),
+            32,
+            "after slow start the queue no longer doubles"
+        );
     }
 
     #[test]

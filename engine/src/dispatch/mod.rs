@@ -35,9 +35,11 @@ use tokio::sync::{mpsc, watch, Semaphore};
 pub struct WorkerConfig {
     /// Unique name in leases, e.g. `host:pid:n`.
     pub worker_id: String,
-    /// Identities this worker keeps in flight at once (requests plus results awaiting commit).
+    /// Identities this worker works on at once (requests plus results awaiting commit).
     pub max_in_flight: usize,
-    /// Most identities claimed in one statement.
+    /// Most identities claimed in one statement. Up to this many more than `max_in_flight`
+    /// are held claimed, so the next batch is ready when slots free up and the endpoint never
+    /// waits on a database round trip.
     pub claim_batch: usize,
     /// Most results recorded in one transaction.
     pub commit_batch: usize,
@@ -56,7 +58,7 @@ impl WorkerConfig {
         WorkerConfig {
             worker_id: worker_id.into(),
             max_in_flight: 256,
-            claim_batch: 64,
+            claim_batch: 256,
             commit_batch: 512,
             lease: Duration::from_secs(60),
             idle_poll: Duration::from_millis(200),
@@ -211,9 +213,16 @@ pub async fn run_worker(
 ) {
     tracing::info!(worker = %config.worker_id, backend = store.backend(), "worker started");
     let pool = EndpointPool::new(store.clone(), config.retry.clone());
-    let slots = Arc::new(Semaphore::new(config.max_in_flight));
+    // `slots` bounds identities held (claimed, running or awaiting commit); `running` bounds
+    // those being answered. The difference is the prefetched next batch.
+    let held_max = config.max_in_flight + config.claim_batch;
+    let slots = Arc::new(Semaphore::new(held_max));
+    let running = Arc::new(Semaphore::new(config.max_in_flight));
     let in_flight: Arc<Mutex<HashMap<i64, usize>>> = Arc::default();
-    let (finished_tx, finished_rx) = mpsc::channel(config.max_in_flight.max(1));
+    // Room for two commit batches: answers keep arriving while one batch is being written,
+    // and a full channel would hold up the slots (and so the endpoint) behind the database.
+    let (finished_tx, finished_rx) =
+        mpsc::channel((2 * config.commit_batch).max(config.max_in_flight).max(1));
     let committer = tokio::spawn(commit_loop(store.clone(), finished_rx, config.commit_batch));
     let (heartbeat_stop, heartbeat_shutdown) = watch::channel(false);
     let heartbeat = tokio::spawn(heartbeat_loop(
@@ -250,6 +259,8 @@ pub async fn run_worker(
         let free = slots_held.num_permits();
         let claimed = claim(&store, &config, &mut state, &in_flight, free, lease_ms).await;
         if claimed.is_empty() {
+            // Idle: look for newly launched runs at the next poll, not a cache period later.
+            state.active_read_at = None;
             drop(slots_held);
             tokio::select! {
                 _ = tokio::time::sleep(config.idle_poll) => {}
@@ -267,9 +278,13 @@ pub async fn run_worker(
             let pool = pool.clone();
             let finished_tx = finished_tx.clone();
             let in_flight = in_flight.clone();
+            let running = running.clone();
             tokio::spawn(async move {
                 let run_id = job.run_id;
+                // The semaphore queues waiters in order, so claims start longest first.
+                let answering = running.acquire().await;
                 let finished = answer(job, &spec, &pool).await;
+                drop(answering);
                 let _ = finished_tx.send(finished).await;
                 if let Ok(mut counts) = in_flight.lock() {
                     if let Some(count) = counts.get_mut(&run_id) {
@@ -284,7 +299,7 @@ pub async fn run_worker(
     }
 
     // Drain: every slot back means every identity has been handed to the committer.
-    let _all = slots.acquire_many(config.max_in_flight as u32).await;
+    let _all = slots.acquire_many(held_max as u32).await;
     drop(finished_tx);
     let _ = committer.await;
     let _ = heartbeat_stop.send(true);
@@ -336,8 +351,14 @@ async fn claim(
             in_flight: holding.get(&run.id).copied().unwrap_or(0),
         })
         .collect();
+    let weights: HashMap<&str, f64> = state
+        .active
+        .iter()
+        .map(|run| (run.team.as_str(), run.team_weight))
+        .collect();
+    let team_weight = |team: &str| weights.get(team).copied().unwrap_or(1.0);
     let mut claimed = Vec::new();
-    for (run_id, quota) in fair_share::allocate(free, &candidates, |_| 1.0) {
+    for (run_id, quota) in fair_share::allocate(free, &candidates, team_weight) {
         if let std::collections::hash_map::Entry::Vacant(entry) = state.specs.entry(run_id) {
             match store.run_manifest(run_id).await {
                 Ok(Some(manifest)) => {

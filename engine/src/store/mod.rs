@@ -127,7 +127,17 @@ pub trait Store: Send + Sync + 'static {
     /// All final results of a run, for comparisons.
     async fn run_outcomes(&self, run_id: i64) -> StoreResult<Vec<ResultRow>>;
     /// Marks the run completed if no identity is left unfinished; true if it is completed now.
+    /// Completing a run adds its answers' lengths to the observed lengths of its cases.
     async fn finish_run_if_done(&self, run_id: i64) -> StoreResult<bool>;
+    /// Sets a team's fair-share weight (created if new).
+    async fn set_team_weight(&self, team: &str, weight: f64) -> StoreResult<()>;
+    /// Mean completion tokens observed so far for these cases of a dataset revision (cases
+    /// never answered are absent): later runs claim the longest first by them.
+    async fn observed_completion_tokens(
+        &self,
+        revision_id: i64,
+        case_ids: &[String],
+    ) -> StoreResult<std::collections::HashMap<String, f64>>;
 
     // The generation cache.
     async fn cached_generations(

@@ -5,6 +5,8 @@ use sqlx::postgres::{PgPool, PgPoolOptions};
 
 pub struct PostgresStore {
     pool: PgPool,
+    /// The same pool: PostgreSQL has no single-writer rule, so writes share the connections.
+    writer: PgPool,
 }
 
 impl PostgresStore {
@@ -15,11 +17,20 @@ impl PostgresStore {
             .connect(url)
             .await?;
         sqlx::migrate!("../migrations/postgres").run(&pool).await?;
-        Ok(PostgresStore { pool })
+        Ok(PostgresStore {
+            writer: pool.clone(),
+            pool,
+        })
     }
 
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// Closes every connection.
+    pub async fn close(&self) {
+        self.pool.close().await;
+        self.writer.close().await;
     }
 }
 

@@ -161,7 +161,7 @@ macro_rules! sql_store {
                 .bind(hash.as_phc())
                 .bind(role.as_str())
                 .bind(now_ms())
-                .fetch_one(&self.pool)
+                .fetch_one(&self.writer)
                 .await
                 .map_err(|err| {
                     conflict_on(err, "users_username_key", &format!("the username `{username}` is taken"))
@@ -192,7 +192,7 @@ macro_rules! sql_store {
                 let result = sqlx::query("UPDATE users SET password_hash = $1 WHERE username = $2")
                     .bind(hash.as_phc())
                     .bind(username)
-                    .execute(&self.pool)
+                    .execute(&self.writer)
                     .await?;
                 Ok(result.rows_affected() == 1)
             }
@@ -208,13 +208,13 @@ macro_rules! sql_store {
                 let result = sqlx::query("UPDATE users SET team = $1 WHERE username = $2")
                     .bind(team)
                     .bind(username)
-                    .execute(&self.pool)
+                    .execute(&self.writer)
                     .await?;
                 Ok(result.rows_affected() == 1)
             }
 
             async fn register_checkpoint(&self, new: &NewCheckpoint, created_by: Option<i64>) -> StoreResult<i64> {
-                let mut tx = self.pool.begin_with($begin).await?;
+                let mut tx = self.writer.begin_with($begin).await?;
                 let now = now_ms();
                 let mut endpoint_ids = Vec::with_capacity(1 + new.replica_urls.len());
                 for url in std::iter::once(&new.base_url).chain(&new.replica_urls) {
@@ -311,7 +311,7 @@ macro_rules! sql_store {
                 parsed: &ParsedDataset,
                 created_by: Option<i64>,
             ) -> StoreResult<DatasetRevision> {
-                let mut tx = self.pool.begin_with($begin).await?;
+                let mut tx = self.writer.begin_with($begin).await?;
                 let now = now_ms();
                 sqlx::query("INSERT INTO datasets (name, created_by, created_at) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING")
                     .bind(name)
@@ -469,7 +469,7 @@ macro_rules! sql_store {
             }
 
             async fn create_eval(&self, dataset_id: i64, spec: &$crate::manifest::EvalSpec, created_by: Option<i64>) -> StoreResult<i64> {
-                let mut tx = self.pool.begin_with($begin).await?;
+                let mut tx = self.writer.begin_with($begin).await?;
                 let inserted = sqlx::query_scalar::<_, i64>(
                     "INSERT INTO evals (name, dataset_id, prompt_template, grader, max_tokens, temperature, repetitions, seed, created_by, created_at) \
                      SELECT $1, d.id, $2, $3, $4, $5, $6, $7, $8, $9 FROM datasets d WHERE d.id = $10 RETURNING id",
@@ -538,7 +538,7 @@ macro_rules! sql_store {
                 let manifest = new.manifest;
                 let manifest_hash = manifest.content_hash();
                 let manifest_json = serde_json::to_string(manifest).expect("manifests always serialize");
-                let mut tx = self.pool.begin_with($begin).await?;
+                let mut tx = self.writer.begin_with($begin).await?;
                 let inserted: Option<i64> = sqlx::query_scalar(
                     "INSERT INTO runs (manifest_hash, manifest_json, eval_id, revision_id, checkpoint_id, expected_count, status, priority, team, created_by, created_at) \
                      VALUES ($1, $2, $3, $4, $5, $6, 'expanding', $7, $8, $9, $10) ON CONFLICT (manifest_hash) DO NOTHING RETURNING id",
@@ -572,7 +572,7 @@ macro_rules! sql_store {
 
             async fn insert_identities(&self, run_id: i64, manifest: &Manifest, identities: &[NewIdentity]) -> StoreResult<()> {
                 let now = now_ms();
-                let mut tx = self.pool.begin_with($begin).await?;
+                let mut tx = self.writer.begin_with($begin).await?;
                 for chunk in identities.chunks(super::sql::IDENTITY_INSERT_BATCH) {
                     let mut insert = sqlx::QueryBuilder::<$db>::new(
                         "INSERT INTO work_items (run_id, revision_id, case_id, checkpoint_id, repetition, state, verdict, cost, shard, generation_key) ",
@@ -615,7 +615,14 @@ macro_rules! sql_store {
                         })
                         .collect();
                     // These identities were inserted finished; only their answers are missing.
-                    insert_results(&mut tx, &finished, now, false).await?;
+                    let recorded = insert_results(&mut tx, &finished, now, false).await?;
+                    if recorded.inserted > 0 {
+                        sqlx::query("UPDATE runs SET done_count = done_count + $1 WHERE id = $2")
+                            .bind(recorded.inserted as i64)
+                            .bind(run_id)
+                            .execute(&mut *tx)
+                            .await?;
+                    }
                 }
                 tx.commit().await?;
                 Ok(())
@@ -633,7 +640,7 @@ macro_rules! sql_store {
                     statuses.push_bind(*status);
                 }
                 statuses.push_unseparated(")");
-                let result = update.build().execute(&self.pool).await?;
+                let result = update.build().execute(&self.writer).await?;
                 Ok(result.rows_affected() == 1)
             }
 
@@ -650,7 +657,7 @@ macro_rules! sql_store {
                 let rows = sqlx::query(
                     "SELECT r.id, r.eval_id, e.name AS eval_name, c.name AS checkpoint_name, r.expected_count, r.created_at, \
                      r.status, r.priority, \
-                     (SELECT COUNT(*) FROM work_items w WHERE w.run_id = r.id AND w.state = 'done') AS done_count \
+                     r.done_count \
                      FROM runs r JOIN evals e ON e.id = r.eval_id JOIN checkpoints c ON c.id = r.checkpoint_id \
                      ORDER BY r.id DESC",
                 )
@@ -779,22 +786,66 @@ macro_rules! sql_store {
             }
 
             async fn finish_run_if_done(&self, run_id: i64) -> StoreResult<bool> {
+                // The counter moves in the same transactions as the identities' states, so this
+                // check costs the same on a million-item run as on a ten-item one.
+                let mut tx = self.writer.begin_with($begin).await?;
                 let result = sqlx::query(
                     "UPDATE runs SET status = 'completed', finished_at = $1 WHERE id = $2 AND status = 'running' \
-                     AND NOT EXISTS (SELECT 1 FROM work_items w WHERE w.run_id = $2 AND w.state IN ('queued', 'leased'))",
+                     AND done_count >= expected_count",
                 )
                 .bind(now_ms())
                 .bind(run_id)
-                .execute(&self.pool)
+                .execute(&mut *tx)
                 .await?;
                 if result.rows_affected() == 1 {
+                    // Fresh answers only (a cache hit would count its source twice), merged
+                    // into the running means as weighted averages.
+                    sqlx::query(
+                        "INSERT INTO case_lengths (revision_id, case_id, completion_tokens, samples) \
+                         SELECT w.revision_id, w.case_id, CAST(AVG(g.completion_tokens) AS DOUBLE PRECISION), COUNT(*) \
+                         FROM work_items w JOIN generations g ON g.work_item_id = w.id \
+                         WHERE w.run_id = $1 AND g.completion_tokens IS NOT NULL AND g.from_cache = FALSE \
+                         GROUP BY w.revision_id, w.case_id \
+                         ON CONFLICT (revision_id, case_id) DO UPDATE SET \
+                         completion_tokens = (case_lengths.completion_tokens * case_lengths.samples \
+                                              + excluded.completion_tokens * excluded.samples) \
+                                             / (case_lengths.samples + excluded.samples), \
+                         samples = case_lengths.samples + excluded.samples",
+                    )
+                    .bind(run_id)
+                    .execute(&mut *tx)
+                    .await?;
+                    tx.commit().await?;
                     return Ok(true);
                 }
+                tx.commit().await?;
                 let status: Option<String> = sqlx::query_scalar("SELECT status FROM runs WHERE id = $1")
                     .bind(run_id)
                     .fetch_optional(&self.pool)
                     .await?;
                 Ok(status.as_deref() == Some("completed"))
+            }
+
+            async fn observed_completion_tokens(
+                &self,
+                revision_id: i64,
+                case_ids: &[String],
+            ) -> StoreResult<std::collections::HashMap<String, f64>> {
+                let mut found = std::collections::HashMap::new();
+                for chunk in case_ids.chunks(super::sql::KEY_LOOKUP_BATCH) {
+                    let mut select = sqlx::QueryBuilder::<$db>::new(
+                        "SELECT case_id, completion_tokens FROM case_lengths WHERE revision_id = ",
+                    );
+                    select.push_bind(revision_id).push(" AND case_id IN (");
+                    let mut list = select.separated(", ");
+                    for case_id in chunk {
+                        list.push_bind(case_id.as_str());
+                    }
+                    list.push_unseparated(")");
+                    let rows: Vec<(String, f64)> = select.build_query_as().fetch_all(&self.pool).await?;
+                    found.extend(rows);
+                }
+                Ok(found)
             }
 
             async fn cached_generations(&self, keys: &[String]) -> StoreResult<Vec<(String, CachedGeneration)>> {
@@ -836,14 +887,28 @@ macro_rules! sql_store {
             }
 
             async fn active_runs(&self) -> StoreResult<Vec<ActiveRun>> {
-                let rows: Vec<(i64, i64, String)> =
-                    sqlx::query_as("SELECT id, priority, team FROM runs WHERE status = 'running' ORDER BY id")
-                        .fetch_all(&self.pool)
-                        .await?;
+                let rows: Vec<(i64, i64, String, f64)> = sqlx::query_as(
+                    "SELECT r.id, r.priority, r.team, COALESCE(t.weight, 1.0) FROM runs r \
+                     LEFT JOIN team_weights t ON t.team = r.team WHERE r.status = 'running' ORDER BY r.id",
+                )
+                .fetch_all(&self.pool)
+                .await?;
                 Ok(rows
                     .into_iter()
-                    .map(|(id, priority, team)| ActiveRun { id, priority, team })
+                    .map(|(id, priority, team, team_weight)| ActiveRun { id, priority, team, team_weight })
                     .collect())
+            }
+
+            async fn set_team_weight(&self, team: &str, weight: f64) -> StoreResult<()> {
+                sqlx::query(
+                    "INSERT INTO team_weights (team, weight) VALUES ($1, $2) \
+                     ON CONFLICT (team) DO UPDATE SET weight = excluded.weight",
+                )
+                .bind(team)
+                .bind(weight)
+                .execute(&self.writer)
+                .await?;
+                Ok(())
             }
 
             async fn claim_jobs(
@@ -864,16 +929,17 @@ macro_rules! sql_store {
                                   ORDER BY {order} LIMIT $4 {}) RETURNING id",
                     $skip_locked
                 );
-                let mut tx = self.pool.begin_with($begin).await?;
+                // One autocommit statement takes the lease; the identities' inputs are then read
+                // on a reader connection (they never change, so no transaction spans both),
+                // leaving SQLite's single writer free for commits meanwhile.
                 let ids: Vec<i64> = sqlx::query_scalar(&claim)
                     .bind(worker)
                     .bind(now + lease_ms)
                     .bind(run_id)
                     .bind(limit)
-                    .fetch_all(&mut *tx)
+                    .fetch_all(&self.writer)
                     .await?;
                 if ids.is_empty() {
-                    tx.commit().await?;
                     return Ok(Vec::new());
                 }
                 let mut select = sqlx::QueryBuilder::<$db>::new(
@@ -889,8 +955,7 @@ macro_rules! sql_store {
                     list.push_bind(*id);
                 }
                 list.push_unseparated(") ORDER BY w.cost DESC, w.id");
-                let rows = select.build().fetch_all(&mut *tx).await?;
-                tx.commit().await?;
+                let rows = select.build().fetch_all(&self.pool).await?;
                 rows.iter()
                     .map(|row| {
                         let cached_outcome: Option<String> = row.try_get("outcome")?;
@@ -915,7 +980,7 @@ macro_rules! sql_store {
 
             async fn claim_work(&self, worker: &str, limit: i64, lease_ms: i64) -> StoreResult<Vec<i64>> {
                 let now = now_ms();
-                let mut tx = self.pool.begin_with($begin).await?;
+                let mut tx = self.writer.begin_with($begin).await?;
                 let ids: Vec<i64> = sqlx::query_scalar(concat!(
                     "UPDATE work_items SET state = 'leased', lease_owner = $1, lease_expires_at = $2, attempts = attempts + 1 \
                      WHERE id IN (SELECT w.id FROM work_items w JOIN runs r ON r.id = w.run_id \
@@ -968,7 +1033,7 @@ macro_rules! sql_store {
                 if finished.is_empty() {
                     return Ok(RecordOutcome::default());
                 }
-                let mut tx = self.pool.begin_with($begin).await?;
+                let mut tx = self.writer.begin_with($begin).await?;
                 let mut outcome = RecordOutcome::default();
                 for chunk in finished.chunks(super::sql::RESULT_INSERT_BATCH) {
                     let recorded = insert_results(&mut tx, chunk, now_ms(), true).await?;
@@ -985,7 +1050,7 @@ macro_rules! sql_store {
 
             async fn heartbeat(&self, worker: &str, in_flight: i64, lease_ms: i64, live_within_ms: i64) -> StoreResult<i64> {
                 let now = now_ms();
-                let mut tx = self.pool.begin_with($begin).await?;
+                let mut tx = self.writer.begin_with($begin).await?;
                 sqlx::query("UPDATE work_items SET lease_expires_at = $1 WHERE state = 'leased' AND lease_owner = $2")
                     .bind(now + lease_ms)
                     .bind(worker)
@@ -1015,12 +1080,12 @@ macro_rules! sql_store {
                      WHERE state = 'leased' AND lease_expires_at < $1",
                 )
                 .bind(now)
-                .execute(&self.pool)
+                .execute(&self.writer)
                 .await?;
                 // Workers silent for an hour are gone; their rows only clutter the health page.
                 sqlx::query("DELETE FROM workers WHERE heartbeat_at < $1")
                     .bind(now - 3_600_000)
-                    .execute(&self.pool)
+                    .execute(&self.writer)
                     .await?;
                 Ok(reaped.rows_affected())
             }
@@ -1028,14 +1093,14 @@ macro_rules! sql_store {
             async fn deregister_worker(&self, worker: &str) -> StoreResult<()> {
                 sqlx::query("DELETE FROM workers WHERE name = $1")
                     .bind(worker)
-                    .execute(&self.pool)
+                    .execute(&self.writer)
                     .await?;
                 Ok(())
             }
 
             async fn next_annotation_task(&self, user_id: i64, lease_ms: i64) -> StoreResult<Option<AnnotationTask>> {
                 let now = now_ms();
-                let mut tx = self.pool.begin_with($begin).await?;
+                let mut tx = self.writer.begin_with($begin).await?;
                 // Renew the rater's own live lease first, so "next" never hands out a second item.
                 let mut task: Option<(i64, i64)> = sqlx::query_as(
                     "UPDATE annotation_tasks SET lease_expires_at = $1 \
@@ -1088,7 +1153,7 @@ macro_rules! sql_store {
             async fn submit_label(&self, task_id: i64, user_id: i64, pass: bool, rationale: &str) -> StoreResult<()> {
                 let now = now_ms();
                 let verdict = if pass { Verdict::Pass } else { Verdict::Fail };
-                let mut tx = self.pool.begin_with($begin).await?;
+                let mut tx = self.writer.begin_with($begin).await?;
                 let work_item_id: Option<i64> = sqlx::query_scalar(
                     "UPDATE annotation_tasks SET state = 'done', completed_at = $1, lease_expires_at = NULL \
                      WHERE id = $2 AND state = 'leased' AND leased_by = $3 RETURNING work_item_id",
@@ -1137,7 +1202,7 @@ macro_rules! sql_store {
             }
 
             async fn skip_task(&self, task_id: i64, user_id: i64) -> StoreResult<()> {
-                let mut tx = self.pool.begin_with($begin).await?;
+                let mut tx = self.writer.begin_with($begin).await?;
                 let released = sqlx::query(
                     "UPDATE annotation_tasks SET state = 'open', leased_by = NULL, lease_expires_at = NULL \
                      WHERE id = $1 AND state = 'leased' AND leased_by = $2",
@@ -1221,7 +1286,7 @@ macro_rules! sql_store {
             let mut insert = sqlx::QueryBuilder::<$db>::new(
                 "INSERT INTO generations (work_item_id, outcome, output, finish_reason, error, error_category, attempt_log, \
                  served_by, model_used, fallback_used, from_cache, source_work_item_id, latency_ms, attempts, prompt_tokens, \
-                 completion_tokens, logprobs_json, created_at) ",
+                 completion_tokens, logprobs, created_at) ",
             );
             insert.push_values(finished, |mut row, item| {
                 let generation = &item.generation;
@@ -1241,7 +1306,7 @@ macro_rules! sql_store {
                     .push_bind(generation.attempts)
                     .push_bind(generation.prompt_tokens)
                     .push_bind(generation.completion_tokens)
-                    .push_bind(generation.logprobs_json.as_deref())
+                    .push_bind(generation.logprobs.as_deref())
                     .push_bind(now);
             });
             insert.push(" ON CONFLICT (work_item_id) DO NOTHING RETURNING work_item_id");
@@ -1272,33 +1337,33 @@ macro_rules! sql_store {
                 grades.build().execute(&mut **tx).await?;
             }
 
-            // One UPDATE per verdict keeps the statement count constant per batch.
-            let mut runs: Vec<i64> = Vec::new();
-            let verdicts: &[&str] = if finish_work_items { &["pass", "fail", "uncertain", "error"] } else { &[] };
-            for &verdict in verdicts {
-                let ids: Vec<i64> = recorded
-                    .iter()
-                    .filter(|item| item.grade.as_ref().map_or("error", |grade| grade.verdict.as_str()) == verdict)
-                    .map(|item| item.work_item_id)
-                    .collect();
-                if ids.is_empty() {
-                    continue;
-                }
+            // One statement finishes every identity with its verdict (errors have none).
+            let mut done_per_run: Vec<(i64, i64)> = Vec::new();
+            if finish_work_items {
                 let mut update = sqlx::QueryBuilder::<$db>::new(
-                    "UPDATE work_items SET state = 'done', lease_owner = NULL, lease_expires_at = NULL, verdict = ",
+                    "UPDATE work_items SET state = 'done', lease_owner = NULL, lease_expires_at = NULL, \
+                     verdict = v.column2 FROM (",
                 );
-                update.push_bind(verdict).push(" WHERE id IN (");
-                let mut list = update.separated(", ");
-                for id in ids {
-                    list.push_bind(id);
-                }
-                list.push_unseparated(") RETURNING run_id");
+                update.push_values(&recorded, |mut row, item| {
+                    row.push_bind(item.work_item_id)
+                        .push_bind(item.grade.as_ref().map_or("error", |grade| grade.verdict.as_str()));
+                });
+                update.push(") AS v WHERE work_items.id = v.column1 RETURNING work_items.run_id");
                 for run in update.build_query_scalar::<i64>().fetch_all(&mut **tx).await? {
-                    if !runs.contains(&run) {
-                        runs.push(run);
+                    match done_per_run.iter_mut().find(|(id, _)| *id == run) {
+                        Some((_, count)) => *count += 1,
+                        None => done_per_run.push((run, 1)),
                     }
                 }
             }
+            for (run, count) in &done_per_run {
+                sqlx::query("UPDATE runs SET done_count = done_count + $1 WHERE id = $2")
+                    .bind(*count)
+                    .bind(*run)
+                    .execute(&mut **tx)
+                    .await?;
+            }
+            let runs: Vec<i64> = done_per_run.iter().map(|(run, _)| *run).collect();
 
             let uncertain: Vec<(&FinishedItem, &Grade)> = graded
                 .iter()

@@ -187,11 +187,13 @@ impl CachedGeneration {
 }
 
 /// A run the scheduler may take work from.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ActiveRun {
     pub id: i64,
     pub priority: i64,
     pub team: String,
+    /// The team's fair-share weight (1 unless a lead set another).
+    pub team_weight: f64,
 }
 
 /// A leased identity with what a worker needs to answer it.

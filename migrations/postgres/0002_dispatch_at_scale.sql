@@ -1,0 +1,37 @@
+-- Dispatch at scale: compact logprobs, lean queue indexes, run counters, observed lengths
+-- and team weights (measured with `arbiter bench`).
+
+-- Per-token logprobs move from the endpoint's JSON text (about 7 KB for 32 tokens with five
+-- alternatives) to the compact binary form of engine/src/logprobs.rs (about a fifth of that).
+ALTER TABLE generations DROP COLUMN logprobs_json;
+ALTER TABLE generations ADD COLUMN logprobs BYTEA;
+
+-- The queue indexes hold only the rows they serve: queued identities (claimed longest first)
+-- and leased ones (heartbeats, the reaper, completion checks; as many as are in flight). An
+-- identity passing queued -> leased -> done now touches each index once instead of
+-- rewriting two full-table indexes at every step.
+DROP INDEX work_items_lease_idx;
+DROP INDEX work_items_claim_idx;
+CREATE INDEX work_items_queued_idx ON work_items (run_id, cost DESC, id) WHERE state = 'queued';
+CREATE INDEX work_items_leased_idx ON work_items (lease_owner) WHERE state = 'leased';
+
+-- Identities recorded so far, kept in the same transaction as the results, so run lists
+-- never count a run's rows.
+ALTER TABLE runs ADD COLUMN done_count BIGINT NOT NULL DEFAULT 0;
+UPDATE runs SET done_count = (SELECT COUNT(*) FROM work_items w WHERE w.run_id = runs.id AND w.state = 'done');
+
+-- Mean completion length observed per case, merged in when a run completes: later runs of
+-- the same cases claim the longest first by what was seen, not only by prompt length.
+CREATE TABLE case_lengths (
+    revision_id       BIGINT NOT NULL REFERENCES dataset_revisions(id),
+    case_id           TEXT   NOT NULL,
+    completion_tokens DOUBLE PRECISION NOT NULL,
+    samples           BIGINT NOT NULL,
+    PRIMARY KEY (revision_id, case_id)
+);
+
+-- Fair-share weights between teams on shared endpoints (a team without a row weighs 1).
+CREATE TABLE team_weights (
+    team   TEXT PRIMARY KEY,
+    weight DOUBLE PRECISION NOT NULL CHECK (weight > 0)
+);
