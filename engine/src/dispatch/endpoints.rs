@@ -356,9 +356,11 @@ pub fn prometheus_sum(text: &str, metric: &str) -> Option<f64> {
     total
 }
 
-/// How often `/metrics` is read: quickly while the limiter is still finding the server's
-/// capacity (it doubles on each reading that shows no queue), then once a second.
+/// How often `/metrics` is read: once a second, and while the limiter is still finding the
+/// server's capacity (it doubles on each reading that shows no queue) also whenever the limit
+/// fills up, at most every `METRICS_POLL_MIN_GAP`.
 const METRICS_POLL_SLOW_START: Duration = Duration::from_millis(100);
+const METRICS_POLL_MIN_GAP: Duration = Duration::from_millis(5);
 const METRICS_POLL: Duration = Duration::from_secs(1);
 
 /// Polls vLLM-style `/metrics` and feeds the server's queue depth to the limiter; stops when
@@ -368,15 +370,19 @@ async fn watch_server_queue(endpoint: Weak<Endpoint>, http: reqwest::Client) {
     let mut first = true;
     loop {
         if !first {
-            let slow_start = endpoint
-                .upgrade()
-                .is_some_and(|endpoint| endpoint.limiter.in_slow_start());
-            tokio::time::sleep(if slow_start {
-                METRICS_POLL_SLOW_START
+            tokio::time::sleep(METRICS_POLL_MIN_GAP).await;
+            let Some(strong) = endpoint.upgrade() else {
+                return;
+            };
+            if strong.limiter.in_slow_start() {
+                tokio::select! {
+                    _ = tokio::time::sleep(METRICS_POLL_SLOW_START) => {}
+                    _ = strong.limiter.limit_reached() => {}
+                }
             } else {
-                METRICS_POLL
-            })
-            .await;
+                drop(strong);
+                tokio::time::sleep(METRICS_POLL).await;
+            }
         }
         first = false;
         let Some(endpoint) = endpoint.upgrade() else {

@@ -37,6 +37,9 @@ struct State {
 pub struct Limiter {
     state: Mutex<State>,
     released: Notify,
+    /// Fired in slow start when every permitted request is out: the moment to ask the server
+    /// whether it has room for more.
+    limit_reached: Notify,
 }
 
 /// A request slot; dropping it frees the slot and its tokens.
@@ -73,6 +76,7 @@ impl Limiter {
                 slow_start: true,
             }),
             released: Notify::new(),
+            limit_reached: Notify::new(),
         }
     }
 
@@ -104,6 +108,9 @@ impl Limiter {
                         if (state.in_flight as f64) < state.limit.floor().max(1.0) && fits_budget {
                             state.in_flight += 1;
                             state.tokens_in_flight += tokens;
+                            if state.slow_start && state.in_flight as f64 >= state.limit.floor() {
+                                self.limit_reached.notify_one();
+                            }
                             return Permit {
                                 limiter: self,
                                 tokens,
@@ -198,6 +205,11 @@ impl Limiter {
     /// Whether the limit is still doubling (no overload or server queue seen yet).
     pub fn in_slow_start(&self) -> bool {
         self.lock().slow_start
+    }
+
+    /// Resolves when, in slow start, every permitted request has gone out.
+    pub async fn limit_reached(&self) {
+        self.limit_reached.notified().await;
     }
 
     /// This worker's share of the endpoint changed (workers joined or left).
