@@ -190,6 +190,8 @@ pub async fn write_dataset(database_url: &str, name: &str, items: usize) -> anyh
 struct Bench {
     store: Arc<dyn Store>,
     _directory: Option<tempfile::TempDir>,
+    /// Identities the last `run` graded as passed (the endpoint scenario prints its score).
+    last_passed: std::sync::atomic::AtomicI64,
 }
 
 impl Bench {
@@ -200,6 +202,7 @@ impl Bench {
         Ok(Bench {
             store: database.store(),
             _directory: Some(directory),
+            last_passed: Default::default(),
         })
     }
 
@@ -312,6 +315,8 @@ impl Bench {
                 progress.expected
             );
         }
+        self.last_passed
+            .store(progress.passed, std::sync::atomic::Ordering::Relaxed);
         Ok((expansion, elapsed, progress.expected))
     }
 }
@@ -507,6 +512,7 @@ async fn memory(items: usize) -> anyhow::Result<()> {
     let bench = Bench {
         store: database.store(),
         _directory: Some(directory),
+        last_passed: Default::default(),
     };
     let dataset_id = bench
         .store
@@ -551,6 +557,7 @@ async fn postgres(items: usize, admin_url: &str) -> anyhow::Result<()> {
     let bench = Bench {
         store: database.store(),
         _directory: None,
+        last_passed: Default::default(),
     };
     let (dataset_id, checkpoint) = bench
         .prepare(&sim, "pg", &dataset(items, 0, 0), 1024)
@@ -617,8 +624,11 @@ async fn endpoint(options: EndpointArgs) -> anyhow::Result<()> {
         )
         .await?;
     let seconds = started.elapsed().as_secs_f64();
+    let passed = bench
+        .last_passed
+        .load(std::sync::atomic::Ordering::Relaxed);
     println!(
-        "arbiter: {done} items in {seconds:.3} s -> {:.0} items/s (launch, generation, grading and commits; concurrency {})",
+        "arbiter: {done} items in {seconds:.3} s -> {:.0} items/s, {passed} passed (launch, generation, grading and commits; concurrency {})",
         done as f64 / seconds,
         options.concurrency
     );

@@ -1,7 +1,16 @@
-//! Deterministic grading of one answer: extract the final answer, compare it with the target.
+//! Grading of one answer: the verdict vocabulary (`Verdict`, `Grade`), final-answer extraction,
+//! the original `exact_match@1` grader, and the data-described grader library in
+//! `deterministic`.
 //!
 //! Pure. An answer that cannot be parsed is neither pass nor fail: it is `Uncertain` and goes to
 //! the human annotation queue. Error placeholders are never graded (the dispatcher skips them).
+
+mod deterministic;
+
+pub use deterministic::{
+    grade, normalise_loosely, Grader, GraderSpec, GraderSpecError, Occurrence, Require,
+    MAX_NESTING_DEPTH, MAX_PATTERN_CHARS,
+};
 
 use serde::{Deserialize, Serialize};
 
