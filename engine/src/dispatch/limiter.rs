@@ -108,7 +108,10 @@ impl Limiter {
                         if (state.in_flight as f64) < state.limit.floor().max(1.0) && fits_budget {
                             state.in_flight += 1;
                             state.tokens_in_flight += tokens;
-                            if state.slow_start && state.in_flight as f64 >= state.limit.floor() {
+                            if state.slow_start
+                                && state.limit < state.ceiling
+                                && state.in_flight as f64 >= state.limit.floor()
+                            {
                                 self.limit_reached.notify_one();
                             }
                             return Permit {
@@ -202,9 +205,11 @@ impl Limiter {
         }
     }
 
-    /// Whether the limit is still doubling (no overload or server queue seen yet).
+    /// Whether the limit is still doubling (no overload or server queue seen yet, and the
+    /// ceiling not reached).
     pub fn in_slow_start(&self) -> bool {
-        self.lock().slow_start
+        let state = self.lock();
+        state.slow_start && state.limit < state.ceiling
     }
 
     /// Resolves when, in slow start, every permitted request has gone out.
