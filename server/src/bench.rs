@@ -624,9 +624,7 @@ async fn endpoint(options: EndpointArgs) -> anyhow::Result<()> {
         )
         .await?;
     let seconds = started.elapsed().as_secs_f64();
-    let passed = bench
-        .last_passed
-        .load(std::sync::atomic::Ordering::Relaxed);
+    let passed = bench.last_passed.load(std::sync::atomic::Ordering::Relaxed);
     println!(
         "arbiter: {done} items in {seconds:.3} s -> {:.0} items/s, {passed} passed (launch, generation, grading and commits; concurrency {})",
         done as f64 / seconds,
