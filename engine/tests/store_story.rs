@@ -9,6 +9,7 @@ use arbiter_engine::auth::{PasswordHash, Role};
 use arbiter_engine::compare::{FlipDirection, Score};
 use arbiter_engine::dataset::{parse_dataset, DatasetFormat};
 use arbiter_engine::grading::{grade_exact_match, Verdict};
+use arbiter_engine::logprobs::TokenLogprob;
 use arbiter_engine::model_client::{ErrorCategory, Generation, Outcome};
 use arbiter_engine::service::{self, EvalForm, ServiceError};
 use arbiter_engine::store::{
@@ -1358,6 +1359,11 @@ async fn the_scheduler_sees_only_running_runs_and_claims_longest_first(store: Ar
             work_item_id: job.work_item_id,
             generation: Generation {
                 completion_tokens: Some(completion_tokens[job.case_id.as_str()]),
+                logprobs: Some(arbiter_engine::logprobs::encode(&[TokenLogprob {
+                    bytes: job.case_id.as_bytes().to_vec(),
+                    logprob: -0.5,
+                    top: Vec::new(),
+                }])),
                 ..answered("Answer: x")
             },
             grade: Some(grade_exact_match("Answer: x", "x")),
@@ -1367,6 +1373,15 @@ async fn the_scheduler_sees_only_running_runs_and_claims_longest_first(store: Ar
         .collect();
     store.record_results(&finished).await.unwrap();
     assert!(store.finish_run_if_done(run_id).await.unwrap());
+    // Logprobs are stored with each answer and read back token for token.
+    let stored = store
+        .generation_logprobs(claimed[0].work_item_id)
+        .await
+        .unwrap()
+        .expect("the answer's logprobs are stored");
+    let tokens = arbiter_engine::logprobs::decode(&stored).unwrap();
+    assert_eq!(tokens[0].text(), claimed[0].case_id);
+    assert_eq!(tokens[0].logprob, -0.5);
     let revision_id = store
         .run_manifest(run_id)
         .await

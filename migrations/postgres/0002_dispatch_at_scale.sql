@@ -1,10 +1,15 @@
--- Dispatch at scale: compact logprobs, lean queue indexes, run counters, observed lengths
--- and team weights (measured with `arbiter bench`).
+-- Dispatch at scale: compact logprobs, lean queue indexes, run counters, observed lengths,
+-- team weights and an index for streaming expansion (measured with `arbiter bench`).
 
 -- Per-token logprobs move from the endpoint's JSON text (about 7 KB for 32 tokens with five
--- alternatives) to the compact binary form of engine/src/logprobs.rs (about a fifth of that).
+-- alternatives) to the compact binary form of engine/src/logprobs.rs (about a fifth of that),
+-- in a table of their own: kept inline they made a generation row ten times wider, so every
+-- read of answers (cache lookups, reports, comparisons) paged through them.
 ALTER TABLE generations DROP COLUMN logprobs_json;
-ALTER TABLE generations ADD COLUMN logprobs BYTEA;
+CREATE TABLE generation_logprobs (
+    work_item_id BIGINT PRIMARY KEY REFERENCES generations(work_item_id),
+    logprobs     BYTEA  NOT NULL
+);
 
 -- The queue indexes hold only the rows they serve: queued identities (claimed longest first)
 -- and leased ones (heartbeats, the reaper, completion checks; as many as are in flight). An
@@ -35,3 +40,7 @@ CREATE TABLE team_weights (
     team   TEXT PRIMARY KEY,
     weight DOUBLE PRECISION NOT NULL CHECK (weight > 0)
 );
+
+-- Expansion reads a revision's items in file order, a chunk at a time: without this index each
+-- chunk scanned and sorted the whole revision (quadratic; a minute for a million items).
+CREATE UNIQUE INDEX dataset_items_position_idx ON dataset_items (revision_id, position);

@@ -129,6 +129,8 @@ pub trait Store: Send + Sync + 'static {
     /// Marks the run completed if no identity is left unfinished; true if it is completed now.
     /// Completing a run adds its answers' lengths to the observed lengths of its cases.
     async fn finish_run_if_done(&self, run_id: i64) -> StoreResult<bool>;
+    /// The stored per-token logprobs of an answer (compact form, see [`crate::logprobs`]).
+    async fn generation_logprobs(&self, work_item_id: i64) -> StoreResult<Option<Vec<u8>>>;
     /// Sets a team's fair-share weight (created if new).
     async fn set_team_weight(&self, team: &str, weight: f64) -> StoreResult<()>;
     /// Mean completion tokens observed so far for these cases of a dataset revision (cases

@@ -899,6 +899,13 @@ macro_rules! sql_store {
                     .collect())
             }
 
+            async fn generation_logprobs(&self, work_item_id: i64) -> StoreResult<Option<Vec<u8>>> {
+                Ok(sqlx::query_scalar("SELECT logprobs FROM generation_logprobs WHERE work_item_id = $1")
+                    .bind(work_item_id)
+                    .fetch_optional(&self.pool)
+                    .await?)
+            }
+
             async fn set_team_weight(&self, team: &str, weight: f64) -> StoreResult<()> {
                 sqlx::query(
                     "INSERT INTO team_weights (team, weight) VALUES ($1, $2) \
@@ -1286,7 +1293,7 @@ macro_rules! sql_store {
             let mut insert = sqlx::QueryBuilder::<$db>::new(
                 "INSERT INTO generations (work_item_id, outcome, output, finish_reason, error, error_category, attempt_log, \
                  served_by, model_used, fallback_used, from_cache, source_work_item_id, latency_ms, attempts, prompt_tokens, \
-                 completion_tokens, logprobs, created_at) ",
+                 completion_tokens, created_at) ",
             );
             insert.push_values(finished, |mut row, item| {
                 let generation = &item.generation;
@@ -1306,7 +1313,6 @@ macro_rules! sql_store {
                     .push_bind(generation.attempts)
                     .push_bind(generation.prompt_tokens)
                     .push_bind(generation.completion_tokens)
-                    .push_bind(generation.logprobs.as_deref())
                     .push_bind(now);
             });
             insert.push(" ON CONFLICT (work_item_id) DO NOTHING RETURNING work_item_id");
@@ -1316,6 +1322,20 @@ macro_rules! sql_store {
                 finished.iter().filter(|item| inserted.contains(&item.work_item_id)).collect();
             if recorded.is_empty() {
                 return Ok(RecordOutcome::default());
+            }
+
+            let with_logprobs: Vec<(i64, &[u8])> = recorded
+                .iter()
+                .filter_map(|item| item.generation.logprobs.as_deref().map(|data| (item.work_item_id, data)))
+                .collect();
+            for chunk in with_logprobs.chunks(super::sql::RESULT_INSERT_BATCH) {
+                let mut logprobs = sqlx::QueryBuilder::<$db>::new(
+                    "INSERT INTO generation_logprobs (work_item_id, logprobs) ",
+                );
+                logprobs.push_values(chunk, |mut row, (work_item_id, data)| {
+                    row.push_bind(*work_item_id).push_bind(*data);
+                });
+                logprobs.build().execute(&mut **tx).await?;
             }
 
             let graded: Vec<(&FinishedItem, &Grade)> = recorded
