@@ -6,7 +6,6 @@
 use crate::dataset::DatasetItem;
 use crate::manifest::{render_prompt, EndpointFingerprint, GenerationSettings, Manifest};
 use sha2::{Digest, Sha256};
-use std::collections::HashMap;
 
 /// Shards a run's identities fall into (by a stable hash of the case id).
 pub const SHARD_COUNT: u64 = 1024;
@@ -58,29 +57,30 @@ pub fn shard_of(case_id: &str) -> i64 {
     (xxhash_rust::xxh3::xxh3_64(case_id.as_bytes()) % SHARD_COUNT) as i64
 }
 
-/// Tokens a request is expected to cost: about four characters a prompt token, plus the
-/// completion tokens this case was seen to take before (capped by the budget), or the whole
-/// completion budget when it has never been answered.
-pub fn estimated_cost(prompt: &str, max_tokens: u32, observed_completion: Option<f64>) -> i64 {
-    let completion = match observed_completion {
-        Some(observed) if observed.is_finite() && observed >= 0.0 => {
-            observed.round().min(f64::from(max_tokens)) as i64
-        }
-        _ => i64::from(max_tokens),
-    };
-    (prompt.len() as u64).div_ceil(4) as i64 + completion
+/// Tokens a request is expected to cost before anything is known about the case: about four
+/// characters a prompt token, plus the whole completion budget.
+pub fn estimated_cost(prompt: &str, max_tokens: u32) -> i64 {
+    (prompt.len() as u64).div_ceil(4) as i64 + i64::from(max_tokens)
+}
+
+/// An [`estimated_cost`] refined by the completion tokens the case was seen to take in earlier
+/// runs: the budget part is replaced by the observation (capped by the budget). Nonsense
+/// observations leave the estimate as it was.
+pub fn refined_cost(estimated: i64, max_tokens: u32, observed_completion: f64) -> i64 {
+    if !observed_completion.is_finite() || observed_completion < 0.0 {
+        return estimated;
+    }
+    let completion = observed_completion.round().min(f64::from(max_tokens)) as i64;
+    estimated - i64::from(max_tokens) + completion
 }
 
 /// The identities of `items` at one repetition under `manifest`. The launcher plans every
 /// item at repetition 0 before any at repetition 1, so that (cost being equal) every case gets
 /// a first answer before any gets a second.
-///
-/// `observed` holds the mean completion tokens of cases answered in earlier runs.
 pub fn plan_identities(
     manifest: &Manifest,
     items: &[DatasetItem],
     repetition: i64,
-    observed: &HashMap<String, f64>,
 ) -> Vec<PlannedIdentity> {
     let settings = &manifest.eval.generation;
     items
@@ -90,11 +90,7 @@ pub fn plan_identities(
             PlannedIdentity {
                 case_id: item.case_id.clone(),
                 repetition,
-                cost: estimated_cost(
-                    &prompt,
-                    settings.max_tokens,
-                    observed.get(&item.case_id).copied(),
-                ),
+                cost: estimated_cost(&prompt, settings.max_tokens),
                 shard: shard_of(&item.case_id),
                 generation_key: generation_key(
                     &manifest.fingerprint,
@@ -182,27 +178,28 @@ mod tests {
 
     #[test]
     fn longer_prompts_and_budgets_cost_more() {
-        assert_eq!(estimated_cost("abcd", 10, None), 11);
-        assert_eq!(estimated_cost("abcde", 10, None), 12);
-        assert!(estimated_cost(&"x".repeat(4000), 64, None) > estimated_cost("short", 64, None));
+        assert_eq!(estimated_cost("abcd", 10), 11);
+        assert_eq!(estimated_cost("abcde", 10), 12);
+        assert!(estimated_cost(&"x".repeat(4000), 64) > estimated_cost("short", 64));
     }
 
     #[test]
     fn observed_lengths_refine_the_estimate_within_the_budget() {
-        assert_eq!(estimated_cost("abcd", 100, Some(7.4)), 1 + 7);
+        let estimated = estimated_cost("abcd", 100);
+        assert_eq!(refined_cost(estimated, 100, 7.4), 1 + 7);
         assert_eq!(
-            estimated_cost("abcd", 100, Some(500.0)),
+            refined_cost(estimated, 100, 500.0),
             1 + 100,
             "capped by the budget"
         );
-        assert_eq!(estimated_cost("abcd", 100, Some(f64::NAN)), 1 + 100);
-        assert_eq!(estimated_cost("abcd", 100, Some(-3.0)), 1 + 100);
+        assert_eq!(refined_cost(estimated, 100, f64::NAN), estimated);
+        assert_eq!(refined_cost(estimated, 100, -3.0), estimated);
         // A short prompt seen to answer at length now goes before a long, terse one.
-        let verbose = estimated_cost("Why?", 512, Some(400.0));
-        let terse = estimated_cost(&"x".repeat(800), 512, Some(3.0));
+        let verbose = refined_cost(estimated_cost("Why?", 512), 512, 400.0);
+        let terse = refined_cost(estimated_cost(&"x".repeat(800), 512), 512, 3.0);
         assert!(verbose > terse);
         assert!(
-            estimated_cost("Why?", 512, None) > terse,
+            estimated_cost("Why?", 512) > terse,
             "unseen cases keep the budget"
         );
     }

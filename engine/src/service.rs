@@ -6,7 +6,7 @@
 use crate::auth::{hash_password, Role, Username};
 use crate::compare::{compare_runs, Comparison};
 use crate::dataset::{parse_dataset, DatasetFormat};
-use crate::expansion::plan_identities;
+use crate::expansion::{plan_identities, refined_cost};
 use crate::grading::grade_exact_match;
 use crate::manifest::{
     EndpointFingerprint, EvalSpec, FallbackTarget, GenerationSettings, Manifest,
@@ -386,17 +386,31 @@ async fn plan_next_chunk(
         }
     };
     let items: Vec<_> = chunk.into_iter().map(|(_, item)| item).collect();
-    let case_ids: Vec<String> = items.iter().map(|item| item.case_id.clone()).collect();
-    let observed = store
-        .observed_completion_tokens(manifest.dataset_revision_id, &case_ids)
-        .await?;
-    let planned = plan_identities(manifest, &items, cursor.repetition, &observed);
+    let mut planned = plan_identities(manifest, &items, cursor.repetition);
     let keys: Vec<String> = planned
         .iter()
         .map(|identity| identity.generation_key.clone())
         .collect();
     let cached: std::collections::HashMap<String, crate::store::CachedGeneration> =
         store.cached_generations(&keys).await?.into_iter().collect();
+    // Only identities that will be queued need an order: refine their cost by the lengths
+    // their cases were seen to take (a re-run answered from the cache skips this read).
+    let to_queue: Vec<String> = planned
+        .iter()
+        .filter(|identity| !cached.contains_key(&identity.generation_key))
+        .map(|identity| identity.case_id.clone())
+        .collect();
+    if !to_queue.is_empty() {
+        let observed = store
+            .observed_completion_tokens(manifest.dataset_revision_id, &to_queue)
+            .await?;
+        let max_tokens = manifest.eval.generation.max_tokens;
+        for identity in &mut planned {
+            if let Some(completion) = observed.get(&identity.case_id) {
+                identity.cost = refined_cost(identity.cost, max_tokens, *completion);
+            }
+        }
+    }
     Ok(Some(
         planned
             .into_iter()
