@@ -80,53 +80,74 @@ struct ChatAlternative<'a> {
 
 /// A token's exact bytes: its text, unless the text shows a replacement character and the
 /// endpoint gave the bytes.
-fn exact_bytes(token: &str, bytes: Option<&serde_json::value::RawValue>) -> Vec<u8> {
+fn exact_bytes<'t>(token: &'t str, bytes: Option<&serde_json::value::RawValue>) -> Cow<'t, [u8]> {
     if token.contains('\u{FFFD}') {
         if let Some(parsed) = bytes.and_then(|raw| serde_json::from_str::<Vec<u8>>(raw.get()).ok())
         {
-            return parsed;
+            return Cow::Owned(parsed);
         }
     }
-    token.as_bytes().to_vec()
+    Cow::Borrowed(token.as_bytes())
 }
 
 impl ChatLogprobs<'_> {
     /// The compact binary form; `None` when the endpoint sent no token logprobs.
     pub fn encode(&self) -> Option<Vec<u8>> {
         let tokens = self.content.as_ref()?;
-        let mut out = Vec::with_capacity(16 + tokens.len() * 48);
-        out.push(FORMAT_VERSION);
-        put_varint(&mut out, tokens.len());
+        let mut encoder = Encoder::new(tokens.len());
         for token in tokens {
-            put_bytes(&mut out, &exact_bytes(&token.token, token.bytes));
-            out.extend_from_slice(&(token.logprob as f32).to_le_bytes());
-            put_varint(&mut out, token.top_logprobs.len());
+            encoder.token(
+                &exact_bytes(&token.token, token.bytes),
+                token.logprob as f32,
+                token.top_logprobs.len(),
+            );
             for alternative in &token.top_logprobs {
-                put_bytes(
-                    &mut out,
+                encoder.alternative(
                     &exact_bytes(&alternative.token, alternative.bytes),
+                    alternative.logprob as f32,
                 );
-                out.extend_from_slice(&(alternative.logprob as f32).to_le_bytes());
             }
         }
-        Some(out)
+        Some(encoder.out)
     }
 }
 
 /// Encodes tokens in the compact form (for tests and for tools that build them directly).
 pub fn encode(tokens: &[TokenLogprob]) -> Vec<u8> {
-    let mut out = vec![FORMAT_VERSION];
-    put_varint(&mut out, tokens.len());
+    let mut encoder = Encoder::new(tokens.len());
     for token in tokens {
-        put_bytes(&mut out, &token.bytes);
-        out.extend_from_slice(&token.logprob.to_le_bytes());
-        put_varint(&mut out, token.top.len());
+        encoder.token(&token.bytes, token.logprob, token.top.len());
         for alternative in &token.top {
-            put_bytes(&mut out, &alternative.bytes);
-            out.extend_from_slice(&alternative.logprob.to_le_bytes());
+            encoder.alternative(&alternative.bytes, alternative.logprob);
         }
     }
-    out
+    encoder.out
+}
+
+/// Writes the compact form (the layout in the module comment); the one place that knows it
+/// besides [`decode`]. Each token is followed by exactly the alternatives it announced.
+struct Encoder {
+    out: Vec<u8>,
+}
+
+impl Encoder {
+    fn new(tokens: usize) -> Encoder {
+        let mut out = Vec::with_capacity(16 + tokens * 48);
+        out.push(FORMAT_VERSION);
+        put_varint(&mut out, tokens);
+        Encoder { out }
+    }
+
+    fn token(&mut self, bytes: &[u8], logprob: f32, alternatives: usize) {
+        put_bytes(&mut self.out, bytes);
+        self.out.extend_from_slice(&logprob.to_le_bytes());
+        put_varint(&mut self.out, alternatives);
+    }
+
+    fn alternative(&mut self, bytes: &[u8], logprob: f32) {
+        put_bytes(&mut self.out, bytes);
+        self.out.extend_from_slice(&logprob.to_le_bytes());
+    }
 }
 
 /// Why stored logprobs could not be read.

@@ -531,7 +531,7 @@ pub async fn reset_password(
     }
 }
 
-/// Moves a user to a team: runs they launch share endpoints fairly with other teams' runs.
+/// A team name, trimmed, or why it is not one.
 fn valid_team(team: &str) -> ServiceResult<&str> {
     let team = team.trim();
     let valid = !team.is_empty()
@@ -565,6 +565,7 @@ pub async fn set_team_weight(store: &dyn Store, team: &str, weight: f64) -> Serv
     Ok(store.set_team_weight(team, weight).await?)
 }
 
+/// Moves a user to a team: runs they launch share endpoints fairly with other teams' runs.
 pub async fn set_team(store: &dyn Store, username: &str, team: &str) -> ServiceResult<()> {
     let team = valid_team(team)?;
     if store.set_team(username, team).await? {

@@ -190,8 +190,18 @@ pub async fn write_dataset(database_url: &str, name: &str, items: usize) -> anyh
 struct Bench {
     store: Arc<dyn Store>,
     _directory: Option<tempfile::TempDir>,
-    /// Identities the last `run` graded as passed (the endpoint scenario prints its score).
-    last_passed: std::sync::atomic::AtomicI64,
+}
+
+/// What one benchmark run took and produced.
+struct RunFigures {
+    /// Seconds the launch (freezing and expansion) took.
+    expansion: f64,
+    /// Seconds from the end of the launch to the run's completion.
+    elapsed: f64,
+    /// Identities finished (all of them: a run that finishes fewer is an error).
+    done: i64,
+    /// Identities graded as passed.
+    passed: i64,
 }
 
 impl Bench {
@@ -202,7 +212,6 @@ impl Bench {
         Ok(Bench {
             store: database.store(),
             _directory: Some(directory),
-            last_passed: Default::default(),
         })
     }
 
@@ -286,13 +295,12 @@ impl Bench {
     }
 
     /// Launches `eval` on `checkpoint` and works it with in-process workers until complete.
-    /// Returns (expansion seconds, run seconds after expansion, items).
     async fn run(
         &self,
         eval: i64,
         checkpoint: i64,
         config: WorkerConfig,
-    ) -> anyhow::Result<(f64, f64, i64)> {
+    ) -> anyhow::Result<RunFigures> {
         let store = self.store.clone();
         let (stop, shutdown) = watch::channel(false);
         let worker = tokio::spawn(run_worker(store.clone(), config, shutdown));
@@ -315,9 +323,12 @@ impl Bench {
                 progress.expected
             );
         }
-        self.last_passed
-            .store(progress.passed, std::sync::atomic::Ordering::Relaxed);
-        Ok((expansion, elapsed, progress.expected))
+        Ok(RunFigures {
+            expansion,
+            elapsed,
+            done: progress.expected,
+            passed: progress.passed,
+        })
     }
 }
 
@@ -337,7 +348,12 @@ async fn overhead(items: usize) -> anyhow::Result<()> {
         .await?;
     let eval = bench.define(dataset, "overhead", 0).await?;
     let cpu_before = cpu_seconds();
-    let (expansion, elapsed, done) = bench
+    let RunFigures {
+        expansion,
+        elapsed,
+        done,
+        ..
+    } = bench
         .run(eval, checkpoint, worker("bench-overhead", 256))
         .await?;
     let cpu = cpu_seconds() - cpu_before;
@@ -359,7 +375,12 @@ async fn overhead(items: usize) -> anyhow::Result<()> {
 
     println!("== re-run: the unchanged manifest under a new eval name, answered from the cache");
     let again = bench.define(dataset, "overhead-rerun", 0).await?;
-    let (expansion, elapsed, done) = bench
+    let RunFigures {
+        expansion,
+        elapsed,
+        done,
+        ..
+    } = bench
         .run(again, checkpoint, worker("bench-rerun", 256))
         .await?;
     let calls = sim_requests(&sim).await? - requests;
@@ -412,7 +433,7 @@ async fn saturation(items: usize) -> anyhow::Result<()> {
             }
         })
     };
-    let (_, elapsed, done) = bench
+    let RunFigures { elapsed, done, .. } = bench
         .run(eval, checkpoint, worker("bench-saturation", 512))
         .await?;
     let samples = sampler.await?;
@@ -473,7 +494,7 @@ async fn long_tail(items: usize) -> anyhow::Result<()> {
             .await?;
         let mut config = worker(&format!("bench-longtail-{seed}"), slots * 4);
         config.longest_first = longest_first;
-        let (_, elapsed, _) = bench.run(eval, checkpoint, config).await?;
+        let RunFigures { elapsed, .. } = bench.run(eval, checkpoint, config).await?;
         println!(
             "{:<14} makespan {elapsed:.2} s = {:.1}% over the bound (target within 10%)",
             if longest_first {
@@ -512,7 +533,6 @@ async fn memory(items: usize) -> anyhow::Result<()> {
     let bench = Bench {
         store: database.store(),
         _directory: Some(directory),
-        last_passed: Default::default(),
     };
     let dataset_id = bench
         .store
@@ -525,7 +545,12 @@ async fn memory(items: usize) -> anyhow::Result<()> {
         .register(&sim.base_url, "bench", "memory", 1024)
         .await?;
     let eval = bench.define(dataset_id, "memory", 0).await?;
-    let (expansion, elapsed, done) = bench
+    let RunFigures {
+        expansion,
+        elapsed,
+        done,
+        ..
+    } = bench
         .run(eval, checkpoint, worker("bench-memory", 256))
         .await?;
     let (peak, now, anonymous, file) = memory_mib();
@@ -557,7 +582,6 @@ async fn postgres(items: usize, admin_url: &str) -> anyhow::Result<()> {
     let bench = Bench {
         store: database.store(),
         _directory: None,
-        last_passed: Default::default(),
     };
     let (dataset_id, checkpoint) = bench
         .prepare(&sim, "pg", &dataset(items, 0, 0), 1024)
@@ -616,7 +640,7 @@ async fn endpoint(options: EndpointArgs) -> anyhow::Result<()> {
         .await?;
     let eval = bench.define(revision.dataset_id, "endpoint", 0).await?;
     let started = Instant::now();
-    let (_, _, done) = bench
+    let RunFigures { done, passed, .. } = bench
         .run(
             eval,
             checkpoint,
@@ -624,7 +648,6 @@ async fn endpoint(options: EndpointArgs) -> anyhow::Result<()> {
         )
         .await?;
     let seconds = started.elapsed().as_secs_f64();
-    let passed = bench.last_passed.load(std::sync::atomic::Ordering::Relaxed);
     println!(
         "arbiter: {done} items in {seconds:.3} s -> {:.0} items/s, {passed} passed (launch, generation, grading and commits; concurrency {})",
         done as f64 / seconds,

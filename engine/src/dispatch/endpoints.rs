@@ -365,27 +365,10 @@ const METRICS_POLL: Duration = Duration::from_secs(1);
 
 /// Polls vLLM-style `/metrics` and feeds the server's queue depth to the limiter; stops when
 /// the endpoint has no such metrics or the pool is gone.
-async fn watch_server_queue(endpoint: Weak<Endpoint>, http: reqwest::Client) {
+async fn watch_server_queue(endpoint_ref: Weak<Endpoint>, http: reqwest::Client) {
     let mut misses = 0;
-    let mut first = true;
     loop {
-        if !first {
-            tokio::time::sleep(METRICS_POLL_MIN_GAP).await;
-            let Some(strong) = endpoint.upgrade() else {
-                return;
-            };
-            if strong.limiter.in_slow_start() {
-                tokio::select! {
-                    _ = tokio::time::sleep(METRICS_POLL_SLOW_START) => {}
-                    _ = strong.limiter.limit_reached() => {}
-                }
-            } else {
-                drop(strong);
-                tokio::time::sleep(METRICS_POLL).await;
-            }
-        }
-        first = false;
-        let Some(endpoint) = endpoint.upgrade() else {
+        let Some(endpoint) = endpoint_ref.upgrade() else {
             return;
         };
         let url = format!("{}/metrics", server_root(&endpoint.url));
@@ -411,6 +394,17 @@ async fn watch_server_queue(endpoint: Weak<Endpoint>, http: reqwest::Client) {
                     return;
                 }
             }
+        }
+        tokio::time::sleep(METRICS_POLL_MIN_GAP).await;
+        if endpoint.limiter.in_slow_start() {
+            tokio::select! {
+                _ = tokio::time::sleep(METRICS_POLL_SLOW_START) => {}
+                _ = endpoint.limiter.limit_reached() => {}
+            }
+        } else {
+            // Not held across the long wait: the pool may go away meanwhile.
+            drop(endpoint);
+            tokio::time::sleep(METRICS_POLL).await;
         }
     }
 }

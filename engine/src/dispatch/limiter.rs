@@ -32,6 +32,18 @@ struct State {
     slow_start: bool,
 }
 
+impl State {
+    /// Still finding the server's capacity: doubling, and below the ceiling.
+    fn probing(&self) -> bool {
+        self.slow_start && self.limit < self.ceiling
+    }
+
+    /// Every permitted request is out.
+    fn limit_bound(&self) -> bool {
+        self.in_flight as f64 >= self.limit.floor()
+    }
+}
+
 /// Shared by every request this worker sends to one endpoint.
 #[derive(Debug)]
 pub struct Limiter {
@@ -108,10 +120,7 @@ impl Limiter {
                         if (state.in_flight as f64) < state.limit.floor().max(1.0) && fits_budget {
                             state.in_flight += 1;
                             state.tokens_in_flight += tokens;
-                            if state.slow_start
-                                && state.limit < state.ceiling
-                                && state.in_flight as f64 >= state.limit.floor()
-                            {
+                            if state.probing() && state.limit_bound() {
                                 self.limit_reached.notify_one();
                             }
                             return Permit {
@@ -192,8 +201,7 @@ impl Limiter {
             if waiting > tolerated {
                 state.limit = (state.limit * 0.9).max(1.0);
             }
-            let limit_bound = state.in_flight as f64 >= state.limit.floor();
-            if state.slow_start && waiting == 0.0 && limit_bound && state.limit < state.ceiling {
+            if state.probing() && waiting == 0.0 && state.limit_bound() {
                 state.limit = (state.limit * 2.0).min(state.ceiling);
                 true
             } else {
@@ -208,8 +216,7 @@ impl Limiter {
     /// Whether the limit is still doubling (no overload or server queue seen yet, and the
     /// ceiling not reached).
     pub fn in_slow_start(&self) -> bool {
-        let state = self.lock();
-        state.slow_start && state.limit < state.ceiling
+        self.lock().probing()
     }
 
     /// Resolves when, in slow start, every permitted request has gone out.

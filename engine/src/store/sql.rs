@@ -616,13 +616,7 @@ macro_rules! sql_store {
                         .collect();
                     // These identities were inserted finished; only their answers are missing.
                     let recorded = insert_results(&mut tx, &finished, now, false).await?;
-                    if recorded.inserted > 0 {
-                        sqlx::query("UPDATE runs SET done_count = done_count + $1 WHERE id = $2")
-                            .bind(recorded.inserted as i64)
-                            .bind(run_id)
-                            .execute(&mut *tx)
-                            .await?;
-                    }
+                    add_done(&mut tx, run_id, recorded.inserted as i64).await?;
                 }
                 tx.commit().await?;
                 Ok(())
@@ -1278,6 +1272,23 @@ macro_rules! sql_store {
             })
         }
 
+        /// Counts `count` more identities of `run_id` as done, in the transaction that finished
+        /// them (`runs.done_count` must never drift from the identities' states).
+        async fn add_done(
+            tx: &mut sqlx::Transaction<'_, $db>,
+            run_id: i64,
+            count: i64,
+        ) -> Result<(), sqlx::Error> {
+            if count > 0 {
+                sqlx::query("UPDATE runs SET done_count = done_count + $1 WHERE id = $2")
+                    .bind(count)
+                    .bind(run_id)
+                    .execute(&mut **tx)
+                    .await?;
+            }
+            Ok(())
+        }
+
         /// Writes finished identities inside `tx`: generations first (the unique key drops
         /// identities that already have one), then grades, work item states, annotation tasks
         /// and cache entries for the ones actually recorded.
@@ -1377,11 +1388,7 @@ macro_rules! sql_store {
                 }
             }
             for (run, count) in &done_per_run {
-                sqlx::query("UPDATE runs SET done_count = done_count + $1 WHERE id = $2")
-                    .bind(*count)
-                    .bind(*run)
-                    .execute(&mut **tx)
-                    .await?;
+                add_done(tx, *run, *count).await?;
             }
             let runs: Vec<i64> = done_per_run.iter().map(|(run, _)| *run).collect();
 
