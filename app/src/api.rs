@@ -15,7 +15,7 @@ use {
 pub const PAGE_ROWS: i64 = 200;
 
 #[cfg(feature = "ssr")]
-mod convert {
+pub(crate) mod convert {
     //! Engine records to browser views.
     use crate::views::*;
     use arbiter_engine::store;
@@ -54,6 +54,8 @@ mod convert {
             parallel_layout: checkpoint.parallel_layout,
             fallback_name,
             max_in_flight: checkpoint.max_in_flight,
+            input_usd_per_mtok: checkpoint.prices.input_usd_per_mtok,
+            output_usd_per_mtok: checkpoint.prices.output_usd_per_mtok,
         }
     }
 
@@ -71,7 +73,8 @@ mod convert {
             name: eval.name,
             dataset_name: eval.dataset_name,
             prompt_template: eval.prompt_template,
-            grader: eval.grader,
+            grader: eval.grader.id_version().to_string(),
+            grader_spec: serde_json::to_string(&eval.grader).unwrap_or_default(),
             max_tokens: eval.max_tokens,
             temperature: eval.temperature,
             repetitions: eval.repetitions,
@@ -115,6 +118,7 @@ mod convert {
             outcome: row.outcome,
             verdict: row.verdict,
             reason: row.grade_reason,
+            decided_by: row.decided_by,
             error: row.error,
             attempts: row.attempts,
             latency_ms: row.latency_ms,
@@ -215,10 +219,30 @@ pub async fn register_checkpoint(
         parallel_layout: options.parallel_layout,
         fallback_checkpoint: options.fallback_checkpoint,
         max_in_flight: options.max_in_flight,
+        input_usd_per_mtok: options.input_usd_per_mtok,
+        output_usd_per_mtok: options.output_usd_per_mtok,
     };
     service::register_checkpoint(state.store.as_ref(), &form, Some(user.id))
         .await
         .map_err(service_error)
+}
+
+/// Sets what a checkpoint's model costs (USD per million tokens; '' is free).
+#[server(endpoint = "set_checkpoint_prices")]
+pub async fn set_checkpoint_prices(
+    checkpoint_id: i64,
+    input_usd_per_mtok: String,
+    output_usd_per_mtok: String,
+) -> Result<(), ServerFnError> {
+    let (state, _) = require(Permission::ManageEvals).await?;
+    service::set_checkpoint_prices(
+        state.store.as_ref(),
+        checkpoint_id,
+        &input_usd_per_mtok,
+        &output_usd_per_mtok,
+    )
+    .await
+    .map_err(service_error)
 }
 
 #[server(endpoint = "evals_page")]
@@ -244,7 +268,8 @@ pub async fn evals_page() -> Result<EvalsPageData, ServerFnError> {
     })
 }
 
-/// Defines an eval graded by exact match. Numbers arrive as form text and are checked here.
+/// Defines an eval. Numbers arrive as form text and are checked here; `grader` is a JSON
+/// grader spec ('' or left out: exact match), refused with its problem when invalid.
 #[server(endpoint = "create_eval")]
 pub async fn create_eval(
     name: String,
@@ -254,6 +279,7 @@ pub async fn create_eval(
     temperature: String,
     repetitions: String,
     seed: String,
+    #[server(default)] grader: String,
 ) -> Result<i64, ServerFnError> {
     let (state, user) = require(Permission::ManageEvals).await?;
     fn number<T: std::str::FromStr>(value: &str, what: &str) -> Result<T, ServerFnError> {
@@ -270,6 +296,7 @@ pub async fn create_eval(
         temperature: number(&temperature, "temperature")?,
         repetitions: number(&repetitions, "repetitions")?,
         seed: number(&seed, "seed")?,
+        grader,
     };
     service::define_eval(state.store.as_ref(), &form, Some(user.id))
         .await

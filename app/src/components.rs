@@ -51,6 +51,7 @@ pub fn Nav() -> impl IntoView {
                                         <a href="/datasets">"Datasets"</a>
                                         <a href="/checkpoints">"Checkpoints"</a>
                                         <a href="/evals">"Evals"</a>
+                                        <a href="/judges">"Judges"</a>
                                         <a href="/runs">"Runs"</a>
                                     </Show>
                                     <Show when=move || annotator>

@@ -3,9 +3,13 @@
 //! Compiled twice: with `ssr` into the server (where server functions run against the engine)
 //! and with `hydrate` into the browser's wasm (where they become HTTP calls).
 #![recursion_limit = "512"]
+// A server function takes one argument per form field, and `#[server]` generates the browser's
+// stub without carrying an item-level `allow`, so the lint is relaxed for the crate.
+#![allow(clippy::too_many_arguments)]
 
 pub mod api;
 mod components;
+pub mod grading_api;
 #[cfg(feature = "ssr")]
 pub mod guard;
 mod pages;
@@ -53,6 +57,9 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/datasets/:id") view=DatasetPage/>
                     <Route path=path!("/checkpoints") view=CheckpointsPage/>
                     <Route path=path!("/evals") view=EvalsPage/>
+                    <Route path=path!("/evals/:id") view=EvalPage/>
+                    <Route path=path!("/judges") view=JudgesPage/>
+                    <Route path=path!("/judges/:id") view=JudgePage/>
                     <Route path=path!("/runs") view=RunsPage/>
                     <Route path=path!("/runs/:id") view=RunPage/>
                     <Route path=path!("/annotate") view=AnnotatePage/>

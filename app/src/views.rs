@@ -70,6 +70,9 @@ pub struct CheckpointView {
     pub parallel_layout: String,
     pub fallback_name: Option<String>,
     pub max_in_flight: i64,
+    /// USD per million prompt / completion tokens.
+    pub input_usd_per_mtok: f64,
+    pub output_usd_per_mtok: f64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -78,7 +81,10 @@ pub struct EvalView {
     pub name: String,
     pub dataset_name: String,
     pub prompt_template: String,
+    /// The deterministic grader's id and version, e.g. `numeric@1`.
     pub grader: String,
+    /// Its settings as JSON.
+    pub grader_spec: String,
     pub max_tokens: i64,
     pub temperature: f64,
     pub repetitions: i64,
@@ -145,7 +151,10 @@ pub struct ResultView {
     pub output: String,
     pub outcome: String,
     pub verdict: String,
+    /// The grade's reason: a grader's explanation or a judge's rationale.
     pub reason: String,
+    /// The triage stage that decided the verdict.
+    pub decided_by: Option<String>,
     pub error: Option<String>,
     /// HTTP attempts, latency including retries, and where the answer came from.
     pub attempts: i64,
@@ -265,4 +274,108 @@ pub struct CheckpointOptions {
     pub fallback_checkpoint: String,
     /// Requests in flight per endpoint from all workers together ('' for the default).
     pub max_in_flight: String,
+    /// USD per million prompt tokens ('' is free).
+    pub input_usd_per_mtok: String,
+    /// USD per million completion tokens ('' is free).
+    pub output_usd_per_mtok: String,
+}
+
+/// A judge version with how it has done so far.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JudgeView {
+    pub id: i64,
+    /// `judge:name@version`, as on its grades.
+    pub grader_id: String,
+    pub name: String,
+    pub version: i64,
+    pub checkpoint_name: String,
+    pub rubric: String,
+    pub max_tokens: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JudgesPageData {
+    pub judges: Vec<JudgeView>,
+    pub checkpoints: Vec<CheckpointView>,
+    pub default_rubric: String,
+}
+
+/// One bin of a reliability diagram.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BinView {
+    pub lower: f64,
+    pub upper: f64,
+    pub count: u64,
+    pub mean_confidence: Option<f64>,
+    pub accuracy: Option<f64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JudgeReportView {
+    pub judge: JudgeView,
+    /// Human-checked verdicts the figures are computed from.
+    pub labelled: u64,
+    pub accuracy: Option<f64>,
+    pub kappa: Option<f64>,
+    pub expected_calibration_error: Option<f64>,
+    pub bins: Vec<BinView>,
+    /// Server-rendered SVG of the reliability diagram (no user text inside but the judge id,
+    /// which the renderer escapes).
+    pub reliability_svg: String,
+    pub grades: i64,
+    pub cost_usd: f64,
+}
+
+/// One version of an eval's triage policy.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PolicyView {
+    pub version: i64,
+    pub cheap_judge: Option<i64>,
+    pub strong_judge: Option<i64>,
+    pub accept_threshold: f64,
+    pub escalate_threshold: f64,
+    pub audit_rate: f64,
+    pub judge_samples: u32,
+    pub human_usd_per_label: f64,
+    pub note: String,
+    pub calibration_json: Option<String>,
+    pub created_by: Option<String>,
+    pub created_at: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EvalPageData {
+    pub eval: EvalView,
+    /// Newest first; the first is what new runs use.
+    pub policies: Vec<PolicyView>,
+    /// What the policy form starts from when the eval has no policy yet (version 0).
+    pub default_policy: PolicyView,
+    pub judges: Vec<JudgeView>,
+    /// The eval's runs, newest first, with their cost by stage.
+    pub runs: Vec<EvalRunCost>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EvalRunCost {
+    pub run_id: i64,
+    pub checkpoint_name: String,
+    pub status: String,
+    pub expected: i64,
+    pub cost: CostView,
+}
+
+/// A run's cost by stage and who decided its items.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CostView {
+    pub generation_usd: f64,
+    pub judging_usd: f64,
+    pub human_usd: f64,
+    pub total_usd: f64,
+    pub usd_per_item: f64,
+    pub generation_calls: i64,
+    pub cached_generations: i64,
+    pub judge_grades: i64,
+    pub cached_judge_grades: i64,
+    pub human_labels: i64,
+    pub decided_by: Vec<(String, i64)>,
 }

@@ -4,6 +4,7 @@
 //! are tested alone; `store`, `model_client`, `dispatch` and `sim` are the edges.
 
 pub mod auth;
+pub mod charts;
 pub mod compare;
 pub mod dataset;
 pub mod dispatch;
@@ -12,6 +13,7 @@ pub mod grading;
 pub mod logprobs;
 pub mod manifest;
 pub mod model_client;
+pub mod policies;
 pub mod service;
 pub mod sim;
 pub mod store;

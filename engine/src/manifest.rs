@@ -6,6 +6,9 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::grading::triage::FrozenTriage;
+use crate::grading::GraderSpec;
+
 /// The placeholder in a prompt template that receives a dataset item's `input`.
 pub const INPUT_PLACEHOLDER: &str = "{input}";
 /// The only grader of the foundation; later graders add their own ids.
@@ -25,7 +28,14 @@ pub struct GenerationSettings {
 pub struct EvalSpec {
     pub name: String,
     pub prompt_template: String,
-    pub grader: String,
+    /// The deterministic grader that runs first on every answer. Exact match is written as its
+    /// id, `exact_match@1`, as manifests were before graders were data: an unchanged eval keeps
+    /// its manifest hash, so relaunching it still finds its run.
+    #[serde(
+        serialize_with = "exact_match_as_legacy_id",
+        deserialize_with = "grader_or_legacy_id"
+    )]
+    pub grader: GraderSpec,
     pub generation: GenerationSettings,
     pub repetitions: u32,
 }
@@ -44,12 +54,9 @@ impl EvalSpec {
                 "the prompt template must contain {INPUT_PLACEHOLDER}, where each item's input goes"
             ));
         }
-        if self.grader != EXACT_MATCH_GRADER {
-            return Err(format!(
-                "unknown grader `{}`; available: {EXACT_MATCH_GRADER}",
-                self.grader
-            ));
-        }
+        self.grader
+            .validate()
+            .map_err(|problem| format!("the grader is invalid: {problem}"))?;
         if self.generation.max_tokens == 0 || self.generation.max_tokens > MAX_TOKENS_LIMIT {
             return Err(format!(
                 "max tokens must be between 1 and {MAX_TOKENS_LIMIT}"
@@ -65,6 +72,42 @@ impl EvalSpec {
         }
         Ok(())
     }
+}
+
+fn exact_match_as_legacy_id<S: serde::Serializer>(
+    grader: &GraderSpec,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    match grader {
+        GraderSpec::ExactMatch {} => serializer.serialize_str(EXACT_MATCH_GRADER),
+        other => other.serialize(serializer),
+    }
+}
+
+/// Reads a grader spec, or the foundation's grader id (`exact_match@1`) that manifests frozen
+/// before graders were described as data still hold.
+fn grader_or_legacy_id<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<GraderSpec, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum SpecOrId {
+        Spec(GraderSpec),
+        Id(String),
+    }
+    match SpecOrId::deserialize(deserializer)? {
+        SpecOrId::Spec(spec) => Ok(spec),
+        SpecOrId::Id(id) if id == EXACT_MATCH_GRADER => Ok(GraderSpec::ExactMatch {}),
+        SpecOrId::Id(id) => Err(serde::de::Error::custom(format!("unknown grader `{id}`"))),
+    }
+}
+
+/// Reads a grader as stored in an eval row: a JSON spec, or the foundation's grader id.
+pub fn parse_stored_grader(text: &str) -> Result<GraderSpec, String> {
+    if text == EXACT_MATCH_GRADER {
+        return Ok(GraderSpec::ExactMatch {});
+    }
+    serde_json::from_str(text).map_err(|err| format!("unreadable grader spec: {err}"))
 }
 
 /// Fills a prompt template with one item's input.
@@ -109,6 +152,10 @@ pub struct Manifest {
     pub served_model: String,
     pub fingerprint: EndpointFingerprint,
     pub fallback: Option<FallbackTarget>,
+    /// The eval's triage policy and judges at launch; `None` when it has none (undecided items
+    /// then go straight to humans).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub triage: Option<FrozenTriage>,
 }
 
 impl Manifest {
@@ -132,7 +179,7 @@ mod tests {
         EvalSpec {
             name: "qa".into(),
             prompt_template: "Q: {input}\nA:".into(),
-            grader: EXACT_MATCH_GRADER.into(),
+            grader: GraderSpec::ExactMatch {},
             generation: GenerationSettings {
                 max_tokens: 64,
                 temperature: 0.0,
@@ -161,6 +208,7 @@ mod tests {
                 probe_error: None,
             },
             fallback: None,
+            triage: None,
         }
     }
 
@@ -194,5 +242,32 @@ mod tests {
         let mut other = manifest();
         other.checkpoint_id = 9;
         assert_ne!(base.content_hash(), other.content_hash());
+        let mut other = manifest();
+        other.eval.grader = GraderSpec::NormalisedMatch {};
+        assert_ne!(base.content_hash(), other.content_hash());
+    }
+
+    /// A manifest as the foundation froze it (grader as an id, no triage) reads back and
+    /// writes out byte for byte, so its hash, the run's identity, is unchanged.
+    #[test]
+    fn manifests_frozen_before_graders_were_data_keep_their_hash() {
+        let frozen = r#"{"eval_id":1,"eval":{"name":"qa","prompt_template":"Q: {input}\nA:","grader":"exact_match@1","generation":{"max_tokens":64,"temperature":0.0,"seed":7},"repetitions":2},"dataset_id":1,"dataset_revision_id":3,"dataset_revision":"sha256:ab","case_count":60,"checkpoint_id":2,"checkpoint_name":"ckpt","endpoint_urls":["http://127.0.0.1:8001/v1"],"served_model":"m","fingerprint":{"served_model":"m","engine_build":"","parallel_layout":"","probe_error":null},"fallback":null}"#;
+        let read: Manifest = serde_json::from_str(frozen).expect("an old manifest reads");
+        assert_eq!(read, manifest());
+        assert_eq!(serde_json::to_string(&read).unwrap(), frozen);
+        let unknown = frozen.replace("exact_match@1", "exact_match@9");
+        assert!(serde_json::from_str::<Manifest>(&unknown).is_err());
+        // Other graders are written as their spec and read back.
+        let mut numeric = manifest();
+        numeric.eval.grader = GraderSpec::Numeric {
+            absolute_tolerance: Some(0.5),
+            relative_tolerance: None,
+        };
+        let json = serde_json::to_string(&numeric).unwrap();
+        assert!(
+            json.contains(r#""grader":{"kind":"numeric","absolute_tolerance":0.5}"#),
+            "{json}"
+        );
+        assert_eq!(serde_json::from_str::<Manifest>(&json).unwrap(), numeric);
     }
 }

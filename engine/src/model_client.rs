@@ -136,6 +136,9 @@ pub struct Generation {
     pub attempts: i64,
     pub prompt_tokens: Option<i64>,
     pub completion_tokens: Option<i64>,
+    /// At the answering endpoint's prices; `None` when no endpoint was paid (cache hits,
+    /// errors) or it reported no usage.
+    pub cost_usd: Option<f64>,
     /// Per-token logprobs in the compact form of [`crate::logprobs`].
     pub logprobs: Option<Vec<u8>>,
 }

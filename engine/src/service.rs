@@ -7,14 +7,14 @@ use crate::auth::{hash_password, Role, Username};
 use crate::compare::{compare_runs, Comparison};
 use crate::dataset::{parse_dataset, DatasetFormat};
 use crate::expansion::{plan_identities, refined_cost};
-use crate::grading::grade_exact_match;
+use crate::grading::{Grade, Grader, GraderSpec, Verdict};
 use crate::manifest::{
     EndpointFingerprint, EvalSpec, FallbackTarget, GenerationSettings, Manifest,
 };
 use crate::model_client::normalise_base_url;
 use crate::store::{
-    CacheHit, Checkpoint, DatasetRevision, LaunchedRun, NewCheckpoint, NewIdentity, NewRun,
-    RunProgress, Store, StoreError, PRIORITY_ABLATION, PRIORITY_PROMOTION,
+    CacheHit, Checkpoint, DatasetRevision, Grading, LaunchedRun, NewCheckpoint, NewIdentity,
+    NewRun, RunProgress, Store, StoreError, TokenPrices, PRIORITY_ABLATION, PRIORITY_PROMOTION,
 };
 use std::time::Duration;
 
@@ -103,6 +103,46 @@ pub struct CheckpointForm {
     pub fallback_checkpoint: String,
     /// Requests in flight to each of its endpoints, from all workers together ('' = default).
     pub max_in_flight: String,
+    /// USD per million prompt tokens for this checkpoint's model ('' = free).
+    pub input_usd_per_mtok: String,
+    /// USD per million completion tokens ('' = free).
+    pub output_usd_per_mtok: String,
+}
+
+/// Highest price accepted, in USD per million tokens: far above any real model's, low enough
+/// to catch a price typed per token or per thousand by mistake.
+const MAX_USD_PER_MTOK: f64 = 10_000.0;
+
+/// A price typed into a form: '' is free, else US dollars per million tokens.
+fn parse_price(text: &str, what: &str) -> ServiceResult<f64> {
+    match text.trim() {
+        "" => Ok(0.0),
+        text => match text.parse::<f64>() {
+            Ok(price) if (0.0..=MAX_USD_PER_MTOK).contains(&price) => Ok(price),
+            _ => Err(ServiceError::Invalid(format!(
+                "{what} must be US dollars per million tokens, from 0 to {MAX_USD_PER_MTOK}, not `{text}`"
+            ))),
+        },
+    }
+}
+
+fn parse_prices(input: &str, output: &str) -> ServiceResult<TokenPrices> {
+    Ok(TokenPrices {
+        input_usd_per_mtok: parse_price(input, "the prompt token price")?,
+        output_usd_per_mtok: parse_price(output, "the completion token price")?,
+    })
+}
+
+/// Sets what a checkpoint's model costs; calls made from now on are charged at these prices
+/// (workers read them when they first take work from a run).
+pub async fn set_checkpoint_prices(
+    store: &dyn Store,
+    checkpoint_id: i64,
+    input_usd_per_mtok: &str,
+    output_usd_per_mtok: &str,
+) -> ServiceResult<()> {
+    let prices = parse_prices(input_usd_per_mtok, output_usd_per_mtok)?;
+    Ok(store.set_checkpoint_prices(checkpoint_id, &prices).await?)
 }
 
 pub async fn register_checkpoint(
@@ -131,6 +171,7 @@ pub async fn register_checkpoint(
         },
     };
     let fallback = form.fallback_checkpoint.trim();
+    let prices = parse_prices(&form.input_usd_per_mtok, &form.output_usd_per_mtok)?;
     let new = NewCheckpoint {
         name: required(&form.name, "a checkpoint name", 200)?,
         base_url: normalise_base_url(&form.endpoint_url).map_err(ServiceError::Invalid)?,
@@ -140,6 +181,7 @@ pub async fn register_checkpoint(
         parallel_layout: form.parallel_layout.trim().chars().take(200).collect(),
         fallback_checkpoint: (!fallback.is_empty()).then(|| fallback.to_string()),
         max_in_flight,
+        prices,
     };
     Ok(store.register_checkpoint(&new, created_by).await?)
 }
@@ -171,6 +213,27 @@ pub struct EvalForm {
     pub temperature: f64,
     pub repetitions: u32,
     pub seed: u64,
+    /// The deterministic grader as JSON (`{"kind": "numeric", …}`); '' for exact match.
+    pub grader: String,
+}
+
+/// The grader typed into the eval form: '' is exact match; a grader without settings may be
+/// named by its id (`multiple_choice@1`); otherwise a JSON grader spec, refused here (with the
+/// reason) if it does not parse or compile, e.g. an invalid regex.
+pub fn parse_grader_form(text: &str) -> ServiceResult<GraderSpec> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(GraderSpec::ExactMatch {});
+    }
+    if let Some(spec) = GraderSpec::without_settings(text) {
+        return Ok(spec);
+    }
+    let spec: GraderSpec = serde_json::from_str(text).map_err(|err| {
+        ServiceError::Invalid(format!("the grader is not a valid grader spec: {err}"))
+    })?;
+    spec.validate()
+        .map_err(|problem| ServiceError::Invalid(format!("the grader is invalid: {problem}")))?;
+    Ok(spec)
 }
 
 pub async fn define_eval(
@@ -181,7 +244,7 @@ pub async fn define_eval(
     let spec = EvalSpec {
         name: form.name.trim().to_string(),
         prompt_template: form.prompt_template.clone(),
-        grader: crate::manifest::EXACT_MATCH_GRADER.to_string(),
+        grader: parse_grader_form(&form.grader)?,
         generation: GenerationSettings {
             max_tokens: form.max_tokens,
             temperature: form.temperature,
@@ -201,7 +264,7 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 const EXPANSION_CHUNK: i64 = 2000;
 
 /// Asks the endpoint which model it serves under the checkpoint's model name.
-async fn probe_fingerprint(checkpoint: &Checkpoint) -> EndpointFingerprint {
+pub(crate) async fn probe_fingerprint(checkpoint: &Checkpoint) -> EndpointFingerprint {
     let url = format!("{}/models", checkpoint.base_url.trim_end_matches('/'));
     let probe = async {
         let response = reqwest::Client::new()
@@ -300,6 +363,7 @@ pub async fn launch_run(
             endpoint_url: fallback.base_url.clone(),
             served_model: fallback.model.clone(),
         }),
+        triage: crate::policies::freeze_triage(store, eval.id).await?,
     };
     let launched = store
         .create_run(&NewRun {
@@ -338,11 +402,15 @@ async fn expand(store: &dyn Store, run_id: i64, manifest: &Manifest) -> ServiceR
         repetition: 0,
         after_position: -1,
     };
-    let mut ready = plan_next_chunk(store, manifest, &mut cursor).await?;
+    // Checked when the eval was saved; a grader that no longer compiles grades nothing here,
+    // and its workers report the problem on every item.
+    let grader = manifest.eval.grader.compile().ok();
+    let grader = grader.as_ref();
+    let mut ready = plan_next_chunk(store, manifest, grader, &mut cursor).await?;
     while let Some(identities) = ready.take() {
         let (written, next) = tokio::join!(
             store.insert_identities(run_id, manifest, &identities),
-            plan_next_chunk(store, manifest, &mut cursor),
+            plan_next_chunk(store, manifest, grader, &mut cursor),
         );
         written?;
         ready = next?;
@@ -357,10 +425,13 @@ struct ExpansionCursor {
 }
 
 /// Reads the next chunk of dataset items and plans their identities, with cache hits graded;
-/// `None` once every repetition is planned.
+/// `None` once every repetition is planned. A cached answer its deterministic grader cannot
+/// decide is queued instead when the eval has judges: a worker asks them (through the grade
+/// cache, so an unchanged judge costs nothing).
 async fn plan_next_chunk(
     store: &dyn Store,
     manifest: &Manifest,
+    grader: Option<&Grader>,
     cursor: &mut ExpansionCursor,
 ) -> ServiceResult<Option<Vec<NewIdentity>>> {
     let chunk = loop {
@@ -391,8 +462,30 @@ async fn plan_next_chunk(
         .iter()
         .map(|identity| identity.generation_key.clone())
         .collect();
-    let cached: std::collections::HashMap<String, crate::store::CachedGeneration> =
+    let mut cached: std::collections::HashMap<String, crate::store::CachedGeneration> =
         store.cached_generations(&keys).await?.into_iter().collect();
+    let has_judges = manifest
+        .triage
+        .as_ref()
+        .is_some_and(|triage| triage.cheap_judge.is_some());
+    let graded: std::collections::HashMap<String, Grade> = match grader {
+        Some(grader) => planned
+            .iter()
+            .zip(&items)
+            .filter_map(|(identity, item)| {
+                let hit = cached.get(&identity.generation_key)?;
+                let grade =
+                    (!hit.outcome.is_error()).then(|| grader.grade(&hit.output, &item.target))?;
+                Some((identity.generation_key.clone(), grade))
+            })
+            .collect(),
+        None => std::collections::HashMap::new(),
+    };
+    cached.retain(|key, _| {
+        graded
+            .get(key)
+            .is_some_and(|grade| !has_judges || grade.verdict != Verdict::Uncertain)
+    });
     // Only identities that will be queued need an order: refine their cost by the lengths
     // their cases were seen to take (a re-run answered from the cache skips this read).
     let to_queue: Vec<String> = planned
@@ -414,15 +507,13 @@ async fn plan_next_chunk(
     Ok(Some(
         planned
             .into_iter()
-            .zip(&items)
-            .map(|(planned, item)| {
-                let cached = cached.get(&planned.generation_key).map(|hit| {
-                    let generation = hit.to_generation();
-                    CacheHit {
-                        source_work_item_id: hit.source_work_item_id,
-                        grade: grade_exact_match(&generation.output, &item.target),
-                        generation,
-                    }
+            .map(|planned| {
+                let cached = cached.get(&planned.generation_key).map(|hit| CacheHit {
+                    source_work_item_id: hit.source_work_item_id,
+                    generation: hit.to_generation(),
+                    grading: Grading::deterministic_only(
+                        graded.get(&planned.generation_key).cloned(),
+                    ),
                 });
                 NewIdentity { planned, cached }
             })

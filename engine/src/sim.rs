@@ -74,6 +74,11 @@ pub struct SimModel {
     pub accuracy: f64,
     /// Probability that a reply has nothing to parse: no `Answer:` line, or no verdict.
     pub unparseable_rate: f64,
+    /// Judges only: a calibrated judge. Its confidence is drawn uniformly from this range and
+    /// its verdict agrees with the truth with exactly that probability (`accuracy` is then
+    /// unused), so a threshold `t` accepts `(high - t) / (high - low)` of its verdicts.
+    /// `None`: verdicts agree with the truth at `accuracy`, confidence in [0.55, 0.99).
+    pub calibrated_confidence: Option<(f64, f64)>,
 }
 
 /// What a simulated model does with a prompt.
@@ -122,15 +127,35 @@ pub struct SimFaults {
 
 impl SimModel {
     /// Parses a command-line model spec: `name:accuracy`, `name:accuracy:unparseable_rate` or
-    /// `judge:name`. Rates are probabilities in `[0, 1]`.
+    /// `judge:name` or `judge:name:low:high` (a calibrated judge whose confidence is drawn from
+    /// `[low, high)`). Rates are probabilities in `[0, 1]`.
     pub fn parse_spec(spec: &str) -> Result<SimModel, String> {
         let spec = spec.trim();
-        if let Some(name) = spec.strip_prefix("judge:") {
+        if let Some(rest) = spec.strip_prefix("judge:") {
+            let (name, calibrated_confidence) = match rest.split(':').collect::<Vec<_>>()[..] {
+                [name] => (name, None),
+                [name, low, high] => {
+                    let low = parse_probability(low, "confidence low", spec)?;
+                    let high = parse_probability(high, "confidence high", spec)?;
+                    if !(0.5..=high).contains(&low) {
+                        return Err(format!(
+                            "judge spec `{spec}` needs 0.5 <= low <= high <= 1 for its confidence range"
+                        ));
+                    }
+                    (name, Some((low, high)))
+                }
+                _ => {
+                    return Err(format!(
+                        "judge spec `{spec}` must be `judge:name` or `judge:name:low:high`"
+                    ))
+                }
+            };
             return Ok(SimModel {
                 name: checked_name(name, spec)?,
                 kind: SimModelKind::Judge,
                 accuracy: DEFAULT_JUDGE_ACCURACY,
                 unparseable_rate: 0.0,
+                calibrated_confidence,
             });
         }
         let (name, accuracy, unparseable_rate) = match spec.split(':').collect::<Vec<_>>()[..] {
@@ -139,7 +164,7 @@ impl SimModel {
             _ => {
                 return Err(format!(
                     "model spec `{spec}` must be `name:accuracy`, \
-                     `name:accuracy:unparseable_rate` or `judge:name`"
+                     `name:accuracy:unparseable_rate`, `judge:name` or `judge:name:low:high`"
                 ))
             }
         };
@@ -151,6 +176,7 @@ impl SimModel {
                 Some(rate) => parse_probability(rate, "unparseable_rate", spec)?,
                 None => 0.0,
             },
+            calibrated_confidence: None,
         })
     }
 }
@@ -182,7 +208,8 @@ fn parse_probability(text: &str, field: &str, spec: &str) -> Result<f64, String>
 }
 
 impl SimConfig {
-    /// Two checkpoints of different quality and a judge: enough for the demo's comparison.
+    /// Two checkpoints of different quality and two judges: enough for the demo's comparison
+    /// and its triage.
     pub fn demo() -> SimConfig {
         SimConfig {
             models: vec![
@@ -191,18 +218,30 @@ impl SimConfig {
                     kind: SimModelKind::Answerer,
                     accuracy: 0.80,
                     unparseable_rate: 0.08,
+                    calibrated_confidence: None,
                 },
                 SimModel {
                     name: "sim-ckpt-b".to_string(),
                     kind: SimModelKind::Answerer,
                     accuracy: 0.65,
                     unparseable_rate: 0.08,
+                    calibrated_confidence: None,
                 },
+                // A cheap judge that is often unsure and a strong one that rarely is; both
+                // calibrated, so the demo's triage thresholds mean what they say.
                 SimModel {
                     name: "sim-judge".to_string(),
                     kind: SimModelKind::Judge,
                     accuracy: DEFAULT_JUDGE_ACCURACY,
+                    unparseable_rate: 0.02,
+                    calibrated_confidence: Some((0.6, 1.0)),
+                },
+                SimModel {
+                    name: "sim-judge-strong".to_string(),
+                    kind: SimModelKind::Judge,
+                    accuracy: DEFAULT_JUDGE_ACCURACY,
                     unparseable_rate: 0.0,
+                    calibrated_confidence: Some((0.85, 1.0)),
                 },
             ],
             latency_ms_min: 20,
@@ -450,15 +489,22 @@ fn judge(generation: Generation<'_>) -> Reply {
             verdict_confidence: None,
         };
     }
+    // Real judges are rarely certain and rarely coin-flips; [0.55, 0.99) looks like one.
+    let (low, high) = model.calibrated_confidence.unwrap_or((0.55, 0.99));
+    let confidence = low + (high - low) * generation.draw("confidence", 0);
+    // A calibrated judge is right exactly as often as it says.
+    let accuracy = match model.calibrated_confidence {
+        Some(_) => confidence,
+        None => model.accuracy,
+    };
     let pass = match candidate_is_correct(generation.prompt) {
-        Some(correct) if generation.draw("verdict", 0) < model.accuracy => correct,
+        Some(correct) if generation.draw("verdict", 0) < accuracy => correct,
         Some(correct) => !correct,
         None => generation.draw("verdict", 0) < 0.5,
     };
     Reply {
         text: if pass { PASS } else { FAIL }.to_string(),
-        // Real judges are rarely certain and rarely coin-flips; [0.55, 0.99) looks like one.
-        verdict_confidence: Some(0.55 + 0.44 * generation.draw("confidence", 0)),
+        verdict_confidence: Some(confidence),
     }
 }
 
@@ -1534,6 +1580,7 @@ mod tests {
             kind: SimModelKind::Answerer,
             accuracy,
             unparseable_rate,
+            calibrated_confidence: None,
         }
     }
 
@@ -1543,6 +1590,7 @@ mod tests {
             kind: SimModelKind::Judge,
             accuracy: 1.0,
             unparseable_rate: 0.0,
+            calibrated_confidence: None,
         }
     }
 

@@ -2,28 +2,15 @@
 //! complete with every identity graded once, failures are retried and recorded, answers are
 //! cached, an unreachable endpoint ends in a clear error state, and fair share holds.
 
-use arbiter_engine::dispatch::{run_worker, RetryPolicy, WorkerConfig};
+mod common;
+
 use arbiter_engine::service::{self, CheckpointForm, EvalForm};
-use arbiter_engine::sim::{self, SimConfig, SimFaults};
-use arbiter_engine::store::{Database, RunProgress, Store, PRIORITY_SCHEDULED};
+use arbiter_engine::sim::{SimConfig, SimFaults};
+use arbiter_engine::store::Store;
+use common::*;
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::time::Duration;
-use tokio::sync::watch;
 
 const SAMPLE: &[u8] = include_bytes!("../../public/samples/qa-basic.jsonl");
-
-async fn open_store(directory: &tempfile::TempDir) -> Arc<dyn Store> {
-    let url = format!("sqlite://{}", directory.path().join("arbiter.db").display());
-    Database::open(&url).await.expect("store opens").store()
-}
-
-async fn start_sim(config: SimConfig) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(sim::serve(config, listener));
-    format!("http://{address}/v1")
-}
 
 fn fast_sim() -> SimConfig {
     SimConfig {
@@ -31,27 +18,6 @@ fn fast_sim() -> SimConfig {
         latency_ms_max: 5,
         ..SimConfig::demo()
     }
-}
-
-/// Registers a checkpoint; `engine_build` changes the fingerprint (and so the cache keys)
-/// without changing what the simulator answers.
-async fn checkpoint(
-    store: &dyn Store,
-    name: &str,
-    endpoint: &str,
-    model: &str,
-    engine_build: &str,
-) -> i64 {
-    let form = CheckpointForm {
-        name: name.into(),
-        endpoint_url: endpoint.into(),
-        model: model.into(),
-        engine_build: engine_build.into(),
-        ..CheckpointForm::default()
-    };
-    service::register_checkpoint(store, &form, None)
-        .await
-        .unwrap()
 }
 
 /// Uploads the sample and defines a 2-repetition eval on it.
@@ -69,54 +35,12 @@ async fn eval(store: &dyn Store, name: &str) -> i64 {
             temperature: 0.0,
             repetitions: 2,
             seed: 0,
+            grader: String::new(),
         },
         None,
     )
     .await
     .unwrap()
-}
-
-async fn launch(store: &dyn Store, eval: i64, checkpoint: i64) -> i64 {
-    service::launch_run(store, eval, checkpoint, PRIORITY_SCHEDULED, "default", None)
-        .await
-        .unwrap()
-        .run_id
-}
-
-fn test_worker(name: &str) -> WorkerConfig {
-    let mut config = WorkerConfig::named(name);
-    config.idle_poll = Duration::from_millis(20);
-    config.retry = RetryPolicy {
-        base_backoff: Duration::from_millis(20),
-        attempt_timeout: Duration::from_secs(2),
-        ..RetryPolicy::default()
-    };
-    config
-}
-
-/// Runs a worker until the runs complete (or the deadline passes) and returns their progress.
-async fn work_until_complete(
-    store: Arc<dyn Store>,
-    runs: &[i64],
-    config: WorkerConfig,
-) -> Vec<RunProgress> {
-    let (stop, shutdown) = watch::channel(false);
-    let worker = tokio::spawn(run_worker(store.clone(), config, shutdown));
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
-    loop {
-        let mut all = Vec::new();
-        for run in runs {
-            all.push(service::run_progress(store.as_ref(), *run).await.unwrap());
-        }
-        if all.iter().all(|progress| progress.status == "completed")
-            || tokio::time::Instant::now() > deadline
-        {
-            stop.send(true).unwrap();
-            worker.await.unwrap();
-            return all;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// (case, repetition) → (outcome, output, verdict) of a run.

@@ -13,7 +13,7 @@ use arbiter_engine::logprobs::TokenLogprob;
 use arbiter_engine::model_client::{ErrorCategory, Generation, Outcome};
 use arbiter_engine::service::{self, EvalForm, ServiceError};
 use arbiter_engine::store::{
-    now_ms, Database, FinishedItem, QueueCounts, RunProgress, Store, StoreError, User,
+    now_ms, Database, FinishedItem, Grading, QueueCounts, RunProgress, Store, StoreError, User,
     PRIORITY_SCHEDULED,
 };
 use sqlx::Connection;
@@ -56,6 +56,7 @@ stories!(
     uncertain_answers_go_to_one_annotator_at_a_time,
     comparing_two_checkpoints_finds_the_flips,
     racing_workers_never_both_commit_one_identity,
+    judges_policies_and_the_grade_cache,
     the_scheduler_sees_only_running_runs_and_claims_longest_first,
 );
 
@@ -203,6 +204,7 @@ fn eval_form(name: &str, dataset_id: i64, repetitions: u32) -> EvalForm {
         temperature: 0.0,
         repetitions,
         seed: 7,
+        grader: String::new(),
     }
 }
 
@@ -601,7 +603,7 @@ async fn checkpoints_evals_and_launches(store: Arc<dyn Store>) {
             evals[0].id,
             evals[0].dataset_name.as_str(),
             evals[0].repetitions,
-            evals[0].grader.as_str()
+            evals[0].grader.id_version()
         ),
         (eval, "qa-basic", 2, "exact_match@1")
     );
@@ -1208,7 +1210,7 @@ async fn racing_workers_never_both_commit_one_identity(store: Arc<dyn Store>) {
             .map(|&work_item_id| FinishedItem {
                 work_item_id,
                 generation: answered(output),
-                grade: Some(grade_exact_match(output, "2")),
+                grading: Grading::deterministic_only(Some(grade_exact_match(output, "2"))),
                 generation_key: None,
                 cached_from: None,
             })
@@ -1366,7 +1368,7 @@ async fn the_scheduler_sees_only_running_runs_and_claims_longest_first(store: Ar
                 }])),
                 ..answered("Answer: x")
             },
-            grade: Some(grade_exact_match("Answer: x", "x")),
+            grading: Grading::deterministic_only(Some(grade_exact_match("Answer: x", "x"))),
             generation_key: job.generation_key.clone(),
             cached_from: None,
         })
@@ -1433,4 +1435,270 @@ async fn the_scheduler_sees_only_running_runs_and_claims_longest_first(store: Ar
         .map(|job| job.case_id)
         .collect();
     assert_eq!(order, vec!["short", "long", "medium"]);
+}
+
+/// A judge and a triage policy are versioned; a judged result is recorded with its grades,
+/// its cached judge call, the stage that decided it and an audit task; human labels turn
+/// into calibration data and the run's cost splits by stage.
+async fn judges_policies_and_the_grade_cache(store: Arc<dyn Store>) {
+    use arbiter_engine::grading::triage::{HumanKind, Stage, TriagePolicy};
+    use arbiter_engine::grading::Grade;
+    use arbiter_engine::store::{GradeRecord, HumanTask, JudgeCall, NewJudge};
+    let store = &*store;
+    let run_id = launch_one_run(store, THREE_CASES.as_bytes(), 1).await;
+    let checkpoint = store.list_checkpoints().await.unwrap()[0].id;
+    let eval_id = store.list_evals().await.unwrap()[0].id;
+    assert_eq!(
+        store.get_eval(eval_id).await.unwrap().unwrap().name,
+        "qa-exact"
+    );
+    assert_eq!(store.get_eval(9_999).await.unwrap(), None);
+
+    // Prices are per checkpoint and can be changed.
+    let prices = arbiter_engine::store::TokenPrices {
+        input_usd_per_mtok: 2.5,
+        output_usd_per_mtok: 10.0,
+    };
+    store
+        .set_checkpoint_prices(checkpoint, &prices)
+        .await
+        .unwrap();
+    assert_eq!(store.list_checkpoints().await.unwrap()[0].prices, prices);
+    assert!(matches!(
+        store.set_checkpoint_prices(9_999, &prices).await,
+        Err(StoreError::NotFound(_))
+    ));
+
+    // Judges: a second save under one name is version 2; an unknown checkpoint is refused.
+    let new_judge = |rubric: &str| NewJudge {
+        name: "qa-judge".into(),
+        checkpoint_id: checkpoint,
+        rubric: rubric.into(),
+        max_tokens: 16,
+    };
+    let v1 = store
+        .create_judge(&new_judge("v1 {output}"), None)
+        .await
+        .unwrap();
+    let v2 = store
+        .create_judge(&new_judge("v2 {output}"), None)
+        .await
+        .unwrap();
+    assert_eq!((v1.version, v2.version), (1, 2));
+    assert_eq!(v2.grader_id(), "judge:qa-judge@2");
+    let listed = store.list_judges().await.unwrap();
+    assert_eq!(
+        listed.iter().map(|judge| judge.version).collect::<Vec<_>>(),
+        [2, 1]
+    );
+    assert_eq!(
+        store.get_judge(v1.id).await.unwrap().unwrap().rubric,
+        "v1 {output}"
+    );
+    let orphan = NewJudge {
+        checkpoint_id: 9_999,
+        ..new_judge("x {output}")
+    };
+    assert!(matches!(
+        store.create_judge(&orphan, None).await,
+        Err(StoreError::NotFound(_))
+    ));
+
+    // Policies: versions count up per eval; an unknown judge stores nothing.
+    let policy = TriagePolicy {
+        cheap_judge: Some(v2.id),
+        ..TriagePolicy::default()
+    };
+    assert_eq!(
+        store
+            .save_grading_policy(eval_id, &policy, "first", None, None)
+            .await
+            .unwrap(),
+        1
+    );
+    let bad = TriagePolicy {
+        strong_judge: Some(9_999),
+        ..policy.clone()
+    };
+    assert!(matches!(
+        store
+            .save_grading_policy(eval_id, &bad, "", None, None)
+            .await,
+        Err(StoreError::NotFound(_))
+    ));
+    let stricter = TriagePolicy {
+        accept_threshold: 0.95,
+        ..policy.clone()
+    };
+    assert_eq!(
+        store
+            .save_grading_policy(eval_id, &stricter, "stricter", Some("{\"old\":0.9}"), None)
+            .await
+            .unwrap(),
+        2
+    );
+    let history = store.grading_policies(eval_id).await.unwrap();
+    assert_eq!(
+        history.iter().map(|p| p.version).collect::<Vec<_>>(),
+        [2, 1]
+    );
+    assert_eq!(
+        (history[0].policy.accept_threshold, history[0].note.as_str()),
+        (0.95, "stricter")
+    );
+    assert_eq!(
+        history[0].calibration_json.as_deref(),
+        Some("{\"old\":0.9}")
+    );
+
+    // A judged result: accepted by the judge, audited, its judge call cached.
+    let ids = store.claim_work("worker", 10, LONG_LEASE_MS).await.unwrap();
+    // An identity handed back unrecorded (its judge was down) is queued again, once.
+    assert!(store.release_lease("worker", ids[2]).await.unwrap());
+    assert!(!store.release_lease("worker", ids[2]).await.unwrap());
+    assert!(
+        !store.release_lease("other", ids[1]).await.unwrap(),
+        "only the holder releases"
+    );
+    let judge_grade = |verdict: Verdict| GradeRecord {
+        stage: Stage::CheapJudge,
+        grade: Grade {
+            grader: v2.grader_id(),
+            verdict,
+            extracted_answer: None,
+            reason: "PASS: right city".into(),
+        },
+        confidence: Some(0.93),
+        agreement: None,
+        cost_usd: Some(0.002),
+        prompt_tokens: Some(100),
+        completion_tokens: Some(3),
+        latency_ms: Some(40),
+        model_used: Some("judge-model".into()),
+        fallback_used: false,
+        from_cache: false,
+    };
+    let call = JudgeCall {
+        cache_key: "sha256:judge-call".into(),
+        output: "PASS: right city".into(),
+        pass: Some(true),
+        confidence: Some(0.93),
+        prompt_tokens: Some(100),
+        completion_tokens: Some(3),
+        model_used: Some("judge-model".into()),
+    };
+    let mut audited = Grading {
+        verdict: Some(Verdict::Pass),
+        decided_by: Some(Stage::CheapJudge),
+        human: Some(HumanTask {
+            kind: HumanKind::Audit,
+            reason: "audit: 2% of verdicts".into(),
+            sampling_rate: 0.02,
+        }),
+        judge_calls: vec![call.clone()],
+        ..Grading::deterministic_only(Some(grade_exact_match(UNSURE, "42")))
+    };
+    audited.grades.push(judge_grade(Verdict::Pass));
+    let mut generation = answered(UNSURE);
+    generation.cost_usd = Some(0.001);
+    let recorded = store
+        .record_results(&[FinishedItem {
+            work_item_id: ids[0],
+            generation,
+            grading: audited,
+            generation_key: None,
+            cached_from: None,
+        }])
+        .await
+        .unwrap();
+    assert_eq!(recorded.inserted, 1);
+    assert_eq!(
+        store.cached_judge_call("sha256:judge-call").await.unwrap(),
+        Some(call)
+    );
+    assert_eq!(store.cached_judge_call("sha256:other").await.unwrap(), None);
+    assert_eq!(
+        progress(store, run_id).await.passed,
+        1,
+        "an audited verdict stands meanwhile"
+    );
+
+    // An escalated one waits for a human.
+    let mut escalated = Grading::deterministic_only(Some(grade_exact_match(UNSURE, "42")));
+    escalated.grades.push(judge_grade(Verdict::Fail));
+    escalated.human = Some(HumanTask {
+        kind: HumanKind::Escalation,
+        reason: "below 0.9".into(),
+        sampling_rate: 1.0,
+    });
+    escalated.verdict = Some(Verdict::Uncertain);
+    escalated.human.as_mut().unwrap().reason =
+        "the cheap judge said fail at confidence 0.93".into();
+    store
+        .record_results(&[FinishedItem {
+            work_item_id: ids[1],
+            generation: answered(UNSURE),
+            grading: escalated,
+            generation_key: None,
+            cached_from: None,
+        }])
+        .await
+        .unwrap();
+    let costs = store.run_costs(run_id).await.unwrap();
+    let decided: HashMap<String, i64> = costs.decided_by.iter().cloned().collect();
+    assert_eq!(
+        (
+            decided.get("cheap_judge"),
+            decided.get("pending"),
+            decided.get("unanswered")
+        ),
+        (Some(&1), Some(&1), Some(&1))
+    );
+    assert!((costs.generation_usd - 0.001).abs() < 1e-12);
+    assert!((costs.judging_usd - 0.004).abs() < 1e-12);
+    assert_eq!(
+        (
+            costs.judge_grades,
+            costs.generation_calls,
+            costs.human_labels
+        ),
+        (2, 2, 0)
+    );
+
+    // Humans label both: the audited pass is confirmed, the escalated fail was wrong.
+    let ann = store
+        .create_user("ann", &stand_in_hash("ann"), Role::Annotator)
+        .await
+        .unwrap();
+    while let Some(task) = store
+        .next_annotation_task(ann, LONG_LEASE_MS)
+        .await
+        .unwrap()
+    {
+        store
+            .submit_label(task.task_id, ann, true, "")
+            .await
+            .unwrap();
+    }
+    let mut checked = store
+        .human_checked_judgements(&v2.grader_id())
+        .await
+        .unwrap();
+    checked.sort_by_key(|checked| checked.judge_pass);
+    assert_eq!(
+        checked
+            .iter()
+            .map(|c| (c.judge_pass, c.human_pass, c.sampling_rate))
+            .collect::<Vec<_>>(),
+        [(false, true, 1.0), (true, true, 0.02)]
+    );
+    assert!(store
+        .human_checked_judgements(&v1.grader_id())
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(store.judge_usage(&v2.grader_id()).await.unwrap().0, 2);
+    let costs = store.run_costs(run_id).await.unwrap();
+    let decided: HashMap<String, i64> = costs.decided_by.iter().cloned().collect();
+    assert_eq!((decided.get("human"), costs.human_labels), (Some(&2), 2));
 }

@@ -32,6 +32,10 @@ pub enum Scenario {
     /// A JSONL dataset (`--dataset`) against any OpenAI-compatible endpoint (`--endpoint`,
     /// `--model`): the same run a peer tool is timed on (`scripts/bench-peers`).
     Endpoint,
+    /// The demo dataset through the demo's triage (exact match, cheap judge, strong judge,
+    /// humans): the share decided at each stage and the cost against judging every answer with
+    /// the strong judge.
+    Triage,
 }
 
 /// Options of the `endpoint` scenario.
@@ -202,6 +206,7 @@ struct RunFigures {
     done: i64,
     /// Identities graded as passed.
     passed: i64,
+    run_id: i64,
 }
 
 impl Bench {
@@ -270,6 +275,7 @@ impl Bench {
                 temperature: 0.0,
                 repetitions: 1,
                 seed,
+                grader: String::new(),
             },
             None,
         )
@@ -328,6 +334,7 @@ impl Bench {
             elapsed,
             done: progress.expected,
             passed: progress.passed,
+            run_id,
         })
     }
 }
@@ -656,6 +663,144 @@ async fn endpoint(options: EndpointArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The demo's models, judges and triage policy on the demo dataset repeated `repetitions`
+/// times; prints where items were decided and what the grading cost.
+async fn triage(repetitions: usize) -> anyhow::Result<()> {
+    use crate::demo::{demo_policy, DEMO_CHECKPOINTS, SAMPLE_DATASET};
+    use arbiter_engine::grading::judge::DEFAULT_RUBRIC;
+    use arbiter_engine::policies::{self, JudgeForm};
+    println!("== triage: the demo dataset x {repetitions} repetitions through the demo policy");
+    let sim = start_sim(&[
+        "--latency-ms-min",
+        "0",
+        "--latency-ms-max",
+        "0",
+        "--model",
+        "sim-ckpt-a:0.8:0.08",
+        "--model",
+        "judge:sim-judge:0.6:1.0",
+        "--model",
+        "judge:sim-judge-strong:0.85:1.0",
+    ])
+    .await?;
+    let bench = Bench::sqlite().await?;
+    let store = bench.store.as_ref();
+    let revision =
+        service::upload_dataset(store, "qa-basic", "qa-basic.jsonl", SAMPLE_DATASET, None)
+            .await
+            .map_err(|err| anyhow::anyhow!("dataset: {err}"))?;
+    let mut checkpoints = std::collections::HashMap::new();
+    for (name, model, input_price, output_price) in DEMO_CHECKPOINTS {
+        let form = CheckpointForm {
+            name: name.into(),
+            endpoint_url: sim.base_url.clone(),
+            model: model.into(),
+            input_usd_per_mtok: input_price.into(),
+            output_usd_per_mtok: output_price.into(),
+            ..CheckpointForm::default()
+        };
+        let id = service::register_checkpoint(store, &form, None)
+            .await
+            .map_err(|err| anyhow::anyhow!("checkpoint: {err}"))?;
+        checkpoints.insert(model, id);
+    }
+    let eval = service::define_eval(
+        store,
+        &EvalForm {
+            name: "triage".into(),
+            dataset_id: revision.dataset_id,
+            prompt_template: "Answer the question. End your reply with a final line `Answer: <answer>`.\n\nQuestion: {input}".into(),
+            max_tokens: 128,
+            temperature: 0.0,
+            repetitions: u32::try_from(repetitions)?,
+            seed: 0,
+            grader: String::new(),
+        },
+        None,
+    )
+    .await
+    .map_err(|err| anyhow::anyhow!("eval: {err}"))?;
+    let mut judges = Vec::new();
+    for (name, model) in [
+        ("qa-judge", "sim-judge"),
+        ("qa-judge-strong", "sim-judge-strong"),
+    ] {
+        let form = JudgeForm {
+            name: name.into(),
+            checkpoint_id: checkpoints[model],
+            rubric: DEFAULT_RUBRIC.into(),
+            max_tokens: 64,
+        };
+        judges.push(
+            policies::define_judge(store, &form, None)
+                .await
+                .map_err(|err| anyhow::anyhow!("judge: {err}"))?,
+        );
+    }
+    let policy = demo_policy(judges[0].id, judges[1].id);
+    policies::save_policy(store, eval, &policy, None)
+        .await
+        .map_err(|err| anyhow::anyhow!("policy: {err}"))?;
+    let figures = bench
+        .run(eval, checkpoints["sim-ckpt-a"], worker("bench-triage", 256))
+        .await?;
+    let costs = store.run_costs(figures.run_id).await?;
+    let items = figures.done as f64;
+    let stage = |name: &str| {
+        costs
+            .decided_by
+            .iter()
+            .find(|(stage, _)| stage == name)
+            .map_or(0, |(_, count)| *count)
+    };
+    let (cheap_calls, cheap_usd) = store.judge_usage(&judges[0].grader_id()).await?;
+    let (strong_calls, strong_usd) = store.judge_usage(&judges[1].grader_id()).await?;
+    let escalated = stage("pending");
+    let audits = store.annotation_queue_counts().await?.open - escalated;
+    let human_price: f64 = policy.human_usd_per_label.parse()?;
+    let human_usd = (escalated + audits) as f64 * human_price;
+    println!("{} answers in {:.2} s", figures.done, figures.elapsed);
+    for (label, count) in [
+        ("deterministic (exact match)", stage("deterministic")),
+        ("cheap judge, accepted", stage("cheap_judge")),
+        ("strong judge, accepted", stage("strong_judge")),
+        ("humans (escalated)", escalated),
+    ] {
+        println!(
+            "  decided by {label:<28} {count:>6}  {:>5.1}%",
+            100.0 * count as f64 / items
+        );
+    }
+    println!(
+        "  audited by humans after acceptance {audits:>6}  ({:.1}% of judge-accepted)",
+        100.0 * audits as f64 / (stage("cheap_judge") + stage("strong_judge")).max(1) as f64
+    );
+    println!(
+        "judge calls: cheap {cheap_calls} (${cheap_usd:.5}), strong {strong_calls} (${strong_usd:.5}); \
+         human labels to come: {} (${human_usd:.2} at ${human_price:.2} each)",
+        escalated + audits
+    );
+    let strong_per_call = if strong_calls > 0 {
+        strong_usd / strong_calls as f64
+    } else {
+        0.0
+    };
+    let grading_usd = cheap_usd + strong_usd + human_usd;
+    let strong_everything = items * strong_per_call;
+    let strong_on_judged = cheap_calls as f64 * strong_per_call;
+    println!(
+        "grading cost with triage: ${grading_usd:.4} (judges ${:.5} + humans ${human_usd:.2})",
+        cheap_usd + strong_usd
+    );
+    println!(
+        "strong judge on every answer: ${strong_everything:.4} ({:.0}x the judges' cost with triage); \
+         on only the {cheap_calls} answers exact match left undecided: ${strong_on_judged:.5} ({:.1}x)",
+        strong_everything / (cheap_usd + strong_usd).max(f64::MIN_POSITIVE),
+        strong_on_judged / (cheap_usd + strong_usd).max(f64::MIN_POSITIVE),
+    );
+    Ok(())
+}
+
 /// Runs a scenario (`items` overrides each scenario's default size).
 pub async fn run(
     scenario: Scenario,
@@ -679,6 +824,7 @@ pub async fn run(
             postgres(items.unwrap_or(100_000), &url).await
         }
         Scenario::Endpoint => endpoint(endpoint_options).await,
+        Scenario::Triage => triage(items.unwrap_or(10)).await,
         Scenario::All => {
             overhead(items.unwrap_or(100_000)).await?;
             saturation(25_600).await?;

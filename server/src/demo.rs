@@ -5,7 +5,9 @@
 //! behind the engine's back.
 
 use arbiter_engine::auth::Role;
-use arbiter_engine::service::{self, EvalForm};
+use arbiter_engine::grading::judge::DEFAULT_RUBRIC;
+use arbiter_engine::policies::{self, JudgeForm, PolicyForm};
+use arbiter_engine::service::{self, CheckpointForm, EvalForm};
 use arbiter_engine::store::{Store, PRIORITY_SCHEDULED};
 
 /// Demo accounts: (username, role, password). Printed at start-up; for local use only.
@@ -22,12 +24,35 @@ pub const SAMPLE_DATASET: &[u8] = include_bytes!("../../public/samples/qa-basic.
 pub const SAMPLE_DATASET_NAME: &str = "qa-basic";
 pub const DEMO_EVAL_NAME: &str = "qa-basic exact match";
 
-/// The demo's checkpoints: (checkpoint name, served model name in `arbiter sim`).
-pub const DEMO_CHECKPOINTS: [(&str, &str); 3] = [
-    ("simulator/ckpt-a", "sim-ckpt-a"),
-    ("simulator/ckpt-b", "sim-ckpt-b"),
-    ("simulator/judge", "sim-judge"),
+/// The demo's checkpoints: (checkpoint name, served model name in `arbiter sim`, USD per
+/// million prompt and completion tokens). Prices are illustrative: a small model under test, a
+/// cheap judge and a strong judge that costs about fifteen times as much.
+pub const DEMO_CHECKPOINTS: [(&str, &str, &str, &str); 4] = [
+    ("simulator/ckpt-a", "sim-ckpt-a", "0.20", "0.60"),
+    ("simulator/ckpt-b", "sim-ckpt-b", "0.20", "0.60"),
+    ("simulator/judge", "sim-judge", "0.15", "0.60"),
+    (
+        "simulator/judge-strong",
+        "sim-judge-strong",
+        "2.50",
+        "10.00",
+    ),
 ];
+
+/// The demo eval's triage: deterministic exact match, then the cheap judge, the strong judge
+/// for its middle band, humans below that; 2% of accepted verdicts audited.
+pub fn demo_policy(cheap_judge: i64, strong_judge: i64) -> PolicyForm {
+    PolicyForm {
+        cheap_judge: cheap_judge.to_string(),
+        strong_judge: strong_judge.to_string(),
+        accept_threshold: "0.9".into(),
+        escalate_threshold: "0.75".into(),
+        audit_rate: "0.02".into(),
+        judge_samples: "1".into(),
+        human_usd_per_label: "0.40".into(),
+        note: "demo policy".into(),
+    }
+}
 
 /// What `seed` created, for the start-up banner and tests.
 pub struct DemoSeed {
@@ -52,10 +77,16 @@ pub async fn seed(store: &dyn Store, sim_base_url: &str) -> anyhow::Result<DemoS
     )
     .await?;
     let mut checkpoint_ids = Vec::new();
-    for (name, model) in DEMO_CHECKPOINTS {
-        checkpoint_ids.push(
-            service::register_simple_checkpoint(store, name, sim_base_url, model, lead).await?,
-        );
+    for (name, model, input_price, output_price) in DEMO_CHECKPOINTS {
+        let form = CheckpointForm {
+            name: name.into(),
+            endpoint_url: sim_base_url.into(),
+            model: model.into(),
+            input_usd_per_mtok: input_price.into(),
+            output_usd_per_mtok: output_price.into(),
+            ..CheckpointForm::default()
+        };
+        checkpoint_ids.push(service::register_checkpoint(store, &form, lead).await?);
     }
     let eval_id = service::define_eval(
         store,
@@ -67,7 +98,28 @@ pub async fn seed(store: &dyn Store, sim_base_url: &str) -> anyhow::Result<DemoS
             temperature: 0.0,
             repetitions: 2,
             seed: 0,
+            grader: String::new(),
         },
+        lead,
+    )
+    .await?;
+    let mut judge_ids = Vec::new();
+    for (name, checkpoint_id) in [
+        ("qa-judge", checkpoint_ids[2]),
+        ("qa-judge-strong", checkpoint_ids[3]),
+    ] {
+        let form = JudgeForm {
+            name: name.into(),
+            checkpoint_id,
+            rubric: DEFAULT_RUBRIC.into(),
+            max_tokens: 64,
+        };
+        judge_ids.push(policies::define_judge(store, &form, lead).await?.id);
+    }
+    policies::save_policy(
+        store,
+        eval_id,
+        &demo_policy(judge_ids[0], judge_ids[1]),
         lead,
     )
     .await?;

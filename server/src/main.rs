@@ -60,7 +60,8 @@ enum Command {
     Sim {
         #[arg(long, default_value = "127.0.0.1:8001")]
         addr: SocketAddr,
-        /// `name:accuracy[:unparseable_rate]` or `judge:name`; repeat for several models.
+        /// `name:accuracy[:unparseable_rate]`, `judge:name` or `judge:name:low:high` (a calibrated
+        /// judge, confidence drawn from [low, high)); repeat for several models.
         /// Without any, the demo's models are served.
         #[arg(long = "model")]
         models: Vec<String>,

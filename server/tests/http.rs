@@ -226,6 +226,15 @@ const SERVER_FUNCTIONS: &[(&str, Args, Allowed)] = &[
         ],
         Allowed::Researchers,
     ),
+    (
+        "set_checkpoint_prices",
+        &[
+            ("checkpoint_id", "1"),
+            ("input_usd_per_mtok", "1"),
+            ("output_usd_per_mtok", "2"),
+        ],
+        Allowed::Researchers,
+    ),
     ("evals_page", &[], Allowed::Researchers),
     (
         "create_eval",
@@ -257,6 +266,38 @@ const SERVER_FUNCTIONS: &[(&str, Args, Allowed)] = &[
         &[("baseline", "1"), ("candidate", "2")],
         Allowed::Researchers,
     ),
+    ("judges_page", &[], Allowed::Researchers),
+    (
+        "create_judge",
+        &[
+            ("name", "NAME"),
+            ("checkpoint_id", "1"),
+            ("rubric", "PASS or FAIL? {output}"),
+            ("max_tokens", "8"),
+        ],
+        Allowed::Researchers,
+    ),
+    ("judge_detail", &[("id", "1")], Allowed::Researchers),
+    ("eval_detail", &[("id", "1")], Allowed::Researchers),
+    (
+        "save_policy",
+        &[
+            ("eval_id", "1"),
+            ("cheap_judge", ""),
+            ("accept_threshold", "0.9"),
+            ("escalate_threshold", "0.7"),
+            ("audit_rate", "0.02"),
+            ("judge_samples", "1"),
+            ("human_usd_per_label", "0.4"),
+        ],
+        Allowed::Researchers,
+    ),
+    (
+        "recalibrate_policy",
+        &[("eval_id", "1"), ("target_error_percent", "2")],
+        Allowed::Researchers,
+    ),
+    ("run_costs", &[("id", "1")], Allowed::Researchers),
     ("next_task", &[], Allowed::Annotators),
     (
         "submit_label",
@@ -475,4 +516,178 @@ async fn the_checkpoint_form_takes_replicas_fingerprint_and_limits() {
         .await
         .unwrap();
     assert_eq!(response.status(), StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn grading_forms_check_their_input_and_keep_policy_versions() {
+    let app = TestApp::spawn().await;
+    let researcher = app.client_as(Role::Researcher).await;
+    let post = |endpoint: &'static str, form: Vec<(&'static str, &'static str)>| {
+        let request = researcher
+            .post(app.url(&format!("/api/{endpoint}")))
+            .form(&form);
+        async move {
+            let response = request.send().await.unwrap();
+            (response.status(), response.text().await.unwrap())
+        }
+    };
+    let (status, body) = post(
+        "register_checkpoint",
+        vec![
+            ("name", "judge-model"),
+            ("endpoint_url", "http://127.0.0.1:9/v1"),
+            ("model", "m"),
+            ("options[input_usd_per_mtok]", "2.5"),
+            ("options[output_usd_per_mtok]", "ten"),
+        ],
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.contains("completion token price"), "{body}");
+    let (status, body) = post(
+        "register_checkpoint",
+        vec![
+            ("name", "judge-model"),
+            ("endpoint_url", "http://127.0.0.1:9/v1"),
+            ("model", "m"),
+            ("options[input_usd_per_mtok]", "2.5"),
+            ("options[output_usd_per_mtok]", "10"),
+        ],
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    // An eval whose grader has an invalid regex is refused when saved.
+    let eval_form = |grader: &'static str| {
+        vec![
+            ("name", "graded"),
+            ("dataset_id", "1"),
+            ("prompt_template", "Q: {input}"),
+            ("max_tokens", "16"),
+            ("temperature", "0"),
+            ("repetitions", "1"),
+            ("seed", "0"),
+            ("grader", grader),
+        ]
+    };
+    let (status, body) = post(
+        "create_eval",
+        eval_form(r#"{"kind":"regex_match","pattern":"(open"}"#),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.contains("grader is invalid"), "{body}");
+    let (status, body) = post(
+        "create_eval",
+        eval_form(r#"{"kind":"numeric","absolute_tolerance":0.5}"#),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    let (status, body) = post(
+        "set_checkpoint_prices",
+        vec![
+            ("checkpoint_id", "1"),
+            ("input_usd_per_mtok", "-1"),
+            ("output_usd_per_mtok", "1"),
+        ],
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let (status, body) = post(
+        "set_checkpoint_prices",
+        vec![
+            ("checkpoint_id", "99"),
+            ("input_usd_per_mtok", "1"),
+            ("output_usd_per_mtok", "1"),
+        ],
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    let (status, body) = post(
+        "set_checkpoint_prices",
+        vec![
+            ("checkpoint_id", "1"),
+            ("input_usd_per_mtok", "3"),
+            ("output_usd_per_mtok", ""),
+        ],
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, body) = post("list_checkpoints", vec![]).await;
+    let listed: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (
+            listed[0]["input_usd_per_mtok"].as_f64(),
+            listed[0]["output_usd_per_mtok"].as_f64()
+        ),
+        (Some(3.0), Some(0.0))
+    );
+
+    let (status, body) = post(
+        "create_judge",
+        vec![
+            ("name", "j"),
+            ("checkpoint_id", "1"),
+            ("rubric", "PASS or FAIL?"),
+            ("max_tokens", "8"),
+        ],
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(body.contains("{output}"), "{body}");
+    let (status, body) = post(
+        "create_judge",
+        vec![
+            ("name", "j"),
+            ("checkpoint_id", "1"),
+            ("rubric", "Judge: {output}"),
+            ("max_tokens", "8"),
+        ],
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    let policy = |accept: &'static str| {
+        vec![
+            ("eval_id", "1"),
+            ("cheap_judge", "1"),
+            ("accept_threshold", accept),
+            ("escalate_threshold", "0.7"),
+            ("audit_rate", "0.02"),
+            ("judge_samples", "1"),
+            ("human_usd_per_label", "0.4"),
+            ("note", "first"),
+        ]
+    };
+    let (status, body) = post("save_policy", policy("0.5")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(body.contains("must not be above"), "{body}");
+    let (status, body) = post("save_policy", policy("0.92")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = post(
+        "recalibrate_policy",
+        vec![("eval_id", "1"), ("target_error_percent", "2")],
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "no labels yet: {body}");
+
+    let (status, body) = post("eval_detail", vec![("id", "1")]).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let detail: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(detail["eval"]["grader"], "numeric@1");
+    assert_eq!(detail["policies"].as_array().unwrap().len(), 1);
+    assert_eq!(detail["policies"][0]["accept_threshold"], 0.92);
+    let (status, body) = post("judge_detail", vec![("id", "1")]).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let report: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert!(report["reliability_svg"]
+        .as_str()
+        .unwrap()
+        .starts_with("<svg"));
+    assert_eq!(report["labelled"], 0);
+    assert!(
+        report["kappa"].is_null(),
+        "undefined without labels, not 1.0 or an error"
+    );
 }

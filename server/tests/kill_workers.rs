@@ -111,6 +111,7 @@ async fn scenario(database_url: &str) {
             temperature: 0.0,
             repetitions: 2,
             seed: 0,
+            grader: String::new(),
         },
         None,
     )

@@ -1,13 +1,17 @@
 //! Checkpoints: a name, an OpenAI-compatible endpoint URL and the served model name.
 
-use crate::api::{list_checkpoints, RegisterCheckpoint};
+use crate::api::{list_checkpoints, RegisterCheckpoint, SetCheckpointPrices};
 use crate::components::{ActionError, ErrorNote};
 use leptos::prelude::*;
 
 #[component]
 pub fn CheckpointsPage() -> impl IntoView {
     let register = ServerAction::<RegisterCheckpoint>::new();
-    let checkpoints = Resource::new(move || register.version().get(), |_| list_checkpoints());
+    let set_prices = ServerAction::<SetCheckpointPrices>::new();
+    let checkpoints = Resource::new(
+        move || (register.version().get(), set_prices.version().get()),
+        |_| list_checkpoints(),
+    );
     view! {
         <h1>"Checkpoints"</h1>
         <section class="card">
@@ -20,7 +24,7 @@ pub fn CheckpointsPage() -> impl IntoView {
                 </label>
                 <label>"Served model name" <input name="model" required placeholder="my-model"/></label>
                 <details>
-                    <summary>"Replicas, fingerprint, limits and fallback (optional)"</summary>
+                    <summary>"Replicas, fingerprint, limits, prices and fallback (optional)"</summary>
                     <div class="stack">
                         <label>
                             "Replica endpoint URLs (comma-separated; requests go to the least loaded)"
@@ -30,6 +34,10 @@ pub fn CheckpointsPage() -> impl IntoView {
                             <label>"Engine build" <input name="options[engine_build]" placeholder="vllm 0.6.3"/></label>
                             <label>"Parallel layout" <input name="options[parallel_layout]" placeholder="tp=4,pp=1"/></label>
                             <label>"Max requests in flight" <input name="options[max_in_flight]" type="number" min="1" placeholder="256"/></label>
+                        </div>
+                        <div class="row">
+                            <label>"USD per million prompt tokens" <input name="options[input_usd_per_mtok]" type="number" min="0" step="any" placeholder="0"/></label>
+                            <label>"USD per million completion tokens" <input name="options[output_usd_per_mtok]" type="number" min="0" step="any" placeholder="0"/></label>
                         </div>
                         <label>
                             "Fallback checkpoint (tried once when retries run out)"
@@ -41,13 +49,14 @@ pub fn CheckpointsPage() -> impl IntoView {
                 <button type="submit">"Register"</button>
             </ActionForm>
             <ActionError value=register.value()/>
+            <ActionError value=set_prices.value()/>
         </section>
         <Transition fallback=|| view! { <p>"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match checkpoints.await {
                     Ok(checkpoints) => view! {
                         <table>
-                            <thead><tr><th>"Name"</th><th>"Endpoints"</th><th>"Model"</th><th>"Fingerprint"</th><th>"Limit"</th><th>"Fallback"</th></tr></thead>
+                            <thead><tr><th>"Name"</th><th>"Endpoints"</th><th>"Model"</th><th>"Fingerprint"</th><th>"Limit"</th><th>"Price (USD / M tokens in · out)"</th><th>"Fallback"</th></tr></thead>
                             <tbody>
                                 {checkpoints.into_iter().map(|checkpoint| {
                                     let fingerprint = [checkpoint.engine_build.as_str(), checkpoint.parallel_layout.as_str()]
@@ -57,7 +66,7 @@ pub fn CheckpointsPage() -> impl IntoView {
                                         .join(" · ");
                                     view! {
                                         <tr>
-                                            <td>{checkpoint.name}</td>
+                                            <td>{checkpoint.name.clone()}</td>
                                             <td>
                                                 <code>{checkpoint.base_url}</code>
                                                 {checkpoint.replica_urls.into_iter().map(|url| view! { <br/><code>{url}</code> }).collect_view()}
@@ -65,6 +74,16 @@ pub fn CheckpointsPage() -> impl IntoView {
                                             <td>{checkpoint.model}</td>
                                             <td>{fingerprint}</td>
                                             <td>{checkpoint.max_in_flight} " in flight"</td>
+                                            <td>
+                                                <ActionForm action=set_prices attr:class="inline">
+                                                    <input type="hidden" name="checkpoint_id" value=checkpoint.id.to_string()/>
+                                                    <input name="input_usd_per_mtok" type="number" min="0" step="any" size="6"
+                                                        aria-label=format!("prompt price of {}", checkpoint.name) value=checkpoint.input_usd_per_mtok.to_string()/>
+                                                    <input name="output_usd_per_mtok" type="number" min="0" step="any" size="6"
+                                                        aria-label=format!("completion price of {}", checkpoint.name) value=checkpoint.output_usd_per_mtok.to_string()/>
+                                                    <button type="submit" class="secondary">"Set"</button>
+                                                </ActionForm>
+                                            </td>
                                             <td>{checkpoint.fallback_name.unwrap_or_default()}</td>
                                         </tr>
                                     }

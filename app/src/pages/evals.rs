@@ -56,7 +56,12 @@ pub fn EvalsPage() -> impl IntoView {
                                         <label>"Repetitions" <input name="repetitions" type="number" value="1" min="1" max="100"/></label>
                                         <label>"Seed" <input name="seed" type="number" value="0" min="0"/></label>
                                     </div>
-                                    <p class="hint">"Grader: exact match (normalised) on the final " <code>"Answer:"</code> " line. Unparseable answers go to the human annotation queue."</p>
+                                    <label>
+                                        "Deterministic grader as JSON (empty: exact match on the final " <code>"Answer:"</code> " line), e.g. "
+                                        <code>"{\"kind\": \"numeric\", \"relative_tolerance\": 0.01}"</code>
+                                        <textarea name="grader" rows="2" placeholder="{\"kind\": \"exact_match\"}"></textarea>
+                                    </label>
+                                    <p class="hint">"Kinds: exact_match, normalised_match, regex_match, numeric, multiple_choice, contains, not_contains, json_valid, json_schema, length, all_of, any_of. Answers it cannot decide go to the eval's judges (set on the eval's page), else to the human annotation queue."</p>
                                     <button type="submit">"Define eval"</button>
                                 </ActionForm>
                                 <ActionError value=create.value()/>
@@ -82,7 +87,7 @@ fn EvalRow(
     );
     view! {
         <tr>
-            <td>{eval.name.clone()}</td>
+            <td><a href=format!("/evals/{}", eval.id)>{eval.name.clone()}</a></td>
             <td>{eval.dataset_name.clone()}</td>
             <td class="hint">{settings}</td>
             <td>

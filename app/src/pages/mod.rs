@@ -4,8 +4,10 @@ mod annotate;
 mod checkpoints;
 mod compare;
 mod datasets;
+mod eval;
 mod evals;
 mod home;
+mod judges;
 mod login;
 mod runs;
 
@@ -13,8 +15,10 @@ pub use annotate::AnnotatePage;
 pub use checkpoints::CheckpointsPage;
 pub use compare::ComparePage;
 pub use datasets::{DatasetPage, DatasetsPage};
+pub use eval::EvalPage;
 pub use evals::EvalsPage;
 pub use home::HomePage;
+pub use judges::{JudgePage, JudgesPage};
 pub use login::LoginPage;
 pub use runs::{RunPage, RunsPage};
 

@@ -2,8 +2,9 @@
 
 use crate::api::{list_runs, run_detail, ChangeRun};
 use crate::components::ErrorNote;
+use crate::grading_api::run_costs;
 use crate::pages::datasets::short_hash;
-use crate::views::{ProgressView, ResultView};
+use crate::views::{CostView, ProgressView, ResultView};
 use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
 
@@ -73,6 +74,9 @@ pub fn RunPage() -> impl IntoView {
         move || (id(), tick.get(), change.version().get()),
         |(id, _, _)| run_detail(id),
     );
+    // Costs sum over the run's rows: read when the page opens and once more when the run
+    // completes, not on every poll.
+    let costs = Resource::new(move || (id(), finished.get()), |(id, _)| run_costs(id));
     // Effects run only in the browser: poll until the run completes.
     Effect::new(move |_| {
         let handle = set_interval_with_handle(
@@ -98,11 +102,39 @@ pub fn RunPage() -> impl IntoView {
                         view! {
                             <Progress progress=detail.progress/>
                             <RunControls run_id status change/>
+                            <CostCard costs/>
                             <Results results=detail.results/>
                         }.into_any()
                     }
                     Err(error) => view! { <ErrorNote error/> }.into_any(),
                 }
+            })}
+        </Transition>
+    }
+}
+
+/// Who decided the run's items and what each stage cost.
+#[component]
+fn CostCard(costs: Resource<Result<CostView, ServerFnError>>) -> impl IntoView {
+    view! {
+        <Transition fallback=|| ()>
+            {move || Suspend::new(async move {
+                costs.await.ok().map(|costs| view! {
+                    <section class="card" data-testid="run-costs">
+                        <h2>"Triage and cost"</h2>
+                        <p data-testid="decided-by">"Decided by: " {mix_text(&costs.decided_by)}</p>
+                        <table>
+                            <thead><tr><th>"Stage"</th><th>"Calls"</th><th>"Cost (USD)"</th></tr></thead>
+                            <tbody>
+                                <tr><td>"generation"</td><td>{costs.generation_calls} " (+" {costs.cached_generations} " cached)"</td><td>{format!("{:.4}", costs.generation_usd)}</td></tr>
+                                <tr><td>"judging"</td><td>{costs.judge_grades - costs.cached_judge_grades} " (+" {costs.cached_judge_grades} " cached)"</td><td>{format!("{:.4}", costs.judging_usd)}</td></tr>
+                                <tr><td>"human labels"</td><td>{costs.human_labels}</td><td>{format!("{:.4}", costs.human_usd)}</td></tr>
+                                <tr><th>"total"</th><td></td><th data-testid="cost-total">{format!("{:.4}", costs.total_usd)}</th></tr>
+                            </tbody>
+                        </table>
+                        <p class="hint">{format!("{:.6}", costs.usd_per_item)} " USD per item"</p>
+                    </section>
+                })
             })}
         </Transition>
     }
@@ -228,7 +260,11 @@ fn Results(results: Vec<ResultView>) -> impl IntoView {
                             <td>{result.target}</td>
                             <td><pre class="output">{result.output}</pre></td>
                             <td>{result.outcome} <br/><span class="hint">{telemetry}</span></td>
-                            <td><span class=verdict_class title=detail>{result.verdict}</span></td>
+                            <td>
+                                <span class=verdict_class title=detail.clone()>{result.verdict}</span>
+                                {result.decided_by.map(|stage| view! { <br/><span class="hint">"by " {stage.replace('_', " ")}</span> })}
+                                <details class="reason"><summary>"why"</summary><pre class="output">{detail}</pre></details>
+                            </td>
                         </tr>
                     }
                 }).collect_view()}

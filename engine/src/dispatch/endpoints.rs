@@ -9,7 +9,7 @@ use super::limiter::Limiter;
 use crate::model_client::{
     server_root, AttemptFailure, ErrorCategory, Generation, GenerationRequest, ModelClient, Outcome,
 };
-use crate::store::{EndpointLimits, Store};
+use crate::store::{EndpointLimits, Store, TokenPrices};
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -51,12 +51,16 @@ impl RetryPolicy {
     }
 }
 
-/// Where a run's requests go: the checkpoint's endpoints and an optional fallback.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Where a run's requests go: the checkpoint's endpoints and an optional fallback, with what
+/// each charges (a generation's cost is its tokens at the prices of the checkpoint that
+/// answered).
+#[derive(Clone, Debug, PartialEq)]
 pub struct Target {
     pub endpoint_urls: Vec<String>,
     /// (endpoint URL, served model) of the fallback checkpoint.
     pub fallback: Option<(String, String)>,
+    pub prices: TokenPrices,
+    pub fallback_prices: TokenPrices,
 }
 
 /// One endpoint as this worker sees it.
@@ -242,7 +246,9 @@ impl EndpointPool {
             let endpoint = self.pick(&target.endpoint_urls).await;
             let attempt_started = Instant::now();
             match self.attempt(&endpoint, request, cost, deadline).await {
-                Ok(generation) => return finish(generation, started, attempts, log, false),
+                Ok(generation) => {
+                    return finish(generation, &target.prices, started, attempts, log, false)
+                }
                 Err(failure) => {
                     log.push(log_entry(
                         &endpoint.url,
@@ -279,7 +285,16 @@ impl EndpointPool {
                 .attempt(&endpoint, &fallback_request, cost, fallback_deadline)
                 .await
             {
-                Ok(generation) => return finish(generation, started, attempts, log, true),
+                Ok(generation) => {
+                    return finish(
+                        generation,
+                        &target.fallback_prices,
+                        started,
+                        attempts,
+                        log,
+                        true,
+                    )
+                }
                 Err(failure) => {
                     log.push(log_entry(
                         &endpoint.url,
@@ -319,6 +334,7 @@ fn millis(duration: Duration) -> i64 {
 
 fn finish(
     mut generation: Generation,
+    prices: &TokenPrices,
     started: Instant,
     attempts: u32,
     log: Vec<serde_json::Value>,
@@ -327,6 +343,7 @@ fn finish(
     generation.latency_ms = millis(started.elapsed());
     generation.attempts = i64::from(attempts);
     generation.fallback_used = fallback;
+    generation.cost_usd = prices.cost(generation.prompt_tokens, generation.completion_tokens);
     if !log.is_empty() {
         generation.attempt_log = Some(serde_json::Value::Array(log).to_string());
     }

@@ -14,16 +14,19 @@
 
 mod endpoints;
 pub mod fair_share;
+mod judging;
 mod limiter;
 
 pub use endpoints::{prometheus_sum, EndpointPool, RetryPolicy, Target};
 pub use limiter::Limiter;
 
 use crate::expansion::seed_for;
-use crate::grading::grade_exact_match;
+use crate::grading::judge::JudgeSpec;
+use crate::grading::triage::HumanKind;
+use crate::grading::Grader;
 use crate::manifest::{render_prompt, Manifest};
-use crate::model_client::GenerationRequest;
-use crate::store::{ActiveRun, ClaimedJob, FinishedItem, Store};
+use crate::model_client::{Generation, GenerationRequest};
+use crate::store::{ActiveRun, ClaimedJob, FinishedItem, HumanTask, Store, TokenPrices};
 use fair_share::Candidate;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -72,23 +75,66 @@ impl WorkerConfig {
 struct RunSpec {
     manifest: Manifest,
     target: Target,
+    /// Where the triage policy's judges are asked: (cheap, strong).
+    judge_targets: (Option<Target>, Option<Target>),
+    /// The eval's deterministic grader, compiled once (checked when the eval was saved).
+    grader: Result<Grader, String>,
 }
 
 impl RunSpec {
-    fn new(manifest: Manifest) -> RunSpec {
+    /// `prices` are the checkpoints' current prices by name (prices are not part of a
+    /// manifest: changing one must not make a new run).
+    fn new(manifest: Manifest, prices: &HashMap<String, TokenPrices>) -> RunSpec {
+        let price_of = |checkpoint: &str| prices.get(checkpoint).copied().unwrap_or_default();
         let target = Target {
             endpoint_urls: manifest.endpoint_urls.clone(),
             fallback: manifest
                 .fallback
                 .as_ref()
                 .map(|fallback| (fallback.endpoint_url.clone(), fallback.served_model.clone())),
+            prices: price_of(&manifest.checkpoint_name),
+            fallback_prices: manifest
+                .fallback
+                .as_ref()
+                .map_or_else(TokenPrices::default, |fallback| {
+                    price_of(&fallback.checkpoint_name)
+                }),
         };
-        RunSpec { manifest, target }
+        let judge_target = |judge: Option<&JudgeSpec>| {
+            judge.map(|judge| Target {
+                endpoint_urls: judge.endpoint_urls.clone(),
+                fallback: None,
+                prices: price_of(&judge.checkpoint_name),
+                fallback_prices: TokenPrices::default(),
+            })
+        };
+        let judge_targets = match &manifest.triage {
+            Some(triage) => (
+                judge_target(triage.cheap_judge.as_ref()),
+                judge_target(triage.strong_judge.as_ref()),
+            ),
+            None => (None, None),
+        };
+        let grader = manifest
+            .eval
+            .grader
+            .compile()
+            .map_err(|problem| problem.to_string());
+        RunSpec {
+            manifest,
+            target,
+            judge_targets,
+            grader,
+        }
     }
 }
 
-/// Answers and grades one identity. Errors are outcomes, never graded.
-async fn answer(job: ClaimedJob, spec: &RunSpec, pool: &Arc<EndpointPool>) -> FinishedItem {
+/// Answers one identity: from the generation cache, or through the endpoint pool.
+async fn answer(
+    job: &ClaimedJob,
+    spec: &RunSpec,
+    pool: &Arc<EndpointPool>,
+) -> (Generation, Option<i64>) {
     let (generation, cached_from) = match &job.cached {
         Some(cached) => (cached.to_generation(), Some(cached.source_work_item_id)),
         None => {
@@ -105,15 +151,7 @@ async fn answer(job: ClaimedJob, spec: &RunSpec, pool: &Arc<EndpointPool>) -> Fi
             (pool.generate(&spec.target, &request, cost).await, None)
         }
     };
-    let grade = (!generation.outcome.is_error())
-        .then(|| grade_exact_match(&generation.output, &job.target));
-    FinishedItem {
-        work_item_id: job.work_item_id,
-        generation,
-        grade,
-        generation_key: job.generation_key,
-        cached_from,
-    }
+    (generation, cached_from)
 }
 
 /// Records finished identities in batches, as many as have arrived while the last batch was
@@ -189,6 +227,18 @@ async fn heartbeat_loop(
         tokio::select! {
             _ = tokio::time::sleep(period) => {}
             _ = shutdown.changed() => return,
+        }
+    }
+}
+
+/// Claims after which an identity whose judge stays unreachable goes to a human after all.
+const MAX_CLAIMS_WHILE_JUDGES_FAIL: i64 = 3;
+
+/// One identity of `run_id` is no longer held by this worker.
+fn release_slot(in_flight: &Mutex<HashMap<i64, usize>>, run_id: i64) {
+    if let Ok(mut counts) = in_flight.lock() {
+        if let Some(count) = counts.get_mut(&run_id) {
+            *count = count.saturating_sub(1);
         }
     }
 }
@@ -276,6 +326,8 @@ pub async fn run_worker(
                 continue;
             };
             let pool = pool.clone();
+            let store = store.clone();
+            let worker_id = config.worker_id.clone();
             let finished_tx = finished_tx.clone();
             let in_flight = in_flight.clone();
             let running = running.clone();
@@ -283,14 +335,44 @@ pub async fn run_worker(
                 let run_id = job.run_id;
                 // The semaphore queues waiters in order, so claims start longest first.
                 let answering = running.acquire().await;
-                let finished = answer(job, &spec, &pool).await;
+                let (generation, cached_from) = answer(&job, &spec, &pool).await;
+                // Judges are other endpoints with their own limits: while it is judged, the
+                // identity keeps its held slot but frees its request slot for the model under
+                // test.
                 drop(answering);
-                let _ = finished_tx.send(finished).await;
-                if let Ok(mut counts) = in_flight.lock() {
-                    if let Some(count) = counts.get_mut(&run_id) {
-                        *count = count.saturating_sub(1);
+                let graded = judging::grade_answer(&job, &generation, &spec, &store, &pool).await;
+                let grading = match graded.judge_unavailable {
+                    // A judge outage is not a reason for human work: the identity goes back to
+                    // the queue to be answered and judged again, up to a few claims.
+                    Some(outage) if job.claims < MAX_CLAIMS_WHILE_JUDGES_FAIL => {
+                        tracing::warn!(work_item = job.work_item_id, %outage, "judge unavailable; returning the identity to the queue");
+                        if let Err(err) = store.release_lease(&worker_id, job.work_item_id).await {
+                            tracing::warn!(error = %err, "could not return the identity; its lease will expire");
+                        }
+                        release_slot(&in_flight, run_id);
+                        drop(permit);
+                        return;
                     }
-                }
+                    Some(outage) => {
+                        let mut grading = graded.grading;
+                        grading.human = Some(HumanTask {
+                            kind: HumanKind::Escalation,
+                            sampling_rate: 1.0,
+                            reason: format!("{outage}, on {} claims of this item", job.claims),
+                        });
+                        grading
+                    }
+                    None => graded.grading,
+                };
+                let finished = FinishedItem {
+                    work_item_id: job.work_item_id,
+                    generation,
+                    grading,
+                    generation_key: job.generation_key,
+                    cached_from,
+                };
+                let _ = finished_tx.send(finished).await;
+                release_slot(&in_flight, run_id);
                 drop(permit);
             });
         }
@@ -360,9 +442,19 @@ async fn claim(
     let mut claimed = Vec::new();
     for (run_id, quota) in fair_share::allocate(free, &candidates, team_weight) {
         if let std::collections::hash_map::Entry::Vacant(entry) = state.specs.entry(run_id) {
+            let prices = match store.list_checkpoints().await {
+                Ok(checkpoints) => checkpoints
+                    .into_iter()
+                    .map(|checkpoint| (checkpoint.name, checkpoint.prices))
+                    .collect(),
+                Err(err) => {
+                    tracing::warn!(error = %err, "could not read checkpoint prices; costs unknown");
+                    HashMap::new()
+                }
+            };
             match store.run_manifest(run_id).await {
                 Ok(Some(manifest)) => {
-                    entry.insert(Arc::new(RunSpec::new(manifest)));
+                    entry.insert(Arc::new(RunSpec::new(manifest, &prices)));
                 }
                 Ok(None) => continue,
                 Err(err) => {

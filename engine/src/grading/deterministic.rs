@@ -195,6 +195,18 @@ impl GraderSpec {
         }
     }
 
+    /// The grader a settings-free id names (`exact_match@1`, `json_valid@1`, …), if any.
+    pub fn without_settings(id_version: &str) -> Option<GraderSpec> {
+        [
+            GraderSpec::ExactMatch {},
+            GraderSpec::NormalisedMatch {},
+            GraderSpec::MultipleChoice {},
+            GraderSpec::JsonValid {},
+        ]
+        .into_iter()
+        .find(|spec| spec.id_version() == id_version)
+    }
+
     /// Checks the spec as a UI would before storing it: the first problem, in plain words.
     pub fn validate(&self) -> Result<(), GraderSpecError> {
         self.compile().map(|_| ())

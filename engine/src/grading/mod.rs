@@ -5,7 +5,10 @@
 //! Pure. An answer that cannot be parsed is neither pass nor fail: it is `Uncertain` and goes to
 //! the human annotation queue. Error placeholders are never graded (the dispatcher skips them).
 
+pub mod calibration;
 mod deterministic;
+pub mod judge;
+pub mod triage;
 
 pub use deterministic::{
     grade, normalise_loosely, Grader, GraderSpec, GraderSpecError, Occurrence, Require,

@@ -63,6 +63,12 @@ pub trait Store: Send + Sync + 'static {
         created_by: Option<i64>,
     ) -> StoreResult<i64>;
     async fn list_checkpoints(&self) -> StoreResult<Vec<Checkpoint>>;
+    /// Sets a checkpoint's prices; `NotFound` for an unknown checkpoint.
+    async fn set_checkpoint_prices(
+        &self,
+        checkpoint_id: i64,
+        prices: &TokenPrices,
+    ) -> StoreResult<()>;
     /// The in-flight limit and token budget of the endpoint at `base_url` (defaults if unknown).
     async fn endpoint_limits(&self, base_url: &str) -> StoreResult<EndpointLimits>;
 
@@ -102,6 +108,7 @@ pub trait Store: Send + Sync + 'static {
         created_by: Option<i64>,
     ) -> StoreResult<i64>;
     async fn list_evals(&self) -> StoreResult<Vec<EvalSummary>>;
+    async fn get_eval(&self, id: i64) -> StoreResult<Option<EvalSummary>>;
     /// Everything needed to freeze a manifest for (eval, checkpoint), read in one snapshot.
     async fn manifest_inputs(
         &self,
@@ -141,6 +148,36 @@ pub trait Store: Send + Sync + 'static {
         case_ids: &[String],
     ) -> StoreResult<std::collections::HashMap<String, f64>>;
 
+    // Judges, triage policies and the grade cache.
+    /// Stores a judge, as version 1 of a new name or the next version of an existing one.
+    async fn create_judge(&self, new: &NewJudge, created_by: Option<i64>) -> StoreResult<Judge>;
+    /// Every judge version, newest version of each name first.
+    async fn list_judges(&self) -> StoreResult<Vec<Judge>>;
+    async fn get_judge(&self, id: i64) -> StoreResult<Option<Judge>>;
+    /// Stores the next version of an eval's triage policy; returns its version number.
+    async fn save_grading_policy(
+        &self,
+        eval_id: i64,
+        policy: &crate::grading::triage::TriagePolicy,
+        note: &str,
+        calibration_json: Option<&str>,
+        created_by: Option<i64>,
+    ) -> StoreResult<i64>;
+    /// An eval's policy versions, newest first.
+    async fn grading_policies(&self, eval_id: i64) -> StoreResult<Vec<PolicyVersion>>;
+    /// A judge call answered before, by its grade cache key.
+    async fn cached_judge_call(&self, cache_key: &str) -> StoreResult<Option<JudgeCall>>;
+    /// The judge's verdicts (grader id `judge:name@version`) on items humans have labelled,
+    /// with the humans' majority verdict (ties left out).
+    async fn human_checked_judgements(
+        &self,
+        grader_id: &str,
+    ) -> StoreResult<Vec<HumanCheckedJudgement>>;
+    /// Total cost and grade count of a judge's calls (grader id `judge:name@version`).
+    async fn judge_usage(&self, grader_id: &str) -> StoreResult<(i64, f64)>;
+    /// Cost by stage and identities by deciding stage, for one run.
+    async fn run_costs(&self, run_id: i64) -> StoreResult<RunCosts>;
+
     // The generation cache.
     async fn cached_generations(
         &self,
@@ -179,7 +216,7 @@ pub trait Store: Send + Sync + 'static {
             .record_results(&[FinishedItem {
                 work_item_id,
                 generation: generation.clone(),
-                grade: grade.cloned(),
+                grading: Grading::deterministic_only(grade.cloned()),
                 generation_key: None,
                 cached_from: None,
             }])
@@ -198,6 +235,9 @@ pub trait Store: Send + Sync + 'static {
     /// Returns identities whose lease has expired to the queue.
     async fn reap_expired_leases(&self) -> StoreResult<u64>;
     async fn deregister_worker(&self, worker: &str) -> StoreResult<()>;
+    /// Returns one identity `worker` holds to the queue unrecorded (to be answered again);
+    /// false when the worker no longer holds it.
+    async fn release_lease(&self, worker: &str, work_item_id: i64) -> StoreResult<bool>;
 
     // Human annotation.
     /// The annotator's current leased task, or a newly leased open one.

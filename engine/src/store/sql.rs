@@ -12,21 +12,25 @@
 pub(super) const ITEM_INSERT_BATCH: usize = 1000;
 pub(super) const IDENTITY_INSERT_BATCH: usize = 1000;
 pub(super) const RESULT_INSERT_BATCH: usize = 500;
+/// Grades (16 columns) and grade cache entries (8) per statement.
+pub(super) const GRADE_INSERT_BATCH: usize = 1000;
 pub(super) const KEY_LOOKUP_BATCH: usize = 1000;
 
 macro_rules! sql_store {
     ($store:ident, $db:ty, $backend:literal, $begin:literal, $skip_locked:literal) => {
         use $crate::auth::{PasswordHash, Role};
         use $crate::dataset::{DatasetItem, ParsedDataset};
-        use $crate::grading::{Grade, Verdict};
+        use $crate::grading::Verdict;
         use $crate::manifest::Manifest;
         use $crate::model_client::Outcome;
         use $crate::store::{
             now_ms, ActiveRun, AnnotationTask, CachedGeneration, Checkpoint, ClaimedJob, DatasetRevision,
             DatasetSummary, EndpointLimits, EvalSummary, FinishedItem, Job, LaunchedRun, ManifestInputs,
             NewCheckpoint, NewIdentity, NewRun, QueueCounts, RecordOutcome, ResultRow, RunProgress,
-            RunSummary, Store, StoreError, StoreResult, User, UserCredentials,
+            RunSummary, Store, StoreError, StoreResult, User, UserCredentials, TokenPrices, Judge, NewJudge,
+            PolicyVersion, JudgeCall, HumanCheckedJudgement, RunCosts,
         };
+        use $crate::grading::triage::TriagePolicy;
         use sqlx::Row;
 
         const REVISION_COLUMNS: &str =
@@ -66,7 +70,11 @@ macro_rules! sql_store {
                 dataset_id: row.try_get("dataset_id")?,
                 dataset_name: row.try_get("dataset_name")?,
                 prompt_template: row.try_get("prompt_template")?,
-                grader: row.try_get("grader")?,
+                grader: {
+                    let stored: String = row.try_get("grader")?;
+                    $crate::manifest::parse_stored_grader(&stored)
+                        .map_err(|err| sqlx::Error::Decode(err.into()))?
+                },
                 max_tokens: row.try_get("max_tokens")?,
                 temperature: row.try_get("temperature")?,
                 repetitions: row.try_get("repetitions")?,
@@ -75,8 +83,25 @@ macro_rules! sql_store {
             })
         }
 
+        const JUDGE_SELECT: &str = "SELECT j.id, j.name, j.version, j.checkpoint_id, c.name AS checkpoint_name, \
+            j.rubric, j.max_tokens, j.created_at FROM judges j JOIN checkpoints c ON c.id = j.checkpoint_id";
+
+        fn judge_from_row(row: &<$db as sqlx::Database>::Row) -> Result<Judge, sqlx::Error> {
+            Ok(Judge {
+                id: row.try_get("id")?,
+                name: row.try_get("name")?,
+                version: row.try_get("version")?,
+                checkpoint_id: row.try_get("checkpoint_id")?,
+                checkpoint_name: row.try_get("checkpoint_name")?,
+                rubric: row.try_get("rubric")?,
+                max_tokens: row.try_get("max_tokens")?,
+                created_at: row.try_get("created_at")?,
+            })
+        }
+
         const CHECKPOINT_SELECT: &str = "SELECT c.id, c.name, e.base_url, c.model, c.engine_build, \
-            c.parallel_layout, c.fallback_checkpoint_id, e.max_in_flight, c.created_at \
+            c.parallel_layout, c.fallback_checkpoint_id, e.max_in_flight, c.input_usd_per_mtok, \
+            c.output_usd_per_mtok, c.created_at \
             FROM checkpoints c JOIN endpoints e ON e.id = c.endpoint_id";
 
         fn checkpoint_from_row(row: &<$db as sqlx::Database>::Row) -> Result<Checkpoint, sqlx::Error> {
@@ -90,6 +115,10 @@ macro_rules! sql_store {
                 parallel_layout: row.try_get("parallel_layout")?,
                 fallback_checkpoint_id: row.try_get("fallback_checkpoint_id")?,
                 max_in_flight: row.try_get("max_in_flight")?,
+                prices: TokenPrices {
+                    input_usd_per_mtok: row.try_get("input_usd_per_mtok")?,
+                    output_usd_per_mtok: row.try_get("output_usd_per_mtok")?,
+                },
                 created_at: row.try_get("created_at")?,
             })
         }
@@ -98,7 +127,7 @@ macro_rules! sql_store {
         // newest grade, so a human label supersedes the automatic one.
         const RESULT_SELECT: &str = "SELECT w.case_id, w.repetition, i.category, i.input, i.target, \
             COALESCE(g.output, '') AS output, COALESCE(g.outcome, 'pending') AS outcome, \
-            COALESCE(w.verdict, 'pending') AS verdict, g.error, g.error_category, \
+            COALESCE(w.verdict, 'pending') AS verdict, w.decided_by, g.error, g.error_category, \
             COALESCE(g.attempts, 0) AS attempts, g.attempt_log, COALESCE(g.latency_ms, 0) AS latency_ms, \
             g.served_by, g.model_used, COALESCE(g.fallback_used, FALSE) AS fallback_used, \
             COALESCE(g.from_cache, FALSE) AS from_cache, \
@@ -120,6 +149,7 @@ macro_rules! sql_store {
                 outcome: row.try_get("outcome")?,
                 verdict: row.try_get("verdict")?,
                 grade_reason: row.try_get("grade_reason")?,
+                decided_by: row.try_get("decided_by")?,
                 error: row.try_get("error")?,
                 error_category: row.try_get("error_category")?,
                 attempts: row.try_get("attempts")?,
@@ -247,8 +277,9 @@ macro_rules! sql_store {
                     None => None,
                 };
                 let id = sqlx::query_scalar::<_, i64>(
-                    "INSERT INTO checkpoints (name, endpoint_id, model, engine_build, parallel_layout, fallback_checkpoint_id, created_by, created_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+                    "INSERT INTO checkpoints (name, endpoint_id, model, engine_build, parallel_layout, fallback_checkpoint_id, \
+                     input_usd_per_mtok, output_usd_per_mtok, created_by, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
                 )
                 .bind(&new.name)
                 .bind(endpoint_ids[0])
@@ -256,6 +287,8 @@ macro_rules! sql_store {
                 .bind(&new.engine_build)
                 .bind(&new.parallel_layout)
                 .bind(fallback_id)
+                .bind(new.prices.input_usd_per_mtok)
+                .bind(new.prices.output_usd_per_mtok)
                 .bind(created_by)
                 .bind(now)
                 .fetch_one(&mut *tx)
@@ -290,6 +323,21 @@ macro_rules! sql_store {
                     }
                 }
                 Ok(checkpoints)
+            }
+
+            async fn set_checkpoint_prices(&self, checkpoint_id: i64, prices: &TokenPrices) -> StoreResult<()> {
+                let updated = sqlx::query(
+                    "UPDATE checkpoints SET input_usd_per_mtok = $1, output_usd_per_mtok = $2 WHERE id = $3",
+                )
+                .bind(prices.input_usd_per_mtok)
+                .bind(prices.output_usd_per_mtok)
+                .bind(checkpoint_id)
+                .execute(&self.writer)
+                .await?;
+                if updated.rows_affected() == 0 {
+                    return Err(StoreError::NotFound(format!("no checkpoint with id {checkpoint_id}")));
+                }
+                Ok(())
             }
 
             async fn endpoint_limits(&self, base_url: &str) -> StoreResult<EndpointLimits> {
@@ -476,7 +524,7 @@ macro_rules! sql_store {
                 )
                 .bind(&spec.name)
                 .bind(&spec.prompt_template)
-                .bind(&spec.grader)
+                .bind(serde_json::to_string(&spec.grader).expect("grader specs always serialize"))
                 .bind(i64::from(spec.generation.max_tokens))
                 .bind(spec.generation.temperature)
                 .bind(i64::from(spec.repetitions))
@@ -499,6 +547,14 @@ macro_rules! sql_store {
                     .fetch_all(&self.pool)
                     .await?;
                 Ok(rows.iter().map(eval_from_row).collect::<Result<_, _>>()?)
+            }
+
+            async fn get_eval(&self, id: i64) -> StoreResult<Option<EvalSummary>> {
+                let row = sqlx::query(&format!("{EVAL_SELECT} WHERE e.id = $1"))
+                    .bind(id)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                Ok(row.as_ref().map(eval_from_row).transpose()?)
             }
 
             async fn manifest_inputs(&self, eval_id: i64, checkpoint_id: i64) -> StoreResult<ManifestInputs> {
@@ -575,12 +631,16 @@ macro_rules! sql_store {
                 let mut tx = self.writer.begin_with($begin).await?;
                 for chunk in identities.chunks(super::sql::IDENTITY_INSERT_BATCH) {
                     let mut insert = sqlx::QueryBuilder::<$db>::new(
-                        "INSERT INTO work_items (run_id, revision_id, case_id, checkpoint_id, repetition, state, verdict, cost, shard, generation_key) ",
+                        "INSERT INTO work_items (run_id, revision_id, case_id, checkpoint_id, repetition, state, verdict, decided_by, cost, shard, generation_key) ",
                     );
                     insert.push_values(chunk, |mut row, identity| {
-                        let (state, verdict) = match &identity.cached {
-                            Some(hit) => ("done", Some(hit.grade.verdict.as_str())),
-                            None => ("queued", None),
+                        let (state, verdict, decided_by) = match &identity.cached {
+                            Some(hit) => (
+                                "done",
+                                hit.grading.verdict.map(|verdict| verdict.as_str()),
+                                Some(hit.grading.decided_by_label()),
+                            ),
+                            None => ("queued", None, None),
                         };
                         row.push_bind(run_id)
                             .push_bind(manifest.dataset_revision_id)
@@ -589,6 +649,7 @@ macro_rules! sql_store {
                             .push_bind(identity.planned.repetition)
                             .push_bind(state)
                             .push_bind(verdict)
+                            .push_bind(decided_by)
                             .push_bind(identity.planned.cost)
                             .push_bind(identity.planned.shard)
                             .push_bind(identity.planned.generation_key.clone());
@@ -608,7 +669,7 @@ macro_rules! sql_store {
                             Some(FinishedItem {
                                 work_item_id: *id,
                                 generation: hit.generation.clone(),
-                                grade: Some(hit.grade.clone()),
+                                grading: hit.grading.clone(),
                                 generation_key: None,
                                 cached_from: Some(hit.source_work_item_id),
                             })
@@ -842,6 +903,242 @@ macro_rules! sql_store {
                 Ok(found)
             }
 
+            async fn create_judge(&self, new: &NewJudge, created_by: Option<i64>) -> StoreResult<Judge> {
+                let mut tx = self.writer.begin_with($begin).await?;
+                let checkpoint: Option<String> = sqlx::query_scalar("SELECT name FROM checkpoints WHERE id = $1")
+                    .bind(new.checkpoint_id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let Some(checkpoint_name) = checkpoint else {
+                    return Err(StoreError::NotFound(format!("no checkpoint with id {}", new.checkpoint_id)));
+                };
+                let version: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) + 1 FROM judges WHERE name = $1")
+                    .bind(&new.name)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                let now = now_ms();
+                let id: i64 = sqlx::query_scalar(
+                    "INSERT INTO judges (name, version, checkpoint_id, rubric, max_tokens, created_by, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+                )
+                .bind(&new.name)
+                .bind(version)
+                .bind(new.checkpoint_id)
+                .bind(&new.rubric)
+                .bind(new.max_tokens)
+                .bind(created_by)
+                .bind(now)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(|err| conflict_on(err, "judges_name_version_key", "another version of this judge was saved at the same moment; try again"))?;
+                tx.commit().await?;
+                Ok(Judge {
+                    id,
+                    name: new.name.clone(),
+                    version,
+                    checkpoint_id: new.checkpoint_id,
+                    checkpoint_name,
+                    rubric: new.rubric.clone(),
+                    max_tokens: new.max_tokens,
+                    created_at: now,
+                })
+            }
+
+            async fn list_judges(&self) -> StoreResult<Vec<Judge>> {
+                let rows = sqlx::query(&format!("{JUDGE_SELECT} ORDER BY j.name, j.version DESC"))
+                    .fetch_all(&self.pool)
+                    .await?;
+                Ok(rows.iter().map(judge_from_row).collect::<Result<_, _>>()?)
+            }
+
+            async fn get_judge(&self, id: i64) -> StoreResult<Option<Judge>> {
+                let row = sqlx::query(&format!("{JUDGE_SELECT} WHERE j.id = $1"))
+                    .bind(id)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                Ok(row.as_ref().map(judge_from_row).transpose()?)
+            }
+
+            async fn save_grading_policy(
+                &self,
+                eval_id: i64,
+                policy: &TriagePolicy,
+                note: &str,
+                calibration_json: Option<&str>,
+                created_by: Option<i64>,
+            ) -> StoreResult<i64> {
+                let mut tx = self.writer.begin_with($begin).await?;
+                let exists: Option<i64> = sqlx::query_scalar("SELECT id FROM evals WHERE id = $1")
+                    .bind(eval_id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                if exists.is_none() {
+                    return Err(StoreError::NotFound(format!("no eval with id {eval_id}")));
+                }
+                for judge in [policy.cheap_judge, policy.strong_judge].into_iter().flatten() {
+                    let found: Option<i64> = sqlx::query_scalar("SELECT id FROM judges WHERE id = $1")
+                        .bind(judge)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                    if found.is_none() {
+                        return Err(StoreError::NotFound(format!("no judge with id {judge}")));
+                    }
+                }
+                let version: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) + 1 FROM grading_policies WHERE eval_id = $1")
+                    .bind(eval_id)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                sqlx::query(
+                    "INSERT INTO grading_policies (eval_id, version, policy_json, note, calibration_json, created_by, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                )
+                .bind(eval_id)
+                .bind(version)
+                .bind(serde_json::to_string(policy).expect("policies always serialize"))
+                .bind(note)
+                .bind(calibration_json)
+                .bind(created_by)
+                .bind(now_ms())
+                .execute(&mut *tx)
+                .await
+                .map_err(|err| conflict_on(err, "grading_policies_eval_version_key", "the policy was changed at the same moment; reload and try again"))?;
+                tx.commit().await?;
+                Ok(version)
+            }
+
+            async fn grading_policies(&self, eval_id: i64) -> StoreResult<Vec<PolicyVersion>> {
+                let rows = sqlx::query(
+                    "SELECT p.eval_id, p.version, p.policy_json, p.note, p.calibration_json, u.username, p.created_at \
+                     FROM grading_policies p LEFT JOIN users u ON u.id = p.created_by \
+                     WHERE p.eval_id = $1 ORDER BY p.version DESC",
+                )
+                .bind(eval_id)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter()
+                    .map(|row| {
+                        let policy_json: String = row.try_get("policy_json")?;
+                        Ok(PolicyVersion {
+                            eval_id: row.try_get("eval_id")?,
+                            version: row.try_get("version")?,
+                            policy: serde_json::from_str(&policy_json)
+                                .map_err(|err| sqlx::Error::Decode(err.into()))?,
+                            note: row.try_get("note")?,
+                            calibration_json: row.try_get("calibration_json")?,
+                            created_by: row.try_get("username")?,
+                            created_at: row.try_get("created_at")?,
+                        })
+                    })
+                    .collect::<Result<_, sqlx::Error>>()
+                    .map_err(StoreError::from)
+            }
+
+            async fn cached_judge_call(&self, cache_key: &str) -> StoreResult<Option<JudgeCall>> {
+                let row = sqlx::query(
+                    "SELECT cache_key, output, verdict, confidence, prompt_tokens, completion_tokens, model_used \
+                     FROM grade_cache WHERE cache_key = $1",
+                )
+                .bind(cache_key)
+                .fetch_optional(&self.pool)
+                .await?;
+                row.map(|row| {
+                    let verdict: Option<String> = row.try_get("verdict")?;
+                    Ok(JudgeCall {
+                        cache_key: row.try_get("cache_key")?,
+                        output: row.try_get("output")?,
+                        pass: verdict.map(|verdict| verdict == "pass"),
+                        confidence: row.try_get("confidence")?,
+                        prompt_tokens: row.try_get("prompt_tokens")?,
+                        completion_tokens: row.try_get("completion_tokens")?,
+                        model_used: row.try_get("model_used")?,
+                    })
+                })
+                .transpose()
+                .map_err(|err: sqlx::Error| StoreError::from(err))
+            }
+
+            async fn human_checked_judgements(&self, grader_id: &str) -> StoreResult<Vec<HumanCheckedJudgement>> {
+                // From the (few) labelled items to their judge grades, never across all grades.
+                let rows: Vec<(f64, String, f64, i64, i64, f64)> = sqlx::query_as(
+                    "SELECT g.confidence, g.verdict, COALESCE(g.cost_usd, 0.0), h.passes, h.labels, h.sampling_rate \
+                     FROM (SELECT t.work_item_id, SUM(CASE WHEN l.verdict = 'pass' THEN 1 ELSE 0 END) AS passes, \
+                                  COUNT(*) AS labels, MAX(t.sampling_rate) AS sampling_rate \
+                           FROM labels l JOIN annotation_tasks t ON t.id = l.task_id GROUP BY t.work_item_id) h \
+                     JOIN grades g ON g.work_item_id = h.work_item_id \
+                     WHERE g.grader = $1 AND g.confidence IS NOT NULL AND g.verdict IN ('pass', 'fail') \
+                     ORDER BY g.id",
+                )
+                .bind(grader_id)
+                .fetch_all(&self.pool)
+                .await?;
+                Ok(rows
+                    .into_iter()
+                    .filter(|(_, _, _, passes, labels, _)| passes * 2 != *labels)
+                    .map(|(confidence, verdict, cost_usd, passes, labels, sampling_rate)| HumanCheckedJudgement {
+                        confidence,
+                        judge_pass: verdict == "pass",
+                        human_pass: passes * 2 > labels,
+                        cost_usd,
+                        sampling_rate,
+                    })
+                    .collect())
+            }
+
+            async fn judge_usage(&self, grader_id: &str) -> StoreResult<(i64, f64)> {
+                Ok(sqlx::query_as(
+                    "SELECT COUNT(*), COALESCE(SUM(cost_usd), 0.0) FROM grades \
+                     WHERE grader = $1 AND stage IN ('cheap_judge', 'strong_judge')",
+                )
+                .bind(grader_id)
+                .fetch_one(&self.pool)
+                .await?)
+            }
+
+            async fn run_costs(&self, run_id: i64) -> StoreResult<RunCosts> {
+                let (generation_usd, generation_calls, cached_generations): (f64, i64, i64) = sqlx::query_as(
+                    "SELECT COALESCE(SUM(g.cost_usd), 0.0), \
+                            COALESCE(SUM(CASE WHEN g.from_cache THEN 0 ELSE 1 END), 0), \
+                            COALESCE(SUM(CASE WHEN g.from_cache THEN 1 ELSE 0 END), 0) \
+                     FROM generations g JOIN work_items w ON w.id = g.work_item_id WHERE w.run_id = $1",
+                )
+                .bind(run_id)
+                .fetch_one(&self.pool)
+                .await?;
+                let (judging_usd, judge_grades, cached_judge_grades): (f64, i64, i64) = sqlx::query_as(
+                    "SELECT COALESCE(SUM(gr.cost_usd), 0.0), COUNT(*), \
+                            COALESCE(SUM(CASE WHEN gr.from_cache THEN 1 ELSE 0 END), 0) \
+                     FROM grades gr JOIN work_items w ON w.id = gr.work_item_id \
+                     WHERE w.run_id = $1 AND gr.stage IN ('cheap_judge', 'strong_judge')",
+                )
+                .bind(run_id)
+                .fetch_one(&self.pool)
+                .await?;
+                let human_labels: i64 = sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM labels l JOIN annotation_tasks t ON t.id = l.task_id \
+                     JOIN work_items w ON w.id = t.work_item_id WHERE w.run_id = $1",
+                )
+                .bind(run_id)
+                .fetch_one(&self.pool)
+                .await?;
+                let decided_by: Vec<(String, i64)> = sqlx::query_as(
+                    "SELECT COALESCE(decided_by, 'unanswered') AS stage, COUNT(*) FROM work_items \
+                     WHERE run_id = $1 GROUP BY COALESCE(decided_by, 'unanswered') ORDER BY 1",
+                )
+                .bind(run_id)
+                .fetch_all(&self.pool)
+                .await?;
+                Ok(RunCosts {
+                    generation_usd,
+                    judging_usd,
+                    human_labels,
+                    generation_calls,
+                    cached_generations,
+                    judge_grades,
+                    cached_judge_grades,
+                    decided_by,
+                })
+            }
+
             async fn cached_generations(&self, keys: &[String]) -> StoreResult<Vec<(String, CachedGeneration)>> {
                 let mut found = Vec::new();
                 for chunk in keys.chunks(super::sql::KEY_LOOKUP_BATCH) {
@@ -944,7 +1241,7 @@ macro_rules! sql_store {
                     return Ok(Vec::new());
                 }
                 let mut select = sqlx::QueryBuilder::<$db>::new(
-                    "SELECT w.id, w.run_id, w.case_id, w.repetition, w.cost, w.generation_key, i.input, i.target, \
+                    "SELECT w.id, w.run_id, w.case_id, w.repetition, w.cost, w.attempts, w.generation_key, i.input, i.target, \
                      c.work_item_id AS source_work_item_id, g.outcome, g.output, g.finish_reason, g.prompt_tokens, \
                      g.completion_tokens, g.model_used \
                      FROM work_items w JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
@@ -968,6 +1265,7 @@ macro_rules! sql_store {
                             input: row.try_get("input")?,
                             target: row.try_get("target")?,
                             cost: row.try_get("cost")?,
+                            claims: row.try_get("attempts")?,
                             generation_key: row.try_get("generation_key")?,
                             cached: match cached_outcome {
                                 Some(_) => Some(cached_from_row(row)?),
@@ -1021,7 +1319,7 @@ macro_rules! sql_store {
                     input: row.try_get("input")?,
                     target: row.try_get("target")?,
                     prompt_template: manifest.eval.prompt_template,
-                    grader: manifest.eval.grader,
+                    grader: manifest.eval.grader.id_version().to_string(),
                     max_tokens: i64::from(manifest.eval.generation.max_tokens),
                     temperature: manifest.eval.generation.temperature,
                     seed: manifest.eval.generation.seed as i64,
@@ -1089,6 +1387,18 @@ macro_rules! sql_store {
                     .execute(&self.writer)
                     .await?;
                 Ok(reaped.rows_affected())
+            }
+
+            async fn release_lease(&self, worker: &str, work_item_id: i64) -> StoreResult<bool> {
+                let released = sqlx::query(
+                    "UPDATE work_items SET state = 'queued', lease_owner = NULL, lease_expires_at = NULL \
+                     WHERE id = $1 AND lease_owner = $2 AND state = 'leased'",
+                )
+                .bind(work_item_id)
+                .bind(worker)
+                .execute(&self.writer)
+                .await?;
+                Ok(released.rows_affected() == 1)
             }
 
             async fn deregister_worker(&self, worker: &str) -> StoreResult<()> {
@@ -1184,8 +1494,8 @@ macro_rules! sql_store {
                     format!("human label: {}", rationale.trim())
                 };
                 sqlx::query(
-                    "INSERT INTO grades (work_item_id, grader, verdict, extracted_answer, reason, created_at) \
-                     VALUES ($1, 'human', $2, NULL, $3, $4)",
+                    "INSERT INTO grades (work_item_id, grader, verdict, extracted_answer, reason, stage, created_at) \
+                     VALUES ($1, 'human', $2, NULL, $3, 'human', $4)",
                 )
                 .bind(work_item_id)
                 .bind(verdict.as_str())
@@ -1193,7 +1503,7 @@ macro_rules! sql_store {
                 .bind(now)
                 .execute(&mut *tx)
                 .await?;
-                sqlx::query("UPDATE work_items SET verdict = $1 WHERE id = $2")
+                sqlx::query("UPDATE work_items SET verdict = $1, decided_by = 'human' WHERE id = $2")
                     .bind(verdict.as_str())
                     .bind(work_item_id)
                     .execute(&mut *tx)
@@ -1304,7 +1614,7 @@ macro_rules! sql_store {
             let mut insert = sqlx::QueryBuilder::<$db>::new(
                 "INSERT INTO generations (work_item_id, outcome, output, finish_reason, error, error_category, attempt_log, \
                  served_by, model_used, fallback_used, from_cache, source_work_item_id, latency_ms, attempts, prompt_tokens, \
-                 completion_tokens, created_at) ",
+                 completion_tokens, cost_usd, created_at) ",
             );
             insert.push_values(finished, |mut row, item| {
                 let generation = &item.generation;
@@ -1324,6 +1634,7 @@ macro_rules! sql_store {
                     .push_bind(generation.attempts)
                     .push_bind(generation.prompt_tokens)
                     .push_bind(generation.completion_tokens)
+                    .push_bind(generation.cost_usd)
                     .push_bind(now);
             });
             insert.push(" ON CONFLICT (work_item_id) DO NOTHING RETURNING work_item_id");
@@ -1349,23 +1660,35 @@ macro_rules! sql_store {
                 logprobs.build().execute(&mut **tx).await?;
             }
 
-            let graded: Vec<(&FinishedItem, &Grade)> = recorded
+            let grades: Vec<(i64, &$crate::store::GradeRecord)> = recorded
                 .iter()
-                .filter_map(|item| item.grade.as_ref().map(|grade| (*item, grade)))
+                .flat_map(|item| item.grading.grades.iter().map(|grade| (item.work_item_id, grade)))
                 .collect();
-            if !graded.is_empty() {
-                let mut grades = sqlx::QueryBuilder::<$db>::new(
-                    "INSERT INTO grades (work_item_id, grader, verdict, extracted_answer, reason, created_at) ",
+            for chunk in grades.chunks(super::sql::GRADE_INSERT_BATCH) {
+                let mut insert = sqlx::QueryBuilder::<$db>::new(
+                    "INSERT INTO grades (work_item_id, grader, verdict, extracted_answer, reason, stage, confidence, \
+                     agreement, cost_usd, prompt_tokens, completion_tokens, latency_ms, model_used, fallback_used, \
+                     from_cache, created_at) ",
                 );
-                grades.push_values(&graded, |mut row, (item, grade)| {
-                    row.push_bind(item.work_item_id)
-                        .push_bind(grade.grader.as_str())
-                        .push_bind(grade.verdict.as_str())
-                        .push_bind(grade.extracted_answer.as_deref())
-                        .push_bind(grade.reason.as_str())
+                insert.push_values(chunk, |mut row, (work_item_id, record)| {
+                    row.push_bind(*work_item_id)
+                        .push_bind(record.grade.grader.as_str())
+                        .push_bind(record.grade.verdict.as_str())
+                        .push_bind(record.grade.extracted_answer.as_deref())
+                        .push_bind(record.grade.reason.as_str())
+                        .push_bind(record.stage.as_str())
+                        .push_bind(record.confidence)
+                        .push_bind(record.agreement)
+                        .push_bind(record.cost_usd)
+                        .push_bind(record.prompt_tokens)
+                        .push_bind(record.completion_tokens)
+                        .push_bind(record.latency_ms)
+                        .push_bind(record.model_used.as_deref())
+                        .push_bind(record.fallback_used)
+                        .push_bind(record.from_cache)
                         .push_bind(now);
                 });
-                grades.build().execute(&mut **tx).await?;
+                insert.build().execute(&mut **tx).await?;
             }
 
             // One statement finishes every identity with its verdict (errors have none).
@@ -1373,11 +1696,12 @@ macro_rules! sql_store {
             if finish_work_items {
                 let mut update = sqlx::QueryBuilder::<$db>::new(
                     "UPDATE work_items SET state = 'done', lease_owner = NULL, lease_expires_at = NULL, \
-                     verdict = v.column2 FROM (",
+                     verdict = v.column2, decided_by = v.column3 FROM (",
                 );
                 update.push_values(&recorded, |mut row, item| {
                     row.push_bind(item.work_item_id)
-                        .push_bind(item.grade.as_ref().map_or("error", |grade| grade.verdict.as_str()));
+                        .push_bind(item.grading.verdict.map_or("error", |verdict| verdict.as_str()))
+                        .push_bind(item.grading.decided_by_label());
                 });
                 update.push(") AS v WHERE work_items.id = v.column1 RETURNING work_items.run_id");
                 for run in update.build_query_scalar::<i64>().fetch_all(&mut **tx).await? {
@@ -1392,23 +1716,45 @@ macro_rules! sql_store {
             }
             let runs: Vec<i64> = done_per_run.iter().map(|(run, _)| *run).collect();
 
-            let uncertain: Vec<(&FinishedItem, &Grade)> = graded
+            let for_humans: Vec<(i64, &$crate::store::HumanTask)> = recorded
                 .iter()
-                .copied()
-                .filter(|(_, grade)| grade.verdict == Verdict::Uncertain)
+                .filter_map(|item| item.grading.human.as_ref().map(|task| (item.work_item_id, task)))
                 .collect();
-            if !uncertain.is_empty() {
+            if !for_humans.is_empty() {
                 let mut tasks = sqlx::QueryBuilder::<$db>::new(
-                    "INSERT INTO annotation_tasks (work_item_id, reason, state, created_at) ",
+                    "INSERT INTO annotation_tasks (work_item_id, reason, kind, sampling_rate, state, created_at) ",
                 );
-                tasks.push_values(&uncertain, |mut row, (item, grade)| {
-                    row.push_bind(item.work_item_id)
-                        .push_bind(grade.reason.as_str())
+                tasks.push_values(&for_humans, |mut row, (work_item_id, task)| {
+                    row.push_bind(*work_item_id)
+                        .push_bind(task.reason.as_str())
+                        .push_bind(task.kind.as_str())
+                        .push_bind(task.sampling_rate)
                         .push_bind("open")
                         .push_bind(now);
                 });
                 tasks.push(" ON CONFLICT (work_item_id) DO NOTHING");
                 tasks.build().execute(&mut **tx).await?;
+            }
+
+            // Judge calls enter the grade cache (the first answer under a key stays).
+            let judge_calls: Vec<&$crate::store::JudgeCall> =
+                recorded.iter().flat_map(|item| &item.grading.judge_calls).collect();
+            for chunk in judge_calls.chunks(super::sql::GRADE_INSERT_BATCH) {
+                let mut cache = sqlx::QueryBuilder::<$db>::new(
+                    "INSERT INTO grade_cache (cache_key, output, verdict, confidence, prompt_tokens, completion_tokens, model_used, created_at) ",
+                );
+                cache.push_values(chunk, |mut row, call| {
+                    row.push_bind(call.cache_key.as_str())
+                        .push_bind(call.output.as_str())
+                        .push_bind(call.pass.map(|pass| if pass { "pass" } else { "fail" }))
+                        .push_bind(call.confidence)
+                        .push_bind(call.prompt_tokens)
+                        .push_bind(call.completion_tokens)
+                        .push_bind(call.model_used.as_deref())
+                        .push_bind(now);
+                });
+                cache.push(" ON CONFLICT (cache_key) DO NOTHING");
+                cache.build().execute(&mut **tx).await?;
             }
 
             // Answers (never errors) enter the content-addressed cache, by reference.

@@ -2,7 +2,8 @@
 
 use crate::auth::{PasswordHash, Role};
 use crate::expansion::PlannedIdentity;
-use crate::grading::Grade;
+use crate::grading::triage::{after_deterministic, HumanKind, Stage, Step, TriagePolicy};
+use crate::grading::{Grade, GraderSpec, Verdict};
 use crate::manifest::Manifest;
 use crate::model_client::{Generation, Outcome};
 use serde::{Deserialize, Serialize};
@@ -36,6 +37,30 @@ pub struct NewCheckpoint {
     pub fallback_checkpoint: Option<String>,
     /// Requests in flight from all workers together, for this checkpoint's endpoints.
     pub max_in_flight: Option<i64>,
+    /// USD per million prompt and completion tokens for this checkpoint's model.
+    pub prices: TokenPrices,
+}
+
+/// What an endpoint charges, in USD per million tokens.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TokenPrices {
+    pub input_usd_per_mtok: f64,
+    pub output_usd_per_mtok: f64,
+}
+
+impl TokenPrices {
+    /// The cost of one call, when the endpoint reported its token usage.
+    pub fn cost(&self, prompt_tokens: Option<i64>, completion_tokens: Option<i64>) -> Option<f64> {
+        if prompt_tokens.is_none() && completion_tokens.is_none() {
+            return None;
+        }
+        let tokens = |count: Option<i64>| count.unwrap_or(0).max(0) as f64;
+        Some(
+            (tokens(prompt_tokens) * self.input_usd_per_mtok
+                + tokens(completion_tokens) * self.output_usd_per_mtok)
+                / 1_000_000.0,
+        )
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -49,6 +74,7 @@ pub struct Checkpoint {
     pub parallel_layout: String,
     pub fallback_checkpoint_id: Option<i64>,
     pub max_in_flight: i64,
+    pub prices: TokenPrices,
     pub created_at: i64,
 }
 
@@ -95,7 +121,7 @@ pub struct EvalSummary {
     pub dataset_id: i64,
     pub dataset_name: String,
     pub prompt_template: String,
-    pub grader: String,
+    pub grader: GraderSpec,
     pub max_tokens: i64,
     pub temperature: f64,
     pub repetitions: i64,
@@ -150,12 +176,13 @@ pub struct NewIdentity {
     pub cached: Option<CacheHit>,
 }
 
-/// A cached answer for a new identity, already graded.
+/// A cached answer for a new identity that its deterministic grader decided; answers that
+/// need a judge are queued for a worker instead.
 #[derive(Clone, Debug)]
 pub struct CacheHit {
     pub source_work_item_id: i64,
     pub generation: Generation,
-    pub grade: Grade,
+    pub grading: Grading,
 }
 
 /// A generation found under its content hash. Its logprobs stay with the source generation
@@ -206,6 +233,8 @@ pub struct ClaimedJob {
     pub input: String,
     pub target: String,
     pub cost: i64,
+    /// Times the identity has been claimed, this claim included.
+    pub claims: i64,
     pub generation_key: Option<String>,
     pub cached: Option<CachedGeneration>,
 }
@@ -215,11 +244,131 @@ pub struct ClaimedJob {
 pub struct FinishedItem {
     pub work_item_id: i64,
     pub generation: Generation,
-    pub grade: Option<Grade>,
+    pub grading: Grading,
     /// Where to cache the generation (answers only; errors are never cached).
     pub generation_key: Option<String>,
     /// The generation this answer was copied from, when it came from the cache.
     pub cached_from: Option<i64>,
+}
+
+/// Everything grading decided about one answer.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Grading {
+    /// Grades in the order given (deterministic first, then judges).
+    pub grades: Vec<GradeRecord>,
+    /// The identity's verdict: `Uncertain` while a human has to decide; `None` for an
+    /// endpoint error or timeout, which is never graded.
+    pub verdict: Option<Verdict>,
+    pub decided_by: Option<Stage>,
+    /// Why a human sees the item (escalation, or the audit of an accepted verdict).
+    pub human: Option<HumanTask>,
+    /// Judge calls made now, for the grade cache.
+    pub judge_calls: Vec<JudgeCall>,
+}
+
+impl Grading {
+    /// An answer graded by its deterministic grader alone (no triage policy): undecided
+    /// answers go to a human with the grader's reason. `None`: an error, never graded.
+    pub fn deterministic_only(grade: Option<Grade>) -> Grading {
+        let Some(grade) = grade else {
+            return Grading::default();
+        };
+        let mut grading = Grading::default();
+        let settled = grading.settle(after_deterministic(None, &grade));
+        debug_assert!(settled, "without a policy no judge is asked");
+        grading.grades.push(GradeRecord::deterministic(grade));
+        grading
+    }
+
+    /// Records a final triage step: an accepted verdict, or a human escalation (no verdict
+    /// until the human gives one). `false`, recording nothing, for `Step::Judge`.
+    pub fn settle(&mut self, step: Step) -> bool {
+        match step {
+            Step::Accept { verdict, stage } => {
+                self.verdict = Some(verdict);
+                self.decided_by = Some(stage);
+            }
+            Step::Human { reason } => {
+                self.verdict = Some(Verdict::Uncertain);
+                self.decided_by = None;
+                self.human = Some(HumanTask {
+                    kind: HumanKind::Escalation,
+                    reason,
+                    sampling_rate: 1.0,
+                });
+            }
+            Step::Judge(_) => return false,
+        }
+        true
+    }
+
+    /// What `work_items.decided_by` holds: the deciding stage, `pending` while a human has to
+    /// decide, `error` for an endpoint error (never graded).
+    pub fn decided_by_label(&self) -> &'static str {
+        match (self.decided_by, self.verdict) {
+            (Some(stage), _) => stage.as_str(),
+            (None, None) => "error",
+            (None, Some(_)) => "pending",
+        }
+    }
+}
+
+/// One grade with the evidence and cost behind it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GradeRecord {
+    pub stage: Stage,
+    pub grade: Grade,
+    /// Judges: the probability of the verdict (mean over an ensemble's samples).
+    pub confidence: Option<f64>,
+    /// Judge ensembles: the share of samples voting the verdict.
+    pub agreement: Option<f64>,
+    pub cost_usd: Option<f64>,
+    pub prompt_tokens: Option<i64>,
+    pub completion_tokens: Option<i64>,
+    pub latency_ms: Option<i64>,
+    pub model_used: Option<String>,
+    pub fallback_used: bool,
+    /// Every sample came from the grade cache (nothing was paid now).
+    pub from_cache: bool,
+}
+
+impl GradeRecord {
+    pub fn deterministic(grade: Grade) -> GradeRecord {
+        GradeRecord {
+            stage: Stage::Deterministic,
+            grade,
+            confidence: None,
+            agreement: None,
+            cost_usd: None,
+            prompt_tokens: None,
+            completion_tokens: None,
+            latency_ms: None,
+            model_used: None,
+            fallback_used: false,
+            from_cache: false,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct HumanTask {
+    pub kind: HumanKind,
+    pub reason: String,
+    /// The probability that triage sends an item like this to a human: 1 for an escalation,
+    /// the audit rate for an audit.
+    pub sampling_rate: f64,
+}
+
+/// One judge call's answer under its grade cache key.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JudgeCall {
+    pub cache_key: String,
+    pub output: String,
+    pub pass: Option<bool>,
+    pub confidence: Option<f64>,
+    pub prompt_tokens: Option<i64>,
+    pub completion_tokens: Option<i64>,
+    pub model_used: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -289,6 +438,8 @@ pub struct ResultRow {
     pub outcome: String,
     pub verdict: String,
     pub grade_reason: String,
+    /// The triage stage that decided the verdict (`pending` while a human has not).
+    pub decided_by: Option<String>,
     pub error: Option<String>,
     pub error_category: Option<String>,
     /// HTTP attempts made for this identity (0 when answered from the cache).
@@ -335,4 +486,72 @@ pub struct QueueCounts {
     pub open: i64,
     pub leased: i64,
     pub done: i64,
+}
+
+/// A judge version as stored: a checkpoint plus a rubric.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Judge {
+    pub id: i64,
+    pub name: String,
+    pub version: i64,
+    pub checkpoint_id: i64,
+    pub checkpoint_name: String,
+    pub rubric: String,
+    pub max_tokens: i64,
+    pub created_at: i64,
+}
+
+impl Judge {
+    pub fn grader_id(&self) -> String {
+        crate::grading::judge::grader_id(&self.name, self.version)
+    }
+}
+
+/// A judge (or a new version of one) to store.
+#[derive(Clone, Debug)]
+pub struct NewJudge {
+    pub name: String,
+    pub checkpoint_id: i64,
+    pub rubric: String,
+    pub max_tokens: i64,
+}
+
+/// One version of an eval's triage policy.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PolicyVersion {
+    pub eval_id: i64,
+    pub version: i64,
+    pub policy: TriagePolicy,
+    pub note: String,
+    /// For recalibrations: old and new thresholds and the data used, as JSON.
+    pub calibration_json: Option<String>,
+    pub created_by: Option<String>,
+    pub created_at: i64,
+}
+
+/// What a run has cost so far, by stage.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunCosts {
+    pub generation_usd: f64,
+    pub judging_usd: f64,
+    /// Human labels given on the run's items (their cost is the policy's price per label).
+    pub human_labels: i64,
+    pub generation_calls: i64,
+    pub cached_generations: i64,
+    pub judge_grades: i64,
+    pub cached_judge_grades: i64,
+    /// Identities decided per stage (`deterministic`, `cheap_judge`, …; `human` after labels;
+    /// `pending` while a human has not decided; `error` for endpoint errors).
+    pub decided_by: Vec<(String, i64)>,
+}
+
+/// A judge verdict on an item that humans also labelled: the calibration data.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HumanCheckedJudgement {
+    pub confidence: f64,
+    pub judge_pass: bool,
+    pub human_pass: bool,
+    pub cost_usd: f64,
+    /// Probability that this verdict was sent to a human (see [`HumanTask::sampling_rate`]).
+    pub sampling_rate: f64,
 }

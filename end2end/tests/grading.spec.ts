@@ -1,0 +1,64 @@
+// The grading path: judges with their calibration, an eval's versioned triage policy, and a
+// run's decisions and cost by stage (the demo seeds two judges and a policy on its eval).
+import { DEMO_EVAL, expect, login, test, uniqueName, waitForHydration } from './helpers';
+
+test.beforeEach(async ({ page }) => {
+  await login(page, 'researcher');
+});
+
+test('judges are listed with a reliability diagram, and a rubric without {output} is refused', async ({ page }) => {
+  await page.goto('/judges');
+  await waitForHydration(page);
+  await expect(page.getByRole('link', { name: 'judge:qa-judge@1' })).toBeVisible();
+  await expect(page.getByRole('link', { name: 'judge:qa-judge-strong@1' })).toBeVisible();
+
+  const name = uniqueName('strict-judge');
+  await page.getByLabel('Name (saving an existing name adds a version)').fill(name);
+  await page.getByLabel('Rubric', { exact: false }).fill('Is it right? Reply PASS or FAIL.');
+  await page.getByRole('button', { name: 'Save judge' }).click();
+  await expect(page.getByRole('alert')).toContainText('{output}');
+  await expect(page.getByRole('link', { name: `judge:${name}@1` })).toHaveCount(0);
+
+  await page.getByLabel('Rubric', { exact: false }).fill('Answer:\n{output}\nReply PASS or FAIL first.');
+  await page.getByRole('button', { name: 'Save judge' }).click();
+  await expect(page.getByRole('link', { name: `judge:${name}@1` })).toBeVisible();
+
+  await page.getByRole('link', { name: 'judge:qa-judge@1' }).click();
+  await expect(page.getByRole('heading', { level: 1 })).toHaveText('judge:qa-judge@1');
+  await expect(page.getByTestId('reliability-diagram').locator('svg')).toBeVisible();
+  await expect(page.getByRole('table').filter({ hasText: "The diagram's numbers" }).locator('tbody tr')).toHaveCount(10);
+  await expect(page.getByTestId('judge-cost')).toHaveText(/^\$\d+\.\d{4}$/);
+});
+
+test("an eval's triage policy is saved as versions, and a bad one is refused", async ({ page }) => {
+  await page.goto('/evals');
+  await page.getByRole('link', { name: DEMO_EVAL }).click();
+  await expect(page.getByRole('heading', { level: 1 })).toHaveText(`Eval: ${DEMO_EVAL}`);
+  await waitForHydration(page);
+  await expect(page.getByTestId('policy-current')).toContainText('judge:qa-judge@1');
+  const history = page.getByTestId('policy-history').locator('tbody tr');
+  const versionsBefore = await history.count();
+  expect(versionsBefore).toBeGreaterThanOrEqual(1);
+
+  await page.getByLabel('Escalate threshold').fill('0.99');
+  await page.getByRole('button', { name: 'Save as a new version' }).click();
+  await expect(page.getByRole('alert').first()).toContainText('must not be above');
+  await expect(history).toHaveCount(versionsBefore);
+
+  await page.getByLabel('Escalate threshold').fill('0.8');
+  await page.getByLabel('Accept threshold').fill('0.95');
+  await page.getByLabel('What changed and why').fill('stricter acceptance');
+  await page.getByRole('button', { name: 'Save as a new version' }).click();
+  await expect(history).toHaveCount(versionsBefore + 1);
+  await expect(history.first()).toContainText('stricter acceptance');
+  await expect(page.getByTestId('policy-current')).toContainText('accept ≥ 0.950');
+});
+
+test("a run shows who decided its items and what each stage cost", async ({ page }) => {
+  await page.goto('/runs/1');
+  const costs = page.getByTestId('run-costs');
+  await expect(costs).toBeVisible();
+  await expect(page.getByTestId('decided-by')).toContainText('deterministic');
+  await expect(page.getByTestId('cost-total')).toHaveText(/^\d+\.\d{4}$/);
+  expect(Number(await page.getByTestId('cost-total').innerText())).toBeGreaterThan(0);
+});

@@ -1,0 +1,313 @@
+//! Grading one answer inside a worker: the deterministic grader, then the triage policy's
+//! judges through the endpoint pool (their calls load-controlled and retried like any other,
+//! and answered from the grade cache when asked before), ending in a verdict or a human task.
+//!
+//! The decisions are [`crate::grading::triage`]'s; this module only carries them out.
+
+use std::sync::Arc;
+
+use super::{EndpointPool, RunSpec, Target};
+use crate::grading::judge::{
+    combine_samples, grade_cache_key, read_verdict, render_judge_prompt, EnsembleVerdict,
+    JudgeReading, JudgeSpec, ENSEMBLE_TEMPERATURE,
+};
+use crate::grading::triage::{
+    after_deterministic, after_judge, drawn_for_audit, HumanKind, Stage, Step,
+};
+use crate::grading::{Grade, Verdict};
+use crate::model_client::{Generation, GenerationRequest};
+use crate::store::{ClaimedJob, GradeRecord, Grading, HumanTask, JudgeCall, Store};
+
+/// Longest judge rationale kept on a grade; the full reply stays in the grade cache.
+const MAX_RATIONALE_CHARS: usize = 2_000;
+
+/// What grading concluded, and whether a judge could not be reached at all.
+pub(super) struct Graded {
+    pub grading: Grading,
+    /// Why a judge gave no answer (its endpoint failed on every sample, after retries). The
+    /// grading then escalates to a human; a worker may instead return the identity to the
+    /// queue, so an outage does not turn into human work.
+    pub judge_unavailable: Option<String>,
+}
+
+/// The store and endpoints a judge is asked through.
+struct Judging<'a> {
+    store: &'a Arc<dyn Store>,
+    pool: &'a Arc<EndpointPool>,
+}
+
+/// Grades an answer as the run's policy says. Errors are never graded.
+pub(super) async fn grade_answer(
+    job: &ClaimedJob,
+    generation: &Generation,
+    spec: &RunSpec,
+    store: &Arc<dyn Store>,
+    pool: &Arc<EndpointPool>,
+) -> Graded {
+    let mut graded = Graded {
+        grading: Grading::default(),
+        judge_unavailable: None,
+    };
+    if generation.outcome.is_error() {
+        return graded;
+    }
+    let judging = Judging { store, pool };
+    let triage = spec.manifest.triage.as_ref();
+    let grade = match &spec.grader {
+        Ok(grader) => grader.grade(&generation.output, &job.target),
+        Err(problem) => Grade {
+            grader: "misconfigured".into(),
+            verdict: Verdict::Uncertain,
+            extracted_answer: None,
+            reason: format!("the grader is misconfigured: {problem}"),
+        },
+    };
+    let grading = &mut graded.grading;
+    let mut step = after_deterministic(triage, &grade);
+    grading.grades.push(GradeRecord::deterministic(grade));
+    let mut cheap: Option<EnsembleVerdict> = None;
+    loop {
+        match step {
+            Step::Accept { stage, .. } => {
+                grading.settle(step);
+                if let (Some(triage), true) = (triage, stage != Stage::Deterministic) {
+                    let audit_key = job
+                        .generation_key
+                        .clone()
+                        .unwrap_or_else(|| job.work_item_id.to_string());
+                    if drawn_for_audit(triage.policy.audit_rate, &audit_key) {
+                        grading.human = Some(HumanTask {
+                            kind: HumanKind::Audit,
+                            sampling_rate: triage.policy.audit_rate,
+                            reason: format!(
+                                "audit: {:.1}% of verdicts accepted without a human are checked; \
+                                 this one was accepted by the {}",
+                                triage.policy.audit_rate * 100.0,
+                                stage.label()
+                            ),
+                        });
+                    }
+                }
+                return graded;
+            }
+            Step::Human { .. } => {
+                grading.settle(step);
+                return graded;
+            }
+            Step::Judge(stage) => {
+                let Some(triage) = triage else {
+                    unreachable!("triage asks for a judge only under a policy")
+                };
+                let (judge, target) = match stage {
+                    Stage::CheapJudge => {
+                        (triage.cheap_judge.as_ref(), spec.judge_targets.0.as_ref())
+                    }
+                    _ => (triage.strong_judge.as_ref(), spec.judge_targets.1.as_ref()),
+                };
+                let (Some(judge), Some(target)) = (judge, target) else {
+                    unreachable!("triage asks only for the judges its policy names")
+                };
+                let asked = judging
+                    .ask(
+                        judge,
+                        target,
+                        stage,
+                        triage.policy.judge_samples,
+                        job,
+                        generation,
+                    )
+                    .await;
+                grading.grades.push(asked.record);
+                grading.judge_calls.extend(asked.new_calls);
+                if let Some(outage) = asked.unavailable {
+                    grading.settle(Step::Human {
+                        reason: outage.clone(),
+                    });
+                    graded.judge_unavailable = Some(outage);
+                    return graded;
+                }
+                step = after_judge(triage, stage, &asked.verdict, cheap.as_ref());
+                if stage == Stage::CheapJudge {
+                    cheap = Some(asked.verdict);
+                }
+            }
+        }
+    }
+}
+
+struct Asked {
+    record: GradeRecord,
+    verdict: EnsembleVerdict,
+    /// Calls made now (not from the cache), to be cached with the result.
+    new_calls: Vec<JudgeCall>,
+    /// Set when every sample failed at the judge's endpoint: nothing was judged.
+    unavailable: Option<String>,
+}
+
+impl Judging<'_> {
+    /// Asks one judge for `samples` verdicts on an answer, each from the grade cache when it was
+    /// asked before.
+    async fn ask(
+        &self,
+        judge: &JudgeSpec,
+        target: &Target,
+        stage: Stage,
+        samples: u32,
+        job: &ClaimedJob,
+        generation: &Generation,
+    ) -> Asked {
+        let Judging { store, pool } = *self;
+        let prompt =
+            render_judge_prompt(&judge.rubric, &job.input, &generation.output, &job.target);
+        // One sample is the judge's greedy answer; an ensemble needs samples that can differ.
+        let temperature = if samples > 1 {
+            ENSEMBLE_TEMPERATURE
+        } else {
+            0.0
+        };
+        let token_estimate = (prompt.len() / 4) as u64 + u64::from(judge.max_tokens);
+        let mut readings = Vec::new();
+        let mut new_calls = Vec::new();
+        let mut replies: Vec<(Option<bool>, String)> = Vec::new();
+        let mut failure: Option<String> = None;
+        let mut failed_samples = 0;
+        let mut usage = Usage::default();
+        for sample in 0..samples {
+            let seed = u64::from(sample);
+            let cache_key = grade_cache_key(judge, &prompt, temperature, seed, sample);
+            let cached = match store.cached_judge_call(&cache_key).await {
+                Ok(cached) => cached,
+                Err(err) => {
+                    tracing::warn!(error = %err, "could not read the grade cache; asking the judge");
+                    None
+                }
+            };
+            let call = match cached {
+                Some(call) => call,
+                None => {
+                    let request = GenerationRequest {
+                        model: judge.served_model.clone(),
+                        prompt: prompt.clone(),
+                        max_tokens: judge.max_tokens,
+                        temperature,
+                        seed,
+                    };
+                    let answer = pool.generate(target, &request, token_estimate).await;
+                    usage.add(&answer);
+                    if answer.outcome.is_error() {
+                        failed_samples += 1;
+                        failure = Some(format!(
+                            "judge failure: the {}'s endpoint failed ({})",
+                            stage.label(),
+                            answer.error.as_deref().unwrap_or("no answer")
+                        ));
+                        readings.push(JudgeReading {
+                            pass: None,
+                            confidence: None,
+                        });
+                        continue;
+                    }
+                    let tokens = answer
+                        .logprobs
+                        .as_deref()
+                        .and_then(|data| crate::logprobs::decode(data).ok());
+                    let reading = read_verdict(&answer.output, tokens.as_deref());
+                    let call = JudgeCall {
+                        cache_key,
+                        output: answer.output,
+                        pass: reading.pass,
+                        confidence: reading.confidence,
+                        prompt_tokens: answer.prompt_tokens,
+                        completion_tokens: answer.completion_tokens,
+                        model_used: answer.model_used,
+                    };
+                    new_calls.push(call.clone());
+                    call
+                }
+            };
+            usage.model_used = usage.model_used.take().or(call.model_used.clone());
+            readings.push(JudgeReading {
+                pass: call.pass,
+                confidence: call.confidence,
+            });
+            replies.push((call.pass, call.output));
+        }
+        let verdict = combine_samples(&readings);
+        // The rationale shown is that of a sample that voted the verdict (else the first reply).
+        let rationale = replies
+            .iter()
+            .find(|(pass, _)| verdict.pass.is_some() && *pass == verdict.pass)
+            .or(replies.first())
+            .map(|(_, output)| {
+                output
+                    .trim()
+                    .chars()
+                    .take(MAX_RATIONALE_CHARS)
+                    .collect::<String>()
+            });
+        let reason = match (&verdict.pass, rationale, failure.clone()) {
+            (Some(_), Some(rationale), _) => rationale,
+            (None, _, Some(failure)) => failure,
+            (None, Some(rationale), None) => {
+                format!("judge failure: no PASS or FAIL could be read from the reply: {rationale}")
+            }
+            (_, None, _) => "judge failure: the judge gave no answer".to_string(),
+        };
+        let from_cache = new_calls.is_empty() && usage.calls == 0;
+        let unavailable = (failed_samples == samples)
+            .then(|| failure.clone())
+            .flatten();
+        Asked {
+            record: GradeRecord {
+                stage,
+                grade: Grade {
+                    grader: judge.grader_id(),
+                    verdict: match verdict.pass {
+                        Some(true) => Verdict::Pass,
+                        Some(false) => Verdict::Fail,
+                        None => Verdict::Uncertain,
+                    },
+                    extracted_answer: None,
+                    reason,
+                },
+                confidence: verdict.confidence,
+                agreement: (samples > 1).then_some(verdict.agreement),
+                cost_usd: (usage.calls > 0).then_some(usage.cost_usd),
+                prompt_tokens: usage.prompt_tokens,
+                completion_tokens: usage.completion_tokens,
+                latency_ms: Some(usage.latency_ms),
+                model_used: usage.model_used,
+                fallback_used: false,
+                from_cache,
+            },
+            verdict,
+            new_calls,
+            unavailable,
+        }
+    }
+}
+
+/// What the judge calls of one grade used, summed over samples.
+#[derive(Default)]
+struct Usage {
+    calls: u32,
+    cost_usd: f64,
+    prompt_tokens: Option<i64>,
+    completion_tokens: Option<i64>,
+    latency_ms: i64,
+    model_used: Option<String>,
+}
+
+impl Usage {
+    fn add(&mut self, answer: &Generation) {
+        let sum = |total: Option<i64>, more: Option<i64>| match (total, more) {
+            (None, None) => None,
+            (total, more) => Some(total.unwrap_or(0) + more.unwrap_or(0)),
+        };
+        self.calls += 1;
+        self.cost_usd += answer.cost_usd.unwrap_or(0.0);
+        self.prompt_tokens = sum(self.prompt_tokens, answer.prompt_tokens);
+        self.completion_tokens = sum(self.completion_tokens, answer.completion_tokens);
+        self.latency_ms += answer.latency_ms;
+    }
+}

@@ -1,0 +1,423 @@
+//! LLM judges: the rubric prompt, reading a verdict and its confidence from the judge's
+//! logprobs, combining an ensemble's samples, and the grade cache key of one judge call.
+//!
+//! Pure: the call itself goes through the dispatcher's endpoint pool. A judge is asked to
+//! answer `PASS` or `FAIL`; its confidence is the probability mass on the verdict it gave
+//! relative to the other verdict, read from `top_logprobs` at the verdict token. A reply with
+//! no verdict is a judge failure, never a pass.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::logprobs::TokenLogprob;
+
+pub const OUTPUT_PLACEHOLDER: &str = "{output}";
+pub const TARGET_PLACEHOLDER: &str = "{target}";
+/// Longest rubric accepted; rubrics are prompts, not documents.
+pub const MAX_RUBRIC_CHARS: usize = 20_000;
+/// Most samples one judge may take of one answer.
+pub const MAX_JUDGE_SAMPLES: u32 = 5;
+/// Judges sample at this temperature when an ensemble takes several samples (one sample is
+/// greedy): enough spread that samples can disagree.
+pub const ENSEMBLE_TEMPERATURE: f64 = 0.7;
+
+/// The rubric a new judge starts from: question, reference and answer, verdict first.
+pub const DEFAULT_RUBRIC: &str = "You are grading an answer to a question.\n\
+Question:\n{input}\n\nReference answer: {target}\n\nCandidate's reply:\n{output}\n\n\
+Reply with PASS if the candidate's final answer is correct, or FAIL if it is not, as the first \
+word, then one sentence saying why.";
+
+/// A judge frozen into a run's manifest: everything that determines its grades.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JudgeSpec {
+    pub judge_id: i64,
+    pub name: String,
+    pub version: i64,
+    pub rubric: String,
+    pub max_tokens: u32,
+    pub checkpoint_name: String,
+    /// The judge checkpoint's endpoint first, then its replicas.
+    pub endpoint_urls: Vec<String>,
+    pub served_model: String,
+    /// Served model, engine build and parallel layout: part of every grade cache key.
+    pub fingerprint: String,
+}
+
+impl JudgeSpec {
+    pub fn grader_id(&self) -> String {
+        grader_id(&self.name, self.version)
+    }
+}
+
+/// The grader id recorded on a judge version's grades, e.g. `judge:strict-qa@3`.
+pub fn grader_id(name: &str, version: i64) -> String {
+    format!("judge:{name}@{version}")
+}
+
+/// Checks a rubric as the UI saves it.
+pub fn validate_rubric(rubric: &str) -> Result<(), String> {
+    if !rubric.contains(OUTPUT_PLACEHOLDER) {
+        return Err(format!(
+            "the rubric must contain {OUTPUT_PLACEHOLDER}, where the answer being judged goes"
+        ));
+    }
+    if rubric.chars().count() > MAX_RUBRIC_CHARS {
+        return Err(format!(
+            "the rubric is longer than {MAX_RUBRIC_CHARS} characters"
+        ));
+    }
+    Ok(())
+}
+
+/// The judge's prompt for one answer. Placeholders are filled in one pass, so text inside the
+/// answer that looks like a placeholder stays as written.
+pub fn render_judge_prompt(rubric: &str, input: &str, output: &str, target: &str) -> String {
+    let mut rendered = String::with_capacity(rubric.len() + input.len() + output.len());
+    let mut rest = rubric;
+    while let Some(start) = rest.find('{') {
+        rendered.push_str(&rest[..start]);
+        let tail = &rest[start..];
+        let filled = [
+            (crate::manifest::INPUT_PLACEHOLDER, input),
+            (OUTPUT_PLACEHOLDER, output),
+            (TARGET_PLACEHOLDER, target),
+        ]
+        .into_iter()
+        .find(|(placeholder, _)| tail.starts_with(placeholder));
+        match filled {
+            Some((placeholder, value)) => {
+                rendered.push_str(value);
+                rest = &tail[placeholder.len()..];
+            }
+            None => {
+                rendered.push('{');
+                rest = &tail[1..];
+            }
+        }
+    }
+    rendered.push_str(rest);
+    rendered
+}
+
+/// What one judge sample said.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JudgeReading {
+    /// `None`: the reply holds no verdict (a judge failure).
+    pub pass: Option<bool>,
+    /// Probability of the verdict given, when the endpoint returned logprobs for it.
+    pub confidence: Option<f64>,
+}
+
+/// Reads the verdict from a judge's reply: its first word, which must be `PASS` or `FAIL` (any
+/// case, around punctuation or Markdown emphasis, optionally after `Verdict:`). A verdict found
+/// later in the reply is not read: "the answer does not pass … FAIL" must never count as a
+/// pass, so a judge that reasons first is a judge failure. The confidence comes from the
+/// logprobs at the token that spells the verdict: P(verdict) / (P(PASS) + P(FAIL)) over the
+/// listed alternatives, or the verdict token's own probability when the other is not listed.
+pub fn read_verdict(output: &str, tokens: Option<&[TokenLogprob]>) -> JudgeReading {
+    let mut words = output
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|word| !word.is_empty());
+    let first = match words.next() {
+        Some(word) if word.eq_ignore_ascii_case(VERDICT_LABEL) => words.next(),
+        first => first,
+    };
+    let Some(pass) = first.and_then(verdict_word) else {
+        return JudgeReading {
+            pass: None,
+            confidence: None,
+        };
+    };
+    let confidence = tokens.and_then(|tokens| verdict_confidence(tokens, pass));
+    JudgeReading {
+        pass: Some(pass),
+        confidence,
+    }
+}
+
+fn verdict_word(word: &str) -> Option<bool> {
+    if word.eq_ignore_ascii_case("pass") {
+        Some(true)
+    } else if word.eq_ignore_ascii_case("fail") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+fn token_word(text: &str) -> &str {
+    text.trim_matches(|c: char| !c.is_alphanumeric())
+}
+
+fn verdict_token(text: &str) -> Option<bool> {
+    verdict_word(token_word(text))
+}
+
+/// A label a judge may put before its verdict (`Verdict: PASS`).
+const VERDICT_LABEL: &str = "verdict";
+
+/// The verdict's probability at the first token with a word in it (after an optional
+/// `Verdict:` label): that token must spell the verdict read from the text, else the logprobs
+/// say nothing about it.
+fn verdict_confidence(tokens: &[TokenLogprob], pass: bool) -> Option<f64> {
+    let mut worded = tokens
+        .iter()
+        .filter(|token| token.text().chars().any(char::is_alphanumeric));
+    let token = match worded.next() {
+        Some(token) if token_word(&token.text()).eq_ignore_ascii_case(VERDICT_LABEL) => {
+            worded.next()
+        }
+        first => first,
+    }?;
+    if verdict_token(&token.text()) != Some(pass) {
+        return None;
+    }
+    let chosen = f64::from(token.logprob).exp();
+    // The likeliest spelling of the other verdict at this position, if listed.
+    let other = token
+        .top
+        .iter()
+        .filter(|alternative| verdict_token(&alternative.text()) == Some(!pass))
+        .map(|alternative| f64::from(alternative.logprob).exp())
+        .fold(None, |best: Option<f64>, p| {
+            Some(best.map_or(p, |b| b.max(p)))
+        });
+    let confidence = match other {
+        Some(other) if chosen + other > 0.0 => chosen / (chosen + other),
+        _ => chosen,
+    };
+    confidence.is_finite().then_some(confidence.clamp(0.0, 1.0))
+}
+
+/// An ensemble's combined judgement over its samples.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EnsembleVerdict {
+    /// The majority verdict; `None` when no sample gave one or the votes tie.
+    pub pass: Option<bool>,
+    /// Mean probability the samples put on the majority verdict (a sample voting the other
+    /// way contributes one minus its confidence); `None` when a voting sample had no
+    /// logprobs, since then nothing measured how sure it was.
+    pub confidence: Option<f64>,
+    /// Share of all samples that voted the majority verdict (1.0 for a lone sample).
+    pub agreement: f64,
+}
+
+pub fn combine_samples(samples: &[JudgeReading]) -> EnsembleVerdict {
+    let passes = samples.iter().filter(|s| s.pass == Some(true)).count();
+    let fails = samples.iter().filter(|s| s.pass == Some(false)).count();
+    let total = samples.len().max(1) as f64;
+    let pass = match passes.cmp(&fails) {
+        std::cmp::Ordering::Greater => Some(true),
+        std::cmp::Ordering::Less => Some(false),
+        std::cmp::Ordering::Equal => None,
+    };
+    let Some(majority) = pass else {
+        return EnsembleVerdict {
+            pass: None,
+            confidence: None,
+            agreement: passes as f64 / total,
+        };
+    };
+    let voting: Vec<&JudgeReading> = samples.iter().filter(|s| s.pass.is_some()).collect();
+    let confidence = voting
+        .iter()
+        .map(|sample| {
+            sample.confidence.map(|c| {
+                if sample.pass == Some(majority) {
+                    c
+                } else {
+                    1.0 - c
+                }
+            })
+        })
+        .sum::<Option<f64>>()
+        .map(|sum| sum / voting.len() as f64);
+    EnsembleVerdict {
+        pass,
+        confidence,
+        agreement: passes.max(fails) as f64 / total,
+    }
+}
+
+/// The grade cache key of one judge call: the judge's fingerprint and rubric version, the
+/// exact prompt (which holds the answer being judged), the sampling settings and the sample.
+pub fn grade_cache_key(
+    judge: &JudgeSpec,
+    prompt: &str,
+    temperature: f64,
+    seed: u64,
+    sample: u32,
+) -> String {
+    let mut hasher = Sha256::new();
+    for part in [
+        "arbiter-grade-v1",
+        &judge.fingerprint,
+        &judge.grader_id(),
+        &judge.max_tokens.to_string(),
+        &temperature.to_string(),
+        &seed.to_string(),
+        &sample.to_string(),
+    ] {
+        hasher.update((part.len() as u64).to_le_bytes());
+        hasher.update(part.as_bytes());
+    }
+    hasher.update((prompt.len() as u64).to_le_bytes());
+    hasher.update(prompt.as_bytes());
+    format!("sha256:{}", hex::encode(hasher.finalize()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::logprobs::Alternative;
+
+    fn token(text: &str, p: f64, top: &[(&str, f64)]) -> TokenLogprob {
+        TokenLogprob {
+            bytes: text.as_bytes().to_vec(),
+            logprob: p.ln() as f32,
+            top: top
+                .iter()
+                .map(|(text, p)| Alternative {
+                    bytes: text.as_bytes().to_vec(),
+                    logprob: p.ln() as f32,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn confidence_is_the_verdicts_share_of_the_two_verdicts() {
+        let tokens = [
+            token("PASS", 0.6, &[("PASS", 0.6), ("FAIL", 0.2), (" The", 0.1)]),
+            token(" because", 0.9, &[]),
+        ];
+        let reading = read_verdict("PASS because", Some(&tokens));
+        assert_eq!(reading.pass, Some(true));
+        assert!((reading.confidence.unwrap() - 0.75).abs() < 1e-6);
+    }
+
+    #[test]
+    fn lowercase_or_decorated_verdicts_are_read() {
+        let tokens = [
+            token("**", 0.99, &[]),
+            token("fail", 0.7, &[("fail", 0.7), ("Pass", 0.3)]),
+        ];
+        let reading = read_verdict("**fail** — the answer is wrong", Some(&tokens));
+        assert_eq!(reading.pass, Some(false));
+        assert!((reading.confidence.unwrap() - 0.7).abs() < 1e-6);
+    }
+
+    #[test]
+    fn without_the_other_verdict_listed_the_tokens_own_probability_counts() {
+        let tokens = [token(" PASS", 0.8, &[(" PASS", 0.8), (" Yes", 0.1)])];
+        let reading = read_verdict(" PASS", Some(&tokens));
+        assert!((reading.confidence.unwrap() - 0.8).abs() < 1e-6);
+    }
+
+    #[test]
+    fn no_verdict_is_a_judge_failure_never_a_pass() {
+        let reading = read_verdict("The response is partly right.", None);
+        assert_eq!(reading.pass, None);
+        // "passable" and "failure" are not verdicts.
+        assert_eq!(read_verdict("passable, no failure", None).pass, None);
+    }
+
+    #[test]
+    fn only_the_first_word_is_the_verdict() {
+        // Reasoning first: the "pass" inside it must never be read as the verdict.
+        let tokens = [
+            token("The", 0.9, &[]),
+            token(" answer", 0.9, &[]),
+            token(" does", 0.9, &[]),
+            token(" not", 0.9, &[]),
+            token(" pass", 0.95, &[(" pass", 0.95)]),
+            token(". FAIL", 0.9, &[]),
+        ];
+        let reading = read_verdict("The answer does not pass. FAIL", Some(&tokens));
+        assert_eq!(reading.pass, None);
+        // A label before the verdict is fine, and the confidence is read at the verdict.
+        let tokens = [
+            token("Verdict", 0.99, &[]),
+            token(":", 0.99, &[]),
+            token(" FAIL", 0.8, &[(" FAIL", 0.8), (" PASS", 0.2)]),
+        ];
+        let reading = read_verdict("Verdict: FAIL\nWrong city.", Some(&tokens));
+        assert_eq!(reading.pass, Some(false));
+        assert!((reading.confidence.unwrap() - 0.8).abs() < 1e-6);
+        // The token that spells the verdict must be the first worded one ("Passage" is not).
+        let tokens = [token("Passage", 0.9, &[]), token(" PASS", 0.9, &[])];
+        assert_eq!(read_verdict("Passage PASS", Some(&tokens)).pass, None);
+    }
+
+    #[test]
+    fn a_verdict_without_logprobs_has_no_confidence() {
+        let reading = read_verdict("FAIL: wrong city", None);
+        assert_eq!(reading.pass, Some(false));
+        assert_eq!(reading.confidence, None);
+    }
+
+    #[test]
+    fn ensembles_vote_and_report_agreement() {
+        let sure_pass = JudgeReading {
+            pass: Some(true),
+            confidence: Some(0.9),
+        };
+        let unsure_fail = JudgeReading {
+            pass: Some(false),
+            confidence: Some(0.6),
+        };
+        let combined = combine_samples(&[sure_pass.clone(), sure_pass.clone(), unsure_fail]);
+        assert_eq!(combined.pass, Some(true));
+        assert!((combined.agreement - 2.0 / 3.0).abs() < 1e-9);
+        assert!((combined.confidence.unwrap() - (0.9 + 0.9 + 0.4) / 3.0).abs() < 1e-9);
+        let failed = JudgeReading {
+            pass: None,
+            confidence: None,
+        };
+        let one_failed = combine_samples(&[sure_pass, failed]);
+        assert_eq!(one_failed.pass, Some(true));
+        assert!((one_failed.agreement - 0.5).abs() < 1e-9);
+        assert_eq!(combine_samples(&[]).pass, None);
+    }
+
+    #[test]
+    fn placeholders_inside_the_answer_are_not_expanded() {
+        let prompt = render_judge_prompt(
+            "Q: {input}\nA: {output}\nRef: {target} {unknown}",
+            "2+2?",
+            "I say {target}",
+            "4",
+        );
+        assert_eq!(prompt, "Q: 2+2?\nA: I say {target}\nRef: 4 {unknown}");
+    }
+
+    #[test]
+    fn rubrics_must_quote_the_output() {
+        assert!(validate_rubric("Is it right? PASS or FAIL").is_err());
+        assert!(validate_rubric(DEFAULT_RUBRIC).is_ok());
+    }
+
+    #[test]
+    fn cache_keys_change_with_judge_version_prompt_and_sample() {
+        let judge = JudgeSpec {
+            judge_id: 1,
+            name: "qa".into(),
+            version: 1,
+            rubric: DEFAULT_RUBRIC.into(),
+            max_tokens: 64,
+            checkpoint_name: "j".into(),
+            endpoint_urls: vec!["http://x/v1".into()],
+            served_model: "m".into(),
+            fingerprint: "m|b|l".into(),
+        };
+        let base = grade_cache_key(&judge, "p", 0.0, 1, 0);
+        assert_eq!(base, grade_cache_key(&judge, "p", 0.0, 1, 0));
+        assert_ne!(base, grade_cache_key(&judge, "q", 0.0, 1, 0));
+        assert_ne!(base, grade_cache_key(&judge, "p", 0.0, 1, 1));
+        let newer = JudgeSpec {
+            version: 2,
+            ..judge.clone()
+        };
+        assert_ne!(base, grade_cache_key(&newer, "p", 0.0, 1, 0));
+    }
+}

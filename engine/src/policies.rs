@@ -1,0 +1,345 @@
+//! Use cases for grading: judges, each eval's versioned triage policy, freezing both into a
+//! manifest, judge calibration against human labels, recalibration of thresholds, and the cost
+//! of a run by stage.
+//!
+//! Like [`crate::service`], callers have checked the session's role; this layer checks input.
+
+use serde::{Deserialize, Serialize};
+
+use crate::charts::reliability_diagram_svg;
+use crate::grading::calibration::{
+    judge_accuracy, recalibrate_accept_threshold, reliability_bins, JudgeAccuracy,
+    LabelledJudgement, Recalibration, ReliabilityBin,
+};
+use crate::grading::judge::{validate_rubric, JudgeSpec};
+use crate::grading::triage::{FrozenTriage, TriagePolicy};
+use crate::service::{probe_fingerprint, ServiceError, ServiceResult};
+use crate::store::{Judge, NewJudge, PolicyVersion, RunCosts, Store};
+
+/// Most tokens a judge may write: a verdict and a short rationale.
+pub const MAX_JUDGE_TOKENS: i64 = 4096;
+/// Human-labelled items a recalibration must have above its new threshold.
+pub const MIN_ITEMS_ABOVE_THRESHOLD: u64 = 30;
+/// Bins of the reliability diagram (0.05 wide over 0.5–1.0).
+const RELIABILITY_BINS: usize = 10;
+
+/// A judge as typed into the form.
+#[derive(Clone, Debug)]
+pub struct JudgeForm {
+    pub name: String,
+    pub checkpoint_id: i64,
+    pub rubric: String,
+    pub max_tokens: i64,
+}
+
+/// Stores a judge; saving under an existing name makes the next version of that judge.
+pub async fn define_judge(
+    store: &dyn Store,
+    form: &JudgeForm,
+    created_by: Option<i64>,
+) -> ServiceResult<Judge> {
+    let name = form.name.trim();
+    if name.is_empty() || name.chars().count() > 100 || name.contains(char::is_whitespace) {
+        return Err(ServiceError::Invalid(
+            "a judge needs a name of 1 to 100 characters without spaces".into(),
+        ));
+    }
+    validate_rubric(&form.rubric).map_err(ServiceError::Invalid)?;
+    if !(1..=MAX_JUDGE_TOKENS).contains(&form.max_tokens) {
+        return Err(ServiceError::Invalid(format!(
+            "a judge's max tokens must be between 1 and {MAX_JUDGE_TOKENS}"
+        )));
+    }
+    let new = NewJudge {
+        name: name.to_string(),
+        checkpoint_id: form.checkpoint_id,
+        rubric: form.rubric.clone(),
+        max_tokens: form.max_tokens,
+    };
+    Ok(store.create_judge(&new, created_by).await?)
+}
+
+/// A policy as typed into the form: numbers as text, judges by id ('' for none).
+#[derive(Clone, Debug, Default)]
+pub struct PolicyForm {
+    pub cheap_judge: String,
+    pub strong_judge: String,
+    pub accept_threshold: String,
+    pub escalate_threshold: String,
+    pub audit_rate: String,
+    pub judge_samples: String,
+    pub human_usd_per_label: String,
+    pub note: String,
+}
+
+fn parse_number<T: std::str::FromStr>(text: &str, what: &str) -> ServiceResult<T> {
+    text.trim()
+        .parse()
+        .map_err(|_| ServiceError::Invalid(format!("{what} must be a number, not `{text}`")))
+}
+
+fn parse_judge(text: &str, what: &str) -> ServiceResult<Option<i64>> {
+    match text.trim() {
+        "" => Ok(None),
+        text => parse_number(text, what).map(Some),
+    }
+}
+
+impl PolicyForm {
+    pub fn parse(&self) -> ServiceResult<TriagePolicy> {
+        let policy = TriagePolicy {
+            cheap_judge: parse_judge(&self.cheap_judge, "the cheap judge")?,
+            strong_judge: parse_judge(&self.strong_judge, "the strong judge")?,
+            accept_threshold: parse_number(&self.accept_threshold, "the accept threshold")?,
+            escalate_threshold: parse_number(&self.escalate_threshold, "the escalate threshold")?,
+            audit_rate: parse_number(&self.audit_rate, "the audit rate")?,
+            judge_samples: parse_number(&self.judge_samples, "judge samples")?,
+            human_usd_per_label: parse_number(&self.human_usd_per_label, "the human label price")?,
+        };
+        policy.validate().map_err(ServiceError::Invalid)?;
+        Ok(policy)
+    }
+}
+
+/// Saves the next version of an eval's policy; runs launched from now on use it.
+pub async fn save_policy(
+    store: &dyn Store,
+    eval_id: i64,
+    form: &PolicyForm,
+    created_by: Option<i64>,
+) -> ServiceResult<i64> {
+    let policy = form.parse()?;
+    let note = form.note.trim().chars().take(1000).collect::<String>();
+    Ok(store
+        .save_grading_policy(eval_id, &policy, &note, None, created_by)
+        .await?)
+}
+
+/// The eval's newest policy with its judges resolved, for a manifest; `None` without one.
+pub async fn freeze_triage(store: &dyn Store, eval_id: i64) -> ServiceResult<Option<FrozenTriage>> {
+    let Some(latest) = store.grading_policies(eval_id).await?.into_iter().next() else {
+        return Ok(None);
+    };
+    // Both judges' endpoints are probed at once: a launch waits for the slower, not the sum.
+    let freeze = |id: Option<i64>| async move {
+        match id {
+            Some(id) => freeze_judge(store, id).await.map(Some),
+            None => Ok(None),
+        }
+    };
+    let (cheap_judge, strong_judge) = tokio::join!(
+        freeze(latest.policy.cheap_judge),
+        freeze(latest.policy.strong_judge)
+    );
+    let (cheap_judge, strong_judge) = (cheap_judge?, strong_judge?);
+    Ok(Some(FrozenTriage {
+        policy_version: latest.version,
+        policy: latest.policy,
+        cheap_judge,
+        strong_judge,
+    }))
+}
+
+async fn freeze_judge(store: &dyn Store, judge_id: i64) -> ServiceResult<JudgeSpec> {
+    let judge = store
+        .get_judge(judge_id)
+        .await?
+        .ok_or_else(|| ServiceError::NotFound(format!("no judge with id {judge_id}")))?;
+    let checkpoint = store
+        .list_checkpoints()
+        .await?
+        .into_iter()
+        .find(|checkpoint| checkpoint.id == judge.checkpoint_id)
+        .ok_or_else(|| {
+            ServiceError::NotFound(format!(
+                "the judge's checkpoint {} is gone",
+                judge.checkpoint_id
+            ))
+        })?;
+    // The model actually served, when the endpoint says; a changed judge model must never reuse
+    // cached grades.
+    let probed = probe_fingerprint(&checkpoint).await;
+    let served = probed
+        .served_model
+        .unwrap_or_else(|| checkpoint.model.clone());
+    Ok(JudgeSpec {
+        judge_id: judge.id,
+        name: judge.name.clone(),
+        version: judge.version,
+        rubric: judge.rubric.clone(),
+        max_tokens: u32::try_from(judge.max_tokens).unwrap_or(1),
+        checkpoint_name: checkpoint.name.clone(),
+        endpoint_urls: std::iter::once(checkpoint.base_url.clone())
+            .chain(checkpoint.replica_urls.iter().cloned())
+            .collect(),
+        served_model: checkpoint.model.clone(),
+        fingerprint: format!(
+            "{served}|{}|{}",
+            checkpoint.engine_build, checkpoint.parallel_layout
+        ),
+    })
+}
+
+/// How a judge does against human labels, and what it has cost.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JudgeReport {
+    pub judge: Judge,
+    pub accuracy: JudgeAccuracy,
+    pub bins: Vec<ReliabilityBin>,
+    /// The reliability diagram as SVG (server-rendered).
+    pub reliability_svg: String,
+    /// Grades this judge has given, and their total cost.
+    pub grades: i64,
+    pub cost_usd: f64,
+}
+
+pub async fn judge_report(store: &dyn Store, judge_id: i64) -> ServiceResult<JudgeReport> {
+    let judge = store
+        .get_judge(judge_id)
+        .await?
+        .ok_or_else(|| ServiceError::NotFound(format!("no judge with id {judge_id}")))?;
+    let labelled = labelled_judgements(store, &judge.grader_id()).await?;
+    let bins = reliability_bins(&labelled, RELIABILITY_BINS);
+    let (grades, cost_usd) = store.judge_usage(&judge.grader_id()).await?;
+    Ok(JudgeReport {
+        reliability_svg: reliability_diagram_svg(
+            &bins,
+            &format!("{} against human labels", judge.grader_id()),
+        ),
+        accuracy: judge_accuracy(&labelled),
+        bins,
+        grades,
+        cost_usd,
+        judge,
+    })
+}
+
+async fn labelled_judgements(
+    store: &dyn Store,
+    grader_id: &str,
+) -> ServiceResult<Vec<LabelledJudgement>> {
+    Ok(store
+        .human_checked_judgements(grader_id)
+        .await?
+        .into_iter()
+        .map(|checked| LabelledJudgement {
+            confidence: checked.confidence,
+            judge_pass: checked.judge_pass,
+            human_pass: checked.human_pass,
+            // An audited verdict stands for the unlabelled ones accepted beside it.
+            weight: 1.0 / checked.sampling_rate,
+        })
+        .collect())
+}
+
+/// What a recalibration changed and the data it used; stored with the new policy version.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CalibrationRecord {
+    pub judge: String,
+    pub target_error_rate: f64,
+    pub old_accept_threshold: f64,
+    pub old_escalate_threshold: f64,
+    pub new_accept_threshold: f64,
+    pub new_escalate_threshold: f64,
+    pub result: Recalibration,
+}
+
+/// Sets the eval's accept threshold to the lowest confidence at which the cheap judge's
+/// human-checked verdicts have at most `target_error_rate` errors, as a new policy version
+/// that records the old and new thresholds and the data used.
+pub async fn recalibrate(
+    store: &dyn Store,
+    eval_id: i64,
+    target_error_rate: f64,
+    created_by: Option<i64>,
+) -> ServiceResult<(i64, CalibrationRecord)> {
+    let latest: PolicyVersion = store
+        .grading_policies(eval_id)
+        .await?
+        .into_iter()
+        .next()
+        .ok_or_else(|| {
+            ServiceError::Invalid("this eval has no triage policy to recalibrate".into())
+        })?;
+    let judge_id = latest
+        .policy
+        .cheap_judge
+        .ok_or_else(|| ServiceError::Invalid("the policy has no judge to recalibrate".into()))?;
+    let judge = store
+        .get_judge(judge_id)
+        .await?
+        .ok_or_else(|| ServiceError::NotFound(format!("no judge with id {judge_id}")))?;
+    let labelled = labelled_judgements(store, &judge.grader_id()).await?;
+    let result =
+        recalibrate_accept_threshold(&labelled, target_error_rate, MIN_ITEMS_ABOVE_THRESHOLD)
+            .map_err(ServiceError::Invalid)?;
+    let old = &latest.policy;
+    let new_policy = TriagePolicy {
+        accept_threshold: result.accept_threshold,
+        escalate_threshold: old.escalate_threshold.min(result.accept_threshold),
+        ..old.clone()
+    };
+    let record = CalibrationRecord {
+        judge: judge.grader_id(),
+        target_error_rate,
+        old_accept_threshold: old.accept_threshold,
+        old_escalate_threshold: old.escalate_threshold,
+        new_accept_threshold: new_policy.accept_threshold,
+        new_escalate_threshold: new_policy.escalate_threshold,
+        result,
+    };
+    let note = format!(
+        "recalibrated {} for at most {:.1}% errors: accept at {:.3} (was {:.3}); {:.1}% estimated \
+         errors above it; an estimated {:.0}% of judged verdicts accepted ({} of {} human-checked \
+         items above the threshold; audited items weighted by the inverse audit rate)",
+        record.judge,
+        target_error_rate * 100.0,
+        record.new_accept_threshold,
+        record.old_accept_threshold,
+        result.expected_error_rate * 100.0,
+        result.accepted_fraction * 100.0,
+        result.items_above,
+        result.items_used,
+    );
+    let version = store
+        .save_grading_policy(
+            eval_id,
+            &new_policy,
+            &note,
+            Some(&serde_json::to_string(&record).expect("records always serialize")),
+            created_by,
+        )
+        .await?;
+    Ok((version, record))
+}
+
+/// A run's cost split by stage.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CostReport {
+    pub costs: RunCosts,
+    pub human_usd: f64,
+    pub total_usd: f64,
+    /// Total over the run's expected identities.
+    pub usd_per_item: f64,
+}
+
+pub async fn run_cost_report(store: &dyn Store, run_id: i64) -> ServiceResult<CostReport> {
+    let manifest = store
+        .run_manifest(run_id)
+        .await?
+        .ok_or_else(|| ServiceError::NotFound(format!("no run with id {run_id}")))?;
+    let costs = store.run_costs(run_id).await?;
+    // Without a policy no price per label was set: labels are counted, not priced.
+    let human_price = manifest
+        .triage
+        .as_ref()
+        .map_or(0.0, |triage| triage.policy.human_usd_per_label);
+    let human_usd = costs.human_labels as f64 * human_price;
+    let total_usd = costs.generation_usd + costs.judging_usd + human_usd;
+    Ok(CostReport {
+        usd_per_item: total_usd / manifest.expected_results().max(1) as f64,
+        human_usd,
+        total_usd,
+        costs,
+    })
+}

@@ -1,0 +1,88 @@
+//! Helpers shared by the end-to-end tests: a fresh SQLite store, an in-process simulator,
+//! checkpoints, launches and a worker run until its runs complete.
+
+#![allow(dead_code)]
+
+use arbiter_engine::dispatch::{run_worker, RetryPolicy, WorkerConfig};
+use arbiter_engine::service::{self, CheckpointForm};
+use arbiter_engine::sim::{self, SimConfig};
+use arbiter_engine::store::{Database, RunProgress, Store, PRIORITY_SCHEDULED};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+pub async fn open_store(directory: &tempfile::TempDir) -> Arc<dyn Store> {
+    let url = format!("sqlite://{}", directory.path().join("arbiter.db").display());
+    Database::open(&url).await.expect("store opens").store()
+}
+
+pub async fn start_sim(config: SimConfig) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(sim::serve(config, listener));
+    format!("http://{address}/v1")
+}
+
+/// Registers a checkpoint; `engine_build` changes the fingerprint (and so the cache keys)
+/// without changing what the simulator answers.
+pub async fn checkpoint(
+    store: &dyn Store,
+    name: &str,
+    endpoint: &str,
+    model: &str,
+    engine_build: &str,
+) -> i64 {
+    let form = CheckpointForm {
+        name: name.into(),
+        endpoint_url: endpoint.into(),
+        model: model.into(),
+        engine_build: engine_build.into(),
+        ..CheckpointForm::default()
+    };
+    service::register_checkpoint(store, &form, None)
+        .await
+        .unwrap()
+}
+
+pub async fn launch(store: &dyn Store, eval: i64, checkpoint: i64) -> i64 {
+    service::launch_run(store, eval, checkpoint, PRIORITY_SCHEDULED, "default", None)
+        .await
+        .unwrap()
+        .run_id
+}
+
+pub fn test_worker(name: &str) -> WorkerConfig {
+    let mut config = WorkerConfig::named(name);
+    config.idle_poll = Duration::from_millis(20);
+    config.retry = RetryPolicy {
+        base_backoff: Duration::from_millis(20),
+        attempt_timeout: Duration::from_secs(2),
+        ..RetryPolicy::default()
+    };
+    config
+}
+
+/// Runs a worker until the runs complete (or the deadline passes) and returns their progress.
+pub async fn work_until_complete(
+    store: Arc<dyn Store>,
+    runs: &[i64],
+    config: WorkerConfig,
+) -> Vec<RunProgress> {
+    let (stop, shutdown) = watch::channel(false);
+    let worker = tokio::spawn(run_worker(store.clone(), config, shutdown));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        let mut all = Vec::new();
+        for run in runs {
+            all.push(service::run_progress(store.as_ref(), *run).await.unwrap());
+        }
+        if all.iter().all(|progress| progress.status == "completed")
+            || tokio::time::Instant::now() > deadline
+        {
+            stop.send(true).unwrap();
+            worker.await.unwrap();
+            return all;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -1,0 +1,557 @@
+//! Grading triage end to end, with `arbiter sim` as the model under test and as two calibrated
+//! judges (confidence drawn uniformly from a configured range, right exactly as often as it
+//! says): the thresholds route the expected fractions to each stage, every item ends in one
+//! final state, humans always get a reason, human labels calibrate the judge, and re-grading
+//! unchanged answers with an unchanged judge is free.
+
+mod common;
+
+use arbiter_engine::grading::judge::DEFAULT_RUBRIC;
+use arbiter_engine::policies::{self, JudgeForm, PolicyForm};
+use arbiter_engine::service::{self, CheckpointForm, EvalForm};
+use arbiter_engine::sim::{SimConfig, SimModel, SimModelKind};
+use arbiter_engine::store::{RunCosts, Store};
+use common::*;
+use std::collections::HashMap;
+
+const SAMPLE: &[u8] = include_bytes!("../../public/samples/qa-basic.jsonl");
+/// A deterministic grader that never decides (its pattern never matches), so every answer
+/// reaches the judges and the routing fractions are measured on all of them.
+const UNDECIDING_GRADER: &str =
+    r#"{"kind": "regex_match", "pattern": "NEVER-IN-AN-ANSWER (\\d+)"}"#;
+const REPETITIONS: u32 = 10;
+const ITEMS: i64 = 60 * REPETITIONS as i64;
+
+fn model(
+    name: &str,
+    kind: SimModelKind,
+    unparseable_rate: f64,
+    confidence: Option<(f64, f64)>,
+) -> SimModel {
+    SimModel {
+        name: name.into(),
+        kind,
+        accuracy: 0.8,
+        unparseable_rate,
+        calibrated_confidence: confidence,
+    }
+}
+
+/// An answerer, a cheap judge sure in [0.5, 1.0) and a strong judge sure in [0.8, 1.0).
+fn judging_sim(cheap_judge_unparseable: f64) -> SimConfig {
+    SimConfig {
+        models: vec![
+            model("answerer", SimModelKind::Answerer, 0.0, None),
+            model(
+                "cheap",
+                SimModelKind::Judge,
+                cheap_judge_unparseable,
+                Some((0.5, 1.0)),
+            ),
+            model("strong", SimModelKind::Judge, 0.0, Some((0.8, 1.0))),
+        ],
+        latency_ms_min: 1,
+        latency_ms_max: 3,
+        ..SimConfig::demo()
+    }
+}
+
+struct Setup {
+    eval_id: i64,
+    answerer: i64,
+    cheap: i64,
+    strong: i64,
+    cheap_checkpoint: i64,
+}
+
+async fn priced_checkpoint(
+    store: &dyn Store,
+    name: &str,
+    endpoint: &str,
+    model: &str,
+    price: &str,
+) -> i64 {
+    let form = CheckpointForm {
+        name: name.into(),
+        endpoint_url: endpoint.into(),
+        model: model.into(),
+        input_usd_per_mtok: price.into(),
+        output_usd_per_mtok: price.into(),
+        ..CheckpointForm::default()
+    };
+    service::register_checkpoint(store, &form, None)
+        .await
+        .unwrap()
+}
+
+async fn judge(store: &dyn Store, name: &str, checkpoint_id: i64) -> i64 {
+    let form = JudgeForm {
+        name: name.into(),
+        checkpoint_id,
+        rubric: DEFAULT_RUBRIC.into(),
+        max_tokens: 16,
+    };
+    policies::define_judge(store, &form, None).await.unwrap().id
+}
+
+fn policy(cheap: i64, strong: Option<i64>, audit_rate: &str) -> PolicyForm {
+    PolicyForm {
+        cheap_judge: cheap.to_string(),
+        strong_judge: strong.map(|id| id.to_string()).unwrap_or_default(),
+        accept_threshold: "0.9".into(),
+        escalate_threshold: "0.7".into(),
+        audit_rate: audit_rate.into(),
+        judge_samples: "1".into(),
+        human_usd_per_label: "0.5".into(),
+        note: String::new(),
+    }
+}
+
+fn eval_form(dataset_id: i64) -> EvalForm {
+    EvalForm {
+        name: String::new(),
+        dataset_id,
+        prompt_template: "Question: {input}".into(),
+        max_tokens: 64,
+        temperature: 0.0,
+        repetitions: REPETITIONS,
+        seed: 0,
+        grader: UNDECIDING_GRADER.into(),
+    }
+}
+
+async fn define_eval(store: &dyn Store, name: &str, dataset_id: i64) -> i64 {
+    let form = EvalForm {
+        name: name.into(),
+        ..eval_form(dataset_id)
+    };
+    service::define_eval(store, &form, None).await.unwrap()
+}
+
+async fn set_up(store: &dyn Store, endpoint: &str) -> Setup {
+    let revision = service::upload_dataset(store, "qa", "qa.jsonl", SAMPLE, None)
+        .await
+        .unwrap();
+    let eval_id = define_eval(store, "qa judged", revision.dataset_id).await;
+    let answerer = priced_checkpoint(store, "answerer", endpoint, "answerer", "1").await;
+    let cheap_checkpoint = priced_checkpoint(store, "cheap", endpoint, "cheap", "1").await;
+    let strong_checkpoint = priced_checkpoint(store, "strong", endpoint, "strong", "20").await;
+    let cheap = judge(store, "cheap-judge", cheap_checkpoint).await;
+    let strong = judge(store, "strong-judge", strong_checkpoint).await;
+    Setup {
+        eval_id,
+        answerer,
+        cheap,
+        strong,
+        cheap_checkpoint,
+    }
+}
+
+fn decided(costs: &RunCosts) -> HashMap<String, i64> {
+    costs.decided_by.iter().cloned().collect()
+}
+
+fn assert_near(what: &str, observed: f64, expected: f64, tolerance: f64) {
+    assert!(
+        (observed - expected).abs() <= tolerance,
+        "{what}: observed {observed:.3}, expected {expected:.3} ± {tolerance}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thresholds_route_the_expected_fractions_and_humans_calibrate_the_judge() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = open_store(&directory).await;
+    let endpoint = start_sim(judging_sim(0.0)).await;
+    let setup = set_up(store.as_ref(), &endpoint).await;
+    policies::save_policy(
+        store.as_ref(),
+        setup.eval_id,
+        &policy(setup.cheap, Some(setup.strong), "0.1"),
+        None,
+    )
+    .await
+    .unwrap();
+    let run = launch(store.as_ref(), setup.eval_id, setup.answerer).await;
+    let progress = work_until_complete(store.clone(), &[run], test_worker("w"))
+        .await
+        .remove(0);
+    assert_eq!(
+        (progress.status.as_str(), progress.done),
+        ("completed", ITEMS)
+    );
+
+    // Every identity ends in exactly one final state.
+    let costs = store.run_costs(run).await.unwrap();
+    let by_stage = decided(&costs);
+    assert_eq!(by_stage.values().sum::<i64>(), ITEMS, "{by_stage:?}");
+    assert!(
+        by_stage
+            .keys()
+            .all(|stage| ["cheap_judge", "strong_judge", "pending"].contains(&stage.as_str())),
+        "{by_stage:?}"
+    );
+    let cheap_accepted = by_stage.get("cheap_judge").copied().unwrap_or(0);
+    let strong_accepted = by_stage.get("strong_judge").copied().unwrap_or(0);
+    let to_humans = by_stage.get("pending").copied().unwrap_or(0);
+
+    // The cheap judge's confidence is uniform on [0.5, 1): 20% reach the accept threshold
+    // 0.9, 40% fall in [0.7, 0.9) and go to the strong judge, 40% go straight to humans.
+    let asked_strong = costs.judge_grades - ITEMS;
+    let n = ITEMS as f64;
+    // Binomial standard deviations at n = 600 are under 0.021; four of them as tolerance.
+    assert_near(
+        "accepted by the cheap judge",
+        cheap_accepted as f64 / n,
+        0.2,
+        0.07,
+    );
+    assert_near(
+        "escalated to the strong judge",
+        asked_strong as f64 / n,
+        0.4,
+        0.08,
+    );
+    // The strong judge accepts at 0.9 (half its verdicts) when it agrees with the cheap one.
+    assert!(
+        strong_accepted > 0 && strong_accepted < asked_strong,
+        "{by_stage:?}"
+    );
+    assert_eq!(cheap_accepted + strong_accepted + to_humans, ITEMS);
+
+    // Humans: one task per escalated item, plus the audit of about 10% of accepted verdicts,
+    // every one with a reason.
+    let queue = store.annotation_queue_counts().await.unwrap();
+    let audits = queue.open - to_humans;
+    let accepted = (cheap_accepted + strong_accepted) as f64;
+    assert!(audits >= 1, "some accepted verdicts are audited");
+    assert_near(
+        "audited share of accepted verdicts",
+        audits as f64 / accepted,
+        0.1,
+        0.09,
+    );
+
+    // Costs by stage: generation and judging were paid at the endpoints' prices.
+    assert!(
+        costs.generation_usd > 0.0 && costs.judging_usd > 0.0,
+        "{costs:?}"
+    );
+
+    // Humans label every task with the truth; the judge's calibration follows.
+    let annotator = store
+        .create_user(
+            "rater",
+            &arbiter_engine::auth::PasswordHash::from_stored("$argon2id$v=19$stand-in$x".into()),
+            arbiter_engine::auth::Role::Annotator,
+        )
+        .await
+        .unwrap();
+    let mut labelled = 0;
+    while let Some(task) = store.next_annotation_task(annotator, 60_000).await.unwrap() {
+        let correct = task.output.lines().any(|line| {
+            line.trim()
+                .eq_ignore_ascii_case(&format!("Answer: {}", task.target))
+        });
+        store
+            .submit_label(task.task_id, annotator, correct, "")
+            .await
+            .unwrap();
+        labelled += 1;
+    }
+    assert_eq!(labelled, queue.open);
+    let report = policies::judge_report(store.as_ref(), setup.cheap)
+        .await
+        .unwrap();
+    assert!(report.accuracy.items >= 200, "{:?}", report.accuracy);
+    // Labelled items are mostly escalations (confidence below 0.9, and items the strong judge
+    // disagreed on), so the judge is right on well under 90% of them but better than chance;
+    // repeated answers share one judgement, so the sample is smaller than the item count.
+    let accuracy = report.accuracy.accuracy.unwrap();
+    assert!((0.45..0.85).contains(&accuracy), "{:?}", report.accuracy);
+    assert!(
+        report.accuracy.kappa.unwrap() > 0.0,
+        "{:?}",
+        report.accuracy
+    );
+    // Calibrated: the judge is right more often where it is surer.
+    let accuracy_where = |range: std::ops::Range<f64>| {
+        let (right, count) = report
+            .bins
+            .iter()
+            .filter(|bin| bin.mean_confidence.is_some_and(|c| range.contains(&c)))
+            .fold((0.0, 0), |(right, count), bin| {
+                (
+                    right + bin.accuracy.unwrap() * bin.count as f64,
+                    count + bin.count,
+                )
+            });
+        right / count as f64
+    };
+    assert!(
+        accuracy_where(0.75..1.0) > accuracy_where(0.5..0.65) + 0.15,
+        "{:?}",
+        report.bins
+    );
+    assert!(report.reliability_svg.starts_with("<svg"));
+    assert!(report.cost_usd > 0.0 && report.grades == ITEMS);
+    assert_eq!(store.run_costs(run).await.unwrap().human_labels, labelled);
+
+    // Recalibration for at most 20% errors: a calibrated judge errs (1 - c) at confidence c,
+    // so the threshold lands near 0.7; recorded as a new version with old and new values.
+    let (version, record) = policies::recalibrate(store.as_ref(), setup.eval_id, 0.2, None)
+        .await
+        .unwrap();
+    assert_eq!(version, 2);
+    assert_eq!(record.old_accept_threshold, 0.9);
+    assert!(
+        (0.6..0.85).contains(&record.new_accept_threshold),
+        "{record:?}"
+    );
+    let history = store.grading_policies(setup.eval_id).await.unwrap();
+    assert_eq!(
+        history[0].policy.accept_threshold,
+        record.new_accept_threshold
+    );
+    assert!(history[0]
+        .calibration_json
+        .as_deref()
+        .unwrap()
+        .contains("old_accept_threshold"));
+    assert!(history[0].note.starts_with("recalibrated"));
+
+    // An impossible target is refused with the reason, and nothing is stored.
+    let refused = policies::recalibrate(store.as_ref(), setup.eval_id, 0.0001, None).await;
+    assert!(refused.is_err());
+    assert_eq!(
+        store.grading_policies(setup.eval_id).await.unwrap().len(),
+        2
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unchanged_answers_and_judges_regrade_for_free_and_a_new_rubric_reruns_only_the_judge() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = open_store(&directory).await;
+    let endpoint = start_sim(judging_sim(0.0)).await;
+    let setup = set_up(store.as_ref(), &endpoint).await;
+    policies::save_policy(
+        store.as_ref(),
+        setup.eval_id,
+        &policy(setup.cheap, None, "0.02"),
+        None,
+    )
+    .await
+    .unwrap();
+    let first = launch(store.as_ref(), setup.eval_id, setup.answerer).await;
+    work_until_complete(store.clone(), &[first], test_worker("w")).await;
+    let first_costs = store.run_costs(first).await.unwrap();
+
+    // The same prompts, grader and judge under another eval: nothing is paid again.
+    let dataset_id = store.list_datasets().await.unwrap()[0].id;
+    let again = define_eval(store.as_ref(), "qa judged again", dataset_id).await;
+    policies::save_policy(
+        store.as_ref(),
+        again,
+        &policy(setup.cheap, None, "0.02"),
+        None,
+    )
+    .await
+    .unwrap();
+    let second = launch(store.as_ref(), again, setup.answerer).await;
+    work_until_complete(store.clone(), &[second], test_worker("w")).await;
+    let second_costs = store.run_costs(second).await.unwrap();
+    assert_eq!(second_costs.generation_calls, 0, "{second_costs:?}");
+    assert_eq!(second_costs.cached_generations, ITEMS);
+    assert_eq!(second_costs.cached_judge_grades, ITEMS);
+    assert_eq!(second_costs.judging_usd, 0.0);
+    assert_eq!(second_costs.decided_by, first_costs.decided_by);
+
+    // A new rubric version: the answers come from the cache, only the judge is asked again.
+    let form = JudgeForm {
+        name: "cheap-judge".into(),
+        checkpoint_id: setup.cheap_checkpoint,
+        rubric: format!("Be strict.\n{DEFAULT_RUBRIC}"),
+        max_tokens: 16,
+    };
+    let v2 = policies::define_judge(store.as_ref(), &form, None)
+        .await
+        .unwrap();
+    assert_eq!(v2.version, 2);
+    let third_eval = define_eval(store.as_ref(), "qa judged v2", dataset_id).await;
+    policies::save_policy(
+        store.as_ref(),
+        third_eval,
+        &policy(v2.id, None, "0.02"),
+        None,
+    )
+    .await
+    .unwrap();
+    let third = launch(store.as_ref(), third_eval, setup.answerer).await;
+    work_until_complete(store.clone(), &[third], test_worker("w")).await;
+    let third_costs = store.run_costs(third).await.unwrap();
+    assert_eq!(third_costs.generation_calls, 0, "{third_costs:?}");
+    // Only repeats of one answer within the run (greedy judges answer a prompt once) are
+    // served from the grade cache; the rest are new calls to the new version.
+    assert!(
+        third_costs.cached_judge_grades < ITEMS / 2,
+        "{third_costs:?}"
+    );
+    assert!(third_costs.judging_usd > 0.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_judge_that_gives_no_verdict_never_passes_an_item() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = open_store(&directory).await;
+    let endpoint = start_sim(judging_sim(1.0)).await;
+    let setup = set_up(store.as_ref(), &endpoint).await;
+    policies::save_policy(
+        store.as_ref(),
+        setup.eval_id,
+        &policy(setup.cheap, None, "0.02"),
+        None,
+    )
+    .await
+    .unwrap();
+    let run = launch(store.as_ref(), setup.eval_id, setup.answerer).await;
+    let progress = work_until_complete(store.clone(), &[run], test_worker("w"))
+        .await
+        .remove(0);
+    assert_eq!(
+        (progress.passed, progress.failed, progress.uncertain),
+        (0, 0, ITEMS)
+    );
+    let rows = store.run_outcomes(run).await.unwrap();
+    assert!(
+        rows.iter()
+            .all(|row| row.grade_reason.contains("judge failure")),
+        "{:?}",
+        rows[0]
+    );
+    assert_eq!(store.annotation_queue_counts().await.unwrap().open, ITEMS);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_judge_requeues_items_before_handing_them_to_humans() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = open_store(&directory).await;
+    let endpoint = start_sim(judging_sim(0.0)).await;
+    let setup = set_up(store.as_ref(), &endpoint).await;
+    let gone =
+        priced_checkpoint(store.as_ref(), "gone", "http://127.0.0.1:9/v1", "gone", "1").await;
+    let gone_judge = judge(store.as_ref(), "gone-judge", gone).await;
+    let dataset_id = store.list_datasets().await.unwrap()[0].id;
+    let form = EvalForm {
+        name: "one pass".into(),
+        repetitions: 1,
+        ..eval_form(dataset_id)
+    };
+    let eval_id = service::define_eval(store.as_ref(), &form, None)
+        .await
+        .unwrap();
+    policies::save_policy(
+        store.as_ref(),
+        eval_id,
+        &policy(gone_judge, None, "0.02"),
+        None,
+    )
+    .await
+    .unwrap();
+    let run = launch(store.as_ref(), eval_id, setup.answerer).await;
+    let progress = work_until_complete(store.clone(), &[run], test_worker("w"))
+        .await
+        .remove(0);
+    assert_eq!(
+        (progress.status.as_str(), progress.uncertain),
+        ("completed", 60)
+    );
+    let rows = store.run_outcomes(run).await.unwrap();
+    assert!(
+        rows.iter()
+            .all(|row| row.grade_reason.contains("endpoint failed")),
+        "{:?}",
+        rows[0]
+    );
+    let costs = store.run_costs(run).await.unwrap();
+    // Each identity was claimed three times (answered and judged each time) before a human
+    // got it: three generation calls were made per identity, one recorded.
+    assert_eq!(costs.generation_calls, 60);
+    let metrics = reqwest::get(endpoint.replace("/v1", "/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let requests = arbiter_engine::dispatch::prometheus_sum(&metrics, "arbiter_sim_requests_total");
+    assert_eq!(requests, Some(180.0), "three answers per identity");
+    assert_eq!(store.annotation_queue_counts().await.unwrap().open, 60);
+}
+
+#[tokio::test]
+async fn bad_policies_and_judges_are_refused_with_reasons_and_store_nothing() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = open_store(&directory).await;
+    let endpoint = start_sim(judging_sim(0.0)).await;
+    let setup = set_up(store.as_ref(), &endpoint).await;
+    let cases = [
+        (
+            PolicyForm {
+                accept_threshold: "high".into(),
+                ..policy(setup.cheap, None, "0.02")
+            },
+            "must be a number",
+        ),
+        (
+            PolicyForm {
+                escalate_threshold: "0.95".into(),
+                ..policy(setup.cheap, None, "0.02")
+            },
+            "must not be above",
+        ),
+        (policy(9_999, None, "0.02"), "no judge with id 9999"),
+        (
+            policy(setup.cheap, Some(setup.cheap), "0.02"),
+            "must differ",
+        ),
+        (policy(setup.cheap, None, "1.5"), "audit rate"),
+    ];
+    for (form, complaint) in cases {
+        let error = policies::save_policy(store.as_ref(), setup.eval_id, &form, None)
+            .await
+            .expect_err(complaint)
+            .to_string();
+        assert!(error.contains(complaint), "{complaint}: {error}");
+    }
+    assert!(store
+        .grading_policies(setup.eval_id)
+        .await
+        .unwrap()
+        .is_empty());
+    let bad_rubric = JudgeForm {
+        name: "j".into(),
+        checkpoint_id: setup.cheap_checkpoint,
+        rubric: "PASS or FAIL?".into(),
+        max_tokens: 16,
+    };
+    let error = policies::define_judge(store.as_ref(), &bad_rubric, None)
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("{output}"), "{error}");
+    assert_eq!(store.list_judges().await.unwrap().len(), 2);
+    // An invalid regex in an eval's grader is refused when the eval is saved.
+    let form = EvalForm {
+        grader: r#"{"kind": "regex_match", "pattern": "(unclosed"}"#.into(),
+        name: "bad grader".into(),
+        dataset_id: store.list_datasets().await.unwrap()[0].id,
+        prompt_template: "{input}".into(),
+        max_tokens: 8,
+        temperature: 0.0,
+        repetitions: 1,
+        seed: 0,
+    };
+    let error = service::define_eval(store.as_ref(), &form, None)
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("grader is invalid"), "{error}");
+}
