@@ -6,8 +6,9 @@
 use crate::api::{dataset_detail, list_datasets};
 use crate::components::ErrorNote;
 use crate::pages::format_time;
+use crate::pages::route_id;
 use leptos::prelude::*;
-use leptos_router::hooks::{use_params_map, use_query_map};
+use leptos_router::hooks::use_query_map;
 
 #[component]
 pub fn DatasetsPage() -> impl IntoView {
@@ -67,14 +68,7 @@ pub(crate) fn short_hash(hash: &str) -> String {
 
 #[component]
 pub fn DatasetPage() -> impl IntoView {
-    let params = use_params_map();
-    let id = move || {
-        params
-            .read()
-            .get("id")
-            .and_then(|id| id.parse::<i64>().ok())
-            .unwrap_or(0)
-    };
+    let id = route_id();
     let detail = Resource::new(id, dataset_detail);
     view! {
         <Suspense fallback=|| view! { <p>"Loading…"</p> }>

@@ -5,19 +5,12 @@ use crate::components::{ActionError, ErrorNote};
 use crate::grading_api::{eval_detail, RecalibratePolicy, SavePolicy};
 use crate::pages::format_time;
 use crate::views::{EvalPageData, JudgeView, PolicyView};
+use crate::pages::route_id;
 use leptos::prelude::*;
-use leptos_router::hooks::use_params_map;
 
 #[component]
 pub fn EvalPage() -> impl IntoView {
-    let params = use_params_map();
-    let id = move || {
-        params
-            .read()
-            .get("id")
-            .and_then(|id| id.parse::<i64>().ok())
-            .unwrap_or(0)
-    };
+    let id = route_id();
     let save = ServerAction::<SavePolicy>::new();
     let recalibrate = ServerAction::<RecalibratePolicy>::new();
     let data = Resource::new(

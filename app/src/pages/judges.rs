@@ -4,8 +4,8 @@
 use crate::components::{ActionError, ErrorNote};
 use crate::grading_api::{judge_detail, judges_page, CreateJudge};
 use crate::views::JudgeReportView;
+use crate::pages::route_id;
 use leptos::prelude::*;
-use leptos_router::hooks::use_params_map;
 
 #[component]
 pub fn JudgesPage() -> impl IntoView {
@@ -77,14 +77,7 @@ fn decimal(value: Option<f64>) -> String {
 
 #[component]
 pub fn JudgePage() -> impl IntoView {
-    let params = use_params_map();
-    let id = move || {
-        params
-            .read()
-            .get("id")
-            .and_then(|id| id.parse::<i64>().ok())
-            .unwrap_or(0)
-    };
+    let id = route_id();
     let report = Resource::new(id, judge_detail);
     view! {
         <Transition fallback=|| view! { <p>"Loading…"</p> }>

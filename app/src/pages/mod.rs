@@ -1,5 +1,7 @@
 //! One module per page.
 
+use leptos::prelude::*;
+
 mod annotate;
 mod checkpoints;
 mod compare;
@@ -21,6 +23,19 @@ pub use home::HomePage;
 pub use judges::{JudgePage, JudgesPage};
 pub use login::LoginPage;
 pub use runs::{RunPage, RunsPage};
+
+/// The current route's `:id` as a number; 0 when missing or not a number, which the server
+/// answers with "not found".
+pub(crate) fn route_id() -> impl Fn() -> i64 + Copy + Send + Sync + 'static {
+    let params = leptos_router::hooks::use_params_map();
+    move || {
+        params
+            .read()
+            .get("id")
+            .and_then(|id| id.parse::<i64>().ok())
+            .unwrap_or(0)
+    }
+}
 
 /// Milliseconds since the epoch as `YYYY-MM-DD HH:MM` UTC, computed without a clock so that
 /// server and browser render the same text.

@@ -5,8 +5,8 @@ use crate::components::ErrorNote;
 use crate::grading_api::run_costs;
 use crate::pages::datasets::short_hash;
 use crate::views::{CostView, ProgressView, ResultView};
+use crate::pages::route_id;
 use leptos::prelude::*;
-use leptos_router::hooks::use_params_map;
 
 #[component]
 pub fn RunsPage() -> impl IntoView {
@@ -59,14 +59,7 @@ const POLL_MS: u64 = 1000;
 
 #[component]
 pub fn RunPage() -> impl IntoView {
-    let params = use_params_map();
-    let id = move || {
-        params
-            .read()
-            .get("id")
-            .and_then(|id| id.parse::<i64>().ok())
-            .unwrap_or(0)
-    };
+    let id = route_id();
     let tick = RwSignal::new(0u64);
     let finished = RwSignal::new(false);
     let change = ServerAction::<ChangeRun>::new();
