@@ -149,10 +149,13 @@ pub(crate) mod convert {
 /// The logged-in user, or `None`; never an error for anonymous visitors.
 #[server(endpoint = "current_user")]
 pub async fn current_user() -> Result<Option<UserView>, ServerFnError> {
-    Ok(session_user().await?.map(|(_, user)| UserView {
-        username: user.username,
-        role: user.role.to_string(),
-    }))
+    Ok(session_user()
+        .await?
+        .filter(|(_, user)| user.active)
+        .map(|(_, user)| UserView {
+            username: user.username,
+            role: user.role.to_string(),
+        }))
 }
 
 #[server(endpoint = "list_datasets")]

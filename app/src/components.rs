@@ -45,6 +45,8 @@ pub fn Nav() -> impl IntoView {
                         Ok(Some(user)) => {
                             let researcher = user.is_researcher();
                             let annotator = user.is_annotator();
+                            let reviewer = user.is_reviewer();
+                            let lead = user.is_lead();
                             view! {
                                 <nav>
                                     <Show when=move || researcher>
@@ -56,6 +58,12 @@ pub fn Nav() -> impl IntoView {
                                     </Show>
                                     <Show when=move || annotator>
                                         <a href="/annotate">"Annotate"</a>
+                                    </Show>
+                                    <Show when=move || reviewer>
+                                        <a href="/review">"Review"</a>
+                                    </Show>
+                                    <Show when=move || lead>
+                                        <a href="/raters">"Raters"</a>
                                     </Show>
                                 </nav>
                                 <span class="whoami">

@@ -160,6 +160,9 @@ fn policy_view(version: arbiter_engine::store::PolicyVersion) -> PolicyView {
         audit_rate: version.policy.audit_rate,
         judge_samples: version.policy.judge_samples,
         human_usd_per_label: version.policy.human_usd_per_label,
+        human_overlap: version.policy.human_overlap,
+        review_rate: version.policy.review_rate,
+        required_skill: version.policy.required_skill.unwrap_or_default(),
         note: version.note,
         calibration_json: version.calibration_json,
         created_by: version.created_by,
@@ -195,6 +198,9 @@ pub async fn save_policy(
     audit_rate: String,
     judge_samples: String,
     human_usd_per_label: String,
+    #[server(default)] human_overlap: String,
+    #[server(default)] review_rate: String,
+    #[server(default)] required_skill: String,
     #[server(default)] note: String,
 ) -> Result<i64, ServerFnError> {
     let (state, user) = require(Permission::ManageEvals).await?;
@@ -206,6 +212,9 @@ pub async fn save_policy(
         audit_rate,
         judge_samples,
         human_usd_per_label,
+        human_overlap,
+        review_rate,
+        required_skill,
         note,
     };
     policies::save_policy(state.store.as_ref(), eval_id, &form, Some(user.id))

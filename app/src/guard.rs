@@ -60,6 +60,12 @@ pub async fn require(permission: Permission) -> Result<(AppState, User), ServerF
     let Some((state, user)) = session_user().await? else {
         return Err(fail(401, "you are not logged in"));
     };
+    if !user.active {
+        return Err(fail(
+            403,
+            "this account is deactivated; ask a lead to reactivate it",
+        ));
+    }
     if !user.role.can(permission) {
         tracing::info!(user = %user.username, role = %user.role, ?permission, "refused");
         return Err(fail(

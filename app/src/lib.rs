@@ -7,6 +7,7 @@
 // stub without carrying an item-level `allow`, so the lint is relaxed for the crate.
 #![allow(clippy::too_many_arguments)]
 
+pub mod annotation_api;
 pub mod api;
 mod components;
 pub mod grading_api;
@@ -63,6 +64,8 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/runs") view=RunsPage/>
                     <Route path=path!("/runs/:id") view=RunPage/>
                     <Route path=path!("/annotate") view=AnnotatePage/>
+                    <Route path=path!("/review") view=ReviewPage/>
+                    <Route path=path!("/raters") view=RatersPage/>
                     <Route path=path!("/compare") view=ComparePage/>
                 </Routes>
             </main>

@@ -17,6 +17,16 @@ impl UserView {
         matches!(self.role.as_str(), "researcher" | "lead" | "admin")
     }
 
+    /// Mirrors `Permission::Review`.
+    pub fn is_reviewer(&self) -> bool {
+        matches!(self.role.as_str(), "reviewer" | "lead" | "admin")
+    }
+
+    /// Mirrors `Permission::ManageUsers`.
+    pub fn is_lead(&self) -> bool {
+        matches!(self.role.as_str(), "lead" | "admin")
+    }
+
     /// Mirrors `Permission::Annotate`.
     pub fn is_annotator(&self) -> bool {
         matches!(
@@ -337,6 +347,10 @@ pub struct PolicyView {
     pub audit_rate: f64,
     pub judge_samples: u32,
     pub human_usd_per_label: f64,
+    pub human_overlap: u32,
+    pub review_rate: f64,
+    /// '' when any rater may label.
+    pub required_skill: String,
     pub note: String,
     pub calibration_json: Option<String>,
     pub created_by: Option<String>,
@@ -378,4 +392,69 @@ pub struct CostView {
     pub cached_judge_grades: i64,
     pub human_labels: i64,
     pub decided_by: Vec<(String, i64)>,
+}
+
+/// A label up for review, as a senior reviewer sees it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReviewView {
+    pub label_id: i64,
+    pub rater: String,
+    pub input: String,
+    pub target: String,
+    pub output: String,
+    /// `pass` or `fail`.
+    pub verdict: String,
+    pub rationale: String,
+    pub why: String,
+}
+
+/// One member of the rater pool with their figures.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RaterView {
+    pub id: i64,
+    pub username: String,
+    pub role: String,
+    pub active: bool,
+    pub paused: bool,
+    pub skills: String,
+    pub weekly_capacity_hours: f64,
+    pub items_per_day: f64,
+    pub median_seconds_per_item: Option<f64>,
+    pub review_acceptance: Option<f64>,
+    pub agreement_with_consensus: Option<f64>,
+    pub labels_30d: u64,
+    pub last_active: Option<i64>,
+    pub flag: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RatersPageData {
+    pub raters: Vec<RaterView>,
+    pub threshold: f64,
+}
+
+/// An agreement statistic: its value, or why it is undefined, with percent agreement beside.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StatisticView {
+    pub value: Option<f64>,
+    pub undefined_because: Option<String>,
+    pub percent_agreement: Option<f64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PairView {
+    pub first: String,
+    pub second: String,
+    pub shared_items: u64,
+    pub kappa: StatisticView,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgreementView {
+    pub items: u64,
+    pub labels: u64,
+    pub alpha: StatisticView,
+    pub alpha_interval: Option<(f64, f64)>,
+    pub fleiss: StatisticView,
+    pub pairs: Vec<PairView>,
 }

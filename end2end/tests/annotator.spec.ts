@@ -34,7 +34,7 @@ async function expectMovedOn(page: Page, previous: string) {
   return (await task.count()) > 0 ? await task.getAttribute('data-task-id') : null;
 }
 
-test('pressing 1 labels the item, and the researcher sees one fewer awaiting review', async ({
+test('two raters pressing 1 on one item decide it, and the researcher sees one fewer awaiting review', async ({
   page,
   browser,
   browserLog,
@@ -43,14 +43,22 @@ test('pressing 1 labels the item, and the researcher sees one fewer awaiting rev
   const uncertainBefore = await totalUncertain(researcher.page);
   expect(uncertainBefore, 'the demo runs sent items to human review').toBeGreaterThanOrEqual(2);
 
+  // The demo policy asks two raters per item: one label does not decide it yet.
   await login(page, 'annotator1');
   const labelled = await openQueue(page);
   await page.keyboard.press('1');
   await expect(page.getByTestId('notice')).toHaveText('Label saved.');
   await expectMovedOn(page, labelled);
+  expect(await totalUncertain(researcher.page)).toBe(uncertainBefore);
 
-  // The human label replaced the grader's "uncertain" verdict on one result of the demo runs
-  // (the queue hands out the oldest items first).
+  // The queue hands out the oldest item with a free slot: the second rater gets the same one.
+  const second = await openSessionAs(browser, 'annotator2', browserLog);
+  expect(await openQueue(second.page)).toBe(labelled);
+  await second.page.keyboard.press('1');
+  await expect(second.page.getByTestId('notice')).toHaveText('Label saved.');
+  await second.close();
+
+  // Two passes replaced the grader's "uncertain" verdict on one result of the demo runs.
   expect(await totalUncertain(researcher.page)).toBe(uncertainBefore - 1);
   await researcher.close();
 });

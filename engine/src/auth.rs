@@ -29,8 +29,10 @@ pub enum Permission {
     ViewResults,
     /// Take items from the human annotation queue and label them.
     Annotate,
-    /// Create users and reset passwords.
+    /// Create users and reset passwords; manage the rater pool.
     ManageUsers,
+    /// Review raters' labels: accept, correct or reject them.
+    Review,
 }
 
 impl Role {
@@ -60,6 +62,7 @@ impl Role {
             ManageEvals | ViewResults => matches!(self, Researcher | Lead | Admin),
             Annotate => matches!(self, Annotator | Reviewer | Lead | Admin),
             ManageUsers => matches!(self, Lead | Admin),
+            Review => matches!(self, Reviewer | Lead | Admin),
         }
     }
 }

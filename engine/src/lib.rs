@@ -3,6 +3,7 @@
 //! Pure domain modules (`auth`, `dataset`, `manifest`, `grading`, `compare`) have no I/O and
 //! are tested alone; `store`, `model_client`, `dispatch` and `sim` are the edges.
 
+pub mod annotation;
 pub mod auth;
 pub mod charts;
 pub mod compare;
@@ -10,6 +11,7 @@ pub mod dataset;
 pub mod dispatch;
 pub mod expansion;
 pub mod grading;
+pub mod human_queue;
 pub mod logprobs;
 pub mod manifest;
 pub mod model_client;

@@ -69,6 +69,12 @@ pub struct PolicyForm {
     pub audit_rate: String,
     pub judge_samples: String,
     pub human_usd_per_label: String,
+    /// Raters per human item ('' for 1).
+    pub human_overlap: String,
+    /// Share of human labels a reviewer checks ('' for the default).
+    pub review_rate: String,
+    /// Skill tag raters need ('' for none).
+    pub required_skill: String,
     pub note: String,
 }
 
@@ -95,6 +101,18 @@ impl PolicyForm {
             audit_rate: parse_number(&self.audit_rate, "the audit rate")?,
             judge_samples: parse_number(&self.judge_samples, "judge samples")?,
             human_usd_per_label: parse_number(&self.human_usd_per_label, "the human label price")?,
+            human_overlap: match self.human_overlap.trim() {
+                "" => 1,
+                text => parse_number(text, "raters per item")?,
+            },
+            review_rate: match self.review_rate.trim() {
+                "" => crate::grading::triage::DEFAULT_REVIEW_RATE,
+                text => parse_number(text, "the review rate")?,
+            },
+            required_skill: match self.required_skill.trim() {
+                "" => None,
+                skill => Some(skill.to_lowercase()),
+            },
         };
         policy.validate().map_err(ServiceError::Invalid)?;
         Ok(policy)

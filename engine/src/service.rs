@@ -27,6 +27,8 @@ pub enum ServiceError {
     NotFound(String),
     #[error("{0}")]
     Conflict(String),
+    #[error("{0}")]
+    Forbidden(String),
     #[error("something went wrong on the server; the details are in its log")]
     Internal,
 }
@@ -38,6 +40,7 @@ impl ServiceError {
             ServiceError::Invalid(_) => 400,
             ServiceError::NotFound(_) => 404,
             ServiceError::Conflict(_) => 409,
+            ServiceError::Forbidden(_) => 403,
             ServiceError::Internal => 500,
         }
     }
@@ -513,7 +516,8 @@ async fn plan_next_chunk(
                     generation: hit.to_generation(),
                     grading: Grading::deterministic_only(
                         graded.get(&planned.generation_key).cloned(),
-                    ),
+                    )
+                    .route(manifest.triage.as_ref()),
                 });
                 NewIdentity { planned, cached }
             })
@@ -684,5 +688,11 @@ pub async fn authenticate(
         tokio::task::spawn_blocking(move || crate::auth::verify_password(hash.as_ref(), &password))
             .await
             .map_err(|_| ServiceError::Internal)?;
-    Ok(user.filter(|_| verified))
+    match user.filter(|_| verified) {
+        // Said only to someone who knows the password, so it reveals nothing to a guesser.
+        Some(user) if !user.active => Err(ServiceError::Forbidden(
+            "this account is deactivated; ask a lead to reactivate it".into(),
+        )),
+        user => Ok(user),
+    }
 }

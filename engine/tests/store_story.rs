@@ -57,6 +57,8 @@ stories!(
     comparing_two_checkpoints_finds_the_flips,
     racing_workers_never_both_commit_one_identity,
     judges_policies_and_the_grade_cache,
+    overlap_review_and_the_rater_pool,
+    concurrent_raters_fill_each_item_exactly_to_its_overlap,
     the_scheduler_sees_only_running_runs_and_claims_longest_first,
 );
 
@@ -336,6 +338,7 @@ async fn users_sign_up_and_reset_passwords(store: Arc<dyn Store>) {
         id: alice,
         username: "alice".into(),
         role: Role::Researcher,
+        active: true,
     };
     assert_eq!(credentials.user, alice_user);
     assert_eq!(credentials.password_hash.as_phc(), alice_hash.as_phc());
@@ -382,6 +385,7 @@ async fn users_sign_up_and_reset_passwords(store: Arc<dyn Store>) {
         id: bob,
         username: "bob".into(),
         role: Role::Annotator,
+        active: true,
     };
     assert_eq!(
         store.list_users().await.unwrap(),
@@ -983,7 +987,7 @@ async fn uncertain_answers_go_to_one_annotator_at_a_time(store: Arc<dyn Store>) 
     let labelled = outcomes.iter().find(|row| row.case_id == "q1").unwrap();
     assert_eq!(labelled.verdict, "pass");
     assert_eq!(labelled.output, UNSURE);
-    assert_eq!(labelled.grade_reason, "human label: 42 is meant");
+    assert_eq!(labelled.grade_reason, "human label (pass): 42 is meant");
     assert!(matches!(
         store
             .submit_label(task.task_id, ann, false, "changed my mind")
@@ -1047,7 +1051,7 @@ async fn uncertain_answers_go_to_one_annotator_at_a_time(store: Arc<dyn Store>) 
     let q3 = outcomes.iter().find(|row| row.case_id == "q3").unwrap();
     assert_eq!(
         (q3.verdict.as_str(), q3.grade_reason.as_str()),
-        ("fail", "human label")
+        ("fail", "human label: fail")
     );
 }
 
@@ -1594,6 +1598,7 @@ async fn judges_policies_and_the_grade_cache(store: Arc<dyn Store>) {
             kind: HumanKind::Audit,
             reason: "audit: 2% of verdicts".into(),
             sampling_rate: 0.02,
+            routing: Default::default(),
         }),
         judge_calls: vec![call.clone()],
         ..Grading::deterministic_only(Some(grade_exact_match(UNSURE, "42")))
@@ -1630,6 +1635,7 @@ async fn judges_policies_and_the_grade_cache(store: Arc<dyn Store>) {
         kind: HumanKind::Escalation,
         reason: "below 0.9".into(),
         sampling_rate: 1.0,
+        routing: Default::default(),
     });
     escalated.verdict = Some(Verdict::Uncertain);
     escalated.human.as_mut().unwrap().reason =
@@ -1701,4 +1707,348 @@ async fn judges_policies_and_the_grade_cache(store: Arc<dyn Store>) {
     let costs = store.run_costs(run_id).await.unwrap();
     let decided: HashMap<String, i64> = costs.decided_by.iter().cloned().collect();
     assert_eq!((decided.get("human"), costs.human_labels), (Some(&2), 2));
+}
+
+/// Items that need two raters get exactly two, whatever the order of claims, expired leases and
+/// double submissions; an even split waits for a reviewer, whose correction decides; a
+/// rejected label reopens its item; a paused rater gets nothing and a lead sees the pool.
+async fn overlap_review_and_the_rater_pool(store: Arc<dyn Store>) {
+    use arbiter_engine::grading::triage::HumanKind;
+    use arbiter_engine::store::{HumanRouting, HumanTask, RaterUpdate, ReviewDecision};
+    let store = &*store;
+    let run_id = launch_one_run(store, THREE_CASES.as_bytes(), 1).await;
+    let ids = store.claim_work("worker", 10, LONG_LEASE_MS).await.unwrap();
+    let two_raters = HumanRouting {
+        labels_needed: 2,
+        skill: None,
+        review_rate: 0.0,
+    };
+    let finished: Vec<FinishedItem> = ids
+        .iter()
+        .map(|&work_item_id| {
+            let mut grading = Grading::deterministic_only(Some(grade_exact_match(UNSURE, "42")));
+            grading.human = Some(HumanTask {
+                kind: HumanKind::Escalation,
+                reason: "no answer".into(),
+                sampling_rate: 1.0,
+                routing: two_raters.clone(),
+            });
+            FinishedItem {
+                work_item_id,
+                generation: answered(UNSURE),
+                grading,
+                generation_key: None,
+                cached_from: None,
+            }
+        })
+        .collect();
+    store.record_results(&finished).await.unwrap();
+    let rater = |name: &'static str| async move {
+        store
+            .create_user(name, &stand_in_hash(name), Role::Annotator)
+            .await
+            .unwrap()
+    };
+    let (ann, ben, cal, dan) = (
+        rater("ann").await,
+        rater("ben").await,
+        rater("cal").await,
+        rater("dan").await,
+    );
+    let rev = store
+        .create_user("rev", &stand_in_hash("rev"), Role::Reviewer)
+        .await
+        .unwrap();
+    let next = |user: i64, lease_ms: i64| async move {
+        store
+            .next_annotation_task(user, lease_ms)
+            .await
+            .unwrap()
+            .expect("an item is offered")
+            .task_id
+    };
+
+    // Two raters share the first item; the third gets the next one.
+    let first = next(ann, LONG_LEASE_MS).await;
+    assert_eq!(next(ben, LONG_LEASE_MS).await, first);
+    let second = next(cal, LONG_LEASE_MS).await;
+    assert_ne!(second, first, "the first item has both its raters");
+    assert_eq!(
+        next(ann, LONG_LEASE_MS).await,
+        first,
+        "asking again renews the same lease"
+    );
+
+    // Ann and Ben disagree: an even split waits for a reviewer.
+    store
+        .submit_label(first, ann, true, "looks right")
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            store.submit_label(first, ann, true, "again").await,
+            Err(StoreError::Conflict(_))
+        ),
+        "a second submission changes nothing"
+    );
+    assert!(
+        matches!(
+            store.submit_label(second, ann, true, "").await,
+            Err(StoreError::Conflict(_))
+        ),
+        "ann does not hold the second item"
+    );
+    store
+        .submit_label(first, ben, false, "wrong")
+        .await
+        .unwrap();
+    assert_eq!(progress(store, run_id).await.uncertain, 3);
+    let review = store
+        .next_review(rev)
+        .await
+        .unwrap()
+        .expect("the split is up for review");
+    assert_eq!((review.rater.as_str(), review.pass), ("ann", true));
+    assert!(review.why.contains("disagree"));
+    assert!(
+        matches!(
+            store
+                .review_label(review.label_id, ann, ReviewDecision::Accept, "")
+                .await,
+            Err(StoreError::Conflict(_))
+        ),
+        "no one reviews their own label"
+    );
+    store
+        .review_label(
+            review.label_id,
+            rev,
+            ReviewDecision::Correct { pass: true },
+            "42 it is",
+        )
+        .await
+        .unwrap();
+    assert!(matches!(
+        store
+            .review_label(review.label_id, rev, ReviewDecision::Accept, "")
+            .await,
+        Err(StoreError::Conflict(_))
+    ));
+    assert_eq!(
+        progress(store, run_id).await.passed,
+        1,
+        "the correction decides the item"
+    );
+
+    // An expired lease counts for nothing: its label is refused and the slot is free again.
+    let stale = next(dan, 1).await;
+    assert_eq!(stale, second);
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert!(matches!(
+        store.submit_label(stale, dan, true, "").await,
+        Err(StoreError::Conflict(_))
+    ));
+    store.submit_label(second, cal, false, "").await.unwrap();
+    assert_eq!(
+        next(dan, LONG_LEASE_MS).await,
+        second,
+        "the expired slot is offered again"
+    );
+    store.submit_label(second, dan, false, "").await.unwrap();
+    let run = progress(store, run_id).await;
+    assert_eq!(
+        (run.failed, run.uncertain),
+        (1, 1),
+        "two fails decide the second item"
+    );
+
+    let records = store.raters().await.unwrap();
+    let dan_record = records
+        .iter()
+        .find(|record| record.username == "dan")
+        .unwrap();
+    assert_eq!(dan_record.labels.len(), 1);
+    assert_eq!(dan_record.labels[0].matches_final, Some(true));
+
+    // A rejected label reopens its item and takes its verdict back.
+    let labels_before = store.run_labels(run_id).await.unwrap();
+    let dan_label = labels_before
+        .iter()
+        .find(|label| label.rater == "dan")
+        .unwrap();
+    assert_eq!(dan_label.task_id, second);
+    store
+        .review_label(
+            dan_label.label_id,
+            rev,
+            ReviewDecision::Reject,
+            "did not read the question",
+        )
+        .await
+        .unwrap();
+    let run = progress(store, run_id).await;
+    assert_eq!(
+        (run.failed, run.uncertain),
+        (0, 2),
+        "the item is undecided again"
+    );
+    assert_eq!(
+        store.run_labels(run_id).await.unwrap().len(),
+        labels_before.len() - 1
+    );
+    let ed = rater("ed").await;
+    assert_eq!(
+        next(ed, LONG_LEASE_MS).await,
+        second,
+        "the reopened item needs one more rater"
+    );
+
+    // A paused rater is refused and loses their lease; a deactivated one cannot use a session.
+    store
+        .update_rater(
+            ed,
+            &RaterUpdate {
+                paused: Some(true),
+                ..RaterUpdate::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.next_annotation_task(ed, LONG_LEASE_MS).await,
+        Err(StoreError::Conflict(message)) if message.contains("paused")
+    ));
+    assert_eq!(store.annotation_queue_counts().await.unwrap().leased, 0);
+    store
+        .update_rater(
+            ed,
+            &RaterUpdate {
+                active: Some(false),
+                ..RaterUpdate::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(!store.get_user(ed).await.unwrap().unwrap().active);
+    assert!(matches!(
+        store
+            .update_rater(
+                9_999,
+                &RaterUpdate {
+                    paused: Some(true),
+                    ..RaterUpdate::default()
+                }
+            )
+            .await,
+        Err(StoreError::NotFound(_))
+    ));
+    let pool = store.raters().await.unwrap();
+    let ed_record = pool.iter().find(|record| record.username == "ed").unwrap();
+    assert!(ed_record.paused && !ed_record.active);
+    let ann_record = pool.iter().find(|record| record.username == "ann").unwrap();
+    assert_eq!(ann_record.labels[0].review.as_deref(), Some("corrected"));
+}
+
+/// Twelve raters claiming and labelling at once, some letting leases lapse: every item ends
+/// with exactly its three labels from three distinct raters.
+async fn concurrent_raters_fill_each_item_exactly_to_its_overlap(store: Arc<dyn Store>) {
+    use arbiter_engine::grading::triage::HumanKind;
+    use arbiter_engine::store::{HumanRouting, HumanTask};
+    let dataset: String = (0..20)
+        .map(|i| {
+            format!("{{\"id\": \"q{i}\", \"input\": \"question {i}\", \"target\": \"{i}\"}}\n")
+        })
+        .collect();
+    let run_id = launch_one_run(&*store, dataset.as_bytes(), 1).await;
+    let ids = store
+        .claim_work("worker", 100, LONG_LEASE_MS)
+        .await
+        .unwrap();
+    let finished: Vec<FinishedItem> = ids
+        .iter()
+        .map(|&work_item_id| {
+            let mut grading = Grading::deterministic_only(Some(grade_exact_match(UNSURE, "0")));
+            grading.human = Some(HumanTask {
+                kind: HumanKind::Escalation,
+                reason: "no answer".into(),
+                sampling_rate: 1.0,
+                routing: HumanRouting {
+                    labels_needed: 3,
+                    skill: None,
+                    review_rate: 0.0,
+                },
+            });
+            FinishedItem {
+                work_item_id,
+                generation: answered(UNSURE),
+                grading,
+                generation_key: None,
+                cached_from: None,
+            }
+        })
+        .collect();
+    store.record_results(&finished).await.unwrap();
+    let mut raters = Vec::new();
+    for index in 0..12 {
+        let name = format!("rater{index}");
+        raters.push(
+            store
+                .create_user(&name, &stand_in_hash(&name), Role::Annotator)
+                .await
+                .unwrap(),
+        );
+    }
+    let mut handles = Vec::new();
+    for (index, rater) in raters.into_iter().enumerate() {
+        let store = store.clone();
+        handles.push(tokio::spawn(async move {
+            let mut round = 0;
+            loop {
+                round += 1;
+                // Every third rater lets its first lease lapse before going on.
+                let lease_ms = if index % 3 == 0 && round == 1 {
+                    1
+                } else {
+                    LONG_LEASE_MS
+                };
+                let task = match store.next_annotation_task(rater, lease_ms).await {
+                    Ok(Some(task)) => task,
+                    Ok(None) => break,
+                    Err(other) => panic!("{other}"),
+                };
+                if lease_ms == 1 {
+                    tokio::time::sleep(Duration::from_millis(3)).await;
+                }
+                match store
+                    .submit_label(task.task_id, rater, index % 2 == 0, "")
+                    .await
+                {
+                    Ok(()) | Err(StoreError::Conflict(_)) => {}
+                    Err(other) => panic!("{other}"),
+                }
+            }
+        }));
+    }
+    for handle in handles {
+        handle.await.unwrap();
+    }
+    let labels = store.run_labels(run_id).await.unwrap();
+    let mut per_task: HashMap<i64, HashSet<i64>> = HashMap::new();
+    for label in &labels {
+        assert!(
+            per_task
+                .entry(label.task_id)
+                .or_default()
+                .insert(label.rater_id),
+            "a rater labelled an item twice"
+        );
+    }
+    assert_eq!(per_task.len(), 20);
+    assert!(
+        per_task.values().all(|raters| raters.len() == 3),
+        "{per_task:?}"
+    );
+    assert_eq!(labels.len(), 60);
+    let counts = store.annotation_queue_counts().await.unwrap();
+    assert_eq!((counts.open, counts.leased, counts.done), (0, 0, 20));
 }

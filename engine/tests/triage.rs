@@ -103,7 +103,7 @@ fn policy(cheap: i64, strong: Option<i64>, audit_rate: &str) -> PolicyForm {
         audit_rate: audit_rate.into(),
         judge_samples: "1".into(),
         human_usd_per_label: "0.5".into(),
-        note: String::new(),
+        ..PolicyForm::default()
     }
 }
 
@@ -486,6 +486,71 @@ async fn an_unreachable_judge_requeues_items_before_handing_them_to_humans() {
     let requests = arbiter_engine::dispatch::prometheus_sum(&metrics, "arbiter_sim_requests_total");
     assert_eq!(requests, Some(180.0), "three answers per identity");
     assert_eq!(store.annotation_queue_counts().await.unwrap().open, 60);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn human_tasks_follow_the_policy_whether_answered_now_or_from_the_cache() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = open_store(&directory).await;
+    let endpoint = start_sim(judging_sim(0.0)).await;
+    let setup = set_up(store.as_ref(), &endpoint).await;
+    let dataset_id = store.list_datasets().await.unwrap()[0].id;
+    let two_raters = PolicyForm {
+        accept_threshold: "0.9".into(),
+        escalate_threshold: "0.7".into(),
+        audit_rate: "0".into(),
+        judge_samples: "1".into(),
+        human_usd_per_label: "0.5".into(),
+        human_overlap: "2".into(),
+        review_rate: "0".into(),
+        ..PolicyForm::default()
+    };
+    let mut runs = Vec::new();
+    for name in ["first", "from the cache"] {
+        let form = EvalForm {
+            name: name.into(),
+            repetitions: 1,
+            ..eval_form(dataset_id)
+        };
+        let eval_id = service::define_eval(store.as_ref(), &form, None)
+            .await
+            .unwrap();
+        policies::save_policy(store.as_ref(), eval_id, &two_raters, None)
+            .await
+            .unwrap();
+        runs.push(launch(store.as_ref(), eval_id, setup.answerer).await);
+        work_until_complete(store.clone(), &runs[runs.len() - 1..], test_worker("w")).await;
+    }
+    let cached = store.run_costs(runs[1]).await.unwrap();
+    assert_eq!(
+        cached.cached_generations, 60,
+        "the second run came from the cache"
+    );
+    // Two raters label everything they are offered: every item of both runs takes both.
+    let mut labels = 0;
+    for name in ["ann", "ben"] {
+        let rater = store
+            .create_user(
+                name,
+                &arbiter_engine::auth::PasswordHash::from_stored(format!(
+                    "$argon2id$v=19$stand-in${name}"
+                )),
+                arbiter_engine::auth::Role::Annotator,
+            )
+            .await
+            .unwrap();
+        while let Some(task) = store.next_annotation_task(rater, 60_000).await.unwrap() {
+            store
+                .submit_label(task.task_id, rater, true, "")
+                .await
+                .unwrap();
+            labels += 1;
+        }
+    }
+    assert_eq!(labels, 2 * 120);
+    for run in runs {
+        assert_eq!(store.run_progress(run).await.unwrap().unwrap().passed, 60);
+    }
 }
 
 #[tokio::test]

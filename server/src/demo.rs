@@ -50,7 +50,10 @@ pub fn demo_policy(cheap_judge: i64, strong_judge: i64) -> PolicyForm {
         audit_rate: "0.02".into(),
         judge_samples: "1".into(),
         human_usd_per_label: "0.40".into(),
+        // Two raters per item, so agreement between raters is measured from the start.
+        human_overlap: "2".into(),
         note: "demo policy".into(),
+        ..PolicyForm::default()
     }
 }
 

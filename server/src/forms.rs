@@ -49,7 +49,9 @@ pub async fn login(
             Ok(user) => user,
             Err(err) => {
                 return if wants_json(&headers) {
-                    json_error(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string())
+                    let status = StatusCode::from_u16(err.status_code())
+                        .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+                    json_error(status, &err.to_string())
                 } else {
                     redirect_with_error("/login", &err.to_string())
                 }
@@ -91,6 +93,47 @@ pub async fn logout(session: Session) -> Response {
     Redirect::to("/login").into_response()
 }
 
+/// The signed-in, active account of a session (a deactivated account's session counts for
+/// nothing).
+pub async fn session_account(
+    state: &AppState,
+    session: &Session,
+) -> Option<arbiter_engine::store::User> {
+    let user_id: i64 = session.get(USER_ID_KEY).await.ok().flatten()?;
+    let user = state.store.get_user(user_id).await.ok().flatten()?;
+    user.active.then_some(user)
+}
+
+/// The rater pool's figures as CSV, for leads.
+pub async fn raters_csv(State(state): State<AppState>, session: Session) -> Response {
+    let Some(user) = session_account(&state, &session).await else {
+        return json_error(StatusCode::UNAUTHORIZED, "you are not logged in");
+    };
+    if !user.role.can(Permission::ManageUsers) {
+        return json_error(
+            StatusCode::FORBIDDEN,
+            &format!("your role ({}) does not allow this", user.role),
+        );
+    }
+    match arbiter_engine::human_queue::rater_table(state.store.as_ref()).await {
+        Ok((raters, _)) => (
+            [
+                (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
+                (
+                    header::CONTENT_DISPOSITION,
+                    "attachment; filename=\"raters.csv\"",
+                ),
+            ],
+            arbiter_engine::annotation::pool::stats_csv(&raters),
+        )
+            .into_response(),
+        Err(err) => json_error(
+            StatusCode::from_u16(err.status_code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            &err.to_string(),
+        ),
+    }
+}
+
 /// Uploads a dataset file as a new revision. Fields: `name` and `file`.
 pub async fn upload_dataset(
     State(state): State<AppState>,
@@ -106,12 +149,7 @@ pub async fn upload_dataset(
             redirect_with_error("/datasets", message)
         }
     };
-    let user_id: Option<i64> = session.get(USER_ID_KEY).await.unwrap_or(None);
-    let user = match user_id {
-        Some(id) => state.store.get_user(id).await.ok().flatten(),
-        None => None,
-    };
-    let Some(user) = user else {
+    let Some(user) = session_account(&state, &session).await else {
         return if json {
             json_error(StatusCode::UNAUTHORIZED, "you are not logged in")
         } else {

@@ -71,6 +71,7 @@ where
     let form_routes = Router::new()
         .route("/login", post(crate::forms::login))
         .route("/logout", post(crate::forms::logout))
+        .route("/raters.csv", get(crate::forms::raters_csv))
         .route(
             "/datasets/upload",
             post(crate::forms::upload_dataset).layer(DefaultBodyLimit::max(MAX_BODY_BYTES)),

@@ -194,6 +194,8 @@ async fn login_rotates_the_session_and_logout_ends_it() {
 enum Allowed {
     Researchers,
     Annotators,
+    Reviewers,
+    Leads,
 }
 
 impl Allowed {
@@ -204,6 +206,8 @@ impl Allowed {
                 role,
                 Role::Annotator | Role::Reviewer | Role::Lead | Role::Admin
             ),
+            Allowed::Reviewers => matches!(role, Role::Reviewer | Role::Lead | Role::Admin),
+            Allowed::Leads => matches!(role, Role::Lead | Role::Admin),
         }
     }
 }
@@ -306,6 +310,24 @@ const SERVER_FUNCTIONS: &[(&str, Args, Allowed)] = &[
     ),
     ("skip_task", &[("task_id", "1")], Allowed::Annotators),
     ("queue_size", &[], Allowed::Annotators),
+    ("next_review", &[], Allowed::Reviewers),
+    (
+        "review_label",
+        &[("label_id", "1"), ("decision", "accept")],
+        Allowed::Reviewers,
+    ),
+    ("raters_page", &[], Allowed::Leads),
+    (
+        "update_rater",
+        &[("rater_id", "999"), ("action", "pause")],
+        Allowed::Leads,
+    ),
+    (
+        "set_quality_threshold",
+        &[("threshold", "0.7")],
+        Allowed::Leads,
+    ),
+    ("run_agreement", &[("id", "1")], Allowed::Researchers),
 ];
 
 #[tokio::test]
@@ -690,4 +712,103 @@ async fn grading_forms_check_their_input_and_keep_policy_versions() {
         report["kappa"].is_null(),
         "undefined without labels, not 1.0 or an error"
     );
+}
+
+#[tokio::test]
+async fn a_deactivated_account_can_neither_use_its_session_nor_sign_in() {
+    let app = TestApp::spawn().await;
+    let annotator = app.client_as(Role::Annotator).await;
+    assert_eq!(
+        app.call(&annotator, "queue_size", &[]).await,
+        StatusCode::OK
+    );
+    let lead = app.client_as(Role::Lead).await;
+    let pool: serde_json::Value = lead
+        .post(app.url("/api/raters_page"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let annotator_id = pool["raters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|rater| rater["username"] == "annotator")
+        .unwrap()["id"]
+        .to_string();
+    let lead_id = pool["raters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|rater| rater["username"] == "lead")
+        .unwrap()["id"]
+        .to_string();
+    let status = app
+        .call(
+            &lead,
+            "update_rater",
+            &[("rater_id", &lead_id), ("action", "deactivate")],
+        )
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::BAD_REQUEST,
+        "a lead cannot lock themselves out"
+    );
+    let status = app
+        .call(
+            &lead,
+            "update_rater",
+            &[("rater_id", &annotator_id), ("action", "sleep")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let status = app
+        .call(
+            &lead,
+            "update_rater",
+            &[("rater_id", &annotator_id), ("skills", "Math, c++")],
+        )
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::BAD_REQUEST,
+        "skills are letters, digits and dashes"
+    );
+    let status = app
+        .call(
+            &lead,
+            "update_rater",
+            &[("rater_id", &annotator_id), ("action", "deactivate")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+
+    assert_eq!(
+        app.call(&annotator, "queue_size", &[]).await,
+        StatusCode::FORBIDDEN
+    );
+    let response = app.login(&TestApp::client(), "annotator", PASSWORD).await;
+    assert_eq!(response.status(), StatusCode::FORBIDDEN);
+    assert!(response.text().await.unwrap().contains("deactivated"));
+    let response = app
+        .login(&TestApp::client(), "annotator", "a-wrong-password")
+        .await;
+    assert_eq!(
+        response.status(),
+        StatusCode::UNAUTHORIZED,
+        "nothing revealed without the password"
+    );
+
+    // The pool as CSV: for leads only.
+    let csv = lead.get(app.url("/raters.csv")).send().await.unwrap();
+    assert_eq!(csv.status(), StatusCode::OK);
+    let text = csv.text().await.unwrap();
+    assert!(text.starts_with("username,role,active"));
+    assert!(text.contains("annotator,annotator,false"), "{text}");
+    let researcher = app.client_as(Role::Researcher).await;
+    let refused = researcher.get(app.url("/raters.csv")).send().await.unwrap();
+    assert_eq!(refused.status(), StatusCode::FORBIDDEN);
 }

@@ -4,8 +4,8 @@
 use crate::components::{ActionError, ErrorNote};
 use crate::grading_api::{eval_detail, RecalibratePolicy, SavePolicy};
 use crate::pages::format_time;
-use crate::views::{EvalPageData, JudgeView, PolicyView};
 use crate::pages::route_id;
+use crate::views::{EvalPageData, JudgeView, PolicyView};
 use leptos::prelude::*;
 
 #[component]
@@ -82,7 +82,7 @@ fn EvalDetail(
                     "No policy yet: items the grader cannot decide go straight to humans.".to_string()
                 } else {
                     format!(
-                        "Version {}: cheap judge {}, strong judge {}, accept ≥ {:.3}, escalate ≥ {:.3}, audit {:.1}%, {} sample(s)",
+                        "Version {}: cheap judge {}, strong judge {}, accept ≥ {:.3}, escalate ≥ {:.3}, audit {:.1}%, {} sample(s), {} rater(s) per human item",
                         current.version,
                         judge_name(&judges, current.cheap_judge),
                         judge_name(&judges, current.strong_judge),
@@ -90,6 +90,7 @@ fn EvalDetail(
                         current.escalate_threshold,
                         current.audit_rate * 100.0,
                         current.judge_samples,
+                        current.human_overlap,
                     )
                 }}
             </p>
@@ -105,6 +106,11 @@ fn EvalDetail(
                     <label>"Audit rate" <input name="audit_rate" type="number" min="0" max="1" step="0.001" value=current.audit_rate.to_string()/></label>
                     <label>"Judge samples" <input name="judge_samples" type="number" min="1" max="5" value=current.judge_samples.to_string()/></label>
                     <label>"USD per human label" <input name="human_usd_per_label" type="number" min="0" step="0.01" value=current.human_usd_per_label.to_string()/></label>
+                </div>
+                <div class="row">
+                    <label>"Raters per human item" <input name="human_overlap" type="number" min="1" max="10" value=current.human_overlap.to_string()/></label>
+                    <label>"QC review rate" <input name="review_rate" type="number" min="0" max="1" step="0.005" value=current.review_rate.to_string()/></label>
+                    <label>"Skill raters need" <input name="required_skill" maxlength="40" placeholder="any rater" value=current.required_skill.clone()/></label>
                 </div>
                 <label>"What changed and why" <input name="note" maxlength="1000"/></label>
                 <button type="submit">"Save as a new version"</button>

@@ -3,8 +3,8 @@
 
 use crate::components::{ActionError, ErrorNote};
 use crate::grading_api::{judge_detail, judges_page, CreateJudge};
-use crate::views::JudgeReportView;
 use crate::pages::route_id;
+use crate::views::JudgeReportView;
 use leptos::prelude::*;
 
 #[component]

@@ -11,6 +11,8 @@ mod evals;
 mod home;
 mod judges;
 mod login;
+mod raters;
+mod review;
 mod runs;
 
 pub use annotate::AnnotatePage;
@@ -22,6 +24,8 @@ pub use evals::EvalsPage;
 pub use home::HomePage;
 pub use judges::{JudgePage, JudgesPage};
 pub use login::LoginPage;
+pub use raters::RatersPage;
+pub use review::ReviewPage;
 pub use runs::{RunPage, RunsPage};
 
 /// The current route's `:id` as a number; 0 when missing or not a number, which the server

@@ -1,11 +1,12 @@
 //! Runs: the list with a comparison picker, and one run's live progress and results.
 
+use crate::annotation_api::run_agreement;
 use crate::api::{list_runs, run_detail, ChangeRun};
 use crate::components::ErrorNote;
 use crate::grading_api::run_costs;
 use crate::pages::datasets::short_hash;
-use crate::views::{CostView, ProgressView, ResultView};
 use crate::pages::route_id;
+use crate::views::{AgreementView, CostView, ProgressView, ResultView, StatisticView};
 use leptos::prelude::*;
 
 #[component]
@@ -70,6 +71,7 @@ pub fn RunPage() -> impl IntoView {
     // Costs sum over the run's rows: read when the page opens and once more when the run
     // completes, not on every poll.
     let costs = Resource::new(move || (id(), finished.get()), |(id, _)| run_costs(id));
+    let agreement = Resource::new(move || (id(), finished.get()), |(id, _)| run_agreement(id));
     // Effects run only in the browser: poll until the run completes.
     Effect::new(move |_| {
         let handle = set_interval_with_handle(
@@ -96,11 +98,56 @@ pub fn RunPage() -> impl IntoView {
                             <Progress progress=detail.progress/>
                             <RunControls run_id status change/>
                             <CostCard costs/>
+                            <AgreementCard agreement/>
                             <Results results=detail.results/>
                         }.into_any()
                     }
                     Err(error) => view! { <ErrorNote error/> }.into_any(),
                 }
+            })}
+        </Transition>
+    }
+}
+
+fn statistic_text(statistic: &StatisticView) -> String {
+    let agreement = statistic
+        .percent_agreement
+        .map(|share| format!(" · {:.0}% raw agreement", share * 100.0))
+        .unwrap_or_default();
+    match (statistic.value, &statistic.undefined_because) {
+        (Some(value), _) => format!("{value:.3}{agreement}"),
+        (None, Some(reason)) => format!("undefined ({reason}){agreement}"),
+        (None, None) => format!("undefined{agreement}"),
+    }
+}
+
+/// Agreement between the raters of the run's human items, when any item has two labels.
+#[component]
+fn AgreementCard(agreement: Resource<Result<AgreementView, ServerFnError>>) -> impl IntoView {
+    view! {
+        <Transition fallback=|| ()>
+            {move || Suspend::new(async move {
+                agreement.await.ok().filter(|report| report.labels > 0).map(|report| view! {
+                    <section class="card" data-testid="run-agreement">
+                        <h2>"Agreement between raters"</h2>
+                        <p>{report.items} " items with two or more labels (" {report.labels} " labels)"</p>
+                        <ul class="counts">
+                            <li>"Krippendorff's alpha: " <strong data-testid="alpha">{statistic_text(&report.alpha)}</strong>
+                                {report.alpha_interval.map(|(low, high)| format!(" (95% CI {low:.3} to {high:.3})"))}</li>
+                            <li>"Fleiss' kappa: " <strong>{statistic_text(&report.fleiss)}</strong></li>
+                        </ul>
+                        {(!report.pairs.is_empty()).then(|| view! {
+                            <table>
+                                <thead><tr><th>"Rater pair"</th><th>"Shared items"</th><th>"Cohen's kappa"</th></tr></thead>
+                                <tbody>
+                                    {report.pairs.into_iter().map(|pair| view! {
+                                        <tr><td>{pair.first} " · " {pair.second}</td><td>{pair.shared_items}</td><td>{statistic_text(&pair.kappa)}</td></tr>
+                                    }).collect_view()}
+                                </tbody>
+                            </table>
+                        })}
+                    </section>
+                })
             })}
         </Transition>
     }

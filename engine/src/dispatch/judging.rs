@@ -16,7 +16,7 @@ use crate::grading::triage::{
 };
 use crate::grading::{Grade, Verdict};
 use crate::model_client::{Generation, GenerationRequest};
-use crate::store::{ClaimedJob, GradeRecord, Grading, HumanTask, JudgeCall, Store};
+use crate::store::{ClaimedJob, GradeRecord, Grading, HumanRouting, HumanTask, JudgeCall, Store};
 
 /// Longest judge rationale kept on a grade; the full reply stays in the grade cache.
 const MAX_RATIONALE_CHARS: usize = 2_000;
@@ -36,8 +36,23 @@ struct Judging<'a> {
     pool: &'a Arc<EndpointPool>,
 }
 
-/// Grades an answer as the run's policy says. Errors are never graded.
+/// Grades an answer as the run's policy says, routing any human task as the policy says.
+/// Errors are never graded.
 pub(super) async fn grade_answer(
+    job: &ClaimedJob,
+    generation: &Generation,
+    spec: &RunSpec,
+    store: &Arc<dyn Store>,
+    pool: &Arc<EndpointPool>,
+) -> Graded {
+    let graded = triage_answer(job, generation, spec, store, pool).await;
+    Graded {
+        grading: graded.grading.route(spec.manifest.triage.as_ref()),
+        ..graded
+    }
+}
+
+async fn triage_answer(
     job: &ClaimedJob,
     generation: &Generation,
     spec: &RunSpec,
@@ -79,6 +94,7 @@ pub(super) async fn grade_answer(
                         grading.human = Some(HumanTask {
                             kind: HumanKind::Audit,
                             sampling_rate: triage.policy.audit_rate,
+                            routing: HumanRouting::default(),
                             reason: format!(
                                 "audit: {:.1}% of verdicts accepted without a human are checked; \
                                  this one was accepted by the {}",

@@ -358,6 +358,12 @@ pub async fn run_worker(
                         grading.human = Some(HumanTask {
                             kind: HumanKind::Escalation,
                             sampling_rate: 1.0,
+                            routing: spec
+                                .manifest
+                                .triage
+                                .as_ref()
+                                .map(|triage| triage.policy.routing())
+                                .unwrap_or_default(),
                             reason: format!("{outage}, on {} claims of this item", job.claims),
                         });
                         grading

@@ -34,6 +34,28 @@ pub struct TriagePolicy {
     pub judge_samples: u32,
     /// What one human label costs, in USD, for the cost split by stage.
     pub human_usd_per_label: f64,
+    /// Distinct raters who label each item sent to humans (the overlap).
+    #[serde(default = "one")]
+    pub human_overlap: u32,
+    /// Share of human labels a senior reviewer checks.
+    #[serde(default = "default_review_rate")]
+    pub review_rate: f64,
+    /// A skill tag raters need to receive this eval's items (`None`: any rater).
+    #[serde(default)]
+    pub required_skill: Option<String>,
+}
+
+/// Share of human labels drawn for QC review unless a policy says otherwise.
+pub const DEFAULT_REVIEW_RATE: f64 = 0.075;
+/// Most raters one item may need.
+pub const MAX_OVERLAP: u32 = 10;
+
+fn one() -> u32 {
+    1
+}
+
+fn default_review_rate() -> f64 {
+    DEFAULT_REVIEW_RATE
 }
 
 impl Default for TriagePolicy {
@@ -46,6 +68,9 @@ impl Default for TriagePolicy {
             audit_rate: 0.02,
             judge_samples: 1,
             human_usd_per_label: 0.40,
+            human_overlap: 1,
+            review_rate: DEFAULT_REVIEW_RATE,
+            required_skill: None,
         }
     }
 }
@@ -74,6 +99,17 @@ impl TriagePolicy {
         if !(self.human_usd_per_label >= 0.0 && self.human_usd_per_label.is_finite()) {
             return Err("the cost of a human label must be zero or more".into());
         }
+        if self.human_overlap == 0 || self.human_overlap > MAX_OVERLAP {
+            return Err(format!(
+                "each item needs 1 to {MAX_OVERLAP} raters (the overlap)"
+            ));
+        }
+        if !in_unit(self.review_rate) {
+            return Err("the review rate is a share between 0 and 1".into());
+        }
+        if let Some(skill) = &self.required_skill {
+            crate::annotation::adjudication::check_skill(skill)?;
+        }
         if self.strong_judge.is_some() && self.cheap_judge.is_none() {
             return Err("a strong judge needs a cheap judge in front of it".into());
         }
@@ -91,6 +127,17 @@ pub struct FrozenTriage {
     pub policy: TriagePolicy,
     pub cheap_judge: Option<JudgeSpec>,
     pub strong_judge: Option<JudgeSpec>,
+}
+
+impl TriagePolicy {
+    /// Where this policy's human tasks go.
+    pub fn routing(&self) -> crate::store::HumanRouting {
+        crate::store::HumanRouting {
+            labels_needed: i64::from(self.human_overlap),
+            skill: self.required_skill.clone(),
+            review_rate: self.review_rate,
+        }
+    }
 }
 
 /// Where a grade came from.

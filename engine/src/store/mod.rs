@@ -4,6 +4,7 @@
 //! generated from one body of SQL (`sql.rs`), so they cannot drift apart; the only dialect
 //! difference is the row-lock clause used when claiming work.
 
+mod annotation_sql;
 mod postgres;
 mod sql;
 mod sqlite;
@@ -254,6 +255,27 @@ pub trait Store: Send + Sync + 'static {
         rationale: &str,
     ) -> StoreResult<()>;
     async fn skip_task(&self, task_id: i64, user_id: i64) -> StoreResult<()>;
+    /// The oldest label drawn for QC (or on an item whose raters split) that `reviewer_id`
+    /// did not write, items of higher-priority runs first.
+    async fn next_review(&self, reviewer_id: i64) -> StoreResult<Option<ReviewItem>>;
+    /// Records a reviewer's decision on a label; `Conflict` for their own label or one already
+    /// reviewed, `NotFound` for no such label.
+    async fn review_label(
+        &self,
+        label_id: i64,
+        reviewer_id: i64,
+        decision: ReviewDecision,
+        reason: &str,
+    ) -> StoreResult<()>;
+    /// The rater pool with each rater's last 30 days of labels.
+    async fn raters(&self) -> StoreResult<Vec<RaterRecord>>;
+    /// A lead's change to a rater; pausing or deactivating releases their lease.
+    async fn update_rater(&self, user_id: i64, update: &RaterUpdate) -> StoreResult<()>;
+    /// A setting by name (`None` when never set).
+    async fn setting(&self, name: &str) -> StoreResult<Option<String>>;
+    async fn set_setting(&self, name: &str, value: &str) -> StoreResult<()>;
+    /// The standing labels on a run's items (for agreement between raters).
+    async fn run_labels(&self, run_id: i64) -> StoreResult<Vec<RunLabel>>;
     async fn annotation_queue_counts(&self) -> StoreResult<QueueCounts>;
 }
 

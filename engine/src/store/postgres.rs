@@ -41,3 +41,4 @@ super::sql::sql_store!(
     "BEGIN",
     "FOR UPDATE SKIP LOCKED"
 );
+super::annotation_sql::annotation_sql!(sqlx::Postgres, "BEGIN", "FOR UPDATE SKIP LOCKED");

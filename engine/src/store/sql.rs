@@ -53,6 +53,7 @@ macro_rules! sql_store {
                 id: row.try_get("id")?,
                 username: row.try_get("username")?,
                 team: row.try_get("team")?,
+                active: row.try_get("active")?,
                 role: role
                     .parse::<Role>()
                     .map_err(|err| sqlx::Error::Decode(err.into()))?,
@@ -199,7 +200,7 @@ macro_rules! sql_store {
             }
 
             async fn find_user_credentials(&self, username: &str) -> StoreResult<Option<UserCredentials>> {
-                let row = sqlx::query("SELECT id, username, role, team, password_hash FROM users WHERE username = $1")
+                let row = sqlx::query("SELECT id, username, role, team, active, password_hash FROM users WHERE username = $1")
                     .bind(username)
                     .fetch_optional(&self.pool)
                     .await?;
@@ -211,7 +212,7 @@ macro_rules! sql_store {
             }
 
             async fn get_user(&self, id: i64) -> StoreResult<Option<User>> {
-                let row = sqlx::query("SELECT id, username, role, team FROM users WHERE id = $1")
+                let row = sqlx::query("SELECT id, username, role, team, active FROM users WHERE id = $1")
                     .bind(id)
                     .fetch_optional(&self.pool)
                     .await?;
@@ -228,7 +229,7 @@ macro_rules! sql_store {
             }
 
             async fn list_users(&self) -> StoreResult<Vec<User>> {
-                let rows = sqlx::query("SELECT id, username, role, team FROM users ORDER BY username")
+                let rows = sqlx::query("SELECT id, username, role, team, active FROM users ORDER BY username")
                     .fetch_all(&self.pool)
                     .await?;
                 Ok(rows.iter().map(user_from_row).collect::<Result<_, _>>()?)
@@ -1410,144 +1411,63 @@ macro_rules! sql_store {
             }
 
             async fn next_annotation_task(&self, user_id: i64, lease_ms: i64) -> StoreResult<Option<AnnotationTask>> {
-                let now = now_ms();
-                let mut tx = self.writer.begin_with($begin).await?;
-                // Renew the rater's own live lease first, so "next" never hands out a second item.
-                let mut task: Option<(i64, i64)> = sqlx::query_as(
-                    "UPDATE annotation_tasks SET lease_expires_at = $1 \
-                     WHERE id = (SELECT id FROM annotation_tasks WHERE state = 'leased' AND leased_by = $2 ORDER BY id LIMIT 1) \
-                     RETURNING id, lease_expires_at",
-                )
-                .bind(now + lease_ms)
-                .bind(user_id)
-                .fetch_optional(&mut *tx)
-                .await?;
-                if task.is_none() {
-                    task = sqlx::query_as(concat!(
-                        "UPDATE annotation_tasks SET state = 'leased', leased_by = $1, lease_expires_at = $2 \
-                         WHERE id = (SELECT t.id FROM annotation_tasks t \
-                                     WHERE (t.state = 'open' OR (t.state = 'leased' AND t.lease_expires_at < $3)) \
-                                     AND NOT EXISTS (SELECT 1 FROM annotation_skips s WHERE s.task_id = t.id AND s.user_id = $1) \
-                                     ORDER BY t.id LIMIT 1 ",
-                        $skip_locked,
-                        ") RETURNING id, lease_expires_at"
-                    ))
-                    .bind(user_id)
-                    .bind(now + lease_ms)
-                    .bind(now)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                }
-                let Some((task_id, lease_expires_at)) = task else {
-                    tx.commit().await?;
-                    return Ok(None);
-                };
-                let row = sqlx::query(
-                    "SELECT i.input, i.target, g.output FROM annotation_tasks t \
-                     JOIN work_items w ON w.id = t.work_item_id \
-                     JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
-                     JOIN generations g ON g.work_item_id = w.id WHERE t.id = $1",
-                )
-                .bind(task_id)
-                .fetch_one(&mut *tx)
-                .await?;
-                tx.commit().await?;
-                Ok(Some(AnnotationTask {
-                    task_id,
-                    input: row.try_get("input")?,
-                    target: row.try_get("target")?,
-                    output: row.try_get("output")?,
-                    lease_expires_at,
-                }))
+                claim_task(&self.writer, user_id, lease_ms).await
             }
 
             async fn submit_label(&self, task_id: i64, user_id: i64, pass: bool, rationale: &str) -> StoreResult<()> {
-                let now = now_ms();
-                let verdict = if pass { Verdict::Pass } else { Verdict::Fail };
-                let mut tx = self.writer.begin_with($begin).await?;
-                let work_item_id: Option<i64> = sqlx::query_scalar(
-                    "UPDATE annotation_tasks SET state = 'done', completed_at = $1, lease_expires_at = NULL \
-                     WHERE id = $2 AND state = 'leased' AND leased_by = $3 RETURNING work_item_id",
-                )
-                .bind(now)
-                .bind(task_id)
-                .bind(user_id)
-                .fetch_optional(&mut *tx)
-                .await?;
-                let Some(work_item_id) = work_item_id else {
-                    tx.rollback().await?;
-                    return Err(StoreError::Conflict(
-                        "this item is not leased to you (it was labelled, skipped or reassigned); take the next item".into(),
-                    ));
-                };
-                sqlx::query("INSERT INTO labels (task_id, annotator_id, verdict, rationale, created_at) VALUES ($1, $2, $3, $4, $5)")
-                    .bind(task_id)
-                    .bind(user_id)
-                    .bind(verdict.as_str())
-                    .bind(rationale)
-                    .bind(now)
-                    .execute(&mut *tx)
-                    .await?;
-                let reason = if rationale.trim().is_empty() {
-                    "human label".to_string()
-                } else {
-                    format!("human label: {}", rationale.trim())
-                };
-                sqlx::query(
-                    "INSERT INTO grades (work_item_id, grader, verdict, extracted_answer, reason, stage, created_at) \
-                     VALUES ($1, 'human', $2, NULL, $3, 'human', $4)",
-                )
-                .bind(work_item_id)
-                .bind(verdict.as_str())
-                .bind(reason)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-                sqlx::query("UPDATE work_items SET verdict = $1, decided_by = 'human' WHERE id = $2")
-                    .bind(verdict.as_str())
-                    .bind(work_item_id)
-                    .execute(&mut *tx)
-                    .await?;
-                tx.commit().await?;
-                Ok(())
+                submit_task_label(&self.writer, task_id, user_id, pass, rationale).await
             }
 
             async fn skip_task(&self, task_id: i64, user_id: i64) -> StoreResult<()> {
-                let mut tx = self.writer.begin_with($begin).await?;
-                let released = sqlx::query(
-                    "UPDATE annotation_tasks SET state = 'open', leased_by = NULL, lease_expires_at = NULL \
-                     WHERE id = $1 AND state = 'leased' AND leased_by = $2",
-                )
-                .bind(task_id)
-                .bind(user_id)
-                .execute(&mut *tx)
-                .await?;
-                if released.rows_affected() == 0 {
-                    tx.rollback().await?;
-                    return Err(StoreError::Conflict("this item is not leased to you; take the next item".into()));
-                }
-                sqlx::query("INSERT INTO annotation_skips (task_id, user_id, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING")
-                    .bind(task_id)
-                    .bind(user_id)
-                    .bind(now_ms())
-                    .execute(&mut *tx)
-                    .await?;
-                tx.commit().await?;
-                Ok(())
+                skip_leased_task(&self.writer, task_id, user_id).await
             }
 
             async fn annotation_queue_counts(&self) -> StoreResult<QueueCounts> {
-                let row = sqlx::query(
-                    "SELECT COUNT(*) FILTER (WHERE state = 'open') AS open, COUNT(*) FILTER (WHERE state = 'leased') AS leased, \
-                     COUNT(*) FILTER (WHERE state = 'done') AS done FROM annotation_tasks",
+                queue_counts(&self.pool).await
+            }
+
+            async fn next_review(&self, reviewer_id: i64) -> StoreResult<Option<ReviewItem>> {
+                next_pending_review(&self.pool, reviewer_id).await
+            }
+
+            async fn review_label(
+                &self,
+                label_id: i64,
+                reviewer_id: i64,
+                decision: ReviewDecision,
+                reason: &str,
+            ) -> StoreResult<()> {
+                decide_review(&self.writer, label_id, reviewer_id, decision, reason).await
+            }
+
+            async fn raters(&self) -> StoreResult<Vec<RaterRecord>> {
+                rater_records(&self.pool).await
+            }
+
+            async fn update_rater(&self, user_id: i64, update: &RaterUpdate) -> StoreResult<()> {
+                update_rater(&self.writer, user_id, update).await
+            }
+
+            async fn setting(&self, name: &str) -> StoreResult<Option<String>> {
+                Ok(sqlx::query_scalar("SELECT value FROM settings WHERE name = $1")
+                    .bind(name)
+                    .fetch_optional(&self.pool)
+                    .await?)
+            }
+
+            async fn set_setting(&self, name: &str, value: &str) -> StoreResult<()> {
+                sqlx::query(
+                    "INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
                 )
-                .fetch_one(&self.pool)
+                .bind(name)
+                .bind(value)
+                .execute(&self.writer)
                 .await?;
-                Ok(QueueCounts {
-                    open: row.try_get("open")?,
-                    leased: row.try_get("leased")?,
-                    done: row.try_get("done")?,
-                })
+                Ok(())
+            }
+
+            async fn run_labels(&self, run_id: i64) -> StoreResult<Vec<RunLabel>> {
+                labels_of_run(&self.pool, run_id).await
             }
         }
 
@@ -1722,18 +1642,41 @@ macro_rules! sql_store {
                 .collect();
             if !for_humans.is_empty() {
                 let mut tasks = sqlx::QueryBuilder::<$db>::new(
-                    "INSERT INTO annotation_tasks (work_item_id, reason, kind, sampling_rate, state, created_at) ",
+                    "INSERT INTO annotation_tasks (work_item_id, reason, kind, sampling_rate, labels_needed, skill, \
+                     review_rate, state, created_at) ",
                 );
                 tasks.push_values(&for_humans, |mut row, (work_item_id, task)| {
                     row.push_bind(*work_item_id)
                         .push_bind(task.reason.as_str())
                         .push_bind(task.kind.as_str())
                         .push_bind(task.sampling_rate)
+                        .push_bind(task.routing.labels_needed)
+                        .push_bind(task.routing.skill.as_deref())
+                        .push_bind(task.routing.review_rate)
                         .push_bind("open")
                         .push_bind(now);
                 });
                 tasks.push(" ON CONFLICT (work_item_id) DO NOTHING");
                 tasks.build().execute(&mut **tx).await?;
+                // Priority and SLA deadline follow the run's priority class.
+                use $crate::annotation::adjudication::sla_hours;
+                use $crate::store::{PRIORITY_ABLATION, PRIORITY_PROMOTION, PRIORITY_SCHEDULED};
+                let mut schedule = sqlx::QueryBuilder::<$db>::new(format!(
+                    "UPDATE annotation_tasks SET priority = r.priority, \
+                     due_at = annotation_tasks.created_at + (CASE WHEN r.priority >= {PRIORITY_PROMOTION} THEN {} \
+                     WHEN r.priority = {PRIORITY_ABLATION} THEN {} ELSE {} END) * 3600000 \
+                     FROM work_items w JOIN runs r ON r.id = w.run_id \
+                     WHERE w.id = annotation_tasks.work_item_id AND annotation_tasks.due_at IS NULL AND annotation_tasks.work_item_id IN (",
+                    sla_hours(PRIORITY_PROMOTION),
+                    sla_hours(PRIORITY_ABLATION),
+                    sla_hours(PRIORITY_SCHEDULED),
+                ));
+                let mut ids = schedule.separated(", ");
+                for (work_item_id, _) in &for_humans {
+                    ids.push_bind(*work_item_id);
+                }
+                ids.push_unseparated(")");
+                schedule.build().execute(&mut **tx).await?;
             }
 
             // Judge calls enter the grade cache (the first answer under a key stays).

@@ -15,6 +15,8 @@ pub struct User {
     pub role: Role,
     /// Fair-share group for runs this user launches.
     pub team: String,
+    /// False once a lead deactivated the account: it can neither sign in nor use a session.
+    pub active: bool,
 }
 
 /// A user with their password hash, for login only.
@@ -295,11 +297,21 @@ impl Grading {
                     kind: HumanKind::Escalation,
                     reason,
                     sampling_rate: 1.0,
+                    routing: HumanRouting::default(),
                 });
             }
             Step::Judge(_) => return false,
         }
         true
+    }
+
+    /// Sends a human task where the run's policy says (overlap, skill, review rate); without a
+    /// policy the defaults stand.
+    pub fn route(mut self, triage: Option<&crate::grading::triage::FrozenTriage>) -> Grading {
+        if let (Some(task), Some(triage)) = (self.human.as_mut(), triage) {
+            task.routing = triage.policy.routing();
+        }
+        self
     }
 
     /// What `work_items.decided_by` holds: the deciding stage, `pending` while a human has to
@@ -357,6 +369,27 @@ pub struct HumanTask {
     /// The probability that triage sends an item like this to a human: 1 for an escalation,
     /// the audit rate for an audit.
     pub sampling_rate: f64,
+    /// How many distinct raters label it, which skill they need, and the share of their labels
+    /// a senior reviewer checks.
+    pub routing: HumanRouting,
+}
+
+/// Where a human task goes and how much human attention it gets.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HumanRouting {
+    pub labels_needed: i64,
+    pub skill: Option<String>,
+    pub review_rate: f64,
+}
+
+impl Default for HumanRouting {
+    fn default() -> HumanRouting {
+        HumanRouting {
+            labels_needed: 1,
+            skill: None,
+            review_rate: crate::grading::triage::DEFAULT_REVIEW_RATE,
+        }
+    }
 }
 
 /// One judge call's answer under its grade cache key.
@@ -554,4 +587,83 @@ pub struct HumanCheckedJudgement {
     pub cost_usd: f64,
     /// Probability that this verdict was sent to a human (see [`HumanTask::sampling_rate`]).
     pub sampling_rate: f64,
+}
+
+/// A label drawn for QC, as a senior reviewer sees it (the rater's name included: reviewing is
+/// about the rater's work).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReviewItem {
+    pub label_id: i64,
+    pub rater: String,
+    pub input: String,
+    pub target: String,
+    pub output: String,
+    pub pass: bool,
+    pub rationale: String,
+    /// Why the label is up for review: the random QC sample, or raters who split evenly.
+    pub why: String,
+}
+
+/// A reviewer's decision on a label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReviewDecision {
+    Accept,
+    /// The reviewer's verdict overrides the raters'.
+    Correct {
+        pass: bool,
+    },
+    /// The label no longer counts and the item returns to the queue.
+    Reject,
+}
+
+impl ReviewDecision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReviewDecision::Accept => "accepted",
+            ReviewDecision::Correct { .. } => "corrected",
+            ReviewDecision::Reject => "rejected",
+        }
+    }
+}
+
+/// A member of the rater pool with what their labels show, over the last 30 days.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RaterRecord {
+    pub id: i64,
+    pub username: String,
+    pub role: String,
+    pub active: bool,
+    pub paused: bool,
+    pub skills: Vec<String>,
+    pub weekly_capacity_hours: f64,
+    /// Each label: when, how long it took (lease to submission), its review decision, and
+    /// whether it matched the item's final human verdict (`None` while undecided).
+    pub labels: Vec<RaterLabel>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RaterLabel {
+    pub created_at: i64,
+    pub duration_ms: Option<i64>,
+    pub review: Option<String>,
+    pub matches_final: Option<bool>,
+}
+
+/// What a lead changes about a rater; `None` leaves a field as it is.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RaterUpdate {
+    pub active: Option<bool>,
+    pub paused: Option<bool>,
+    pub skills: Option<Vec<String>>,
+    pub weekly_capacity_hours: Option<f64>,
+}
+
+/// One standing label on a run's item, for agreement statistics.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunLabel {
+    pub label_id: i64,
+    pub task_id: i64,
+    pub rater_id: i64,
+    pub rater: String,
+    pub pass: bool,
 }

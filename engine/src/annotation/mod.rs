@@ -1,0 +1,7 @@
+//! Human annotation: how an item's labels become its verdict (adjudication), how labels are
+//! drawn for QC review, SLA deadlines, and agreement between raters. Pure: the queue itself
+//! (claims, leases, overlap) lives in the store.
+
+pub mod adjudication;
+pub mod agreement;
+pub mod pool;

@@ -1,0 +1,245 @@
+//! The rater pool's figures from each rater's recent labels: velocity, time per item, review
+//! acceptance, agreement with the final verdicts, and whether a lead should look at them.
+//!
+//! Pure: the store supplies the labels ([`RaterRecord`]).
+
+use serde::{Deserialize, Serialize};
+
+use crate::store::RaterRecord;
+
+/// Velocity is measured over the last week.
+const VELOCITY_DAYS: i64 = 7;
+const DAY_MS: i64 = 24 * 3_600_000;
+/// Below this many reviewed or decided labels a share says too little to flag anyone on.
+const MIN_LABELS_TO_FLAG: u64 = 5;
+
+/// One rater's figures.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RaterStats {
+    pub id: i64,
+    pub username: String,
+    pub role: String,
+    pub active: bool,
+    pub paused: bool,
+    pub skills: Vec<String>,
+    pub weekly_capacity_hours: f64,
+    /// Labels per day over the last week.
+    pub items_per_day: f64,
+    pub median_seconds_per_item: Option<f64>,
+    /// Share of reviewed labels a reviewer accepted.
+    pub review_acceptance: Option<f64>,
+    /// Share of labels that match the item's final human verdict.
+    pub agreement_with_consensus: Option<f64>,
+    pub labels_30d: u64,
+    pub last_active: Option<i64>,
+    /// Why a lead should look at this rater, when below the quality threshold.
+    pub flag: Option<String>,
+}
+
+/// The figures of every rater at `now`, flagging those whose review acceptance or agreement
+/// with consensus is below `threshold` (once there are enough labels to say so).
+pub fn rater_stats(records: &[RaterRecord], now: i64, threshold: f64) -> Vec<RaterStats> {
+    records
+        .iter()
+        .map(|record| stats_of(record, now, threshold))
+        .collect()
+}
+
+fn stats_of(record: &RaterRecord, now: i64, threshold: f64) -> RaterStats {
+    let labels = &record.labels;
+    let recent = labels
+        .iter()
+        .filter(|label| label.created_at >= now - VELOCITY_DAYS * DAY_MS)
+        .count();
+    let mut durations: Vec<i64> = labels
+        .iter()
+        .filter_map(|label| label.duration_ms)
+        .collect();
+    durations.sort_unstable();
+    let reviewed: Vec<bool> = labels
+        .iter()
+        .filter_map(|label| label.review.as_deref())
+        .filter(|review| *review != "pending")
+        .map(|review| review == "accepted")
+        .collect();
+    let decided: Vec<bool> = labels
+        .iter()
+        .filter_map(|label| label.matches_final)
+        .collect();
+    let review_acceptance = share(&reviewed);
+    let agreement_with_consensus = share(&decided);
+    let flag = [
+        ("review acceptance", review_acceptance, reviewed.len()),
+        (
+            "agreement with consensus",
+            agreement_with_consensus,
+            decided.len(),
+        ),
+    ]
+    .into_iter()
+    .find_map(|(what, value, count)| {
+        let value = value?;
+        (count as u64 >= MIN_LABELS_TO_FLAG && value < threshold).then(|| {
+            format!(
+                "{what} {:.0}% is below {:.0}% ({count} labels)",
+                value * 100.0,
+                threshold * 100.0
+            )
+        })
+    });
+    RaterStats {
+        id: record.id,
+        username: record.username.clone(),
+        role: record.role.clone(),
+        active: record.active,
+        paused: record.paused,
+        skills: record.skills.clone(),
+        weekly_capacity_hours: record.weekly_capacity_hours,
+        items_per_day: recent as f64 / VELOCITY_DAYS as f64,
+        median_seconds_per_item: median(&durations).map(|ms| ms / 1000.0),
+        review_acceptance,
+        agreement_with_consensus,
+        labels_30d: labels.len() as u64,
+        last_active: labels.iter().map(|label| label.created_at).max(),
+        flag,
+    }
+}
+
+fn share(outcomes: &[bool]) -> Option<f64> {
+    (!outcomes.is_empty())
+        .then(|| outcomes.iter().filter(|&&ok| ok).count() as f64 / outcomes.len() as f64)
+}
+
+fn median(sorted: &[i64]) -> Option<f64> {
+    match sorted.len() {
+        0 => None,
+        n if n % 2 == 1 => Some(sorted[n / 2] as f64),
+        n => Some((sorted[n / 2 - 1] + sorted[n / 2]) as f64 / 2.0),
+    }
+}
+
+/// The pool as CSV, for a lead's spreadsheet.
+pub fn stats_csv(stats: &[RaterStats]) -> String {
+    let mut writer = csv::Writer::from_writer(Vec::new());
+    let _ = writer.write_record([
+        "username",
+        "role",
+        "active",
+        "paused",
+        "skills",
+        "weekly_capacity_hours",
+        "items_per_day",
+        "median_seconds_per_item",
+        "review_acceptance",
+        "agreement_with_consensus",
+        "labels_30d",
+        "last_active_ms",
+        "flag",
+    ]);
+    let optional = |value: Option<f64>| value.map(|v| format!("{v:.4}")).unwrap_or_default();
+    for rater in stats {
+        let _ = writer.write_record([
+            rater.username.clone(),
+            rater.role.clone(),
+            rater.active.to_string(),
+            rater.paused.to_string(),
+            rater.skills.join(" "),
+            rater.weekly_capacity_hours.to_string(),
+            format!("{:.2}", rater.items_per_day),
+            optional(rater.median_seconds_per_item),
+            optional(rater.review_acceptance),
+            optional(rater.agreement_with_consensus),
+            rater.labels_30d.to_string(),
+            rater
+                .last_active
+                .map(|at| at.to_string())
+                .unwrap_or_default(),
+            rater.flag.clone().unwrap_or_default(),
+        ]);
+    }
+    String::from_utf8(writer.into_inner().unwrap_or_default()).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::RaterLabel;
+
+    fn label(
+        days_ago: i64,
+        seconds: i64,
+        review: Option<&str>,
+        matches: Option<bool>,
+    ) -> RaterLabel {
+        RaterLabel {
+            created_at: 100 * DAY_MS - days_ago * DAY_MS,
+            duration_ms: Some(seconds * 1000),
+            review: review.map(str::to_string),
+            matches_final: matches,
+        }
+    }
+
+    fn record(labels: Vec<RaterLabel>) -> RaterRecord {
+        RaterRecord {
+            id: 1,
+            username: "ann".into(),
+            role: "annotator".into(),
+            active: true,
+            paused: false,
+            skills: vec!["math".into()],
+            weekly_capacity_hours: 10.0,
+            labels,
+        }
+    }
+
+    #[test]
+    fn velocity_time_and_shares_come_from_the_labels() {
+        let labels = vec![
+            label(1, 10, Some("accepted"), Some(true)),
+            label(2, 30, Some("rejected"), Some(false)),
+            label(3, 20, None, Some(true)),
+            label(20, 40, Some("pending"), None),
+        ];
+        let stats = &rater_stats(&[record(labels)], 100 * DAY_MS, 0.6)[0];
+        assert!((stats.items_per_day - 3.0 / 7.0).abs() < 1e-9);
+        assert_eq!(stats.median_seconds_per_item, Some(25.0));
+        assert_eq!(stats.review_acceptance, Some(0.5));
+        assert!((stats.agreement_with_consensus.unwrap() - 2.0 / 3.0).abs() < 1e-9);
+        assert_eq!(stats.labels_30d, 4);
+        assert_eq!(stats.flag, None, "too few labels to flag on");
+    }
+
+    #[test]
+    fn raters_below_the_threshold_are_flagged_once_there_is_enough_evidence() {
+        let labels = (0..6)
+            .map(|i| {
+                label(
+                    1,
+                    10,
+                    Some(if i < 2 { "accepted" } else { "rejected" }),
+                    None,
+                )
+            })
+            .collect();
+        let stats = &rater_stats(&[record(labels)], 100 * DAY_MS, 0.7)[0];
+        assert!(stats
+            .flag
+            .as_deref()
+            .unwrap()
+            .contains("review acceptance 33%"));
+        let empty = &rater_stats(&[record(Vec::new())], 100 * DAY_MS, 0.7)[0];
+        assert_eq!(
+            (empty.median_seconds_per_item, empty.flag.clone()),
+            (None, None)
+        );
+    }
+
+    #[test]
+    fn the_csv_has_a_header_and_a_row_per_rater() {
+        let csv = stats_csv(&rater_stats(&[record(Vec::new())], 0, 0.7));
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(lines.len(), 2);
+        assert!(lines[0].starts_with("username,role,active"));
+        assert!(lines[1].starts_with("ann,annotator,true,false,math"));
+    }
+}
