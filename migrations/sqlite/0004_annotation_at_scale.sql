@@ -22,7 +22,9 @@ ALTER TABLE annotation_tasks ADD COLUMN review_rate REAL NOT NULL DEFAULT 0.075 
 ALTER TABLE annotation_tasks ADD COLUMN escalated_at INTEGER;        -- raised when its SLA was at risk
 UPDATE annotation_tasks SET labels_done = (SELECT COUNT(*) FROM labels l WHERE l.task_id = annotation_tasks.id);
 UPDATE annotation_tasks SET due_at = created_at + 48 * 3600 * 1000;
--- The queue's order, for open tasks only.
+-- The queue's order, for open tasks only. It replaces the (state, id) index, with which the
+-- planner filtered on state and then sorted every open task for each claim.
+DROP INDEX annotation_tasks_state_idx;
 CREATE INDEX annotation_tasks_queue_idx ON annotation_tasks (priority DESC, due_at, id) WHERE state = 'open';
 
 -- One lease per rater at a time (a rater works on one item), and per task at most

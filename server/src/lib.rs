@@ -1,6 +1,7 @@
 //! The `arbiter` binary's library half: the HTTP application and the demo, so that tests can
 //! start the real router on a random port.
 
+pub mod annotator_bench;
 pub mod bench;
 pub mod demo;
 pub mod forms;

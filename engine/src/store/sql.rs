@@ -1064,7 +1064,8 @@ macro_rules! sql_store {
                     "SELECT g.confidence, g.verdict, COALESCE(g.cost_usd, 0.0), h.passes, h.labels, h.sampling_rate \
                      FROM (SELECT t.work_item_id, SUM(CASE WHEN l.verdict = 'pass' THEN 1 ELSE 0 END) AS passes, \
                                   COUNT(*) AS labels, MAX(t.sampling_rate) AS sampling_rate \
-                           FROM labels l JOIN annotation_tasks t ON t.id = l.task_id GROUP BY t.work_item_id) h \
+                           FROM labels l JOIN annotation_tasks t ON t.id = l.task_id \
+                           WHERE l.state = 'standing' GROUP BY t.work_item_id) h \
                      JOIN grades g ON g.work_item_id = h.work_item_id \
                      WHERE g.grader = $1 AND g.confidence IS NOT NULL AND g.verdict IN ('pass', 'fail') \
                      ORDER BY g.id",

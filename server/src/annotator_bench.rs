@@ -1,0 +1,262 @@
+//! `arbiter bench annotators`: simulated annotators against a large human queue.
+//!
+//! A run's identities are recorded as undecided answers whose human tasks each need two raters,
+//! then 200 annotators claim and label concurrently, each pausing a moment between items as a
+//! person would. It prints claim and submission latency (p50, p99), submissions per second,
+//! and checks that no item got more labels than its overlap or a rater twice.
+
+use anyhow::{bail, Context};
+use arbiter_engine::auth::{PasswordHash, Role};
+use arbiter_engine::grading::grade_exact_match;
+use arbiter_engine::model_client::{Generation, Outcome};
+use arbiter_engine::service::{self, CheckpointForm, EvalForm};
+use arbiter_engine::store::{
+    Database, FinishedItem, Grading, HumanRouting, Store, PRIORITY_SCHEDULED,
+};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const ANNOTATORS: usize = 200;
+const OVERLAP: i64 = 2;
+/// How long the annotators work.
+const SESSION: Duration = Duration::from_secs(20);
+/// A rater's pause between items, spread over this range so they do not move in lock step.
+const THINK_MS: std::ops::Range<u64> = 200..1800;
+const FILL_BATCH: i64 = 500;
+/// Claims in the first seconds, when every rater asks at once, are reported apart.
+const WARM_UP: Duration = Duration::from_secs(2);
+
+/// Runs the benchmark on SQLite, then on PostgreSQL when `postgres_admin_url` is given.
+pub async fn run(tasks: usize, postgres_admin_url: Option<String>) -> anyhow::Result<()> {
+    let directory = tempfile::tempdir()?;
+    let url = format!("sqlite://{}", directory.path().join("bench.db").display());
+    one_backend("SQLite", &url, tasks).await?;
+    if let Some(admin_url) = postgres_admin_url {
+        use sqlx::Connection;
+        let name = format!("arbiter_annotators_{}", std::process::id());
+        let mut admin = sqlx::PgConnection::connect(&admin_url).await?;
+        sqlx::query(&format!("DROP DATABASE IF EXISTS {name}"))
+            .execute(&mut admin)
+            .await?;
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&mut admin)
+            .await?;
+        let (base, _) = admin_url
+            .rsplit_once('/')
+            .context("the PostgreSQL URL has no database name")?;
+        one_backend("PostgreSQL", &format!("{base}/{name}"), tasks).await?;
+        sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .execute(&mut admin)
+            .await?;
+    } else {
+        println!("(PostgreSQL skipped: set --database-url or ARBITER_TEST_POSTGRES_URL)");
+    }
+    Ok(())
+}
+
+async fn one_backend(backend: &str, url: &str, tasks: usize) -> anyhow::Result<()> {
+    println!(
+        "== annotators on {backend}: {ANNOTATORS} raters, {tasks} tasks of {OVERLAP} raters each"
+    );
+    let database = Database::open(url).await?;
+    let store = database.store();
+    let run_id = fill_queue(store.as_ref(), tasks).await?;
+    let mut raters = Vec::with_capacity(ANNOTATORS);
+    for index in 0..ANNOTATORS {
+        let name = format!("rater{index}");
+        let hash = PasswordHash::from_stored(format!("$argon2id$v=19$bench${name}"));
+        raters.push(store.create_user(&name, &hash, Role::Annotator).await?);
+    }
+    let started = Instant::now();
+    let handles: Vec<_> = raters
+        .into_iter()
+        .enumerate()
+        .map(|(index, rater)| tokio::spawn(annotate(store.clone(), rater, index as u64, started)))
+        .collect();
+    let (mut claims, mut submits, mut steady) = (Vec::new(), Vec::new(), Vec::new());
+    for handle in handles {
+        let (claim, submit) = handle.await??;
+        steady.extend(
+            claim
+                .iter()
+                .filter(|(at, _)| *at >= WARM_UP)
+                .map(|(_, ms)| *ms),
+        );
+        claims.extend(claim.into_iter().map(|(_, ms)| ms));
+        submits.extend(submit);
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let labels = store.run_labels(run_id).await?;
+    let mut per_task: HashMap<i64, HashSet<i64>> = HashMap::new();
+    for label in &labels {
+        if !per_task
+            .entry(label.task_id)
+            .or_default()
+            .insert(label.rater_id)
+        {
+            bail!("a rater labelled task {} twice", label.task_id);
+        }
+    }
+    if let Some((task, raters)) = per_task
+        .iter()
+        .find(|(_, raters)| raters.len() as i64 > OVERLAP)
+    {
+        bail!(
+            "task {task} has {} labels, more than its overlap of {OVERLAP}",
+            raters.len()
+        );
+    }
+    println!(
+        "claims: p50 {:.2} ms, p99 {:.2} ms (target p99 under 25 ms); submissions: p50 {:.2} ms, p99 {:.2} ms",
+        percentile(&mut claims, 0.50),
+        percentile(&mut claims, 0.99),
+        percentile(&mut submits, 0.50),
+        percentile(&mut submits, 0.99),
+    );
+    println!(
+        "claims after the first {} s (all 200 raters asking in the same instant is over): p50 {:.2} ms, p99 {:.2} ms",
+        WARM_UP.as_secs(),
+        percentile(&mut steady, 0.50),
+        percentile(&mut steady, 0.99),
+    );
+    println!(
+        "{} labels in {elapsed:.1} s = {:.0} submissions/s; {} tasks labelled, none past its overlap",
+        labels.len(),
+        labels.len() as f64 / elapsed,
+        per_task.len()
+    );
+    Ok(())
+}
+
+/// A run of `tasks` identities, each recorded as an undecided answer with a two-rater task.
+async fn fill_queue(store: &dyn Store, tasks: usize) -> anyhow::Result<i64> {
+    let started = Instant::now();
+    let jsonl: String = (0..tasks)
+        .map(|index| {
+            format!(
+                "{{\"id\": \"t{index}\", \"input\": \"item {index}\", \"target\": \"{index}\"}}\n"
+            )
+        })
+        .collect();
+    let parsed = arbiter_engine::dataset::parse_dataset_with_limit(
+        jsonl.as_bytes(),
+        arbiter_engine::dataset::DatasetFormat::Jsonl,
+        usize::MAX,
+    )?;
+    let revision = store
+        .store_dataset_revision("annotators", "bench.jsonl", &parsed, None)
+        .await?;
+    let checkpoint = service::register_checkpoint(
+        store,
+        &CheckpointForm {
+            name: "unanswering".into(),
+            // Nothing listens here: the benchmark records the answers itself.
+            endpoint_url: "http://127.0.0.1:9/v1".into(),
+            model: "none".into(),
+            ..CheckpointForm::default()
+        },
+        None,
+    )
+    .await
+    .map_err(|err| anyhow::anyhow!("checkpoint: {err}"))?;
+    let eval = service::define_eval(
+        store,
+        &EvalForm {
+            name: "annotators".into(),
+            dataset_id: revision.dataset_id,
+            prompt_template: "{input}".into(),
+            max_tokens: 16,
+            temperature: 0.0,
+            repetitions: 1,
+            seed: 0,
+            grader: String::new(),
+        },
+        None,
+    )
+    .await
+    .map_err(|err| anyhow::anyhow!("eval: {err}"))?;
+    // Paused at once: only this benchmark answers its identities.
+    let launched = service::launch_run(store, eval, checkpoint, PRIORITY_SCHEDULED, "bench", None)
+        .await
+        .map_err(|err| anyhow::anyhow!("launch: {err}"))?;
+    let unsure = "I am not sure.\nIt could be several things.";
+    let grade = grade_exact_match(unsure, "0");
+    loop {
+        let ids = store.claim_work("bench", FILL_BATCH, 600_000).await?;
+        if ids.is_empty() {
+            break;
+        }
+        let finished: Vec<FinishedItem> = ids
+            .into_iter()
+            .map(|work_item_id| {
+                let mut grading = Grading::deterministic_only(Some(grade.clone()));
+                if let Some(task) = grading.human.as_mut() {
+                    task.routing = HumanRouting {
+                        labels_needed: OVERLAP,
+                        ..HumanRouting::default()
+                    };
+                }
+                FinishedItem {
+                    work_item_id,
+                    generation: Generation {
+                        outcome: Outcome::Ok,
+                        output: unsure.into(),
+                        finish_reason: Some("stop".into()),
+                        attempts: 1,
+                        ..Generation::default()
+                    },
+                    grading,
+                    generation_key: None,
+                    cached_from: None,
+                }
+            })
+            .collect();
+        store.record_results(&finished).await?;
+    }
+    println!(
+        "queue of {tasks} tasks filled in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(launched.run_id)
+}
+
+/// One annotator: claim, think, label, until the session ends or the queue is empty.
+/// Returns claim latencies (with when, since the start) and submission latencies, in
+/// milliseconds.
+async fn annotate(
+    store: Arc<dyn Store>,
+    rater: i64,
+    seed: u64,
+    started: Instant,
+) -> anyhow::Result<(Vec<(Duration, f64)>, Vec<f64>)> {
+    let (mut claims, mut submits) = (Vec::new(), Vec::new());
+    let mut draw = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    while started.elapsed() < SESSION {
+        let asked = Instant::now();
+        let Some(task) = store.next_annotation_task(rater, 60_000).await? else {
+            break;
+        };
+        claims.push((asked - started, asked.elapsed().as_secs_f64() * 1e3));
+        draw ^= draw << 13;
+        draw ^= draw >> 7;
+        draw ^= draw << 17;
+        let think = THINK_MS.start + draw % (THINK_MS.end - THINK_MS.start);
+        tokio::time::sleep(Duration::from_millis(think)).await;
+        let sent = Instant::now();
+        store
+            .submit_label(task.task_id, rater, !draw.is_multiple_of(5), "")
+            .await?;
+        submits.push(sent.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok((claims, submits))
+}
+
+fn percentile(values: &mut [f64], quantile: f64) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    values.sort_by(f64::total_cmp);
+    let rank = ((values.len() - 1) as f64 * quantile).round() as usize;
+    values[rank]
+}
