@@ -83,3 +83,30 @@ pub fn Nav() -> impl IntoView {
         </header>
     }
 }
+
+/// Keyboard shortcuts for a page: `on_key` gets each key pressed outside text fields (and
+/// without Ctrl, Alt or Meta, which belong to the browser). Escape in a text field leaves it,
+/// so the shortcuts work again. Browser only; removed when the page goes away.
+#[cfg(feature = "hydrate")]
+pub fn keyboard_shortcuts(on_key: impl Fn(&str, &leptos::ev::KeyboardEvent) + 'static) {
+    use leptos::wasm_bindgen::JsCast;
+    let handle = window_event_listener(leptos::ev::keydown, move |event| {
+        if event.ctrl_key() || event.meta_key() || event.alt_key() {
+            return;
+        }
+        let field = event
+            .target()
+            .and_then(|target| target.dyn_into::<leptos::web_sys::HtmlElement>().ok())
+            .filter(|element| {
+                matches!(element.tag_name().as_str(), "TEXTAREA" | "INPUT" | "SELECT")
+            });
+        match field {
+            Some(field) if event.key() == "Escape" => {
+                let _ = field.blur();
+            }
+            Some(_) => {}
+            None => on_key(&event.key(), &event),
+        }
+    });
+    on_cleanup(move || handle.remove());
+}

@@ -5,7 +5,7 @@
 //! person would. It prints claim and submission latency (p50, p99), submissions per second,
 //! and checks that no item got more labels than its overlap or a rater twice.
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use arbiter_engine::auth::{PasswordHash, Role};
 use arbiter_engine::grading::grade_exact_match;
 use arbiter_engine::model_client::{Generation, Outcome};
@@ -33,22 +33,9 @@ pub async fn run(tasks: usize, postgres_admin_url: Option<String>) -> anyhow::Re
     let url = format!("sqlite://{}", directory.path().join("bench.db").display());
     one_backend("SQLite", &url, tasks).await?;
     if let Some(admin_url) = postgres_admin_url {
-        use sqlx::Connection;
-        let name = format!("arbiter_annotators_{}", std::process::id());
-        let mut admin = sqlx::PgConnection::connect(&admin_url).await?;
-        sqlx::query(&format!("DROP DATABASE IF EXISTS {name}"))
-            .execute(&mut admin)
-            .await?;
-        sqlx::query(&format!("CREATE DATABASE {name}"))
-            .execute(&mut admin)
-            .await?;
-        let (base, _) = admin_url
-            .rsplit_once('/')
-            .context("the PostgreSQL URL has no database name")?;
-        one_backend("PostgreSQL", &format!("{base}/{name}"), tasks).await?;
-        sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-            .execute(&mut admin)
-            .await?;
+        let url = crate::bench::scratch_postgres(&admin_url, "arbiter_annotators").await?;
+        one_backend("PostgreSQL", &url, tasks).await?;
+        crate::bench::drop_scratch_postgres(&admin_url, &url).await?;
     } else {
         println!("(PostgreSQL skipped: set --database-url or ARBITER_TEST_POSTGRES_URL)");
     }

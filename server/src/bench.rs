@@ -577,19 +577,7 @@ async fn memory(items: usize) -> anyhow::Result<()> {
 
 async fn postgres(items: usize, admin_url: &str) -> anyhow::Result<()> {
     println!("== PostgreSQL scale-out: {items} items, three `arbiter worker` processes");
-    use sqlx::Connection;
-    let name = format!("arbiter_bench_{}", std::process::id());
-    let mut admin = sqlx::PgConnection::connect(admin_url).await?;
-    sqlx::query(&format!("DROP DATABASE IF EXISTS {name}"))
-        .execute(&mut admin)
-        .await?;
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&mut admin)
-        .await?;
-    let (base, _) = admin_url
-        .rsplit_once('/')
-        .context("the PostgreSQL URL has no database name")?;
-    let url = format!("{base}/{name}");
+    let url = scratch_postgres(admin_url, "arbiter_bench").await?;
     let sim = start_sim(&["--latency-ms-min", "0", "--latency-ms-max", "0"]).await?;
     let database = Database::open(&url).await?;
     let bench = Bench {
@@ -622,10 +610,7 @@ async fn postgres(items: usize, admin_url: &str) -> anyhow::Result<()> {
     println!("launch {expansion:.2} s; {items} items finished {elapsed:.2} s after launch started  ->  {:.0} items/s", items as f64 / elapsed);
     drop(bench);
     drop(database);
-    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-        .execute(&mut admin)
-        .await?;
-    Ok(())
+    drop_scratch_postgres(admin_url, &url).await
 }
 
 /// The `endpoint` scenario: one dataset file, one endpoint, the whole pipeline (launch,
@@ -878,6 +863,37 @@ fn agreement(labels: usize) {
         "one changed label, statistic updated in {:.1} µs",
         started.elapsed().as_secs_f64() * 1e6
     );
+}
+
+/// Creates an empty database named after `prefix` and this process on the server at
+/// `admin_url` (dropping a leftover of the same name); returns its URL.
+pub(crate) async fn scratch_postgres(admin_url: &str, prefix: &str) -> anyhow::Result<String> {
+    use sqlx::Connection;
+    let name = format!("{prefix}_{}", std::process::id());
+    let mut admin = sqlx::PgConnection::connect(admin_url).await?;
+    sqlx::query(&format!("DROP DATABASE IF EXISTS {name}"))
+        .execute(&mut admin)
+        .await?;
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut admin)
+        .await?;
+    let (base, _) = admin_url
+        .rsplit_once('/')
+        .context("the PostgreSQL URL has no database name")?;
+    Ok(format!("{base}/{name}"))
+}
+
+/// Drops a database made by [`scratch_postgres`], closing its connections.
+pub(crate) async fn drop_scratch_postgres(admin_url: &str, url: &str) -> anyhow::Result<()> {
+    use sqlx::Connection;
+    let (_, name) = url
+        .rsplit_once('/')
+        .context("the PostgreSQL URL has no database name")?;
+    let mut admin = sqlx::PgConnection::connect(admin_url).await?;
+    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .execute(&mut admin)
+        .await?;
+    Ok(())
 }
 
 /// Runs a scenario (`items` overrides each scenario's default size).

@@ -56,43 +56,19 @@ pub fn AnnotatePage() -> impl IntoView {
     });
 
     #[cfg(feature = "hydrate")]
-    {
-        use leptos::wasm_bindgen::JsCast;
-        let handle = window_event_listener(leptos::ev::keydown, move |event| {
-            if event.ctrl_key() || event.meta_key() || event.alt_key() {
-                return;
+    crate::components::keyboard_shortcuts(move |key, event| match key {
+        "1" | "p" => label("pass"),
+        "2" | "f" => label("fail"),
+        "s" => skip_current(),
+        "n" => tick.update(|tick| *tick += 1),
+        "r" => {
+            if let Some(textarea) = rationale_box.get_untracked() {
+                event.prevent_default();
+                let _ = textarea.focus();
             }
-            let typing = event
-                .target()
-                .and_then(|target| target.dyn_into::<leptos::web_sys::HtmlElement>().ok())
-                .map(|element| {
-                    matches!(element.tag_name().as_str(), "TEXTAREA" | "INPUT" | "SELECT")
-                })
-                .unwrap_or(false);
-            if typing {
-                if event.key() == "Escape" {
-                    if let Some(textarea) = rationale_box.get_untracked() {
-                        let _ = textarea.blur();
-                    }
-                }
-                return;
-            }
-            match event.key().as_str() {
-                "1" | "p" => label("pass"),
-                "2" | "f" => label("fail"),
-                "s" => skip_current(),
-                "n" => tick.update(|tick| *tick += 1),
-                "r" => {
-                    if let Some(textarea) = rationale_box.get_untracked() {
-                        event.prevent_default();
-                        let _ = textarea.focus();
-                    }
-                }
-                _ => {}
-            }
-        });
-        on_cleanup(move || handle.remove());
-    }
+        }
+        _ => {}
+    });
 
     view! {
         <h1>"Annotate"</h1>

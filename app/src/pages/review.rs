@@ -38,44 +38,20 @@ pub fn ReviewPage() -> impl IntoView {
     });
 
     #[cfg(feature = "hydrate")]
-    {
-        use leptos::wasm_bindgen::JsCast;
-        let handle = window_event_listener(leptos::ev::keydown, move |event| {
-            if event.ctrl_key() || event.meta_key() || event.alt_key() {
-                return;
+    crate::components::keyboard_shortcuts(move |key, event| match key {
+        "a" => send("accept", ""),
+        "1" => send("correct", "pass"),
+        "2" => send("correct", "fail"),
+        "x" => send("reject", ""),
+        "n" => tick.update(|tick| *tick += 1),
+        "r" => {
+            if let Some(input) = reason_box.get_untracked() {
+                event.prevent_default();
+                let _ = input.focus();
             }
-            let typing = event
-                .target()
-                .and_then(|target| target.dyn_into::<leptos::web_sys::HtmlElement>().ok())
-                .map(|element| {
-                    matches!(element.tag_name().as_str(), "TEXTAREA" | "INPUT" | "SELECT")
-                })
-                .unwrap_or(false);
-            if typing {
-                if event.key() == "Escape" {
-                    if let Some(input) = reason_box.get_untracked() {
-                        let _ = input.blur();
-                    }
-                }
-                return;
-            }
-            match event.key().as_str() {
-                "a" => send("accept", ""),
-                "1" => send("correct", "pass"),
-                "2" => send("correct", "fail"),
-                "x" => send("reject", ""),
-                "n" => tick.update(|tick| *tick += 1),
-                "r" => {
-                    if let Some(input) = reason_box.get_untracked() {
-                        event.prevent_default();
-                        let _ = input.focus();
-                    }
-                }
-                _ => {}
-            }
-        });
-        on_cleanup(move || handle.remove());
-    }
+        }
+        _ => {}
+    });
 
     view! {
         <h1>"Review labels"</h1>
