@@ -32,6 +32,20 @@ where
     }
 }
 
+/// The item a rater or reviewer judges: question, reference answer and the model's output,
+/// all as text (never rendered as HTML).
+#[component]
+pub fn ItemText(input: String, target: String, output: String) -> impl IntoView {
+    view! {
+        <h2>"Question"</h2>
+        <pre class="input">{input}</pre>
+        <h2>"Reference answer"</h2>
+        <pre class="target">{target}</pre>
+        <h2>"Model output"</h2>
+        <pre class="output" data-testid="task-output">{output}</pre>
+    }
+}
+
 /// Top bar: links for the user's role and a logout button.
 #[component]
 pub fn Nav() -> impl IntoView {

@@ -298,6 +298,34 @@ async fn reply(store: &dyn Store, work_item_id: i64, answer: Reply) -> bool {
         .expect("recording a result succeeds")
 }
 
+/// Records each identity as an answer the grader cannot read, escalated to `raters` distinct
+/// human raters per item (no QC review, any skill).
+async fn escalate_to_humans(store: &dyn Store, ids: &[i64], raters: i64) {
+    let finished: Vec<FinishedItem> = ids
+        .iter()
+        .map(|&work_item_id| {
+            let mut grading = Grading::deterministic_only(Some(grade_exact_match(UNSURE, "42")));
+            let task = grading
+                .human
+                .as_mut()
+                .expect("an unreadable answer goes to humans");
+            task.routing = arbiter_engine::store::HumanRouting {
+                labels_needed: raters,
+                skill: None,
+                review_rate: 0.0,
+            };
+            FinishedItem {
+                work_item_id,
+                generation: answered(UNSURE),
+                grading,
+                generation_key: None,
+                cached_from: None,
+            }
+        })
+        .collect();
+    store.record_results(&finished).await.unwrap();
+}
+
 async fn progress(store: &dyn Store, run_id: i64) -> RunProgress {
     store
         .run_progress(run_id)
@@ -1713,36 +1741,11 @@ async fn judges_policies_and_the_grade_cache(store: Arc<dyn Store>) {
 /// double submissions; an even split waits for a reviewer, whose correction decides; a
 /// rejected label reopens its item; a paused rater gets nothing and a lead sees the pool.
 async fn overlap_review_and_the_rater_pool(store: Arc<dyn Store>) {
-    use arbiter_engine::grading::triage::HumanKind;
-    use arbiter_engine::store::{HumanRouting, HumanTask, RaterUpdate, ReviewDecision};
+    use arbiter_engine::store::{RaterUpdate, ReviewDecision};
     let store = &*store;
     let run_id = launch_one_run(store, THREE_CASES.as_bytes(), 1).await;
     let ids = store.claim_work("worker", 10, LONG_LEASE_MS).await.unwrap();
-    let two_raters = HumanRouting {
-        labels_needed: 2,
-        skill: None,
-        review_rate: 0.0,
-    };
-    let finished: Vec<FinishedItem> = ids
-        .iter()
-        .map(|&work_item_id| {
-            let mut grading = Grading::deterministic_only(Some(grade_exact_match(UNSURE, "42")));
-            grading.human = Some(HumanTask {
-                kind: HumanKind::Escalation,
-                reason: "no answer".into(),
-                sampling_rate: 1.0,
-                routing: two_raters.clone(),
-            });
-            FinishedItem {
-                work_item_id,
-                generation: answered(UNSURE),
-                grading,
-                generation_key: None,
-                cached_from: None,
-            }
-        })
-        .collect();
-    store.record_results(&finished).await.unwrap();
+    escalate_to_humans(store, &ids, 2).await;
     let rater = |name: &'static str| async move {
         store
             .create_user(name, &stand_in_hash(name), Role::Annotator)
@@ -1952,8 +1955,6 @@ async fn overlap_review_and_the_rater_pool(store: Arc<dyn Store>) {
 /// Twelve raters claiming and labelling at once, some letting leases lapse: every item ends
 /// with exactly its three labels from three distinct raters.
 async fn concurrent_raters_fill_each_item_exactly_to_its_overlap(store: Arc<dyn Store>) {
-    use arbiter_engine::grading::triage::HumanKind;
-    use arbiter_engine::store::{HumanRouting, HumanTask};
     let dataset: String = (0..20)
         .map(|i| {
             format!("{{\"id\": \"q{i}\", \"input\": \"question {i}\", \"target\": \"{i}\"}}\n")
@@ -1964,30 +1965,7 @@ async fn concurrent_raters_fill_each_item_exactly_to_its_overlap(store: Arc<dyn 
         .claim_work("worker", 100, LONG_LEASE_MS)
         .await
         .unwrap();
-    let finished: Vec<FinishedItem> = ids
-        .iter()
-        .map(|&work_item_id| {
-            let mut grading = Grading::deterministic_only(Some(grade_exact_match(UNSURE, "0")));
-            grading.human = Some(HumanTask {
-                kind: HumanKind::Escalation,
-                reason: "no answer".into(),
-                sampling_rate: 1.0,
-                routing: HumanRouting {
-                    labels_needed: 3,
-                    skill: None,
-                    review_rate: 0.0,
-                },
-            });
-            FinishedItem {
-                work_item_id,
-                generation: answered(UNSURE),
-                grading,
-                generation_key: None,
-                cached_from: None,
-            }
-        })
-        .collect();
-    store.record_results(&finished).await.unwrap();
+    escalate_to_humans(&*store, &ids, 3).await;
     let mut raters = Vec::new();
     for index in 0..12 {
         let name = format!("rater{index}");

@@ -13,6 +13,7 @@ use arbiter_engine::sim::{SimConfig, SimModel, SimModelKind};
 use arbiter_engine::store::{RunCosts, Store};
 use common::*;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 const SAMPLE: &[u8] = include_bytes!("../../public/samples/qa-basic.jsonl");
 /// A deterministic grader that never decides (its pattern never matches), so every answer
@@ -56,7 +57,11 @@ fn judging_sim(cheap_judge_unparseable: f64) -> SimConfig {
     }
 }
 
+/// A fresh store and simulator with the sample dataset, an eval, an answerer and two judges.
 struct Setup {
+    _directory: tempfile::TempDir,
+    store: Arc<dyn Store>,
+    endpoint: String,
     eval_id: i64,
     answerer: i64,
     cheap: i64,
@@ -128,23 +133,39 @@ async fn define_eval(store: &dyn Store, name: &str, dataset_id: i64) -> i64 {
     service::define_eval(store, &form, None).await.unwrap()
 }
 
-async fn set_up(store: &dyn Store, endpoint: &str) -> Setup {
+/// `cheap_judge_unparseable`: how often the cheap judge's reply holds no verdict.
+async fn set_up(cheap_judge_unparseable: f64) -> Setup {
+    let directory = tempfile::tempdir().unwrap();
+    let shared_store = open_store(&directory).await;
+    let endpoint = start_sim(judging_sim(cheap_judge_unparseable)).await;
+    let store = shared_store.as_ref();
+    let endpoint_url = endpoint.as_str();
     let revision = service::upload_dataset(store, "qa", "qa.jsonl", SAMPLE, None)
         .await
         .unwrap();
     let eval_id = define_eval(store, "qa judged", revision.dataset_id).await;
-    let answerer = priced_checkpoint(store, "answerer", endpoint, "answerer", "1").await;
-    let cheap_checkpoint = priced_checkpoint(store, "cheap", endpoint, "cheap", "1").await;
-    let strong_checkpoint = priced_checkpoint(store, "strong", endpoint, "strong", "20").await;
+    let answerer = priced_checkpoint(store, "answerer", endpoint_url, "answerer", "1").await;
+    let cheap_checkpoint = priced_checkpoint(store, "cheap", endpoint_url, "cheap", "1").await;
+    let strong_checkpoint = priced_checkpoint(store, "strong", endpoint_url, "strong", "20").await;
     let cheap = judge(store, "cheap-judge", cheap_checkpoint).await;
     let strong = judge(store, "strong-judge", strong_checkpoint).await;
     Setup {
+        _directory: directory,
+        store: shared_store.clone(),
+        endpoint,
         eval_id,
         answerer,
         cheap,
         strong,
         cheap_checkpoint,
     }
+}
+
+/// Saves a policy version for the eval.
+async fn use_policy(store: &dyn Store, eval_id: i64, form: &PolicyForm) {
+    policies::save_policy(store, eval_id, form, None)
+        .await
+        .unwrap();
 }
 
 fn decided(costs: &RunCosts) -> HashMap<String, i64> {
@@ -160,18 +181,14 @@ fn assert_near(what: &str, observed: f64, expected: f64, tolerance: f64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thresholds_route_the_expected_fractions_and_humans_calibrate_the_judge() {
-    let directory = tempfile::tempdir().unwrap();
-    let store = open_store(&directory).await;
-    let endpoint = start_sim(judging_sim(0.0)).await;
-    let setup = set_up(store.as_ref(), &endpoint).await;
-    policies::save_policy(
+    let setup = set_up(0.0).await;
+    let store = setup.store.clone();
+    use_policy(
         store.as_ref(),
         setup.eval_id,
         &policy(setup.cheap, Some(setup.strong), "0.1"),
-        None,
     )
-    .await
-    .unwrap();
+    .await;
     let run = launch(store.as_ref(), setup.eval_id, setup.answerer).await;
     let progress = work_until_complete(store.clone(), &[run], test_worker("w"))
         .await
@@ -331,18 +348,14 @@ async fn thresholds_route_the_expected_fractions_and_humans_calibrate_the_judge(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unchanged_answers_and_judges_regrade_for_free_and_a_new_rubric_reruns_only_the_judge() {
-    let directory = tempfile::tempdir().unwrap();
-    let store = open_store(&directory).await;
-    let endpoint = start_sim(judging_sim(0.0)).await;
-    let setup = set_up(store.as_ref(), &endpoint).await;
-    policies::save_policy(
+    let setup = set_up(0.0).await;
+    let store = setup.store.clone();
+    use_policy(
         store.as_ref(),
         setup.eval_id,
         &policy(setup.cheap, None, "0.02"),
-        None,
     )
-    .await
-    .unwrap();
+    .await;
     let first = launch(store.as_ref(), setup.eval_id, setup.answerer).await;
     work_until_complete(store.clone(), &[first], test_worker("w")).await;
     let first_costs = store.run_costs(first).await.unwrap();
@@ -350,14 +363,7 @@ async fn unchanged_answers_and_judges_regrade_for_free_and_a_new_rubric_reruns_o
     // The same prompts, grader and judge under another eval: nothing is paid again.
     let dataset_id = store.list_datasets().await.unwrap()[0].id;
     let again = define_eval(store.as_ref(), "qa judged again", dataset_id).await;
-    policies::save_policy(
-        store.as_ref(),
-        again,
-        &policy(setup.cheap, None, "0.02"),
-        None,
-    )
-    .await
-    .unwrap();
+    use_policy(store.as_ref(), again, &policy(setup.cheap, None, "0.02")).await;
     let second = launch(store.as_ref(), again, setup.answerer).await;
     work_until_complete(store.clone(), &[second], test_worker("w")).await;
     let second_costs = store.run_costs(second).await.unwrap();
@@ -379,14 +385,7 @@ async fn unchanged_answers_and_judges_regrade_for_free_and_a_new_rubric_reruns_o
         .unwrap();
     assert_eq!(v2.version, 2);
     let third_eval = define_eval(store.as_ref(), "qa judged v2", dataset_id).await;
-    policies::save_policy(
-        store.as_ref(),
-        third_eval,
-        &policy(v2.id, None, "0.02"),
-        None,
-    )
-    .await
-    .unwrap();
+    use_policy(store.as_ref(), third_eval, &policy(v2.id, None, "0.02")).await;
     let third = launch(store.as_ref(), third_eval, setup.answerer).await;
     work_until_complete(store.clone(), &[third], test_worker("w")).await;
     let third_costs = store.run_costs(third).await.unwrap();
@@ -402,18 +401,14 @@ async fn unchanged_answers_and_judges_regrade_for_free_and_a_new_rubric_reruns_o
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_judge_that_gives_no_verdict_never_passes_an_item() {
-    let directory = tempfile::tempdir().unwrap();
-    let store = open_store(&directory).await;
-    let endpoint = start_sim(judging_sim(1.0)).await;
-    let setup = set_up(store.as_ref(), &endpoint).await;
-    policies::save_policy(
+    let setup = set_up(1.0).await;
+    let store = setup.store.clone();
+    use_policy(
         store.as_ref(),
         setup.eval_id,
         &policy(setup.cheap, None, "0.02"),
-        None,
     )
-    .await
-    .unwrap();
+    .await;
     let run = launch(store.as_ref(), setup.eval_id, setup.answerer).await;
     let progress = work_until_complete(store.clone(), &[run], test_worker("w"))
         .await
@@ -434,10 +429,8 @@ async fn a_judge_that_gives_no_verdict_never_passes_an_item() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_judge_requeues_items_before_handing_them_to_humans() {
-    let directory = tempfile::tempdir().unwrap();
-    let store = open_store(&directory).await;
-    let endpoint = start_sim(judging_sim(0.0)).await;
-    let setup = set_up(store.as_ref(), &endpoint).await;
+    let setup = set_up(0.0).await;
+    let store = setup.store.clone();
     let gone =
         priced_checkpoint(store.as_ref(), "gone", "http://127.0.0.1:9/v1", "gone", "1").await;
     let gone_judge = judge(store.as_ref(), "gone-judge", gone).await;
@@ -450,14 +443,7 @@ async fn an_unreachable_judge_requeues_items_before_handing_them_to_humans() {
     let eval_id = service::define_eval(store.as_ref(), &form, None)
         .await
         .unwrap();
-    policies::save_policy(
-        store.as_ref(),
-        eval_id,
-        &policy(gone_judge, None, "0.02"),
-        None,
-    )
-    .await
-    .unwrap();
+    use_policy(store.as_ref(), eval_id, &policy(gone_judge, None, "0.02")).await;
     let run = launch(store.as_ref(), eval_id, setup.answerer).await;
     let progress = work_until_complete(store.clone(), &[run], test_worker("w"))
         .await
@@ -477,7 +463,7 @@ async fn an_unreachable_judge_requeues_items_before_handing_them_to_humans() {
     // Each identity was claimed three times (answered and judged each time) before a human
     // got it: three generation calls were made per identity, one recorded.
     assert_eq!(costs.generation_calls, 60);
-    let metrics = reqwest::get(endpoint.replace("/v1", "/metrics"))
+    let metrics = reqwest::get(setup.endpoint.replace("/v1", "/metrics"))
         .await
         .unwrap()
         .text()
@@ -490,10 +476,8 @@ async fn an_unreachable_judge_requeues_items_before_handing_them_to_humans() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn human_tasks_follow_the_policy_whether_answered_now_or_from_the_cache() {
-    let directory = tempfile::tempdir().unwrap();
-    let store = open_store(&directory).await;
-    let endpoint = start_sim(judging_sim(0.0)).await;
-    let setup = set_up(store.as_ref(), &endpoint).await;
+    let setup = set_up(0.0).await;
+    let store = setup.store.clone();
     let dataset_id = store.list_datasets().await.unwrap()[0].id;
     let two_raters = PolicyForm {
         accept_threshold: "0.9".into(),
@@ -515,9 +499,7 @@ async fn human_tasks_follow_the_policy_whether_answered_now_or_from_the_cache() 
         let eval_id = service::define_eval(store.as_ref(), &form, None)
             .await
             .unwrap();
-        policies::save_policy(store.as_ref(), eval_id, &two_raters, None)
-            .await
-            .unwrap();
+        use_policy(store.as_ref(), eval_id, &two_raters).await;
         runs.push(launch(store.as_ref(), eval_id, setup.answerer).await);
         work_until_complete(store.clone(), &runs[runs.len() - 1..], test_worker("w")).await;
     }
@@ -555,10 +537,8 @@ async fn human_tasks_follow_the_policy_whether_answered_now_or_from_the_cache() 
 
 #[tokio::test]
 async fn bad_policies_and_judges_are_refused_with_reasons_and_store_nothing() {
-    let directory = tempfile::tempdir().unwrap();
-    let store = open_store(&directory).await;
-    let endpoint = start_sim(judging_sim(0.0)).await;
-    let setup = set_up(store.as_ref(), &endpoint).await;
+    let setup = set_up(0.0).await;
+    let store = setup.store.clone();
     let cases = [
         (
             PolicyForm {

@@ -5,7 +5,7 @@
 //! and the model's output is rendered as text, never as HTML.
 
 use crate::api::{next_task, SkipTask, SubmitLabel};
-use crate::components::{error_text, ErrorNote};
+use crate::components::{error_text, ErrorNote, ItemText};
 use leptos::html;
 use leptos::prelude::*;
 
@@ -85,12 +85,7 @@ pub fn AnnotatePage() -> impl IntoView {
                         view! {
                             <section class="card task" data-testid="task" data-task-id=task.task_id.to_string()>
                                 <p class="hint">{task.remaining} " items in the queue"</p>
-                                <h2>"Question"</h2>
-                                <pre class="input">{task.input}</pre>
-                                <h2>"Reference answer"</h2>
-                                <pre class="target">{task.target}</pre>
-                                <h2>"Model output"</h2>
-                                <pre class="output" data-testid="task-output">{task.output}</pre>
+                                <ItemText input=task.input target=task.target output=task.output/>
                                 <p>"Is the model's final answer correct?"</p>
                                 <label>
                                     "Rationale (optional)"

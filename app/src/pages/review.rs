@@ -3,7 +3,7 @@
 //! required: the rater sees it), `n` next. The model's output is shown as text, never as HTML.
 
 use crate::annotation_api::{next_review, ReviewLabel};
-use crate::components::{error_text, ErrorNote};
+use crate::components::{error_text, ErrorNote, ItemText};
 use leptos::html;
 use leptos::prelude::*;
 
@@ -68,12 +68,7 @@ pub fn ReviewPage() -> impl IntoView {
                         view! {
                             <section class="card task" data-testid="review" data-label-id=item.label_id.to_string()>
                                 <p class="hint">{item.why}</p>
-                                <h2>"Question"</h2>
-                                <pre class="input">{item.input}</pre>
-                                <h2>"Reference answer"</h2>
-                                <pre class="target">{item.target}</pre>
-                                <h2>"Model output"</h2>
-                                <pre class="output">{item.output}</pre>
+                                <ItemText input=item.input target=item.target output=item.output/>
                                 <h2>"The label"</h2>
                                 <p data-testid="review-label"><strong>{item.rater}</strong> " said " <strong>{item.verdict}</strong></p>
                                 <pre class="output">{item.rationale}</pre>

@@ -22,11 +22,10 @@ pub use limiter::Limiter;
 
 use crate::expansion::seed_for;
 use crate::grading::judge::JudgeSpec;
-use crate::grading::triage::HumanKind;
 use crate::grading::Grader;
 use crate::manifest::{render_prompt, Manifest};
 use crate::model_client::{Generation, GenerationRequest};
-use crate::store::{ActiveRun, ClaimedJob, FinishedItem, HumanTask, Store, TokenPrices};
+use crate::store::{ActiveRun, ClaimedJob, FinishedItem, Store, TokenPrices};
 use fair_share::Candidate;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -353,19 +352,14 @@ pub async fn run_worker(
                         drop(permit);
                         return;
                     }
+                    // Out of claims: grading already escalated it (routed by the policy); the
+                    // reason says how often the judge was tried.
                     Some(outage) => {
                         let mut grading = graded.grading;
-                        grading.human = Some(HumanTask {
-                            kind: HumanKind::Escalation,
-                            sampling_rate: 1.0,
-                            routing: spec
-                                .manifest
-                                .triage
-                                .as_ref()
-                                .map(|triage| triage.policy.routing())
-                                .unwrap_or_default(),
-                            reason: format!("{outage}, on {} claims of this item", job.claims),
-                        });
+                        if let Some(task) = grading.human.as_mut() {
+                            task.reason =
+                                format!("{outage}, on {} claims of this item", job.claims);
+                        }
                         grading
                     }
                     None => graded.grading,

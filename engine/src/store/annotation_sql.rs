@@ -20,6 +20,16 @@ macro_rules! annotation_sql {
         /// again a moment later); only concurrent claims on PostgreSQL make this happen.
         const MAX_FULL_TASKS_PASSED_OVER: usize = 8;
 
+        /// The condition that task `t` has a slot free at time `now` (a bound parameter, or the
+        /// server's own clock written as a number): its standing labels plus live leases are
+        /// fewer than the raters it needs. One text for the claim, its recount and the counts.
+        fn has_free_slot(now: &str) -> String {
+            format!(
+                "t.labels_done + (SELECT COUNT(*) FROM task_leases x WHERE x.task_id = t.id AND x.expires_at > {now}) \
+                 < t.labels_needed"
+            )
+        }
+
         const NOT_HELD: &str = "this item is not leased to you (it was labelled, skipped or \
             reassigned, or its lease expired); take the next item";
 
@@ -76,9 +86,7 @@ macro_rules! annotation_sql {
                     select.push_bind(user_id);
                     select.push(") AND NOT EXISTS (SELECT 1 FROM annotation_skips s WHERE s.task_id = t.id AND s.user_id = ");
                     select.push_bind(user_id);
-                    select.push(") AND t.labels_done + (SELECT COUNT(*) FROM task_leases x WHERE x.task_id = t.id AND x.expires_at > ");
-                    select.push_bind(now);
-                    select.push(") < t.labels_needed");
+                    select.push(") AND ").push(has_free_slot(&now.to_string()));
                     for id in &passed_over {
                         select.push(" AND t.id <> ").push_bind(*id);
                     }
@@ -89,10 +97,10 @@ macro_rules! annotation_sql {
                     // Count again in a statement of its own, now that the task is ours to lease:
                     // on PostgreSQL the choice above saw the leases of its own snapshot, and a
                     // claim that held this task a moment ago may have committed one since.
-                    let free: bool = sqlx::query_scalar(
-                        "SELECT t.labels_done + (SELECT COUNT(*) FROM task_leases x WHERE x.task_id = t.id AND x.expires_at > $2) \
-                         < t.labels_needed FROM annotation_tasks t WHERE t.id = $1",
-                    )
+                    let free: bool = sqlx::query_scalar(&format!(
+                        "SELECT {} FROM annotation_tasks t WHERE t.id = $1",
+                        has_free_slot("$2")
+                    ))
                     .bind(task_id)
                     .bind(now)
                     .fetch_one(&mut *tx)
@@ -317,10 +325,10 @@ macro_rules! annotation_sql {
         async fn queue_counts(pool: &sqlx::Pool<$db>) -> StoreResult<QueueCounts> {
             let now = now_ms();
             // Open: items a rater could take now (not every slot leased).
-            let open: i64 = sqlx::query_scalar(
-                "SELECT COUNT(*) FROM annotation_tasks t WHERE t.state = 'open' AND t.labels_done + \
-                 (SELECT COUNT(*) FROM task_leases x WHERE x.task_id = t.id AND x.expires_at > $1) < t.labels_needed",
-            )
+            let open: i64 = sqlx::query_scalar(&format!(
+                "SELECT COUNT(*) FROM annotation_tasks t WHERE t.state = 'open' AND {}",
+                has_free_slot("$1")
+            ))
             .bind(now)
             .fetch_one(pool)
             .await?;
