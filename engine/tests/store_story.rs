@@ -2001,7 +2001,7 @@ async fn concurrent_raters_fill_each_item_exactly_to_its_overlap(store: Arc<dyn 
                     .submit_label(task.task_id, rater, index % 2 == 0, "")
                     .await
                 {
-                    Ok(()) | Err(StoreError::Conflict(_)) => {}
+                    Ok(_) | Err(StoreError::Conflict(_)) => {}
                     Err(other) => panic!("{other}"),
                 }
             }

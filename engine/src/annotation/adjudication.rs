@@ -91,11 +91,14 @@ fn verdict_word(pass: bool) -> &'static str {
 /// Whether a submitted label is drawn for a senior reviewer: a stable draw from the label's id,
 /// so the sample does not change when it is recomputed.
 pub fn drawn_for_review(review_rate: f64, label_id: i64) -> bool {
-    if review_rate <= 0.0 {
-        return false;
-    }
-    let draw = xxhash_rust::xxh3::xxh3_64(format!("review\0{label_id}").as_bytes());
-    (draw as f64 / u64::MAX as f64) < review_rate
+    review_rate > 0.0 && stable_draw("review", label_id) < review_rate
+}
+
+/// A number in [0, 1) fixed by `(purpose, id)`: the same question always gets the same answer,
+/// and draws for different purposes are independent of each other.
+pub fn stable_draw(purpose: &str, id: i64) -> f64 {
+    let hash = xxhash_rust::xxh3::xxh3_64(format!("{purpose}\0{id}").as_bytes());
+    (hash >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// Longest skill tag; tags are short words like `code`, `math` or `de`.

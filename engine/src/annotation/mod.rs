@@ -1,7 +1,10 @@
 //! Human annotation: how an item's labels become its verdict (adjudication), how labels are
-//! drawn for QC review, SLA deadlines, and agreement between raters. Pure: the queue itself
-//! (claims, leases, overlap) lives in the store.
+//! drawn for QC review, gold items and training, SLA deadlines and the queue's forecast, and
+//! agreement between raters. Pure: the queue itself (claims, leases, overlap) lives in the
+//! store.
 
 pub mod adjudication;
 pub mod agreement;
+pub mod gold;
 pub mod pool;
+pub mod sla;

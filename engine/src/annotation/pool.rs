@@ -1,11 +1,19 @@
 //! The rater pool's figures from each rater's recent labels: velocity, time per item, review
-//! acceptance, agreement with the final verdicts, and whether a lead should look at them.
+//! acceptance, gold accuracy, agreement with the final verdicts, how often their own review
+//! decisions were upheld, and whether a lead should look at them.
 //!
 //! Pure: the store supplies the labels ([`RaterRecord`]).
 
 use serde::{Deserialize, Serialize};
 
 use crate::store::RaterRecord;
+
+/// The setting that holds the quality threshold below which raters are flagged (and which a
+/// rater in training must reach on gold items).
+pub const QUALITY_THRESHOLD_SETTING: &str = "rater_quality_threshold";
+/// Flag raters whose review acceptance, gold accuracy or agreement with consensus is below 70%
+/// by default.
+pub const DEFAULT_QUALITY_THRESHOLD: f64 = 0.7;
 
 /// Velocity is measured over the last week.
 const VELOCITY_DAYS: i64 = 7;
@@ -30,6 +38,14 @@ pub struct RaterStats {
     pub review_acceptance: Option<f64>,
     /// Share of labels that match the item's final human verdict.
     pub agreement_with_consensus: Option<f64>,
+    /// Share of gold items answered right, and how many were answered.
+    pub gold_accuracy: Option<f64>,
+    pub gold_answered: u64,
+    /// For reviewers: share of their spot-checked decisions another senior upheld.
+    pub reviews_upheld: Option<f64>,
+    pub email: Option<String>,
+    /// In training since (gold items with feedback only).
+    pub training_since: Option<i64>,
     pub labels_30d: u64,
     pub last_active: Option<i64>,
     /// Why a lead should look at this rater, when below the quality threshold.
@@ -68,12 +84,21 @@ fn stats_of(record: &RaterRecord, now: i64, threshold: f64) -> RaterStats {
         .collect();
     let review_acceptance = share(&reviewed);
     let agreement_with_consensus = share(&decided);
+    let ratio = |part: u64, all: u64| (all > 0).then(|| part as f64 / all as f64);
+    let gold_accuracy = ratio(record.gold_right, record.gold_answered);
+    let reviews_upheld = ratio(record.reviews_upheld, record.reviews_checked);
     let flag = [
+        ("gold accuracy", gold_accuracy, record.gold_answered as usize),
         ("review acceptance", review_acceptance, reviewed.len()),
         (
             "agreement with consensus",
             agreement_with_consensus,
             decided.len(),
+        ),
+        (
+            "reviews upheld on spot checks",
+            reviews_upheld,
+            record.reviews_checked as usize,
         ),
     ]
     .into_iter()
@@ -99,6 +124,11 @@ fn stats_of(record: &RaterRecord, now: i64, threshold: f64) -> RaterStats {
         median_seconds_per_item: median(&durations).map(|ms| ms / 1000.0),
         review_acceptance,
         agreement_with_consensus,
+        gold_accuracy,
+        gold_answered: record.gold_answered,
+        reviews_upheld,
+        email: record.email.clone(),
+        training_since: record.training_since,
         labels_30d: labels.len() as u64,
         last_active: labels.iter().map(|label| label.created_at).max(),
         flag,
@@ -132,6 +162,11 @@ pub fn stats_csv(stats: &[RaterStats]) -> String {
         "median_seconds_per_item",
         "review_acceptance",
         "agreement_with_consensus",
+        "gold_accuracy",
+        "gold_answered",
+        "reviews_upheld",
+        "in_training",
+        "email",
         "labels_30d",
         "last_active_ms",
         "flag",
@@ -149,6 +184,11 @@ pub fn stats_csv(stats: &[RaterStats]) -> String {
             optional(rater.median_seconds_per_item),
             optional(rater.review_acceptance),
             optional(rater.agreement_with_consensus),
+            optional(rater.gold_accuracy),
+            rater.gold_answered.to_string(),
+            optional(rater.reviews_upheld),
+            rater.training_since.is_some().to_string(),
+            rater.email.clone().unwrap_or_default(),
             rater.labels_30d.to_string(),
             rater
                 .last_active
@@ -188,6 +228,12 @@ mod tests {
             paused: false,
             skills: vec!["math".into()],
             weekly_capacity_hours: 10.0,
+            email: None,
+            training_since: None,
+            gold_right: 0,
+            gold_answered: 0,
+            reviews_upheld: 0,
+            reviews_checked: 0,
             labels,
         }
     }
@@ -227,6 +273,17 @@ mod tests {
             .as_deref()
             .unwrap()
             .contains("review acceptance 33%"));
+        // Gold accuracy flags a rater whom no reviewer has seen yet.
+        let mut guesser = record(Vec::new());
+        (guesser.gold_right, guesser.gold_answered) = (3, 8);
+        let stats = &rater_stats(&[guesser], 100 * DAY_MS, 0.7)[0];
+        assert_eq!(stats.gold_accuracy, Some(0.375));
+        assert!(stats.flag.as_deref().unwrap().contains("gold accuracy 38%"));
+        // A reviewer whose decisions are often overturned on spot checks is flagged too.
+        let mut reviewer = record(Vec::new());
+        (reviewer.reviews_upheld, reviewer.reviews_checked) = (2, 6);
+        let stats = &rater_stats(&[reviewer], 100 * DAY_MS, 0.7)[0];
+        assert!(stats.flag.as_deref().unwrap().contains("reviews upheld"));
         let empty = &rater_stats(&[record(Vec::new())], 100 * DAY_MS, 0.7)[0];
         assert_eq!(
             (empty.median_seconds_per_item, empty.flag.clone()),

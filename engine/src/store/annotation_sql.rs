@@ -12,8 +12,14 @@
 macro_rules! annotation_sql {
     ($db:ty, $begin:literal, $skip_locked:literal) => {
         use $crate::annotation::adjudication::{adjudicate, drawn_for_review, rater_quality, Vote};
+        use $crate::annotation::gold::{
+            next_is_gold, review_is_checked, training_passed, DEFAULT_GOLD_RATE,
+            DEFAULT_REVIEW_CHECK_RATE, GOLD_RATE_SETTING, REVIEW_CHECK_RATE_SETTING, TRAINING_ITEMS,
+        };
+        use $crate::annotation::pool::{DEFAULT_QUALITY_THRESHOLD, QUALITY_THRESHOLD_SETTING};
         use $crate::store::{
-            RaterLabel, RaterRecord, RaterUpdate, ReviewDecision, ReviewItem, RunLabel,
+            RaterLabel, RaterRecord, RaterUpdate, ReviewCheck, ReviewDecision, ReviewItem, RunLabel,
+            TrainingFeedback,
         };
 
         /// Tasks found full on a recount before a claim gives up for this call (the rater asks
@@ -25,7 +31,7 @@ macro_rules! annotation_sql {
         /// fewer than the raters it needs. One text for the claim, its recount and the counts.
         fn has_free_slot(now: &str) -> String {
             format!(
-                "t.labels_done + (SELECT COUNT(*) FROM task_leases x WHERE x.task_id = t.id AND x.expires_at > {now}) \
+                "t.labels_done + (SELECT COUNT(*) FROM task_leases x WHERE x.task_id = t.id AND x.expires_at > {now} AND x.gold_id IS NULL) \
                  < t.labels_needed"
             )
         }
@@ -33,7 +39,95 @@ macro_rules! annotation_sql {
         const NOT_HELD: &str = "this item is not leased to you (it was labelled, skipped or \
             reassigned, or its lease expired); take the next item";
 
-        /// The rater's live item (its lease renewed), or the next one they may take.
+        /// A share-valued setting inside a transaction (the default when unset or unreadable).
+        async fn share_setting(
+            tx: &mut sqlx::Transaction<'_, $db>,
+            name: &str,
+            default: f64,
+        ) -> Result<f64, sqlx::Error> {
+            let value: Option<String> = sqlx::query_scalar("SELECT value FROM settings WHERE name = $1")
+                .bind(name)
+                .fetch_optional(&mut **tx)
+                .await?;
+            Ok(value.and_then(|value| value.parse().ok()).unwrap_or(default))
+        }
+
+        /// The next open task with a free slot that this rater may take: their skills allow it,
+        /// they have neither labelled nor skipped it. `escalated_only` limits the choice to
+        /// tasks escalated for missing their SLA (senior raters are offered those first).
+        async fn pick_task(
+            tx: &mut sqlx::Transaction<'_, $db>,
+            user_id: i64,
+            skill_list: &str,
+            now: i64,
+            escalated_only: bool,
+        ) -> Result<Option<i64>, sqlx::Error> {
+            let mut passed_over: Vec<i64> = Vec::new();
+            loop {
+                let mut select = sqlx::QueryBuilder::<$db>::new(
+                    "SELECT t.id FROM annotation_tasks t WHERE t.state = 'open' \
+                     AND (t.skill IS NULL OR ",
+                );
+                select.push_bind(skill_list);
+                select.push(" LIKE '%,' || t.skill || ',%') AND NOT EXISTS (SELECT 1 FROM labels l WHERE l.task_id = t.id AND l.annotator_id = ");
+                select.push_bind(user_id);
+                select.push(") AND NOT EXISTS (SELECT 1 FROM annotation_skips s WHERE s.task_id = t.id AND s.user_id = ");
+                select.push_bind(user_id);
+                select.push(") AND ").push(has_free_slot(&now.to_string()));
+                if escalated_only {
+                    select.push(" AND t.escalated_at IS NOT NULL");
+                }
+                for id in &passed_over {
+                    select.push(" AND t.id <> ").push_bind(*id);
+                }
+                select.push(concat!(" ORDER BY t.priority DESC, t.due_at, t.id LIMIT 1 ", $skip_locked));
+                let Some(task_id) = select.build_query_scalar::<i64>().fetch_optional(&mut **tx).await? else {
+                    return Ok(None);
+                };
+                // Count again in a statement of its own, now that the task is ours to lease:
+                // on PostgreSQL the choice above saw the leases of its own snapshot, and a
+                // claim that held this task a moment ago may have committed one since.
+                let free: bool = sqlx::query_scalar(&format!(
+                    "SELECT {} FROM annotation_tasks t WHERE t.id = $1",
+                    has_free_slot("$2")
+                ))
+                .bind(task_id)
+                .bind(now)
+                .fetch_one(&mut **tx)
+                .await?;
+                if free {
+                    return Ok(Some(task_id));
+                }
+                passed_over.push(task_id);
+                if passed_over.len() >= MAX_FULL_TASKS_PASSED_OVER {
+                    return Ok(None);
+                }
+            }
+        }
+
+        /// A live gold item this rater has not answered, on an item they have not labelled:
+        /// (gold id, task id).
+        async fn pick_gold(
+            tx: &mut sqlx::Transaction<'_, $db>,
+            user_id: i64,
+            skill_list: &str,
+        ) -> Result<Option<(i64, i64)>, sqlx::Error> {
+            sqlx::query_as(
+                "SELECT g.id, g.task_id FROM gold_items g JOIN annotation_tasks t ON t.id = g.task_id \
+                 WHERE g.retired_at IS NULL AND (t.skill IS NULL OR $1 LIKE '%,' || t.skill || ',%') \
+                 AND NOT EXISTS (SELECT 1 FROM gold_answers a WHERE a.gold_id = g.id AND a.rater_id = $2) \
+                 AND NOT EXISTS (SELECT 1 FROM labels l WHERE l.task_id = g.task_id AND l.annotator_id = $2) \
+                 ORDER BY g.id LIMIT 1",
+            )
+            .bind(skill_list)
+            .bind(user_id)
+            .fetch_optional(&mut **tx)
+            .await
+        }
+
+        /// The rater's live item (its lease renewed), or the next one they may take: a gold
+        /// item at the lead's gold rate (always, in training), escalated tasks first for
+        /// senior raters, else the head of the queue.
         async fn claim_task(
             writer: &sqlx::Pool<$db>,
             user_id: i64,
@@ -41,12 +135,13 @@ macro_rules! annotation_sql {
         ) -> StoreResult<Option<AnnotationTask>> {
             let now = now_ms();
             let mut tx = writer.begin_with($begin).await?;
-            let rater: Option<(bool, bool, String)> =
-                sqlx::query_as("SELECT active, paused, skills FROM users WHERE id = $1")
-                    .bind(user_id)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-            let Some((active, paused, skills)) = rater else {
+            let rater: Option<(bool, bool, String, String, Option<i64>)> = sqlx::query_as(
+                "SELECT active, paused, skills, role, training_since FROM users WHERE id = $1",
+            )
+            .bind(user_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+            let Some((active, paused, skills, role, training_since)) = rater else {
                 return Err(StoreError::NotFound("no such user".into()));
             };
             if !active {
@@ -57,6 +152,7 @@ macro_rules! annotation_sql {
                     "a lead has paused your labelling; ask them to resume it".into(),
                 ));
             }
+            let training = training_since.is_some();
             // Renew the rater's own live lease first: "next" never hands out a second item.
             let mut held: Option<(i64, i64)> = sqlx::query_as(
                 "UPDATE task_leases SET expires_at = $1 WHERE rater_id = $2 AND expires_at > $3 \
@@ -75,45 +171,29 @@ macro_rules! annotation_sql {
                 // Skills as `,code,math,` so one pattern tests membership (tags are checked
                 // to be letters, digits and dashes, so they hold no pattern characters).
                 let skill_list = format!(",{skills},");
-                let mut passed_over: Vec<i64> = Vec::new();
-                let task = loop {
-                    let mut select = sqlx::QueryBuilder::<$db>::new(
-                        "SELECT t.id FROM annotation_tasks t WHERE t.state = 'open' \
-                         AND (t.skill IS NULL OR ",
-                    );
-                    select.push_bind(&skill_list);
-                    select.push(" LIKE '%,' || t.skill || ',%') AND NOT EXISTS (SELECT 1 FROM labels l WHERE l.task_id = t.id AND l.annotator_id = ");
-                    select.push_bind(user_id);
-                    select.push(") AND NOT EXISTS (SELECT 1 FROM annotation_skips s WHERE s.task_id = t.id AND s.user_id = ");
-                    select.push_bind(user_id);
-                    select.push(") AND ").push(has_free_slot(&now.to_string()));
-                    for id in &passed_over {
-                        select.push(" AND t.id <> ").push_bind(*id);
-                    }
-                    select.push(concat!(" ORDER BY t.priority DESC, t.due_at, t.id LIMIT 1 ", $skip_locked));
-                    let Some(task_id) = select.build_query_scalar::<i64>().fetch_optional(&mut *tx).await? else {
-                        break None;
-                    };
-                    // Count again in a statement of its own, now that the task is ours to lease:
-                    // on PostgreSQL the choice above saw the leases of its own snapshot, and a
-                    // claim that held this task a moment ago may have committed one since.
-                    let free: bool = sqlx::query_scalar(&format!(
-                        "SELECT {} FROM annotation_tasks t WHERE t.id = $1",
-                        has_free_slot("$2")
-                    ))
-                    .bind(task_id)
-                    .bind(now)
-                    .fetch_one(&mut *tx)
-                    .await?;
-                    if free {
-                        break Some(task_id);
-                    }
-                    passed_over.push(task_id);
-                    if passed_over.len() >= MAX_FULL_TASKS_PASSED_OVER {
-                        break None;
-                    }
+                let serve_gold = training || {
+                    let rate = share_setting(&mut tx, GOLD_RATE_SETTING, DEFAULT_GOLD_RATE).await?;
+                    next_is_gold(rate, user_id, now)
                 };
-                if let Some(task_id) = task {
+                let mut picked: Option<(i64, Option<i64>)> = None;
+                if serve_gold {
+                    picked = pick_gold(&mut tx, user_id, &skill_list)
+                        .await?
+                        .map(|(gold_id, task_id)| (task_id, Some(gold_id)));
+                }
+                if picked.is_none() && !training {
+                    if matches!(role.as_str(), "reviewer" | "lead" | "admin") {
+                        picked = pick_task(&mut tx, user_id, &skill_list, now, true)
+                            .await?
+                            .map(|task_id| (task_id, None));
+                    }
+                    if picked.is_none() {
+                        picked = pick_task(&mut tx, user_id, &skill_list, now, false)
+                            .await?
+                            .map(|task_id| (task_id, None));
+                    }
+                }
+                if let Some((task_id, gold_id)) = picked {
                     // Another rater's expired lease on this item no longer counts; drop it.
                     sqlx::query("DELETE FROM task_leases WHERE task_id = $1 AND expires_at <= $2")
                         .bind(task_id)
@@ -121,12 +201,14 @@ macro_rules! annotation_sql {
                         .execute(&mut *tx)
                         .await?;
                     sqlx::query(
-                        "INSERT INTO task_leases (task_id, rater_id, started_at, expires_at) VALUES ($1, $2, $3, $4)",
+                        "INSERT INTO task_leases (task_id, rater_id, started_at, expires_at, gold_id) \
+                         VALUES ($1, $2, $3, $4, $5)",
                     )
                     .bind(task_id)
                     .bind(user_id)
                     .bind(now)
                     .bind(now + lease_ms)
+                    .bind(gold_id)
                     .execute(&mut *tx)
                     .await?;
                     held = Some((task_id, now + lease_ms));
@@ -152,6 +234,7 @@ macro_rules! annotation_sql {
                 target: row.try_get("target")?,
                 output: row.try_get("output")?,
                 lease_expires_at,
+                training,
             }))
         }
 
@@ -163,22 +246,28 @@ macro_rules! annotation_sql {
             user_id: i64,
             pass: bool,
             rationale: &str,
-        ) -> StoreResult<()> {
+        ) -> StoreResult<Option<TrainingFeedback>> {
             let now = now_ms();
             let verdict = if pass { Verdict::Pass } else { Verdict::Fail };
             let mut tx = writer.begin_with($begin).await?;
-            let started: Option<i64> = sqlx::query_scalar(
-                "DELETE FROM task_leases WHERE task_id = $1 AND rater_id = $2 AND expires_at > $3 RETURNING started_at",
+            let lease: Option<(i64, Option<i64>)> = sqlx::query_as(
+                "DELETE FROM task_leases WHERE task_id = $1 AND rater_id = $2 AND expires_at > $3 \
+                 RETURNING started_at, gold_id",
             )
             .bind(task_id)
             .bind(user_id)
             .bind(now)
             .fetch_optional(&mut *tx)
             .await?;
-            let Some(started) = started else {
+            let Some((started, gold_id)) = lease else {
                 tx.rollback().await?;
                 return Err(StoreError::Conflict(NOT_HELD.into()));
             };
+            if let Some(gold_id) = gold_id {
+                let feedback = record_gold_answer(&mut tx, gold_id, user_id, pass, now - started, now).await?;
+                tx.commit().await?;
+                return Ok(feedback);
+            }
             let label_id: i64 = sqlx::query_scalar(
                 "INSERT INTO labels (task_id, annotator_id, verdict, rationale, created_at, duration_ms) \
                  VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
@@ -214,7 +303,71 @@ macro_rules! annotation_sql {
                 adjudicate_task(&mut tx, task_id, now).await?;
             }
             tx.commit().await?;
-            Ok(())
+            Ok(None)
+        }
+
+        /// Records a rater's answer to a gold item. In training the rater learns the right
+        /// answer, and graduates once enough of their latest answers are right.
+        async fn record_gold_answer(
+            tx: &mut sqlx::Transaction<'_, $db>,
+            gold_id: i64,
+            user_id: i64,
+            pass: bool,
+            duration_ms: i64,
+            now: i64,
+        ) -> StoreResult<Option<TrainingFeedback>> {
+            let (answer, note): (String, String) =
+                sqlx::query_as("SELECT answer, note FROM gold_items WHERE id = $1")
+                    .bind(gold_id)
+                    .fetch_one(&mut **tx)
+                    .await?;
+            let training_since: Option<i64> =
+                sqlx::query_scalar("SELECT training_since FROM users WHERE id = $1")
+                    .bind(user_id)
+                    .fetch_one(&mut **tx)
+                    .await?;
+            let answer_pass = answer == "pass";
+            let correct = answer_pass == pass;
+            sqlx::query(
+                "INSERT INTO gold_answers (gold_id, rater_id, correct, training, duration_ms, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+            )
+            .bind(gold_id)
+            .bind(user_id)
+            .bind(correct)
+            .bind(training_since.is_some())
+            .bind(duration_ms)
+            .bind(now)
+            .execute(&mut **tx)
+            .await
+            .map_err(|err| conflict_on(err, "gold_answers_rater_key", "you have labelled this item already"))?;
+            let Some(training_since) = training_since else {
+                return Ok(None);
+            };
+            let answers: Vec<bool> = sqlx::query_scalar(
+                "SELECT correct FROM gold_answers WHERE rater_id = $1 AND training AND created_at >= $2 ORDER BY id",
+            )
+            .bind(user_id)
+            .bind(training_since)
+            .fetch_all(&mut **tx)
+            .await?;
+            let threshold = share_setting(tx, QUALITY_THRESHOLD_SETTING, DEFAULT_QUALITY_THRESHOLD).await?;
+            let graduated = training_passed(&answers, threshold);
+            if graduated {
+                sqlx::query("UPDATE users SET training_since = NULL WHERE id = $1")
+                    .bind(user_id)
+                    .execute(&mut **tx)
+                    .await?;
+            }
+            let latest = &answers[answers.len().saturating_sub(TRAINING_ITEMS)..];
+            Ok(Some(TrainingFeedback {
+                correct,
+                answer_pass,
+                note,
+                answered: answers.len() as u64,
+                latest_right: latest.iter().filter(|&&right| right).count() as u64,
+                graduated,
+            }))
         }
 
         /// The item's final verdict from its standing labels (weighted by each rater's review
@@ -227,18 +380,28 @@ macro_rules! annotation_sql {
             let votes: Vec<(String, String, String, i64, i64)> = sqlx::query_as(
                 "SELECT u.username, l.verdict, l.rationale, \
                         (SELECT COUNT(*) FROM label_reviews r JOIN labels m ON m.id = r.label_id \
-                         WHERE m.annotator_id = l.annotator_id AND r.decision = 'accepted'), \
+                         WHERE m.annotator_id = l.annotator_id AND r.decision = 'accepted') \
+                        + (SELECT COUNT(*) FROM gold_answers a WHERE a.rater_id = l.annotator_id AND a.correct), \
                         (SELECT COUNT(*) FROM label_reviews r JOIN labels m ON m.id = r.label_id \
                          WHERE m.annotator_id = l.annotator_id AND r.decision <> 'accepted') \
+                        + (SELECT COUNT(*) FROM gold_answers a WHERE a.rater_id = l.annotator_id AND NOT a.correct) \
                  FROM labels l JOIN users u ON u.id = l.annotator_id \
                  WHERE l.task_id = $1 AND l.state = 'standing' ORDER BY l.id",
             )
             .bind(task_id)
             .fetch_all(&mut **tx)
             .await?;
+            // The latest senior word on the item: a reviewer's correction that stands, or a spot
+            // checker's verdict that overturned a reviewer.
             let correction: Option<String> = sqlx::query_scalar(
-                "SELECT r.verdict FROM label_reviews r JOIN labels l ON l.id = r.label_id \
-                 WHERE l.task_id = $1 AND r.decision = 'corrected' ORDER BY r.id DESC LIMIT 1",
+                "SELECT verdict FROM (\
+                   SELECT r.verdict AS verdict, r.created_at AS decided_at FROM label_reviews r \
+                   JOIN labels l ON l.id = r.label_id WHERE l.task_id = $1 AND r.decision = 'corrected' \
+                   AND (r.check_state IS NULL OR r.check_state <> 'overturned') \
+                   UNION ALL \
+                   SELECT r.check_verdict, r.checked_at FROM label_reviews r \
+                   JOIN labels l ON l.id = r.label_id WHERE l.task_id = $1 AND r.check_state = 'overturned'\
+                 ) senior ORDER BY decided_at DESC LIMIT 1",
             )
             .bind(task_id)
             .fetch_optional(&mut **tx)
@@ -297,17 +460,22 @@ macro_rules! annotation_sql {
         ) -> StoreResult<()> {
             let now = now_ms();
             let mut tx = writer.begin_with($begin).await?;
-            let released = sqlx::query(
-                "DELETE FROM task_leases WHERE task_id = $1 AND rater_id = $2 AND expires_at > $3",
+            let released: Option<Option<i64>> = sqlx::query_scalar(
+                "DELETE FROM task_leases WHERE task_id = $1 AND rater_id = $2 AND expires_at > $3 RETURNING gold_id",
             )
             .bind(task_id)
             .bind(user_id)
             .bind(now)
-            .execute(&mut *tx)
+            .fetch_optional(&mut *tx)
             .await?;
-            if released.rows_affected() == 0 {
+            let Some(gold_id) = released else {
                 tx.rollback().await?;
                 return Err(StoreError::Conflict(NOT_HELD.into()));
+            };
+            if gold_id.is_some() {
+                // A skipped gold item is simply not answered; the real item stays theirs to take.
+                tx.commit().await?;
+                return Ok(());
             }
             sqlx::query(
                 "INSERT INTO annotation_skips (task_id, user_id, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
@@ -365,7 +533,7 @@ macro_rules! annotation_sql {
             .fetch_optional(pool)
             .await?;
             let Some(row) = row else {
-                return Ok(None);
+                return next_pending_check(pool, reviewer_id).await;
             };
             let verdict: String = row.try_get("verdict")?;
             let dissent: i64 = row.try_get("dissent")?;
@@ -382,7 +550,110 @@ macro_rules! annotation_sql {
                 } else {
                     "drawn for the random QC sample".into()
                 },
+                check: None,
             }))
+        }
+
+        /// The oldest reviewer decision drawn for a spot check that this senior neither made
+        /// nor is the rater of.
+        async fn next_pending_check(
+            pool: &sqlx::Pool<$db>,
+            checker_id: i64,
+        ) -> StoreResult<Option<ReviewItem>> {
+            let row = sqlx::query(
+                "SELECT r.id AS review_id, r.decision, r.verdict AS corrected_to, r.reason, rv.username AS reviewer, \
+                        l.id AS label_id, u.username, i.input, i.target, g.output, l.verdict, l.rationale \
+                 FROM label_reviews r JOIN users rv ON rv.id = r.reviewer_id \
+                 JOIN labels l ON l.id = r.label_id JOIN users u ON u.id = l.annotator_id \
+                 JOIN annotation_tasks t ON t.id = l.task_id \
+                 JOIN work_items w ON w.id = t.work_item_id \
+                 JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
+                 JOIN generations g ON g.work_item_id = w.id \
+                 WHERE r.check_state = 'pending' AND r.reviewer_id <> $1 AND l.annotator_id <> $1 \
+                 ORDER BY r.id LIMIT 1",
+            )
+            .bind(checker_id)
+            .fetch_optional(pool)
+            .await?;
+            let Some(row) = row else {
+                return Ok(None);
+            };
+            let verdict: String = row.try_get("verdict")?;
+            let corrected_to: Option<String> = row.try_get("corrected_to")?;
+            Ok(Some(ReviewItem {
+                label_id: row.try_get("label_id")?,
+                rater: row.try_get("username")?,
+                input: row.try_get("input")?,
+                target: row.try_get("target")?,
+                output: row.try_get("output")?,
+                pass: verdict == "pass",
+                rationale: row.try_get("rationale")?,
+                why: "a spot check of another reviewer's decision".into(),
+                check: Some(ReviewCheck {
+                    review_id: row.try_get("review_id")?,
+                    reviewer: row.try_get("reviewer")?,
+                    decision: row.try_get("decision")?,
+                    corrected_to: corrected_to.map(|verdict| verdict == "pass"),
+                    reason: row.try_get("reason")?,
+                }),
+            }))
+        }
+
+        /// Another senior upholds a reviewer's decision or overturns it with their own verdict,
+        /// which then decides the item.
+        async fn decide_check(
+            writer: &sqlx::Pool<$db>,
+            review_id: i64,
+            checker_id: i64,
+            overturn_to: Option<bool>,
+            reason: &str,
+        ) -> StoreResult<()> {
+            let now = now_ms();
+            let mut tx = writer.begin_with($begin).await?;
+            let review: Option<(i64, Option<String>, i64, i64)> = sqlx::query_as(
+                "SELECT r.reviewer_id, r.check_state, l.annotator_id, l.task_id FROM label_reviews r \
+                 JOIN labels l ON l.id = r.label_id WHERE r.id = $1",
+            )
+            .bind(review_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+            let Some((reviewer_id, check_state, rater_id, task_id)) = review else {
+                return Err(StoreError::NotFound(format!("no review decision with id {review_id}")));
+            };
+            if reviewer_id == checker_id {
+                return Err(StoreError::Conflict("you cannot check your own review decision".into()));
+            }
+            if rater_id == checker_id {
+                return Err(StoreError::Conflict("you cannot check a decision about your own label".into()));
+            }
+            if check_state.as_deref() != Some("pending") {
+                return Err(StoreError::Conflict(
+                    "this decision is not waiting for a spot check (not drawn, or checked already)".into(),
+                ));
+            }
+            let state = if overturn_to.is_some() { "overturned" } else { "upheld" };
+            sqlx::query(
+                "UPDATE label_reviews SET check_state = $1, checked_by = $2, check_verdict = $3, \
+                 check_reason = $4, checked_at = $5 WHERE id = $6",
+            )
+            .bind(state)
+            .bind(checker_id)
+            .bind(overturn_to.map(|pass| if pass { "pass" } else { "fail" }))
+            .bind(reason)
+            .bind(now)
+            .bind(review_id)
+            .execute(&mut *tx)
+            .await?;
+            let task_done = sqlx::query_scalar::<_, String>("SELECT state FROM annotation_tasks WHERE id = $1")
+                .bind(task_id)
+                .fetch_one(&mut *tx)
+                .await?
+                == "done";
+            if overturn_to.is_some() && task_done {
+                adjudicate_task(&mut tx, task_id, now).await?;
+            }
+            tx.commit().await?;
+            Ok(())
         }
 
         /// A reviewer's decision: accepted labels stand, a correction decides the item, a
@@ -415,9 +686,9 @@ macro_rules! annotation_sql {
                 ReviewDecision::Correct { pass } => Some(if pass { "pass" } else { "fail" }),
                 _ => None,
             };
-            sqlx::query(
+            let review_id: i64 = sqlx::query_scalar(
                 "INSERT INTO label_reviews (label_id, reviewer_id, decision, verdict, reason, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6)",
+                 VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
             )
             .bind(label_id)
             .bind(reviewer_id)
@@ -425,9 +696,16 @@ macro_rules! annotation_sql {
             .bind(corrected)
             .bind(reason)
             .bind(now)
-            .execute(&mut *tx)
+            .fetch_one(&mut *tx)
             .await
             .map_err(|err| conflict_on(err, "label_reviews_label_key", "this label has been reviewed already"))?;
+            let check_rate = share_setting(&mut tx, REVIEW_CHECK_RATE_SETTING, DEFAULT_REVIEW_CHECK_RATE).await?;
+            if review_is_checked(check_rate, review_id) {
+                sqlx::query("UPDATE label_reviews SET check_state = 'pending' WHERE id = $1")
+                    .bind(review_id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
             sqlx::query("UPDATE labels SET review_state = $1 WHERE id = $2")
                 .bind(decision.as_str())
                 .bind(label_id)
@@ -503,12 +781,34 @@ macro_rules! annotation_sql {
         /// Everyone who can label, with their last 30 days of labels.
         async fn rater_records(pool: &sqlx::Pool<$db>) -> StoreResult<Vec<RaterRecord>> {
             let since = now_ms() - 30 * 24 * 3_600_000;
-            let raters: Vec<(i64, String, String, bool, bool, String, f64)> = sqlx::query_as(
-                "SELECT id, username, role, active, paused, skills, weekly_capacity_hours FROM users \
-                 WHERE role IN ('annotator', 'reviewer', 'lead', 'admin') ORDER BY username",
+            let raters: Vec<(i64, String, String, bool, bool, String, f64, Option<String>, Option<i64>)> =
+                sqlx::query_as(
+                    "SELECT id, username, role, active, paused, skills, weekly_capacity_hours, email, training_since \
+                     FROM users WHERE role IN ('annotator', 'reviewer', 'lead', 'admin') ORDER BY username",
+                )
+                .fetch_all(pool)
+                .await?;
+            let gold: std::collections::HashMap<i64, (i64, i64)> = sqlx::query_as::<_, (i64, i64, i64)>(
+                "SELECT rater_id, COUNT(*) FILTER (WHERE correct), COUNT(*) FROM gold_answers \
+                 WHERE created_at >= $1 GROUP BY rater_id",
             )
+            .bind(since)
             .fetch_all(pool)
-            .await?;
+            .await?
+            .into_iter()
+            .map(|(rater, right, all)| (rater, (right, all)))
+            .collect();
+            let checks: std::collections::HashMap<i64, (i64, i64)> = sqlx::query_as::<_, (i64, i64, i64)>(
+                "SELECT reviewer_id, COUNT(*) FILTER (WHERE check_state = 'upheld'), \
+                        COUNT(*) FILTER (WHERE check_state IN ('upheld', 'overturned')) \
+                 FROM label_reviews WHERE created_at >= $1 GROUP BY reviewer_id",
+            )
+            .bind(since)
+            .fetch_all(pool)
+            .await?
+            .into_iter()
+            .map(|(reviewer, upheld, all)| (reviewer, (upheld, all)))
+            .collect();
             let labels: Vec<(i64, i64, Option<i64>, Option<String>, String, Option<String>, Option<String>)> =
                 sqlx::query_as(
                     "SELECT l.annotator_id, l.created_at, l.duration_ms, l.review_state, l.verdict, \
@@ -535,8 +835,14 @@ macro_rules! annotation_sql {
             }
             Ok(raters
                 .into_iter()
-                .map(|(id, username, role, active, paused, skills, capacity)| RaterRecord {
+                .map(|(id, username, role, active, paused, skills, capacity, email, training_since)| RaterRecord {
                     labels: by_rater.remove(&id).unwrap_or_default(),
+                    email,
+                    training_since,
+                    gold_right: gold.get(&id).map_or(0, |counts| counts.0.max(0) as u64),
+                    gold_answered: gold.get(&id).map_or(0, |counts| counts.1.max(0) as u64),
+                    reviews_upheld: checks.get(&id).map_or(0, |counts| counts.0.max(0) as u64),
+                    reviews_checked: checks.get(&id).map_or(0, |counts| counts.1.max(0) as u64),
                     id,
                     username,
                     role,
@@ -594,7 +900,29 @@ macro_rules! annotation_sql {
                     .execute(&mut *tx)
                     .await?;
             }
-            if update.paused == Some(true) || update.active == Some(false) {
+            if let Some(role) = update.role {
+                sqlx::query("UPDATE users SET role = $1 WHERE id = $2")
+                    .bind(role.as_str())
+                    .bind(user_id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            if let Some(email) = &update.email {
+                sqlx::query("UPDATE users SET email = $1 WHERE id = $2")
+                    .bind(email.as_deref())
+                    .bind(user_id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            if let Some(training) = update.training {
+                // Sending a rater back to training restarts it: only answers from now count.
+                sqlx::query("UPDATE users SET training_since = $1 WHERE id = $2")
+                    .bind(training.then(now_ms))
+                    .bind(user_id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            if update.paused == Some(true) || update.active == Some(false) || update.training == Some(true) {
                 sqlx::query("DELETE FROM task_leases WHERE rater_id = $1")
                     .bind(user_id)
                     .execute(&mut *tx)
@@ -623,6 +951,425 @@ macro_rules! annotation_sql {
                     rater_id,
                     rater,
                     pass: verdict == "pass",
+                })
+                .collect())
+        }
+
+        /// Creates an invited rater's account with their pool settings, in one statement.
+        async fn insert_rater(
+            writer: &sqlx::Pool<$db>,
+            new: &$crate::store::NewRater,
+            hash: &PasswordHash,
+        ) -> StoreResult<i64> {
+            let now = now_ms();
+            sqlx::query_scalar::<_, i64>(
+                "INSERT INTO users (username, password_hash, role, created_at, email, skills, \
+                 weekly_capacity_hours, training_since) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+            )
+            .bind(&new.username)
+            .bind(hash.as_phc())
+            .bind(new.role.as_str())
+            .bind(now)
+            .bind(new.email.as_deref())
+            .bind(new.skills.join(","))
+            .bind(new.weekly_capacity_hours)
+            .bind(new.training.then_some(now))
+            .fetch_one(writer)
+            .await
+            .map_err(|err| {
+                conflict_on(err, "users_username_key", &format!("the username `{}` is taken", new.username))
+            })
+        }
+
+        /// Makes a task's item gold (or brings a retired gold item back with a new answer).
+        async fn insert_gold(
+            writer: &sqlx::Pool<$db>,
+            task_id: i64,
+            answer_pass: bool,
+            note: &str,
+            created_by: i64,
+        ) -> StoreResult<i64> {
+            let now = now_ms();
+            let answer = if answer_pass { "pass" } else { "fail" };
+            let mut tx = writer.begin_with($begin).await?;
+            let task: Option<i64> = sqlx::query_scalar("SELECT id FROM annotation_tasks WHERE id = $1")
+                .bind(task_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+            if task.is_none() {
+                return Err(StoreError::NotFound(format!("no annotation item with id {task_id}")));
+            }
+            let existing: Option<(i64, Option<i64>)> =
+                sqlx::query_as("SELECT id, retired_at FROM gold_items WHERE task_id = $1")
+                    .bind(task_id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            let gold_id = match existing {
+                Some((_, None)) => {
+                    return Err(StoreError::Conflict(format!("item {task_id} is a gold item already")))
+                }
+                Some((gold_id, Some(_))) => {
+                    sqlx::query(
+                        "UPDATE gold_items SET answer = $1, note = $2, retired_at = NULL, created_by = $3, \
+                         created_at = $4 WHERE id = $5",
+                    )
+                    .bind(answer)
+                    .bind(note)
+                    .bind(created_by)
+                    .bind(now)
+                    .bind(gold_id)
+                    .execute(&mut *tx)
+                    .await?;
+                    gold_id
+                }
+                None => sqlx::query_scalar(
+                    "INSERT INTO gold_items (task_id, answer, note, created_by, created_at) \
+                     VALUES ($1, $2, $3, $4, $5) RETURNING id",
+                )
+                .bind(task_id)
+                .bind(answer)
+                .bind(note)
+                .bind(created_by)
+                .bind(now)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(|err| conflict_on(err, "gold_items_task_key", "this item is a gold item already"))?,
+            };
+            tx.commit().await?;
+            Ok(gold_id)
+        }
+
+        /// Stops serving a gold item; leases on it are released.
+        async fn retire_gold_item(writer: &sqlx::Pool<$db>, gold_id: i64) -> StoreResult<()> {
+            let mut tx = writer.begin_with($begin).await?;
+            let retired: Option<Option<i64>> =
+                sqlx::query_scalar("SELECT retired_at FROM gold_items WHERE id = $1")
+                    .bind(gold_id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            match retired {
+                None => return Err(StoreError::NotFound(format!("no gold item with id {gold_id}"))),
+                Some(Some(_)) => return Err(StoreError::Conflict("this gold item is retired already".into())),
+                Some(None) => {}
+            }
+            sqlx::query("UPDATE gold_items SET retired_at = $1 WHERE id = $2")
+                .bind(now_ms())
+                .bind(gold_id)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query("DELETE FROM task_leases WHERE gold_id = $1")
+                .bind(gold_id)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(())
+        }
+
+        /// The start of an item's question, to recognise it by in a list.
+        fn excerpt(text: &str) -> String {
+            const EXCERPT_CHARS: usize = 120;
+            let mut excerpt: String = text.chars().take(EXCERPT_CHARS).collect();
+            if text.chars().count() > EXCERPT_CHARS {
+                excerpt.push('…');
+            }
+            excerpt
+        }
+
+        async fn list_gold(pool: &sqlx::Pool<$db>) -> StoreResult<Vec<$crate::store::GoldItem>> {
+            let rows: Vec<(i64, i64, String, String, String, i64, Option<i64>, i64, i64)> = sqlx::query_as(
+                "SELECT g.id, g.task_id, i.input, g.answer, g.note, g.created_at, g.retired_at, \
+                        (SELECT COUNT(*) FROM gold_answers a WHERE a.gold_id = g.id), \
+                        (SELECT COUNT(*) FROM gold_answers a WHERE a.gold_id = g.id AND a.correct) \
+                 FROM gold_items g JOIN annotation_tasks t ON t.id = g.task_id \
+                 JOIN work_items w ON w.id = t.work_item_id \
+                 JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
+                 ORDER BY CASE WHEN g.retired_at IS NULL THEN 0 ELSE 1 END, g.id DESC LIMIT 500",
+            )
+            .fetch_all(pool)
+            .await?;
+            Ok(rows
+                .into_iter()
+                .map(|(id, task_id, input, answer, note, created_at, retired_at, answers, right)| {
+                    $crate::store::GoldItem {
+                        id,
+                        task_id,
+                        input: excerpt(&input),
+                        answer_pass: answer == "pass",
+                        note,
+                        created_at,
+                        retired_at,
+                        answers: answers.max(0) as u64,
+                        right: right.max(0) as u64,
+                    }
+                })
+                .collect())
+        }
+
+        /// Recently finished items decided by humans who all agreed, or by a reviewer's
+        /// correction, that are not gold yet.
+        async fn list_gold_candidates(
+            pool: &sqlx::Pool<$db>,
+            limit: i64,
+        ) -> StoreResult<Vec<$crate::store::GoldCandidate>> {
+            let rows: Vec<(i64, String, String, i64, i64, bool)> = sqlx::query_as(
+                "SELECT t.id, i.input, w.verdict, t.labels_done, \
+                        (SELECT COUNT(DISTINCT l.verdict) FROM labels l WHERE l.task_id = t.id AND l.state = 'standing'), \
+                        EXISTS (SELECT 1 FROM label_reviews r JOIN labels l ON l.id = r.label_id \
+                                WHERE l.task_id = t.id AND r.decision = 'corrected') \
+                 FROM annotation_tasks t JOIN work_items w ON w.id = t.work_item_id \
+                 JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
+                 WHERE t.state = 'done' AND w.decided_by = 'human' AND w.verdict IN ('pass', 'fail') \
+                 AND NOT EXISTS (SELECT 1 FROM gold_items g WHERE g.task_id = t.id) \
+                 ORDER BY t.completed_at DESC LIMIT $1",
+            )
+            .bind(limit.saturating_mul(5))
+            .fetch_all(pool)
+            .await?;
+            Ok(rows
+                .into_iter()
+                .filter_map(|(task_id, input, verdict, labels, verdicts, corrected)| {
+                    let why = if corrected {
+                        "a senior reviewer decided it".to_string()
+                    } else if labels >= 2 && verdicts == 1 {
+                        format!("all {labels} raters agreed")
+                    } else {
+                        return None;
+                    };
+                    Some($crate::store::GoldCandidate {
+                        task_id,
+                        input: excerpt(&input),
+                        verdict_pass: verdict == "pass",
+                        labels: labels.max(0) as u64,
+                        why,
+                    })
+                })
+                .take(usize::try_from(limit).unwrap_or(0))
+                .collect())
+        }
+
+        /// Streams the open tasks in serving order, so a million of them never sit in memory.
+        async fn visit_open_tasks(
+            pool: &sqlx::Pool<$db>,
+            visit: &mut (dyn FnMut($crate::annotation::sla::OpenTask) + Send),
+        ) -> StoreResult<()> {
+            use futures::TryStreamExt;
+            let mut rows = sqlx::query_as::<_, (i64, String, i64, i64, Option<i64>, i64, Option<i64>)>(
+                "SELECT t.id, e.name, t.priority, t.created_at, t.due_at, t.labels_needed - t.labels_done, \
+                        t.escalated_at \
+                 FROM annotation_tasks t JOIN work_items w ON w.id = t.work_item_id \
+                 JOIN runs r ON r.id = w.run_id JOIN evals e ON e.id = r.eval_id \
+                 WHERE t.state = 'open' ORDER BY t.priority DESC, t.due_at, t.id",
+            )
+            .fetch(pool);
+            while let Some((id, queue, priority, created_at, due_at, missing, escalated_at)) = rows.try_next().await? {
+                visit($crate::annotation::sla::OpenTask {
+                    id,
+                    queue,
+                    priority,
+                    created_at,
+                    due_at: due_at.unwrap_or(created_at + 48 * 3_600_000),
+                    labels_missing: missing,
+                    escalated: escalated_at.is_some(),
+                });
+            }
+            Ok(())
+        }
+
+        async fn flow_of_labels(
+            pool: &sqlx::Pool<$db>,
+            now: i64,
+        ) -> StoreResult<$crate::store::LabellingFlow> {
+            const HOUR: i64 = 3_600_000;
+            let (hour, day, week): (i64, i64, i64) = sqlx::query_as(
+                "SELECT COUNT(*) FILTER (WHERE created_at >= $1), COUNT(*) FILTER (WHERE created_at >= $2), \
+                        COUNT(*) FROM labels WHERE created_at >= $3",
+            )
+            .bind(now - HOUR)
+            .bind(now - 24 * HOUR)
+            .bind(now - 7 * 24 * HOUR)
+            .fetch_one(pool)
+            .await?;
+            let needed: i64 = sqlx::query_scalar(
+                "SELECT CAST(COALESCE(SUM(labels_needed), 0) AS BIGINT) FROM annotation_tasks WHERE created_at >= $1",
+            )
+            .bind(now - 7 * 24 * HOUR)
+            .fetch_one(pool)
+            .await?;
+            let mut durations: Vec<i64> = sqlx::query_scalar(
+                "SELECT duration_ms FROM labels WHERE duration_ms IS NOT NULL ORDER BY id DESC LIMIT 1000",
+            )
+            .fetch_all(pool)
+            .await?;
+            durations.sort_unstable();
+            let median_label_ms = match durations.len() {
+                0 => None,
+                n if n % 2 == 1 => Some(durations[n / 2] as f64),
+                n => Some((durations[n / 2 - 1] + durations[n / 2]) as f64 / 2.0),
+            };
+            let capacity: Option<f64> = sqlx::query_scalar(
+                "SELECT SUM(weekly_capacity_hours) FROM users WHERE active AND NOT paused \
+                 AND training_since IS NULL AND role IN ('annotator', 'reviewer', 'lead', 'admin')",
+            )
+            .fetch_one(pool)
+            .await?;
+            Ok($crate::store::LabellingFlow {
+                labels_last_hour: hour.max(0) as u64,
+                labels_last_day: day.max(0) as u64,
+                labels_last_week: week.max(0) as u64,
+                labels_needed_last_week: needed.max(0) as u64,
+                median_label_ms,
+                capacity_hours_per_week: capacity.unwrap_or(0.0),
+            })
+        }
+
+        async fn days_of_sla(
+            pool: &sqlx::Pool<$db>,
+            since: i64,
+        ) -> StoreResult<Vec<$crate::annotation::sla::SlaDay>> {
+            let rows: Vec<(i64, i64, i64)> = sqlx::query_as(
+                "SELECT completed_at / 86400000, COUNT(*), COUNT(*) FILTER (WHERE completed_at <= due_at) \
+                 FROM annotation_tasks WHERE state = 'done' AND completed_at >= $1 \
+                 GROUP BY completed_at / 86400000 ORDER BY 1",
+            )
+            .bind(since)
+            .fetch_all(pool)
+            .await?;
+            Ok(rows
+                .into_iter()
+                .map(|(day, completed, on_time)| $crate::annotation::sla::SlaDay {
+                    day,
+                    completed: completed.max(0) as u64,
+                    on_time: on_time.max(0) as u64,
+                })
+                .collect())
+        }
+
+        async fn raise_priority(writer: &sqlx::Pool<$db>, task_ids: &[i64], now: i64) -> StoreResult<u64> {
+            let mut tx = writer.begin_with($begin).await?;
+            let mut changed = 0;
+            for task_id in task_ids {
+                changed += sqlx::query(
+                    "UPDATE annotation_tasks SET priority = priority + 1, escalated_at = $1 \
+                     WHERE id = $2 AND state = 'open' AND escalated_at IS NULL",
+                )
+                .bind(now)
+                .bind(task_id)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            }
+            tx.commit().await?;
+            Ok(changed)
+        }
+
+        async fn labels_by_queue(
+            pool: &sqlx::Pool<$db>,
+            since: i64,
+        ) -> StoreResult<Vec<$crate::store::QueueLabel>> {
+            let rows: Vec<(String, i64, i64, String, String)> = sqlx::query_as(
+                "SELECT e.name, l.task_id, l.annotator_id, u.username, l.verdict FROM labels l \
+                 JOIN users u ON u.id = l.annotator_id JOIN annotation_tasks t ON t.id = l.task_id \
+                 JOIN work_items w ON w.id = t.work_item_id JOIN runs r ON r.id = w.run_id \
+                 JOIN evals e ON e.id = r.eval_id \
+                 WHERE l.state = 'standing' AND l.created_at >= $1 ORDER BY l.task_id, l.id",
+            )
+            .bind(since)
+            .fetch_all(pool)
+            .await?;
+            Ok(rows
+                .into_iter()
+                .map(|(queue, task_id, rater_id, rater, verdict)| $crate::store::QueueLabel {
+                    queue,
+                    task_id,
+                    rater_id,
+                    rater,
+                    pass: verdict == "pass",
+                })
+                .collect())
+        }
+
+        async fn open_alert(
+            writer: &sqlx::Pool<$db>,
+            kind: &str,
+            subject: &str,
+            message: &str,
+            now: i64,
+        ) -> StoreResult<bool> {
+            let mut tx = writer.begin_with($begin).await?;
+            let updated = sqlx::query(
+                "UPDATE alerts SET message = $1, updated_at = $2 \
+                 WHERE kind = $3 AND subject = $4 AND resolved_at IS NULL",
+            )
+            .bind(message)
+            .bind(now)
+            .bind(kind)
+            .bind(subject)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if updated == 0 {
+                sqlx::query(
+                    "INSERT INTO alerts (kind, subject, message, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)",
+                )
+                .bind(kind)
+                .bind(subject)
+                .bind(message)
+                .bind(now)
+                .execute(&mut *tx)
+                .await
+                .map_err(|err| conflict_on(err, "alerts_open_key", "this alert was raised a moment ago"))?;
+            }
+            tx.commit().await?;
+            Ok(updated == 0)
+        }
+
+        async fn close_alerts(
+            writer: &sqlx::Pool<$db>,
+            kind: &str,
+            still_open: &[String],
+            now: i64,
+        ) -> StoreResult<u64> {
+            let mut tx = writer.begin_with($begin).await?;
+            let open: Vec<(i64, String)> =
+                sqlx::query_as("SELECT id, subject FROM alerts WHERE kind = $1 AND resolved_at IS NULL")
+                    .bind(kind)
+                    .fetch_all(&mut *tx)
+                    .await?;
+            let mut resolved = 0;
+            for (id, subject) in open {
+                if !still_open.contains(&subject) {
+                    sqlx::query("UPDATE alerts SET resolved_at = $1 WHERE id = $2")
+                        .bind(now)
+                        .bind(id)
+                        .execute(&mut *tx)
+                        .await?;
+                    resolved += 1;
+                }
+            }
+            tx.commit().await?;
+            Ok(resolved)
+        }
+
+        async fn list_alerts(pool: &sqlx::Pool<$db>, resolved_limit: i64) -> StoreResult<Vec<$crate::store::Alert>> {
+            const COLUMNS: &str = "id, kind, subject, message, created_at, updated_at, resolved_at, emailed_at";
+            type AlertRow = (i64, String, String, String, i64, i64, Option<i64>, Option<i64>);
+            let mut rows: Vec<AlertRow> = sqlx::query_as(&format!(
+                "SELECT {COLUMNS} FROM alerts WHERE resolved_at IS NULL ORDER BY id DESC"
+            ))
+            .fetch_all(pool)
+            .await?;
+            rows.extend(
+                sqlx::query_as::<_, AlertRow>(&format!(
+                    "SELECT {COLUMNS} FROM alerts WHERE resolved_at IS NOT NULL ORDER BY resolved_at DESC, id DESC LIMIT $1"
+                ))
+                .bind(resolved_limit)
+                .fetch_all(pool)
+                .await?,
+            );
+            Ok(rows
+                .into_iter()
+                .map(|(id, kind, subject, message, created_at, updated_at, resolved_at, emailed_at)| {
+                    $crate::store::Alert { id, kind, subject, message, created_at, updated_at, resolved_at, emailed_at }
                 })
                 .collect())
         }

@@ -247,13 +247,15 @@ pub trait Store: Send + Sync + 'static {
         user_id: i64,
         lease_ms: i64,
     ) -> StoreResult<Option<AnnotationTask>>;
+    /// Records the label of the rater holding the item's lease. On a gold item the answer is
+    /// recorded as a gold answer instead; a rater in training gets feedback on it.
     async fn submit_label(
         &self,
         task_id: i64,
         user_id: i64,
         pass: bool,
         rationale: &str,
-    ) -> StoreResult<()>;
+    ) -> StoreResult<Option<TrainingFeedback>>;
     async fn skip_task(&self, task_id: i64, user_id: i64) -> StoreResult<()>;
     /// The oldest label drawn for QC (or on an item whose raters split) that `reviewer_id`
     /// did not write, items of higher-priority runs first.
@@ -277,6 +279,62 @@ pub trait Store: Send + Sync + 'static {
     /// The standing labels on a run's items (for agreement between raters).
     async fn run_labels(&self, run_id: i64) -> StoreResult<Vec<RunLabel>>;
     async fn annotation_queue_counts(&self) -> StoreResult<QueueCounts>;
+
+    // Quality control and the queue's SLAs.
+    /// Creates a rater's account with their pool settings in one statement.
+    async fn invite_rater(&self, new: &NewRater, hash: &PasswordHash) -> StoreResult<i64>;
+    /// Another senior's check of a reviewer's decision: `None` upholds it, `Some(pass)`
+    /// overturns it with the checker's verdict (which then decides the item).
+    async fn check_review(
+        &self,
+        review_id: i64,
+        checker_id: i64,
+        overturn_to: Option<bool>,
+        reason: &str,
+    ) -> StoreResult<()>;
+    /// Makes a task's item a gold item with a known answer.
+    async fn create_gold(
+        &self,
+        task_id: i64,
+        answer_pass: bool,
+        note: &str,
+        created_by: i64,
+    ) -> StoreResult<i64>;
+    async fn retire_gold(&self, gold_id: i64) -> StoreResult<()>;
+    /// Every gold item, live ones first.
+    async fn gold_items(&self) -> StoreResult<Vec<GoldItem>>;
+    /// Recently finished items that would make good gold (unanimous or reviewer-corrected).
+    async fn gold_candidates(&self, limit: i64) -> StoreResult<Vec<GoldCandidate>>;
+    /// Calls `visit` with every open task, in the order raters are served them.
+    async fn scan_open_tasks(
+        &self,
+        visit: &mut (dyn FnMut(crate::annotation::sla::OpenTask) + Send),
+    ) -> StoreResult<()>;
+    async fn labelling_flow(&self, now: i64) -> StoreResult<LabellingFlow>;
+    /// Tasks finished per UTC day since `since`, and how many by their deadline.
+    async fn sla_days(&self, since: i64) -> StoreResult<Vec<crate::annotation::sla::SlaDay>>;
+    /// Raises the priority of open tasks that are not escalated yet and marks them escalated
+    /// (senior raters take them first); returns how many changed.
+    async fn escalate_tasks(&self, task_ids: &[i64], now: i64) -> StoreResult<u64>;
+    /// Standing labels given since `since`, with their queue (eval).
+    async fn queue_labels(&self, since: i64) -> StoreResult<Vec<QueueLabel>>;
+    /// Opens an alert, or updates the message of the open one of the same kind and subject;
+    /// true when it is new.
+    async fn raise_alert(
+        &self,
+        kind: &str,
+        subject: &str,
+        message: &str,
+        now: i64,
+    ) -> StoreResult<bool>;
+    /// Resolves the open alerts of `kind` whose subject is not in `still_open`.
+    async fn resolve_alerts(&self, kind: &str, still_open: &[String], now: i64)
+        -> StoreResult<u64>;
+    async fn mark_alert_emailed(&self, alert_id: i64, now: i64) -> StoreResult<()>;
+    /// Open alerts, then the latest resolved ones.
+    async fn alerts(&self, resolved_limit: i64) -> StoreResult<Vec<Alert>>;
+    /// Email addresses of active leads (and admins).
+    async fn lead_emails(&self) -> StoreResult<Vec<String>>;
 }
 
 /// An opened database, keeping its concrete pool for the session store beside the `Store`.

@@ -1415,7 +1415,13 @@ macro_rules! sql_store {
                 claim_task(&self.writer, user_id, lease_ms).await
             }
 
-            async fn submit_label(&self, task_id: i64, user_id: i64, pass: bool, rationale: &str) -> StoreResult<()> {
+            async fn submit_label(
+                &self,
+                task_id: i64,
+                user_id: i64,
+                pass: bool,
+                rationale: &str,
+            ) -> StoreResult<Option<TrainingFeedback>> {
                 submit_task_label(&self.writer, task_id, user_id, pass, rationale).await
             }
 
@@ -1469,6 +1475,89 @@ macro_rules! sql_store {
 
             async fn run_labels(&self, run_id: i64) -> StoreResult<Vec<RunLabel>> {
                 labels_of_run(&self.pool, run_id).await
+            }
+
+            async fn invite_rater(&self, new: &$crate::store::NewRater, hash: &PasswordHash) -> StoreResult<i64> {
+                insert_rater(&self.writer, new, hash).await
+            }
+
+            async fn check_review(
+                &self,
+                review_id: i64,
+                checker_id: i64,
+                overturn_to: Option<bool>,
+                reason: &str,
+            ) -> StoreResult<()> {
+                decide_check(&self.writer, review_id, checker_id, overturn_to, reason).await
+            }
+
+            async fn create_gold(&self, task_id: i64, answer_pass: bool, note: &str, created_by: i64) -> StoreResult<i64> {
+                insert_gold(&self.writer, task_id, answer_pass, note, created_by).await
+            }
+
+            async fn retire_gold(&self, gold_id: i64) -> StoreResult<()> {
+                retire_gold_item(&self.writer, gold_id).await
+            }
+
+            async fn gold_items(&self) -> StoreResult<Vec<$crate::store::GoldItem>> {
+                list_gold(&self.pool).await
+            }
+
+            async fn gold_candidates(&self, limit: i64) -> StoreResult<Vec<$crate::store::GoldCandidate>> {
+                list_gold_candidates(&self.pool, limit).await
+            }
+
+            async fn scan_open_tasks(
+                &self,
+                visit: &mut (dyn FnMut($crate::annotation::sla::OpenTask) + Send),
+            ) -> StoreResult<()> {
+                visit_open_tasks(&self.pool, visit).await
+            }
+
+            async fn labelling_flow(&self, now: i64) -> StoreResult<$crate::store::LabellingFlow> {
+                flow_of_labels(&self.pool, now).await
+            }
+
+            async fn sla_days(&self, since: i64) -> StoreResult<Vec<$crate::annotation::sla::SlaDay>> {
+                days_of_sla(&self.pool, since).await
+            }
+
+            async fn escalate_tasks(&self, task_ids: &[i64], now: i64) -> StoreResult<u64> {
+                raise_priority(&self.writer, task_ids, now).await
+            }
+
+            async fn queue_labels(&self, since: i64) -> StoreResult<Vec<$crate::store::QueueLabel>> {
+                labels_by_queue(&self.pool, since).await
+            }
+
+            async fn raise_alert(&self, kind: &str, subject: &str, message: &str, now: i64) -> StoreResult<bool> {
+                open_alert(&self.writer, kind, subject, message, now).await
+            }
+
+            async fn resolve_alerts(&self, kind: &str, still_open: &[String], now: i64) -> StoreResult<u64> {
+                close_alerts(&self.writer, kind, still_open, now).await
+            }
+
+            async fn mark_alert_emailed(&self, alert_id: i64, now: i64) -> StoreResult<()> {
+                sqlx::query("UPDATE alerts SET emailed_at = $1 WHERE id = $2")
+                    .bind(now)
+                    .bind(alert_id)
+                    .execute(&self.writer)
+                    .await?;
+                Ok(())
+            }
+
+            async fn alerts(&self, resolved_limit: i64) -> StoreResult<Vec<$crate::store::Alert>> {
+                list_alerts(&self.pool, resolved_limit).await
+            }
+
+            async fn lead_emails(&self) -> StoreResult<Vec<String>> {
+                Ok(sqlx::query_scalar(
+                    "SELECT email FROM users WHERE active AND role IN ('lead', 'admin') \
+                     AND email IS NOT NULL AND email <> '' ORDER BY id",
+                )
+                .fetch_all(&self.pool)
+                .await?)
             }
         }
 

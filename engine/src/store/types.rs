@@ -512,6 +512,23 @@ pub struct AnnotationTask {
     pub target: String,
     pub output: String,
     pub lease_expires_at: i64,
+    /// The rater is in training: every item is a gold item and each answer gets feedback.
+    /// (Outside training, gold items look exactly like ordinary ones.)
+    pub training: bool,
+}
+
+/// What a rater in training learns after answering a gold item.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrainingFeedback {
+    pub correct: bool,
+    /// The right answer, and why (the note the lead gave with the gold item).
+    pub answer_pass: bool,
+    pub note: String,
+    /// Training answers so far, and how many of the latest were right.
+    pub answered: u64,
+    pub latest_right: u64,
+    /// The rater passed with this answer and labels for real from now on.
+    pub graduated: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -602,6 +619,20 @@ pub struct ReviewItem {
     pub rationale: String,
     /// Why the label is up for review: the random QC sample, or raters who split evenly.
     pub why: String,
+    /// Set when this is a spot check of another reviewer's decision on the label.
+    pub check: Option<ReviewCheck>,
+}
+
+/// A reviewer's decision drawn for a spot check by another senior.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReviewCheck {
+    pub review_id: i64,
+    pub reviewer: String,
+    /// `accepted`, `corrected` or `rejected`.
+    pub decision: String,
+    /// The reviewer's verdict when they corrected the label.
+    pub corrected_to: Option<bool>,
+    pub reason: String,
 }
 
 /// A reviewer's decision on a label.
@@ -636,6 +667,15 @@ pub struct RaterRecord {
     pub paused: bool,
     pub skills: Vec<String>,
     pub weekly_capacity_hours: f64,
+    pub email: Option<String>,
+    /// Set while the rater is in training (gold items only, with feedback).
+    pub training_since: Option<i64>,
+    /// Gold answers over the last 30 days: right, and all.
+    pub gold_right: u64,
+    pub gold_answered: u64,
+    /// The rater's own review decisions spot-checked by another senior: upheld, and all.
+    pub reviews_upheld: u64,
+    pub reviews_checked: u64,
     /// Each label: when, how long it took (lease to submission), its review decision, and
     /// whether it matched the item's final human verdict (`None` while undecided).
     pub labels: Vec<RaterLabel>,
@@ -656,6 +696,87 @@ pub struct RaterUpdate {
     pub paused: Option<bool>,
     pub skills: Option<Vec<String>>,
     pub weekly_capacity_hours: Option<f64>,
+    pub role: Option<crate::auth::Role>,
+    /// `Some(None)` removes the address.
+    pub email: Option<Option<String>>,
+    /// `Some(true)` sends the rater to training (their lease is released); `Some(false)` ends it.
+    pub training: Option<bool>,
+}
+
+/// A rater a lead invites: the account and its place in the pool, created in one statement.
+#[derive(Clone, Debug)]
+pub struct NewRater {
+    pub username: String,
+    pub role: crate::auth::Role,
+    pub email: Option<String>,
+    pub skills: Vec<String>,
+    pub weekly_capacity_hours: f64,
+    /// New raters usually start in training.
+    pub training: bool,
+}
+
+/// A gold item with how raters have done on it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GoldItem {
+    pub id: i64,
+    pub task_id: i64,
+    /// The start of the item's question, to recognise it by.
+    pub input: String,
+    pub answer_pass: bool,
+    pub note: String,
+    pub created_at: i64,
+    pub retired_at: Option<i64>,
+    pub answers: u64,
+    pub right: u64,
+}
+
+/// A finished item whose raters all agreed (or a reviewer corrected): a good gold candidate.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GoldCandidate {
+    pub task_id: i64,
+    pub input: String,
+    pub verdict_pass: bool,
+    pub labels: u64,
+    pub why: String,
+}
+
+/// Labelling velocity and inflow, for the forecast and availability.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LabellingFlow {
+    pub labels_last_hour: u64,
+    pub labels_last_day: u64,
+    pub labels_last_week: u64,
+    /// Labels asked for by tasks created in the last week (inflow).
+    pub labels_needed_last_week: u64,
+    /// Median time per label over the latest labels (`None` before any).
+    pub median_label_ms: Option<f64>,
+    /// Weekly hours of active raters who are not paused or in training.
+    pub capacity_hours_per_week: f64,
+}
+
+/// A standing label with its queue (the eval whose items it labels), for agreement per queue.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueueLabel {
+    pub queue: String,
+    pub task_id: i64,
+    pub rater_id: i64,
+    pub rater: String,
+    pub pass: bool,
+}
+
+/// An alert for leads.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Alert {
+    pub id: i64,
+    /// `sla_at_risk`, `sla_breached` or `low_agreement`.
+    pub kind: String,
+    /// What it is about: a queue's name.
+    pub subject: String,
+    pub message: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub resolved_at: Option<i64>,
+    pub emailed_at: Option<i64>,
 }
 
 /// One standing label on a run's item, for agreement statistics.
