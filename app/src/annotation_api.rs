@@ -1,5 +1,6 @@
-//! Server functions for the human queue beyond labelling: senior review of labels, the rater
-//! pool, and agreement between raters. Thin like [`crate::api`].
+//! Server functions for the human queue beyond labelling: senior review of labels and spot
+//! checks, the rater pool, the lead's queue page (SLAs, alerts, gold items, QC rates), and
+//! agreement between raters. Thin like [`crate::api`].
 
 use crate::views::*;
 use leptos::prelude::*;
@@ -28,7 +29,40 @@ pub async fn next_review() -> Result<Option<ReviewView>, ServerFnError> {
         verdict: if item.pass { "pass" } else { "fail" }.into(),
         rationale: item.rationale,
         why: item.why,
+        check: item.check.map(|check| ReviewCheckView {
+            review_id: check.review_id,
+            reviewer: check.reviewer,
+            decision: match (check.decision.as_str(), check.corrected_to) {
+                ("corrected", Some(true)) => "corrected it to pass".into(),
+                ("corrected", _) => "corrected it to fail".into(),
+                ("accepted", _) => "accepted the label".into(),
+                _ => "rejected the label".into(),
+            },
+            reason: check.reason,
+        }),
     }))
+}
+
+/// A spot check of another reviewer's decision: `uphold`, or `overturn` with the right
+/// `verdict` (pass or fail) and a reason.
+#[server(endpoint = "check_review")]
+pub async fn check_review(
+    review_id: i64,
+    decision: String,
+    #[server(default)] verdict: String,
+    #[server(default)] reason: String,
+) -> Result<(), ServerFnError> {
+    let (state, user) = require(Permission::Review).await?;
+    human_queue::check_review(
+        state.store.as_ref(),
+        review_id,
+        user.id,
+        &decision,
+        &verdict,
+        &reason,
+    )
+    .await
+    .map_err(service_error)
 }
 
 /// `decision` is `accept`, `correct` (with `verdict` pass or fail) or `reject` (with a reason).
@@ -66,6 +100,11 @@ fn rater_view(rater: arbiter_engine::annotation::pool::RaterStats) -> RaterView 
         median_seconds_per_item: rater.median_seconds_per_item,
         review_acceptance: rater.review_acceptance,
         agreement_with_consensus: rater.agreement_with_consensus,
+        gold_accuracy: rater.gold_accuracy,
+        gold_answered: rater.gold_answered,
+        reviews_upheld: rater.reviews_upheld,
+        email: rater.email.unwrap_or_default(),
+        in_training: rater.training_since.is_some(),
         labels_30d: rater.labels_30d,
         last_active: rater.last_active,
         flag: rater.flag,
@@ -84,20 +123,25 @@ pub async fn raters_page() -> Result<RatersPageData, ServerFnError> {
     })
 }
 
-/// Pause, resume, deactivate or activate a rater (`action`), or set their skills
-/// (comma-separated) and weekly capacity in hours; fields left out are unchanged.
+/// Pause, resume, deactivate, activate, `train` or `end-training` a rater (`action`), or set
+/// their skills (comma-separated), weekly capacity in hours, role and email; fields left out
+/// are unchanged.
 #[server(endpoint = "update_rater")]
 pub async fn update_rater(
     rater_id: i64,
     #[server(default)] action: String,
     #[server(default)] skills: Option<String>,
     #[server(default)] weekly_capacity_hours: Option<String>,
+    #[server(default)] role: Option<String>,
+    #[server(default)] email: Option<String>,
 ) -> Result<(), ServerFnError> {
     let (state, user) = require(Permission::ManageUsers).await?;
     let form = human_queue::RaterForm {
         action,
         skills,
         weekly_capacity_hours,
+        role,
+        email,
     };
     human_queue::update_rater(state.store.as_ref(), user.id, rater_id, &form)
         .await
@@ -142,7 +186,12 @@ pub async fn run_agreement(id: i64) -> Result<AgreementView, ServerFnError> {
     let report = human_queue::run_agreement(state.store.as_ref(), id)
         .await
         .map_err(service_error)?;
-    Ok(AgreementView {
+    Ok(agreement_view(&report))
+}
+
+#[cfg(feature = "ssr")]
+fn agreement_view(report: &human_queue::AgreementReport) -> AgreementView {
+    AgreementView {
         items: report.items,
         labels: report.labels,
         alpha: statistic_view(&report.alpha),
@@ -158,5 +207,192 @@ pub async fn run_agreement(id: i64) -> Result<AgreementView, ServerFnError> {
                 kappa: statistic_view(&pair.kappa),
             })
             .collect(),
+    }
+}
+
+/// Invites a rater: creates the account with a first password (shown once) and emails it to
+/// them when an address is given.
+#[server(endpoint = "invite_rater")]
+pub async fn invite_rater(
+    username: String,
+    #[server(default)] role: String,
+    #[server(default)] email: String,
+    #[server(default)] skills: String,
+    #[server(default)] weekly_capacity_hours: String,
+    #[server(default)] training: Option<String>,
+) -> Result<InvitedView, ServerFnError> {
+    let (state, _) = require(Permission::ManageUsers).await?;
+    let invitation = human_queue::Invitation {
+        username,
+        role,
+        email,
+        skills,
+        weekly_capacity_hours,
+        training: training.is_some_and(|value| !value.is_empty()),
+    };
+    let invited = human_queue::invite_rater(state.store.as_ref(), &state.mailer, &invitation)
+        .await
+        .map_err(service_error)?;
+    Ok(InvitedView {
+        username: invited.username,
+        password: invited.password,
+        emailed: invited.emailed,
     })
+}
+
+/// The lead's queue page: backlog, ages, forecast, tasks at risk, SLA attainment, availability,
+/// agreement per queue, alerts, gold items and the QC rates.
+#[server(endpoint = "queue_page")]
+pub async fn queue_page() -> Result<QueuePageData, ServerFnError> {
+    use arbiter_engine::annotation::sla::DAY_MS;
+    use arbiter_engine::queue_health::{alert_title, queue_report};
+    let (state, _) = require(Permission::ManageUsers).await?;
+    let store = state.store.as_ref();
+    let report = queue_report(store, arbiter_engine::store::now_ms(), true)
+        .await
+        .map_err(service_error)?;
+    let settings = human_queue::queue_settings(store)
+        .await
+        .map_err(service_error)?;
+    let gold = store.gold_items().await.map_err(store_error)?;
+    let candidates = store.gold_candidates(10).await.map_err(store_error)?;
+    let floor = report.agreement_floor;
+    Ok(QueuePageData {
+        backlog_tasks: report.backlog_tasks,
+        backlog_labels: report.backlog_labels,
+        ages: report
+            .ages
+            .into_iter()
+            .map(|(label, count)| CountView { label, count })
+            .collect(),
+        breached: report.breached,
+        at_risk: report.at_risk,
+        at_risk_tasks: report
+            .listed
+            .into_iter()
+            .map(|task| AtRiskView {
+                task_id: task.task_id,
+                queue: task.queue,
+                priority: task.priority,
+                due_at: task.due_at,
+                forecast_done_at: task.forecast_done_at,
+                why: task.why,
+            })
+            .collect(),
+        labels_per_hour: report.labels_per_hour,
+        velocity_basis: report.velocity_basis,
+        forecast_hours: report.forecast_hours,
+        sla_days: report
+            .sla_days
+            .iter()
+            .map(|day| SlaDayView {
+                day_start: day.day * DAY_MS,
+                completed: day.completed,
+                on_time: day.on_time,
+            })
+            .collect(),
+        attainment_7d: report.attainment_7d,
+        inflow_labels_per_week: report.availability.inflow_labels_per_week,
+        seconds_per_label: report.availability.seconds_per_label,
+        needed_hours_per_week: report.availability.needed_hours_per_week,
+        capacity_hours_per_week: report.availability.capacity_hours_per_week,
+        availability: report.availability.covered,
+        backlog_hours: report.availability.backlog_hours,
+        queues: report
+            .queues
+            .iter()
+            .map(|(queue, agreement)| QueueAgreementView {
+                queue: queue.clone(),
+                below_floor: agreement
+                    .alpha
+                    .statistic
+                    .value()
+                    .is_some_and(|alpha| alpha < floor),
+                agreement: agreement_view(agreement),
+            })
+            .collect(),
+        alerts: report
+            .alerts
+            .into_iter()
+            .map(|alert| AlertView {
+                id: alert.id,
+                title: alert_title(&alert.kind).into(),
+                subject: alert.subject,
+                message: alert.message,
+                created_at: alert.created_at,
+                updated_at: alert.updated_at,
+                resolved_at: alert.resolved_at,
+                emailed_at: alert.emailed_at,
+            })
+            .collect(),
+        gold_rate: settings.gold_rate,
+        review_check_rate: settings.review_check_rate,
+        agreement_floor: settings.agreement_floor,
+        gold: gold
+            .into_iter()
+            .map(|item| GoldView {
+                id: item.id,
+                task_id: item.task_id,
+                input: item.input,
+                answer: if item.answer_pass { "pass" } else { "fail" }.into(),
+                note: item.note,
+                retired: item.retired_at.is_some(),
+                answers: item.answers,
+                right: item.right,
+            })
+            .collect(),
+        gold_candidates: candidates
+            .into_iter()
+            .map(|candidate| GoldCandidateView {
+                task_id: candidate.task_id,
+                input: candidate.input,
+                verdict: if candidate.verdict_pass { "pass" } else { "fail" }.into(),
+                why: candidate.why,
+            })
+            .collect(),
+    })
+}
+
+/// The gold rate, the spot-check rate and the agreement floor, set together (shares or
+/// percentages); nothing changes unless all three are valid.
+#[server(endpoint = "set_queue_settings")]
+pub async fn set_queue_settings(
+    gold_rate: String,
+    review_check_rate: String,
+    agreement_floor: String,
+) -> Result<(), ServerFnError> {
+    let (state, _) = require(Permission::ManageUsers).await?;
+    human_queue::set_queue_settings(
+        state.store.as_ref(),
+        &gold_rate,
+        &review_check_rate,
+        &agreement_floor,
+    )
+    .await
+    .map_err(service_error)
+}
+
+/// Makes an annotation item gold with a known `answer` (pass or fail) and an optional note
+/// shown to raters in training.
+#[server(endpoint = "create_gold")]
+pub async fn create_gold(
+    task_id: i64,
+    answer: String,
+    #[server(default)] note: String,
+) -> Result<(), ServerFnError> {
+    let (state, user) = require(Permission::ManageUsers).await?;
+    human_queue::create_gold(state.store.as_ref(), user.id, task_id, &answer, &note)
+        .await
+        .map(|_| ())
+        .map_err(service_error)
+}
+
+#[server(endpoint = "retire_gold")]
+pub async fn retire_gold(gold_id: i64) -> Result<(), ServerFnError> {
+    let (state, _) = require(Permission::ManageUsers).await?;
+    state
+        .store
+        .retire_gold(gold_id)
+        .await
+        .map_err(store_error)
 }

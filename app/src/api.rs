@@ -433,6 +433,7 @@ pub async fn next_task() -> Result<Option<TaskView>, ServerFnError> {
         target: task.target,
         output: task.output,
         remaining: counts.open + counts.leased,
+        training: task.training,
     }))
 }
 
@@ -442,7 +443,7 @@ pub async fn submit_label(
     task_id: i64,
     verdict: String,
     rationale: String,
-) -> Result<(), ServerFnError> {
+) -> Result<Option<TrainingFeedbackView>, ServerFnError> {
     let (state, user) = require(Permission::Annotate).await?;
     let pass = match verdict.as_str() {
         "pass" => true,
@@ -457,11 +458,20 @@ pub async fn submit_label(
     if rationale.chars().count() > 5000 {
         return Err(fail(400, "the rationale is longer than 5000 characters"));
     }
-    state
+    let feedback = state
         .store
         .submit_label(task_id, user.id, pass, &rationale)
         .await
-        .map_err(store_error)
+        .map_err(store_error)?;
+    Ok(feedback.map(|feedback| TrainingFeedbackView {
+        correct: feedback.correct,
+        answer: if feedback.answer_pass { "pass" } else { "fail" }.into(),
+        note: feedback.note,
+        answered: feedback.answered,
+        latest_right: feedback.latest_right,
+        out_of: feedback.answered.min(arbiter_engine::annotation::gold::TRAINING_ITEMS as u64),
+        graduated: feedback.graduated,
+    }))
 }
 
 #[server(endpoint = "skip_task")]

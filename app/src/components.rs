@@ -77,6 +77,7 @@ pub fn Nav() -> impl IntoView {
                                         <a href="/review">"Review"</a>
                                     </Show>
                                     <Show when=move || lead>
+                                        <a href="/queue">"Queue"</a>
                                         <a href="/raters">"Raters"</a>
                                     </Show>
                                 </nav>

@@ -15,6 +15,8 @@ pub const USER_ID_KEY: &str = "user_id";
 #[derive(Clone)]
 pub struct AppState {
     pub store: Arc<dyn Store>,
+    /// Invitations to raters go out through it (alerts are mailed by the queue monitor).
+    pub mailer: Arc<arbiter_engine::mail::Mailer>,
 }
 
 /// Sets the response status and returns an error whose message the user may read.

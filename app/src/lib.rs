@@ -66,6 +66,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/annotate") view=AnnotatePage/>
                     <Route path=path!("/review") view=ReviewPage/>
                     <Route path=path!("/raters") view=RatersPage/>
+                    <Route path=path!("/queue") view=QueuePage/>
                     <Route path=path!("/compare") view=ComparePage/>
                 </Routes>
             </main>

@@ -212,6 +212,22 @@ pub struct TaskView {
     pub target: String,
     pub output: String,
     pub remaining: i64,
+    /// The rater is in training: each answer is checked against a known answer at once.
+    pub training: bool,
+}
+
+/// What a rater in training learns after each answer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrainingFeedbackView {
+    pub correct: bool,
+    /// `pass` or `fail`.
+    pub answer: String,
+    pub note: String,
+    pub answered: u64,
+    pub latest_right: u64,
+    /// Items of the latest that count towards passing.
+    pub out_of: u64,
+    pub graduated: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -406,6 +422,18 @@ pub struct ReviewView {
     pub verdict: String,
     pub rationale: String,
     pub why: String,
+    /// Set when the reviewer is spot-checking another reviewer's decision on this label.
+    pub check: Option<ReviewCheckView>,
+}
+
+/// Another reviewer's decision, up for a spot check.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReviewCheckView {
+    pub review_id: i64,
+    pub reviewer: String,
+    /// In words: "accepted the label", "corrected it to fail", "rejected it".
+    pub decision: String,
+    pub reason: String,
 }
 
 /// One member of the rater pool with their figures.
@@ -422,6 +450,11 @@ pub struct RaterView {
     pub median_seconds_per_item: Option<f64>,
     pub review_acceptance: Option<f64>,
     pub agreement_with_consensus: Option<f64>,
+    pub gold_accuracy: Option<f64>,
+    pub gold_answered: u64,
+    pub reviews_upheld: Option<f64>,
+    pub email: String,
+    pub in_training: bool,
     pub labels_30d: u64,
     pub last_active: Option<i64>,
     pub flag: Option<String>,
@@ -457,4 +490,106 @@ pub struct AgreementView {
     pub alpha_interval: Option<(f64, f64)>,
     pub fleiss: StatisticView,
     pub pairs: Vec<PairView>,
+}
+
+/// A new rater's account, shown once to the lead who invited them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InvitedView {
+    pub username: String,
+    pub password: String,
+    pub emailed: String,
+}
+
+/// One bar of a small distribution: a label and a count.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CountView {
+    pub label: String,
+    pub count: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AtRiskView {
+    pub task_id: i64,
+    pub queue: String,
+    pub priority: i64,
+    pub due_at: i64,
+    pub forecast_done_at: Option<i64>,
+    pub why: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SlaDayView {
+    /// Start of the UTC day, in Unix milliseconds.
+    pub day_start: i64,
+    pub completed: u64,
+    pub on_time: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AlertView {
+    pub id: i64,
+    pub title: String,
+    pub subject: String,
+    pub message: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub resolved_at: Option<i64>,
+    pub emailed_at: Option<i64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QueueAgreementView {
+    pub queue: String,
+    pub agreement: AgreementView,
+    pub below_floor: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GoldView {
+    pub id: i64,
+    pub task_id: i64,
+    pub input: String,
+    /// `pass` or `fail`.
+    pub answer: String,
+    pub note: String,
+    pub retired: bool,
+    pub answers: u64,
+    pub right: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GoldCandidateView {
+    pub task_id: i64,
+    pub input: String,
+    pub verdict: String,
+    pub why: String,
+}
+
+/// The lead's queue page.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QueuePageData {
+    pub backlog_tasks: u64,
+    pub backlog_labels: u64,
+    pub ages: Vec<CountView>,
+    pub breached: u64,
+    pub at_risk: u64,
+    pub at_risk_tasks: Vec<AtRiskView>,
+    pub labels_per_hour: f64,
+    pub velocity_basis: String,
+    pub forecast_hours: Option<f64>,
+    pub sla_days: Vec<SlaDayView>,
+    pub attainment_7d: Option<f64>,
+    pub inflow_labels_per_week: f64,
+    pub seconds_per_label: Option<f64>,
+    pub needed_hours_per_week: Option<f64>,
+    pub capacity_hours_per_week: f64,
+    pub availability: Option<f64>,
+    pub backlog_hours: Option<f64>,
+    pub queues: Vec<QueueAgreementView>,
+    pub alerts: Vec<AlertView>,
+    pub gold_rate: f64,
+    pub review_check_rate: f64,
+    pub agreement_floor: f64,
+    pub gold: Vec<GoldView>,
+    pub gold_candidates: Vec<GoldCandidateView>,
 }

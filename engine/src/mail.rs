@@ -37,7 +37,8 @@ impl std::fmt::Debug for Mailer {
 }
 
 impl Mailer {
-    /// A mailer from the operator's transport setting and sender address.
+    /// A mailer from the operator's transport setting and sender address. Call it inside the
+    /// Tokio runtime: the SMTP transport's connection pool runs on it.
     pub fn from_config(transport: &str, from: &str) -> anyhow::Result<Mailer> {
         let from: Mailbox = from
             .parse()
@@ -153,8 +154,9 @@ mod tests {
         assert_eq!(std::fs::read_dir(directory.path()).unwrap().count(), 1);
     }
 
-    #[test]
-    fn bad_settings_and_addresses_are_refused_with_a_reason() {
+    // The SMTP transport's connection pool starts a task: it needs a runtime, as in the server.
+    #[tokio::test]
+    async fn bad_settings_and_addresses_are_refused_with_a_reason() {
         let unknown = Mailer::from_config("carrier-pigeon", "a@b.c").unwrap_err();
         assert!(unknown.to_string().contains("unknown mail transport"), "{unknown}");
         assert!(Mailer::from_config("log", "not an address").is_err());

@@ -8,7 +8,7 @@ use arbiter_engine::auth::Role;
 use arbiter_engine::grading::judge::DEFAULT_RUBRIC;
 use arbiter_engine::policies::{self, JudgeForm, PolicyForm};
 use arbiter_engine::service::{self, CheckpointForm, EvalForm};
-use arbiter_engine::store::{Store, PRIORITY_SCHEDULED};
+use arbiter_engine::store::{RaterUpdate, Store, PRIORITY_SCHEDULED};
 
 /// Demo accounts: (username, role, password). Printed at start-up; for local use only.
 pub const DEMO_ACCOUNTS: [(&str, Role, &str); 5] = [
@@ -18,6 +18,11 @@ pub const DEMO_ACCOUNTS: [(&str, Role, &str); 5] = [
     ("annotator2", Role::Annotator, "annotator2-demo-pass"),
     ("reviewer", Role::Reviewer, "reviewer-demo-pass"),
 ];
+
+/// Where the demo lead's alert mail goes (written to files under the demo's data directory).
+pub const DEMO_LEAD_EMAIL: &str = "lead@arbiter.demo";
+/// Hours a week each demo rater offers, so the queue page's availability has numbers.
+const DEMO_RATER_HOURS: f64 = 10.0;
 
 /// The bundled sample dataset (written for this project): 60 questions in three categories.
 pub const SAMPLE_DATASET: &[u8] = include_bytes!("../../public/samples/qa-basic.jsonl");
@@ -65,7 +70,13 @@ pub struct DemoSeed {
 /// Creates the accounts, dataset, checkpoints and eval, and launches the two comparison runs.
 pub async fn seed(store: &dyn Store, sim_base_url: &str) -> anyhow::Result<DemoSeed> {
     for (username, role, password) in DEMO_ACCOUNTS {
-        service::create_user(store, username, password, role).await?;
+        let id = service::create_user(store, username, password, role).await?;
+        let update = RaterUpdate {
+            email: (role == Role::Lead).then(|| Some(DEMO_LEAD_EMAIL.to_string())),
+            weekly_capacity_hours: (role != Role::Researcher).then_some(DEMO_RATER_HOURS),
+            ..RaterUpdate::default()
+        };
+        store.update_rater(id, &update).await?;
     }
     let lead = store
         .find_user_credentials("researcher")

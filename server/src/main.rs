@@ -4,6 +4,8 @@
 use anyhow::Context;
 use arbiter_engine::auth::Role;
 use arbiter_engine::dispatch::{run_worker, WorkerConfig};
+use arbiter_engine::mail::Mailer;
+use arbiter_engine::queue_health::run_monitor;
 use arbiter_engine::service;
 use arbiter_engine::sim::{self, SimConfig, SimFaults, SimModel};
 use arbiter_engine::store::{Database, Store};
@@ -43,6 +45,8 @@ enum Command {
         /// Requests each worker keeps in flight.
         #[arg(long, default_value_t = 64)]
         concurrency: usize,
+        #[command(flatten)]
+        mail: MailArgs,
     },
     /// Work the queue of a shared database (PostgreSQL) without serving pages.
     Worker {
@@ -120,6 +124,9 @@ enum Command {
         data_dir: PathBuf,
         #[arg(long, env = "LEPTOS_SITE_ROOT", default_value = "target/site")]
         site_root: String,
+        /// Seconds between rounds of the queue monitor (SLA escalation, alerts, email).
+        #[arg(long, default_value_t = 30)]
+        queue_monitor_seconds: u64,
     },
     /// Apply database migrations and exit.
     Migrate {
@@ -140,6 +147,22 @@ enum Command {
         #[command(subcommand)]
         action: TeamAction,
     },
+}
+
+/// Email to leads and invited raters, and the queue monitor that sends alerts.
+#[derive(clap::Args)]
+struct MailArgs {
+    /// Mail transport: smtp://user:password@host:587 (STARTTLS), smtps://…:465, file:DIRECTORY
+    /// (one .eml file per message) or log.
+    #[arg(long = "mail", env = "ARBITER_MAIL", default_value = "log", hide_env_values = true)]
+    transport: String,
+    /// Sender of Arbiter's mail.
+    #[arg(long, env = "ARBITER_MAIL_FROM", default_value = "Arbiter <arbiter@localhost>")]
+    mail_from: String,
+    /// Seconds between rounds of the queue monitor (SLA escalation, alerts, email); 0 turns it
+    /// off (run one `arbiter serve` with it on when several share a database).
+    #[arg(long, default_value_t = 60)]
+    queue_monitor_seconds: u64,
 }
 
 #[derive(Subcommand)]
@@ -185,9 +208,18 @@ async fn main() -> anyhow::Result<()> {
             site_root,
             workers,
             concurrency,
+            mail,
         } => {
             let database = open(&database_url).await?;
-            serve(&database, addr, &site_root, workers, concurrency).await
+            let mailer = Mailer::from_config(&mail.transport, &mail.mail_from)?;
+            tracing::info!(transport = %mailer.describe(), "mail");
+            let background = Background {
+                workers,
+                concurrency,
+                mailer: Arc::new(mailer),
+                queue_monitor_seconds: mail.queue_monitor_seconds,
+            };
+            serve(&database, addr, &site_root, background).await
         }
         Command::Worker {
             database_url,
@@ -268,7 +300,8 @@ async fn main() -> anyhow::Result<()> {
             sim_addr,
             data_dir,
             site_root,
-        } => run_demo(addr, sim_addr, &data_dir, &site_root).await,
+            queue_monitor_seconds,
+        } => run_demo(addr, sim_addr, &data_dir, &site_root, queue_monitor_seconds).await,
         Command::Migrate { database_url } => {
             let database = open(&database_url).await?;
             println!(
@@ -370,27 +403,49 @@ async fn shutdown_signal() {
     let _ = ctrl_c.await;
 }
 
-/// Serves the app with `workers` in-process worker loops until Ctrl-C or SIGTERM, then lets
-/// requests in flight finish.
+/// What runs beside the web app in one `arbiter serve`.
+struct Background {
+    /// In-process worker loops and the requests each keeps in flight.
+    workers: usize,
+    concurrency: usize,
+    mailer: Arc<Mailer>,
+    /// 0: no queue monitor in this process.
+    queue_monitor_seconds: u64,
+}
+
+/// Serves the app with its in-process workers and queue monitor until Ctrl-C or SIGTERM, then
+/// lets requests in flight finish.
 async fn serve(
     database: &Database,
     addr: SocketAddr,
     site_root: &str,
-    workers: usize,
-    concurrency: usize,
+    background: Background,
 ) -> anyhow::Result<()> {
     let store: Arc<dyn Store> = database.store();
     let (shutdown_tx, shutdown) = watch::channel(false);
-    let worker_tasks: Vec<_> = (0..workers)
+    let mut tasks: Vec<_> = (0..background.workers)
         .map(|index| {
             tokio::spawn(run_worker(
                 store.clone(),
-                worker_config(index, concurrency),
+                worker_config(index, background.concurrency),
                 shutdown.clone(),
             ))
         })
         .collect();
-    let app = web::router(database, web::leptos_options(site_root, addr)).await?;
+    if background.queue_monitor_seconds > 0 {
+        tasks.push(tokio::spawn(run_monitor(
+            store.clone(),
+            background.mailer.clone(),
+            std::time::Duration::from_secs(background.queue_monitor_seconds),
+            shutdown.clone(),
+        )));
+    }
+    let app = web::router(
+        database,
+        web::leptos_options(site_root, addr),
+        background.mailer,
+    )
+    .await?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
@@ -404,7 +459,7 @@ async fn serve(
         .with_graceful_shutdown(shutdown_signal())
         .await?;
     let _ = shutdown_tx.send(true);
-    for task in worker_tasks {
+    for task in tasks {
         task.await?;
     }
     Ok(())
@@ -415,6 +470,7 @@ async fn run_demo(
     sim_addr: SocketAddr,
     data_dir: &std::path::Path,
     site_root: &str,
+    queue_monitor_seconds: u64,
 ) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     // A fresh database every start, so the demo always shows the same story.
@@ -436,6 +492,11 @@ async fn run_demo(
     let database_url = format!("sqlite://{}", data_dir.join("demo.db").display());
     let database = open(&database_url).await?;
     let seeded = demo::seed(database.store().as_ref(), &format!("http://{sim_addr}/v1")).await?;
+    let mail_dir = data_dir.join("mail");
+    let mailer = Mailer::from_config(
+        &format!("file:{}", mail_dir.display()),
+        "Arbiter demo <arbiter@arbiter.demo>",
+    )?;
     println!();
     println!(
         "  Arbiter demo is up at http://{addr}  (ready in {:.1} s)",
@@ -454,6 +515,13 @@ async fn run_demo(
     for (username, role, password) in demo::DEMO_ACCOUNTS {
         println!("    {:<10}  {username:<12} / {password}", role.as_str());
     }
+    println!("  Mail to the lead ({}) is written to {}", demo::DEMO_LEAD_EMAIL, mail_dir.display());
     println!();
-    serve(&database, addr, site_root, 1, 64).await
+    let background = Background {
+        workers: 1,
+        concurrency: 64,
+        mailer: Arc::new(mailer),
+        queue_monitor_seconds,
+    };
+    serve(&database, addr, site_root, background).await
 }

@@ -36,9 +36,14 @@ pub fn max_body_mb() -> usize {
 }
 
 /// Builds the whole router over an opened database.
-pub async fn router(database: &Database, options: LeptosOptions) -> anyhow::Result<Router> {
+pub async fn router(
+    database: &Database,
+    options: LeptosOptions,
+    mailer: std::sync::Arc<arbiter_engine::mail::Mailer>,
+) -> anyhow::Result<Router> {
     let state = AppState {
         store: database.store(),
+        mailer,
     };
     Ok(match database {
         Database::Sqlite(store) => {

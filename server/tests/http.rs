@@ -39,7 +39,10 @@ impl TestApp {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         let options = server::web::leptos_options("target/site", address);
-        let app = server::web::router(&database, options).await.unwrap();
+        let mailer = std::sync::Arc::new(arbiter_engine::mail::Mailer::log_only());
+        let app = server::web::router(&database, options, mailer)
+            .await
+            .unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         TestApp {
             address,
@@ -328,6 +331,32 @@ const SERVER_FUNCTIONS: &[(&str, Args, Allowed)] = &[
         Allowed::Leads,
     ),
     ("run_agreement", &[("id", "1")], Allowed::Researchers),
+    (
+        "check_review",
+        &[("review_id", "1"), ("decision", "uphold")],
+        Allowed::Reviewers,
+    ),
+    (
+        "invite_rater",
+        &[("username", "NAME"), ("role", "annotator")],
+        Allowed::Leads,
+    ),
+    ("queue_page", &[], Allowed::Leads),
+    (
+        "set_queue_settings",
+        &[
+            ("gold_rate", "0.05"),
+            ("review_check_rate", "0.1"),
+            ("agreement_floor", "0.6"),
+        ],
+        Allowed::Leads,
+    ),
+    (
+        "create_gold",
+        &[("task_id", "1"), ("answer", "pass")],
+        Allowed::Leads,
+    ),
+    ("retire_gold", &[("gold_id", "1")], Allowed::Leads),
 ];
 
 #[tokio::test]

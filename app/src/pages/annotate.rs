@@ -2,10 +2,12 @@
 //!
 //! Keys: `1`/`p` pass, `2`/`f` fail, `s` skip, `n` next item, `r` write a rationale (Escape
 //! leaves the text box). The rater is blind: no model, checkpoint or grader verdict is shown,
-//! and the model's output is rendered as text, never as HTML.
+//! and the model's output is rendered as text, never as HTML. Gold items look like any other
+//! item; only a rater in training is told, and sees the right answer after each label.
 
 use crate::api::{next_task, SkipTask, SubmitLabel};
 use crate::components::{error_text, ErrorNote, ItemText};
+use crate::views::TrainingFeedbackView;
 use leptos::html;
 use leptos::prelude::*;
 
@@ -46,7 +48,11 @@ pub fn AnnotatePage() -> impl IntoView {
     };
     Effect::new(move |_| {
         if let Some(result) = submit.value().get() {
-            after(result, "Label saved.");
+            let done = match &result {
+                Ok(Some(feedback)) => training_message(feedback),
+                _ => "Label saved.".to_string(),
+            };
+            after(result.map(|_| ()), &done);
         }
     });
     Effect::new(move |_| {
@@ -82,7 +88,14 @@ pub fn AnnotatePage() -> impl IntoView {
                 match task.await {
                     Ok(Some(task)) => {
                         current.set(Some(task.task_id));
+                        let training = task.training.then(|| view! {
+                            <p class="notice" data-testid="training">
+                                "Training: these items have known answers. After each label you see the right one; "
+                                "once enough of your latest labels are right, you label real items."
+                            </p>
+                        });
                         view! {
+                            {training}
                             <section class="card task" data-testid="task" data-task-id=task.task_id.to_string()>
                                 <p class="hint">{task.remaining} " items in the queue"</p>
                                 <ItemText input=task.input target=task.target output=task.output/>
@@ -114,4 +127,27 @@ pub fn AnnotatePage() -> impl IntoView {
             })}
         </Transition>
     }
+}
+
+/// What a rater in training reads after a label.
+fn training_message(feedback: &TrainingFeedbackView) -> String {
+    let verdict = if feedback.correct {
+        format!("Right: the answer is {}.", feedback.answer)
+    } else {
+        format!("Not quite: the answer is {}.", feedback.answer)
+    };
+    let note = if feedback.note.is_empty() {
+        String::new()
+    } else {
+        format!(" {}", feedback.note)
+    };
+    let progress = if feedback.graduated {
+        " You passed training: from now on you label real items.".to_string()
+    } else {
+        format!(
+            " {} of your latest {} training labels are right.",
+            feedback.latest_right, feedback.out_of
+        )
+    };
+    format!("{verdict}{note}{progress}")
 }

@@ -1,8 +1,9 @@
-//! The lead's rater pool: each rater's velocity, time per item, review acceptance and agreement
-//! with the final verdicts, flagged below the lead's threshold; pause, resume, deactivate,
-//! skills and weekly capacity; the table as CSV.
+//! The lead's rater pool: each rater's velocity, time per item, review acceptance, gold
+//! accuracy, agreement with the final verdicts and spot-check record, flagged below the lead's
+//! threshold; invitations; pause, resume, deactivate, training, role, email, skills and weekly
+//! capacity; the table as CSV.
 
-use crate::annotation_api::{raters_page, SetQualityThreshold, UpdateRater};
+use crate::annotation_api::{raters_page, InviteRater, SetQualityThreshold, UpdateRater};
 use crate::components::{ActionError, ErrorNote};
 use crate::pages::format_time;
 use crate::views::RaterView;
@@ -16,14 +17,40 @@ fn percent(value: Option<f64>) -> String {
 pub fn RatersPage() -> impl IntoView {
     let update = ServerAction::<UpdateRater>::new();
     let threshold = ServerAction::<SetQualityThreshold>::new();
+    let invite = ServerAction::<InviteRater>::new();
     let data = Resource::new(
-        move || (update.version().get(), threshold.version().get()),
+        move || {
+            (
+                update.version().get(),
+                threshold.version().get(),
+                invite.version().get(),
+            )
+        },
         |_| raters_page(),
     );
     view! {
         <h1>"Raters"</h1>
         <ActionError value=update.value()/>
         <ActionError value=threshold.value()/>
+        <ActionError value=invite.value()/>
+        {move || invite.value().get().and_then(Result::ok).map(|invited| view! {
+            <p class="notice" role="status" data-testid="invited">
+                "Invited " <strong>{invited.username}</strong> ". First password (shown once): "
+                <code data-testid="invited-password">{invited.password}</code> " — " {invited.emailed}
+            </p>
+        })}
+        <details class="card">
+            <summary>"Invite a rater"</summary>
+            <ActionForm action=invite attr:class="stack">
+                <label>"Username" <input name="username" required/></label>
+                <label>"Role" <RoleSelect selected="annotator".into() label="role of the new rater".into()/></label>
+                <label>"Email (the first password is sent there)" <input name="email" type="email"/></label>
+                <label>"Skills" <input name="skills" placeholder="code, math"/></label>
+                <label>"Hours per week" <input name="weekly_capacity_hours" type="number" min="0" max="168" step="0.5"/></label>
+                <label><input type="checkbox" name="training" value="on" checked/> " Start with training items"</label>
+                <button type="submit">"Invite"</button>
+            </ActionForm>
+        </details>
         <Transition fallback=|| view! { <p>"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match data.await {
@@ -31,7 +58,7 @@ pub fn RatersPage() -> impl IntoView {
                         <section class="card">
                             <ActionForm action=threshold attr:class="inline">
                                 <label>
-                                    "Flag raters whose review acceptance or agreement with consensus is below"
+                                    "Flag raters whose gold accuracy, review acceptance, agreement with consensus or upheld reviews are below"
                                     <input name="threshold" type="number" min="0" max="1" step="0.05" value=data.threshold.to_string()/>
                                 </label>
                                 <button type="submit" class="secondary">"Set"</button>
@@ -41,8 +68,9 @@ pub fn RatersPage() -> impl IntoView {
                         <table data-testid="raters">
                             <thead><tr>
                                 <th>"Rater"</th><th>"Status"</th><th>"Items / day"</th><th>"Median s / item"</th>
-                                <th>"Review acceptance"</th><th>"Agreement with consensus"</th><th>"Labels (30 d)"</th>
-                                <th>"Last active"</th><th>"Skills · hours / week"</th><th>"Actions"</th>
+                                <th>"Gold accuracy"</th><th>"Review acceptance"</th><th>"Agreement with consensus"</th>
+                                <th>"Reviews upheld"</th><th>"Labels (30 d)"</th>
+                                <th>"Last active"</th><th>"Role · email · skills · hours / week"</th><th>"Actions"</th>
                             </tr></thead>
                             <tbody>
                                 {data.raters.into_iter().map(|rater| view! { <RaterRow rater update/> }).collect_view()}
@@ -58,20 +86,34 @@ pub fn RatersPage() -> impl IntoView {
 
 #[component]
 fn RaterRow(rater: RaterView, update: ServerAction<UpdateRater>) -> impl IntoView {
-    let status = match (rater.active, rater.paused) {
-        (false, _) => "deactivated",
-        (true, true) => "paused",
-        (true, false) => "active",
+    let status = match (rater.active, rater.paused, rater.in_training) {
+        (false, _, _) => "deactivated",
+        (true, true, _) => "paused",
+        (true, false, true) => "in training",
+        (true, false, false) => "active",
     };
-    let actions: Vec<(&str, &str)> = match (rater.active, rater.paused) {
+    let mut actions: Vec<(&str, &str)> = match (rater.active, rater.paused) {
         (false, _) => vec![("activate", "Activate")],
         (true, true) => vec![("resume", "Resume"), ("deactivate", "Deactivate")],
         (true, false) => vec![("pause", "Pause"), ("deactivate", "Deactivate")],
     };
+    if rater.active {
+        actions.push(if rater.in_training {
+            ("end-training", "End training")
+        } else {
+            ("train", "Send to training")
+        });
+    }
     let id = rater.id.to_string();
     let row_id = format!("rater-{}", rater.username);
     let skills_label = format!("skills of {}", rater.username);
     let hours_label = format!("weekly hours of {}", rater.username);
+    let email_label = format!("email of {}", rater.username);
+    let role_label = format!("role of {}", rater.username);
+    let gold = match rater.gold_accuracy {
+        Some(_) => format!("{} ({})", percent(rater.gold_accuracy), rater.gold_answered),
+        None => "–".to_string(),
+    };
     let flagged = rater.flag.is_some();
     let action_forms = actions
         .into_iter()
@@ -94,13 +136,18 @@ fn RaterRow(rater: RaterView, update: ServerAction<UpdateRater>) -> impl IntoVie
             <td data-testid="rater-status">{status}</td>
             <td>{format!("{:.1}", rater.items_per_day)}</td>
             <td>{rater.median_seconds_per_item.map_or_else(|| "–".to_string(), |s| format!("{s:.0}"))}</td>
+            <td data-testid="gold-accuracy">{gold}</td>
             <td>{percent(rater.review_acceptance)}</td>
             <td>{percent(rater.agreement_with_consensus)}</td>
+            <td>{percent(rater.reviews_upheld)}</td>
             <td>{rater.labels_30d}</td>
             <td>{rater.last_active.map(format_time).unwrap_or_else(|| "never".into())}</td>
             <td>
                 <ActionForm action=update attr:class="inline">
                     <input type="hidden" name="rater_id" value=id/>
+                    <RoleSelect selected=rater.role.clone() label=role_label/>
+                    <input name="email" type="email" value=rater.email.clone() placeholder="email" size="14"
+                        aria-label=email_label/>
                     <input name="skills" value=rater.skills.clone() placeholder="code, math" size="12"
                         aria-label=skills_label/>
                     <input name="weekly_capacity_hours" type="number" min="0" max="168" step="0.5" size="4"
@@ -111,4 +158,18 @@ fn RaterRow(rater: RaterView, update: ServerAction<UpdateRater>) -> impl IntoVie
             <td>{action_forms}</td>
         </tr>
     }
+}
+
+/// The roles a lead may give from the pool (admins are made with `arbiter user`).
+#[component]
+fn RoleSelect(selected: String, label: String) -> impl IntoView {
+    let options = ["annotator", "reviewer", "researcher", "lead"]
+        .into_iter()
+        .map(|role| {
+            let is_selected = role == selected;
+            view! { <option value=role selected=is_selected>{role}</option> }
+        })
+        .collect_view();
+    let admin = (selected == "admin").then(|| view! { <option value="" selected=true>"admin"</option> });
+    view! { <select name="role" aria-label=label>{admin}{options}</select> }
 }

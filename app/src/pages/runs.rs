@@ -109,7 +109,7 @@ pub fn RunPage() -> impl IntoView {
     }
 }
 
-fn statistic_text(statistic: &StatisticView) -> String {
+pub(crate) fn statistic_text(statistic: &StatisticView) -> String {
     let agreement = statistic
         .percent_agreement
         .map(|share| format!(" · {:.0}% raw agreement", share * 100.0))
