@@ -346,7 +346,12 @@ pub async fn queue_page() -> Result<QueuePageData, ServerFnError> {
             .map(|candidate| GoldCandidateView {
                 task_id: candidate.task_id,
                 input: candidate.input,
-                verdict: if candidate.verdict_pass { "pass" } else { "fail" }.into(),
+                verdict: if candidate.verdict_pass {
+                    "pass"
+                } else {
+                    "fail"
+                }
+                .into(),
                 why: candidate.why,
             })
             .collect(),
@@ -390,9 +395,5 @@ pub async fn create_gold(
 #[server(endpoint = "retire_gold")]
 pub async fn retire_gold(gold_id: i64) -> Result<(), ServerFnError> {
     let (state, _) = require(Permission::ManageUsers).await?;
-    state
-        .store
-        .retire_gold(gold_id)
-        .await
-        .map_err(store_error)
+    state.store.retire_gold(gold_id).await.map_err(store_error)
 }

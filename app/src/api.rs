@@ -469,7 +469,9 @@ pub async fn submit_label(
         note: feedback.note,
         answered: feedback.answered,
         latest_right: feedback.latest_right,
-        out_of: feedback.answered.min(arbiter_engine::annotation::gold::TRAINING_ITEMS as u64),
+        out_of: feedback
+            .answered
+            .min(arbiter_engine::annotation::gold::TRAINING_ITEMS as u64),
         graduated: feedback.graduated,
     }))
 }

@@ -13,16 +13,16 @@ use crate::annotation::adjudication::parse_skills;
 use crate::annotation::agreement::{
     bootstrap_ci, cohen_kappa, fleiss_kappa, krippendorff_alpha, Agreement, Level, Unit, Weighting,
 };
-use crate::annotation::pool::{
-    rater_stats, RaterStats, DEFAULT_QUALITY_THRESHOLD, QUALITY_THRESHOLD_SETTING,
-};
-use crate::service::{ServiceError, ServiceResult};
 use crate::annotation::gold::{
     parse_share, AGREEMENT_FLOOR_SETTING, DEFAULT_AGREEMENT_FLOOR, DEFAULT_GOLD_RATE,
     DEFAULT_REVIEW_CHECK_RATE, GOLD_RATE_SETTING, REVIEW_CHECK_RATE_SETTING,
 };
+use crate::annotation::pool::{
+    rater_stats, RaterStats, DEFAULT_QUALITY_THRESHOLD, QUALITY_THRESHOLD_SETTING,
+};
 use crate::auth::{hash_password, Role, Username};
 use crate::mail::{parse_address, Mailer};
+use crate::service::{ServiceError, ServiceResult};
 use crate::store::{now_ms, NewRater, RaterUpdate, ReviewDecision, Store};
 
 /// Longest reason a reviewer may give.
@@ -344,7 +344,6 @@ fn first_password() -> String {
         .map(|_| ALPHABET[rng.gen_range(0..ALPHABET.len())] as char)
         .collect()
 }
-
 
 /// Every rater's figures, flagged against the lead's threshold.
 pub async fn rater_table(store: &dyn Store) -> ServiceResult<(Vec<RaterStats>, f64)> {

@@ -8,9 +8,7 @@
 
 use anyhow::Context;
 use lettre::message::Mailbox;
-use lettre::{
-    AsyncFileTransport, AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor,
-};
+use lettre::{AsyncFileTransport, AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 use std::path::PathBuf;
 
 /// Sends mail through the configured transport.
@@ -69,7 +67,9 @@ impl Mailer {
     /// Writes mail to the log only (tests and tools).
     pub fn log_only() -> Mailer {
         Mailer {
-            from: "Arbiter <arbiter@localhost>".parse().expect("a valid address"),
+            from: "Arbiter <arbiter@localhost>"
+                .parse()
+                .expect("a valid address"),
             transport: Transport::Log,
         }
     }
@@ -100,7 +100,9 @@ impl Mailer {
             .context("the message cannot be built")?;
         match &self.transport {
             Transport::Smtp(smtp) => {
-                smtp.send(message).await.context("the SMTP server refused the message")?;
+                smtp.send(message)
+                    .await
+                    .context("the SMTP server refused the message")?;
             }
             Transport::File(file, directory) => {
                 file.send(message).await.with_context(|| {
@@ -147,7 +149,10 @@ mod tests {
         assert_eq!(files.len(), 1);
         let text = std::fs::read_to_string(&files[0]).unwrap();
         assert!(text.contains("Subject: SLA at risk: qa"), "{text}");
-        assert!(text.contains("To: lead@arbiter.test, second@arbiter.test"), "{text}");
+        assert!(
+            text.contains("To: lead@arbiter.test, second@arbiter.test"),
+            "{text}"
+        );
         assert!(text.contains("forecast to miss"), "{text}");
         // Nobody to tell: nothing is written.
         mailer.send(&[], "nothing", "nothing").await.unwrap();
@@ -158,10 +163,16 @@ mod tests {
     #[tokio::test]
     async fn bad_settings_and_addresses_are_refused_with_a_reason() {
         let unknown = Mailer::from_config("carrier-pigeon", "a@b.c").unwrap_err();
-        assert!(unknown.to_string().contains("unknown mail transport"), "{unknown}");
+        assert!(
+            unknown.to_string().contains("unknown mail transport"),
+            "{unknown}"
+        );
         assert!(Mailer::from_config("log", "not an address").is_err());
         assert!(Mailer::from_config("smtp://user:secret@mail.example:587", "a@b.c").is_ok());
-        assert_eq!(parse_address(" lead@example.org "), Ok("lead@example.org".to_string()));
+        assert_eq!(
+            parse_address(" lead@example.org "),
+            Ok("lead@example.org".to_string())
+        );
         assert!(parse_address("lead at example").is_err());
         let debug = format!(
             "{:?}",

@@ -71,9 +71,15 @@ fn velocity(flow: &LabellingFlow) -> (f64, String) {
     if flow.labels_last_hour > 0 {
         (flow.labels_last_hour as f64, "the last hour".into())
     } else if flow.labels_last_day > 0 {
-        (flow.labels_last_day as f64 / 24.0, "the last 24 hours".into())
+        (
+            flow.labels_last_day as f64 / 24.0,
+            "the last 24 hours".into(),
+        )
     } else {
-        (flow.labels_last_week as f64 / 168.0, "the last 7 days".into())
+        (
+            flow.labels_last_week as f64 / 168.0,
+            "the last 7 days".into(),
+        )
     }
 }
 
@@ -203,16 +209,22 @@ pub async fn monitor_once(
                 "{at_risk} open task(s) in queue `{queue}` are forecast to miss their SLA deadline at the current velocity ({:.1} labels/hour over {}). They were escalated: priority raised and offered to senior raters first.",
                 report.labels_per_hour, report.velocity_basis
             );
-            round.alerts_raised +=
-                u64::from(store.raise_alert(ALERT_SLA_AT_RISK, queue, &message, now).await?);
+            round.alerts_raised += u64::from(
+                store
+                    .raise_alert(ALERT_SLA_AT_RISK, queue, &message, now)
+                    .await?,
+            );
             at_risk_queues.push(queue.clone());
         }
         if *breached > 0 {
             let message = format!(
                 "{breached} open task(s) in queue `{queue}` are past their SLA deadline. They were escalated to senior raters."
             );
-            round.alerts_raised +=
-                u64::from(store.raise_alert(ALERT_SLA_BREACHED, queue, &message, now).await?);
+            round.alerts_raised += u64::from(
+                store
+                    .raise_alert(ALERT_SLA_BREACHED, queue, &message, now)
+                    .await?,
+            );
             breached_queues.push(queue.clone());
         }
     }
@@ -225,8 +237,11 @@ pub async fn monitor_once(
     let mut low_queues = Vec::new();
     for (queue, agreement) in &report.queues {
         if let Some(message) = low_agreement_message(queue, agreement, report.agreement_floor) {
-            round.alerts_raised +=
-                u64::from(store.raise_alert(ALERT_LOW_AGREEMENT, queue, &message, now).await?);
+            round.alerts_raised += u64::from(
+                store
+                    .raise_alert(ALERT_LOW_AGREEMENT, queue, &message, now)
+                    .await?,
+            );
             low_queues.push(queue.clone());
         }
     }

@@ -154,10 +154,19 @@ enum Command {
 struct MailArgs {
     /// Mail transport: smtp://user:password@host:587 (STARTTLS), smtps://…:465, file:DIRECTORY
     /// (one .eml file per message) or log.
-    #[arg(long = "mail", env = "ARBITER_MAIL", default_value = "log", hide_env_values = true)]
+    #[arg(
+        long = "mail",
+        env = "ARBITER_MAIL",
+        default_value = "log",
+        hide_env_values = true
+    )]
     transport: String,
     /// Sender of Arbiter's mail.
-    #[arg(long, env = "ARBITER_MAIL_FROM", default_value = "Arbiter <arbiter@localhost>")]
+    #[arg(
+        long,
+        env = "ARBITER_MAIL_FROM",
+        default_value = "Arbiter <arbiter@localhost>"
+    )]
     mail_from: String,
     /// Seconds between rounds of the queue monitor (SLA escalation, alerts, email); 0 turns it
     /// off (run one `arbiter serve` with it on when several share a database).
@@ -515,7 +524,11 @@ async fn run_demo(
     for (username, role, password) in demo::DEMO_ACCOUNTS {
         println!("    {:<10}  {username:<12} / {password}", role.as_str());
     }
-    println!("  Mail to the lead ({}) is written to {}", demo::DEMO_LEAD_EMAIL, mail_dir.display());
+    println!(
+        "  Mail to the lead ({}) is written to {}",
+        demo::DEMO_LEAD_EMAIL,
+        mail_dir.display()
+    );
     println!();
     let background = Background {
         workers: 1,

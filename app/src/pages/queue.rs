@@ -56,14 +56,22 @@ fn QueueReport(
     create_gold: ServerAction<CreateGold>,
     retire_gold: ServerAction<RetireGold>,
 ) -> impl IntoView {
-    let largest_age = data.ages.iter().map(|age| age.count).max().unwrap_or(0).max(1);
+    let largest_age = data
+        .ages
+        .iter()
+        .map(|age| age.count)
+        .max()
+        .unwrap_or(0)
+        .max(1);
     let forecast = match data.forecast_hours {
         Some(hours) if hours == 0.0 => "nothing waiting".to_string(),
         Some(hours) => format!("about {hours:.1} hours"),
         None => "unknown: nobody has labelled in the last 7 days".to_string(),
     };
-    let (open_alerts, resolved_alerts): (Vec<AlertView>, Vec<AlertView>) =
-        data.alerts.into_iter().partition(|alert| alert.resolved_at.is_none());
+    let (open_alerts, resolved_alerts): (Vec<AlertView>, Vec<AlertView>) = data
+        .alerts
+        .into_iter()
+        .partition(|alert| alert.resolved_at.is_none());
     view! {
         <section class="card" data-testid="alerts">
             <h2>"Alerts"</h2>

@@ -170,6 +170,7 @@ fn RoleSelect(selected: String, label: String) -> impl IntoView {
             view! { <option value=role selected=is_selected>{role}</option> }
         })
         .collect_view();
-    let admin = (selected == "admin").then(|| view! { <option value="" selected=true>"admin"</option> });
+    let admin =
+        (selected == "admin").then(|| view! { <option value="" selected=true>"admin"</option> });
     view! { <select name="role" aria-label=label>{admin}{options}</select> }
 }

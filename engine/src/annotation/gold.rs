@@ -99,6 +99,9 @@ mod tests {
         assert!(parse_share("-1", "the gold rate", 0.5).is_err());
         assert!(parse_share("NaN", "the gold rate", 0.5).is_err());
         let error = parse_share("lots", "the gold rate", 0.5).unwrap_err();
-        assert!(error.contains("the gold rate") && error.contains("lots"), "{error}");
+        assert!(
+            error.contains("the gold rate") && error.contains("lots"),
+            "{error}"
+        );
     }
 }

@@ -88,7 +88,11 @@ fn stats_of(record: &RaterRecord, now: i64, threshold: f64) -> RaterStats {
     let gold_accuracy = ratio(record.gold_right, record.gold_answered);
     let reviews_upheld = ratio(record.reviews_upheld, record.reviews_checked);
     let flag = [
-        ("gold accuracy", gold_accuracy, record.gold_answered as usize),
+        (
+            "gold accuracy",
+            gold_accuracy,
+            record.gold_answered as usize,
+        ),
         ("review acceptance", review_acceptance, reviewed.len()),
         (
             "agreement with consensus",

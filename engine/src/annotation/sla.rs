@@ -53,7 +53,7 @@ pub struct AtRiskTask {
 #[derive(Clone, Debug)]
 pub struct QueueScan {
     now: i64,
-    labels_per_ms: f64,
+    labels_per_hour: f64,
     labels_ahead: f64,
     pub backlog_tasks: u64,
     pub backlog_labels: u64,
@@ -81,7 +81,7 @@ impl QueueScan {
     pub fn new(now: i64, labels_per_hour: f64) -> QueueScan {
         QueueScan {
             now,
-            labels_per_ms: labels_per_hour.max(0.0) / HOUR_MS as f64,
+            labels_per_hour: labels_per_hour.max(0.0),
             labels_ahead: 0.0,
             backlog_tasks: 0,
             backlog_labels: 0,
@@ -107,8 +107,9 @@ impl QueueScan {
             .position(|(_, upper)| age < *upper)
             .unwrap_or(AGE_BUCKETS.len() - 1);
         self.ages[bucket] += 1;
-        let forecast_done_at = (self.labels_per_ms > 0.0)
-            .then(|| self.now + (self.labels_ahead / self.labels_per_ms).ceil() as i64);
+        let forecast_done_at = (self.labels_per_hour > 0.0).then(|| {
+            self.now + (self.labels_ahead / self.labels_per_hour * HOUR_MS as f64).ceil() as i64
+        });
         let window = (task.due_at - task.created_at).max(1) as f64;
         let left = (task.due_at - self.now) as f64 / window;
         let (why, breached) = if task.due_at <= self.now {
@@ -119,7 +120,10 @@ impl QueueScan {
                 false,
             )
         } else if left < AT_RISK_SHARE_LEFT {
-            (format!("{:.0}% of its SLA window left", left * 100.0), false)
+            (
+                format!("{:.0}% of its SLA window left", left * 100.0),
+                false,
+            )
         } else {
             return;
         };
@@ -151,8 +155,7 @@ impl QueueScan {
         if self.backlog_labels == 0 {
             return Some(0.0);
         }
-        (self.labels_per_ms > 0.0)
-            .then(|| self.backlog_labels as f64 / (self.labels_per_ms * HOUR_MS as f64))
+        (self.labels_per_hour > 0.0).then(|| self.backlog_labels as f64 / self.labels_per_hour)
     }
 }
 
@@ -257,11 +260,18 @@ mod tests {
         escalated.escalated = true;
         scan.visit(&escalated);
         assert_eq!((scan.at_risk, scan.breached), (1, 2));
-        assert_eq!(scan.to_escalate, vec![1, 2], "escalated tasks are not raised twice");
+        assert_eq!(
+            scan.to_escalate,
+            vec![1, 2],
+            "escalated tasks are not raised twice"
+        );
         assert_eq!(scan.forecast_hours(), None, "nobody is labelling");
         assert_eq!(
             scan.queues_at_risk.get("qa"),
-            Some(&QueueRisk { at_risk: 1, breached: 2 })
+            Some(&QueueRisk {
+                at_risk: 1,
+                breached: 2
+            })
         );
         assert_eq!(scan.ages, [0, 1, 0, 1, 2, 0]);
     }
@@ -269,10 +279,22 @@ mod tests {
     #[test]
     fn attainment_pools_days_and_availability_costs_the_inflow() {
         let days = [
-            SlaDay { day: 1, completed: 10, on_time: 9 },
-            SlaDay { day: 2, completed: 30, on_time: 21 },
+            SlaDay {
+                day: 1,
+                completed: 10,
+                on_time: 9,
+            },
+            SlaDay {
+                day: 2,
+                completed: 30,
+                on_time: 21,
+            },
         ];
-        assert_eq!(attainment(&days), Some(0.75), "30 of 40, not the mean of 90% and 70%");
+        assert_eq!(
+            attainment(&days),
+            Some(0.75),
+            "30 of 40, not the mean of 90% and 70%"
+        );
         assert_eq!(attainment(&[]), None);
         // 700 labels a week at 36 s each: 7 hours needed; 3.5 hours offered covers half.
         let half = availability(700.0, 100, Some(36.0), 3.5);
