@@ -1,5 +1,6 @@
 // Quality control and the rater pool: a reviewer rejects a label and its item returns to the
-// queue; a lead pauses a rater; an annotator labels three items from the keyboard alone.
+// queue; a lead pauses a rater; an annotator labels three items from the keyboard alone; a lead
+// sets the QC rates, makes an item gold and invites a rater who trains on it with feedback.
 //
 // The tests share one promotion-priority run whose items all go to humans (a grader that never
 // decides, no judges, every label drawn for review), so its items come first in every queue.
@@ -8,6 +9,7 @@ import {
   jsonl,
   login,
   openSessionAs,
+  submitLogin,
   test,
   TINY_DATASET,
   uniqueName,
@@ -129,4 +131,72 @@ test('an annotator labels three items with the keyboard alone', async ({ page })
     shown = (await task.count()) > 0 ? await task.getAttribute('data-task-id') : null;
   }
   expect(labelled.size).toBe(3);
+});
+
+test('a lead makes an item gold and invites a rater, who trains on it with feedback', async ({
+  page,
+  browser,
+  browserLog,
+}) => {
+  await login(page, 'lead');
+  // The lead's queue page: backlog, forecast and alerts are shown.
+  await page.goto('/queue');
+  await expect(page.getByTestId('backlog-tasks')).toHaveText(/^\d+$/);
+  await expect(page.getByTestId('forecast')).not.toBeEmpty();
+  await expect(page.getByTestId('alerts')).toBeVisible();
+  await waitForHydration(page);
+  // No gold for the other raters of this shared demo: the rate goes to 0 (trainees still get
+  // gold items; that is what training is).
+  const qc = page.getByTestId('qc-settings');
+  await qc.getByLabel('Gold rate', { exact: false }).fill('0');
+  await qc.getByLabel('Spot-check rate', { exact: false }).fill('12%');
+  await qc.getByRole('button', { name: 'Save' }).click();
+  await expect(qc.getByLabel('Spot-check rate', { exact: false })).toHaveValue('0.12');
+  // A bad rate is refused with a reason and changes nothing.
+  await qc.getByLabel('Gold rate', { exact: false }).fill('lots');
+  await qc.getByRole('button', { name: 'Save' }).click();
+  await expect(page.getByRole('alert')).toContainText('the gold rate is a share');
+
+  // The item at the head of the lead's queue becomes gold (the lead skips it first).
+  const taskId = await openQueue(page);
+  await page.keyboard.press('s');
+  await expect(page.getByTestId('notice')).toHaveText('Skipped.');
+  await page.goto('/queue');
+  await waitForHydration(page);
+  const gold = page.getByTestId('gold');
+  await gold.getByLabel('Item id').fill(taskId);
+  await gold.getByLabel('Answer').selectOption('fail');
+  await gold.getByLabel('Note for trainees').fill('The reply never states an answer.');
+  await gold.getByRole('button', { name: 'Make gold' }).first().click();
+  await expect(gold.getByTestId('gold-item').filter({ hasText: 'no answers yet' }).first()).toBeVisible();
+
+  // Invite a rater who starts in training; the first password is shown once.
+  await page.goto('/raters');
+  await waitForHydration(page);
+  const trainee = uniqueName('trainee');
+  await page.getByText('Invite a rater').click();
+  await page.getByLabel('Username').fill(trainee);
+  await page.getByRole('button', { name: 'Invite' }).click();
+  await expect(page.getByTestId('invited')).toContainText(trainee);
+  const password = (await page.getByTestId('invited-password').textContent())!;
+  expect(password).toMatch(/^[A-Za-z0-9]{16}$/);
+  await expect(page.getByTestId(`rater-${trainee}`).getByTestId('rater-status')).toHaveText('in training');
+
+  // The trainee signs in: a training banner, the gold item, and feedback after the label.
+  const context = await browser.newContext();
+  const rater = await context.newPage();
+  await browserLog.watch(rater);
+  await submitLogin(rater, trainee, password);
+  await expect(rater.getByTestId('whoami')).toHaveText(trainee);
+  expect(await openQueue(rater)).toBe(taskId);
+  await expect(rater.getByTestId('training')).toBeVisible();
+  await rater.keyboard.press('1');
+  await expect(rater.getByTestId('notice')).toHaveText(
+    'Not quite: the answer is fail. The reply never states an answer. 0 of your latest 1 training labels are right.',
+  );
+  await context.close();
+
+  // The lead sees the answer in the trainee's gold accuracy.
+  await page.reload();
+  await expect(page.getByTestId(`rater-${trainee}`).getByTestId('gold-accuracy')).toHaveText('0% (1)');
 });
