@@ -73,6 +73,10 @@ macro_rules! annotation_sql {
                 select.push_bind(user_id);
                 select.push(") AND NOT EXISTS (SELECT 1 FROM annotation_skips s WHERE s.task_id = t.id AND s.user_id = ");
                 select.push_bind(user_id);
+                // A rater who answered an item as gold never labels it for real: they have seen it.
+                select.push(") AND NOT EXISTS (SELECT 1 FROM gold_items g JOIN gold_answers a ON a.gold_id = g.id \
+                             WHERE g.task_id = t.id AND a.rater_id = ");
+                select.push_bind(user_id);
                 select.push(") AND ").push(has_free_slot(&now.to_string()));
                 if escalated_only {
                     select.push(" AND t.escalated_at IS NOT NULL");
@@ -1308,7 +1312,7 @@ macro_rules! annotation_sql {
             .await?
             .rows_affected();
             if updated == 0 {
-                sqlx::query(
+                let inserted = sqlx::query(
                     "INSERT INTO alerts (kind, subject, message, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)",
                 )
                 .bind(kind)
@@ -1316,8 +1320,13 @@ macro_rules! annotation_sql {
                 .bind(message)
                 .bind(now)
                 .execute(&mut *tx)
-                .await
-                .map_err(|err| conflict_on(err, "alerts_open_key", "this alert was raised a moment ago"))?;
+                .await;
+                match inserted.map_err(|err| conflict_on(err, "alerts_open_key", "raised elsewhere")) {
+                    Ok(_) => {}
+                    // Another server's monitor opened the same alert a moment ago: it stands.
+                    Err(StoreError::Conflict(_)) => return Ok(false),
+                    Err(other) => return Err(other),
+                }
             }
             tx.commit().await?;
             Ok(updated == 0)
