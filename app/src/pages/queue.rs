@@ -64,7 +64,7 @@ fn QueueReport(
         .unwrap_or(0)
         .max(1);
     let forecast = match data.forecast_hours {
-        Some(hours) if hours == 0.0 => "nothing waiting".to_string(),
+        Some(hours) if hours <= 0.0 => "nothing waiting".to_string(),
         Some(hours) => format!("about {hours:.1} hours"),
         None => "unknown: nobody has labelled in the last 7 days".to_string(),
     };
