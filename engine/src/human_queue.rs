@@ -32,6 +32,18 @@ const MIN_SHARED_ITEMS: usize = 5;
 /// Resamples of the bootstrap interval around alpha.
 const BOOTSTRAP_RESAMPLES: usize = 1_000;
 
+/// Free text a senior writes for someone else to read, trimmed and at most
+/// [`MAX_REASON_CHARS`] long.
+fn bounded_text<'a>(text: &'a str, what: &str) -> ServiceResult<&'a str> {
+    let text = text.trim();
+    if text.chars().count() > MAX_REASON_CHARS {
+        return Err(ServiceError::Invalid(format!(
+            "{what} is longer than {MAX_REASON_CHARS} characters"
+        )));
+    }
+    Ok(text)
+}
+
 /// A reviewer's decision as typed: `accept`, `correct` (with `pass` or `fail`) or `reject`
 /// (with a reason).
 pub async fn review(
@@ -42,12 +54,7 @@ pub async fn review(
     verdict: &str,
     reason: &str,
 ) -> ServiceResult<()> {
-    let reason = reason.trim();
-    if reason.chars().count() > MAX_REASON_CHARS {
-        return Err(ServiceError::Invalid(format!(
-            "the reason is longer than {MAX_REASON_CHARS} characters"
-        )));
-    }
+    let reason = bounded_text(reason, "the reason")?;
     let decision = match (decision.trim(), verdict.trim()) {
         ("accept", _) => ReviewDecision::Accept,
         ("correct", "pass") => ReviewDecision::Correct { pass: true },
@@ -156,12 +163,7 @@ pub async fn check_review(
     verdict: &str,
     reason: &str,
 ) -> ServiceResult<()> {
-    let reason = reason.trim();
-    if reason.chars().count() > MAX_REASON_CHARS {
-        return Err(ServiceError::Invalid(format!(
-            "the reason is longer than {MAX_REASON_CHARS} characters"
-        )));
-    }
+    let reason = bounded_text(reason, "the reason")?;
     let overturn_to = match (decision.trim(), verdict.trim()) {
         ("uphold", _) => None,
         ("overturn", "pass") => Some(true),
@@ -200,12 +202,7 @@ pub async fn create_gold(
             )))
         }
     };
-    let note = note.trim();
-    if note.chars().count() > MAX_REASON_CHARS {
-        return Err(ServiceError::Invalid(format!(
-            "the note is longer than {MAX_REASON_CHARS} characters"
-        )));
-    }
+    let note = bounded_text(note, "the note")?;
     Ok(store
         .create_gold(task_id, answer_pass, note, lead_id)
         .await?)

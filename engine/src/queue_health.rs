@@ -201,39 +201,31 @@ pub async fn monitor_once(
         escalated: store.escalate_tasks(&report.to_escalate, now).await?,
         ..MonitorRound::default()
     };
-    let mut at_risk_queues = Vec::new();
-    let mut breached_queues = Vec::new();
-    for (queue, at_risk, breached) in &report.queues_at_risk {
-        if *at_risk > 0 {
+    // Each SLA alert kind, whether it counts overdue tasks (or at-risk ones), and what it says.
+    let sla_alerts = [
+        (
+            ALERT_SLA_AT_RISK,
+            false,
+            "are forecast to miss their SLA deadline at the current velocity",
+        ),
+        (ALERT_SLA_BREACHED, true, "are past their SLA deadline"),
+    ];
+    for (kind, overdue, what) in sla_alerts {
+        let mut queues = Vec::new();
+        for (queue, at_risk, breached) in &report.queues_at_risk {
+            let count = if overdue { *breached } else { *at_risk };
+            if count == 0 {
+                continue;
+            }
             let message = format!(
-                "{at_risk} open task(s) in queue `{queue}` are forecast to miss their SLA deadline at the current velocity ({:.1} labels/hour over {}). They were escalated: priority raised and offered to senior raters first.",
+                "{count} open task(s) in queue `{queue}` {what} ({:.1} labels/hour over {}). They were escalated: priority raised and offered to senior raters first.",
                 report.labels_per_hour, report.velocity_basis
             );
-            round.alerts_raised += u64::from(
-                store
-                    .raise_alert(ALERT_SLA_AT_RISK, queue, &message, now)
-                    .await?,
-            );
-            at_risk_queues.push(queue.clone());
+            round.alerts_raised += u64::from(store.raise_alert(kind, queue, &message, now).await?);
+            queues.push(queue.clone());
         }
-        if *breached > 0 {
-            let message = format!(
-                "{breached} open task(s) in queue `{queue}` are past their SLA deadline. They were escalated to senior raters."
-            );
-            round.alerts_raised += u64::from(
-                store
-                    .raise_alert(ALERT_SLA_BREACHED, queue, &message, now)
-                    .await?,
-            );
-            breached_queues.push(queue.clone());
-        }
+        round.alerts_resolved += store.resolve_alerts(kind, &queues, now).await?;
     }
-    round.alerts_resolved += store
-        .resolve_alerts(ALERT_SLA_AT_RISK, &at_risk_queues, now)
-        .await?;
-    round.alerts_resolved += store
-        .resolve_alerts(ALERT_SLA_BREACHED, &breached_queues, now)
-        .await?;
     let mut low_queues = Vec::new();
     for (queue, agreement) in &report.queues {
         if let Some(message) = low_agreement_message(queue, agreement, report.agreement_floor) {

@@ -2,8 +2,9 @@
 //!
 //! A run's identities are recorded as undecided answers whose human tasks each need two raters,
 //! then 200 annotators claim and label concurrently, each pausing a moment between items as a
-//! person would. It prints claim and submission latency (p50, p99), submissions per second,
-//! and checks that no item got more labels than its overlap or a rater twice.
+//! person would. Gold items are mixed in at the default gold rate, as in production. It prints
+//! claim and submission latency (p50, p99), submissions per second, and checks that no item got
+//! more labels than its overlap or a rater twice.
 
 use anyhow::bail;
 use arbiter_engine::auth::{PasswordHash, Role};
@@ -24,6 +25,8 @@ const SESSION: Duration = Duration::from_secs(20);
 /// A rater's pause between items, spread over this range so they do not move in lock step.
 const THINK_MS: std::ops::Range<u64> = 200..1800;
 const FILL_BATCH: i64 = 500;
+/// Gold items spread over the queue (served at the default gold rate of 5% of claims).
+const GOLD_ITEMS: usize = 500;
 /// Claims in the first seconds, when every rater asks at once, are reported apart.
 const WARM_UP: Duration = Duration::from_secs(2);
 
@@ -49,6 +52,15 @@ async fn one_backend(backend: &str, url: &str, tasks: usize) -> anyhow::Result<(
     let database = Database::open(url).await?;
     let store = database.store();
     let run_id = fill_queue(store.as_ref(), tasks).await?;
+    let lead = {
+        let hash = PasswordHash::from_stored("$argon2id$v=19$bench$lead".into());
+        store.create_user("bench-lead", &hash, Role::Lead).await?
+    };
+    // Task ids start at 1 in a fresh database; spread the gold over the whole queue.
+    let stride = (tasks / GOLD_ITEMS).max(1);
+    for task_id in (1..=tasks).step_by(stride).take(GOLD_ITEMS) {
+        store.create_gold(task_id as i64, false, "", lead).await?;
+    }
     let mut raters = Vec::with_capacity(ANNOTATORS);
     for index in 0..ANNOTATORS {
         let name = format!("rater{index}");
@@ -107,10 +119,32 @@ async fn one_backend(backend: &str, url: &str, tasks: usize) -> anyhow::Result<(
         percentile(&mut steady, 0.50),
         percentile(&mut steady, 0.99),
     );
+    // The lead's queue page and each queue monitor round read the whole open queue.
+    let report_started = Instant::now();
+    let report = arbiter_engine::queue_health::queue_report(
+        store.as_ref(),
+        arbiter_engine::store::now_ms(),
+        false,
+    )
+    .await
+    .map_err(|err| anyhow::anyhow!("queue report: {err}"))?;
     println!(
-        "{} labels in {elapsed:.1} s = {:.0} submissions/s; {} tasks labelled, none past its overlap",
+        "queue report over {} open tasks ({} labels to go, {} at risk): {:.2} s",
+        report.backlog_tasks,
+        report.backlog_labels,
+        report.at_risk + report.breached,
+        report_started.elapsed().as_secs_f64()
+    );
+    let gold_answers: u64 = store
+        .raters()
+        .await?
+        .iter()
+        .map(|rater| rater.gold_answered)
+        .sum();
+    println!(
+        "{} labels and {gold_answers} gold answers in {elapsed:.1} s = {:.0} submissions/s; {} tasks labelled, none past its overlap",
         labels.len(),
-        labels.len() as f64 / elapsed,
+        (labels.len() as u64 + gold_answers) as f64 / elapsed,
         per_task.len()
     );
     Ok(())

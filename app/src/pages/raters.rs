@@ -1,7 +1,7 @@
 //! The lead's rater pool: each rater's velocity, time per item, review acceptance, gold
 //! accuracy, agreement with the final verdicts and spot-check record, flagged below the lead's
 //! threshold; invitations; pause, resume, deactivate, training, role, email, skills and weekly
-//! capacity; the table as CSV.
+//! capacity; the table sorted by any figure (click a column's heading) and as CSV.
 
 use crate::annotation_api::{raters_page, InviteRater, SetQualityThreshold, UpdateRater};
 use crate::components::{ActionError, ErrorNote};
@@ -18,6 +18,8 @@ pub fn RatersPage() -> impl IntoView {
     let update = ServerAction::<UpdateRater>::new();
     let threshold = ServerAction::<SetQualityThreshold>::new();
     let invite = ServerAction::<InviteRater>::new();
+    // Flagged raters first until the lead picks a column.
+    let sort = RwSignal::new((SortBy::Flagged, true));
     let data = Resource::new(
         move || {
             (
@@ -67,13 +69,24 @@ pub fn RatersPage() -> impl IntoView {
                         </section>
                         <table data-testid="raters">
                             <thead><tr>
-                                <th>"Rater"</th><th>"Status"</th><th>"Items / day"</th><th>"Median s / item"</th>
-                                <th>"Gold accuracy"</th><th>"Review acceptance"</th><th>"Agreement with consensus"</th>
-                                <th>"Reviews upheld"</th><th>"Labels (30 d)"</th>
-                                <th>"Last active"</th><th>"Role · email · skills · hours / week"</th><th>"Actions"</th>
+                                <SortHeader label="Rater" column=SortBy::Name sort/><th>"Status"</th>
+                                <SortHeader label="Items / day" column=SortBy::ItemsPerDay sort/>
+                                <SortHeader label="Median s / item" column=SortBy::SecondsPerItem sort/>
+                                <SortHeader label="Gold accuracy" column=SortBy::GoldAccuracy sort/>
+                                <SortHeader label="Review acceptance" column=SortBy::ReviewAcceptance sort/>
+                                <SortHeader label="Agreement with consensus" column=SortBy::Agreement sort/>
+                                <SortHeader label="Reviews upheld" column=SortBy::ReviewsUpheld sort/>
+                                <SortHeader label="Labels (30 d)" column=SortBy::Labels sort/>
+                                <SortHeader label="Last active" column=SortBy::LastActive sort/>
+                                <th>"Role · email · skills · hours / week"</th><th>"Actions"</th>
                             </tr></thead>
                             <tbody>
-                                {data.raters.into_iter().map(|rater| view! { <RaterRow rater update/> }).collect_view()}
+                                {move || {
+                                    let mut raters = data.raters.clone();
+                                    let (column, descending) = sort.get();
+                                    sort_raters(&mut raters, column, descending);
+                                    raters.into_iter().map(|rater| view! { <RaterRow rater update/> }).collect_view()
+                                }}
                             </tbody>
                         </table>
                     }.into_any(),
@@ -173,4 +186,141 @@ fn RoleSelect(selected: String, label: String) -> impl IntoView {
     let admin =
         (selected == "admin").then(|| view! { <option value="" selected=true>"admin"</option> });
     view! { <select name="role" aria-label=label>{admin}{options}</select> }
+}
+
+/// A column the rater table can be sorted by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SortBy {
+    /// Flagged raters first, then by name (the default).
+    Flagged,
+    Name,
+    ItemsPerDay,
+    SecondsPerItem,
+    GoldAccuracy,
+    ReviewAcceptance,
+    Agreement,
+    ReviewsUpheld,
+    Labels,
+    LastActive,
+}
+
+/// Sorts by one column; raters without a figure go last either way, ties by name.
+fn sort_raters(raters: &mut [RaterView], column: SortBy, descending: bool) {
+    let figure = |rater: &RaterView| -> Option<f64> {
+        match column {
+            SortBy::Flagged | SortBy::Name => None,
+            SortBy::ItemsPerDay => Some(rater.items_per_day),
+            SortBy::SecondsPerItem => rater.median_seconds_per_item,
+            SortBy::GoldAccuracy => rater.gold_accuracy,
+            SortBy::ReviewAcceptance => rater.review_acceptance,
+            SortBy::Agreement => rater.agreement_with_consensus,
+            SortBy::ReviewsUpheld => rater.reviews_upheld,
+            SortBy::Labels => Some(rater.labels_30d as f64),
+            SortBy::LastActive => rater.last_active.map(|at| at as f64),
+        }
+    };
+    raters.sort_by(|a, b| {
+        let order = match column {
+            SortBy::Flagged => b.flag.is_some().cmp(&a.flag.is_some()),
+            SortBy::Name => {
+                let by_name = a.username.cmp(&b.username);
+                if descending {
+                    by_name.reverse()
+                } else {
+                    by_name
+                }
+            }
+            _ => match (figure(a), figure(b)) {
+                (Some(x), Some(y)) if descending => y.total_cmp(&x),
+                (Some(x), Some(y)) => x.total_cmp(&y),
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (None, None) => std::cmp::Ordering::Equal,
+            },
+        };
+        order.then_with(|| a.username.cmp(&b.username))
+    });
+}
+
+/// A column heading that sorts the table by its column; a second click reverses the order.
+#[component]
+fn SortHeader(
+    label: &'static str,
+    column: SortBy,
+    sort: RwSignal<(SortBy, bool)>,
+) -> impl IntoView {
+    let state = move || {
+        let (current, descending) = sort.get();
+        match (current == column, descending) {
+            (false, _) => "none",
+            (true, true) => "descending",
+            (true, false) => "ascending",
+        }
+    };
+    let arrow = move || match state() {
+        "descending" => " ▼",
+        "ascending" => " ▲",
+        _ => "",
+    };
+    view! {
+        <th aria-sort=state>
+            <button type="button" class="link" on:click=move |_| {
+                sort.update(|(current, descending)| {
+                    // Names read best A to Z; figures best largest first.
+                    *descending = if *current == column { !*descending } else { column != SortBy::Name };
+                    *current = column;
+                });
+            }>{label}{arrow}</button>
+        </th>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rater(name: &str, gold: Option<f64>, flagged: bool) -> RaterView {
+        RaterView {
+            id: 0,
+            username: name.into(),
+            role: "annotator".into(),
+            active: true,
+            paused: false,
+            skills: String::new(),
+            weekly_capacity_hours: 0.0,
+            items_per_day: 0.0,
+            median_seconds_per_item: None,
+            review_acceptance: None,
+            agreement_with_consensus: None,
+            gold_accuracy: gold,
+            gold_answered: 0,
+            reviews_upheld: None,
+            email: String::new(),
+            in_training: false,
+            labels_30d: 0,
+            last_active: None,
+            flag: flagged.then(|| "low".to_string()),
+        }
+    }
+
+    fn names(raters: &[RaterView]) -> Vec<&str> {
+        raters.iter().map(|rater| rater.username.as_str()).collect()
+    }
+
+    #[test]
+    fn raters_sort_by_a_figure_with_missing_figures_last() {
+        let mut raters = vec![
+            rater("cy", Some(0.5), false),
+            rater("al", None, true),
+            rater("bo", Some(0.9), false),
+        ];
+        sort_raters(&mut raters, SortBy::GoldAccuracy, true);
+        assert_eq!(names(&raters), ["bo", "cy", "al"]);
+        sort_raters(&mut raters, SortBy::GoldAccuracy, false);
+        assert_eq!(names(&raters), ["cy", "bo", "al"]);
+        sort_raters(&mut raters, SortBy::Flagged, true);
+        assert_eq!(names(&raters), ["al", "bo", "cy"]);
+        sort_raters(&mut raters, SortBy::Name, true);
+        assert_eq!(names(&raters), ["cy", "bo", "al"]);
+    }
 }

@@ -1157,18 +1157,26 @@ macro_rules! annotation_sql {
             visit: &mut (dyn FnMut($crate::annotation::sla::OpenTask) + Send),
         ) -> StoreResult<()> {
             use futures::TryStreamExt;
-            let mut rows = sqlx::query_as::<_, (i64, String, i64, i64, Option<i64>, i64, Option<i64>)>(
-                "SELECT t.id, e.name, t.priority, t.created_at, t.due_at, t.labels_needed - t.labels_done, \
+            // Queue names by run, read once: joining every open task to its run and eval
+            // would double the cost of the scan over a million tasks.
+            let queues: std::collections::HashMap<i64, String> = sqlx::query_as::<_, (i64, String)>(
+                "SELECT r.id, e.name FROM runs r JOIN evals e ON e.id = r.eval_id",
+            )
+            .fetch_all(pool)
+            .await?
+            .into_iter()
+            .collect();
+            let mut rows = sqlx::query_as::<_, (i64, i64, i64, i64, Option<i64>, i64, Option<i64>)>(
+                "SELECT t.id, w.run_id, t.priority, t.created_at, t.due_at, t.labels_needed - t.labels_done, \
                         t.escalated_at \
                  FROM annotation_tasks t JOIN work_items w ON w.id = t.work_item_id \
-                 JOIN runs r ON r.id = w.run_id JOIN evals e ON e.id = r.eval_id \
                  WHERE t.state = 'open' ORDER BY t.priority DESC, t.due_at, t.id",
             )
             .fetch(pool);
-            while let Some((id, queue, priority, created_at, due_at, missing, escalated_at)) = rows.try_next().await? {
+            while let Some((id, run_id, priority, created_at, due_at, missing, escalated_at)) = rows.try_next().await? {
                 visit($crate::annotation::sla::OpenTask {
                     id,
-                    queue,
+                    queue: queues.get(&run_id).cloned().unwrap_or_default(),
                     priority,
                     created_at,
                     due_at: due_at.unwrap_or(created_at + 48 * 3_600_000),
