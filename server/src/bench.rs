@@ -853,6 +853,23 @@ fn agreement(labels: usize) {
         fleiss_value.statistic.value(),
         alpha_value.percent_agreement
     );
+    // The interval the run and queue pages show, at the largest set they still compute one
+    // for, with the resample count they use there.
+    let sample = &units[..units.len().min(25_000)];
+    let resamples = arbiter_engine::human_queue::bootstrap_resamples(sample.len());
+    let started = Instant::now();
+    let interval = arbiter_engine::annotation::agreement::bootstrap_ci(
+        sample,
+        Level::Nominal,
+        resamples,
+        0.95,
+        7,
+    );
+    println!(
+        "95% bootstrap interval over {} items {interval:?} from {resamples} resamples in {:.2} s",
+        sample.len(),
+        started.elapsed().as_secs_f64()
+    );
     // A label changed later costs one unit out and one in, not a recount.
     let started = Instant::now();
     let changed = Unit::new(vec![(0, !label(0, 0)), (1, label(0, 1)), (2, label(0, 2))]);

@@ -6,7 +6,7 @@
 use crate::annotation_api::{queue_page, CreateGold, RetireGold, SetQueueSettings};
 use crate::components::{ActionError, ErrorNote};
 use crate::pages::format_time;
-use crate::pages::runs::statistic_text;
+use crate::pages::runs::{interval_text, statistic_text};
 use crate::views::{AlertView, QueuePageData};
 use leptos::prelude::*;
 
@@ -208,8 +208,7 @@ fn QueueReport(
                                 let pairs_text = pairs.iter().take(3)
                                     .map(|pair| format!("{} · {}: {}", pair.first, pair.second, statistic_text(&pair.kappa)))
                                     .collect::<Vec<_>>().join("; ");
-                                let interval = queue.agreement.alpha_interval
-                                    .map(|(low, high)| format!(" (95% CI {low:.2} to {high:.2})")).unwrap_or_default();
+                                let interval = interval_text(queue.agreement.alpha_interval, queue.agreement.items);
                                 view! {
                                     <tr class:flagged=queue.below_floor>
                                         <td>{queue.queue}</td><td>{queue.agreement.items}</td>

@@ -109,6 +109,18 @@ pub fn RunPage() -> impl IntoView {
     }
 }
 
+/// Alpha's 95% interval, or why there is none for a large set (see
+/// `human_queue::bootstrap_resamples`).
+pub(crate) fn interval_text(interval: Option<(f64, f64)>, items: u64) -> String {
+    match interval {
+        Some((low, high)) => format!(" (95% CI {low:.3} to {high:.3})"),
+        None if items > 25_000 => {
+            " (no bootstrap interval above 25,000 items; it is narrow there)".into()
+        }
+        None => String::new(),
+    }
+}
+
 pub(crate) fn statistic_text(statistic: &StatisticView) -> String {
     let agreement = statistic
         .percent_agreement
@@ -133,7 +145,7 @@ fn AgreementCard(agreement: Resource<Result<AgreementView, ServerFnError>>) -> i
                         <p>{report.items} " items with two or more labels (" {report.labels} " labels)"</p>
                         <ul class="counts">
                             <li>"Krippendorff's alpha: " <strong data-testid="alpha">{statistic_text(&report.alpha)}</strong>
-                                {report.alpha_interval.map(|(low, high)| format!(" (95% CI {low:.3} to {high:.3})"))}</li>
+                                {interval_text(report.alpha_interval, report.items)}</li>
                             <li>"Fleiss' kappa: " <strong>{statistic_text(&report.fleiss)}</strong></li>
                         </ul>
                         {(!report.pairs.is_empty()).then(|| view! {
