@@ -159,16 +159,13 @@ pub async fn set_queue_settings(
         .map_err(ServiceError::Invalid)?;
     let floor =
         parse_share(agreement_floor, "the agreement floor", 1.0).map_err(ServiceError::Invalid)?;
-    store
-        .set_setting(GOLD_RATE_SETTING, &gold_rate.to_string())
-        .await?;
-    store
-        .set_setting(REVIEW_CHECK_RATE_SETTING, &check_rate.to_string())
-        .await?;
-    store
-        .set_setting(AGREEMENT_FLOOR_SETTING, &floor.to_string())
-        .await?;
-    Ok(())
+    Ok(store
+        .set_settings(&[
+            (GOLD_RATE_SETTING, gold_rate.to_string()),
+            (REVIEW_CHECK_RATE_SETTING, check_rate.to_string()),
+            (AGREEMENT_FLOOR_SETTING, floor.to_string()),
+        ])
+        .await?)
 }
 
 /// A spot check of another reviewer's decision as typed: `uphold`, or `overturn` with the
@@ -406,13 +403,19 @@ pub async fn update_rater(
             )))
         }
     }
+    let target = store.get_user(rater_id).await?;
     if let Some(role) = form.role.as_deref().filter(|role| !role.trim().is_empty()) {
-        if rater_id == lead_id {
-            return Err(ServiceError::Invalid(
-                "you cannot change your own role".into(),
-            ));
+        let role = pool_role(role)?;
+        let current = target.as_ref().map(|user| user.role);
+        // The row form always sends the role shown; only a change is one.
+        if current != Some(role) {
+            if rater_id == lead_id {
+                return Err(ServiceError::Invalid(
+                    "you cannot change your own role".into(),
+                ));
+            }
+            update.role = Some(role);
         }
-        update.role = Some(pool_role(role)?);
     }
     if let Some(email) = &form.email {
         update.email = Some(optional_email(email)?);
@@ -423,7 +426,6 @@ pub async fn update_rater(
     if let Some(hours) = &form.weekly_capacity_hours {
         update.weekly_capacity_hours = Some(capacity_hours(hours)?);
     }
-    let target = store.get_user(rater_id).await?;
     if target.is_some_and(|user| user.role == Role::Admin) && update.role.is_some() {
         return Err(ServiceError::Invalid(
             "an admin's role is changed with `arbiter user`, not from the rater pool".into(),

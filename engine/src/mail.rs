@@ -2,7 +2,8 @@
 //!
 //! The transport is chosen by the operator with one setting: `smtp://user:pass@host:587`
 //! (STARTTLS) or `smtps://…:465` (TLS) for a real mail server, `file:DIR` to write each message
-//! as an `.eml` file (the embedded default's), or `log` to write it to the server log. A failed
+//! as an `.eml` file (the demo's), or `log` to note recipients and subject in the server log
+//! (never the body, which may hold a first password). A failed
 //! send is reported to the caller, who decides whether to retry (the queue monitor does, on its
 //! next round, because an alert counts as emailed only once it was sent).
 
@@ -110,7 +111,8 @@ impl Mailer {
                 })?;
             }
             Transport::Log => {
-                tracing::info!(to = %to.join(", "), %subject, "mail (log transport):\n{body}");
+                // Recipients and subject only: bodies can hold a first password.
+                tracing::info!(to = %to.join(", "), %subject, body_chars = body.chars().count(), "mail (log transport; body not logged)");
             }
         }
         Ok(())

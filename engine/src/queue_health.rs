@@ -181,6 +181,10 @@ pub fn low_agreement_message(queue: &str, report: &AgreementReport, floor: f64) 
     ))
 }
 
+/// Tasks one round escalates at most: a queue far behind is escalated over several rounds
+/// rather than in one long burst of writes.
+const MAX_ESCALATIONS_PER_ROUND: usize = 1_000;
+
 /// What one monitor round did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MonitorRound {
@@ -198,7 +202,12 @@ pub async fn monitor_once(
 ) -> ServiceResult<MonitorRound> {
     let report = queue_report(store, now, false).await?;
     let mut round = MonitorRound {
-        escalated: store.escalate_tasks(&report.to_escalate, now).await?,
+        escalated: store
+            .escalate_tasks(
+                &report.to_escalate[..report.to_escalate.len().min(MAX_ESCALATIONS_PER_ROUND)],
+                now,
+            )
+            .await?,
         ..MonitorRound::default()
     };
     // Each SLA alert kind, whether it counts overdue tasks (or at-risk ones), and what it says.
@@ -261,12 +270,14 @@ async fn email_new_alerts(store: &dyn Store, mailer: &Mailer, now: i64) -> Servi
             "{}\n\nSee the queue page for the tasks at risk, the forecast and agreement by rater pair.",
             alert.message
         );
+        // Claim first: of several servers' monitors, only the one that claims it sends it.
+        if !store.claim_alert_email(alert.id, now).await? {
+            continue;
+        }
         match mailer.send(&leads, &subject, &body).await {
-            Ok(()) => {
-                store.mark_alert_emailed(alert.id, now).await?;
-                sent += 1;
-            }
+            Ok(()) => sent += 1,
             Err(err) => {
+                store.release_alert_email(alert.id).await?;
                 tracing::warn!(alert = alert.id, error = %format!("{err:#}"), "alert email not sent; retrying next round");
             }
         }

@@ -161,9 +161,12 @@ async fn gold_items_measure_raters_and_train_new_ones(store: Arc<dyn Store>) {
         open_before,
         "a gold lease takes no slot of the item's overlap"
     );
-    // A skipped gold item records nothing; the next claim serves another gold item.
-    store.skip_task(served.task_id, ann).await.unwrap();
+    // A skipped gold item is a skip like any other: it never comes back.
+    let skipped = served.task_id;
+    store.skip_task(skipped, ann).await.unwrap();
     let served = claim(store, ann).await;
+    assert_ne!(served.task_id, skipped);
+    let answered = served.task_id;
     assert_eq!(
         store
             .submit_label(served.task_id, ann, false, "")
@@ -179,6 +182,29 @@ async fn gold_items_measure_raters_and_train_new_ones(store: Arc<dyn Store>) {
             rater(&records, "ann").gold_answered
         ),
         (0, 1)
+    );
+
+    // A gold item brought back with the other answer re-scores the answers it had: Ann's fail
+    // on it is right now.
+    let answered_gold = store
+        .gold_items()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|gold| gold.task_id == answered)
+        .unwrap()
+        .id;
+    store.retire_gold(answered_gold).await.unwrap();
+    human_queue::create_gold(store, lead, answered, "fail", "re-checked")
+        .await
+        .unwrap();
+    let records = store.raters().await.unwrap();
+    assert_eq!(
+        (
+            rater(&records, "ann").gold_right,
+            rater(&records, "ann").gold_answered
+        ),
+        (1, 1)
     );
 
     // Retiring a gold item stops it and releases leases on it.
@@ -568,6 +594,15 @@ async fn invitations_and_settings_refuse_bad_input(store: Arc<dyn Store>) {
         ..RaterForm::default()
     };
     let nina_id = credentials.user.id;
+    // The pool row always sends the role shown: the lead's own row saves when it is unchanged.
+    human_queue::update_rater(
+        store,
+        lead,
+        lead,
+        &form("", Some("lead"), Some("lead@arbiter.test")),
+    )
+    .await
+    .unwrap();
     for (form, why) in [(form("", Some("lead"), None), "own role")] {
         assert!(
             matches!(

@@ -121,7 +121,8 @@ macro_rules! annotation_sql {
                  WHERE g.retired_at IS NULL AND (t.skill IS NULL OR $1 LIKE '%,' || t.skill || ',%') \
                  AND NOT EXISTS (SELECT 1 FROM gold_answers a WHERE a.gold_id = g.id AND a.rater_id = $2) \
                  AND NOT EXISTS (SELECT 1 FROM labels l WHERE l.task_id = g.task_id AND l.annotator_id = $2) \
-                 ORDER BY g.id LIMIT 1",
+                 AND NOT EXISTS (SELECT 1 FROM annotation_skips s WHERE s.task_id = g.task_id AND s.user_id = $2) \
+                 ORDER BY ((g.id + $2) * 7919) % 10007, g.id LIMIT 1",
             )
             .bind(skill_list)
             .bind(user_id)
@@ -472,15 +473,13 @@ macro_rules! annotation_sql {
             .bind(now)
             .fetch_optional(&mut *tx)
             .await?;
-            let Some(gold_id) = released else {
+            if released.is_none() {
                 tx.rollback().await?;
                 return Err(StoreError::Conflict(NOT_HELD.into()));
-            };
-            if gold_id.is_some() {
-                // A skipped gold item is simply not answered; the real item stays theirs to take.
-                tx.commit().await?;
-                return Ok(());
             }
+            // A skipped gold item is recorded like any skip: it never comes back, as no skipped
+            // item does, so skipping cannot tell a rater which items were gold.
+
             sqlx::query(
                 "INSERT INTO annotation_skips (task_id, user_id, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
             )
@@ -636,9 +635,11 @@ macro_rules! annotation_sql {
                 ));
             }
             let state = if overturn_to.is_some() { "overturned" } else { "upheld" };
-            sqlx::query(
+            // Conditional on still pending: on PostgreSQL a second checker who read `pending`
+            // at the same moment waits for this row and then finds it decided.
+            let decided = sqlx::query(
                 "UPDATE label_reviews SET check_state = $1, checked_by = $2, check_verdict = $3, \
-                 check_reason = $4, checked_at = $5 WHERE id = $6",
+                 check_reason = $4, checked_at = $5 WHERE id = $6 AND check_state = 'pending'",
             )
             .bind(state)
             .bind(checker_id)
@@ -647,7 +648,11 @@ macro_rules! annotation_sql {
             .bind(now)
             .bind(review_id)
             .execute(&mut *tx)
-            .await?;
+            .await?
+            .rows_affected();
+            if decided != 1 {
+                return Err(StoreError::Conflict("another senior checked this decision a moment ago".into()));
+            }
             let task_done = sqlx::query_scalar::<_, String>("SELECT state FROM annotation_tasks WHERE id = $1")
                 .bind(task_id)
                 .fetch_one(&mut *tx)
@@ -1013,6 +1018,16 @@ macro_rules! annotation_sql {
                     return Err(StoreError::Conflict(format!("item {task_id} is a gold item already")))
                 }
                 Some((gold_id, Some(_))) => {
+                    // Answers were scored against the old answer; with two possible answers, a
+                    // changed one flips every score.
+                    sqlx::query(
+                        "UPDATE gold_answers SET correct = NOT correct WHERE gold_id = $1 \
+                         AND (SELECT answer FROM gold_items WHERE id = $1) <> $2",
+                    )
+                    .bind(gold_id)
+                    .bind(answer)
+                    .execute(&mut *tx)
+                    .await?;
                     sqlx::query(
                         "UPDATE gold_items SET answer = $1, note = $2, retired_at = NULL, created_by = $3, \
                          created_at = $4 WHERE id = $5",
@@ -1257,20 +1272,24 @@ macro_rules! annotation_sql {
         }
 
         async fn raise_priority(writer: &sqlx::Pool<$db>, task_ids: &[i64], now: i64) -> StoreResult<u64> {
-            let mut tx = writer.begin_with($begin).await?;
+            // Short transactions: SQLite's one writer also serves claims and labels meanwhile.
+            const ESCALATIONS_PER_TRANSACTION: usize = 200;
             let mut changed = 0;
-            for task_id in task_ids {
-                changed += sqlx::query(
-                    "UPDATE annotation_tasks SET priority = priority + 1, escalated_at = $1 \
-                     WHERE id = $2 AND state = 'open' AND escalated_at IS NULL",
-                )
-                .bind(now)
-                .bind(task_id)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
+            for chunk in task_ids.chunks(ESCALATIONS_PER_TRANSACTION) {
+                let mut tx = writer.begin_with($begin).await?;
+                for task_id in chunk {
+                    changed += sqlx::query(
+                        "UPDATE annotation_tasks SET priority = priority + 1, escalated_at = $1 \
+                         WHERE id = $2 AND state = 'open' AND escalated_at IS NULL",
+                    )
+                    .bind(now)
+                    .bind(task_id)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                }
+                tx.commit().await?;
             }
-            tx.commit().await?;
             Ok(changed)
         }
 

@@ -330,7 +330,13 @@ pub trait Store: Send + Sync + 'static {
     /// Resolves the open alerts of `kind` whose subject is not in `still_open`.
     async fn resolve_alerts(&self, kind: &str, still_open: &[String], now: i64)
         -> StoreResult<u64>;
-    async fn mark_alert_emailed(&self, alert_id: i64, now: i64) -> StoreResult<()>;
+    /// Claims an alert's email for this sender: true when it was not emailed (nor claimed)
+    /// before, so of several monitors exactly one sends it.
+    async fn claim_alert_email(&self, alert_id: i64, now: i64) -> StoreResult<bool>;
+    /// Gives a claimed email back after the send failed, so the next round tries again.
+    async fn release_alert_email(&self, alert_id: i64) -> StoreResult<()>;
+    /// Sets several settings in one transaction.
+    async fn set_settings(&self, settings: &[(&str, String)]) -> StoreResult<()>;
     /// Open alerts, then the latest resolved ones.
     async fn alerts(&self, resolved_limit: i64) -> StoreResult<Vec<Alert>>;
     /// Email addresses of active leads (and admins).

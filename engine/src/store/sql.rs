@@ -1538,12 +1538,36 @@ macro_rules! sql_store {
                 close_alerts(&self.writer, kind, still_open, now).await
             }
 
-            async fn mark_alert_emailed(&self, alert_id: i64, now: i64) -> StoreResult<()> {
-                sqlx::query("UPDATE alerts SET emailed_at = $1 WHERE id = $2")
+            async fn claim_alert_email(&self, alert_id: i64, now: i64) -> StoreResult<bool> {
+                let claimed = sqlx::query("UPDATE alerts SET emailed_at = $1 WHERE id = $2 AND emailed_at IS NULL")
                     .bind(now)
                     .bind(alert_id)
                     .execute(&self.writer)
+                    .await?
+                    .rows_affected();
+                Ok(claimed == 1)
+            }
+
+            async fn release_alert_email(&self, alert_id: i64) -> StoreResult<()> {
+                sqlx::query("UPDATE alerts SET emailed_at = NULL WHERE id = $1")
+                    .bind(alert_id)
+                    .execute(&self.writer)
                     .await?;
+                Ok(())
+            }
+
+            async fn set_settings(&self, settings: &[(&str, String)]) -> StoreResult<()> {
+                let mut tx = self.writer.begin_with($begin).await?;
+                for (name, value) in settings {
+                    sqlx::query(
+                        "INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                    )
+                    .bind(*name)
+                    .bind(value)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                tx.commit().await?;
                 Ok(())
             }
 
