@@ -12,11 +12,10 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::annotation::agreement::Statistic;
-use crate::annotation::gold::{AGREEMENT_FLOOR_SETTING, DEFAULT_AGREEMENT_FLOOR};
 use crate::annotation::sla::{
     attainment, availability, AtRiskTask, Availability, QueueScan, SlaDay, AGE_BUCKETS, DAY_MS,
 };
-use crate::human_queue::{queue_agreement, AgreementReport};
+use crate::human_queue::{queue_agreement, queue_settings, AgreementReport};
 use crate::mail::Mailer;
 use crate::service::ServiceResult;
 use crate::store::{Alert, LabellingFlow, Store};
@@ -100,11 +99,7 @@ pub async fn queue_report(
         .filter(|day| day.day > now / DAY_MS - 7)
         .cloned()
         .collect();
-    let agreement_floor = store
-        .setting(AGREEMENT_FLOOR_SETTING)
-        .await?
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(DEFAULT_AGREEMENT_FLOOR);
+    let agreement_floor = queue_settings(store).await?.agreement_floor;
     Ok(QueueReport {
         now,
         backlog_tasks: scan.backlog_tasks,

@@ -144,7 +144,8 @@ fn share(outcomes: &[bool]) -> Option<f64> {
         .then(|| outcomes.iter().filter(|&&ok| ok).count() as f64 / outcomes.len() as f64)
 }
 
-fn median(sorted: &[i64]) -> Option<f64> {
+/// The median of sorted values (the mean of the middle two for an even count).
+pub fn median(sorted: &[i64]) -> Option<f64> {
     match sorted.len() {
         0 => None,
         n if n % 2 == 1 => Some(sorted[n / 2] as f64),

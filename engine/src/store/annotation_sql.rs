@@ -521,7 +521,7 @@ macro_rules! annotation_sql {
             reviewer_id: i64,
         ) -> StoreResult<Option<ReviewItem>> {
             let row = sqlx::query(
-                "SELECT l.id, u.username, i.input, i.target, g.output, l.verdict, l.rationale, \
+                "SELECT l.id AS label_id, u.username, i.input, i.target, g.output, l.verdict, l.rationale, \
                         t.labels_needed, \
                         (SELECT COUNT(*) FROM labels o WHERE o.task_id = l.task_id AND o.state = 'standing' \
                          AND o.verdict <> l.verdict) AS dissent \
@@ -538,23 +538,34 @@ macro_rules! annotation_sql {
             let Some(row) = row else {
                 return next_pending_check(pool, reviewer_id).await;
             };
-            let verdict: String = row.try_get("verdict")?;
             let dissent: i64 = row.try_get("dissent")?;
-            Ok(Some(ReviewItem {
-                label_id: row.try_get("id")?,
+            let why = if dissent > 0 {
+                "the raters disagree on this item"
+            } else {
+                "drawn for the random QC sample"
+            };
+            Ok(Some(label_under_review(&row, why, None)?))
+        }
+
+        /// A label and its item from a row with `label_id`, `username` (the rater), `input`,
+        /// `target`, `output`, `verdict` and `rationale`.
+        fn label_under_review(
+            row: &<$db as sqlx::Database>::Row,
+            why: &str,
+            check: Option<ReviewCheck>,
+        ) -> Result<ReviewItem, sqlx::Error> {
+            let verdict: String = row.try_get("verdict")?;
+            Ok(ReviewItem {
+                label_id: row.try_get("label_id")?,
                 rater: row.try_get("username")?,
                 input: row.try_get("input")?,
                 target: row.try_get("target")?,
                 output: row.try_get("output")?,
                 pass: verdict == "pass",
                 rationale: row.try_get("rationale")?,
-                why: if dissent > 0 {
-                    "the raters disagree on this item".into()
-                } else {
-                    "drawn for the random QC sample".into()
-                },
-                check: None,
-            }))
+                why: why.to_string(),
+                check,
+            })
         }
 
         /// The oldest reviewer decision drawn for a spot check that this senior neither made
@@ -581,25 +592,15 @@ macro_rules! annotation_sql {
             let Some(row) = row else {
                 return Ok(None);
             };
-            let verdict: String = row.try_get("verdict")?;
             let corrected_to: Option<String> = row.try_get("corrected_to")?;
-            Ok(Some(ReviewItem {
-                label_id: row.try_get("label_id")?,
-                rater: row.try_get("username")?,
-                input: row.try_get("input")?,
-                target: row.try_get("target")?,
-                output: row.try_get("output")?,
-                pass: verdict == "pass",
-                rationale: row.try_get("rationale")?,
-                why: "a spot check of another reviewer's decision".into(),
-                check: Some(ReviewCheck {
-                    review_id: row.try_get("review_id")?,
-                    reviewer: row.try_get("reviewer")?,
-                    decision: row.try_get("decision")?,
-                    corrected_to: corrected_to.map(|verdict| verdict == "pass"),
-                    reason: row.try_get("reason")?,
-                }),
-            }))
+            let check = ReviewCheck {
+                review_id: row.try_get("review_id")?,
+                reviewer: row.try_get("reviewer")?,
+                decision: row.try_get("decision")?,
+                corrected_to: corrected_to.map(|verdict| verdict == "pass"),
+                reason: row.try_get("reason")?,
+            };
+            Ok(Some(label_under_review(&row, "a spot check of another reviewer's decision", Some(check))?))
         }
 
         /// Another senior upholds a reviewer's decision or overturns it with their own verdict,
@@ -1228,11 +1229,7 @@ macro_rules! annotation_sql {
             .fetch_all(pool)
             .await?;
             durations.sort_unstable();
-            let median_label_ms = match durations.len() {
-                0 => None,
-                n if n % 2 == 1 => Some(durations[n / 2] as f64),
-                n => Some((durations[n / 2 - 1] + durations[n / 2]) as f64 / 2.0),
-            };
+            let median_label_ms = $crate::annotation::pool::median(&durations);
             let capacity: Option<f64> = sqlx::query_scalar(
                 "SELECT SUM(weekly_capacity_hours) FROM users WHERE active AND NOT paused \
                  AND training_since IS NULL AND role IN ('annotator', 'reviewer', 'lead', 'admin')",
