@@ -1281,11 +1281,15 @@ macro_rules! sql_store {
 
             async fn claim_work(&self, worker: &str, limit: i64, lease_ms: i64) -> StoreResult<Vec<i64>> {
                 let now = now_ms();
+                // The run's status is read in a subquery, not a join: on PostgreSQL a joined
+                // `FOR UPDATE SKIP LOCKED` would lock the run's row too, and every concurrent
+                // claim would then skip the whole run and come back empty.
                 let mut tx = self.writer.begin_with($begin).await?;
                 let ids: Vec<i64> = sqlx::query_scalar(concat!(
                     "UPDATE work_items SET state = 'leased', lease_owner = $1, lease_expires_at = $2, attempts = attempts + 1 \
-                     WHERE id IN (SELECT w.id FROM work_items w JOIN runs r ON r.id = w.run_id \
-                                  WHERE w.state = 'queued' AND r.status = 'running' \
+                     WHERE id IN (SELECT w.id FROM work_items w \
+                                  WHERE w.state = 'queued' \
+                                  AND EXISTS (SELECT 1 FROM runs r WHERE r.id = w.run_id AND r.status = 'running') \
                                   ORDER BY w.id LIMIT $3 ",
                     $skip_locked,
                     ") RETURNING id"
