@@ -20,4 +20,5 @@ pub mod policies;
 pub mod queue_health;
 pub mod service;
 pub mod sim;
+pub mod stats;
 pub mod store;

@@ -27,6 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 
+use crate::stats::quantile;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -873,18 +874,6 @@ fn intern_units<V: Label>(
         })
         .collect();
     Some((numbers, contributions))
-}
-
-/// Quantile of sorted, non-empty data with linear interpolation (Hyndman–Fan type 7).
-fn quantile(sorted: &[f64], p: f64) -> f64 {
-    let last = sorted.len().saturating_sub(1);
-    let h = p.clamp(0.0, 1.0) * last as f64;
-    let below = (h.floor() as usize).min(last);
-    let above = (below + 1).min(last);
-    match (sorted.get(below), sorted.get(above)) {
-        (Some(lo), Some(hi)) => lo + (h - below as f64) * (hi - lo),
-        _ => f64::NAN,
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
