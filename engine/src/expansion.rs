@@ -15,6 +15,8 @@ pub const SHARD_COUNT: u64 = 1024;
 pub struct PlannedIdentity {
     pub case_id: String,
     pub repetition: i64,
+    /// The dataset item's category, kept on the identity so reports break down by it.
+    pub category: String,
     /// Expected tokens (prompt estimate + observed or budgeted completion): claimed longest
     /// first.
     pub cost: i64,
@@ -90,6 +92,7 @@ pub fn plan_identities(
             PlannedIdentity {
                 case_id: item.case_id.clone(),
                 repetition,
+                category: item.category.clone(),
                 cost: estimated_cost(&prompt, settings.max_tokens),
                 shard: shard_of(&item.case_id),
                 generation_key: generation_key(

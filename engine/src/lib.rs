@@ -18,6 +18,7 @@ pub mod manifest;
 pub mod model_client;
 pub mod policies;
 pub mod queue_health;
+pub mod report;
 pub mod service;
 pub mod sim;
 pub mod stats;

@@ -26,6 +26,16 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Every outcome, in the order reports list them.
+    pub const ALL: [Outcome; 6] = [
+        Outcome::Ok,
+        Outcome::Truncated,
+        Outcome::Empty,
+        Outcome::Refused,
+        Outcome::EndpointError,
+        Outcome::Timeout,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Ok => "ok",
@@ -38,16 +48,9 @@ impl Outcome {
     }
 
     pub fn parse(text: &str) -> Option<Outcome> {
-        [
-            Outcome::Ok,
-            Outcome::Truncated,
-            Outcome::Empty,
-            Outcome::Refused,
-            Outcome::EndpointError,
-            Outcome::Timeout,
-        ]
-        .into_iter()
-        .find(|outcome| outcome.as_str() == text)
+        Outcome::ALL
+            .into_iter()
+            .find(|outcome| outcome.as_str() == text)
     }
 
     pub fn is_error(self) -> bool {

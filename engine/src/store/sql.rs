@@ -632,7 +632,7 @@ macro_rules! sql_store {
                 let mut tx = self.writer.begin_with($begin).await?;
                 for chunk in identities.chunks(super::sql::IDENTITY_INSERT_BATCH) {
                     let mut insert = sqlx::QueryBuilder::<$db>::new(
-                        "INSERT INTO work_items (run_id, revision_id, case_id, checkpoint_id, repetition, state, verdict, decided_by, cost, shard, generation_key) ",
+                        "INSERT INTO work_items (run_id, revision_id, case_id, checkpoint_id, repetition, state, verdict, decided_by, cost, shard, generation_key, category) ",
                     );
                     insert.push_values(chunk, |mut row, identity| {
                         let (state, verdict, decided_by) = match &identity.cached {
@@ -653,7 +653,8 @@ macro_rules! sql_store {
                             .push_bind(decided_by)
                             .push_bind(identity.planned.cost)
                             .push_bind(identity.planned.shard)
-                            .push_bind(identity.planned.generation_key.clone());
+                            .push_bind(identity.planned.generation_key.clone())
+                            .push_bind(identity.planned.category.clone());
                     });
                     insert.push(" ON CONFLICT (run_id, revision_id, case_id, checkpoint_id, repetition) DO NOTHING RETURNING id, case_id, repetition");
                     let created: Vec<(i64, String, i64)> = insert.build_query_as().fetch_all(&mut *tx).await?;

@@ -1,0 +1,378 @@
+//! A run's results packed in identity order: one id, verdict, outcome and category code per
+//! result identity (12 bytes each, so 12 MB for a million identities). Built by one scan of the
+//! run in the store, checked for completeness on the way, stored, and read back whole when a
+//! report or comparison needs per-item data. Two runs of one manifest list their identities in
+//! the same order, so a comparison pairs them by position.
+
+use super::{Problem, VERDICTS};
+use crate::model_client::Outcome;
+use crate::stats::proportion::{ClusterSums, ItemTally};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use xxhash_rust::xxh3::{xxh3_64, Xxh3};
+
+/// Verdict codes: 0 = not decided yet, then `VERDICTS` in order.
+pub const VERDICT_NONE: u8 = 0;
+pub const VERDICT_PASS: u8 = 1;
+pub const VERDICT_FAIL: u8 = 2;
+
+pub fn verdict_code(verdict: Option<&str>) -> u8 {
+    verdict
+        .and_then(|v| VERDICTS.iter().position(|known| *known == v))
+        .map_or(VERDICT_NONE, |index| index as u8 + 1)
+}
+
+pub fn verdict_name(code: u8) -> &'static str {
+    match code {
+        0 => "pending",
+        code => VERDICTS
+            .get(usize::from(code) - 1)
+            .copied()
+            .unwrap_or("pending"),
+    }
+}
+
+/// Outcome codes: 0 = no answer recorded yet, then `Outcome::ALL` in order.
+pub fn outcome_code(outcome: Option<&str>) -> u8 {
+    outcome
+        .and_then(Outcome::parse)
+        .and_then(|o| Outcome::ALL.iter().position(|known| *known == o))
+        .map_or(0, |index| index as u8 + 1)
+}
+
+pub fn outcome_name(code: u8) -> &'static str {
+    match code {
+        0 => "none",
+        code => Outcome::ALL
+            .get(usize::from(code) - 1)
+            .map_or("none", |o| o.as_str()),
+    }
+}
+
+/// One identity as the store's scan returns it, in identity order.
+#[derive(Clone, Debug, Default)]
+pub struct ScanRow {
+    pub work_item_id: i64,
+    pub case_id: String,
+    pub repetition: i64,
+    pub revision_id: i64,
+    pub category: String,
+    pub verdict: Option<String>,
+    pub outcome: Option<String>,
+    /// The model the endpoint said answered; `None` before an answer or for errors.
+    pub model_used: Option<String>,
+    pub fallback_used: bool,
+    /// The deterministic grader that graded it (`None` before grading).
+    pub grader: Option<String>,
+}
+
+/// What a run is expected to be, from its frozen manifest.
+#[derive(Clone, Debug)]
+pub struct Expectation {
+    pub revision_id: i64,
+    pub grader: String,
+    pub repetitions: i64,
+}
+
+/// The header stored before the packed columns.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotHeader {
+    pub categories: Vec<String>,
+    pub problems: Vec<Problem>,
+    /// Per category (same order as `categories`), for clustered intervals over repetitions.
+    pub clusters: Vec<ClusterSumsRecord>,
+    pub models: Vec<String>,
+}
+
+/// [`ClusterSums`] in a serialisable shape.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClusterSumsRecord {
+    pub items: u64,
+    pub passes: u64,
+    pub answers: u64,
+    pub passes_sq: f64,
+    pub passes_answers: f64,
+    pub answers_sq: f64,
+}
+
+impl From<ClusterSums> for ClusterSumsRecord {
+    fn from(s: ClusterSums) -> Self {
+        ClusterSumsRecord {
+            items: s.items,
+            passes: s.passes,
+            answers: s.answers,
+            passes_sq: s.passes_sq,
+            passes_answers: s.passes_answers,
+            answers_sq: s.answers_sq,
+        }
+    }
+}
+
+impl From<ClusterSumsRecord> for ClusterSums {
+    fn from(s: ClusterSumsRecord) -> Self {
+        ClusterSums {
+            items: s.items,
+            passes: s.passes,
+            answers: s.answers,
+            passes_sq: s.passes_sq,
+            passes_answers: s.passes_answers,
+            answers_sq: s.answers_sq,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Snapshot {
+    pub header: SnapshotHeader,
+    /// Hash of the ordered (case id, repetition) list: equal for runs that can be paired.
+    pub identity_hash: String,
+    pub work_item_ids: Vec<i64>,
+    pub verdicts: Vec<u8>,
+    pub outcomes: Vec<u8>,
+    pub categories: Vec<u16>,
+}
+
+impl Snapshot {
+    pub fn len(&self) -> usize {
+        self.work_item_ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.work_item_ids.is_empty()
+    }
+
+    pub fn category_name(&self, code: u16) -> &str {
+        self.header
+            .categories
+            .get(usize::from(code))
+            .map_or("", String::as_str)
+    }
+
+    pub fn category_code(&self, name: &str) -> Option<u16> {
+        self.header
+            .categories
+            .iter()
+            .position(|c| c == name)
+            .map(|i| i as u16)
+    }
+
+    const MAGIC: &'static [u8; 4] = b"ARS1";
+
+    /// `MAGIC`, header length (u32 LE), header JSON, count (u64 LE), then the columns.
+    pub fn encode(&self) -> Vec<u8> {
+        let header = serde_json::to_vec(&self.header).unwrap_or_default();
+        let n = self.len();
+        let mut out = Vec::with_capacity(16 + header.len() + n * 12);
+        out.extend_from_slice(Self::MAGIC);
+        out.extend_from_slice(&(header.len() as u32).to_le_bytes());
+        out.extend_from_slice(&header);
+        out.extend_from_slice(&(n as u64).to_le_bytes());
+        for id in &self.work_item_ids {
+            out.extend_from_slice(&id.to_le_bytes());
+        }
+        out.extend_from_slice(&self.verdicts);
+        out.extend_from_slice(&self.outcomes);
+        for code in &self.categories {
+            out.extend_from_slice(&code.to_le_bytes());
+        }
+        out
+    }
+
+    /// The inverse of [`Snapshot::encode`]; corrupt data is an error, never a panic.
+    pub fn decode(bytes: &[u8], identity_hash: String) -> Result<Snapshot, String> {
+        let corrupt = || "the stored run snapshot is corrupt; it will be rebuilt".to_string();
+        let mut reader = Reader { bytes, at: 0 };
+        if reader.take(4).ok_or_else(corrupt)? != Self::MAGIC {
+            return Err(corrupt());
+        }
+        let header_len = u32::from_le_bytes(reader.array().ok_or_else(corrupt)?) as usize;
+        let header: SnapshotHeader =
+            serde_json::from_slice(reader.take(header_len).ok_or_else(corrupt)?)
+                .map_err(|_| corrupt())?;
+        let n = u64::from_le_bytes(reader.array().ok_or_else(corrupt)?) as usize;
+        if bytes.len().saturating_sub(reader.at) != n.saturating_mul(12) {
+            return Err(corrupt());
+        }
+        let ids = reader.take(n * 8).ok_or_else(corrupt)?;
+        let work_item_ids = ids
+            .chunks_exact(8)
+            .map(|c| i64::from_le_bytes(c.try_into().unwrap_or_default()))
+            .collect();
+        let verdicts = reader.take(n).ok_or_else(corrupt)?.to_vec();
+        let outcomes = reader.take(n).ok_or_else(corrupt)?.to_vec();
+        let categories = reader
+            .take(n * 2)
+            .ok_or_else(corrupt)?
+            .chunks_exact(2)
+            .map(|c| u16::from_le_bytes(c.try_into().unwrap_or_default()))
+            .collect();
+        Ok(Snapshot {
+            header,
+            identity_hash,
+            work_item_ids,
+            verdicts,
+            outcomes,
+            categories,
+        })
+    }
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, len: usize) -> Option<&'a [u8]> {
+        let slice = self.bytes.get(self.at..self.at.checked_add(len)?)?;
+        self.at += len;
+        Some(slice)
+    }
+
+    fn array<const N: usize>(&mut self) -> Option<[u8; N]> {
+        self.take(N)?.try_into().ok()
+    }
+}
+
+/// Builds a snapshot from rows in identity order, checking as it goes that every identity
+/// appears once, with one dataset revision, one grader and one served model.
+pub struct SnapshotBuilder {
+    expectation: Expectation,
+    snapshot: Snapshot,
+    identity_hasher: Xxh3,
+    category_index: HashMap<String, u16>,
+    /// Identity hash → verdict code, to tell a duplicate from a conflicting duplicate.
+    seen: HashMap<u64, u8>,
+    duplicates: u64,
+    conflicting: u64,
+    first_duplicate: Option<String>,
+    first_conflict: Option<String>,
+    revisions: Vec<i64>,
+    graders: Vec<String>,
+    /// Per case (hash) over repetitions: passes, graded answers and category.
+    items: HashMap<u64, (u32, u32, u16)>,
+}
+
+impl SnapshotBuilder {
+    pub fn new(expectation: Expectation) -> SnapshotBuilder {
+        SnapshotBuilder {
+            expectation,
+            snapshot: Snapshot::default(),
+            identity_hasher: Xxh3::new(),
+            category_index: HashMap::new(),
+            seen: HashMap::new(),
+            duplicates: 0,
+            conflicting: 0,
+            first_duplicate: None,
+            first_conflict: None,
+            revisions: Vec::new(),
+            graders: Vec::new(),
+            items: HashMap::new(),
+        }
+    }
+
+    pub fn push(&mut self, row: &ScanRow) {
+        let verdict = verdict_code(row.verdict.as_deref());
+        let identity = format!("{}#{}", row.case_id, row.repetition);
+        let identity_hash = xxh3_64(identity.as_bytes());
+        if let Some(previous) = self.seen.insert(identity_hash, verdict) {
+            if previous == verdict {
+                self.duplicates += 1;
+                self.first_duplicate.get_or_insert(identity);
+            } else {
+                self.conflicting += 1;
+                self.first_conflict.get_or_insert(identity);
+            }
+            return;
+        }
+        self.identity_hasher.update(row.case_id.as_bytes());
+        self.identity_hasher.update(&[0]);
+        self.identity_hasher.update(&row.repetition.to_le_bytes());
+        if !self.revisions.contains(&row.revision_id) {
+            self.revisions.push(row.revision_id);
+        }
+        if let Some(grader) = &row.grader {
+            if !self.graders.contains(grader) {
+                self.graders.push(grader.clone());
+            }
+        }
+        if let Some(model) = row.model_used.as_ref().filter(|_| !row.fallback_used) {
+            if !self.snapshot.header.models.contains(model)
+                && self.snapshot.header.models.len() < 16
+            {
+                self.snapshot.header.models.push(model.clone());
+            }
+        }
+        let next = self.category_index.len() as u16;
+        let category = *self
+            .category_index
+            .entry(row.category.clone())
+            .or_insert_with(|| {
+                self.snapshot.header.categories.push(row.category.clone());
+                next
+            });
+        if verdict == VERDICT_PASS || verdict == VERDICT_FAIL {
+            let item = self
+                .items
+                .entry(xxh3_64(row.case_id.as_bytes()))
+                .or_insert((0, 0, category));
+            item.0 += u32::from(verdict == VERDICT_PASS);
+            item.1 += 1;
+        }
+        self.snapshot.work_item_ids.push(row.work_item_id);
+        self.snapshot.verdicts.push(verdict);
+        self.snapshot
+            .outcomes
+            .push(outcome_code(row.outcome.as_deref()));
+        self.snapshot.categories.push(category);
+    }
+
+    pub fn finish(mut self) -> Snapshot {
+        let problems = &mut self.snapshot.header.problems;
+        if self.duplicates > 0 {
+            problems.push(Problem::Duplicates {
+                count: self.duplicates,
+                example: self.first_duplicate.unwrap_or_default(),
+            });
+        }
+        if self.conflicting > 0 {
+            problems.push(Problem::ConflictingDuplicates {
+                count: self.conflicting,
+                example: self.first_conflict.unwrap_or_default(),
+            });
+        }
+        if self
+            .revisions
+            .iter()
+            .any(|r| *r != self.expectation.revision_id)
+        {
+            problems.push(Problem::MixedDatasetRevisions {
+                expected: self.expectation.revision_id,
+                found: self.revisions.clone(),
+            });
+        }
+        if self.graders.iter().any(|g| *g != self.expectation.grader) {
+            problems.push(Problem::MixedGraders {
+                expected: self.expectation.grader.clone(),
+                found: self.graders.clone(),
+            });
+        }
+        if self.snapshot.header.models.len() > 1 {
+            problems.push(Problem::ChangedEndpoint {
+                models: self.snapshot.header.models.clone(),
+            });
+        }
+        let mut clusters = vec![ClusterSums::default(); self.snapshot.header.categories.len()];
+        for (passes, answers, category) in self.items.values() {
+            if let Some(sums) = clusters.get_mut(usize::from(*category)) {
+                sums.add(ItemTally {
+                    passes: u64::from(*passes),
+                    answers: u64::from(*answers),
+                });
+            }
+        }
+        self.snapshot.header.clusters = clusters.into_iter().map(Into::into).collect();
+        self.snapshot.identity_hash = format!("{:016x}", self.identity_hasher.digest());
+        self.snapshot
+    }
+}

@@ -1,0 +1,282 @@
+use super::compare::{apply_correction, changed_items, compare_snapshots, Change, DiffFilter};
+use super::snapshot::{Expectation, ScanRow, Snapshot, SnapshotBuilder};
+use super::*;
+use crate::stats::correction::Correction;
+
+fn tally(category: &str, field: &str, value: &str, count: i64) -> TallyRow {
+    TallyRow {
+        category: category.into(),
+        field: field.into(),
+        value: value.into(),
+        count,
+    }
+}
+
+fn expectation() -> Expectation {
+    Expectation {
+        revision_id: 7,
+        grader: "exact_match".into(),
+        repetitions: 1,
+    }
+}
+
+fn row(id: i64, case: &str, repetition: i64, category: &str, verdict: &str) -> ScanRow {
+    ScanRow {
+        work_item_id: id,
+        case_id: case.into(),
+        repetition,
+        revision_id: 7,
+        category: category.into(),
+        verdict: (!verdict.is_empty()).then(|| verdict.into()),
+        outcome: Some("ok".into()),
+        model_used: Some("m-1".into()),
+        fallback_used: false,
+        grader: Some("exact_match".into()),
+    }
+}
+
+fn snapshot(rows: &[ScanRow]) -> Snapshot {
+    let mut builder = SnapshotBuilder::new(expectation());
+    for row in rows {
+        builder.push(row);
+    }
+    builder.finish()
+}
+
+fn facts(expected: u64) -> RunFacts {
+    RunFacts {
+        expected,
+        repetitions: 1,
+    }
+}
+
+#[test]
+fn rates_pool_numerators_and_denominators() {
+    // 9 of 10 easy and 10 of 20 hard: 19 of 30, not the mean of 90% and 50%.
+    let tallies = [
+        tally("easy", "verdict", "pass", 9),
+        tally("easy", "verdict", "fail", 1),
+        tally("hard", "verdict", "pass", 10),
+        tally("hard", "verdict", "fail", 10),
+        tally("hard", "outcome", "ok", 18),
+        tally("hard", "outcome", "truncated", 2),
+        tally("easy", "outcome", "ok", 10),
+    ];
+    let report = build_report(&facts(30), &tallies, &[], &BTreeMap::new());
+    assert_eq!(report.completeness, Completeness::Complete);
+    assert_eq!(report.overall.pass_rate, Some(19.0 / 30.0));
+    assert_eq!(
+        report.overall.outcomes[1], 2,
+        "truncated answers shown beside the score"
+    );
+    let hard = &report.categories[0];
+    assert_eq!(
+        (hard.category.as_str(), hard.pass_rate),
+        ("hard", Some(0.5))
+    );
+    let interval = hard.interval.unwrap();
+    assert!(interval.lower < 0.5 && interval.upper > 0.5);
+    assert_eq!(hard.interval_method, "wilson");
+}
+
+#[test]
+fn errors_and_uncertain_results_are_never_counted_as_wrong() {
+    let tallies = [
+        tally("", "verdict", "pass", 6),
+        tally("", "verdict", "fail", 2),
+        tally("", "verdict", "error", 2),
+        tally("", "outcome", "endpoint_error", 2),
+    ];
+    let report = build_report(&facts(10), &tallies, &[], &BTreeMap::new());
+    assert_eq!(report.overall.pass_rate, Some(0.75));
+    assert_eq!(report.overall.errors, 2);
+    assert_eq!(report.completeness, Completeness::Complete);
+    assert!(report.categories.is_empty(), "no categories in the dataset");
+
+    let tallies = [
+        tally("", "verdict", "pass", 6),
+        tally("", "verdict", "uncertain", 4),
+    ];
+    let report = build_report(&facts(10), &tallies, &[], &BTreeMap::new());
+    assert_eq!(report.completeness, Completeness::Partial);
+    assert_eq!(report.overall.pass_rate, Some(1.0));
+    assert!(report.explanations()[0].contains("4 results have no final verdict"));
+}
+
+#[test]
+fn a_missing_result_makes_the_report_partial_with_counts() {
+    let tallies = [
+        tally("", "verdict", "pass", 5),
+        tally("", "verdict", "fail", 3),
+    ];
+    let report = build_report(&facts(10), &tallies, &[], &BTreeMap::new());
+    assert_eq!(report.completeness, Completeness::Partial);
+    assert_eq!((report.completed, report.expected), (8, 10));
+    assert_eq!(report.overall.pending, 2);
+    assert_eq!(
+        report.explanations(),
+        vec!["2 of 10 expected results are missing (8 present)".to_string()]
+    );
+}
+
+#[test]
+fn duplicates_conflicts_and_mixed_versions_are_refused_with_reasons() {
+    let duplicated = snapshot(&[
+        row(1, "a", 0, "", "pass"),
+        row(2, "a", 0, "", "pass"),
+        row(3, "b", 0, "", "fail"),
+    ]);
+    assert!(matches!(
+        duplicated.header.problems[..],
+        [Problem::Duplicates { count: 1, .. }]
+    ));
+    let conflicting = snapshot(&[row(1, "a", 0, "", "pass"), row(2, "a", 0, "", "fail")]);
+    assert!(matches!(
+        conflicting.header.problems[..],
+        [Problem::ConflictingDuplicates { count: 1, .. }]
+    ));
+    assert!(conflicting.header.problems[0]
+        .explain()
+        .contains("different verdicts (first: a#0)"));
+
+    let mut other_revision = row(2, "b", 0, "", "pass");
+    other_revision.revision_id = 8;
+    let mixed = snapshot(&[row(1, "a", 0, "", "pass"), other_revision]);
+    assert!(mixed.header.problems[0]
+        .explain()
+        .contains("dataset revisions [7, 8]"));
+
+    let mut other_grader = row(2, "b", 0, "", "pass");
+    other_grader.grader = Some("regex".into());
+    let mixed = snapshot(&[row(1, "a", 0, "", "pass"), other_grader]);
+    assert!(mixed.header.problems[0]
+        .explain()
+        .contains("graded by exact_match, regex"));
+
+    let mut other_model = row(2, "b", 0, "", "pass");
+    other_model.model_used = Some("m-2".into());
+    let mut fallback = row(3, "c", 0, "", "pass");
+    fallback.model_used = Some("backup".into());
+    fallback.fallback_used = true;
+    let changed = snapshot(&[row(1, "a", 0, "", "pass"), other_model, fallback]);
+    assert_eq!(
+        changed.header.problems.len(),
+        1,
+        "fallback answers are recorded, not a change"
+    );
+    assert!(changed.header.problems[0]
+        .explain()
+        .contains("served model changed within the run (m-1, m-2)"));
+
+    // Any of these makes the report invalid, not partial: waiting will not fix it.
+    let tallies = [tally("", "verdict", "pass", 2)];
+    let report = build_report(
+        &facts(2),
+        &tallies,
+        &changed.header.problems,
+        &BTreeMap::new(),
+    );
+    assert_eq!(report.completeness, Completeness::Invalid);
+}
+
+#[test]
+fn snapshots_round_trip_and_reject_corruption() {
+    let original = snapshot(&[
+        row(10, "a", 0, "math", "pass"),
+        row(11, "b", 0, "code", ""),
+        row(12, "c", 0, "math", "error"),
+    ]);
+    let bytes = original.encode();
+    let decoded = Snapshot::decode(&bytes, original.identity_hash.clone()).unwrap();
+    assert_eq!(decoded, original);
+    assert_eq!(decoded.category_name(decoded.categories[1]), "code");
+    assert!(Snapshot::decode(&bytes[..bytes.len() - 1], String::new()).is_err());
+    assert!(Snapshot::decode(b"nope", String::new()).is_err());
+}
+
+#[test]
+fn comparisons_pair_by_identity_and_list_regressions_first() {
+    let baseline = snapshot(&[
+        row(1, "a", 0, "math", "fail"),
+        row(2, "b", 0, "math", "pass"),
+        row(3, "c", 0, "code", "pass"),
+        row(4, "d", 0, "code", "pass"),
+        row(5, "e", 0, "code", "pass"),
+    ]);
+    let candidate = snapshot(&[
+        row(11, "a", 0, "math", "pass"),
+        row(12, "b", 0, "math", "fail"),
+        row(13, "c", 0, "code", "uncertain"),
+        row(14, "d", 0, "code", "fail"),
+        row(15, "e", 0, "code", "pass"),
+    ]);
+    let comparison = compare_snapshots(&baseline, &candidate).unwrap();
+    assert_eq!(comparison.changed, 4);
+    let t = comparison.overall.table;
+    assert_eq!(
+        (t.both_pass, t.pass_to_fail, t.fail_to_pass, t.both_fail),
+        (1, 2, 1, 0)
+    );
+    assert_eq!(comparison.overall.p_value, 1.0);
+    let code = comparison
+        .categories
+        .iter()
+        .find(|c| c.category == "code")
+        .unwrap();
+    assert_eq!(code.shared, 3);
+    assert_eq!(code.table.pass_to_fail, 1);
+
+    let all = changed_items(&baseline, &candidate, &DiffFilter::default());
+    let kinds: Vec<(Change, i64)> = all.iter().map(|i| (i.change, i.candidate_id)).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            (Change::Regression, 12),
+            (Change::Regression, 14),
+            (Change::LostPass, 13),
+            (Change::Improvement, 11)
+        ]
+    );
+    let filter = DiffFilter {
+        category: Some("code".into()),
+        change: Some(Change::Regression),
+        outcome: None,
+    };
+    let only = changed_items(&baseline, &candidate, &filter);
+    assert_eq!(only.len(), 1);
+    assert_eq!((only[0].baseline_id, only[0].candidate_id), (4, 14));
+
+    let shorter = snapshot(&[row(1, "a", 0, "math", "fail")]);
+    assert!(compare_snapshots(&baseline, &shorter)
+        .unwrap_err()
+        .contains("do not share one list"));
+}
+
+#[test]
+fn many_tests_on_one_page_are_corrected_together() {
+    // 30 regressions and 5 improvements of 400: significant alone and after Holm over 3 tests.
+    let mut base = Vec::new();
+    let mut cand = Vec::new();
+    for i in 0..400 {
+        let category = if i % 2 == 0 { "x" } else { "y" };
+        let (b, c) = match i {
+            0..30 => ("pass", "fail"),
+            30..35 => ("fail", "pass"),
+            _ => ("pass", "pass"),
+        };
+        base.push(row(i, &format!("c{i}"), 0, category, b));
+        cand.push(row(1000 + i, &format!("c{i}"), 0, category, c));
+    }
+    let mut comparisons = vec![compare_snapshots(&snapshot(&base), &snapshot(&cand)).unwrap()];
+    apply_correction(&mut comparisons, Correction::Holm);
+    let overall = &comparisons[0].overall;
+    assert!(overall.p_value < 1e-4 && overall.adjusted_p >= overall.p_value);
+    assert!(overall.is_regression());
+    assert!(overall.interval.unwrap().upper < 0.0);
+    let adjusted: Vec<f64> = comparisons[0]
+        .categories
+        .iter()
+        .map(|c| c.adjusted_p)
+        .collect();
+    assert!(adjusted.iter().all(|p| *p >= overall.p_value));
+}
