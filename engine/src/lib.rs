@@ -19,6 +19,7 @@ pub mod model_client;
 pub mod policies;
 pub mod queue_health;
 pub mod report;
+pub mod reporting;
 pub mod service;
 pub mod sim;
 pub mod stats;

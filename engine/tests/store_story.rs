@@ -6,7 +6,10 @@
 //! superuser URL of a throwaway server. Without it the PostgreSQL tests fail; they never skip.
 
 use arbiter_engine::auth::Role;
-use arbiter_engine::compare::{FlipDirection, Score};
+use arbiter_engine::report::compare::{Change, DiffFilter};
+use arbiter_engine::report::Completeness;
+use arbiter_engine::reporting;
+use arbiter_engine::stats::correction::Correction;
 use arbiter_engine::dataset::{parse_dataset, DatasetFormat};
 use arbiter_engine::grading::{grade_exact_match, Verdict};
 use arbiter_engine::logprobs::TokenLogprob;
@@ -851,71 +854,99 @@ async fn comparing_two_checkpoints_finds_the_flips(store: Arc<dyn Store>) {
         assert!(reply(store, id, replies_of(job.run_id)[case_number - 1]).await);
     }
 
-    let (baseline, candidate, comparison) = service::compare(store, base_run, candidate_run)
+    // The baseline's report: complete, pooled, with the grader and model checked.
+    let (_, report) = reporting::run_report(store, base_run).await.unwrap();
+    assert_eq!(report.completeness, Completeness::Complete, "{:?}", report.explanations());
+    assert_eq!((report.overall.passed, report.overall.failed), (3, 2));
+    assert_eq!(report.overall.outcomes[0], 5, "five ok answers");
+    // The candidate still waits for a human on c5: partial, with the reason.
+    let (_, report) = reporting::run_report(store, candidate_run).await.unwrap();
+    assert_eq!(report.completeness, Completeness::Partial);
+    assert_eq!(report.completed, 4);
+    assert!(report.explanations()[0].contains("1 results have no final verdict"));
+
+    let summary =
+        reporting::compare_checkpoints(store, base_run, &[candidate_run], Correction::Holm)
+            .await
+            .unwrap();
+    assert_eq!(summary.baseline.id, base_run);
+    let comparison = &summary.candidates[0].comparison;
+    let table = comparison.overall.table;
+    assert_eq!(
+        (table.both_pass, table.pass_to_fail, table.fail_to_pass, table.both_fail),
+        (1, 1, 1, 1)
+    );
+    assert_eq!(comparison.changed, 3, "c5 went from pass to uncertain");
+    assert_eq!(comparison.overall.p_value, 1.0);
+
+    let page = reporting::diff_page(store, base_run, candidate_run, &DiffFilter::default(), "", 0)
         .await
         .unwrap();
-    assert_eq!((baseline.id, candidate.id), (base_run, candidate_run));
-    let score = |passed, failed, uncertain| Score {
-        passed,
-        failed,
-        uncertain,
-        errors: 0,
-        pending: 0,
-        total: 5,
-    };
-    assert_eq!(comparison.baseline, score(3, 2, 0));
-    assert_eq!(comparison.candidate, score(2, 2, 1));
-    assert_eq!(comparison.paired, 4);
-    assert_eq!((comparison.pass_to_fail, comparison.fail_to_pass), (1, 1));
-    let flips: Vec<(&str, FlipDirection)> = comparison
-        .flips
+    let changes: Vec<(&str, Change)> = page
+        .rows
         .iter()
-        .map(|flip| (flip.case_id.as_str(), flip.direction))
+        .map(|row| (row.candidate.case_id.as_str(), row.change))
         .collect();
     assert_eq!(
-        flips,
-        vec![
-            ("c2", FlipDirection::PassToFail),
-            ("c3", FlipDirection::FailToPass)
-        ]
+        changes,
+        vec![("c2", Change::Regression), ("c5", Change::LostPass), ("c3", Change::Improvement)]
     );
-    let regression = &comparison.flips[0];
-    assert_eq!(regression.baseline_output, Reply::Correct.output("4"));
-    assert_eq!(regression.candidate_output, Reply::Wrong.output("4"));
-    assert!(
-        regression.candidate_reason.contains("differs"),
-        "{}",
-        regression.candidate_reason
-    );
-
-    let (_, _, reversed) = service::compare(store, candidate_run, base_run)
+    let regression = &page.rows[0];
+    assert_eq!(regression.baseline.output, Reply::Correct.output("4"));
+    assert_eq!(regression.candidate.output, Reply::Wrong.output("4"));
+    assert!(regression.candidate.grades[0].reason.contains("differs"));
+    // Text search reads the texts of changed items only.
+    let found = reporting::diff_page(store, base_run, candidate_run, &DiffFilter::default(), "3 + 3", 0)
         .await
         .unwrap();
-    let flips: Vec<(&str, FlipDirection)> = reversed
-        .flips
-        .iter()
-        .map(|flip| (flip.case_id.as_str(), flip.direction))
-        .collect();
-    assert_eq!(
-        flips,
-        vec![
-            ("c3", FlipDirection::PassToFail),
-            ("c2", FlipDirection::FailToPass)
-        ]
-    );
+    assert_eq!(found.rows.len(), 1);
+    assert_eq!(found.rows[0].candidate.case_id, "c3");
+    let detail = reporting::diff_detail(store, regression.baseline.work_item_id, regression.candidate.work_item_id)
+        .await
+        .unwrap();
+    assert_eq!(detail.divergence_note.as_deref(), Some("no logprobs were stored for one of the answers"));
+    assert!(matches!(
+        reporting::diff_detail(store, regression.baseline.work_item_id, page.rows[1].candidate.work_item_id).await,
+        Err(ServiceError::Invalid(_))
+    ));
 
-    match service::compare(store, base_run, other_run).await {
+    // A human decides c5: the tallies move, the snapshot is rebuilt, the candidate completes.
+    label_by_a_human(store).await;
+    let (_, report) = reporting::run_report(store, candidate_run).await.unwrap();
+    assert_eq!(report.completeness, Completeness::Complete, "{:?}", report.explanations());
+    let summary =
+        reporting::compare_checkpoints(store, base_run, &[candidate_run], Correction::Holm)
+            .await
+            .unwrap();
+    assert_eq!(summary.candidates[0].comparison.overall.table.both_pass, 2);
+
+    match reporting::compare_checkpoints(store, base_run, &[other_run], Correction::Holm).await {
         Err(ServiceError::Invalid(message)) => assert!(message.contains("same eval"), "{message}"),
         other => panic!("runs of different evals must not be compared, got {other:?}"),
     }
     assert!(matches!(
-        service::compare(store, base_run, base_run).await,
+        reporting::compare_checkpoints(store, base_run, &[base_run], Correction::Holm).await,
         Err(ServiceError::Invalid(_))
     ));
     assert!(matches!(
-        service::compare(store, base_run, other_run + 1000).await,
+        reporting::compare_checkpoints(store, base_run, &[other_run + 1000], Correction::Holm).await,
         Err(ServiceError::NotFound(_))
     ));
+}
+
+/// A rater takes the one open human task (c5's uncertain answer) and labels it pass.
+async fn label_by_a_human(store: &dyn Store) {
+    let rater = store
+        .create_user("rita", &stand_in_hash("rita"), Role::Annotator)
+        .await
+        .unwrap();
+    let task = store
+        .next_annotation_task(rater, LONG_LEASE_MS)
+        .await
+        .unwrap()
+        .expect("the uncertain answer waits for a human");
+    assert_eq!(task.target, "10", "c5 asks for 5 + 5");
+    store.submit_label(task.task_id, rater, true, "right after all").await.unwrap();
 }
 
 /// Worker A's lease expires mid-request and worker B takes the same batch; both finish and

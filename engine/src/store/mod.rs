@@ -137,6 +137,18 @@ pub trait Store: Send + Sync + 'static {
     /// Marks the run completed if no identity is left unfinished; true if it is completed now.
     /// Completing a run adds its answers' lengths to the observed lengths of its cases.
     async fn finish_run_if_done(&self, run_id: i64) -> StoreResult<bool>;
+    /// The run's per-category counts, kept by triggers as results arrive.
+    async fn run_tallies(&self, run_id: i64) -> StoreResult<Vec<crate::report::TallyRow>>;
+    async fn stored_snapshot(&self, run_id: i64) -> StoreResult<Option<StoredSnapshot>>;
+    async fn save_snapshot(&self, run_id: i64, item_count: i64, snapshot: &StoredSnapshot) -> StoreResult<()>;
+    /// Streams every identity of the run in identity order (never the whole run in memory).
+    async fn scan_run(
+        &self,
+        run_id: i64,
+        sink: &mut (dyn FnMut(crate::report::snapshot::ScanRow) + Send),
+    ) -> StoreResult<()>;
+    /// The diff's view of these result identities: texts, outcomes, grades and labels.
+    async fn diff_sides(&self, work_item_ids: &[i64]) -> StoreResult<Vec<DiffSide>>;
     /// The stored per-token logprobs of an answer (compact form, see [`crate::logprobs`]).
     async fn generation_logprobs(&self, work_item_id: i64) -> StoreResult<Option<Vec<u8>>>;
     /// Sets a team's fair-share weight (created if new).

@@ -1200,6 +1200,167 @@ macro_rules! sql_store {
                     .await?)
             }
 
+            async fn run_tallies(&self, run_id: i64) -> StoreResult<Vec<$crate::report::TallyRow>> {
+                let rows: Vec<(String, String, String, i64)> = sqlx::query_as(
+                    "SELECT category, field, value, count FROM run_tallies WHERE run_id = $1 AND count <> 0 \
+                     ORDER BY category, field, value",
+                )
+                .bind(run_id)
+                .fetch_all(&self.pool)
+                .await?;
+                Ok(rows
+                    .into_iter()
+                    .map(|(category, field, value, count)| $crate::report::TallyRow { category, field, value, count })
+                    .collect())
+            }
+
+            async fn stored_snapshot(&self, run_id: i64) -> StoreResult<Option<$crate::store::StoredSnapshot>> {
+                let row: Option<(String, String, Vec<u8>, i64)> = sqlx::query_as(
+                    "SELECT version, identity_hash, data, build_ms FROM run_snapshots WHERE run_id = $1",
+                )
+                .bind(run_id)
+                .fetch_optional(&self.pool)
+                .await?;
+                Ok(row.map(|(version, identity_hash, data, build_ms)| $crate::store::StoredSnapshot { version, identity_hash, data, build_ms }))
+            }
+
+            async fn save_snapshot(&self, run_id: i64, item_count: i64, snapshot: &$crate::store::StoredSnapshot) -> StoreResult<()> {
+                sqlx::query(
+                    "INSERT INTO run_snapshots (run_id, version, identity_hash, item_count, data, built_at, build_ms) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (run_id) DO UPDATE SET \
+                     version = excluded.version, identity_hash = excluded.identity_hash, item_count = excluded.item_count, \
+                     data = excluded.data, built_at = excluded.built_at, build_ms = excluded.build_ms",
+                )
+                .bind(run_id)
+                .bind(&snapshot.version)
+                .bind(&snapshot.identity_hash)
+                .bind(item_count)
+                .bind(&snapshot.data)
+                .bind(now_ms())
+                .bind(snapshot.build_ms)
+                .execute(&self.writer)
+                .await?;
+                Ok(())
+            }
+
+            async fn scan_run(
+                &self,
+                run_id: i64,
+                sink: &mut (dyn FnMut($crate::report::snapshot::ScanRow) + Send),
+            ) -> StoreResult<()> {
+                use futures::TryStreamExt;
+                // Identity order is id order: a run's identities are inserted in expansion order.
+                let mut rows = sqlx::query(
+                    "SELECT w.id, w.case_id, w.repetition, w.revision_id, w.category, w.verdict, \
+                     g.outcome, g.model_used, g.fallback_used, \
+                     (SELECT d.grader FROM grades d WHERE d.work_item_id = w.id AND d.stage = 'deterministic' \
+                      ORDER BY d.id LIMIT 1) AS grader \
+                     FROM work_items w LEFT JOIN generations g ON g.work_item_id = w.id \
+                     WHERE w.run_id = $1 ORDER BY w.id",
+                )
+                .bind(run_id)
+                .fetch(&self.pool);
+                while let Some(row) = rows.try_next().await? {
+                    sink($crate::report::snapshot::ScanRow {
+                        work_item_id: row.try_get("id")?,
+                        case_id: row.try_get("case_id")?,
+                        repetition: row.try_get("repetition")?,
+                        revision_id: row.try_get("revision_id")?,
+                        category: row.try_get("category")?,
+                        verdict: row.try_get("verdict")?,
+                        outcome: row.try_get("outcome")?,
+                        model_used: row.try_get("model_used")?,
+                        fallback_used: row.try_get::<Option<bool>, _>("fallback_used")?.unwrap_or(false),
+                        grader: row.try_get("grader")?,
+                    });
+                }
+                Ok(())
+            }
+
+            async fn diff_sides(&self, work_item_ids: &[i64]) -> StoreResult<Vec<$crate::store::DiffSide>> {
+                if work_item_ids.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let mut select = sqlx::QueryBuilder::<$db>::new(
+                    "SELECT w.id, w.case_id, w.repetition, w.category, w.verdict, w.decided_by, i.input, i.target, \
+                     g.output, g.outcome, g.error, g.model_used, g.latency_ms, \
+                     COALESCE(g.source_work_item_id, g.work_item_id) AS logprobs_id \
+                     FROM work_items w JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
+                     LEFT JOIN generations g ON g.work_item_id = w.id WHERE w.id IN (",
+                );
+                let mut ids = select.separated(", ");
+                for id in work_item_ids {
+                    ids.push_bind(*id);
+                }
+                ids.push_unseparated(")");
+                let rows = select.build().fetch_all(&self.pool).await?;
+                let mut sides = Vec::with_capacity(rows.len());
+                for row in rows {
+                    sides.push($crate::store::DiffSide {
+                        work_item_id: row.try_get("id")?,
+                        case_id: row.try_get("case_id")?,
+                        repetition: row.try_get("repetition")?,
+                        category: row.try_get("category")?,
+                        verdict: row.try_get::<Option<String>, _>("verdict")?.unwrap_or_else(|| "pending".into()),
+                        decided_by: row.try_get::<Option<String>, _>("decided_by")?.unwrap_or_default(),
+                        input: row.try_get("input")?,
+                        target: row.try_get("target")?,
+                        output: row.try_get::<Option<String>, _>("output")?.unwrap_or_default(),
+                        outcome: row.try_get::<Option<String>, _>("outcome")?.unwrap_or_else(|| "none".into()),
+                        error: row.try_get("error")?,
+                        model_used: row.try_get("model_used")?,
+                        latency_ms: row.try_get("latency_ms")?,
+                        logprobs_id: row.try_get("logprobs_id")?,
+                        grades: Vec::new(),
+                        labels: Vec::new(),
+                    });
+                }
+                // Every grade and human label of these items, oldest first.
+                let mut grades = sqlx::QueryBuilder::<$db>::new(
+                    "SELECT work_item_id, stage, grader, verdict, reason, confidence FROM grades WHERE work_item_id IN (",
+                );
+                let mut ids = grades.separated(", ");
+                for id in work_item_ids {
+                    ids.push_bind(*id);
+                }
+                ids.push_unseparated(") ORDER BY id");
+                for row in grades.build().fetch_all(&self.pool).await? {
+                    let id: i64 = row.try_get("work_item_id")?;
+                    if let Some(side) = sides.iter_mut().find(|side| side.work_item_id == id) {
+                        side.grades.push($crate::store::DiffGrade {
+                            stage: row.try_get("stage")?,
+                            grader: row.try_get("grader")?,
+                            verdict: row.try_get("verdict")?,
+                            reason: row.try_get("reason")?,
+                            confidence: row.try_get("confidence")?,
+                        });
+                    }
+                }
+                let mut labels = sqlx::QueryBuilder::<$db>::new(
+                    "SELECT t.work_item_id, u.username, l.verdict, l.rationale FROM labels l \
+                     JOIN annotation_tasks t ON t.id = l.task_id JOIN users u ON u.id = l.annotator_id \
+                     WHERE t.work_item_id IN (",
+                );
+                let mut ids = labels.separated(", ");
+                for id in work_item_ids {
+                    ids.push_bind(*id);
+                }
+                ids.push_unseparated(") ORDER BY l.id");
+                for row in labels.build().fetch_all(&self.pool).await? {
+                    let id: i64 = row.try_get("work_item_id")?;
+                    if let Some(side) = sides.iter_mut().find(|side| side.work_item_id == id) {
+                        let username: String = row.try_get("username")?;
+                        let verdict: String = row.try_get("verdict")?;
+                        let rationale: Option<String> = row.try_get("rationale")?;
+                        side.labels.push(format!(
+                            "{username}: {verdict}{}",
+                            rationale.filter(|r| !r.is_empty()).map(|r| format!(" — {r}")).unwrap_or_default()
+                        ));
+                    }
+                }
+                Ok(sides)
+            }
+
             async fn set_team_weight(&self, team: &str, weight: f64) -> StoreResult<()> {
                 sqlx::query(
                     "INSERT INTO team_weights (team, weight) VALUES ($1, $2) \
