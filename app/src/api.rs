@@ -127,23 +127,6 @@ pub(crate) mod convert {
             from_cache: row.from_cache,
         }
     }
-
-    pub fn score(
-        progress: &store::RunProgress,
-        score: &arbiter_engine::compare::Score,
-    ) -> ScoreView {
-        ScoreView {
-            run_id: progress.id,
-            checkpoint_name: progress.checkpoint_name.clone(),
-            status: progress.status.clone(),
-            passed: score.passed,
-            failed: score.failed,
-            uncertain: score.uncertain,
-            errors: score.errors,
-            pending: score.pending,
-            total: score.total,
-        }
-    }
 }
 
 /// The logged-in user, or `None`; never an error for anonymous visitors.
@@ -377,40 +360,6 @@ pub async fn change_run(id: i64, action: String) -> Result<(), ServerFnError> {
     service::change_run_state(state.store.as_ref(), id, &action)
         .await
         .map_err(service_error)
-}
-
-#[server(endpoint = "compare_runs")]
-pub async fn compare_runs(baseline: i64, candidate: i64) -> Result<ComparisonView, ServerFnError> {
-    let (state, _) = require(Permission::ViewResults).await?;
-    let (base, cand, comparison) = service::compare(state.store.as_ref(), baseline, candidate)
-        .await
-        .map_err(service_error)?;
-    Ok(ComparisonView {
-        eval_name: base.eval_name.clone(),
-        baseline: convert::score(&base, &comparison.baseline),
-        candidate: convert::score(&cand, &comparison.candidate),
-        paired: comparison.paired,
-        pass_to_fail: comparison.pass_to_fail,
-        fail_to_pass: comparison.fail_to_pass,
-        flips: comparison
-            .flips
-            .into_iter()
-            .map(|flip| FlipView {
-                case_id: flip.case_id,
-                repetition: flip.repetition,
-                input: flip.input,
-                target: flip.target,
-                direction: match flip.direction {
-                    arbiter_engine::compare::FlipDirection::PassToFail => "pass→fail".into(),
-                    arbiter_engine::compare::FlipDirection::FailToPass => "fail→pass".into(),
-                },
-                baseline_output: flip.baseline_output,
-                candidate_output: flip.candidate_output,
-                baseline_reason: flip.baseline_reason,
-                candidate_reason: flip.candidate_reason,
-            })
-            .collect(),
-    })
 }
 
 /// How long an annotator holds an item before it returns to the queue.

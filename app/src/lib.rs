@@ -14,6 +14,7 @@ pub mod grading_api;
 #[cfg(feature = "ssr")]
 pub mod guard;
 mod pages;
+pub mod report_api;
 pub mod views;
 
 use components::Nav;

@@ -230,56 +230,6 @@ pub struct TrainingFeedbackView {
     pub graduated: bool,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ScoreView {
-    pub run_id: i64,
-    pub checkpoint_name: String,
-    pub status: String,
-    pub passed: i64,
-    pub failed: i64,
-    pub uncertain: i64,
-    pub errors: i64,
-    pub pending: i64,
-    pub total: i64,
-}
-
-impl ScoreView {
-    /// "80.0%" over graded items, or "–" before anything is graded.
-    pub fn pass_rate_text(&self) -> String {
-        let graded = self.passed + self.failed;
-        if graded == 0 {
-            "–".into()
-        } else {
-            format!("{:.1}%", 100.0 * self.passed as f64 / graded as f64)
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct FlipView {
-    pub case_id: String,
-    pub repetition: i64,
-    pub input: String,
-    pub target: String,
-    /// `pass→fail` (regression) or `fail→pass`.
-    pub direction: String,
-    pub baseline_output: String,
-    pub candidate_output: String,
-    pub baseline_reason: String,
-    pub candidate_reason: String,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ComparisonView {
-    pub eval_name: String,
-    pub baseline: ScoreView,
-    pub candidate: ScoreView,
-    pub paired: i64,
-    pub pass_to_fail: i64,
-    pub fail_to_pass: i64,
-    pub flips: Vec<FlipView>,
-}
-
 /// The researcher's launch page needs evals and checkpoints together.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EvalsPageData {

@@ -23,14 +23,25 @@ test('the demo runs compare with scores and consistent flip counts', async ({ pa
   await expect(baseline.locator('.big')).toHaveText(/^\d{1,3}\.\d%$/);
   await expect(candidate.locator('.big')).toHaveText(/^\d{1,3}\.\d%$/);
 
+  await expect(baseline.getByTestId('completeness')).toHaveText('COMPLETE');
+  await expect(candidate.getByTestId('completeness')).toHaveText(/^(COMPLETE|PARTIAL)$/);
   const passToFail = Number(await page.getByTestId('pass-to-fail').innerText());
   const failToPass = Number(await page.getByTestId('fail-to-pass').innerText());
   expect(Number.isInteger(passToFail) && Number.isInteger(failToPass)).toBe(true);
-  const flips = page.locator('table.flips tbody tr');
-  await expect(flips).toHaveCount(passToFail + failToPass);
   expect(passToFail + failToPass, 'two simulated checkpoints disagree somewhere').toBeGreaterThan(0);
-  await expect(flips.filter({ hasText: 'pass→fail' })).toHaveCount(passToFail);
-  await expect(flips.filter({ hasText: 'fail→pass' })).toHaveCount(failToPass);
+  await expect(page.locator('table.paired tbody tr').first()).toContainText('all items');
+
+  // Every changed item is listed, regressions first; then filter to regressions only.
+  const flips = page.locator('table.flips tbody tr');
+  await expect(flips.filter({ hasText: 'fail → pass' })).toHaveCount(Math.min(failToPass, 50));
+  expect(passToFail, 'the demo candidate regresses on some items').toBeGreaterThan(0);
+  await expect(flips.first()).toContainText('pass → fail');
+  await page.getByLabel('Change').selectOption('regression');
+  await page.getByRole('button', { name: 'Filter' }).click();
+  await expect(page).toHaveURL(/change=regression/);
+  await expect(page.getByTestId('diff-count')).toContainText(`${passToFail} changed items match`);
+  await expect(flips).toHaveCount(Math.min(passToFail, 50));
+  await expect(flips.filter({ hasText: 'fail → pass' })).toHaveCount(0);
 
   // Each flip opens to show both runs' outputs next to each other.
   const first = flips.first();
@@ -44,6 +55,8 @@ test('the demo runs compare with scores and consistent flip counts', async ({ pa
   await expect(first.getByRole('heading', { name: 'Candidate' })).toBeVisible();
   const [left, right] = await Promise.all([outputs.nth(0).boundingBox(), outputs.nth(1).boundingBox()]);
   expect(right!.x, 'candidate output sits to the right of the baseline output').toBeGreaterThan(left!.x);
+  await first.getByRole('button', { name: 'Show the first diverging token' }).click();
+  await expect(first.locator('.divergence')).toContainText(/Token \d+, after|same token for token/);
 });
 
 test('comparing a run with itself is refused', async ({ page }) => {

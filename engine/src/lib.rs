@@ -6,7 +6,6 @@
 pub mod annotation;
 pub mod auth;
 pub mod charts;
-pub mod compare;
 pub mod dataset;
 pub mod dispatch;
 pub mod expansion;

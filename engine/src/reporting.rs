@@ -67,7 +67,9 @@ pub async fn snapshot_of(store: &dyn Store, run_id: i64) -> ServiceResult<Snapsh
         grader: manifest.eval.grader.id_version().to_string(),
         repetitions: i64::from(manifest.eval.repetitions),
     });
-    store.scan_run(run_id, &mut |row| builder.push(&row)).await?;
+    store
+        .scan_run(run_id, &mut |row| builder.push(&row))
+        .await?;
     let snapshot = builder.finish();
     let stored = StoredSnapshot {
         version,
@@ -96,7 +98,13 @@ pub async fn run_report(store: &dyn Store, run_id: i64) -> ServiceResult<(RunPro
         .categories
         .iter()
         .cloned()
-        .zip(snapshot.header.clusters.iter().map(|c| ClusterSums::from(*c)))
+        .zip(
+            snapshot
+                .header
+                .clusters
+                .iter()
+                .map(|c| ClusterSums::from(*c)),
+        )
         .collect();
     let facts = RunFacts {
         expected: progress.expected.max(0) as u64,
@@ -125,7 +133,9 @@ pub struct CheckpointComparison {
 
 fn check_runs(baseline: i64, candidates: &[i64]) -> ServiceResult<()> {
     if candidates.is_empty() {
-        return Err(ServiceError::Invalid("pick at least one candidate run".into()));
+        return Err(ServiceError::Invalid(
+            "pick at least one candidate run".into(),
+        ));
     }
     if candidates.len() > MAX_CANDIDATES {
         return Err(ServiceError::Invalid(format!(
@@ -133,7 +143,9 @@ fn check_runs(baseline: i64, candidates: &[i64]) -> ServiceResult<()> {
         )));
     }
     if candidates.contains(&baseline) {
-        return Err(ServiceError::Invalid("pick two different runs to compare".into()));
+        return Err(ServiceError::Invalid(
+            "pick two different runs to compare".into(),
+        ));
     }
     Ok(())
 }
@@ -160,7 +172,8 @@ pub async fn compare_checkpoints(
             )));
         }
         let snapshot = snapshot_of(store, candidate_run).await?;
-        let comparison = compare_snapshots(&baseline_snapshot, &snapshot).map_err(ServiceError::Invalid)?;
+        let comparison =
+            compare_snapshots(&baseline_snapshot, &snapshot).map_err(ServiceError::Invalid)?;
         candidates.push(CandidateResult {
             run,
             report,
@@ -333,7 +346,10 @@ fn choice(token: &TokenLogprob) -> TokenChoice {
 }
 
 /// The first token where the two answers part; `None` when they are identical token for token.
-pub fn first_divergence(baseline: &[TokenLogprob], candidate: &[TokenLogprob]) -> Option<Divergence> {
+pub fn first_divergence(
+    baseline: &[TokenLogprob],
+    candidate: &[TokenLogprob],
+) -> Option<Divergence> {
     let index = baseline
         .iter()
         .zip(candidate)
@@ -393,13 +409,22 @@ pub async fn diff_detail(
             None => Ok(None),
         }
     };
-    let (base_tokens, cand_tokens) = (tokens(baseline.logprobs_id).await?, tokens(candidate.logprobs_id).await?);
+    let (base_tokens, cand_tokens) = (
+        tokens(baseline.logprobs_id).await?,
+        tokens(candidate.logprobs_id).await?,
+    );
     let (divergence, divergence_note) = match (base_tokens, cand_tokens) {
         (Some(a), Some(b)) => match first_divergence(&a, &b) {
             Some(divergence) => (Some(divergence), None),
-            None => (None, Some("both answers are the same token for token".to_string())),
+            None => (
+                None,
+                Some("both answers are the same token for token".to_string()),
+            ),
         },
-        _ => (None, Some("no logprobs were stored for one of the answers".to_string())),
+        _ => (
+            None,
+            Some("no logprobs were stored for one of the answers".to_string()),
+        ),
     };
     Ok(DiffDetail {
         baseline,
@@ -430,8 +455,14 @@ mod tests {
 
     #[test]
     fn divergence_finds_the_near_tie_that_flipped() {
-        let baseline = [token("The", -0.01, &[]), token(" answer", -0.69, &[(" answer", -0.69), (" result", -0.71)])];
-        let candidate = [token("The", -0.02, &[]), token(" result", -0.68, &[(" result", -0.68), (" answer", -0.70)])];
+        let baseline = [
+            token("The", -0.01, &[]),
+            token(" answer", -0.69, &[(" answer", -0.69), (" result", -0.71)]),
+        ];
+        let candidate = [
+            token("The", -0.02, &[]),
+            token(" result", -0.68, &[(" result", -0.68), (" answer", -0.70)]),
+        ];
         let divergence = first_divergence(&baseline, &candidate).unwrap();
         assert_eq!(divergence.index, 1);
         assert_eq!(divergence.shared_prefix, "The");
@@ -440,7 +471,11 @@ mod tests {
         assert!((base.probability - 0.5016).abs() < 1e-3);
         assert_eq!(base.alternatives[0].0, " result");
         assert!(first_divergence(&baseline, &baseline).is_none());
-        let longer = [token("The", -0.01, &[]), token(" answer", -0.69, &[]), token("!", -1.0, &[])];
+        let longer = [
+            token("The", -0.01, &[]),
+            token(" answer", -0.69, &[]),
+            token("!", -1.0, &[]),
+        ];
         let divergence = first_divergence(&baseline, &longer).unwrap();
         assert_eq!((divergence.index, divergence.baseline.is_none()), (2, true));
     }

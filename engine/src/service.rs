@@ -4,7 +4,6 @@
 //! failures into [`ServiceError`], whose `Display` is safe to show to the user.
 
 use crate::auth::{hash_password, Role, Username};
-use crate::compare::{compare_runs, Comparison};
 use crate::dataset::{parse_dataset, DatasetFormat};
 use crate::expansion::{plan_identities, refined_cost};
 use crate::grading::{Grade, Grader, GraderSpec, Verdict};
@@ -563,32 +562,6 @@ pub async fn run_progress(store: &dyn Store, run_id: i64) -> ServiceResult<RunPr
         .run_progress(run_id)
         .await?
         .ok_or_else(|| ServiceError::NotFound(format!("no run with id {run_id}")))
-}
-
-/// Compares two runs of the same eval (on two checkpoints).
-pub async fn compare(
-    store: &dyn Store,
-    baseline_run: i64,
-    candidate_run: i64,
-) -> ServiceResult<(RunProgress, RunProgress, Comparison)> {
-    if baseline_run == candidate_run {
-        return Err(ServiceError::Invalid(
-            "pick two different runs to compare".into(),
-        ));
-    }
-    let baseline = run_progress(store, baseline_run).await?;
-    let candidate = run_progress(store, candidate_run).await?;
-    if baseline.eval_id != candidate.eval_id {
-        return Err(ServiceError::Invalid(format!(
-            "run {} evaluates `{}` and run {} evaluates `{}`: only runs of the same eval can be compared",
-            baseline.id, baseline.eval_name, candidate.id, candidate.eval_name
-        )));
-    }
-    let comparison = compare_runs(
-        &store.run_outcomes(baseline_run).await?,
-        &store.run_outcomes(candidate_run).await?,
-    );
-    Ok((baseline, candidate, comparison))
 }
 
 /// Creates a user (CLI and demo). Hashing runs on a blocking thread.

@@ -6,15 +6,15 @@
 //! superuser URL of a throwaway server. Without it the PostgreSQL tests fail; they never skip.
 
 use arbiter_engine::auth::Role;
-use arbiter_engine::report::compare::{Change, DiffFilter};
-use arbiter_engine::report::Completeness;
-use arbiter_engine::reporting;
-use arbiter_engine::stats::correction::Correction;
 use arbiter_engine::dataset::{parse_dataset, DatasetFormat};
 use arbiter_engine::grading::{grade_exact_match, Verdict};
 use arbiter_engine::logprobs::TokenLogprob;
 use arbiter_engine::model_client::Generation;
+use arbiter_engine::report::compare::{Change, DiffFilter};
+use arbiter_engine::report::Completeness;
+use arbiter_engine::reporting;
 use arbiter_engine::service::{self, EvalForm, ServiceError};
+use arbiter_engine::stats::correction::Correction;
 use arbiter_engine::store::{
     now_ms, FinishedItem, Grading, QueueCounts, Store, StoreError, User, PRIORITY_SCHEDULED,
 };
@@ -856,7 +856,12 @@ async fn comparing_two_checkpoints_finds_the_flips(store: Arc<dyn Store>) {
 
     // The baseline's report: complete, pooled, with the grader and model checked.
     let (_, report) = reporting::run_report(store, base_run).await.unwrap();
-    assert_eq!(report.completeness, Completeness::Complete, "{:?}", report.explanations());
+    assert_eq!(
+        report.completeness,
+        Completeness::Complete,
+        "{:?}",
+        report.explanations()
+    );
     assert_eq!((report.overall.passed, report.overall.failed), (3, 2));
     assert_eq!(report.overall.outcomes[0], 5, "five ok answers");
     // The candidate still waits for a human on c5: partial, with the reason.
@@ -873,15 +878,27 @@ async fn comparing_two_checkpoints_finds_the_flips(store: Arc<dyn Store>) {
     let comparison = &summary.candidates[0].comparison;
     let table = comparison.overall.table;
     assert_eq!(
-        (table.both_pass, table.pass_to_fail, table.fail_to_pass, table.both_fail),
+        (
+            table.both_pass,
+            table.pass_to_fail,
+            table.fail_to_pass,
+            table.both_fail
+        ),
         (1, 1, 1, 1)
     );
     assert_eq!(comparison.changed, 3, "c5 went from pass to uncertain");
     assert_eq!(comparison.overall.p_value, 1.0);
 
-    let page = reporting::diff_page(store, base_run, candidate_run, &DiffFilter::default(), "", 0)
-        .await
-        .unwrap();
+    let page = reporting::diff_page(
+        store,
+        base_run,
+        candidate_run,
+        &DiffFilter::default(),
+        "",
+        0,
+    )
+    .await
+    .unwrap();
     let changes: Vec<(&str, Change)> = page
         .rows
         .iter()
@@ -889,31 +906,59 @@ async fn comparing_two_checkpoints_finds_the_flips(store: Arc<dyn Store>) {
         .collect();
     assert_eq!(
         changes,
-        vec![("c2", Change::Regression), ("c5", Change::LostPass), ("c3", Change::Improvement)]
+        vec![
+            ("c2", Change::Regression),
+            ("c5", Change::LostPass),
+            ("c3", Change::Improvement)
+        ]
     );
     let regression = &page.rows[0];
     assert_eq!(regression.baseline.output, Reply::Correct.output("4"));
     assert_eq!(regression.candidate.output, Reply::Wrong.output("4"));
     assert!(regression.candidate.grades[0].reason.contains("differs"));
     // Text search reads the texts of changed items only.
-    let found = reporting::diff_page(store, base_run, candidate_run, &DiffFilter::default(), "3 + 3", 0)
-        .await
-        .unwrap();
+    let found = reporting::diff_page(
+        store,
+        base_run,
+        candidate_run,
+        &DiffFilter::default(),
+        "3 + 3",
+        0,
+    )
+    .await
+    .unwrap();
     assert_eq!(found.rows.len(), 1);
     assert_eq!(found.rows[0].candidate.case_id, "c3");
-    let detail = reporting::diff_detail(store, regression.baseline.work_item_id, regression.candidate.work_item_id)
-        .await
-        .unwrap();
-    assert_eq!(detail.divergence_note.as_deref(), Some("no logprobs were stored for one of the answers"));
+    let detail = reporting::diff_detail(
+        store,
+        regression.baseline.work_item_id,
+        regression.candidate.work_item_id,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        detail.divergence_note.as_deref(),
+        Some("no logprobs were stored for one of the answers")
+    );
     assert!(matches!(
-        reporting::diff_detail(store, regression.baseline.work_item_id, page.rows[1].candidate.work_item_id).await,
+        reporting::diff_detail(
+            store,
+            regression.baseline.work_item_id,
+            page.rows[1].candidate.work_item_id
+        )
+        .await,
         Err(ServiceError::Invalid(_))
     ));
 
     // A human decides c5: the tallies move, the snapshot is rebuilt, the candidate completes.
     label_by_a_human(store).await;
     let (_, report) = reporting::run_report(store, candidate_run).await.unwrap();
-    assert_eq!(report.completeness, Completeness::Complete, "{:?}", report.explanations());
+    assert_eq!(
+        report.completeness,
+        Completeness::Complete,
+        "{:?}",
+        report.explanations()
+    );
     let summary =
         reporting::compare_checkpoints(store, base_run, &[candidate_run], Correction::Holm)
             .await
@@ -929,7 +974,8 @@ async fn comparing_two_checkpoints_finds_the_flips(store: Arc<dyn Store>) {
         Err(ServiceError::Invalid(_))
     ));
     assert!(matches!(
-        reporting::compare_checkpoints(store, base_run, &[other_run + 1000], Correction::Holm).await,
+        reporting::compare_checkpoints(store, base_run, &[other_run + 1000], Correction::Holm)
+            .await,
         Err(ServiceError::NotFound(_))
     ));
 }
@@ -946,7 +992,10 @@ async fn label_by_a_human(store: &dyn Store) {
         .unwrap()
         .expect("the uncertain answer waits for a human");
     assert_eq!(task.target, "10", "c5 asks for 5 + 5");
-    store.submit_label(task.task_id, rater, true, "right after all").await.unwrap();
+    store
+        .submit_label(task.task_id, rater, true, "right after all")
+        .await
+        .unwrap();
 }
 
 /// Worker A's lease expires mid-request and worker B takes the same batch; both finish and

@@ -269,10 +269,33 @@ const SERVER_FUNCTIONS: &[(&str, Args, Allowed)] = &[
         Allowed::Researchers,
     ),
     (
-        "compare_runs",
-        &[("baseline", "1"), ("candidate", "2")],
+        "compare_checkpoints",
+        &[
+            ("baseline", "1"),
+            ("candidates", "2"),
+            ("correction", "holm"),
+        ],
         Allowed::Researchers,
     ),
+    (
+        "diff_page",
+        &[
+            ("baseline", "1"),
+            ("candidate", "2"),
+            ("category", ""),
+            ("change", "regression"),
+            ("outcome", ""),
+            ("search", ""),
+            ("offset", "0"),
+        ],
+        Allowed::Researchers,
+    ),
+    (
+        "diff_divergence",
+        &[("baseline_item", "1"), ("candidate_item", "2")],
+        Allowed::Researchers,
+    ),
+    ("run_report", &[("run", "1")], Allowed::Researchers),
     ("judges_page", &[], Allowed::Researchers),
     (
         "create_judge",

@@ -140,7 +140,12 @@ pub trait Store: Send + Sync + 'static {
     /// The run's per-category counts, kept by triggers as results arrive.
     async fn run_tallies(&self, run_id: i64) -> StoreResult<Vec<crate::report::TallyRow>>;
     async fn stored_snapshot(&self, run_id: i64) -> StoreResult<Option<StoredSnapshot>>;
-    async fn save_snapshot(&self, run_id: i64, item_count: i64, snapshot: &StoredSnapshot) -> StoreResult<()>;
+    async fn save_snapshot(
+        &self,
+        run_id: i64,
+        item_count: i64,
+        snapshot: &StoredSnapshot,
+    ) -> StoreResult<()>;
     /// Streams every identity of the run in identity order (never the whole run in memory).
     async fn scan_run(
         &self,

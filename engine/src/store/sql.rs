@@ -744,7 +744,8 @@ macro_rules! sql_store {
             async fn run_progress(&self, run_id: i64) -> StoreResult<Option<RunProgress>> {
                 let run = sqlx::query(
                     "SELECT r.id, r.eval_id, e.name AS eval_name, c.name AS checkpoint_name, en.base_url, r.manifest_hash, \
-                     dr.content_hash, r.status, r.priority, r.team, r.expected_count, r.created_at, r.finished_at \
+                     dr.content_hash, r.status, r.priority, r.team, r.expected_count, r.created_at, r.finished_at, \
+                     c.created_at AS checkpoint_created_at \
                      FROM runs r JOIN evals e ON e.id = r.eval_id JOIN checkpoints c ON c.id = r.checkpoint_id \
                      JOIN endpoints en ON en.id = c.endpoint_id JOIN dataset_revisions dr ON dr.id = r.revision_id \
                      WHERE r.id = $1",
@@ -838,6 +839,8 @@ macro_rules! sql_store {
                     outcome_mix,
                     error_mix,
                     created_at: run.try_get("created_at")?,
+                    time_to_results_ms: finished_at
+                        .map(|at| at - run.try_get::<i64, _>("checkpoint_created_at").unwrap_or(at)),
                     finished_at,
                 }))
             }

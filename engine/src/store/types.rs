@@ -457,6 +457,9 @@ pub struct RunProgress {
     pub error_mix: Vec<(String, i64)>,
     pub created_at: i64,
     pub finished_at: Option<i64>,
+    /// From the checkpoint's registration to this run's completion: the eval platform's
+    /// service-level objective (results visible this long after a checkpoint lands).
+    pub time_to_results_ms: Option<i64>,
 }
 
 /// One result identity with its answer and current verdict.
