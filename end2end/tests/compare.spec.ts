@@ -23,8 +23,13 @@ test('the demo runs compare with scores and consistent flip counts', async ({ pa
   await expect(baseline.locator('.big')).toHaveText(/^\d{1,3}\.\d%$/);
   await expect(candidate.locator('.big')).toHaveText(/^\d{1,3}\.\d%$/);
 
-  await expect(baseline.getByTestId('completeness')).toHaveText('COMPLETE');
-  await expect(candidate.getByTestId('completeness')).toHaveText(/^(COMPLETE|PARTIAL)$/);
+  // The demo sends uncertain answers to humans, so a finished run may still be partial: then it
+  // says so, with its counts and the reason.
+  for (const card of [baseline, candidate]) {
+    const completeness = await card.getByTestId('completeness').innerText();
+    expect(['COMPLETE', 'PARTIAL']).toContain(completeness);
+    if (completeness === 'PARTIAL') await expect(card.locator('ul.problems')).toContainText('no final verdict yet');
+  }
   const passToFail = Number(await page.getByTestId('pass-to-fail').innerText());
   const failToPass = Number(await page.getByTestId('fail-to-pass').innerText());
   expect(Number.isInteger(passToFail) && Number.isInteger(failToPass)).toBe(true);
@@ -33,7 +38,9 @@ test('the demo runs compare with scores and consistent flip counts', async ({ pa
 
   // Every changed item is listed, regressions first; then filter to regressions only.
   const flips = page.locator('table.flips tbody tr');
-  await expect(flips.filter({ hasText: 'fail → pass' })).toHaveCount(Math.min(failToPass, 50));
+  const changed = Number((await page.getByTestId('diff-count').innerText()).split(' ')[0]);
+  expect(changed).toBeGreaterThanOrEqual(passToFail + failToPass);
+  await expect(flips).toHaveCount(Math.min(changed, 50));
   expect(passToFail, 'the demo candidate regresses on some items').toBeGreaterThan(0);
   await expect(flips.first()).toContainText('pass → fail');
   await page.getByLabel('Change').selectOption('regression');
