@@ -4,6 +4,8 @@ use crate::annotation_api::run_agreement;
 use crate::api::{list_runs, run_detail, ChangeRun};
 use crate::components::ErrorNote;
 use crate::grading_api::run_costs;
+use crate::pages::compare::ReportCard;
+use crate::report_api::{run_report, ReportView};
 use crate::pages::datasets::short_hash;
 use crate::pages::route_id;
 use crate::views::{AgreementView, CostView, ProgressView, ResultView, StatisticView};
@@ -72,6 +74,9 @@ pub fn RunPage() -> impl IntoView {
     // completes, not on every poll.
     let costs = Resource::new(move || (id(), finished.get()), |(id, _)| run_costs(id));
     let agreement = Resource::new(move || (id(), finished.get()), |(id, _)| run_agreement(id));
+    // The report reads the tallies (cheap) and, when results moved, rebuilds the run's
+    // snapshot (a scan): on open and at completion, like the costs.
+    let report = Resource::new(move || (id(), finished.get()), |(id, _)| run_report(id));
     // Effects run only in the browser: poll until the run completes.
     Effect::new(move |_| {
         let handle = set_interval_with_handle(
@@ -97,6 +102,7 @@ pub fn RunPage() -> impl IntoView {
                         view! {
                             <Progress progress=detail.progress/>
                             <RunControls run_id status change/>
+                            <ReportSection report/>
                             <CostCard costs/>
                             <AgreementCard agreement/>
                             <Results results=detail.results/>
@@ -166,6 +172,21 @@ fn AgreementCard(agreement: Resource<Result<AgreementView, ServerFnError>>) -> i
 }
 
 /// Who decided the run's items and what each stage cost.
+#[component]
+fn ReportSection(report: Resource<Result<ReportView, ServerFnError>>) -> impl IntoView {
+    view! {
+        <Transition fallback=|| ()>
+            {move || Suspend::new(async move {
+                report.await.ok().map(|report| view! {
+                    <section class="scores" data-testid="run-report">
+                        <ReportCard title="Report" report/>
+                    </section>
+                })
+            })}
+        </Transition>
+    }
+}
+
 #[component]
 fn CostCard(costs: Resource<Result<CostView, ServerFnError>>) -> impl IntoView {
     view! {
