@@ -10,7 +10,7 @@ use crate::report::compare::{
 };
 use crate::report::snapshot::{Expectation, Snapshot, SnapshotBuilder};
 use crate::report::{build_report, Report, RunFacts, TallyRow};
-use crate::service::{run_progress, ServiceError, ServiceResult};
+use crate::service::{ServiceError, ServiceResult};
 use crate::stats::correction::Correction;
 use crate::stats::proportion::ClusterSums;
 use crate::store::{DiffSide, RunProgress, Store, StoredSnapshot};
@@ -86,7 +86,20 @@ pub async fn snapshot_of(store: &dyn Store, run_id: i64) -> ServiceResult<Snapsh
 /// A run's report: counts from the tallies; completeness checks and, with repetitions,
 /// clustered intervals from the snapshot.
 pub async fn run_report(store: &dyn Store, run_id: i64) -> ServiceResult<(RunProgress, Report)> {
-    let progress = run_progress(store, run_id).await?;
+    let (progress, report, _) = report_and_snapshot(store, run_id).await?;
+    Ok((progress, report))
+}
+
+/// The report with the snapshot it was checked against (a comparison pairs that snapshot).
+/// Reads the run's heading and tallies, never counts its rows.
+async fn report_and_snapshot(
+    store: &dyn Store,
+    run_id: i64,
+) -> ServiceResult<(RunProgress, Report, Snapshot)> {
+    let progress = store
+        .run_header(run_id)
+        .await?
+        .ok_or_else(|| ServiceError::NotFound(format!("no run with id {run_id}")))?;
     let manifest = store
         .run_manifest(run_id)
         .await?
@@ -111,7 +124,7 @@ pub async fn run_report(store: &dyn Store, run_id: i64) -> ServiceResult<(RunPro
         repetitions: i64::from(manifest.eval.repetitions),
     };
     let report = build_report(&facts, &tallies, &snapshot.header.problems, &clusters);
-    Ok((progress, report))
+    Ok((progress, report, snapshot))
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -160,18 +173,17 @@ pub async fn compare_checkpoints(
 ) -> ServiceResult<CheckpointComparison> {
     check_runs(baseline_run, candidate_runs)?;
     let started = Instant::now();
-    let (baseline, baseline_report) = run_report(store, baseline_run).await?;
-    let baseline_snapshot = snapshot_of(store, baseline_run).await?;
+    let (baseline, baseline_report, baseline_snapshot) =
+        report_and_snapshot(store, baseline_run).await?;
     let mut candidates = Vec::new();
     for &candidate_run in candidate_runs {
-        let (run, report) = run_report(store, candidate_run).await?;
+        let (run, report, snapshot) = report_and_snapshot(store, candidate_run).await?;
         if run.eval_id != baseline.eval_id {
             return Err(ServiceError::Invalid(format!(
                 "run {} evaluates `{}` and run {} evaluates `{}`: only runs of the same eval can be compared",
                 baseline.id, baseline.eval_name, run.id, run.eval_name
             )));
         }
-        let snapshot = snapshot_of(store, candidate_run).await?;
         let comparison =
             compare_snapshots(&baseline_snapshot, &snapshot).map_err(ServiceError::Invalid)?;
         candidates.push(CandidateResult {

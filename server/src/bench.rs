@@ -42,6 +42,9 @@ pub enum Scenario {
     /// 200 simulated annotators against a 1,000,000-task queue (two raters per task), on
     /// SQLite and, with `--database-url`, PostgreSQL: claim latency and submissions per second.
     Annotators,
+    /// Two 1,000,000-item runs on SQLite and, with `--database-url`, PostgreSQL: the
+    /// comparison summary and the per-prompt diff's first page.
+    Compare,
 }
 
 /// Options of the `endpoint` scenario.
@@ -161,7 +164,7 @@ fn cpu_seconds() -> f64 {
 }
 
 /// Peak, current, anonymous and file-backed resident memory of this process, in MiB.
-fn memory_mib() -> (f64, f64, f64, f64) {
+pub(crate) fn memory_mib() -> (f64, f64, f64, f64) {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let read = |key: &str| {
         status
@@ -939,6 +942,9 @@ pub async fn run(
         Scenario::Triage => triage(items.unwrap_or(10)).await,
         Scenario::Annotators => {
             crate::annotator_bench::run(items.unwrap_or(1_000_000), postgres_url).await
+        }
+        Scenario::Compare => {
+            crate::compare_bench::run(items.unwrap_or(1_000_000), postgres_url).await
         }
         Scenario::Agreement => {
             agreement(items.unwrap_or(1_000_000));

@@ -3,6 +3,7 @@
 
 pub mod annotator_bench;
 pub mod bench;
+pub mod compare_bench;
 pub mod demo;
 pub mod forms;
 pub mod web;

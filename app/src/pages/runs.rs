@@ -5,9 +5,9 @@ use crate::api::{list_runs, run_detail, ChangeRun};
 use crate::components::ErrorNote;
 use crate::grading_api::run_costs;
 use crate::pages::compare::ReportCard;
-use crate::report_api::{run_report, ReportView};
 use crate::pages::datasets::short_hash;
 use crate::pages::route_id;
+use crate::report_api::{run_report, ReportView};
 use crate::views::{AgreementView, CostView, ProgressView, ResultView, StatisticView};
 use leptos::prelude::*;
 

@@ -131,6 +131,9 @@ pub trait Store: Send + Sync + 'static {
     async fn run_manifest(&self, run_id: i64) -> StoreResult<Option<Manifest>>;
     async fn list_runs(&self) -> StoreResult<Vec<RunSummary>>;
     async fn run_progress(&self, run_id: i64) -> StoreResult<Option<RunProgress>>;
+    /// The run without counting its rows: verdict and outcome counts come from the tallies,
+    /// `done` from the run's counter; no in-flight count, throughput, error mix or cache count.
+    async fn run_header(&self, run_id: i64) -> StoreResult<Option<RunProgress>>;
     async fn run_results(&self, run_id: i64, limit: i64) -> StoreResult<Vec<ResultRow>>;
     /// All final results of a run, for comparisons.
     async fn run_outcomes(&self, run_id: i64) -> StoreResult<Vec<ResultRow>>;

@@ -16,6 +16,14 @@ pub(super) const RESULT_INSERT_BATCH: usize = 500;
 pub(super) const GRADE_INSERT_BATCH: usize = 1000;
 pub(super) const KEY_LOOKUP_BATCH: usize = 1000;
 
+/// One run with its eval, checkpoint, endpoint and dataset revision (`$1`: the run id).
+pub(crate) const RUN_HEADER_SELECT: &str = "SELECT r.id, r.eval_id, e.name AS eval_name, c.name AS checkpoint_name, en.base_url, r.manifest_hash, \
+     dr.content_hash, r.status, r.priority, r.team, r.expected_count, r.done_count, r.created_at, r.finished_at, \
+     c.created_at AS checkpoint_created_at \
+     FROM runs r JOIN evals e ON e.id = r.eval_id JOIN checkpoints c ON c.id = r.checkpoint_id \
+     JOIN endpoints en ON en.id = c.endpoint_id JOIN dataset_revisions dr ON dr.id = r.revision_id \
+     WHERE r.id = $1";
+
 macro_rules! sql_store {
     ($store:ident, $db:ty, $backend:literal, $begin:literal, $skip_locked:literal) => {
         use $crate::auth::{PasswordHash, Role};
@@ -741,15 +749,56 @@ macro_rules! sql_store {
                     .map_err(StoreError::from)
             }
 
+            async fn run_header(&self, run_id: i64) -> StoreResult<Option<RunProgress>> {
+                let Some(run) = sqlx::query(super::sql::RUN_HEADER_SELECT)
+                    .bind(run_id)
+                    .fetch_optional(&self.pool)
+                    .await?
+                else {
+                    return Ok(None);
+                };
+                let mut counts = std::collections::HashMap::<(String, String), i64>::new();
+                for row in self.run_tallies(run_id).await? {
+                    *counts.entry((row.field, row.value)).or_default() += row.count;
+                }
+                let count = |field: &str, value: &str| counts.get(&(field.to_string(), value.to_string())).copied().unwrap_or(0);
+                let finished_at: Option<i64> = run.try_get("finished_at")?;
+                Ok(Some(RunProgress {
+                    id: run.try_get("id")?,
+                    eval_id: run.try_get("eval_id")?,
+                    eval_name: run.try_get("eval_name")?,
+                    checkpoint_name: run.try_get("checkpoint_name")?,
+                    endpoint_url: run.try_get("base_url")?,
+                    manifest_hash: run.try_get("manifest_hash")?,
+                    dataset_revision: run.try_get("content_hash")?,
+                    status: run.try_get("status")?,
+                    expected: run.try_get("expected_count")?,
+                    done: run.try_get("done_count")?,
+                    in_flight: 0,
+                    passed: count("verdict", "pass"),
+                    failed: count("verdict", "fail"),
+                    uncertain: count("verdict", "uncertain"),
+                    errors: count("verdict", "error"),
+                    last_error: None,
+                    priority: run.try_get("priority")?,
+                    team: run.try_get("team")?,
+                    throughput_per_s: 0.0,
+                    from_cache: 0,
+                    outcome_mix: $crate::model_client::Outcome::ALL
+                        .iter()
+                        .map(|o| (o.as_str().to_string(), count("outcome", o.as_str())))
+                        .filter(|(_, n)| *n > 0)
+                        .collect(),
+                    error_mix: Vec::new(),
+                    created_at: run.try_get("created_at")?,
+                    time_to_results_ms: finished_at
+                        .map(|at| at - run.try_get::<i64, _>("checkpoint_created_at").unwrap_or(at)),
+                    finished_at,
+                }))
+            }
+
             async fn run_progress(&self, run_id: i64) -> StoreResult<Option<RunProgress>> {
-                let run = sqlx::query(
-                    "SELECT r.id, r.eval_id, e.name AS eval_name, c.name AS checkpoint_name, en.base_url, r.manifest_hash, \
-                     dr.content_hash, r.status, r.priority, r.team, r.expected_count, r.created_at, r.finished_at, \
-                     c.created_at AS checkpoint_created_at \
-                     FROM runs r JOIN evals e ON e.id = r.eval_id JOIN checkpoints c ON c.id = r.checkpoint_id \
-                     JOIN endpoints en ON en.id = c.endpoint_id JOIN dataset_revisions dr ON dr.id = r.revision_id \
-                     WHERE r.id = $1",
-                )
+                let run = sqlx::query(super::sql::RUN_HEADER_SELECT)
                 .bind(run_id)
                 .fetch_optional(&self.pool)
                 .await?;

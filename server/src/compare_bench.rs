@@ -1,0 +1,240 @@
+//! `arbiter bench compare`: a checkpoint comparison over two million-item runs.
+//!
+//! Two runs of one eval (ten categories) are filled with recorded answers: the candidate keeps
+//! the baseline's verdict on most items and flips about 3% each way. The benchmark then times
+//! what a researcher waits for: the comparison summary (reports, paired tests, correction) when
+//! both runs' snapshots must first be built, and again once they are stored; the per-prompt
+//! diff's first page unfiltered, filtered to one category's regressions, and with a text search.
+//! It prints the process's peak resident memory, which must not grow with whole runs.
+
+use arbiter_engine::grading::grade_exact_match;
+use arbiter_engine::model_client::{Generation, Outcome};
+use arbiter_engine::report::compare::{Change, DiffFilter};
+use arbiter_engine::reporting;
+use arbiter_engine::service::{self, CheckpointForm, EvalForm};
+use arbiter_engine::stats::correction::Correction;
+use arbiter_engine::store::{Database, FinishedItem, Grading, Store, PRIORITY_SCHEDULED};
+use std::time::Instant;
+
+const FILL_BATCH: i64 = 1000;
+const CATEGORIES: usize = 10;
+
+/// Runs on SQLite, then on PostgreSQL when `postgres_admin_url` is given.
+pub async fn run(items: usize, postgres_admin_url: Option<String>) -> anyhow::Result<()> {
+    let directory = tempfile::tempdir()?;
+    let url = format!("sqlite://{}", directory.path().join("bench.db").display());
+    one_backend("SQLite", &url, items).await?;
+    if let Some(admin_url) = postgres_admin_url {
+        let url = crate::bench::scratch_postgres(&admin_url, "arbiter_compare").await?;
+        one_backend("PostgreSQL", &url, items).await?;
+        crate::bench::drop_scratch_postgres(&admin_url, &url).await?;
+    } else {
+        println!("(PostgreSQL skipped: set --database-url or ARBITER_TEST_POSTGRES_URL)");
+    }
+    Ok(())
+}
+
+/// A stable pseudo-random number in [0, 1) for (item, salt).
+fn draw(index: usize, salt: u64) -> f64 {
+    let hash = xxhash_rust::xxh3::xxh3_64_with_seed(&index.to_le_bytes(), salt);
+    (hash >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Whether the baseline (`candidate = false`) or candidate answers item `index` right. The
+/// baseline passes 70%. The candidate loses 3% of the baseline's passes and gains 7% of its
+/// fails (as many each way, so no net change), except in category 3, where it loses 8%.
+fn passes(index: usize, candidate: bool) -> bool {
+    let base = draw(index, 1) < 0.7;
+    if !candidate {
+        return base;
+    }
+    let flip_rate = match (base, index % CATEGORIES == 3) {
+        (true, true) => 0.08,
+        (true, false) => 0.03,
+        (false, _) => 0.07,
+    };
+    if draw(index, 2) < flip_rate {
+        !base
+    } else {
+        base
+    }
+}
+
+async fn one_backend(backend: &str, url: &str, items: usize) -> anyhow::Result<()> {
+    println!("== compare on {backend}: two runs of {items} items, {CATEGORIES} categories");
+    let database = Database::open(url).await?;
+    let store = database.store();
+    let store = store.as_ref();
+    let started = Instant::now();
+    let jsonl: String = (0..items)
+        .map(|index| {
+            format!(
+                "{{\"id\": \"q{index}\", \"input\": \"Question {index}: what is {index} plus zero?\", \"target\": \"{index}\", \"category\": \"cat{}\"}}\n",
+                index % CATEGORIES
+            )
+        })
+        .collect();
+    let parsed = arbiter_engine::dataset::parse_dataset_with_limit(
+        jsonl.as_bytes(),
+        arbiter_engine::dataset::DatasetFormat::Jsonl,
+        usize::MAX,
+    )?;
+    drop(jsonl);
+    let revision = store
+        .store_dataset_revision("compare", "bench.jsonl", &parsed, None)
+        .await?;
+    drop(parsed);
+    let eval = service::define_eval(
+        store,
+        &EvalForm {
+            name: "compare".into(),
+            dataset_id: revision.dataset_id,
+            prompt_template: "{input}".into(),
+            max_tokens: 16,
+            temperature: 0.0,
+            repetitions: 1,
+            seed: 0,
+            grader: String::new(),
+        },
+        None,
+    )
+    .await
+    .map_err(|err| anyhow::anyhow!("eval: {err}"))?;
+    let mut runs = Vec::new();
+    for (name, candidate) in [("baseline", false), ("candidate", true)] {
+        let checkpoint = service::register_checkpoint(
+            store,
+            &CheckpointForm {
+                name: name.into(),
+                // Nothing listens here: the benchmark records the answers itself.
+                endpoint_url: "http://127.0.0.1:9/v1".into(),
+                model: name.into(),
+                ..CheckpointForm::default()
+            },
+            None,
+        )
+        .await
+        .map_err(|err| anyhow::anyhow!("checkpoint: {err}"))?;
+        let launched =
+            service::launch_run(store, eval, checkpoint, PRIORITY_SCHEDULED, "bench", None)
+                .await
+                .map_err(|err| anyhow::anyhow!("launch: {err}"))?;
+        fill(store, items, candidate, name).await?;
+        runs.push(launched.run_id);
+    }
+    println!(
+        "set-up (dataset, two launches, {} answers recorded): {:.1} s",
+        2 * items,
+        started.elapsed().as_secs_f64()
+    );
+
+    let (baseline, candidate) = (runs[0], runs[1]);
+    for label in ["cold (both snapshots built)", "warm (snapshots stored)"] {
+        let started = Instant::now();
+        let summary =
+            reporting::compare_checkpoints(store, baseline, &[candidate], Correction::Holm)
+                .await
+                .map_err(|err| anyhow::anyhow!("compare: {err}"))?;
+        let elapsed = started.elapsed().as_secs_f64() * 1000.0;
+        let overall = &summary.candidates[0].comparison.overall;
+        let regressions = summary.candidates[0]
+            .comparison
+            .categories
+            .iter()
+            .filter(|c| c.is_regression())
+            .map(|c| c.category.as_str())
+            .collect::<Vec<_>>();
+        println!(
+            "comparison summary, {label}: {elapsed:.0} ms (target < 1,000 ms warm) — pass→fail {}, fail→pass {}, p {:.2e}, significant regressions in {regressions:?}",
+            overall.table.pass_to_fail, overall.table.fail_to_pass, overall.p_value
+        );
+    }
+    let pages = [
+        ("first diff page, unfiltered", DiffFilter::default(), ""),
+        (
+            "first diff page, cat3 regressions",
+            DiffFilter {
+                category: Some("cat3".into()),
+                change: Some(Change::Regression),
+                outcome: None,
+            },
+            "",
+        ),
+        (
+            "first diff page, text search \"99\"",
+            DiffFilter::default(),
+            "99",
+        ),
+    ];
+    for (label, filter, search) in pages {
+        let started = Instant::now();
+        let page = reporting::diff_page(store, baseline, candidate, &filter, search, 0)
+            .await
+            .map_err(|err| anyhow::anyhow!("diff: {err}"))?;
+        println!(
+            "{label}: {:.0} ms (target < 300 ms) — {} rows of {} matching",
+            started.elapsed().as_secs_f64() * 1000.0,
+            page.rows.len(),
+            page.matching
+        );
+    }
+    let (peak, current, _, _) = crate::bench::memory_mib();
+    println!(
+        "process memory: peak {peak:.0} MiB, now {current:.0} MiB (includes the set-up's dataset)"
+    );
+    drop(database);
+    Ok(())
+}
+
+/// Claims every identity of the one running run and records an answer for each.
+async fn fill(store: &dyn Store, items: usize, candidate: bool, name: &str) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let mut first_id = None;
+    loop {
+        let ids = store.claim_work("bench", FILL_BATCH, 600_000).await?;
+        if ids.is_empty() {
+            break;
+        }
+        // Identities are numbered in dataset order; claims come in id order.
+        // (RETURNING does not keep the claim's order on PostgreSQL: take the smallest.)
+        let first = *first_id.get_or_insert(ids.iter().copied().min().unwrap_or_default());
+        let finished: Vec<FinishedItem> = ids
+            .into_iter()
+            .map(|work_item_id| {
+                let index = (work_item_id - first) as usize;
+                let target = index.to_string();
+                let output = if passes(index, candidate) {
+                    format!("Answer: {target}")
+                } else {
+                    "Answer: something else".to_string()
+                };
+                let grade = grade_exact_match(&output, &target);
+                FinishedItem {
+                    work_item_id,
+                    generation: Generation {
+                        outcome: Outcome::Ok,
+                        output,
+                        finish_reason: Some("stop".into()),
+                        attempts: 1,
+                        model_used: Some(name.into()),
+                        ..Generation::default()
+                    },
+                    grading: Grading::deterministic_only(Some(grade)),
+                    generation_key: None,
+                    cached_from: None,
+                }
+            })
+            .collect();
+        store.record_results(&finished).await?;
+    }
+    let finished_runs = store.list_runs().await?;
+    for run in finished_runs {
+        store.finish_run_if_done(run.id).await?;
+    }
+    println!(
+        "{name}: {items} answers recorded in {:.1} s ({:.0}/s, tallies kept by triggers)",
+        started.elapsed().as_secs_f64(),
+        items as f64 / started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
