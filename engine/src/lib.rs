@@ -9,6 +9,7 @@ pub mod charts;
 pub mod dataset;
 pub mod dispatch;
 pub mod expansion;
+pub mod export;
 pub mod grading;
 pub mod human_queue;
 pub mod logprobs;

@@ -119,7 +119,7 @@ async fn one_backend(backend: &str, url: &str, items: usize) -> anyhow::Result<(
             service::launch_run(store, eval, checkpoint, PRIORITY_SCHEDULED, "bench", None)
                 .await
                 .map_err(|err| anyhow::anyhow!("launch: {err}"))?;
-        fill(store, items, candidate, name).await?;
+        fill(store, launched.run_id, items, candidate, name).await?;
         runs.push(launched.run_id);
     }
     println!(
@@ -186,31 +186,34 @@ async fn one_backend(backend: &str, url: &str, items: usize) -> anyhow::Result<(
     Ok(())
 }
 
-/// Claims every identity of the one running run and records an answer for each.
-async fn fill(store: &dyn Store, items: usize, candidate: bool, name: &str) -> anyhow::Result<()> {
+/// Claims every identity of `run_id` and records an answer for each.
+async fn fill(
+    store: &dyn Store,
+    run_id: i64,
+    items: usize,
+    candidate: bool,
+    name: &str,
+) -> anyhow::Result<()> {
     let started = Instant::now();
-    let mut first_id = None;
     loop {
-        let ids = store.claim_work("bench", FILL_BATCH, 600_000).await?;
-        if ids.is_empty() {
+        let jobs = store
+            .claim_jobs("bench", run_id, FILL_BATCH, 600_000, false)
+            .await?;
+        if jobs.is_empty() {
             break;
         }
-        // Identities are numbered in dataset order; claims come in id order.
-        // (RETURNING does not keep the claim's order on PostgreSQL: take the smallest.)
-        let first = *first_id.get_or_insert(ids.iter().copied().min().unwrap_or_default());
-        let finished: Vec<FinishedItem> = ids
+        let finished: Vec<FinishedItem> = jobs
             .into_iter()
-            .map(|work_item_id| {
-                let index = (work_item_id - first) as usize;
-                let target = index.to_string();
+            .map(|job| {
+                let index: usize = job.case_id.trim_start_matches('q').parse().unwrap_or(0);
                 let output = if passes(index, candidate) {
-                    format!("Answer: {target}")
+                    format!("Answer: {}", job.target)
                 } else {
                     "Answer: something else".to_string()
                 };
-                let grade = grade_exact_match(&output, &target);
+                let grade = grade_exact_match(&output, &job.target);
                 FinishedItem {
-                    work_item_id,
+                    work_item_id: job.work_item_id,
                     generation: Generation {
                         outcome: Outcome::Ok,
                         output,
@@ -227,10 +230,7 @@ async fn fill(store: &dyn Store, items: usize, candidate: bool, name: &str) -> a
             .collect();
         store.record_results(&finished).await?;
     }
-    let finished_runs = store.list_runs().await?;
-    for run in finished_runs {
-        store.finish_run_if_done(run.id).await?;
-    }
+    store.finish_run_if_done(run_id).await?;
     println!(
         "{name}: {items} answers recorded in {:.1} s ({:.0}/s, tallies kept by triggers)",
         started.elapsed().as_secs_f64(),

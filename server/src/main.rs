@@ -128,6 +128,21 @@ enum Command {
         #[arg(long, default_value_t = 30)]
         queue_monitor_seconds: u64,
     },
+    /// Export runs' results: `--format csv|jsonl` to standard output or `--out FILE`;
+    /// `--format parquet --out DIR` writes Hive-style partitions
+    /// (`DIR/date=YYYY-MM-DD/checkpoint=NAME/run-ID.parquet`) for DuckDB, BigQuery or archives.
+    Export {
+        #[arg(long, env = "DATABASE_URL", default_value = "sqlite://arbiter.db")]
+        database_url: String,
+        /// Runs to export (repeat the flag or separate with commas).
+        #[arg(long = "run", required = true, value_delimiter = ',')]
+        runs: Vec<i64>,
+        #[arg(long, default_value = "csv")]
+        format: String,
+        /// A file (csv, jsonl; one run) or a folder (parquet).
+        #[arg(long)]
+        out: Option<std::path::PathBuf>,
+    },
     /// Apply database migrations and exit.
     Migrate {
         #[arg(long, env = "DATABASE_URL")]
@@ -311,6 +326,12 @@ async fn main() -> anyhow::Result<()> {
             site_root,
             queue_monitor_seconds,
         } => run_demo(addr, sim_addr, &data_dir, &site_root, queue_monitor_seconds).await,
+        Command::Export {
+            database_url,
+            runs,
+            format,
+            out,
+        } => export(&database_url, &runs, &format, out.as_deref()).await,
         Command::Migrate { database_url } => {
             let database = open(&database_url).await?;
             println!(
@@ -537,4 +558,67 @@ async fn run_demo(
         queue_monitor_seconds,
     };
     serve(&database, addr, site_root, background).await
+}
+
+/// `arbiter export`: see the subcommand's help.
+async fn export(
+    database_url: &str,
+    runs: &[i64],
+    format: &str,
+    out: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    use arbiter_engine::export::{export_run, partition_path, ExportFormat};
+    let format = ExportFormat::parse(format)
+        .ok_or_else(|| anyhow::anyhow!("unknown format `{format}`: use csv, jsonl or parquet"))?;
+    let database = open(database_url).await?;
+    let store = database.store();
+    match (format, out) {
+        (ExportFormat::Parquet, Some(folder)) => {
+            for &run_id in runs {
+                let run = store
+                    .run_header(run_id)
+                    .await?
+                    .ok_or_else(|| anyhow::anyhow!("no run with id {run_id}"))?;
+                let path =
+                    folder.join(partition_path(run.created_at, &run.checkpoint_name, run_id));
+                if let Some(parent) = path.parent() {
+                    std::fs::create_dir_all(parent)?;
+                }
+                // Written beside, then renamed: an archive never holds a half-written file.
+                let partial = path.with_extension("parquet.partial");
+                let file = std::io::BufWriter::new(std::fs::File::create(&partial)?);
+                let (writer, rows) = export_run(store.as_ref(), run_id, format, file)
+                    .await
+                    .map_err(|err| anyhow::anyhow!("run {run_id}: {err}"))?;
+                writer
+                    .into_inner()
+                    .map_err(|err| err.into_error())?
+                    .sync_all()?;
+                std::fs::rename(&partial, &path)?;
+                println!("{} ({rows} rows)", path.display());
+            }
+            Ok(())
+        }
+        (ExportFormat::Parquet, None) => {
+            anyhow::bail!("parquet needs --out FOLDER (it writes one partitioned file per run)")
+        }
+        (_, _) if runs.len() != 1 => anyhow::bail!("csv and jsonl export one run at a time"),
+        (_, Some(path)) => {
+            let file = std::io::BufWriter::new(std::fs::File::create(path)?);
+            let (writer, rows) = export_run(store.as_ref(), runs[0], format, file)
+                .await
+                .map_err(|err| anyhow::anyhow!("{err}"))?;
+            writer.into_inner().map_err(|err| err.into_error())?;
+            eprintln!("{} ({rows} rows)", path.display());
+            Ok(())
+        }
+        (_, None) => {
+            let stdout = std::io::BufWriter::new(std::io::stdout());
+            let (mut writer, _) = export_run(store.as_ref(), runs[0], format, stdout)
+                .await
+                .map_err(|err| anyhow::anyhow!("{err}"))?;
+            std::io::Write::flush(&mut writer)?;
+            Ok(())
+        }
+    }
 }

@@ -78,6 +78,10 @@ where
         .route("/logout", post(crate::forms::logout))
         .route("/raters.csv", get(crate::forms::raters_csv))
         .route(
+            "/runs/{id}/export/{format}",
+            get(crate::forms::export_results),
+        )
+        .route(
             "/datasets/upload",
             post(crate::forms::upload_dataset).layer(DefaultBodyLimit::max(MAX_BODY_BYTES)),
         )

@@ -11,6 +11,7 @@ const PASSWORD: &str = "a-test-password";
 
 struct TestApp {
     address: SocketAddr,
+    store: std::sync::Arc<dyn arbiter_engine::store::Store>,
     _directory: tempfile::TempDir,
 }
 
@@ -46,6 +47,7 @@ impl TestApp {
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         TestApp {
             address,
+            store,
             _directory: directory,
         }
     }
@@ -863,4 +865,100 @@ async fn a_deactivated_account_can_neither_use_its_session_nor_sign_in() {
     let researcher = app.client_as(Role::Researcher).await;
     let refused = researcher.get(app.url("/raters.csv")).send().await.unwrap();
     assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+}
+
+#[tokio::test]
+async fn run_results_export_as_csv_jsonl_and_parquet() {
+    let app = TestApp::spawn().await;
+    let store = app.store.as_ref();
+    let checkpoint =
+        service::register_simple_checkpoint(store, "ckpt", "http://127.0.0.1:9", "m", None)
+            .await
+            .unwrap();
+    let form = service::EvalForm {
+        name: "export".into(),
+        dataset_id: 1,
+        prompt_template: "{input}".into(),
+        max_tokens: 8,
+        temperature: 0.0,
+        repetitions: 1,
+        seed: 0,
+        grader: String::new(),
+    };
+    let eval = service::define_eval(store, &form, None).await.unwrap();
+    let run = service::launch_run(store, eval, checkpoint, 1, "default", None)
+        .await
+        .unwrap()
+        .run_id;
+    for id in store.claim_work("w", 10, 60_000).await.unwrap() {
+        let generation = arbiter_engine::model_client::Generation {
+            outcome: arbiter_engine::model_client::Outcome::Ok,
+            output: "Answer: t, \"quoted\"".into(),
+            ..Default::default()
+        };
+        let grade = arbiter_engine::grading::grade_exact_match(&generation.output, "t");
+        store
+            .record_result(id, &generation, Some(&grade))
+            .await
+            .unwrap();
+    }
+    let export = |client: reqwest::Client, path: String| {
+        let url = app.url(&path);
+        async move {
+            let response = client.get(url).send().await.unwrap();
+            let status = response.status();
+            let kind = response
+                .headers()
+                .get(header::CONTENT_TYPE)
+                .map(|v| v.to_str().unwrap().to_string())
+                .unwrap_or_default();
+            (status, kind, response.bytes().await.unwrap())
+        }
+    };
+    let researcher = app.client_as(Role::Researcher).await;
+
+    let (status, kind, body) = export(researcher.clone(), format!("/runs/{run}/export/csv")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(kind.starts_with("text/csv"));
+    let text = String::from_utf8(body.to_vec()).unwrap();
+    assert!(text.starts_with("run_id,work_item_id,case_id,"), "{text}");
+    assert!(
+        text.contains("\"Answer: t, \"\"quoted\"\"\""),
+        "quoted CSV field: {text}"
+    );
+
+    let (status, _, body) = export(researcher.clone(), format!("/runs/{run}/export/jsonl")).await;
+    assert_eq!(status, StatusCode::OK);
+    let line: serde_json::Value =
+        serde_json::from_slice(body.split(|b| *b == b'\n').next().unwrap()).unwrap();
+    assert_eq!(
+        (line["case_id"].as_str(), line["checkpoint"].as_str()),
+        (Some("a"), Some("ckpt"))
+    );
+
+    let (status, kind, body) =
+        export(researcher.clone(), format!("/runs/{run}/export/parquet")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(kind, "application/vnd.apache.parquet");
+    assert!(body.starts_with(b"PAR1") && body.ends_with(b"PAR1"));
+
+    let (status, _, body) = export(researcher.clone(), format!("/runs/{run}/export/xlsx")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(String::from_utf8_lossy(&body).contains("use csv, jsonl or parquet"));
+    let (status, _, _) = export(researcher, format!("/runs/{}/export/csv", run + 100)).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _, _) = export(
+        app.client_as(Role::Annotator).await,
+        format!("/runs/{run}/export/csv"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    // Anonymous visitors are sent to the login page, as for any page.
+    let response = TestApp::client()
+        .get(app.url(&format!("/runs/{run}/export/csv")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::SEE_OTHER);
+    assert_eq!(response.headers()[header::LOCATION], "/login");
 }

@@ -179,8 +179,15 @@ fn ReportSection(report: Resource<Result<ReportView, ServerFnError>>) -> impl In
             {move || Suspend::new(async move {
                 report.await.ok().map(|report| view! {
                     <section class="scores" data-testid="run-report">
-                        <ReportCard title="Report" report/>
+                        <ReportCard title="Report" report=report.clone()/>
                     </section>
+                    <p class="exports">
+                        "Download results: "
+                        {["csv", "jsonl", "parquet"].into_iter().map(|format| view! {
+                            <a href=format!("/runs/{}/export/{format}", report.run_id) rel="external" download="">{format.to_uppercase()}</a>
+                            " "
+                        }).collect_view()}
+                    </p>
                 })
             })}
         </Transition>

@@ -155,6 +155,13 @@ pub trait Store: Send + Sync + 'static {
         run_id: i64,
         sink: &mut (dyn FnMut(crate::report::snapshot::ScanRow) + Send),
     ) -> StoreResult<()>;
+    /// A page of the run's results for export, in identity order after `after_id`.
+    async fn export_rows(
+        &self,
+        run_id: i64,
+        after_id: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<crate::export::ExportRow>>;
     /// The diff's view of these result identities: texts, outcomes, grades and labels.
     async fn diff_sides(&self, work_item_ids: &[i64]) -> StoreResult<Vec<DiffSide>>;
     /// The stored per-token logprobs of an answer (compact form, see [`crate::logprobs`]).

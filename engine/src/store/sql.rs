@@ -1329,6 +1329,55 @@ macro_rules! sql_store {
                 Ok(())
             }
 
+            async fn export_rows(&self, run_id: i64, after_id: i64, limit: i64) -> StoreResult<Vec<$crate::export::ExportRow>> {
+                let rows = sqlx::query(
+                    "SELECT w.run_id, w.id, w.case_id, w.repetition, w.category, c.name AS checkpoint, i.input, i.target, \
+                     w.verdict, w.decided_by, g.outcome, g.output, g.finish_reason, g.error, g.error_category, g.model_used, \
+                     g.fallback_used, g.from_cache, g.latency_ms, g.attempts, g.prompt_tokens, g.completion_tokens, \
+                     g.cost_usd, g.created_at AS answered_at \
+                     FROM work_items w JOIN checkpoints c ON c.id = w.checkpoint_id \
+                     JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
+                     LEFT JOIN generations g ON g.work_item_id = w.id \
+                     WHERE w.run_id = $1 AND w.id > $2 ORDER BY w.id LIMIT $3",
+                )
+                .bind(run_id)
+                .bind(after_id)
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter()
+                    .map(|row| {
+                        Ok($crate::export::ExportRow {
+                            run_id: row.try_get("run_id")?,
+                            work_item_id: row.try_get("id")?,
+                            case_id: row.try_get("case_id")?,
+                            repetition: row.try_get("repetition")?,
+                            category: row.try_get("category")?,
+                            checkpoint: row.try_get("checkpoint")?,
+                            input: row.try_get("input")?,
+                            target: row.try_get("target")?,
+                            verdict: row.try_get::<Option<String>, _>("verdict")?.unwrap_or_default(),
+                            decided_by: row.try_get::<Option<String>, _>("decided_by")?.unwrap_or_default(),
+                            outcome: row.try_get::<Option<String>, _>("outcome")?.unwrap_or_default(),
+                            output: row.try_get::<Option<String>, _>("output")?.unwrap_or_default(),
+                            finish_reason: row.try_get("finish_reason")?,
+                            error: row.try_get("error")?,
+                            error_category: row.try_get("error_category")?,
+                            model_used: row.try_get("model_used")?,
+                            fallback_used: row.try_get::<Option<bool>, _>("fallback_used")?.unwrap_or(false),
+                            from_cache: row.try_get::<Option<bool>, _>("from_cache")?.unwrap_or(false),
+                            latency_ms: row.try_get("latency_ms")?,
+                            attempts: row.try_get("attempts")?,
+                            prompt_tokens: row.try_get("prompt_tokens")?,
+                            completion_tokens: row.try_get("completion_tokens")?,
+                            cost_usd: row.try_get("cost_usd")?,
+                            answered_at: row.try_get("answered_at")?,
+                        })
+                    })
+                    .collect::<Result<_, sqlx::Error>>()
+                    .map_err(StoreError::from)
+            }
+
             async fn diff_sides(&self, work_item_ids: &[i64]) -> StoreResult<Vec<$crate::store::DiffSide>> {
                 if work_item_ids.is_empty() {
                     return Ok(Vec::new());
