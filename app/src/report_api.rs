@@ -41,6 +41,8 @@ pub struct ReportView {
     pub categories: Vec<CategoryView>,
     /// Checkpoint registration to the run's completion, e.g. "3 min 12 s"; empty until then.
     pub time_to_results: String,
+    /// Pass rate by category with intervals (server-rendered SVG); empty without categories.
+    pub chart_svg: String,
 }
 
 /// One paired test of a candidate against the baseline.
@@ -78,6 +80,8 @@ pub struct CheckpointComparisonView {
     pub candidates: Vec<CandidateView>,
     pub correction: String,
     pub elapsed_ms: u64,
+    /// Every run's pass rate by category with intervals, one marker shape per run.
+    pub chart_svg: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -217,7 +221,31 @@ mod convert {
             overall: category(&report.overall),
             categories: report.categories.iter().map(category).collect(),
             time_to_results: run.time_to_results_ms.map(duration).unwrap_or_default(),
+            chart_svg: String::new(),
         }
+    }
+
+    /// Pass rate by category for each (label, report), categories in the first report's order.
+    pub fn rates_chart(reports: &[(String, &Report)]) -> String {
+        use arbiter_engine::charts::rates::{category_rates_svg, RateSeries};
+        let categories: Vec<String> = reports
+            .first()
+            .map(|(_, r)| r.categories.iter().map(|c| c.category.clone()).collect())
+            .unwrap_or_default();
+        let series: Vec<RateSeries> = reports
+            .iter()
+            .map(|(label, report)| RateSeries {
+                label: label.clone(),
+                points: categories
+                    .iter()
+                    .map(|name| {
+                        let c = report.categories.iter().find(|c| &c.category == name)?;
+                        Some((c.pass_rate?, c.interval))
+                    })
+                    .collect(),
+            })
+            .collect();
+        category_rates_svg("Pass rate by category", &categories, &series)
     }
 
     pub fn paired(test: &PairedCategory) -> PairedView {
@@ -362,6 +390,21 @@ pub async fn compare_checkpoints(
             .collect(),
         correction: summary.correction.label().to_string(),
         elapsed_ms: summary.elapsed_ms,
+        chart_svg: if summary.baseline_report.categories.is_empty() {
+            String::new()
+        } else {
+            let mut reports = vec![(
+                format!("baseline: {}", summary.baseline.checkpoint_name),
+                &summary.baseline_report,
+            )];
+            reports.extend(
+                summary
+                    .candidates
+                    .iter()
+                    .map(|c| (c.run.checkpoint_name.clone(), &c.report)),
+            );
+            convert::rates_chart(&reports)
+        },
     })
 }
 
@@ -451,5 +494,9 @@ pub async fn run_report(run: i64) -> Result<ReportView, ServerFnError> {
     let (progress, report) = reporting::run_report(state.store.as_ref(), run)
         .await
         .map_err(service_error)?;
-    Ok(convert::report(&progress, &report))
+    let mut view = convert::report(&progress, &report);
+    if !report.categories.is_empty() {
+        view.chart_svg = convert::rates_chart(&[(progress.checkpoint_name.clone(), &report)]);
+    }
+    Ok(view)
 }

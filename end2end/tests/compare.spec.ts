@@ -35,6 +35,10 @@ test('the demo runs compare with scores and consistent flip counts', async ({ pa
   expect(Number.isInteger(passToFail) && Number.isInteger(failToPass)).toBe(true);
   expect(passToFail + failToPass, 'two simulated checkpoints disagree somewhere').toBeGreaterThan(0);
   await expect(page.locator('table.paired tbody tr').first()).toContainText('all items');
+  // The demo's three categories, drawn for both runs (a marker shape per run).
+  const chart = page.getByTestId('rates-chart').locator('svg');
+  await expect(chart).toBeVisible();
+  await expect(chart).toContainText('Pass rate by category');
 
   // Every changed item is listed, regressions first; then filter to regressions only.
   const flips = page.locator('table.flips tbody tr');

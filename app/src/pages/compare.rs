@@ -115,6 +115,12 @@ pub fn ComparePage() -> impl IntoView {
                                 <ReportCard title="Candidate" report=c.report.clone()/>
                             }).collect_view()}
                         </section>
+                        {(!summary.chart_svg.is_empty()).then(|| view! {
+                            <section class="card">
+                                <div class="chart" data-testid="rates-chart" inner_html=summary.chart_svg.clone()></div>
+                                <p class="hint">"Each run's numbers are in its category table above."</p>
+                            </section>
+                        })}
                         {summary.candidates.into_iter().map(|candidate| view! {
                             <PairedSection candidate correction=summary.correction.clone()/>
                         }).collect_view()}
@@ -171,6 +177,9 @@ pub fn ReportCard(title: &'static str, report: ReportView) -> impl IntoView {
                 <ul class="problems">
                     {report.problems.iter().map(|problem| view! { <li>{problem.clone()}</li> }).collect_view()}
                 </ul>
+            })}
+            {(!report.chart_svg.is_empty()).then(|| view! {
+                <div class="chart" inner_html=report.chart_svg.clone()></div>
             })}
             {(!report.categories.is_empty()).then(|| view! {
                 <table class="categories">

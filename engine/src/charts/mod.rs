@@ -6,6 +6,8 @@
 //! (Plotters lays text out with a rough width estimate in that mode, which is
 //! why labels are kept short and given room.)
 
+pub mod rates;
+
 use std::error::Error;
 
 use plotters::coord::types::RangedCoordf64;
