@@ -83,6 +83,39 @@ pub async fn snapshot_of(store: &dyn Store, run_id: i64) -> ServiceResult<Snapsh
     Ok(snapshot)
 }
 
+/// Completed runs whose snapshot is missing or older than their completion: built here, so
+/// the first researcher to open a finished run's report or comparison does not wait for the
+/// scan. Returns how many were built (at most `limit` per call).
+pub async fn warm_snapshots(store: &dyn Store, limit: i64) -> ServiceResult<usize> {
+    let runs = store.runs_needing_snapshots(limit).await?;
+    for &run_id in &runs {
+        snapshot_of(store, run_id).await?;
+    }
+    Ok(runs.len())
+}
+
+/// Builds finished runs' snapshots every `interval` until `shutdown` turns true.
+pub async fn run_snapshot_warmer(
+    store: std::sync::Arc<dyn Store>,
+    interval: std::time::Duration,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        match warm_snapshots(store.as_ref(), 2).await {
+            Ok(0) => {}
+            Ok(built) => tracing::info!(built, "run snapshots built for finished runs"),
+            Err(err) => tracing::warn!(error = %err, "building run snapshots failed"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = shutdown.changed() => {}
+        }
+        if *shutdown.borrow() {
+            return;
+        }
+    }
+}
+
 /// A run's report: counts from the tallies; completeness checks and, with repetitions,
 /// clustered intervals from the snapshot.
 pub async fn run_report(store: &dyn Store, run_id: i64) -> ServiceResult<(RunProgress, Report)> {

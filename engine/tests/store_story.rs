@@ -965,6 +965,12 @@ async fn comparing_two_checkpoints_finds_the_flips(store: Arc<dyn Store>) {
             .unwrap();
     assert_eq!(summary.candidates[0].comparison.overall.table.both_pass, 2);
 
+    // Finished runs get their snapshots built in the background: only the third run lacks one.
+    // (Workers mark a run completed after their last commit; here the test does.)
+    assert!(store.finish_run_if_done(other_run).await.unwrap());
+    assert_eq!(reporting::warm_snapshots(store, 10).await.unwrap(), 1);
+    assert_eq!(reporting::warm_snapshots(store, 10).await.unwrap(), 0);
+
     match reporting::compare_checkpoints(store, base_run, &[other_run], Correction::Holm).await {
         Err(ServiceError::Invalid(message)) => assert!(message.contains("same eval"), "{message}"),
         other => panic!("runs of different evals must not be compared, got {other:?}"),

@@ -470,6 +470,14 @@ async fn serve(
             shutdown.clone(),
         )));
     }
+    // Finished runs get their report snapshot built here, not when a researcher first asks.
+    tasks.push(tokio::spawn(
+        arbiter_engine::reporting::run_snapshot_warmer(
+            store.clone(),
+            std::time::Duration::from_secs(15),
+            shutdown.clone(),
+        ),
+    ));
     let app = web::router(
         database,
         web::leptos_options(site_root, addr),

@@ -149,6 +149,8 @@ pub trait Store: Send + Sync + 'static {
         item_count: i64,
         snapshot: &StoredSnapshot,
     ) -> StoreResult<()>;
+    /// Completed runs without a snapshot built since they completed, oldest first.
+    async fn runs_needing_snapshots(&self, limit: i64) -> StoreResult<Vec<i64>>;
     /// Streams every identity of the run in identity order (never the whole run in memory).
     async fn scan_run(
         &self,

@@ -1295,6 +1295,17 @@ macro_rules! sql_store {
                 Ok(())
             }
 
+            async fn runs_needing_snapshots(&self, limit: i64) -> StoreResult<Vec<i64>> {
+                Ok(sqlx::query_scalar(
+                    "SELECT r.id FROM runs r LEFT JOIN run_snapshots s ON s.run_id = r.id \
+                     WHERE r.status = 'completed' AND (s.run_id IS NULL OR s.built_at < r.finished_at) \
+                     ORDER BY r.finished_at LIMIT $1",
+                )
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?)
+            }
+
             async fn scan_run(
                 &self,
                 run_id: i64,
