@@ -197,7 +197,7 @@ async fn fill(
     let started = Instant::now();
     loop {
         let jobs = store
-            .claim_jobs("bench", run_id, FILL_BATCH, 600_000, false)
+            .claim_jobs("bench", run_id, FILL_BATCH, 600_000, true)
             .await?;
         if jobs.is_empty() {
             break;
