@@ -798,11 +798,8 @@ macro_rules! sql_store {
             }
 
             async fn run_progress(&self, run_id: i64) -> StoreResult<Option<RunProgress>> {
-                let run = sqlx::query(super::sql::RUN_HEADER_SELECT)
-                .bind(run_id)
-                .fetch_optional(&self.pool)
-                .await?;
-                let Some(run) = run else { return Ok(None) };
+                // The heading, then live counts over the run's rows on top of it.
+                let Some(header) = self.run_header(run_id).await? else { return Ok(None) };
                 let counts = sqlx::query(
                     "SELECT COUNT(*) FILTER (WHERE state = 'done') AS done, \
                      COUNT(*) FILTER (WHERE state = 'leased') AS in_flight, \
@@ -839,10 +836,10 @@ macro_rules! sql_store {
                 .fetch_optional(&self.pool)
                 .await?
                 .flatten();
-                let expected: i64 = run.try_get("expected_count")?;
+                let expected = header.expected;
                 let done: i64 = counts.try_get("done")?;
-                let mut status: String = run.try_get("status")?;
-                let mut finished_at: Option<i64> = run.try_get("finished_at")?;
+                let mut status = header.status.clone();
+                let mut finished_at = header.finished_at;
                 // Completion is also derived here, so a run whose last worker died between its
                 // commit and its completion check is still reported (and recorded) complete.
                 if status == "running" && done == expected && self.finish_run_if_done(run_id).await? {
@@ -864,16 +861,20 @@ macro_rules! sql_store {
                         from_cache += count;
                     }
                 }
+                // Completed just now (above): registration to completion, read afresh.
+                let time_to_results_ms = match finished_at {
+                    Some(now) if header.finished_at.is_none() => sqlx::query_scalar::<_, i64>(
+                        "SELECT c.created_at FROM runs r JOIN checkpoints c ON c.id = r.checkpoint_id WHERE r.id = $1",
+                    )
+                    .bind(run_id)
+                    .fetch_one(&self.pool)
+                    .await
+                    .ok()
+                    .map(|registered| now - registered),
+                    _ => header.time_to_results_ms,
+                };
                 Ok(Some(RunProgress {
-                    id: run.try_get("id")?,
-                    eval_id: run.try_get("eval_id")?,
-                    eval_name: run.try_get("eval_name")?,
-                    checkpoint_name: run.try_get("checkpoint_name")?,
-                    endpoint_url: run.try_get("base_url")?,
-                    manifest_hash: run.try_get("manifest_hash")?,
-                    dataset_revision: run.try_get("content_hash")?,
                     status,
-                    expected,
                     done,
                     in_flight: counts.try_get("in_flight")?,
                     passed: counts.try_get("passed")?,
@@ -881,16 +882,13 @@ macro_rules! sql_store {
                     uncertain: counts.try_get("uncertain")?,
                     errors: counts.try_get("errors")?,
                     last_error,
-                    priority: run.try_get("priority")?,
-                    team: run.try_get("team")?,
                     throughput_per_s: recent as f64 / (window_ms as f64 / 1000.0),
                     from_cache,
                     outcome_mix,
                     error_mix,
-                    created_at: run.try_get("created_at")?,
-                    time_to_results_ms: finished_at
-                        .map(|at| at - run.try_get::<i64, _>("checkpoint_created_at").unwrap_or(at)),
+                    time_to_results_ms,
                     finished_at,
+                    ..header
                 }))
             }
 
