@@ -32,17 +32,12 @@ const WARM_UP: Duration = Duration::from_secs(2);
 
 /// Runs the benchmark on SQLite, then on PostgreSQL when `postgres_admin_url` is given.
 pub async fn run(tasks: usize, postgres_admin_url: Option<String>) -> anyhow::Result<()> {
-    let directory = tempfile::tempdir()?;
-    let url = format!("sqlite://{}", directory.path().join("bench.db").display());
-    one_backend("SQLite", &url, tasks).await?;
-    if let Some(admin_url) = postgres_admin_url {
-        let url = crate::bench::scratch_postgres(&admin_url, "arbiter_annotators").await?;
-        one_backend("PostgreSQL", &url, tasks).await?;
-        crate::bench::drop_scratch_postgres(&admin_url, &url).await?;
-    } else {
-        println!("(PostgreSQL skipped: set --database-url or ARBITER_TEST_POSTGRES_URL)");
-    }
-    Ok(())
+    crate::bench::on_sqlite_then_postgres(
+        "arbiter_annotators",
+        postgres_admin_url,
+        |backend, url| async move { one_backend(backend, &url, tasks).await },
+    )
+    .await
 }
 
 async fn one_backend(backend: &str, url: &str, tasks: usize) -> anyhow::Result<()> {

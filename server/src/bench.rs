@@ -887,6 +887,31 @@ fn agreement(labels: usize) {
 
 /// Creates an empty database named after `prefix` and this process on the server at
 /// `admin_url` (dropping a leftover of the same name); returns its URL.
+/// Runs `scenario` on a fresh SQLite file, then on a scratch PostgreSQL database when
+/// `postgres_admin_url` is given (and says so when it is not).
+pub(crate) async fn on_sqlite_then_postgres<F, Fut>(
+    prefix: &str,
+    postgres_admin_url: Option<String>,
+    mut scenario: F,
+) -> anyhow::Result<()>
+where
+    F: FnMut(&'static str, String) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    let directory = tempfile::tempdir()?;
+    let url = format!("sqlite://{}", directory.path().join("bench.db").display());
+    scenario("SQLite", url).await?;
+    match postgres_admin_url {
+        Some(admin_url) => {
+            let url = scratch_postgres(&admin_url, prefix).await?;
+            scenario("PostgreSQL", url.clone()).await?;
+            drop_scratch_postgres(&admin_url, &url).await?;
+        }
+        None => println!("(PostgreSQL skipped: set --database-url or ARBITER_TEST_POSTGRES_URL)"),
+    }
+    Ok(())
+}
+
 pub(crate) async fn scratch_postgres(admin_url: &str, prefix: &str) -> anyhow::Result<String> {
     use sqlx::Connection;
     let name = format!("{prefix}_{}", std::process::id());

@@ -21,17 +21,12 @@ const CATEGORIES: usize = 10;
 
 /// Runs on SQLite, then on PostgreSQL when `postgres_admin_url` is given.
 pub async fn run(items: usize, postgres_admin_url: Option<String>) -> anyhow::Result<()> {
-    let directory = tempfile::tempdir()?;
-    let url = format!("sqlite://{}", directory.path().join("bench.db").display());
-    one_backend("SQLite", &url, items).await?;
-    if let Some(admin_url) = postgres_admin_url {
-        let url = crate::bench::scratch_postgres(&admin_url, "arbiter_compare").await?;
-        one_backend("PostgreSQL", &url, items).await?;
-        crate::bench::drop_scratch_postgres(&admin_url, &url).await?;
-    } else {
-        println!("(PostgreSQL skipped: set --database-url or ARBITER_TEST_POSTGRES_URL)");
-    }
-    Ok(())
+    crate::bench::on_sqlite_then_postgres(
+        "arbiter_compare",
+        postgres_admin_url,
+        |backend, url| async move { one_backend(backend, &url, items).await },
+    )
+    .await
 }
 
 /// A stable pseudo-random number in [0, 1) for (item, salt).
