@@ -39,7 +39,7 @@ pub struct ReportView {
     pub problems: Vec<String>,
     pub overall: CategoryView,
     pub categories: Vec<CategoryView>,
-    /// Checkpoint registration to the run's completion, e.g. "3 min 12 s"; empty until then.
+    /// Checkpoint registration to the run's completion, e.g. "3.2 min"; empty until then.
     pub time_to_results: String,
     /// Pass rate by category with intervals (server-rendered SVG); empty without categories.
     pub chart_svg: String,
@@ -200,15 +200,6 @@ mod convert {
         }
     }
 
-    fn duration(ms: i64) -> String {
-        let seconds = ms / 1000;
-        match seconds {
-            s if s < 60 => format!("{s} s"),
-            s if s < 3600 => format!("{} min {} s", s / 60, s % 60),
-            s => format!("{} h {} min", s / 3600, (s % 3600) / 60),
-        }
-    }
-
     pub fn report(run: &RunProgress, report: &Report) -> ReportView {
         ReportView {
             run_id: run.id,
@@ -220,7 +211,10 @@ mod convert {
             problems: report.explanations(),
             overall: category(&report.overall),
             categories: report.categories.iter().map(category).collect(),
-            time_to_results: run.time_to_results_ms.map(duration).unwrap_or_default(),
+            time_to_results: run
+                .time_to_results_ms
+                .map(|ms| crate::views::human_duration(ms as f64 / 1000.0))
+                .unwrap_or_default(),
             chart_svg: String::new(),
         }
     }
@@ -443,11 +437,6 @@ pub async fn diff_page(
     let page = reporting::diff_page(store, baseline, candidate, &filter, &search, offset)
         .await
         .map_err(service_error)?;
-    let categories = reporting::snapshot_of(store, baseline)
-        .await
-        .map_err(service_error)?
-        .header
-        .categories;
     Ok(DiffPageView {
         rows: page.rows.iter().map(convert::row).collect(),
         matching: page.matching,
@@ -455,7 +444,11 @@ pub async fn diff_page(
         next_offset: page.next_offset,
         searched: page.searched,
         search_truncated: page.search_truncated,
-        categories: categories.into_iter().filter(|c| !c.is_empty()).collect(),
+        categories: page
+            .categories
+            .into_iter()
+            .filter(|c| !c.is_empty())
+            .collect(),
     })
 }
 

@@ -543,3 +543,14 @@ pub struct QueuePageData {
     pub gold: Vec<GoldView>,
     pub gold_candidates: Vec<GoldCandidateView>,
 }
+
+/// "40 s", "1.5 min", "2.3 h": a duration for people (run ETAs, time to results).
+pub fn human_duration(seconds: f64) -> String {
+    if seconds >= 90.0 * 60.0 {
+        format!("{:.1} h", seconds / 3600.0)
+    } else if seconds >= 90.0 {
+        format!("{:.1} min", seconds / 60.0)
+    } else {
+        format!("{seconds:.0} s")
+    }
+}

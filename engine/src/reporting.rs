@@ -5,6 +5,7 @@
 //! time.
 
 use crate::logprobs::{self, TokenLogprob};
+use crate::manifest::Manifest;
 use crate::report::compare::{
     apply_correction, changed_items, compare_snapshots, ChangedItem, DiffFilter, PairedComparison,
 };
@@ -48,8 +49,26 @@ fn tally_version(tallies: &[TallyRow]) -> String {
 
 /// The run's snapshot, rebuilt by one scan if results arrived or changed since it was stored.
 pub async fn snapshot_of(store: &dyn Store, run_id: i64) -> ServiceResult<Snapshot> {
+    let manifest = manifest_of(store, run_id).await?;
     let tallies = store.run_tallies(run_id).await?;
-    let version = tally_version(&tallies);
+    current_snapshot(store, run_id, &manifest, &tallies).await
+}
+
+async fn manifest_of(store: &dyn Store, run_id: i64) -> ServiceResult<Manifest> {
+    store
+        .run_manifest(run_id)
+        .await?
+        .ok_or_else(|| ServiceError::NotFound(format!("no run with id {run_id}")))
+}
+
+/// The stored snapshot if it was built from these tallies, else a new one from a scan.
+async fn current_snapshot(
+    store: &dyn Store,
+    run_id: i64,
+    manifest: &Manifest,
+    tallies: &[TallyRow],
+) -> ServiceResult<Snapshot> {
+    let version = tally_version(tallies);
     if let Some(stored) = store.stored_snapshot(run_id).await? {
         if stored.version == version {
             if let Ok(snapshot) = Snapshot::decode(&stored.data, stored.identity_hash) {
@@ -57,10 +76,6 @@ pub async fn snapshot_of(store: &dyn Store, run_id: i64) -> ServiceResult<Snapsh
             }
         }
     }
-    let manifest = store
-        .run_manifest(run_id)
-        .await?
-        .ok_or_else(|| ServiceError::NotFound(format!("no run with id {run_id}")))?;
     let started = Instant::now();
     let mut builder = SnapshotBuilder::new(Expectation {
         revision_id: manifest.dataset_revision_id,
@@ -133,24 +148,15 @@ async fn report_and_snapshot(
         .run_header(run_id)
         .await?
         .ok_or_else(|| ServiceError::NotFound(format!("no run with id {run_id}")))?;
-    let manifest = store
-        .run_manifest(run_id)
-        .await?
-        .ok_or_else(|| ServiceError::NotFound(format!("no run with id {run_id}")))?;
-    let snapshot = snapshot_of(store, run_id).await?;
+    let manifest = manifest_of(store, run_id).await?;
     let tallies = store.run_tallies(run_id).await?;
+    let snapshot = current_snapshot(store, run_id, &manifest, &tallies).await?;
     let clusters: BTreeMap<String, ClusterSums> = snapshot
         .header
         .categories
         .iter()
         .cloned()
-        .zip(
-            snapshot
-                .header
-                .clusters
-                .iter()
-                .map(|c| ClusterSums::from(*c)),
-        )
+        .zip(snapshot.header.clusters.iter().copied())
         .collect();
     let facts = RunFacts {
         expected: progress.expected.max(0) as u64,
@@ -208,7 +214,8 @@ pub async fn compare_checkpoints(
     let started = Instant::now();
     let (baseline, baseline_report, baseline_snapshot) =
         report_and_snapshot(store, baseline_run).await?;
-    let mut candidates = Vec::new();
+    let mut runs = Vec::new();
+    let mut comparisons = Vec::new();
     for &candidate_run in candidate_runs {
         let (run, report, snapshot) = report_and_snapshot(store, candidate_run).await?;
         if run.eval_id != baseline.eval_id {
@@ -217,20 +224,20 @@ pub async fn compare_checkpoints(
                 baseline.id, baseline.eval_name, run.id, run.eval_name
             )));
         }
-        let comparison =
-            compare_snapshots(&baseline_snapshot, &snapshot).map_err(ServiceError::Invalid)?;
-        candidates.push(CandidateResult {
+        comparisons
+            .push(compare_snapshots(&baseline_snapshot, &snapshot).map_err(ServiceError::Invalid)?);
+        runs.push((run, report));
+    }
+    apply_correction(&mut comparisons, correction);
+    let candidates = runs
+        .into_iter()
+        .zip(comparisons)
+        .map(|((run, report), comparison)| CandidateResult {
             run,
             report,
             comparison,
-        });
-    }
-    let mut comparisons: Vec<PairedComparison> =
-        candidates.iter().map(|c| c.comparison.clone()).collect();
-    apply_correction(&mut comparisons, correction);
-    for (candidate, corrected) in candidates.iter_mut().zip(comparisons) {
-        candidate.comparison = corrected;
-    }
+        })
+        .collect();
     Ok(CheckpointComparison {
         baseline,
         baseline_report,
@@ -251,6 +258,8 @@ pub struct DiffRow {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DiffPage {
     pub rows: Vec<DiffRow>,
+    /// The baseline's categories, for the filter.
+    pub categories: Vec<String>,
     /// Changed items matching the filter (before any text search).
     pub matching: u64,
     /// Where the next page starts, if there is one.
@@ -297,37 +306,36 @@ pub async fn diff_page(
     let mut rows = Vec::new();
     let mut position = offset.min(items.len());
     let mut searched = 0;
-    let mut search_truncated = false;
-    while position < items.len() && rows.len() < DIFF_PAGE {
+    // Without a search every row is shown, so fetch just what the page lacks; with one, read
+    // in larger batches and keep the matches.
+    'pages: while position < items.len() && rows.len() < DIFF_PAGE {
         let batch_len = if needle.is_empty() {
             DIFF_PAGE - rows.len()
         } else {
             DIFF_FETCH_BATCH
         };
-        let batch: &[ChangedItem] = &items[position..(position + batch_len).min(items.len())];
-        let fetched = fetch_rows(store, batch).await?;
-        for (index, row) in fetched.into_iter().enumerate() {
+        let batch = &items[position..(position + batch_len).min(items.len())];
+        for row in fetch_rows(store, batch).await? {
+            position += 1;
+            if !needle.is_empty() {
+                searched += 1;
+            }
+            let Some(row) = row else { continue };
             if needle.is_empty() || row_matches(&row, &needle) {
                 rows.push(row);
                 if rows.len() == DIFF_PAGE {
-                    position += index + 1;
-                    break;
+                    break 'pages;
                 }
             }
-            if index + 1 == batch.len() {
-                position += batch.len();
-            }
-        }
-        if !needle.is_empty() {
-            searched += batch.len();
             if searched >= SEARCH_SCAN_LIMIT {
-                search_truncated = position < items.len();
-                break;
+                break 'pages;
             }
         }
     }
+    let search_truncated = searched >= SEARCH_SCAN_LIMIT && position < items.len();
     Ok(DiffPage {
         rows,
+        categories: baseline.header.categories,
         matching: items.len() as u64,
         next_offset: (position < items.len()).then_some(position),
         searched,
@@ -335,12 +343,16 @@ pub async fn diff_page(
     })
 }
 
-async fn fetch_rows(store: &dyn Store, items: &[ChangedItem]) -> ServiceResult<Vec<DiffRow>> {
+/// Both sides of each item, in the items' order; `None` where a side is missing.
+async fn fetch_rows(
+    store: &dyn Store,
+    items: &[ChangedItem],
+) -> ServiceResult<Vec<Option<DiffRow>>> {
     let ids: Vec<i64> = items
         .iter()
         .flat_map(|item| [item.baseline_id, item.candidate_id])
         .collect();
-    let sides: std::collections::HashMap<i64, DiffSide> = store
+    let mut sides: std::collections::HashMap<i64, DiffSide> = store
         .diff_sides(&ids)
         .await?
         .into_iter()
@@ -348,11 +360,12 @@ async fn fetch_rows(store: &dyn Store, items: &[ChangedItem]) -> ServiceResult<V
         .collect();
     Ok(items
         .iter()
-        .filter_map(|item| {
+        .map(|item| {
+            // Each id belongs to one item (the two runs are distinct), so sides move out.
             Some(DiffRow {
                 change: item.change,
-                baseline: sides.get(&item.baseline_id)?.clone(),
-                candidate: sides.get(&item.candidate_id)?.clone(),
+                baseline: sides.remove(&item.baseline_id)?,
+                candidate: sides.remove(&item.candidate_id)?,
             })
         })
         .collect())

@@ -10,7 +10,7 @@ use anyhow::bail;
 use arbiter_engine::auth::{PasswordHash, Role};
 use arbiter_engine::grading::grade_exact_match;
 use arbiter_engine::model_client::{Generation, Outcome};
-use arbiter_engine::service::{self, CheckpointForm, EvalForm};
+use arbiter_engine::service;
 use arbiter_engine::store::{
     Database, FinishedItem, Grading, HumanRouting, Store, PRIORITY_SCHEDULED,
 };
@@ -155,43 +155,8 @@ async fn fill_queue(store: &dyn Store, tasks: usize) -> anyhow::Result<i64> {
             )
         })
         .collect();
-    let parsed = arbiter_engine::dataset::parse_dataset_with_limit(
-        jsonl.as_bytes(),
-        arbiter_engine::dataset::DatasetFormat::Jsonl,
-        usize::MAX,
-    )?;
-    let revision = store
-        .store_dataset_revision("annotators", "bench.jsonl", &parsed, None)
-        .await?;
-    let checkpoint = service::register_checkpoint(
-        store,
-        &CheckpointForm {
-            name: "unanswering".into(),
-            // Nothing listens here: the benchmark records the answers itself.
-            endpoint_url: "http://127.0.0.1:9/v1".into(),
-            model: "none".into(),
-            ..CheckpointForm::default()
-        },
-        None,
-    )
-    .await
-    .map_err(|err| anyhow::anyhow!("checkpoint: {err}"))?;
-    let eval = service::define_eval(
-        store,
-        &EvalForm {
-            name: "annotators".into(),
-            dataset_id: revision.dataset_id,
-            prompt_template: "{input}".into(),
-            max_tokens: 16,
-            temperature: 0.0,
-            repetitions: 1,
-            seed: 0,
-            grader: String::new(),
-        },
-        None,
-    )
-    .await
-    .map_err(|err| anyhow::anyhow!("eval: {err}"))?;
+    let eval = crate::bench::bench_eval(store, "annotators", jsonl.as_bytes()).await?;
+    let checkpoint = crate::bench::answerless_checkpoint(store, "unanswering", "none").await?;
     // Paused at once: only this benchmark answers its identities.
     let launched = service::launch_run(store, eval, checkpoint, PRIORITY_SCHEDULED, "bench", None)
         .await

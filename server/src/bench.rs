@@ -887,6 +887,56 @@ fn agreement(labels: usize) {
 
 /// Creates an empty database named after `prefix` and this process on the server at
 /// `admin_url` (dropping a leftover of the same name); returns its URL.
+/// Stores `jsonl` as dataset `name` and defines eval `name` over it (prompt `{input}`, exact
+/// match, one repetition); returns the eval's id. For benchmarks that record answers themselves.
+pub(crate) async fn bench_eval(store: &dyn Store, name: &str, jsonl: &[u8]) -> anyhow::Result<i64> {
+    let parsed = arbiter_engine::dataset::parse_dataset_with_limit(
+        jsonl,
+        arbiter_engine::dataset::DatasetFormat::Jsonl,
+        usize::MAX,
+    )?;
+    let revision = store
+        .store_dataset_revision(name, "bench.jsonl", &parsed, None)
+        .await?;
+    drop(parsed);
+    service::define_eval(
+        store,
+        &EvalForm {
+            name: name.into(),
+            dataset_id: revision.dataset_id,
+            prompt_template: "{input}".into(),
+            max_tokens: 16,
+            temperature: 0.0,
+            repetitions: 1,
+            seed: 0,
+            grader: String::new(),
+        },
+        None,
+    )
+    .await
+    .map_err(|err| anyhow::anyhow!("eval: {err}"))
+}
+
+/// A checkpoint whose endpoint nothing listens on: the benchmark records the answers itself.
+pub(crate) async fn answerless_checkpoint(
+    store: &dyn Store,
+    name: &str,
+    model: &str,
+) -> anyhow::Result<i64> {
+    service::register_checkpoint(
+        store,
+        &CheckpointForm {
+            name: name.into(),
+            endpoint_url: "http://127.0.0.1:9/v1".into(),
+            model: model.into(),
+            ..CheckpointForm::default()
+        },
+        None,
+    )
+    .await
+    .map_err(|err| anyhow::anyhow!("checkpoint: {err}"))
+}
+
 /// Runs `scenario` on a fresh SQLite file, then on a scratch PostgreSQL database when
 /// `postgres_admin_url` is given (and says so when it is not).
 pub(crate) async fn on_sqlite_then_postgres<F, Fut>(

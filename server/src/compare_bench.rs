@@ -11,7 +11,7 @@ use arbiter_engine::grading::grade_exact_match;
 use arbiter_engine::model_client::{Generation, Outcome};
 use arbiter_engine::report::compare::{Change, DiffFilter};
 use arbiter_engine::reporting;
-use arbiter_engine::service::{self, CheckpointForm, EvalForm};
+use arbiter_engine::service;
 use arbiter_engine::stats::correction::Correction;
 use arbiter_engine::store::{Database, FinishedItem, Grading, Store, PRIORITY_SCHEDULED};
 use std::time::Instant;
@@ -69,47 +69,11 @@ async fn one_backend(backend: &str, url: &str, items: usize) -> anyhow::Result<(
             )
         })
         .collect();
-    let parsed = arbiter_engine::dataset::parse_dataset_with_limit(
-        jsonl.as_bytes(),
-        arbiter_engine::dataset::DatasetFormat::Jsonl,
-        usize::MAX,
-    )?;
+    let eval = crate::bench::bench_eval(store, "compare", jsonl.as_bytes()).await?;
     drop(jsonl);
-    let revision = store
-        .store_dataset_revision("compare", "bench.jsonl", &parsed, None)
-        .await?;
-    drop(parsed);
-    let eval = service::define_eval(
-        store,
-        &EvalForm {
-            name: "compare".into(),
-            dataset_id: revision.dataset_id,
-            prompt_template: "{input}".into(),
-            max_tokens: 16,
-            temperature: 0.0,
-            repetitions: 1,
-            seed: 0,
-            grader: String::new(),
-        },
-        None,
-    )
-    .await
-    .map_err(|err| anyhow::anyhow!("eval: {err}"))?;
     let mut runs = Vec::new();
     for (name, candidate) in [("baseline", false), ("candidate", true)] {
-        let checkpoint = service::register_checkpoint(
-            store,
-            &CheckpointForm {
-                name: name.into(),
-                // Nothing listens here: the benchmark records the answers itself.
-                endpoint_url: "http://127.0.0.1:9/v1".into(),
-                model: name.into(),
-                ..CheckpointForm::default()
-            },
-            None,
-        )
-        .await
-        .map_err(|err| anyhow::anyhow!("checkpoint: {err}"))?;
+        let checkpoint = crate::bench::answerless_checkpoint(store, name, name).await?;
         let launched =
             service::launch_run(store, eval, checkpoint, PRIORITY_SCHEDULED, "bench", None)
                 .await

@@ -51,23 +51,10 @@ impl Params {
         let query: Vec<String> = pairs
             .iter()
             .filter(|(_, value)| !value.is_empty())
-            .map(|(key, value)| format!("{key}={}", urlencoding_lite(value)))
+            .map(|(key, value)| format!("{key}={}", urlencoding::encode(value)))
             .collect();
         format!("/compare?{}", query.join("&"))
     }
-}
-
-/// Percent-encodes what a query value may not hold raw.
-fn urlencoding_lite(value: &str) -> String {
-    value
-        .bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b',' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 #[component]

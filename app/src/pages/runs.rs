@@ -243,15 +243,6 @@ fn RunControls(run_id: i64, status: String, change: ServerAction<ChangeRun>) -> 
     }
 }
 
-/// "1.5 min", "40 s": a duration for people.
-fn human_duration(seconds: f64) -> String {
-    if seconds >= 90.0 {
-        format!("{:.1} min", seconds / 60.0)
-    } else {
-        format!("{seconds:.0} s")
-    }
-}
-
 /// `name: count` pairs as one line.
 fn mix_text(mix: &[(String, i64)]) -> String {
     mix.iter()
@@ -302,7 +293,7 @@ fn Progress(progress: ProgressView) -> impl IntoView {
             </ul>
             <p data-testid="run-telemetry">
                 {format!("{:.1}", progress.throughput_per_s)} " results/s over the last minute"
-                {progress.eta_seconds().map(|eta| format!(" · about {} left", human_duration(eta)))}
+                {progress.eta_seconds().map(|eta| format!(" · about {} left", crate::views::human_duration(eta)))}
                 " · " {progress.from_cache} " answered from the cache · priority " {progress.priority.clone()}
                 " · team " {progress.team.clone()}
             </p>

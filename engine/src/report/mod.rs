@@ -239,15 +239,12 @@ pub fn build_report(
             })
             .add_tally(&row.field, &row.value, count);
     }
-    let overall_clusters = clusters.values().fold(None::<ClusterSums>, |acc, sums| {
-        let mut total = acc.unwrap_or_default();
-        total.items += sums.items;
-        total.passes += sums.passes;
-        total.answers += sums.answers;
-        total.passes_sq += sums.passes_sq;
-        total.passes_answers += sums.passes_answers;
-        total.answers_sq += sums.answers_sq;
-        Some(total)
+    let overall_clusters = (!clusters.is_empty()).then(|| {
+        let mut total = ClusterSums::default();
+        for sums in clusters.values() {
+            total.merge(sums);
+        }
+        total
     });
     let decided = overall.decided();
     let completed = overall.graded() + overall.errors;

@@ -80,45 +80,8 @@ pub struct SnapshotHeader {
     pub categories: Vec<String>,
     pub problems: Vec<Problem>,
     /// Per category (same order as `categories`), for clustered intervals over repetitions.
-    pub clusters: Vec<ClusterSumsRecord>,
+    pub clusters: Vec<ClusterSums>,
     pub models: Vec<String>,
-}
-
-/// [`ClusterSums`] in a serialisable shape.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ClusterSumsRecord {
-    pub items: u64,
-    pub passes: u64,
-    pub answers: u64,
-    pub passes_sq: f64,
-    pub passes_answers: f64,
-    pub answers_sq: f64,
-}
-
-impl From<ClusterSums> for ClusterSumsRecord {
-    fn from(s: ClusterSums) -> Self {
-        ClusterSumsRecord {
-            items: s.items,
-            passes: s.passes,
-            answers: s.answers,
-            passes_sq: s.passes_sq,
-            passes_answers: s.passes_answers,
-            answers_sq: s.answers_sq,
-        }
-    }
-}
-
-impl From<ClusterSumsRecord> for ClusterSums {
-    fn from(s: ClusterSumsRecord) -> Self {
-        ClusterSums {
-            items: s.items,
-            passes: s.passes,
-            answers: s.answers,
-            passes_sq: s.passes_sq,
-            passes_answers: s.passes_answers,
-            answers_sq: s.answers_sq,
-        }
-    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -371,7 +334,7 @@ impl SnapshotBuilder {
                 });
             }
         }
-        self.snapshot.header.clusters = clusters.into_iter().map(Into::into).collect();
+        self.snapshot.header.clusters = clusters;
         self.snapshot.identity_hash = format!("{:016x}", self.identity_hasher.digest());
         self.snapshot
     }

@@ -35,7 +35,7 @@ pub struct ItemTally {
 
 /// Sums over items that a clustered interval needs; they add up, so a run's tally grows as
 /// results arrive and never needs the items again.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ClusterSums {
     pub items: u64,
     pub passes: u64,
@@ -58,6 +58,16 @@ impl ClusterSums {
         self.passes_sq += y * y;
         self.passes_answers += y * m;
         self.answers_sq += m * m;
+    }
+
+    /// Adds another set's sums (say, one category's to the whole run's).
+    pub fn merge(&mut self, other: &ClusterSums) {
+        self.items += other.items;
+        self.passes += other.passes;
+        self.answers += other.answers;
+        self.passes_sq += other.passes_sq;
+        self.passes_answers += other.passes_answers;
+        self.answers_sq += other.answers_sq;
     }
 
     pub fn of(items: impl IntoIterator<Item = ItemTally>) -> ClusterSums {
