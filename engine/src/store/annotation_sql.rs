@@ -199,12 +199,10 @@ macro_rules! annotation_sql {
                     }
                 }
                 if let Some((task_id, gold_id)) = picked {
-                    // Another rater's expired lease on this item no longer counts; drop it.
-                    sqlx::query("DELETE FROM task_leases WHERE task_id = $1 AND expires_at <= $2")
-                        .bind(task_id)
-                        .bind(now)
-                        .execute(&mut *tx)
-                        .await?;
+                    // Other raters' expired leases on this item are left alone: no count
+                    // includes them, and each is removed by its owner's next claim (at most
+                    // one per rater). Deleting them here deadlocked on PostgreSQL when two
+                    // raters each took the item the other had let lapse.
                     sqlx::query(
                         "INSERT INTO task_leases (task_id, rater_id, started_at, expires_at, gold_id) \
                          VALUES ($1, $2, $3, $4, $5)",
