@@ -56,6 +56,8 @@ pub(crate) mod convert {
             max_in_flight: checkpoint.max_in_flight,
             input_usd_per_mtok: checkpoint.prices.input_usd_per_mtok,
             output_usd_per_mtok: checkpoint.prices.output_usd_per_mtok,
+            training_run: checkpoint.training_run,
+            training_step: checkpoint.training_step,
         }
     }
 
@@ -207,6 +209,8 @@ pub async fn register_checkpoint(
         max_in_flight: options.max_in_flight,
         input_usd_per_mtok: options.input_usd_per_mtok,
         output_usd_per_mtok: options.output_usd_per_mtok,
+        training_run: options.training_run,
+        training_step: options.training_step,
     };
     service::register_checkpoint(state.store.as_ref(), &form, Some(user.id))
         .await

@@ -83,6 +83,8 @@ pub struct CheckpointView {
     /// USD per million prompt / completion tokens.
     pub input_usd_per_mtok: f64,
     pub output_usd_per_mtok: f64,
+    pub training_run: String,
+    pub training_step: Option<i64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -254,6 +256,9 @@ pub struct CheckpointOptions {
     pub input_usd_per_mtok: String,
     /// USD per million completion tokens ('' is free).
     pub output_usd_per_mtok: String,
+    /// The training run it comes from and its step there ('' for none), for trends.
+    pub training_run: String,
+    pub training_step: String,
 }
 
 /// A judge version with how it has done so far.

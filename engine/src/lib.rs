@@ -1,6 +1,6 @@
 //! Arbiter's engine: everything the server does that is not HTTP.
 //!
-//! Pure domain modules (`auth`, `dataset`, `manifest`, `grading`, `compare`) have no I/O and
+//! Pure domain modules (`auth`, `dataset`, `manifest`, `grading`, `report`, `stats`) have no I/O and
 //! are tested alone; `store`, `model_client`, `dispatch` and `sim` are the edges.
 
 pub mod annotation;
@@ -24,3 +24,4 @@ pub mod service;
 pub mod sim;
 pub mod stats;
 pub mod store;
+pub mod trends;

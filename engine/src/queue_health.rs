@@ -261,10 +261,12 @@ async fn email_new_alerts(store: &dyn Store, mailer: &Mailer, now: i64) -> Servi
             continue;
         }
         let subject = format!("[Arbiter] {}: {}", alert_title(&alert.kind), alert.subject);
-        let body = format!(
-            "{}\n\nSee the queue page for the tasks at risk, the forecast and agreement by rater pair.",
-            alert.message
-        );
+        let see = if alert.kind == crate::trends::ALERT_REGRESSION {
+            "See the trends page for the checkpoints, the baseline and the paired tests."
+        } else {
+            "See the queue page for the tasks at risk, the forecast and agreement by rater pair."
+        };
+        let body = format!("{}\n\n{see}", alert.message);
         // Claim first: of several servers' monitors, only the one that claims it sends it.
         if !store.claim_alert_email(alert.id, now).await? {
             continue;
@@ -286,6 +288,7 @@ pub fn alert_title(kind: &str) -> &'static str {
         ALERT_SLA_AT_RISK => "SLA at risk",
         ALERT_SLA_BREACHED => "SLA breached",
         ALERT_LOW_AGREEMENT => "Low agreement",
+        crate::trends::ALERT_REGRESSION => "Regression",
         _ => "Alert",
     }
 }

@@ -10,11 +10,11 @@ use crate::report::compare::{
     apply_correction, changed_items, compare_snapshots, ChangedItem, DiffFilter, PairedComparison,
 };
 use crate::report::snapshot::{Expectation, Snapshot, SnapshotBuilder};
-use crate::report::{build_report, Report, RunFacts, TallyRow};
+use crate::report::{build_report, Completeness, Report, RunFacts, TallyRow};
 use crate::service::{ServiceError, ServiceResult};
 use crate::stats::correction::Correction;
 use crate::stats::proportion::ClusterSums;
-use crate::store::{DiffSide, RunProgress, Store, StoredSnapshot};
+use crate::store::{DiffSide, NewPromotionDecision, RunProgress, Store, StoredSnapshot};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -54,7 +54,7 @@ pub async fn snapshot_of(store: &dyn Store, run_id: i64) -> ServiceResult<Snapsh
     current_snapshot(store, run_id, &manifest, &tallies).await
 }
 
-async fn manifest_of(store: &dyn Store, run_id: i64) -> ServiceResult<Manifest> {
+pub(crate) async fn manifest_of(store: &dyn Store, run_id: i64) -> ServiceResult<Manifest> {
     store
         .run_manifest(run_id)
         .await?
@@ -109,17 +109,37 @@ pub async fn warm_snapshots(store: &dyn Store, limit: i64) -> ServiceResult<usiz
     Ok(runs.len())
 }
 
-/// Builds finished runs' snapshots every `interval` until `shutdown` turns true.
+/// Rounds of the warmer between checks of the watched trends when no run finished (a human
+/// label can turn a verdict, and so a trend, without finishing a run).
+const WATCH_CHECK_ROUNDS: u32 = 20;
+
+/// Builds finished runs' snapshots every `interval` until `shutdown` turns true, and checks
+/// the watched trends for regressions whenever a run finished (and every few rounds).
 pub async fn run_snapshot_warmer(
     store: std::sync::Arc<dyn Store>,
     interval: std::time::Duration,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
+    let mut rounds_since_check = WATCH_CHECK_ROUNDS;
     loop {
-        match warm_snapshots(store.as_ref(), 2).await {
-            Ok(0) => {}
-            Ok(built) => tracing::info!(built, "run snapshots built for finished runs"),
-            Err(err) => tracing::warn!(error = %err, "building run snapshots failed"),
+        let built = match warm_snapshots(store.as_ref(), 2).await {
+            Ok(built) => built,
+            Err(err) => {
+                tracing::warn!(error = %err, "building run snapshots failed");
+                0
+            }
+        };
+        if built > 0 {
+            tracing::info!(built, "run snapshots built for finished runs");
+        }
+        rounds_since_check += 1;
+        if built > 0 || rounds_since_check >= WATCH_CHECK_ROUNDS {
+            rounds_since_check = 0;
+            match crate::trends::check_watches(store.as_ref(), crate::store::now_ms()).await {
+                Ok((0, 0)) => {}
+                Ok((raised, resolved)) => tracing::info!(raised, resolved, "regression alerts"),
+                Err(err) => tracing::warn!(error = %err, "checking watched trends failed"),
+            }
         }
         tokio::select! {
             _ = tokio::time::sleep(interval) => {}
@@ -140,7 +160,7 @@ pub async fn run_report(store: &dyn Store, run_id: i64) -> ServiceResult<(RunPro
 
 /// The report with the snapshot it was checked against (a comparison pairs that snapshot).
 /// Reads the run's heading and tallies, never counts its rows.
-async fn report_and_snapshot(
+pub(crate) async fn report_and_snapshot(
     store: &dyn Store,
     run_id: i64,
 ) -> ServiceResult<(RunProgress, Report, Snapshot)> {
@@ -245,6 +265,89 @@ pub async fn compare_checkpoints(
         correction,
         elapsed_ms: started.elapsed().as_millis() as u64,
     })
+}
+
+/// Longest note kept with a promotion decision.
+const MAX_DECISION_NOTE: usize = 4_000;
+
+/// What a promotion decision keeps of the comparison it was made on.
+#[derive(Serialize)]
+struct DecisionSummary<'a> {
+    correction: Correction,
+    baseline: &'a Report,
+    candidate: &'a Report,
+    comparison: &'a PairedComparison,
+}
+
+/// Records a decision to promote (or reject) the candidate against the baseline. Refused
+/// unless both runs' reports are complete: a partial or invalid report can inform a decision
+/// but never back one. The comparison as it stands is kept with the decision.
+pub async fn decide_promotion(
+    store: &dyn Store,
+    baseline_run: i64,
+    candidate_run: i64,
+    promote: bool,
+    note: &str,
+    decided_by: Option<i64>,
+) -> ServiceResult<i64> {
+    let note = note.trim();
+    if note.chars().count() > MAX_DECISION_NOTE {
+        return Err(ServiceError::Invalid(format!(
+            "keep the note under {MAX_DECISION_NOTE} characters"
+        )));
+    }
+    let correction = Correction::default();
+    let comparison = compare_checkpoints(store, baseline_run, &[candidate_run], correction).await?;
+    let candidate = comparison
+        .candidates
+        .first()
+        .ok_or_else(|| ServiceError::Invalid("pick a candidate run".into()))?;
+    for (side, run, report) in [
+        (
+            "baseline",
+            &comparison.baseline,
+            &comparison.baseline_report,
+        ),
+        ("candidate", &candidate.run, &candidate.report),
+    ] {
+        if report.completeness != Completeness::Complete {
+            let mut reason = format!(
+                "the {side} run {} on `{}` is {} ({} of {} results)",
+                run.id,
+                run.checkpoint_name,
+                report.completeness.label(),
+                report.completed,
+                report.expected
+            );
+            for explanation in report.explanations() {
+                reason.push_str("; ");
+                reason.push_str(&explanation);
+            }
+            return Err(ServiceError::Invalid(format!(
+                "{reason}: a promotion decision needs two complete reports"
+            )));
+        }
+    }
+    let summary_json = serde_json::to_string(&DecisionSummary {
+        correction,
+        baseline: &comparison.baseline_report,
+        candidate: &candidate.report,
+        comparison: &candidate.comparison,
+    })
+    .map_err(|err| {
+        tracing::error!(error = %err, "serialising a promotion decision's summary failed");
+        ServiceError::Internal
+    })?;
+    Ok(store
+        .record_promotion_decision(&NewPromotionDecision {
+            baseline_run_id: baseline_run,
+            candidate_run_id: candidate_run,
+            promote,
+            note: note.to_string(),
+            summary_json,
+            decided_by,
+        })
+        .await?)
 }
 
 /// One row of the per-prompt diff.

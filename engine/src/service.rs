@@ -109,6 +109,10 @@ pub struct CheckpointForm {
     pub input_usd_per_mtok: String,
     /// USD per million completion tokens ('' = free).
     pub output_usd_per_mtok: String,
+    /// The training run the checkpoint comes from ('' for none), for trends.
+    pub training_run: String,
+    /// Its step in that training run ('' for none): a whole number, 0 or more.
+    pub training_step: String,
 }
 
 /// Highest price accepted, in USD per million tokens: far above any real model's, low enough
@@ -174,6 +178,23 @@ pub async fn register_checkpoint(
     };
     let fallback = form.fallback_checkpoint.trim();
     let prices = parse_prices(&form.input_usd_per_mtok, &form.output_usd_per_mtok)?;
+    let training_step = match form.training_step.trim() {
+        "" => None,
+        text => match text.replace('_', "").parse::<i64>() {
+            Ok(step) if step >= 0 => Some(step),
+            _ => {
+                return Err(ServiceError::Invalid(format!(
+                    "the training step must be a whole number, 0 or more, not `{text}`"
+                )))
+            }
+        },
+    };
+    let training_run = form.training_run.trim();
+    if training_run.chars().count() > 200 {
+        return Err(ServiceError::Invalid(
+            "the training run's name is longer than 200 characters".into(),
+        ));
+    }
     let new = NewCheckpoint {
         name: required(&form.name, "a checkpoint name", 200)?,
         base_url: normalise_base_url(&form.endpoint_url).map_err(ServiceError::Invalid)?,
@@ -184,6 +205,8 @@ pub async fn register_checkpoint(
         fallback_checkpoint: (!fallback.is_empty()).then(|| fallback.to_string()),
         max_in_flight,
         prices,
+        training_run: training_run.to_string(),
+        training_step,
     };
     Ok(store.register_checkpoint(&new, created_by).await?)
 }

@@ -11,6 +11,7 @@ use arbiter_engine::grading::{grade_exact_match, Verdict};
 use arbiter_engine::logprobs::TokenLogprob;
 use arbiter_engine::model_client::Generation;
 use arbiter_engine::report::compare::{Change, DiffFilter};
+use arbiter_engine::report::trend::BaselinePolicy;
 use arbiter_engine::report::Completeness;
 use arbiter_engine::reporting;
 use arbiter_engine::service::{self, EvalForm, ServiceError};
@@ -18,6 +19,7 @@ use arbiter_engine::stats::correction::Correction;
 use arbiter_engine::store::{
     now_ms, FinishedItem, Grading, QueueCounts, Store, StoreError, User, PRIORITY_SCHEDULED,
 };
+use arbiter_engine::trends;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,6 +36,7 @@ stories!(
     concurrent_workers_record_every_item_exactly_once,
     uncertain_answers_go_to_one_annotator_at_a_time,
     comparing_two_checkpoints_finds_the_flips,
+    a_training_run_trend_flags_regressions_and_promotions_need_complete_reports,
     racing_workers_never_both_commit_one_identity,
     judges_policies_and_the_grade_cache,
     overlap_review_and_the_rater_pool,
@@ -984,6 +987,278 @@ async fn comparing_two_checkpoints_finds_the_flips(store: Arc<dyn Store>) {
             .await,
         Err(ServiceError::NotFound(_))
     ));
+}
+
+/// Checkpoints along a training run, each evaluated once: the trend orders them by step,
+/// compares each with its policy's baseline, lists the prompts that flipped, and a watch on it
+/// raises (then resolves) a regression alert. Promotion decisions need two complete reports.
+async fn a_training_run_trend_flags_regressions_and_promotions_need_complete_reports(
+    store: Arc<dyn Store>,
+) {
+    let store = &*store;
+    let dataset: String = (1..=12)
+        .map(|i| {
+            format!(
+                "{{\"id\": \"t{i}\", \"input\": \"What is {i} + 1?\", \"target\": \"{}\"}}\n",
+                i + 1
+            )
+        })
+        .collect();
+    let revision = service::upload_dataset(store, "plus", "plus.jsonl", dataset.as_bytes(), None)
+        .await
+        .unwrap();
+    let eval = service::define_eval(
+        store,
+        &eval_form("plus-exact", revision.dataset_id, 1),
+        None,
+    )
+    .await
+    .unwrap();
+    let register = |name: &'static str, step: &'static str| service::CheckpointForm {
+        name: name.into(),
+        endpoint_url: ENDPOINT.into(),
+        // Distinct served models: no answer is reused from another checkpoint's cache.
+        model: name.into(),
+        training_run: if step.is_empty() {
+            String::new()
+        } else {
+            "tr-1".into()
+        },
+        training_step: step.into(),
+        ..service::CheckpointForm::default()
+    };
+    for bad_step in ["-5", "ten"] {
+        match service::register_checkpoint(store, &register("bad", bad_step), None).await {
+            Err(ServiceError::Invalid(message)) => {
+                assert!(message.contains("training step"), "{message}")
+            }
+            other => panic!("step `{bad_step}` must be refused, got {other:?}"),
+        }
+    }
+    // Registered out of training order: the trend sorts by step.
+    let mut checkpoints = HashMap::new();
+    for (name, step) in [
+        ("step-300", "300"),
+        ("step-100", "100"),
+        ("step-200", "200"),
+        ("prod", ""),
+    ] {
+        let id = service::register_checkpoint(store, &register(name, step), None)
+            .await
+            .unwrap();
+        checkpoints.insert(name, id);
+    }
+    let listed = store.list_checkpoints().await.unwrap();
+    let step_300 = listed.iter().find(|c| c.name == "step-300").unwrap();
+    assert_eq!(
+        (step_300.training_run.as_str(), step_300.training_step),
+        ("tr-1", Some(300))
+    );
+    assert_eq!(
+        store.training_runs().await.unwrap(),
+        vec!["tr-1".to_string()]
+    );
+
+    // Every checkpoint answers everything right, except step-300, wrong on t1..t9.
+    let mut runs = HashMap::new();
+    for name in ["step-100", "step-200", "step-300"] {
+        let run = service::launch_run(
+            store,
+            eval,
+            checkpoints[name],
+            PRIORITY_SCHEDULED,
+            "default",
+            None,
+        )
+        .await
+        .unwrap()
+        .run_id;
+        runs.insert(name, run);
+    }
+    let answer_all = |wrong_run: Option<i64>| async move {
+        for id in store
+            .claim_work("worker", 100, LONG_LEASE_MS)
+            .await
+            .unwrap()
+        {
+            let job = store.load_job(id).await.unwrap();
+            let number: usize = job.case_id[1..].parse().unwrap();
+            let answer = if Some(job.run_id) == wrong_run && number <= 9 {
+                Reply::Wrong
+            } else {
+                Reply::Correct
+            };
+            assert!(reply(store, id, answer).await);
+        }
+    };
+    answer_all(Some(runs["step-300"])).await;
+
+    let trend = trends::trend(store, eval, "tr-1", BaselinePolicy::Previous)
+        .await
+        .unwrap();
+    let names: Vec<&str> = trend
+        .points
+        .iter()
+        .map(|p| p.checkpoint_name.as_str())
+        .collect();
+    assert_eq!(names, ["step-100", "step-200", "step-300"]);
+    assert!(
+        trend.points[0].note.contains("no baseline yet"),
+        "{}",
+        trend.points[0].note
+    );
+    assert_eq!(trend.points[1].baseline.as_ref().unwrap().1, "step-100");
+    assert!(trend.points[1].regressions().is_empty());
+    let last = &trend.points[2];
+    assert_eq!(last.baseline.as_ref().unwrap().1, "step-200");
+    assert!(
+        last.regressions().contains(&"all".to_string()),
+        "{:?}",
+        last.comparison
+    );
+    assert_eq!(
+        last.comparison.as_ref().unwrap().overall.table.pass_to_fail,
+        9
+    );
+    assert_eq!((last.overall.passed, last.overall.failed), (3, 9));
+    // Pinned to the first checkpoint: it is the baseline of itself.
+    let pinned = trends::trend(
+        store,
+        eval,
+        "tr-1",
+        BaselinePolicy::Pinned(checkpoints["step-100"]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(pinned.points[0].note, "this is the baseline");
+    assert_eq!(pinned.points[2].baseline.as_ref().unwrap().1, "step-100");
+    assert!(matches!(
+        trends::trend(
+            store,
+            eval,
+            "tr-1",
+            BaselinePolicy::Pinned(checkpoints["prod"])
+        )
+        .await,
+        Err(ServiceError::Invalid(_))
+    ));
+    assert!(matches!(
+        trends::trend(store, eval, "no-such-run", BaselinePolicy::First).await,
+        Err(ServiceError::NotFound(_))
+    ));
+
+    // The flaky view: the nine prompts that flipped once, each with its history.
+    let flaky = trends::flaky_prompts(store, eval, "tr-1", 5).await.unwrap();
+    assert_eq!(flaky.checkpoints, ["step-100", "step-200", "step-300"]);
+    assert_eq!(flaky.prompts.len(), 5);
+    assert_eq!(flaky.prompts[0].case_id, "t1");
+    assert_eq!(flaky.prompts[0].input, "What is 1 + 1?");
+    assert_eq!(flaky.prompts[0].record.flips, 1);
+    assert_eq!(
+        flaky.prompts[0].record.history,
+        vec![(1, 1), (1, 1), (0, 1)]
+    );
+
+    // A watch raises one alert for the regression, once; a fixed checkpoint resolves it.
+    trends::watch_trend(store, eval, "tr-1", BaselinePolicy::Previous, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        trends::check_watches(store, now_ms()).await.unwrap(),
+        (1, 0)
+    );
+    assert_eq!(
+        trends::check_watches(store, now_ms()).await.unwrap(),
+        (0, 0)
+    );
+    let alert = store
+        .alerts(0)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|alert| alert.kind == trends::ALERT_REGRESSION)
+        .unwrap();
+    assert_eq!(alert.subject, "eval `plus-exact` on training run `tr-1`");
+    assert!(
+        alert.message.contains("`step-300` regressed"),
+        "{}",
+        alert.message
+    );
+    let step_400 = service::register_checkpoint(store, &register("step-400", "400"), None)
+        .await
+        .unwrap();
+    service::launch_run(store, eval, step_400, PRIORITY_SCHEDULED, "default", None)
+        .await
+        .unwrap();
+    answer_all(None).await;
+    assert_eq!(
+        trends::check_watches(store, now_ms()).await.unwrap(),
+        (0, 1)
+    );
+    assert!(!store
+        .alerts(0)
+        .await
+        .unwrap()
+        .iter()
+        .any(|a| a.kind == trends::ALERT_REGRESSION));
+    assert!(matches!(
+        trends::watch_trend(
+            store,
+            eval,
+            "tr-1",
+            BaselinePolicy::Pinned(checkpoints["prod"]),
+            None
+        )
+        .await,
+        Err(ServiceError::Invalid(_))
+    ));
+
+    // Promotion decisions: recorded on two complete reports with the comparison kept ...
+    let decision = reporting::decide_promotion(
+        store,
+        runs["step-100"],
+        runs["step-300"],
+        false,
+        "regressed on t1-t9",
+        None,
+    )
+    .await
+    .unwrap();
+    let decisions = store.promotion_decisions(runs["step-300"]).await.unwrap();
+    assert_eq!(decisions.len(), 1);
+    assert_eq!(decisions[0].id, decision);
+    assert_eq!(
+        (
+            decisions[0].decision.as_str(),
+            decisions[0].candidate_checkpoint.as_str()
+        ),
+        ("reject", "step-300")
+    );
+    assert!(
+        decisions[0].summary_json.contains("\"pass_to_fail\":9"),
+        "{}",
+        decisions[0].summary_json
+    );
+    // ... and refused on a partial one, with nothing stored.
+    let partial = service::launch_run(
+        store,
+        eval,
+        checkpoints["prod"],
+        PRIORITY_SCHEDULED,
+        "default",
+        None,
+    )
+    .await
+    .unwrap()
+    .run_id;
+    match reporting::decide_promotion(store, runs["step-100"], partial, true, "", None).await {
+        Err(ServiceError::Invalid(message)) => {
+            assert!(message.contains("PARTIAL (0 of 12 results)"), "{message}");
+            assert!(message.contains("needs two complete reports"), "{message}");
+        }
+        other => panic!("a partial report must not back a promotion, got {other:?}"),
+    }
+    assert!(store.promotion_decisions(partial).await.unwrap().is_empty());
 }
 
 /// A rater takes the one open human task (c5's uncertain answer) and labels it pass.

@@ -23,6 +23,10 @@ pub fn CheckpointsPage() -> impl IntoView {
                     <input name="endpoint_url" required placeholder="http://127.0.0.1:8000/v1"/>
                 </label>
                 <label>"Served model name" <input name="model" required placeholder="my-model"/></label>
+                <div class="row">
+                    <label>"Training run (optional)" <input name="options[training_run]" placeholder="pretrain-7b-v3"/></label>
+                    <label>"Training step (optional)" <input name="options[training_step]" type="number" min="0" placeholder="1000"/></label>
+                </div>
                 <details>
                     <summary>"Replicas, fingerprint, limits, prices and fallback (optional)"</summary>
                     <div class="stack">
@@ -56,7 +60,7 @@ pub fn CheckpointsPage() -> impl IntoView {
                 match checkpoints.await {
                     Ok(checkpoints) => view! {
                         <table>
-                            <thead><tr><th>"Name"</th><th>"Endpoints"</th><th>"Model"</th><th>"Fingerprint"</th><th>"Limit"</th><th>"Price (USD / M tokens in · out)"</th><th>"Fallback"</th></tr></thead>
+                            <thead><tr><th>"Name"</th><th>"Training run · step"</th><th>"Endpoints"</th><th>"Model"</th><th>"Fingerprint"</th><th>"Limit"</th><th>"Price (USD / M tokens in · out)"</th><th>"Fallback"</th></tr></thead>
                             <tbody>
                                 {checkpoints.into_iter().map(|checkpoint| {
                                     let fingerprint = [checkpoint.engine_build.as_str(), checkpoint.parallel_layout.as_str()]
@@ -64,9 +68,16 @@ pub fn CheckpointsPage() -> impl IntoView {
                                         .filter(|part| !part.is_empty())
                                         .collect::<Vec<_>>()
                                         .join(" · ");
+                                    let training = match (checkpoint.training_run.as_str(), checkpoint.training_step) {
+                                        ("", None) => String::new(),
+                                        (run, None) => run.to_string(),
+                                        ("", Some(step)) => format!("step {step}"),
+                                        (run, Some(step)) => format!("{run} · step {step}"),
+                                    };
                                     view! {
                                         <tr>
                                             <td>{checkpoint.name.clone()}</td>
+                                            <td>{training}</td>
                                             <td>
                                                 <code>{checkpoint.base_url}</code>
                                                 {checkpoint.replica_urls.into_iter().map(|url| view! { <br/><code>{url}</code> }).collect_view()}

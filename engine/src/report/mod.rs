@@ -9,6 +9,7 @@
 
 pub mod compare;
 pub mod snapshot;
+pub mod trend;
 
 use crate::model_client::Outcome;
 use crate::stats::proportion::{clustered, wilson, ClusterSums};

@@ -151,6 +151,21 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<()>;
     /// Completed runs without a snapshot built since they completed, oldest first.
     async fn runs_needing_snapshots(&self, limit: i64) -> StoreResult<Vec<i64>>;
+    async fn record_promotion_decision(&self, decision: &NewPromotionDecision) -> StoreResult<i64>;
+    /// Decisions where the run is the baseline or the candidate, newest first.
+    async fn promotion_decisions(&self, run_id: i64) -> StoreResult<Vec<PromotionDecisionRecord>>;
+    /// The latest (not cancelled) run of the eval on each checkpoint of the training run
+    /// (every checkpoint for ''), in training order: by step, then registration.
+    async fn trend_runs(&self, eval_id: i64, training_run: &str) -> StoreResult<Vec<TrendRun>>;
+    /// The training runs checkpoints name, sorted.
+    async fn training_runs(&self) -> StoreResult<Vec<String>>;
+    async fn save_trend_watch(
+        &self,
+        watch: &TrendWatch,
+        created_by: Option<i64>,
+    ) -> StoreResult<()>;
+    async fn delete_trend_watch(&self, eval_id: i64, training_run: &str) -> StoreResult<()>;
+    async fn trend_watches(&self) -> StoreResult<Vec<TrendWatch>>;
     /// Streams every identity of the run in identity order (never the whole run in memory).
     async fn scan_run(
         &self,

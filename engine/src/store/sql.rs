@@ -110,7 +110,7 @@ macro_rules! sql_store {
 
         const CHECKPOINT_SELECT: &str = "SELECT c.id, c.name, e.base_url, c.model, c.engine_build, \
             c.parallel_layout, c.fallback_checkpoint_id, e.max_in_flight, c.input_usd_per_mtok, \
-            c.output_usd_per_mtok, c.created_at \
+            c.output_usd_per_mtok, c.training_run, c.training_step, c.created_at \
             FROM checkpoints c JOIN endpoints e ON e.id = c.endpoint_id";
 
         fn checkpoint_from_row(row: &<$db as sqlx::Database>::Row) -> Result<Checkpoint, sqlx::Error> {
@@ -128,6 +128,8 @@ macro_rules! sql_store {
                     input_usd_per_mtok: row.try_get("input_usd_per_mtok")?,
                     output_usd_per_mtok: row.try_get("output_usd_per_mtok")?,
                 },
+                training_run: row.try_get("training_run")?,
+                training_step: row.try_get("training_step")?,
                 created_at: row.try_get("created_at")?,
             })
         }
@@ -287,8 +289,8 @@ macro_rules! sql_store {
                 };
                 let id = sqlx::query_scalar::<_, i64>(
                     "INSERT INTO checkpoints (name, endpoint_id, model, engine_build, parallel_layout, fallback_checkpoint_id, \
-                     input_usd_per_mtok, output_usd_per_mtok, created_by, created_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
+                     input_usd_per_mtok, output_usd_per_mtok, created_by, created_at, training_run, training_step) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id",
                 )
                 .bind(&new.name)
                 .bind(endpoint_ids[0])
@@ -300,6 +302,8 @@ macro_rules! sql_store {
                 .bind(new.prices.output_usd_per_mtok)
                 .bind(created_by)
                 .bind(now)
+                .bind(&new.training_run)
+                .bind(new.training_step)
                 .fetch_one(&mut *tx)
                 .await
                 .map_err(|err| {
@@ -1291,6 +1295,136 @@ macro_rules! sql_store {
                 .execute(&self.writer)
                 .await?;
                 Ok(())
+            }
+
+            async fn record_promotion_decision(&self, decision: &$crate::store::NewPromotionDecision) -> StoreResult<i64> {
+                Ok(sqlx::query_scalar(
+                    "INSERT INTO promotion_decisions (baseline_run_id, candidate_run_id, decision, note, summary_json, decided_by, decided_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+                )
+                .bind(decision.baseline_run_id)
+                .bind(decision.candidate_run_id)
+                .bind(if decision.promote { "promote" } else { "reject" })
+                .bind(&decision.note)
+                .bind(&decision.summary_json)
+                .bind(decision.decided_by)
+                .bind(now_ms())
+                .fetch_one(&self.writer)
+                .await?)
+            }
+
+            async fn promotion_decisions(&self, run_id: i64) -> StoreResult<Vec<$crate::store::PromotionDecisionRecord>> {
+                let rows = sqlx::query(
+                    "SELECT d.id, d.baseline_run_id, d.candidate_run_id, cb.name AS baseline_checkpoint, \
+                     cc.name AS candidate_checkpoint, d.decision, d.note, d.summary_json, u.username, d.decided_at \
+                     FROM promotion_decisions d \
+                     JOIN runs rb ON rb.id = d.baseline_run_id JOIN checkpoints cb ON cb.id = rb.checkpoint_id \
+                     JOIN runs rc ON rc.id = d.candidate_run_id JOIN checkpoints cc ON cc.id = rc.checkpoint_id \
+                     LEFT JOIN users u ON u.id = d.decided_by \
+                     WHERE d.baseline_run_id = $1 OR d.candidate_run_id = $1 ORDER BY d.id DESC",
+                )
+                .bind(run_id)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter()
+                    .map(|row| {
+                        Ok($crate::store::PromotionDecisionRecord {
+                            id: row.try_get("id")?,
+                            baseline_run_id: row.try_get("baseline_run_id")?,
+                            candidate_run_id: row.try_get("candidate_run_id")?,
+                            baseline_checkpoint: row.try_get("baseline_checkpoint")?,
+                            candidate_checkpoint: row.try_get("candidate_checkpoint")?,
+                            decision: row.try_get("decision")?,
+                            note: row.try_get("note")?,
+                            summary_json: row.try_get("summary_json")?,
+                            decided_by: row.try_get("username")?,
+                            decided_at: row.try_get("decided_at")?,
+                        })
+                    })
+                    .collect()
+            }
+
+            async fn trend_runs(&self, eval_id: i64, training_run: &str) -> StoreResult<Vec<$crate::store::TrendRun>> {
+                let rows: Vec<(i64, i64, String, Option<i64>)> = sqlx::query_as(
+                    "SELECT r.id, c.id, c.name, c.training_step FROM checkpoints c \
+                     JOIN runs r ON r.id = (SELECT MAX(x.id) FROM runs x \
+                         WHERE x.eval_id = $1 AND x.checkpoint_id = c.id AND x.status <> 'cancelled') \
+                     WHERE ($2 = '' OR c.training_run = $2) \
+                     ORDER BY CASE WHEN c.training_step IS NULL THEN 1 ELSE 0 END, c.training_step, c.created_at, c.id",
+                )
+                .bind(eval_id)
+                .bind(training_run)
+                .fetch_all(&self.pool)
+                .await?;
+                Ok(rows
+                    .into_iter()
+                    .map(|(run_id, checkpoint_id, checkpoint_name, training_step)| $crate::store::TrendRun {
+                        run_id,
+                        checkpoint_id,
+                        checkpoint_name,
+                        training_step,
+                    })
+                    .collect())
+            }
+
+            async fn training_runs(&self) -> StoreResult<Vec<String>> {
+                Ok(sqlx::query_scalar(
+                    "SELECT DISTINCT training_run FROM checkpoints WHERE training_run <> '' ORDER BY training_run",
+                )
+                .fetch_all(&self.pool)
+                .await?)
+            }
+
+            async fn save_trend_watch(&self, watch: &$crate::store::TrendWatch, created_by: Option<i64>) -> StoreResult<()> {
+                sqlx::query(
+                    "INSERT INTO trend_watches (eval_id, training_run, policy, pinned_checkpoint_id, created_by, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (eval_id, training_run) DO UPDATE SET \
+                     policy = excluded.policy, pinned_checkpoint_id = excluded.pinned_checkpoint_id, \
+                     created_by = excluded.created_by, created_at = excluded.created_at",
+                )
+                .bind(watch.eval_id)
+                .bind(&watch.training_run)
+                .bind(&watch.policy)
+                .bind(watch.pinned_checkpoint_id)
+                .bind(created_by)
+                .bind(now_ms())
+                .execute(&self.writer)
+                .await
+                .map_err(|err| match err {
+                    sqlx::Error::Database(db) if db.is_foreign_key_violation() => {
+                        StoreError::NotFound("no such eval or pinned checkpoint".into())
+                    }
+                    other => other.into(),
+                })?;
+                Ok(())
+            }
+
+            async fn delete_trend_watch(&self, eval_id: i64, training_run: &str) -> StoreResult<()> {
+                sqlx::query("DELETE FROM trend_watches WHERE eval_id = $1 AND training_run = $2")
+                    .bind(eval_id)
+                    .bind(training_run)
+                    .execute(&self.writer)
+                    .await?;
+                Ok(())
+            }
+
+            async fn trend_watches(&self) -> StoreResult<Vec<$crate::store::TrendWatch>> {
+                let rows: Vec<(i64, String, String, String, Option<i64>)> = sqlx::query_as(
+                    "SELECT w.eval_id, e.name, w.training_run, w.policy, w.pinned_checkpoint_id \
+                     FROM trend_watches w JOIN evals e ON e.id = w.eval_id ORDER BY e.name, w.training_run",
+                )
+                .fetch_all(&self.pool)
+                .await?;
+                Ok(rows
+                    .into_iter()
+                    .map(|(eval_id, eval_name, training_run, policy, pinned_checkpoint_id)| $crate::store::TrendWatch {
+                        eval_id,
+                        eval_name,
+                        training_run,
+                        policy,
+                        pinned_checkpoint_id,
+                    })
+                    .collect())
             }
 
             async fn runs_needing_snapshots(&self, limit: i64) -> StoreResult<Vec<i64>> {

@@ -41,6 +41,9 @@ pub struct NewCheckpoint {
     pub max_in_flight: Option<i64>,
     /// USD per million prompt and completion tokens for this checkpoint's model.
     pub prices: TokenPrices,
+    /// The training run it comes from ('' for none) and its step there, for trends.
+    pub training_run: String,
+    pub training_step: Option<i64>,
 }
 
 /// What an endpoint charges, in USD per million tokens.
@@ -77,6 +80,8 @@ pub struct Checkpoint {
     pub fallback_checkpoint_id: Option<i64>,
     pub max_in_flight: i64,
     pub prices: TokenPrices,
+    pub training_run: String,
+    pub training_step: Option<i64>,
     pub created_at: i64,
 }
 
@@ -833,4 +838,52 @@ pub struct DiffGrade {
     pub verdict: String,
     pub reason: String,
     pub confidence: Option<f64>,
+}
+
+/// A researcher's decision on a candidate checkpoint, made on two complete reports.
+#[derive(Clone, Debug)]
+pub struct NewPromotionDecision {
+    pub baseline_run_id: i64,
+    pub candidate_run_id: i64,
+    pub promote: bool,
+    pub note: String,
+    /// The comparison as it stood when decided (JSON).
+    pub summary_json: String,
+    pub decided_by: Option<i64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PromotionDecisionRecord {
+    pub id: i64,
+    pub baseline_run_id: i64,
+    pub candidate_run_id: i64,
+    pub baseline_checkpoint: String,
+    pub candidate_checkpoint: String,
+    /// `promote` or `reject`.
+    pub decision: String,
+    pub note: String,
+    pub summary_json: String,
+    pub decided_by: Option<String>,
+    pub decided_at: i64,
+}
+
+/// The latest run of an eval on one checkpoint of a trend.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TrendRun {
+    pub run_id: i64,
+    pub checkpoint_id: i64,
+    pub checkpoint_name: String,
+    pub training_step: Option<i64>,
+}
+
+/// A researcher's request to be alerted when an eval regresses along a training run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrendWatch {
+    pub eval_id: i64,
+    pub eval_name: String,
+    /// '' for all checkpoints.
+    pub training_run: String,
+    /// first, previous, best or pinned.
+    pub policy: String,
+    pub pinned_checkpoint_id: Option<i64>,
 }
