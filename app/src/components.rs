@@ -69,6 +69,7 @@ pub fn Nav() -> impl IntoView {
                                         <a href="/evals">"Evals"</a>
                                         <a href="/judges">"Judges"</a>
                                         <a href="/runs">"Runs"</a>
+                                        <a href="/trends">"Trends"</a>
                                     </Show>
                                     <Show when=move || annotator>
                                         <a href="/annotate">"Annotate"</a>

@@ -15,6 +15,7 @@ pub mod grading_api;
 pub mod guard;
 mod pages;
 pub mod report_api;
+pub mod trend_api;
 pub mod views;
 
 use components::Nav;
@@ -69,6 +70,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/raters") view=RatersPage/>
                     <Route path=path!("/queue") view=QueuePage/>
                     <Route path=path!("/compare") view=ComparePage/>
+                    <Route path=path!("/trends") view=TrendsPage/>
                 </Routes>
             </main>
         </Router>

@@ -43,6 +43,11 @@ pub struct ReportView {
     pub time_to_results: String,
     /// Pass rate by category with intervals (server-rendered SVG); empty without categories.
     pub chart_svg: String,
+    /// Outcome mix by category (or of the whole run), SVG; its numbers are the table's.
+    pub outcome_chart_svg: String,
+    /// Answers per latency bucket: ("0.5–1 s", 120), …; empty before any answer.
+    pub latency: Vec<(String, u64)>,
+    pub latency_chart_svg: String,
 }
 
 /// One paired test of a candidate against the baseline.
@@ -82,6 +87,23 @@ pub struct CheckpointComparisonView {
     pub elapsed_ms: u64,
     /// Every run's pass rate by category with intervals, one marker shape per run.
     pub chart_svg: String,
+    /// Each run's outcome mix, one bar per run (numbers in each report card).
+    pub outcome_chart_svg: String,
+}
+
+/// A recorded promotion decision.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DecisionView {
+    pub id: i64,
+    pub baseline_run_id: i64,
+    pub candidate_run_id: i64,
+    pub baseline_checkpoint: String,
+    pub candidate_checkpoint: String,
+    /// promote or reject.
+    pub decision: String,
+    pub note: String,
+    pub decided_by: String,
+    pub decided_at: i64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -216,7 +238,43 @@ mod convert {
                 .map(|ms| crate::views::human_duration(ms as f64 / 1000.0))
                 .unwrap_or_default(),
             chart_svg: String::new(),
+            outcome_chart_svg: String::new(),
+            latency: report
+                .latency
+                .iter()
+                .enumerate()
+                .map(|(bucket, &count)| {
+                    (arbiter_engine::charts::latency::bucket_label(bucket), count)
+                })
+                .collect(),
+            latency_chart_svg: String::new(),
         }
+    }
+
+    /// The outcome mix of each (label, outcome counts) row.
+    pub fn outcome_chart(title: &str, rows: Vec<(String, [u64; 6])>) -> String {
+        arbiter_engine::charts::outcomes::outcome_mix_svg(title, &rows)
+    }
+
+    /// Outcome mix by category, or of the whole run when it has none.
+    pub fn report_outcome_chart(report: &Report) -> String {
+        let rows: Vec<(String, [u64; 6])> = if report.categories.is_empty() {
+            vec![("all".into(), report.overall.outcomes)]
+        } else {
+            report
+                .categories
+                .iter()
+                .map(|c| (c.category.clone(), c.outcomes))
+                .collect()
+        };
+        outcome_chart("Outcome mix by category", rows)
+    }
+
+    pub fn latency_chart(report: &Report) -> String {
+        if report.latency.iter().all(|&count| count == 0) {
+            return String::new();
+        }
+        arbiter_engine::charts::latency::latency_histogram_svg("Latency", &report.latency)
     }
 
     /// Pass rate by category for each (label, report), categories in the first report's order.
@@ -384,6 +442,20 @@ pub async fn compare_checkpoints(
             .collect(),
         correction: summary.correction.label().to_string(),
         elapsed_ms: summary.elapsed_ms,
+        outcome_chart_svg: convert::outcome_chart(
+            "Outcome mix by run",
+            std::iter::once((
+                format!("baseline: {}", summary.baseline.checkpoint_name),
+                summary.baseline_report.overall.outcomes,
+            ))
+            .chain(
+                summary
+                    .candidates
+                    .iter()
+                    .map(|c| (c.run.checkpoint_name.clone(), c.report.overall.outcomes)),
+            )
+            .collect(),
+        ),
         chart_svg: if summary.baseline_report.categories.is_empty() {
             String::new()
         } else {
@@ -491,5 +563,66 @@ pub async fn run_report(run: i64) -> Result<ReportView, ServerFnError> {
     if !report.categories.is_empty() {
         view.chart_svg = convert::rates_chart(&[(progress.checkpoint_name.clone(), &report)]);
     }
+    if report.overall.outcomes.iter().any(|&count| count > 0) {
+        view.outcome_chart_svg = convert::report_outcome_chart(&report);
+    }
+    view.latency_chart_svg = convert::latency_chart(&report);
     Ok(view)
+}
+
+/// Records a decision to promote (`decision` = promote) or reject the candidate; refused unless
+/// both runs' reports are complete.
+#[server(endpoint = "decide_promotion")]
+pub async fn decide_promotion(
+    baseline: i64,
+    candidate: i64,
+    decision: String,
+    #[server(default)] note: String,
+) -> Result<i64, ServerFnError> {
+    let (state, user) = require(Permission::ManageEvals).await?;
+    let promote = match decision.as_str() {
+        "promote" => true,
+        "reject" => false,
+        other => {
+            return Err(crate::guard::fail(
+                400,
+                format!("unknown decision `{other}`: use promote or reject"),
+            ))
+        }
+    };
+    reporting::decide_promotion(
+        state.store.as_ref(),
+        baseline,
+        candidate,
+        promote,
+        &note,
+        Some(user.id),
+    )
+    .await
+    .map_err(service_error)
+}
+
+/// Promotion decisions that involve the run (as baseline or candidate), newest first.
+#[server(endpoint = "promotion_decisions")]
+pub async fn promotion_decisions(run: i64) -> Result<Vec<DecisionView>, ServerFnError> {
+    let (state, _) = require(Permission::ViewResults).await?;
+    let decisions = state
+        .store
+        .promotion_decisions(run)
+        .await
+        .map_err(crate::guard::store_error)?;
+    Ok(decisions
+        .into_iter()
+        .map(|d| DecisionView {
+            id: d.id,
+            baseline_run_id: d.baseline_run_id,
+            candidate_run_id: d.candidate_run_id,
+            baseline_checkpoint: d.baseline_checkpoint,
+            candidate_checkpoint: d.candidate_checkpoint,
+            decision: d.decision,
+            note: d.note,
+            decided_by: d.decided_by.unwrap_or_default(),
+            decided_at: d.decided_at,
+        })
+        .collect())
 }

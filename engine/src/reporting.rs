@@ -182,7 +182,8 @@ pub(crate) async fn report_and_snapshot(
         expected: progress.expected.max(0) as u64,
         repetitions: i64::from(manifest.eval.repetitions),
     };
-    let report = build_report(&facts, &tallies, &snapshot.header.problems, &clusters);
+    let mut report = build_report(&facts, &tallies, &snapshot.header.problems, &clusters);
+    report.latency = snapshot.header.latency.clone();
     Ok((progress, report, snapshot))
 }
 

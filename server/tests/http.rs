@@ -298,6 +298,38 @@ const SERVER_FUNCTIONS: &[(&str, Args, Allowed)] = &[
         Allowed::Researchers,
     ),
     ("run_report", &[("run", "1")], Allowed::Researchers),
+    (
+        "decide_promotion",
+        &[
+            ("baseline", "1"),
+            ("candidate", "2"),
+            ("decision", "reject"),
+            ("note", "n"),
+        ],
+        Allowed::Researchers,
+    ),
+    ("promotion_decisions", &[("run", "1")], Allowed::Researchers),
+    ("trend_options", &[], Allowed::Researchers),
+    (
+        "trend",
+        &[("eval", "1"), ("training_run", ""), ("policy", "previous")],
+        Allowed::Researchers,
+    ),
+    (
+        "flaky_prompts",
+        &[("eval", "1"), ("training_run", "")],
+        Allowed::Researchers,
+    ),
+    (
+        "watch_trend",
+        &[("eval", "1"), ("training_run", ""), ("policy", "first")],
+        Allowed::Researchers,
+    ),
+    (
+        "unwatch_trend",
+        &[("eval", "1"), ("training_run", "")],
+        Allowed::Researchers,
+    ),
     ("judges_page", &[], Allowed::Researchers),
     (
         "create_judge",

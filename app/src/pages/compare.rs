@@ -3,10 +3,10 @@
 //! diff — changed items, regressions first, filterable, each opening both outputs side by side
 //! with grades, human labels and the first diverging token.
 
-use crate::components::ErrorNote;
+use crate::components::{ActionError, ErrorNote};
 use crate::report_api::{
-    compare_checkpoints, diff_divergence, diff_page, CandidateView, DiffPageView, DiffRowView,
-    PairedView, ReportView, SideView, TokenView,
+    compare_checkpoints, diff_divergence, diff_page, promotion_decisions, CandidateView,
+    DecidePromotion, DiffPageView, DiffRowView, PairedView, ReportView, SideView, TokenView,
 };
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
@@ -108,6 +108,16 @@ pub fn ComparePage() -> impl IntoView {
                                 <p class="hint">"Each run's numbers are in its category table above."</p>
                             </section>
                         })}
+                        <section class="card">
+                            <div class="chart" data-testid="outcome-chart" inner_html=summary.outcome_chart_svg.clone()></div>
+                            <p class="hint">"Each run's outcome counts are beside its score above."</p>
+                        </section>
+                        {(summary.candidates.len() == 1).then(|| view! {
+                            <PromotionSection
+                                baseline=summary.baseline.clone()
+                                candidate=summary.candidates[0].report.clone()
+                            />
+                        })}
                         {summary.candidates.into_iter().map(|candidate| view! {
                             <PairedSection candidate correction=summary.correction.clone()/>
                         }).collect_view()}
@@ -168,6 +178,23 @@ pub fn ReportCard(title: &'static str, report: ReportView) -> impl IntoView {
             {(!report.chart_svg.is_empty()).then(|| view! {
                 <div class="chart" inner_html=report.chart_svg.clone()></div>
             })}
+            {(!report.outcome_chart_svg.is_empty() || !report.latency_chart_svg.is_empty()).then(|| view! {
+                <details>
+                    <summary>"Outcome mix and latency"</summary>
+                    <div class="chart" data-testid="outcome-mix" inner_html=report.outcome_chart_svg.clone()></div>
+                    {(!report.latency_chart_svg.is_empty()).then(|| view! {
+                        <div class="chart" data-testid="latency-chart" inner_html=report.latency_chart_svg.clone()></div>
+                        <table class="latency">
+                            <thead><tr><th>"Time to answer"</th><th>"Answers"</th></tr></thead>
+                            <tbody>
+                                {report.latency.iter().filter(|(_, count)| *count > 0).map(|(bucket, count)| view! {
+                                    <tr><td>{bucket.clone()}</td><td>{*count}</td></tr>
+                                }).collect_view()}
+                            </tbody>
+                        </table>
+                    })}
+                </details>
+            })}
             {(!report.categories.is_empty()).then(|| view! {
                 <table class="categories">
                     <thead><tr><th>"Category"</th><th>"Pass rate"</th><th>"95% interval"</th><th>"Passed / graded"</th><th>"Uncertain"</th><th>"Errors"</th></tr></thead>
@@ -186,6 +213,59 @@ pub fn ReportCard(title: &'static str, report: ReportView) -> impl IntoView {
                 </table>
             })}
         </div>
+    }
+    .into_any()
+}
+
+/// Promote or reject the candidate, with a note: refused (with the reason) unless both reports
+/// are complete; the decisions already made on the candidate are listed.
+#[component]
+fn PromotionSection(baseline: ReportView, candidate: ReportView) -> impl IntoView {
+    let decide = ServerAction::<DecidePromotion>::new();
+    let candidate_run = candidate.run_id;
+    let decisions = Resource::new(
+        move || decide.version().get(),
+        move |_| promotion_decisions(candidate_run),
+    );
+    let both_complete = baseline.completeness == "COMPLETE" && candidate.completeness == "COMPLETE";
+    view! {
+        <section class="card" data-testid="promotion">
+            <h2>"Promotion decision"</h2>
+            {(!both_complete).then(|| view! {
+                <p class="hint">"Both reports must be COMPLETE before a decision can be recorded."</p>
+            })}
+            <ActionForm action=decide attr:class="stack">
+                <input type="hidden" name="baseline" value=baseline.run_id.to_string()/>
+                <input type="hidden" name="candidate" value=candidate.run_id.to_string()/>
+                <label>"Note" <textarea name="note" rows="2" placeholder="why (kept with the comparison)"></textarea></label>
+                <div class="row">
+                    <label><input type="radio" name="decision" value="promote" required/> "Promote " {candidate.checkpoint_name.clone()}</label>
+                    <label><input type="radio" name="decision" value="reject"/> "Reject it"</label>
+                    <button type="submit">"Record decision"</button>
+                </div>
+            </ActionForm>
+            <ActionError value=decide.value()/>
+            <Transition fallback=|| ()>
+                {move || Suspend::new(async move {
+                    match decisions.await {
+                        Ok(list) if list.is_empty() => view! { <p class="hint">"No decision recorded yet."</p> }.into_any(),
+                        Ok(list) => view! {
+                            <ul data-testid="decisions">
+                                {list.into_iter().map(|d| view! {
+                                    <li>
+                                        <strong>{d.decision.clone()}</strong> " " {d.candidate_checkpoint.clone()}
+                                        " against " {d.baseline_checkpoint.clone()} " by " {d.decided_by.clone()}
+                                        ", " {crate::pages::format_time(d.decided_at)}
+                                        {(!d.note.is_empty()).then(|| format!(" — {}", d.note))}
+                                    </li>
+                                }).collect_view()}
+                            </ul>
+                        }.into_any(),
+                        Err(error) => view! { <ErrorNote error/> }.into_any(),
+                    }
+                })}
+            </Transition>
+        </section>
     }
     .into_any()
 }

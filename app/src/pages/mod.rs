@@ -15,6 +15,7 @@ mod queue;
 mod raters;
 mod review;
 pub(crate) mod runs;
+mod trends;
 
 pub use annotate::AnnotatePage;
 pub use checkpoints::CheckpointsPage;
@@ -29,6 +30,7 @@ pub use queue::QueuePage;
 pub use raters::RatersPage;
 pub use review::ReviewPage;
 pub use runs::{RunPage, RunsPage};
+pub use trends::TrendsPage;
 
 /// The current route's `:id` as a number; 0 when missing or not a number, which the server
 /// answers with "not found".

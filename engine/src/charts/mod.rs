@@ -6,7 +6,10 @@
 //! (Plotters lays text out with a rough width estimate in that mode, which is
 //! why labels are kept short and given room.)
 
+pub mod latency;
+pub mod outcomes;
 pub mod rates;
+pub mod trend;
 
 use std::error::Error;
 
@@ -141,6 +144,58 @@ fn draw_reliability_diagram(
 
 /// The chart type every drawing helper works on: linear f64 axes on SVG.
 type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// Series colours. Series also differ by marker (see [`draw_markers`]), never by colour alone.
+const PALETTE: [RGBColor; 4] = [
+    RGBColor(31, 78, 160),
+    RGBColor(196, 90, 20),
+    RGBColor(40, 120, 60),
+    RGBColor(120, 60, 150),
+];
+const SERIES_MARKER_SIZE: i32 = 5;
+
+/// Series `index`'s markers at `points`, with its legend entry: filled circle, hollow
+/// triangle, cross, hollow circle in turn, so series read apart in greyscale.
+fn draw_markers<'a, 'b: 'a>(
+    chart: &mut Chart<'a, 'b>,
+    index: usize,
+    points: &[(f64, f64)],
+    label: &str,
+) -> Result<(), Box<dyn Error>> {
+    let colour = PALETTE[index % PALETTE.len()];
+    let hollow = colour.stroke_width(2);
+    let filled = colour.filled();
+    let size = SERIES_MARKER_SIZE;
+    let points = points.iter().copied();
+    let label = label.to_string();
+    match index % 4 {
+        0 => {
+            chart
+                .draw_series(points.map(|c| Circle::new(c, size, filled)))?
+                .label(label)
+                .legend(move |(x, y)| Circle::new((x + 8, y), size, filled));
+        }
+        1 => {
+            chart
+                .draw_series(points.map(|c| TriangleMarker::new(c, size + 2, hollow)))?
+                .label(label)
+                .legend(move |(x, y)| TriangleMarker::new((x + 8, y), size + 2, hollow));
+        }
+        2 => {
+            chart
+                .draw_series(points.map(|c| Cross::new(c, size, hollow)))?
+                .label(label)
+                .legend(move |(x, y)| Cross::new((x + 8, y), size, hollow));
+        }
+        _ => {
+            chart
+                .draw_series(points.map(|c| Circle::new(c, size, hollow)))?
+                .label(label)
+                .legend(move |(x, y)| Circle::new((x + 8, y), size, hollow));
+        }
+    }
+    Ok(())
+}
 
 /// The diagonal where accuracy equals confidence, with its legend entry.
 fn draw_reference_line<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>) -> Result<(), Box<dyn Error>> {

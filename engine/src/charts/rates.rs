@@ -7,20 +7,13 @@ use std::error::Error;
 
 use plotters::prelude::*;
 
-use super::{fallback_svg, FONT};
+use super::{draw_markers, fallback_svg, FONT, PALETTE};
 use crate::stats::Interval;
 
 const WIDTH: u32 = 640;
 /// Pixels per category row, plus room for the axes and legend.
 const ROW_HEIGHT: u32 = 28;
 const CHROME_HEIGHT: u32 = 120;
-const MARKER_SIZE: i32 = 5;
-const PALETTE: [RGBColor; 4] = [
-    RGBColor(31, 78, 160),
-    RGBColor(196, 90, 20),
-    RGBColor(40, 120, 60),
-    RGBColor(120, 60, 150),
-];
 
 /// One run's rates: per category (same order as the chart's categories), `None` where the
 /// run graded nothing in that category.
@@ -96,36 +89,8 @@ fn draw(
             interval
                 .map(|i| PathElement::new([(i.lower.max(0.0), *y), (i.upper.min(1.0), *y)], line))
         }))?;
-        let points = placed.iter().map(|(x, y, _)| (*x, *y));
-        let label = run.label.clone();
-        let hollow = colour.stroke_width(2);
-        let filled = colour.filled();
-        match index % 4 {
-            0 => {
-                chart
-                    .draw_series(points.map(|c| Circle::new(c, MARKER_SIZE, filled)))?
-                    .label(label)
-                    .legend(move |(x, y)| Circle::new((x + 8, y), MARKER_SIZE, filled));
-            }
-            1 => {
-                chart
-                    .draw_series(points.map(|c| TriangleMarker::new(c, MARKER_SIZE + 2, hollow)))?
-                    .label(label)
-                    .legend(move |(x, y)| TriangleMarker::new((x + 8, y), MARKER_SIZE + 2, hollow));
-            }
-            2 => {
-                chart
-                    .draw_series(points.map(|c| Cross::new(c, MARKER_SIZE, hollow)))?
-                    .label(label)
-                    .legend(move |(x, y)| Cross::new((x + 8, y), MARKER_SIZE, hollow));
-            }
-            _ => {
-                chart
-                    .draw_series(points.map(|c| Circle::new(c, MARKER_SIZE, hollow)))?
-                    .label(label)
-                    .legend(move |(x, y)| Circle::new((x + 8, y), MARKER_SIZE, hollow));
-            }
-        }
+        let points: Vec<(f64, f64)> = placed.iter().map(|(x, y, _)| (*x, *y)).collect();
+        draw_markers(&mut chart, index, &points, &run.label)?;
     }
     chart
         .configure_series_labels()

@@ -208,6 +208,9 @@ pub struct Report {
     /// Per category, largest first; empty when the dataset has no categories.
     pub categories: Vec<CategoryReport>,
     pub problems: Vec<Problem>,
+    /// Answers per latency bucket ([`crate::charts::latency::LATENCY_EDGES_MS`]), from the
+    /// snapshot; empty before any answer.
+    pub latency: Vec<u64>,
 }
 
 impl Report {
@@ -299,6 +302,7 @@ pub fn build_report(
         overall,
         categories,
         problems,
+        latency: Vec::new(),
     }
 }
 

@@ -5,6 +5,7 @@
 //! the same order, so a comparison pairs them by position.
 
 use super::{Problem, VERDICTS};
+use crate::charts::latency::{latency_bucket, LATENCY_BUCKETS};
 use crate::model_client::Outcome;
 use crate::stats::proportion::{ClusterSums, ItemTally};
 use serde::{Deserialize, Serialize};
@@ -64,6 +65,8 @@ pub struct ScanRow {
     pub fallback_used: bool,
     /// The deterministic grader that graded it (`None` before grading).
     pub grader: Option<String>,
+    /// Time to answer, retries included (`None` before an answer).
+    pub latency_ms: Option<i64>,
 }
 
 /// What a run is expected to be, from its frozen manifest.
@@ -82,6 +85,8 @@ pub struct SnapshotHeader {
     /// Per category (same order as `categories`), for clustered intervals over repetitions.
     pub clusters: Vec<ClusterSums>,
     pub models: Vec<String>,
+    /// Answers per latency bucket ([`crate::charts::latency::LATENCY_EDGES_MS`]).
+    pub latency: Vec<u64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -119,7 +124,8 @@ impl Snapshot {
             .map(|i| i as u16)
     }
 
-    const MAGIC: &'static [u8; 4] = b"ARS1";
+    // Version 2 added the latency histogram: version-1 snapshots fail to decode and are rebuilt.
+    const MAGIC: &'static [u8; 4] = b"ARS2";
 
     /// `MAGIC`, header length (u32 LE), header JSON, count (u64 LE), then the columns.
     pub fn encode(&self) -> Vec<u8> {
@@ -281,6 +287,11 @@ impl SnapshotBuilder {
                 .or_insert((0, 0, category));
             item.0 += u32::from(verdict == VERDICT_PASS);
             item.1 += 1;
+        }
+        if let Some(latency_ms) = row.latency_ms {
+            let header = &mut self.snapshot.header;
+            header.latency.resize(LATENCY_BUCKETS, 0);
+            header.latency[latency_bucket(latency_ms)] += 1;
         }
         self.snapshot.work_item_ids.push(row.work_item_id);
         self.snapshot.verdicts.push(verdict);

@@ -1447,7 +1447,7 @@ macro_rules! sql_store {
                 // Identity order is id order: a run's identities are inserted in expansion order.
                 let mut rows = sqlx::query(
                     "SELECT w.id, w.case_id, w.repetition, w.revision_id, w.category, w.verdict, \
-                     g.outcome, g.model_used, g.fallback_used, \
+                     g.outcome, g.model_used, g.fallback_used, g.latency_ms, \
                      (SELECT d.grader FROM grades d WHERE d.work_item_id = w.id AND d.stage = 'deterministic' \
                       ORDER BY d.id LIMIT 1) AS grader \
                      FROM work_items w LEFT JOIN generations g ON g.work_item_id = w.id \
@@ -1467,6 +1467,7 @@ macro_rules! sql_store {
                         model_used: row.try_get("model_used")?,
                         fallback_used: row.try_get::<Option<bool>, _>("fallback_used")?.unwrap_or(false),
                         grader: row.try_get("grader")?,
+                        latency_ms: row.try_get("latency_ms")?,
                     });
                 }
                 Ok(())
