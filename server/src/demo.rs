@@ -32,6 +32,9 @@ pub const DEMO_EVAL_NAME: &str = "qa-basic exact match";
 /// The demo's checkpoints: (checkpoint name, served model name in `arbiter sim`, USD per
 /// million prompt and completion tokens). Prices are illustrative: a small model under test, a
 /// cheap judge and a strong judge that costs about fifteen times as much.
+/// The training run the demo's answering checkpoints belong to.
+pub const DEMO_TRAINING_RUN: &str = "sim-pretrain";
+
 pub const DEMO_CHECKPOINTS: [(&str, &str, &str, &str); 4] = [
     ("simulator/ckpt-a", "sim-ckpt-a", "0.20", "0.60"),
     ("simulator/ckpt-b", "sim-ckpt-b", "0.20", "0.60"),
@@ -92,12 +95,21 @@ pub async fn seed(store: &dyn Store, sim_base_url: &str) -> anyhow::Result<DemoS
     .await?;
     let mut checkpoint_ids = Vec::new();
     for (name, model, input_price, output_price) in DEMO_CHECKPOINTS {
+        // The two answering checkpoints are steps of one training run, so the trends page has
+        // something to show; the judges are not.
+        let (training_run, training_step) = match name {
+            "simulator/ckpt-a" => (DEMO_TRAINING_RUN, "1000"),
+            "simulator/ckpt-b" => (DEMO_TRAINING_RUN, "2000"),
+            _ => ("", ""),
+        };
         let form = CheckpointForm {
             name: name.into(),
             endpoint_url: sim_base_url.into(),
             model: model.into(),
             input_usd_per_mtok: input_price.into(),
             output_usd_per_mtok: output_price.into(),
+            training_run: training_run.into(),
+            training_step: training_step.into(),
             ..CheckpointForm::default()
         };
         checkpoint_ids.push(service::register_checkpoint(store, &form, lead).await?);

@@ -32,7 +32,23 @@ fn row(id: i64, case: &str, repetition: i64, category: &str, verdict: &str) -> S
         model_used: Some("m-1".into()),
         fallback_used: false,
         grader: Some("exact_match".into()),
+        latency_ms: Some(300 * id),
     }
+}
+
+#[test]
+fn the_snapshot_keeps_a_latency_histogram_through_encoding() {
+    // 300, 600, 900 and 1,200 ms: one in 0.25–0.5 s, two in 0.5–1 s, one in 1–2 s.
+    let built = snapshot(&[
+        row(1, "a", 0, "", "pass"),
+        row(2, "b", 0, "", "fail"),
+        row(3, "c", 0, "", "pass"),
+        row(4, "d", 0, "", "pass"),
+    ]);
+    assert_eq!(&built.header.latency[..5], &[0, 0, 1, 2, 1]);
+    assert_eq!(built.header.latency.iter().sum::<u64>(), 4);
+    let decoded = Snapshot::decode(&built.encode(), built.identity_hash.clone()).unwrap();
+    assert_eq!(decoded.header.latency, built.header.latency);
 }
 
 fn snapshot(rows: &[ScanRow]) -> Snapshot {

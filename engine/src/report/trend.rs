@@ -82,7 +82,7 @@ pub fn baseline_index(policy: BaselinePolicy, earlier: &[EarlierPoint]) -> Optio
         .filter(|(_, point)| point.complete);
     match policy {
         BaselinePolicy::First => complete.next().map(|(index, _)| index),
-        BaselinePolicy::Previous => complete.last().map(|(index, _)| index),
+        BaselinePolicy::Previous => complete.next_back().map(|(index, _)| index),
         // Ties go to the earlier point, so the baseline does not hop between equals.
         BaselinePolicy::Best => complete
             .filter(|(_, point)| point.overall_rate.is_some())
@@ -142,7 +142,7 @@ impl FlakyTracker {
     pub fn new(first: &Snapshot, repetitions: usize) -> FlakyTracker {
         let len = first.len();
         let repetitions = repetitions.max(1);
-        let cases = if len % repetitions == 0 {
+        let cases = if len.is_multiple_of(repetitions) {
             len / repetitions
         } else {
             len
