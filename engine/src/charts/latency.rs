@@ -7,7 +7,7 @@ use std::error::Error;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::{fallback_svg, FONT, PALETTE};
+use super::{name_at, fallback_svg, FONT, PALETTE};
 
 const WIDTH: u32 = 640;
 const HEIGHT: u32 = 320;
@@ -62,6 +62,7 @@ fn draw(svg: &mut String, title: &str, counts: &[u64]) -> Result<(), Box<dyn Err
     root.fill(&WHITE)?;
     let highest = counts.iter().copied().max().unwrap_or(0).max(1) as f64;
     let buckets = counts.len().max(1) as f64;
+    let bucket_names: Vec<String> = (0..counts.len()).map(bucket_label).collect();
     let mut chart = ChartBuilder::on(&root)
         .caption(title, (FONT, 15))
         .margin(10)
@@ -71,14 +72,7 @@ fn draw(svg: &mut String, title: &str, counts: &[u64]) -> Result<(), Box<dyn Err
     chart
         .configure_mesh()
         .x_labels(counts.len().max(1) * 2 + 1)
-        .x_label_formatter(&|v| {
-            let index = v.round();
-            if (v - index).abs() < 1e-6 && index >= 0.0 {
-                bucket_label(index as usize)
-            } else {
-                String::new()
-            }
-        })
+        .x_label_formatter(&|v| name_at(&bucket_names, *v))
         .y_labels(5)
         .y_label_formatter(&|v| format!("{v:.0}"))
         .x_desc("time to answer (retries included)")

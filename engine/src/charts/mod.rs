@@ -145,6 +145,17 @@ fn draw_reliability_diagram(
 /// The chart type every drawing helper works on: linear f64 axes on SVG.
 type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
 
+/// The label of an axis whose rows or columns sit at 0, 1, 2, …: the name at a whole
+/// position, nothing between positions (where plotters also asks for labels).
+fn name_at(names: &[String], position: f64) -> String {
+    let index = position.round();
+    if (position - index).abs() < 1e-6 && index >= 0.0 {
+        names.get(index as usize).cloned().unwrap_or_default()
+    } else {
+        String::new()
+    }
+}
+
 /// Series colours. Series also differ by marker (see [`draw_markers`]), never by colour alone.
 const PALETTE: [RGBColor; 4] = [
     RGBColor(31, 78, 160),

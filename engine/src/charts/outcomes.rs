@@ -8,7 +8,7 @@ use std::error::Error;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::{fallback_svg, FONT};
+use super::{name_at, fallback_svg, FONT};
 
 const WIDTH: u32 = 640;
 const ROW_HEIGHT: u32 = 34;
@@ -59,14 +59,7 @@ fn draw(
         .x_labels(6)
         .x_label_formatter(&|v| format!("{:.0}%", v * 100.0))
         .y_labels(rows.len().max(1) * 2 + 1)
-        .y_label_formatter(&move |v| {
-            let index = v.round();
-            if (v - index).abs() < 1e-6 && index >= 0.0 {
-                names.get(index as usize).cloned().unwrap_or_default()
-            } else {
-                String::new()
-            }
-        })
+        .y_label_formatter(&|v| name_at(&names, *v))
         .x_desc("share of answers")
         .axis_desc_style((FONT, 12))
         .label_style((FONT, 11))

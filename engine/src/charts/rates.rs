@@ -7,7 +7,7 @@ use std::error::Error;
 
 use plotters::prelude::*;
 
-use super::{draw_markers, fallback_svg, FONT, PALETTE};
+use super::{name_at, draw_markers, fallback_svg, FONT, PALETTE};
 use crate::stats::Interval;
 
 const WIDTH: u32 = 640;
@@ -56,14 +56,7 @@ fn draw(
         .x_labels(6)
         .x_label_formatter(&|v| format!("{:.0}%", v * 100.0))
         .y_labels(categories.len().max(1) * 2 + 1)
-        .y_label_formatter(&move |v| {
-            let index = v.round();
-            if (v - index).abs() < 1e-6 && index >= 0.0 {
-                names.get(index as usize).cloned().unwrap_or_default()
-            } else {
-                String::new()
-            }
-        })
+        .y_label_formatter(&|v| name_at(&names, *v))
         .x_desc("pass rate (95% interval)")
         .axis_desc_style((FONT, 12))
         .label_style((FONT, 11))

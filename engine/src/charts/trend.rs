@@ -8,7 +8,7 @@ use std::error::Error;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::{draw_markers, fallback_svg, FONT, PALETTE};
+use super::{name_at, draw_markers, fallback_svg, FONT, PALETTE};
 use crate::stats::Interval;
 
 const WIDTH: u32 = 720;
@@ -53,14 +53,7 @@ fn draw(
     chart
         .configure_mesh()
         .x_labels(checkpoints.len().clamp(1, 12) * 2 + 1)
-        .x_label_formatter(&move |v| {
-            let index = v.round();
-            if (v - index).abs() < 1e-6 && index >= 0.0 {
-                names.get(index as usize).cloned().unwrap_or_default()
-            } else {
-                String::new()
-            }
-        })
+        .x_label_formatter(&|v| name_at(&names, *v))
         .y_labels(6)
         .y_label_formatter(&|v| format!("{:.0}%", v * 100.0))
         .x_desc("checkpoint (training order)")
