@@ -68,6 +68,9 @@ pub struct PairedView {
     pub adjusted_p: String,
     /// "regression", "improvement" or "" (no significant change).
     pub finding: String,
+    /// The test behind p and the interval: exact McNemar, or the paired bootstrap over cases
+    /// when the runs have repetitions.
+    pub method: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -321,6 +324,7 @@ mod convert {
             }),
             p_value: p_text(test.p_value),
             adjusted_p: p_text(test.adjusted_p),
+            method: test.method().to_string(),
             finding: if test.is_regression() {
                 "regression".into()
             } else if test.is_improvement() {

@@ -348,18 +348,19 @@ pub fn regression_message(trend: &Trend) -> Option<String> {
     if regressions.is_empty() {
         return None;
     }
-    let overall = point
-        .comparison
-        .as_ref()
-        .and_then(|comparison| comparison.overall.delta)
+    let comparison = point.comparison.as_ref()?;
+    let overall = comparison
+        .overall
+        .delta
         .map(|delta| format!(" (overall {:+.1} points)", delta * 100.0))
         .unwrap_or_default();
     Some(format!(
-        "checkpoint `{}` regressed against {} `{}` in: {}{overall}. Paired exact McNemar tests, Holm-corrected.",
+        "checkpoint `{}` regressed against {} `{}` in: {}{overall}. Tests: {}, Holm-corrected.",
         point.checkpoint_name,
         trend.policy.describe(),
         baseline_name,
-        regressions.join(", ")
+        regressions.join(", "),
+        comparison.overall.method()
     ))
 }
 

@@ -183,6 +183,12 @@ pub(crate) fn memory_mib() -> (f64, f64, f64, f64) {
     )
 }
 
+/// Resets this process's peak resident memory (`VmHWM`) to its current size, so a later
+/// [`memory_mib`] reports the peak of what ran since. Linux only; false where refused.
+pub(crate) fn reset_peak_memory() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
 /// Writes a synthetic dataset into the database at `database_url` (the memory benchmark runs
 /// this in a child process, so that parsing a million-line file is not counted as the run's
 /// memory).

@@ -10,10 +10,12 @@
 use arbiter_engine::grading::grade_exact_match;
 use arbiter_engine::model_client::{Generation, Outcome};
 use arbiter_engine::report::compare::{Change, DiffFilter};
+use arbiter_engine::report::trend::BaselinePolicy;
 use arbiter_engine::reporting;
 use arbiter_engine::service;
 use arbiter_engine::stats::correction::Correction;
 use arbiter_engine::store::{Database, FinishedItem, Grading, Store, PRIORITY_SCHEDULED};
+use arbiter_engine::trends;
 use std::time::Instant;
 
 const FILL_BATCH: i64 = 1000;
@@ -88,6 +90,9 @@ async fn one_backend(backend: &str, url: &str, items: usize) -> anyhow::Result<(
     );
 
     let (baseline, candidate) = (runs[0], runs[1]);
+    // From here on, the peak is what a researcher's pages cost, not the benchmark's set-up.
+    let (_, after_setup, _, _) = crate::bench::memory_mib();
+    let peak_was_reset = crate::bench::reset_peak_memory();
     for label in ["cold (both snapshots built)", "warm (snapshots stored)"] {
         let started = Instant::now();
         let summary =
@@ -137,10 +142,47 @@ async fn one_backend(backend: &str, url: &str, items: usize) -> anyhow::Result<(
             page.matching
         );
     }
-    let (peak, current, _, _) = crate::bench::memory_mib();
+    for (label, policy) in [
+        (
+            "trend over both checkpoints, previous",
+            BaselinePolicy::Previous,
+        ),
+        ("trend over both checkpoints, best", BaselinePolicy::Best),
+    ] {
+        let started = Instant::now();
+        let trend = trends::trend(store, eval, "", policy)
+            .await
+            .map_err(|err| anyhow::anyhow!("trend: {err}"))?;
+        println!(
+            "{label}: {:.0} ms — {} points, regressions at the last: {:?}",
+            started.elapsed().as_secs_f64() * 1000.0,
+            trend.points.len(),
+            trend
+                .points
+                .last()
+                .map(|point| point.regressions())
+                .unwrap_or_default()
+        );
+    }
+    let started = Instant::now();
+    let flaky = trends::flaky_prompts(store, eval, "", trends::FLAKY_LIMIT)
+        .await
+        .map_err(|err| anyhow::anyhow!("flaky: {err}"))?;
     println!(
-        "process memory: peak {peak:.0} MiB, now {current:.0} MiB (includes the set-up's dataset)"
+        "flaky prompts over both checkpoints: {:.0} ms — {} listed, the first flipped {} time(s)",
+        started.elapsed().as_secs_f64() * 1000.0,
+        flaky.prompts.len(),
+        flaky.prompts.first().map_or(0, |p| p.record.flips)
     );
+    let (peak, current, _, _) = crate::bench::memory_mib();
+    if peak_was_reset {
+        println!(
+            "process memory: {after_setup:.0} MiB after the set-up; peak {peak:.0} MiB over the comparisons, diffs, trends and flaky view (+{:.0} MiB); now {current:.0} MiB",
+            peak - after_setup
+        );
+    } else {
+        println!("process memory: peak {peak:.0} MiB, now {current:.0} MiB (includes the set-up)");
+    }
     drop(database);
     Ok(())
 }

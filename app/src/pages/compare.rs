@@ -280,8 +280,10 @@ fn PairedSection(candidate: CandidateView, correction: String) -> impl IntoView 
                 {overall.shared} " shared items; "
                 <strong data-testid="pass-to-fail">{overall.pass_to_fail}</strong> " pass→fail, "
                 <strong data-testid="fail-to-pass">{overall.fail_to_pass}</strong> " fail→pass; "
-                {candidate.changed} " items changed in any way. Exact McNemar tests, "
-                {correction} "."
+                {candidate.changed} " items changed in any way. Tests: "
+                {overall.method.clone()}
+                {(overall.method != "exact McNemar").then_some(" (the runs have repetitions: each case is resampled with all its repetitions)")}
+                ", " {correction} "."
             </p>
             <table class="paired">
                 <thead><tr>

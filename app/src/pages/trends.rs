@@ -175,7 +175,7 @@ fn TrendSection(
             <p class="hint">
                 "Each checkpoint's latest run, compared on shared items with "
                 {trend.policy_description.clone()}
-                " (exact McNemar, Holm-corrected over its categories). ▼ marks a significant regression. "
+                " (exact McNemar tests, or a paired bootstrap over cases when the runs have repetitions; Holm-corrected over its categories). ▼ marks a significant regression. "
                 {(trend.omitted > 0).then(|| format!("{} earlier checkpoints are not shown. ", trend.omitted))}
                 "Computed in " {trend.elapsed_ms} " ms."
             </p>

@@ -7,7 +7,7 @@ use std::error::Error;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::{name_at, fallback_svg, FONT, PALETTE};
+use super::{fallback_svg, name_at, FONT, PALETTE};
 
 const WIDTH: u32 = 640;
 const HEIGHT: u32 = 320;

@@ -8,7 +8,7 @@ use std::error::Error;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::{name_at, fallback_svg, FONT};
+use super::{fallback_svg, name_at, FONT};
 
 const WIDTH: u32 = 640;
 const ROW_HEIGHT: u32 = 34;

@@ -7,7 +7,7 @@ use std::error::Error;
 
 use plotters::prelude::*;
 
-use super::{name_at, draw_markers, fallback_svg, FONT, PALETTE};
+use super::{draw_markers, fallback_svg, name_at, FONT, PALETTE};
 use crate::stats::Interval;
 
 const WIDTH: u32 = 640;

@@ -8,7 +8,7 @@ use std::error::Error;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::{name_at, draw_markers, fallback_svg, FONT, PALETTE};
+use super::{draw_markers, fallback_svg, name_at, FONT, PALETTE};
 use crate::stats::Interval;
 
 const WIDTH: u32 = 720;

@@ -4,10 +4,11 @@
 
 use super::snapshot::{Snapshot, VERDICT_FAIL, VERDICT_PASS};
 use crate::stats::correction::Correction;
-use crate::stats::paired::mcnemar_exact;
+use crate::stats::paired::{mcnemar_exact, paired_cluster_bootstrap, BootstrapResult, CaseGroup};
 use crate::stats::proportion::{paired_difference, PairedTable};
 use crate::stats::{Interval, DEFAULT_CONFIDENCE};
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 
 /// Significance level for flagging a regression after correction.
 pub const ALPHA: f64 = 0.05;
@@ -26,6 +27,9 @@ pub struct PairedCategory {
     pub p_value: f64,
     /// After the page's correction across all its tests.
     pub adjusted_p: f64,
+    /// With repetitions: the paired bootstrap over cases that replaces McNemar's test and
+    /// Newcombe's interval (which would treat a case's repetitions as independent items).
+    pub cluster_bootstrap: Option<BootstrapResult>,
 }
 
 impl PairedCategory {
@@ -35,9 +39,26 @@ impl PairedCategory {
         self.baseline_rate = (n > 0).then(|| (t.both_pass + t.pass_to_fail) as f64 / n as f64);
         self.candidate_rate = (n > 0).then(|| (t.both_pass + t.fail_to_pass) as f64 / n as f64);
         self.delta = t.delta();
-        self.interval = paired_difference(t, DEFAULT_CONFIDENCE);
-        self.p_value = mcnemar_exact(t.pass_to_fail, t.fail_to_pass);
+        match self.cluster_bootstrap {
+            Some(bootstrap) => {
+                self.interval = Some(bootstrap.interval);
+                self.p_value = bootstrap.p_value;
+            }
+            None => {
+                self.interval = paired_difference(t, DEFAULT_CONFIDENCE);
+                self.p_value = mcnemar_exact(t.pass_to_fail, t.fail_to_pass);
+            }
+        }
         self.adjusted_p = self.p_value;
+    }
+
+    /// The test behind `p_value` and `interval`, in words.
+    pub fn method(&self) -> &'static str {
+        if self.cluster_bootstrap.is_some() {
+            "paired bootstrap over cases"
+        } else {
+            "exact McNemar"
+        }
     }
 
     /// Significantly worse on the candidate, after correction.
@@ -113,6 +134,12 @@ pub fn compare_snapshots(
         category: "all".into(),
         ..PairedCategory::default()
     };
+    if let Some(groups) = case_groups(baseline, candidate) {
+        for (category, groups) in categories.iter_mut().zip(&groups.per_category) {
+            category.cluster_bootstrap = bootstrap_cases(groups);
+        }
+        overall.cluster_bootstrap = bootstrap_cases(&groups.overall);
+    }
     for category in &mut categories {
         overall.table.add(&category.table);
         overall.shared += category.shared;
@@ -128,6 +155,74 @@ pub fn compare_snapshots(
         categories,
         changed,
     })
+}
+
+/// Resamples per cluster bootstrap; the seed is fixed so a page shows the same numbers on
+/// every view.
+const BOOTSTRAP_RESAMPLES: usize = 2_000;
+const BOOTSTRAP_SEED: u64 = 20_240_601;
+
+fn bootstrap_cases(groups: &HashMap<(i64, u64), u64>) -> Option<BootstrapResult> {
+    let mut groups: Vec<CaseGroup> = groups
+        .iter()
+        .map(|(&(difference, paired), &cases)| CaseGroup {
+            difference,
+            paired,
+            cases,
+        })
+        .collect();
+    // A stable order, so the seeded draws do not depend on the hash map's.
+    groups.sort();
+    paired_cluster_bootstrap(
+        &groups,
+        BOOTSTRAP_RESAMPLES,
+        DEFAULT_CONFIDENCE,
+        BOOTSTRAP_SEED,
+    )
+}
+
+/// Per category (the baseline's codes) and overall: how many cases contribute each
+/// (candidate passes − baseline passes, repetitions graded pass/fail on both sides).
+struct CaseGroups {
+    per_category: Vec<HashMap<(i64, u64), u64>>,
+    overall: HashMap<(i64, u64), u64>,
+}
+
+/// Groups the cases of two snapshots with repetitions; `None` when either lacks the checked
+/// repetition-by-repetition layout (then identities are paired one by one).
+fn case_groups(baseline: &Snapshot, candidate: &Snapshot) -> Option<CaseGroups> {
+    let cases = baseline
+        .header
+        .cases
+        .filter(|&c| Some(c) == candidate.header.cases)? as usize;
+    let repetitions = baseline.len() / cases;
+    let mut groups = CaseGroups {
+        per_category: vec![HashMap::new(); baseline.header.categories.len()],
+        overall: HashMap::new(),
+    };
+    for case in 0..cases {
+        let (mut difference, mut paired) = (0i64, 0u64);
+        for repetition in 0..repetitions {
+            let at = repetition * cases + case;
+            let (base, cand) = (baseline.verdicts[at], candidate.verdicts[at]);
+            let graded = |v: u8| v == VERDICT_PASS || v == VERDICT_FAIL;
+            if graded(base) && graded(cand) {
+                paired += 1;
+                difference += i64::from(cand == VERDICT_PASS) - i64::from(base == VERDICT_PASS);
+            }
+        }
+        if paired == 0 {
+            continue;
+        }
+        *groups.overall.entry((difference, paired)).or_default() += 1;
+        if let Some(category) = groups
+            .per_category
+            .get_mut(usize::from(baseline.categories[case]))
+        {
+            *category.entry((difference, paired)).or_default() += 1;
+        }
+    }
+    Some(groups)
 }
 
 /// Adjusts every test on the page together: each candidate's overall test and each of its

@@ -87,6 +87,11 @@ pub struct SnapshotHeader {
     pub models: Vec<String>,
     /// Answers per latency bucket ([`crate::charts::latency::LATENCY_EDGES_MS`]).
     pub latency: Vec<u64>,
+    /// With repetitions: the number of cases when identities are laid out repetition by
+    /// repetition, each repetition listing the same cases in the same order (so the case of
+    /// position p is p % cases). Checked while building; `None` when the layout differs or
+    /// there is one repetition.
+    pub cases: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -220,6 +225,41 @@ pub struct SnapshotBuilder {
     graders: Vec<String>,
     /// Per case (hash) over repetitions: passes, graded answers and category.
     items: HashMap<u64, (u32, u32, u16)>,
+    layout: LayoutCheck,
+}
+
+/// Checks that identities come repetition by repetition with the same case order in each:
+/// repetition 0's case hashes are kept, later rows must match them position for position.
+#[derive(Default)]
+struct LayoutCheck {
+    first_repetition: Vec<u64>,
+    position: usize,
+    broken: bool,
+}
+
+impl LayoutCheck {
+    fn push(&mut self, case_hash: u64, repetition: i64) {
+        let cases = self.first_repetition.len();
+        if repetition == 0 && self.position == cases {
+            self.first_repetition.push(case_hash);
+        } else if cases == 0
+            || self.position / cases != usize::try_from(repetition).unwrap_or(usize::MAX)
+            || self.first_repetition[self.position % cases] != case_hash
+        {
+            self.broken = true;
+        }
+        self.position += 1;
+    }
+
+    /// The case count, when there are several repetitions, each complete and in order.
+    fn cases(&self, repetitions: i64) -> Option<u64> {
+        let cases = self.first_repetition.len();
+        (!self.broken
+            && repetitions > 1
+            && cases > 0
+            && self.position == cases * repetitions as usize)
+            .then_some(cases as u64)
+    }
 }
 
 impl SnapshotBuilder {
@@ -237,6 +277,7 @@ impl SnapshotBuilder {
             revisions: Vec::new(),
             graders: Vec::new(),
             items: HashMap::new(),
+            layout: LayoutCheck::default(),
         }
     }
 
@@ -280,11 +321,12 @@ impl SnapshotBuilder {
                 self.snapshot.header.categories.push(row.category.clone());
                 next
             });
+        let case_hash = xxh3_64(row.case_id.as_bytes());
+        if self.expectation.repetitions > 1 {
+            self.layout.push(case_hash, row.repetition);
+        }
         if verdict == VERDICT_PASS || verdict == VERDICT_FAIL {
-            let item = self
-                .items
-                .entry(xxh3_64(row.case_id.as_bytes()))
-                .or_insert((0, 0, category));
+            let item = self.items.entry(case_hash).or_insert((0, 0, category));
             item.0 += u32::from(verdict == VERDICT_PASS);
             item.1 += 1;
         }
@@ -346,6 +388,7 @@ impl SnapshotBuilder {
             }
         }
         self.snapshot.header.clusters = clusters;
+        self.snapshot.header.cases = self.layout.cases(self.expectation.repetitions);
         self.snapshot.identity_hash = format!("{:016x}", self.identity_hasher.digest());
         self.snapshot
     }

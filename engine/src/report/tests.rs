@@ -296,3 +296,79 @@ fn many_tests_on_one_page_are_corrected_together() {
         .collect();
     assert!(adjusted.iter().all(|p| *p >= overall.p_value));
 }
+
+/// Rows of `cases` cases × `repetitions`, repetition by repetition; `verdict(case, rep)`.
+fn repeated_rows(
+    cases: usize,
+    repetitions: i64,
+    verdict: impl Fn(usize, i64) -> &'static str,
+) -> Vec<ScanRow> {
+    let mut rows = Vec::new();
+    for repetition in 0..repetitions {
+        for case in 0..cases {
+            let id = rows.len() as i64 + 1;
+            let category = if case % 2 == 0 { "even" } else { "odd" };
+            rows.push(row(
+                id,
+                &format!("c{case}"),
+                repetition,
+                category,
+                verdict(case, repetition),
+            ));
+        }
+    }
+    rows
+}
+
+fn snapshot_with_repetitions(rows: &[ScanRow], repetitions: i64) -> Snapshot {
+    let mut builder = SnapshotBuilder::new(Expectation {
+        repetitions,
+        ..expectation()
+    });
+    for row in rows {
+        builder.push(row);
+    }
+    builder.finish()
+}
+
+#[test]
+fn with_repetitions_cases_are_resampled_together() {
+    // 200 cases × 3 repetitions. The candidate fails every repetition of 30 cases the baseline
+    // passed: 90 identity flips, but only 30 independent cases.
+    let baseline_rows = repeated_rows(200, 3, |_, _| "pass");
+    let candidate_rows = repeated_rows(200, 3, |case, _| if case < 30 { "fail" } else { "pass" });
+    let baseline = snapshot_with_repetitions(&baseline_rows, 3);
+    let candidate = snapshot_with_repetitions(&candidate_rows, 3);
+    assert_eq!(baseline.header.cases, Some(200));
+    let comparison = compare_snapshots(&baseline, &candidate).unwrap();
+    let overall = &comparison.overall;
+    assert_eq!(overall.method(), "paired bootstrap over cases");
+    assert_eq!(overall.table.pass_to_fail, 90);
+    let bootstrap = overall.cluster_bootstrap.unwrap();
+    assert!((bootstrap.mean_difference + 0.15).abs() < 1e-12);
+    assert_eq!(overall.interval, Some(bootstrap.interval));
+    // Case-level sampling: the interval is about √3 wider than McNemar's identity-level view
+    // would make it; both see a clear regression.
+    let identity_level = crate::stats::proportion::paired_difference(&overall.table, 0.95).unwrap();
+    let width = |i: crate::stats::Interval| i.upper - i.lower;
+    assert!(
+        width(bootstrap.interval) > 1.4 * width(identity_level),
+        "{bootstrap:?} vs {identity_level:?}"
+    );
+    assert!(overall.is_regression(), "{overall:?}");
+    // Per category too: the even and odd cases each have their own test.
+    assert!(comparison
+        .categories
+        .iter()
+        .all(|c| c.cluster_bootstrap.is_some()));
+
+    // One repetition, or identities not laid out repetition by repetition: McNemar as before.
+    let single = snapshot(&repeated_rows(20, 1, |_, _| "pass"));
+    assert_eq!(single.header.cases, None);
+    let mut shuffled = baseline_rows.clone();
+    shuffled.swap(0, 250);
+    let shuffled = snapshot_with_repetitions(&shuffled, 3);
+    assert_eq!(shuffled.header.cases, None);
+    let comparison = compare_snapshots(&shuffled, &shuffled).unwrap();
+    assert_eq!(comparison.overall.method(), "exact McNemar");
+}

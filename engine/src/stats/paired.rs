@@ -74,6 +74,91 @@ pub fn paired_bootstrap(
     })
 }
 
+/// Cases of a comparison with repetitions, grouped by what they contribute: `difference` is the
+/// case's candidate passes minus baseline passes over its `paired` repetitions (those graded
+/// pass or fail on both sides), and `cases` how many cases contribute exactly that.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CaseGroup {
+    pub difference: i64,
+    pub paired: u64,
+    pub cases: u64,
+}
+
+/// Paired bootstrap over cases, for runs with repetitions: the case is the unit that is
+/// resampled (its repetitions are not independent), and the statistic is the pooled
+/// difference in pass rate, Σ difference / Σ paired, so it agrees with the rates shown.
+///
+/// A case contributes one of few (difference, paired) values, so drawing N cases with
+/// replacement is the same as drawing how many cases of each group are drawn from a
+/// multinomial. Each resample then costs one binomial draw per group instead of one draw per
+/// case, which keeps a million cases fast. The p-value counts the resamples on the far side
+/// of zero with the usual +1 correction, so it is never exactly zero. `None` without cases.
+pub fn paired_cluster_bootstrap(
+    groups: &[CaseGroup],
+    resamples: usize,
+    confidence: f64,
+    seed: u64,
+) -> Option<BootstrapResult> {
+    let total_cases: u64 = groups.iter().map(|g| g.cases).sum();
+    let total_paired: u64 = groups.iter().map(|g| g.cases * g.paired).sum();
+    if total_cases == 0 || total_paired == 0 || resamples == 0 {
+        return None;
+    }
+    if !(confidence > 0.0 && confidence < 1.0) {
+        return None;
+    }
+    let pooled = |counts: &mut dyn Iterator<Item = (&CaseGroup, u64)>| {
+        let (mut difference, mut paired) = (0i64, 0u64);
+        for (group, drawn) in counts {
+            difference += group.difference * drawn as i64;
+            paired += group.paired * drawn;
+        }
+        (paired > 0).then(|| difference as f64 / paired as f64)
+    };
+    let mean_difference = pooled(&mut groups.iter().map(|g| (g, g.cases)))?;
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut means = Vec::with_capacity(resamples);
+    let mut drawn = vec![0u64; groups.len()];
+    for _ in 0..resamples {
+        // Multinomial by sequential binomials: each group takes its share of what is left.
+        let mut left = total_cases;
+        let mut weight_left = total_cases;
+        for (slot, group) in drawn.iter_mut().zip(groups) {
+            *slot = if weight_left == 0 || left == 0 {
+                0
+            } else if group.cases >= weight_left {
+                left
+            } else {
+                let p = group.cases as f64 / weight_left as f64;
+                rand_distr::Binomial::new(left, p).map_or(0, |b| rng.sample(b))
+            };
+            left -= *slot;
+            weight_left -= group.cases;
+        }
+        if let Some(mean) = pooled(&mut groups.iter().zip(drawn.iter().copied())) {
+            means.push(mean);
+        }
+    }
+    if means.is_empty() {
+        return None;
+    }
+    means.sort_by(f64::total_cmp);
+    let tail = (1.0 - confidence) / 2.0;
+    let at_or_below = means.iter().filter(|&&mean| mean <= 0.0).count();
+    let at_or_above = means.iter().filter(|&&mean| mean >= 0.0).count();
+    let far_side = at_or_below.min(at_or_above);
+    let p_value = ((1 + 2 * far_side) as f64 / (1 + means.len()) as f64).min(1.0);
+    Some(BootstrapResult {
+        mean_difference,
+        interval: Interval {
+            lower: quantile(&means, tail),
+            upper: quantile(&means, 1.0 - tail),
+        },
+        p_value,
+        resamples: means.len(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,5 +225,150 @@ mod tests {
             "deterministic"
         );
         assert_eq!(paired_bootstrap(&[], 10, 0.95, 1), None);
+    }
+
+    /// Expands groups into one (difference, paired) pair per case, for the item-by-item check.
+    fn cases_of(groups: &[CaseGroup]) -> Vec<(i64, u64)> {
+        groups
+            .iter()
+            .flat_map(|g| std::iter::repeat_n((g.difference, g.paired), g.cases as usize))
+            .collect()
+    }
+
+    /// The same bootstrap done the slow way: resample cases one by one.
+    fn case_by_case(cases: &[(i64, u64)], resamples: usize, seed: u64) -> (f64, f64) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut means: Vec<f64> = (0..resamples)
+            .map(|_| {
+                let (mut d, mut n) = (0i64, 0u64);
+                for _ in 0..cases.len() {
+                    let (difference, paired) = cases[rng.gen_range(0..cases.len())];
+                    d += difference;
+                    n += paired;
+                }
+                d as f64 / n as f64
+            })
+            .collect();
+        means.sort_by(f64::total_cmp);
+        (quantile(&means, 0.025), quantile(&means, 0.975))
+    }
+
+    #[test]
+    fn grouped_cluster_bootstrap_agrees_with_resampling_case_by_case() {
+        // 3 repetitions per case: most cases unchanged, some one or two passes better or worse.
+        let groups = [
+            CaseGroup {
+                difference: 0,
+                paired: 3,
+                cases: 700,
+            },
+            CaseGroup {
+                difference: 1,
+                paired: 3,
+                cases: 120,
+            },
+            CaseGroup {
+                difference: -1,
+                paired: 3,
+                cases: 80,
+            },
+            CaseGroup {
+                difference: 2,
+                paired: 3,
+                cases: 30,
+            },
+            CaseGroup {
+                difference: -2,
+                paired: 2,
+                cases: 20,
+            },
+            CaseGroup {
+                difference: 0,
+                paired: 1,
+                cases: 50,
+            },
+        ];
+        let grouped = paired_cluster_bootstrap(&groups, 4_000, 0.95, 3).unwrap();
+        let cases = cases_of(&groups);
+        let d: i64 = cases.iter().map(|c| c.0).sum();
+        let n: u64 = cases.iter().map(|c| c.1).sum();
+        assert!((grouped.mean_difference - d as f64 / n as f64).abs() < 1e-12);
+        let (lower, upper) = case_by_case(&cases, 4_000, 4);
+        // Two Monte Carlo estimates of the same percentiles: equal up to simulation noise.
+        assert!(
+            (grouped.interval.lower - lower).abs() < 0.004,
+            "{grouped:?} vs {lower}"
+        );
+        assert!(
+            (grouped.interval.upper - upper).abs() < 0.004,
+            "{grouped:?} vs {upper}"
+        );
+        assert!(
+            grouped.interval.lower > 0.0 && grouped.p_value < 0.01,
+            "{grouped:?}"
+        );
+        assert_eq!(
+            paired_cluster_bootstrap(&groups, 4_000, 0.95, 3),
+            Some(grouped)
+        );
+    }
+
+    #[test]
+    fn cluster_bootstrap_is_wider_than_treating_repetitions_as_independent() {
+        // Whole cases flip together (all 4 repetitions), as a correlated regression does:
+        // the case-level interval must be about twice as wide as an identity-level one.
+        let groups = [
+            CaseGroup {
+                difference: 0,
+                paired: 4,
+                cases: 900,
+            },
+            CaseGroup {
+                difference: -4,
+                paired: 4,
+                cases: 60,
+            },
+            CaseGroup {
+                difference: 4,
+                paired: 4,
+                cases: 40,
+            },
+        ];
+        let clustered = paired_cluster_bootstrap(&groups, 4_000, 0.95, 9).unwrap();
+        let identities = [
+            CaseGroup {
+                difference: 0,
+                paired: 1,
+                cases: 3_600,
+            },
+            CaseGroup {
+                difference: -1,
+                paired: 1,
+                cases: 240,
+            },
+            CaseGroup {
+                difference: 1,
+                paired: 1,
+                cases: 160,
+            },
+        ];
+        let naive = paired_cluster_bootstrap(&identities, 4_000, 0.95, 9).unwrap();
+        assert!((clustered.mean_difference - naive.mean_difference).abs() < 1e-12);
+        let width = |r: &BootstrapResult| r.interval.upper - r.interval.lower;
+        let ratio = width(&clustered) / width(&naive);
+        assert!((1.7..2.3).contains(&ratio), "width ratio {ratio}");
+        assert!(clustered.p_value > naive.p_value);
+    }
+
+    #[test]
+    fn cluster_bootstrap_without_cases_is_none_and_never_gives_p_zero() {
+        assert_eq!(paired_cluster_bootstrap(&[], 100, 0.95, 1), None);
+        let all_better = [CaseGroup {
+            difference: 2,
+            paired: 2,
+            cases: 500,
+        }];
+        let result = paired_cluster_bootstrap(&all_better, 999, 0.95, 1).unwrap();
+        assert_eq!(result.p_value, 1.0 / 1_000.0);
     }
 }
