@@ -85,6 +85,7 @@ async fn current_snapshot(
     store
         .scan_run(run_id, &mut |row| builder.push(&row))
         .await?;
+    builder.note_graders(store.run_graders(run_id).await?);
     let snapshot = builder.finish();
     let stored = StoredSnapshot {
         version,

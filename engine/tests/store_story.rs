@@ -34,6 +34,7 @@ stories!(
     checkpoints_evals_and_launches,
     work_queue_hands_out_and_records_each_item_once,
     concurrent_workers_record_every_item_exactly_once,
+    batched_commits_across_categories_never_deadlock,
     uncertain_answers_go_to_one_annotator_at_a_time,
     comparing_two_checkpoints_finds_the_flips,
     a_training_run_trend_flags_regressions_and_promotions_need_complete_reports,
@@ -627,6 +628,91 @@ async fn concurrent_workers_record_every_item_exactly_once(store: Arc<dyn Store>
         .map(|row| (row.case_id.as_str(), row.repetition))
         .collect();
     assert_eq!(identities.len(), 120);
+}
+
+/// Workers commit batches whose items touch the per-category tallies in opposite orders: on
+/// PostgreSQL every commit must still go through (no deadlock between the tally rows).
+async fn batched_commits_across_categories_never_deadlock(store: Arc<dyn Store>) {
+    let dataset: String = (0..240)
+        .map(|i| {
+            format!(
+                "{{\"id\": \"k{i}\", \"input\": \"q{i}\", \"target\": \"{i}\", \"category\": \"cat{}\"}}\n",
+                i % 4
+            )
+        })
+        .collect();
+    let run_id = launch_one_run(store.as_ref(), dataset.as_bytes(), 1).await;
+    let ids = store
+        .claim_work("worker", 1_000, LONG_LEASE_MS)
+        .await
+        .unwrap();
+    assert_eq!(ids.len(), 240);
+    let mut jobs = Vec::new();
+    for id in ids {
+        let job = store.load_job(id).await.unwrap();
+        let number: usize = job.case_id[1..].parse().unwrap();
+        jobs.push((number % 4, id, job.target));
+    }
+    // 24 batches of 10, each spanning all four categories, half in ascending and half in
+    // descending category order.
+    let mut batches: Vec<Vec<FinishedItem>> = Vec::new();
+    for (index, chunk) in jobs.chunks(10).enumerate() {
+        let mut chunk = chunk.to_vec();
+        chunk.sort_by_key(|(category, _, _)| *category);
+        if index % 2 == 1 {
+            chunk.reverse();
+        }
+        batches.push(
+            chunk
+                .into_iter()
+                .map(|(category, id, target)| {
+                    let output = if category % 2 == 0 {
+                        format!("Answer: {target}")
+                    } else {
+                        "Answer: no".into()
+                    };
+                    FinishedItem {
+                        work_item_id: id,
+                        grading: Grading::deterministic_only(Some(grade_exact_match(
+                            &output, &target,
+                        ))),
+                        generation: answered(&output),
+                        generation_key: None,
+                        cached_from: None,
+                    }
+                })
+                .collect(),
+        );
+    }
+    let queue = Arc::new(std::sync::Mutex::new(batches));
+    let committers: Vec<_> = (0..8)
+        .map(|_| {
+            let store = Arc::clone(&store);
+            let queue = Arc::clone(&queue);
+            tokio::spawn(async move {
+                loop {
+                    let Some(batch) = queue.lock().unwrap().pop() else {
+                        return;
+                    };
+                    store.record_results(&batch).await.expect("a commit failed");
+                }
+            })
+        })
+        .collect();
+    for committer in committers {
+        committer.await.expect("a committer panicked");
+    }
+    let run = progress(store.as_ref(), run_id).await;
+    assert_eq!((run.done, run.passed, run.failed), (240, 120, 120));
+    let tallied: i64 = store
+        .run_tallies(run_id)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|row| row.field == "verdict")
+        .map(|row| row.count)
+        .sum();
+    assert_eq!(tallied, 240);
 }
 
 async fn uncertain_answers_go_to_one_annotator_at_a_time(store: Arc<dyn Store>) {

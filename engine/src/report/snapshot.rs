@@ -63,8 +63,6 @@ pub struct ScanRow {
     /// The model the endpoint said answered; `None` before an answer or for errors.
     pub model_used: Option<String>,
     pub fallback_used: bool,
-    /// The deterministic grader that graded it (`None` before grading).
-    pub grader: Option<String>,
     /// Time to answer, retries included (`None` before an answer).
     pub latency_ms: Option<i64>,
 }
@@ -301,11 +299,6 @@ impl SnapshotBuilder {
         if !self.revisions.contains(&row.revision_id) {
             self.revisions.push(row.revision_id);
         }
-        if let Some(grader) = &row.grader {
-            if !self.graders.contains(grader) {
-                self.graders.push(grader.clone());
-            }
-        }
         if let Some(model) = row.model_used.as_ref().filter(|_| !row.fallback_used) {
             if !self.snapshot.header.models.contains(model)
                 && self.snapshot.header.models.len() < 16
@@ -341,6 +334,16 @@ impl SnapshotBuilder {
             .outcomes
             .push(outcome_code(row.outcome.as_deref()));
         self.snapshot.categories.push(category);
+    }
+
+    /// The deterministic graders that graded the run's answers (the store keeps them per
+    /// run), checked against the manifest's.
+    pub fn note_graders(&mut self, graders: impl IntoIterator<Item = String>) {
+        for grader in graders {
+            if !self.graders.contains(&grader) {
+                self.graders.push(grader);
+            }
+        }
     }
 
     pub fn finish(mut self) -> Snapshot {

@@ -31,7 +31,6 @@ fn row(id: i64, case: &str, repetition: i64, category: &str, verdict: &str) -> S
         outcome: Some("ok".into()),
         model_used: Some("m-1".into()),
         fallback_used: false,
-        grader: Some("exact_match".into()),
         latency_ms: Some(300 * id),
     }
 }
@@ -162,9 +161,11 @@ fn duplicates_conflicts_and_mixed_versions_are_refused_with_reasons() {
         .explain()
         .contains("dataset revisions [7, 8]"));
 
-    let mut other_grader = row(2, "b", 0, "", "pass");
-    other_grader.grader = Some("regex".into());
-    let mixed = snapshot(&[row(1, "a", 0, "", "pass"), other_grader]);
+    let mut builder = SnapshotBuilder::new(expectation());
+    builder.push(&row(1, "a", 0, "", "pass"));
+    builder.push(&row(2, "b", 0, "", "pass"));
+    builder.note_graders(["exact_match".to_string(), "regex".to_string()]);
+    let mixed = builder.finish();
     assert!(mixed.header.problems[0]
         .explain()
         .contains("graded by exact_match, regex"));

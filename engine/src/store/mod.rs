@@ -172,6 +172,8 @@ pub trait Store: Send + Sync + 'static {
         run_id: i64,
         sink: &mut (dyn FnMut(crate::report::snapshot::ScanRow) + Send),
     ) -> StoreResult<()>;
+    /// The deterministic graders that graded the run's answers (kept by a trigger).
+    async fn run_graders(&self, run_id: i64) -> StoreResult<Vec<String>>;
     /// A page of the run's results for export, in identity order after `after_id`.
     async fn export_rows(
         &self,

@@ -1447,9 +1447,7 @@ macro_rules! sql_store {
                 // Identity order is id order: a run's identities are inserted in expansion order.
                 let mut rows = sqlx::query(
                     "SELECT w.id, w.case_id, w.repetition, w.revision_id, w.category, w.verdict, \
-                     g.outcome, g.model_used, g.fallback_used, g.latency_ms, \
-                     (SELECT d.grader FROM grades d WHERE d.work_item_id = w.id AND d.stage = 'deterministic' \
-                      ORDER BY d.id LIMIT 1) AS grader \
+                     g.outcome, g.model_used, g.fallback_used, g.latency_ms \
                      FROM work_items w LEFT JOIN generations g ON g.work_item_id = w.id \
                      WHERE w.run_id = $1 ORDER BY w.id",
                 )
@@ -1466,11 +1464,19 @@ macro_rules! sql_store {
                         outcome: row.try_get("outcome")?,
                         model_used: row.try_get("model_used")?,
                         fallback_used: row.try_get::<Option<bool>, _>("fallback_used")?.unwrap_or(false),
-                        grader: row.try_get("grader")?,
                         latency_ms: row.try_get("latency_ms")?,
                     });
                 }
                 Ok(())
+            }
+
+            async fn run_graders(&self, run_id: i64) -> StoreResult<Vec<String>> {
+                Ok(sqlx::query_scalar(
+                    "SELECT grader FROM run_graders WHERE run_id = $1 AND count > 0 ORDER BY grader",
+                )
+                .bind(run_id)
+                .fetch_all(&self.pool)
+                .await?)
             }
 
             async fn export_rows(&self, run_id: i64, after_id: i64, limit: i64) -> StoreResult<Vec<$crate::export::ExportRow>> {
