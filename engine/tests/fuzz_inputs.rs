@@ -1,0 +1,216 @@
+//! Property tests over what users type or upload: arbitrary bytes, JSONL lines built from
+//! arbitrary JSON values, CSV with hostile quoting, and arbitrary grader specs. None may panic;
+//! an accepted dataset always satisfies the importer's promises; a refusal says why; and a
+//! refused upload stores nothing.
+
+use arbiter_engine::dataset::{parse_dataset, DatasetError, DatasetFormat};
+use arbiter_engine::grading::GraderSpec;
+use arbiter_engine::manifest::parse_stored_grader;
+use arbiter_engine::service;
+use arbiter_engine::store::{Database, Store};
+use proptest::prelude::*;
+use std::collections::HashSet;
+
+/// The importer's promises about an accepted dataset.
+fn check_accepted(items: &[arbiter_engine::dataset::DatasetItem]) {
+    assert!(!items.is_empty(), "an accepted dataset has items");
+    let ids: HashSet<&str> = items.iter().map(|item| item.case_id.as_str()).collect();
+    assert_eq!(ids.len(), items.len(), "case ids are unique");
+    assert!(items.iter().all(|item| !item.case_id.is_empty()));
+}
+
+/// A refusal explains itself in words (never an empty message).
+fn check_refused(error: &DatasetError) {
+    assert!(!error.to_string().trim().is_empty());
+}
+
+fn parse_both(bytes: &[u8]) {
+    for format in [DatasetFormat::Jsonl, DatasetFormat::Csv] {
+        match parse_dataset(bytes, format) {
+            Ok(parsed) => check_accepted(&parsed.items),
+            Err(error) => check_refused(&error),
+        }
+    }
+}
+
+/// Small JSON values, nested a little: what a JSONL field might hold.
+fn json_value() -> impl Strategy<Value = serde_json::Value> {
+    let leaf = prop_oneof![
+        Just(serde_json::Value::Null),
+        any::<bool>().prop_map(serde_json::Value::from),
+        any::<i64>().prop_map(serde_json::Value::from),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(serde_json::Value::from),
+        ".{0,12}".prop_map(serde_json::Value::from),
+    ];
+    leaf.prop_recursive(2, 8, 3, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..3).prop_map(serde_json::Value::from),
+            prop::collection::btree_map("[a-z]{1,6}", inner, 0..3)
+                .prop_map(|map| serde_json::Value::Object(map.into_iter().collect())),
+        ]
+    })
+}
+
+/// A JSONL line: some of the importer's field names (and spellings), with arbitrary values.
+fn jsonl_line() -> impl Strategy<Value = String> {
+    let keys = prop::sample::select(vec![
+        "id", "case_id", "input", "target", "answer", "category", "extra",
+    ]);
+    prop::collection::btree_map(keys, json_value(), 0..5).prop_map(|fields| {
+        serde_json::Value::Object(
+            fields
+                .into_iter()
+                .map(|(key, value)| (key.to_string(), value))
+                .collect(),
+        )
+        .to_string()
+    })
+}
+
+/// A CSV cell that likes to break parsers: quotes, commas, newlines, unicode.
+fn csv_cell() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "[a-z0-9 ]{0,8}",
+        Just("\"".to_string()),
+        Just("\"\"".to_string()),
+        Just("a,b".to_string()),
+        Just("\"x\ny\"".to_string()),
+        Just("é🙂".to_string()),
+        ".{0,6}",
+    ]
+}
+
+/// Grader specs as JSON: known kinds with arbitrary settings, nested under all_of / any_of.
+fn grader_json() -> impl Strategy<Value = serde_json::Value> {
+    let kinds = prop::sample::select(vec![
+        "exact_match",
+        "normalised_match",
+        "regex_match",
+        "numeric",
+        "multiple_choice",
+        "contains",
+        "not_contains",
+        "json_valid",
+        "json_schema",
+        "length",
+        "unknown_kind",
+    ]);
+    let settings = prop::collection::btree_map(
+        prop::sample::select(vec![
+            "pattern",
+            "occurrence",
+            "absolute_tolerance",
+            "relative_tolerance",
+            "strings",
+            "case_sensitive",
+            "require",
+            "schema",
+            "min_chars",
+            "max_words",
+        ]),
+        prop_oneof![
+            json_value(),
+            "\\(?[a-z(|)*+?\\\\.\\[\\]{}0-9]{0,10}".prop_map(serde_json::Value::from),
+        ],
+        0..3,
+    );
+    let leaf = (kinds, settings).prop_map(|(kind, settings)| {
+        let mut object: serde_json::Map<String, serde_json::Value> = settings
+            .into_iter()
+            .map(|(key, value)| (key.to_string(), value))
+            .collect();
+        object.insert("kind".into(), kind.into());
+        serde_json::Value::Object(object)
+    });
+    leaf.prop_recursive(3, 12, 3, |inner| {
+        (
+            prop::sample::select(vec!["all_of", "any_of"]),
+            prop::collection::vec(inner, 0..3),
+        )
+            .prop_map(|(kind, graders)| serde_json::json!({ "kind": kind, "graders": graders }))
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    #[test]
+    fn arbitrary_bytes_are_parsed_or_refused_never_a_panic(bytes in prop::collection::vec(any::<u8>(), 0..600)) {
+        parse_both(&bytes);
+    }
+
+    #[test]
+    fn arbitrary_text_is_parsed_or_refused(text in "(.|\n){0,400}") {
+        parse_both(text.as_bytes());
+    }
+
+    #[test]
+    fn jsonl_of_arbitrary_json_values(lines in prop::collection::vec(jsonl_line(), 1..12)) {
+        let text = lines.join("\n");
+        if let Ok(parsed) = parse_dataset(text.as_bytes(), DatasetFormat::Jsonl) {
+            check_accepted(&parsed.items);
+            // Every non-blank line is one item: none is dropped silently.
+            prop_assert_eq!(parsed.items.len(), lines.len());
+        }
+    }
+
+    #[test]
+    fn csv_with_hostile_quoting(rows in prop::collection::vec(prop::collection::vec(csv_cell(), 1..5), 1..8)) {
+        let mut text = String::from("id,input,target\n");
+        for row in &rows {
+            text.push_str(&row.join(","));
+            text.push('\n');
+        }
+        match parse_dataset(text.as_bytes(), DatasetFormat::Csv) {
+            Ok(parsed) => check_accepted(&parsed.items),
+            Err(error) => check_refused(&error),
+        }
+    }
+
+    #[test]
+    fn arbitrary_grader_specs_compile_or_explain_and_grade_without_panicking(
+        spec in grader_json(),
+        output in ".{0,40}",
+        target in ".{0,10}",
+    ) {
+        let text = spec.to_string();
+        if let Ok(parsed) = parse_stored_grader(&text) {
+            match parsed.compile() {
+                Ok(grader) => {
+                    let grade = grader.grade(&output, &target);
+                    prop_assert_eq!(grade.grader.as_str(), parsed.id_version());
+                }
+                Err(problem) => prop_assert!(!problem.to_string().is_empty()),
+            }
+            // A spec that parsed survives a round trip through its stored form.
+            let stored = serde_json::to_string(&parsed).unwrap();
+            prop_assert_eq!(serde_json::from_str::<GraderSpec>(&stored).unwrap(), parsed);
+        }
+    }
+}
+
+/// A refused upload stores nothing: no dataset, no revision, no items.
+#[tokio::test]
+async fn a_refused_upload_stores_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("fuzz.db").display());
+    let database = Database::open(&url).await.unwrap();
+    let store = database.store();
+    let store: &dyn Store = store.as_ref();
+    let refused: [&[u8]; 4] = [
+        b"",
+        b"{\"id\": \"a\", \"input\": \"x\", \"target\": \"1\"}\n{\"id\": \"a\", \"input\": \"y\", \"target\": \"2\"}\n",
+        b"{\"id\": \"a\", \"input\": \"x\"\n",
+        b"\x00\x01binary",
+    ];
+    for bytes in refused {
+        assert!(
+            service::upload_dataset(store, "fuzzed", "f.jsonl", bytes, None)
+                .await
+                .is_err()
+        );
+    }
+    assert!(store.list_datasets().await.unwrap().is_empty());
+}
