@@ -5,13 +5,18 @@
 
 use arbiter_app::guard::{AppState, USER_ID_KEY};
 use arbiter_engine::auth::Permission;
+use arbiter_engine::login_throttle::{wait_in_words, LoginThrottle};
 use arbiter_engine::service::{self, ServiceError};
-use axum::extract::{Multipart, State};
+use axum::extract::{ConnectInfo, Multipart, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
+use axum::Extension;
 use axum::{Form, Json};
 use serde::Deserialize;
 use serde_json::json;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
 use tower_sessions::Session;
 
 /// The single message for every failed login, so it never reveals whether an account exists.
@@ -40,10 +45,29 @@ pub struct LoginForm {
 
 pub async fn login(
     State(state): State<AppState>,
+    Extension(throttle): Extension<Arc<LoginThrottle>>,
+    client: Option<Extension<ConnectInfo<SocketAddr>>>,
     session: Session,
     headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Response {
+    let client = client.map(|Extension(ConnectInfo(address))| address.ip());
+    if let Err(wait) = throttle.check(&form.username, client, Instant::now()) {
+        tracing::warn!(client = ?client, "sign-in refused: too many failed attempts");
+        let message = format!(
+            "too many failed sign-in attempts; try again in {}",
+            wait_in_words(wait)
+        );
+        return if wants_json(&headers) {
+            let mut response = json_error(StatusCode::TOO_MANY_REQUESTS, &message);
+            if let Ok(value) = header::HeaderValue::from_str(&wait.as_secs().max(1).to_string()) {
+                response.headers_mut().insert(header::RETRY_AFTER, value);
+            }
+            response
+        } else {
+            redirect_with_error("/login", &message)
+        };
+    }
     let user =
         match service::authenticate(state.store.as_ref(), &form.username, &form.password).await {
             Ok(user) => user,
@@ -58,6 +82,7 @@ pub async fn login(
             }
         };
     let Some(user) = user else {
+        throttle.record_failure(&form.username, client, Instant::now());
         tracing::info!("failed login");
         return if wants_json(&headers) {
             json_error(StatusCode::UNAUTHORIZED, LOGIN_FAILED)
@@ -65,6 +90,7 @@ pub async fn login(
             redirect_with_error("/login", LOGIN_FAILED)
         };
     };
+    throttle.record_success(&form.username);
     // A fresh session id at login defeats session fixation.
     let stored = async {
         session.cycle_id().await?;

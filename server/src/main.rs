@@ -493,9 +493,13 @@ async fn serve(
             "no built site found: pages will render but not hydrate (run scripts/build-site)"
         );
     }
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
-        .await?;
+    // The client's address feeds the login throttle (failed sign-ins per address).
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown_signal())
+    .await?;
     let _ = shutdown_tx.send(true);
     for task in tasks {
         task.await?;

@@ -3,15 +3,17 @@
 
 use arbiter_app::guard::{AppState, USER_ID_KEY};
 use arbiter_app::{shell, App};
+use arbiter_engine::login_throttle::LoginThrottle;
 use arbiter_engine::store::Database;
 use axum::extract::{DefaultBodyLimit, Request};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-use axum::Router;
+use axum::{Extension, Router};
 use leptos::prelude::*;
 use leptos_axum::{generate_route_list, LeptosRoutes};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use tower_sessions::cookie::time::Duration as CookieDuration;
 use tower_sessions::cookie::SameSite;
 use tower_sessions::{Expiry, Session, SessionManagerLayer, SessionStore};
@@ -106,6 +108,7 @@ where
         .merge(form_routes)
         .layer(middleware::from_fn(require_login_for_pages))
         .layer(session_layer)
+        .layer(Extension(Arc::new(LoginThrottle::default())))
 }
 
 /// Paths anyone may fetch: the login page, static assets and machine endpoints. Server

@@ -156,6 +156,47 @@ async fn failed_logins_do_not_reveal_whether_the_account_exists() {
 }
 
 #[tokio::test]
+async fn repeated_failed_logins_lock_the_account_for_a_while_whether_or_not_it_exists() {
+    let app = TestApp::spawn().await;
+    let client = TestApp::client();
+    for account in ["lead", "nobody"] {
+        for _ in 0..arbiter_engine::login_throttle::ACCOUNT_FAILURES {
+            let response = app.login(&client, account, "not-the-password").await;
+            assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+        }
+        // Now even the right password is refused, with how long to wait.
+        let refused = app.login(&client, account, PASSWORD).await;
+        assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS, "{account}");
+        let retry_after: u64 = refused.headers()[header::RETRY_AFTER]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((1..=15 * 60).contains(&retry_after));
+        let body: serde_json::Value = refused.json().await.unwrap();
+        assert!(body["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("too many failed sign-in attempts; try again in "));
+    }
+    // The browser form says so on the login page; other accounts sign in as usual.
+    let form = client
+        .post(app.url("/login"))
+        .form(&[("username", "Lead"), ("password", PASSWORD)])
+        .send()
+        .await
+        .unwrap();
+    assert!(form.headers()[header::LOCATION]
+        .to_str()
+        .unwrap()
+        .starts_with("/login?error=too%20many%20failed%20sign-in%20attempts"));
+    assert_eq!(
+        app.login(&client, "researcher", PASSWORD).await.status(),
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
 async fn login_rotates_the_session_and_logout_ends_it() {
     let app = TestApp::spawn().await;
     let client = TestApp::client();
