@@ -145,9 +145,9 @@ pub async fn trend(
             }
         }
         let mut point = point_of(run, &report);
-        let baseline: Option<(i64, String, &Snapshot)> = match (&pinned, policy) {
-            (Some((run_id, name, snapshot)), _) => Some((*run_id, name.clone(), snapshot)),
-            (None, _) => baseline_index(policy, &earlier).and_then(|index| {
+        let baseline: Option<(i64, String, &Snapshot)> = match &pinned {
+            Some((run_id, name, snapshot)) => Some((*run_id, name.clone(), snapshot)),
+            None => baseline_index(policy, &earlier).and_then(|index| {
                 kept.get(&index).map(|snapshot| {
                     (
                         runs[index].run_id,

@@ -7,7 +7,7 @@ use std::error::Error;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::{fallback_svg, name_at, FONT, PALETTE};
+use super::{name_at, render_svg, FONT, PALETTE};
 
 const WIDTH: u32 = 640;
 const HEIGHT: u32 = 320;
@@ -50,11 +50,7 @@ pub fn bucket_label(bucket: usize) -> String {
 
 /// Renders the histogram of `counts` (one per bucket). Never panics.
 pub fn latency_histogram_svg(title: &str, counts: &[u64]) -> String {
-    let mut svg = String::new();
-    match draw(&mut svg, title, counts) {
-        Ok(()) => svg,
-        Err(error) => fallback_svg(title, &error.to_string()),
-    }
+    render_svg(title, |svg| draw(svg, title, counts))
 }
 
 fn draw(svg: &mut String, title: &str, counts: &[u64]) -> Result<(), Box<dyn Error>> {

@@ -69,11 +69,32 @@ struct PlottedPoint {
 /// the title and the error is returned instead.
 pub fn reliability_diagram_svg(bins: &[ReliabilityBin], title: &str) -> String {
     let points = plotted_points(bins);
+    render_svg(title, |svg| draw_reliability_diagram(svg, &points, title))
+}
+
+/// Runs `draw` into a fresh SVG document; on a drawing error, a small SVG that says so (so no
+/// chart ever panics or comes back empty).
+fn render_svg(title: &str, draw: impl FnOnce(&mut String) -> Result<(), Box<dyn Error>>) -> String {
     let mut svg = String::new();
-    match draw_reliability_diagram(&mut svg, &points, title) {
+    match draw(&mut svg) {
         Ok(()) => svg,
         Err(error) => fallback_svg(title, &error.to_string()),
     }
+}
+
+/// The legend box every chart draws, at `position`.
+fn draw_legend<'a, 'b: 'a>(
+    chart: &mut Chart<'a, 'b>,
+    position: SeriesLabelPosition,
+) -> Result<(), Box<dyn Error>> {
+    chart
+        .configure_series_labels()
+        .position(position)
+        .label_font((FONT, 11))
+        .background_style(WHITE.mix(0.9))
+        .border_style(RGBColor(200, 200, 200))
+        .draw()?;
+    Ok(())
 }
 
 /// The non-empty bins, with values kept inside the axes. Bins with a
@@ -131,13 +152,7 @@ fn draw_reliability_diagram(
         draw_judge_series(&mut chart, points)?;
     }
 
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .label_font((FONT, 11))
-        .background_style(WHITE.mix(0.9))
-        .border_style(RGBColor(200, 200, 200))
-        .draw()?;
+    draw_legend(&mut chart, SeriesLabelPosition::LowerRight)?;
     root.present()?;
     Ok(())
 }

@@ -8,7 +8,7 @@ use std::error::Error;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::{fallback_svg, name_at, FONT};
+use super::{draw_legend, name_at, render_svg, FONT};
 
 const WIDTH: u32 = 640;
 const ROW_HEIGHT: u32 = 34;
@@ -31,11 +31,7 @@ const OUTCOME_COLOURS: [RGBColor; 6] = [
 /// Never panics: on a drawing error a small SVG says so.
 pub fn outcome_mix_svg(title: &str, rows: &[(String, [u64; 6])]) -> String {
     let height = CHROME_HEIGHT + ROW_HEIGHT * rows.len().max(1) as u32;
-    let mut svg = String::new();
-    match draw(&mut svg, title, rows, height) {
-        Ok(()) => svg,
-        Err(error) => fallback_svg(title, &error.to_string()),
-    }
+    render_svg(title, |svg| draw(svg, title, rows, height))
 }
 
 fn draw(
@@ -103,13 +99,7 @@ fn draw(
                 }),
         )?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .label_font((FONT, 11))
-        .background_style(WHITE.mix(0.9))
-        .border_style(RGBColor(200, 200, 200))
-        .draw()?;
+    draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     root.present()?;
     Ok(())
 }

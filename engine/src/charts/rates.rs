@@ -7,7 +7,7 @@ use std::error::Error;
 
 use plotters::prelude::*;
 
-use super::{draw_markers, fallback_svg, name_at, FONT, PALETTE};
+use super::{draw_legend, draw_markers, name_at, render_svg, FONT, PALETTE};
 use crate::stats::Interval;
 
 const WIDTH: u32 = 640;
@@ -27,11 +27,7 @@ pub struct RateSeries {
 /// Never panics: on a drawing error a small SVG says so.
 pub fn category_rates_svg(title: &str, categories: &[String], series: &[RateSeries]) -> String {
     let height = CHROME_HEIGHT + ROW_HEIGHT * categories.len().max(1) as u32;
-    let mut svg = String::new();
-    match draw(&mut svg, title, categories, series, height) {
-        Ok(()) => svg,
-        Err(error) => fallback_svg(title, &error.to_string()),
-    }
+    render_svg(title, |svg| draw(svg, title, categories, series, height))
 }
 
 fn draw(
@@ -85,13 +81,7 @@ fn draw(
         let points: Vec<(f64, f64)> = placed.iter().map(|(x, y, _)| (*x, *y)).collect();
         draw_markers(&mut chart, index, &points, &run.label)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerLeft)
-        .label_font((FONT, 11))
-        .background_style(WHITE.mix(0.9))
-        .border_style(RGBColor(200, 200, 200))
-        .draw()?;
+    draw_legend(&mut chart, SeriesLabelPosition::LowerLeft)?;
     root.present()?;
     Ok(())
 }

@@ -8,7 +8,7 @@ use std::error::Error;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::{draw_markers, fallback_svg, name_at, FONT, PALETTE};
+use super::{draw_legend, draw_markers, name_at, render_svg, FONT, PALETTE};
 use crate::stats::Interval;
 
 const WIDTH: u32 = 720;
@@ -27,11 +27,7 @@ pub struct TrendSeries {
 /// Renders the trend; `checkpoints` label the x axis (a step or a name each).
 /// Never panics: on a drawing error a small SVG says so.
 pub fn trend_svg(title: &str, checkpoints: &[String], series: &[TrendSeries]) -> String {
-    let mut svg = String::new();
-    match draw(&mut svg, title, checkpoints, series) {
-        Ok(()) => svg,
-        Err(error) => fallback_svg(title, &error.to_string()),
-    }
+    render_svg(title, |svg| draw(svg, title, checkpoints, series))
 }
 
 fn draw(
@@ -102,13 +98,7 @@ fn draw(
             )
         }))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .label_font((FONT, 11))
-        .background_style(WHITE.mix(0.9))
-        .border_style(RGBColor(200, 200, 200))
-        .draw()?;
+    draw_legend(&mut chart, SeriesLabelPosition::LowerRight)?;
     root.present()?;
     Ok(())
 }

@@ -58,20 +58,28 @@ pub fn paired_bootstrap(
         }
         means.push(total / n as f64);
     }
+    let (interval, far_side) = percentile_summary(&mut means, confidence);
+    let p_value = (2.0 * far_side as f64 / resamples as f64).min(1.0);
+    Some(BootstrapResult {
+        mean_difference,
+        interval,
+        p_value,
+        resamples,
+    })
+}
+
+/// The percentile interval of resampled means, and how many lie on the far side of zero
+/// (the smaller of those at or below it and those at or above it). Sorts `means`.
+fn percentile_summary(means: &mut [f64], confidence: f64) -> (Interval, usize) {
     means.sort_by(f64::total_cmp);
     let tail = (1.0 - confidence) / 2.0;
     let at_or_below = means.iter().filter(|&&mean| mean <= 0.0).count();
     let at_or_above = means.iter().filter(|&&mean| mean >= 0.0).count();
-    let p_value = (2.0 * at_or_below.min(at_or_above) as f64 / resamples as f64).min(1.0);
-    Some(BootstrapResult {
-        mean_difference,
-        interval: Interval {
-            lower: quantile(&means, tail),
-            upper: quantile(&means, 1.0 - tail),
-        },
-        p_value,
-        resamples,
-    })
+    let interval = Interval {
+        lower: quantile(means, tail),
+        upper: quantile(means, 1.0 - tail),
+    };
+    (interval, at_or_below.min(at_or_above))
 }
 
 /// Cases of a comparison with repetitions, grouped by what they contribute: `difference` is the
@@ -142,18 +150,11 @@ pub fn paired_cluster_bootstrap(
     if means.is_empty() {
         return None;
     }
-    means.sort_by(f64::total_cmp);
-    let tail = (1.0 - confidence) / 2.0;
-    let at_or_below = means.iter().filter(|&&mean| mean <= 0.0).count();
-    let at_or_above = means.iter().filter(|&&mean| mean >= 0.0).count();
-    let far_side = at_or_below.min(at_or_above);
+    let (interval, far_side) = percentile_summary(&mut means, confidence);
     let p_value = ((1 + 2 * far_side) as f64 / (1 + means.len()) as f64).min(1.0);
     Some(BootstrapResult {
         mean_difference,
-        interval: Interval {
-            lower: quantile(&means, tail),
-            upper: quantile(&means, 1.0 - tail),
-        },
+        interval,
         p_value,
         resamples: means.len(),
     })
