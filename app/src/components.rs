@@ -83,7 +83,7 @@ pub fn Nav() -> impl IntoView {
                                     </Show>
                                 </nav>
                                 <span class="whoami">
-                                    <span data-testid="whoami">{user.username.clone()}</span>
+                                    <a href="/account" data-testid="whoami">{user.username.clone()}</a>
                                     " (" {user.role.clone()} ")"
                                 </span>
                                 <form method="post" action="/logout" class="logout">

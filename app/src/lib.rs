@@ -7,6 +7,7 @@
 // stub without carrying an item-level `allow`, so the lint is relaxed for the crate.
 #![allow(clippy::too_many_arguments)]
 
+pub mod account_api;
 pub mod annotation_api;
 pub mod api;
 mod components;
@@ -71,6 +72,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/queue") view=QueuePage/>
                     <Route path=path!("/compare") view=ComparePage/>
                     <Route path=path!("/trends") view=TrendsPage/>
+                    <Route path=path!("/account") view=AccountPage/>
                 </Routes>
             </main>
         </Router>

@@ -4,6 +4,7 @@
 //! are tested alone; `store`, `model_client`, `dispatch` and `sim` are the edges.
 
 pub mod annotation;
+pub mod api_tokens;
 pub mod auth;
 pub mod charts;
 pub mod dataset;

@@ -188,14 +188,14 @@ pub(crate) async fn report_and_snapshot(
     Ok((progress, report, snapshot))
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CandidateResult {
     pub run: RunProgress,
     pub report: Report,
     pub comparison: PairedComparison,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CheckpointComparison {
     pub baseline: RunProgress,
     pub baseline_report: Report,

@@ -28,6 +28,9 @@ pub enum ServiceError {
     Conflict(String),
     #[error("{0}")]
     Forbidden(String),
+    /// No credentials, or ones that identify nobody (an API token that is unknown or revoked).
+    #[error("{0}")]
+    Unauthorized(String),
     #[error("something went wrong on the server; the details are in its log")]
     Internal,
 }
@@ -40,6 +43,7 @@ impl ServiceError {
             ServiceError::NotFound(_) => 404,
             ServiceError::Conflict(_) => 409,
             ServiceError::Forbidden(_) => 403,
+            ServiceError::Unauthorized(_) => 401,
             ServiceError::Internal => 500,
         }
     }

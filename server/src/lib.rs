@@ -3,7 +3,9 @@
 
 pub mod annotator_bench;
 pub mod bench;
+pub mod ci;
 pub mod compare_bench;
 pub mod demo;
 pub mod forms;
+pub mod rest;
 pub mod web;

@@ -155,6 +155,22 @@ enum Command {
         #[command(subcommand)]
         action: UserAction,
     },
+    /// Make, list or revoke personal API tokens (on the server's host; users can also make
+    /// their own on the Account page).
+    Token {
+        #[arg(long, env = "DATABASE_URL", default_value = "sqlite://arbiter.db")]
+        database_url: String,
+        #[command(subcommand)]
+        action: TokenAction,
+    },
+    /// Launch a run through the REST API; with --wait, follow it, print its report and compare
+    /// it with a baseline. Exit 0: no significant regression; 1: a significant regression;
+    /// 2: an error; 3: timed out, or not COMPLETE with --require-complete.
+    Submit(server::ci::SubmitArgs),
+    /// Follow a run until it finishes, then report as `submit --wait` does.
+    Wait(server::ci::WaitArgs),
+    /// Print a run's report (and its comparison with a baseline) with `submit`'s exit statuses.
+    Report(server::ci::ReportCommandArgs),
     /// Manage teams (fair share between teams on shared endpoints).
     Team {
         #[arg(long, env = "DATABASE_URL", default_value = "sqlite://arbiter.db")]
@@ -187,6 +203,24 @@ struct MailArgs {
     /// off (run one `arbiter serve` with it on when several share a database).
     #[arg(long, default_value_t = 60)]
     queue_monitor_seconds: u64,
+}
+
+#[derive(Subcommand)]
+enum TokenAction {
+    /// Make a token for a user and print it (shown only this once).
+    Create {
+        username: String,
+        /// Where it is used, e.g. `nightly-ci`.
+        #[arg(long)]
+        name: String,
+        /// Days until it expires (never, when absent).
+        #[arg(long)]
+        days: Option<i64>,
+    },
+    /// List tokens (never the tokens themselves).
+    List,
+    /// Revoke a token by id.
+    Revoke { id: i64 },
 }
 
 #[derive(Subcommand)]
@@ -226,6 +260,13 @@ async fn main() -> anyhow::Result<()> {
         )
         .init();
     match Cli::parse().command {
+        Command::Submit(args) => exit_with(server::ci::run_submit(&args).await),
+        Command::Wait(args) => exit_with(server::ci::run_wait(&args).await),
+        Command::Report(args) => exit_with(server::ci::run_report(&args).await),
+        Command::Token {
+            database_url,
+            action,
+        } => token(&open(&database_url).await?, action).await,
         Command::Serve {
             database_url,
             addr,
@@ -383,6 +424,58 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// Ends a CI command with its exit status; its errors exit 2 (never 1, which means a regression).
+fn exit_with(result: anyhow::Result<u8>) -> ! {
+    let code = result.unwrap_or_else(|err| {
+        eprintln!("error: {err:#}");
+        server::ci::EXIT_ERROR
+    });
+    std::process::exit(i32::from(code))
+}
+
+async fn token(database: &Database, action: TokenAction) -> anyhow::Result<()> {
+    use arbiter_engine::api_tokens;
+    let store = database.store();
+    let now = arbiter_engine::store::now_ms();
+    match action {
+        TokenAction::Create {
+            username,
+            name,
+            days,
+        } => {
+            let user = store
+                .find_user_credentials(&username)
+                .await?
+                .with_context(|| format!("no user named `{username}`"))?
+                .user;
+            let (token, plaintext) =
+                api_tokens::create_token(store.as_ref(), &user, &name, days, now).await?;
+            eprintln!(
+                "token {} (`{}`) for {username}; it is shown only now:",
+                token.id, token.name
+            );
+            println!("{plaintext}");
+        }
+        TokenAction::List => {
+            for token in store.api_tokens(None).await? {
+                let state = if token.is_live(now) { "live" } else if token.revoked_at.is_some() { "revoked" } else { "expired" };
+                println!(
+                    "{:>5}  {:<16} {:<20} {}…  {state}",
+                    token.id, token.username, token.name, token.prefix
+                );
+            }
+        }
+        TokenAction::Revoke { id } => {
+            if store.revoke_api_token(id, None, now).await? {
+                println!("token {id} revoked");
+            } else {
+                anyhow::bail!("no live token with id {id}");
+            }
+        }
+    }
+    Ok(())
 }
 
 async fn open(database_url: &str) -> anyhow::Result<Database> {

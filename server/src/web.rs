@@ -75,6 +75,7 @@ where
     let routes = generate_route_list(App);
     let context_state = state.clone();
     let fallback_state = state.clone();
+    let api_routes = crate::rest::routes(state.clone());
     let form_routes = Router::new()
         .route("/login", post(crate::forms::login))
         .route("/logout", post(crate::forms::logout))
@@ -106,6 +107,7 @@ where
         ))
         .with_state(options)
         .merge(form_routes)
+        .merge(api_routes)
         .layer(middleware::from_fn(require_login_for_pages))
         .layer(session_layer)
         .layer(Extension(Arc::new(LoginThrottle::default())))

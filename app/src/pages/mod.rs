@@ -2,6 +2,7 @@
 
 use leptos::prelude::*;
 
+mod account;
 mod annotate;
 mod checkpoints;
 mod compare;
@@ -17,6 +18,7 @@ mod review;
 pub(crate) mod runs;
 mod trends;
 
+pub use account::AccountPage;
 pub use annotate::AnnotatePage;
 pub use checkpoints::CheckpointsPage;
 pub use compare::ComparePage;

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 /// Significance level for flagging a regression after correction.
 pub const ALPHA: f64 = 0.05;
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PairedCategory {
     pub category: String,
     pub table: PairedTable,
@@ -72,7 +72,7 @@ impl PairedCategory {
 }
 
 /// One candidate against the baseline.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PairedComparison {
     pub overall: PairedCategory,
     pub categories: Vec<PairedCategory>,

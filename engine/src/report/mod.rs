@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 pub const VERDICTS: [&str; 4] = ["pass", "fail", "uncertain", "error"];
 
 /// Why a set of results cannot be reported as complete.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Problem {
     /// Results still missing: the run is not finished (or was cancelled).
@@ -99,7 +99,7 @@ impl Problem {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Completeness {
     Complete,
@@ -127,7 +127,7 @@ pub struct TallyRow {
 }
 
 /// Counts of one category (or the whole run).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CategoryReport {
     pub category: String,
     pub passed: u64,
@@ -198,7 +198,7 @@ pub struct RunFacts {
     pub repetitions: i64,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Report {
     pub completeness: Completeness,
     pub expected: u64,

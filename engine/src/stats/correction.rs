@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub enum Correction {
     /// Holm's step-down method: controls the family-wise error rate (any false alarm), uniformly
     /// more powerful than Bonferroni. The default for a promotion decision.

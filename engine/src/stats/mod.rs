@@ -18,7 +18,7 @@ use statrs::distribution::{ContinuousCDF, Normal};
 pub const DEFAULT_CONFIDENCE: f64 = 0.95;
 
 /// A two-sided confidence interval.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Interval {
     pub lower: f64,
     pub upper: f64,

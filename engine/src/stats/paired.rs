@@ -24,7 +24,7 @@ pub fn mcnemar_exact(pass_to_fail: u64, fail_to_pass: u64) -> f64 {
 }
 
 /// A paired bootstrap of the mean score difference (candidate − baseline).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct BootstrapResult {
     pub mean_difference: f64,
     pub interval: Interval,

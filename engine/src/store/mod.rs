@@ -5,11 +5,14 @@
 //! difference is the row-lock clause used when claiming work.
 
 mod annotation_sql;
+mod ops;
+mod ops_sql;
 mod postgres;
 mod sql;
 mod sqlite;
 mod types;
 
+pub use ops::*;
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 pub use types::*;
@@ -39,7 +42,7 @@ pub enum StoreError {
 pub type StoreResult<T> = Result<T, StoreError>;
 
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store: OpsStore + Send + Sync + 'static {
     /// `sqlite` or `postgres`, for logs and the health page.
     fn backend(&self) -> &'static str;
 

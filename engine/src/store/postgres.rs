@@ -42,3 +42,4 @@ super::sql::sql_store!(
     "FOR UPDATE SKIP LOCKED"
 );
 super::annotation_sql::annotation_sql!(sqlx::Postgres, "BEGIN", "FOR UPDATE SKIP LOCKED");
+super::ops_sql::ops_sql!(PostgresStore, sqlx::Postgres);

@@ -69,3 +69,4 @@ impl SqliteStore {
 
 super::sql::sql_store!(SqliteStore, sqlx::Sqlite, "sqlite", "BEGIN IMMEDIATE", "");
 super::annotation_sql::annotation_sql!(sqlx::Sqlite, "BEGIN IMMEDIATE", "");
+super::ops_sql::ops_sql!(SqliteStore, sqlx::Sqlite);

@@ -47,7 +47,7 @@ pub struct NewCheckpoint {
 }
 
 /// What an endpoint charges, in USD per million tokens.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TokenPrices {
     pub input_usd_per_mtok: f64,
     pub output_usd_per_mtok: f64,
@@ -68,7 +68,7 @@ impl TokenPrices {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Checkpoint {
     pub id: i64,
     pub name: String,
@@ -102,7 +102,7 @@ impl Default for EndpointLimits {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct DatasetRevision {
     pub id: i64,
     pub dataset_id: i64,
@@ -112,7 +112,7 @@ pub struct DatasetRevision {
     pub created_at: i64,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct DatasetSummary {
     pub id: i64,
     pub name: String,
@@ -121,13 +121,15 @@ pub struct DatasetSummary {
     pub latest_revision: Option<DatasetRevision>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct EvalSummary {
     pub id: i64,
     pub name: String,
     pub dataset_id: i64,
     pub dataset_name: String,
     pub prompt_template: String,
+    /// The grader spec (`{"kind": …}`), as stored.
+    #[schema(value_type = Object)]
     pub grader: GraderSpec,
     pub max_tokens: i64,
     pub temperature: f64,
@@ -417,7 +419,7 @@ pub struct RecordOutcome {
     pub runs: Vec<i64>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RunSummary {
     pub id: i64,
     pub priority: i64,
@@ -431,7 +433,7 @@ pub struct RunSummary {
 }
 
 /// Live counts for a run's page. `passed + failed + uncertain + errors == done`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RunProgress {
     pub id: i64,
     pub eval_id: i64,

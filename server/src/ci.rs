@@ -1,0 +1,600 @@
+//! `arbiter submit`, `arbiter wait` and `arbiter report`: the REST API's client for CI jobs and
+//! training scripts. Submit a run, follow it, print its report, and turn a comparison against a
+//! baseline into an exit status a pipeline can gate on.
+
+use crate::rest::{ComparisonResponse, LaunchRequest, LaunchResponse, RunReport};
+use anyhow::{anyhow, bail, Context};
+use arbiter_engine::report::{CategoryReport, Completeness};
+use arbiter_engine::store::{RunProgress, RunSummary};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+/// Exit statuses, stable for scripts.
+pub const EXIT_OK: u8 = 0;
+/// A comparison found a significant regression (after correction).
+pub const EXIT_REGRESSION: u8 = 1;
+/// The command could not do its job: bad input, an unreachable server, a refused request, a
+/// cancelled run.
+pub const EXIT_ERROR: u8 = 2;
+/// The run did not finish in time, or a report was not COMPLETE where `--require-complete`
+/// asked for it.
+pub const EXIT_INCOMPLETE: u8 = 3;
+
+/// How often `wait` asks for the run's progress.
+const POLL_EVERY: Duration = Duration::from_secs(2);
+/// How often `wait` prints a progress line when its output is not a terminal (CI logs).
+const LOG_EVERY: Duration = Duration::from_secs(15);
+
+/// The REST API at `server`, as the token's owner.
+pub struct ApiClient {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+}
+
+#[derive(Deserialize)]
+struct ErrorBody {
+    error: String,
+}
+
+impl ApiClient {
+    pub fn new(server: &str, token: &str) -> anyhow::Result<ApiClient> {
+        let server = server.trim().trim_end_matches('/');
+        if !(server.starts_with("http://") || server.starts_with("https://")) {
+            bail!("the server must be an http:// or https:// URL, not `{server}`");
+        }
+        if token.trim().is_empty() {
+            bail!("no API token: pass --token or set ARBITER_TOKEN (make one on the Account page or with `arbiter token create`)");
+        }
+        Ok(ApiClient {
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(120))
+                .build()?,
+            base: format!("{server}/api/v1"),
+            token: token.trim().to_string(),
+        })
+    }
+
+    async fn answer<T: DeserializeOwned>(
+        &self,
+        what: &str,
+        request: reqwest::RequestBuilder,
+    ) -> anyhow::Result<T> {
+        let response = request
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .with_context(|| format!("{what}: the server could not be reached"))?;
+        let status = response.status();
+        let body = response.bytes().await.context("reading the answer")?;
+        if !status.is_success() {
+            let message = serde_json::from_slice::<ErrorBody>(&body)
+                .map(|body| body.error)
+                .unwrap_or_else(|_| String::from_utf8_lossy(&body).into_owned());
+            bail!("{what}: HTTP {}: {message}", status.as_u16());
+        }
+        serde_json::from_slice(&body).with_context(|| format!("{what}: unreadable answer"))
+    }
+
+    pub async fn get<T: DeserializeOwned>(&self, what: &str, path: &str) -> anyhow::Result<T> {
+        self.answer(what, self.http.get(format!("{}{path}", self.base)))
+            .await
+    }
+
+    pub async fn post<B: Serialize, T: DeserializeOwned>(
+        &self,
+        what: &str,
+        path: &str,
+        body: &B,
+    ) -> anyhow::Result<T> {
+        self.answer(what, self.http.post(format!("{}{path}", self.base)).json(body))
+            .await
+    }
+}
+
+/// The run to compare against.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Baseline {
+    /// A run by id.
+    Run(i64),
+    /// The latest completed run of the same eval on this checkpoint.
+    Checkpoint(String),
+}
+
+/// A manifest file for `arbiter submit --manifest`: what `POST /api/v1/runs` takes, plus the
+/// baseline to compare against.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitManifest {
+    #[serde(flatten)]
+    pub launch: LaunchRequest,
+    #[serde(default)]
+    pub baseline: Option<Baseline>,
+}
+
+impl SubmitManifest {
+    pub fn parse(text: &str) -> anyhow::Result<SubmitManifest> {
+        serde_json::from_str(text).map_err(|err| anyhow!("the manifest is not valid: {err}"))
+    }
+}
+
+/// What a report run decides, for the exit status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    pub regressed: bool,
+    pub complete: bool,
+}
+
+impl Verdict {
+    pub fn exit_code(&self, require_complete: bool) -> u8 {
+        if self.regressed {
+            EXIT_REGRESSION
+        } else if require_complete && !self.complete {
+            EXIT_INCOMPLETE
+        } else {
+            EXIT_OK
+        }
+    }
+}
+
+/// Launches the manifest's run; prints which run it is.
+pub async fn submit(client: &ApiClient, manifest: &SubmitManifest) -> anyhow::Result<i64> {
+    let launched: LaunchResponse = client
+        .post("launching the run", "/runs", &manifest.launch)
+        .await?;
+    eprintln!(
+        "{} run {} ({})",
+        if launched.created {
+            "launched"
+        } else {
+            "already launched with this manifest:"
+        },
+        launched.run_id,
+        launched.status
+    );
+    Ok(launched.run_id)
+}
+
+fn is_finished(status: &str) -> bool {
+    matches!(status, "completed" | "cancelled" | "failed")
+}
+
+/// Follows a run until it finishes or `timeout` passes (`Ok(None)`), with a progress bar on a
+/// terminal and a line every few seconds otherwise.
+pub async fn wait(
+    client: &ApiClient,
+    run_id: i64,
+    timeout: Duration,
+) -> anyhow::Result<Option<RunProgress>> {
+    let started = Instant::now();
+    let on_terminal = std::io::stderr().is_terminal();
+    let bar = on_terminal.then(|| {
+        let bar = indicatif::ProgressBar::new(0);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} run {msg} [{bar:40}] {pos}/{len} ({per_sec}, eta {eta})",
+            )
+            .expect("a valid template")
+            .progress_chars("=> "),
+        );
+        bar
+    });
+    let mut last_line: Option<Instant> = None;
+    loop {
+        let progress: RunProgress = client
+            .get("reading the run", &format!("/runs/{run_id}"))
+            .await?;
+        let done = progress.done.max(0) as u64;
+        let expected = progress.expected.max(0) as u64;
+        match &bar {
+            Some(bar) => {
+                bar.set_length(expected);
+                bar.set_position(done);
+                bar.set_message(format!("{run_id} {}", progress.status));
+            }
+            None if last_line.is_none_or(|at| at.elapsed() >= LOG_EVERY)
+                || is_finished(&progress.status) =>
+            {
+                eprintln!(
+                    "run {run_id}: {} {done}/{expected} ({:.1}/s, {} errors)",
+                    progress.status, progress.throughput_per_s, progress.errors
+                );
+                last_line = Some(Instant::now());
+            }
+            None => {}
+        }
+        if is_finished(&progress.status) {
+            if let Some(bar) = &bar {
+                bar.finish();
+            }
+            return Ok(Some(progress));
+        }
+        if started.elapsed() >= timeout {
+            if let Some(bar) = &bar {
+                bar.abandon();
+            }
+            return Ok(None);
+        }
+        tokio::time::sleep(POLL_EVERY.min(timeout.saturating_sub(started.elapsed()))).await;
+    }
+}
+
+/// The baseline run for `candidate`: the named run, or the latest completed run of the same
+/// eval on the named checkpoint.
+pub async fn resolve_baseline(
+    client: &ApiClient,
+    candidate: &RunProgress,
+    baseline: &Baseline,
+) -> anyhow::Result<i64> {
+    match baseline {
+        Baseline::Run(id) => Ok(*id),
+        Baseline::Checkpoint(name) => {
+            let runs: Vec<RunSummary> = client.get("listing runs", "/runs").await?;
+            runs.iter()
+                .filter(|run| {
+                    run.eval_id == candidate.eval_id
+                        && run.checkpoint_name == *name
+                        && run.status == "completed"
+                        && run.id != candidate.id
+                })
+                .map(|run| run.id)
+                .max()
+                .ok_or_else(|| {
+                    anyhow!(
+                        "no completed run of eval `{}` on checkpoint `{name}` to compare against",
+                        candidate.eval_name
+                    )
+                })
+        }
+    }
+}
+
+fn percent(rate: Option<f64>) -> String {
+    rate.map_or("–".into(), |rate| format!("{:.1}%", rate * 100.0))
+}
+
+fn category_line(out: &mut String, category: &CategoryReport) {
+    let interval = category.interval.map_or("–".into(), |interval| {
+        format!(
+            "[{:.1}%, {:.1}%]",
+            interval.lower * 100.0,
+            interval.upper * 100.0
+        )
+    });
+    let _ = writeln!(
+        out,
+        "  {:<24} {:>7} {:>8} {:>18} {:>9} {:>7}",
+        category.category,
+        category.passed + category.failed,
+        percent(category.pass_rate),
+        interval,
+        category.uncertain,
+        category.errors
+    );
+}
+
+/// A run's report as text.
+pub fn format_report(report: &RunReport) -> String {
+    let run = &report.run;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "run {} · eval {} · checkpoint {} · {} ({}/{} final)",
+        run.id,
+        run.eval_name,
+        run.checkpoint_name,
+        report.report.completeness.label(),
+        report.report.completed,
+        report.report.expected
+    );
+    for explanation in report.report.explanations() {
+        let _ = writeln!(out, "  ! {explanation}");
+    }
+    let _ = writeln!(
+        out,
+        "  {:<24} {:>7} {:>8} {:>18} {:>9} {:>7}",
+        "category", "graded", "pass", "95% interval", "uncertain", "errors"
+    );
+    category_line(&mut out, &report.report.overall);
+    for category in &report.report.categories {
+        category_line(&mut out, category);
+    }
+    out
+}
+
+/// A comparison as text, regressions and improvements flagged.
+pub fn format_comparison(response: &ComparisonResponse) -> String {
+    let comparison = &response.comparison;
+    let mut out = String::new();
+    for candidate in &comparison.candidates {
+        let _ = writeln!(
+            out,
+            "run {} ({}) against baseline run {} ({}), {} correction:",
+            candidate.run.id,
+            candidate.run.checkpoint_name,
+            comparison.baseline.id,
+            comparison.baseline.checkpoint_name,
+            comparison.correction.as_str()
+        );
+        let _ = writeln!(
+            out,
+            "  {:<24} {:>8} {:>8} {:>9} {:>20} {:>9}",
+            "category", "baseline", "candidate", "change", "95% interval", "adj. p"
+        );
+        let paired = &candidate.comparison;
+        for category in std::iter::once(&paired.overall).chain(&paired.categories) {
+            let points = |value: f64| format!("{:+.1} pt", value * 100.0);
+            let flag = if category.is_regression() {
+                "  REGRESSION"
+            } else if category.is_improvement() {
+                "  improvement"
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                out,
+                "  {:<24} {:>8} {:>8} {:>9} {:>20} {:>9.4}{flag}",
+                category.category,
+                percent(category.baseline_rate),
+                percent(category.candidate_rate),
+                category.delta.map_or("–".into(), points),
+                category.interval.map_or("–".into(), |interval| format!(
+                    "[{}, {}]",
+                    points(interval.lower),
+                    points(interval.upper)
+                )),
+                category.adjusted_p,
+            );
+        }
+    }
+    if !response.all_complete {
+        let _ = writeln!(
+            out,
+            "  note: not every report is COMPLETE; the comparison covers the identities both runs have finished"
+        );
+    }
+    out
+}
+
+/// Prints the run's report and, with a baseline, the comparison; returns the verdict.
+pub async fn report(
+    client: &ApiClient,
+    run_id: i64,
+    baseline: Option<&Baseline>,
+    json: bool,
+) -> anyhow::Result<Verdict> {
+    let report: RunReport = client
+        .get("reading the report", &format!("/runs/{run_id}/report"))
+        .await?;
+    let mut verdict = Verdict {
+        regressed: false,
+        complete: report.report.completeness == Completeness::Complete,
+    };
+    let Some(baseline) = baseline else {
+        if json {
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        } else {
+            print!("{}", format_report(&report));
+        }
+        return Ok(verdict);
+    };
+    let baseline_run = resolve_baseline(client, &report.run, baseline).await?;
+    let comparison: ComparisonResponse = client
+        .get(
+            "comparing",
+            &format!("/compare?baseline={baseline_run}&candidates={run_id}"),
+        )
+        .await?;
+    verdict.regressed = !comparison.regressions.is_empty();
+    verdict.complete &= comparison.all_complete;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "report": report,
+                "comparison": comparison,
+            }))?
+        );
+    } else {
+        print!("{}", format_report(&report));
+        print!("{}", format_comparison(&comparison));
+        if verdict.regressed {
+            let categories: Vec<&str> = comparison
+                .regressions
+                .iter()
+                .map(|finding| finding.category.as_str())
+                .collect();
+            println!(
+                "significant regression in: {} (exit {EXIT_REGRESSION})",
+                categories.join(", ")
+            );
+        } else {
+            println!("no significant regression");
+        }
+    }
+    Ok(verdict)
+}
+
+/// Where the API is and who calls it.
+#[derive(clap::Args, Clone, Debug)]
+pub struct ApiArgs {
+    /// The Arbiter server's URL.
+    #[arg(long, env = "ARBITER_URL", default_value = "http://127.0.0.1:3000")]
+    pub server: String,
+    /// A personal API token (`arb_…`).
+    #[arg(long, env = "ARBITER_TOKEN", hide_env_values = true, default_value = "")]
+    pub token: String,
+}
+
+/// What to compare the run against.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct BaselineArgs {
+    /// Compare against this run.
+    #[arg(long, conflicts_with = "baseline_checkpoint")]
+    pub baseline_run: Option<i64>,
+    /// Compare against the latest completed run of the same eval on this checkpoint.
+    #[arg(long)]
+    pub baseline_checkpoint: Option<String>,
+}
+
+impl BaselineArgs {
+    fn baseline(&self) -> Option<Baseline> {
+        match (&self.baseline_run, &self.baseline_checkpoint) {
+            (Some(run), _) => Some(Baseline::Run(*run)),
+            (None, Some(name)) => Some(Baseline::Checkpoint(name.clone())),
+            (None, None) => None,
+        }
+    }
+}
+
+/// How the report is shown and judged.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct ReportArgs {
+    /// Print JSON (the API's report and comparison) instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Exit 3 unless every report involved is COMPLETE.
+    #[arg(long)]
+    pub require_complete: bool,
+}
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct SubmitArgs {
+    #[command(flatten)]
+    pub api: ApiArgs,
+    /// A JSON manifest: {"eval": …, "checkpoint": …, "priority": …, "baseline": {"checkpoint": …}}
+    /// (`eval_id`/`checkpoint_id` and `{"run": ID}` work too). Flags override it.
+    #[arg(long)]
+    pub manifest: Option<std::path::PathBuf>,
+    /// The eval, by name.
+    #[arg(long)]
+    pub eval: Option<String>,
+    /// The checkpoint, by name.
+    #[arg(long)]
+    pub checkpoint: Option<String>,
+    /// promotion, scheduled or ablation.
+    #[arg(long)]
+    pub priority: Option<String>,
+    #[command(flatten)]
+    pub baseline: BaselineArgs,
+    /// Wait for the run to finish, then print its report (and comparison).
+    #[arg(long)]
+    pub wait: bool,
+    /// Give up waiting after this many minutes (exit 3).
+    #[arg(long, default_value_t = 120)]
+    pub timeout_minutes: u64,
+    #[command(flatten)]
+    pub report: ReportArgs,
+}
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct WaitArgs {
+    #[command(flatten)]
+    pub api: ApiArgs,
+    pub run: i64,
+    #[arg(long, default_value_t = 120)]
+    pub timeout_minutes: u64,
+    #[command(flatten)]
+    pub baseline: BaselineArgs,
+    #[command(flatten)]
+    pub report: ReportArgs,
+}
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct ReportCommandArgs {
+    #[command(flatten)]
+    pub api: ApiArgs,
+    pub run: i64,
+    #[command(flatten)]
+    pub baseline: BaselineArgs,
+    #[command(flatten)]
+    pub report: ReportArgs,
+}
+
+/// `arbiter submit`: launch, then (with `--wait`) follow and judge. Returns the exit status.
+pub async fn run_submit(args: &SubmitArgs) -> anyhow::Result<u8> {
+    let mut manifest = match &args.manifest {
+        Some(path) => SubmitManifest::parse(
+            &std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read the manifest {}", path.display()))?,
+        )?,
+        None => SubmitManifest::default(),
+    };
+    if let Some(eval) = &args.eval {
+        manifest.launch.eval = Some(eval.clone());
+        manifest.launch.eval_id = None;
+    }
+    if let Some(checkpoint) = &args.checkpoint {
+        manifest.launch.checkpoint = Some(checkpoint.clone());
+        manifest.launch.checkpoint_id = None;
+    }
+    if args.priority.is_some() {
+        manifest.launch.priority = args.priority.clone();
+    }
+    if let Some(baseline) = args.baseline.baseline() {
+        manifest.baseline = Some(baseline);
+    }
+    let client = ApiClient::new(&args.api.server, &args.api.token)?;
+    let run_id = submit(&client, &manifest).await?;
+    if !args.wait {
+        println!("{run_id}");
+        return Ok(EXIT_OK);
+    }
+    follow(
+        &client,
+        run_id,
+        args.timeout_minutes,
+        manifest.baseline.as_ref(),
+        &args.report,
+    )
+    .await
+}
+
+/// `arbiter wait`: follow a run, then judge it.
+pub async fn run_wait(args: &WaitArgs) -> anyhow::Result<u8> {
+    let client = ApiClient::new(&args.api.server, &args.api.token)?;
+    follow(
+        &client,
+        args.run,
+        args.timeout_minutes,
+        args.baseline.baseline().as_ref(),
+        &args.report,
+    )
+    .await
+}
+
+/// `arbiter report`: judge a run as it stands.
+pub async fn run_report(args: &ReportCommandArgs) -> anyhow::Result<u8> {
+    let client = ApiClient::new(&args.api.server, &args.api.token)?;
+    let verdict = report(
+        &client,
+        args.run,
+        args.baseline.baseline().as_ref(),
+        args.report.json,
+    )
+    .await?;
+    Ok(verdict.exit_code(args.report.require_complete))
+}
+
+async fn follow(
+    client: &ApiClient,
+    run_id: i64,
+    timeout_minutes: u64,
+    baseline: Option<&Baseline>,
+    report_args: &ReportArgs,
+) -> anyhow::Result<u8> {
+    let timeout = Duration::from_secs(timeout_minutes.saturating_mul(60));
+    let Some(progress) = wait(client, run_id, timeout).await? else {
+        eprintln!("run {run_id} did not finish within {timeout_minutes} minutes");
+        return Ok(EXIT_INCOMPLETE);
+    };
+    if progress.status != "completed" {
+        bail!("run {run_id} ended {}", progress.status);
+    }
+    let verdict = report(client, run_id, baseline, report_args.json).await?;
+    Ok(verdict.exit_code(report_args.require_complete))
+}

@@ -1,0 +1,294 @@
+//! Runs and their results: launch, follow, pause or cancel, read the report, compare.
+
+use super::{ApiError, ApiErrorBody, ApiJson, ApiPath, ApiQuery, ApiResult, ApiUser};
+use arbiter_app::guard::AppState;
+use arbiter_engine::auth::Permission;
+use arbiter_engine::report::{Completeness, Report};
+use arbiter_engine::reporting::{self, CheckpointComparison};
+use arbiter_engine::service;
+use arbiter_engine::stats::correction::Correction;
+use arbiter_engine::store::{LaunchedRun, RunProgress, RunSummary, Store};
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+#[utoipa::path(get, path = "/api/v1/runs", tag = "runs",
+    responses((status = 200, body = Vec<RunSummary>)))]
+pub async fn list_runs(
+    State(state): State<AppState>,
+    caller: ApiUser,
+) -> ApiResult<Json<Vec<RunSummary>>> {
+    caller.require(Permission::ViewResults)?;
+    Ok(Json(state.store.list_runs().await?))
+}
+
+/// What to run: an eval against a checkpoint, each named by id or by name.
+#[derive(Deserialize, Serialize, ToSchema, Clone, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct LaunchRequest {
+    #[serde(default)]
+    pub eval_id: Option<i64>,
+    /// The eval's name, instead of `eval_id`.
+    #[serde(default)]
+    pub eval: Option<String>,
+    #[serde(default)]
+    pub checkpoint_id: Option<i64>,
+    /// The checkpoint's name, instead of `checkpoint_id`.
+    #[serde(default)]
+    pub checkpoint: Option<String>,
+    /// `promotion`, `scheduled` (the default) or `ablation`.
+    #[serde(default)]
+    pub priority: Option<String>,
+}
+
+/// The run a launch made, or found when the same manifest had been launched before.
+#[derive(Serialize, Deserialize, ToSchema)]
+pub struct LaunchResponse {
+    pub run_id: i64,
+    /// False when this manifest had already been launched: this is that run.
+    pub created: bool,
+    pub status: String,
+}
+
+impl From<LaunchedRun> for LaunchResponse {
+    fn from(run: LaunchedRun) -> LaunchResponse {
+        LaunchResponse {
+            run_id: run.run_id,
+            created: run.created,
+            status: run.status,
+        }
+    }
+}
+
+/// Resolves an id-or-name pair against a list of (id, name).
+fn pick(
+    what: &str,
+    id: Option<i64>,
+    name: Option<&str>,
+    known: impl Iterator<Item = (i64, String)>,
+) -> ApiResult<i64> {
+    match (id, name.map(str::trim)) {
+        (Some(id), None) => Ok(id),
+        (None, Some(name)) if !name.is_empty() => known
+            .into_iter()
+            .find(|(_, known_name)| known_name == name)
+            .map(|(id, _)| id)
+            .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, format!("no {what} named `{name}`"))),
+        (Some(_), Some(_)) => Err(ApiError::bad_request(format!(
+            "name the {what} by `{what}_id` or by `{what}`, not both"
+        ))),
+        _ => Err(ApiError::bad_request(format!(
+            "say which {what}: `{what}_id` or `{what}` (its name)"
+        ))),
+    }
+}
+
+pub(crate) async fn resolve_launch(
+    store: &dyn Store,
+    request: &LaunchRequest,
+) -> ApiResult<(i64, i64)> {
+    let eval_id = match request.eval_id {
+        Some(id) if request.eval.is_none() => id,
+        _ => pick(
+            "eval",
+            request.eval_id,
+            request.eval.as_deref(),
+            store.list_evals().await?.into_iter().map(|e| (e.id, e.name)),
+        )?,
+    };
+    let checkpoint_id = match request.checkpoint_id {
+        Some(id) if request.checkpoint.is_none() => id,
+        _ => pick(
+            "checkpoint",
+            request.checkpoint_id,
+            request.checkpoint.as_deref(),
+            store
+                .list_checkpoints()
+                .await?
+                .into_iter()
+                .map(|c| (c.id, c.name)),
+        )?,
+    };
+    Ok((eval_id, checkpoint_id))
+}
+
+#[utoipa::path(post, path = "/api/v1/runs", tag = "runs",
+    request_body = LaunchRequest,
+    responses(
+        (status = 201, description = "A new run", body = LaunchResponse),
+        (status = 200, description = "The run of an identical manifest launched before", body = LaunchResponse),
+        (status = 400, body = ApiErrorBody), (status = 404, body = ApiErrorBody)))]
+pub async fn launch_run(
+    State(state): State<AppState>,
+    caller: ApiUser,
+    ApiJson(request): ApiJson<LaunchRequest>,
+) -> ApiResult<(StatusCode, Json<LaunchResponse>)> {
+    let user = caller.require(Permission::ManageEvals)?;
+    let (eval_id, checkpoint_id) = resolve_launch(state.store.as_ref(), &request).await?;
+    let priority = service::parse_priority(request.priority.as_deref().unwrap_or_default())?;
+    let launched = service::launch_run(
+        state.store.as_ref(),
+        eval_id,
+        checkpoint_id,
+        priority,
+        &user.team,
+        Some(user.id),
+    )
+    .await?;
+    let status = if launched.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(launched.into())))
+}
+
+#[utoipa::path(get, path = "/api/v1/runs/{id}", tag = "runs",
+    params(("id" = i64, Path, description = "Run id")),
+    responses((status = 200, description = "Live progress", body = RunProgress), (status = 404, body = ApiErrorBody)))]
+pub async fn get_run(
+    State(state): State<AppState>,
+    caller: ApiUser,
+    ApiPath(id): ApiPath<i64>,
+) -> ApiResult<Json<RunProgress>> {
+    caller.require(Permission::ViewResults)?;
+    Ok(Json(service::run_progress(state.store.as_ref(), id).await?))
+}
+
+/// A run's heading and its report.
+#[derive(Serialize, Deserialize, ToSchema)]
+pub struct RunReport {
+    pub run: RunProgress,
+    pub report: Report,
+}
+
+#[utoipa::path(get, path = "/api/v1/runs/{id}/report", tag = "runs",
+    params(("id" = i64, Path, description = "Run id")),
+    responses((status = 200, description = "COMPLETE, PARTIAL (with counts and reasons) or INVALID", body = RunReport), (status = 404, body = ApiErrorBody)))]
+pub async fn run_report(
+    State(state): State<AppState>,
+    caller: ApiUser,
+    ApiPath(id): ApiPath<i64>,
+) -> ApiResult<Json<RunReport>> {
+    caller.require(Permission::ViewResults)?;
+    let (run, report) = reporting::run_report(state.store.as_ref(), id).await?;
+    Ok(Json(RunReport { run, report }))
+}
+
+#[utoipa::path(post, path = "/api/v1/runs/{id}/{action}", tag = "runs",
+    params(("id" = i64, Path, description = "Run id"), ("action" = String, Path, description = "`pause`, `resume` or `cancel`")),
+    responses((status = 204, description = "Done"), (status = 400, body = ApiErrorBody), (status = 409, description = "Not possible in the run's state", body = ApiErrorBody)))]
+pub async fn change_run_state(
+    State(state): State<AppState>,
+    caller: ApiUser,
+    ApiPath((id, action)): ApiPath<(i64, String)>,
+) -> ApiResult<StatusCode> {
+    caller.require(Permission::ManageEvals)?;
+    service::change_run_state(state.store.as_ref(), id, &action).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Deserialize, IntoParams)]
+pub struct CompareParams {
+    /// The baseline run.
+    baseline: i64,
+    /// Candidate runs of the same eval, separated by commas.
+    candidates: String,
+    /// `holm` (the default), `bh` or `none`.
+    #[serde(default)]
+    correction: Option<String>,
+}
+
+/// One category where a candidate is significantly different from the baseline.
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
+pub struct Finding {
+    pub candidate_run: i64,
+    pub category: String,
+    /// Candidate minus baseline pass rate on the items graded in both.
+    pub delta: Option<f64>,
+    /// After the correction across every test of the comparison.
+    pub adjusted_p: f64,
+}
+
+/// The comparison, and its verdict for CI: `regressions` lists every significantly worse
+/// category (overall included, as `all`) after correction.
+#[derive(Serialize, Deserialize, ToSchema)]
+pub struct ComparisonResponse {
+    pub comparison: CheckpointComparison,
+    pub regressions: Vec<Finding>,
+    pub improvements: Vec<Finding>,
+    /// True when both reports of every pair are COMPLETE: only then can a result gate a
+    /// promotion.
+    pub all_complete: bool,
+}
+
+pub(crate) fn findings(comparison: &CheckpointComparison) -> (Vec<Finding>, Vec<Finding>) {
+    let mut regressions = Vec::new();
+    let mut improvements = Vec::new();
+    for candidate in &comparison.candidates {
+        let paired = &candidate.comparison;
+        for category in std::iter::once(&paired.overall).chain(&paired.categories) {
+            let finding = || Finding {
+                candidate_run: candidate.run.id,
+                category: category.category.clone(),
+                delta: category.delta,
+                adjusted_p: category.adjusted_p,
+            };
+            if category.is_regression() {
+                regressions.push(finding());
+            } else if category.is_improvement() {
+                improvements.push(finding());
+            }
+        }
+    }
+    (regressions, improvements)
+}
+
+#[utoipa::path(get, path = "/api/v1/compare", tag = "runs",
+    params(CompareParams),
+    responses((status = 200, body = ComparisonResponse), (status = 400, description = "Runs of different evals, or not paired on the same identities", body = ApiErrorBody)))]
+pub async fn compare(
+    State(state): State<AppState>,
+    caller: ApiUser,
+    ApiQuery(params): ApiQuery<CompareParams>,
+) -> ApiResult<Json<ComparisonResponse>> {
+    caller.require(Permission::ViewResults)?;
+    let correction = match params.correction.as_deref().map(str::trim) {
+        None | Some("") => Correction::default(),
+        Some(name) => Correction::parse(name).ok_or_else(|| {
+            ApiError::bad_request(format!("unknown correction `{name}`: use holm, bh or none"))
+        })?,
+    };
+    let candidates = params
+        .candidates
+        .split(',')
+        .map(str::trim)
+        .filter(|id| !id.is_empty())
+        .map(|id| {
+            id.parse::<i64>()
+                .map_err(|_| ApiError::bad_request(format!("`{id}` is not a run id")))
+        })
+        .collect::<ApiResult<Vec<i64>>>()?;
+    let comparison = reporting::compare_checkpoints(
+        state.store.as_ref(),
+        params.baseline,
+        &candidates,
+        correction,
+    )
+    .await?;
+    let (regressions, improvements) = findings(&comparison);
+    let complete = |report: &Report| report.completeness == Completeness::Complete;
+    let all_complete = complete(&comparison.baseline_report)
+        && comparison
+            .candidates
+            .iter()
+            .all(|candidate| complete(&candidate.report));
+    Ok(Json(ComparisonResponse {
+        comparison,
+        regressions,
+        improvements,
+        all_complete,
+    }))
+}
