@@ -78,7 +78,10 @@ pub async fn create_api_token(name: String, days: String) -> Result<NewTokenView
     let lifetime = match days.trim() {
         "" => None,
         text => Some(text.parse::<i64>().map_err(|_| {
-            fail(400, format!("the lifetime is a whole number of days, not `{text}`"))
+            fail(
+                400,
+                format!("the lifetime is a whole number of days, not `{text}`"),
+            )
         })?),
     };
     let (token, plaintext) = arbiter_engine::api_tokens::create_token(

@@ -90,8 +90,11 @@ impl ApiClient {
         path: &str,
         body: &B,
     ) -> anyhow::Result<T> {
-        self.answer(what, self.http.post(format!("{}{path}", self.base)).json(body))
-            .await
+        self.answer(
+            what,
+            self.http.post(format!("{}{path}", self.base)).json(body),
+        )
+        .await
     }
 }
 
@@ -426,7 +429,12 @@ pub struct ApiArgs {
     #[arg(long, env = "ARBITER_URL", default_value = "http://127.0.0.1:3000")]
     pub server: String,
     /// A personal API token (`arb_…`).
-    #[arg(long, env = "ARBITER_TOKEN", hide_env_values = true, default_value = "")]
+    #[arg(
+        long,
+        env = "ARBITER_TOKEN",
+        hide_env_values = true,
+        default_value = ""
+    )]
     pub token: String,
 }
 

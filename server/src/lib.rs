@@ -5,6 +5,7 @@ pub mod annotator_bench;
 pub mod bench;
 pub mod ci;
 pub mod compare_bench;
+pub mod csrf;
 pub mod demo;
 pub mod forms;
 pub mod rest;

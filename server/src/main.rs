@@ -460,7 +460,13 @@ async fn token(database: &Database, action: TokenAction) -> anyhow::Result<()> {
         }
         TokenAction::List => {
             for token in store.api_tokens(None).await? {
-                let state = if token.is_live(now) { "live" } else if token.revoked_at.is_some() { "revoked" } else { "expired" };
+                let state = if token.is_live(now) {
+                    "live"
+                } else if token.revoked_at.is_some() {
+                    "revoked"
+                } else {
+                    "expired"
+                };
                 println!(
                     "{:>5}  {:<16} {:<20} {}…  {state}",
                     token.id, token.username, token.name, token.prefix

@@ -110,6 +110,10 @@ where
         .merge(api_routes)
         .layer(middleware::from_fn(require_login_for_pages))
         .layer(session_layer)
+        .layer(middleware::from_fn(crate::csrf::refuse_cross_site))
+        .layer(Extension(crate::csrf::TrustedOrigins(
+            crate::csrf::trusted_origins_from_env(),
+        )))
         .layer(Extension(Arc::new(LoginThrottle::default())))
 }
 

@@ -3,130 +3,11 @@
 
 use arbiter_engine::auth::Role;
 use arbiter_engine::service;
-use arbiter_engine::store::Database;
 use reqwest::{header, StatusCode};
-use std::net::SocketAddr;
 
-const PASSWORD: &str = "a-test-password";
+mod support;
 
-struct TestApp {
-    address: SocketAddr,
-    store: std::sync::Arc<dyn arbiter_engine::store::Store>,
-    _directory: tempfile::TempDir,
-}
-
-impl TestApp {
-    /// Serves the router on a random port over a fresh SQLite database with one user per role
-    /// (named after the role) and one sample dataset.
-    async fn spawn() -> TestApp {
-        let directory = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", directory.path().join("arbiter.db").display());
-        let database = Database::open(&url).await.unwrap();
-        let store = database.store();
-        for role in Role::ALL {
-            service::create_user(store.as_ref(), role.as_str(), PASSWORD, role)
-                .await
-                .unwrap();
-        }
-        service::upload_dataset(
-            store.as_ref(),
-            "sample",
-            "s.jsonl",
-            b"{\"id\":\"a\",\"input\":\"q\",\"target\":\"t\"}\n",
-            None,
-        )
-        .await
-        .unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap();
-        let options = server::web::leptos_options("target/site", address);
-        let mailer = std::sync::Arc::new(arbiter_engine::mail::Mailer::log_only());
-        let app = server::web::router(&database, options, mailer)
-            .await
-            .unwrap();
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        TestApp {
-            address,
-            store,
-            _directory: directory,
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.address)
-    }
-
-    fn client() -> reqwest::Client {
-        reqwest::Client::builder()
-            .cookie_store(true)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap()
-    }
-
-    async fn login(
-        &self,
-        client: &reqwest::Client,
-        username: &str,
-        password: &str,
-    ) -> reqwest::Response {
-        client
-            .post(self.url("/login"))
-            .header(header::ACCEPT, "application/json")
-            .form(&[("username", username), ("password", password)])
-            .send()
-            .await
-            .unwrap()
-    }
-
-    /// A client logged in as the user named after `role`.
-    async fn client_as(&self, role: Role) -> reqwest::Client {
-        let client = Self::client();
-        let response = self.login(&client, role.as_str(), PASSWORD).await;
-        assert_eq!(response.status(), StatusCode::OK, "login as {role}");
-        client
-    }
-
-    /// Uploads `body` as a dataset file through the form route, asking for a JSON answer.
-    async fn upload(
-        &self,
-        client: &reqwest::Client,
-        name: &str,
-        file_name: &str,
-        body: Vec<u8>,
-    ) -> (StatusCode, serde_json::Value) {
-        let form = reqwest::multipart::Form::new()
-            .text("name", name.to_string())
-            .part(
-                "file",
-                reqwest::multipart::Part::bytes(body).file_name(file_name.to_string()),
-            );
-        let response = client
-            .post(self.url("/datasets/upload"))
-            .header(header::ACCEPT, "application/json")
-            .multipart(form)
-            .send()
-            .await
-            .unwrap();
-        let status = response.status();
-        (status, response.json().await.unwrap())
-    }
-
-    async fn call(
-        &self,
-        client: &reqwest::Client,
-        endpoint: &str,
-        args: &[(&str, &str)],
-    ) -> StatusCode {
-        client
-            .post(self.url(&format!("/api/{endpoint}")))
-            .form(args)
-            .send()
-            .await
-            .unwrap()
-            .status()
-    }
-}
+use support::{TestApp, PASSWORD};
 
 #[tokio::test]
 async fn failed_logins_do_not_reveal_whether_the_account_exists() {
@@ -242,6 +123,8 @@ enum Allowed {
     Annotators,
     Reviewers,
     Leads,
+    /// Anyone signed in (their own account's settings).
+    Everyone,
 }
 
 impl Allowed {
@@ -254,6 +137,7 @@ impl Allowed {
             ),
             Allowed::Reviewers => matches!(role, Role::Reviewer | Role::Lead | Role::Admin),
             Allowed::Leads => matches!(role, Role::Lead | Role::Admin),
+            Allowed::Everyone => true,
         }
     }
 }
@@ -455,7 +339,31 @@ const SERVER_FUNCTIONS: &[(&str, Args, Allowed)] = &[
         Allowed::Leads,
     ),
     ("retire_gold", &[("gold_id", "1")], Allowed::Leads),
+    ("api_tokens", &[], Allowed::Everyone),
+    (
+        "create_api_token",
+        &[("name", "NAME"), ("days", "30")],
+        Allowed::Everyone,
+    ),
+    ("revoke_api_token", &[("id", "999999")], Allowed::Everyone),
 ];
+
+/// The matrix covers every server function the app registers, so a new one cannot be added
+/// without saying who may call it.
+#[test]
+fn the_matrix_lists_every_registered_server_function() {
+    let listed: std::collections::BTreeSet<String> = SERVER_FUNCTIONS
+        .iter()
+        .map(|(endpoint, _, _)| format!("/api/{endpoint}"))
+        .collect();
+    let registered: std::collections::BTreeSet<String> = leptos::server_fn::axum::server_fn_paths()
+        .map(|(path, _)| path.to_string())
+        .filter(|path| path != "/api/current_user" && path != "/api/logout")
+        .collect();
+    let missing: Vec<&String> = registered.difference(&listed).collect();
+    assert!(missing.is_empty(), "not in the matrix: {missing:?}");
+    assert!(registered.len() >= 48, "{registered:?}");
+}
 
 #[tokio::test]
 async fn every_server_function_refuses_the_wrong_role_and_anonymous_callers() {
@@ -1034,4 +942,44 @@ async fn run_results_export_as_csv_jsonl_and_parquet() {
         .unwrap();
     assert_eq!(response.status(), StatusCode::SEE_OTHER);
     assert_eq!(response.headers()[header::LOCATION], "/login");
+}
+
+#[tokio::test]
+async fn cross_site_posts_are_refused_even_with_a_valid_session() {
+    let app = TestApp::spawn().await;
+    let client = app.client_as(Role::Researcher).await;
+    let forged = client
+        .post(app.url("/api/register_checkpoint"))
+        .header(header::ORIGIN, "https://evil.example")
+        .form(&[
+            ("name", "forged"),
+            ("endpoint_url", "http://127.0.0.1:9/v1"),
+            ("model", "m"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), StatusCode::FORBIDDEN);
+    let forged_logout = client
+        .post(app.url("/logout"))
+        .header("sec-fetch-site", "cross-site")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged_logout.status(), StatusCode::FORBIDDEN);
+    assert!(app.store.list_checkpoints().await.unwrap().is_empty());
+    // The same call from the app's own page goes through, and the session survived.
+    let own = client
+        .post(app.url("/api/register_checkpoint"))
+        .header(header::ORIGIN, format!("http://{}", app.address))
+        .form(&[
+            ("name", "own"),
+            ("endpoint_url", "http://127.0.0.1:9/v1"),
+            ("model", "m"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert!(own.status().is_success(), "{}", own.status());
+    assert_eq!(app.store.list_checkpoints().await.unwrap().len(), 1);
 }

@@ -66,10 +66,7 @@ pub fn AccountPage() -> impl IntoView {
 }
 
 #[component]
-fn TokenTable(
-    tokens: Vec<TokenView>,
-    revoke: ServerAction<RevokeApiToken>,
-) -> impl IntoView {
+fn TokenTable(tokens: Vec<TokenView>, revoke: ServerAction<RevokeApiToken>) -> impl IntoView {
     let when = |ms: Option<i64>, none: &'static str| ms.map_or(none.to_string(), format_time);
     view! {
         <table data-testid="tokens">

@@ -111,7 +111,17 @@ pub fn clustered(sums: &ClusterSums, confidence: f64) -> Option<Interval> {
 }
 
 /// The 2×2 table of two runs' verdicts on the items they share.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    utoipa::ToSchema,
+)]
 pub struct PairedTable {
     pub both_pass: u64,
     /// Passed on the baseline, fails on the candidate: regressions.

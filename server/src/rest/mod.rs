@@ -104,7 +104,10 @@ pub struct ApiQuery<T>(pub T);
 
 impl From<axum::extract::rejection::JsonRejection> for ApiError {
     fn from(rejection: axum::extract::rejection::JsonRejection) -> ApiError {
-        ApiError::new(rejection.status(), format!("the JSON body was refused: {}", rejection.body_text()))
+        ApiError::new(
+            rejection.status(),
+            format!("the JSON body was refused: {}", rejection.body_text()),
+        )
     }
 }
 
@@ -129,18 +132,18 @@ pub fn routes(state: AppState) -> Router {
         .route("/openapi.json", get(openapi::document))
         .route("/me", get(resources::me))
         .route(
-            "/api/v1/datasets",
+            "/datasets",
             get(resources::list_datasets)
                 .post(resources::upload_dataset)
                 .layer(DefaultBodyLimit::max(MAX_UPLOAD_BYTES)),
         )
         .route("/datasets/{id}", get(resources::get_dataset))
         .route(
-            "/api/v1/checkpoints",
+            "/checkpoints",
             get(resources::list_checkpoints).post(resources::register_checkpoint),
         )
         .route(
-            "/api/v1/evals",
+            "/evals",
             get(resources::list_evals).post(resources::define_eval),
         )
         .route("/evals/{id}", get(resources::get_eval))

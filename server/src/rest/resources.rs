@@ -59,11 +59,10 @@ pub async fn get_dataset(
     ApiPath(id): ApiPath<i64>,
 ) -> ApiResult<Json<DatasetDetail>> {
     caller.require(Permission::ViewResults)?;
-    let dataset = state
-        .store
-        .get_dataset(id)
-        .await?
-        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, format!("no dataset with id {id}")))?;
+    let dataset =
+        state.store.get_dataset(id).await?.ok_or_else(|| {
+            ApiError::new(StatusCode::NOT_FOUND, format!("no dataset with id {id}"))
+        })?;
     let revisions = state.store.list_revisions(id).await?;
     Ok(Json(DatasetDetail { dataset, revisions }))
 }
@@ -193,7 +192,9 @@ pub async fn register_checkpoint(
         .await?
         .into_iter()
         .find(|checkpoint| checkpoint.id == id)
-        .ok_or_else(|| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "the checkpoint vanished"))?;
+        .ok_or_else(|| {
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "the checkpoint vanished")
+        })?;
     Ok((StatusCode::CREATED, Json(checkpoint)))
 }
 

@@ -75,7 +75,9 @@ fn pick(
             .into_iter()
             .find(|(_, known_name)| known_name == name)
             .map(|(id, _)| id)
-            .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, format!("no {what} named `{name}`"))),
+            .ok_or_else(|| {
+                ApiError::new(StatusCode::NOT_FOUND, format!("no {what} named `{name}`"))
+            }),
         (Some(_), Some(_)) => Err(ApiError::bad_request(format!(
             "name the {what} by `{what}_id` or by `{what}`, not both"
         ))),
@@ -95,7 +97,11 @@ pub(crate) async fn resolve_launch(
             "eval",
             request.eval_id,
             request.eval.as_deref(),
-            store.list_evals().await?.into_iter().map(|e| (e.id, e.name)),
+            store
+                .list_evals()
+                .await?
+                .into_iter()
+                .map(|e| (e.id, e.name)),
         )?,
     };
     let checkpoint_id = match request.checkpoint_id {

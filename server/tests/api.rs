@@ -1,0 +1,644 @@
+//! The REST API and the CI commands end to end: token authentication and revocation, the
+//! API's authorization matrix, its OpenAPI description, refusals that store nothing, and
+//! `arbiter submit`'s verdict against a simulated better and worse checkpoint.
+
+mod support;
+
+use arbiter_engine::auth::Role;
+use arbiter_engine::dispatch::{run_worker, RetryPolicy, WorkerConfig};
+use arbiter_engine::sim::{self, SimConfig, SimModel};
+use reqwest::{header, Method, StatusCode};
+use serde_json::{json, Value};
+use server::ci::{self, ApiClient, Baseline, SubmitManifest, Verdict};
+use std::time::Duration;
+use support::TestApp;
+
+const SAMPLE: &[u8] = include_bytes!("../../public/samples/qa-basic.jsonl");
+
+async fn send(
+    app: &TestApp,
+    method: Method,
+    path: &str,
+    token: Option<&str>,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let mut request = TestApp::client().request(method, app.url(&format!("/api/v1{path}")));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status();
+    let text = response.text().await.unwrap();
+    let value = serde_json::from_str(&text)
+        .unwrap_or_else(|_| panic!("{path} answered {status} with non-JSON: {text}"));
+    (status, value)
+}
+
+#[tokio::test]
+async fn tokens_authenticate_until_revoked_expired_or_the_owner_is_deactivated() {
+    let app = TestApp::spawn().await;
+    let token = app.token_for(Role::Researcher).await;
+
+    let (status, me) = send(&app, Method::GET, "/me", Some(&token), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(me["username"], "researcher");
+    assert_eq!(me["role"], "researcher");
+
+    // Missing, malformed, unknown and wrong-scheme credentials all read the same.
+    let response = TestApp::client()
+        .get(app.url("/api/v1/me"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        response.headers()[header::WWW_AUTHENTICATE],
+        "Bearer realm=\"arbiter\""
+    );
+    let refused = response.json::<Value>().await.unwrap()["error"].clone();
+    assert!(refused.as_str().unwrap().contains("Bearer"), "{refused}");
+    let unknown = format!("arb_{}", "x".repeat(40));
+    for bad in ["nonsense", unknown.as_str(), &token[..token.len() - 1]] {
+        let (status, body) = send(&app, Method::GET, "/me", Some(bad), None).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{bad}");
+        assert_eq!(body["error"], refused);
+    }
+    let basic = TestApp::client()
+        .get(app.url("/api/v1/me"))
+        .header(header::AUTHORIZATION, format!("Basic {token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(basic.status(), StatusCode::UNAUTHORIZED);
+
+    // The store keeps a hash and a prefix, never the token.
+    let stored = app.store.api_tokens(None).await.unwrap();
+    assert_eq!(stored.len(), 1);
+    assert!(token.starts_with(&stored[0].prefix));
+    assert!(stored[0].last_used_at.is_some(), "use is recorded");
+    let listing = serde_json::to_string(&stored).unwrap();
+    assert!(!listing.contains(&token[12..]), "{listing}");
+
+    // Revoked: refused at once. Another user cannot revoke it; an admin can.
+    let researcher = app
+        .store
+        .find_user_credentials("researcher")
+        .await
+        .unwrap()
+        .unwrap()
+        .user;
+    let annotator = app
+        .store
+        .find_user_credentials("annotator")
+        .await
+        .unwrap()
+        .unwrap()
+        .user;
+    let now = arbiter_engine::store::now_ms();
+    let other =
+        arbiter_engine::api_tokens::revoke_token(app.store.as_ref(), &annotator, stored[0].id, now)
+            .await
+            .unwrap_err();
+    assert_eq!(other.status_code(), 404);
+    arbiter_engine::api_tokens::revoke_token(app.store.as_ref(), &researcher, stored[0].id, now)
+        .await
+        .unwrap();
+    let (status, _) = send(&app, Method::GET, "/me", Some(&token), None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+
+    // Expired: a token made with a 1-day lifetime is refused a day later.
+    let (short, short_text) = arbiter_engine::api_tokens::create_token(
+        app.store.as_ref(),
+        &researcher,
+        "short",
+        Some(1),
+        now,
+    )
+    .await
+    .unwrap();
+    let tomorrow = now + 86_400_000 + 1;
+    assert!(app
+        .store
+        .user_for_token(&arbiter_engine::api_tokens::hash_token(&short_text), now)
+        .await
+        .unwrap()
+        .is_some());
+    assert!(app
+        .store
+        .user_for_token(
+            &arbiter_engine::api_tokens::hash_token(&short_text),
+            tomorrow
+        )
+        .await
+        .unwrap()
+        .is_none());
+    assert!(!short.is_live(tomorrow));
+    // Lifetimes and names are checked.
+    for (name, days) in [("", None), ("ok", Some(0)), ("ok", Some(100_000))] {
+        let refused = arbiter_engine::api_tokens::create_token(
+            app.store.as_ref(),
+            &researcher,
+            name,
+            days,
+            now,
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(refused.status_code(), 400, "{name:?} {days:?}");
+    }
+
+    // A deactivated owner's live token stops working.
+    let lead_token = app.token_for(Role::Lead).await;
+    assert_eq!(
+        send(&app, Method::GET, "/me", Some(&lead_token), None)
+            .await
+            .0,
+        StatusCode::OK
+    );
+    let lead = app
+        .store
+        .find_user_credentials("lead")
+        .await
+        .unwrap()
+        .unwrap()
+        .user;
+    app.store
+        .update_rater(
+            lead.id,
+            &arbiter_engine::store::RaterUpdate {
+                active: Some(false),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        send(&app, Method::GET, "/me", Some(&lead_token), None)
+            .await
+            .0,
+        StatusCode::UNAUTHORIZED
+    );
+}
+
+/// (method, path, body, may annotators and reviewers call it, expected success status).
+fn api_routes() -> Vec<(Method, &'static str, Option<Value>, bool, StatusCode)> {
+    vec![
+        (Method::GET, "/me", None, true, StatusCode::OK),
+        (Method::GET, "/datasets", None, false, StatusCode::OK),
+        (Method::GET, "/datasets/1", None, false, StatusCode::OK),
+        (Method::GET, "/checkpoints", None, false, StatusCode::OK),
+        (Method::GET, "/evals", None, false, StatusCode::OK),
+        (
+            Method::GET,
+            "/evals/999",
+            None,
+            false,
+            StatusCode::NOT_FOUND,
+        ),
+        (Method::GET, "/runs", None, false, StatusCode::OK),
+        (Method::GET, "/runs/999", None, false, StatusCode::NOT_FOUND),
+        (
+            Method::GET,
+            "/runs/999/report",
+            None,
+            false,
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            Method::POST,
+            "/runs/999/pause",
+            None,
+            false,
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            Method::GET,
+            "/compare?baseline=998&candidates=999",
+            None,
+            false,
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            Method::POST,
+            "/checkpoints",
+            Some(json!({"name": "NAME", "endpoint_url": "http://127.0.0.1:9/v1", "model": "m"})),
+            false,
+            StatusCode::CREATED,
+        ),
+        (
+            Method::POST,
+            "/evals",
+            Some(json!({"name": "NAME", "dataset_id": 1, "prompt_template": "Q: {input}"})),
+            false,
+            StatusCode::CREATED,
+        ),
+        (
+            Method::POST,
+            "/runs",
+            Some(json!({"eval_id": 999, "checkpoint_id": 999})),
+            false,
+            StatusCode::NOT_FOUND,
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn every_api_route_refuses_anonymous_callers_and_the_wrong_role() {
+    let app = TestApp::spawn().await;
+    for (method, path, body, _, _) in api_routes() {
+        let (status, answer) = send(&app, method.clone(), path, None, body).await;
+        assert_eq!(
+            status,
+            StatusCode::UNAUTHORIZED,
+            "anonymous {method} {path}"
+        );
+        assert!(answer["error"].is_string());
+    }
+    for role in Role::ALL {
+        let token = app.token_for(role).await;
+        let results_role = matches!(role, Role::Researcher | Role::Lead | Role::Admin);
+        for (method, path, body, open_to_all, success) in api_routes() {
+            let body = body.map(|body| {
+                serde_json::from_str(&body.to_string().replace("NAME", &format!("{path}-{role}")))
+                    .unwrap()
+            });
+            let (status, answer) = send(&app, method.clone(), path, Some(&token), body).await;
+            if results_role || open_to_all {
+                assert_eq!(status, success, "{role} {method} {path}: {answer}");
+            } else {
+                assert_eq!(status, StatusCode::FORBIDDEN, "{role} {method} {path}");
+                assert!(answer["error"].as_str().unwrap().contains(role.as_str()));
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_openapi_description_lists_every_route_and_is_public() {
+    let app = TestApp::spawn().await;
+    let (status, document) = send(&app, Method::GET, "/openapi.json", None, None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(document["openapi"].as_str().unwrap().starts_with("3."));
+    assert_eq!(
+        document["components"]["securitySchemes"]["token"]["scheme"],
+        "bearer"
+    );
+    let paths = document["paths"].as_object().unwrap();
+    for (method, path, ..) in api_routes() {
+        let template = path
+            .split('?')
+            .next()
+            .unwrap()
+            .replace("/999/pause", "/{id}/{action}")
+            .replace("999", "{id}")
+            .replace("/1", "/{id}");
+        let operation = &paths[&format!("/api/v1{template}")][method.as_str().to_lowercase()];
+        assert!(
+            operation.is_object(),
+            "{method} {template} is not documented"
+        );
+        assert!(operation["responses"].is_object());
+    }
+    // Every documented operation is served: without a token it is refused, never missing.
+    for (path, operations) in paths {
+        for method in operations.as_object().unwrap().keys() {
+            let concrete = path
+                .trim_start_matches("/api/v1")
+                .replace("{id}", "1")
+                .replace("{action}", "pause");
+            let method = Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+            let (status, _) = send(&app, method.clone(), &concrete, None, None).await;
+            let expected = if concrete == "/openapi.json" {
+                StatusCode::OK
+            } else {
+                StatusCode::UNAUTHORIZED
+            };
+            assert_eq!(status, expected, "{method} {path}");
+        }
+    }
+    // The report schema is spelled out, down to its intervals.
+    let schemas = &document["components"]["schemas"];
+    for name in [
+        "Report",
+        "CategoryReport",
+        "Interval",
+        "PairedCategory",
+        "RunProgress",
+        "Checkpoint",
+    ] {
+        assert!(schemas[name].is_object(), "schema {name} missing");
+    }
+    // Unknown API paths answer JSON 404, never the app's HTML page.
+    let (status, answer) = send(&app, Method::GET, "/nothing-here", None, None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(answer["error"].as_str().unwrap().contains("openapi.json"));
+}
+
+#[tokio::test]
+async fn bad_requests_are_explained_and_store_nothing() {
+    let app = TestApp::spawn().await;
+    let token = app.token_for(Role::Researcher).await;
+    let datasets_before = app.store.list_datasets().await.unwrap().len();
+
+    // A dataset file with a broken line: 400 naming the file; nothing stored.
+    let response = TestApp::client()
+        .post(app.url("/api/v1/datasets?name=broken&file_name=b.jsonl"))
+        .bearer_auth(&token)
+        .body("{\"id\":\"a\",\"input\":\"q\",\"target\":\"t\"}\n{not json\n")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let answer: Value = response.json().await.unwrap();
+    assert!(
+        answer["error"].as_str().unwrap().starts_with("b.jsonl:"),
+        "{answer}"
+    );
+    assert_eq!(
+        app.store.list_datasets().await.unwrap().len(),
+        datasets_before
+    );
+
+    // A good file: 201, then 200 with the same revision when uploaded again.
+    let upload = |body: &'static [u8]| {
+        TestApp::client()
+            .post(app.url("/api/v1/datasets?name=qa&file_name=qa.jsonl"))
+            .bearer_auth(&token)
+            .body(body)
+            .send()
+    };
+    let first = upload(SAMPLE).await.unwrap();
+    assert_eq!(first.status(), StatusCode::CREATED);
+    let first: Value = first.json().await.unwrap();
+    assert_eq!(first["item_count"], 60);
+    let again = upload(SAMPLE).await.unwrap();
+    assert_eq!(again.status(), StatusCode::OK);
+    assert_eq!(again.json::<Value>().await.unwrap()["id"], first["id"]);
+
+    // Malformed JSON, unknown fields and wrong types: JSON errors, not plain text.
+    let response = TestApp::client()
+        .post(app.url("/api/v1/checkpoints"))
+        .bearer_auth(&token)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body("{\"name\": ")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    assert!(response.json::<Value>().await.unwrap()["error"]
+        .as_str()
+        .unwrap()
+        .contains("JSON"));
+    let (status, answer) = send(
+        &app,
+        Method::POST,
+        "/checkpoints",
+        Some(&token),
+        Some(json!({"name": "c", "endpoint_url": "http://h/v1", "model": "m", "modle": "typo"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
+    assert!(
+        answer["error"].as_str().unwrap().contains("modle"),
+        "{answer}"
+    );
+    let (status, answer) = send(&app, Method::GET, "/runs/abc", Some(&token), None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+
+    // Service-level refusals: a bad URL, a duplicate name, an unknown grader, an unknown
+    // correction, names that match nothing. None stores anything.
+    let checkpoints_before = app.store.list_checkpoints().await.unwrap().len();
+    for (body, expected) in [
+        (
+            json!({"name": "c", "endpoint_url": "not a url", "model": "m"}),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            json!({"name": "c", "endpoint_url": "http://h/v1", "model": "m", "training_step": -1}),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            json!({"name": "c", "endpoint_url": "http://h/v1", "model": "m", "input_usd_per_mtok": 1e9}),
+            StatusCode::BAD_REQUEST,
+        ),
+    ] {
+        let (status, answer) = send(
+            &app,
+            Method::POST,
+            "/checkpoints",
+            Some(&token),
+            Some(body.clone()),
+        )
+        .await;
+        assert_eq!(status, expected, "{body}: {answer}");
+    }
+    assert_eq!(
+        app.store.list_checkpoints().await.unwrap().len(),
+        checkpoints_before
+    );
+    let (status, answer) = send(
+        &app,
+        Method::POST,
+        "/evals",
+        Some(&token),
+        Some(json!({"name": "e", "dataset_id": first["dataset_id"], "prompt_template": "{input}", "grader": {"kind": "no_such_grader"}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+    assert!(answer["error"].as_str().unwrap().contains("grader"));
+    assert!(app.store.list_evals().await.unwrap().is_empty());
+    let (status, answer) = send(
+        &app,
+        Method::POST,
+        "/runs",
+        Some(&token),
+        Some(json!({"eval": "nope", "checkpoint": "nope"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(answer["error"]
+        .as_str()
+        .unwrap()
+        .contains("no eval named `nope`"));
+    let (status, _) = send(
+        &app,
+        Method::POST,
+        "/runs",
+        Some(&token),
+        Some(json!({"eval_id": 1, "eval": "x", "checkpoint_id": 1})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, answer) = send(
+        &app,
+        Method::GET,
+        "/compare?baseline=1&candidates=2&correction=magic",
+        Some(&token),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(answer["error"].as_str().unwrap().contains("holm"));
+    assert!(app.store.list_runs().await.unwrap().is_empty());
+}
+
+fn fast_worker() -> WorkerConfig {
+    let mut config = WorkerConfig::named("api-test");
+    config.idle_poll = Duration::from_millis(20);
+    config.retry = RetryPolicy {
+        base_backoff: Duration::from_millis(20),
+        attempt_timeout: Duration::from_secs(2),
+        ..RetryPolicy::default()
+    };
+    config
+}
+
+#[tokio::test]
+async fn submit_waits_reports_and_exits_non_zero_on_a_significant_regression() {
+    let app = TestApp::spawn().await;
+    let mut config = SimConfig::demo();
+    config.models = vec![
+        SimModel::parse_spec("strong:0.95").unwrap(),
+        SimModel::parse_spec("weak:0.3").unwrap(),
+    ];
+    config.latency_ms_min = 1;
+    config.latency_ms_max = 3;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let sim_url = format!("http://{}/v1", listener.local_addr().unwrap());
+    tokio::spawn(sim::serve(config, listener));
+    let (stop, shutdown) = tokio::sync::watch::channel(false);
+    let worker = tokio::spawn(run_worker(app.store.clone(), fast_worker(), shutdown));
+
+    // Everything through the API, as a CI job would.
+    let token = app.token_for(Role::Researcher).await;
+    let client = ApiClient::new(&format!("http://{}", app.address), &token).unwrap();
+    let response = TestApp::client()
+        .post(app.url("/api/v1/datasets?name=qa&file_name=qa.jsonl"))
+        .bearer_auth(&token)
+        .body(SAMPLE)
+        .send()
+        .await
+        .unwrap();
+    let revision: Value = response.json().await.unwrap();
+    for (name, model, step) in [
+        ("step-1000", "strong", 1000),
+        ("step-2000", "weak", 2000),
+        ("step-3000", "strong", 3000),
+    ] {
+        let _: Value = client
+            .post(
+                "registering",
+                "/checkpoints",
+                &json!({"name": name, "endpoint_url": sim_url, "model": model, "training_run": "pretrain", "training_step": step}),
+            )
+            .await
+            .unwrap();
+    }
+    let _: Value = client
+        .post(
+            "defining",
+            "/evals",
+            &json!({"name": "qa-eval", "dataset_id": revision["dataset_id"], "prompt_template": "Question: {input}", "max_tokens": 64}),
+        )
+        .await
+        .unwrap();
+
+    let manifest = |checkpoint: &str, baseline: Option<Baseline>| SubmitManifest {
+        launch: server::rest::LaunchRequest {
+            eval: Some("qa-eval".into()),
+            checkpoint: Some(checkpoint.into()),
+            priority: Some("promotion".into()),
+            ..Default::default()
+        },
+        baseline,
+    };
+    let submit_and_judge = |manifest: SubmitManifest| {
+        let client = &client;
+        async move {
+            let run = ci::submit(client, &manifest).await.unwrap();
+            let progress = ci::wait(client, run, Duration::from_secs(90))
+                .await
+                .unwrap()
+                .expect("the run finishes");
+            assert_eq!(progress.status, "completed");
+            let verdict = ci::report(client, run, manifest.baseline.as_ref(), true)
+                .await
+                .unwrap();
+            (run, verdict)
+        }
+    };
+
+    let (baseline_run, verdict) = submit_and_judge(manifest("step-1000", None)).await;
+    assert_eq!(
+        verdict,
+        Verdict {
+            regressed: false,
+            complete: true
+        }
+    );
+    assert_eq!(verdict.exit_code(true), ci::EXIT_OK);
+
+    // The weak checkpoint against the strong one, named by checkpoint: a regression, exit 1.
+    let (weak_run, verdict) = submit_and_judge(manifest(
+        "step-2000",
+        Some(Baseline::Checkpoint("step-1000".into())),
+    ))
+    .await;
+    assert!(verdict.regressed, "{verdict:?}");
+    assert_eq!(verdict.exit_code(false), ci::EXIT_REGRESSION);
+
+    // The strong one against the weak one, by run id: an improvement, exit 0.
+    let (_, verdict) = submit_and_judge(manifest("step-3000", Some(Baseline::Run(weak_run)))).await;
+    assert!(!verdict.regressed, "{verdict:?}");
+    assert_eq!(verdict.exit_code(true), ci::EXIT_OK);
+
+    // Submitting an identical manifest again finds the same run.
+    let again = ci::submit(&client, &manifest("step-1000", None))
+        .await
+        .unwrap();
+    assert_eq!(again, baseline_run);
+
+    // The comparison's findings as the API reports them.
+    let comparison: server::rest::ComparisonResponse = client
+        .get(
+            "comparing",
+            &format!("/compare?baseline={baseline_run}&candidates={weak_run}"),
+        )
+        .await
+        .unwrap();
+    assert!(comparison.all_complete);
+    assert!(comparison
+        .regressions
+        .iter()
+        .any(|finding| finding.category == "all"));
+    assert!(comparison
+        .regressions
+        .iter()
+        .all(|finding| finding.delta.unwrap() < 0.0 && finding.adjusted_p < 0.05));
+    let text = ci::format_comparison(&comparison);
+    assert!(text.contains("REGRESSION"), "{text}");
+
+    // A baseline checkpoint with no completed run of the eval is an error (exit 2), not a pass.
+    let report = ci::report(
+        &client,
+        weak_run,
+        Some(&Baseline::Checkpoint("nope".into())),
+        true,
+    )
+    .await;
+    assert!(report.unwrap_err().to_string().contains("no completed run"));
+
+    // Manifest files parse with the same fields; unknown fields are refused.
+    let parsed = SubmitManifest::parse(r#"{"eval": "qa-eval", "checkpoint": "step-2000", "baseline": {"checkpoint": "step-1000"}}"#).unwrap();
+    assert_eq!(
+        parsed.baseline,
+        Some(Baseline::Checkpoint("step-1000".into()))
+    );
+    assert!(SubmitManifest::parse(r#"{"eval": "qa-eval", "checkpiont": "x"}"#).is_err());
+
+    let _ = stop.send(true);
+    worker.await.unwrap();
+}

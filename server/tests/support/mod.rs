@@ -1,0 +1,150 @@
+//! The real router on a random port over a fresh SQLite database, for HTTP-level tests.
+#![allow(dead_code)] // Each test file uses a different part.
+
+use arbiter_engine::auth::Role;
+use arbiter_engine::service;
+use arbiter_engine::store::Database;
+use reqwest::{header, StatusCode};
+use std::net::SocketAddr;
+
+pub const PASSWORD: &str = "a-test-password";
+
+pub struct TestApp {
+    pub address: SocketAddr,
+    pub store: std::sync::Arc<dyn arbiter_engine::store::Store>,
+    pub _directory: tempfile::TempDir,
+}
+
+impl TestApp {
+    /// Serves the router on a random port over a fresh SQLite database with one user per role
+    /// (named after the role) and one sample dataset.
+    pub async fn spawn() -> TestApp {
+        let directory = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", directory.path().join("arbiter.db").display());
+        let database = Database::open(&url).await.unwrap();
+        let store = database.store();
+        for role in Role::ALL {
+            service::create_user(store.as_ref(), role.as_str(), PASSWORD, role)
+                .await
+                .unwrap();
+        }
+        service::upload_dataset(
+            store.as_ref(),
+            "sample",
+            "s.jsonl",
+            b"{\"id\":\"a\",\"input\":\"q\",\"target\":\"t\"}\n",
+            None,
+        )
+        .await
+        .unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let options = server::web::leptos_options("target/site", address);
+        let mailer = std::sync::Arc::new(arbiter_engine::mail::Mailer::log_only());
+        let app = server::web::router(&database, options, mailer)
+            .await
+            .unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        TestApp {
+            address,
+            store,
+            _directory: directory,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.address)
+    }
+
+    pub fn client() -> reqwest::Client {
+        reqwest::Client::builder()
+            .cookie_store(true)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap()
+    }
+
+    pub async fn login(
+        &self,
+        client: &reqwest::Client,
+        username: &str,
+        password: &str,
+    ) -> reqwest::Response {
+        client
+            .post(self.url("/login"))
+            .header(header::ACCEPT, "application/json")
+            .form(&[("username", username), ("password", password)])
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// A personal API token for the user named after `role`.
+    pub async fn token_for(&self, role: Role) -> String {
+        let user = self
+            .store
+            .find_user_credentials(role.as_str())
+            .await
+            .unwrap()
+            .unwrap()
+            .user;
+        arbiter_engine::api_tokens::create_token(
+            self.store.as_ref(),
+            &user,
+            "test",
+            None,
+            arbiter_engine::store::now_ms(),
+        )
+        .await
+        .unwrap()
+        .1
+    }
+
+    /// A client logged in as the user named after `role`.
+    pub async fn client_as(&self, role: Role) -> reqwest::Client {
+        let client = Self::client();
+        let response = self.login(&client, role.as_str(), PASSWORD).await;
+        assert_eq!(response.status(), StatusCode::OK, "login as {role}");
+        client
+    }
+
+    /// Uploads `body` as a dataset file through the form route, asking for a JSON answer.
+    pub async fn upload(
+        &self,
+        client: &reqwest::Client,
+        name: &str,
+        file_name: &str,
+        body: Vec<u8>,
+    ) -> (StatusCode, serde_json::Value) {
+        let form = reqwest::multipart::Form::new()
+            .text("name", name.to_string())
+            .part(
+                "file",
+                reqwest::multipart::Part::bytes(body).file_name(file_name.to_string()),
+            );
+        let response = client
+            .post(self.url("/datasets/upload"))
+            .header(header::ACCEPT, "application/json")
+            .multipart(form)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        (status, response.json().await.unwrap())
+    }
+
+    pub async fn call(
+        &self,
+        client: &reqwest::Client,
+        endpoint: &str,
+        args: &[(&str, &str)],
+    ) -> StatusCode {
+        client
+            .post(self.url(&format!("/api/{endpoint}")))
+            .form(args)
+            .send()
+            .await
+            .unwrap()
+            .status()
+    }
+}
