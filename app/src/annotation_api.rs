@@ -245,7 +245,7 @@ pub async fn invite_rater(
 #[server(endpoint = "queue_page")]
 pub async fn queue_page() -> Result<QueuePageData, ServerFnError> {
     use arbiter_engine::annotation::sla::DAY_MS;
-    use arbiter_engine::queue_health::{alert_title, queue_report};
+    use arbiter_engine::queue_health::queue_report;
     let (state, _) = require(Permission::ManageUsers).await?;
     let store = state.store.as_ref();
     let report = queue_report(store, arbiter_engine::store::now_ms(), true)
@@ -311,20 +311,7 @@ pub async fn queue_page() -> Result<QueuePageData, ServerFnError> {
                 agreement: agreement_view(agreement),
             })
             .collect(),
-        alerts: report
-            .alerts
-            .into_iter()
-            .map(|alert| AlertView {
-                id: alert.id,
-                title: alert_title(&alert.kind).into(),
-                subject: alert.subject,
-                message: alert.message,
-                created_at: alert.created_at,
-                updated_at: alert.updated_at,
-                resolved_at: alert.resolved_at,
-                emailed_at: alert.emailed_at,
-            })
-            .collect(),
+        alerts: report.alerts.into_iter().map(alert_view).collect(),
         gold_rate: settings.gold_rate,
         review_check_rate: settings.review_check_rate,
         agreement_floor: settings.agreement_floor,
@@ -396,4 +383,19 @@ pub async fn create_gold(
 pub async fn retire_gold(gold_id: i64) -> Result<(), ServerFnError> {
     let (state, _) = require(Permission::ManageUsers).await?;
     state.store.retire_gold(gold_id).await.map_err(store_error)
+}
+
+/// An alert as the queue and system pages show it.
+#[cfg(feature = "ssr")]
+pub(crate) fn alert_view(alert: arbiter_engine::store::Alert) -> AlertView {
+    AlertView {
+        id: alert.id,
+        title: arbiter_engine::queue_health::alert_title(&alert.kind).into(),
+        subject: alert.subject,
+        message: alert.message,
+        created_at: alert.created_at,
+        updated_at: alert.updated_at,
+        resolved_at: alert.resolved_at,
+        emailed_at: alert.emailed_at,
+    }
 }

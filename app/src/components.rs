@@ -46,6 +46,43 @@ pub fn ItemText(input: String, target: String, output: String) -> impl IntoView 
     }
 }
 
+/// Open alerts, then the recently resolved ones folded away (queue and system pages).
+#[component]
+pub fn AlertList(alerts: Vec<crate::views::AlertView>) -> impl IntoView {
+    use crate::pages::format_time;
+    let (open, resolved): (Vec<_>, Vec<_>) = alerts
+        .into_iter()
+        .partition(|alert| alert.resolved_at.is_none());
+    view! {
+        {if open.is_empty() {
+            view! { <p class="notice">"No open alerts."</p> }.into_any()
+        } else {
+            view! {
+                <ul>
+                    {open.into_iter().map(|alert| view! {
+                        <li data-testid="open-alert">
+                            <strong class="error">{alert.title} ": " {alert.subject}</strong> " — " {alert.message}
+                            <span class="hint">" since " {format_time(alert.created_at)}
+                                {alert.emailed_at.map(|at| format!(" · emailed {}", format_time(at)))}</span>
+                        </li>
+                    }).collect_view()}
+                </ul>
+            }.into_any()
+        }}
+        {(!resolved.is_empty()).then(|| view! {
+            <details>
+                <summary>"Resolved recently"</summary>
+                <ul>
+                    {resolved.into_iter().map(|alert| view! {
+                        <li>{alert.title} ": " {alert.subject} " — " {alert.message}
+                            <span class="hint">" resolved " {alert.resolved_at.map(format_time)}</span></li>
+                    }).collect_view()}
+                </ul>
+            </details>
+        })}
+    }
+}
+
 /// Top bar: links for the user's role and a logout button.
 #[component]
 pub fn Nav() -> impl IntoView {
@@ -70,6 +107,7 @@ pub fn Nav() -> impl IntoView {
                                         <a href="/judges">"Judges"</a>
                                         <a href="/runs">"Runs"</a>
                                         <a href="/trends">"Trends"</a>
+                                        <a href="/system">"System"</a>
                                     </Show>
                                     <Show when=move || annotator>
                                         <a href="/annotate">"Annotate"</a>

@@ -14,6 +14,7 @@ mod components;
 pub mod grading_api;
 #[cfg(feature = "ssr")]
 pub mod guard;
+pub mod health_api;
 mod pages;
 pub mod report_api;
 pub mod trend_api;
@@ -73,6 +74,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/compare") view=ComparePage/>
                     <Route path=path!("/trends") view=TrendsPage/>
                     <Route path=path!("/account") view=AccountPage/>
+                    <Route path=path!("/system") view=SystemPage/>
                 </Routes>
             </main>
         </Router>

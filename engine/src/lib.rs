@@ -12,6 +12,7 @@ pub mod dispatch;
 pub mod expansion;
 pub mod export;
 pub mod grading;
+pub mod health;
 pub mod human_queue;
 pub mod login_throttle;
 pub mod logprobs;

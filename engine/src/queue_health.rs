@@ -244,6 +244,9 @@ pub async fn monitor_once(
     round.alerts_resolved += store
         .resolve_alerts(ALERT_LOW_AGREEMENT, &low_queues, now)
         .await?;
+    let system = crate::health::check_rules(store, now, &report).await?;
+    round.alerts_raised += system.raised;
+    round.alerts_resolved += system.resolved;
     round.emails_sent = email_new_alerts(store, mailer, now).await?;
     Ok(round)
 }
@@ -263,6 +266,8 @@ async fn email_new_alerts(store: &dyn Store, mailer: &Mailer, now: i64) -> Servi
         let subject = format!("[Arbiter] {}: {}", alert_title(&alert.kind), alert.subject);
         let see = if alert.kind == crate::trends::ALERT_REGRESSION {
             "See the trends page for the checkpoints, the baseline and the paired tests."
+        } else if crate::health::rules::RULE_KINDS.contains(&alert.kind.as_str()) {
+            "See the system page for queue depth, latency, errors, spending, endpoints and workers; leads can change the thresholds there."
         } else {
             "See the queue page for the tasks at risk, the forecast and agreement by rater pair."
         };
@@ -289,6 +294,12 @@ pub fn alert_title(kind: &str) -> &'static str {
         ALERT_SLA_BREACHED => "SLA breached",
         ALERT_LOW_AGREEMENT => "Low agreement",
         crate::trends::ALERT_REGRESSION => "Regression",
+        crate::health::rules::ALERT_QUEUE_GROWING => "Queue growing",
+        crate::health::rules::ALERT_ERROR_RATE => "Error rate",
+        crate::health::rules::ALERT_P99_LATENCY => "Slow answers",
+        crate::health::rules::ALERT_DAILY_COST => "Over budget",
+        crate::health::rules::ALERT_RATER_AVAILABILITY => "Rater availability",
+        crate::health::rules::ALERT_WORKER_SILENT => "Worker lost",
         _ => "Alert",
     }
 }

@@ -8,5 +8,6 @@ pub mod compare_bench;
 pub mod csrf;
 pub mod demo;
 pub mod forms;
+pub mod metrics;
 pub mod rest;
 pub mod web;

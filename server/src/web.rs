@@ -80,6 +80,7 @@ where
         .route("/login", post(crate::forms::login))
         .route("/logout", post(crate::forms::logout))
         .route("/raters.csv", get(crate::forms::raters_csv))
+        .route("/metrics", get(crate::metrics::metrics))
         .route(
             "/runs/{id}/export/{format}",
             get(crate::forms::export_results),
@@ -122,6 +123,7 @@ where
 fn is_public(path: &str) -> bool {
     path == "/login"
         || path == "/health"
+        || path == "/metrics"
         || path == "/favicon.ico"
         || path == "/favicon.svg"
         || path.starts_with("/pkg/")

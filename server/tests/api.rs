@@ -642,3 +642,47 @@ async fn submit_waits_reports_and_exits_non_zero_on_a_significant_regression() {
     let _ = stop.send(true);
     worker.await.unwrap();
 }
+
+#[tokio::test]
+async fn metrics_need_a_token_that_may_view_results_and_speak_prometheus() {
+    let app = TestApp::spawn().await;
+    let scrape = |token: Option<String>| {
+        let mut request = TestApp::client().get(app.url("/metrics"));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        request.send()
+    };
+    assert_eq!(
+        scrape(None).await.unwrap().status(),
+        StatusCode::UNAUTHORIZED
+    );
+    let annotator = app.token_for(Role::Annotator).await;
+    assert_eq!(
+        scrape(Some(annotator)).await.unwrap().status(),
+        StatusCode::FORBIDDEN
+    );
+    let researcher = app.token_for(Role::Researcher).await;
+    let response = scrape(Some(researcher)).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(response.headers()[header::CONTENT_TYPE]
+        .to_str()
+        .unwrap()
+        .starts_with("application/openmetrics-text"));
+    let text = response.text().await.unwrap();
+    for metric in [
+        "arbiter_queue_depth ",
+        "arbiter_queue_claimed ",
+        "arbiter_answers_last_hour ",
+        "arbiter_workers_live ",
+        "arbiter_human_backlog_tasks ",
+        "arbiter_sla_breached_tasks ",
+    ] {
+        assert!(
+            text.contains(&format!("{metric}0")),
+            "{metric} missing: {text}"
+        );
+    }
+    assert!(text.contains("# HELP arbiter_queue_depth"));
+    assert!(text.trim_end().ends_with("# EOF"));
+}

@@ -339,6 +339,20 @@ const SERVER_FUNCTIONS: &[(&str, Args, Allowed)] = &[
         Allowed::Leads,
     ),
     ("retire_gold", &[("gold_id", "1")], Allowed::Leads),
+    ("system_health", &[], Allowed::Researchers),
+    (
+        "save_alert_rules",
+        &[
+            ("queue_growth_minutes", "60"),
+            ("max_error_rate", "0.05"),
+            ("max_p99_latency_s", "30"),
+            ("daily_budget_usd", "1000"),
+            ("min_rater_availability", "0.6"),
+            ("worker_silence_s", "180"),
+            ("min_answers", "50"),
+        ],
+        Allowed::Leads,
+    ),
     ("api_tokens", &[], Allowed::Everyone),
     (
         "create_api_token",

@@ -16,6 +16,7 @@ mod queue;
 mod raters;
 mod review;
 pub(crate) mod runs;
+mod system;
 mod trends;
 
 pub use account::AccountPage;
@@ -32,6 +33,7 @@ pub use queue::QueuePage;
 pub use raters::RatersPage;
 pub use review::ReviewPage;
 pub use runs::{RunPage, RunsPage};
+pub use system::SystemPage;
 pub use trends::TrendsPage;
 
 /// The current route's `:id` as a number; 0 when missing or not a number, which the server

@@ -4,10 +4,10 @@
 //! rates; and gold items (made from finished items, or by id, and retired).
 
 use crate::annotation_api::{queue_page, CreateGold, RetireGold, SetQueueSettings};
-use crate::components::{ActionError, ErrorNote};
+use crate::components::{ActionError, AlertList, ErrorNote};
 use crate::pages::format_time;
 use crate::pages::runs::{interval_text, statistic_text};
-use crate::views::{AlertView, QueuePageData};
+use crate::views::QueuePageData;
 use leptos::prelude::*;
 
 fn percent(value: Option<f64>) -> String {
@@ -68,39 +68,10 @@ fn QueueReport(
         Some(hours) => format!("about {hours:.1} hours"),
         None => "unknown: nobody has labelled in the last 7 days".to_string(),
     };
-    let (open_alerts, resolved_alerts): (Vec<AlertView>, Vec<AlertView>) = data
-        .alerts
-        .into_iter()
-        .partition(|alert| alert.resolved_at.is_none());
     view! {
         <section class="card" data-testid="alerts">
             <h2>"Alerts"</h2>
-            {if open_alerts.is_empty() {
-                view! { <p class="notice">"No open alerts."</p> }.into_any()
-            } else {
-                view! {
-                    <ul>
-                        {open_alerts.into_iter().map(|alert| view! {
-                            <li data-testid="open-alert">
-                                <strong class="error">{alert.title} ": " {alert.subject}</strong> " — " {alert.message}
-                                <span class="hint">" since " {format_time(alert.created_at)}
-                                    {alert.emailed_at.map(|at| format!(" · emailed {}", format_time(at)))}</span>
-                            </li>
-                        }).collect_view()}
-                    </ul>
-                }.into_any()
-            }}
-            {(!resolved_alerts.is_empty()).then(|| view! {
-                <details>
-                    <summary>"Resolved recently"</summary>
-                    <ul>
-                        {resolved_alerts.into_iter().map(|alert| view! {
-                            <li>{alert.title} ": " {alert.subject} " — " {alert.message}
-                                <span class="hint">" resolved " {alert.resolved_at.map(format_time)}</span></li>
-                        }).collect_view()}
-                    </ul>
-                </details>
-            })}
+            <AlertList alerts=data.alerts/>
         </section>
 
         <section class="card" data-testid="backlog">

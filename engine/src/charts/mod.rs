@@ -9,6 +9,7 @@
 pub mod latency;
 pub mod outcomes;
 pub mod rates;
+pub mod series;
 pub mod trend;
 
 use std::error::Error;

@@ -172,6 +172,7 @@ impl EndpointPool {
         tokio::spawn(watch_server_queue(
             Arc::downgrade(&endpoint),
             self.client.http().clone(),
+            self.store.clone(),
         ));
         endpoint
     }
@@ -380,10 +381,19 @@ const METRICS_POLL_SLOW_START: Duration = Duration::from_millis(100);
 const METRICS_POLL_MIN_GAP: Duration = Duration::from_millis(5);
 const METRICS_POLL: Duration = Duration::from_secs(1);
 
-/// Polls vLLM-style `/metrics` and feeds the server's queue depth to the limiter; stops when
-/// the endpoint has no such metrics or the pool is gone.
-async fn watch_server_queue(endpoint_ref: Weak<Endpoint>, http: reqwest::Client) {
+/// How often a worker writes an endpoint's queue readings to the store for the health page.
+const OBSERVATION_EVERY: Duration = Duration::from_secs(10);
+
+/// Polls vLLM-style `/metrics` and feeds the server's queue depth to the limiter (and, every
+/// few seconds, to the store for the health page); stops when the endpoint has no such
+/// metrics or the pool is gone.
+async fn watch_server_queue(
+    endpoint_ref: Weak<Endpoint>,
+    http: reqwest::Client,
+    store: Arc<dyn Store>,
+) {
     let mut misses = 0;
+    let mut last_observation: Option<std::time::Instant> = None;
     loop {
         let Some(endpoint) = endpoint_ref.upgrade() else {
             return;
@@ -403,6 +413,16 @@ async fn watch_server_queue(endpoint_ref: Weak<Endpoint>, http: reqwest::Client)
             Some((waiting, running)) => {
                 misses = 0;
                 endpoint.limiter.on_server_queue(waiting, running);
+                if last_observation.is_none_or(|at| at.elapsed() >= OBSERVATION_EVERY) {
+                    last_observation = Some(std::time::Instant::now());
+                    let now = crate::store::now_ms();
+                    if let Err(err) = store
+                        .observe_endpoint_queue(&endpoint.url, waiting, running, now)
+                        .await
+                    {
+                        tracing::debug!(error = %err, "endpoint queue reading not kept");
+                    }
+                }
             }
             None => {
                 misses += 1;

@@ -28,6 +28,64 @@ impl ApiToken {
     }
 }
 
+/// One monitor round's system figures, kept for charts and trend rules.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HealthSample {
+    pub taken_at: i64,
+    pub queue_depth: i64,
+    pub claimed: i64,
+    pub answers_last_hour: i64,
+    pub errors_last_hour: i64,
+    pub p99_latency_ms: Option<i64>,
+    pub live_workers: i64,
+}
+
+/// Model answers over a window of time (cache hits left out: they cost no call).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AnswerWindow {
+    pub answers: i64,
+    /// Answers that ended as an endpoint error or a timeout.
+    pub errors: i64,
+    /// Errors by category (connect, rate_limited, server_error, timeout, …).
+    pub errors_by_category: Vec<(String, i64)>,
+    /// Answers per latency bucket: one per edge asked for, then one above the last.
+    pub latency_buckets: Vec<i64>,
+}
+
+/// Spending on one eval by one team over a window: model calls and judge calls.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CostRow {
+    pub eval_name: String,
+    pub team: String,
+    pub answers: i64,
+    pub answer_usd: f64,
+    pub judge_usd: f64,
+}
+
+/// One endpoint's load: identities claimed for it against its limit, and its server's own
+/// queue where it reports one.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EndpointLoad {
+    pub base_url: String,
+    /// Checkpoints served there.
+    pub checkpoints: Vec<String>,
+    pub max_in_flight: i64,
+    pub claimed: i64,
+    /// vLLM's `num_requests_waiting` / `running` as last read, with when.
+    pub server_waiting: Option<f64>,
+    pub server_running: Option<f64>,
+    pub observed_at: Option<i64>,
+}
+
+/// A worker process as its heartbeats describe it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkerStatus {
+    pub name: String,
+    pub started_at: i64,
+    pub heartbeat_at: i64,
+    pub in_flight: i64,
+}
+
 /// Last-use times are written at most this often per token, so that a busy CI client does not
 /// turn every read into a write.
 pub const TOKEN_USE_RESOLUTION_MS: i64 = 60_000;
@@ -55,4 +113,30 @@ pub trait OpsStore: Send + Sync + 'static {
         owner: Option<i64>,
         now: i64,
     ) -> StoreResult<bool>;
+
+    // System health.
+    /// Identities of running runs not yet claimed, and identities claimed by workers.
+    async fn queue_depth(&self) -> StoreResult<(i64, i64)>;
+    /// Answers since `since`, their errors and latency histogram over `latency_edges_ms`.
+    async fn answer_window(
+        &self,
+        since: i64,
+        latency_edges_ms: &[i64],
+    ) -> StoreResult<AnswerWindow>;
+    /// Spending since `since`, per eval and team.
+    async fn costs_since(&self, since: i64) -> StoreResult<Vec<CostRow>>;
+    async fn endpoint_loads(&self) -> StoreResult<Vec<EndpointLoad>>;
+    async fn worker_statuses(&self) -> StoreResult<Vec<WorkerStatus>>;
+    /// Notes what an endpoint's `/metrics` reported.
+    async fn observe_endpoint_queue(
+        &self,
+        url: &str,
+        waiting: f64,
+        running: f64,
+        now: i64,
+    ) -> StoreResult<()>;
+    /// Keeps a monitor round's figures, dropping samples older than `keep_after`.
+    async fn record_health_sample(&self, sample: &HealthSample, keep_after: i64)
+        -> StoreResult<()>;
+    async fn health_samples(&self, since: i64) -> StoreResult<Vec<HealthSample>>;
 }

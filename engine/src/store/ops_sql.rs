@@ -118,6 +118,201 @@ macro_rules! ops_sql {
                 .rows_affected();
                 Ok(revoked == 1)
             }
+
+            async fn queue_depth(&self) -> $crate::store::StoreResult<(i64, i64)> {
+                let outstanding: i64 = sqlx::query_scalar(
+                    "SELECT CAST(COALESCE(SUM(expected_count - done_count), 0) AS BIGINT) FROM runs WHERE status = 'running'",
+                )
+                .fetch_one(&self.pool)
+                .await?;
+                let claimed: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM work_items WHERE state = 'leased'")
+                    .fetch_one(&self.pool)
+                    .await?;
+                Ok(((outstanding - claimed).max(0), claimed))
+            }
+
+            async fn answer_window(
+                &self,
+                since: i64,
+                latency_edges_ms: &[i64],
+            ) -> $crate::store::StoreResult<$crate::store::AnswerWindow> {
+                use sqlx::Row;
+                // One grouped scan of the window: the bucket of each answer's latency (edges are
+                // numbers from code, never from users) and its error category.
+                let mut bucket = String::from("CASE");
+                for (index, edge) in latency_edges_ms.iter().enumerate() {
+                    bucket.push_str(&format!(" WHEN latency_ms < {edge} THEN {index}"));
+                }
+                bucket.push_str(&format!(" ELSE {} END", latency_edges_ms.len()));
+                let rows = sqlx::query(&format!(
+                    "SELECT {bucket} AS bucket, \
+                     CASE WHEN outcome IN ('endpoint_error', 'timeout') THEN COALESCE(error_category, outcome) ELSE '' END AS error, \
+                     COUNT(*) AS answers \
+                     FROM generations WHERE created_at > $1 AND NOT from_cache GROUP BY 1, 2"
+                ))
+                .bind(since)
+                .fetch_all(&self.pool)
+                .await?;
+                let mut window = $crate::store::AnswerWindow {
+                    latency_buckets: vec![0; latency_edges_ms.len() + 1],
+                    ..Default::default()
+                };
+                let mut errors: std::collections::BTreeMap<String, i64> = Default::default();
+                for row in &rows {
+                    let bucket: i64 = row.try_get::<i64, _>("bucket").or_else(|_| row.try_get::<i32, _>("bucket").map(i64::from))?;
+                    let error: String = row.try_get("error")?;
+                    let answers: i64 = row.try_get("answers")?;
+                    window.answers += answers;
+                    if let Some(slot) = window.latency_buckets.get_mut(bucket as usize) {
+                        *slot += answers;
+                    }
+                    if !error.is_empty() {
+                        window.errors += answers;
+                        *errors.entry(error).or_default() += answers;
+                    }
+                }
+                window.errors_by_category = errors.into_iter().collect();
+                window.errors_by_category.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+                Ok(window)
+            }
+
+            async fn costs_since(&self, since: i64) -> $crate::store::StoreResult<Vec<$crate::store::CostRow>> {
+                let answers: Vec<(String, String, i64, f64)> = sqlx::query_as(
+                    "SELECT e.name, r.team, COUNT(*), CAST(COALESCE(SUM(g.cost_usd), 0) AS DOUBLE PRECISION) \
+                     FROM generations g JOIN work_items w ON w.id = g.work_item_id JOIN runs r ON r.id = w.run_id \
+                     JOIN evals e ON e.id = r.eval_id WHERE g.created_at > $1 AND NOT g.from_cache \
+                     GROUP BY e.name, r.team",
+                )
+                .bind(since)
+                .fetch_all(&self.pool)
+                .await?;
+                let judges: Vec<(String, String, f64)> = sqlx::query_as(
+                    "SELECT e.name, r.team, CAST(COALESCE(SUM(gr.cost_usd), 0) AS DOUBLE PRECISION) \
+                     FROM grades gr JOIN work_items w ON w.id = gr.work_item_id JOIN runs r ON r.id = w.run_id \
+                     JOIN evals e ON e.id = r.eval_id WHERE gr.created_at > $1 AND gr.cost_usd IS NOT NULL \
+                     GROUP BY e.name, r.team",
+                )
+                .bind(since)
+                .fetch_all(&self.pool)
+                .await?;
+                let mut rows: std::collections::BTreeMap<(String, String), $crate::store::CostRow> = Default::default();
+                for (eval_name, team, count, usd) in answers {
+                    let row = rows.entry((eval_name.clone(), team.clone())).or_insert_with(|| $crate::store::CostRow {
+                        eval_name, team, answers: 0, answer_usd: 0.0, judge_usd: 0.0,
+                    });
+                    row.answers += count;
+                    row.answer_usd += usd;
+                }
+                for (eval_name, team, usd) in judges {
+                    let row = rows.entry((eval_name.clone(), team.clone())).or_insert_with(|| $crate::store::CostRow {
+                        eval_name, team, answers: 0, answer_usd: 0.0, judge_usd: 0.0,
+                    });
+                    row.judge_usd += usd;
+                }
+                Ok(rows.into_values().collect())
+            }
+
+            async fn endpoint_loads(&self) -> $crate::store::StoreResult<Vec<$crate::store::EndpointLoad>> {
+                let rows: Vec<(String, i64, String, i64, Option<f64>, Option<f64>, Option<i64>)> = sqlx::query_as(
+                    "SELECT en.base_url, en.max_in_flight, c.name, COALESCE(l.claimed, 0), o.waiting, o.running, o.observed_at \
+                     FROM checkpoints c JOIN endpoints en ON en.id = c.endpoint_id \
+                     LEFT JOIN (SELECT checkpoint_id, COUNT(*) AS claimed FROM work_items WHERE state = 'leased' GROUP BY checkpoint_id) l \
+                       ON l.checkpoint_id = c.id \
+                     LEFT JOIN endpoint_observations o ON o.url = en.base_url \
+                     ORDER BY en.base_url, c.name",
+                )
+                .fetch_all(&self.pool)
+                .await?;
+                let mut loads: Vec<$crate::store::EndpointLoad> = Vec::new();
+                for (base_url, max_in_flight, checkpoint, claimed, waiting, running, observed_at) in rows {
+                    match loads.last_mut() {
+                        Some(load) if load.base_url == base_url => {
+                            load.checkpoints.push(checkpoint);
+                            load.claimed += claimed;
+                        }
+                        _ => loads.push($crate::store::EndpointLoad {
+                            base_url,
+                            checkpoints: vec![checkpoint],
+                            max_in_flight,
+                            claimed,
+                            server_waiting: waiting,
+                            server_running: running,
+                            observed_at,
+                        }),
+                    }
+                }
+                Ok(loads)
+            }
+
+            async fn worker_statuses(&self) -> $crate::store::StoreResult<Vec<$crate::store::WorkerStatus>> {
+                let rows: Vec<(String, i64, i64, i64)> = sqlx::query_as(
+                    "SELECT name, started_at, heartbeat_at, in_flight FROM workers ORDER BY name",
+                )
+                .fetch_all(&self.pool)
+                .await?;
+                Ok(rows
+                    .into_iter()
+                    .map(|(name, started_at, heartbeat_at, in_flight)| $crate::store::WorkerStatus {
+                        name, started_at, heartbeat_at, in_flight,
+                    })
+                    .collect())
+            }
+
+            async fn observe_endpoint_queue(&self, url: &str, waiting: f64, running: f64, now: i64) -> $crate::store::StoreResult<()> {
+                sqlx::query(
+                    "INSERT INTO endpoint_observations (url, waiting, running, observed_at) VALUES ($1, $2, $3, $4) \
+                     ON CONFLICT (url) DO UPDATE SET waiting = excluded.waiting, running = excluded.running, \
+                     observed_at = excluded.observed_at",
+                )
+                .bind(url)
+                .bind(waiting)
+                .bind(running)
+                .bind(now)
+                .execute(&self.writer)
+                .await?;
+                Ok(())
+            }
+
+            async fn record_health_sample(&self, sample: &$crate::store::HealthSample, keep_after: i64) -> $crate::store::StoreResult<()> {
+                let mut tx = self.writer.begin().await?;
+                sqlx::query(
+                    "INSERT INTO health_samples (taken_at, queue_depth, claimed, answers_last_hour, errors_last_hour, p99_latency_ms, live_workers) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (taken_at) DO NOTHING",
+                )
+                .bind(sample.taken_at)
+                .bind(sample.queue_depth)
+                .bind(sample.claimed)
+                .bind(sample.answers_last_hour)
+                .bind(sample.errors_last_hour)
+                .bind(sample.p99_latency_ms)
+                .bind(sample.live_workers)
+                .execute(&mut *tx)
+                .await?;
+                sqlx::query("DELETE FROM health_samples WHERE taken_at <= $1")
+                    .bind(keep_after)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok(())
+            }
+
+            async fn health_samples(&self, since: i64) -> $crate::store::StoreResult<Vec<$crate::store::HealthSample>> {
+                let rows: Vec<(i64, i64, i64, i64, i64, Option<i64>, i64)> = sqlx::query_as(
+                    "SELECT taken_at, queue_depth, claimed, answers_last_hour, errors_last_hour, p99_latency_ms, live_workers \
+                     FROM health_samples WHERE taken_at > $1 ORDER BY taken_at",
+                )
+                .bind(since)
+                .fetch_all(&self.pool)
+                .await?;
+                Ok(rows
+                    .into_iter()
+                    .map(|(taken_at, queue_depth, claimed, answers_last_hour, errors_last_hour, p99_latency_ms, live_workers)| {
+                        $crate::store::HealthSample {
+                            taken_at, queue_depth, claimed, answers_last_hour, errors_last_hour, p99_latency_ms, live_workers,
+                        }
+                    })
+                    .collect())
+            }
         }
     };
 }

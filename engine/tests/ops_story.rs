@@ -1,0 +1,383 @@
+//! Story tests for operating Arbiter, on both backends: API tokens, and the system health the
+//! monitor reads (queue, answers, latency, errors, spending, endpoints, workers) with the
+//! alert rules it raises and resolves.
+
+use arbiter_engine::api_tokens;
+use arbiter_engine::auth::Role;
+use arbiter_engine::health::{self, rules::RuleTexts};
+use arbiter_engine::mail::Mailer;
+use arbiter_engine::model_client::{ErrorCategory, Generation};
+use arbiter_engine::queue_health::monitor_once;
+use arbiter_engine::store::{now_ms, HealthSample, Store, User};
+use std::sync::Arc;
+
+#[macro_use]
+mod store_support;
+use store_support::*;
+
+stories!(
+    api_tokens_are_hashed_scoped_and_revocable,
+    system_health_is_read_from_the_store_and_rules_raise_and_resolve_alerts,
+);
+
+async fn user(store: &dyn Store, name: &str, role: Role) -> User {
+    let id = store
+        .create_user(name, &stand_in_hash(name), role)
+        .await
+        .unwrap();
+    store.get_user(id).await.unwrap().unwrap()
+}
+
+async fn api_tokens_are_hashed_scoped_and_revocable(store: Arc<dyn Store>) {
+    let store = store.as_ref();
+    let alice = user(store, "alice", Role::Researcher).await;
+    let bob = user(store, "bob", Role::Researcher).await;
+    let admin = user(store, "root", Role::Admin).await;
+    let now = now_ms();
+    let (token, text) = api_tokens::create_token(store, &alice, "nightly-ci", None, now)
+        .await
+        .unwrap();
+    assert_eq!(
+        (token.username.as_str(), token.name.as_str()),
+        ("alice", "nightly-ci")
+    );
+    assert_eq!(token.last_used_at, None);
+    assert_eq!(
+        api_tokens::authenticate(store, &text, now)
+            .await
+            .unwrap()
+            .id,
+        alice.id
+    );
+    // Use is noted, at most once a minute.
+    let used = store.api_tokens(Some(alice.id)).await.unwrap()[0].last_used_at;
+    assert_eq!(used, Some(now));
+    api_tokens::authenticate(store, &text, now + 1_000)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.api_tokens(Some(alice.id)).await.unwrap()[0].last_used_at,
+        Some(now)
+    );
+    api_tokens::authenticate(store, &text, now + 61_000)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.api_tokens(Some(alice.id)).await.unwrap()[0].last_used_at,
+        Some(now + 61_000)
+    );
+
+    // Each user sees their own; admins see everyone's.
+    api_tokens::create_token(store, &bob, "bob-ci", Some(30), now)
+        .await
+        .unwrap();
+    let names = |tokens: Vec<arbiter_engine::store::ApiToken>| {
+        tokens
+            .into_iter()
+            .map(|token| token.name)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        names(api_tokens::visible_tokens(store, &alice).await.unwrap()),
+        ["nightly-ci"]
+    );
+    assert_eq!(
+        names(api_tokens::visible_tokens(store, &admin).await.unwrap()),
+        ["bob-ci", "nightly-ci"]
+    );
+
+    // Bob cannot revoke Alice's token; Alice can, once.
+    assert_eq!(
+        api_tokens::revoke_token(store, &bob, token.id, now)
+            .await
+            .unwrap_err()
+            .status_code(),
+        404
+    );
+    api_tokens::revoke_token(store, &alice, token.id, now)
+        .await
+        .unwrap();
+    assert_eq!(
+        api_tokens::revoke_token(store, &alice, token.id, now)
+            .await
+            .unwrap_err()
+            .status_code(),
+        404
+    );
+    assert_eq!(
+        api_tokens::authenticate(store, &text, now)
+            .await
+            .unwrap_err()
+            .status_code(),
+        401
+    );
+    // Nothing stored names the token itself.
+    let stored = serde_json::to_string(&store.api_tokens(None).await.unwrap()).unwrap();
+    assert!(!stored.contains(&text[4..]));
+    // Unknown users get no token.
+    assert!(store
+        .insert_api_token(9_999, "x", "hash", "arb_x", None, now)
+        .await
+        .is_err());
+}
+
+fn failure(category: ErrorCategory, latency_ms: i64) -> Generation {
+    Generation {
+        latency_ms,
+        error_category: Some(category),
+        ..endpoint_failure("connection refused")
+    }
+}
+
+async fn system_health_is_read_from_the_store_and_rules_raise_and_resolve_alerts(
+    store: Arc<dyn Store>,
+) {
+    let run = launch_one_run(store.as_ref(), SAMPLE, 2).await;
+    let expected = progress(store.as_ref(), run).await.expected;
+    assert_eq!(expected, 120);
+    let (waiting, claimed) = store.queue_depth().await.unwrap();
+    assert_eq!((waiting, claimed), (120, 0));
+
+    // A worker claims 100 identities and answers them: 60 in ~40 ms at a cent each, and 40
+    // failures that took 40 s (a slow, failing endpoint).
+    let ids = store.claim_work("w1", 100, LONG_LEASE_MS).await.unwrap();
+    assert_eq!(ids.len(), 100);
+    assert_eq!(store.queue_depth().await.unwrap(), (20, 100));
+    let loads = store.endpoint_loads().await.unwrap();
+    assert_eq!(loads.len(), 1);
+    assert_eq!(
+        (loads[0].claimed, loads[0].checkpoints.clone()),
+        (100, vec!["base".to_string()])
+    );
+    assert_eq!(loads[0].server_waiting, None);
+    store
+        .heartbeat("w1", 100, LONG_LEASE_MS, 60_000)
+        .await
+        .unwrap();
+    for (index, &id) in ids.iter().enumerate() {
+        let generation = if index < 60 {
+            Generation {
+                latency_ms: 40,
+                cost_usd: Some(0.01),
+                ..answered("Answer: 42")
+            }
+        } else if index < 90 {
+            failure(ErrorCategory::Connect, 40_000)
+        } else {
+            failure(ErrorCategory::RateLimited, 40_000)
+        };
+        store.record_result(id, &generation, None).await.unwrap();
+    }
+    assert_eq!(store.queue_depth().await.unwrap(), (20, 0));
+
+    let now = now_ms();
+    let window = store
+        .answer_window(now - 3_600_000, &health::LATENCY_EDGES_MS)
+        .await
+        .unwrap();
+    assert_eq!((window.answers, window.errors), (100, 40));
+    assert_eq!(
+        window.errors_by_category,
+        vec![
+            ("connect".to_string(), 30),
+            ("rate_limited".to_string(), 10)
+        ]
+    );
+    assert_eq!(window.latency_buckets.iter().sum::<i64>(), 100);
+    assert_eq!(
+        window.latency_buckets[1], 60,
+        "40 ms is in the 25–50 ms bucket"
+    );
+    // Nothing in a window that starts after the answers.
+    assert_eq!(
+        store
+            .answer_window(now + 1, &health::LATENCY_EDGES_MS)
+            .await
+            .unwrap()
+            .answers,
+        0
+    );
+
+    let costs = store.costs_since(now - 86_400_000).await.unwrap();
+    assert_eq!(costs.len(), 1);
+    assert_eq!(
+        (
+            costs[0].eval_name.as_str(),
+            costs[0].team.as_str(),
+            costs[0].answers
+        ),
+        ("qa-exact", "default", 100)
+    );
+    assert!((costs[0].answer_usd - 0.60).abs() < 1e-9, "{costs:?}");
+
+    // The endpoint's own queue, as a worker read it.
+    let url = loads[0].base_url.clone();
+    assert!(url.starts_with(ENDPOINT), "{url}");
+    store
+        .observe_endpoint_queue(&url, 7.0, 32.0, now)
+        .await
+        .unwrap();
+    store
+        .observe_endpoint_queue(&url, 3.0, 30.0, now + 1)
+        .await
+        .unwrap();
+    let load = &store.endpoint_loads().await.unwrap()[0];
+    assert_eq!(
+        (load.server_waiting, load.server_running, load.observed_at),
+        (Some(3.0), Some(30.0), Some(now + 1))
+    );
+    let workers = store.worker_statuses().await.unwrap();
+    assert_eq!(workers.len(), 1);
+    assert_eq!(
+        (workers[0].name.as_str(), workers[0].in_flight),
+        ("w1", 100)
+    );
+
+    // The whole picture, and the rules: 40% errors and a p99 of ~40 s fire; the rest do not.
+    let figures = health::system_health(store.as_ref(), now).await.unwrap();
+    assert_eq!(figures.error_rate, Some(0.4));
+    let p99 = figures.p99_latency_ms.unwrap();
+    assert!((30_000.0..=45_000.0).contains(&p99), "{p99}");
+    assert!(figures.p50_latency_ms.unwrap() < 50.0);
+    assert_eq!(figures.live_workers, 1);
+    assert!((figures.cost_last_day_usd - 0.60).abs() < 1e-9);
+    let lead = user(store.as_ref(), "lead", Role::Lead).await;
+    store
+        .update_rater(
+            lead.id,
+            &arbiter_engine::store::RaterUpdate {
+                email: Some(Some("lead@example.com".into())),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let outbox = tempfile::tempdir().unwrap();
+    let mailer = Mailer::from_config(
+        &format!("file:{}", outbox.path().display()),
+        "Arbiter <arbiter@localhost>",
+    )
+    .unwrap();
+    let round = monitor_once(store.as_ref(), &mailer, now).await.unwrap();
+    let open: Vec<(String, String)> = store
+        .alerts(0)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|alert| alert.resolved_at.is_none())
+        .map(|alert| (alert.kind, alert.subject))
+        .collect();
+    assert!(
+        open.contains(&("error_rate".into(), "answers".into())),
+        "{open:?}"
+    );
+    assert!(
+        open.contains(&("p99_latency".into(), "answers".into())),
+        "{open:?}"
+    );
+    assert!(
+        !open
+            .iter()
+            .any(|(kind, _)| kind == "daily_cost" || kind == "queue_growing"),
+        "{open:?}"
+    );
+    assert!(round.alerts_raised >= 2);
+    assert!(round.emails_sent >= 2, "{round:?}");
+    let mails: Vec<String> = std::fs::read_dir(outbox.path())
+        .unwrap()
+        .map(|entry| std::fs::read_to_string(entry.unwrap().path()).unwrap())
+        .collect();
+    assert!(
+        mails
+            .iter()
+            .any(|mail| mail.contains("Error rate") && mail.contains("connect 30")),
+        "{mails:?}"
+    );
+    // The round kept a sample.
+    let samples = store.health_samples(now - 1).await.unwrap();
+    assert_eq!(samples.len(), 1);
+    assert_eq!(
+        (
+            samples[0].queue_depth,
+            samples[0].answers_last_hour,
+            samples[0].errors_last_hour
+        ),
+        (20, 100, 40)
+    );
+
+    // A second round raises nothing new and sends nothing again.
+    let again = monitor_once(store.as_ref(), &mailer, now + 60_000)
+        .await
+        .unwrap();
+    assert_eq!(
+        (again.alerts_raised, again.emails_sent),
+        (0, 0),
+        "{again:?}"
+    );
+
+    // Leads raise the thresholds: the alerts resolve on the next round. A tight budget fires.
+    let refused = health::set_alert_rules(
+        store.as_ref(),
+        &RuleTexts {
+            max_error_rate: "150%".into(),
+            ..health::rules::AlertRules::default().texts()
+        },
+    )
+    .await
+    .unwrap_err();
+    assert!(refused.to_string().contains("error rate"));
+    assert_eq!(
+        health::alert_rules(store.as_ref()).await.unwrap(),
+        Default::default()
+    );
+    health::set_alert_rules(
+        store.as_ref(),
+        &RuleTexts {
+            max_error_rate: "50%".into(),
+            max_p99_latency_s: "".into(),
+            daily_budget_usd: "0.5".into(),
+            ..health::rules::AlertRules::default().texts()
+        },
+    )
+    .await
+    .unwrap();
+    let round = monitor_once(store.as_ref(), &mailer, now + 120_000)
+        .await
+        .unwrap();
+    assert!(round.alerts_resolved >= 2, "{round:?}");
+    let open: Vec<String> = store
+        .alerts(0)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|alert| alert.resolved_at.is_none())
+        .map(|alert| alert.kind)
+        .collect();
+    assert_eq!(open, ["daily_cost"]);
+
+    // Samples older than a week are dropped when a new one is kept.
+    let old = HealthSample {
+        taken_at: now - 8 * 86_400_000,
+        queue_depth: 1,
+        claimed: 0,
+        answers_last_hour: 0,
+        errors_last_hour: 0,
+        p99_latency_ms: None,
+        live_workers: 0,
+    };
+    store.record_health_sample(&old, 0).await.unwrap();
+    assert_eq!(store.health_samples(0).await.unwrap().len(), 4);
+    let newest = HealthSample {
+        taken_at: now + 180_000,
+        ..old
+    };
+    store
+        .record_health_sample(&newest, now - 7 * 86_400_000)
+        .await
+        .unwrap();
+    let kept = store.health_samples(0).await.unwrap();
+    assert_eq!(kept.len(), 4);
+    assert!(kept
+        .iter()
+        .all(|sample| sample.taken_at > now - 7 * 86_400_000));
+}
