@@ -212,9 +212,21 @@ pub async fn register_checkpoint(
         training_run: options.training_run,
         training_step: options.training_step,
     };
-    service::register_checkpoint(state.store.as_ref(), &form, Some(user.id))
+    let priority = service::parse_priority(&options.decision).map_err(service_error)?;
+    let id = service::register_checkpoint(state.store.as_ref(), &form, Some(user.id))
         .await
-        .map_err(service_error)
+        .map_err(service_error)?;
+    // Each new checkpoint launches its smoke suites (and full suites on their turn); a refused
+    // launch is logged and listed, never a reason to fail the registration.
+    arbiter_engine::triggers::trigger_new_checkpoint(
+        state.store.as_ref(),
+        id,
+        priority,
+        Some(user.id),
+    )
+    .await
+    .map_err(service_error)?;
+    Ok(id)
 }
 
 /// Sets what a checkpoint's model costs (USD per million tokens; '' is free).

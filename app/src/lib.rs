@@ -17,6 +17,7 @@ pub mod guard;
 pub mod health_api;
 mod pages;
 pub mod report_api;
+pub mod suites_api;
 pub mod trend_api;
 pub mod views;
 

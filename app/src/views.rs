@@ -259,6 +259,9 @@ pub struct CheckpointOptions {
     /// The training run it comes from and its step there ('' for none), for trends.
     pub training_run: String,
     pub training_step: String,
+    /// `promotion`, `scheduled` ('' too) or `ablation`: the priority of the suite runs the new
+    /// checkpoint triggers.
+    pub decision: String,
 }
 
 /// A judge version with how it has done so far.

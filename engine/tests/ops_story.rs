@@ -4,11 +4,14 @@
 
 use arbiter_engine::api_tokens;
 use arbiter_engine::auth::Role;
+use arbiter_engine::checkpoint_watch::scan_once;
 use arbiter_engine::health::{self, rules::RuleTexts};
 use arbiter_engine::mail::Mailer;
 use arbiter_engine::model_client::{ErrorCategory, Generation};
 use arbiter_engine::queue_health::monitor_once;
-use arbiter_engine::store::{now_ms, HealthSample, Store, User};
+use arbiter_engine::service;
+use arbiter_engine::store::{now_ms, HealthSample, Store, User, PRIORITY_PROMOTION};
+use arbiter_engine::triggers::{self, Announcement, SuiteForm};
 use std::sync::Arc;
 
 #[macro_use]
@@ -16,6 +19,7 @@ mod store_support;
 use store_support::*;
 
 stories!(
+    new_checkpoints_trigger_tiered_suites_from_the_api_or_a_watched_folder,
     api_tokens_are_hashed_scoped_and_revocable,
     system_health_is_read_from_the_store_and_rules_raise_and_resolve_alerts,
 );
@@ -380,4 +384,216 @@ async fn system_health_is_read_from_the_store_and_rules_raise_and_resolve_alerts
     assert!(kept
         .iter()
         .all(|sample| sample.taken_at > now - 7 * 86_400_000));
+}
+
+fn announcement(name: &str, step: i64) -> Announcement {
+    Announcement {
+        name: name.into(),
+        endpoint_url: ENDPOINT.into(),
+        model: "m".into(),
+        training_run: Some("pretrain".into()),
+        training_step: Some(step),
+        ..Announcement::default()
+    }
+}
+
+async fn new_checkpoints_trigger_tiered_suites_from_the_api_or_a_watched_folder(
+    store: Arc<dyn Store>,
+) {
+    let store = store.as_ref();
+    let researcher = user(store, "res", Role::Researcher).await;
+    let revision = service::upload_dataset(store, "qa", "qa.jsonl", FIVE_CASES.as_bytes(), None)
+        .await
+        .unwrap();
+    let smoke_eval = service::define_eval(
+        store,
+        &eval_form("smoke-eval", revision.dataset_id, 1),
+        None,
+    )
+    .await
+    .unwrap();
+    let full_eval =
+        service::define_eval(store, &eval_form("full-eval", revision.dataset_id, 2), None)
+            .await
+            .unwrap();
+    let form = |name: &str, tier: &str, every_nth: Option<i64>, evals: Vec<i64>| SuiteForm {
+        name: name.into(),
+        tier: tier.into(),
+        every_nth,
+        training_run: "pretrain".into(),
+        team: String::new(),
+        eval_ids: evals,
+    };
+    // Refusals store nothing.
+    for (bad, words) in [
+        (form("", "smoke", None, vec![smoke_eval]), "name"),
+        (form("x", "medium", None, vec![smoke_eval]), "tier"),
+        (form("x", "full", Some(-1), vec![smoke_eval]), "every"),
+        (form("x", "smoke", None, vec![]), "evals"),
+    ] {
+        let refused = triggers::create_suite(store, &bad, "default", None)
+            .await
+            .unwrap_err();
+        assert!(refused.to_string().contains(words), "{refused}");
+    }
+    let unknown = triggers::create_suite(
+        store,
+        &form("x", "smoke", None, vec![smoke_eval, 999]),
+        "default",
+        None,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(unknown.status_code(), 404);
+    assert!(store.suites().await.unwrap().is_empty());
+
+    triggers::create_suite(
+        store,
+        &form("smoke", "smoke", None, vec![smoke_eval]),
+        &researcher.team,
+        Some(researcher.id),
+    )
+    .await
+    .unwrap();
+    triggers::create_suite(
+        store,
+        &form("full", "full", Some(2), vec![full_eval]),
+        "default",
+        None,
+    )
+    .await
+    .unwrap();
+    let taken = triggers::create_suite(
+        store,
+        &form("full", "smoke", None, vec![smoke_eval]),
+        "default",
+        None,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(taken.status_code(), 409);
+
+    // First checkpoint: smoke only. Second: smoke and full (every 2nd), at promotion priority.
+    let first = triggers::register_announced(store, &announcement("step-1", 1), None)
+        .await
+        .unwrap();
+    let suites: Vec<&str> = first.runs.iter().map(|run| run.suite.as_str()).collect();
+    assert_eq!(suites, ["smoke"]);
+    assert!(first.runs[0].created && first.runs[0].error.is_none());
+    let second = triggers::register_announced(
+        store,
+        &Announcement {
+            decision: Some("promotion".into()),
+            ..announcement("step-2", 2)
+        },
+        None,
+    )
+    .await
+    .unwrap();
+    let mut suites: Vec<&str> = second.runs.iter().map(|run| run.suite.as_str()).collect();
+    suites.sort();
+    assert_eq!(suites, ["full", "smoke"]);
+    for run in &second.runs {
+        let summary = store
+            .list_runs()
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|summary| Some(summary.id) == run.run_id)
+            .unwrap();
+        assert_eq!(summary.priority, PRIORITY_PROMOTION);
+    }
+    // A bad decision value or a duplicate name stores nothing and launches nothing.
+    let runs_before = store.list_runs().await.unwrap().len();
+    let refused = triggers::register_announced(
+        store,
+        &Announcement {
+            decision: Some("urgent".into()),
+            ..announcement("step-3", 3)
+        },
+        None,
+    )
+    .await
+    .unwrap_err();
+    assert!(refused.to_string().contains("decision"));
+    assert!(
+        triggers::register_announced(store, &announcement("step-2", 2), None)
+            .await
+            .is_err()
+    );
+    assert_eq!(store.list_runs().await.unwrap().len(), runs_before);
+    assert_eq!(store.list_checkpoints().await.unwrap().len(), 2);
+
+    // On demand: the full suite on the first checkpoint.
+    let on_demand =
+        triggers::run_suite_on_demand(store, first.checkpoint_id, "full", PRIORITY_PROMOTION, None)
+            .await
+            .unwrap();
+    assert_eq!(on_demand.len(), 1);
+    assert!(on_demand[0].run_id.is_some());
+    assert!(
+        triggers::run_suite_on_demand(store, first.checkpoint_id, "nope", 1, None)
+            .await
+            .is_err()
+    );
+    let launches = store.suite_launches(10).await.unwrap();
+    assert_eq!(launches.len(), 4);
+    assert_eq!(launches[0].reason, "on demand");
+    assert!(
+        launches
+            .iter()
+            .any(|launch| launch.reason.contains("every 2nd")),
+        "{launches:?}"
+    );
+
+    // A watched folder: two good announcements and one bad; each handled once.
+    let folder = tempfile::tempdir().unwrap();
+    let write = |file: &str, text: String| std::fs::write(folder.path().join(file), text).unwrap();
+    write(
+        "step-3.json",
+        serde_json::to_string(&announcement("step-3", 3)).unwrap(),
+    );
+    write(
+        "step-4.json",
+        serde_json::to_string(&announcement("step-4", 4)).unwrap(),
+    );
+    write("broken.json", "{\"name\": \"half-writ".into());
+    let scan = scan_once(store, folder.path()).await.unwrap();
+    assert_eq!(scan.registered.len(), 2, "{scan:?}");
+    assert_eq!(scan.refused.len(), 1);
+    assert!(scan.refused[0].1.contains("not a checkpoint announcement"));
+    // step-4 is the 4th checkpoint of the run: smoke and full.
+    let step_four = scan
+        .registered
+        .iter()
+        .find(|(source, ..)| source.ends_with("step-4.json"))
+        .unwrap();
+    assert_eq!(step_four.2, 2);
+    let again = scan_once(store, folder.path()).await.unwrap();
+    assert_eq!(again, Default::default(), "nothing is handled twice");
+    // The broken file is finished: it is read again because its content changed.
+    write(
+        "broken.json",
+        serde_json::to_string(&announcement("step-5", 5)).unwrap(),
+    );
+    let fixed = scan_once(store, folder.path()).await.unwrap();
+    assert_eq!(fixed.registered.len(), 1);
+    assert_eq!(store.list_checkpoints().await.unwrap().len(), 5);
+    // Deleting a suite keeps its runs; new checkpoints no longer trigger it.
+    let full_id = store
+        .suites()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|suite| suite.name == "full")
+        .unwrap()
+        .id;
+    let runs_now = store.list_runs().await.unwrap().len();
+    assert!(store.delete_suite(full_id).await.unwrap());
+    assert!(!store.delete_suite(full_id).await.unwrap());
+    assert_eq!(store.list_runs().await.unwrap().len(), runs_now);
+    let sixth = triggers::register_announced(store, &announcement("step-6", 6), None)
+        .await
+        .unwrap();
+    assert_eq!(sixth.runs.len(), 1);
 }

@@ -164,5 +164,21 @@ pub async fn seed(store: &dyn Store, sim_base_url: &str) -> anyhow::Result<DemoS
             .run_id,
         );
     }
+    // New checkpoints of the demo's training run get the eval as a smoke suite, whether they
+    // are announced through the API or the watched folder.
+    arbiter_engine::triggers::create_suite(
+        store,
+        &arbiter_engine::triggers::SuiteForm {
+            name: "demo-smoke".into(),
+            tier: arbiter_engine::triggers::TIER_SMOKE.into(),
+            every_nth: None,
+            training_run: DEMO_TRAINING_RUN.into(),
+            team: String::new(),
+            eval_ids: vec![eval_id],
+        },
+        "default",
+        lead,
+    )
+    .await?;
     Ok(DemoSeed { run_ids })
 }

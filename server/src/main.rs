@@ -45,6 +45,14 @@ enum Command {
         /// Requests each worker keeps in flight.
         #[arg(long, default_value_t = 64)]
         concurrency: usize,
+        /// A directory of checkpoint announcements (one JSON file each) or a JSON Lines
+        /// manifest a training job writes; each new checkpoint is registered and triggers its
+        /// suites. Watch from one server per deployment.
+        #[arg(long, env = "ARBITER_WATCH_CHECKPOINTS")]
+        watch_checkpoints: Option<PathBuf>,
+        /// Seconds between scans of --watch-checkpoints.
+        #[arg(long, default_value_t = 10)]
+        watch_seconds: u64,
         #[command(flatten)]
         mail: MailArgs,
     },
@@ -273,6 +281,8 @@ async fn main() -> anyhow::Result<()> {
             site_root,
             workers,
             concurrency,
+            watch_checkpoints,
+            watch_seconds,
             mail,
         } => {
             let database = open(&database_url).await?;
@@ -283,6 +293,8 @@ async fn main() -> anyhow::Result<()> {
                 concurrency,
                 mailer: Arc::new(mailer),
                 queue_monitor_seconds: mail.queue_monitor_seconds,
+                watch: watch_checkpoints
+                    .map(|path| (path, std::time::Duration::from_secs(watch_seconds.max(1)))),
             };
             serve(&database, addr, &site_root, background).await
         }
@@ -540,6 +552,8 @@ struct Background {
     mailer: Arc<Mailer>,
     /// 0: no queue monitor in this process.
     queue_monitor_seconds: u64,
+    /// A checkpoint announcement directory or manifest to scan, and how often.
+    watch: Option<(PathBuf, std::time::Duration)>,
 }
 
 /// Serves the app with its in-process workers and queue monitor until Ctrl-C or SIGTERM, then
@@ -566,6 +580,14 @@ async fn serve(
             store.clone(),
             background.mailer.clone(),
             std::time::Duration::from_secs(background.queue_monitor_seconds),
+            shutdown.clone(),
+        )));
+    }
+    if let Some((path, interval)) = background.watch {
+        tasks.push(tokio::spawn(arbiter_engine::checkpoint_watch::run_watch(
+            store.clone(),
+            path,
+            interval,
             shutdown.clone(),
         )));
     }
@@ -662,11 +684,26 @@ async fn run_demo(
         mail_dir.display()
     );
     println!();
+    let announcements = data_dir.join("announcements");
+    std::fs::create_dir_all(&announcements)
+        .with_context(|| format!("cannot create {}", announcements.display()))?;
+    println!(
+        "  Announce a checkpoint of `{}`: write a JSON file into {}",
+        demo::DEMO_TRAINING_RUN,
+        announcements.display()
+    );
+    println!(
+        "    e.g. {{\"name\": \"step-3000\", \"endpoint_url\": \"http://{sim_addr}/v1\", \"model\": \"sim-ckpt-a\", \"training_run\": \"{}\", \"training_step\": 3000}}",
+        demo::DEMO_TRAINING_RUN
+    );
+    println!("    and its smoke suite `demo-smoke` starts within seconds.");
+    println!();
     let background = Background {
         workers: 1,
         concurrency: 64,
         mailer: Arc::new(mailer),
         queue_monitor_seconds,
+        watch: Some((announcements, std::time::Duration::from_secs(5))),
     };
     serve(&database, addr, site_root, background).await
 }

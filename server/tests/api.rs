@@ -199,6 +199,28 @@ fn api_routes() -> Vec<(Method, &'static str, Option<Value>, bool, StatusCode)> 
             StatusCode::NOT_FOUND,
         ),
         (Method::GET, "/runs", None, false, StatusCode::OK),
+        (Method::GET, "/suites", None, false, StatusCode::OK),
+        (
+            Method::POST,
+            "/suites",
+            Some(json!({"name": "NAME", "tier": "smoke", "eval_ids": [999]})),
+            false,
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            Method::DELETE,
+            "/suites/999",
+            None,
+            false,
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            Method::POST,
+            "/checkpoints/999/suites/nope",
+            None,
+            false,
+            StatusCode::NOT_FOUND,
+        ),
         (Method::GET, "/runs/999", None, false, StatusCode::NOT_FOUND),
         (
             Method::GET,
@@ -293,6 +315,7 @@ async fn the_openapi_description_lists_every_route_and_is_public() {
             .next()
             .unwrap()
             .replace("/999/pause", "/{id}/{action}")
+            .replace("/suites/nope", "/suites/{suite}")
             .replace("999", "{id}")
             .replace("/1", "/{id}");
         let operation = &paths[&format!("/api/v1{template}")][method.as_str().to_lowercase()];
@@ -308,7 +331,8 @@ async fn the_openapi_description_lists_every_route_and_is_public() {
             let concrete = path
                 .trim_start_matches("/api/v1")
                 .replace("{id}", "1")
-                .replace("{action}", "pause");
+                .replace("{action}", "pause")
+                .replace("{suite}", "smoke");
             let method = Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
             let (status, _) = send(&app, method.clone(), &concrete, None, None).await;
             let expected = if concrete == "/openapi.json" {

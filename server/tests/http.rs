@@ -340,6 +340,18 @@ const SERVER_FUNCTIONS: &[(&str, Args, Allowed)] = &[
     ),
     ("retire_gold", &[("gold_id", "1")], Allowed::Leads),
     ("system_health", &[], Allowed::Researchers),
+    ("suites_page", &[], Allowed::Researchers),
+    (
+        "create_suite",
+        &[("name", "NAME"), ("tier", "smoke"), ("evals[1]", "on")],
+        Allowed::Researchers,
+    ),
+    ("delete_suite", &[("id", "999")], Allowed::Researchers),
+    (
+        "run_suite",
+        &[("checkpoint_id", "1"), ("suite", "nope"), ("priority", "")],
+        Allowed::Researchers,
+    ),
     (
         "save_alert_rules",
         &[

@@ -2,6 +2,7 @@
 
 use crate::api::{list_checkpoints, RegisterCheckpoint, SetCheckpointPrices};
 use crate::components::{ActionError, ErrorNote};
+use crate::pages::suites::SuitesSection;
 use leptos::prelude::*;
 
 #[component]
@@ -26,6 +27,13 @@ pub fn CheckpointsPage() -> impl IntoView {
                 <div class="row">
                     <label>"Training run (optional)" <input name="options[training_run]" placeholder="pretrain-7b-v3"/></label>
                     <label>"Training step (optional)" <input name="options[training_step]" type="number" min="0" placeholder="1000"/></label>
+                    <label>"Decision value (priority of its suites' runs)"
+                        <select name="options[decision]">
+                            <option value="scheduled">"scheduled"</option>
+                            <option value="promotion">"promotion candidate"</option>
+                            <option value="ablation">"ablation"</option>
+                        </select>
+                    </label>
                 </div>
                 <details>
                     <summary>"Replicas, fingerprint, limits, prices and fallback (optional)"</summary>
@@ -106,5 +114,6 @@ pub fn CheckpointsPage() -> impl IntoView {
                 }
             })}
         </Transition>
+        <SuitesSection/>
     }
 }

@@ -16,6 +16,7 @@ mod queue;
 mod raters;
 mod review;
 pub(crate) mod runs;
+mod suites;
 mod system;
 mod trends;
 

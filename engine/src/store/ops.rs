@@ -86,6 +86,44 @@ pub struct WorkerStatus {
     pub in_flight: i64,
 }
 
+/// A set of evals that new checkpoints trigger.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Suite {
+    pub id: i64,
+    pub name: String,
+    /// `smoke` (every checkpoint) or `full` (every Nth, or on demand).
+    pub tier: String,
+    /// Full suites: run on every Nth checkpoint of a training run; 0 for on demand only.
+    pub every_nth: i64,
+    /// Only checkpoints of this training run ('' for any).
+    pub training_run: String,
+    pub team: String,
+    /// (eval id, eval name).
+    pub evals: Vec<(i64, String)>,
+    pub created_at: i64,
+}
+
+/// A suite to create (validated by [`crate::triggers`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewSuite {
+    pub name: String,
+    pub tier: String,
+    pub every_nth: i64,
+    pub training_run: String,
+    pub team: String,
+    pub eval_ids: Vec<i64>,
+}
+
+/// A run a suite launched.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct SuiteLaunch {
+    pub suite: String,
+    pub checkpoint: String,
+    pub run_id: i64,
+    pub reason: String,
+    pub created_at: i64,
+}
+
 /// Last-use times are written at most this often per token, so that a busy CI client does not
 /// turn every read into a write.
 pub const TOKEN_USE_RESOLUTION_MS: i64 = 60_000;
@@ -139,4 +177,39 @@ pub trait OpsStore: Send + Sync + 'static {
     async fn record_health_sample(&self, sample: &HealthSample, keep_after: i64)
         -> StoreResult<()>;
     async fn health_samples(&self, since: i64) -> StoreResult<Vec<HealthSample>>;
+
+    // Suites and checkpoint triggers.
+    /// `Conflict` for a taken name, `NotFound` for an unknown eval; nothing stored then.
+    async fn create_suite(
+        &self,
+        suite: &NewSuite,
+        created_by: Option<i64>,
+        now: i64,
+    ) -> StoreResult<i64>;
+    async fn suites(&self) -> StoreResult<Vec<Suite>>;
+    /// False when there was no such suite.
+    async fn delete_suite(&self, suite_id: i64) -> StoreResult<bool>;
+    /// The checkpoint's training run and its position among that run's checkpoints in order
+    /// of registration (1 for the first); `None` for an unknown checkpoint.
+    async fn checkpoint_position(&self, checkpoint_id: i64) -> StoreResult<Option<(String, i64)>>;
+    async fn record_suite_launch(
+        &self,
+        suite_id: i64,
+        checkpoint_id: i64,
+        run_id: i64,
+        reason: &str,
+        now: i64,
+    ) -> StoreResult<()>;
+    /// The latest launches, newest first.
+    async fn suite_launches(&self, limit: i64) -> StoreResult<Vec<SuiteLaunch>>;
+    /// The content hash of a watched announcement already handled.
+    async fn announcement_hash(&self, source: &str) -> StoreResult<Option<String>>;
+    async fn record_announcement(
+        &self,
+        source: &str,
+        content_hash: &str,
+        checkpoint_id: Option<i64>,
+        error: Option<&str>,
+        now: i64,
+    ) -> StoreResult<()>;
 }

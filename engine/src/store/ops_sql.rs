@@ -313,6 +313,162 @@ macro_rules! ops_sql {
                     })
                     .collect())
             }
+
+            async fn create_suite(
+                &self,
+                suite: &$crate::store::NewSuite,
+                created_by: Option<i64>,
+                now: i64,
+            ) -> $crate::store::StoreResult<i64> {
+                use $crate::store::StoreError;
+                let mut tx = self.writer.begin().await?;
+                let id: i64 = sqlx::query_scalar(
+                    "INSERT INTO suites (name, tier, every_nth, training_run, team, created_by, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+                )
+                .bind(&suite.name)
+                .bind(&suite.tier)
+                .bind(suite.every_nth)
+                .bind(&suite.training_run)
+                .bind(&suite.team)
+                .bind(created_by)
+                .bind(now)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(|err| match err {
+                    sqlx::Error::Database(db) if db.is_unique_violation() => {
+                        StoreError::Conflict(format!("a suite named `{}` exists already", suite.name))
+                    }
+                    other => other.into(),
+                })?;
+                for eval_id in &suite.eval_ids {
+                    sqlx::query("INSERT INTO suite_evals (suite_id, eval_id) VALUES ($1, $2) ON CONFLICT DO NOTHING")
+                        .bind(id)
+                        .bind(eval_id)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(|err| match err {
+                            sqlx::Error::Database(db) if db.is_foreign_key_violation() => {
+                                StoreError::NotFound(format!("no eval with id {eval_id}"))
+                            }
+                            other => other.into(),
+                        })?;
+                }
+                tx.commit().await?;
+                Ok(id)
+            }
+
+            async fn suites(&self) -> $crate::store::StoreResult<Vec<$crate::store::Suite>> {
+                let rows: Vec<(i64, String, String, i64, String, String, i64)> = sqlx::query_as(
+                    "SELECT id, name, tier, every_nth, training_run, team, created_at FROM suites ORDER BY tier DESC, name",
+                )
+                .fetch_all(&self.pool)
+                .await?;
+                let members: Vec<(i64, i64, String)> = sqlx::query_as(
+                    "SELECT se.suite_id, e.id, e.name FROM suite_evals se JOIN evals e ON e.id = se.eval_id ORDER BY e.name",
+                )
+                .fetch_all(&self.pool)
+                .await?;
+                Ok(rows
+                    .into_iter()
+                    .map(|(id, name, tier, every_nth, training_run, team, created_at)| $crate::store::Suite {
+                        evals: members
+                            .iter()
+                            .filter(|(suite_id, _, _)| *suite_id == id)
+                            .map(|(_, eval_id, eval_name)| (*eval_id, eval_name.clone()))
+                            .collect(),
+                        id, name, tier, every_nth, training_run, team, created_at,
+                    })
+                    .collect())
+            }
+
+            async fn delete_suite(&self, suite_id: i64) -> $crate::store::StoreResult<bool> {
+                let deleted = sqlx::query("DELETE FROM suites WHERE id = $1")
+                    .bind(suite_id)
+                    .execute(&self.writer)
+                    .await?
+                    .rows_affected();
+                Ok(deleted == 1)
+            }
+
+            async fn checkpoint_position(&self, checkpoint_id: i64) -> $crate::store::StoreResult<Option<(String, i64)>> {
+                Ok(sqlx::query_as(
+                    "SELECT c.training_run, (SELECT COUNT(*) FROM checkpoints o WHERE o.training_run = c.training_run AND o.id <= c.id) \
+                     FROM checkpoints c WHERE c.id = $1",
+                )
+                .bind(checkpoint_id)
+                .fetch_optional(&self.pool)
+                .await?)
+            }
+
+            async fn record_suite_launch(
+                &self,
+                suite_id: i64,
+                checkpoint_id: i64,
+                run_id: i64,
+                reason: &str,
+                now: i64,
+            ) -> $crate::store::StoreResult<()> {
+                sqlx::query(
+                    "INSERT INTO suite_launches (suite_id, checkpoint_id, run_id, reason, created_at) VALUES ($1, $2, $3, $4, $5) \
+                     ON CONFLICT DO NOTHING",
+                )
+                .bind(suite_id)
+                .bind(checkpoint_id)
+                .bind(run_id)
+                .bind(reason)
+                .bind(now)
+                .execute(&self.writer)
+                .await?;
+                Ok(())
+            }
+
+            async fn suite_launches(&self, limit: i64) -> $crate::store::StoreResult<Vec<$crate::store::SuiteLaunch>> {
+                let rows: Vec<(String, String, i64, String, i64)> = sqlx::query_as(
+                    "SELECT s.name, c.name, l.run_id, l.reason, l.created_at FROM suite_launches l \
+                     JOIN suites s ON s.id = l.suite_id JOIN checkpoints c ON c.id = l.checkpoint_id \
+                     ORDER BY l.created_at DESC, l.run_id DESC LIMIT $1",
+                )
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?;
+                Ok(rows
+                    .into_iter()
+                    .map(|(suite, checkpoint, run_id, reason, created_at)| $crate::store::SuiteLaunch {
+                        suite, checkpoint, run_id, reason, created_at,
+                    })
+                    .collect())
+            }
+
+            async fn announcement_hash(&self, source: &str) -> $crate::store::StoreResult<Option<String>> {
+                Ok(sqlx::query_scalar("SELECT content_hash FROM watched_announcements WHERE source = $1")
+                    .bind(source)
+                    .fetch_optional(&self.pool)
+                    .await?)
+            }
+
+            async fn record_announcement(
+                &self,
+                source: &str,
+                content_hash: &str,
+                checkpoint_id: Option<i64>,
+                error: Option<&str>,
+                now: i64,
+            ) -> $crate::store::StoreResult<()> {
+                sqlx::query(
+                    "INSERT INTO watched_announcements (source, content_hash, checkpoint_id, error, seen_at) \
+                     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (source) DO UPDATE SET content_hash = excluded.content_hash, \
+                     checkpoint_id = excluded.checkpoint_id, error = excluded.error, seen_at = excluded.seen_at",
+                )
+                .bind(source)
+                .bind(content_hash)
+                .bind(checkpoint_id)
+                .bind(error)
+                .bind(now)
+                .execute(&self.writer)
+                .await?;
+                Ok(())
+            }
         }
     };
 }

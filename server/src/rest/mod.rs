@@ -147,6 +147,18 @@ pub fn routes(state: AppState) -> Router {
             get(resources::list_evals).post(resources::define_eval),
         )
         .route("/evals/{id}", get(resources::get_eval))
+        .route(
+            "/suites",
+            get(resources::list_suites).post(resources::create_suite),
+        )
+        .route(
+            "/suites/{id}",
+            axum::routing::delete(resources::delete_suite),
+        )
+        .route(
+            "/checkpoints/{id}/suites/{suite}",
+            post(resources::run_suite),
+        )
         .route("/runs", get(runs::list_runs).post(runs::launch_run))
         .route("/runs/{id}", get(runs::get_run))
         .route("/runs/{id}/report", get(runs::run_report))

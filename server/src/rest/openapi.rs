@@ -21,6 +21,10 @@ A token acts with its owner's role. Errors are JSON `{\"error\": \"…\"}` with 
         resources::upload_dataset,
         resources::list_checkpoints,
         resources::register_checkpoint,
+        resources::list_suites,
+        resources::create_suite,
+        resources::delete_suite,
+        resources::run_suite,
         resources::list_evals,
         resources::get_eval,
         resources::define_eval,
@@ -37,7 +41,7 @@ A token acts with its owner's role. Errors are JSON `{\"error\": \"…\"}` with 
     tags(
         (name = "account", description = "Who the token acts for"),
         (name = "datasets", description = "Versioned datasets: each upload of new content is a revision"),
-        (name = "checkpoints", description = "Models under evaluation and where they are served"),
+        (name = "checkpoints", description = "Models under evaluation, where they are served, and the suites each new one triggers"),
         (name = "evals", description = "Prompt, grader and generation settings over a dataset"),
         (name = "runs", description = "Frozen manifests run against a checkpoint, their reports and comparisons"),
     )

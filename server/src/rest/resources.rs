@@ -3,8 +3,9 @@
 use super::{ApiError, ApiErrorBody, ApiJson, ApiPath, ApiQuery, ApiResult, ApiUser};
 use arbiter_app::guard::AppState;
 use arbiter_engine::auth::{Permission, Role};
-use arbiter_engine::service::{self, CheckpointForm, EvalForm};
-use arbiter_engine::store::{Checkpoint, DatasetRevision, DatasetSummary, EvalSummary};
+use arbiter_engine::service::{self, EvalForm};
+use arbiter_engine::store::{Checkpoint, DatasetRevision, DatasetSummary, EvalSummary, Suite};
+use arbiter_engine::triggers::{self, Announcement, SuiteForm, TriggeredRun};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -124,78 +125,116 @@ pub async fn list_checkpoints(
     Ok(Json(state.store.list_checkpoints().await?))
 }
 
-/// A checkpoint to register: where it is served and what it costs.
-#[derive(Deserialize, ToSchema, Default)]
-#[serde(deny_unknown_fields)]
-pub struct NewCheckpointRequest {
-    /// Unique name, e.g. `sft-v3-step-12000`.
-    pub name: String,
-    /// The OpenAI-compatible base URL, e.g. `http://vllm:8000/v1`.
-    pub endpoint_url: String,
-    /// The model name the endpoint serves it under.
-    pub model: String,
-    /// Further replicas serving the same weights.
-    #[serde(default)]
-    pub replica_urls: Vec<String>,
-    #[serde(default)]
-    pub engine_build: String,
-    #[serde(default)]
-    pub parallel_layout: String,
-    /// Another checkpoint to try once when retries run out.
-    #[serde(default)]
-    pub fallback_checkpoint: Option<String>,
-    /// Requests in flight to each endpoint, from all workers together.
-    #[serde(default)]
-    pub max_in_flight: Option<i64>,
-    #[serde(default)]
-    pub input_usd_per_mtok: Option<f64>,
-    #[serde(default)]
-    pub output_usd_per_mtok: Option<f64>,
-    /// The training run it comes from, for trends.
-    #[serde(default)]
-    pub training_run: Option<String>,
-    #[serde(default)]
-    pub training_step: Option<i64>,
-}
-
-fn text<T: ToString>(value: Option<T>) -> String {
-    value.map(|value| value.to_string()).unwrap_or_default()
+/// The registered checkpoint and the suite runs it triggered.
+#[derive(Serialize, ToSchema)]
+pub struct RegisteredCheckpoint {
+    pub checkpoint: Checkpoint,
+    pub runs: Vec<TriggeredRun>,
 }
 
 #[utoipa::path(post, path = "/api/v1/checkpoints", tag = "checkpoints",
-    request_body = NewCheckpointRequest,
-    responses((status = 201, body = Checkpoint), (status = 400, body = ApiErrorBody), (status = 409, description = "The name is taken", body = ApiErrorBody)))]
+    request_body = Announcement,
+    responses(
+        (status = 201, description = "Registered; its smoke suites (and any full suite whose turn it is) launched", body = RegisteredCheckpoint),
+        (status = 400, description = "Refused; nothing stored", body = ApiErrorBody),
+        (status = 409, description = "The name is taken", body = ApiErrorBody)))]
 pub async fn register_checkpoint(
     State(state): State<AppState>,
     caller: ApiUser,
-    ApiJson(request): ApiJson<NewCheckpointRequest>,
-) -> ApiResult<(StatusCode, Json<Checkpoint>)> {
+    ApiJson(announcement): ApiJson<Announcement>,
+) -> ApiResult<(StatusCode, Json<RegisteredCheckpoint>)> {
     let user = caller.require(Permission::ManageEvals)?;
-    let form = CheckpointForm {
-        name: request.name,
-        endpoint_url: request.endpoint_url,
-        model: request.model,
-        replica_urls: request.replica_urls.join(","),
-        engine_build: request.engine_build,
-        parallel_layout: request.parallel_layout,
-        fallback_checkpoint: request.fallback_checkpoint.unwrap_or_default(),
-        max_in_flight: text(request.max_in_flight),
-        input_usd_per_mtok: text(request.input_usd_per_mtok),
-        output_usd_per_mtok: text(request.output_usd_per_mtok),
-        training_run: request.training_run.unwrap_or_default(),
-        training_step: text(request.training_step),
-    };
-    let id = service::register_checkpoint(state.store.as_ref(), &form, Some(user.id)).await?;
+    let registered =
+        triggers::register_announced(state.store.as_ref(), &announcement, Some(user.id)).await?;
     let checkpoint = state
         .store
         .list_checkpoints()
         .await?
         .into_iter()
-        .find(|checkpoint| checkpoint.id == id)
+        .find(|checkpoint| checkpoint.id == registered.checkpoint_id)
         .ok_or_else(|| {
             ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "the checkpoint vanished")
         })?;
-    Ok((StatusCode::CREATED, Json(checkpoint)))
+    Ok((
+        StatusCode::CREATED,
+        Json(RegisteredCheckpoint {
+            checkpoint,
+            runs: registered.runs,
+        }),
+    ))
+}
+
+#[utoipa::path(get, path = "/api/v1/suites", tag = "checkpoints",
+    responses((status = 200, body = Vec<Suite>)))]
+pub async fn list_suites(
+    State(state): State<AppState>,
+    caller: ApiUser,
+) -> ApiResult<Json<Vec<Suite>>> {
+    caller.require(Permission::ViewResults)?;
+    Ok(Json(state.store.suites().await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/suites", tag = "checkpoints",
+    request_body = SuiteForm,
+    responses((status = 201, body = Suite), (status = 400, body = ApiErrorBody), (status = 404, description = "An eval does not exist", body = ApiErrorBody), (status = 409, body = ApiErrorBody)))]
+pub async fn create_suite(
+    State(state): State<AppState>,
+    caller: ApiUser,
+    ApiJson(form): ApiJson<SuiteForm>,
+) -> ApiResult<(StatusCode, Json<Suite>)> {
+    let user = caller.require(Permission::ManageEvals)?;
+    let id = triggers::create_suite(state.store.as_ref(), &form, &user.team, Some(user.id)).await?;
+    let suite = state
+        .store
+        .suites()
+        .await?
+        .into_iter()
+        .find(|suite| suite.id == id)
+        .ok_or_else(|| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "the suite vanished"))?;
+    Ok((StatusCode::CREATED, Json(suite)))
+}
+
+#[utoipa::path(delete, path = "/api/v1/suites/{id}", tag = "checkpoints",
+    params(("id" = i64, Path, description = "Suite id")),
+    responses((status = 204, description = "Deleted (its past runs stay)"), (status = 404, body = ApiErrorBody)))]
+pub async fn delete_suite(
+    State(state): State<AppState>,
+    caller: ApiUser,
+    ApiPath(id): ApiPath<i64>,
+) -> ApiResult<StatusCode> {
+    caller.require(Permission::ManageEvals)?;
+    if state.store.delete_suite(id).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("no suite with id {id}"),
+        ))
+    }
+}
+
+#[derive(Deserialize, IntoParams)]
+pub struct OnDemandParams {
+    /// `promotion`, `scheduled` (the default) or `ablation`.
+    #[serde(default)]
+    priority: Option<String>,
+}
+
+#[utoipa::path(post, path = "/api/v1/checkpoints/{id}/suites/{suite}", tag = "checkpoints",
+    params(("id" = i64, Path, description = "Checkpoint id"), ("suite" = String, Path, description = "Suite name"), OnDemandParams),
+    responses((status = 200, description = "The suite's runs (refused launches carry their error)", body = Vec<TriggeredRun>), (status = 404, body = ApiErrorBody)))]
+pub async fn run_suite(
+    State(state): State<AppState>,
+    caller: ApiUser,
+    ApiPath((id, suite)): ApiPath<(i64, String)>,
+    ApiQuery(params): ApiQuery<OnDemandParams>,
+) -> ApiResult<Json<Vec<TriggeredRun>>> {
+    let user = caller.require(Permission::ManageEvals)?;
+    let priority = service::parse_priority(params.priority.as_deref().unwrap_or_default())?;
+    Ok(Json(
+        triggers::run_suite_on_demand(state.store.as_ref(), id, &suite, priority, Some(user.id))
+            .await?,
+    ))
 }
 
 #[utoipa::path(get, path = "/api/v1/evals", tag = "evals",

@@ -1,0 +1,402 @@
+//! Checkpoints in: a training job announces a checkpoint (through the API or a watched
+//! directory) and tiered suites launch on it — every smoke suite on every checkpoint, each full
+//! suite on every Nth checkpoint of its training run or on demand — at the priority its
+//! decision value calls for.
+
+use serde::{Deserialize, Serialize};
+
+use crate::service::{self, CheckpointForm, ServiceError, ServiceResult};
+use crate::store::{NewSuite, Store, Suite};
+
+pub const TIER_SMOKE: &str = "smoke";
+pub const TIER_FULL: &str = "full";
+/// Most evals one suite may hold.
+const MAX_SUITE_EVALS: usize = 200;
+
+/// A suite as typed into the form or posted to the API.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SuiteForm {
+    pub name: String,
+    /// `smoke` or `full`.
+    pub tier: String,
+    /// Full suites: every Nth checkpoint of a training run (0: on demand only). Ignored for
+    /// smoke suites, which run on every checkpoint.
+    #[serde(default)]
+    pub every_nth: Option<i64>,
+    /// Only checkpoints of this training run (empty: any).
+    #[serde(default)]
+    pub training_run: String,
+    /// The fair-share team its runs are charged to (empty: the creator's).
+    #[serde(default)]
+    pub team: String,
+    pub eval_ids: Vec<i64>,
+}
+
+pub async fn create_suite(
+    store: &dyn Store,
+    form: &SuiteForm,
+    default_team: &str,
+    created_by: Option<i64>,
+) -> ServiceResult<i64> {
+    let name = form.name.trim();
+    if name.is_empty() || name.chars().count() > 100 {
+        return Err(ServiceError::Invalid(
+            "a suite needs a name of 1 to 100 characters".into(),
+        ));
+    }
+    let tier = form.tier.trim();
+    let every_nth = match (tier, form.every_nth) {
+        (TIER_SMOKE, _) => 1,
+        (TIER_FULL, None) => 1,
+        (TIER_FULL, Some(n)) if (0..=10_000).contains(&n) => n,
+        (TIER_FULL, Some(n)) => {
+            return Err(ServiceError::Invalid(format!(
+                "a full suite runs every 1 to 10000 checkpoints (or 0: on demand only), not every {n}"
+            )))
+        }
+        (other, _) => {
+            return Err(ServiceError::Invalid(format!(
+                "a suite's tier is `smoke` (every checkpoint) or `full` (every Nth, or on demand), not `{other}`"
+            )))
+        }
+    };
+    let mut eval_ids = form.eval_ids.clone();
+    eval_ids.sort_unstable();
+    eval_ids.dedup();
+    if eval_ids.is_empty() || eval_ids.len() > MAX_SUITE_EVALS {
+        return Err(ServiceError::Invalid(format!(
+            "a suite holds 1 to {MAX_SUITE_EVALS} evals"
+        )));
+    }
+    let team = match form.team.trim() {
+        "" => default_team,
+        team => team,
+    };
+    Ok(store
+        .create_suite(
+            &NewSuite {
+                name: name.to_string(),
+                tier: tier.to_string(),
+                every_nth,
+                training_run: form.training_run.trim().to_string(),
+                team: team.to_string(),
+                eval_ids,
+            },
+            created_by,
+            crate::store::now_ms(),
+        )
+        .await?)
+}
+
+/// "2nd", "3rd", "11th", "22nd": for "every Nth checkpoint".
+pub fn ordinal(n: i64) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
+}
+
+/// The suites a new checkpoint at `position` (1-based, in its training run) triggers, with
+/// the reason for each.
+pub fn suites_due<'a>(
+    suites: &'a [Suite],
+    training_run: &str,
+    position: i64,
+) -> Vec<(&'a Suite, String)> {
+    suites
+        .iter()
+        .filter(|suite| suite.training_run.is_empty() || suite.training_run == training_run)
+        .filter_map(|suite| match suite.tier.as_str() {
+            TIER_SMOKE => Some((suite, "smoke suite: every checkpoint".to_string())),
+            TIER_FULL if suite.every_nth == 1 => {
+                Some((suite, "full suite: every checkpoint".to_string()))
+            }
+            TIER_FULL if suite.every_nth > 1 && position % suite.every_nth == 0 => Some((
+                suite,
+                format!(
+                    "full suite: checkpoint {position} of its training run, every {}",
+                    ordinal(suite.every_nth)
+                ),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+/// One run a trigger launched (or tried to).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct TriggeredRun {
+    pub suite: String,
+    pub eval_id: i64,
+    pub eval: String,
+    /// The run; `None` when the launch was refused (see `error`).
+    pub run_id: Option<i64>,
+    /// False when an identical manifest had run before (that run is reused).
+    pub created: bool,
+    pub reason: String,
+    pub error: Option<String>,
+}
+
+/// Launches `suites` (with their reasons) on a checkpoint. One eval's failure does not stop
+/// the others; each is reported.
+async fn launch_suites(
+    store: &dyn Store,
+    checkpoint_id: i64,
+    suites: &[(&Suite, String)],
+    priority: i64,
+    launched_by: Option<i64>,
+) -> ServiceResult<Vec<TriggeredRun>> {
+    let mut launched = Vec::new();
+    for (suite, reason) in suites {
+        for (eval_id, eval_name) in &suite.evals {
+            let outcome = service::launch_run(
+                store,
+                *eval_id,
+                checkpoint_id,
+                priority,
+                &suite.team,
+                launched_by,
+            )
+            .await;
+            let mut triggered = TriggeredRun {
+                suite: suite.name.clone(),
+                eval_id: *eval_id,
+                eval: eval_name.clone(),
+                run_id: None,
+                created: false,
+                reason: reason.clone(),
+                error: None,
+            };
+            match outcome {
+                Ok(run) => {
+                    store
+                        .record_suite_launch(
+                            suite.id,
+                            checkpoint_id,
+                            run.run_id,
+                            reason,
+                            crate::store::now_ms(),
+                        )
+                        .await?;
+                    triggered.run_id = Some(run.run_id);
+                    triggered.created = run.created;
+                }
+                Err(ServiceError::Internal) => return Err(ServiceError::Internal),
+                Err(refused) => {
+                    tracing::warn!(suite = %suite.name, eval = %eval_name, checkpoint = checkpoint_id, error = %refused, "suite launch refused");
+                    triggered.error = Some(refused.to_string());
+                }
+            }
+            launched.push(triggered);
+        }
+    }
+    Ok(launched)
+}
+
+/// Runs what a newly registered checkpoint is due: its smoke suites and the full suites whose
+/// turn it is.
+pub async fn trigger_new_checkpoint(
+    store: &dyn Store,
+    checkpoint_id: i64,
+    priority: i64,
+    launched_by: Option<i64>,
+) -> ServiceResult<Vec<TriggeredRun>> {
+    let (training_run, position) = store
+        .checkpoint_position(checkpoint_id)
+        .await?
+        .ok_or_else(|| ServiceError::NotFound(format!("no checkpoint with id {checkpoint_id}")))?;
+    let suites = store.suites().await?;
+    let due = suites_due(&suites, &training_run, position);
+    launch_suites(store, checkpoint_id, &due, priority, launched_by).await
+}
+
+/// Runs one suite on a checkpoint now, whatever its tier and turn.
+pub async fn run_suite_on_demand(
+    store: &dyn Store,
+    checkpoint_id: i64,
+    suite_name: &str,
+    priority: i64,
+    launched_by: Option<i64>,
+) -> ServiceResult<Vec<TriggeredRun>> {
+    store
+        .checkpoint_position(checkpoint_id)
+        .await?
+        .ok_or_else(|| ServiceError::NotFound(format!("no checkpoint with id {checkpoint_id}")))?;
+    let suites = store.suites().await?;
+    let suite = suites
+        .iter()
+        .find(|suite| suite.name == suite_name.trim())
+        .ok_or_else(|| ServiceError::NotFound(format!("no suite named `{suite_name}`")))?;
+    launch_suites(
+        store,
+        checkpoint_id,
+        &[(suite, "on demand".to_string())],
+        priority,
+        launched_by,
+    )
+    .await
+}
+
+/// A checkpoint as a training job announces it: through `POST /api/v1/checkpoints` or as a
+/// JSON file in a watched directory (or a line of a watched JSON Lines manifest).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Announcement {
+    /// Unique name, e.g. `sft-v3-step-12000`.
+    pub name: String,
+    /// The OpenAI-compatible base URL, e.g. `http://vllm:8000/v1`.
+    pub endpoint_url: String,
+    /// The model name the endpoint serves it under.
+    pub model: String,
+    /// Further replicas serving the same weights.
+    #[serde(default)]
+    pub replica_urls: Vec<String>,
+    #[serde(default)]
+    pub engine_build: String,
+    #[serde(default)]
+    pub parallel_layout: String,
+    /// Another checkpoint to try once when retries run out.
+    #[serde(default)]
+    pub fallback_checkpoint: Option<String>,
+    /// Requests in flight to each endpoint, from all workers together.
+    #[serde(default)]
+    pub max_in_flight: Option<i64>,
+    #[serde(default)]
+    pub input_usd_per_mtok: Option<f64>,
+    #[serde(default)]
+    pub output_usd_per_mtok: Option<f64>,
+    /// The training run it comes from: trends and every-Nth suites follow it.
+    #[serde(default)]
+    pub training_run: Option<String>,
+    #[serde(default)]
+    pub training_step: Option<i64>,
+    /// What rides on this checkpoint, which sets its runs' priority: `promotion` (a release
+    /// candidate), `scheduled` (the default) or `ablation`.
+    #[serde(default)]
+    pub decision: Option<String>,
+    /// Set false to register without launching its suites.
+    #[serde(default)]
+    pub trigger_suites: Option<bool>,
+}
+
+fn text<T: ToString>(value: Option<T>) -> String {
+    value.map(|value| value.to_string()).unwrap_or_default()
+}
+
+impl Announcement {
+    pub fn form(&self) -> CheckpointForm {
+        CheckpointForm {
+            name: self.name.clone(),
+            endpoint_url: self.endpoint_url.clone(),
+            model: self.model.clone(),
+            replica_urls: self.replica_urls.join(","),
+            engine_build: self.engine_build.clone(),
+            parallel_layout: self.parallel_layout.clone(),
+            fallback_checkpoint: self.fallback_checkpoint.clone().unwrap_or_default(),
+            max_in_flight: text(self.max_in_flight),
+            input_usd_per_mtok: text(self.input_usd_per_mtok),
+            output_usd_per_mtok: text(self.output_usd_per_mtok),
+            training_run: self.training_run.clone().unwrap_or_default(),
+            training_step: text(self.training_step),
+        }
+    }
+}
+
+/// What an announcement did.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Registered {
+    pub checkpoint_id: i64,
+    pub runs: Vec<TriggeredRun>,
+}
+
+/// Registers the announced checkpoint and launches the suites it is due. The priority is
+/// checked before anything is stored, so a bad announcement stores nothing.
+pub async fn register_announced(
+    store: &dyn Store,
+    announcement: &Announcement,
+    created_by: Option<i64>,
+) -> ServiceResult<Registered> {
+    let priority = service::parse_priority(announcement.decision.as_deref().unwrap_or_default())
+        .map_err(|_| {
+            ServiceError::Invalid(format!(
+                "the decision value is `promotion`, `scheduled` or `ablation`, not `{}`",
+                announcement.decision.as_deref().unwrap_or_default()
+            ))
+        })?;
+    let checkpoint_id =
+        service::register_checkpoint(store, &announcement.form(), created_by).await?;
+    let runs = if announcement.trigger_suites.unwrap_or(true) {
+        trigger_new_checkpoint(store, checkpoint_id, priority, created_by).await?
+    } else {
+        Vec::new()
+    };
+    Ok(Registered {
+        checkpoint_id,
+        runs,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn suite(name: &str, tier: &str, every_nth: i64, training_run: &str) -> Suite {
+        Suite {
+            id: 1,
+            name: name.into(),
+            tier: tier.into(),
+            every_nth,
+            training_run: training_run.into(),
+            team: "default".into(),
+            evals: vec![(1, "e".into())],
+            created_at: 0,
+        }
+    }
+
+    #[test]
+    fn smoke_runs_on_every_checkpoint_and_full_on_its_turn() {
+        let suites = vec![
+            suite("smoke", TIER_SMOKE, 1, ""),
+            suite("full-5", TIER_FULL, 5, ""),
+            suite("full-demand", TIER_FULL, 0, ""),
+            suite("other-run", TIER_SMOKE, 1, "other"),
+        ];
+        let names = |position| {
+            suites_due(&suites, "pretrain", position)
+                .into_iter()
+                .map(|(suite, _)| suite.name.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(1), ["smoke"]);
+        assert_eq!(names(4), ["smoke"]);
+        assert_eq!(names(5), ["smoke", "full-5"]);
+        assert_eq!(names(10), ["smoke", "full-5"]);
+        let due = suites_due(&suites, "other", 3);
+        assert_eq!(due.len(), 2);
+        assert!(due[1].1.contains("smoke"));
+        let reason = &suites_due(&suites, "pretrain", 5)[1].1;
+        assert!(reason.contains("every 5th"), "{reason}");
+        assert_eq!(
+            [1, 2, 3, 4, 11, 12, 13, 21, 22, 101].map(ordinal),
+            ["1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st"]
+        );
+    }
+
+    #[test]
+    fn announcements_refuse_unknown_fields() {
+        let good: Announcement = serde_json::from_str(
+            r#"{"name": "s-100", "endpoint_url": "http://h/v1", "model": "m", "training_run": "r", "training_step": 100, "decision": "promotion"}"#,
+        )
+        .unwrap();
+        assert_eq!(good.form().training_step, "100");
+        assert!(serde_json::from_str::<Announcement>(
+            r#"{"name": "s", "endpoint_url": "http://h/v1", "model": "m", "stepp": 1}"#
+        )
+        .is_err());
+    }
+}
