@@ -58,6 +58,7 @@ pub(crate) mod convert {
             output_usd_per_mtok: checkpoint.prices.output_usd_per_mtok,
             training_run: checkpoint.training_run,
             training_step: checkpoint.training_step,
+            api_key: arbiter_engine::secrets::describe(checkpoint.api_key_ref.as_deref()),
         }
     }
 
@@ -211,6 +212,7 @@ pub async fn register_checkpoint(
         output_usd_per_mtok: options.output_usd_per_mtok,
         training_run: options.training_run,
         training_step: options.training_step,
+        api_key: options.api_key,
     };
     let priority = service::parse_priority(&options.decision).map_err(service_error)?;
     let id = service::register_checkpoint(state.store.as_ref(), &form, Some(user.id))

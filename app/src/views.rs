@@ -85,6 +85,9 @@ pub struct CheckpointView {
     pub output_usd_per_mtok: f64,
     pub training_run: String,
     pub training_step: Option<i64>,
+    /// How its endpoint authenticates, in words ("none", "stored encrypted", "from the
+    /// environment (NAME)"): never the key.
+    pub api_key: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -262,6 +265,8 @@ pub struct CheckpointOptions {
     /// `promotion`, `scheduled` ('' too) or `ablation`: the priority of the suite runs the new
     /// checkpoint triggers.
     pub decision: String,
+    /// The endpoint's API key: '' none, `env:NAME`, or the key (stored encrypted).
+    pub api_key: String,
 }
 
 /// A judge version with how it has done so far.

@@ -186,10 +186,12 @@ impl ModelClient {
         &self.http
     }
 
-    /// One chat completion against `base_url`, within `timeout`.
+    /// One chat completion against `base_url` (with `api_key` as a bearer token when the
+    /// endpoint needs one), within `timeout`.
     pub async fn attempt(
         &self,
         base_url: &str,
+        api_key: Option<&str>,
         request: &GenerationRequest,
         timeout: Duration,
     ) -> Result<Generation, AttemptFailure> {
@@ -207,11 +209,11 @@ impl ModelClient {
             top_logprobs: TOP_LOGPROBS,
             stream: false,
         };
-        let response = self
-            .http
-            .post(&url)
-            .timeout(timeout)
-            .json(&body)
+        let mut post = self.http.post(&url).timeout(timeout).json(&body);
+        if let Some(key) = api_key {
+            post = post.bearer_auth(key);
+        }
+        let response = post
             .send()
             .await
             .map_err(|err| transport_failure(&url, err))?;
@@ -491,6 +493,7 @@ mod tests {
         let failure = ModelClient::new()
             .attempt(
                 &format!("http://127.0.0.1:{port}/v1"),
+                None,
                 &GenerationRequest {
                     model: "m".into(),
                     prompt: "hi".into(),

@@ -117,6 +117,9 @@ pub struct CheckpointForm {
     pub training_run: String,
     /// Its step in that training run ('' for none): a whole number, 0 or more.
     pub training_step: String,
+    /// The endpoints' API key: '' for none, `env:NAME` for a variable in the workers'
+    /// environment, or the key itself (stored encrypted; needs `ARBITER_SECRET_KEY`).
+    pub api_key: String,
 }
 
 /// Highest price accepted, in USD per million tokens: far above any real model's, low enough
@@ -199,7 +202,11 @@ pub async fn register_checkpoint(
             "the training run's name is longer than 200 characters".into(),
         ));
     }
+    let api_key_ref = crate::secrets::process()
+        .to_stored(&form.api_key)
+        .map_err(|problem| ServiceError::Invalid(format!("the API key: {problem}")))?;
     let new = NewCheckpoint {
+        api_key_ref,
         name: required(&form.name, "a checkpoint name", 200)?,
         base_url: normalise_base_url(&form.endpoint_url).map_err(ServiceError::Invalid)?,
         model: required(&form.model, "the served model name", 200)?,
@@ -296,9 +303,11 @@ const EXPANSION_CHUNK: i64 = 2000;
 pub(crate) async fn probe_fingerprint(checkpoint: &Checkpoint) -> EndpointFingerprint {
     let url = format!("{}/models", checkpoint.base_url.trim_end_matches('/'));
     let probe = async {
-        let response = reqwest::Client::new()
-            .get(&url)
-            .timeout(PROBE_TIMEOUT)
+        let mut request = reqwest::Client::new().get(&url).timeout(PROBE_TIMEOUT);
+        if let Some(key) = crate::secrets::process().resolve(checkpoint.api_key_ref.as_deref())? {
+            request = request.bearer_auth(key);
+        }
+        let response = request
             .send()
             .await
             .map_err(|err| format!("could not reach {url}: {err}"))?;

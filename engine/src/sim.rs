@@ -107,6 +107,9 @@ pub struct SimConfig {
     /// Extra delay per byte of prompt, in microseconds: long prompts take longer, as long
     /// problems do on a real server (the long-tail benchmark).
     pub latency_us_per_prompt_byte: u64,
+    /// When set, `/v1/*` requests must carry `Authorization: Bearer <key>`, as vLLM's
+    /// `--api-key` demands; others get 401.
+    pub api_key: Option<String>,
 }
 
 /// Per-request probabilities of each injected failure; they are tried in field order and
@@ -249,12 +252,14 @@ impl SimConfig {
             faults: SimFaults::default(),
             max_concurrency: None,
             latency_us_per_prompt_byte: 0,
+            api_key: None,
         }
     }
 }
 
 /// The simulator's routes, every response labelled with `x-arbiter-simulator: true`.
 pub fn router(config: SimConfig) -> Router {
+    let required_key = config.api_key.clone();
     Router::new()
         .route("/v1/models", get(list_models))
         .route("/v1/chat/completions", post(chat_completions))
@@ -263,7 +268,38 @@ pub fn router(config: SimConfig) -> Router {
         .route("/health", get(health))
         .fallback(unknown_route)
         .with_state(Arc::new(SimState::new(config)))
+        .layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                let required_key = required_key.clone();
+                async move { require_api_key(required_key.as_deref(), request, next).await }
+            },
+        ))
         .layer(axum::middleware::map_response(label_as_simulator))
+}
+
+/// 401 for `/v1/*` requests without the configured key, in OpenAI's error shape.
+async fn require_api_key(
+    required: Option<&str>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if let Some(key) = required {
+        let presented = request
+            .headers()
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok());
+        if request.uri().path().starts_with("/v1/") && presented != Some(&format!("Bearer {key}")) {
+            return (
+                axum::http::StatusCode::UNAUTHORIZED,
+                axum::Json(serde_json::json!({
+                    "error": {"message": "Unauthorized: a valid API key is required", "type": "invalid_request_error", "code": 401}
+                })),
+            )
+                .into_response();
+        }
+    }
+    next.run(request).await
 }
 
 /// Serves the simulator on `listener` until the task is dropped.

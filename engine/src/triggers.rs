@@ -279,6 +279,10 @@ pub struct Announcement {
     /// candidate), `scheduled` (the default) or `ablation`.
     #[serde(default)]
     pub decision: Option<String>,
+    /// The endpoints' API key: `env:NAME` (a variable in the workers' environment) or the key
+    /// itself (stored encrypted; needs `ARBITER_SECRET_KEY`). Never returned.
+    #[serde(default, skip_serializing)]
+    pub api_key: Option<String>,
     /// Set false to register without launching its suites.
     #[serde(default)]
     pub trigger_suites: Option<bool>,
@@ -303,6 +307,7 @@ impl Announcement {
             output_usd_per_mtok: text(self.output_usd_per_mtok),
             training_run: self.training_run.clone().unwrap_or_default(),
             training_step: text(self.training_step),
+            api_key: self.api_key.clone().unwrap_or_default(),
         }
     }
 }

@@ -98,6 +98,9 @@ enum Command {
         /// Extra delay per prompt byte, in microseconds (long prompts take longer).
         #[arg(long, default_value_t = 0)]
         latency_us_per_prompt_byte: u64,
+        /// Demand this API key as a bearer token on /v1 routes, like vLLM's --api-key.
+        #[arg(long, env = "ARBITER_SIM_API_KEY", hide_env_values = true)]
+        api_key: Option<String>,
     },
     /// Writes a synthetic benchmark dataset (used by `bench memory` in a child process).
     #[command(hide = true)]
@@ -341,6 +344,7 @@ async fn main() -> anyhow::Result<()> {
             rate_truncate,
             max_concurrency,
             latency_us_per_prompt_byte,
+            api_key,
         } => {
             let mut config = SimConfig::demo();
             if !models.is_empty() {
@@ -360,6 +364,7 @@ async fn main() -> anyhow::Result<()> {
             };
             config.max_concurrency = max_concurrency;
             config.latency_us_per_prompt_byte = latency_us_per_prompt_byte;
+            config.api_key = api_key;
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
                 .with_context(|| format!("cannot listen on {addr}"))?;

@@ -52,6 +52,10 @@ pub fn CheckpointsPage() -> impl IntoView {
                             <label>"USD per million completion tokens" <input name="options[output_usd_per_mtok]" type="number" min="0" step="any" placeholder="0"/></label>
                         </div>
                         <label>
+                            "API key (env:VARIABLE to read it from the workers' environment, or the key itself: stored encrypted, never shown again)"
+                            <input name="options[api_key]" type="password" autocomplete="off" placeholder="env:VLLM_API_KEY"/>
+                        </label>
+                        <label>
                             "Fallback checkpoint (tried once when retries run out)"
                             <input name="options[fallback_checkpoint]" placeholder="name of a registered checkpoint"/>
                         </label>
@@ -68,7 +72,7 @@ pub fn CheckpointsPage() -> impl IntoView {
                 match checkpoints.await {
                     Ok(checkpoints) => view! {
                         <table>
-                            <thead><tr><th>"Name"</th><th>"Training run · step"</th><th>"Endpoints"</th><th>"Model"</th><th>"Fingerprint"</th><th>"Limit"</th><th>"Price (USD / M tokens in · out)"</th><th>"Fallback"</th></tr></thead>
+                            <thead><tr><th>"Name"</th><th>"Training run · step"</th><th>"Endpoints"</th><th>"Model"</th><th>"Fingerprint"</th><th>"API key"</th><th>"Limit"</th><th>"Price (USD / M tokens in · out)"</th><th>"Fallback"</th></tr></thead>
                             <tbody>
                                 {checkpoints.into_iter().map(|checkpoint| {
                                     let fingerprint = [checkpoint.engine_build.as_str(), checkpoint.parallel_layout.as_str()]
@@ -92,6 +96,7 @@ pub fn CheckpointsPage() -> impl IntoView {
                                             </td>
                                             <td>{checkpoint.model}</td>
                                             <td>{fingerprint}</td>
+                                            <td>{checkpoint.api_key.clone()}</td>
                                             <td>{checkpoint.max_in_flight} " in flight"</td>
                                             <td>
                                                 <ActionForm action=set_prices attr:class="inline">

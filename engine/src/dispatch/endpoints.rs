@@ -66,6 +66,9 @@ pub struct Target {
 /// One endpoint as this worker sees it.
 pub struct Endpoint {
     pub url: String,
+    /// The API key sent as a bearer token, resolved from the store's reference when the
+    /// endpoint was first used (never logged).
+    api_key: Option<String>,
     pub limiter: Limiter,
     outstanding: AtomicUsize,
     limits: EndpointLimits,
@@ -147,9 +150,22 @@ impl EndpointPool {
             tracing::warn!(url, error = %err, "could not read endpoint limits; using defaults");
             EndpointLimits::default()
         });
+        let api_key = match self.store.endpoint_api_key_ref(url).await {
+            Ok(stored) => crate::secrets::process()
+                .resolve(stored.as_deref())
+                .unwrap_or_else(|problem| {
+                    tracing::warn!(url, %problem, "endpoint API key unavailable; calling without one");
+                    None
+                }),
+            Err(err) => {
+                tracing::warn!(url, error = %err, "could not read the endpoint's API key reference");
+                None
+            }
+        };
         let workers = self.live_workers.load(Ordering::Relaxed);
         let created = Arc::new(Endpoint {
             url: url.to_string(),
+            api_key,
             limiter: Limiter::new(
                 Self::share(limits.max_in_flight, workers),
                 limits
@@ -215,7 +231,9 @@ impl EndpointPool {
                     .attempt_timeout
                     .min(deadline.saturating_duration_since(Instant::now()))
                     .max(Duration::from_millis(1));
-                self.client.attempt(&endpoint.url, request, timeout).await
+                self.client
+                    .attempt(&endpoint.url, endpoint.api_key.as_deref(), request, timeout)
+                    .await
             }
         };
         endpoint.outstanding.fetch_sub(1, Ordering::Relaxed);

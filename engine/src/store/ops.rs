@@ -178,6 +178,9 @@ pub trait OpsStore: Send + Sync + 'static {
         -> StoreResult<()>;
     async fn health_samples(&self, since: i64) -> StoreResult<Vec<HealthSample>>;
 
+    /// The stored reference to the API key of the endpoint at `base_url` (`None`: no key).
+    async fn endpoint_api_key_ref(&self, base_url: &str) -> StoreResult<Option<String>>;
+
     // Suites and checkpoint triggers.
     /// `Conflict` for a taken name, `NotFound` for an unknown eval; nothing stored then.
     async fn create_suite(

@@ -314,6 +314,15 @@ macro_rules! ops_sql {
                     .collect())
             }
 
+            async fn endpoint_api_key_ref(&self, base_url: &str) -> $crate::store::StoreResult<Option<String>> {
+                let stored: Option<Option<String>> =
+                    sqlx::query_scalar("SELECT api_key_ref FROM endpoints WHERE base_url = $1")
+                        .bind(base_url)
+                        .fetch_optional(&self.pool)
+                        .await?;
+                Ok(stored.flatten())
+            }
+
             async fn create_suite(
                 &self,
                 suite: &$crate::store::NewSuite,

@@ -110,7 +110,7 @@ macro_rules! sql_store {
 
         const CHECKPOINT_SELECT: &str = "SELECT c.id, c.name, e.base_url, c.model, c.engine_build, \
             c.parallel_layout, c.fallback_checkpoint_id, e.max_in_flight, c.input_usd_per_mtok, \
-            c.output_usd_per_mtok, c.training_run, c.training_step, c.created_at \
+            c.output_usd_per_mtok, c.training_run, c.training_step, c.created_at, e.api_key_ref \
             FROM checkpoints c JOIN endpoints e ON e.id = c.endpoint_id";
 
         fn checkpoint_from_row(row: &<$db as sqlx::Database>::Row) -> Result<Checkpoint, sqlx::Error> {
@@ -131,6 +131,7 @@ macro_rules! sql_store {
                 training_run: row.try_get("training_run")?,
                 training_step: row.try_get("training_step")?,
                 created_at: row.try_get("created_at")?,
+                api_key_ref: row.try_get("api_key_ref")?,
             })
         }
 
@@ -267,6 +268,13 @@ macro_rules! sql_store {
                     if let Some(limit) = new.max_in_flight {
                         sqlx::query("UPDATE endpoints SET max_in_flight = $1 WHERE base_url = $2")
                             .bind(limit)
+                            .bind(url)
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                    if let Some(key) = &new.api_key_ref {
+                        sqlx::query("UPDATE endpoints SET api_key_ref = $1 WHERE base_url = $2")
+                            .bind(key)
                             .bind(url)
                             .execute(&mut *tx)
                             .await?;

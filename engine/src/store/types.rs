@@ -44,6 +44,9 @@ pub struct NewCheckpoint {
     /// The training run it comes from ('' for none) and its step there, for trends.
     pub training_run: String,
     pub training_step: Option<i64>,
+    /// `env:NAME` or a sealed key (see [`crate::secrets`]) for its endpoints; `None` keeps
+    /// what they have.
+    pub api_key_ref: Option<String>,
 }
 
 /// What an endpoint charges, in USD per million tokens.
@@ -83,6 +86,11 @@ pub struct Checkpoint {
     pub training_run: String,
     pub training_step: Option<i64>,
     pub created_at: i64,
+    /// How workers authenticate to its endpoint (`env:NAME` or `sealed:v1:…`), for the
+    /// server's own use: never serialised to a browser or an API client.
+    #[serde(skip)]
+    #[schema(ignore)]
+    pub api_key_ref: Option<String>,
 }
 
 /// How much one endpoint may be asked at once, by all workers together.

@@ -1,0 +1,231 @@
+//! Secrets Arbiter must be able to use but never show: model endpoints' API keys and webhook
+//! signing secrets.
+//!
+//! The store never holds one in clear. A secret is either a reference to the environment of
+//! the processes that use it (`env:VLLM_API_KEY`, for Kubernetes secrets and the like) or
+//! sealed with AES-256-GCM under the deployment's `ARBITER_SECRET_KEY` (`sealed:v1:…`), which
+//! lives only in the servers' and workers' environment. Secrets are never sent to a browser:
+//! pages and the API only say whether one is set and what kind it is.
+
+use aes_gcm::aead::{Aead, AeadCore, KeyInit, OsRng};
+use aes_gcm::{Aes256Gcm, Key, Nonce};
+
+/// The environment variable holding the 32-byte sealing key, as 64 hex digits.
+pub const SECRET_KEY_VARIABLE: &str = "ARBITER_SECRET_KEY";
+const SEALED_PREFIX: &str = "sealed:v1:";
+const ENV_PREFIX: &str = "env:";
+const NONCE_BYTES: usize = 12;
+
+/// Seals and opens secrets with the deployment's key, when it has one.
+#[derive(Clone)]
+pub struct SecretBox {
+    cipher: Option<Aes256Gcm>,
+}
+
+impl std::fmt::Debug for SecretBox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the key.
+        write!(
+            f,
+            "SecretBox {{ key: {} }}",
+            if self.cipher.is_some() { "set" } else { "none" }
+        )
+    }
+}
+
+impl SecretBox {
+    /// No key: references to the environment work, sealing does not.
+    pub fn without_key() -> SecretBox {
+        SecretBox { cipher: None }
+    }
+
+    /// From 64 hex digits.
+    pub fn from_hex(key: &str) -> Result<SecretBox, String> {
+        let bytes = hex::decode(key.trim())
+            .ok()
+            .filter(|bytes| bytes.len() == 32)
+            .ok_or_else(|| {
+                format!("{SECRET_KEY_VARIABLE} must be 64 hex digits (32 random bytes); `arbiter keygen` makes one")
+            })?;
+        Ok(SecretBox {
+            cipher: Some(Aes256Gcm::new(Key::<Aes256Gcm>::from_slice(&bytes))),
+        })
+    }
+
+    /// From `ARBITER_SECRET_KEY` when set (an invalid key is an error, not a silent fallback).
+    pub fn from_env() -> Result<SecretBox, String> {
+        match std::env::var(SECRET_KEY_VARIABLE) {
+            Ok(key) if !key.trim().is_empty() => SecretBox::from_hex(&key),
+            _ => Ok(SecretBox::without_key()),
+        }
+    }
+
+    /// A fresh key as 64 hex digits.
+    pub fn generate_key() -> String {
+        hex::encode(Aes256Gcm::generate_key(OsRng))
+    }
+
+    pub fn can_seal(&self) -> bool {
+        self.cipher.is_some()
+    }
+
+    /// `sealed:v1:` and the hex of a random nonce followed by the ciphertext.
+    pub fn seal(&self, secret: &str) -> Result<String, String> {
+        let cipher = self.cipher.as_ref().ok_or_else(|| {
+            format!("secrets can only be stored encrypted: set {SECRET_KEY_VARIABLE} on the servers and workers, or give the secret as env:VARIABLE")
+        })?;
+        let nonce = Aes256Gcm::generate_nonce(&mut OsRng);
+        let sealed = cipher
+            .encrypt(&nonce, secret.as_bytes())
+            .map_err(|_| "the secret could not be encrypted".to_string())?;
+        let mut bytes = nonce.to_vec();
+        bytes.extend(sealed);
+        Ok(format!("{SEALED_PREFIX}{}", hex::encode(bytes)))
+    }
+
+    fn open(&self, sealed: &str) -> Result<String, String> {
+        let cipher = self.cipher.as_ref().ok_or_else(|| {
+            format!("this secret is encrypted but {SECRET_KEY_VARIABLE} is not set in this process")
+        })?;
+        let bytes = hex::decode(sealed).map_err(|_| "a sealed secret is corrupt".to_string())?;
+        if bytes.len() <= NONCE_BYTES {
+            return Err("a sealed secret is corrupt".into());
+        }
+        let (nonce, ciphertext) = bytes.split_at(NONCE_BYTES);
+        let plain = cipher
+            .decrypt(Nonce::from_slice(nonce), ciphertext)
+            .map_err(|_| {
+                format!("a sealed secret does not open with this {SECRET_KEY_VARIABLE} (was the key changed?)")
+            })?;
+        String::from_utf8(plain).map_err(|_| "a sealed secret is corrupt".to_string())
+    }
+
+    /// What a stored reference stands for: `None` for no secret.
+    pub fn resolve(&self, stored: Option<&str>) -> Result<Option<String>, String> {
+        let Some(stored) = stored.filter(|stored| !stored.is_empty()) else {
+            return Ok(None);
+        };
+        if let Some(variable) = stored.strip_prefix(ENV_PREFIX) {
+            return std::env::var(variable).map(Some).map_err(|_| {
+                format!("the environment variable {variable} holding this secret is not set in this process")
+            });
+        }
+        if let Some(sealed) = stored.strip_prefix(SEALED_PREFIX) {
+            return self.open(sealed).map(Some);
+        }
+        Err("a stored secret has an unknown form".into())
+    }
+
+    /// Turns what a person typed into what may be stored: '' for none, `env:NAME` kept as a
+    /// reference (the name checked), anything else sealed.
+    pub fn to_stored(&self, typed: &str) -> Result<Option<String>, String> {
+        let typed = typed.trim();
+        if typed.is_empty() {
+            return Ok(None);
+        }
+        if let Some(variable) = typed.strip_prefix(ENV_PREFIX) {
+            let valid = !variable.is_empty()
+                && variable.len() <= 128
+                && variable
+                    .bytes()
+                    .all(|byte| byte.is_ascii_alphanumeric() || byte == b'_')
+                && !variable.as_bytes()[0].is_ascii_digit();
+            return if valid {
+                Ok(Some(typed.to_string()))
+            } else {
+                Err(format!("`{variable}` is not an environment variable name"))
+            };
+        }
+        self.seal(typed).map(Some)
+    }
+}
+
+/// This process's box, from `ARBITER_SECRET_KEY` (servers check the key at start-up with
+/// [`SecretBox::from_env`], so a bad key stops them there rather than here).
+pub fn process() -> &'static SecretBox {
+    static BOX: std::sync::OnceLock<SecretBox> = std::sync::OnceLock::new();
+    BOX.get_or_init(|| {
+        SecretBox::from_env().unwrap_or_else(|problem| {
+            tracing::error!(%problem, "secrets cannot be opened in this process");
+            SecretBox::without_key()
+        })
+    })
+}
+
+/// How a stored secret is described to people: never its value.
+pub fn describe(stored: Option<&str>) -> String {
+    match stored {
+        None | Some("") => "none".into(),
+        Some(stored) if stored.starts_with(ENV_PREFIX) => {
+            format!("from the environment ({})", &stored[ENV_PREFIX.len()..])
+        }
+        Some(_) => "stored encrypted".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sealed_secrets_open_only_with_their_key_and_never_show() {
+        let key = SecretBox::generate_key();
+        assert_eq!(key.len(), 64);
+        let secrets = SecretBox::from_hex(&key).unwrap();
+        let stored = secrets.to_stored("sk-live-abc123").unwrap().unwrap();
+        assert!(stored.starts_with("sealed:v1:"));
+        assert!(!stored.contains("sk-live-abc123"));
+        // A fresh nonce each time.
+        assert_ne!(
+            stored,
+            secrets.to_stored("sk-live-abc123").unwrap().unwrap()
+        );
+        assert_eq!(
+            secrets.resolve(Some(&stored)).unwrap().as_deref(),
+            Some("sk-live-abc123")
+        );
+        let other = SecretBox::from_hex(&SecretBox::generate_key()).unwrap();
+        assert!(other
+            .resolve(Some(&stored))
+            .unwrap_err()
+            .contains("does not open"));
+        assert!(SecretBox::without_key()
+            .resolve(Some(&stored))
+            .unwrap_err()
+            .contains("not set"));
+        // Tampering is detected.
+        let mut tampered = stored.clone();
+        let last = tampered.pop().unwrap();
+        tampered.push(if last == '0' { '1' } else { '0' });
+        assert!(secrets.resolve(Some(&tampered)).is_err());
+        assert_eq!(describe(Some(&stored)), "stored encrypted");
+        assert!(!format!("{secrets:?}").contains(&key));
+    }
+
+    #[test]
+    fn environment_references_are_kept_and_checked() {
+        let secrets = SecretBox::without_key();
+        assert_eq!(secrets.to_stored("").unwrap(), None);
+        assert_eq!(
+            secrets.to_stored(" env:VLLM_KEY ").unwrap().as_deref(),
+            Some("env:VLLM_KEY")
+        );
+        assert!(secrets.to_stored("env:1BAD").is_err());
+        assert!(secrets.to_stored("env:HAS-DASH").is_err());
+        // Without a key, a literal secret is refused rather than stored in clear.
+        assert!(secrets
+            .to_stored("sk-123")
+            .unwrap_err()
+            .contains("ARBITER_SECRET_KEY"));
+        assert_eq!(
+            describe(Some("env:VLLM_KEY")),
+            "from the environment (VLLM_KEY)"
+        );
+        assert!(secrets
+            .resolve(Some("env:ARBITER_TEST_SURELY_UNSET_VARIABLE"))
+            .unwrap_err()
+            .contains("not set"));
+        assert_eq!(secrets.resolve(None).unwrap(), None);
+        assert!(SecretBox::from_hex("abc").is_err());
+    }
+}

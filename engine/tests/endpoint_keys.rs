@@ -1,0 +1,144 @@
+//! Endpoint API keys end to end: a key kept outside the database (`env:NAME`) reaches an
+//! endpoint that demands one (the simulator with an API key, like vLLM's `--api-key`), the
+//! same endpoint refuses calls without it, and no key is ever stored or shown in clear.
+//!
+//! Alone in its test binary because it sets an environment variable.
+
+mod common;
+
+use arbiter_engine::service::{self, CheckpointForm, EvalForm};
+use arbiter_engine::sim::SimConfig;
+use common::*;
+
+const KEY: &str = "sk-test-2f8c1e";
+const VARIABLE: &str = "ARBITER_TEST_ENDPOINT_KEY";
+
+#[tokio::test]
+async fn keys_from_the_environment_reach_the_endpoint_and_are_never_stored_in_clear() {
+    // Before anything else runs in this process (a current-thread runtime, one test).
+    std::env::set_var(VARIABLE, KEY);
+    let directory = tempfile::tempdir().unwrap();
+    let store = open_store(&directory).await;
+    let endpoint = start_sim(SimConfig {
+        latency_ms_min: 1,
+        latency_ms_max: 3,
+        api_key: Some(KEY.into()),
+        ..SimConfig::demo()
+    })
+    .await;
+    // The same server under another name: an endpoint registered without the key.
+    let keyless = endpoint.replace("127.0.0.1", "localhost");
+    let register = |name: &str, url: &str, key: &str| CheckpointForm {
+        name: name.into(),
+        endpoint_url: url.into(),
+        model: "sim-ckpt-a".into(),
+        api_key: key.into(),
+        ..CheckpointForm::default()
+    };
+    // A key typed in clear is refused when this deployment has no sealing key.
+    let refused =
+        service::register_checkpoint(store.as_ref(), &register("clear", &endpoint, KEY), None)
+            .await
+            .unwrap_err();
+    assert!(
+        refused.to_string().contains("ARBITER_SECRET_KEY"),
+        "{refused}"
+    );
+    assert!(store.list_checkpoints().await.unwrap().is_empty());
+
+    let with_key = service::register_checkpoint(
+        store.as_ref(),
+        &register("with-key", &endpoint, &format!("env:{VARIABLE}")),
+        None,
+    )
+    .await
+    .unwrap();
+    let without_key =
+        service::register_checkpoint(store.as_ref(), &register("without-key", &keyless, ""), None)
+            .await
+            .unwrap();
+    let revision = service::upload_dataset(
+        store.as_ref(),
+        "qa",
+        "qa.jsonl",
+        include_bytes!("../../public/samples/qa-basic.jsonl"),
+        None,
+    )
+    .await
+    .unwrap();
+    let eval = service::define_eval(
+        store.as_ref(),
+        &EvalForm {
+            name: "qa".into(),
+            dataset_id: revision.dataset_id,
+            prompt_template: "Question: {input}".into(),
+            max_tokens: 32,
+            temperature: 0.0,
+            repetitions: 1,
+            seed: 0,
+            grader: String::new(),
+        },
+        None,
+    )
+    .await
+    .unwrap();
+    let runs = [
+        launch(store.as_ref(), eval, with_key).await,
+        launch(store.as_ref(), eval, without_key).await,
+    ];
+    let finished = work_until_complete(store.clone(), &runs, test_worker("keys")).await;
+    assert_eq!(finished[0].errors, 0, "{:?}", finished[0]);
+    assert_eq!(finished[0].done, 60);
+    assert_eq!(finished[1].errors, 60, "{:?}", finished[1]);
+    assert!(
+        finished[1]
+            .last_error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("401"),
+        "{:?}",
+        finished[1].last_error
+    );
+
+    // The fingerprint probe of /v1/models used the key too.
+    let probed = |run| {
+        let store = store.clone();
+        async move { store.run_manifest(run).await.unwrap().unwrap().fingerprint }
+    };
+    let fingerprint = probed(runs[0]).await;
+    assert_eq!(
+        fingerprint.served_model.as_deref(),
+        Some("sim-ckpt-a"),
+        "{fingerprint:?}"
+    );
+    let refused_probe = probed(runs[1]).await;
+    assert!(refused_probe
+        .probe_error
+        .unwrap_or_default()
+        .contains("401"));
+
+    // Nothing stored or shown holds the key.
+    let listed = serde_json::to_string(&store.list_checkpoints().await.unwrap()).unwrap();
+    assert!(
+        !listed.contains(KEY) && !listed.contains(VARIABLE),
+        "{listed}"
+    );
+    let stored = store
+        .endpoint_api_key_ref(
+            &store
+                .list_checkpoints()
+                .await
+                .unwrap()
+                .into_iter()
+                .find(|checkpoint| checkpoint.id == with_key)
+                .unwrap()
+                .base_url,
+        )
+        .await
+        .unwrap();
+    assert_eq!(stored.as_deref(), Some("env:ARBITER_TEST_ENDPOINT_KEY"));
+    assert_eq!(
+        arbiter_engine::secrets::describe(stored.as_deref()),
+        "from the environment (ARBITER_TEST_ENDPOINT_KEY)"
+    );
+}
