@@ -20,6 +20,7 @@ pub mod report_api;
 pub mod suites_api;
 pub mod trend_api;
 pub mod views;
+pub mod webhooks_api;
 
 use components::Nav;
 use leptos::prelude::*;

@@ -31,3 +31,4 @@ pub mod stats;
 pub mod store;
 pub mod trends;
 pub mod triggers;
+pub mod webhooks;

@@ -19,6 +19,7 @@ mod store_support;
 use store_support::*;
 
 stories!(
+    webhooks_deliver_signed_events_with_retries_and_give_up_in_the_end,
     new_checkpoints_trigger_tiered_suites_from_the_api_or_a_watched_folder,
     api_tokens_are_hashed_scoped_and_revocable,
     system_health_is_read_from_the_store_and_rules_raise_and_resolve_alerts,
@@ -596,4 +597,218 @@ async fn new_checkpoints_trigger_tiered_suites_from_the_api_or_a_watched_folder(
         .await
         .unwrap();
     assert_eq!(sixth.runs.len(), 1);
+}
+
+type Received = Arc<std::sync::Mutex<Vec<(axum::http::HeaderMap, String)>>>;
+
+/// A receiver that answers 500 to its first request and 200 afterwards, keeping what it got.
+async fn receiver() -> (String, Received) {
+    let received: Received = Arc::default();
+    let kept = received.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |headers: axum::http::HeaderMap, body: String| {
+            let kept = kept.clone();
+            async move {
+                let mut all = kept.lock().unwrap();
+                all.push((headers, body));
+                if all.len() == 1 {
+                    axum::http::StatusCode::INTERNAL_SERVER_ERROR
+                } else {
+                    axum::http::StatusCode::OK
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, received)
+}
+
+async fn webhooks_deliver_signed_events_with_retries_and_give_up_in_the_end(store: Arc<dyn Store>) {
+    use arbiter_engine::secrets::SecretBox;
+    use arbiter_engine::webhooks::{self, create_webhook, deliver_due};
+    let store = store.as_ref();
+    let secrets = SecretBox::from_hex(&SecretBox::generate_key()).unwrap();
+    let http = reqwest::Client::new();
+    let (url, received) = receiver().await;
+    let start = now_ms();
+    let events = |names: &[&str]| {
+        names
+            .iter()
+            .map(|name| name.to_string())
+            .collect::<Vec<_>>()
+    };
+
+    // Refusals store nothing.
+    for (bad_url, bad_events) in [
+        ("ftp://host/x", events(&["run.completed"])),
+        ("not a url", events(&["run.completed"])),
+        (url.as_str(), events(&["run.exploded"])),
+        (url.as_str(), events(&[])),
+    ] {
+        assert!(
+            create_webhook(store, &secrets, bad_url, &bad_events, false, None, start)
+                .await
+                .is_err()
+        );
+    }
+    let unsigned_needs_key = create_webhook(
+        store,
+        &SecretBox::without_key(),
+        &url,
+        &events(&["run.completed"]),
+        true,
+        None,
+        start,
+    )
+    .await
+    .unwrap_err();
+    assert!(unsigned_needs_key
+        .to_string()
+        .contains("ARBITER_SECRET_KEY"));
+    assert!(store.webhooks().await.unwrap().is_empty());
+
+    let (hook, secret) = create_webhook(
+        store,
+        &secrets,
+        &url,
+        &events(&["run.completed", "alert.raised"]),
+        true,
+        None,
+        start,
+    )
+    .await
+    .unwrap();
+    let secret = secret.expect("a signed webhook shows its secret once");
+    assert!(secret.starts_with("whsec_"));
+    assert!(hook.signed);
+    assert!(!serde_json::to_string(&store.webhooks().await.unwrap())
+        .unwrap()
+        .contains(&secret));
+    // A receiver that is down.
+    let dead_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let (dead, _) = create_webhook(
+        store,
+        &secrets,
+        &format!("http://127.0.0.1:{dead_port}/x"),
+        &events(&["run.completed"]),
+        false,
+        None,
+        start,
+    )
+    .await
+    .unwrap();
+
+    // A run completes and an alert opens after the webhooks were made.
+    let run = launch_one_run(store, FIVE_CASES.as_bytes(), 1).await;
+    for id in store.claim_work("w", 10, LONG_LEASE_MS).await.unwrap() {
+        reply(store, id, Reply::Correct).await;
+    }
+    store.finish_run_if_done(run).await.unwrap();
+    assert_eq!(progress(store, run).await.status, "completed");
+    store
+        .raise_alert("error_rate", "answers", "9% failed", now_ms())
+        .await
+        .unwrap();
+
+    // Too fresh to queue yet: events settle for a few seconds first.
+    let round = deliver_due(store, &secrets, &http, now_ms()).await.unwrap();
+    assert_eq!(round.queued, 0, "{round:?}");
+    let later = now_ms() + 10_000;
+    let first = deliver_due(store, &secrets, &http, later).await.unwrap();
+    assert_eq!(first.queued, 3, "{first:?}");
+    // The receiver failed its first request; the dead one failed too.
+    assert_eq!(
+        (first.delivered, first.failed_attempts),
+        (1, 2),
+        "{first:?}"
+    );
+    // Nothing is queued twice, and nothing is due before its backoff.
+    let again = deliver_due(store, &secrets, &http, later + 1_000)
+        .await
+        .unwrap();
+    assert_eq!(again, Default::default());
+    let retried = deliver_due(store, &secrets, &http, later + 31_000)
+        .await
+        .unwrap();
+    assert_eq!(
+        (retried.delivered, retried.failed_attempts),
+        (1, 1),
+        "{retried:?}"
+    );
+
+    let got = received.lock().unwrap().clone();
+    assert_eq!(got.len(), 3);
+    let mut events_seen = Vec::new();
+    for (headers, body) in &got {
+        let signature = headers["x-arbiter-signature"].to_str().unwrap();
+        let timestamp: i64 = signature
+            .trim_start_matches("t=")
+            .split(',')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(signature, webhooks::signature(&secret, timestamp, body));
+        assert!(headers.contains_key("x-arbiter-delivery"));
+        let payload: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(
+            payload["event"],
+            headers["x-arbiter-event"].to_str().unwrap()
+        );
+        events_seen.push(payload["event"].as_str().unwrap().to_string());
+        if payload["event"] == "run.completed" {
+            assert_eq!(payload["run"]["id"], run);
+            assert_eq!(payload["report"]["completeness"], "COMPLETE");
+            assert_eq!(payload["report"]["pass_rate"], 1.0);
+        } else {
+            assert_eq!(payload["alert"]["kind"], "error_rate");
+            assert_eq!(payload["alert"]["title"], "Error rate");
+        }
+    }
+    events_seen.sort();
+    events_seen.dedup();
+    assert_eq!(events_seen, ["alert.raised", "run.completed"]);
+
+    // The dead receiver's delivery is given up after eight attempts.
+    let mut now = later + 31_000;
+    let mut given_up = 0;
+    for _ in 0..10 {
+        now += 3_600_000;
+        given_up += deliver_due(store, &secrets, &http, now)
+            .await
+            .unwrap()
+            .given_up;
+    }
+    assert_eq!(given_up, 1);
+    let deliveries = store.recent_deliveries(10).await.unwrap();
+    let dead_delivery = deliveries
+        .iter()
+        .find(|delivery| delivery.webhook_id == dead.id)
+        .unwrap();
+    assert_eq!(dead_delivery.attempts, webhooks::MAX_ATTEMPTS);
+    assert!(dead_delivery.failed_at.is_some() && dead_delivery.delivered_at.is_none());
+    assert!(dead_delivery
+        .last_error
+        .as_deref()
+        .unwrap()
+        .contains("could not reach"));
+    assert!(deliveries
+        .iter()
+        .filter(|delivery| delivery.webhook_id == hook.id)
+        .all(|delivery| delivery.delivered_at.is_some()));
+    // Deleting a webhook removes its outbox.
+    assert!(store.delete_webhook(dead.id).await.unwrap());
+    assert!(store
+        .recent_deliveries(10)
+        .await
+        .unwrap()
+        .iter()
+        .all(|delivery| delivery.webhook_id != dead.id));
 }

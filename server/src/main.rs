@@ -154,6 +154,9 @@ enum Command {
         #[arg(long)]
         out: Option<std::path::PathBuf>,
     },
+    /// Print a new ARBITER_SECRET_KEY (64 hex digits) for sealing endpoint API keys and webhook
+    /// secrets; give the same key to every server and worker.
+    Keygen,
     /// Apply database migrations and exit.
     Migrate {
         #[arg(long, env = "DATABASE_URL")]
@@ -271,6 +274,10 @@ async fn main() -> anyhow::Result<()> {
         )
         .init();
     match Cli::parse().command {
+        Command::Keygen => {
+            println!("{}", arbiter_engine::secrets::SecretBox::generate_key());
+            Ok(())
+        }
         Command::Submit(args) => exit_with(server::ci::run_submit(&args).await),
         Command::Wait(args) => exit_with(server::ci::run_wait(&args).await),
         Command::Report(args) => exit_with(server::ci::run_report(&args).await),
@@ -306,6 +313,8 @@ async fn main() -> anyhow::Result<()> {
             concurrency,
             lease_seconds,
         } => {
+            // Workers open sealed endpoint keys: check the key before taking any work.
+            arbiter_engine::secrets::SecretBox::from_env().map_err(anyhow::Error::msg)?;
             let database = open(&database_url).await?;
             let (shutdown_tx, shutdown) = watch::channel(false);
             let worker = tokio::spawn(run_worker(
@@ -570,6 +579,8 @@ async fn serve(
     background: Background,
 ) -> anyhow::Result<()> {
     let store: Arc<dyn Store> = database.store();
+    // A bad key stops the server here rather than failing each sealed secret later.
+    let secrets = arbiter_engine::secrets::SecretBox::from_env().map_err(anyhow::Error::msg)?;
     let (shutdown_tx, shutdown) = watch::channel(false);
     let mut tasks: Vec<_> = (0..background.workers)
         .map(|index| {
@@ -588,6 +599,12 @@ async fn serve(
             shutdown.clone(),
         )));
     }
+    tasks.push(tokio::spawn(arbiter_engine::webhooks::run_webhooks(
+        store.clone(),
+        secrets,
+        std::time::Duration::from_secs(5),
+        shutdown.clone(),
+    )));
     if let Some((path, interval)) = background.watch {
         tasks.push(tokio::spawn(arbiter_engine::checkpoint_watch::run_watch(
             store.clone(),

@@ -200,6 +200,28 @@ fn api_routes() -> Vec<(Method, &'static str, Option<Value>, bool, StatusCode)> 
         ),
         (Method::GET, "/runs", None, false, StatusCode::OK),
         (Method::GET, "/suites", None, false, StatusCode::OK),
+        (Method::GET, "/webhooks", None, false, StatusCode::OK),
+        (
+            Method::GET,
+            "/webhooks/deliveries",
+            None,
+            false,
+            StatusCode::OK,
+        ),
+        (
+            Method::POST,
+            "/webhooks",
+            Some(json!({"url": "http://127.0.0.1:9/hook", "events": ["run.completed"]})),
+            false,
+            StatusCode::CREATED,
+        ),
+        (
+            Method::DELETE,
+            "/webhooks/999",
+            None,
+            false,
+            StatusCode::NOT_FOUND,
+        ),
         (
             Method::POST,
             "/suites",
@@ -316,6 +338,7 @@ async fn the_openapi_description_lists_every_route_and_is_public() {
             .unwrap()
             .replace("/999/pause", "/{id}/{action}")
             .replace("/suites/nope", "/suites/{suite}")
+            .replace("/webhooks/999", "/webhooks/{id}")
             .replace("999", "{id}")
             .replace("/1", "/{id}");
         let operation = &paths[&format!("/api/v1{template}")][method.as_str().to_lowercase()];

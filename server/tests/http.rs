@@ -341,6 +341,16 @@ const SERVER_FUNCTIONS: &[(&str, Args, Allowed)] = &[
     ("retire_gold", &[("gold_id", "1")], Allowed::Leads),
     ("system_health", &[], Allowed::Researchers),
     ("suites_page", &[], Allowed::Researchers),
+    ("webhooks_page", &[], Allowed::Researchers),
+    (
+        "create_webhook",
+        &[
+            ("url", "http://127.0.0.1:9/hook"),
+            ("events[run.completed]", "on"),
+        ],
+        Allowed::Researchers,
+    ),
+    ("delete_webhook", &[("id", "999")], Allowed::Researchers),
     (
         "create_suite",
         &[("name", "NAME"), ("tier", "smoke"), ("evals[1]", "on")],

@@ -19,6 +19,7 @@ pub(crate) mod runs;
 mod suites;
 mod system;
 mod trends;
+mod webhooks;
 
 pub use account::AccountPage;
 pub use annotate::AnnotatePage;

@@ -6,6 +6,7 @@
 use crate::components::{ActionError, AlertList, ErrorNote};
 use crate::health_api::{system_health, RulesView, SaveAlertRules, SystemView};
 use crate::pages::format_time;
+use crate::pages::webhooks::WebhooksCard;
 use leptos::prelude::*;
 
 fn share(value: Option<f64>) -> String {
@@ -187,6 +188,7 @@ fn SystemFigures(data: SystemView, save: ServerAction<SaveAlertRules>) -> impl I
         </section>
 
         <AlertRulesCard rules=data.rules.clone() editable=data.can_edit_rules save/>
+        <WebhooksCard/>
         <p class="hint">"Read at " {format_time(data.now)} " from " {data.backend.clone()} "."</p>
     }
 }

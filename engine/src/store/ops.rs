@@ -2,7 +2,7 @@
 //! platform team needs). A supertrait of [`super::Store`], so `dyn Store` offers it too, kept
 //! apart so that each file of SQL stays about one thing.
 
-use super::{StoreResult, User};
+use super::{Alert, StoreResult, User};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
@@ -124,6 +124,62 @@ pub struct SuiteLaunch {
     pub created_at: i64,
 }
 
+/// A receiver of event notifications.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Webhook {
+    pub id: i64,
+    pub url: String,
+    /// `run.completed`, `alert.raised`, `alert.resolved`.
+    pub events: Vec<String>,
+    /// Whether deliveries carry an `X-Arbiter-Signature`.
+    pub signed: bool,
+    /// The sealed signing secret: the server's own, never serialised.
+    #[serde(skip)]
+    #[schema(ignore)]
+    pub secret_ref: Option<String>,
+    /// Events up to this time have been queued.
+    pub cursor_ms: i64,
+    pub created_at: i64,
+}
+
+/// A delivery waiting for its next attempt.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DueDelivery {
+    pub id: i64,
+    pub webhook_id: i64,
+    pub event: String,
+    pub payload: String,
+    pub attempts: i64,
+    pub next_attempt_at: i64,
+}
+
+/// How an attempt went.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeliveryAttempt {
+    pub delivered: bool,
+    pub status: Option<i64>,
+    pub error: Option<String>,
+    /// When to try again; `None` with `delivered: false` gives up.
+    pub retry_at: Option<i64>,
+}
+
+/// A delivery as the page lists it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct DeliveryRecord {
+    pub id: i64,
+    pub webhook_id: i64,
+    pub url: String,
+    pub event: String,
+    pub event_key: String,
+    pub attempts: i64,
+    pub next_attempt_at: i64,
+    pub delivered_at: Option<i64>,
+    pub failed_at: Option<i64>,
+    pub last_status: Option<i64>,
+    pub last_error: Option<String>,
+    pub created_at: i64,
+}
+
 /// Last-use times are written at most this often per token, so that a busy CI client does not
 /// turn every read into a write.
 pub const TOKEN_USE_RESOLUTION_MS: i64 = 60_000;
@@ -205,6 +261,47 @@ pub trait OpsStore: Send + Sync + 'static {
     ) -> StoreResult<()>;
     /// The latest launches, newest first.
     async fn suite_launches(&self, limit: i64) -> StoreResult<Vec<SuiteLaunch>>;
+    // Webhooks.
+    async fn create_webhook(
+        &self,
+        url: &str,
+        events: &[String],
+        secret_ref: Option<&str>,
+        created_by: Option<i64>,
+        now: i64,
+    ) -> StoreResult<Webhook>;
+    async fn webhooks(&self) -> StoreResult<Vec<Webhook>>;
+    async fn delete_webhook(&self, webhook_id: i64) -> StoreResult<bool>;
+    async fn set_webhook_cursor(&self, webhook_id: i64, cursor_ms: i64) -> StoreResult<()>;
+    /// Runs that completed in (after, upto].
+    async fn runs_finished_between(&self, after: i64, upto: i64) -> StoreResult<Vec<i64>>;
+    /// Alerts opened or resolved in (after, upto].
+    async fn alerts_changed_between(&self, after: i64, upto: i64) -> StoreResult<Vec<Alert>>;
+    /// Queues one event for one webhook; false when it was queued before.
+    async fn enqueue_delivery(
+        &self,
+        webhook_id: i64,
+        event: &str,
+        event_key: &str,
+        payload: &str,
+        now: i64,
+    ) -> StoreResult<bool>;
+    async fn due_deliveries(&self, now: i64, limit: i64) -> StoreResult<Vec<DueDelivery>>;
+    /// Takes a due delivery for this sender until `lease_until`; false when another took it.
+    async fn claim_delivery(
+        &self,
+        id: i64,
+        seen_next_attempt_at: i64,
+        lease_until: i64,
+    ) -> StoreResult<bool>;
+    async fn finish_delivery(
+        &self,
+        id: i64,
+        attempt: &DeliveryAttempt,
+        now: i64,
+    ) -> StoreResult<()>;
+    async fn recent_deliveries(&self, limit: i64) -> StoreResult<Vec<DeliveryRecord>>;
+
     /// The content hash of a watched announcement already handled.
     async fn announcement_hash(&self, source: &str) -> StoreResult<Option<String>>;
     async fn record_announcement(

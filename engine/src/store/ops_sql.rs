@@ -449,6 +449,198 @@ macro_rules! ops_sql {
                     .collect())
             }
 
+            async fn create_webhook(
+                &self,
+                url: &str,
+                events: &[String],
+                secret_ref: Option<&str>,
+                created_by: Option<i64>,
+                now: i64,
+            ) -> $crate::store::StoreResult<$crate::store::Webhook> {
+                let id: i64 = sqlx::query_scalar(
+                    "INSERT INTO webhooks (url, events, secret_ref, cursor_ms, created_by, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $4) RETURNING id",
+                )
+                .bind(url)
+                .bind(events.join(","))
+                .bind(secret_ref)
+                .bind(now)
+                .bind(created_by)
+                .fetch_one(&self.writer)
+                .await?;
+                Ok($crate::store::Webhook {
+                    id,
+                    url: url.to_string(),
+                    events: events.to_vec(),
+                    signed: secret_ref.is_some(),
+                    secret_ref: secret_ref.map(str::to_string),
+                    cursor_ms: now,
+                    created_at: now,
+                })
+            }
+
+            async fn webhooks(&self) -> $crate::store::StoreResult<Vec<$crate::store::Webhook>> {
+                let rows: Vec<(i64, String, String, Option<String>, i64, i64)> = sqlx::query_as(
+                    "SELECT id, url, events, secret_ref, cursor_ms, created_at FROM webhooks ORDER BY id",
+                )
+                .fetch_all(&self.pool)
+                .await?;
+                Ok(rows
+                    .into_iter()
+                    .map(|(id, url, events, secret_ref, cursor_ms, created_at)| $crate::store::Webhook {
+                        id,
+                        url,
+                        events: events.split(',').filter(|e| !e.is_empty()).map(str::to_string).collect(),
+                        signed: secret_ref.is_some(),
+                        secret_ref,
+                        cursor_ms,
+                        created_at,
+                    })
+                    .collect())
+            }
+
+            async fn delete_webhook(&self, webhook_id: i64) -> $crate::store::StoreResult<bool> {
+                Ok(sqlx::query("DELETE FROM webhooks WHERE id = $1")
+                    .bind(webhook_id)
+                    .execute(&self.writer)
+                    .await?
+                    .rows_affected()
+                    == 1)
+            }
+
+            async fn set_webhook_cursor(&self, webhook_id: i64, cursor_ms: i64) -> $crate::store::StoreResult<()> {
+                sqlx::query("UPDATE webhooks SET cursor_ms = $1 WHERE id = $2 AND cursor_ms < $1")
+                    .bind(cursor_ms)
+                    .bind(webhook_id)
+                    .execute(&self.writer)
+                    .await?;
+                Ok(())
+            }
+
+            async fn runs_finished_between(&self, after: i64, upto: i64) -> $crate::store::StoreResult<Vec<i64>> {
+                Ok(sqlx::query_scalar(
+                    "SELECT id FROM runs WHERE status = 'completed' AND finished_at > $1 AND finished_at <= $2 ORDER BY finished_at, id",
+                )
+                .bind(after)
+                .bind(upto)
+                .fetch_all(&self.pool)
+                .await?)
+            }
+
+            async fn alerts_changed_between(&self, after: i64, upto: i64) -> $crate::store::StoreResult<Vec<$crate::store::Alert>> {
+                let rows: Vec<(i64, String, String, String, i64, i64, Option<i64>, Option<i64>)> = sqlx::query_as(
+                    "SELECT id, kind, subject, message, created_at, updated_at, resolved_at, emailed_at FROM alerts \
+                     WHERE (created_at > $1 AND created_at <= $2) OR (resolved_at > $1 AND resolved_at <= $2) ORDER BY id",
+                )
+                .bind(after)
+                .bind(upto)
+                .fetch_all(&self.pool)
+                .await?;
+                Ok(rows
+                    .into_iter()
+                    .map(|(id, kind, subject, message, created_at, updated_at, resolved_at, emailed_at)| $crate::store::Alert {
+                        id, kind, subject, message, created_at, updated_at, resolved_at, emailed_at,
+                    })
+                    .collect())
+            }
+
+            async fn enqueue_delivery(
+                &self,
+                webhook_id: i64,
+                event: &str,
+                event_key: &str,
+                payload: &str,
+                now: i64,
+            ) -> $crate::store::StoreResult<bool> {
+                Ok(sqlx::query(
+                    "INSERT INTO webhook_deliveries (webhook_id, event, event_key, payload, next_attempt_at, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT (webhook_id, event_key) DO NOTHING",
+                )
+                .bind(webhook_id)
+                .bind(event)
+                .bind(event_key)
+                .bind(payload)
+                .bind(now)
+                .execute(&self.writer)
+                .await?
+                .rows_affected()
+                    == 1)
+            }
+
+            async fn due_deliveries(&self, now: i64, limit: i64) -> $crate::store::StoreResult<Vec<$crate::store::DueDelivery>> {
+                let rows: Vec<(i64, i64, String, String, i64, i64)> = sqlx::query_as(
+                    "SELECT id, webhook_id, event, payload, attempts, next_attempt_at FROM webhook_deliveries \
+                     WHERE delivered_at IS NULL AND failed_at IS NULL AND next_attempt_at <= $1 \
+                     ORDER BY next_attempt_at, id LIMIT $2",
+                )
+                .bind(now)
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?;
+                Ok(rows
+                    .into_iter()
+                    .map(|(id, webhook_id, event, payload, attempts, next_attempt_at)| $crate::store::DueDelivery {
+                        id, webhook_id, event, payload, attempts, next_attempt_at,
+                    })
+                    .collect())
+            }
+
+            async fn claim_delivery(&self, id: i64, seen_next_attempt_at: i64, lease_until: i64) -> $crate::store::StoreResult<bool> {
+                Ok(sqlx::query(
+                    "UPDATE webhook_deliveries SET next_attempt_at = $1 WHERE id = $2 AND next_attempt_at = $3 \
+                     AND delivered_at IS NULL AND failed_at IS NULL",
+                )
+                .bind(lease_until)
+                .bind(id)
+                .bind(seen_next_attempt_at)
+                .execute(&self.writer)
+                .await?
+                .rows_affected()
+                    == 1)
+            }
+
+            async fn finish_delivery(&self, id: i64, attempt: &$crate::store::DeliveryAttempt, now: i64) -> $crate::store::StoreResult<()> {
+                let (delivered_at, failed_at, next) = match (attempt.delivered, attempt.retry_at) {
+                    (true, _) => (Some(now), None, now),
+                    (false, Some(retry_at)) => (None, None, retry_at),
+                    (false, None) => (None, Some(now), now),
+                };
+                sqlx::query(
+                    "UPDATE webhook_deliveries SET attempts = attempts + 1, delivered_at = $1, failed_at = $2, \
+                     next_attempt_at = $3, last_status = $4, last_error = $5 WHERE id = $6",
+                )
+                .bind(delivered_at)
+                .bind(failed_at)
+                .bind(next)
+                .bind(attempt.status)
+                .bind(&attempt.error)
+                .bind(id)
+                .execute(&self.writer)
+                .await?;
+                Ok(())
+            }
+
+            async fn recent_deliveries(&self, limit: i64) -> $crate::store::StoreResult<Vec<$crate::store::DeliveryRecord>> {
+                let rows: Vec<(i64, i64, String, String, String, i64, i64, Option<i64>, Option<i64>, Option<i64>, Option<String>, i64)> =
+                    sqlx::query_as(
+                        "SELECT d.id, d.webhook_id, w.url, d.event, d.event_key, d.attempts, d.next_attempt_at, d.delivered_at, \
+                         d.failed_at, d.last_status, d.last_error, d.created_at FROM webhook_deliveries d \
+                         JOIN webhooks w ON w.id = d.webhook_id ORDER BY d.id DESC LIMIT $1",
+                    )
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await?;
+                Ok(rows
+                    .into_iter()
+                    .map(|(id, webhook_id, url, event, event_key, attempts, next_attempt_at, delivered_at, failed_at, last_status, last_error, created_at)| {
+                        $crate::store::DeliveryRecord {
+                            id, webhook_id, url, event, event_key, attempts, next_attempt_at, delivered_at, failed_at,
+                            last_status, last_error, created_at,
+                        }
+                    })
+                    .collect())
+            }
+
             async fn announcement_hash(&self, source: &str) -> $crate::store::StoreResult<Option<String>> {
                 Ok(sqlx::query_scalar("SELECT content_hash FROM watched_announcements WHERE source = $1")
                     .bind(source)

@@ -156,6 +156,15 @@ pub fn routes(state: AppState) -> Router {
             axum::routing::delete(resources::delete_suite),
         )
         .route(
+            "/webhooks",
+            get(resources::list_webhooks).post(resources::create_webhook),
+        )
+        .route("/webhooks/deliveries", get(resources::list_deliveries))
+        .route(
+            "/webhooks/{id}",
+            axum::routing::delete(resources::delete_webhook),
+        )
+        .route(
             "/checkpoints/{id}/suites/{suite}",
             post(resources::run_suite),
         )

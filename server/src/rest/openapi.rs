@@ -25,6 +25,10 @@ A token acts with its owner's role. Errors are JSON `{\"error\": \"…\"}` with 
         resources::create_suite,
         resources::delete_suite,
         resources::run_suite,
+        resources::list_webhooks,
+        resources::create_webhook,
+        resources::delete_webhook,
+        resources::list_deliveries,
         resources::list_evals,
         resources::get_eval,
         resources::define_eval,
@@ -43,6 +47,7 @@ A token acts with its owner's role. Errors are JSON `{\"error\": \"…\"}` with 
         (name = "datasets", description = "Versioned datasets: each upload of new content is a revision"),
         (name = "checkpoints", description = "Models under evaluation, where they are served, and the suites each new one triggers"),
         (name = "evals", description = "Prompt, grader and generation settings over a dataset"),
+        (name = "webhooks", description = "POSTs to your receivers when runs complete and alerts open or resolve, signed with HMAC-SHA256"),
         (name = "runs", description = "Frozen manifests run against a checkpoint, their reports and comparisons"),
     )
 )]

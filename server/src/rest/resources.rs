@@ -4,7 +4,9 @@ use super::{ApiError, ApiErrorBody, ApiJson, ApiPath, ApiQuery, ApiResult, ApiUs
 use arbiter_app::guard::AppState;
 use arbiter_engine::auth::{Permission, Role};
 use arbiter_engine::service::{self, EvalForm};
-use arbiter_engine::store::{Checkpoint, DatasetRevision, DatasetSummary, EvalSummary, Suite};
+use arbiter_engine::store::{
+    Checkpoint, DatasetRevision, DatasetSummary, DeliveryRecord, EvalSummary, Suite, Webhook,
+};
 use arbiter_engine::triggers::{self, Announcement, SuiteForm, TriggeredRun};
 use axum::body::Bytes;
 use axum::extract::State;
@@ -326,4 +328,89 @@ pub async fn define_eval(
         .await?
         .ok_or_else(|| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "the eval vanished"))?;
     Ok((StatusCode::CREATED, Json(eval)))
+}
+
+#[utoipa::path(get, path = "/api/v1/webhooks", tag = "webhooks",
+    responses((status = 200, body = Vec<Webhook>)))]
+pub async fn list_webhooks(
+    State(state): State<AppState>,
+    caller: ApiUser,
+) -> ApiResult<Json<Vec<Webhook>>> {
+    caller.require(Permission::ViewResults)?;
+    Ok(Json(state.store.webhooks().await?))
+}
+
+/// A webhook to add.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewWebhookRequest {
+    /// Where to POST: http:// or https://.
+    pub url: String,
+    /// Any of `run.completed`, `alert.raised`, `alert.resolved`.
+    pub events: Vec<String>,
+    /// Sign deliveries (`X-Arbiter-Signature`); the secret is returned once. Needs
+    /// `ARBITER_SECRET_KEY` on the server.
+    #[serde(default)]
+    pub sign: bool,
+}
+
+/// The new webhook, with its signing secret (shown only now).
+#[derive(Serialize, ToSchema)]
+pub struct CreatedWebhook {
+    pub webhook: Webhook,
+    pub secret: Option<String>,
+}
+
+#[utoipa::path(post, path = "/api/v1/webhooks", tag = "webhooks",
+    request_body = NewWebhookRequest,
+    responses((status = 201, body = CreatedWebhook), (status = 400, body = ApiErrorBody)))]
+pub async fn create_webhook(
+    State(state): State<AppState>,
+    caller: ApiUser,
+    ApiJson(request): ApiJson<NewWebhookRequest>,
+) -> ApiResult<(StatusCode, Json<CreatedWebhook>)> {
+    let user = caller.require(Permission::ManageEvals)?;
+    let (webhook, secret) = arbiter_engine::webhooks::create_webhook(
+        state.store.as_ref(),
+        arbiter_engine::secrets::process(),
+        &request.url,
+        &request.events,
+        request.sign,
+        Some(user.id),
+        arbiter_engine::store::now_ms(),
+    )
+    .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(CreatedWebhook { webhook, secret }),
+    ))
+}
+
+#[utoipa::path(delete, path = "/api/v1/webhooks/{id}", tag = "webhooks",
+    params(("id" = i64, Path, description = "Webhook id")),
+    responses((status = 204, description = "Deleted with its pending deliveries"), (status = 404, body = ApiErrorBody)))]
+pub async fn delete_webhook(
+    State(state): State<AppState>,
+    caller: ApiUser,
+    ApiPath(id): ApiPath<i64>,
+) -> ApiResult<StatusCode> {
+    caller.require(Permission::ManageEvals)?;
+    if state.store.delete_webhook(id).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("no webhook with id {id}"),
+        ))
+    }
+}
+
+#[utoipa::path(get, path = "/api/v1/webhooks/deliveries", tag = "webhooks",
+    responses((status = 200, description = "The latest 100 deliveries, newest first", body = Vec<DeliveryRecord>)))]
+pub async fn list_deliveries(
+    State(state): State<AppState>,
+    caller: ApiUser,
+) -> ApiResult<Json<Vec<DeliveryRecord>>> {
+    caller.require(Permission::ViewResults)?;
+    Ok(Json(state.store.recent_deliveries(100).await?))
 }
