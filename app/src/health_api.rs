@@ -84,6 +84,10 @@ pub struct SystemView {
     pub agreement_floor: f64,
     pub rules: RulesView,
     pub can_edit_rules: bool,
+    pub retention_raw_days: i64,
+    pub retention_summary_days: i64,
+    /// What the last enforcement removed, and when.
+    pub retention_last: Option<(i64, String)>,
     pub alerts: Vec<AlertView>,
 }
 
@@ -111,6 +115,9 @@ pub async fn system_health() -> Result<SystemView, ServerFnError> {
         .await
         .map_err(service_error)?;
     let now = health.now;
+    let retention = arbiter_engine::retention::policy(state.store.as_ref())
+        .await
+        .map_err(service_error)?;
     let series = |label: &str, value: fn(&arbiter_engine::store::HealthSample) -> i64| TimeSeries {
         label: label.into(),
         points: health
@@ -194,6 +201,12 @@ pub async fn system_health() -> Result<SystemView, ServerFnError> {
         agreement_floor: health.agreement_floor,
         rules: rules_view(&health.rules),
         can_edit_rules: user.role.can(Permission::ManageUsers),
+        retention_raw_days: retention.raw_days,
+        retention_summary_days: retention.summary_days,
+        retention_last: arbiter_engine::retention::last_report(state.store.as_ref())
+            .await
+            .map_err(service_error)?
+            .map(|report| (report.ran_at, report.summary())),
         alerts: health
             .alerts
             .iter()
@@ -232,4 +245,16 @@ pub async fn save_alert_rules(
     .map_err(service_error)?;
     tracing::info!(user = %user.username, ?rules, "alert rules changed");
     Ok(rules_view(&rules))
+}
+
+/// The retention policy: days raw answers and logprobs are kept, and days summaries are.
+#[server(endpoint = "save_retention")]
+pub async fn save_retention(raw_days: String, summary_days: String) -> Result<(), ServerFnError> {
+    let (state, user) = require(Permission::ManageUsers).await?;
+    let policy =
+        arbiter_engine::retention::set_policy(state.store.as_ref(), &raw_days, &summary_days)
+            .await
+            .map_err(service_error)?;
+    tracing::info!(user = %user.username, ?policy, "retention policy changed");
+    Ok(())
 }

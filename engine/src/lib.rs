@@ -24,6 +24,7 @@ pub mod policies;
 pub mod queue_health;
 pub mod report;
 pub mod reporting;
+pub mod retention;
 pub mod secrets;
 pub mod service;
 pub mod sim;

@@ -19,6 +19,7 @@ mod store_support;
 use store_support::*;
 
 stories!(
+    retention_clears_raw_answers_then_deletes_expired_runs,
     webhooks_deliver_signed_events_with_retries_and_give_up_in_the_end,
     new_checkpoints_trigger_tiered_suites_from_the_api_or_a_watched_folder,
     api_tokens_are_hashed_scoped_and_revocable,
@@ -811,4 +812,169 @@ async fn webhooks_deliver_signed_events_with_retries_and_give_up_in_the_end(stor
         .unwrap()
         .iter()
         .all(|delivery| delivery.webhook_id != dead.id));
+}
+
+fn with_logprobs(output: &str, logprob: f32) -> Generation {
+    Generation {
+        logprobs: Some(arbiter_engine::logprobs::encode(&[
+            arbiter_engine::logprobs::TokenLogprob {
+                bytes: output.as_bytes().to_vec(),
+                logprob,
+                top: Vec::new(),
+            },
+        ])),
+        ..answered(output)
+    }
+}
+
+async fn retention_clears_raw_answers_then_deletes_expired_runs(store: Arc<dyn Store>) {
+    use arbiter_engine::grading::grade_exact_match;
+    use arbiter_engine::retention::{self, RetentionPolicy};
+    use arbiter_engine::store::{FinishedItem, Grading};
+    let store = store.as_ref();
+    const DAY: i64 = 86_400_000;
+
+    // Run A: five answers with logprobs, one of them sent to a human.
+    let old = launch_one_run(store, FIVE_CASES.as_bytes(), 1).await;
+    let old_items = store.claim_work("w", 10, LONG_LEASE_MS).await.unwrap();
+    assert_eq!(old_items.len(), 5);
+    for &id in &old_items[..4] {
+        let job = store.load_job(id).await.unwrap();
+        let output = format!("Answer: {}", job.target);
+        store
+            .record_results(&[FinishedItem {
+                work_item_id: id,
+                generation: with_logprobs(&output, -0.25),
+                grading: Grading::deterministic_only(Some(grade_exact_match(&output, &job.target))),
+                generation_key: Some(format!("key-{id}")),
+                cached_from: None,
+            }])
+            .await
+            .unwrap();
+    }
+    escalate_to_humans(store, &old_items[4..], 1).await;
+    assert!(store.finish_run_if_done(old).await.unwrap());
+    let (_, report_before) = arbiter_engine::reporting::run_report(store, old)
+        .await
+        .unwrap();
+
+    // Run B (another eval on the same data) answers one item from A's cache and stays running.
+    let revision = store.list_datasets().await.unwrap()[0]
+        .latest_revision
+        .clone()
+        .unwrap();
+    let eval = service::define_eval(store, &eval_form("second", revision.dataset_id, 1), None)
+        .await
+        .unwrap();
+    let checkpoint = store.list_checkpoints().await.unwrap()[0].id;
+    let newer = service::launch_run(store, eval, checkpoint, 1, "default", None)
+        .await
+        .unwrap()
+        .run_id;
+    let newer_items = store.claim_work("w", 10, LONG_LEASE_MS).await.unwrap();
+    assert_eq!(newer_items.len(), 5);
+    let cached = store.load_job(newer_items[0]).await.unwrap();
+    store
+        .record_results(&[FinishedItem {
+            work_item_id: newer_items[0],
+            generation: answered("Answer: 2"),
+            grading: Grading::deterministic_only(Some(grade_exact_match(
+                "Answer: 2",
+                &cached.target,
+            ))),
+            generation_key: None,
+            cached_from: Some(old_items[0]),
+        }])
+        .await
+        .unwrap();
+    assert!(store
+        .generation_logprobs(old_items[0])
+        .await
+        .unwrap()
+        .is_some());
+
+    // A year and a day on: A's raw answers go, except the logprobs B's cached answer reads.
+    let now = now_ms();
+    let policy = RetentionPolicy::default();
+    let report = retention::enforce(store, policy, now + 366 * DAY)
+        .await
+        .unwrap();
+    assert_eq!(report.runs_raw_purged, 1, "{report:?}");
+    assert_eq!(report.generations_cleared, 5);
+    assert_eq!(report.cache_entries_deleted, 4);
+    assert_eq!(
+        (report.logprobs_deleted, report.logprobs_kept_in_use),
+        (3, 1),
+        "{report:?}"
+    );
+    assert_eq!(report.runs_deleted, 0);
+    assert!(store
+        .generation_logprobs(old_items[1])
+        .await
+        .unwrap()
+        .is_none());
+    assert!(store
+        .generation_logprobs(old_items[0])
+        .await
+        .unwrap()
+        .is_some());
+    // Verdicts and the report survive.
+    let (_, report_after) = arbiter_engine::reporting::run_report(store, old)
+        .await
+        .unwrap();
+    assert_eq!(report_after.overall, report_before.overall);
+    assert_eq!(report_after.completeness, report_before.completeness);
+    let rows = store.run_results(old, 100).await.unwrap();
+    assert!(rows.iter().all(|row| row.output.is_empty()), "{rows:?}");
+    // Enforcing again removes nothing more, and the report is kept.
+    let again = retention::enforce(store, policy, now + 367 * DAY)
+        .await
+        .unwrap();
+    assert_eq!(again.runs_raw_purged + again.runs_deleted, 0);
+    assert_eq!(retention::last_report(store).await.unwrap(), Some(again));
+
+    // Four years on: A has expired but B still reads its answers, so A stays.
+    let report = retention::enforce(store, policy, now + 4 * 365 * DAY)
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.runs_deleted, report.runs_kept_in_use),
+        (0, 1),
+        "{report:?}"
+    );
+    // B finishes; both expire; B goes first, then A on the next round.
+    for &id in &newer_items[1..] {
+        reply(store, id, Reply::Correct).await;
+    }
+    assert!(store.finish_run_if_done(newer).await.unwrap());
+    let report = retention::enforce(store, policy, now + 4 * 365 * DAY)
+        .await
+        .unwrap();
+    assert_eq!(report.runs_deleted, 1, "{report:?}");
+    let report = retention::enforce(store, policy, now + 4 * 365 * DAY)
+        .await
+        .unwrap();
+    assert_eq!(report.runs_deleted, 1, "{report:?}");
+    assert!(report.rows_deleted > 10, "{report:?}");
+    assert!(store.list_runs().await.unwrap().is_empty());
+    assert!(store.run_header(old).await.unwrap().is_none());
+    let queue = store.annotation_queue_counts().await.unwrap();
+    assert_eq!((queue.open, queue.leased, queue.done), (0, 0, 0));
+    // Datasets, evals and checkpoints are not run data: they stay.
+    assert_eq!(store.list_evals().await.unwrap().len(), 2);
+
+    // The policy is editable and checked.
+    assert!(retention::set_policy(store, "30", "7").await.is_err());
+    assert_eq!(
+        retention::policy(store).await.unwrap(),
+        RetentionPolicy::default()
+    );
+    retention::set_policy(store, "30", "90").await.unwrap();
+    assert_eq!(
+        retention::policy(store).await.unwrap(),
+        RetentionPolicy {
+            raw_days: 30,
+            summary_days: 90
+        }
+    );
 }

@@ -154,6 +154,18 @@ enum Command {
         #[arg(long)]
         out: Option<std::path::PathBuf>,
     },
+    /// Apply the retention policy now and print what it removed (`arbiter serve` does this
+    /// every 6 hours). Export archives first: `arbiter export --format parquet`.
+    Retention {
+        #[arg(long, env = "DATABASE_URL", default_value = "sqlite://arbiter.db")]
+        database_url: String,
+        /// Set the policy first: days raw answers and logprobs are kept.
+        #[arg(long, requires = "summary_days")]
+        raw_days: Option<String>,
+        /// Days a run's summaries (and the run) are kept.
+        #[arg(long, requires = "raw_days")]
+        summary_days: Option<String>,
+    },
     /// Print a new ARBITER_SECRET_KEY (64 hex digits) for sealing endpoint API keys and webhook
     /// secrets; give the same key to every server and worker.
     Keygen,
@@ -274,6 +286,27 @@ async fn main() -> anyhow::Result<()> {
         )
         .init();
     match Cli::parse().command {
+        Command::Retention {
+            database_url,
+            raw_days,
+            summary_days,
+        } => {
+            use arbiter_engine::retention;
+            let database = open(&database_url).await?;
+            let store = database.store();
+            if let (Some(raw), Some(summary)) = (raw_days, summary_days) {
+                retention::set_policy(store.as_ref(), &raw, &summary).await?;
+            }
+            let policy = retention::policy(store.as_ref()).await?;
+            println!(
+                "policy: raw answers and logprobs kept {} days, summaries {} days",
+                policy.raw_days, policy.summary_days
+            );
+            let report =
+                retention::enforce(store.as_ref(), policy, arbiter_engine::store::now_ms()).await?;
+            println!("{}", report.summary());
+            Ok(())
+        }
         Command::Keygen => {
             println!("{}", arbiter_engine::secrets::SecretBox::generate_key());
             Ok(())
@@ -599,6 +632,11 @@ async fn serve(
             shutdown.clone(),
         )));
     }
+    tasks.push(tokio::spawn(arbiter_engine::retention::run_retention(
+        store.clone(),
+        std::time::Duration::from_secs(6 * 3600),
+        shutdown.clone(),
+    )));
     tasks.push(tokio::spawn(arbiter_engine::webhooks::run_webhooks(
         store.clone(),
         secrets,

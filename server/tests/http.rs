@@ -341,6 +341,11 @@ const SERVER_FUNCTIONS: &[(&str, Args, Allowed)] = &[
     ("retire_gold", &[("gold_id", "1")], Allowed::Leads),
     ("system_health", &[], Allowed::Researchers),
     ("suites_page", &[], Allowed::Researchers),
+    (
+        "save_retention",
+        &[("raw_days", "365"), ("summary_days", "1095")],
+        Allowed::Leads,
+    ),
     ("webhooks_page", &[], Allowed::Researchers),
     (
         "create_webhook",

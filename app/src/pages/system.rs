@@ -4,7 +4,7 @@
 //! figures are served to Prometheus at `/metrics`.
 
 use crate::components::{ActionError, AlertList, ErrorNote};
-use crate::health_api::{system_health, RulesView, SaveAlertRules, SystemView};
+use crate::health_api::{system_health, RulesView, SaveAlertRules, SaveRetention, SystemView};
 use crate::pages::format_time;
 use crate::pages::webhooks::WebhooksCard;
 use leptos::prelude::*;
@@ -188,6 +188,12 @@ fn SystemFigures(data: SystemView, save: ServerAction<SaveAlertRules>) -> impl I
         </section>
 
         <AlertRulesCard rules=data.rules.clone() editable=data.can_edit_rules save/>
+        <RetentionCard
+            raw_days=data.retention_raw_days
+            summary_days=data.retention_summary_days
+            last=data.retention_last.clone()
+            editable=data.can_edit_rules
+        />
         <WebhooksCard/>
         <p class="hint">"Read at " {format_time(data.now)} " from " {data.backend.clone()} "."</p>
     }
@@ -235,6 +241,39 @@ fn AlertRulesCard(
             {move || save.value().get().and_then(Result::ok).map(|_| view! {
                 <p class="notice" role="status">"Thresholds saved; the monitor applies them on its next round."</p>
             })}
+        </section>
+    }
+}
+
+#[component]
+fn RetentionCard(
+    raw_days: i64,
+    summary_days: i64,
+    last: Option<(i64, String)>,
+    editable: bool,
+) -> impl IntoView {
+    let save = ServerAction::<SaveRetention>::new();
+    view! {
+        <section class="card" data-testid="retention">
+            <h2>"Retention"</h2>
+            <p class="hint">
+                "Every 6 hours the server removes raw answers and logprobs of runs finished longer ago than the first "
+                "period (verdicts, reports and comparisons stay), and deletes runs finished longer ago than the second. "
+                "Archive first with " <code>"arbiter export --format parquet --out DIR"</code> "."
+            </p>
+            <ActionForm action=save attr:class="row">
+                <label>"Raw answers and logprobs kept " <input name="raw_days" value=raw_days.to_string() size="6" disabled=!editable/> " days"</label>
+                <label>"Summaries kept " <input name="summary_days" value=summary_days.to_string() size="6" disabled=!editable/> " days"</label>
+                <Show when=move || editable><button type="submit">"Save"</button></Show>
+            </ActionForm>
+            <ActionError value=save.value()/>
+            {move || save.value().get().and_then(Result::ok).map(|_| view! {
+                <p class="notice" role="status">"Retention saved; it applies from the next round."</p>
+            })}
+            <p>{match last {
+                Some((at, summary)) => format!("Last enforced {}: {summary}.", format_time(at)),
+                None => "Not enforced yet.".to_string(),
+            }}</p>
         </section>
     }
 }

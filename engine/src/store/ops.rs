@@ -180,6 +180,16 @@ pub struct DeliveryRecord {
     pub created_at: i64,
 }
 
+/// What removing one run's raw answers did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RawPurge {
+    pub generations_cleared: u64,
+    pub logprobs_deleted: u64,
+    pub cache_entries_deleted: u64,
+    /// Logprobs kept because a newer run's cached answer still reads them.
+    pub logprobs_kept_in_use: u64,
+}
+
 /// Last-use times are written at most this often per token, so that a busy CI client does not
 /// turn every read into a write.
 pub const TOKEN_USE_RESOLUTION_MS: i64 = 60_000;
@@ -301,6 +311,27 @@ pub trait OpsStore: Send + Sync + 'static {
         now: i64,
     ) -> StoreResult<()>;
     async fn recent_deliveries(&self, limit: i64) -> StoreResult<Vec<DeliveryRecord>>;
+
+    // Retention.
+    /// Finished (or cancelled) runs last active before `before` whose raw answers are still
+    /// stored, oldest first.
+    async fn runs_with_raw_before(&self, before: i64, limit: i64) -> StoreResult<Vec<i64>>;
+    /// Removes one run's answer texts, logprobs and cache entries, keeping its verdicts,
+    /// tallies and snapshot; logprobs a run last active at or after `keep_users_after` still
+    /// reads (through a cache hit) are kept. One transaction.
+    async fn purge_raw_outputs(
+        &self,
+        run_id: i64,
+        keep_users_after: i64,
+        now: i64,
+    ) -> StoreResult<RawPurge>;
+    /// Finished or cancelled runs last active before `before`, oldest first.
+    async fn runs_finished_before(&self, before: i64, limit: i64) -> StoreResult<Vec<i64>>;
+    /// Whether another run's cached answers read this run's generations.
+    async fn run_answers_in_use(&self, run_id: i64) -> StoreResult<bool>;
+    /// Deletes a run and everything recorded for it (annotations, grades, answers, tallies,
+    /// snapshot, decisions); rows deleted. One transaction.
+    async fn delete_run(&self, run_id: i64) -> StoreResult<u64>;
 
     /// The content hash of a watched announcement already handled.
     async fn announcement_hash(&self, source: &str) -> StoreResult<Option<String>>;

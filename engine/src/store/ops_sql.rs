@@ -641,6 +641,121 @@ macro_rules! ops_sql {
                     .collect())
             }
 
+            async fn runs_with_raw_before(&self, before: i64, limit: i64) -> $crate::store::StoreResult<Vec<i64>> {
+                Ok(sqlx::query_scalar(
+                    "SELECT id FROM runs WHERE status IN ('completed', 'cancelled') AND raw_purged_at IS NULL \
+                     AND COALESCE(finished_at, created_at) < $1 ORDER BY COALESCE(finished_at, created_at), id LIMIT $2",
+                )
+                .bind(before)
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?)
+            }
+
+            async fn purge_raw_outputs(&self, run_id: i64, keep_users_after: i64, now: i64) -> $crate::store::StoreResult<$crate::store::RawPurge> {
+                const OF_RUN: &str = "SELECT id FROM work_items WHERE run_id = $1";
+                let mut tx = self.writer.begin().await?;
+                let cache_entries_deleted = sqlx::query(&format!("DELETE FROM generation_cache WHERE work_item_id IN ({OF_RUN})"))
+                    .bind(run_id)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                // Logprobs that a recent run's cache hit still points at stay.
+                let in_use = "EXISTS (SELECT 1 FROM generations u JOIN work_items uw ON uw.id = u.work_item_id \
+                    JOIN runs ur ON ur.id = uw.run_id WHERE u.source_work_item_id = generation_logprobs.work_item_id \
+                    AND uw.run_id <> $1 AND (ur.status NOT IN ('completed', 'cancelled') OR COALESCE(ur.finished_at, ur.created_at) >= $2))";
+                let logprobs_kept_in_use: i64 = sqlx::query_scalar(&format!(
+                    "SELECT COUNT(*) FROM generation_logprobs WHERE work_item_id IN ({OF_RUN}) AND {in_use}"
+                ))
+                .bind(run_id)
+                .bind(keep_users_after)
+                .fetch_one(&mut *tx)
+                .await?;
+                let logprobs_deleted = sqlx::query(&format!(
+                    "DELETE FROM generation_logprobs WHERE work_item_id IN ({OF_RUN}) AND NOT {in_use}"
+                ))
+                .bind(run_id)
+                .bind(keep_users_after)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                let generations_cleared = sqlx::query(&format!(
+                    "UPDATE generations SET output = '', attempt_log = NULL WHERE work_item_id IN ({OF_RUN}) AND output <> ''"
+                ))
+                .bind(run_id)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                sqlx::query("UPDATE runs SET raw_purged_at = $1 WHERE id = $2")
+                    .bind(now)
+                    .bind(run_id)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok($crate::store::RawPurge {
+                    generations_cleared,
+                    logprobs_deleted,
+                    cache_entries_deleted,
+                    logprobs_kept_in_use: logprobs_kept_in_use as u64,
+                })
+            }
+
+            async fn runs_finished_before(&self, before: i64, limit: i64) -> $crate::store::StoreResult<Vec<i64>> {
+                Ok(sqlx::query_scalar(
+                    "SELECT id FROM runs WHERE status IN ('completed', 'cancelled') \
+                     AND COALESCE(finished_at, created_at) < $1 ORDER BY COALESCE(finished_at, created_at), id LIMIT $2",
+                )
+                .bind(before)
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?)
+            }
+
+            async fn run_answers_in_use(&self, run_id: i64) -> $crate::store::StoreResult<bool> {
+                Ok(sqlx::query_scalar(
+                    "SELECT EXISTS (SELECT 1 FROM generations u JOIN work_items uw ON uw.id = u.work_item_id \
+                     JOIN work_items sw ON sw.id = u.source_work_item_id WHERE sw.run_id = $1 AND uw.run_id <> $1)",
+                )
+                .bind(run_id)
+                .fetch_one(&self.pool)
+                .await?)
+            }
+
+            async fn delete_run(&self, run_id: i64) -> $crate::store::StoreResult<u64> {
+                const ITEMS: &str = "SELECT id FROM work_items WHERE run_id = $1";
+                let tasks = format!("SELECT id FROM annotation_tasks WHERE work_item_id IN ({ITEMS})");
+                let golds = format!("SELECT id FROM gold_items WHERE task_id IN ({tasks})");
+                // Children before parents, so foreign keys hold at every step.
+                let statements = [
+                    format!("DELETE FROM label_reviews WHERE label_id IN (SELECT id FROM labels WHERE task_id IN ({tasks}))"),
+                    format!("DELETE FROM task_leases WHERE task_id IN ({tasks}) OR gold_id IN ({golds})"),
+                    format!("DELETE FROM gold_answers WHERE gold_id IN ({golds})"),
+                    format!("DELETE FROM gold_items WHERE task_id IN ({tasks})"),
+                    format!("DELETE FROM labels WHERE task_id IN ({tasks})"),
+                    format!("DELETE FROM annotation_skips WHERE task_id IN ({tasks})"),
+                    format!("DELETE FROM annotation_tasks WHERE work_item_id IN ({ITEMS})"),
+                    format!("DELETE FROM grades WHERE work_item_id IN ({ITEMS})"),
+                    format!("DELETE FROM generation_cache WHERE work_item_id IN ({ITEMS})"),
+                    format!("DELETE FROM generation_logprobs WHERE work_item_id IN ({ITEMS})"),
+                    format!("UPDATE generations SET source_work_item_id = NULL WHERE work_item_id IN ({ITEMS}) AND source_work_item_id IS NOT NULL"),
+                    format!("DELETE FROM generations WHERE work_item_id IN ({ITEMS})"),
+                    "DELETE FROM work_items WHERE run_id = $1".to_string(),
+                    "DELETE FROM run_tallies WHERE run_id = $1".to_string(),
+                    "DELETE FROM run_snapshots WHERE run_id = $1".to_string(),
+                    "DELETE FROM run_graders WHERE run_id = $1".to_string(),
+                    "DELETE FROM promotion_decisions WHERE baseline_run_id = $1 OR candidate_run_id = $1".to_string(),
+                    "DELETE FROM suite_launches WHERE run_id = $1".to_string(),
+                    "DELETE FROM runs WHERE id = $1".to_string(),
+                ];
+                let mut tx = self.writer.begin().await?;
+                let mut deleted = 0;
+                for statement in &statements {
+                    deleted += sqlx::query(statement).bind(run_id).execute(&mut *tx).await?.rows_affected();
+                }
+                tx.commit().await?;
+                Ok(deleted)
+            }
+
             async fn announcement_hash(&self, source: &str) -> $crate::store::StoreResult<Option<String>> {
                 Ok(sqlx::query_scalar("SELECT content_hash FROM watched_announcements WHERE source = $1")
                     .bind(source)
