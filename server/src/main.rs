@@ -166,6 +166,15 @@ enum Command {
         #[arg(long, requires = "raw_days")]
         summary_days: Option<String>,
     },
+    /// Copy a SQLite database to a new file while it is in use (consistent, online). For
+    /// PostgreSQL use `pg_dump --format=custom` and `pg_restore` (see the README).
+    Backup {
+        #[arg(long, env = "DATABASE_URL", default_value = "sqlite://arbiter.db")]
+        database_url: String,
+        /// The new file.
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Print a new ARBITER_SECRET_KEY (64 hex digits) for sealing endpoint API keys and webhook
     /// secrets; give the same key to every server and worker.
     Keygen,
@@ -307,6 +316,17 @@ async fn main() -> anyhow::Result<()> {
             println!("{}", report.summary());
             Ok(())
         }
+        Command::Backup { database_url, out } => match open(&database_url).await? {
+            Database::Sqlite(store) => {
+                store.backup_into(&out).await?;
+                println!("backed up {} to {}", redact(&database_url), out.display());
+                Ok(())
+            }
+            Database::Postgres(_) => anyhow::bail!(
+                "back up PostgreSQL with its own tools: pg_dump --format=custom --file {} \"$DATABASE_URL\" (restore with pg_restore --dbname NEW_URL FILE)",
+                out.display()
+            ),
+        },
         Command::Keygen => {
             println!("{}", arbiter_engine::secrets::SecretBox::generate_key());
             Ok(())

@@ -60,6 +60,23 @@ impl SqliteStore {
         &self.pool
     }
 
+    /// Writes a consistent copy of the whole database to `path` (SQLite's `VACUUM INTO`),
+    /// while the store stays in use: an online backup that needs no `sqlite3` tool. `path`
+    /// must not exist yet.
+    pub async fn backup_into(&self, path: &std::path::Path) -> Result<(), super::StoreError> {
+        if path.exists() {
+            return Err(super::StoreError::Conflict(format!(
+                "{} exists already; back up to a new file",
+                path.display()
+            )));
+        }
+        sqlx::query("VACUUM INTO $1")
+            .bind(path.display().to_string())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     /// Closes every connection.
     pub async fn close(&self) {
         self.pool.close().await;

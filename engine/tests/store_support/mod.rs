@@ -97,6 +97,16 @@ impl TestBackend {
         }
     }
 
+    /// The database's URL (for tools such as `pg_dump`).
+    pub fn url(&self) -> String {
+        match &self.scratch {
+            Scratch::Directory(directory) => {
+                format!("sqlite://{}", directory.path().join("arbiter.db").display())
+            }
+            Scratch::PostgresDatabase { admin_url, name } => database_url(admin_url, name),
+        }
+    }
+
     /// Closes the pool and removes the scratch space. A failed test never gets here, so its
     /// PostgreSQL database stays behind for inspection (the server is a throwaway one).
     pub async fn tear_down(self) {
