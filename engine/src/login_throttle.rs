@@ -78,6 +78,8 @@ impl<K: Eq + Hash + Clone> FailureWindow<K> {
 pub struct LoginThrottle {
     accounts: Mutex<FailureWindow<String>>,
     clients: Mutex<FailureWindow<IpAddr>>,
+    /// Reverse proxies whose `X-Forwarded-For` names the real client.
+    trusted_proxies: Vec<IpAddr>,
 }
 
 impl Default for LoginThrottle {
@@ -91,7 +93,18 @@ impl LoginThrottle {
         LoginThrottle {
             accounts: Mutex::new(FailureWindow::new(account_failures)),
             clients: Mutex::new(FailureWindow::new(client_failures)),
+            trusted_proxies: Vec::new(),
         }
+    }
+
+    /// Trusts these proxies' `X-Forwarded-For` (see [`client_address`]).
+    pub fn with_trusted_proxies(mut self, proxies: Vec<IpAddr>) -> LoginThrottle {
+        self.trusted_proxies = proxies;
+        self
+    }
+
+    pub fn trusted_proxies(&self) -> &[IpAddr] {
+        &self.trusted_proxies
     }
 
     /// Before checking a password: `Err(wait)` when the account or the client has failed too
@@ -201,5 +214,76 @@ mod tests {
             wait_in_words(Duration::from_secs(14 * 60 + 1)),
             "15 minutes"
         );
+    }
+}
+
+/// The client's address behind trusted reverse proxies: when the connection comes from one of
+/// `trusted_proxies`, the right-most address in `X-Forwarded-For` that is not itself a trusted
+/// proxy (proxies append, so addresses to its left could be forged by the client); otherwise
+/// the connection's own address.
+pub fn client_address(
+    peer: IpAddr,
+    forwarded_for: Option<&str>,
+    trusted_proxies: &[IpAddr],
+) -> IpAddr {
+    if !trusted_proxies.contains(&peer) {
+        return peer;
+    }
+    forwarded_for
+        .into_iter()
+        .flat_map(|header| header.rsplit(','))
+        .filter_map(|entry| entry.trim().parse::<IpAddr>().ok())
+        .find(|address| !trusted_proxies.contains(address))
+        .unwrap_or(peer)
+}
+
+/// The proxies named in `ARBITER_TRUSTED_PROXIES` (comma-separated addresses); entries that
+/// are not addresses are reported and skipped.
+pub fn trusted_proxies_from_env() -> Vec<IpAddr> {
+    std::env::var("ARBITER_TRUSTED_PROXIES")
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|entry| !entry.is_empty())
+        .filter_map(|entry| match entry.parse::<IpAddr>() {
+            Ok(address) => Some(address),
+            Err(_) => {
+                tracing::warn!(entry, "ARBITER_TRUSTED_PROXIES: not an IP address; ignored");
+                None
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod forwarded_tests {
+    use super::*;
+
+    #[test]
+    fn forwarded_addresses_count_only_behind_a_trusted_proxy() {
+        let proxy: IpAddr = "10.0.0.2".parse().unwrap();
+        let client: IpAddr = "203.0.113.7".parse().unwrap();
+        let trusted = [proxy];
+        // Directly connected clients cannot claim another address.
+        assert_eq!(
+            client_address(client, Some("198.51.100.1"), &trusted),
+            client
+        );
+        // Behind the proxy: the address it appended.
+        assert_eq!(client_address(proxy, Some("203.0.113.7"), &trusted), client);
+        // A forged left-most entry is ignored; the proxy's own entry is the truth.
+        assert_eq!(
+            client_address(proxy, Some("1.2.3.4, 203.0.113.7"), &trusted),
+            client
+        );
+        // Chains of trusted proxies are skipped from the right.
+        let inner: IpAddr = "10.0.0.3".parse().unwrap();
+        assert_eq!(
+            client_address(proxy, Some("203.0.113.7, 10.0.0.3"), &[proxy, inner]),
+            client
+        );
+        // Garbage or nothing: the proxy itself.
+        assert_eq!(client_address(proxy, Some("garbage"), &trusted), proxy);
+        assert_eq!(client_address(proxy, None, &trusted), proxy);
     }
 }

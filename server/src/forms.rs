@@ -51,7 +51,16 @@ pub async fn login(
     headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Response {
-    let client = client.map(|Extension(ConnectInfo(address))| address.ip());
+    let forwarded_for = headers
+        .get("x-forwarded-for")
+        .and_then(|value| value.to_str().ok());
+    let client = client.map(|Extension(ConnectInfo(address))| {
+        arbiter_engine::login_throttle::client_address(
+            address.ip(),
+            forwarded_for,
+            throttle.trusted_proxies(),
+        )
+    });
     if let Err(wait) = throttle.check(&form.username, client, Instant::now()) {
         tracing::warn!(client = ?client, "sign-in refused: too many failed attempts");
         let message = format!(

@@ -115,7 +115,10 @@ where
         .layer(Extension(crate::csrf::TrustedOrigins(
             crate::csrf::trusted_origins_from_env(),
         )))
-        .layer(Extension(Arc::new(LoginThrottle::default())))
+        .layer(Extension(Arc::new(
+            LoginThrottle::default()
+                .with_trusted_proxies(arbiter_engine::login_throttle::trusted_proxies_from_env()),
+        )))
 }
 
 /// Paths anyone may fetch: the login page, static assets and machine endpoints. Server
