@@ -1,7 +1,8 @@
 //! Property tests over what users type or upload: arbitrary bytes, JSONL lines built from
-//! arbitrary JSON values, CSV with hostile quoting, and arbitrary grader specs. None may panic;
-//! an accepted dataset always satisfies the importer's promises; a refusal says why; and a
-//! refused upload stores nothing.
+//! arbitrary JSON values, CSV with hostile quoting, arbitrary grader specs, frozen manifests
+//! and checkpoint announcements. None may panic; an accepted dataset always satisfies the
+//! importer's promises; a refusal says why; and a refused upload or announcement stores
+//! nothing.
 
 use arbiter_engine::dataset::{parse_dataset, DatasetError, DatasetFormat};
 use arbiter_engine::grading::GraderSpec;
@@ -189,6 +190,112 @@ proptest! {
             prop_assert_eq!(serde_json::from_str::<GraderSpec>(&stored).unwrap(), parsed);
         }
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Stored manifests and announcements are read back or refused, never a panic.
+    #[test]
+    fn arbitrary_json_is_a_manifest_or_an_announcement_or_refused(value in json_value()) {
+        let text = value.to_string();
+        let _ = serde_json::from_str::<arbiter_engine::manifest::Manifest>(&text);
+        if let Ok(announcement) = serde_json::from_str::<arbiter_engine::triggers::Announcement>(&text) {
+            let _ = announcement.form();
+        }
+    }
+}
+
+fn announcement_field() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just(String::new()),
+        Just("http://127.0.0.1:9/v1".to_string()),
+        Just("https://models.example.com/v1/".to_string()),
+        Just("ftp://nope".to_string()),
+        Just("step-1".to_string()),
+        ".{0,30}",
+        "[a-z0-9 ]{150,260}",
+    ]
+}
+
+/// Arbitrary announcements register a checkpoint or are refused with a message, and a
+/// refused one stores nothing (no checkpoint, no endpoint reachable through one, no run).
+#[test]
+fn arbitrary_announcements_register_or_explain_and_refusals_store_nothing() {
+    use arbiter_engine::triggers::{register_announced, Announcement};
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("announce.db").display());
+    let database = runtime.block_on(Database::open(&url)).unwrap();
+    let store = database.store();
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(128));
+    let strategy = (
+        announcement_field(),
+        announcement_field(),
+        announcement_field(),
+        prop::option::of(announcement_field()),
+        prop::option::of(any::<i64>()),
+        prop::option::of(prop_oneof![
+            Just("promotion".to_string()),
+            Just("bogus".to_string()),
+            ".{0,8}"
+        ]),
+        prop::option::of(prop_oneof![
+            Just("env:OK_NAME".to_string()),
+            Just("env:1bad".to_string()),
+            ".{0,12}"
+        ]),
+    );
+    runner
+        .run(
+            &strategy,
+            |(name, endpoint_url, model, training_run, training_step, decision, api_key)| {
+                let announcement = Announcement {
+                    name,
+                    endpoint_url,
+                    model,
+                    training_run,
+                    training_step,
+                    decision,
+                    api_key,
+                    ..Announcement::default()
+                };
+                let before = runtime.block_on(store.list_checkpoints()).unwrap().len();
+                match runtime.block_on(register_announced(store.as_ref(), &announcement, None)) {
+                    Ok(registered) => {
+                        let listed = runtime.block_on(store.list_checkpoints()).unwrap();
+                        prop_assert_eq!(listed.len(), before + 1);
+                        prop_assert!(listed.iter().any(|c| c.id == registered.checkpoint_id));
+                        // No key is ever stored in clear: only references or sealed text.
+                        for checkpoint in &listed {
+                            if let Some(stored) = &checkpoint.api_key_ref {
+                                prop_assert!(
+                                    stored.starts_with("env:") || stored.starts_with("sealed:v1:")
+                                );
+                            }
+                        }
+                    }
+                    Err(refused) => {
+                        prop_assert!(
+                            matches!(refused.status_code(), 400 | 404 | 409),
+                            "{}",
+                            refused
+                        );
+                        prop_assert!(!refused.to_string().is_empty());
+                        prop_assert_eq!(
+                            runtime.block_on(store.list_checkpoints()).unwrap().len(),
+                            before
+                        );
+                    }
+                }
+                prop_assert!(runtime.block_on(store.list_runs()).unwrap().is_empty());
+                Ok(())
+            },
+        )
+        .unwrap();
 }
 
 /// A refused upload stores nothing: no dataset, no revision, no items.
