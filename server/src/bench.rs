@@ -45,6 +45,10 @@ pub enum Scenario {
     /// Two 1,000,000-item runs on SQLite and, with `--database-url`, PostgreSQL: the
     /// comparison summary and the per-prompt diff's first page.
     Compare,
+    /// The demo under a steady mixed load over HTTP (runs launched through the API,
+    /// annotators, dashboard readers) for `--items` minutes (default 10): requests, errors,
+    /// latencies and memory.
+    Soak,
 }
 
 /// Options of the `endpoint` scenario.
@@ -1027,6 +1031,7 @@ pub async fn run(
         Scenario::Compare => {
             crate::compare_bench::run(items.unwrap_or(1_000_000), postgres_url).await
         }
+        Scenario::Soak => crate::soak_bench::run(items.unwrap_or(10) as u64).await,
         Scenario::Agreement => {
             agreement(items.unwrap_or(1_000_000));
             Ok(())

@@ -10,4 +10,5 @@ pub mod demo;
 pub mod forms;
 pub mod metrics;
 pub mod rest;
+pub mod soak_bench;
 pub mod web;
