@@ -119,6 +119,6 @@ pub fn CheckpointsPage() -> impl IntoView {
                 }
             })}
         </Transition>
-        <SuitesSection/>
+        <SuitesSection refresh=register.version()/>
     }
 }

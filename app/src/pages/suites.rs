@@ -7,14 +7,16 @@ use crate::pages::format_time;
 use crate::suites_api::{suites_page, CreateSuite, DeleteSuite, RunSuite, SuitesData};
 use leptos::prelude::*;
 
+/// `refresh` changes when the page registered a checkpoint (which may have launched suites).
 #[component]
-pub fn SuitesSection() -> impl IntoView {
+pub fn SuitesSection(#[prop(into)] refresh: Signal<usize>) -> impl IntoView {
     let create = ServerAction::<CreateSuite>::new();
     let delete = ServerAction::<DeleteSuite>::new();
     let run = ServerAction::<RunSuite>::new();
     let page = Resource::new(
         move || {
             (
+                refresh.get(),
                 create.version().get(),
                 delete.version().get(),
                 run.version().get(),
@@ -89,8 +91,8 @@ fn SuitesBody(
             <summary>"Add a suite"</summary>
             <ActionForm action=create attr:class="stack">
                 <div class="row">
-                    <label>"Name" <input name="name" required placeholder="nightly-smoke"/></label>
-                    <label>"Tier"
+                    <label>"Suite name" <input name="name" required placeholder="nightly-smoke"/></label>
+                    <label>"Suite tier"
                         <select name="tier">
                             <option value="smoke">"smoke: every checkpoint"</option>
                             <option value="full">"full: every Nth, or on demand"</option>
@@ -99,8 +101,8 @@ fn SuitesBody(
                     <label>"Full suites: every Nth checkpoint (0: on demand)" <input name="every_nth" type="number" min="0" placeholder="5"/></label>
                 </div>
                 <div class="row">
-                    <label>"Training run (empty: any)" <input name="training_run" placeholder="pretrain-7b-v3"/></label>
-                    <label>"Team (empty: yours)" <input name="team"/></label>
+                    <label>"Suite training run (empty: any)" <input name="training_run" placeholder="pretrain-7b-v3"/></label>
+                    <label>"Suite team (empty: yours)" <input name="team"/></label>
                 </div>
                 <fieldset>
                     <legend>"Evals"</legend>
