@@ -59,7 +59,7 @@ pub async fn suites_page() -> Result<SuitesData, ServerFnError> {
         .into_iter()
         .map(|checkpoint| (checkpoint.id, checkpoint.name))
         .collect();
-    checkpoints.sort_by(|a, b| b.0.cmp(&a.0));
+    checkpoints.sort_by_key(|checkpoint| std::cmp::Reverse(checkpoint.0));
     Ok(SuitesData {
         suites: suites
             .into_iter()

@@ -67,7 +67,7 @@ pub fn cross_site_reason(
     let same_host = claimed
         .split_once("://")
         .is_some_and(|(_, authority)| authority == host);
-    if same_host || trusted.iter().any(|origin| *origin == claimed) {
+    if same_host || trusted.contains(&claimed) {
         None
     } else {
         Some(format!(

@@ -110,7 +110,11 @@ async fn annotator(
         tokio::time::sleep(think).await;
         if let Some(task_id) = task_id {
             let started = Instant::now();
-            let verdict = if draw % 5 == 0 { "fail" } else { "pass" };
+            let verdict = if draw.is_multiple_of(5) {
+                "fail"
+            } else {
+                "pass"
+            };
             let outcome = checked(
                 client
                     .post(format!("{base}/api/submit_label"))

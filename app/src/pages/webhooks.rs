@@ -92,7 +92,7 @@ fn WebhooksBody(
                     <label class="inline">
                         <input type="checkbox" name="sign" disabled=!data.can_sign/>
                         " Sign deliveries"
-                        {(!data.can_sign).then(|| " (needs ARBITER_SECRET_KEY on the server)")}
+                        {(!data.can_sign).then_some(" (needs ARBITER_SECRET_KEY on the server)")}
                     </label>
                     <button type="submit">"Add webhook"</button>
                 </ActionForm>
