@@ -212,7 +212,7 @@ pub async fn register_checkpoint(
         output_usd_per_mtok: options.output_usd_per_mtok,
         training_run: options.training_run,
         training_step: options.training_step,
-        api_key: options.api_key,
+        api_key: options.api_key.into(),
     };
     let priority = service::parse_priority(&options.decision).map_err(service_error)?;
     let id = service::register_checkpoint(state.store.as_ref(), &form, Some(user.id))
@@ -220,14 +220,16 @@ pub async fn register_checkpoint(
         .map_err(service_error)?;
     // Each new checkpoint launches its smoke suites (and full suites on their turn); a refused
     // launch is logged and listed, never a reason to fail the registration.
-    arbiter_engine::triggers::trigger_new_checkpoint(
+    if let Err(err) = arbiter_engine::triggers::trigger_new_checkpoint(
         state.store.as_ref(),
         id,
         priority,
         Some(user.id),
     )
     .await
-    .map_err(service_error)?;
+    {
+        tracing::error!(checkpoint = id, error = %err, "suites not launched for a new checkpoint");
+    }
     Ok(id)
 }
 

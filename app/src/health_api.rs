@@ -207,9 +207,14 @@ pub async fn system_health() -> Result<SystemView, ServerFnError> {
             .await
             .map_err(service_error)?
             .map(|report| (report.ran_at, report.summary())),
+        // Low-agreement alerts name raters and their kappas: for those who manage the pool.
         alerts: health
             .alerts
             .iter()
+            .filter(|alert| {
+                user.role.can(Permission::ManageUsers)
+                    || alert.kind != arbiter_engine::queue_health::ALERT_LOW_AGREEMENT
+            })
             .cloned()
             .map(crate::annotation_api::alert_view)
             .collect(),

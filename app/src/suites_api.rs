@@ -142,6 +142,7 @@ pub async fn create_suite(
             eval_ids,
         },
         &user.team,
+        user.role.can(Permission::ManageUsers),
         Some(user.id),
     )
     .await

@@ -106,6 +106,7 @@ pub async fn create_webhook(
         &url,
         &events,
         sign.is_some(),
+        user.role.can(Permission::ManageUsers),
         Some(user.id),
         arbiter_engine::store::now_ms(),
     )

@@ -94,9 +94,14 @@ pub async fn scan_once(store: &dyn Store, path: &Path) -> ServiceResult<ScanRepo
         }
         let now = crate::store::now_ms();
         let outcome = match serde_json::from_str::<Announcement>(&text) {
-            Ok(announcement) => register_announced(store, &announcement, None)
-                .await
-                .map_err(|err| err.to_string()),
+            Ok(announcement) => match register_announced(store, &announcement, None).await {
+                // The store failed, not the announcement: try it again on the next scan.
+                Err(crate::service::ServiceError::Internal) => {
+                    tracing::warn!(%source, "checkpoint announcement not handled yet; retrying");
+                    continue;
+                }
+                other => other.map_err(|err| err.to_string()),
+            },
             Err(err) => Err(format!("not a checkpoint announcement: {err}")),
         };
         match outcome {

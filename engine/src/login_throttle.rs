@@ -229,12 +229,22 @@ pub fn client_address(
     if !trusted_proxies.contains(&peer) {
         return peer;
     }
-    forwarded_for
+    // From the right: skip our own proxies; the first other entry is the client as the
+    // outermost trusted proxy saw it. An entry that is not an address ends the walk (falling
+    // back to the proxy), so a client cannot smuggle a forged address past a malformed one.
+    for entry in forwarded_for
         .into_iter()
         .flat_map(|header| header.rsplit(','))
-        .filter_map(|entry| entry.trim().parse::<IpAddr>().ok())
-        .find(|address| !trusted_proxies.contains(address))
-        .unwrap_or(peer)
+        .map(str::trim)
+        .filter(|entry| !entry.is_empty())
+    {
+        match entry.parse::<IpAddr>() {
+            Ok(address) if trusted_proxies.contains(&address) => continue,
+            Ok(address) => return address,
+            Err(_) => return peer,
+        }
+    }
+    peer
 }
 
 /// The proxies named in `ARBITER_TRUSTED_PROXIES` (comma-separated addresses); entries that
@@ -282,8 +292,12 @@ mod forwarded_tests {
             client_address(proxy, Some("203.0.113.7, 10.0.0.3"), &[proxy, inner]),
             client
         );
-        // Garbage or nothing: the proxy itself.
+        // Garbage or nothing: the proxy itself; a malformed entry stops the walk.
         assert_eq!(client_address(proxy, Some("garbage"), &trusted), proxy);
+        assert_eq!(
+            client_address(proxy, Some("1.2.3.4, 203.0.113.7:443"), &trusted),
+            proxy
+        );
         assert_eq!(client_address(proxy, None, &trusted), proxy);
     }
 }

@@ -3,9 +3,10 @@
 //! years), then the run goes. A scheduled job enforces the policy and reports what it removed;
 //! archives should be exported first (`arbiter export --format parquet`).
 //!
-//! Age counts from when a run finished (or was created, for one cancelled before it started).
+//! Age counts from when a run completed; cancelled runs (which can be resumed) are kept.
 //! Logprobs that a newer run's cached answer still reads are kept until that run expires too,
-//! and a run whose answers another run still uses is not deleted.
+//! and a run is not deleted while another run still uses its answers or a promotion decision
+//! ties it to a run that has not expired.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +24,8 @@ const DAY_MS: i64 = 86_400_000;
 /// Runs handled per step, each in its own transaction, so a backlog of expired runs is worked
 /// off without one long lock.
 const RUNS_PER_STEP: i64 = 50;
+/// Finished webhook deliveries are kept this long for the System page's list.
+const DELIVERIES_KEPT_MS: i64 = 30 * DAY_MS;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RetentionPolicy {
@@ -83,14 +86,17 @@ pub struct RetentionReport {
     pub logprobs_kept_in_use: u64,
     pub runs_deleted: u64,
     pub rows_deleted: u64,
-    /// Expired runs kept because a newer run's cached answers read theirs.
+    /// Expired runs kept because a newer run still uses them.
     pub runs_kept_in_use: u64,
+    /// Finished webhook deliveries older than 30 days.
+    #[serde(default)]
+    pub webhook_deliveries_pruned: u64,
 }
 
 impl RetentionReport {
     pub fn summary(&self) -> String {
         format!(
-            "raw answers removed from {} run(s) ({} answers cleared, {} logprob rows and {} cache entries deleted, {} logprob rows kept for newer runs); {} run(s) deleted ({} rows), {} kept because newer runs use their answers",
+            "raw answers removed from {} run(s) ({} answers cleared, {} logprob rows and {} cache entries deleted, {} logprob rows kept for newer runs); {} run(s) deleted ({} rows), {} kept because newer runs still use them; {} old webhook deliveries pruned",
             self.runs_raw_purged,
             self.generations_cleared,
             self.logprobs_deleted,
@@ -98,7 +104,8 @@ impl RetentionReport {
             self.logprobs_kept_in_use,
             self.runs_deleted,
             self.rows_deleted,
-            self.runs_kept_in_use
+            self.runs_kept_in_use,
+            self.webhook_deliveries_pruned
         )
     }
 }
@@ -155,13 +162,18 @@ pub async fn enforce(
             break;
         }
         for run in expired {
-            if store.run_answers_in_use(run).await? {
+            if store.run_in_use(run, summary_cutoff).await? {
                 kept.insert(run);
                 report.runs_kept_in_use += 1;
                 continue;
             }
-            report.rows_deleted += store.delete_run(run).await?;
-            report.runs_deleted += 1;
+            let deleted = store.delete_run(run).await?;
+            if deleted > 0 {
+                report.rows_deleted += deleted;
+                report.runs_deleted += 1;
+            } else {
+                kept.insert(run);
+            }
         }
     }
     loop {
@@ -180,6 +192,9 @@ pub async fn enforce(
             report.logprobs_kept_in_use += purged.logprobs_kept_in_use;
         }
     }
+    report.webhook_deliveries_pruned = store
+        .prune_webhook_deliveries(now - DELIVERIES_KEPT_MS)
+        .await?;
     let json = serde_json::to_string(&report).unwrap_or_default();
     store.set_setting(SETTING_LAST_REPORT, &json).await?;
     Ok(report)
@@ -193,12 +208,29 @@ pub async fn last_report(store: &dyn Store) -> ServiceResult<Option<RetentionRep
         .and_then(|json| serde_json::from_str(&json).ok()))
 }
 
-/// Enforces the stored policy every `interval` until `shutdown` turns true.
+/// How long after start-up the first enforcement waits: an upgraded deployment's operators get
+/// time to see the policy (logged now) and archive before anything is removed.
+const FIRST_ROUND_AFTER: Duration = Duration::from_secs(15 * 60);
+
+/// Enforces the stored policy every `interval` (the first time a quarter of an hour after
+/// start-up) until `shutdown` turns true.
 pub async fn run_retention(
     store: Arc<dyn Store>,
     interval: Duration,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
+    match policy(store.as_ref()).await {
+        Ok(policy) => tracing::info!(
+            raw_days = policy.raw_days,
+            summary_days = policy.summary_days,
+            "retention: raw answers and runs older than these are removed, first in 15 minutes"
+        ),
+        Err(err) => tracing::warn!(error = %err, "retention policy unreadable"),
+    }
+    tokio::select! {
+        _ = tokio::time::sleep(FIRST_ROUND_AFTER) => {}
+        _ = shutdown.changed() => return,
+    }
     loop {
         let outcome = async {
             let policy = policy(store.as_ref()).await?;

@@ -14,7 +14,55 @@ use aes_gcm::{Aes256Gcm, Key, Nonce};
 pub const SECRET_KEY_VARIABLE: &str = "ARBITER_SECRET_KEY";
 const SEALED_PREFIX: &str = "sealed:v1:";
 const ENV_PREFIX: &str = "env:";
+/// Only variables named like this may be referenced: a checkpoint's key is sent to the
+/// endpoint its author names, so a free choice would let anyone who registers a checkpoint
+/// send `DATABASE_URL` or `ARBITER_SECRET_KEY` to a server of their own.
+pub const ENDPOINT_KEY_VARIABLE_PREFIX: &str = "ARBITER_ENDPOINT_KEY_";
+
+/// Whether `variable` may hold an endpoint key.
+fn allowed_variable(variable: &str) -> bool {
+    variable.len() > ENDPOINT_KEY_VARIABLE_PREFIX.len()
+        && variable.len() <= 128
+        && variable.starts_with(ENDPOINT_KEY_VARIABLE_PREFIX)
+        && variable
+            .bytes()
+            .all(|byte| byte.is_ascii_uppercase() || byte.is_ascii_digit() || byte == b'_')
+}
 const NONCE_BYTES: usize = 12;
+
+/// A secret as a person typed it (an endpoint's API key), on its way to [`SecretBox::to_stored`].
+/// Its `Debug` never shows the text, so a logged form or a failed test cannot leak it.
+#[derive(Clone, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(transparent)]
+pub struct SecretText(String);
+
+impl SecretText {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for SecretText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.is_empty() {
+            f.write_str("SecretText(none)")
+        } else {
+            f.write_str("SecretText(redacted)")
+        }
+    }
+}
+
+impl From<&str> for SecretText {
+    fn from(text: &str) -> SecretText {
+        SecretText(text.to_string())
+    }
+}
+
+impl From<String> for SecretText {
+    fn from(text: String) -> SecretText {
+        SecretText(text)
+    }
+}
 
 /// Seals and opens secrets with the deployment's key, when it has one.
 #[derive(Clone)]
@@ -106,6 +154,11 @@ impl SecretBox {
             return Ok(None);
         };
         if let Some(variable) = stored.strip_prefix(ENV_PREFIX) {
+            if !allowed_variable(variable) {
+                return Err(format!(
+                    "only variables named {ENDPOINT_KEY_VARIABLE_PREFIX}… may hold endpoint keys"
+                ));
+            }
             return std::env::var(variable).map(Some).map_err(|_| {
                 format!("the environment variable {variable} holding this secret is not set in this process")
             });
@@ -124,16 +177,12 @@ impl SecretBox {
             return Ok(None);
         }
         if let Some(variable) = typed.strip_prefix(ENV_PREFIX) {
-            let valid = !variable.is_empty()
-                && variable.len() <= 128
-                && variable
-                    .bytes()
-                    .all(|byte| byte.is_ascii_alphanumeric() || byte == b'_')
-                && !variable.as_bytes()[0].is_ascii_digit();
-            return if valid {
+            return if allowed_variable(variable) {
                 Ok(Some(typed.to_string()))
             } else {
-                Err(format!("`{variable}` is not an environment variable name"))
+                Err(format!(
+                    "`{variable}` cannot hold an endpoint key: use a variable named {ENDPOINT_KEY_VARIABLE_PREFIX}… (upper case, digits and _), e.g. {ENDPOINT_KEY_VARIABLE_PREFIX}VLLM"
+                ))
             };
         }
         self.seal(typed).map(Some)
@@ -200,6 +249,9 @@ mod tests {
         assert!(secrets.resolve(Some(&tampered)).is_err());
         assert_eq!(describe(Some(&stored)), "stored encrypted");
         assert!(!format!("{secrets:?}").contains(&key));
+        let typed = SecretText::from("sk-live-abc123");
+        assert_eq!(format!("{typed:?}"), "SecretText(redacted)");
+        assert_eq!(typed.as_str(), "sk-live-abc123");
     }
 
     #[test]
@@ -207,22 +259,41 @@ mod tests {
         let secrets = SecretBox::without_key();
         assert_eq!(secrets.to_stored("").unwrap(), None);
         assert_eq!(
-            secrets.to_stored(" env:VLLM_KEY ").unwrap().as_deref(),
-            Some("env:VLLM_KEY")
+            secrets
+                .to_stored(" env:ARBITER_ENDPOINT_KEY_VLLM ")
+                .unwrap()
+                .as_deref(),
+            Some("env:ARBITER_ENDPOINT_KEY_VLLM")
         );
-        assert!(secrets.to_stored("env:1BAD").is_err());
-        assert!(secrets.to_stored("env:HAS-DASH").is_err());
+        // Other variables could be sent to any endpoint a researcher names: refused.
+        for refused in [
+            "env:DATABASE_URL",
+            "env:ARBITER_SECRET_KEY",
+            "env:VLLM_KEY",
+            "env:ARBITER_ENDPOINT_KEY_",
+            "env:ARBITER_ENDPOINT_KEY_A-B",
+        ] {
+            let problem = secrets.to_stored(refused).unwrap_err();
+            assert!(
+                problem.contains("ARBITER_ENDPOINT_KEY_"),
+                "{refused}: {problem}"
+            );
+        }
+        assert!(secrets
+            .resolve(Some("env:DATABASE_URL"))
+            .unwrap_err()
+            .contains("only variables"));
         // Without a key, a literal secret is refused rather than stored in clear.
         assert!(secrets
             .to_stored("sk-123")
             .unwrap_err()
             .contains("ARBITER_SECRET_KEY"));
         assert_eq!(
-            describe(Some("env:VLLM_KEY")),
-            "from the environment (VLLM_KEY)"
+            describe(Some("env:ARBITER_ENDPOINT_KEY_VLLM")),
+            "from the environment (ARBITER_ENDPOINT_KEY_VLLM)"
         );
         assert!(secrets
-            .resolve(Some("env:ARBITER_TEST_SURELY_UNSET_VARIABLE"))
+            .resolve(Some("env:ARBITER_ENDPOINT_KEY_SURELY_UNSET"))
             .unwrap_err()
             .contains("not set"));
         assert_eq!(secrets.resolve(None).unwrap(), None);

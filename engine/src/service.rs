@@ -117,9 +117,9 @@ pub struct CheckpointForm {
     pub training_run: String,
     /// Its step in that training run ('' for none): a whole number, 0 or more.
     pub training_step: String,
-    /// The endpoints' API key: '' for none, `env:NAME` for a variable in the workers'
-    /// environment, or the key itself (stored encrypted; needs `ARBITER_SECRET_KEY`).
-    pub api_key: String,
+    /// The endpoints' API key: '' for none, `env:ARBITER_ENDPOINT_KEY_…` for a variable in the
+    /// workers' environment, or the key itself (stored encrypted; needs `ARBITER_SECRET_KEY`).
+    pub api_key: crate::secrets::SecretText,
 }
 
 /// Highest price accepted, in USD per million tokens: far above any real model's, low enough
@@ -203,7 +203,7 @@ pub async fn register_checkpoint(
         ));
     }
     let api_key_ref = crate::secrets::process()
-        .to_stored(&form.api_key)
+        .to_stored(form.api_key.as_str())
         .map_err(|problem| ServiceError::Invalid(format!("the API key: {problem}")))?;
     let new = NewCheckpoint {
         api_key_ref,
@@ -636,7 +636,7 @@ pub async fn reset_password(
 }
 
 /// A team name, trimmed, or why it is not one.
-fn valid_team(team: &str) -> ServiceResult<&str> {
+pub(crate) fn valid_team(team: &str) -> ServiceResult<&str> {
     let team = team.trim();
     let valid = !team.is_empty()
         && team.len() <= 64

@@ -33,10 +33,14 @@ pub struct SuiteForm {
     pub eval_ids: Vec<i64>,
 }
 
+/// Creates a suite. Its runs are charged to `default_team` (the creator's), or to the team the
+/// form names when `may_choose_team` (leads and admins): a researcher may not bill another
+/// team or invent one for a larger fair share.
 pub async fn create_suite(
     store: &dyn Store,
     form: &SuiteForm,
     default_team: &str,
+    may_choose_team: bool,
     created_by: Option<i64>,
 ) -> ServiceResult<i64> {
     let name = form.name.trim();
@@ -71,7 +75,13 @@ pub async fn create_suite(
     }
     let team = match form.team.trim() {
         "" => default_team,
-        team => team,
+        team if team == default_team => team,
+        team if may_choose_team => service::valid_team(team)?,
+        team => {
+            return Err(ServiceError::Forbidden(format!(
+                "a suite's runs are charged to your team (`{default_team}`); only leads and admins may name `{team}`"
+            )))
+        }
     };
     Ok(store
         .create_suite(
@@ -282,7 +292,8 @@ pub struct Announcement {
     /// The endpoints' API key: `env:NAME` (a variable in the workers' environment) or the key
     /// itself (stored encrypted; needs `ARBITER_SECRET_KEY`). Never returned.
     #[serde(default, skip_serializing)]
-    pub api_key: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub api_key: Option<crate::secrets::SecretText>,
     /// Set false to register without launching its suites.
     #[serde(default)]
     pub trigger_suites: Option<bool>,
@@ -317,6 +328,9 @@ impl Announcement {
 pub struct Registered {
     pub checkpoint_id: i64,
     pub runs: Vec<TriggeredRun>,
+    /// Why its suites could not be launched (the checkpoint is registered all the same; run
+    /// them on demand).
+    pub trigger_error: Option<String>,
 }
 
 /// Registers the announced checkpoint and launches the suites it is due. The priority is
@@ -335,15 +349,32 @@ pub async fn register_announced(
         })?;
     let checkpoint_id =
         service::register_checkpoint(store, &announcement.form(), created_by).await?;
-    let runs = if announcement.trigger_suites.unwrap_or(true) {
-        trigger_new_checkpoint(store, checkpoint_id, priority, created_by).await?
-    } else {
-        Vec::new()
-    };
-    Ok(Registered {
-        checkpoint_id,
-        runs,
-    })
+    if !announcement.trigger_suites.unwrap_or(true) {
+        return Ok(Registered {
+            checkpoint_id,
+            runs: Vec::new(),
+            trigger_error: None,
+        });
+    }
+    // The checkpoint is stored: a failure to launch its suites is reported, not turned into a
+    // failed registration that a retry would then find taken.
+    Ok(
+        match trigger_new_checkpoint(store, checkpoint_id, priority, created_by).await {
+            Ok(runs) => Registered {
+                checkpoint_id,
+                runs,
+                trigger_error: None,
+            },
+            Err(err) => {
+                tracing::error!(checkpoint = checkpoint_id, error = %err, "suites not launched for a new checkpoint");
+                Registered {
+                    checkpoint_id,
+                    runs: Vec::new(),
+                    trigger_error: Some(format!("{err}; run its suites on demand")),
+                }
+            }
+        },
+    )
 }
 
 #[cfg(test)]

@@ -39,20 +39,27 @@ const LONGEST_RETRY_MS: i64 = 3_600_000;
 /// How long a claimed delivery is this sender's before another may try it.
 const CLAIM_MS: i64 = 60_000;
 const SEND_TIMEOUT: Duration = Duration::from_secs(10);
-/// Events are queued only once they are this old, so that a run finished by a transaction
-/// still committing elsewhere is not skipped by a cursor that has moved past it.
+/// Events are queued only once they are this old, so that most runs finished by a transaction
+/// still committing elsewhere are seen on the first scan.
 const SETTLE_MS: i64 = 5_000;
+/// Each scan also looks this far behind its cursor, for events stamped before a long commit
+/// (a million-item run's completion) became visible; already queued ones are skipped.
+const OVERLAP_MS: i64 = 10 * 60_000;
 /// Most deliveries one round sends.
 const DELIVERIES_PER_ROUND: i64 = 100;
 
 /// Checks and stores a webhook. With `sign`, a secret is made, sealed for the store and
-/// returned for the person to copy; signing needs `ARBITER_SECRET_KEY`.
+/// returned for the person to copy; signing needs `ARBITER_SECRET_KEY`. Alert events (which
+/// can name raters) go only to webhooks made by those who manage the rater pool
+/// (`may_receive_alerts`).
+#[allow(clippy::too_many_arguments)]
 pub async fn create_webhook(
     store: &dyn Store,
     secrets: &SecretBox,
     url: &str,
     events: &[String],
     sign: bool,
+    may_receive_alerts: bool,
     created_by: Option<i64>,
     now: i64,
 ) -> ServiceResult<(Webhook, Option<String>)> {
@@ -80,6 +87,11 @@ pub async fn create_webhook(
     if chosen.is_empty() {
         return Err(ServiceError::Invalid(
             "choose at least one event to send".into(),
+        ));
+    }
+    if !may_receive_alerts && chosen.iter().any(|event| event != EVENT_RUN_COMPLETED) {
+        return Err(ServiceError::Forbidden(
+            "alert events can name raters: only leads and admins may send them to a webhook".into(),
         ));
     }
     let (secret, sealed) = if sign {
@@ -168,7 +180,9 @@ fn alert_payload(alert: &Alert, event: &str, now: i64) -> String {
     .to_string()
 }
 
-/// Queues every event past each webhook's cursor; returns how many were queued.
+/// Queues every event past each webhook's cursor (and in the overlap behind it); returns how
+/// many were queued. An event whose payload cannot be built is logged and skipped, never a
+/// reason to stop the others.
 pub async fn enqueue_new_events(store: &dyn Store, now: i64) -> ServiceResult<u64> {
     let webhooks = store.webhooks().await?;
     if webhooks.is_empty() {
@@ -176,49 +190,59 @@ pub async fn enqueue_new_events(store: &dyn Store, now: i64) -> ServiceResult<u6
     }
     let upto = now - SETTLE_MS;
     let mut queued = 0;
-    for webhook in webhooks.iter().filter(|webhook| webhook.cursor_ms < upto) {
+    for webhook in &webhooks {
+        let from = (webhook.cursor_ms - OVERLAP_MS).max(webhook.created_at);
+        if from >= upto {
+            continue;
+        }
+        let known: std::collections::HashSet<String> = store
+            .webhook_event_keys(webhook.id, now - 2 * OVERLAP_MS - SETTLE_MS)
+            .await?
+            .into_iter()
+            .collect();
         let wants = |event: &str| webhook.events.iter().any(|wanted| wanted == event);
+        let mut events: Vec<(&'static str, String, ServiceResult<String>)> = Vec::new();
         if wants(EVENT_RUN_COMPLETED) {
-            for run_id in store.runs_finished_between(webhook.cursor_ms, upto).await? {
-                let payload = run_payload(store, run_id, now).await?;
-                queued += u64::from(
-                    store
-                        .enqueue_delivery(
-                            webhook.id,
-                            EVENT_RUN_COMPLETED,
-                            &format!("{EVENT_RUN_COMPLETED}:{run_id}"),
-                            &payload,
-                            now,
-                        )
-                        .await?,
-                );
+            for run_id in store.runs_finished_between(from, upto).await? {
+                let key = format!("{EVENT_RUN_COMPLETED}:{run_id}");
+                if !known.contains(&key) {
+                    events.push((
+                        EVENT_RUN_COMPLETED,
+                        key,
+                        run_payload(store, run_id, now).await,
+                    ));
+                }
             }
         }
         if wants(EVENT_ALERT_RAISED) || wants(EVENT_ALERT_RESOLVED) {
-            for alert in store
-                .alerts_changed_between(webhook.cursor_ms, upto)
-                .await?
-            {
-                let in_window = |at: i64| at > webhook.cursor_ms && at <= upto;
-                let mut events = Vec::new();
+            for alert in store.alerts_changed_between(from, upto).await? {
+                let in_window = |at: i64| at > from && at <= upto;
+                let mut kinds = Vec::new();
                 if wants(EVENT_ALERT_RAISED) && in_window(alert.created_at) {
-                    events.push(EVENT_ALERT_RAISED);
+                    kinds.push(EVENT_ALERT_RAISED);
                 }
                 if wants(EVENT_ALERT_RESOLVED) && alert.resolved_at.is_some_and(in_window) {
-                    events.push(EVENT_ALERT_RESOLVED);
+                    kinds.push(EVENT_ALERT_RESOLVED);
                 }
-                for event in events {
+                for event in kinds {
+                    let key = format!("{event}:{}", alert.id);
+                    if !known.contains(&key) {
+                        events.push((event, key, Ok(alert_payload(&alert, event, now))));
+                    }
+                }
+            }
+        }
+        for (event, key, payload) in events {
+            match payload {
+                Ok(payload) => {
                     queued += u64::from(
                         store
-                            .enqueue_delivery(
-                                webhook.id,
-                                event,
-                                &format!("{event}:{}", alert.id),
-                                &alert_payload(&alert, event, now),
-                                now,
-                            )
+                            .enqueue_delivery(webhook.id, event, &key, &payload, now)
                             .await?,
                     );
+                }
+                Err(err) => {
+                    tracing::warn!(webhook = webhook.id, event = %key, error = %err, "webhook event skipped: its payload could not be built");
                 }
             }
         }
@@ -252,7 +276,11 @@ pub async fn deliver_due(
         return Ok(round);
     }
     let webhooks = store.webhooks().await?;
+    let round_started = std::time::Instant::now();
     for delivery in due {
+        // A round may take minutes (100 deliveries at up to 10 s): each delivery's lease,
+        // signature time and backoff count from its own moment, not the round's start.
+        let now = now + round_started.elapsed().as_millis() as i64;
         if !store
             .claim_delivery(delivery.id, delivery.next_attempt_at, now + CLAIM_MS)
             .await?

@@ -11,7 +11,7 @@ use arbiter_engine::sim::SimConfig;
 use common::*;
 
 const KEY: &str = "sk-test-2f8c1e";
-const VARIABLE: &str = "ARBITER_TEST_ENDPOINT_KEY";
+const VARIABLE: &str = "ARBITER_ENDPOINT_KEY_TEST";
 
 #[tokio::test]
 async fn keys_from_the_environment_reach_the_endpoint_and_are_never_stored_in_clear() {
@@ -49,6 +49,22 @@ async fn keys_from_the_environment_reach_the_endpoint_and_are_never_stored_in_cl
     let with_key = service::register_checkpoint(
         store.as_ref(),
         &register("with-key", &endpoint, &format!("env:{VARIABLE}")),
+        None,
+    )
+    .await
+    .unwrap();
+    // The endpoint's key is set once: another checkpoint there may not swap it for everyone.
+    let swap = service::register_checkpoint(
+        store.as_ref(),
+        &register("swap", &endpoint, "env:ARBITER_ENDPOINT_KEY_OTHER"),
+        None,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(swap.status_code(), 409, "{swap}");
+    service::register_checkpoint(
+        store.as_ref(),
+        &register("same-endpoint", &endpoint, ""),
         None,
     )
     .await
@@ -136,9 +152,9 @@ async fn keys_from_the_environment_reach_the_endpoint_and_are_never_stored_in_cl
         )
         .await
         .unwrap();
-    assert_eq!(stored.as_deref(), Some("env:ARBITER_TEST_ENDPOINT_KEY"));
+    assert_eq!(stored.as_deref(), Some("env:ARBITER_ENDPOINT_KEY_TEST"));
     assert_eq!(
         arbiter_engine::secrets::describe(stored.as_deref()),
-        "from the environment (ARBITER_TEST_ENDPOINT_KEY)"
+        "from the environment (ARBITER_ENDPOINT_KEY_TEST)"
     );
 }

@@ -244,7 +244,7 @@ fn arbitrary_announcements_register_or_explain_and_refusals_store_nothing() {
             ".{0,8}"
         ]),
         prop::option::of(prop_oneof![
-            Just("env:OK_NAME".to_string()),
+            Just("env:ARBITER_ENDPOINT_KEY_OK".to_string()),
             Just("env:1bad".to_string()),
             ".{0,12}"
         ]),
@@ -260,7 +260,7 @@ fn arbitrary_announcements_register_or_explain_and_refusals_store_nothing() {
                     training_run,
                     training_step,
                     decision,
-                    api_key,
+                    api_key: api_key.map(Into::into),
                     ..Announcement::default()
                 };
                 let before = runtime.block_on(store.list_checkpoints()).unwrap().len();

@@ -433,7 +433,7 @@ async fn new_checkpoints_trigger_tiered_suites_from_the_api_or_a_watched_folder(
         (form("x", "full", Some(-1), vec![smoke_eval]), "every"),
         (form("x", "smoke", None, vec![]), "evals"),
     ] {
-        let refused = triggers::create_suite(store, &bad, "default", None)
+        let refused = triggers::create_suite(store, &bad, "default", false, None)
             .await
             .unwrap_err();
         assert!(refused.to_string().contains(words), "{refused}");
@@ -442,6 +442,7 @@ async fn new_checkpoints_trigger_tiered_suites_from_the_api_or_a_watched_folder(
         store,
         &form("x", "smoke", None, vec![smoke_eval, 999]),
         "default",
+        false,
         None,
     )
     .await
@@ -453,6 +454,7 @@ async fn new_checkpoints_trigger_tiered_suites_from_the_api_or_a_watched_folder(
         store,
         &form("smoke", "smoke", None, vec![smoke_eval]),
         &researcher.team,
+        false,
         Some(researcher.id),
     )
     .await
@@ -461,14 +463,40 @@ async fn new_checkpoints_trigger_tiered_suites_from_the_api_or_a_watched_folder(
         store,
         &form("full", "full", Some(2), vec![full_eval]),
         "default",
+        false,
         None,
     )
     .await
     .unwrap();
+    // Researchers charge suites to their own team; leads may name another (a valid name).
+    let other_team = SuiteForm {
+        team: "vision".into(),
+        ..form("other-team", "smoke", None, vec![smoke_eval])
+    };
+    let refused = triggers::create_suite(store, &other_team, "default", false, None)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.status_code(), 403, "{refused}");
+    let bad_name = SuiteForm {
+        team: "no spaces!".into(),
+        ..other_team.clone()
+    };
+    assert_eq!(
+        triggers::create_suite(store, &bad_name, "default", true, None)
+            .await
+            .unwrap_err()
+            .status_code(),
+        400
+    );
+    let by_lead = triggers::create_suite(store, &other_team, "default", true, None)
+        .await
+        .unwrap();
+    assert!(store.delete_suite(by_lead).await.unwrap());
     let taken = triggers::create_suite(
         store,
         &form("full", "smoke", None, vec![smoke_eval]),
         "default",
+        false,
         None,
     )
     .await
@@ -649,17 +677,25 @@ async fn webhooks_deliver_signed_events_with_retries_and_give_up_in_the_end(stor
         (url.as_str(), events(&["run.exploded"])),
         (url.as_str(), events(&[])),
     ] {
-        assert!(
-            create_webhook(store, &secrets, bad_url, &bad_events, false, None, start)
-                .await
-                .is_err()
-        );
+        assert!(create_webhook(
+            store,
+            &secrets,
+            bad_url,
+            &bad_events,
+            false,
+            true,
+            None,
+            start
+        )
+        .await
+        .is_err());
     }
     let unsigned_needs_key = create_webhook(
         store,
         &SecretBox::without_key(),
         &url,
         &events(&["run.completed"]),
+        true,
         true,
         None,
         start,
@@ -669,6 +705,35 @@ async fn webhooks_deliver_signed_events_with_retries_and_give_up_in_the_end(stor
     assert!(unsigned_needs_key
         .to_string()
         .contains("ARBITER_SECRET_KEY"));
+    // Alert events can name raters: only those who manage the pool may subscribe to them.
+    let researcher_alerts = create_webhook(
+        store,
+        &secrets,
+        &url,
+        &events(&["alert.raised"]),
+        false,
+        false,
+        None,
+        start,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(researcher_alerts.status_code(), 403);
+    create_webhook(
+        store,
+        &secrets,
+        &url,
+        &events(&["run.completed"]),
+        false,
+        false,
+        None,
+        start,
+    )
+    .await
+    .unwrap();
+    for hook in store.webhooks().await.unwrap() {
+        assert!(store.delete_webhook(hook.id).await.unwrap());
+    }
     assert!(store.webhooks().await.unwrap().is_empty());
 
     let (hook, secret) = create_webhook(
@@ -676,6 +741,7 @@ async fn webhooks_deliver_signed_events_with_retries_and_give_up_in_the_end(stor
         &secrets,
         &url,
         &events(&["run.completed", "alert.raised"]),
+        true,
         true,
         None,
         start,
@@ -700,6 +766,7 @@ async fn webhooks_deliver_signed_events_with_retries_and_give_up_in_the_end(stor
         &format!("http://127.0.0.1:{dead_port}/x"),
         &events(&["run.completed"]),
         false,
+        true,
         None,
         start,
     )

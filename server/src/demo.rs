@@ -177,6 +177,7 @@ pub async fn seed(store: &dyn Store, sim_base_url: &str) -> anyhow::Result<DemoS
             eval_ids: vec![eval_id],
         },
         "default",
+        true,
         lead,
     )
     .await?;

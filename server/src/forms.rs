@@ -51,13 +51,17 @@ pub async fn login(
     headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Response {
+    // Every X-Forwarded-For line, in order: proxies may append a line rather than an entry.
     let forwarded_for = headers
-        .get("x-forwarded-for")
-        .and_then(|value| value.to_str().ok());
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .collect::<Vec<_>>()
+        .join(",");
     let client = client.map(|Extension(ConnectInfo(address))| {
         arbiter_engine::login_throttle::client_address(
             address.ip(),
-            forwarded_for,
+            Some(forwarded_for.as_str()).filter(|text| !text.is_empty()),
             throttle.trusted_proxies(),
         )
     });

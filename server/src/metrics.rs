@@ -69,10 +69,26 @@ fn family(
     registry.register(name, help, family);
 }
 
+/// A label value escaped as the exposition format requires (the client library writes values
+/// as given), so that a team or eval name with a quote or a line break cannot break the
+/// scrape or forge a series.
+fn escaped(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 fn label(pairs: &[(&str, &str)]) -> Labels {
     pairs
         .iter()
-        .map(|(key, value)| (key.to_string(), value.to_string()))
+        .map(|(key, value)| (key.to_string(), escaped(value)))
         .collect()
 }
 
@@ -301,5 +317,35 @@ pub async fn metrics(State(state): State<AppState>, request: axum::extract::Requ
             err.to_string(),
         )
         .into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_cannot_break_the_exposition_format() {
+        assert_eq!(escaped(r#"a"b"#), r#"a\"b"#);
+        assert_eq!(escaped("a\nb"), "a\\nb");
+        assert_eq!(escaped(r"a\b"), r"a\\b");
+        let rendered = {
+            let mut registry = Registry::default();
+            family(
+                &mut registry,
+                "cost",
+                "spending",
+                [(label(&[("team", "x\"} 1\nforged_metric 99\n")]), 1.0)],
+            );
+            let mut text = String::new();
+            encode(&mut text, &registry).unwrap();
+            text
+        };
+        assert!(
+            !rendered
+                .lines()
+                .any(|line| line.starts_with("forged_metric")),
+            "{rendered}"
+        );
     }
 }

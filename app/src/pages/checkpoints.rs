@@ -52,8 +52,8 @@ pub fn CheckpointsPage() -> impl IntoView {
                             <label>"USD per million completion tokens" <input name="options[output_usd_per_mtok]" type="number" min="0" step="any" placeholder="0"/></label>
                         </div>
                         <label>
-                            "API key (env:VARIABLE to read it from the workers' environment, or the key itself: stored encrypted, never shown again)"
-                            <input name="options[api_key]" type="password" autocomplete="off" placeholder="env:VLLM_API_KEY"/>
+                            "API key (env:ARBITER_ENDPOINT_KEY_NAME to read it from the workers' environment, or the key itself: stored encrypted, never shown again)"
+                            <input name="options[api_key]" type="password" autocomplete="off" placeholder="env:ARBITER_ENDPOINT_KEY_VLLM"/>
                         </label>
                         <label>
                             "Fallback checkpoint (tried once when retries run out)"

@@ -296,6 +296,8 @@ pub trait OpsStore: Send + Sync + 'static {
         payload: &str,
         now: i64,
     ) -> StoreResult<bool>;
+    /// Event keys of the webhook's deliveries queued after `since`.
+    async fn webhook_event_keys(&self, webhook_id: i64, since: i64) -> StoreResult<Vec<String>>;
     async fn due_deliveries(&self, now: i64, limit: i64) -> StoreResult<Vec<DueDelivery>>;
     /// Takes a due delivery for this sender until `lease_until`; false when another took it.
     async fn claim_delivery(
@@ -311,10 +313,12 @@ pub trait OpsStore: Send + Sync + 'static {
         now: i64,
     ) -> StoreResult<()>;
     async fn recent_deliveries(&self, limit: i64) -> StoreResult<Vec<DeliveryRecord>>;
+    /// Deletes finished (delivered or given up) deliveries queued before `before`.
+    async fn prune_webhook_deliveries(&self, before: i64) -> StoreResult<u64>;
 
     // Retention.
-    /// Finished (or cancelled) runs last active before `before` whose raw answers are still
-    /// stored, oldest first.
+    /// Completed runs finished before `before` whose raw answers are still stored, oldest
+    /// first. (Cancelled runs can be resumed, so they are kept.)
     async fn runs_with_raw_before(&self, before: i64, limit: i64) -> StoreResult<Vec<i64>>;
     /// Removes one run's answer texts, logprobs and cache entries, keeping its verdicts,
     /// tallies and snapshot; logprobs a run last active at or after `keep_users_after` still
@@ -325,12 +329,14 @@ pub trait OpsStore: Send + Sync + 'static {
         keep_users_after: i64,
         now: i64,
     ) -> StoreResult<RawPurge>;
-    /// Finished or cancelled runs last active before `before`, oldest first.
+    /// Completed runs finished before `before`, oldest first.
     async fn runs_finished_before(&self, before: i64, limit: i64) -> StoreResult<Vec<i64>>;
-    /// Whether another run's cached answers read this run's generations.
-    async fn run_answers_in_use(&self, run_id: i64) -> StoreResult<bool>;
-    /// Deletes a run and everything recorded for it (annotations, grades, answers, tallies,
-    /// snapshot, decisions); rows deleted. One transaction.
+    /// Whether another run's cached answers read this run's generations, or a promotion
+    /// decision ties it to a run that has not expired (finished at or after `expired_before`).
+    async fn run_in_use(&self, run_id: i64, expired_before: i64) -> StoreResult<bool>;
+    /// Deletes a completed run and everything recorded for it (annotations, grades, answers,
+    /// tallies, snapshot, decisions); rows deleted (0 when it is no longer completed). One
+    /// transaction.
     async fn delete_run(&self, run_id: i64) -> StoreResult<u64>;
 
     /// The content hash of a watched announcement already handled.

@@ -567,6 +567,27 @@ macro_rules! ops_sql {
                     == 1)
             }
 
+            async fn prune_webhook_deliveries(&self, before: i64) -> $crate::store::StoreResult<u64> {
+                Ok(sqlx::query(
+                    "DELETE FROM webhook_deliveries WHERE created_at < $1 \
+                     AND (delivered_at IS NOT NULL OR failed_at IS NOT NULL)",
+                )
+                .bind(before)
+                .execute(&self.writer)
+                .await?
+                .rows_affected())
+            }
+
+            async fn webhook_event_keys(&self, webhook_id: i64, since: i64) -> $crate::store::StoreResult<Vec<String>> {
+                Ok(sqlx::query_scalar(
+                    "SELECT event_key FROM webhook_deliveries WHERE webhook_id = $1 AND created_at > $2",
+                )
+                .bind(webhook_id)
+                .bind(since)
+                .fetch_all(&self.pool)
+                .await?)
+            }
+
             async fn due_deliveries(&self, now: i64, limit: i64) -> $crate::store::StoreResult<Vec<$crate::store::DueDelivery>> {
                 let rows: Vec<(i64, i64, String, String, i64, i64)> = sqlx::query_as(
                     "SELECT id, webhook_id, event, payload, attempts, next_attempt_at FROM webhook_deliveries \
@@ -643,8 +664,8 @@ macro_rules! ops_sql {
 
             async fn runs_with_raw_before(&self, before: i64, limit: i64) -> $crate::store::StoreResult<Vec<i64>> {
                 Ok(sqlx::query_scalar(
-                    "SELECT id FROM runs WHERE status IN ('completed', 'cancelled') AND raw_purged_at IS NULL \
-                     AND COALESCE(finished_at, created_at) < $1 ORDER BY COALESCE(finished_at, created_at), id LIMIT $2",
+                    "SELECT id FROM runs WHERE status = 'completed' AND raw_purged_at IS NULL \
+                     AND finished_at < $1 ORDER BY finished_at, id LIMIT $2",
                 )
                 .bind(before)
                 .bind(limit)
@@ -663,7 +684,7 @@ macro_rules! ops_sql {
                 // Logprobs that a recent run's cache hit still points at stay.
                 let in_use = "EXISTS (SELECT 1 FROM generations u JOIN work_items uw ON uw.id = u.work_item_id \
                     JOIN runs ur ON ur.id = uw.run_id WHERE u.source_work_item_id = generation_logprobs.work_item_id \
-                    AND uw.run_id <> $1 AND (ur.status NOT IN ('completed', 'cancelled') OR COALESCE(ur.finished_at, ur.created_at) >= $2))";
+                    AND uw.run_id <> $1 AND (ur.status <> 'completed' OR ur.finished_at >= $2))";
                 let logprobs_kept_in_use: i64 = sqlx::query_scalar(&format!(
                     "SELECT COUNT(*) FROM generation_logprobs WHERE work_item_id IN ({OF_RUN}) AND {in_use}"
                 ))
@@ -702,8 +723,8 @@ macro_rules! ops_sql {
 
             async fn runs_finished_before(&self, before: i64, limit: i64) -> $crate::store::StoreResult<Vec<i64>> {
                 Ok(sqlx::query_scalar(
-                    "SELECT id FROM runs WHERE status IN ('completed', 'cancelled') \
-                     AND COALESCE(finished_at, created_at) < $1 ORDER BY COALESCE(finished_at, created_at), id LIMIT $2",
+                    "SELECT id FROM runs WHERE status = 'completed' \
+                     AND finished_at < $1 ORDER BY finished_at, id LIMIT $2",
                 )
                 .bind(before)
                 .bind(limit)
@@ -711,12 +732,17 @@ macro_rules! ops_sql {
                 .await?)
             }
 
-            async fn run_answers_in_use(&self, run_id: i64) -> $crate::store::StoreResult<bool> {
+            async fn run_in_use(&self, run_id: i64, expired_before: i64) -> $crate::store::StoreResult<bool> {
                 Ok(sqlx::query_scalar(
                     "SELECT EXISTS (SELECT 1 FROM generations u JOIN work_items uw ON uw.id = u.work_item_id \
-                     JOIN work_items sw ON sw.id = u.source_work_item_id WHERE sw.run_id = $1 AND uw.run_id <> $1)",
+                     JOIN work_items sw ON sw.id = u.source_work_item_id WHERE sw.run_id = $1 AND uw.run_id <> $1) \
+                     OR EXISTS (SELECT 1 FROM promotion_decisions d JOIN runs o \
+                       ON o.id = CASE WHEN d.baseline_run_id = $1 THEN d.candidate_run_id ELSE d.baseline_run_id END \
+                       WHERE (d.baseline_run_id = $1 OR d.candidate_run_id = $1) \
+                       AND (o.status <> 'completed' OR o.finished_at >= $2))",
                 )
                 .bind(run_id)
+                .bind(expired_before)
                 .fetch_one(&self.pool)
                 .await?)
             }
@@ -748,6 +774,14 @@ macro_rules! ops_sql {
                     "DELETE FROM runs WHERE id = $1".to_string(),
                 ];
                 let mut tx = self.writer.begin().await?;
+                // A run resumed since it was chosen is no longer expired.
+                let status: Option<String> = sqlx::query_scalar("SELECT status FROM runs WHERE id = $1")
+                    .bind(run_id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                if status.as_deref() != Some("completed") {
+                    return Ok(0);
+                }
                 let mut deleted = 0;
                 for statement in &statements {
                     deleted += sqlx::query(statement).bind(run_id).execute(&mut *tx).await?.rows_affected();

@@ -273,11 +273,28 @@ macro_rules! sql_store {
                             .await?;
                     }
                     if let Some(key) = &new.api_key_ref {
-                        sqlx::query("UPDATE endpoints SET api_key_ref = $1 WHERE base_url = $2")
-                            .bind(key)
-                            .bind(url)
-                            .execute(&mut *tx)
-                            .await?;
+                        // An endpoint's key is set once: a later checkpoint on the same
+                        // endpoint may not swap it for every checkpoint already using it.
+                        let existing: Option<Option<String>> =
+                            sqlx::query_scalar("SELECT api_key_ref FROM endpoints WHERE base_url = $1")
+                                .bind(url)
+                                .fetch_optional(&mut *tx)
+                                .await?;
+                        match existing.flatten() {
+                            Some(existing) if existing != *key => {
+                                return Err(StoreError::Conflict(format!(
+                                    "the endpoint {url} already has an API key; register this checkpoint without one to use it"
+                                )));
+                            }
+                            Some(_) => {}
+                            None => {
+                                sqlx::query("UPDATE endpoints SET api_key_ref = $1 WHERE base_url = $2")
+                                    .bind(key)
+                                    .bind(url)
+                                    .execute(&mut *tx)
+                                    .await?;
+                            }
+                        }
                     }
                     let id: i64 = sqlx::query_scalar("SELECT id FROM endpoints WHERE base_url = $1")
                         .bind(url)

@@ -185,7 +185,14 @@ pub async fn create_suite(
     ApiJson(form): ApiJson<SuiteForm>,
 ) -> ApiResult<(StatusCode, Json<Suite>)> {
     let user = caller.require(Permission::ManageEvals)?;
-    let id = triggers::create_suite(state.store.as_ref(), &form, &user.team, Some(user.id)).await?;
+    let id = triggers::create_suite(
+        state.store.as_ref(),
+        &form,
+        &user.team,
+        user.role.can(Permission::ManageUsers),
+        Some(user.id),
+    )
+    .await?;
     let suite = state
         .store
         .suites()
@@ -376,6 +383,7 @@ pub async fn create_webhook(
         &request.url,
         &request.events,
         request.sign,
+        user.role.can(Permission::ManageUsers),
         Some(user.id),
         arbiter_engine::store::now_ms(),
     )
