@@ -131,21 +131,16 @@ pub async fn run_watch(
     store: Arc<dyn Store>,
     path: PathBuf,
     interval: Duration,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     tracing::info!(path = %path.display(), "watching for checkpoint announcements");
-    loop {
-        if let Err(err) = scan_once(store.as_ref(), &path).await {
+    let (store, path) = (store.as_ref(), path.as_path());
+    crate::periodic::every(interval, shutdown, move || async move {
+        if let Err(err) = scan_once(store, path).await {
             tracing::warn!(error = %err, "checkpoint watch scan failed");
         }
-        tokio::select! {
-            _ = tokio::time::sleep(interval) => {}
-            _ = shutdown.changed() => {}
-        }
-        if *shutdown.borrow() {
-            return;
-        }
-    }
+    })
+    .await;
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ pub mod logprobs;
 pub mod mail;
 pub mod manifest;
 pub mod model_client;
+pub mod periodic;
 pub mod policies;
 pub mod queue_health;
 pub mod report;

@@ -309,22 +309,17 @@ pub async fn run_monitor(
     store: Arc<dyn Store>,
     mailer: Arc<Mailer>,
     interval: Duration,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
-    loop {
-        match monitor_once(store.as_ref(), &mailer, crate::store::now_ms()).await {
+    let (store, mailer) = (store.as_ref(), mailer.as_ref());
+    crate::periodic::every(interval, shutdown, move || async move {
+        match monitor_once(store, mailer, crate::store::now_ms()).await {
             Ok(round) if round != MonitorRound::default() => {
                 tracing::info!(?round, "queue monitor round");
             }
             Ok(_) => {}
             Err(err) => tracing::warn!(error = %err, "queue monitor round failed"),
         }
-        tokio::select! {
-            _ = tokio::time::sleep(interval) => {}
-            _ = shutdown.changed() => {}
-        }
-        if *shutdown.borrow() {
-            return;
-        }
-    }
+    })
+    .await;
 }

@@ -231,10 +231,11 @@ pub async fn run_retention(
         _ = tokio::time::sleep(FIRST_ROUND_AFTER) => {}
         _ = shutdown.changed() => return,
     }
-    loop {
+    let store = store.as_ref();
+    crate::periodic::every(interval, shutdown, move || async move {
         let outcome = async {
-            let policy = policy(store.as_ref()).await?;
-            enforce(store.as_ref(), policy, crate::store::now_ms()).await
+            let policy = policy(store).await?;
+            enforce(store, policy, crate::store::now_ms()).await
         }
         .await;
         match outcome {
@@ -244,14 +245,8 @@ pub async fn run_retention(
             Ok(_) => {}
             Err(err) => tracing::warn!(error = %err, "retention round failed"),
         }
-        tokio::select! {
-            _ = tokio::time::sleep(interval) => {}
-            _ = shutdown.changed() => {}
-        }
-        if *shutdown.borrow() {
-            return;
-        }
-    }
+    })
+    .await;
 }
 
 #[cfg(test)]

@@ -369,25 +369,20 @@ pub async fn run_webhooks(
     store: Arc<dyn Store>,
     secrets: SecretBox,
     interval: Duration,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
-    let http = reqwest::Client::new();
-    loop {
-        match deliver_due(store.as_ref(), &secrets, &http, crate::store::now_ms()).await {
+    let http = &reqwest::Client::new();
+    let (store, secrets) = (store.as_ref(), &secrets);
+    crate::periodic::every(interval, shutdown, move || async move {
+        match deliver_due(store, secrets, http, crate::store::now_ms()).await {
             Ok(round) if round != DeliveryRound::default() => {
                 tracing::info!(?round, "webhook round");
             }
             Ok(_) => {}
             Err(err) => tracing::warn!(error = %err, "webhook round failed"),
         }
-        tokio::select! {
-            _ = tokio::time::sleep(interval) => {}
-            _ = shutdown.changed() => {}
-        }
-        if *shutdown.borrow() {
-            return;
-        }
-    }
+    })
+    .await;
 }
 
 #[cfg(test)]
