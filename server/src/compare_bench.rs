@@ -174,6 +174,20 @@ async fn one_backend(backend: &str, url: &str, items: usize) -> anyhow::Result<(
         flaky.prompts.len(),
         flaky.prompts.first().map_or(0, |p| p.record.flips)
     );
+    // The System page and /metrics over every answer of both runs, all in the last hour: the
+    // worst case of the health figures (one grouped scan of the hour, one join over the day).
+    let started = Instant::now();
+    let health = arbiter_engine::health::system_health(store, arbiter_engine::store::now_ms())
+        .await
+        .map_err(|err| anyhow::anyhow!("system health: {err}"))?;
+    println!(
+        "system health over {} answers in the last hour: {:.0} ms — p99 about {:.0} ms, spending rows {}, queue {}",
+        health.last_hour.answers,
+        started.elapsed().as_secs_f64() * 1000.0,
+        health.p99_latency_ms.unwrap_or(0.0),
+        health.costs_last_day.len(),
+        health.queue_depth
+    );
     let (peak, current, _, _) = crate::bench::memory_mib();
     if peak_was_reset {
         println!(
