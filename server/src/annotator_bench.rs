@@ -233,7 +233,8 @@ async fn annotate(
     Ok((claims, submits))
 }
 
-fn percentile(values: &mut [f64], quantile: f64) -> f64 {
+/// The value at `quantile` of `values` (sorted in place), nearest rank; NaN when empty.
+pub(crate) fn percentile(values: &mut [f64], quantile: f64) -> f64 {
     if values.is_empty() {
         return f64::NAN;
     }

@@ -250,14 +250,6 @@ async fn launcher(
     launched
 }
 
-fn percentile(values: &mut [f64], quantile: f64) -> f64 {
-    if values.is_empty() {
-        return f64::NAN;
-    }
-    values.sort_by(f64::total_cmp);
-    values[((values.len() - 1) as f64 * quantile).round() as usize]
-}
-
 pub async fn run(minutes: u64) -> anyhow::Result<()> {
     println!("== soak: the demo under mixed load for {minutes} min on loopback (SQLite)");
     let directory = tempfile::tempdir()?;
@@ -394,8 +386,8 @@ pub async fn run(minutes: u64) -> anyhow::Result<()> {
         println!(
             "{kind:<28} {:>8} {:>9.1} {:>9.1} {failed:>9}",
             latencies.len(),
-            percentile(latencies, 0.5),
-            percentile(latencies, 0.99)
+            crate::annotator_bench::percentile(latencies, 0.5),
+            crate::annotator_bench::percentile(latencies, 0.99)
         );
     }
     let after_warm_up: Vec<f64> = memory

@@ -120,26 +120,14 @@ pub fn chart_buckets(buckets: &[i64]) -> Vec<u64> {
     folded
 }
 
-/// Least-squares slope of queue depth over the last hour of samples, per hour.
+/// Least-squares slope of queue depth over the last hour of samples (oldest first), per hour.
 fn queue_change_per_hour(samples: &[HealthSample], now: i64) -> Option<f64> {
-    let window: Vec<&HealthSample> = samples
-        .iter()
-        .filter(|sample| sample.taken_at > now - HOUR_MS)
-        .collect();
+    let window = &samples[samples.partition_point(|sample| sample.taken_at <= now - HOUR_MS)..];
     let span = window.last()?.taken_at - window.first()?.taken_at;
     if window.len() < 3 || span < HOUR_MS / 2 {
         return None;
     }
-    let n = window.len() as f64;
-    let mean_t = window.iter().map(|s| s.taken_at as f64).sum::<f64>() / n;
-    let mean_d = window.iter().map(|s| s.queue_depth as f64).sum::<f64>() / n;
-    let (mut covariance, mut variance) = (0.0, 0.0);
-    for sample in &window {
-        let dt = sample.taken_at as f64 - mean_t;
-        covariance += dt * (sample.queue_depth as f64 - mean_d);
-        variance += dt * dt;
-    }
-    (variance > 0.0).then(|| covariance / variance * HOUR_MS as f64)
+    rules::queue_slope(window).map(|per_ms| per_ms * HOUR_MS as f64)
 }
 
 /// The alert rules as stored (defaults where unset).
@@ -279,27 +267,31 @@ pub async fn check_rules(
     now: i64,
     report: &QueueReport,
 ) -> ServiceResult<RulesRound> {
-    let health = system_health_with(store, now, report).await?;
+    let mut health = system_health_with(store, now, report).await?;
+    let sample = HealthSample {
+        taken_at: now,
+        queue_depth: health.queue_depth,
+        claimed: health.claimed,
+        answers_last_hour: health.last_hour.answers,
+        errors_last_hour: health.last_hour.errors,
+        p99_latency_ms: health.p99_latency_ms.map(|ms| ms.round() as i64),
+        live_workers: health.live_workers as i64,
+    };
     store
-        .record_health_sample(
-            &HealthSample {
-                taken_at: now,
-                queue_depth: health.queue_depth,
-                claimed: health.claimed,
-                answers_last_hour: health.last_hour.answers,
-                errors_last_hour: health.last_hour.errors,
-                p99_latency_ms: health.p99_latency_ms.map(|ms| ms.round() as i64),
-                live_workers: health.live_workers as i64,
-            },
-            now - SAMPLES_KEPT_MS,
-        )
+        .record_health_sample(&sample, now - SAMPLES_KEPT_MS)
         .await?;
-    // The trend rule needs samples beyond the day the page shows.
+    // The trend rule reads the day of samples already read for the page, and this round's;
+    // only a growth period longer than that day needs the older ones from the store.
     let longest = health.rules.queue_growth_minutes.unwrap_or(0) * 60_000;
     let samples = if longest + 5 * 60_000 > SAMPLES_SHOWN_MS {
         store.health_samples(now - longest - 5 * 60_000).await?
     } else {
-        store.health_samples(now - SAMPLES_SHOWN_MS).await?
+        let mut samples = std::mem::take(&mut health.samples);
+        // A round at the very same millisecond kept nothing new (the store ignores it).
+        if samples.last().is_none_or(|last| last.taken_at < now) {
+            samples.push(sample);
+        }
+        samples
     };
     let workers: Vec<(String, i64)> = health
         .workers

@@ -235,6 +235,21 @@ pub struct Firing {
     pub message: String,
 }
 
+/// The least-squares slope of queue depth against time (identities per millisecond) over
+/// `samples`; `None` when they do not span any time.
+pub fn queue_slope(samples: &[HealthSample]) -> Option<f64> {
+    let n = samples.len() as f64;
+    let mean_t = samples.iter().map(|s| s.taken_at as f64).sum::<f64>() / n;
+    let mean_d = samples.iter().map(|s| s.queue_depth as f64).sum::<f64>() / n;
+    let (mut covariance, mut variance) = (0.0, 0.0);
+    for sample in samples {
+        let dt = sample.taken_at as f64 - mean_t;
+        covariance += dt * (sample.queue_depth as f64 - mean_d);
+        variance += dt * dt;
+    }
+    (variance > 0.0).then(|| covariance / variance)
+}
+
 /// How the queue moved over the last `minutes`: `Some((from, to))` when it grew without
 /// draining over the whole period — samples cover it, none is empty, it ends higher than it
 /// began and its least-squares slope is upward.
@@ -253,14 +268,7 @@ pub fn queue_growth(samples: &[HealthSample], now: i64, minutes: i64) -> Option<
     if last <= first {
         return None;
     }
-    let n = window.len() as f64;
-    let mean_t = window.iter().map(|s| s.taken_at as f64).sum::<f64>() / n;
-    let mean_d = window.iter().map(|s| s.queue_depth as f64).sum::<f64>() / n;
-    let covariance: f64 = window
-        .iter()
-        .map(|s| (s.taken_at as f64 - mean_t) * (s.queue_depth as f64 - mean_d))
-        .sum();
-    (covariance > 0.0).then_some((first, last))
+    (queue_slope(window)? > 0.0).then_some((first, last))
 }
 
 fn percent(share: f64) -> String {

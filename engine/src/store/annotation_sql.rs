@@ -1381,28 +1381,31 @@ macro_rules! annotation_sql {
             Ok(resolved)
         }
 
+        /// The columns of an alert, in [`AlertRow`]'s order (also read by the webhook scan).
+        const ALERT_COLUMNS: &str = "id, kind, subject, message, created_at, updated_at, resolved_at, emailed_at";
+        type AlertRow = (i64, String, String, String, i64, i64, Option<i64>, Option<i64>);
+
+        fn alert_from_row(
+            (id, kind, subject, message, created_at, updated_at, resolved_at, emailed_at): AlertRow,
+        ) -> $crate::store::Alert {
+            $crate::store::Alert { id, kind, subject, message, created_at, updated_at, resolved_at, emailed_at }
+        }
+
         async fn list_alerts(pool: &sqlx::Pool<$db>, resolved_limit: i64) -> StoreResult<Vec<$crate::store::Alert>> {
-            const COLUMNS: &str = "id, kind, subject, message, created_at, updated_at, resolved_at, emailed_at";
-            type AlertRow = (i64, String, String, String, i64, i64, Option<i64>, Option<i64>);
             let mut rows: Vec<AlertRow> = sqlx::query_as(&format!(
-                "SELECT {COLUMNS} FROM alerts WHERE resolved_at IS NULL ORDER BY id DESC"
+                "SELECT {ALERT_COLUMNS} FROM alerts WHERE resolved_at IS NULL ORDER BY id DESC"
             ))
             .fetch_all(pool)
             .await?;
             rows.extend(
                 sqlx::query_as::<_, AlertRow>(&format!(
-                    "SELECT {COLUMNS} FROM alerts WHERE resolved_at IS NOT NULL ORDER BY resolved_at DESC, id DESC LIMIT $1"
+                    "SELECT {ALERT_COLUMNS} FROM alerts WHERE resolved_at IS NOT NULL ORDER BY resolved_at DESC, id DESC LIMIT $1"
                 ))
                 .bind(resolved_limit)
                 .fetch_all(pool)
                 .await?,
             );
-            Ok(rows
-                .into_iter()
-                .map(|(id, kind, subject, message, created_at, updated_at, resolved_at, emailed_at)| {
-                    $crate::store::Alert { id, kind, subject, message, created_at, updated_at, resolved_at, emailed_at }
-                })
-                .collect())
+            Ok(rows.into_iter().map(alert_from_row).collect())
         }
     };
 }

@@ -528,20 +528,15 @@ macro_rules! ops_sql {
             }
 
             async fn alerts_changed_between(&self, after: i64, upto: i64) -> $crate::store::StoreResult<Vec<$crate::store::Alert>> {
-                let rows: Vec<(i64, String, String, String, i64, i64, Option<i64>, Option<i64>)> = sqlx::query_as(
-                    "SELECT id, kind, subject, message, created_at, updated_at, resolved_at, emailed_at FROM alerts \
-                     WHERE (created_at > $1 AND created_at <= $2) OR (resolved_at > $1 AND resolved_at <= $2) ORDER BY id",
-                )
+                let rows: Vec<AlertRow> = sqlx::query_as(&format!(
+                    "SELECT {ALERT_COLUMNS} FROM alerts \
+                     WHERE (created_at > $1 AND created_at <= $2) OR (resolved_at > $1 AND resolved_at <= $2) ORDER BY id"
+                ))
                 .bind(after)
                 .bind(upto)
                 .fetch_all(&self.pool)
                 .await?;
-                Ok(rows
-                    .into_iter()
-                    .map(|(id, kind, subject, message, created_at, updated_at, resolved_at, emailed_at)| $crate::store::Alert {
-                        id, kind, subject, message, created_at, updated_at, resolved_at, emailed_at,
-                    })
-                    .collect())
+                Ok(rows.into_iter().map(alert_from_row).collect())
             }
 
             async fn enqueue_delivery(
