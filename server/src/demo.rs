@@ -65,10 +65,25 @@ pub fn demo_policy(cheap_judge: i64, strong_judge: i64) -> PolicyForm {
     }
 }
 
-/// What `seed` created, for the start-up banner and tests.
+/// What `seed` created, for the start-up banner, `seed_real_model` and tests.
 pub struct DemoSeed {
     pub run_ids: Vec<i64>,
+    pub dataset_id: i64,
+    pub eval_id: i64,
+    /// The simulated checkpoint the real judge's eval runs on.
+    pub answering_checkpoint_id: i64,
+    pub strong_judge_id: i64,
 }
+
+/// The bundled real model (`arbiter model serve` with SmolLM2-135M-Instruct), when present:
+/// the model name it serves, its checkpoint, and the eval it judges.
+pub const REAL_MODEL_NAME: &str = "smollm2-135m-instruct";
+pub const REAL_CHECKPOINT_NAME: &str = "smollm2/135m-instruct";
+pub const REAL_JUDGE_EVAL_NAME: &str = "qa-basic, SmolLM2 judge";
+
+/// The demo eval's prompt: the answer on a last line of its own, for exact match.
+const DEMO_PROMPT: &str =
+    "Answer the question. End your reply with a final line `Answer: <answer>`.\n\nQuestion: {input}";
 
 /// Creates the accounts, dataset, checkpoints and eval, and launches the two comparison runs.
 pub async fn seed(store: &dyn Store, sim_base_url: &str) -> anyhow::Result<DemoSeed> {
@@ -119,7 +134,7 @@ pub async fn seed(store: &dyn Store, sim_base_url: &str) -> anyhow::Result<DemoS
         &EvalForm {
             name: DEMO_EVAL_NAME.into(),
             dataset_id: revision.dataset_id,
-            prompt_template: "Answer the question. End your reply with a final line `Answer: <answer>`.\n\nQuestion: {input}".into(),
+            prompt_template: DEMO_PROMPT.into(),
             max_tokens: 128,
             temperature: 0.0,
             repetitions: 2,
@@ -181,5 +196,91 @@ pub async fn seed(store: &dyn Store, sim_base_url: &str) -> anyhow::Result<DemoS
         lead,
     )
     .await?;
-    Ok(DemoSeed { run_ids })
+    Ok(DemoSeed {
+        run_ids,
+        dataset_id: revision.dataset_id,
+        eval_id,
+        answering_checkpoint_id: checkpoint_ids[0],
+        strong_judge_id: judge_ids[1],
+    })
+}
+
+/// Adds the real model to a seeded demo: as a checkpoint answering the demo eval, and as the
+/// first judge of a second eval (with the simulated strong judge behind it) run on a simulated
+/// checkpoint. Returns the runs launched.
+pub async fn seed_real_model(
+    store: &dyn Store,
+    seeded: &DemoSeed,
+    base_url: &str,
+    model: &str,
+) -> anyhow::Result<Vec<i64>> {
+    let researcher = store
+        .find_user_credentials("researcher")
+        .await?
+        .map(|credentials| credentials.user.id);
+    let checkpoint_id = service::register_checkpoint(
+        store,
+        &CheckpointForm {
+            name: REAL_CHECKPOINT_NAME.into(),
+            endpoint_url: base_url.into(),
+            model: model.into(),
+            // Runs on this machine's CPU: nothing to pay per token.
+            input_usd_per_mtok: "0".into(),
+            output_usd_per_mtok: "0".into(),
+            ..CheckpointForm::default()
+        },
+        researcher,
+    )
+    .await?;
+    let judge_id = policies::define_judge(
+        store,
+        &JudgeForm {
+            name: "smollm2-judge".into(),
+            checkpoint_id,
+            rubric: DEFAULT_RUBRIC.into(),
+            max_tokens: 16,
+        },
+        researcher,
+    )
+    .await?
+    .id;
+    let judged_eval_id = service::define_eval(
+        store,
+        &EvalForm {
+            name: REAL_JUDGE_EVAL_NAME.into(),
+            dataset_id: seeded.dataset_id,
+            prompt_template: DEMO_PROMPT.into(),
+            max_tokens: 128,
+            temperature: 0.0,
+            repetitions: 1,
+            seed: 0,
+            grader: String::new(),
+        },
+        researcher,
+    )
+    .await?;
+    policies::save_policy(
+        store,
+        judged_eval_id,
+        &demo_policy(judge_id, seeded.strong_judge_id),
+        researcher,
+    )
+    .await?;
+    let mut run_ids = Vec::new();
+    for (eval_id, checkpoint_id) in [
+        (seeded.eval_id, checkpoint_id),
+        (judged_eval_id, seeded.answering_checkpoint_id),
+    ] {
+        let launched = service::launch_run(
+            store,
+            eval_id,
+            checkpoint_id,
+            PRIORITY_SCHEDULED,
+            "default",
+            researcher,
+        )
+        .await?;
+        run_ids.push(launched.run_id);
+    }
+    Ok(run_ids)
 }

@@ -16,6 +16,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::sync::watch;
 
+mod local_model;
+
 /// mimalloc: the dispatch path allocates many small short-lived buffers per request (HTTP
 /// bodies, JSON, SQL arguments) across threads, where it beats the system allocator.
 #[global_allocator]
@@ -138,6 +140,18 @@ enum Command {
         /// Seconds between rounds of the queue monitor (SLA escalation, alerts, email).
         #[arg(long, default_value_t = 30)]
         queue_monitor_seconds: u64,
+        /// A real model (GGUF, from scripts/fetch-model) to serve beside the simulator: one
+        /// more checkpoint and a judge. Missing file or a build without `local-model`: the
+        /// demo says so and uses only the simulator.
+        #[arg(long, env = "ARBITER_DEMO_GGUF")]
+        model_gguf: Option<PathBuf>,
+        #[arg(long, default_value = "127.0.0.1:8002")]
+        model_addr: SocketAddr,
+    },
+    /// Serve a bundled GGUF model over the OpenAI API on CPU (needs the `local-model` build).
+    Model {
+        #[command(subcommand)]
+        action: local_model::ModelAction,
     },
     /// Export runs' results: `--format csv|jsonl` to standard output or `--out FILE`;
     /// `--format parquet --out DIR` writes Hive-style partitions
@@ -445,7 +459,21 @@ async fn main() -> anyhow::Result<()> {
             data_dir,
             site_root,
             queue_monitor_seconds,
-        } => run_demo(addr, sim_addr, &data_dir, &site_root, queue_monitor_seconds).await,
+            model_gguf,
+            model_addr,
+        } => {
+            let real_model = local_model::start_for_demo(model_gguf.as_deref(), model_addr).await;
+            run_demo(
+                addr,
+                sim_addr,
+                &data_dir,
+                &site_root,
+                queue_monitor_seconds,
+                real_model,
+            )
+            .await
+        }
+        Command::Model { action } => local_model::run(action).await,
         Command::Export {
             database_url,
             runs,
@@ -714,6 +742,7 @@ async fn run_demo(
     data_dir: &std::path::Path,
     site_root: &str,
     queue_monitor_seconds: u64,
+    real_model: Option<local_model::RunningModel>,
 ) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     // A fresh database every start, so the demo always shows the same story.
@@ -734,7 +763,18 @@ async fn run_demo(
     });
     let database_url = format!("sqlite://{}", data_dir.join("demo.db").display());
     let database = open(&database_url).await?;
-    let seeded = demo::seed(database.store().as_ref(), &format!("http://{sim_addr}/v1")).await?;
+    let mut seeded =
+        demo::seed(database.store().as_ref(), &format!("http://{sim_addr}/v1")).await?;
+    if let Some(model) = &real_model {
+        let runs = demo::seed_real_model(
+            database.store().as_ref(),
+            &seeded,
+            &model.base_url,
+            &model.name,
+        )
+        .await?;
+        seeded.run_ids.extend(runs);
+    }
     let mail_dir = data_dir.join("mail");
     let mailer = Mailer::from_config(
         &format!("file:{}", mail_dir.display()),
@@ -748,6 +788,12 @@ async fn run_demo(
     println!(
         "  Simulated model endpoint (arbiter sim) at http://{sim_addr}/v1 serving {sim_models}"
     );
+    if let Some(model) = &real_model {
+        println!(
+            "  Real model (SmolLM2-135M-Instruct on CPU, arbiter model serve) at {} as `{}`",
+            model.base_url, model.name
+        );
+    }
     println!("  Database: {}", data_dir.join("demo.db").display());
     println!(
         "  Runs launched: {:?} (in-process workers are answering them now)",

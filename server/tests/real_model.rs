@@ -1,0 +1,501 @@
+//! The bundled model end to end: `arbiter model serve` runs SmolLM2-135M-Instruct on CPU, its
+//! OpenAI-compatible answers are checked field by field, and a small eval runs through
+//! Arbiter's workers against it.
+//!
+//! Floating-point sums differ between CPUs, so no test here asserts an exact answer; they
+//! assert structure (greedy decoding picks the top alternative, logprobs are log-probabilities,
+//! usage adds up, `finish_reason` says why the answer ended) and behaviour (seeds repeat,
+//! stop strings cut, streaming matches the whole answer, the queue is reported).
+//!
+//! Needs the model file: `scripts/fetch-model` puts it in the cache folder this test looks in
+//! (or set ARBITER_TEST_GGUF). Without it the test says so and passes, unless
+//! ARBITER_REQUIRE_MODEL=1, which `scripts/test` sets once it has fetched the file.
+#![cfg(feature = "local-model")]
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arbiter_engine::dispatch::{run_worker, WorkerConfig};
+use arbiter_engine::export::{export_run, ExportFormat};
+use arbiter_engine::logprobs;
+use arbiter_engine::service::{self, CheckpointForm, EvalForm};
+use arbiter_engine::store::{Database, Store, PRIORITY_SCHEDULED};
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+const MODEL: &str = "smollm2";
+
+fn model_file() -> Option<PathBuf> {
+    let path = match std::env::var_os("ARBITER_TEST_GGUF") {
+        Some(path) => PathBuf::from(path),
+        None => {
+            let cache = std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| {
+                    std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache"))
+                })?;
+            cache.join("arbiter/models/SmolLM2-135M-Instruct.Q4_1.gguf")
+        }
+    };
+    if path.is_file() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var("ARBITER_REQUIRE_MODEL").as_deref() != Ok("1"),
+        "ARBITER_REQUIRE_MODEL=1 but there is no model file at {}",
+        path.display()
+    );
+    eprintln!(
+        "skipping: no model file at {} (run scripts/fetch-model)",
+        path.display()
+    );
+    None
+}
+
+/// `arbiter model serve` as a child process, killed when dropped.
+struct ModelProcess {
+    child: Child,
+    base_url: String,
+}
+
+impl ModelProcess {
+    fn start(gguf: &PathBuf) -> ModelProcess {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_arbiter"))
+            .args(["model", "serve", "--addr", "127.0.0.1:0", "--name", MODEL])
+            .args(["--parallel", "2", "--gguf"])
+            .arg(gguf)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("arbiter starts");
+        let stdout = child.stdout.take().unwrap();
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        let base_url = line
+            .split_whitespace()
+            .find(|word| word.starts_with("http://"))
+            .unwrap_or_else(|| panic!("no address in {line:?}"))
+            .trim_end_matches(',')
+            .to_string();
+        ModelProcess { child, base_url }
+    }
+}
+
+impl Drop for ModelProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Client {
+    http: reqwest::Client,
+    base_url: String,
+}
+
+impl Client {
+    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let response = self
+            .http
+            .post(format!("{}{path}", self.base_url))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap())
+    }
+
+    async fn chat(&self, body: Value) -> Value {
+        let (status, answer) = self.post("/chat/completions", body).await;
+        assert_eq!(status, 200, "{answer}");
+        answer
+    }
+
+    async fn metrics(&self) -> String {
+        let root = self.base_url.trim_end_matches("/v1");
+        let response = self
+            .http
+            .get(format!("{root}/metrics"))
+            .send()
+            .await
+            .unwrap();
+        response.text().await.unwrap()
+    }
+}
+
+fn user(content: &str) -> Value {
+    json!([{"role": "user", "content": content}])
+}
+
+fn gauge(metrics: &str, name: &str) -> u64 {
+    metrics
+        .lines()
+        .find(|line| line.starts_with(name))
+        .and_then(|line| line.rsplit(' ').next())
+        .and_then(|value| value.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {metrics}"))
+}
+
+/// Logprobs of a chat answer: each is a log-probability, the alternatives come most likely
+/// first and number `top`, and greedy decoding chose the most likely one. The tokens' bytes
+/// spell the answer.
+fn check_chat_logprobs(choice: &Value, top: usize, greedy: bool) -> usize {
+    let content = choice["logprobs"]["content"].as_array().unwrap();
+    let mut bytes = Vec::new();
+    for token in content {
+        let logprob = token["logprob"].as_f64().unwrap();
+        assert!(logprob <= 0.0, "{token}");
+        let alternatives = token["top_logprobs"].as_array().unwrap();
+        assert_eq!(alternatives.len(), top, "{token}");
+        let values: Vec<f64> = alternatives
+            .iter()
+            .map(|alternative| alternative["logprob"].as_f64().unwrap())
+            .collect();
+        assert!(values.windows(2).all(|pair| pair[0] >= pair[1]), "{token}");
+        assert!(values.iter().all(|value| *value <= 0.0));
+        if greedy {
+            assert_eq!(alternatives[0]["token"], token["token"], "{token}");
+            assert_eq!(alternatives[0]["logprob"], token["logprob"]);
+        }
+        let token_bytes: Vec<u8> = serde_json::from_value(token["bytes"].clone()).unwrap();
+        bytes.extend(token_bytes);
+    }
+    assert_eq!(
+        String::from_utf8_lossy(&bytes),
+        choice["message"]["content"].as_str().unwrap()
+    );
+    content.len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bundled_model_serves_the_openai_api_and_answers_an_eval() {
+    let Some(gguf) = model_file() else { return };
+    let server = ModelProcess::start(&gguf);
+    let client = Client {
+        http: reqwest::Client::new(),
+        base_url: server.base_url.clone(),
+    };
+
+    let models: Value = client
+        .http
+        .get(format!("{}/models", client.base_url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(models["data"][0]["id"], MODEL);
+    assert!(models["data"][0]["root"]
+        .as_str()
+        .unwrap()
+        .starts_with("SmolLM2-135M-Instruct.Q4_1.gguf@sha256:b179c952"));
+
+    // Cut off by max_tokens: `length`, exactly that many tokens, all reported.
+    let cut = client
+        .chat(
+            json!({"model": MODEL, "messages": user("Write a long poem about the sea."),
+                     "max_tokens": 5, "temperature": 0, "logprobs": true, "top_logprobs": 3}),
+        )
+        .await;
+    assert_eq!(cut["choices"][0]["finish_reason"], "length", "{cut}");
+    assert_eq!(check_chat_logprobs(&cut["choices"][0], 3, true), 5);
+    assert_eq!(cut["usage"]["completion_tokens"], 5);
+    let prompt_tokens = cut["usage"]["prompt_tokens"].as_u64().unwrap();
+    assert!(
+        prompt_tokens > 10,
+        "the chat template adds the system prompt: {cut}"
+    );
+    assert_eq!(cut["usage"]["total_tokens"], prompt_tokens + 5);
+
+    // A short question ends by itself: `stop`, and the end token counts as a completion token.
+    let short = client
+        .chat(
+            json!({"model": MODEL, "messages": user("What is the capital of France?"),
+                     "max_tokens": 48, "temperature": 0, "logprobs": true, "top_logprobs": 2}),
+        )
+        .await;
+    let choice = &short["choices"][0];
+    assert_eq!(choice["finish_reason"], "stop", "{short}");
+    assert!(!choice["message"]["content"]
+        .as_str()
+        .unwrap()
+        .trim()
+        .is_empty());
+    let tokens = check_chat_logprobs(choice, 2, true);
+    assert_eq!(short["usage"]["completion_tokens"], tokens as u64 + 1);
+
+    // Streaming gives the same greedy answer piece by piece, then the usage, then [DONE].
+    let streamed = client
+        .http
+        .post(format!("{}/chat/completions", client.base_url))
+        .json(
+            &json!({"model": MODEL, "messages": user("What is the capital of France?"),
+                      "max_tokens": 48, "temperature": 0, "stream": true,
+                      "stream_options": {"include_usage": true}}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let events: Vec<&str> = streamed
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .collect();
+    assert_eq!(events.last(), Some(&"[DONE]"));
+    let chunks: Vec<Value> = events[..events.len() - 1]
+        .iter()
+        .map(|event| serde_json::from_str(event).unwrap())
+        .collect();
+    let text: String = chunks
+        .iter()
+        .filter_map(|chunk| chunk["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(text, choice["message"]["content"].as_str().unwrap());
+    assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+    let usage = &chunks.last().unwrap()["usage"];
+    assert_eq!(usage, &short["usage"]);
+
+    // The same seed samples the same answer at temperature 1.
+    let sampled = json!({"model": MODEL, "messages": user("Tell me about cats."),
+                         "max_tokens": 12, "temperature": 1.0, "top_p": 0.9, "seed": 42});
+    let first = client.chat(sampled.clone()).await;
+    let second = client.chat(sampled).await;
+    assert_eq!(
+        first["choices"][0]["message"]["content"],
+        second["choices"][0]["message"]["content"]
+    );
+
+    // Legacy completions: four parallel lists; a stop string ends the text before itself.
+    let (status, counted) = client
+        .post(
+            "/completions",
+            json!({"model": MODEL, "prompt": "1, 2, 3, 4, 5, 6,", "max_tokens": 16,
+                   "temperature": 0, "logprobs": 2, "stop": [","]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{counted}");
+    let choice = &counted["choices"][0];
+    assert_eq!(choice["finish_reason"], "stop", "{counted}");
+    let text = choice["text"].as_str().unwrap();
+    assert!(!text.is_empty() && !text.contains(','), "{counted}");
+    let logprobs = &choice["logprobs"];
+    let listed = logprobs["tokens"].as_array().unwrap().len();
+    assert!(listed >= 1);
+    for list in ["token_logprobs", "top_logprobs", "text_offset"] {
+        assert_eq!(logprobs[list].as_array().unwrap().len(), listed, "{list}");
+    }
+    assert!(logprobs["top_logprobs"][0].as_object().unwrap().len() <= 2);
+
+    // Refusals in OpenAI's shape.
+    let (status, unknown) = client
+        .post(
+            "/chat/completions",
+            json!({"model": "gpt-4", "messages": user("hi")}),
+        )
+        .await;
+    assert_eq!(status, 404);
+    assert_eq!(unknown["error"]["code"], "model_not_found");
+    let (status, too_long) = client
+        .post(
+            "/chat/completions",
+            json!({"model": MODEL, "messages": user("hi"), "max_tokens": 9000}),
+        )
+        .await;
+    assert_eq!(status, 400);
+    assert!(too_long["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("maximum context length"));
+    let (status, _) = client
+        .post(
+            "/chat/completions",
+            json!({"model": MODEL, "messages": user("hi"),
+                                         "logprobs": true, "top_logprobs": 21}),
+        )
+        .await;
+    assert_eq!(status, 400);
+
+    // Three long answers with two slots: one waits, and /metrics says so.
+    let long = json!({"model": MODEL, "messages": user("Write a long story about a dragon."),
+                      "max_tokens": 40, "temperature": 0});
+    let requests: Vec<_> = (0..3)
+        .map(|_| {
+            let http = client.http.clone();
+            let url = format!("{}/chat/completions", client.base_url);
+            let body = long.clone();
+            tokio::spawn(async move { http.post(url).json(&body).send().await.unwrap().status() })
+        })
+        .collect();
+    let mut saw_queue = false;
+    for _ in 0..400 {
+        let metrics = client.metrics().await;
+        if gauge(&metrics, "vllm:num_requests_running") == 2
+            && gauge(&metrics, "vllm:num_requests_waiting") == 1
+        {
+            saw_queue = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    for request in requests {
+        assert_eq!(request.await.unwrap(), 200);
+    }
+    assert!(saw_queue, "two running and one waiting was never reported");
+    let metrics = client.metrics().await;
+    assert_eq!(gauge(&metrics, "vllm:num_requests_running"), 0);
+    assert_eq!(gauge(&metrics, "vllm:num_requests_waiting"), 0);
+
+    run_an_eval(&server.base_url).await;
+}
+
+/// Five questions through Arbiter's scheduler and workers, with logprobs stored.
+async fn run_an_eval(base_url: &str) {
+    const MAX_TOKENS: i64 = 24;
+    let directory = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", directory.path().join("arbiter.db").display());
+    let store: Arc<dyn Store> = Database::open(&url).await.unwrap().store();
+    let checkpoint = service::register_checkpoint(
+        store.as_ref(),
+        &CheckpointForm {
+            name: "smollm2/135m".into(),
+            endpoint_url: base_url.into(),
+            model: MODEL.into(),
+            ..CheckpointForm::default()
+        },
+        None,
+    )
+    .await
+    .unwrap();
+    let dataset: String = [
+        ("q1", "What is the capital of France?", "Paris"),
+        ("q2", "What is 2 + 2?", "4"),
+        ("q3", "What color is the sky on a clear day?", "blue"),
+        (
+            "q4",
+            "Write a long essay about the history of Rome.",
+            "Rome",
+        ),
+        ("q5", "Name a fruit that is yellow.", "banana"),
+    ]
+    .iter()
+    .map(|(id, input, target)| {
+        json!({"id": id, "input": input, "target": target}).to_string() + "\n"
+    })
+    .collect();
+    let revision = service::upload_dataset(
+        store.as_ref(),
+        "tiny",
+        "tiny.jsonl",
+        dataset.as_bytes(),
+        None,
+    )
+    .await
+    .unwrap();
+    let eval = service::define_eval(
+        store.as_ref(),
+        &EvalForm {
+            name: "tiny".into(),
+            dataset_id: revision.dataset_id,
+            prompt_template: "{input}".into(),
+            max_tokens: MAX_TOKENS as u32,
+            temperature: 0.0,
+            repetitions: 1,
+            seed: 0,
+            grader: String::new(),
+        },
+        None,
+    )
+    .await
+    .unwrap();
+    let run = service::launch_run(
+        store.as_ref(),
+        eval,
+        checkpoint,
+        PRIORITY_SCHEDULED,
+        "default",
+        None,
+    )
+    .await
+    .unwrap()
+    .run_id;
+    let manifest = store.run_manifest(run).await.unwrap().unwrap();
+    assert!(
+        manifest
+            .fingerprint
+            .served_model
+            .as_deref()
+            .unwrap_or_default()
+            .contains("sha256:b179c952"),
+        "{:?}",
+        manifest.fingerprint
+    );
+
+    let (stop, shutdown) = watch::channel(false);
+    let mut config = WorkerConfig::named("real-model");
+    config.idle_poll = Duration::from_millis(50);
+    let worker = tokio::spawn(run_worker(store.clone(), config, shutdown));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
+    let progress = loop {
+        let progress = service::run_progress(store.as_ref(), run).await.unwrap();
+        if progress.status == "completed" || tokio::time::Instant::now() > deadline {
+            break progress;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    stop.send(true).unwrap();
+    worker.await.unwrap();
+    assert_eq!(progress.status, "completed", "{progress:?}");
+    assert_eq!((progress.done, progress.errors), (5, 0), "{progress:?}");
+
+    let (exported, rows) = export_run(store.as_ref(), run, ExportFormat::Jsonl, Vec::new())
+        .await
+        .unwrap();
+    assert_eq!(rows, 5);
+    let mut lengths = 0;
+    for line in String::from_utf8(exported).unwrap().lines() {
+        let row: Value = serde_json::from_str(line).unwrap();
+        assert!(!row["output"].as_str().unwrap().trim().is_empty(), "{row}");
+        let completion_tokens = row["completion_tokens"].as_i64().unwrap();
+        let finished_by_length = row["finish_reason"] == "length";
+        assert_eq!(finished_by_length, completion_tokens == MAX_TOKENS, "{row}");
+        lengths += usize::from(finished_by_length);
+        let stored = store
+            .generation_logprobs(row["work_item_id"].as_i64().unwrap())
+            .await
+            .unwrap()
+            .expect("logprobs are stored");
+        let tokens = logprobs::decode(&stored).unwrap();
+        // The end token is counted in usage but is not text, so it has no logprob entry.
+        let expected = completion_tokens - i64::from(!finished_by_length);
+        assert_eq!(tokens.len() as i64, expected, "{row}");
+        for token in &tokens {
+            assert!(token.logprob <= 0.0);
+            // Arbiter asks for five alternatives; greedy decoding chose the first.
+            assert_eq!(token.top.len(), 5);
+            assert_eq!(token.top[0].bytes, token.bytes);
+            assert!(token
+                .top
+                .windows(2)
+                .all(|pair| pair[0].logprob >= pair[1].logprob));
+        }
+        let spelled: Vec<u8> = tokens
+            .iter()
+            .flat_map(|token| token.bytes.clone())
+            .collect();
+        assert_eq!(
+            String::from_utf8_lossy(&spelled),
+            row["output"].as_str().unwrap()
+        );
+    }
+    // The essay question runs into the limit; the short ones do not all do so.
+    assert!(
+        (1..5).contains(&lengths),
+        "{lengths} answers hit max_tokens"
+    );
+}
