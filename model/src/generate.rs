@@ -117,10 +117,9 @@ pub fn generate(
             None => None,
         };
         let step = text.push(tokenizer.token_bytes(next), scored);
-        if !step.piece.text.is_empty() || !step.piece.tokens.is_empty() {
-            if !emit(step.piece) {
-                return Err(GenerateError::Cancelled);
-            }
+        let has_news = !step.piece.text.is_empty() || !step.piece.tokens.is_empty();
+        if has_news && !emit(step.piece) {
+            return Err(GenerateError::Cancelled);
         }
         if step.stopped {
             return Ok(Finished {

@@ -427,9 +427,7 @@ impl Reply {
         )
         .flatten();
         let opening = futures::stream::iter(
-            opening
-                .map(|chunk| Ok(Event::default().data(chunk.to_string())))
-                .into_iter(),
+            opening.map(|chunk| Ok(Event::default().data(chunk.to_string()))),
         );
         Sse::new(opening.chain(chunks)).into_response()
     }

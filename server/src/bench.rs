@@ -168,7 +168,7 @@ fn cpu_seconds() -> f64 {
 }
 
 /// Peak, current, anonymous and file-backed resident memory of this process, in MiB.
-pub(crate) fn memory_mib() -> (f64, f64, f64, f64) {
+pub fn memory_mib() -> (f64, f64, f64, f64) {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let read = |key: &str| {
         status

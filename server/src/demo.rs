@@ -80,6 +80,12 @@ pub struct DemoSeed {
 pub const REAL_MODEL_NAME: &str = "smollm2-135m-instruct";
 pub const REAL_CHECKPOINT_NAME: &str = "smollm2/135m-instruct";
 pub const REAL_JUDGE_EVAL_NAME: &str = "qa-basic, SmolLM2 judge";
+/// A 135M-parameter model does not follow the default rubric's "verdict, then a sentence";
+/// asked for one word, it starts its reply with PASS or FAIL, and its logprobs there give the
+/// confidence.
+pub const REAL_JUDGE_RUBRIC: &str = "Question: {input}\nReference answer: {target}\n\
+    Candidate's answer: {output}\n\nDoes the candidate's answer match the reference answer? \
+    Reply with one word: PASS or FAIL.";
 
 /// The demo eval's prompt: the answer on a last line of its own, for exact match.
 const DEMO_PROMPT: &str =
@@ -237,8 +243,8 @@ pub async fn seed_real_model(
         &JudgeForm {
             name: "smollm2-judge".into(),
             checkpoint_id,
-            rubric: DEFAULT_RUBRIC.into(),
-            max_tokens: 16,
+            rubric: REAL_JUDGE_RUBRIC.into(),
+            max_tokens: 4,
         },
         researcher,
     )

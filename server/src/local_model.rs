@@ -27,6 +27,15 @@ pub enum ModelAction {
         #[arg(long, default_value_t = 2)]
         parallel: usize,
     },
+    /// Time the bundled model on this machine: load time, memory, prompt (prefill) tokens/s,
+    /// and generated tokens/s with one and with two generations at once, through its HTTP API.
+    Bench {
+        #[arg(long)]
+        gguf: PathBuf,
+        /// Tokens each timed generation produces.
+        #[arg(long, default_value_t = 128)]
+        tokens: usize,
+    },
 }
 
 /// The bundled model server, running.
@@ -43,12 +52,15 @@ mod enabled {
     use std::sync::Arc;
 
     pub async fn run(action: ModelAction) -> anyhow::Result<()> {
-        let ModelAction::Serve {
-            gguf,
-            addr,
-            name,
-            parallel,
-        } = action;
+        let (gguf, addr, name, parallel) = match action {
+            ModelAction::Serve {
+                gguf,
+                addr,
+                name,
+                parallel,
+            } => (gguf, addr, name, parallel),
+            ModelAction::Bench { gguf, tokens } => return bench(gguf, tokens).await,
+        };
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .with_context(|| format!("cannot listen on {addr}"))?;
@@ -80,6 +92,85 @@ mod enabled {
         // Loading reads and converts ~100 MB of weights: seconds of CPU, off the async threads.
         let server = tokio::task::spawn_blocking(move || ModelServer::load(&config)).await??;
         Ok(Arc::new(server))
+    }
+
+    /// `arbiter model bench`: see its help.
+    async fn bench(gguf: PathBuf, tokens: usize) -> anyhow::Result<()> {
+        use server::bench::memory_mib;
+        let server = load(gguf, Some("bench".into()), 2).await?;
+        let load_time = server.model().load_time;
+        let (_, after_load, _, _) = memory_mib();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let url = format!("http://{}/v1/chat/completions", listener.local_addr()?);
+        tokio::spawn(arbiter_model::server::serve(server, listener));
+        println!(
+            "model bench: loaded in {:.2} s; resident memory after load {after_load:.0} MiB",
+            load_time.as_secs_f64()
+        );
+        let http = reqwest::Client::new();
+        let ask = |prompt: String, max_tokens: usize| {
+            let http = http.clone();
+            let url = url.clone();
+            async move {
+                let started = std::time::Instant::now();
+                let body = serde_json::json!({
+                    "model": "bench", "temperature": 0, "max_tokens": max_tokens,
+                    "messages": [{"role": "user", "content": prompt}],
+                });
+                let answer: serde_json::Value = http
+                    .post(&url)
+                    .json(&body)
+                    .send()
+                    .await?
+                    .error_for_status()?
+                    .json()
+                    .await?;
+                let count = |key: &str| answer["usage"][key].as_u64().unwrap_or(0);
+                anyhow::Ok((
+                    count("prompt_tokens"),
+                    count("completion_tokens"),
+                    started.elapsed().as_secs_f64(),
+                ))
+            }
+        };
+        // Warm-up, then prefill: a long prompt and a single generated token.
+        ask("Hello".into(), 1).await?;
+        let long_prompt = "Summarise the following notes. ".to_string()
+            + &"The quick brown fox jumps over the lazy dog near the river bank. ".repeat(40);
+        let (prompt_tokens, _, seconds) = ask(long_prompt, 1).await?;
+        println!(
+            "prefill: {prompt_tokens} prompt tokens in {seconds:.2} s = {:.0} tokens/s",
+            prompt_tokens as f64 / seconds
+        );
+        for concurrency in [1, 2] {
+            let started = std::time::Instant::now();
+            let requests: Vec<_> = (0..concurrency)
+                .map(|i| {
+                    tokio::spawn(ask(
+                        format!("Write a long story about dragon number {i}."),
+                        tokens,
+                    ))
+                })
+                .collect();
+            let mut results = Vec::new();
+            for request in requests {
+                results.push(request.await??);
+            }
+            let elapsed = started.elapsed().as_secs_f64();
+            let generated: u64 = results.iter().map(|(_, completion, _)| completion).sum();
+            let each: Vec<String> = results
+                .iter()
+                .map(|(_, completion, seconds)| format!("{:.1}", *completion as f64 / seconds))
+                .collect();
+            println!(
+                "{concurrency} at once: {generated} tokens in {elapsed:.2} s = {:.1} tokens/s in all; per generation {} tokens/s",
+                generated as f64 / elapsed,
+                each.join(", ")
+            );
+        }
+        let (peak, current, _, _) = memory_mib();
+        println!("resident memory: peak {peak:.0} MiB, now {current:.0} MiB");
+        Ok(())
     }
 
     pub async fn start_for_demo(gguf: &Path, addr: SocketAddr) -> anyhow::Result<RunningModel> {

@@ -21,6 +21,7 @@ use std::time::Duration;
 use arbiter_engine::dispatch::{run_worker, WorkerConfig};
 use arbiter_engine::export::{export_run, ExportFormat};
 use arbiter_engine::logprobs;
+use arbiter_engine::policies::{self, JudgeForm, PolicyForm};
 use arbiter_engine::service::{self, CheckpointForm, EvalForm};
 use arbiter_engine::store::{Database, Store, PRIORITY_SCHEDULED};
 use serde_json::{json, Value};
@@ -413,6 +414,32 @@ async fn run_an_eval(base_url: &str) {
     )
     .await
     .unwrap();
+    // The model also judges the answers the exact-match grader cannot pass, with the demo's
+    // one-word rubric; its confidence comes from its own logprobs.
+    let judge = policies::define_judge(
+        store.as_ref(),
+        &JudgeForm {
+            name: "smollm2-judge".into(),
+            checkpoint_id: checkpoint,
+            rubric: server::demo::REAL_JUDGE_RUBRIC.into(),
+            max_tokens: 4,
+        },
+        None,
+    )
+    .await
+    .unwrap();
+    let policy = PolicyForm {
+        cheap_judge: judge.id.to_string(),
+        accept_threshold: "0.9".into(),
+        escalate_threshold: "0.75".into(),
+        audit_rate: "0".into(),
+        judge_samples: "1".into(),
+        human_usd_per_label: "0".into(),
+        ..PolicyForm::default()
+    };
+    policies::save_policy(store.as_ref(), eval, &policy, None)
+        .await
+        .unwrap();
     let run = service::launch_run(
         store.as_ref(),
         eval,
@@ -497,5 +524,39 @@ async fn run_an_eval(base_url: &str) {
     assert!(
         (1..5).contains(&lengths),
         "{lengths} answers hit max_tokens"
+    );
+
+    // The judge's verdicts carry confidences read from its logprobs.
+    let items: Vec<i64> = String::from_utf8(
+        export_run(store.as_ref(), run, ExportFormat::Jsonl, Vec::new())
+            .await
+            .unwrap()
+            .0,
+    )
+    .unwrap()
+    .lines()
+    .map(|line| {
+        serde_json::from_str::<Value>(line).unwrap()["work_item_id"]
+            .as_i64()
+            .unwrap()
+    })
+    .collect();
+    let judged: Vec<_> = store
+        .diff_sides(&items)
+        .await
+        .unwrap()
+        .into_iter()
+        .flat_map(|side| side.grades)
+        .filter(|grade| grade.stage == "cheap_judge")
+        .collect();
+    assert!(!judged.is_empty(), "no answer reached the judge");
+    let confident: Vec<f64> = judged.iter().filter_map(|grade| grade.confidence).collect();
+    assert!(
+        !confident.is_empty(),
+        "no judge verdict had a confidence: {judged:?}"
+    );
+    assert!(
+        confident.iter().all(|c| *c > 0.0 && *c <= 1.0),
+        "{confident:?}"
     );
 }

@@ -149,35 +149,70 @@ fn token_word(text: &str) -> &str {
     text.trim_matches(|c: char| !c.is_alphanumeric())
 }
 
-fn verdict_token(text: &str) -> Option<bool> {
-    verdict_word(token_word(text))
-}
-
 /// A label a judge may put before its verdict (`Verdict: PASS`).
 const VERDICT_LABEL: &str = "verdict";
 
-/// The verdict's probability at the first token with a word in it (after an optional
-/// `Verdict:` label): that token must spell the verdict read from the text, else the logprobs
-/// say nothing about it.
+/// The verdict's probability, read from the tokens that spell it: the first tokens with a word
+/// in them (after an optional `Verdict:` label). A tokenizer may split the word (SmolLM2 writes
+/// `PASS` as `P` + `ASS`), so the tokens may spell it in pieces; its probability is then the
+/// product of theirs (the chain rule). At the first piece, the likeliest listed alternative
+/// that begins the other verdict (`F`, `Fail`, ` FAIL`) stands for the other verdict: an upper
+/// bound on its probability, so a split verdict's confidence errs low. When the tokens spell
+/// something else, the logprobs say nothing about the verdict.
 fn verdict_confidence(tokens: &[TokenLogprob], pass: bool) -> Option<f64> {
     let mut worded = tokens
         .iter()
-        .filter(|token| token.text().chars().any(char::is_alphanumeric));
-    let token = match worded.next() {
-        Some(token) if token_word(&token.text()).eq_ignore_ascii_case(VERDICT_LABEL) => {
-            worded.next()
+        .skip_while(|token| !token.text().chars().any(char::is_alphanumeric))
+        .peekable();
+    if worded
+        .peek()
+        .is_some_and(|token| token_word(&token.text()).eq_ignore_ascii_case(VERDICT_LABEL))
+    {
+        worded.next();
+        // Punctuation between the label and the verdict (`:`) carries no word.
+        while worded
+            .peek()
+            .is_some_and(|token| !token.text().chars().any(char::is_alphanumeric))
+        {
+            worded.next();
         }
-        first => first,
-    }?;
-    if verdict_token(&token.text()) != Some(pass) {
+    }
+    let verdict = if pass { "pass" } else { "fail" };
+    let other = if pass { "fail" } else { "pass" };
+    let first = worded.next()?;
+    let mut spelled = token_word(&first.text()).to_ascii_lowercase();
+    if spelled.is_empty() || !verdict.starts_with(&spelled) {
         return None;
     }
-    let chosen = f64::from(token.logprob).exp();
-    // The likeliest spelling of the other verdict at this position, if listed.
-    let other = token
+    let mut chosen = f64::from(first.logprob).exp();
+    while spelled != verdict {
+        let next = worded.next()?;
+        let text = next.text().to_ascii_lowercase();
+        // The word must continue directly: a space or punctuation ends it short.
+        if !text.chars().all(char::is_alphanumeric) {
+            return None;
+        }
+        spelled.push_str(&text);
+        if !verdict.starts_with(&spelled) {
+            return None;
+        }
+        chosen *= f64::from(next.logprob).exp();
+    }
+    // The word must end there ("PASS" + "ED" is another word).
+    if worded
+        .peek()
+        .is_some_and(|next| next.text().starts_with(char::is_alphanumeric))
+    {
+        return None;
+    }
+    // The likeliest start of the other verdict at the first position, if listed.
+    let other = first
         .top
         .iter()
-        .filter(|alternative| verdict_token(&alternative.text()) == Some(!pass))
+        .filter(|alternative| {
+            let word = token_word(&alternative.text()).to_ascii_lowercase();
+            !word.is_empty() && other.starts_with(&word)
+        })
         .map(|alternative| f64::from(alternative.logprob).exp())
         .fold(None, |best: Option<f64>, p| {
             Some(best.map_or(p, |b| b.max(p)))
@@ -347,6 +382,34 @@ mod tests {
         // The token that spells the verdict must be the first worded one ("Passage" is not).
         let tokens = [token("Passage", 0.9, &[]), token(" PASS", 0.9, &[])];
         assert_eq!(read_verdict("Passage PASS", Some(&tokens)).pass, None);
+    }
+
+    #[test]
+    fn a_verdict_split_over_tokens_multiplies_their_probabilities() {
+        // SmolLM2 spells PASS as "P" + "ASS"; "F" at the first position begins FAIL.
+        let tokens = [
+            token(
+                "P",
+                0.5,
+                &[("P", 0.5), ("The", 0.2), ("F", 0.1), ("Pass", 0.1)],
+            ),
+            token("ASS", 0.8, &[("ASS", 0.8)]),
+        ];
+        let reading = read_verdict("PASS", Some(&tokens));
+        assert_eq!(reading.pass, Some(true));
+        // P(PASS) = 0.5 × 0.8 = 0.4 against at most 0.1 for FAIL.
+        assert!((reading.confidence.unwrap() - 0.8).abs() < 1e-6);
+        // "Pa" + "ss" + "ed" does not spell PASS: no confidence (the text is not a verdict
+        // either, but the logprobs must not be read as one even if it were).
+        let tokens = [
+            token("Pa", 0.5, &[]),
+            token("ss", 0.5, &[]),
+            token("ed", 0.5, &[]),
+        ];
+        assert_eq!(verdict_confidence(&tokens, true), None);
+        // A space inside the word ends it short.
+        let tokens = [token("P", 0.5, &[]), token(" ASS", 0.5, &[])];
+        assert_eq!(verdict_confidence(&tokens, true), None);
     }
 
     #[test]
