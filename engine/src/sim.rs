@@ -729,6 +729,27 @@ enum Fault {
 }
 
 impl Fault {
+    /// Every injectable fault, in the order of [`SimState::faults_injected`].
+    const INJECTED: [Fault; 5] = [
+        Fault::RateLimited,
+        Fault::ServerError,
+        Fault::Timeout,
+        Fault::Malformed,
+        Fault::Truncated,
+    ];
+
+    /// The `fault` label of `arbiter_sim_faults_total`.
+    fn label(self) -> &'static str {
+        match self {
+            Fault::None => "none",
+            Fault::RateLimited => "rate_limited",
+            Fault::ServerError => "server_error",
+            Fault::Timeout => "timeout",
+            Fault::Malformed => "malformed",
+            Fault::Truncated => "truncated",
+        }
+    }
+
     /// The fault a uniform draw `u` selects; rates are stacked in [`SimFaults`] field order.
     fn from_draw(faults: &SimFaults, u: f64) -> Fault {
         let ladder = [
@@ -768,6 +789,9 @@ struct SimState {
     /// Counts requests so fault draws differ between a request and its retry; also reported
     /// as `arbiter_sim_requests_total`, so benchmarks can prove a run made no calls.
     request_counter: AtomicU64,
+    /// Faults injected so far, in [`Fault::INJECTED`] order (`arbiter_sim_faults_total`), so
+    /// tests can hold a client to account for exactly the faults it met.
+    faults_injected: [AtomicU64; 5],
     /// Batch slots when the server's concurrency is limited.
     slots: Option<tokio::sync::Semaphore>,
     /// Requests queued for a slot.
@@ -796,6 +820,7 @@ impl SimState {
             latency_ms_max: config.latency_ms_max,
             faults: config.faults,
             request_counter: AtomicU64::new(0),
+            faults_injected: Default::default(),
             slots: config
                 .max_concurrency
                 .map(|slots| tokio::sync::Semaphore::new(slots.max(1))),
@@ -935,6 +960,17 @@ async fn metrics(State(state): State<Arc<SimState>>) -> Response {
          arbiter_sim_requests_total {}\n",
         state.request_counter.load(Ordering::Relaxed)
     ));
+    text.push_str(
+        "# HELP arbiter_sim_faults_total Failures the simulator injected, by kind.\n\
+         # TYPE arbiter_sim_faults_total counter\n",
+    );
+    for (fault, count) in Fault::INJECTED.iter().zip(&state.faults_injected) {
+        text.push_str(&format!(
+            "arbiter_sim_faults_total{{fault=\"{}\"}} {}\n",
+            fault.label(),
+            count.load(Ordering::Relaxed)
+        ));
+    }
     let content_type = HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8");
     ([(header::CONTENT_TYPE, content_type)], text).into_response()
 }
@@ -1142,8 +1178,9 @@ async fn generate(state: &SimState, request: GenerationRequest, format: Format) 
     };
     let request_number = state.request_counter.fetch_add(1, Ordering::Relaxed);
     let fault = Fault::from_draw(&state.faults, generation.draw("fault", request_number));
-    if fault != Fault::None {
+    if let Some(index) = Fault::INJECTED.iter().position(|kind| *kind == fault) {
         tracing::debug!(model = %request.model, ?fault, "arbiter sim injecting a fault");
+        state.faults_injected[index].fetch_add(1, Ordering::Relaxed);
     }
     // Rate limits and hangs happen before any work, as a real gateway's would.
     match fault {
