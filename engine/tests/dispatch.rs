@@ -43,7 +43,6 @@ async fn eval(store: &dyn Store, name: &str) -> i64 {
     .unwrap()
 }
 
-/// (case, repetition) → (outcome, output, verdict) of a run.
 /// `arbiter_sim_faults_total` by fault, read from the simulator's `/metrics`.
 async fn injected_faults(endpoint: &str) -> HashMap<String, u64> {
     let url = format!("{}/metrics", endpoint.trim_end_matches("/v1"));
@@ -55,6 +54,7 @@ async fn injected_faults(endpoint: &str) -> HashMap<String, u64> {
         .collect()
 }
 
+/// (case, repetition) → (outcome, output, verdict) of a run.
 async fn results(store: &dyn Store, run: i64) -> HashMap<(String, i64), (String, String, String)> {
     store
         .run_outcomes(run)

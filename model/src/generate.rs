@@ -45,6 +45,13 @@ impl FinishReason {
     }
 }
 
+/// Prompt tokens per forward pass while reading the prompt.
+const PREFILL_CHUNK: usize = 256;
+
+/// Temperatures below this sample greedily: dividing logits by a near-zero temperature
+/// overflows to infinities and the sampler's weights become NaN.
+const GREEDY_BELOW: f64 = 1e-5;
+
 /// Text ready to send, with the tokens it came from (when logprobs were asked for).
 #[derive(Debug, Default)]
 pub struct Piece {
@@ -80,7 +87,7 @@ pub fn generate(
     mut emit: impl FnMut(Piece) -> bool,
 ) -> Result<Finished, GenerateError> {
     let mut model = weights.clone();
-    let sampling = if params.temperature <= 0.0 {
+    let sampling = if params.temperature < GREEDY_BELOW {
         Sampling::ArgMax
     } else if params.top_p < 1.0 {
         Sampling::TopP {
@@ -95,8 +102,25 @@ pub fn generate(
     let mut sampler = LogitsProcessor::from_sampling(params.seed, sampling);
     let mut text = TextAssembler::new(&params.stop);
     let mut completion_tokens = 0;
-    let mut input = prompt.to_vec();
+    // The prompt goes through in chunks: attention over a whole long prompt at once would hold
+    // a (heads × length × length) matrix, gigabytes at a few thousand tokens.
     let mut position = 0;
+    let mut logits = None;
+    for chunk in prompt.chunks(PREFILL_CHUNK) {
+        if cancel.load(Ordering::Relaxed) {
+            return Err(GenerateError::Cancelled);
+        }
+        let ids = Tensor::new(chunk, &Device::Cpu)?.unsqueeze(0)?;
+        logits = Some(model.forward(&ids, position)?.squeeze(0)?);
+        position += chunk.len();
+    }
+    let Some(mut logits) = logits else {
+        return Ok(Finished {
+            finish_reason: FinishReason::Length,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+        });
+    };
     let finish_reason = loop {
         if completion_tokens == params.max_tokens {
             break FinishReason::Length;
@@ -104,9 +128,6 @@ pub fn generate(
         if cancel.load(Ordering::Relaxed) {
             return Err(GenerateError::Cancelled);
         }
-        let ids = Tensor::new(input.as_slice(), &Device::Cpu)?.unsqueeze(0)?;
-        let logits = model.forward(&ids, position)?.squeeze(0)?;
-        position += input.len();
         let next = sampler.sample(&logits)?;
         completion_tokens += 1;
         if tokenizer.stop_tokens.contains(&next) {
@@ -128,7 +149,9 @@ pub fn generate(
                 completion_tokens,
             });
         }
-        input = vec![next];
+        let ids = Tensor::new(&[next], &Device::Cpu)?.unsqueeze(0)?;
+        logits = model.forward(&ids, position)?.squeeze(0)?;
+        position += 1;
     };
     let rest = text.finish();
     if (!rest.text.is_empty() || !rest.tokens.is_empty()) && !emit(rest) {
@@ -202,23 +225,31 @@ impl<'s> TextAssembler<'s> {
     }
 
     fn decode_complete_characters(&mut self) {
-        match std::str::from_utf8(&self.undecoded) {
-            Ok(text) => {
-                self.held.push_str(text);
-                self.undecoded.clear();
-            }
-            Err(error) if error.error_len().is_none() => {
-                // An unfinished character at the end: decode what precedes it.
-                let valid = error.valid_up_to();
-                let text = std::str::from_utf8(&self.undecoded[..valid]).expect("valid prefix");
-                self.held.push_str(text);
-                self.undecoded.drain(..valid);
-            }
-            Err(_) => {
-                // Bytes that can never form a character: show them as U+FFFD, as decoders do.
-                let text = String::from_utf8_lossy(&self.undecoded).into_owned();
-                self.held.push_str(&text);
-                self.undecoded.clear();
+        loop {
+            match std::str::from_utf8(&self.undecoded) {
+                Ok(text) => {
+                    self.held.push_str(text);
+                    self.undecoded.clear();
+                    return;
+                }
+                Err(error) => {
+                    let valid = error.valid_up_to();
+                    let text = std::str::from_utf8(&self.undecoded[..valid]).expect("valid prefix");
+                    self.held.push_str(text);
+                    match error.error_len() {
+                        // An unfinished character at the end: wait for its next bytes.
+                        None => {
+                            self.undecoded.drain(..valid);
+                            return;
+                        }
+                        // Bytes that can never form a character show as U+FFFD, as decoders
+                        // do; what follows them is decoded on its own.
+                        Some(invalid) => {
+                            self.held.push(char::REPLACEMENT_CHARACTER);
+                            self.undecoded.drain(..valid + invalid);
+                        }
+                    }
+                }
             }
         }
     }
@@ -344,5 +375,11 @@ mod tests {
         assert_eq!(assembler.push(&snowman[1..], None).piece.text, "☃");
         assert_eq!(assembler.push(&[0xE2], None).piece.text, "");
         assert_eq!(assembler.finish().text, "\u{FFFD}");
+        // A byte that can never start a character does not spoil an unfinished one after it.
+        assert_eq!(
+            assembler.push(&[0xFF, snowman[0]], None).piece.text,
+            "\u{FFFD}"
+        );
+        assert_eq!(assembler.push(&snowman[1..], None).piece.text, "☃");
     }
 }

@@ -14,6 +14,10 @@ use crate::scoring::{ScoredToken, TokenLogprob};
 /// OpenAI's documented upper bound for `top_logprobs` (and for completions' `logprobs`).
 pub const MAX_TOP_LOGPROBS: u64 = 20;
 
+/// Limits on `stop` (OpenAI allows 4 strings; vLLM sets none).
+pub const MAX_STOP_STRINGS: usize = 16;
+pub const MAX_STOP_BYTES: usize = 256;
+
 /// An error in OpenAI's shape, with its HTTP status.
 #[derive(Debug)]
 pub struct ApiError {
@@ -252,6 +256,12 @@ fn finish(
     if stop.iter().any(String::is_empty) {
         return Err(ApiError::invalid("stop strings must not be empty"));
     }
+    // Every generated token is checked against every stop string, so both are bounded.
+    if stop.len() > MAX_STOP_STRINGS || stop.iter().any(|stop| stop.len() > MAX_STOP_BYTES) {
+        return Err(ApiError::invalid(format!(
+            "stop takes at most {MAX_STOP_STRINGS} strings of at most {MAX_STOP_BYTES} bytes"
+        )));
+    }
     Ok(Job {
         model: common.model,
         prompt,
@@ -395,8 +405,8 @@ pub fn opening_chunk(format: Format, envelope: &Envelope<'_>) -> Option<Value> {
     })
 }
 
-/// Streaming: one piece of text. `offset` is the answer's length so far, in bytes, for the
-/// completions format's `text_offset`.
+/// Streaming: one piece of text. `offset` is the answer's length so far, in characters, for
+/// the completions format's `text_offset`.
 pub fn piece_chunk(
     format: Format,
     envelope: &Envelope<'_>,
@@ -466,11 +476,13 @@ fn chat_logprobs(tokens: &[ScoredToken]) -> Value {
 
 /// The legacy shape: four parallel lists. `top_logprobs` maps each alternative's text to its
 /// logprob, so alternatives with the same text (possible for byte fragments) keep the likelier.
+/// `text_offset` counts characters, as Python clients index text; a token holding part of a
+/// character counts as its replacement character.
 fn completion_logprobs(tokens: &[ScoredToken], mut offset: usize) -> Value {
     let mut text_offset = Vec::with_capacity(tokens.len());
     for token in tokens {
         text_offset.push(offset);
-        offset += token.chosen.bytes.len();
+        offset += token.chosen.label.chars().count();
     }
     let top: Vec<Value> = tokens
         .iter()
@@ -536,6 +548,8 @@ mod tests {
             ("max_tokens", json!(0)),
             ("n", json!(2)),
             ("top_logprobs", json!(3)),
+            ("stop", json!(vec!["x"; 17])),
+            ("stop", json!("y".repeat(257))),
         ] {
             let error = with(field, value);
             assert_eq!(error.status, StatusCode::BAD_REQUEST);
@@ -596,6 +610,15 @@ mod tests {
         let logprobs = completion_logprobs(&tokens, 4);
         assert_eq!(logprobs["tokens"], json!(["Par", "is"]));
         assert_eq!(logprobs["text_offset"], json!([4, 7]));
+        let accented = [ScoredToken {
+            chosen: token("é", -0.2),
+            top: Vec::new(),
+        }];
+        let both: Vec<ScoredToken> = accented.iter().chain(&tokens).cloned().collect();
+        assert_eq!(
+            completion_logprobs(&both, 0)["text_offset"],
+            json!([0, 1, 4])
+        );
         assert_eq!(logprobs["top_logprobs"][0]["Lon"], json!(-2.5f32));
         let chat = chat_logprobs(&tokens);
         assert_eq!(chat["content"][0]["bytes"], json!([80, 97, 114]));

@@ -204,9 +204,20 @@ async fn respond(server: Arc<ModelServer>, format: Format, body: &[u8]) -> Respo
     if job.model != server.name {
         return ApiError::model_not_found(&job.model, &server.name).into_response();
     }
-    let prompt = match server.prepare(&mut job) {
-        Ok(prompt) => prompt,
-        Err(error) => return error.into_response(),
+    // Rendering and tokenizing a long prompt takes real CPU time: off the async threads, so
+    // /metrics and open streams stay responsive.
+    let preparing = server.clone();
+    let prepared = tokio::task::spawn_blocking(move || {
+        let prompt = preparing.prepare(&mut job);
+        (job, prompt)
+    })
+    .await;
+    let (job, prompt) = match prepared {
+        Ok((job, Ok(prompt))) => (job, prompt),
+        Ok((_, Err(error))) => return error.into_response(),
+        Err(error) => {
+            return ApiError::internal(format!("preparing the prompt: {error}")).into_response()
+        }
     };
     let prefix = match format {
         Format::Chat => "chatcmpl",
@@ -243,17 +254,18 @@ impl Drop for CancelOnDrop {
     }
 }
 
-/// Counts a request as waiting until it is dropped (it got a slot, or its client left).
-struct Waiting<'a>(&'a AtomicUsize);
+/// Counts a request in a gauge (waiting, running) until dropped: when it moves on, its
+/// client leaves, or its generation panics, so the gauges never drift.
+struct Gauge<'a>(&'a AtomicUsize);
 
-impl<'a> Waiting<'a> {
-    fn enter(count: &'a AtomicUsize) -> Waiting<'a> {
+impl<'a> Gauge<'a> {
+    fn enter(count: &'a AtomicUsize) -> Gauge<'a> {
         count.fetch_add(1, Ordering::Relaxed);
-        Waiting(count)
+        Gauge(count)
     }
 }
 
-impl Drop for Waiting<'_> {
+impl Drop for Gauge<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::Relaxed);
     }
@@ -273,7 +285,7 @@ async fn start(
     let (sender, receiver) = mpsc::channel(64);
     let cancel = Arc::new(AtomicBool::new(false));
     let permit = {
-        let _waiting = Waiting::enter(&server.counts.waiting);
+        let _waiting = Gauge::enter(&server.counts.waiting);
         server
             .slots
             .clone()
@@ -284,7 +296,7 @@ async fn start(
     let flag = cancel.clone();
     tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        server.counts.running.fetch_add(1, Ordering::Relaxed);
+        let running = Gauge::enter(&server.counts.running);
         let outcome = generate(
             &server.model.weights,
             &server.model.tokenizer,
@@ -293,7 +305,7 @@ async fn start(
             &flag,
             |piece| sender.blocking_send(Progress::Piece(piece)).is_ok(),
         );
-        server.counts.running.fetch_sub(1, Ordering::Relaxed);
+        drop(running);
         let report = match outcome {
             Ok(finished) => {
                 server.counts.record(&finished);
@@ -389,7 +401,7 @@ impl Reply {
                             reply.logprobs,
                             offset,
                         );
-                        (vec![chunk], offset + piece.text.len(), false)
+                        (vec![chunk], offset + piece.text.chars().count(), false)
                     }
                     Some(Progress::Done(finished)) => {
                         let mut chunks =

@@ -21,13 +21,18 @@ use candle_transformers::models::quantized_llama::ModelWeights;
 
 use crate::tokenizer::TextTokenizer;
 
+/// candle's Llama builds its rotary position tables for this many positions (its private
+/// `MAX_SEQ_LEN`), whatever the file says; a longer sequence would fail mid-generation.
+pub const CANDLE_MAX_POSITIONS: usize = 4096;
+
 /// A loaded model: weights shared by every generation (each clone gets its own KV cache).
 pub struct LoadedModel {
     pub weights: ModelWeights,
     pub tokenizer: TextTokenizer,
     /// The Jinja chat template from `tokenizer.chat_template`, if the file has one.
     pub chat_template: Option<String>,
-    /// The longest sequence (prompt plus answer) the model was trained for.
+    /// The longest sequence (prompt plus answer) served: the file's context length, capped at
+    /// [`CANDLE_MAX_POSITIONS`].
     pub context_length: usize,
     /// `general.name`, for logs.
     pub description: String,
@@ -53,7 +58,8 @@ pub fn load(path: &Path) -> anyhow::Result<LoadedModel> {
         .metadata
         .get("llama.context_length")
         .and_then(|value| value.to_u32().ok())
-        .map_or(2048, |length| length as usize);
+        .map_or(2048, |length| length as usize)
+        .min(CANDLE_MAX_POSITIONS);
     let description = metadata_string(&content, "general.name").unwrap_or_default();
 
     let (dequantized, mut tensors) = dequantize_to_f32(&content, &mut reader)?;

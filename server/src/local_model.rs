@@ -177,6 +177,7 @@ mod enabled {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .with_context(|| format!("cannot listen on {addr}"))?;
+        let address = listener.local_addr()?;
         let server = load(
             gguf.to_path_buf(),
             Some(server::demo::REAL_MODEL_NAME.into()),
@@ -190,7 +191,7 @@ mod enabled {
             }
         });
         Ok(RunningModel {
-            base_url: format!("http://{addr}/v1"),
+            base_url: format!("http://{address}/v1"),
             name,
         })
     }

@@ -153,12 +153,16 @@ fn token_word(text: &str) -> &str {
 const VERDICT_LABEL: &str = "verdict";
 
 /// The verdict's probability, read from the tokens that spell it: the first tokens with a word
-/// in them (after an optional `Verdict:` label). A tokenizer may split the word (SmolLM2 writes
-/// `PASS` as `P` + `ASS`), so the tokens may spell it in pieces; its probability is then the
-/// product of theirs (the chain rule). At the first piece, the likeliest listed alternative
-/// that begins the other verdict (`F`, `Fail`, ` FAIL`) stands for the other verdict: an upper
-/// bound on its probability, so a split verdict's confidence errs low. When the tokens spell
-/// something else, the logprobs say nothing about the verdict.
+/// in them (after an optional `Verdict:` label), against the other verdict's at the same place.
+///
+/// - One token spells the whole verdict (most tokenizers): the other verdict is its likeliest
+///   listed whole-word spelling (`FAIL`, ` Fail`).
+/// - A tokenizer split the word (SmolLM2 writes `PASS` as `P` + `ASS`): the verdict's
+///   probability is the product of its pieces' (the chain rule), and the other verdict is
+///   bounded by the summed probabilities of the listed first tokens that could begin it (`F`,
+///   `FA`, `Fail`), so a split verdict's confidence errs low.
+///
+/// When the tokens spell something else, the logprobs say nothing about the verdict.
 fn verdict_confidence(tokens: &[TokenLogprob], pass: bool) -> Option<f64> {
     let mut worded = tokens
         .iter()
@@ -185,6 +189,7 @@ fn verdict_confidence(tokens: &[TokenLogprob], pass: bool) -> Option<f64> {
         return None;
     }
     let mut chosen = f64::from(first.logprob).exp();
+    let split = spelled != verdict;
     while spelled != verdict {
         let next = worded.next()?;
         let text = next.text().to_ascii_lowercase();
@@ -205,18 +210,23 @@ fn verdict_confidence(tokens: &[TokenLogprob], pass: bool) -> Option<f64> {
     {
         return None;
     }
-    // The likeliest start of the other verdict at the first position, if listed.
-    let other = first
-        .top
-        .iter()
-        .filter(|alternative| {
-            let word = token_word(&alternative.text()).to_ascii_lowercase();
+    let alternatives = first.top.iter().filter_map(|alternative| {
+        let word = token_word(&alternative.text()).to_ascii_lowercase();
+        let counts = if split {
             !word.is_empty() && other.starts_with(&word)
-        })
-        .map(|alternative| f64::from(alternative.logprob).exp())
-        .fold(None, |best: Option<f64>, p| {
+        } else {
+            word == other
+        };
+        counts.then(|| f64::from(alternative.logprob).exp())
+    });
+    let other = if split {
+        let total: f64 = alternatives.sum();
+        (total > 0.0).then_some(total)
+    } else {
+        alternatives.fold(None, |best: Option<f64>, p| {
             Some(best.map_or(p, |b| b.max(p)))
-        });
+        })
+    };
     let confidence = match other {
         Some(other) if chosen + other > 0.0 => chosen / (chosen + other),
         _ => chosen,
@@ -399,6 +409,26 @@ mod tests {
         assert_eq!(reading.pass, Some(true));
         // P(PASS) = 0.5 × 0.8 = 0.4 against at most 0.1 for FAIL.
         assert!((reading.confidence.unwrap() - 0.8).abs() < 1e-6);
+        // Every listed start of the other verdict counts against it, summed.
+        let tokens = [
+            token(
+                "P",
+                0.5,
+                &[("P", 0.5), ("F", 0.1), ("FAIL", 0.1), ("Fa", 0.1)],
+            ),
+            token("ASS", 0.8, &[]),
+        ];
+        let confidence = read_verdict("PASS", Some(&tokens)).confidence.unwrap();
+        assert!((confidence - 0.4 / 0.7).abs() < 1e-6);
+        // A whole-token verdict is weighed against whole spellings only, as before: "F" might
+        // begin "Fine".
+        let tokens = [token(
+            "PASS",
+            0.6,
+            &[("PASS", 0.6), ("F", 0.3), ("FAIL", 0.1)],
+        )];
+        let confidence = read_verdict("PASS", Some(&tokens)).confidence.unwrap();
+        assert!((confidence - 0.6 / 0.7).abs() < 1e-6);
         // "Pa" + "ss" + "ed" does not spell PASS: no confidence (the text is not a verdict
         // either, but the logprobs must not be read as one even if it were).
         let tokens = [
