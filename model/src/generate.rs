@@ -102,25 +102,11 @@ pub fn generate(
     let mut sampler = LogitsProcessor::from_sampling(params.seed, sampling);
     let mut text = TextAssembler::new(&params.stop);
     let mut completion_tokens = 0;
-    // The prompt goes through in chunks: attention over a whole long prompt at once would hold
-    // a (heads × length × length) matrix, gigabytes at a few thousand tokens.
-    let mut position = 0;
-    let mut logits = None;
-    for chunk in prompt.chunks(PREFILL_CHUNK) {
-        if cancel.load(Ordering::Relaxed) {
-            return Err(GenerateError::Cancelled);
-        }
-        let ids = Tensor::new(chunk, &Device::Cpu)?.unsqueeze(0)?;
-        logits = Some(model.forward(&ids, position)?.squeeze(0)?);
-        position += chunk.len();
+    if cancel.load(Ordering::Relaxed) {
+        return Err(GenerateError::Cancelled);
     }
-    let Some(mut logits) = logits else {
-        return Ok(Finished {
-            finish_reason: FinishReason::Length,
-            prompt_tokens: 0,
-            completion_tokens: 0,
-        });
-    };
+    let mut logits = prefill(&mut model, prompt, PREFILL_CHUNK)?;
+    let mut position = prompt.len();
     let finish_reason = loop {
         if completion_tokens == params.max_tokens {
             break FinishReason::Length;
@@ -162,6 +148,24 @@ pub fn generate(
         prompt_tokens: prompt.len(),
         completion_tokens,
     })
+}
+
+/// Reads `prompt` (not empty) into the model's KV cache `chunk` tokens per forward pass and
+/// returns the logits for the token after it. Attention over a whole long prompt at once would
+/// hold a heads × length × length matrix: gigabytes at a few thousand tokens.
+pub fn prefill(
+    model: &mut ModelWeights,
+    prompt: &[u32],
+    chunk: usize,
+) -> candle_core::Result<Tensor> {
+    let mut position = 0;
+    let mut logits = None;
+    for piece in prompt.chunks(chunk.max(1)) {
+        let ids = Tensor::new(piece, &Device::Cpu)?.unsqueeze(0)?;
+        logits = Some(model.forward(&ids, position)?.squeeze(0)?);
+        position += piece.len();
+    }
+    logits.ok_or_else(|| candle_core::Error::Msg("an empty prompt has no next token".into()))
 }
 
 /// What one more token changed: text now final, and whether a stop string was reached.

@@ -6,38 +6,13 @@
 //! Needs the model file (`scripts/fetch-model`, or ARBITER_TEST_GGUF); without it the test says
 //! so and passes, unless ARBITER_REQUIRE_MODEL=1.
 
+mod common;
+
 use std::path::PathBuf;
 
 use arbiter_model::chat::{ChatMessage, ChatTemplate};
 use arbiter_model::tokenizer::TextTokenizer;
 use candle_core::quantized::gguf_file::{Content, Value};
-
-fn model_file() -> Option<PathBuf> {
-    let path = match std::env::var_os("ARBITER_TEST_GGUF") {
-        Some(path) => PathBuf::from(path),
-        None => {
-            let cache = std::env::var_os("XDG_CACHE_HOME")
-                .map(PathBuf::from)
-                .or_else(|| {
-                    std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache"))
-                })?;
-            cache.join("arbiter/models/SmolLM2-135M-Instruct.Q4_1.gguf")
-        }
-    };
-    if path.is_file() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var("ARBITER_REQUIRE_MODEL").as_deref() != Ok("1"),
-        "ARBITER_REQUIRE_MODEL=1 but there is no model file at {}",
-        path.display()
-    );
-    eprintln!(
-        "skipping: no model file at {} (run scripts/fetch-model)",
-        path.display()
-    );
-    None
-}
 
 fn metadata(path: &PathBuf) -> Content {
     let mut file = std::fs::File::open(path).unwrap();
@@ -46,7 +21,9 @@ fn metadata(path: &PathBuf) -> Content {
 
 #[test]
 fn token_ids_match_llama_cpp() {
-    let Some(path) = model_file() else { return };
+    let Some(path) = common::model_file() else {
+        return;
+    };
     let tokenizer = TextTokenizer::from_gguf(&metadata(&path)).unwrap();
     let cases: [(&str, &[u32]); 7] = [
         ("Hello world", &[19556, 905]),
@@ -99,7 +76,9 @@ fn token_ids_match_llama_cpp() {
 
 #[test]
 fn the_files_chat_template_renders_smollm2s_prompt() {
-    let Some(path) = model_file() else { return };
+    let Some(path) = common::model_file() else {
+        return;
+    };
     let content = metadata(&path);
     let Some(Value::String(source)) = content.metadata.get("tokenizer.chat_template") else {
         panic!("SmolLM2's GGUF carries its chat template");
