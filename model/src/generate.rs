@@ -59,6 +59,13 @@ pub struct Piece {
     pub tokens: Vec<ScoredToken>,
 }
 
+impl Piece {
+    /// Nothing to send: no text became final and no token finished.
+    pub fn is_empty(&self) -> bool {
+        self.text.is_empty() && self.tokens.is_empty()
+    }
+}
+
 #[derive(Debug)]
 pub struct Finished {
     pub finish_reason: FinishReason,
@@ -124,8 +131,7 @@ pub fn generate(
             None => None,
         };
         let step = text.push(tokenizer.token_bytes(next), scored);
-        let has_news = !step.piece.text.is_empty() || !step.piece.tokens.is_empty();
-        if has_news && !emit(step.piece) {
+        if !step.piece.is_empty() && !emit(step.piece) {
             return Err(GenerateError::Cancelled);
         }
         if step.stopped {
@@ -140,7 +146,7 @@ pub fn generate(
         position += 1;
     };
     let rest = text.finish();
-    if (!rest.text.is_empty() || !rest.tokens.is_empty()) && !emit(rest) {
+    if !rest.is_empty() && !emit(rest) {
         return Err(GenerateError::Cancelled);
     }
     Ok(Finished {

@@ -450,35 +450,35 @@ const FINGERPRINT: &str = concat!("arbiter-model-", env!("CARGO_PKG_VERSION"));
 
 async fn metrics(State(server): State<Arc<ModelServer>>) -> Response {
     let counts = &server.counts;
-    let label = format!(
-        "{{model_name=\"{}\"}}",
-        server.name.replace('\\', "\\\\").replace('"', "\\\"")
-    );
-    let gauge = |name: &str, help: &str, value: u64| {
-        format!("# HELP {name} {help}\n# TYPE {name} gauge\n{name}{label} {value}\n")
-    };
-    let counter = |name: &str, help: &str, value: u64| {
-        format!("# HELP {name} {help}\n# TYPE {name} counter\n{name}{label} {value}\n")
+    // Label values escape backslashes and quotes in the text format.
+    let model_name = server.name.replace('\\', "\\\\").replace('"', "\\\"");
+    let label = format!("{{model_name=\"{model_name}\"}}");
+    let metric = |kind: &str, name: &str, help: &str, value: u64| {
+        format!("# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{label} {value}\n")
     };
     let load = |count: &AtomicUsize| count.load(Ordering::Relaxed) as u64;
     let load64 = |count: &AtomicU64| count.load(Ordering::Relaxed);
     let body = [
-        gauge(
+        metric(
+            "gauge",
             "vllm:num_requests_running",
             "Number of requests currently running.",
             load(&counts.running),
         ),
-        gauge(
+        metric(
+            "gauge",
             "vllm:num_requests_waiting",
             "Number of requests waiting to be processed.",
             load(&counts.waiting),
         ),
-        counter(
+        metric(
+            "counter",
             "vllm:prompt_tokens_total",
             "Number of prefill tokens processed.",
             load64(&counts.prompt_tokens),
         ),
-        counter(
+        metric(
+            "counter",
             "vllm:generation_tokens_total",
             "Number of generation tokens processed.",
             load64(&counts.generation_tokens),
@@ -486,9 +486,8 @@ async fn metrics(State(server): State<Arc<ModelServer>>) -> Response {
         format!(
             "# HELP vllm:request_success_total Count of successfully processed requests.\n\
              # TYPE vllm:request_success_total counter\n\
-             vllm:request_success_total{{model_name=\"{name}\",finished_reason=\"stop\"}} {stop}\n\
-             vllm:request_success_total{{model_name=\"{name}\",finished_reason=\"length\"}} {length}\n",
-            name = server.name.replace('\\', "\\\\").replace('"', "\\\""),
+             vllm:request_success_total{{model_name=\"{model_name}\",finished_reason=\"stop\"}} {stop}\n\
+             vllm:request_success_total{{model_name=\"{model_name}\",finished_reason=\"length\"}} {length}\n",
             stop = load64(&counts.finished_stop),
             length = load64(&counts.finished_length),
         ),

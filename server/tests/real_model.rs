@@ -12,6 +12,10 @@
 //! ARBITER_REQUIRE_MODEL=1, which `scripts/test` sets once it has fetched the file.
 #![cfg(feature = "local-model")]
 
+// The model crate's lookup of the test model file, shared rather than copied.
+#[path = "../../model/tests/common/mod.rs"]
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -28,33 +32,6 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 
 const MODEL: &str = "smollm2";
-
-fn model_file() -> Option<PathBuf> {
-    let path = match std::env::var_os("ARBITER_TEST_GGUF") {
-        Some(path) => PathBuf::from(path),
-        None => {
-            let cache = std::env::var_os("XDG_CACHE_HOME")
-                .map(PathBuf::from)
-                .or_else(|| {
-                    std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache"))
-                })?;
-            cache.join("arbiter/models/SmolLM2-135M-Instruct.Q4_1.gguf")
-        }
-    };
-    if path.is_file() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var("ARBITER_REQUIRE_MODEL").as_deref() != Ok("1"),
-        "ARBITER_REQUIRE_MODEL=1 but there is no model file at {}",
-        path.display()
-    );
-    eprintln!(
-        "skipping: no model file at {} (run scripts/fetch-model)",
-        path.display()
-    );
-    None
-}
 
 /// `arbiter model serve` as a child process, killed when dropped.
 struct ModelProcess {
@@ -173,7 +150,9 @@ fn check_chat_logprobs(choice: &Value, top: usize, greedy: bool) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_bundled_model_serves_the_openai_api_and_answers_an_eval() {
-    let Some(gguf) = model_file() else { return };
+    let Some(gguf) = common::model_file() else {
+        return;
+    };
     let server = ModelProcess::start(&gguf);
     let client = Client {
         http: reqwest::Client::new(),
