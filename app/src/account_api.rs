@@ -29,8 +29,8 @@ pub struct NewTokenView {
 }
 
 #[cfg(feature = "ssr")]
-async fn signed_in() -> Result<(crate::guard::AppState, arbiter_engine::store::User), ServerFnError>
-{
+async fn signed_in(
+) -> Result<(crate::guard::AppState, arbiter_domain::accounts::User), ServerFnError> {
     match session_user().await? {
         Some((_, user)) if !user.active => Err(fail(
             403,

@@ -7,7 +7,7 @@ use leptos::prelude::*;
 #[cfg(feature = "ssr")]
 use {
     crate::guard::{fail, require, service_error, store_error},
-    arbiter_engine::auth::Permission,
+    arbiter_domain::accounts::Permission,
     arbiter_engine::human_queue,
 };
 
@@ -87,7 +87,7 @@ pub async fn review_label(
 }
 
 #[cfg(feature = "ssr")]
-fn rater_view(rater: arbiter_engine::annotation::pool::RaterStats) -> RaterView {
+fn rater_view(rater: arbiter_domain::annotation::pool::RaterStats) -> RaterView {
     RaterView {
         id: rater.id,
         username: rater.username,
@@ -158,8 +158,8 @@ pub async fn set_quality_threshold(threshold: String) -> Result<(), ServerFnErro
 }
 
 #[cfg(feature = "ssr")]
-fn statistic_view(agreement: &arbiter_engine::annotation::agreement::Agreement) -> StatisticView {
-    use arbiter_engine::annotation::agreement::Statistic;
+fn statistic_view(agreement: &arbiter_domain::annotation::agreement::Agreement) -> StatisticView {
+    use arbiter_domain::annotation::agreement::Statistic;
     StatisticView {
         value: agreement.statistic.value(),
         undefined_because: match &agreement.statistic {
@@ -244,7 +244,7 @@ pub async fn invite_rater(
 /// agreement per queue, alerts, gold items and the QC rates.
 #[server(endpoint = "queue_page")]
 pub async fn queue_page() -> Result<QueuePageData, ServerFnError> {
-    use arbiter_engine::annotation::sla::DAY_MS;
+    use arbiter_domain::annotation::sla::DAY_MS;
     use arbiter_engine::queue_health::queue_report;
     let (state, _) = require(Permission::ManageUsers).await?;
     let store = state.store.as_ref();
@@ -387,7 +387,7 @@ pub async fn retire_gold(gold_id: i64) -> Result<(), ServerFnError> {
 
 /// An alert as the queue and system pages show it.
 #[cfg(feature = "ssr")]
-pub(crate) fn alert_view(alert: arbiter_engine::store::Alert) -> AlertView {
+pub(crate) fn alert_view(alert: arbiter_domain::health::Alert) -> AlertView {
     AlertView {
         id: alert.id,
         title: arbiter_engine::queue_health::alert_title(&alert.kind).into(),

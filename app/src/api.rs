@@ -7,7 +7,7 @@ use leptos::prelude::*;
 #[cfg(feature = "ssr")]
 use {
     crate::guard::{fail, require, service_error, session_user, store_error},
-    arbiter_engine::auth::Permission,
+    arbiter_domain::accounts::Permission,
     arbiter_engine::service,
 };
 
@@ -18,9 +18,8 @@ pub const PAGE_ROWS: i64 = 200;
 pub(crate) mod convert {
     //! Engine records to browser views.
     use crate::views::*;
-    use arbiter_engine::store;
 
-    pub fn revision(revision: store::DatasetRevision) -> RevisionView {
+    pub fn revision(revision: arbiter_domain::dataset::DatasetRevision) -> RevisionView {
         RevisionView {
             id: revision.id,
             content_hash: revision.content_hash,
@@ -30,7 +29,7 @@ pub(crate) mod convert {
         }
     }
 
-    pub fn dataset(dataset: store::DatasetSummary) -> DatasetView {
+    pub fn dataset(dataset: arbiter_domain::dataset::DatasetSummary) -> DatasetView {
         DatasetView {
             id: dataset.id,
             name: dataset.name,
@@ -39,7 +38,10 @@ pub(crate) mod convert {
         }
     }
 
-    pub fn checkpoint(checkpoint: store::Checkpoint, all: &[store::Checkpoint]) -> CheckpointView {
+    pub fn checkpoint(
+        checkpoint: arbiter_domain::checkpoint::Checkpoint,
+        all: &[arbiter_domain::checkpoint::Checkpoint],
+    ) -> CheckpointView {
         let fallback_name = checkpoint
             .fallback_checkpoint_id
             .and_then(|id| all.iter().find(|other| other.id == id))
@@ -62,7 +64,9 @@ pub(crate) mod convert {
         }
     }
 
-    pub fn checkpoints(checkpoints: Vec<store::Checkpoint>) -> Vec<CheckpointView> {
+    pub fn checkpoints(
+        checkpoints: Vec<arbiter_domain::checkpoint::Checkpoint>,
+    ) -> Vec<CheckpointView> {
         checkpoints
             .iter()
             .cloned()
@@ -70,7 +74,7 @@ pub(crate) mod convert {
             .collect()
     }
 
-    pub fn eval(eval: store::EvalSummary) -> EvalView {
+    pub fn eval(eval: arbiter_domain::manifest::EvalSummary) -> EvalView {
         EvalView {
             id: eval.id,
             name: eval.name,
@@ -85,7 +89,7 @@ pub(crate) mod convert {
         }
     }
 
-    pub fn progress(progress: store::RunProgress) -> ProgressView {
+    pub fn progress(progress: arbiter_domain::run::RunProgress) -> ProgressView {
         ProgressView {
             id: progress.id,
             eval_name: progress.eval_name,
@@ -102,7 +106,7 @@ pub(crate) mod convert {
             uncertain: progress.uncertain,
             errors: progress.errors,
             last_error: progress.last_error,
-            priority: store::priority_name(progress.priority).to_string(),
+            priority: arbiter_domain::run::priority_name(progress.priority).to_string(),
             team: progress.team,
             throughput_per_s: progress.throughput_per_s,
             from_cache: progress.from_cache,
@@ -111,7 +115,7 @@ pub(crate) mod convert {
         }
     }
 
-    pub fn result(row: store::ResultRow) -> ResultView {
+    pub fn result(row: arbiter_domain::run::ResultRow) -> ResultView {
         ResultView {
             case_id: row.case_id,
             repetition: row.repetition,
@@ -345,7 +349,7 @@ pub async fn list_runs() -> Result<Vec<RunView>, ServerFnError> {
         .into_iter()
         .map(|run| RunView {
             id: run.id,
-            priority: arbiter_engine::store::priority_name(run.priority).to_string(),
+            priority: arbiter_domain::run::priority_name(run.priority).to_string(),
             eval_id: run.eval_id,
             eval_name: run.eval_name,
             checkpoint_name: run.checkpoint_name,
@@ -440,7 +444,7 @@ pub async fn submit_label(
         latest_right: feedback.latest_right,
         out_of: feedback
             .answered
-            .min(arbiter_engine::annotation::gold::TRAINING_ITEMS as u64),
+            .min(arbiter_domain::annotation::gold::TRAINING_ITEMS as u64),
         graduated: feedback.graduated,
     }))
 }

@@ -7,12 +7,12 @@ use leptos::prelude::*;
 use {
     crate::api::convert,
     crate::guard::{fail, require, service_error, store_error},
-    arbiter_engine::auth::Permission,
+    arbiter_domain::accounts::Permission,
     arbiter_engine::policies,
 };
 
 #[cfg(feature = "ssr")]
-fn judge_view(judge: arbiter_engine::store::Judge) -> JudgeView {
+fn judge_view(judge: arbiter_domain::grading::judge::Judge) -> JudgeView {
     JudgeView {
         id: judge.id,
         grader_id: judge.grader_id(),
@@ -37,7 +37,7 @@ pub async fn judges_page() -> Result<JudgesPageData, ServerFnError> {
             .map(judge_view)
             .collect(),
         checkpoints: convert::checkpoints(store.list_checkpoints().await.map_err(store_error)?),
-        default_rubric: arbiter_engine::grading::judge::DEFAULT_RUBRIC.to_string(),
+        default_rubric: arbiter_domain::grading::judge::DEFAULT_RUBRIC.to_string(),
     })
 }
 
@@ -129,10 +129,10 @@ pub async fn eval_detail(id: i64) -> Result<EvalPageData, ServerFnError> {
     Ok(EvalPageData {
         eval: convert::eval(eval),
         policies: policies.into_iter().map(policy_view).collect(),
-        default_policy: policy_view(arbiter_engine::store::PolicyVersion {
+        default_policy: policy_view(arbiter_domain::grading::triage::PolicyVersion {
             eval_id: id,
             version: 0,
-            policy: arbiter_engine::grading::triage::TriagePolicy::default(),
+            policy: arbiter_domain::grading::triage::TriagePolicy::default(),
             note: String::new(),
             calibration_json: None,
             created_by: None,
@@ -150,7 +150,7 @@ pub async fn eval_detail(id: i64) -> Result<EvalPageData, ServerFnError> {
 }
 
 #[cfg(feature = "ssr")]
-fn policy_view(version: arbiter_engine::store::PolicyVersion) -> PolicyView {
+fn policy_view(version: arbiter_domain::grading::triage::PolicyVersion) -> PolicyView {
     PolicyView {
         version: version.version,
         cheap_judge: version.policy.cheap_judge,

@@ -1,9 +1,9 @@
 //! Server-side request context for server functions: the shared state, the session's user and
 //! the permission check every server function starts with.
 
-use arbiter_engine::auth::Permission;
+use arbiter_domain::accounts::{Permission, User};
 use arbiter_engine::service::ServiceError;
-use arbiter_engine::store::{Store, User};
+use arbiter_engine::store::Store;
 use leptos::prelude::*;
 use leptos_axum::ResponseOptions;
 use std::sync::Arc;

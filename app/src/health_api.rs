@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 #[cfg(feature = "ssr")]
 use crate::guard::{require, service_error};
 #[cfg(feature = "ssr")]
-use arbiter_engine::auth::Permission;
+use arbiter_domain::accounts::Permission;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CostView {
@@ -92,7 +92,7 @@ pub struct SystemView {
 }
 
 #[cfg(feature = "ssr")]
-fn rules_view(rules: &arbiter_engine::health::rules::AlertRules) -> RulesView {
+fn rules_view(rules: &arbiter_domain::health::rules::AlertRules) -> RulesView {
     let texts = rules.texts();
     RulesView {
         queue_growth_minutes: texts.queue_growth_minutes,
@@ -118,14 +118,15 @@ pub async fn system_health() -> Result<SystemView, ServerFnError> {
     let retention = arbiter_engine::retention::policy(state.store.as_ref())
         .await
         .map_err(service_error)?;
-    let series = |label: &str, value: fn(&arbiter_engine::store::HealthSample) -> i64| TimeSeries {
-        label: label.into(),
-        points: health
-            .samples
-            .iter()
-            .map(|sample| (sample.taken_at, value(sample) as f64))
-            .collect(),
-    };
+    let series =
+        |label: &str, value: fn(&arbiter_domain::health::HealthSample) -> i64| TimeSeries {
+            label: label.into(),
+            points: health
+                .samples
+                .iter()
+                .map(|sample| (sample.taken_at, value(sample) as f64))
+                .collect(),
+        };
     Ok(SystemView {
         now,
         backend: health.backend.clone(),
@@ -232,7 +233,7 @@ pub async fn save_alert_rules(
     worker_silence_s: String,
     min_answers: String,
 ) -> Result<RulesView, ServerFnError> {
-    use arbiter_engine::health::rules::RuleTexts;
+    use arbiter_domain::health::rules::RuleTexts;
     let (state, user) = require(Permission::ManageUsers).await?;
     let rules = arbiter_engine::health::set_alert_rules(
         state.store.as_ref(),

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 #[cfg(feature = "ssr")]
 use {
     crate::guard::{require, service_error},
-    arbiter_engine::auth::Permission,
+    arbiter_domain::accounts::Permission,
     arbiter_engine::reporting,
 };
 
@@ -193,11 +193,12 @@ fn p_text(p: f64) -> String {
 #[cfg(feature = "ssr")]
 mod convert {
     use super::*;
-    use arbiter_engine::model_client::Outcome;
-    use arbiter_engine::report::compare::PairedCategory;
-    use arbiter_engine::report::{CategoryReport, Report};
+    use arbiter_domain::answer::Outcome;
+    use arbiter_domain::reports::compare::PairedCategory;
+    use arbiter_domain::reports::diff::DiffSide;
+    use arbiter_domain::reports::{CategoryReport, Report};
+    use arbiter_domain::run::RunProgress;
     use arbiter_engine::reporting::{DiffRow, TokenChoice};
-    use arbiter_engine::store::{DiffSide, RunProgress};
 
     pub fn category(report: &CategoryReport) -> CategoryView {
         CategoryView {
@@ -247,7 +248,10 @@ mod convert {
                 .iter()
                 .enumerate()
                 .map(|(bucket, &count)| {
-                    (arbiter_engine::charts::latency::bucket_label(bucket), count)
+                    (
+                        arbiter_domain::reports::latency::bucket_label(bucket),
+                        count,
+                    )
                 })
                 .collect(),
             latency_chart_svg: String::new(),
@@ -409,7 +413,7 @@ pub async fn compare_checkpoints(
     candidates: String,
     correction: String,
 ) -> Result<CheckpointComparisonView, ServerFnError> {
-    use arbiter_engine::stats::correction::Correction;
+    use arbiter_domain::stats::correction::Correction;
     let (state, _) = require(Permission::ViewResults).await?;
     let correction = if correction.is_empty() {
         Correction::default()
@@ -489,7 +493,7 @@ pub async fn diff_page(
     search: String,
     offset: usize,
 ) -> Result<DiffPageView, ServerFnError> {
-    use arbiter_engine::report::compare::{Change, DiffFilter};
+    use arbiter_domain::reports::compare::{Change, DiffFilter};
     let (state, _) = require(Permission::ViewResults).await?;
     let change = match change.as_str() {
         "" => None,
@@ -498,7 +502,7 @@ pub async fn diff_page(
                 .ok_or_else(|| crate::guard::fail(400, format!("unknown change `{name}`")))?,
         ),
     };
-    if !outcome.is_empty() && arbiter_engine::model_client::Outcome::parse(&outcome).is_none() {
+    if !outcome.is_empty() && arbiter_domain::answer::Outcome::parse(&outcome).is_none() {
         return Err(crate::guard::fail(
             400,
             format!("unknown outcome `{outcome}`"),

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 #[cfg(feature = "ssr")]
 use crate::guard::{fail, require, service_error, store_error};
 #[cfg(feature = "ssr")]
-use arbiter_engine::auth::Permission;
+use arbiter_domain::accounts::Permission;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SuiteView {
@@ -69,7 +69,7 @@ pub async fn suites_page() -> Result<SuitesData, ServerFnError> {
                     (_, 0) => "on demand only".into(),
                     (_, n) => format!(
                         "every {} checkpoint of its training run",
-                        arbiter_engine::triggers::ordinal(n)
+                        arbiter_domain::suites::ordinal(n)
                     ),
                 },
                 id: suite.id,

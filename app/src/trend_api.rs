@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 use {
     crate::guard::{fail, require, service_error, store_error},
     crate::report_api::percent,
-    arbiter_engine::auth::Permission,
-    arbiter_engine::report::trend::BaselinePolicy,
+    arbiter_domain::accounts::Permission,
+    arbiter_domain::reports::trend::BaselinePolicy,
     arbiter_engine::trends,
 };
 
@@ -107,7 +107,7 @@ fn policy_of(policy: &str, pinned: &str) -> Result<BaselinePolicy, ServerFnError
 #[cfg(feature = "ssr")]
 mod convert {
     use super::*;
-    use arbiter_engine::report::CategoryReport;
+    use arbiter_domain::reports::CategoryReport;
     use arbiter_engine::trends::{FlakyReport, Trend, TrendPoint};
 
     fn rate_with_interval(report: Option<&CategoryReport>) -> String {

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 #[cfg(feature = "ssr")]
 use crate::guard::{fail, require, service_error, store_error};
 #[cfg(feature = "ssr")]
-use arbiter_engine::auth::Permission;
+use arbiter_domain::accounts::Permission;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WebhookView {

@@ -6,7 +6,8 @@
 //! the owner is deactivated.
 
 use crate::service::{ServiceError, ServiceResult};
-use crate::store::{ApiToken, Store, User};
+use crate::store::Store;
+use arbiter_domain::accounts::{ApiToken, User};
 use rand::distributions::{Alphanumeric, DistString};
 use sha2::{Digest, Sha256};
 
@@ -139,7 +140,10 @@ pub async fn revoke_token(
     token_id: i64,
     now: i64,
 ) -> ServiceResult<()> {
-    let owner = (!actor.role.can(crate::auth::Permission::ManageUsers)).then_some(actor.id);
+    let owner = (!actor
+        .role
+        .can(arbiter_domain::accounts::Permission::ManageUsers))
+    .then_some(actor.id);
     if store.revoke_api_token(token_id, owner, now).await? {
         tracing::info!(user = %actor.username, token = token_id, "API token revoked");
         Ok(())
@@ -152,7 +156,10 @@ pub async fn revoke_token(
 
 /// The tokens `actor` may see: their own, or everyone's for those who manage users.
 pub async fn visible_tokens(store: &dyn Store, actor: &User) -> ServiceResult<Vec<ApiToken>> {
-    let owner = (!actor.role.can(crate::auth::Permission::ManageUsers)).then_some(actor.id);
+    let owner = (!actor
+        .role
+        .can(arbiter_domain::accounts::Permission::ManageUsers))
+    .then_some(actor.id);
     Ok(store.api_tokens(owner).await?)
 }
 

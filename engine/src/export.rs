@@ -8,13 +8,12 @@
 //! tables see `date` and `checkpoint` as columns and prune by them.
 
 use crate::service::{ServiceError, ServiceResult};
-use crate::store::Store;
+use crate::store::{ExportRow, Store};
 use parquet::basic::Compression;
 use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DoubleType, Int64Type};
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::parser::parse_message_type;
-use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::sync::Arc;
 
@@ -23,37 +22,6 @@ pub const EXPORT_PAGE: i64 = 5_000;
 /// Rows per Parquet row group: large enough for good compression and pruning statistics,
 /// small enough to bound the exporter's memory.
 pub const PARQUET_ROW_GROUP: usize = 50_000;
-
-/// One result identity as exported.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ExportRow {
-    pub run_id: i64,
-    pub work_item_id: i64,
-    pub case_id: String,
-    pub repetition: i64,
-    pub category: String,
-    pub checkpoint: String,
-    pub input: String,
-    pub target: String,
-    /// pass, fail, uncertain, error, or empty before a verdict.
-    pub verdict: String,
-    pub decided_by: String,
-    pub outcome: String,
-    pub output: String,
-    pub finish_reason: Option<String>,
-    pub error: Option<String>,
-    pub error_category: Option<String>,
-    pub model_used: Option<String>,
-    pub fallback_used: bool,
-    pub from_cache: bool,
-    pub latency_ms: Option<i64>,
-    pub attempts: Option<i64>,
-    pub prompt_tokens: Option<i64>,
-    pub completion_tokens: Option<i64>,
-    pub cost_usd: Option<f64>,
-    /// When the answer was recorded (ms since the Unix epoch).
-    pub answered_at: Option<i64>,
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExportFormat {

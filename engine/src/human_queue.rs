@@ -9,21 +9,24 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use crate::annotation::adjudication::parse_skills;
-use crate::annotation::agreement::{
+use crate::mail::{parse_address, Mailer};
+use crate::passwords::hash_password;
+use crate::service::{ServiceError, ServiceResult};
+use crate::store::{now_ms, Store};
+use arbiter_domain::accounts::{Role, Username};
+use arbiter_domain::annotation::adjudication::parse_skills;
+use arbiter_domain::annotation::agreement::{
     bootstrap_ci, cohen_kappa, fleiss_kappa, krippendorff_alpha, Agreement, Level, Unit, Weighting,
 };
-use crate::annotation::gold::{
+use arbiter_domain::annotation::gold::{
     parse_share, AGREEMENT_FLOOR_SETTING, DEFAULT_AGREEMENT_FLOOR, DEFAULT_GOLD_RATE,
     DEFAULT_REVIEW_CHECK_RATE, GOLD_RATE_SETTING, REVIEW_CHECK_RATE_SETTING,
 };
-use crate::annotation::pool::{
+use arbiter_domain::annotation::pool::{
     rater_stats, RaterStats, DEFAULT_QUALITY_THRESHOLD, QUALITY_THRESHOLD_SETTING,
 };
-use crate::auth::{hash_password, Role, Username};
-use crate::mail::{parse_address, Mailer};
-use crate::service::{ServiceError, ServiceResult};
-use crate::store::{now_ms, NewRater, RaterUpdate, ReviewDecision, Store};
+use arbiter_domain::annotation::pool::{NewRater, RaterUpdate};
+use arbiter_domain::annotation::review::ReviewDecision;
 
 /// Longest reason a reviewer may give.
 const MAX_REASON_CHARS: usize = 2_000;

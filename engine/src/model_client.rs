@@ -5,112 +5,10 @@
 //! with an [`ErrorCategory`]. Retries, backoff, load control and fallback are the dispatcher's;
 //! grading is the grader's. An error is a value here, never an answer.
 
+use arbiter_domain::answer::{ErrorCategory, Generation, Outcome};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Duration;
-
-/// How a generation ended. Only answers (`Ok`, `Truncated`, `Empty`, `Refused`) are graded.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    Ok,
-    /// `finish_reason = length`: kept apart from wrong answers.
-    Truncated,
-    Empty,
-    /// The model declined (`refusal` set, or `finish_reason = content_filter`).
-    Refused,
-    /// The default, so that a generation nobody filled in never passes for an answer.
-    #[default]
-    EndpointError,
-    Timeout,
-}
-
-impl Outcome {
-    /// Every outcome, in the order reports list them.
-    pub const ALL: [Outcome; 6] = [
-        Outcome::Ok,
-        Outcome::Truncated,
-        Outcome::Empty,
-        Outcome::Refused,
-        Outcome::EndpointError,
-        Outcome::Timeout,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Ok => "ok",
-            Outcome::Truncated => "truncated",
-            Outcome::Empty => "empty",
-            Outcome::Refused => "refused",
-            Outcome::EndpointError => "endpoint_error",
-            Outcome::Timeout => "timeout",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Outcome> {
-        Outcome::ALL
-            .into_iter()
-            .find(|outcome| outcome.as_str() == text)
-    }
-
-    pub fn is_error(self) -> bool {
-        matches!(self, Outcome::EndpointError | Outcome::Timeout)
-    }
-}
-
-/// Why an attempt failed. Decides whether retrying can help.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorCategory {
-    Connect,
-    Timeout,
-    RateLimited,
-    ServerError,
-    MalformedResponse,
-    BadRequest,
-    Unauthorized,
-    ModelNotFound,
-    OtherHttp,
-}
-
-impl ErrorCategory {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorCategory::Connect => "connect",
-            ErrorCategory::Timeout => "timeout",
-            ErrorCategory::RateLimited => "rate_limited",
-            ErrorCategory::ServerError => "server_error",
-            ErrorCategory::MalformedResponse => "malformed_response",
-            ErrorCategory::BadRequest => "bad_request",
-            ErrorCategory::Unauthorized => "unauthorized",
-            ErrorCategory::ModelNotFound => "model_not_found",
-            ErrorCategory::OtherHttp => "other_http",
-        }
-    }
-
-    /// Transient failures are retried; permanent ones (auth, bad request, unknown model) are not.
-    pub fn is_transient(self) -> bool {
-        matches!(
-            self,
-            ErrorCategory::Connect
-                | ErrorCategory::Timeout
-                | ErrorCategory::RateLimited
-                | ErrorCategory::ServerError
-                | ErrorCategory::MalformedResponse
-        )
-    }
-
-    fn from_status(status: u16) -> ErrorCategory {
-        match status {
-            429 => ErrorCategory::RateLimited,
-            401 | 403 => ErrorCategory::Unauthorized,
-            404 => ErrorCategory::ModelNotFound,
-            400 | 413 | 422 => ErrorCategory::BadRequest,
-            500..=599 => ErrorCategory::ServerError,
-            _ => ErrorCategory::OtherHttp,
-        }
-    }
-}
 
 /// One request for one result identity.
 #[derive(Clone, Debug)]
@@ -120,30 +18,6 @@ pub struct GenerationRequest {
     pub max_tokens: u32,
     pub temperature: f64,
     pub seed: u64,
-}
-
-/// Everything learned from endpoints about one result identity, over all attempts.
-#[derive(Clone, Debug, Default)]
-pub struct Generation {
-    pub outcome: Outcome,
-    pub output: String,
-    pub finish_reason: Option<String>,
-    pub error: Option<String>,
-    pub error_category: Option<ErrorCategory>,
-    /// Failed attempts before the final one, as JSON (category, HTTP status, milliseconds).
-    pub attempt_log: Option<String>,
-    pub served_by: Option<String>,
-    pub model_used: Option<String>,
-    pub fallback_used: bool,
-    pub latency_ms: i64,
-    pub attempts: i64,
-    pub prompt_tokens: Option<i64>,
-    pub completion_tokens: Option<i64>,
-    /// At the answering endpoint's prices; `None` when no endpoint was paid (cache hits,
-    /// errors) or it reported no usage.
-    pub cost_usd: Option<f64>,
-    /// Per-token logprobs in the compact form of [`crate::logprobs`].
-    pub logprobs: Option<Vec<u8>>,
 }
 
 /// A failed attempt: what went wrong and whether the endpoint asked us to wait.
@@ -327,7 +201,7 @@ struct Choice<'a> {
     message: Message,
     finish_reason: Option<String>,
     #[serde(default, borrow)]
-    logprobs: Option<crate::logprobs::ChatLogprobs<'a>>,
+    logprobs: Option<arbiter_domain::logprobs::ChatLogprobs<'a>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -462,7 +336,7 @@ mod tests {
         );
         let body = json!({"model": "m-1", "choices": [{"message": {"content": "x"}, "finish_reason": "stop", "logprobs": {"content": [{"token": "x", "logprob": -0.5, "top_logprobs": []}]}}], "usage": {"prompt_tokens": 3, "completion_tokens": 1}});
         let generation = parse_chat_completion(&serde_json::to_vec(&body).unwrap()).unwrap();
-        let tokens = crate::logprobs::decode(&generation.logprobs.unwrap()).unwrap();
+        let tokens = arbiter_domain::logprobs::decode(&generation.logprobs.unwrap()).unwrap();
         assert_eq!((tokens[0].text().as_ref(), tokens[0].logprob), ("x", -0.5));
         assert_eq!(generation.model_used.as_deref(), Some("m-1"));
         assert_eq!(

@@ -7,14 +7,15 @@
 use serde::{Deserialize, Serialize};
 
 use crate::charts::reliability_diagram_svg;
-use crate::grading::calibration::{
+use crate::service::{probe_fingerprint, ServiceError, ServiceResult};
+use crate::store::Store;
+use arbiter_domain::grading::calibration::{
     judge_accuracy, recalibrate_accept_threshold, reliability_bins, JudgeAccuracy,
     LabelledJudgement, Recalibration, ReliabilityBin,
 };
-use crate::grading::judge::{validate_rubric, JudgeSpec};
-use crate::grading::triage::{FrozenTriage, TriagePolicy};
-use crate::service::{probe_fingerprint, ServiceError, ServiceResult};
-use crate::store::{Judge, NewJudge, PolicyVersion, RunCosts, Store};
+use arbiter_domain::grading::judge::{validate_rubric, Judge, JudgeSpec, NewJudge};
+use arbiter_domain::grading::triage::{FrozenTriage, PolicyVersion, TriagePolicy};
+use arbiter_domain::run::RunCosts;
 
 /// Most tokens a judge may write: a verdict and a short rationale.
 pub const MAX_JUDGE_TOKENS: i64 = 4096;
@@ -106,7 +107,7 @@ impl PolicyForm {
                 text => parse_number(text, "raters per item")?,
             },
             review_rate: match self.review_rate.trim() {
-                "" => crate::grading::triage::DEFAULT_REVIEW_RATE,
+                "" => arbiter_domain::grading::triage::DEFAULT_REVIEW_RATE,
                 text => parse_number(text, "the review rate")?,
             },
             required_skill: match self.required_skill.trim() {

@@ -3,7 +3,7 @@
 //! on it every minute: it escalates at-risk tasks (priority raised, senior raters served them
 //! first), raises and resolves alerts, and emails new alerts to the leads.
 //!
-//! The arithmetic lives in [`crate::annotation::sla`]; this module reads the store, writes the
+//! The arithmetic lives in [`arbiter_domain::annotation::sla`]; this module reads the store, writes the
 //! escalations and alerts, and sends mail.
 
 use std::sync::Arc;
@@ -11,14 +11,16 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::annotation::agreement::Statistic;
-use crate::annotation::sla::{
-    attainment, availability, AtRiskTask, Availability, QueueScan, SlaDay, AGE_BUCKETS, DAY_MS,
-};
 use crate::human_queue::{queue_agreement, queue_settings, AgreementReport};
 use crate::mail::Mailer;
 use crate::service::ServiceResult;
-use crate::store::{Alert, LabellingFlow, Store};
+use crate::store::Store;
+use arbiter_domain::annotation::agreement::Statistic;
+use arbiter_domain::annotation::sla::LabellingFlow;
+use arbiter_domain::annotation::sla::{
+    attainment, availability, AtRiskTask, Availability, QueueScan, SlaDay, AGE_BUCKETS, DAY_MS,
+};
+use arbiter_domain::health::Alert;
 
 /// Agreement alerts wait for this many items with two or more labels in a queue.
 pub const MIN_ITEMS_FOR_AGREEMENT_ALERT: u64 = 20;
@@ -266,7 +268,7 @@ async fn email_new_alerts(store: &dyn Store, mailer: &Mailer, now: i64) -> Servi
         let subject = format!("[Arbiter] {}: {}", alert_title(&alert.kind), alert.subject);
         let see = if alert.kind == crate::trends::ALERT_REGRESSION {
             "See the trends page for the checkpoints, the baseline and the paired tests."
-        } else if crate::health::rules::RULE_KINDS.contains(&alert.kind.as_str()) {
+        } else if arbiter_domain::health::rules::RULE_KINDS.contains(&alert.kind.as_str()) {
             "See the system page for queue depth, latency, errors, spending, endpoints and workers; leads can change the thresholds there."
         } else {
             "See the queue page for the tasks at risk, the forecast and agreement by rater pair."
@@ -294,12 +296,12 @@ pub fn alert_title(kind: &str) -> &'static str {
         ALERT_SLA_BREACHED => "SLA breached",
         ALERT_LOW_AGREEMENT => "Low agreement",
         crate::trends::ALERT_REGRESSION => "Regression",
-        crate::health::rules::ALERT_QUEUE_GROWING => "Queue growing",
-        crate::health::rules::ALERT_ERROR_RATE => "Error rate",
-        crate::health::rules::ALERT_P99_LATENCY => "Slow answers",
-        crate::health::rules::ALERT_DAILY_COST => "Over budget",
-        crate::health::rules::ALERT_RATER_AVAILABILITY => "Rater availability",
-        crate::health::rules::ALERT_WORKER_SILENT => "Worker lost",
+        arbiter_domain::health::rules::ALERT_QUEUE_GROWING => "Queue growing",
+        arbiter_domain::health::rules::ALERT_ERROR_RATE => "Error rate",
+        arbiter_domain::health::rules::ALERT_P99_LATENCY => "Slow answers",
+        arbiter_domain::health::rules::ALERT_DAILY_COST => "Over budget",
+        arbiter_domain::health::rules::ALERT_RATER_AVAILABILITY => "Rater availability",
+        arbiter_domain::health::rules::ALERT_WORKER_SILENT => "Worker lost",
         _ => "Alert",
     }
 }

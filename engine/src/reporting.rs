@@ -1,20 +1,23 @@
 //! Reports and checkpoint comparisons over the store: reads tallies and run snapshots
 //! (rebuilding a snapshot when its run has moved on), then hands them to the pure
-//! [`crate::report`] functions. Nothing here loads a run's rows into memory: tallies are a few
+//! [`arbiter_domain::reports`] functions. Nothing here loads a run's rows into memory: tallies are a few
 //! rows per category, a snapshot is 12 bytes per identity, and diff texts are read a page at a
 //! time.
 
-use crate::logprobs::{self, TokenLogprob};
-use crate::manifest::Manifest;
-use crate::report::compare::{
+use crate::service::{ServiceError, ServiceResult};
+use crate::store::{Store, StoredSnapshot};
+use arbiter_domain::logprobs::{self, TokenLogprob};
+use arbiter_domain::manifest::Manifest;
+use arbiter_domain::reports::compare::{
     apply_correction, changed_items, compare_snapshots, ChangedItem, DiffFilter, PairedComparison,
 };
-use crate::report::snapshot::{Expectation, Snapshot, SnapshotBuilder};
-use crate::report::{build_report, Completeness, Report, RunFacts, TallyRow};
-use crate::service::{ServiceError, ServiceResult};
-use crate::stats::correction::Correction;
-use crate::stats::proportion::ClusterSums;
-use crate::store::{DiffSide, NewPromotionDecision, RunProgress, Store, StoredSnapshot};
+use arbiter_domain::reports::decision::NewPromotionDecision;
+use arbiter_domain::reports::diff::DiffSide;
+use arbiter_domain::reports::snapshot::{Expectation, Snapshot, SnapshotBuilder};
+use arbiter_domain::reports::{build_report, Completeness, Report, RunFacts, TallyRow};
+use arbiter_domain::run::RunProgress;
+use arbiter_domain::stats::correction::Correction;
+use arbiter_domain::stats::proportion::ClusterSums;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -355,7 +358,7 @@ pub async fn decide_promotion(
 /// One row of the per-prompt diff.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DiffRow {
-    pub change: crate::report::compare::Change,
+    pub change: arbiter_domain::reports::compare::Change,
     pub baseline: DiffSide,
     pub candidate: DiffSide,
 }
@@ -403,7 +406,8 @@ pub async fn diff_page(
     check_runs(baseline_run, &[candidate_run])?;
     let baseline = snapshot_of(store, baseline_run).await?;
     let candidate = snapshot_of(store, candidate_run).await?;
-    if let Some(reason) = crate::report::compare::unpairable_reason(&baseline, &candidate) {
+    if let Some(reason) = arbiter_domain::reports::compare::unpairable_reason(&baseline, &candidate)
+    {
         return Err(ServiceError::Invalid(reason));
     }
     let items = changed_items(&baseline, &candidate, filter);
@@ -600,7 +604,7 @@ pub async fn diff_detail(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::logprobs::Alternative;
+    use arbiter_domain::logprobs::Alternative;
 
     fn token(text: &str, logprob: f32, alternatives: &[(&str, f32)]) -> TokenLogprob {
         TokenLogprob {

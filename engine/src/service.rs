@@ -3,18 +3,19 @@
 //! Callers have already checked the session's role; this layer checks the input and maps store
 //! failures into [`ServiceError`], whose `Display` is safe to show to the user.
 
-use crate::auth::{hash_password, Role, Username};
-use crate::dataset::{parse_dataset, DatasetFormat};
-use crate::expansion::{plan_identities, refined_cost};
-use crate::grading::{Grade, Grader, GraderSpec, Verdict};
-use crate::manifest::{
+use crate::model_client::normalise_base_url;
+use crate::passwords::hash_password;
+use crate::store::{CacheHit, NewIdentity, NewRun, Store, StoreError};
+use arbiter_domain::accounts::{Role, Username};
+use arbiter_domain::checkpoint::{Checkpoint, NewCheckpoint, TokenPrices};
+use arbiter_domain::dataset::{parse_dataset, DatasetFormat, DatasetRevision};
+use arbiter_domain::expansion::{plan_identities, refined_cost};
+use arbiter_domain::grading::record::Grading;
+use arbiter_domain::grading::{Grade, Grader, GraderSpec, Verdict};
+use arbiter_domain::manifest::{
     EndpointFingerprint, EvalSpec, FallbackTarget, GenerationSettings, Manifest,
 };
-use crate::model_client::normalise_base_url;
-use crate::store::{
-    CacheHit, Checkpoint, DatasetRevision, Grading, LaunchedRun, NewCheckpoint, NewIdentity,
-    NewRun, RunProgress, Store, StoreError, TokenPrices, PRIORITY_ABLATION, PRIORITY_PROMOTION,
-};
+use arbiter_domain::run::{LaunchedRun, RunProgress, PRIORITY_ABLATION, PRIORITY_PROMOTION};
 use std::time::Duration;
 
 /// Failure of a use case. `Internal` hides its cause from the user; it is logged here.
@@ -348,7 +349,7 @@ pub(crate) async fn probe_fingerprint(checkpoint: &Checkpoint) -> EndpointFinger
 /// The scheduling class named in a form: `promotion`, `scheduled` or `ablation`.
 pub fn parse_priority(text: &str) -> ServiceResult<i64> {
     match text.trim() {
-        "" | "scheduled" => Ok(crate::store::PRIORITY_SCHEDULED),
+        "" | "scheduled" => Ok(arbiter_domain::run::PRIORITY_SCHEDULED),
         "promotion" => Ok(PRIORITY_PROMOTION),
         "ablation" => Ok(PRIORITY_ABLATION),
         other => Err(ServiceError::Invalid(format!(
@@ -686,17 +687,18 @@ pub async fn authenticate(
     store: &dyn Store,
     username: &str,
     password: &str,
-) -> ServiceResult<Option<crate::store::User>> {
+) -> ServiceResult<Option<arbiter_domain::accounts::User>> {
     let credentials = store.find_user_credentials(username.trim()).await?;
     let password = password.to_string();
     let (hash, user) = match credentials {
         Some(credentials) => (Some(credentials.password_hash), Some(credentials.user)),
         None => (None, None),
     };
-    let verified =
-        tokio::task::spawn_blocking(move || crate::auth::verify_password(hash.as_ref(), &password))
-            .await
-            .map_err(|_| ServiceError::Internal)?;
+    let verified = tokio::task::spawn_blocking(move || {
+        crate::passwords::verify_password(hash.as_ref(), &password)
+    })
+    .await
+    .map_err(|_| ServiceError::Internal)?;
     match user.filter(|_| verified) {
         // Said only to someone who knows the password, so it reveals nothing to a guesser.
         Some(user) if !user.active => Err(ServiceError::Forbidden(

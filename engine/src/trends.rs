@@ -4,16 +4,17 @@
 //! for the leads. Snapshots are read one at a time and only the baselines are kept, so memory
 //! stays at a few snapshots whatever the number of checkpoints.
 
-use crate::report::compare::{apply_correction, compare_snapshots, PairedComparison};
-use crate::report::snapshot::Snapshot;
-use crate::report::trend::{
-    baseline_index, BaselinePolicy, EarlierPoint, FlakyCase, FlakyTracker, MAX_TREND_POINTS,
-};
-use crate::report::{CategoryReport, Completeness, Report};
 use crate::reporting::{manifest_of, report_and_snapshot};
 use crate::service::{ServiceError, ServiceResult};
-use crate::stats::correction::Correction;
-use crate::store::{Store, TrendRun, TrendWatch};
+use crate::store::Store;
+use arbiter_domain::reports::compare::{apply_correction, compare_snapshots, PairedComparison};
+use arbiter_domain::reports::snapshot::Snapshot;
+use arbiter_domain::reports::trend::{
+    baseline_index, BaselinePolicy, EarlierPoint, FlakyCase, FlakyTracker, MAX_TREND_POINTS,
+};
+use arbiter_domain::reports::trend::{TrendRun, TrendWatch};
+use arbiter_domain::reports::{CategoryReport, Completeness, Report};
+use arbiter_domain::stats::correction::Correction;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::time::Instant;
@@ -54,7 +55,7 @@ impl TrendPoint {
 
     fn findings(
         &self,
-        keep: impl Fn(&crate::report::compare::PairedCategory) -> bool,
+        keep: impl Fn(&arbiter_domain::reports::compare::PairedCategory) -> bool,
     ) -> Vec<String> {
         let Some(comparison) = &self.comparison else {
             return Vec::new();
@@ -278,7 +279,7 @@ pub async fn flaky_prompts(
         .iter()
         .filter_map(|case| first_ids.get(case.position).copied())
         .collect();
-    let sides: HashMap<i64, crate::store::DiffSide> = store
+    let sides: HashMap<i64, arbiter_domain::reports::diff::DiffSide> = store
         .diff_sides(&ids)
         .await?
         .into_iter()

@@ -21,7 +21,9 @@ use sha2::Sha256;
 
 use crate::secrets::SecretBox;
 use crate::service::{ServiceError, ServiceResult};
-use crate::store::{Alert, DeliveryAttempt, Store, Webhook};
+use crate::store::{DeliveryAttempt, Store};
+use arbiter_domain::health::Alert;
+use arbiter_domain::webhooks::Webhook;
 
 pub const EVENT_RUN_COMPLETED: &str = "run.completed";
 pub const EVENT_ALERT_RAISED: &str = "alert.raised";

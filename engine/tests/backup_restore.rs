@@ -52,7 +52,7 @@ async fn fill(store: Arc<dyn Store>) {
         .create_user(
             "res",
             &store_support::stand_in_hash("res"),
-            arbiter_engine::auth::Role::Researcher,
+            arbiter_domain::accounts::Role::Researcher,
         )
         .await
         .unwrap();
@@ -152,7 +152,7 @@ async fn a_postgres_dump_restored_into_a_fresh_database_gives_identical_results(
         .create_user(
             "after-restore",
             &store_support::stand_in_hash("x"),
-            arbiter_engine::auth::Role::Annotator,
+            arbiter_domain::accounts::Role::Annotator,
         )
         .await
         .unwrap();

@@ -4,16 +4,16 @@
 //! importer's promises; a refusal says why; and a refused upload or announcement stores
 //! nothing.
 
-use arbiter_engine::dataset::{parse_dataset, DatasetError, DatasetFormat};
-use arbiter_engine::grading::GraderSpec;
-use arbiter_engine::manifest::parse_stored_grader;
+use arbiter_domain::dataset::{parse_dataset, DatasetError, DatasetFormat};
+use arbiter_domain::grading::GraderSpec;
+use arbiter_domain::manifest::parse_stored_grader;
 use arbiter_engine::service;
 use arbiter_engine::store::{Database, Store};
 use proptest::prelude::*;
 use std::collections::HashSet;
 
 /// The importer's promises about an accepted dataset.
-fn check_accepted(items: &[arbiter_engine::dataset::DatasetItem]) {
+fn check_accepted(items: &[arbiter_domain::dataset::DatasetItem]) {
     assert!(!items.is_empty(), "an accepted dataset has items");
     let ids: HashSet<&str> = items.iter().map(|item| item.case_id.as_str()).collect();
     assert_eq!(ids.len(), items.len(), "case ids are unique");
@@ -199,7 +199,7 @@ proptest! {
     #[test]
     fn arbitrary_json_is_a_manifest_or_an_announcement_or_refused(value in json_value()) {
         let text = value.to_string();
-        let _ = serde_json::from_str::<arbiter_engine::manifest::Manifest>(&text);
+        let _ = serde_json::from_str::<arbiter_domain::manifest::Manifest>(&text);
         if let Ok(announcement) = serde_json::from_str::<arbiter_engine::triggers::Announcement>(&text) {
             let _ = announcement.form();
         }

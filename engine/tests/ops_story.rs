@@ -2,16 +2,17 @@
 //! monitor reads (queue, answers, latency, errors, spending, endpoints, workers) with the
 //! alert rules it raises and resolves.
 
-use arbiter_engine::api_tokens;
-use arbiter_engine::auth::Role;
+use arbiter_domain::accounts::{Role, User};
+use arbiter_domain::answer::{ErrorCategory, Generation};
+use arbiter_domain::health::rules::{AlertRules, RuleTexts};
+use arbiter_domain::health::HealthSample;
+use arbiter_domain::run::PRIORITY_PROMOTION;
 use arbiter_engine::checkpoint_watch::scan_once;
-use arbiter_engine::health::{self, rules::RuleTexts};
 use arbiter_engine::mail::Mailer;
-use arbiter_engine::model_client::{ErrorCategory, Generation};
 use arbiter_engine::queue_health::monitor_once;
-use arbiter_engine::service;
-use arbiter_engine::store::{now_ms, HealthSample, Store, User, PRIORITY_PROMOTION};
+use arbiter_engine::store::{now_ms, Store};
 use arbiter_engine::triggers::{self, Announcement, SuiteForm};
+use arbiter_engine::{api_tokens, health, service};
 use std::sync::Arc;
 
 #[macro_use]
@@ -77,7 +78,7 @@ async fn api_tokens_are_hashed_scoped_and_revocable(store: Arc<dyn Store>) {
     api_tokens::create_token(store, &bob, "bob-ci", Some(30), now)
         .await
         .unwrap();
-    let names = |tokens: Vec<arbiter_engine::store::ApiToken>| {
+    let names = |tokens: Vec<arbiter_domain::accounts::ApiToken>| {
         tokens
             .into_iter()
             .map(|token| token.name)
@@ -251,7 +252,7 @@ async fn system_health_is_read_from_the_store_and_rules_raise_and_resolve_alerts
     store
         .update_rater(
             lead.id,
-            &arbiter_engine::store::RaterUpdate {
+            &arbiter_domain::annotation::pool::RaterUpdate {
                 email: Some(Some("lead@example.com".into())),
                 ..Default::default()
             },
@@ -326,7 +327,7 @@ async fn system_health_is_read_from_the_store_and_rules_raise_and_resolve_alerts
         store.as_ref(),
         &RuleTexts {
             max_error_rate: "150%".into(),
-            ..health::rules::AlertRules::default().texts()
+            ..AlertRules::default().texts()
         },
     )
     .await
@@ -342,7 +343,7 @@ async fn system_health_is_read_from_the_store_and_rules_raise_and_resolve_alerts
             max_error_rate: "50%".into(),
             max_p99_latency_s: "".into(),
             daily_budget_usd: "0.5".into(),
-            ..health::rules::AlertRules::default().texts()
+            ..AlertRules::default().texts()
         },
     )
     .await
@@ -883,8 +884,8 @@ async fn webhooks_deliver_signed_events_with_retries_and_give_up_in_the_end(stor
 
 fn with_logprobs(output: &str, logprob: f32) -> Generation {
     Generation {
-        logprobs: Some(arbiter_engine::logprobs::encode(&[
-            arbiter_engine::logprobs::TokenLogprob {
+        logprobs: Some(arbiter_domain::logprobs::encode(&[
+            arbiter_domain::logprobs::TokenLogprob {
                 bytes: output.as_bytes().to_vec(),
                 logprob,
                 top: Vec::new(),
@@ -895,9 +896,10 @@ fn with_logprobs(output: &str, logprob: f32) -> Generation {
 }
 
 async fn retention_clears_raw_answers_then_deletes_expired_runs(store: Arc<dyn Store>) {
-    use arbiter_engine::grading::grade_exact_match;
+    use arbiter_domain::grading::grade_exact_match;
+    use arbiter_domain::grading::record::Grading;
     use arbiter_engine::retention::{self, RetentionPolicy};
-    use arbiter_engine::store::{FinishedItem, Grading};
+    use arbiter_engine::store::FinishedItem;
     let store = store.as_ref();
     const DAY: i64 = 86_400_000;
 

@@ -2,15 +2,17 @@
 //! backends: gold items and training, spot checks of reviewers' decisions, the queue monitor's
 //! SLA escalation, alerts and email, and invitations and settings that refuse bad input.
 
-use arbiter_engine::annotation::gold::{GOLD_RATE_SETTING, REVIEW_CHECK_RATE_SETTING};
-use arbiter_engine::auth::Role;
+use arbiter_domain::accounts::Role;
+use arbiter_domain::annotation::gold::{GOLD_RATE_SETTING, REVIEW_CHECK_RATE_SETTING};
+use arbiter_domain::annotation::pool::RaterUpdate;
+use arbiter_domain::annotation::review::ReviewDecision;
 use arbiter_engine::human_queue::{self, Invitation, RaterForm};
 use arbiter_engine::mail::Mailer;
 use arbiter_engine::queue_health::{
     monitor_once, queue_report, ALERT_LOW_AGREEMENT, ALERT_SLA_AT_RISK,
 };
 use arbiter_engine::service::ServiceError;
-use arbiter_engine::store::{now_ms, RaterUpdate, ReviewDecision, Store, StoreError};
+use arbiter_engine::store::{now_ms, Store, StoreError};
 use std::sync::Arc;
 
 #[macro_use]
@@ -43,7 +45,7 @@ async fn sixty_human_items(store: &dyn Store, raters: i64) -> i64 {
     run_id
 }
 
-async fn claim(store: &dyn Store, rater: i64) -> arbiter_engine::store::AnnotationTask {
+async fn claim(store: &dyn Store, rater: i64) -> arbiter_domain::annotation::task::AnnotationTask {
     store
         .next_annotation_task(rater, LONG_LEASE_MS)
         .await
@@ -52,9 +54,9 @@ async fn claim(store: &dyn Store, rater: i64) -> arbiter_engine::store::Annotati
 }
 
 fn rater<'a>(
-    records: &'a [arbiter_engine::store::RaterRecord],
+    records: &'a [arbiter_domain::annotation::pool::RaterRecord],
     name: &str,
-) -> &'a arbiter_engine::store::RaterRecord {
+) -> &'a arbiter_domain::annotation::pool::RaterRecord {
     records
         .iter()
         .find(|record| record.username == name)
@@ -569,7 +571,7 @@ async fn invitations_and_settings_refuse_bad_input(store: Arc<dyn Store>) {
     );
     let credentials = store.find_user_credentials("nina").await.unwrap().unwrap();
     assert_eq!(credentials.user.role, Role::Reviewer);
-    assert!(arbiter_engine::auth::verify_password(
+    assert!(arbiter_engine::passwords::verify_password(
         Some(&credentials.password_hash),
         &invited.password
     ));

@@ -5,21 +5,21 @@
 //! PostgreSQL: `eval "$(scripts/start-postgres)"` exports `ARBITER_TEST_POSTGRES_URL`, a
 //! superuser URL of a throwaway server. Without it the PostgreSQL tests fail; they never skip.
 
-use arbiter_engine::auth::Role;
-use arbiter_engine::dataset::{parse_dataset, DatasetFormat};
-use arbiter_engine::grading::{grade_exact_match, Verdict};
-use arbiter_engine::logprobs::TokenLogprob;
-use arbiter_engine::model_client::Generation;
-use arbiter_engine::report::compare::{Change, DiffFilter};
-use arbiter_engine::report::trend::BaselinePolicy;
-use arbiter_engine::report::Completeness;
-use arbiter_engine::reporting;
+use arbiter_domain::accounts::{Role, User};
+use arbiter_domain::annotation::task::QueueCounts;
+use arbiter_domain::answer::Generation;
+use arbiter_domain::dataset::{parse_dataset, DatasetFormat};
+use arbiter_domain::grading::record::Grading;
+use arbiter_domain::grading::{grade_exact_match, Verdict};
+use arbiter_domain::logprobs::TokenLogprob;
+use arbiter_domain::reports::compare::{Change, DiffFilter};
+use arbiter_domain::reports::trend::BaselinePolicy;
+use arbiter_domain::reports::Completeness;
+use arbiter_domain::run::PRIORITY_SCHEDULED;
+use arbiter_domain::stats::correction::Correction;
 use arbiter_engine::service::{self, EvalForm, ServiceError};
-use arbiter_engine::stats::correction::Correction;
-use arbiter_engine::store::{
-    now_ms, FinishedItem, Grading, QueueCounts, Store, StoreError, User, PRIORITY_SCHEDULED,
-};
-use arbiter_engine::trends;
+use arbiter_engine::store::{now_ms, FinishedItem, Store, StoreError};
+use arbiter_engine::{reporting, trends};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -1539,7 +1539,7 @@ async fn the_scheduler_sees_only_running_runs_and_claims_longest_first(store: Ar
             work_item_id: job.work_item_id,
             generation: Generation {
                 completion_tokens: Some(completion_tokens[job.case_id.as_str()]),
-                logprobs: Some(arbiter_engine::logprobs::encode(&[TokenLogprob {
+                logprobs: Some(arbiter_domain::logprobs::encode(&[TokenLogprob {
                     bytes: job.case_id.as_bytes().to_vec(),
                     logprob: -0.5,
                     top: Vec::new(),
@@ -1559,7 +1559,7 @@ async fn the_scheduler_sees_only_running_runs_and_claims_longest_first(store: Ar
         .await
         .unwrap()
         .expect("the answer's logprobs are stored");
-    let tokens = arbiter_engine::logprobs::decode(&stored).unwrap();
+    let tokens = arbiter_domain::logprobs::decode(&stored).unwrap();
     assert_eq!(tokens[0].text(), claimed[0].case_id);
     assert_eq!(tokens[0].logprob, -0.5);
     let revision_id = store
@@ -1619,9 +1619,10 @@ async fn the_scheduler_sees_only_running_runs_and_claims_longest_first(store: Ar
 /// its cached judge call, the stage that decided it and an audit task; human labels turn
 /// into calibration data and the run's cost splits by stage.
 async fn judges_policies_and_the_grade_cache(store: Arc<dyn Store>) {
-    use arbiter_engine::grading::triage::{HumanKind, Stage, TriagePolicy};
-    use arbiter_engine::grading::Grade;
-    use arbiter_engine::store::{GradeRecord, HumanTask, JudgeCall, NewJudge};
+    use arbiter_domain::grading::judge::{JudgeCall, NewJudge};
+    use arbiter_domain::grading::record::{GradeRecord, HumanTask};
+    use arbiter_domain::grading::triage::{HumanKind, Stage, TriagePolicy};
+    use arbiter_domain::grading::Grade;
     let store = &*store;
     let run_id = launch_one_run(store, THREE_CASES.as_bytes(), 1).await;
     let checkpoint = store.list_checkpoints().await.unwrap()[0].id;
@@ -1633,7 +1634,7 @@ async fn judges_policies_and_the_grade_cache(store: Arc<dyn Store>) {
     assert_eq!(store.get_eval(9_999).await.unwrap(), None);
 
     // Prices are per checkpoint and can be changed.
-    let prices = arbiter_engine::store::TokenPrices {
+    let prices = arbiter_domain::checkpoint::TokenPrices {
         input_usd_per_mtok: 2.5,
         output_usd_per_mtok: 10.0,
     };
@@ -1887,7 +1888,8 @@ async fn judges_policies_and_the_grade_cache(store: Arc<dyn Store>) {
 /// double submissions; an even split waits for a reviewer, whose correction decides; a
 /// rejected label reopens its item; a paused rater gets nothing and a lead sees the pool.
 async fn overlap_review_and_the_rater_pool(store: Arc<dyn Store>) {
-    use arbiter_engine::store::{RaterUpdate, ReviewDecision};
+    use arbiter_domain::annotation::pool::RaterUpdate;
+    use arbiter_domain::annotation::review::ReviewDecision;
     let store = &*store;
     let run_id = launch_one_run(store, THREE_CASES.as_bytes(), 1).await;
     let ids = store.claim_work("worker", 10, LONG_LEASE_MS).await.unwrap();

@@ -6,11 +6,12 @@
 
 mod common;
 
-use arbiter_engine::grading::judge::DEFAULT_RUBRIC;
+use arbiter_domain::grading::judge::DEFAULT_RUBRIC;
+use arbiter_domain::run::RunCosts;
 use arbiter_engine::policies::{self, JudgeForm, PolicyForm};
 use arbiter_engine::service::{self, CheckpointForm, EvalForm};
 use arbiter_engine::sim::{SimConfig, SimModel, SimModelKind};
-use arbiter_engine::store::{RunCosts, Store};
+use arbiter_engine::store::Store;
 use common::*;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -259,8 +260,10 @@ async fn thresholds_route_the_expected_fractions_and_humans_calibrate_the_judge(
     let annotator = store
         .create_user(
             "rater",
-            &arbiter_engine::auth::PasswordHash::from_stored("$argon2id$v=19$stand-in$x".into()),
-            arbiter_engine::auth::Role::Annotator,
+            &arbiter_domain::accounts::PasswordHash::from_stored(
+                "$argon2id$v=19$stand-in$x".into(),
+            ),
+            arbiter_domain::accounts::Role::Annotator,
         )
         .await
         .unwrap();
@@ -514,10 +517,10 @@ async fn human_tasks_follow_the_policy_whether_answered_now_or_from_the_cache() 
         let rater = store
             .create_user(
                 name,
-                &arbiter_engine::auth::PasswordHash::from_stored(format!(
+                &arbiter_domain::accounts::PasswordHash::from_stored(format!(
                     "$argon2id$v=19$stand-in${name}"
                 )),
-                arbiter_engine::auth::Role::Annotator,
+                arbiter_domain::accounts::Role::Annotator,
             )
             .await
             .unwrap();

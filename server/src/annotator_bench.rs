@@ -7,13 +7,14 @@
 //! more labels than its overlap or a rater twice.
 
 use anyhow::bail;
-use arbiter_engine::auth::{PasswordHash, Role};
-use arbiter_engine::grading::grade_exact_match;
-use arbiter_engine::model_client::{Generation, Outcome};
+use arbiter_domain::accounts::{PasswordHash, Role};
+use arbiter_domain::answer::{Generation, Outcome};
+use arbiter_domain::grading::grade_exact_match;
+use arbiter_domain::grading::record::Grading;
+use arbiter_domain::grading::triage::HumanRouting;
+use arbiter_domain::run::PRIORITY_SCHEDULED;
 use arbiter_engine::service;
-use arbiter_engine::store::{
-    Database, FinishedItem, Grading, HumanRouting, Store, PRIORITY_SCHEDULED,
-};
+use arbiter_engine::store::{Database, FinishedItem, Store};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

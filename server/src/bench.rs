@@ -5,9 +5,10 @@
 //! the CPU time reported is Arbiter's own. Build with `--release` for meaningful numbers.
 
 use anyhow::{bail, Context};
+use arbiter_domain::run::PRIORITY_SCHEDULED;
 use arbiter_engine::dispatch::{run_worker, WorkerConfig};
 use arbiter_engine::service::{self, CheckpointForm, EvalForm};
-use arbiter_engine::store::{Database, Store, PRIORITY_SCHEDULED};
+use arbiter_engine::store::{Database, Store};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -198,9 +199,9 @@ pub(crate) fn reset_peak_memory() -> bool {
 /// memory).
 pub async fn write_dataset(database_url: &str, name: &str, items: usize) -> anyhow::Result<()> {
     let database = Database::open(database_url).await?;
-    let parsed = arbiter_engine::dataset::parse_dataset_with_limit(
+    let parsed = arbiter_domain::dataset::parse_dataset_with_limit(
         &dataset(items, 0, 0),
-        arbiter_engine::dataset::DatasetFormat::Jsonl,
+        arbiter_domain::dataset::DatasetFormat::Jsonl,
         usize::MAX,
     )?;
     database
@@ -249,9 +250,9 @@ impl Bench {
     ) -> anyhow::Result<(i64, i64)> {
         let store = self.store.as_ref();
         // Straight into the store: benchmark datasets may exceed the browser upload limit.
-        let parsed = arbiter_engine::dataset::parse_dataset_with_limit(
+        let parsed = arbiter_domain::dataset::parse_dataset_with_limit(
             data,
-            arbiter_engine::dataset::DatasetFormat::Jsonl,
+            arbiter_domain::dataset::DatasetFormat::Jsonl,
             usize::MAX,
         )?;
         let revision = store
@@ -636,9 +637,9 @@ async fn endpoint(options: EndpointArgs) -> anyhow::Result<()> {
         .dataset
         .context("the endpoint scenario needs --dataset FILE.jsonl")?;
     let data = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
-    let parsed = arbiter_engine::dataset::parse_dataset_with_limit(
+    let parsed = arbiter_domain::dataset::parse_dataset_with_limit(
         &data,
-        arbiter_engine::dataset::DatasetFormat::Jsonl,
+        arbiter_domain::dataset::DatasetFormat::Jsonl,
         usize::MAX,
     )?;
     let bench = Bench::sqlite().await?;
@@ -671,7 +672,7 @@ async fn endpoint(options: EndpointArgs) -> anyhow::Result<()> {
 /// times; prints where items were decided and what the grading cost.
 async fn triage(repetitions: usize) -> anyhow::Result<()> {
     use crate::demo::{demo_policy, DEMO_CHECKPOINTS, SAMPLE_DATASET};
-    use arbiter_engine::grading::judge::DEFAULT_RUBRIC;
+    use arbiter_domain::grading::judge::DEFAULT_RUBRIC;
     use arbiter_engine::policies::{self, JudgeForm};
     println!("== triage: the demo dataset x {repetitions} repetitions through the demo policy");
     let sim = start_sim(&[
@@ -808,7 +809,7 @@ async fn triage(repetitions: usize) -> anyhow::Result<()> {
 /// Agreement over `labels` labels, three raters per item, 80% of them agreeing with the item's
 /// truth: the time to fold every label into the accumulators and to read the statistics.
 fn agreement(labels: usize) {
-    use arbiter_engine::annotation::agreement::{
+    use arbiter_domain::annotation::agreement::{
         FleissAccumulator, KrippendorffAccumulator, Level, Unit,
     };
     const RATERS: usize = 3;
@@ -871,7 +872,7 @@ fn agreement(labels: usize) {
     let sample = &units[..units.len().min(25_000)];
     let resamples = arbiter_engine::human_queue::bootstrap_resamples(sample.len());
     let started = Instant::now();
-    let interval = arbiter_engine::annotation::agreement::bootstrap_ci(
+    let interval = arbiter_domain::annotation::agreement::bootstrap_ci(
         sample,
         Level::Nominal,
         resamples,
@@ -900,9 +901,9 @@ fn agreement(labels: usize) {
 /// Stores `jsonl` as dataset `name` and defines eval `name` over it (prompt `{input}`, exact
 /// match, one repetition); returns the eval's id. For benchmarks that record answers themselves.
 pub(crate) async fn bench_eval(store: &dyn Store, name: &str, jsonl: &[u8]) -> anyhow::Result<i64> {
-    let parsed = arbiter_engine::dataset::parse_dataset_with_limit(
+    let parsed = arbiter_domain::dataset::parse_dataset_with_limit(
         jsonl,
-        arbiter_engine::dataset::DatasetFormat::Jsonl,
+        arbiter_domain::dataset::DatasetFormat::Jsonl,
         usize::MAX,
     )?;
     let revision = store

@@ -4,8 +4,8 @@
 
 use crate::rest::{ComparisonResponse, LaunchRequest, LaunchResponse, RunReport};
 use anyhow::{anyhow, bail, Context};
-use arbiter_engine::report::{CategoryReport, Completeness};
-use arbiter_engine::store::{RunProgress, RunSummary};
+use arbiter_domain::reports::{CategoryReport, Completeness};
+use arbiter_domain::run::{RunProgress, RunSummary};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;

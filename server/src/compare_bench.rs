@@ -7,15 +7,15 @@
 //! diff's first page unfiltered, filtered to one category's regressions, and with a text search.
 //! It prints the process's peak resident memory, which must not grow with whole runs.
 
-use arbiter_engine::grading::grade_exact_match;
-use arbiter_engine::model_client::{Generation, Outcome};
-use arbiter_engine::report::compare::{Change, DiffFilter};
-use arbiter_engine::report::trend::BaselinePolicy;
-use arbiter_engine::reporting;
-use arbiter_engine::service;
-use arbiter_engine::stats::correction::Correction;
-use arbiter_engine::store::{Database, FinishedItem, Grading, Store, PRIORITY_SCHEDULED};
-use arbiter_engine::trends;
+use arbiter_domain::answer::{Generation, Outcome};
+use arbiter_domain::grading::grade_exact_match;
+use arbiter_domain::grading::record::Grading;
+use arbiter_domain::reports::compare::{Change, DiffFilter};
+use arbiter_domain::reports::trend::BaselinePolicy;
+use arbiter_domain::run::PRIORITY_SCHEDULED;
+use arbiter_domain::stats::correction::Correction;
+use arbiter_engine::store::{Database, FinishedItem, Store};
+use arbiter_engine::{reporting, service, trends};
 use std::time::Instant;
 
 const FILL_BATCH: i64 = 1000;

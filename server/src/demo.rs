@@ -4,11 +4,13 @@
 //! Everything here goes through the same engine calls a user's clicks do; nothing is inserted
 //! behind the engine's back.
 
-use arbiter_engine::auth::Role;
-use arbiter_engine::grading::judge::DEFAULT_RUBRIC;
+use arbiter_domain::accounts::Role;
+use arbiter_domain::annotation::pool::RaterUpdate;
+use arbiter_domain::grading::judge::DEFAULT_RUBRIC;
+use arbiter_domain::run::PRIORITY_SCHEDULED;
 use arbiter_engine::policies::{self, JudgeForm, PolicyForm};
 use arbiter_engine::service::{self, CheckpointForm, EvalForm};
-use arbiter_engine::store::{RaterUpdate, Store, PRIORITY_SCHEDULED};
+use arbiter_engine::store::Store;
 
 /// Demo accounts: (username, role, password). Printed at start-up; for local use only.
 pub const DEMO_ACCOUNTS: [(&str, Role, &str); 5] = [
@@ -191,7 +193,7 @@ pub async fn seed(store: &dyn Store, sim_base_url: &str) -> anyhow::Result<DemoS
         store,
         &arbiter_engine::triggers::SuiteForm {
             name: "demo-smoke".into(),
-            tier: arbiter_engine::triggers::TIER_SMOKE.into(),
+            tier: arbiter_domain::suites::TIER_SMOKE.into(),
             every_nth: None,
             training_run: DEMO_TRAINING_RUN.into(),
             team: String::new(),

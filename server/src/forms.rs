@@ -4,14 +4,13 @@
 //! (`Accept: application/json`) get a status code and a JSON body instead.
 
 use arbiter_app::guard::{AppState, USER_ID_KEY};
-use arbiter_engine::auth::Permission;
+use arbiter_domain::accounts::Permission;
 use arbiter_engine::login_throttle::{wait_in_words, LoginThrottle};
 use arbiter_engine::service::{self, ServiceError};
 use axum::extract::{ConnectInfo, Multipart, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::Extension;
-use axum::{Form, Json};
+use axum::{Extension, Form, Json};
 use serde::Deserialize;
 use serde_json::json;
 use std::net::SocketAddr;
@@ -137,7 +136,7 @@ pub async fn logout(session: Session) -> Response {
 pub async fn session_account(
     state: &AppState,
     session: &Session,
-) -> Option<arbiter_engine::store::User> {
+) -> Option<arbiter_domain::accounts::User> {
     let user_id: i64 = session.get(USER_ID_KEY).await.ok().flatten()?;
     let user = state.store.get_user(user_id).await.ok().flatten()?;
     user.active.then_some(user)
@@ -163,7 +162,7 @@ pub async fn raters_csv(State(state): State<AppState>, session: Session) -> Resp
                     "attachment; filename=\"raters.csv\"",
                 ),
             ],
-            arbiter_engine::annotation::pool::stats_csv(&raters),
+            arbiter_domain::annotation::pool::stats_csv(&raters),
         )
             .into_response(),
         Err(err) => json_error(

@@ -2,7 +2,7 @@
 //! administration.
 
 use anyhow::Context;
-use arbiter_engine::auth::Role;
+use arbiter_domain::accounts::Role;
 use arbiter_engine::dispatch::{run_worker, WorkerConfig};
 use arbiter_engine::mail::Mailer;
 use arbiter_engine::queue_health::run_monitor;

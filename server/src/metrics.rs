@@ -8,7 +8,7 @@
 
 use crate::rest::{ApiError, ApiUser};
 use arbiter_app::guard::AppState;
-use arbiter_engine::auth::Permission;
+use arbiter_domain::accounts::Permission;
 use arbiter_engine::health::{system_health_cached, SystemHealth};
 use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
@@ -171,7 +171,7 @@ pub fn render(health: &SystemHealth) -> String {
         }),
     );
     let endpoint =
-        |load: &arbiter_engine::store::EndpointLoad| label(&[("endpoint", &load.base_url)]);
+        |load: &arbiter_domain::health::EndpointLoad| label(&[("endpoint", &load.base_url)]);
     family(
         r,
         "endpoint_claimed",

@@ -161,7 +161,7 @@ async fn reader(
             .as_ref()
             .ok()
             .and_then(|body| {
-                serde_json::from_str::<Vec<arbiter_engine::store::RunSummary>>(body).ok()
+                serde_json::from_str::<Vec<arbiter_domain::run::RunSummary>>(body).ok()
             })
             .map(|runs| runs.into_iter().map(|run| run.id).collect())
             .unwrap_or_default();

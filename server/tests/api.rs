@@ -4,7 +4,7 @@
 
 mod support;
 
-use arbiter_engine::auth::Role;
+use arbiter_domain::accounts::Role;
 use arbiter_engine::dispatch::{run_worker, RetryPolicy, WorkerConfig};
 use arbiter_engine::sim::{self, SimConfig, SimModel};
 use reqwest::{header, Method, StatusCode};
@@ -168,7 +168,7 @@ async fn tokens_authenticate_until_revoked_expired_or_the_owner_is_deactivated()
     app.store
         .update_rater(
             lead.id,
-            &arbiter_engine::store::RaterUpdate {
+            &arbiter_domain::annotation::pool::RaterUpdate {
                 active: Some(false),
                 ..Default::default()
             },

@@ -1,7 +1,7 @@
 //! HTTP-level tests of the real router: login and sessions, and a table-driven authorization
 //! matrix proving that every server function and form route refuses the wrong role.
 
-use arbiter_engine::auth::Role;
+use arbiter_domain::accounts::Role;
 use arbiter_engine::service;
 use reqwest::{header, StatusCode};
 
@@ -913,12 +913,12 @@ async fn run_results_export_as_csv_jsonl_and_parquet() {
         .unwrap()
         .run_id;
     for id in store.claim_work("w", 10, 60_000).await.unwrap() {
-        let generation = arbiter_engine::model_client::Generation {
-            outcome: arbiter_engine::model_client::Outcome::Ok,
+        let generation = arbiter_domain::answer::Generation {
+            outcome: arbiter_domain::answer::Outcome::Ok,
             output: "Answer: t, \"quoted\"".into(),
             ..Default::default()
         };
-        let grade = arbiter_engine::grading::grade_exact_match(&generation.output, "t");
+        let grade = arbiter_domain::grading::grade_exact_match(&generation.output, "t");
         store
             .record_result(id, &generation, Some(&grade))
             .await

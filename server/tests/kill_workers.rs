@@ -2,9 +2,10 @@
 //! PostgreSQL: no result is lost or duplicated, and the final results equal a fault-free
 //! run's. The simulator and the workers are real processes of the `arbiter` binary.
 
+use arbiter_domain::run::PRIORITY_SCHEDULED;
 use arbiter_engine::dispatch::{run_worker, WorkerConfig};
 use arbiter_engine::service::{self, CheckpointForm, EvalForm};
-use arbiter_engine::store::{Database, Store, PRIORITY_SCHEDULED};
+use arbiter_engine::store::{Database, Store};
 use sqlx::Connection;
 use std::collections::HashMap;
 use std::process::{Child, Command, Stdio};

@@ -22,12 +22,13 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use arbiter_domain::logprobs;
+use arbiter_domain::run::PRIORITY_SCHEDULED;
 use arbiter_engine::dispatch::{run_worker, WorkerConfig};
 use arbiter_engine::export::{export_run, ExportFormat};
-use arbiter_engine::logprobs;
 use arbiter_engine::policies::{self, JudgeForm, PolicyForm};
 use arbiter_engine::service::{self, CheckpointForm, EvalForm};
-use arbiter_engine::store::{Database, Store, PRIORITY_SCHEDULED};
+use arbiter_engine::store::{Database, Store};
 use serde_json::{json, Value};
 use tokio::sync::watch;
 

@@ -18,7 +18,7 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::grading::calibration::ReliabilityBin;
+use arbiter_domain::grading::calibration::ReliabilityBin;
 
 /// Chart size in pixels.
 const WIDTH: u32 = 480;
@@ -324,7 +324,7 @@ fn escape_xml(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::grading::calibration::{reliability_bins, LabelledJudgement};
+    use arbiter_domain::grading::calibration::{reliability_bins, LabelledJudgement};
 
     fn judgement(confidence: f64, correct: bool) -> LabelledJudgement {
         LabelledJudgement {

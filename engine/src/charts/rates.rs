@@ -8,7 +8,7 @@ use std::error::Error;
 use plotters::prelude::*;
 
 use super::{draw_legend, draw_markers, name_at, render_svg, FONT, PALETTE};
-use crate::stats::Interval;
+use arbiter_domain::stats::Interval;
 
 const WIDTH: u32 = 640;
 /// Pixels per category row, plus room for the axes and legend.

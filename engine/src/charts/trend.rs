@@ -9,7 +9,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::{draw_legend, draw_markers, name_at, render_svg, FONT, PALETTE};
-use crate::stats::Interval;
+use arbiter_domain::stats::Interval;
 
 const WIDTH: u32 = 720;
 const HEIGHT: u32 = 380;

@@ -6,10 +6,10 @@
 //! timeout per attempt and per item, and each failed attempt recorded on the identity.
 
 use super::limiter::Limiter;
-use crate::model_client::{
-    server_root, AttemptFailure, ErrorCategory, Generation, GenerationRequest, ModelClient, Outcome,
-};
-use crate::store::{EndpointLimits, Store, TokenPrices};
+use crate::model_client::{server_root, AttemptFailure, GenerationRequest, ModelClient};
+use crate::store::Store;
+use arbiter_domain::answer::{ErrorCategory, Generation, Outcome};
+use arbiter_domain::checkpoint::{EndpointLimits, TokenPrices};
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};

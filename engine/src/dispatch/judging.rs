@@ -2,21 +2,25 @@
 //! judges through the endpoint pool (their calls load-controlled and retried like any other,
 //! and answered from the grade cache when asked before), ending in a verdict or a human task.
 //!
-//! The decisions are [`crate::grading::triage`]'s; this module only carries them out.
+//! The decisions are [`arbiter_domain::grading::triage`]'s; this module only carries them out.
 
 use std::sync::Arc;
 
 use super::{EndpointPool, RunSpec, Target};
-use crate::grading::judge::{
+use crate::model_client::GenerationRequest;
+use crate::store::{ClaimedJob, Store};
+use arbiter_domain::answer::Generation;
+use arbiter_domain::grading::judge::JudgeCall;
+use arbiter_domain::grading::judge::{
     combine_samples, grade_cache_key, read_verdict, render_judge_prompt, EnsembleVerdict,
     JudgeReading, JudgeSpec, ENSEMBLE_TEMPERATURE,
 };
-use crate::grading::triage::{
+use arbiter_domain::grading::record::{GradeRecord, Grading, HumanTask};
+use arbiter_domain::grading::triage::HumanRouting;
+use arbiter_domain::grading::triage::{
     after_deterministic, after_judge, drawn_for_audit, HumanKind, Stage, Step,
 };
-use crate::grading::{Grade, Verdict};
-use crate::model_client::{Generation, GenerationRequest};
-use crate::store::{ClaimedJob, GradeRecord, Grading, HumanRouting, HumanTask, JudgeCall, Store};
+use arbiter_domain::grading::{Grade, Verdict};
 
 /// Longest judge rationale kept on a grade; the full reply stays in the grade cache.
 const MAX_RATIONALE_CHARS: usize = 2_000;
@@ -226,7 +230,7 @@ impl Judging<'_> {
                     let tokens = answer
                         .logprobs
                         .as_deref()
-                        .and_then(|data| crate::logprobs::decode(data).ok());
+                        .and_then(|data| arbiter_domain::logprobs::decode(data).ok());
                     let reading = read_verdict(&answer.output, tokens.as_deref());
                     let call = JudgeCall {
                         cache_key,

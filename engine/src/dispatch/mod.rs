@@ -13,19 +13,22 @@
 //! No transaction is ever held across a model call.
 
 mod endpoints;
-pub mod fair_share;
+use arbiter_domain::fair_share;
 mod judging;
 mod limiter;
 
 pub use endpoints::{prometheus_sum, EndpointPool, RetryPolicy, Target};
 pub use limiter::Limiter;
 
-use crate::expansion::seed_for;
-use crate::grading::judge::JudgeSpec;
-use crate::grading::Grader;
-use crate::manifest::{render_prompt, Manifest};
-use crate::model_client::{Generation, GenerationRequest};
-use crate::store::{ActiveRun, ClaimedJob, FinishedItem, Store, TokenPrices};
+use crate::model_client::GenerationRequest;
+use crate::store::{ActiveRun, ClaimedJob, FinishedItem, Store};
+use arbiter_domain::answer::Generation;
+use arbiter_domain::checkpoint::TokenPrices;
+use arbiter_domain::expansion::seed_for;
+use arbiter_domain::grading::judge::JudgeSpec;
+use arbiter_domain::grading::Grader;
+use arbiter_domain::manifest::Manifest;
+use arbiter_domain::prompt::render_prompt;
 use fair_share::Candidate;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

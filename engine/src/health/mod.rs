@@ -3,7 +3,7 @@
 //! figures of the health page and of `/metrics` — and the monitor step that turns them into
 //! alerts under editable rules.
 
-pub mod rules;
+use arbiter_domain::health::rules;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -13,7 +13,10 @@ use serde::Serialize;
 
 use crate::queue_health::{queue_report, QueueReport};
 use crate::service::{ServiceError, ServiceResult};
-use crate::store::{Alert, AnswerWindow, CostRow, EndpointLoad, HealthSample, Store, WorkerStatus};
+use crate::store::Store;
+use arbiter_domain::health::{
+    Alert, AnswerWindow, CostRow, EndpointLoad, HealthSample, WorkerStatus,
+};
 use rules::{evaluate, AlertRules, RuleInputs, RuleTexts, RULE_KINDS};
 
 /// Bucket edges of answer latency, in milliseconds: fine enough that percentiles read from
@@ -105,9 +108,9 @@ pub fn quantile_from_buckets(buckets: &[i64], quantile: f64) -> Option<f64> {
 }
 
 /// Folds counts over [`LATENCY_EDGES_MS`] into the report chart's coarser buckets
-/// ([`crate::charts::latency::LATENCY_EDGES_MS`], all of whose edges are among ours).
+/// ([`arbiter_domain::reports::latency::LATENCY_EDGES_MS`], all of whose edges are among ours).
 pub fn chart_buckets(buckets: &[i64]) -> Vec<u64> {
-    use crate::charts::latency::{latency_bucket, LATENCY_BUCKETS};
+    use arbiter_domain::reports::latency::{latency_bucket, LATENCY_BUCKETS};
     let mut folded = vec![0_u64; LATENCY_BUCKETS];
     for (index, count) in buckets.iter().enumerate() {
         let lower = if index == 0 {
@@ -174,8 +177,10 @@ pub async fn system_health_with(
         .queues
         .iter()
         .filter_map(|(queue, agreement)| match agreement.alpha.statistic {
-            crate::annotation::agreement::Statistic::Defined(alpha) => Some((queue.clone(), alpha)),
-            crate::annotation::agreement::Statistic::Undefined { .. } => None,
+            arbiter_domain::annotation::agreement::Statistic::Defined(alpha) => {
+                Some((queue.clone(), alpha))
+            }
+            arbiter_domain::annotation::agreement::Statistic::Undefined { .. } => None,
         })
         .collect();
     Ok(SystemHealth {
@@ -354,7 +359,7 @@ mod tests {
 
     #[test]
     fn fine_buckets_fold_exactly_into_the_chart_buckets() {
-        for edge in crate::charts::latency::LATENCY_EDGES_MS {
+        for edge in arbiter_domain::reports::latency::LATENCY_EDGES_MS {
             assert!(LATENCY_EDGES_MS.contains(&edge), "{edge}");
         }
         let mut fine = vec![0_i64; LATENCY_EDGES_MS.len() + 1];

@@ -11,16 +11,14 @@
 
 macro_rules! annotation_sql {
     ($db:ty, $begin:literal, $skip_locked:literal) => {
-        use $crate::annotation::adjudication::{adjudicate, drawn_for_review, rater_quality, Vote};
-        use $crate::annotation::gold::{
+        use arbiter_domain::annotation::adjudication::{adjudicate, drawn_for_review, rater_quality, Vote};
+        use arbiter_domain::annotation::gold::{
             next_is_gold, review_is_checked, training_passed, DEFAULT_GOLD_RATE,
             DEFAULT_REVIEW_CHECK_RATE, GOLD_RATE_SETTING, REVIEW_CHECK_RATE_SETTING, TRAINING_ITEMS,
         };
-        use $crate::annotation::pool::{DEFAULT_QUALITY_THRESHOLD, QUALITY_THRESHOLD_SETTING};
-        use $crate::store::{
-            RaterLabel, RaterRecord, RaterUpdate, ReviewCheck, ReviewDecision, ReviewItem, RunLabel,
-            TrainingFeedback,
-        };
+        use arbiter_domain::annotation::pool::{DEFAULT_QUALITY_THRESHOLD, QUALITY_THRESHOLD_SETTING, RaterLabel, RaterRecord, RaterUpdate};
+        use arbiter_domain::annotation::review::{ReviewCheck, ReviewDecision, ReviewItem};
+        use arbiter_domain::annotation::task::{RunLabel, TrainingFeedback};
 
         /// Tasks found full on a recount before a claim gives up for this call (the rater asks
         /// again a moment later); only concurrent claims on PostgreSQL make this happen.
@@ -966,7 +964,7 @@ macro_rules! annotation_sql {
         /// Creates an invited rater's account with their pool settings, in one statement.
         async fn insert_rater(
             writer: &sqlx::Pool<$db>,
-            new: &$crate::store::NewRater,
+            new: &arbiter_domain::annotation::pool::NewRater,
             hash: &PasswordHash,
         ) -> StoreResult<i64> {
             let now = now_ms();
@@ -1093,7 +1091,7 @@ macro_rules! annotation_sql {
             excerpt
         }
 
-        async fn list_gold(pool: &sqlx::Pool<$db>) -> StoreResult<Vec<$crate::store::GoldItem>> {
+        async fn list_gold(pool: &sqlx::Pool<$db>) -> StoreResult<Vec<arbiter_domain::annotation::gold::GoldItem>> {
             let rows: Vec<(i64, i64, String, String, String, i64, Option<i64>, i64, i64)> = sqlx::query_as(
                 "SELECT g.id, g.task_id, i.input, g.answer, g.note, g.created_at, g.retired_at, \
                         (SELECT COUNT(*) FROM gold_answers a WHERE a.gold_id = g.id), \
@@ -1108,7 +1106,7 @@ macro_rules! annotation_sql {
             Ok(rows
                 .into_iter()
                 .map(|(id, task_id, input, answer, note, created_at, retired_at, answers, right)| {
-                    $crate::store::GoldItem {
+                    arbiter_domain::annotation::gold::GoldItem {
                         id,
                         task_id,
                         input: excerpt(&input),
@@ -1128,7 +1126,7 @@ macro_rules! annotation_sql {
         async fn list_gold_candidates(
             pool: &sqlx::Pool<$db>,
             limit: i64,
-        ) -> StoreResult<Vec<$crate::store::GoldCandidate>> {
+        ) -> StoreResult<Vec<arbiter_domain::annotation::gold::GoldCandidate>> {
             let rows: Vec<(i64, String, String, i64, i64, bool)> = sqlx::query_as(
                 "SELECT t.id, i.input, w.verdict, t.labels_done, \
                         (SELECT COUNT(DISTINCT l.verdict) FROM labels l WHERE l.task_id = t.id AND l.state = 'standing'), \
@@ -1153,7 +1151,7 @@ macro_rules! annotation_sql {
                     } else {
                         return None;
                     };
-                    Some($crate::store::GoldCandidate {
+                    Some(arbiter_domain::annotation::gold::GoldCandidate {
                         task_id,
                         input: excerpt(&input),
                         verdict_pass: verdict == "pass",
@@ -1168,7 +1166,7 @@ macro_rules! annotation_sql {
         /// Streams the open tasks in serving order, so a million of them never sit in memory.
         async fn visit_open_tasks(
             pool: &sqlx::Pool<$db>,
-            visit: &mut (dyn FnMut($crate::annotation::sla::OpenTask) + Send),
+            visit: &mut (dyn FnMut(arbiter_domain::annotation::sla::OpenTask) + Send),
         ) -> StoreResult<()> {
             use futures::TryStreamExt;
             // Queue names by run, read once: joining every open task to its run and eval
@@ -1188,7 +1186,7 @@ macro_rules! annotation_sql {
             )
             .fetch(pool);
             while let Some((id, run_id, priority, created_at, due_at, missing, escalated_at)) = rows.try_next().await? {
-                visit($crate::annotation::sla::OpenTask {
+                visit(arbiter_domain::annotation::sla::OpenTask {
                     id,
                     queue: queues.get(&run_id).cloned().unwrap_or_default(),
                     priority,
@@ -1204,7 +1202,7 @@ macro_rules! annotation_sql {
         async fn flow_of_labels(
             pool: &sqlx::Pool<$db>,
             now: i64,
-        ) -> StoreResult<$crate::store::LabellingFlow> {
+        ) -> StoreResult<arbiter_domain::annotation::sla::LabellingFlow> {
             const HOUR: i64 = 3_600_000;
             let (hour, day, week): (i64, i64, i64) = sqlx::query_as(
                 "SELECT COUNT(*) FILTER (WHERE created_at >= $1), COUNT(*) FILTER (WHERE created_at >= $2), \
@@ -1227,14 +1225,14 @@ macro_rules! annotation_sql {
             .fetch_all(pool)
             .await?;
             durations.sort_unstable();
-            let median_label_ms = $crate::annotation::pool::median(&durations);
+            let median_label_ms = arbiter_domain::annotation::pool::median(&durations);
             let capacity: Option<f64> = sqlx::query_scalar(
                 "SELECT SUM(weekly_capacity_hours) FROM users WHERE active AND NOT paused \
                  AND training_since IS NULL AND role IN ('annotator', 'reviewer', 'lead', 'admin')",
             )
             .fetch_one(pool)
             .await?;
-            Ok($crate::store::LabellingFlow {
+            Ok(arbiter_domain::annotation::sla::LabellingFlow {
                 labels_last_hour: hour.max(0) as u64,
                 labels_last_day: day.max(0) as u64,
                 labels_last_week: week.max(0) as u64,
@@ -1247,7 +1245,7 @@ macro_rules! annotation_sql {
         async fn days_of_sla(
             pool: &sqlx::Pool<$db>,
             since: i64,
-        ) -> StoreResult<Vec<$crate::annotation::sla::SlaDay>> {
+        ) -> StoreResult<Vec<arbiter_domain::annotation::sla::SlaDay>> {
             let rows: Vec<(i64, i64, i64)> = sqlx::query_as(
                 "SELECT completed_at / 86400000, COUNT(*), COUNT(*) FILTER (WHERE completed_at <= due_at) \
                  FROM annotation_tasks WHERE state = 'done' AND completed_at >= $1 \
@@ -1258,7 +1256,7 @@ macro_rules! annotation_sql {
             .await?;
             Ok(rows
                 .into_iter()
-                .map(|(day, completed, on_time)| $crate::annotation::sla::SlaDay {
+                .map(|(day, completed, on_time)| arbiter_domain::annotation::sla::SlaDay {
                     day,
                     completed: completed.max(0) as u64,
                     on_time: on_time.max(0) as u64,
@@ -1291,7 +1289,7 @@ macro_rules! annotation_sql {
         async fn labels_by_queue(
             pool: &sqlx::Pool<$db>,
             since: i64,
-        ) -> StoreResult<Vec<$crate::store::QueueLabel>> {
+        ) -> StoreResult<Vec<arbiter_domain::annotation::task::QueueLabel>> {
             let rows: Vec<(String, i64, i64, String, String)> = sqlx::query_as(
                 "SELECT e.name, l.task_id, l.annotator_id, u.username, l.verdict FROM labels l \
                  JOIN users u ON u.id = l.annotator_id JOIN annotation_tasks t ON t.id = l.task_id \
@@ -1304,7 +1302,7 @@ macro_rules! annotation_sql {
             .await?;
             Ok(rows
                 .into_iter()
-                .map(|(queue, task_id, rater_id, rater, verdict)| $crate::store::QueueLabel {
+                .map(|(queue, task_id, rater_id, rater, verdict)| arbiter_domain::annotation::task::QueueLabel {
                     queue,
                     task_id,
                     rater_id,
@@ -1387,11 +1385,11 @@ macro_rules! annotation_sql {
 
         fn alert_from_row(
             (id, kind, subject, message, created_at, updated_at, resolved_at, emailed_at): AlertRow,
-        ) -> $crate::store::Alert {
-            $crate::store::Alert { id, kind, subject, message, created_at, updated_at, resolved_at, emailed_at }
+        ) -> arbiter_domain::health::Alert {
+            arbiter_domain::health::Alert { id, kind, subject, message, created_at, updated_at, resolved_at, emailed_at }
         }
 
-        async fn list_alerts(pool: &sqlx::Pool<$db>, resolved_limit: i64) -> StoreResult<Vec<$crate::store::Alert>> {
+        async fn list_alerts(pool: &sqlx::Pool<$db>, resolved_limit: i64) -> StoreResult<Vec<arbiter_domain::health::Alert>> {
             let mut rows: Vec<AlertRow> = sqlx::query_as(&format!(
                 "SELECT {ALERT_COLUMNS} FROM alerts WHERE resolved_at IS NULL ORDER BY id DESC"
             ))

@@ -17,11 +17,27 @@ pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 pub use types::*;
 
-use crate::auth::{PasswordHash, Role};
-use crate::dataset::{DatasetItem, ParsedDataset};
-use crate::grading::Grade;
-use crate::manifest::{EvalSpec, Manifest};
-use crate::model_client::Generation;
+use arbiter_domain::accounts::{PasswordHash, Role, User};
+use arbiter_domain::annotation::gold::{GoldCandidate, GoldItem};
+use arbiter_domain::annotation::pool::{NewRater, RaterRecord, RaterUpdate};
+use arbiter_domain::annotation::review::{ReviewDecision, ReviewItem};
+use arbiter_domain::annotation::sla::LabellingFlow;
+use arbiter_domain::annotation::task::{
+    AnnotationTask, QueueCounts, QueueLabel, RunLabel, TrainingFeedback,
+};
+use arbiter_domain::answer::Generation;
+use arbiter_domain::checkpoint::{Checkpoint, EndpointLimits, NewCheckpoint, TokenPrices};
+use arbiter_domain::dataset::{DatasetItem, DatasetRevision, DatasetSummary, ParsedDataset};
+use arbiter_domain::grading::judge::{HumanCheckedJudgement, Judge, JudgeCall, NewJudge};
+use arbiter_domain::grading::record::Grading;
+use arbiter_domain::grading::triage::PolicyVersion;
+use arbiter_domain::grading::Grade;
+use arbiter_domain::health::Alert;
+use arbiter_domain::manifest::{EvalSpec, EvalSummary, Manifest};
+use arbiter_domain::reports::decision::{NewPromotionDecision, PromotionDecisionRecord};
+use arbiter_domain::reports::diff::DiffSide;
+use arbiter_domain::reports::trend::{TrendRun, TrendWatch};
+use arbiter_domain::run::{LaunchedRun, ResultRow, RunCosts, RunProgress, RunSummary};
 use async_trait::async_trait;
 use std::sync::Arc;
 
@@ -144,7 +160,8 @@ pub trait Store: OpsStore + Send + Sync + 'static {
     /// Completing a run adds its answers' lengths to the observed lengths of its cases.
     async fn finish_run_if_done(&self, run_id: i64) -> StoreResult<bool>;
     /// The run's per-category counts, kept by triggers as results arrive.
-    async fn run_tallies(&self, run_id: i64) -> StoreResult<Vec<crate::report::TallyRow>>;
+    async fn run_tallies(&self, run_id: i64)
+        -> StoreResult<Vec<arbiter_domain::reports::TallyRow>>;
     async fn stored_snapshot(&self, run_id: i64) -> StoreResult<Option<StoredSnapshot>>;
     async fn save_snapshot(
         &self,
@@ -173,7 +190,7 @@ pub trait Store: OpsStore + Send + Sync + 'static {
     async fn scan_run(
         &self,
         run_id: i64,
-        sink: &mut (dyn FnMut(crate::report::snapshot::ScanRow) + Send),
+        sink: &mut (dyn FnMut(arbiter_domain::reports::snapshot::ScanRow) + Send),
     ) -> StoreResult<()>;
     /// The deterministic graders that graded the run's answers (kept by a trigger).
     async fn run_graders(&self, run_id: i64) -> StoreResult<Vec<String>>;
@@ -183,10 +200,10 @@ pub trait Store: OpsStore + Send + Sync + 'static {
         run_id: i64,
         after_id: i64,
         limit: i64,
-    ) -> StoreResult<Vec<crate::export::ExportRow>>;
+    ) -> StoreResult<Vec<crate::store::ExportRow>>;
     /// The diff's view of these result identities: texts, outcomes, grades and labels.
     async fn diff_sides(&self, work_item_ids: &[i64]) -> StoreResult<Vec<DiffSide>>;
-    /// The stored per-token logprobs of an answer (compact form, see [`crate::logprobs`]).
+    /// The stored per-token logprobs of an answer (compact form, see [`arbiter_domain::logprobs`]).
     async fn generation_logprobs(&self, work_item_id: i64) -> StoreResult<Option<Vec<u8>>>;
     /// Sets a team's fair-share weight (created if new).
     async fn set_team_weight(&self, team: &str, weight: f64) -> StoreResult<()>;
@@ -208,7 +225,7 @@ pub trait Store: OpsStore + Send + Sync + 'static {
     async fn save_grading_policy(
         &self,
         eval_id: i64,
-        policy: &crate::grading::triage::TriagePolicy,
+        policy: &arbiter_domain::grading::triage::TriagePolicy,
         note: &str,
         calibration_json: Option<&str>,
         created_by: Option<i64>,
@@ -357,11 +374,14 @@ pub trait Store: OpsStore + Send + Sync + 'static {
     /// Calls `visit` with every open task, in the order raters are served them.
     async fn scan_open_tasks(
         &self,
-        visit: &mut (dyn FnMut(crate::annotation::sla::OpenTask) + Send),
+        visit: &mut (dyn FnMut(arbiter_domain::annotation::sla::OpenTask) + Send),
     ) -> StoreResult<()>;
     async fn labelling_flow(&self, now: i64) -> StoreResult<LabellingFlow>;
     /// Tasks finished per UTC day since `since`, and how many by their deadline.
-    async fn sla_days(&self, since: i64) -> StoreResult<Vec<crate::annotation::sla::SlaDay>>;
+    async fn sla_days(
+        &self,
+        since: i64,
+    ) -> StoreResult<Vec<arbiter_domain::annotation::sla::SlaDay>>;
     /// Raises the priority of open tasks that are not escalated yet and marks them escalated
     /// (senior raters take them first); returns how many changed.
     async fn escalate_tasks(&self, task_ids: &[i64], now: i64) -> StoreResult<u64>;

@@ -3,144 +3,12 @@
 //! apart so that each file of SQL stays about one thing.
 
 use super::{Alert, StoreResult, User};
+use arbiter_domain::accounts::ApiToken;
+use arbiter_domain::health::{AnswerWindow, CostRow, EndpointLoad, HealthSample, WorkerStatus};
+use arbiter_domain::suites::{NewSuite, Suite, SuiteLaunch};
+use arbiter_domain::webhooks::{DeliveryRecord, Webhook};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-
-/// A personal API token as its owner and the admins see it: never the token itself.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct ApiToken {
-    pub id: i64,
-    pub user_id: i64,
-    pub username: String,
-    pub name: String,
-    /// The token's first characters (`arb_` and 8 more), to tell tokens apart.
-    pub prefix: String,
-    pub created_at: i64,
-    pub last_used_at: Option<i64>,
-    pub expires_at: Option<i64>,
-    pub revoked_at: Option<i64>,
-}
-
-impl ApiToken {
-    /// Usable at `now`: neither revoked nor expired.
-    pub fn is_live(&self, now: i64) -> bool {
-        self.revoked_at.is_none() && self.expires_at.is_none_or(|expires| expires > now)
-    }
-}
-
-/// One monitor round's system figures, kept for charts and trend rules.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct HealthSample {
-    pub taken_at: i64,
-    pub queue_depth: i64,
-    pub claimed: i64,
-    pub answers_last_hour: i64,
-    pub errors_last_hour: i64,
-    pub p99_latency_ms: Option<i64>,
-    pub live_workers: i64,
-}
-
-/// Model answers over a window of time (cache hits left out: they cost no call).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct AnswerWindow {
-    pub answers: i64,
-    /// Answers that ended as an endpoint error or a timeout.
-    pub errors: i64,
-    /// Errors by category (connect, rate_limited, server_error, timeout, …).
-    pub errors_by_category: Vec<(String, i64)>,
-    /// Answers per latency bucket: one per edge asked for, then one above the last.
-    pub latency_buckets: Vec<i64>,
-}
-
-/// Spending on one eval by one team over a window: model calls and judge calls.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CostRow {
-    pub eval_name: String,
-    pub team: String,
-    pub answers: i64,
-    pub answer_usd: f64,
-    pub judge_usd: f64,
-}
-
-/// One endpoint's load: identities claimed for it against its limit, and its server's own
-/// queue where it reports one.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct EndpointLoad {
-    pub base_url: String,
-    /// Checkpoints served there.
-    pub checkpoints: Vec<String>,
-    pub max_in_flight: i64,
-    pub claimed: i64,
-    /// vLLM's `num_requests_waiting` / `running` as last read, with when.
-    pub server_waiting: Option<f64>,
-    pub server_running: Option<f64>,
-    pub observed_at: Option<i64>,
-}
-
-/// A worker process as its heartbeats describe it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct WorkerStatus {
-    pub name: String,
-    pub started_at: i64,
-    pub heartbeat_at: i64,
-    pub in_flight: i64,
-}
-
-/// A set of evals that new checkpoints trigger.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct Suite {
-    pub id: i64,
-    pub name: String,
-    /// `smoke` (every checkpoint) or `full` (every Nth, or on demand).
-    pub tier: String,
-    /// Full suites: run on every Nth checkpoint of a training run; 0 for on demand only.
-    pub every_nth: i64,
-    /// Only checkpoints of this training run ('' for any).
-    pub training_run: String,
-    pub team: String,
-    /// (eval id, eval name).
-    pub evals: Vec<(i64, String)>,
-    pub created_at: i64,
-}
-
-/// A suite to create (validated by [`crate::triggers`]).
-#[derive(Clone, Debug, PartialEq)]
-pub struct NewSuite {
-    pub name: String,
-    pub tier: String,
-    pub every_nth: i64,
-    pub training_run: String,
-    pub team: String,
-    pub eval_ids: Vec<i64>,
-}
-
-/// A run a suite launched.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct SuiteLaunch {
-    pub suite: String,
-    pub checkpoint: String,
-    pub run_id: i64,
-    pub reason: String,
-    pub created_at: i64,
-}
-
-/// A receiver of event notifications.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct Webhook {
-    pub id: i64,
-    pub url: String,
-    /// `run.completed`, `alert.raised`, `alert.resolved`.
-    pub events: Vec<String>,
-    /// Whether deliveries carry an `X-Arbiter-Signature`.
-    pub signed: bool,
-    /// The sealed signing secret: the server's own, never serialised.
-    #[serde(skip)]
-    #[schema(ignore)]
-    pub secret_ref: Option<String>,
-    /// Events up to this time have been queued.
-    pub cursor_ms: i64,
-    pub created_at: i64,
-}
 
 /// A delivery waiting for its next attempt.
 #[derive(Clone, Debug, PartialEq)]
@@ -161,23 +29,6 @@ pub struct DeliveryAttempt {
     pub error: Option<String>,
     /// When to try again; `None` with `delivered: false` gives up.
     pub retry_at: Option<i64>,
-}
-
-/// A delivery as the page lists it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct DeliveryRecord {
-    pub id: i64,
-    pub webhook_id: i64,
-    pub url: String,
-    pub event: String,
-    pub event_key: String,
-    pub attempts: i64,
-    pub next_attempt_at: i64,
-    pub delivered_at: Option<i64>,
-    pub failed_at: Option<i64>,
-    pub last_status: Option<i64>,
-    pub last_error: Option<String>,
-    pub created_at: i64,
 }
 
 /// What removing one run's raw answers did.

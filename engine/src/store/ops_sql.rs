@@ -8,9 +8,9 @@ macro_rules! ops_sql {
 
         fn api_token_from_row(
             row: &<$db as sqlx::Database>::Row,
-        ) -> Result<$crate::store::ApiToken, sqlx::Error> {
+        ) -> Result<arbiter_domain::accounts::ApiToken, sqlx::Error> {
             use sqlx::Row;
-            Ok($crate::store::ApiToken {
+            Ok(arbiter_domain::accounts::ApiToken {
                 id: row.try_get("id")?,
                 user_id: row.try_get("user_id")?,
                 username: row.try_get("username")?,
@@ -33,7 +33,7 @@ macro_rules! ops_sql {
                 prefix: &str,
                 expires_at: Option<i64>,
                 now: i64,
-            ) -> $crate::store::StoreResult<$crate::store::ApiToken> {
+            ) -> $crate::store::StoreResult<arbiter_domain::accounts::ApiToken> {
                 let id: i64 = sqlx::query_scalar(
                     "INSERT INTO api_tokens (user_id, name, token_hash, prefix, created_at, expires_at) \
                      VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
@@ -63,7 +63,7 @@ macro_rules! ops_sql {
                 &self,
                 token_hash: &str,
                 now: i64,
-            ) -> $crate::store::StoreResult<Option<$crate::store::User>> {
+            ) -> $crate::store::StoreResult<Option<arbiter_domain::accounts::User>> {
                 use sqlx::Row;
                 let row = sqlx::query(
                     "SELECT t.id AS token_id, t.last_used_at, u.id, u.username, u.role, u.team, u.active \
@@ -90,7 +90,7 @@ macro_rules! ops_sql {
             async fn api_tokens(
                 &self,
                 user_id: Option<i64>,
-            ) -> $crate::store::StoreResult<Vec<$crate::store::ApiToken>> {
+            ) -> $crate::store::StoreResult<Vec<arbiter_domain::accounts::ApiToken>> {
                 let rows = sqlx::query(&format!(
                     "{API_TOKEN_SELECT} WHERE ($1 IS NULL OR t.user_id = $1) ORDER BY t.id DESC"
                 ))
@@ -135,7 +135,7 @@ macro_rules! ops_sql {
                 &self,
                 since: i64,
                 latency_edges_ms: &[i64],
-            ) -> $crate::store::StoreResult<$crate::store::AnswerWindow> {
+            ) -> $crate::store::StoreResult<arbiter_domain::health::AnswerWindow> {
                 use sqlx::Row;
                 // One grouped scan of the window: the bucket of each answer's latency (edges are
                 // numbers from code, never from users) and its error category.
@@ -153,7 +153,7 @@ macro_rules! ops_sql {
                 .bind(since)
                 .fetch_all(&self.pool)
                 .await?;
-                let mut window = $crate::store::AnswerWindow {
+                let mut window = arbiter_domain::health::AnswerWindow {
                     latency_buckets: vec![0; latency_edges_ms.len() + 1],
                     ..Default::default()
                 };
@@ -176,7 +176,7 @@ macro_rules! ops_sql {
                 Ok(window)
             }
 
-            async fn costs_since(&self, since: i64) -> $crate::store::StoreResult<Vec<$crate::store::CostRow>> {
+            async fn costs_since(&self, since: i64) -> $crate::store::StoreResult<Vec<arbiter_domain::health::CostRow>> {
                 let answers: Vec<(String, String, i64, f64)> = sqlx::query_as(
                     "SELECT e.name, r.team, COUNT(*), CAST(COALESCE(SUM(g.cost_usd), 0) AS DOUBLE PRECISION) \
                      FROM generations g JOIN work_items w ON w.id = g.work_item_id JOIN runs r ON r.id = w.run_id \
@@ -195,16 +195,16 @@ macro_rules! ops_sql {
                 .bind(since)
                 .fetch_all(&self.pool)
                 .await?;
-                let mut rows: std::collections::BTreeMap<(String, String), $crate::store::CostRow> = Default::default();
+                let mut rows: std::collections::BTreeMap<(String, String), arbiter_domain::health::CostRow> = Default::default();
                 for (eval_name, team, count, usd) in answers {
-                    let row = rows.entry((eval_name.clone(), team.clone())).or_insert_with(|| $crate::store::CostRow {
+                    let row = rows.entry((eval_name.clone(), team.clone())).or_insert_with(|| arbiter_domain::health::CostRow {
                         eval_name, team, answers: 0, answer_usd: 0.0, judge_usd: 0.0,
                     });
                     row.answers += count;
                     row.answer_usd += usd;
                 }
                 for (eval_name, team, usd) in judges {
-                    let row = rows.entry((eval_name.clone(), team.clone())).or_insert_with(|| $crate::store::CostRow {
+                    let row = rows.entry((eval_name.clone(), team.clone())).or_insert_with(|| arbiter_domain::health::CostRow {
                         eval_name, team, answers: 0, answer_usd: 0.0, judge_usd: 0.0,
                     });
                     row.judge_usd += usd;
@@ -212,7 +212,7 @@ macro_rules! ops_sql {
                 Ok(rows.into_values().collect())
             }
 
-            async fn endpoint_loads(&self) -> $crate::store::StoreResult<Vec<$crate::store::EndpointLoad>> {
+            async fn endpoint_loads(&self) -> $crate::store::StoreResult<Vec<arbiter_domain::health::EndpointLoad>> {
                 let rows: Vec<(String, i64, String, i64, Option<f64>, Option<f64>, Option<i64>)> = sqlx::query_as(
                     "SELECT en.base_url, en.max_in_flight, c.name, COALESCE(l.claimed, 0), o.waiting, o.running, o.observed_at \
                      FROM checkpoints c JOIN endpoints en ON en.id = c.endpoint_id \
@@ -223,14 +223,14 @@ macro_rules! ops_sql {
                 )
                 .fetch_all(&self.pool)
                 .await?;
-                let mut loads: Vec<$crate::store::EndpointLoad> = Vec::new();
+                let mut loads: Vec<arbiter_domain::health::EndpointLoad> = Vec::new();
                 for (base_url, max_in_flight, checkpoint, claimed, waiting, running, observed_at) in rows {
                     match loads.last_mut() {
                         Some(load) if load.base_url == base_url => {
                             load.checkpoints.push(checkpoint);
                             load.claimed += claimed;
                         }
-                        _ => loads.push($crate::store::EndpointLoad {
+                        _ => loads.push(arbiter_domain::health::EndpointLoad {
                             base_url,
                             checkpoints: vec![checkpoint],
                             max_in_flight,
@@ -244,7 +244,7 @@ macro_rules! ops_sql {
                 Ok(loads)
             }
 
-            async fn worker_statuses(&self) -> $crate::store::StoreResult<Vec<$crate::store::WorkerStatus>> {
+            async fn worker_statuses(&self) -> $crate::store::StoreResult<Vec<arbiter_domain::health::WorkerStatus>> {
                 let rows: Vec<(String, i64, i64, i64)> = sqlx::query_as(
                     "SELECT name, started_at, heartbeat_at, in_flight FROM workers ORDER BY name",
                 )
@@ -252,7 +252,7 @@ macro_rules! ops_sql {
                 .await?;
                 Ok(rows
                     .into_iter()
-                    .map(|(name, started_at, heartbeat_at, in_flight)| $crate::store::WorkerStatus {
+                    .map(|(name, started_at, heartbeat_at, in_flight)| arbiter_domain::health::WorkerStatus {
                         name, started_at, heartbeat_at, in_flight,
                     })
                     .collect())
@@ -273,7 +273,7 @@ macro_rules! ops_sql {
                 Ok(())
             }
 
-            async fn record_health_sample(&self, sample: &$crate::store::HealthSample, keep_after: i64) -> $crate::store::StoreResult<()> {
+            async fn record_health_sample(&self, sample: &arbiter_domain::health::HealthSample, keep_after: i64) -> $crate::store::StoreResult<()> {
                 let mut tx = self.writer.begin().await?;
                 sqlx::query(
                     "INSERT INTO health_samples (taken_at, queue_depth, claimed, answers_last_hour, errors_last_hour, p99_latency_ms, live_workers) \
@@ -296,7 +296,7 @@ macro_rules! ops_sql {
                 Ok(())
             }
 
-            async fn health_samples(&self, since: i64) -> $crate::store::StoreResult<Vec<$crate::store::HealthSample>> {
+            async fn health_samples(&self, since: i64) -> $crate::store::StoreResult<Vec<arbiter_domain::health::HealthSample>> {
                 let rows: Vec<(i64, i64, i64, i64, i64, Option<i64>, i64)> = sqlx::query_as(
                     "SELECT taken_at, queue_depth, claimed, answers_last_hour, errors_last_hour, p99_latency_ms, live_workers \
                      FROM health_samples WHERE taken_at > $1 ORDER BY taken_at",
@@ -307,7 +307,7 @@ macro_rules! ops_sql {
                 Ok(rows
                     .into_iter()
                     .map(|(taken_at, queue_depth, claimed, answers_last_hour, errors_last_hour, p99_latency_ms, live_workers)| {
-                        $crate::store::HealthSample {
+                        arbiter_domain::health::HealthSample {
                             taken_at, queue_depth, claimed, answers_last_hour, errors_last_hour, p99_latency_ms, live_workers,
                         }
                     })
@@ -325,7 +325,7 @@ macro_rules! ops_sql {
 
             async fn create_suite(
                 &self,
-                suite: &$crate::store::NewSuite,
+                suite: &arbiter_domain::suites::NewSuite,
                 created_by: Option<i64>,
                 now: i64,
             ) -> $crate::store::StoreResult<i64> {
@@ -367,7 +367,7 @@ macro_rules! ops_sql {
                 Ok(id)
             }
 
-            async fn suites(&self) -> $crate::store::StoreResult<Vec<$crate::store::Suite>> {
+            async fn suites(&self) -> $crate::store::StoreResult<Vec<arbiter_domain::suites::Suite>> {
                 let rows: Vec<(i64, String, String, i64, String, String, i64)> = sqlx::query_as(
                     "SELECT id, name, tier, every_nth, training_run, team, created_at FROM suites ORDER BY tier DESC, name",
                 )
@@ -380,7 +380,7 @@ macro_rules! ops_sql {
                 .await?;
                 Ok(rows
                     .into_iter()
-                    .map(|(id, name, tier, every_nth, training_run, team, created_at)| $crate::store::Suite {
+                    .map(|(id, name, tier, every_nth, training_run, team, created_at)| arbiter_domain::suites::Suite {
                         evals: members
                             .iter()
                             .filter(|(suite_id, _, _)| *suite_id == id)
@@ -432,7 +432,7 @@ macro_rules! ops_sql {
                 Ok(())
             }
 
-            async fn suite_launches(&self, limit: i64) -> $crate::store::StoreResult<Vec<$crate::store::SuiteLaunch>> {
+            async fn suite_launches(&self, limit: i64) -> $crate::store::StoreResult<Vec<arbiter_domain::suites::SuiteLaunch>> {
                 let rows: Vec<(String, String, i64, String, i64)> = sqlx::query_as(
                     "SELECT s.name, c.name, l.run_id, l.reason, l.created_at FROM suite_launches l \
                      JOIN suites s ON s.id = l.suite_id JOIN checkpoints c ON c.id = l.checkpoint_id \
@@ -443,7 +443,7 @@ macro_rules! ops_sql {
                 .await?;
                 Ok(rows
                     .into_iter()
-                    .map(|(suite, checkpoint, run_id, reason, created_at)| $crate::store::SuiteLaunch {
+                    .map(|(suite, checkpoint, run_id, reason, created_at)| arbiter_domain::suites::SuiteLaunch {
                         suite, checkpoint, run_id, reason, created_at,
                     })
                     .collect())
@@ -456,7 +456,7 @@ macro_rules! ops_sql {
                 secret_ref: Option<&str>,
                 created_by: Option<i64>,
                 now: i64,
-            ) -> $crate::store::StoreResult<$crate::store::Webhook> {
+            ) -> $crate::store::StoreResult<arbiter_domain::webhooks::Webhook> {
                 let id: i64 = sqlx::query_scalar(
                     "INSERT INTO webhooks (url, events, secret_ref, cursor_ms, created_by, created_at) \
                      VALUES ($1, $2, $3, $4, $5, $4) RETURNING id",
@@ -468,7 +468,7 @@ macro_rules! ops_sql {
                 .bind(created_by)
                 .fetch_one(&self.writer)
                 .await?;
-                Ok($crate::store::Webhook {
+                Ok(arbiter_domain::webhooks::Webhook {
                     id,
                     url: url.to_string(),
                     events: events.to_vec(),
@@ -479,7 +479,7 @@ macro_rules! ops_sql {
                 })
             }
 
-            async fn webhooks(&self) -> $crate::store::StoreResult<Vec<$crate::store::Webhook>> {
+            async fn webhooks(&self) -> $crate::store::StoreResult<Vec<arbiter_domain::webhooks::Webhook>> {
                 let rows: Vec<(i64, String, String, Option<String>, i64, i64)> = sqlx::query_as(
                     "SELECT id, url, events, secret_ref, cursor_ms, created_at FROM webhooks ORDER BY id",
                 )
@@ -487,7 +487,7 @@ macro_rules! ops_sql {
                 .await?;
                 Ok(rows
                     .into_iter()
-                    .map(|(id, url, events, secret_ref, cursor_ms, created_at)| $crate::store::Webhook {
+                    .map(|(id, url, events, secret_ref, cursor_ms, created_at)| arbiter_domain::webhooks::Webhook {
                         id,
                         url,
                         events: events.split(',').filter(|e| !e.is_empty()).map(str::to_string).collect(),
@@ -527,7 +527,7 @@ macro_rules! ops_sql {
                 .await?)
             }
 
-            async fn alerts_changed_between(&self, after: i64, upto: i64) -> $crate::store::StoreResult<Vec<$crate::store::Alert>> {
+            async fn alerts_changed_between(&self, after: i64, upto: i64) -> $crate::store::StoreResult<Vec<arbiter_domain::health::Alert>> {
                 let rows: Vec<AlertRow> = sqlx::query_as(&format!(
                     "SELECT {ALERT_COLUMNS} FROM alerts \
                      WHERE (created_at > $1 AND created_at <= $2) OR (resolved_at > $1 AND resolved_at <= $2) ORDER BY id"
@@ -636,7 +636,7 @@ macro_rules! ops_sql {
                 Ok(())
             }
 
-            async fn recent_deliveries(&self, limit: i64) -> $crate::store::StoreResult<Vec<$crate::store::DeliveryRecord>> {
+            async fn recent_deliveries(&self, limit: i64) -> $crate::store::StoreResult<Vec<arbiter_domain::webhooks::DeliveryRecord>> {
                 let rows: Vec<(i64, i64, String, String, String, i64, i64, Option<i64>, Option<i64>, Option<i64>, Option<String>, i64)> =
                     sqlx::query_as(
                         "SELECT d.id, d.webhook_id, w.url, d.event, d.event_key, d.attempts, d.next_attempt_at, d.delivered_at, \
@@ -649,7 +649,7 @@ macro_rules! ops_sql {
                 Ok(rows
                     .into_iter()
                     .map(|(id, webhook_id, url, event, event_key, attempts, next_attempt_at, delivered_at, failed_at, last_status, last_error, created_at)| {
-                        $crate::store::DeliveryRecord {
+                        arbiter_domain::webhooks::DeliveryRecord {
                             id, webhook_id, url, event, event_key, attempts, next_attempt_at, delivered_at, failed_at,
                             last_status, last_error, created_at,
                         }

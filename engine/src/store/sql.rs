@@ -26,19 +26,17 @@ pub(crate) const RUN_HEADER_SELECT: &str = "SELECT r.id, r.eval_id, e.name AS ev
 
 macro_rules! sql_store {
     ($store:ident, $db:ty, $backend:literal, $begin:literal, $skip_locked:literal) => {
-        use $crate::auth::{PasswordHash, Role};
-        use $crate::dataset::{DatasetItem, ParsedDataset};
-        use $crate::grading::Verdict;
-        use $crate::manifest::Manifest;
-        use $crate::model_client::Outcome;
-        use $crate::store::{
-            now_ms, ActiveRun, AnnotationTask, CachedGeneration, Checkpoint, ClaimedJob, DatasetRevision,
-            DatasetSummary, EndpointLimits, EvalSummary, FinishedItem, Job, LaunchedRun, ManifestInputs,
-            NewCheckpoint, NewIdentity, NewRun, QueueCounts, RecordOutcome, ResultRow, RunProgress,
-            RunSummary, Store, StoreError, StoreResult, User, UserCredentials, TokenPrices, Judge, NewJudge,
-            PolicyVersion, JudgeCall, HumanCheckedJudgement, RunCosts,
-        };
-        use $crate::grading::triage::TriagePolicy;
+        use arbiter_domain::accounts::{PasswordHash, Role, User};
+        use arbiter_domain::dataset::{DatasetItem, ParsedDataset, DatasetRevision, DatasetSummary};
+        use arbiter_domain::grading::Verdict;
+        use arbiter_domain::manifest::{Manifest, EvalSummary};
+        use arbiter_domain::answer::Outcome;
+        use $crate::store::{now_ms, ActiveRun, CachedGeneration, ClaimedJob, FinishedItem, Job, ManifestInputs, NewIdentity, NewRun, RecordOutcome, Store, StoreError, StoreResult, UserCredentials};
+        use arbiter_domain::annotation::task::{AnnotationTask, QueueCounts};
+        use arbiter_domain::checkpoint::{Checkpoint, EndpointLimits, NewCheckpoint, TokenPrices};
+        use arbiter_domain::run::{LaunchedRun, ResultRow, RunProgress, RunSummary, RunCosts};
+        use arbiter_domain::grading::judge::{Judge, NewJudge, JudgeCall, HumanCheckedJudgement};
+        use arbiter_domain::grading::triage::{PolicyVersion, TriagePolicy};
         use sqlx::Row;
 
         const REVISION_COLUMNS: &str =
@@ -81,7 +79,7 @@ macro_rules! sql_store {
                 prompt_template: row.try_get("prompt_template")?,
                 grader: {
                     let stored: String = row.try_get("grader")?;
-                    $crate::manifest::parse_stored_grader(&stored)
+                    arbiter_domain::manifest::parse_stored_grader(&stored)
                         .map_err(|err| sqlx::Error::Decode(err.into()))?
                 },
                 max_tokens: row.try_get("max_tokens")?,
@@ -554,7 +552,7 @@ macro_rules! sql_store {
                     .map_err(StoreError::from)
             }
 
-            async fn create_eval(&self, dataset_id: i64, spec: &$crate::manifest::EvalSpec, created_by: Option<i64>) -> StoreResult<i64> {
+            async fn create_eval(&self, dataset_id: i64, spec: &arbiter_domain::manifest::EvalSpec, created_by: Option<i64>) -> StoreResult<i64> {
                 let mut tx = self.writer.begin_with($begin).await?;
                 let inserted = sqlx::query_scalar::<_, i64>(
                     "INSERT INTO evals (name, dataset_id, prompt_template, grader, max_tokens, temperature, repetitions, seed, created_by, created_at) \
@@ -813,7 +811,7 @@ macro_rules! sql_store {
                     team: run.try_get("team")?,
                     throughput_per_s: 0.0,
                     from_cache: 0,
-                    outcome_mix: $crate::model_client::Outcome::ALL
+                    outcome_mix: arbiter_domain::answer::Outcome::ALL
                         .iter()
                         .map(|o| (o.as_str().to_string(), count("outcome", o.as_str())))
                         .filter(|(_, n)| *n > 0)
@@ -1279,7 +1277,7 @@ macro_rules! sql_store {
                     .await?)
             }
 
-            async fn run_tallies(&self, run_id: i64) -> StoreResult<Vec<$crate::report::TallyRow>> {
+            async fn run_tallies(&self, run_id: i64) -> StoreResult<Vec<arbiter_domain::reports::TallyRow>> {
                 let rows: Vec<(String, String, String, i64)> = sqlx::query_as(
                     "SELECT category, field, value, count FROM run_tallies WHERE run_id = $1 AND count <> 0 \
                      ORDER BY category, field, value",
@@ -1289,7 +1287,7 @@ macro_rules! sql_store {
                 .await?;
                 Ok(rows
                     .into_iter()
-                    .map(|(category, field, value, count)| $crate::report::TallyRow { category, field, value, count })
+                    .map(|(category, field, value, count)| arbiter_domain::reports::TallyRow { category, field, value, count })
                     .collect())
             }
 
@@ -1322,7 +1320,7 @@ macro_rules! sql_store {
                 Ok(())
             }
 
-            async fn record_promotion_decision(&self, decision: &$crate::store::NewPromotionDecision) -> StoreResult<i64> {
+            async fn record_promotion_decision(&self, decision: &arbiter_domain::reports::decision::NewPromotionDecision) -> StoreResult<i64> {
                 Ok(sqlx::query_scalar(
                     "INSERT INTO promotion_decisions (baseline_run_id, candidate_run_id, decision, note, summary_json, decided_by, decided_at) \
                      VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
@@ -1338,7 +1336,7 @@ macro_rules! sql_store {
                 .await?)
             }
 
-            async fn promotion_decisions(&self, run_id: i64) -> StoreResult<Vec<$crate::store::PromotionDecisionRecord>> {
+            async fn promotion_decisions(&self, run_id: i64) -> StoreResult<Vec<arbiter_domain::reports::decision::PromotionDecisionRecord>> {
                 let rows = sqlx::query(
                     "SELECT d.id, d.baseline_run_id, d.candidate_run_id, cb.name AS baseline_checkpoint, \
                      cc.name AS candidate_checkpoint, d.decision, d.note, d.summary_json, u.username, d.decided_at \
@@ -1353,7 +1351,7 @@ macro_rules! sql_store {
                 .await?;
                 rows.iter()
                     .map(|row| {
-                        Ok($crate::store::PromotionDecisionRecord {
+                        Ok(arbiter_domain::reports::decision::PromotionDecisionRecord {
                             id: row.try_get("id")?,
                             baseline_run_id: row.try_get("baseline_run_id")?,
                             candidate_run_id: row.try_get("candidate_run_id")?,
@@ -1369,7 +1367,7 @@ macro_rules! sql_store {
                     .collect()
             }
 
-            async fn trend_runs(&self, eval_id: i64, training_run: &str) -> StoreResult<Vec<$crate::store::TrendRun>> {
+            async fn trend_runs(&self, eval_id: i64, training_run: &str) -> StoreResult<Vec<arbiter_domain::reports::trend::TrendRun>> {
                 let rows: Vec<(i64, i64, String, Option<i64>)> = sqlx::query_as(
                     "SELECT r.id, c.id, c.name, c.training_step FROM checkpoints c \
                      JOIN runs r ON r.id = (SELECT MAX(x.id) FROM runs x \
@@ -1383,7 +1381,7 @@ macro_rules! sql_store {
                 .await?;
                 Ok(rows
                     .into_iter()
-                    .map(|(run_id, checkpoint_id, checkpoint_name, training_step)| $crate::store::TrendRun {
+                    .map(|(run_id, checkpoint_id, checkpoint_name, training_step)| arbiter_domain::reports::trend::TrendRun {
                         run_id,
                         checkpoint_id,
                         checkpoint_name,
@@ -1400,7 +1398,7 @@ macro_rules! sql_store {
                 .await?)
             }
 
-            async fn save_trend_watch(&self, watch: &$crate::store::TrendWatch, created_by: Option<i64>) -> StoreResult<()> {
+            async fn save_trend_watch(&self, watch: &arbiter_domain::reports::trend::TrendWatch, created_by: Option<i64>) -> StoreResult<()> {
                 sqlx::query(
                     "INSERT INTO trend_watches (eval_id, training_run, policy, pinned_checkpoint_id, created_by, created_at) \
                      VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (eval_id, training_run) DO UPDATE SET \
@@ -1433,7 +1431,7 @@ macro_rules! sql_store {
                 Ok(())
             }
 
-            async fn trend_watches(&self) -> StoreResult<Vec<$crate::store::TrendWatch>> {
+            async fn trend_watches(&self) -> StoreResult<Vec<arbiter_domain::reports::trend::TrendWatch>> {
                 let rows: Vec<(i64, String, String, String, Option<i64>)> = sqlx::query_as(
                     "SELECT w.eval_id, e.name, w.training_run, w.policy, w.pinned_checkpoint_id \
                      FROM trend_watches w JOIN evals e ON e.id = w.eval_id ORDER BY e.name, w.training_run",
@@ -1442,7 +1440,7 @@ macro_rules! sql_store {
                 .await?;
                 Ok(rows
                     .into_iter()
-                    .map(|(eval_id, eval_name, training_run, policy, pinned_checkpoint_id)| $crate::store::TrendWatch {
+                    .map(|(eval_id, eval_name, training_run, policy, pinned_checkpoint_id)| arbiter_domain::reports::trend::TrendWatch {
                         eval_id,
                         eval_name,
                         training_run,
@@ -1466,7 +1464,7 @@ macro_rules! sql_store {
             async fn scan_run(
                 &self,
                 run_id: i64,
-                sink: &mut (dyn FnMut($crate::report::snapshot::ScanRow) + Send),
+                sink: &mut (dyn FnMut(arbiter_domain::reports::snapshot::ScanRow) + Send),
             ) -> StoreResult<()> {
                 use futures::TryStreamExt;
                 // Identity order is id order: a run's identities are inserted in expansion order.
@@ -1479,7 +1477,7 @@ macro_rules! sql_store {
                 .bind(run_id)
                 .fetch(&self.pool);
                 while let Some(row) = rows.try_next().await? {
-                    sink($crate::report::snapshot::ScanRow {
+                    sink(arbiter_domain::reports::snapshot::ScanRow {
                         work_item_id: row.try_get("id")?,
                         case_id: row.try_get("case_id")?,
                         repetition: row.try_get("repetition")?,
@@ -1504,7 +1502,7 @@ macro_rules! sql_store {
                 .await?)
             }
 
-            async fn export_rows(&self, run_id: i64, after_id: i64, limit: i64) -> StoreResult<Vec<$crate::export::ExportRow>> {
+            async fn export_rows(&self, run_id: i64, after_id: i64, limit: i64) -> StoreResult<Vec<$crate::store::ExportRow>> {
                 let rows = sqlx::query(
                     "SELECT w.run_id, w.id, w.case_id, w.repetition, w.category, c.name AS checkpoint, i.input, i.target, \
                      w.verdict, w.decided_by, g.outcome, g.output, g.finish_reason, g.error, g.error_category, g.model_used, \
@@ -1522,7 +1520,7 @@ macro_rules! sql_store {
                 .await?;
                 rows.iter()
                     .map(|row| {
-                        Ok($crate::export::ExportRow {
+                        Ok($crate::store::ExportRow {
                             run_id: row.try_get("run_id")?,
                             work_item_id: row.try_get("id")?,
                             case_id: row.try_get("case_id")?,
@@ -1553,7 +1551,7 @@ macro_rules! sql_store {
                     .map_err(StoreError::from)
             }
 
-            async fn diff_sides(&self, work_item_ids: &[i64]) -> StoreResult<Vec<$crate::store::DiffSide>> {
+            async fn diff_sides(&self, work_item_ids: &[i64]) -> StoreResult<Vec<arbiter_domain::reports::diff::DiffSide>> {
                 if work_item_ids.is_empty() {
                     return Ok(Vec::new());
                 }
@@ -1572,7 +1570,7 @@ macro_rules! sql_store {
                 let rows = select.build().fetch_all(&self.pool).await?;
                 let mut sides = Vec::with_capacity(rows.len());
                 for row in rows {
-                    sides.push($crate::store::DiffSide {
+                    sides.push(arbiter_domain::reports::diff::DiffSide {
                         work_item_id: row.try_get("id")?,
                         case_id: row.try_get("case_id")?,
                         repetition: row.try_get("repetition")?,
@@ -1603,7 +1601,7 @@ macro_rules! sql_store {
                 for row in grades.build().fetch_all(&self.pool).await? {
                     let id: i64 = row.try_get("work_item_id")?;
                     if let Some(side) = sides.iter_mut().find(|side| side.work_item_id == id) {
-                        side.grades.push($crate::store::DiffGrade {
+                        side.grades.push(arbiter_domain::reports::diff::DiffGrade {
                             stage: row.try_get("stage")?,
                             grader: row.try_get("grader")?,
                             verdict: row.try_get("verdict")?,
@@ -1919,7 +1917,7 @@ macro_rules! sql_store {
                 labels_of_run(&self.pool, run_id).await
             }
 
-            async fn invite_rater(&self, new: &$crate::store::NewRater, hash: &PasswordHash) -> StoreResult<i64> {
+            async fn invite_rater(&self, new: &arbiter_domain::annotation::pool::NewRater, hash: &PasswordHash) -> StoreResult<i64> {
                 insert_rater(&self.writer, new, hash).await
             }
 
@@ -1941,26 +1939,26 @@ macro_rules! sql_store {
                 retire_gold_item(&self.writer, gold_id).await
             }
 
-            async fn gold_items(&self) -> StoreResult<Vec<$crate::store::GoldItem>> {
+            async fn gold_items(&self) -> StoreResult<Vec<arbiter_domain::annotation::gold::GoldItem>> {
                 list_gold(&self.pool).await
             }
 
-            async fn gold_candidates(&self, limit: i64) -> StoreResult<Vec<$crate::store::GoldCandidate>> {
+            async fn gold_candidates(&self, limit: i64) -> StoreResult<Vec<arbiter_domain::annotation::gold::GoldCandidate>> {
                 list_gold_candidates(&self.pool, limit).await
             }
 
             async fn scan_open_tasks(
                 &self,
-                visit: &mut (dyn FnMut($crate::annotation::sla::OpenTask) + Send),
+                visit: &mut (dyn FnMut(arbiter_domain::annotation::sla::OpenTask) + Send),
             ) -> StoreResult<()> {
                 visit_open_tasks(&self.pool, visit).await
             }
 
-            async fn labelling_flow(&self, now: i64) -> StoreResult<$crate::store::LabellingFlow> {
+            async fn labelling_flow(&self, now: i64) -> StoreResult<arbiter_domain::annotation::sla::LabellingFlow> {
                 flow_of_labels(&self.pool, now).await
             }
 
-            async fn sla_days(&self, since: i64) -> StoreResult<Vec<$crate::annotation::sla::SlaDay>> {
+            async fn sla_days(&self, since: i64) -> StoreResult<Vec<arbiter_domain::annotation::sla::SlaDay>> {
                 days_of_sla(&self.pool, since).await
             }
 
@@ -1968,7 +1966,7 @@ macro_rules! sql_store {
                 raise_priority(&self.writer, task_ids, now).await
             }
 
-            async fn queue_labels(&self, since: i64) -> StoreResult<Vec<$crate::store::QueueLabel>> {
+            async fn queue_labels(&self, since: i64) -> StoreResult<Vec<arbiter_domain::annotation::task::QueueLabel>> {
                 labels_by_queue(&self.pool, since).await
             }
 
@@ -2013,7 +2011,7 @@ macro_rules! sql_store {
                 Ok(())
             }
 
-            async fn alerts(&self, resolved_limit: i64) -> StoreResult<Vec<$crate::store::Alert>> {
+            async fn alerts(&self, resolved_limit: i64) -> StoreResult<Vec<arbiter_domain::health::Alert>> {
                 list_alerts(&self.pool, resolved_limit).await
             }
 
@@ -2136,7 +2134,7 @@ macro_rules! sql_store {
                 logprobs.build().execute(&mut **tx).await?;
             }
 
-            let grades: Vec<(i64, &$crate::store::GradeRecord)> = recorded
+            let grades: Vec<(i64, &arbiter_domain::grading::record::GradeRecord)> = recorded
                 .iter()
                 .flat_map(|item| item.grading.grades.iter().map(|grade| (item.work_item_id, grade)))
                 .collect();
@@ -2192,7 +2190,7 @@ macro_rules! sql_store {
             }
             let runs: Vec<i64> = done_per_run.iter().map(|(run, _)| *run).collect();
 
-            let for_humans: Vec<(i64, &$crate::store::HumanTask)> = recorded
+            let for_humans: Vec<(i64, &arbiter_domain::grading::record::HumanTask)> = recorded
                 .iter()
                 .filter_map(|item| item.grading.human.as_ref().map(|task| (item.work_item_id, task)))
                 .collect();
@@ -2215,8 +2213,8 @@ macro_rules! sql_store {
                 tasks.push(" ON CONFLICT (work_item_id) DO NOTHING");
                 tasks.build().execute(&mut **tx).await?;
                 // Priority and SLA deadline follow the run's priority class.
-                use $crate::annotation::adjudication::sla_hours;
-                use $crate::store::{PRIORITY_ABLATION, PRIORITY_PROMOTION, PRIORITY_SCHEDULED};
+                use arbiter_domain::annotation::adjudication::sla_hours;
+                use arbiter_domain::run::{PRIORITY_ABLATION, PRIORITY_PROMOTION, PRIORITY_SCHEDULED};
                 let mut schedule = sqlx::QueryBuilder::<$db>::new(format!(
                     "UPDATE annotation_tasks SET priority = r.priority, \
                      due_at = annotation_tasks.created_at + (CASE WHEN r.priority >= {PRIORITY_PROMOTION} THEN {} \
@@ -2236,7 +2234,7 @@ macro_rules! sql_store {
             }
 
             // Judge calls enter the grade cache (the first answer under a key stays).
-            let judge_calls: Vec<&$crate::store::JudgeCall> =
+            let judge_calls: Vec<&arbiter_domain::grading::judge::JudgeCall> =
                 recorded.iter().flat_map(|item| &item.grading.judge_calls).collect();
             for chunk in judge_calls.chunks(super::sql::GRADE_INSERT_BATCH) {
                 let mut cache = sqlx::QueryBuilder::<$db>::new(

@@ -7,13 +7,13 @@
 
 #![allow(dead_code)]
 
-use arbiter_engine::auth::PasswordHash;
-use arbiter_engine::grading::grade_exact_match;
-use arbiter_engine::model_client::{ErrorCategory, Generation, Outcome};
+use arbiter_domain::accounts::PasswordHash;
+use arbiter_domain::answer::{ErrorCategory, Generation, Outcome};
+use arbiter_domain::grading::grade_exact_match;
+use arbiter_domain::grading::record::Grading;
+use arbiter_domain::run::{RunProgress, PRIORITY_SCHEDULED};
 use arbiter_engine::service::{self, EvalForm};
-use arbiter_engine::store::{
-    Database, FinishedItem, Grading, RunProgress, Store, PRIORITY_SCHEDULED,
-};
+use arbiter_engine::store::{Database, FinishedItem, Store};
 use sqlx::Connection;
 
 // ---------------------------------------------------------------------------------------------
@@ -300,7 +300,7 @@ pub async fn escalate_to_humans(store: &dyn Store, ids: &[i64], raters: i64) {
                 .human
                 .as_mut()
                 .expect("an unreadable answer goes to humans");
-            task.routing = arbiter_engine::store::HumanRouting {
+            task.routing = arbiter_domain::grading::triage::HumanRouting {
                 labels_needed: raters,
                 skill: None,
                 review_rate: 0.0,

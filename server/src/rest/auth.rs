@@ -2,9 +2,9 @@
 
 use super::ApiError;
 use arbiter_app::guard::AppState;
+use arbiter_domain::accounts::{Permission, User};
 use arbiter_engine::api_tokens;
-use arbiter_engine::auth::Permission;
-use arbiter_engine::store::{now_ms, User};
+use arbiter_engine::store::now_ms;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{header, StatusCode};

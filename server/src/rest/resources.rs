@@ -2,11 +2,13 @@
 
 use super::{ApiError, ApiErrorBody, ApiJson, ApiPath, ApiQuery, ApiResult, ApiUser};
 use arbiter_app::guard::AppState;
-use arbiter_engine::auth::{Permission, Role};
+use arbiter_domain::accounts::{Permission, Role};
+use arbiter_domain::checkpoint::Checkpoint;
+use arbiter_domain::dataset::{DatasetRevision, DatasetSummary};
+use arbiter_domain::manifest::EvalSummary;
+use arbiter_domain::suites::Suite;
+use arbiter_domain::webhooks::{DeliveryRecord, Webhook};
 use arbiter_engine::service::{self, EvalForm};
-use arbiter_engine::store::{
-    Checkpoint, DatasetRevision, DatasetSummary, DeliveryRecord, EvalSummary, Suite, Webhook,
-};
 use arbiter_engine::triggers::{self, Announcement, SuiteForm, TriggeredRun};
 use axum::body::Bytes;
 use axum::extract::State;

@@ -2,12 +2,13 @@
 
 use super::{ApiError, ApiErrorBody, ApiJson, ApiPath, ApiQuery, ApiResult, ApiUser};
 use arbiter_app::guard::AppState;
-use arbiter_engine::auth::Permission;
-use arbiter_engine::report::{Completeness, Report};
+use arbiter_domain::accounts::Permission;
+use arbiter_domain::reports::{Completeness, Report};
+use arbiter_domain::run::{LaunchedRun, RunProgress, RunSummary};
+use arbiter_domain::stats::correction::Correction;
 use arbiter_engine::reporting::{self, CheckpointComparison};
 use arbiter_engine::service;
-use arbiter_engine::stats::correction::Correction;
-use arbiter_engine::store::{LaunchedRun, RunProgress, RunSummary, Store};
+use arbiter_engine::store::Store;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;

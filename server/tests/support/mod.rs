@@ -1,7 +1,7 @@
 //! The real router on a random port over a fresh SQLite database, for HTTP-level tests.
 #![allow(dead_code)] // Each test file uses a different part.
 
-use arbiter_engine::auth::Role;
+use arbiter_domain::accounts::Role;
 use arbiter_engine::service;
 use arbiter_engine::store::Database;
 use reqwest::{header, StatusCode};

@@ -250,10 +250,31 @@ fn flips_in(passes: u64, decided: u64) -> u32 {
     flips
 }
 
+/// The latest run of an eval on one checkpoint of a trend.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TrendRun {
+    pub run_id: i64,
+    pub checkpoint_id: i64,
+    pub checkpoint_name: String,
+    pub training_step: Option<i64>,
+}
+
+/// A researcher's request to be alerted when an eval regresses along a training run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrendWatch {
+    pub eval_id: i64,
+    pub eval_name: String,
+    /// '' for all checkpoints.
+    pub training_run: String,
+    /// first, previous, best or pinned.
+    pub policy: String,
+    pub pinned_checkpoint_id: Option<i64>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::snapshot::VERDICT_NONE;
+    use crate::reports::snapshot::VERDICT_NONE;
 
     fn point(checkpoint_id: i64, complete: bool, rate: f64) -> EarlierPoint {
         EarlierPoint {

@@ -8,10 +8,13 @@
 //! waiting will not fix, explained). Only complete reports may back a promotion decision.
 
 pub mod compare;
+pub mod decision;
+pub mod diff;
+pub mod latency;
 pub mod snapshot;
 pub mod trend;
 
-use crate::model_client::Outcome;
+use crate::answer::Outcome;
 use crate::stats::proportion::{clustered, wilson, ClusterSums};
 use crate::stats::{Interval, DEFAULT_CONFIDENCE};
 use serde::{Deserialize, Serialize};
@@ -208,7 +211,7 @@ pub struct Report {
     /// Per category, largest first; empty when the dataset has no categories.
     pub categories: Vec<CategoryReport>,
     pub problems: Vec<Problem>,
-    /// Answers per latency bucket ([`crate::charts::latency::LATENCY_EDGES_MS`]), from the
+    /// Answers per latency bucket ([`crate::reports::latency::LATENCY_EDGES_MS`]), from the
     /// snapshot; empty before any answer.
     pub latency: Vec<u64>,
 }

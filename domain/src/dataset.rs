@@ -271,6 +271,25 @@ pub fn content_hash(items: &[DatasetItem]) -> String {
     format!("sha256:{}", hex::encode(hasher.finalize()))
 }
 
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct DatasetRevision {
+    pub id: i64,
+    pub dataset_id: i64,
+    pub content_hash: String,
+    pub item_count: i64,
+    pub source_name: String,
+    pub created_at: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct DatasetSummary {
+    pub id: i64,
+    pub name: String,
+    pub revision_count: i64,
+    /// The newest revision, which new evals and runs use.
+    pub latest_revision: Option<DatasetRevision>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

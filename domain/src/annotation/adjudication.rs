@@ -138,8 +138,8 @@ pub fn parse_skills(text: &str) -> Result<Vec<String>, String> {
 /// decisions in a day, scheduled evals in two (the default), ablations in four.
 pub fn sla_hours(priority: i64) -> i64 {
     match priority {
-        p if p >= crate::store::PRIORITY_PROMOTION => 24,
-        crate::store::PRIORITY_ABLATION => 96,
+        p if p >= crate::run::PRIORITY_PROMOTION => 24,
+        crate::run::PRIORITY_ABLATION => 96,
         _ => 48,
     }
 }
@@ -211,8 +211,8 @@ mod tests {
 
     #[test]
     fn deadlines_follow_the_priority_class() {
-        assert_eq!(sla_hours(crate::store::PRIORITY_PROMOTION), 24);
-        assert_eq!(sla_hours(crate::store::PRIORITY_SCHEDULED), 48);
-        assert_eq!(sla_hours(crate::store::PRIORITY_ABLATION), 96);
+        assert_eq!(sla_hours(crate::run::PRIORITY_PROMOTION), 24);
+        assert_eq!(sla_hours(crate::run::PRIORITY_SCHEDULED), 48);
+        assert_eq!(sla_hours(crate::run::PRIORITY_ABLATION), 96);
     }
 }

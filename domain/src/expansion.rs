@@ -4,7 +4,8 @@
 //! million-item run never holds its items in memory.
 
 use crate::dataset::DatasetItem;
-use crate::manifest::{render_prompt, EndpointFingerprint, GenerationSettings, Manifest};
+use crate::manifest::{EndpointFingerprint, GenerationSettings, Manifest};
+use crate::prompt::render_prompt;
 use sha2::{Digest, Sha256};
 
 /// Shards a run's identities fall into (by a stable hash of the case id).

@@ -180,7 +180,7 @@ impl GraderSpec {
     /// reused. It names the code, not the settings: a cache key also needs the spec itself.
     pub fn id_version(&self) -> &'static str {
         match self {
-            GraderSpec::ExactMatch {} => crate::manifest::EXACT_MATCH_GRADER,
+            GraderSpec::ExactMatch {} => crate::grading::EXACT_MATCH_GRADER,
             GraderSpec::NormalisedMatch {} => "normalised_match@1",
             GraderSpec::RegexMatch { .. } => "regex_match@1",
             GraderSpec::Numeric { .. } => "numeric@1",
@@ -1222,7 +1222,7 @@ mod tests {
         );
         assert_eq!(
             GraderSpec::ExactMatch {}.id_version(),
-            crate::manifest::EXACT_MATCH_GRADER
+            crate::grading::EXACT_MATCH_GRADER
         );
         let grader = spec(json!({"kind": "json_valid"})).compile().unwrap();
         assert_eq!(grader.id_version(), "json_valid@1");

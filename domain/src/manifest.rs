@@ -7,12 +7,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::grading::triage::FrozenTriage;
-use crate::grading::GraderSpec;
-
-/// The placeholder in a prompt template that receives a dataset item's `input`.
-pub const INPUT_PLACEHOLDER: &str = "{input}";
-/// The only grader of the foundation; later graders add their own ids.
-pub const EXACT_MATCH_GRADER: &str = "exact_match@1";
+use crate::grading::{GraderSpec, EXACT_MATCH_GRADER};
+use crate::prompt::INPUT_PLACEHOLDER;
 
 /// Sampling settings sent with every generation request of a run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -110,11 +106,6 @@ pub fn parse_stored_grader(text: &str) -> Result<GraderSpec, String> {
     serde_json::from_str(text).map_err(|err| format!("unreadable grader spec: {err}"))
 }
 
-/// Fills a prompt template with one item's input.
-pub fn render_prompt(template: &str, input: &str) -> String {
-    template.replace(INPUT_PLACEHOLDER, input)
-}
-
 /// What identifies the model behind an endpoint, as far as results are concerned: the served
 /// model (from `/v1/models`) plus what the user declares about the engine. Part of every
 /// generation cache key, so a changed engine or layout never reuses old answers.
@@ -171,6 +162,23 @@ impl Manifest {
     }
 }
 
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct EvalSummary {
+    pub id: i64,
+    pub name: String,
+    pub dataset_id: i64,
+    pub dataset_name: String,
+    pub prompt_template: String,
+    /// The grader spec (`{"kind": …}`), as stored.
+    #[schema(value_type = Object)]
+    pub grader: GraderSpec,
+    pub max_tokens: i64,
+    pub temperature: f64,
+    pub repetitions: i64,
+    pub seed: i64,
+    pub created_at: i64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,11 +218,6 @@ mod tests {
             fallback: None,
             triage: None,
         }
-    }
-
-    #[test]
-    fn renders_the_input_into_the_template() {
-        assert_eq!(render_prompt("Q: {input}\nA:", "2+2?"), "Q: 2+2?\nA:");
     }
 
     #[test]

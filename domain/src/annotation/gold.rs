@@ -5,6 +5,7 @@
 //! Pure. The store serves gold leases and records answers; this module only decides.
 
 use super::adjudication::stable_draw;
+use serde::{Deserialize, Serialize};
 
 /// Setting: share of claims served a gold item (when live gold exists).
 pub const GOLD_RATE_SETTING: &str = "gold_rate";
@@ -55,6 +56,31 @@ pub fn parse_share(text: &str, what: &str, max: f64) -> Result<f64, String> {
         .ok()
         .filter(|value| value.is_finite() && (0.0..=max).contains(value))
         .ok_or_else(|| format!("{what} is a share from 0 to {max} (or a percentage), not `{text}`"))
+}
+
+/// A gold item with how raters have done on it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GoldItem {
+    pub id: i64,
+    pub task_id: i64,
+    /// The start of the item's question, to recognise it by.
+    pub input: String,
+    pub answer_pass: bool,
+    pub note: String,
+    pub created_at: i64,
+    pub retired_at: Option<i64>,
+    pub answers: u64,
+    pub right: u64,
+}
+
+/// A finished item whose raters all agreed (or a reviewer corrected): a good gold candidate.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GoldCandidate {
+    pub task_id: i64,
+    pub input: String,
+    pub verdict_pass: bool,
+    pub labels: u64,
+    pub why: String,
 }
 
 #[cfg(test)]

@@ -6,8 +6,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::store::RaterRecord;
-
 /// The setting that holds the quality threshold below which raters are flagged (and which a
 /// rater in training must reach on gold items).
 pub const QUALITY_THRESHOLD_SETTING: &str = "rater_quality_threshold";
@@ -205,10 +203,68 @@ pub fn stats_csv(stats: &[RaterStats]) -> String {
     String::from_utf8(writer.into_inner().unwrap_or_default()).unwrap_or_default()
 }
 
+/// A member of the rater pool with what their labels show, over the last 30 days.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RaterRecord {
+    pub id: i64,
+    pub username: String,
+    pub role: String,
+    pub active: bool,
+    pub paused: bool,
+    pub skills: Vec<String>,
+    pub weekly_capacity_hours: f64,
+    pub email: Option<String>,
+    /// Set while the rater is in training (gold items only, with feedback).
+    pub training_since: Option<i64>,
+    /// Gold answers over the last 30 days: right, and all.
+    pub gold_right: u64,
+    pub gold_answered: u64,
+    /// The rater's own review decisions spot-checked by another senior: upheld, and all.
+    pub reviews_upheld: u64,
+    pub reviews_checked: u64,
+    /// Each label: when, how long it took (lease to submission), its review decision, and
+    /// whether it matched the item's final human verdict (`None` while undecided).
+    pub labels: Vec<RaterLabel>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RaterLabel {
+    pub created_at: i64,
+    pub duration_ms: Option<i64>,
+    pub review: Option<String>,
+    pub matches_final: Option<bool>,
+}
+
+/// What a lead changes about a rater; `None` leaves a field as it is.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RaterUpdate {
+    pub active: Option<bool>,
+    pub paused: Option<bool>,
+    pub skills: Option<Vec<String>>,
+    pub weekly_capacity_hours: Option<f64>,
+    pub role: Option<crate::accounts::Role>,
+    /// `Some(None)` removes the address.
+    pub email: Option<Option<String>>,
+    /// `Some(true)` sends the rater to training (their lease is released); `Some(false)` ends it.
+    pub training: Option<bool>,
+}
+
+/// A rater a lead invites: the account and its place in the pool, created in one statement.
+#[derive(Clone, Debug)]
+pub struct NewRater {
+    pub username: String,
+    pub role: crate::accounts::Role,
+    pub email: Option<String>,
+    pub skills: Vec<String>,
+    pub weekly_capacity_hours: f64,
+    /// New raters usually start in training.
+    pub training: bool,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::RaterLabel;
+    use crate::annotation::pool::RaterLabel;
 
     fn label(
         days_ago: i64,

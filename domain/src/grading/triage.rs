@@ -131,8 +131,8 @@ pub struct FrozenTriage {
 
 impl TriagePolicy {
     /// Where this policy's human tasks go.
-    pub fn routing(&self) -> crate::store::HumanRouting {
-        crate::store::HumanRouting {
+    pub fn routing(&self) -> crate::grading::triage::HumanRouting {
+        crate::grading::triage::HumanRouting {
             labels_needed: i64::from(self.human_overlap),
             skill: self.required_skill.clone(),
             review_rate: self.review_rate,
@@ -284,6 +284,37 @@ pub fn drawn_for_audit(audit_rate: f64, identity_key: &str) -> bool {
     }
     let draw = xxhash_rust::xxh3::xxh3_64(format!("audit\0{identity_key}").as_bytes());
     (draw as f64 / u64::MAX as f64) < audit_rate
+}
+
+/// Where a human task goes and how much human attention it gets.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HumanRouting {
+    pub labels_needed: i64,
+    pub skill: Option<String>,
+    pub review_rate: f64,
+}
+
+impl Default for HumanRouting {
+    fn default() -> HumanRouting {
+        HumanRouting {
+            labels_needed: 1,
+            skill: None,
+            review_rate: crate::grading::triage::DEFAULT_REVIEW_RATE,
+        }
+    }
+}
+
+/// One version of an eval's triage policy.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PolicyVersion {
+    pub eval_id: i64,
+    pub version: i64,
+    pub policy: TriagePolicy,
+    pub note: String,
+    /// For recalibrations: old and new thresholds and the data used, as JSON.
+    pub calibration_json: Option<String>,
+    pub created_by: Option<String>,
+    pub created_at: i64,
 }
 
 #[cfg(test)]

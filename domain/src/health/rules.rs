@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::store::HealthSample;
+use crate::health::HealthSample;
 
 pub const ALERT_QUEUE_GROWING: &str = "queue_growing";
 pub const ALERT_ERROR_RATE: &str = "error_rate";

@@ -1,10 +1,9 @@
-//! Identity and authorization rules: roles, what each role may do, and password hashing.
+//! Accounts: users and their roles, what each role may do, usernames, stored password hashes
+//! and personal API tokens as their owners see them.
 //!
-//! Pure domain code plus Argon2id; it knows nothing of HTTP, cookies or SQL. Callers check a
+//! Pure: hashing itself (Argon2id, with a random salt) is the engine's. Callers check a
 //! [`Permission`] on the server for every request — hiding a button is not security.
 
-use argon2::password_hash::{rand_core::OsRng, PasswordHasher, PasswordVerifier, SaltString};
-use argon2::{Argon2, PasswordHash as PhcString};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -128,45 +127,37 @@ impl PasswordHash {
 /// Passwords shorter than this are refused at creation and reset.
 pub const MIN_PASSWORD_LENGTH: usize = 8;
 
-/// Hashes a new password with Argon2id (default parameters). CPU-heavy: call from a blocking task.
-pub fn hash_password(password: &str) -> Result<PasswordHash, String> {
-    if password.chars().count() < MIN_PASSWORD_LENGTH {
-        return Err(format!(
-            "a password needs at least {MIN_PASSWORD_LENGTH} characters"
-        ));
-    }
-    let salt = SaltString::generate(&mut OsRng);
-    Argon2::default()
-        .hash_password(password.as_bytes(), &salt)
-        .map(|phc| PasswordHash(phc.to_string()))
-        .map_err(|err| format!("could not hash the password: {err}"))
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct User {
+    pub id: i64,
+    pub username: String,
+    pub role: Role,
+    /// Fair-share group for runs this user launches.
+    pub team: String,
+    /// False once a lead deactivated the account: it can neither sign in nor use a session.
+    pub active: bool,
 }
 
-/// Checks a password against a stored hash, or against a fixed dummy hash when the user is
-/// unknown, so that the response time does not reveal whether an account exists.
-/// CPU-heavy: call from a blocking task.
-pub fn verify_password(stored: Option<&PasswordHash>, password: &str) -> bool {
-    // Hashed once per process from a random string, so verifying it costs the same as
-    // verifying a real user's hash and can never succeed.
-    static DUMMY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    let dummy = DUMMY.get_or_init(|| {
-        let salt = SaltString::generate(&mut OsRng);
-        Argon2::default()
-            .hash_password(salt.as_str().as_bytes(), &salt)
-            .map(|phc| phc.to_string())
-            .unwrap_or_default()
-    });
-    let (phc, is_real) = match stored {
-        Some(hash) => (hash.as_phc(), true),
-        None => (dummy.as_str(), false),
-    };
-    let Ok(parsed) = PhcString::new(phc) else {
-        return false;
-    };
-    let matches = Argon2::default()
-        .verify_password(password.as_bytes(), &parsed)
-        .is_ok();
-    matches && is_real
+/// A personal API token as its owner and the admins see it: never the token itself.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ApiToken {
+    pub id: i64,
+    pub user_id: i64,
+    pub username: String,
+    pub name: String,
+    /// The token's first characters (`arb_` and 8 more), to tell tokens apart.
+    pub prefix: String,
+    pub created_at: i64,
+    pub last_used_at: Option<i64>,
+    pub expires_at: Option<i64>,
+    pub revoked_at: Option<i64>,
+}
+
+impl ApiToken {
+    /// Usable at `now`: neither revoked nor expired.
+    pub fn is_live(&self, now: i64) -> bool {
+        self.revoked_at.is_none() && self.expires_at.is_none_or(|expires| expires > now)
+    }
 }
 
 #[cfg(test)]
@@ -190,16 +181,6 @@ mod tests {
         assert!(Role::Researcher.can(Permission::ManageEvals));
         assert!(!Role::Researcher.can(Permission::ManageUsers));
         assert!(Role::Admin.can(Permission::ManageUsers));
-    }
-
-    #[test]
-    fn password_hash_verifies_only_the_right_password() {
-        let hash = hash_password("correct horse").unwrap();
-        assert!(hash.as_phc().starts_with("$argon2id$"));
-        assert!(verify_password(Some(&hash), "correct horse"));
-        assert!(!verify_password(Some(&hash), "wrong horse"));
-        assert!(!verify_password(None, "correct horse"));
-        assert!(hash_password("short").is_err());
     }
 
     #[test]

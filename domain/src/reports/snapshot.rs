@@ -5,8 +5,8 @@
 //! the same order, so a comparison pairs them by position.
 
 use super::{Problem, VERDICTS};
-use crate::charts::latency::{latency_bucket, LATENCY_BUCKETS};
-use crate::model_client::Outcome;
+use crate::answer::Outcome;
+use crate::reports::latency::{latency_bucket, LATENCY_BUCKETS};
 use crate::stats::proportion::{ClusterSums, ItemTally};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -83,7 +83,7 @@ pub struct SnapshotHeader {
     /// Per category (same order as `categories`), for clustered intervals over repetitions.
     pub clusters: Vec<ClusterSums>,
     pub models: Vec<String>,
-    /// Answers per latency bucket ([`crate::charts::latency::LATENCY_EDGES_MS`]).
+    /// Answers per latency bucket ([`crate::reports::latency::LATENCY_EDGES_MS`]).
     pub latency: Vec<u64>,
     /// With repetitions: the number of cases when identities are laid out repetition by
     /// repetition, each repetition listing the same cases in the same order (so the case of

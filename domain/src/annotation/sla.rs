@@ -214,6 +214,20 @@ pub fn availability(
     }
 }
 
+/// Labelling velocity and inflow, for the forecast and availability.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LabellingFlow {
+    pub labels_last_hour: u64,
+    pub labels_last_day: u64,
+    pub labels_last_week: u64,
+    /// Labels asked for by tasks created in the last week (inflow).
+    pub labels_needed_last_week: u64,
+    /// Median time per label over the latest labels (`None` before any).
+    pub median_label_ms: Option<f64>,
+    /// Weekly hours of active raters who are not paused or in training.
+    pub capacity_hours_per_week: f64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

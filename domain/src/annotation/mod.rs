@@ -7,4 +7,6 @@ pub mod adjudication;
 pub mod agreement;
 pub mod gold;
 pub mod pool;
+pub mod review;
 pub mod sla;
+pub mod task;

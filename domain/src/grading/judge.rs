@@ -78,7 +78,7 @@ pub fn render_judge_prompt(rubric: &str, input: &str, output: &str, target: &str
         rendered.push_str(&rest[..start]);
         let tail = &rest[start..];
         let filled = [
-            (crate::manifest::INPUT_PLACEHOLDER, input),
+            (crate::prompt::INPUT_PLACEHOLDER, input),
             (OUTPUT_PLACEHOLDER, output),
             (TARGET_PLACEHOLDER, target),
         ]
@@ -309,6 +309,57 @@ pub fn grade_cache_key(
     hasher.update((prompt.len() as u64).to_le_bytes());
     hasher.update(prompt.as_bytes());
     format!("sha256:{}", hex::encode(hasher.finalize()))
+}
+
+/// One judge call's answer under its grade cache key.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JudgeCall {
+    pub cache_key: String,
+    pub output: String,
+    pub pass: Option<bool>,
+    pub confidence: Option<f64>,
+    pub prompt_tokens: Option<i64>,
+    pub completion_tokens: Option<i64>,
+    pub model_used: Option<String>,
+}
+
+/// A judge version as stored: a checkpoint plus a rubric.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Judge {
+    pub id: i64,
+    pub name: String,
+    pub version: i64,
+    pub checkpoint_id: i64,
+    pub checkpoint_name: String,
+    pub rubric: String,
+    pub max_tokens: i64,
+    pub created_at: i64,
+}
+
+impl Judge {
+    pub fn grader_id(&self) -> String {
+        crate::grading::judge::grader_id(&self.name, self.version)
+    }
+}
+
+/// A judge (or a new version of one) to store.
+#[derive(Clone, Debug)]
+pub struct NewJudge {
+    pub name: String,
+    pub checkpoint_id: i64,
+    pub rubric: String,
+    pub max_tokens: i64,
+}
+
+/// A judge verdict on an item that humans also labelled: the calibration data.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HumanCheckedJudgement {
+    pub confidence: f64,
+    pub judge_pass: bool,
+    pub human_pass: bool,
+    pub cost_usd: f64,
+    /// Probability that this verdict was sent to a human (see [`HumanTask::sampling_rate`]).
+    pub sampling_rate: f64,
 }
 
 #[cfg(test)]

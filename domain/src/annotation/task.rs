@@ -1,0 +1,59 @@
+//! An item in the human queue as a rater sees it (blind to the model and the grader's
+//! verdict), what a rater in training learns after answering, and the labels agreement is
+//! computed from.
+
+use serde::{Deserialize, Serialize};
+
+/// An item as an annotator sees it: blind to the model and the grader's verdict.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AnnotationTask {
+    pub task_id: i64,
+    pub input: String,
+    pub target: String,
+    pub output: String,
+    pub lease_expires_at: i64,
+    /// The rater is in training: every item is a gold item and each answer gets feedback.
+    /// (Outside training, gold items look exactly like ordinary ones.)
+    pub training: bool,
+}
+
+/// What a rater in training learns after answering a gold item.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrainingFeedback {
+    pub correct: bool,
+    /// The right answer, and why (the note the lead gave with the gold item).
+    pub answer_pass: bool,
+    pub note: String,
+    /// Training answers so far, and how many of the latest were right.
+    pub answered: u64,
+    pub latest_right: u64,
+    /// The rater passed with this answer and labels for real from now on.
+    pub graduated: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct QueueCounts {
+    pub open: i64,
+    pub leased: i64,
+    pub done: i64,
+}
+
+/// A standing label with its queue (the eval whose items it labels), for agreement per queue.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueueLabel {
+    pub queue: String,
+    pub task_id: i64,
+    pub rater_id: i64,
+    pub rater: String,
+    pub pass: bool,
+}
+
+/// One standing label on a run's item, for agreement statistics.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunLabel {
+    pub label_id: i64,
+    pub task_id: i64,
+    pub rater_id: i64,
+    pub rater: String,
+    pub pass: bool,
+}

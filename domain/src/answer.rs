@@ -1,0 +1,132 @@
+//! What an endpoint answered for one result identity, over all its attempts, and the ways an
+//! attempt can fail. Only answers are graded; an error is a value, never an answer.
+
+use serde::{Deserialize, Serialize};
+
+/// How a generation ended. Only answers (`Ok`, `Truncated`, `Empty`, `Refused`) are graded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Ok,
+    /// `finish_reason = length`: kept apart from wrong answers.
+    Truncated,
+    Empty,
+    /// The model declined (`refusal` set, or `finish_reason = content_filter`).
+    Refused,
+    /// The default, so that a generation nobody filled in never passes for an answer.
+    #[default]
+    EndpointError,
+    Timeout,
+}
+
+impl Outcome {
+    /// Every outcome, in the order reports list them.
+    pub const ALL: [Outcome; 6] = [
+        Outcome::Ok,
+        Outcome::Truncated,
+        Outcome::Empty,
+        Outcome::Refused,
+        Outcome::EndpointError,
+        Outcome::Timeout,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Truncated => "truncated",
+            Outcome::Empty => "empty",
+            Outcome::Refused => "refused",
+            Outcome::EndpointError => "endpoint_error",
+            Outcome::Timeout => "timeout",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Outcome> {
+        Outcome::ALL
+            .into_iter()
+            .find(|outcome| outcome.as_str() == text)
+    }
+
+    pub fn is_error(self) -> bool {
+        matches!(self, Outcome::EndpointError | Outcome::Timeout)
+    }
+}
+
+/// Why an attempt failed. Decides whether retrying can help.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCategory {
+    Connect,
+    Timeout,
+    RateLimited,
+    ServerError,
+    MalformedResponse,
+    BadRequest,
+    Unauthorized,
+    ModelNotFound,
+    OtherHttp,
+}
+
+impl ErrorCategory {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCategory::Connect => "connect",
+            ErrorCategory::Timeout => "timeout",
+            ErrorCategory::RateLimited => "rate_limited",
+            ErrorCategory::ServerError => "server_error",
+            ErrorCategory::MalformedResponse => "malformed_response",
+            ErrorCategory::BadRequest => "bad_request",
+            ErrorCategory::Unauthorized => "unauthorized",
+            ErrorCategory::ModelNotFound => "model_not_found",
+            ErrorCategory::OtherHttp => "other_http",
+        }
+    }
+
+    /// Transient failures are retried; permanent ones (auth, bad request, unknown model) are not.
+    pub fn is_transient(self) -> bool {
+        matches!(
+            self,
+            ErrorCategory::Connect
+                | ErrorCategory::Timeout
+                | ErrorCategory::RateLimited
+                | ErrorCategory::ServerError
+                | ErrorCategory::MalformedResponse
+        )
+    }
+
+    /// The category of an HTTP error status.
+    pub fn from_status(status: u16) -> ErrorCategory {
+        match status {
+            429 => ErrorCategory::RateLimited,
+            401 | 403 => ErrorCategory::Unauthorized,
+            404 => ErrorCategory::ModelNotFound,
+            400 | 413 | 422 => ErrorCategory::BadRequest,
+            500..=599 => ErrorCategory::ServerError,
+            _ => ErrorCategory::OtherHttp,
+        }
+    }
+}
+
+/// Everything learned from endpoints about one result identity, over all attempts.
+#[derive(Clone, Debug, Default)]
+pub struct Generation {
+    pub outcome: Outcome,
+    pub output: String,
+    pub finish_reason: Option<String>,
+    pub error: Option<String>,
+    pub error_category: Option<ErrorCategory>,
+    /// Failed attempts before the final one, as JSON (category, HTTP status, milliseconds).
+    pub attempt_log: Option<String>,
+    pub served_by: Option<String>,
+    pub model_used: Option<String>,
+    pub fallback_used: bool,
+    pub latency_ms: i64,
+    pub attempts: i64,
+    pub prompt_tokens: Option<i64>,
+    pub completion_tokens: Option<i64>,
+    /// At the answering endpoint's prices; `None` when no endpoint was paid (cache hits,
+    /// errors) or it reported no usage.
+    pub cost_usd: Option<f64>,
+    /// Per-token logprobs in the compact form of [`crate::logprobs`].
+    pub logprobs: Option<Vec<u8>>,
+}

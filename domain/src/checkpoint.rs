@@ -1,0 +1,89 @@
+//! A checkpoint as Arbiter knows it: the model behind an OpenAI-compatible endpoint, its
+//! replicas, what it costs and how much it may be asked at once.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Default)]
+pub struct NewCheckpoint {
+    pub name: String,
+    /// Already normalised by `model_client::normalise_base_url`, like the replicas.
+    pub base_url: String,
+    pub model: String,
+    /// Further endpoints serving the same checkpoint (load-balanced).
+    pub replica_urls: Vec<String>,
+    pub engine_build: String,
+    pub parallel_layout: String,
+    /// Name of a registered checkpoint to try once when retries run out.
+    pub fallback_checkpoint: Option<String>,
+    /// Requests in flight from all workers together, for this checkpoint's endpoints.
+    pub max_in_flight: Option<i64>,
+    /// USD per million prompt and completion tokens for this checkpoint's model.
+    pub prices: TokenPrices,
+    /// The training run it comes from ('' for none) and its step there, for trends.
+    pub training_run: String,
+    pub training_step: Option<i64>,
+    /// `env:NAME` or a sealed key (see [`crate::secrets`]) for its endpoints; `None` keeps
+    /// what they have.
+    pub api_key_ref: Option<String>,
+}
+
+/// What an endpoint charges, in USD per million tokens.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct TokenPrices {
+    pub input_usd_per_mtok: f64,
+    pub output_usd_per_mtok: f64,
+}
+
+impl TokenPrices {
+    /// The cost of one call, when the endpoint reported its token usage.
+    pub fn cost(&self, prompt_tokens: Option<i64>, completion_tokens: Option<i64>) -> Option<f64> {
+        if prompt_tokens.is_none() && completion_tokens.is_none() {
+            return None;
+        }
+        let tokens = |count: Option<i64>| count.unwrap_or(0).max(0) as f64;
+        Some(
+            (tokens(prompt_tokens) * self.input_usd_per_mtok
+                + tokens(completion_tokens) * self.output_usd_per_mtok)
+                / 1_000_000.0,
+        )
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Checkpoint {
+    pub id: i64,
+    pub name: String,
+    pub base_url: String,
+    pub model: String,
+    pub replica_urls: Vec<String>,
+    pub engine_build: String,
+    pub parallel_layout: String,
+    pub fallback_checkpoint_id: Option<i64>,
+    pub max_in_flight: i64,
+    pub prices: TokenPrices,
+    pub training_run: String,
+    pub training_step: Option<i64>,
+    pub created_at: i64,
+    /// How workers authenticate to its endpoint (`env:NAME` or `sealed:v1:…`), for the
+    /// server's own use: never serialised to a browser or an API client.
+    #[serde(skip)]
+    #[schema(ignore)]
+    pub api_key_ref: Option<String>,
+}
+
+/// How much one endpoint may be asked at once, by all workers together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EndpointLimits {
+    pub max_in_flight: i64,
+    /// Prompt + completion tokens in flight; `None` for no budget.
+    pub token_budget: Option<i64>,
+}
+
+impl Default for EndpointLimits {
+    fn default() -> EndpointLimits {
+        EndpointLimits {
+            max_in_flight: 256,
+            token_budget: None,
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! System figures as the monitor records them and the health page shows them: answers and
+//! errors over a window, spending, endpoint load, workers, and the alerts raised from them
+//! under the editable [`rules`].
+
+pub mod rules;
+
+use serde::{Deserialize, Serialize};
+
+/// An alert for leads.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Alert {
+    pub id: i64,
+    /// `sla_at_risk`, `sla_breached` or `low_agreement`.
+    pub kind: String,
+    /// What it is about: a queue's name.
+    pub subject: String,
+    pub message: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub resolved_at: Option<i64>,
+    pub emailed_at: Option<i64>,
+}
+
+/// One monitor round's system figures, kept for charts and trend rules.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HealthSample {
+    pub taken_at: i64,
+    pub queue_depth: i64,
+    pub claimed: i64,
+    pub answers_last_hour: i64,
+    pub errors_last_hour: i64,
+    pub p99_latency_ms: Option<i64>,
+    pub live_workers: i64,
+}
+
+/// Model answers over a window of time (cache hits left out: they cost no call).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AnswerWindow {
+    pub answers: i64,
+    /// Answers that ended as an endpoint error or a timeout.
+    pub errors: i64,
+    /// Errors by category (connect, rate_limited, server_error, timeout, …).
+    pub errors_by_category: Vec<(String, i64)>,
+    /// Answers per latency bucket: one per edge asked for, then one above the last.
+    pub latency_buckets: Vec<i64>,
+}
+
+/// Spending on one eval by one team over a window: model calls and judge calls.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CostRow {
+    pub eval_name: String,
+    pub team: String,
+    pub answers: i64,
+    pub answer_usd: f64,
+    pub judge_usd: f64,
+}
+
+/// One endpoint's load: identities claimed for it against its limit, and its server's own
+/// queue where it reports one.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EndpointLoad {
+    pub base_url: String,
+    /// Checkpoints served there.
+    pub checkpoints: Vec<String>,
+    pub max_in_flight: i64,
+    pub claimed: i64,
+    /// vLLM's `num_requests_waiting` / `running` as last read, with when.
+    pub server_waiting: Option<f64>,
+    pub server_running: Option<f64>,
+    pub observed_at: Option<i64>,
+}
+
+/// A worker process as its heartbeats describe it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkerStatus {
+    pub name: String,
+    pub started_at: i64,
+    pub heartbeat_at: i64,
+    pub in_flight: i64,
+}
