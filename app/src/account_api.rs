@@ -45,7 +45,7 @@ async fn signed_in(
 pub async fn api_tokens() -> Result<Vec<TokenView>, ServerFnError> {
     use arbiter_engine::api_tokens::visible_tokens;
     let (state, user) = signed_in().await?;
-    let now = arbiter_engine::store::now_ms();
+    let now = arbiter_store::now_ms();
     let tokens = visible_tokens(state.store.as_ref(), &user)
         .await
         .map_err(service_error)?;
@@ -89,7 +89,7 @@ pub async fn create_api_token(name: String, days: String) -> Result<NewTokenView
         &user,
         &name,
         lifetime,
-        arbiter_engine::store::now_ms(),
+        arbiter_store::now_ms(),
     )
     .await
     .map_err(service_error)?;
@@ -107,7 +107,7 @@ pub async fn revoke_api_token(id: i64) -> Result<(), ServerFnError> {
         state.store.as_ref(),
         &user,
         id,
-        arbiter_engine::store::now_ms(),
+        arbiter_store::now_ms(),
     )
     .await
     .map_err(service_error)

@@ -248,7 +248,7 @@ pub async fn queue_page() -> Result<QueuePageData, ServerFnError> {
     use arbiter_engine::queue_health::queue_report;
     let (state, _) = require(Permission::ManageUsers).await?;
     let store = state.store.as_ref();
-    let report = queue_report(store, arbiter_engine::store::now_ms(), true)
+    let report = queue_report(store, arbiter_store::now_ms(), true)
         .await
         .map_err(service_error)?;
     let settings = human_queue::queue_settings(store)

@@ -3,7 +3,7 @@
 
 use arbiter_domain::accounts::{Permission, User};
 use arbiter_engine::service::ServiceError;
-use arbiter_engine::store::Store;
+use arbiter_store::Store;
 use leptos::prelude::*;
 use leptos_axum::ResponseOptions;
 use std::sync::Arc;
@@ -35,7 +35,7 @@ pub fn service_error(err: ServiceError) -> ServerFnError {
 }
 
 /// Maps a store failure the same way (conflicts and missing rows are the user's to read).
-pub fn store_error(err: arbiter_engine::store::StoreError) -> ServerFnError {
+pub fn store_error(err: arbiter_store::StoreError) -> ServerFnError {
     service_error(err.into())
 }
 

@@ -108,7 +108,7 @@ pub async fn create_webhook(
         sign.is_some(),
         user.role.can(Permission::ManageUsers),
         Some(user.id),
-        arbiter_engine::store::now_ms(),
+        arbiter_store::now_ms(),
     )
     .await
     .map_err(service_error)?;

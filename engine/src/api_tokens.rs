@@ -6,8 +6,8 @@
 //! the owner is deactivated.
 
 use crate::service::{ServiceError, ServiceResult};
-use crate::store::Store;
 use arbiter_domain::accounts::{ApiToken, User};
+use arbiter_store::Store;
 use rand::distributions::{Alphanumeric, DistString};
 use sha2::{Digest, Sha256};
 

@@ -15,8 +15,8 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 
 use crate::service::ServiceResult;
-use crate::store::Store;
 use crate::triggers::{register_announced, Announcement};
+use arbiter_store::Store;
 
 /// What one scan did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -92,7 +92,7 @@ pub async fn scan_once(store: &dyn Store, path: &Path) -> ServiceResult<ScanRepo
         if store.announcement_hash(&source).await?.as_deref() == Some(hash.as_str()) {
             continue;
         }
-        let now = crate::store::now_ms();
+        let now = arbiter_store::now_ms();
         let outcome = match serde_json::from_str::<Announcement>(&text) {
             Ok(announcement) => match register_announced(store, &announcement, None).await {
                 // The store failed, not the announcement: try it again on the next scan.

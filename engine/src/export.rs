@@ -8,7 +8,7 @@
 //! tables see `date` and `checkpoint` as columns and prune by them.
 
 use crate::service::{ServiceError, ServiceResult};
-use crate::store::{ExportRow, Store};
+use arbiter_store::{ExportRow, Store};
 use parquet::basic::Compression;
 use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DoubleType, Int64Type};
 use parquet::file::properties::WriterProperties;

@@ -12,7 +12,6 @@ use serde::Serialize;
 use crate::mail::{parse_address, Mailer};
 use crate::passwords::hash_password;
 use crate::service::{ServiceError, ServiceResult};
-use crate::store::{now_ms, Store};
 use arbiter_domain::accounts::{Role, Username};
 use arbiter_domain::annotation::adjudication::parse_skills;
 use arbiter_domain::annotation::agreement::{
@@ -27,6 +26,7 @@ use arbiter_domain::annotation::pool::{
 };
 use arbiter_domain::annotation::pool::{NewRater, RaterUpdate};
 use arbiter_domain::annotation::review::ReviewDecision;
+use arbiter_store::{now_ms, Store};
 
 /// Longest reason a reviewer may give.
 const MAX_REASON_CHARS: usize = 2_000;

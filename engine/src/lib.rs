@@ -22,7 +22,7 @@ pub mod retention;
 pub mod secrets;
 pub mod service;
 pub mod sim;
-pub mod store;
+
 pub mod trends;
 pub mod triggers;
 pub mod webhooks;

@@ -8,7 +8,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::charts::reliability_diagram_svg;
 use crate::service::{probe_fingerprint, ServiceError, ServiceResult};
-use crate::store::Store;
 use arbiter_domain::grading::calibration::{
     judge_accuracy, recalibrate_accept_threshold, reliability_bins, JudgeAccuracy,
     LabelledJudgement, Recalibration, ReliabilityBin,
@@ -16,6 +15,7 @@ use arbiter_domain::grading::calibration::{
 use arbiter_domain::grading::judge::{validate_rubric, Judge, JudgeSpec, NewJudge};
 use arbiter_domain::grading::triage::{FrozenTriage, PolicyVersion, TriagePolicy};
 use arbiter_domain::run::RunCosts;
+use arbiter_store::Store;
 
 /// Most tokens a judge may write: a verdict and a short rationale.
 pub const MAX_JUDGE_TOKENS: i64 = 4096;

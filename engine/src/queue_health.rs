@@ -14,13 +14,13 @@ use serde::Serialize;
 use crate::human_queue::{queue_agreement, queue_settings, AgreementReport};
 use crate::mail::Mailer;
 use crate::service::ServiceResult;
-use crate::store::Store;
 use arbiter_domain::annotation::agreement::Statistic;
 use arbiter_domain::annotation::sla::LabellingFlow;
 use arbiter_domain::annotation::sla::{
     attainment, availability, AtRiskTask, Availability, QueueScan, SlaDay, AGE_BUCKETS, DAY_MS,
 };
 use arbiter_domain::health::Alert;
+use arbiter_store::Store;
 
 /// Agreement alerts wait for this many items with two or more labels in a queue.
 pub const MIN_ITEMS_FOR_AGREEMENT_ALERT: u64 = 20;
@@ -315,7 +315,7 @@ pub async fn run_monitor(
 ) {
     let (store, mailer) = (store.as_ref(), mailer.as_ref());
     crate::periodic::every(interval, shutdown, move || async move {
-        match monitor_once(store, mailer, crate::store::now_ms()).await {
+        match monitor_once(store, mailer, arbiter_store::now_ms()).await {
             Ok(round) if round != MonitorRound::default() => {
                 tracing::info!(?round, "queue monitor round");
             }

@@ -5,7 +5,6 @@
 //! time.
 
 use crate::service::{ServiceError, ServiceResult};
-use crate::store::{Store, StoredSnapshot};
 use arbiter_domain::logprobs::{self, TokenLogprob};
 use arbiter_domain::manifest::Manifest;
 use arbiter_domain::reports::compare::{
@@ -18,6 +17,7 @@ use arbiter_domain::reports::{build_report, Completeness, Report, RunFacts, Tall
 use arbiter_domain::run::RunProgress;
 use arbiter_domain::stats::correction::Correction;
 use arbiter_domain::stats::proportion::ClusterSums;
+use arbiter_store::{Store, StoredSnapshot};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -139,7 +139,7 @@ pub async fn run_snapshot_warmer(
         rounds_since_check += 1;
         if built > 0 || rounds_since_check >= WATCH_CHECK_ROUNDS {
             rounds_since_check = 0;
-            match crate::trends::check_watches(store.as_ref(), crate::store::now_ms()).await {
+            match crate::trends::check_watches(store.as_ref(), arbiter_store::now_ms()).await {
                 Ok((0, 0)) => {}
                 Ok((raised, resolved)) => tracing::info!(raised, resolved, "regression alerts"),
                 Err(err) => tracing::warn!(error = %err, "checking watched trends failed"),

@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::service::{ServiceError, ServiceResult};
-use crate::store::Store;
+use arbiter_store::Store;
 
 pub const SETTING_RAW_DAYS: &str = "retention_raw_days";
 pub const SETTING_SUMMARY_DAYS: &str = "retention_summary_days";
@@ -235,7 +235,7 @@ pub async fn run_retention(
     crate::periodic::every(interval, shutdown, move || async move {
         let outcome = async {
             let policy = policy(store).await?;
-            enforce(store, policy, crate::store::now_ms()).await
+            enforce(store, policy, arbiter_store::now_ms()).await
         }
         .await;
         match outcome {

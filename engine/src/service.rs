@@ -5,7 +5,6 @@
 
 use crate::model_client::normalise_base_url;
 use crate::passwords::hash_password;
-use crate::store::{CacheHit, NewIdentity, NewRun, Store, StoreError};
 use arbiter_domain::accounts::{Role, Username};
 use arbiter_domain::checkpoint::{Checkpoint, NewCheckpoint, TokenPrices};
 use arbiter_domain::dataset::{parse_dataset, DatasetFormat, DatasetRevision};
@@ -16,6 +15,7 @@ use arbiter_domain::manifest::{
     EndpointFingerprint, EvalSpec, FallbackTarget, GenerationSettings, Manifest,
 };
 use arbiter_domain::run::{LaunchedRun, RunProgress, PRIORITY_ABLATION, PRIORITY_PROMOTION};
+use arbiter_store::{CacheHit, NewIdentity, NewRun, Store, StoreError};
 use std::time::Duration;
 
 /// Failure of a use case. `Internal` hides its cause from the user; it is logged here.
@@ -501,7 +501,7 @@ async fn plan_next_chunk(
         .iter()
         .map(|identity| identity.generation_key.clone())
         .collect();
-    let mut cached: std::collections::HashMap<String, crate::store::CachedGeneration> =
+    let mut cached: std::collections::HashMap<String, arbiter_store::CachedGeneration> =
         store.cached_generations(&keys).await?.into_iter().collect();
     let has_judges = manifest
         .triage

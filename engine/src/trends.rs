@@ -6,7 +6,6 @@
 
 use crate::reporting::{manifest_of, report_and_snapshot};
 use crate::service::{ServiceError, ServiceResult};
-use crate::store::Store;
 use arbiter_domain::reports::compare::{apply_correction, compare_snapshots, PairedComparison};
 use arbiter_domain::reports::snapshot::Snapshot;
 use arbiter_domain::reports::trend::{
@@ -15,6 +14,7 @@ use arbiter_domain::reports::trend::{
 use arbiter_domain::reports::trend::{TrendRun, TrendWatch};
 use arbiter_domain::reports::{CategoryReport, Completeness, Report};
 use arbiter_domain::stats::correction::Correction;
+use arbiter_store::Store;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::time::Instant;

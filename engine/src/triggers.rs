@@ -6,8 +6,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::service::{self, CheckpointForm, ServiceError, ServiceResult};
-use crate::store::Store;
 use arbiter_domain::suites::{suites_due, NewSuite, Suite, TIER_FULL, TIER_SMOKE};
+use arbiter_store::Store;
 
 /// Most evals one suite may hold.
 const MAX_SUITE_EVALS: usize = 200;
@@ -93,7 +93,7 @@ pub async fn create_suite(
                 eval_ids,
             },
             created_by,
-            crate::store::now_ms(),
+            arbiter_store::now_ms(),
         )
         .await?)
 }
@@ -150,7 +150,7 @@ async fn launch_suites(
                             checkpoint_id,
                             run.run_id,
                             reason,
-                            crate::store::now_ms(),
+                            arbiter_store::now_ms(),
                         )
                         .await?;
                     triggered.run_id = Some(run.run_id);

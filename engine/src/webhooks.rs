@@ -21,9 +21,9 @@ use sha2::Sha256;
 
 use crate::secrets::SecretBox;
 use crate::service::{ServiceError, ServiceResult};
-use crate::store::{DeliveryAttempt, Store};
 use arbiter_domain::health::Alert;
 use arbiter_domain::webhooks::Webhook;
+use arbiter_store::{DeliveryAttempt, Store};
 
 pub const EVENT_RUN_COMPLETED: &str = "run.completed";
 pub const EVENT_ALERT_RAISED: &str = "alert.raised";
@@ -376,7 +376,7 @@ pub async fn run_webhooks(
     let http = &reqwest::Client::new();
     let (store, secrets) = (store.as_ref(), &secrets);
     crate::periodic::every(interval, shutdown, move || async move {
-        match deliver_due(store, secrets, http, crate::store::now_ms()).await {
+        match deliver_due(store, secrets, http, arbiter_store::now_ms()).await {
             Ok(round) if round != DeliveryRound::default() => {
                 tracing::info!(?round, "webhook round");
             }

@@ -9,7 +9,7 @@ mod store_support;
 
 use arbiter_engine::export::{export_run, ExportFormat};
 use arbiter_engine::sim::SimConfig;
-use arbiter_engine::store::{Database, Store};
+use arbiter_store::{Database, Store};
 use std::process::Command;
 use std::sync::Arc;
 

@@ -6,7 +6,7 @@ mod common;
 
 use arbiter_engine::service::{self, CheckpointForm, EvalForm};
 use arbiter_engine::sim::{SimConfig, SimFaults};
-use arbiter_engine::store::Store;
+use arbiter_store::Store;
 use common::*;
 use std::collections::HashMap;
 

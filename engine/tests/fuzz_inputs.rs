@@ -8,7 +8,7 @@ use arbiter_domain::dataset::{parse_dataset, DatasetError, DatasetFormat};
 use arbiter_domain::grading::GraderSpec;
 use arbiter_domain::manifest::parse_stored_grader;
 use arbiter_engine::service;
-use arbiter_engine::store::{Database, Store};
+use arbiter_store::{Database, Store};
 use proptest::prelude::*;
 use std::collections::HashSet;
 

@@ -10,9 +10,9 @@ use arbiter_domain::run::PRIORITY_PROMOTION;
 use arbiter_engine::checkpoint_watch::scan_once;
 use arbiter_engine::mail::Mailer;
 use arbiter_engine::queue_health::monitor_once;
-use arbiter_engine::store::{now_ms, Store};
 use arbiter_engine::triggers::{self, Announcement, SuiteForm};
 use arbiter_engine::{api_tokens, health, service};
+use arbiter_store::{now_ms, Store};
 use std::sync::Arc;
 
 #[macro_use]
@@ -899,7 +899,7 @@ async fn retention_clears_raw_answers_then_deletes_expired_runs(store: Arc<dyn S
     use arbiter_domain::grading::grade_exact_match;
     use arbiter_domain::grading::record::Grading;
     use arbiter_engine::retention::{self, RetentionPolicy};
-    use arbiter_engine::store::FinishedItem;
+    use arbiter_store::FinishedItem;
     let store = store.as_ref();
     const DAY: i64 = 86_400_000;
 

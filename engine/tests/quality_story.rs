@@ -12,7 +12,7 @@ use arbiter_engine::queue_health::{
     monitor_once, queue_report, ALERT_LOW_AGREEMENT, ALERT_SLA_AT_RISK,
 };
 use arbiter_engine::service::ServiceError;
-use arbiter_engine::store::{now_ms, Store, StoreError};
+use arbiter_store::{now_ms, Store, StoreError};
 use std::sync::Arc;
 
 #[macro_use]

@@ -11,7 +11,7 @@ use arbiter_domain::run::RunCosts;
 use arbiter_engine::policies::{self, JudgeForm, PolicyForm};
 use arbiter_engine::service::{self, CheckpointForm, EvalForm};
 use arbiter_engine::sim::{SimConfig, SimModel, SimModelKind};
-use arbiter_engine::store::Store;
+use arbiter_store::Store;
 use common::*;
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -14,7 +14,7 @@ use arbiter_domain::grading::record::Grading;
 use arbiter_domain::grading::triage::HumanRouting;
 use arbiter_domain::run::PRIORITY_SCHEDULED;
 use arbiter_engine::service;
-use arbiter_engine::store::{Database, FinishedItem, Store};
+use arbiter_store::{Database, FinishedItem, Store};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -117,13 +117,10 @@ async fn one_backend(backend: &str, url: &str, tasks: usize) -> anyhow::Result<(
     );
     // The lead's queue page and each queue monitor round read the whole open queue.
     let report_started = Instant::now();
-    let report = arbiter_engine::queue_health::queue_report(
-        store.as_ref(),
-        arbiter_engine::store::now_ms(),
-        false,
-    )
-    .await
-    .map_err(|err| anyhow::anyhow!("queue report: {err}"))?;
+    let report =
+        arbiter_engine::queue_health::queue_report(store.as_ref(), arbiter_store::now_ms(), false)
+            .await
+            .map_err(|err| anyhow::anyhow!("queue report: {err}"))?;
     println!(
         "queue report over {} open tasks ({} labels to go, {} at risk): {:.2} s",
         report.backlog_tasks,

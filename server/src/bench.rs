@@ -8,7 +8,7 @@ use anyhow::{bail, Context};
 use arbiter_domain::run::PRIORITY_SCHEDULED;
 use arbiter_engine::dispatch::{run_worker, WorkerConfig};
 use arbiter_engine::service::{self, CheckpointForm, EvalForm};
-use arbiter_engine::store::{Database, Store};
+use arbiter_store::{Database, Store};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -14,8 +14,8 @@ use arbiter_domain::reports::compare::{Change, DiffFilter};
 use arbiter_domain::reports::trend::BaselinePolicy;
 use arbiter_domain::run::PRIORITY_SCHEDULED;
 use arbiter_domain::stats::correction::Correction;
-use arbiter_engine::store::{Database, FinishedItem, Store};
 use arbiter_engine::{reporting, service, trends};
+use arbiter_store::{Database, FinishedItem, Store};
 use std::time::Instant;
 
 const FILL_BATCH: i64 = 1000;
@@ -177,7 +177,7 @@ async fn one_backend(backend: &str, url: &str, items: usize) -> anyhow::Result<(
     // The System page and /metrics over every answer of both runs, all in the last hour: the
     // worst case of the health figures (one grouped scan of the hour, one join over the day).
     let started = Instant::now();
-    let health = arbiter_engine::health::system_health(store, arbiter_engine::store::now_ms())
+    let health = arbiter_engine::health::system_health(store, arbiter_store::now_ms())
         .await
         .map_err(|err| anyhow::anyhow!("system health: {err}"))?;
     println!(

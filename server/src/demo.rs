@@ -10,7 +10,7 @@ use arbiter_domain::grading::judge::DEFAULT_RUBRIC;
 use arbiter_domain::run::PRIORITY_SCHEDULED;
 use arbiter_engine::policies::{self, JudgeForm, PolicyForm};
 use arbiter_engine::service::{self, CheckpointForm, EvalForm};
-use arbiter_engine::store::Store;
+use arbiter_store::Store;
 
 /// Demo accounts: (username, role, password). Printed at start-up; for local use only.
 pub const DEMO_ACCOUNTS: [(&str, Role, &str); 5] = [

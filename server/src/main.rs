@@ -8,7 +8,7 @@ use arbiter_engine::mail::Mailer;
 use arbiter_engine::queue_health::run_monitor;
 use arbiter_engine::service;
 use arbiter_engine::sim::{self, SimConfig, SimFaults, SimModel};
-use arbiter_engine::store::{Database, Store};
+use arbiter_store::{Database, Store};
 use clap::{Parser, Subcommand};
 use server::{demo, web};
 use std::net::SocketAddr;
@@ -326,7 +326,7 @@ async fn main() -> anyhow::Result<()> {
                 policy.raw_days, policy.summary_days
             );
             let report =
-                retention::enforce(store.as_ref(), policy, arbiter_engine::store::now_ms()).await?;
+                retention::enforce(store.as_ref(), policy, arbiter_store::now_ms()).await?;
             println!("{}", report.summary());
             Ok(())
         }
@@ -545,7 +545,7 @@ fn exit_with(result: anyhow::Result<u8>) -> ! {
 async fn token(database: &Database, action: TokenAction) -> anyhow::Result<()> {
     use arbiter_engine::api_tokens;
     let store = database.store();
-    let now = arbiter_engine::store::now_ms();
+    let now = arbiter_store::now_ms();
     match action {
         TokenAction::Create {
             username,

@@ -10,7 +10,7 @@ use anyhow::{bail, Context};
 use arbiter_engine::dispatch::{run_worker, WorkerConfig};
 use arbiter_engine::mail::Mailer;
 use arbiter_engine::sim::{self, SimConfig};
-use arbiter_engine::store::{Database, Store};
+use arbiter_store::{Database, Store};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -274,7 +274,7 @@ pub async fn run(minutes: u64) -> anyhow::Result<()> {
         &researcher,
         "soak",
         None,
-        arbiter_engine::store::now_ms(),
+        arbiter_store::now_ms(),
     )
     .await?;
 

@@ -4,7 +4,7 @@
 use arbiter_app::guard::{AppState, USER_ID_KEY};
 use arbiter_app::{shell, App};
 use arbiter_engine::login_throttle::LoginThrottle;
-use arbiter_engine::store::Database;
+use arbiter_store::Database;
 use axum::extract::{DefaultBodyLimit, Request};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Redirect, Response};

@@ -97,7 +97,7 @@ async fn tokens_authenticate_until_revoked_expired_or_the_owner_is_deactivated()
         .unwrap()
         .unwrap()
         .user;
-    let now = arbiter_engine::store::now_ms();
+    let now = arbiter_store::now_ms();
     let other =
         arbiter_engine::api_tokens::revoke_token(app.store.as_ref(), &annotator, stored[0].id, now)
             .await

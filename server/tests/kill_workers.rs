@@ -5,7 +5,7 @@
 use arbiter_domain::run::PRIORITY_SCHEDULED;
 use arbiter_engine::dispatch::{run_worker, WorkerConfig};
 use arbiter_engine::service::{self, CheckpointForm, EvalForm};
-use arbiter_engine::store::{Database, Store};
+use arbiter_store::{Database, Store};
 use sqlx::Connection;
 use std::collections::HashMap;
 use std::process::{Child, Command, Stdio};

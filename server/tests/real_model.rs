@@ -28,7 +28,7 @@ use arbiter_engine::dispatch::{run_worker, WorkerConfig};
 use arbiter_engine::export::{export_run, ExportFormat};
 use arbiter_engine::policies::{self, JudgeForm, PolicyForm};
 use arbiter_engine::service::{self, CheckpointForm, EvalForm};
-use arbiter_engine::store::{Database, Store};
+use arbiter_store::{Database, Store};
 use serde_json::{json, Value};
 use tokio::sync::watch;
 

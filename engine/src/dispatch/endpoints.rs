@@ -7,9 +7,9 @@
 
 use super::limiter::Limiter;
 use crate::model_client::{server_root, AttemptFailure, GenerationRequest, ModelClient};
-use crate::store::Store;
 use arbiter_domain::answer::{ErrorCategory, Generation, Outcome};
 use arbiter_domain::checkpoint::{EndpointLimits, TokenPrices};
+use arbiter_store::Store;
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -433,7 +433,7 @@ async fn watch_server_queue(
                 endpoint.limiter.on_server_queue(waiting, running);
                 if last_observation.is_none_or(|at| at.elapsed() >= OBSERVATION_EVERY) {
                     last_observation = Some(std::time::Instant::now());
-                    let now = crate::store::now_ms();
+                    let now = arbiter_store::now_ms();
                     if let Err(err) = store
                         .observe_endpoint_queue(&endpoint.url, waiting, running, now)
                         .await

@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use super::{EndpointPool, RunSpec, Target};
 use crate::model_client::GenerationRequest;
-use crate::store::{ClaimedJob, Store};
 use arbiter_domain::answer::Generation;
 use arbiter_domain::grading::judge::JudgeCall;
 use arbiter_domain::grading::judge::{
@@ -21,6 +20,7 @@ use arbiter_domain::grading::triage::{
     after_deterministic, after_judge, drawn_for_audit, HumanKind, Stage, Step,
 };
 use arbiter_domain::grading::{Grade, Verdict};
+use arbiter_store::{ClaimedJob, Store};
 
 /// Longest judge rationale kept on a grade; the full reply stays in the grade cache.
 const MAX_RATIONALE_CHARS: usize = 2_000;

@@ -21,7 +21,6 @@ pub use endpoints::{prometheus_sum, EndpointPool, RetryPolicy, Target};
 pub use limiter::Limiter;
 
 use crate::model_client::GenerationRequest;
-use crate::store::{ActiveRun, ClaimedJob, FinishedItem, Store};
 use arbiter_domain::answer::Generation;
 use arbiter_domain::checkpoint::TokenPrices;
 use arbiter_domain::expansion::seed_for;
@@ -29,6 +28,7 @@ use arbiter_domain::grading::judge::JudgeSpec;
 use arbiter_domain::grading::Grader;
 use arbiter_domain::manifest::Manifest;
 use arbiter_domain::prompt::render_prompt;
+use arbiter_store::{ActiveRun, ClaimedJob, FinishedItem, Store};
 use fair_share::Candidate;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

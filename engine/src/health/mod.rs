@@ -13,10 +13,10 @@ use serde::Serialize;
 
 use crate::queue_health::{queue_report, QueueReport};
 use crate::service::{ServiceError, ServiceResult};
-use crate::store::Store;
 use arbiter_domain::health::{
     Alert, AnswerWindow, CostRow, EndpointLoad, HealthSample, WorkerStatus,
 };
+use arbiter_store::Store;
 use rules::{evaluate, AlertRules, RuleInputs, RuleTexts, RULE_KINDS};
 
 /// Bucket edges of answer latency, in milliseconds: fine enough that percentiles read from
@@ -251,7 +251,7 @@ pub async fn system_health_cached(store: &Arc<dyn Store>) -> ServiceResult<Arc<S
             }
         }
     }
-    let health = Arc::new(system_health(store.as_ref(), crate::store::now_ms()).await?);
+    let health = Arc::new(system_health(store.as_ref(), arbiter_store::now_ms()).await?);
     if let Ok(mut cached) = cache().lock() {
         *cached = Some((key, Instant::now(), health.clone()));
     }

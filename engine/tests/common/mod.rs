@@ -7,7 +7,7 @@ use arbiter_domain::run::{RunProgress, PRIORITY_SCHEDULED};
 use arbiter_engine::dispatch::{run_worker, RetryPolicy, WorkerConfig};
 use arbiter_engine::service::{self, CheckpointForm};
 use arbiter_engine::sim::{self, SimConfig};
-use arbiter_engine::store::{Database, Store};
+use arbiter_store::{Database, Store};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;

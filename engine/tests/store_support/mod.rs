@@ -13,7 +13,7 @@ use arbiter_domain::grading::grade_exact_match;
 use arbiter_domain::grading::record::Grading;
 use arbiter_domain::run::{RunProgress, PRIORITY_SCHEDULED};
 use arbiter_engine::service::{self, EvalForm};
-use arbiter_engine::store::{Database, FinishedItem, Store};
+use arbiter_store::{Database, FinishedItem, Store};
 use sqlx::Connection;
 
 // ---------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ use super::ApiError;
 use arbiter_app::guard::AppState;
 use arbiter_domain::accounts::{Permission, User};
 use arbiter_engine::api_tokens;
-use arbiter_engine::store::now_ms;
+use arbiter_store::now_ms;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{header, StatusCode};

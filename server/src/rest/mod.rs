@@ -61,8 +61,8 @@ impl From<ServiceError> for ApiError {
     }
 }
 
-impl From<arbiter_engine::store::StoreError> for ApiError {
-    fn from(err: arbiter_engine::store::StoreError) -> ApiError {
+impl From<arbiter_store::StoreError> for ApiError {
+    fn from(err: arbiter_store::StoreError) -> ApiError {
         ServiceError::from(err).into()
     }
 }

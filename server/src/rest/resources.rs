@@ -95,7 +95,7 @@ pub async fn upload_dataset(
     body: Bytes,
 ) -> ApiResult<(StatusCode, Json<DatasetRevision>)> {
     let user = caller.require(Permission::ManageEvals)?;
-    let started = arbiter_engine::store::now_ms();
+    let started = arbiter_store::now_ms();
     let revision = service::upload_dataset(
         state.store.as_ref(),
         &params.name,
@@ -387,7 +387,7 @@ pub async fn create_webhook(
         request.sign,
         user.role.can(Permission::ManageUsers),
         Some(user.id),
-        arbiter_engine::store::now_ms(),
+        arbiter_store::now_ms(),
     )
     .await?;
     Ok((

@@ -8,7 +8,7 @@ use arbiter_domain::run::{LaunchedRun, RunProgress, RunSummary};
 use arbiter_domain::stats::correction::Correction;
 use arbiter_engine::reporting::{self, CheckpointComparison};
 use arbiter_engine::service;
-use arbiter_engine::store::Store;
+use arbiter_store::Store;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;

@@ -3,7 +3,7 @@
 
 use arbiter_domain::accounts::Role;
 use arbiter_engine::service;
-use arbiter_engine::store::Database;
+use arbiter_store::Database;
 use reqwest::{header, StatusCode};
 use std::net::SocketAddr;
 
@@ -11,7 +11,7 @@ pub const PASSWORD: &str = "a-test-password";
 
 pub struct TestApp {
     pub address: SocketAddr,
-    pub store: std::sync::Arc<dyn arbiter_engine::store::Store>,
+    pub store: std::sync::Arc<dyn arbiter_store::Store>,
     pub _directory: tempfile::TempDir,
 }
 
@@ -93,7 +93,7 @@ impl TestApp {
             &user,
             "test",
             None,
-            arbiter_engine::store::now_ms(),
+            arbiter_store::now_ms(),
         )
         .await
         .unwrap()

@@ -1,125 +1,403 @@
-//! The SQL of [`super::OpsStore`], for both backends (expanded next to `sql_store!`).
+//! What operating Arbiter keeps beyond evaluations: settings, alerts for leads, the system's
+//! health figures (queue, answers, latency, spending, endpoint load, workers), suites and the
+//! checkpoint announcements that trigger them, webhooks and their delivery outbox, and the
+//! retention sweep's reads and deletes.
 
-macro_rules! ops_sql {
-    ($store:ident, $db:ty) => {
-        const API_TOKEN_SELECT: &str = "SELECT t.id, t.user_id, u.username, t.name, t.prefix, \
-            t.created_at, t.last_used_at, t.expires_at, t.revoked_at \
-            FROM api_tokens t JOIN users u ON u.id = t.user_id";
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
 
-        fn api_token_from_row(
-            row: &<$db as sqlx::Database>::Row,
-        ) -> Result<arbiter_domain::accounts::ApiToken, sqlx::Error> {
-            use sqlx::Row;
-            Ok(arbiter_domain::accounts::ApiToken {
-                id: row.try_get("id")?,
-                user_id: row.try_get("user_id")?,
-                username: row.try_get("username")?,
-                name: row.try_get("name")?,
-                prefix: row.try_get("prefix")?,
-                created_at: row.try_get("created_at")?,
-                last_used_at: row.try_get("last_used_at")?,
-                expires_at: row.try_get("expires_at")?,
-                revoked_at: row.try_get("revoked_at")?,
-            })
+/// A delivery waiting for its next attempt.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DueDelivery {
+    pub id: i64,
+    pub webhook_id: i64,
+    pub event: String,
+    pub payload: String,
+    pub attempts: i64,
+    pub next_attempt_at: i64,
+}
+
+/// How an attempt went.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeliveryAttempt {
+    pub delivered: bool,
+    pub status: Option<i64>,
+    pub error: Option<String>,
+    /// When to try again; `None` with `delivered: false` gives up.
+    pub retry_at: Option<i64>,
+}
+
+/// What removing one run's raw answers did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RawPurge {
+    pub generations_cleared: u64,
+    pub logprobs_deleted: u64,
+    pub cache_entries_deleted: u64,
+    /// Logprobs kept because a newer run's cached answer still reads them.
+    pub logprobs_kept_in_use: u64,
+}
+
+#[async_trait]
+pub trait OperationsStore: Send + Sync + 'static {
+    // Settings and alerts.
+    /// A setting by name (`None` when never set).
+    async fn setting(&self, name: &str) -> StoreResult<Option<String>>;
+
+    async fn set_setting(&self, name: &str, value: &str) -> StoreResult<()>;
+
+    /// Opens an alert, or updates the message of the open one of the same kind and subject;
+    /// true when it is new.
+    async fn raise_alert(
+        &self,
+        kind: &str,
+        subject: &str,
+        message: &str,
+        now: i64,
+    ) -> StoreResult<bool>;
+
+    /// Resolves the open alerts of `kind` whose subject is not in `still_open`.
+    async fn resolve_alerts(&self, kind: &str, still_open: &[String], now: i64)
+        -> StoreResult<u64>;
+
+    /// Claims an alert's email for this sender: true when it was not emailed (nor claimed)
+    /// before, so of several monitors exactly one sends it.
+    async fn claim_alert_email(&self, alert_id: i64, now: i64) -> StoreResult<bool>;
+
+    /// Gives a claimed email back after the send failed, so the next round tries again.
+    async fn release_alert_email(&self, alert_id: i64) -> StoreResult<()>;
+
+    /// Sets several settings in one transaction.
+    async fn set_settings(&self, settings: &[(&str, String)]) -> StoreResult<()>;
+
+    /// Open alerts, then the latest resolved ones.
+    async fn alerts(&self, resolved_limit: i64) -> StoreResult<Vec<Alert>>;
+
+    // System health.
+    /// Identities of running runs not yet claimed, and identities claimed by workers.
+    async fn queue_depth(&self) -> StoreResult<(i64, i64)>;
+
+    /// Answers since `since`, their errors and latency histogram over `latency_edges_ms`.
+    async fn answer_window(
+        &self,
+        since: i64,
+        latency_edges_ms: &[i64],
+    ) -> StoreResult<AnswerWindow>;
+
+    /// Spending since `since`, per eval and team.
+    async fn costs_since(&self, since: i64) -> StoreResult<Vec<CostRow>>;
+
+    async fn endpoint_loads(&self) -> StoreResult<Vec<EndpointLoad>>;
+
+    async fn worker_statuses(&self) -> StoreResult<Vec<WorkerStatus>>;
+
+    /// Notes what an endpoint's `/metrics` reported.
+    async fn observe_endpoint_queue(
+        &self,
+        url: &str,
+        waiting: f64,
+        running: f64,
+        now: i64,
+    ) -> StoreResult<()>;
+
+    /// Keeps a monitor round's figures, dropping samples older than `keep_after`.
+    async fn record_health_sample(&self, sample: &HealthSample, keep_after: i64)
+        -> StoreResult<()>;
+
+    async fn health_samples(&self, since: i64) -> StoreResult<Vec<HealthSample>>;
+
+    // Suites and checkpoint triggers.
+    /// `Conflict` for a taken name, `NotFound` for an unknown eval; nothing stored then.
+    async fn create_suite(
+        &self,
+        suite: &NewSuite,
+        created_by: Option<i64>,
+        now: i64,
+    ) -> StoreResult<i64>;
+
+    async fn suites(&self) -> StoreResult<Vec<Suite>>;
+
+    /// False when there was no such suite.
+    async fn delete_suite(&self, suite_id: i64) -> StoreResult<bool>;
+
+    /// The checkpoint's training run and its position among that run's checkpoints in order
+    /// of registration (1 for the first); `None` for an unknown checkpoint.
+    async fn checkpoint_position(&self, checkpoint_id: i64) -> StoreResult<Option<(String, i64)>>;
+
+    async fn record_suite_launch(
+        &self,
+        suite_id: i64,
+        checkpoint_id: i64,
+        run_id: i64,
+        reason: &str,
+        now: i64,
+    ) -> StoreResult<()>;
+
+    /// The latest launches, newest first.
+    async fn suite_launches(&self, limit: i64) -> StoreResult<Vec<SuiteLaunch>>;
+
+    // Webhooks.
+    async fn create_webhook(
+        &self,
+        url: &str,
+        events: &[String],
+        secret_ref: Option<&str>,
+        created_by: Option<i64>,
+        now: i64,
+    ) -> StoreResult<Webhook>;
+
+    async fn webhooks(&self) -> StoreResult<Vec<Webhook>>;
+
+    async fn delete_webhook(&self, webhook_id: i64) -> StoreResult<bool>;
+
+    async fn set_webhook_cursor(&self, webhook_id: i64, cursor_ms: i64) -> StoreResult<()>;
+
+    /// Runs that completed in (after, upto].
+    async fn runs_finished_between(&self, after: i64, upto: i64) -> StoreResult<Vec<i64>>;
+
+    /// Alerts opened or resolved in (after, upto].
+    async fn alerts_changed_between(&self, after: i64, upto: i64) -> StoreResult<Vec<Alert>>;
+
+    /// Queues one event for one webhook; false when it was queued before.
+    async fn enqueue_delivery(
+        &self,
+        webhook_id: i64,
+        event: &str,
+        event_key: &str,
+        payload: &str,
+        now: i64,
+    ) -> StoreResult<bool>;
+
+    /// Event keys of the webhook's deliveries queued after `since`.
+    async fn webhook_event_keys(&self, webhook_id: i64, since: i64) -> StoreResult<Vec<String>>;
+
+    async fn due_deliveries(&self, now: i64, limit: i64) -> StoreResult<Vec<DueDelivery>>;
+
+    /// Takes a due delivery for this sender until `lease_until`; false when another took it.
+    async fn claim_delivery(
+        &self,
+        id: i64,
+        seen_next_attempt_at: i64,
+        lease_until: i64,
+    ) -> StoreResult<bool>;
+
+    async fn finish_delivery(
+        &self,
+        id: i64,
+        attempt: &DeliveryAttempt,
+        now: i64,
+    ) -> StoreResult<()>;
+
+    async fn recent_deliveries(&self, limit: i64) -> StoreResult<Vec<DeliveryRecord>>;
+
+    /// Deletes finished (delivered or given up) deliveries queued before `before`.
+    async fn prune_webhook_deliveries(&self, before: i64) -> StoreResult<u64>;
+
+    // Retention.
+    /// Completed runs finished before `before` whose raw answers are still stored, oldest
+    /// first. (Cancelled runs can be resumed, so they are kept.)
+    async fn runs_with_raw_before(&self, before: i64, limit: i64) -> StoreResult<Vec<i64>>;
+
+    /// Removes one run's answer texts, logprobs and cache entries, keeping its verdicts,
+    /// tallies and snapshot; logprobs a run last active at or after `keep_users_after` still
+    /// reads (through a cache hit) are kept. One transaction.
+    async fn purge_raw_outputs(
+        &self,
+        run_id: i64,
+        keep_users_after: i64,
+        now: i64,
+    ) -> StoreResult<RawPurge>;
+
+    /// Completed runs finished before `before`, oldest first.
+    async fn runs_finished_before(&self, before: i64, limit: i64) -> StoreResult<Vec<i64>>;
+
+    /// Whether another run's cached answers read this run's generations, or a promotion
+    /// decision ties it to a run that has not expired (finished at or after `expired_before`).
+    async fn run_in_use(&self, run_id: i64, expired_before: i64) -> StoreResult<bool>;
+
+    /// Deletes a completed run and everything recorded for it (annotations, grades, answers,
+    /// tallies, snapshot, decisions); rows deleted (0 when it is no longer completed). One
+    /// transaction.
+    async fn delete_run(&self, run_id: i64) -> StoreResult<u64>;
+
+    /// The content hash of a watched announcement already handled.
+    async fn announcement_hash(&self, source: &str) -> StoreResult<Option<String>>;
+
+    async fn record_announcement(
+        &self,
+        source: &str,
+        content_hash: &str,
+        checkpoint_id: Option<i64>,
+        error: Option<&str>,
+        now: i64,
+    ) -> StoreResult<()>;
+}
+
+/// The SQL of [`OperationsStore`], for both backends (expanded once per backend by [`crate::backend_sql`]).
+macro_rules! operations_sql {
+    ($store:ident, $db:ty, $backend:literal, $begin:literal, $skip_locked:literal) => {
+        use $crate::{StoreError, StoreResult};
+
+        async fn open_alert(
+            writer: &sqlx::Pool<$db>,
+            kind: &str,
+            subject: &str,
+            message: &str,
+            now: i64,
+        ) -> StoreResult<bool> {
+            let mut tx = writer.begin_with($begin).await?;
+            let updated = sqlx::query(
+                "UPDATE alerts SET message = $1, updated_at = $2 \
+                 WHERE kind = $3 AND subject = $4 AND resolved_at IS NULL",
+            )
+            .bind(message)
+            .bind(now)
+            .bind(kind)
+            .bind(subject)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if updated == 0 {
+                let inserted = sqlx::query(
+                    "INSERT INTO alerts (kind, subject, message, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)",
+                )
+                .bind(kind)
+                .bind(subject)
+                .bind(message)
+                .bind(now)
+                .execute(&mut *tx)
+                .await;
+                match inserted.map_err(|err| $crate::conflict_on($backend, err, "alerts_open_key", "raised elsewhere")) {
+                    Ok(_) => {}
+                    // Another server's monitor opened the same alert a moment ago: it stands.
+                    Err(StoreError::Conflict(_)) => return Ok(false),
+                    Err(other) => return Err(other),
+                }
+            }
+            tx.commit().await?;
+            Ok(updated == 0)
+        }
+
+        async fn close_alerts(
+            writer: &sqlx::Pool<$db>,
+            kind: &str,
+            still_open: &[String],
+            now: i64,
+        ) -> StoreResult<u64> {
+            let mut tx = writer.begin_with($begin).await?;
+            let open: Vec<(i64, String)> =
+                sqlx::query_as("SELECT id, subject FROM alerts WHERE kind = $1 AND resolved_at IS NULL")
+                    .bind(kind)
+                    .fetch_all(&mut *tx)
+                    .await?;
+            let mut resolved = 0;
+            for (id, subject) in open {
+                if !still_open.contains(&subject) {
+                    sqlx::query("UPDATE alerts SET resolved_at = $1 WHERE id = $2")
+                        .bind(now)
+                        .bind(id)
+                        .execute(&mut *tx)
+                        .await?;
+                    resolved += 1;
+                }
+            }
+            tx.commit().await?;
+            Ok(resolved)
+        }
+
+        /// The columns of an alert, in [`AlertRow`]'s order (also read by the webhook scan).
+        const ALERT_COLUMNS: &str = "id, kind, subject, message, created_at, updated_at, resolved_at, emailed_at";
+
+        type AlertRow = (i64, String, String, String, i64, i64, Option<i64>, Option<i64>);
+
+        fn alert_from_row(
+            (id, kind, subject, message, created_at, updated_at, resolved_at, emailed_at): AlertRow,
+        ) -> arbiter_domain::health::Alert {
+            arbiter_domain::health::Alert { id, kind, subject, message, created_at, updated_at, resolved_at, emailed_at }
+        }
+
+        async fn list_alerts(pool: &sqlx::Pool<$db>, resolved_limit: i64) -> StoreResult<Vec<arbiter_domain::health::Alert>> {
+            let mut rows: Vec<AlertRow> = sqlx::query_as(&format!(
+                "SELECT {ALERT_COLUMNS} FROM alerts WHERE resolved_at IS NULL ORDER BY id DESC"
+            ))
+            .fetch_all(pool)
+            .await?;
+            rows.extend(
+                sqlx::query_as::<_, AlertRow>(&format!(
+                    "SELECT {ALERT_COLUMNS} FROM alerts WHERE resolved_at IS NOT NULL ORDER BY resolved_at DESC, id DESC LIMIT $1"
+                ))
+                .bind(resolved_limit)
+                .fetch_all(pool)
+                .await?,
+            );
+            Ok(rows.into_iter().map(alert_from_row).collect())
         }
 
         #[async_trait::async_trait]
-        impl $crate::store::OpsStore for $store {
-            async fn insert_api_token(
-                &self,
-                user_id: i64,
-                name: &str,
-                token_hash: &str,
-                prefix: &str,
-                expires_at: Option<i64>,
-                now: i64,
-            ) -> $crate::store::StoreResult<arbiter_domain::accounts::ApiToken> {
-                let id: i64 = sqlx::query_scalar(
-                    "INSERT INTO api_tokens (user_id, name, token_hash, prefix, created_at, expires_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+        impl $crate::operations::OperationsStore for $store {
+            async fn setting(&self, name: &str) -> StoreResult<Option<String>> {
+                Ok(sqlx::query_scalar("SELECT value FROM settings WHERE name = $1")
+                    .bind(name)
+                    .fetch_optional(&self.pool)
+                    .await?)
+            }
+
+            async fn set_setting(&self, name: &str, value: &str) -> StoreResult<()> {
+                sqlx::query(
+                    "INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
                 )
-                .bind(user_id)
                 .bind(name)
-                .bind(token_hash)
-                .bind(prefix)
-                .bind(now)
-                .bind(expires_at)
-                .fetch_one(&self.writer)
-                .await
-                .map_err(|err| match err {
-                    sqlx::Error::Database(db) if db.is_foreign_key_violation() => {
-                        $crate::store::StoreError::NotFound(format!("no user with id {user_id}"))
-                    }
-                    other => other.into(),
-                })?;
-                let row = sqlx::query(&format!("{API_TOKEN_SELECT} WHERE t.id = $1"))
-                    .bind(id)
-                    .fetch_one(&self.writer)
-                    .await?;
-                Ok(api_token_from_row(&row)?)
-            }
-
-            async fn user_for_token(
-                &self,
-                token_hash: &str,
-                now: i64,
-            ) -> $crate::store::StoreResult<Option<arbiter_domain::accounts::User>> {
-                use sqlx::Row;
-                let row = sqlx::query(
-                    "SELECT t.id AS token_id, t.last_used_at, u.id, u.username, u.role, u.team, u.active \
-                     FROM api_tokens t JOIN users u ON u.id = t.user_id \
-                     WHERE t.token_hash = $1 AND t.revoked_at IS NULL \
-                     AND (t.expires_at IS NULL OR t.expires_at > $2)",
-                )
-                .bind(token_hash)
-                .bind(now)
-                .fetch_optional(&self.pool)
-                .await?;
-                let Some(row) = row else { return Ok(None) };
-                let last_used: Option<i64> = row.try_get("last_used_at")?;
-                if last_used.is_none_or(|at| at + $crate::store::TOKEN_USE_RESOLUTION_MS <= now) {
-                    sqlx::query("UPDATE api_tokens SET last_used_at = $1 WHERE id = $2")
-                        .bind(now)
-                        .bind(row.try_get::<i64, _>("token_id")?)
-                        .execute(&self.writer)
-                        .await?;
-                }
-                Ok(Some(user_from_row(&row)?))
-            }
-
-            async fn api_tokens(
-                &self,
-                user_id: Option<i64>,
-            ) -> $crate::store::StoreResult<Vec<arbiter_domain::accounts::ApiToken>> {
-                let rows = sqlx::query(&format!(
-                    "{API_TOKEN_SELECT} WHERE ($1 IS NULL OR t.user_id = $1) ORDER BY t.id DESC"
-                ))
-                .bind(user_id)
-                .fetch_all(&self.pool)
-                .await?;
-                Ok(rows.iter().map(api_token_from_row).collect::<Result<_, _>>()?)
-            }
-
-            async fn revoke_api_token(
-                &self,
-                token_id: i64,
-                owner: Option<i64>,
-                now: i64,
-            ) -> $crate::store::StoreResult<bool> {
-                let revoked = sqlx::query(
-                    "UPDATE api_tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL \
-                     AND ($3 IS NULL OR user_id = $3)",
-                )
-                .bind(now)
-                .bind(token_id)
-                .bind(owner)
+                .bind(value)
                 .execute(&self.writer)
-                .await?
-                .rows_affected();
-                Ok(revoked == 1)
+                .await?;
+                Ok(())
             }
 
-            async fn queue_depth(&self) -> $crate::store::StoreResult<(i64, i64)> {
+            async fn raise_alert(&self, kind: &str, subject: &str, message: &str, now: i64) -> StoreResult<bool> {
+                open_alert(&self.writer, kind, subject, message, now).await
+            }
+
+            async fn resolve_alerts(&self, kind: &str, still_open: &[String], now: i64) -> StoreResult<u64> {
+                close_alerts(&self.writer, kind, still_open, now).await
+            }
+
+            async fn claim_alert_email(&self, alert_id: i64, now: i64) -> StoreResult<bool> {
+                let claimed = sqlx::query("UPDATE alerts SET emailed_at = $1 WHERE id = $2 AND emailed_at IS NULL")
+                    .bind(now)
+                    .bind(alert_id)
+                    .execute(&self.writer)
+                    .await?
+                    .rows_affected();
+                Ok(claimed == 1)
+            }
+
+            async fn release_alert_email(&self, alert_id: i64) -> StoreResult<()> {
+                sqlx::query("UPDATE alerts SET emailed_at = NULL WHERE id = $1")
+                    .bind(alert_id)
+                    .execute(&self.writer)
+                    .await?;
+                Ok(())
+            }
+
+            async fn set_settings(&self, settings: &[(&str, String)]) -> StoreResult<()> {
+                let mut tx = self.writer.begin_with($begin).await?;
+                for (name, value) in settings {
+                    sqlx::query(
+                        "INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                    )
+                    .bind(*name)
+                    .bind(value)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                tx.commit().await?;
+                Ok(())
+            }
+
+            async fn alerts(&self, resolved_limit: i64) -> StoreResult<Vec<arbiter_domain::health::Alert>> {
+                list_alerts(&self.pool, resolved_limit).await
+            }
+
+            async fn queue_depth(&self) -> $crate::StoreResult<(i64, i64)> {
                 let outstanding: i64 = sqlx::query_scalar(
                     "SELECT CAST(COALESCE(SUM(expected_count - done_count), 0) AS BIGINT) FROM runs WHERE status = 'running'",
                 )
@@ -135,7 +413,7 @@ macro_rules! ops_sql {
                 &self,
                 since: i64,
                 latency_edges_ms: &[i64],
-            ) -> $crate::store::StoreResult<arbiter_domain::health::AnswerWindow> {
+            ) -> $crate::StoreResult<arbiter_domain::health::AnswerWindow> {
                 use sqlx::Row;
                 // One grouped scan of the window: the bucket of each answer's latency (edges are
                 // numbers from code, never from users) and its error category.
@@ -176,7 +454,7 @@ macro_rules! ops_sql {
                 Ok(window)
             }
 
-            async fn costs_since(&self, since: i64) -> $crate::store::StoreResult<Vec<arbiter_domain::health::CostRow>> {
+            async fn costs_since(&self, since: i64) -> $crate::StoreResult<Vec<arbiter_domain::health::CostRow>> {
                 let answers: Vec<(String, String, i64, f64)> = sqlx::query_as(
                     "SELECT e.name, r.team, COUNT(*), CAST(COALESCE(SUM(g.cost_usd), 0) AS DOUBLE PRECISION) \
                      FROM generations g JOIN work_items w ON w.id = g.work_item_id JOIN runs r ON r.id = w.run_id \
@@ -212,7 +490,7 @@ macro_rules! ops_sql {
                 Ok(rows.into_values().collect())
             }
 
-            async fn endpoint_loads(&self) -> $crate::store::StoreResult<Vec<arbiter_domain::health::EndpointLoad>> {
+            async fn endpoint_loads(&self) -> $crate::StoreResult<Vec<arbiter_domain::health::EndpointLoad>> {
                 let rows: Vec<(String, i64, String, i64, Option<f64>, Option<f64>, Option<i64>)> = sqlx::query_as(
                     "SELECT en.base_url, en.max_in_flight, c.name, COALESCE(l.claimed, 0), o.waiting, o.running, o.observed_at \
                      FROM checkpoints c JOIN endpoints en ON en.id = c.endpoint_id \
@@ -244,7 +522,7 @@ macro_rules! ops_sql {
                 Ok(loads)
             }
 
-            async fn worker_statuses(&self) -> $crate::store::StoreResult<Vec<arbiter_domain::health::WorkerStatus>> {
+            async fn worker_statuses(&self) -> $crate::StoreResult<Vec<arbiter_domain::health::WorkerStatus>> {
                 let rows: Vec<(String, i64, i64, i64)> = sqlx::query_as(
                     "SELECT name, started_at, heartbeat_at, in_flight FROM workers ORDER BY name",
                 )
@@ -258,7 +536,7 @@ macro_rules! ops_sql {
                     .collect())
             }
 
-            async fn observe_endpoint_queue(&self, url: &str, waiting: f64, running: f64, now: i64) -> $crate::store::StoreResult<()> {
+            async fn observe_endpoint_queue(&self, url: &str, waiting: f64, running: f64, now: i64) -> $crate::StoreResult<()> {
                 sqlx::query(
                     "INSERT INTO endpoint_observations (url, waiting, running, observed_at) VALUES ($1, $2, $3, $4) \
                      ON CONFLICT (url) DO UPDATE SET waiting = excluded.waiting, running = excluded.running, \
@@ -273,7 +551,7 @@ macro_rules! ops_sql {
                 Ok(())
             }
 
-            async fn record_health_sample(&self, sample: &arbiter_domain::health::HealthSample, keep_after: i64) -> $crate::store::StoreResult<()> {
+            async fn record_health_sample(&self, sample: &arbiter_domain::health::HealthSample, keep_after: i64) -> $crate::StoreResult<()> {
                 let mut tx = self.writer.begin().await?;
                 sqlx::query(
                     "INSERT INTO health_samples (taken_at, queue_depth, claimed, answers_last_hour, errors_last_hour, p99_latency_ms, live_workers) \
@@ -296,7 +574,7 @@ macro_rules! ops_sql {
                 Ok(())
             }
 
-            async fn health_samples(&self, since: i64) -> $crate::store::StoreResult<Vec<arbiter_domain::health::HealthSample>> {
+            async fn health_samples(&self, since: i64) -> $crate::StoreResult<Vec<arbiter_domain::health::HealthSample>> {
                 let rows: Vec<(i64, i64, i64, i64, i64, Option<i64>, i64)> = sqlx::query_as(
                     "SELECT taken_at, queue_depth, claimed, answers_last_hour, errors_last_hour, p99_latency_ms, live_workers \
                      FROM health_samples WHERE taken_at > $1 ORDER BY taken_at",
@@ -314,22 +592,13 @@ macro_rules! ops_sql {
                     .collect())
             }
 
-            async fn endpoint_api_key_ref(&self, base_url: &str) -> $crate::store::StoreResult<Option<String>> {
-                let stored: Option<Option<String>> =
-                    sqlx::query_scalar("SELECT api_key_ref FROM endpoints WHERE base_url = $1")
-                        .bind(base_url)
-                        .fetch_optional(&self.pool)
-                        .await?;
-                Ok(stored.flatten())
-            }
-
             async fn create_suite(
                 &self,
                 suite: &arbiter_domain::suites::NewSuite,
                 created_by: Option<i64>,
                 now: i64,
-            ) -> $crate::store::StoreResult<i64> {
-                use $crate::store::StoreError;
+            ) -> $crate::StoreResult<i64> {
+                use $crate::StoreError;
                 let mut tx = self.writer.begin().await?;
                 let id: i64 = sqlx::query_scalar(
                     "INSERT INTO suites (name, tier, every_nth, training_run, team, created_by, created_at) \
@@ -367,7 +636,7 @@ macro_rules! ops_sql {
                 Ok(id)
             }
 
-            async fn suites(&self) -> $crate::store::StoreResult<Vec<arbiter_domain::suites::Suite>> {
+            async fn suites(&self) -> $crate::StoreResult<Vec<arbiter_domain::suites::Suite>> {
                 let rows: Vec<(i64, String, String, i64, String, String, i64)> = sqlx::query_as(
                     "SELECT id, name, tier, every_nth, training_run, team, created_at FROM suites ORDER BY tier DESC, name",
                 )
@@ -391,7 +660,7 @@ macro_rules! ops_sql {
                     .collect())
             }
 
-            async fn delete_suite(&self, suite_id: i64) -> $crate::store::StoreResult<bool> {
+            async fn delete_suite(&self, suite_id: i64) -> $crate::StoreResult<bool> {
                 let deleted = sqlx::query("DELETE FROM suites WHERE id = $1")
                     .bind(suite_id)
                     .execute(&self.writer)
@@ -400,7 +669,7 @@ macro_rules! ops_sql {
                 Ok(deleted == 1)
             }
 
-            async fn checkpoint_position(&self, checkpoint_id: i64) -> $crate::store::StoreResult<Option<(String, i64)>> {
+            async fn checkpoint_position(&self, checkpoint_id: i64) -> $crate::StoreResult<Option<(String, i64)>> {
                 Ok(sqlx::query_as(
                     "SELECT c.training_run, (SELECT COUNT(*) FROM checkpoints o WHERE o.training_run = c.training_run AND o.id <= c.id) \
                      FROM checkpoints c WHERE c.id = $1",
@@ -417,7 +686,7 @@ macro_rules! ops_sql {
                 run_id: i64,
                 reason: &str,
                 now: i64,
-            ) -> $crate::store::StoreResult<()> {
+            ) -> $crate::StoreResult<()> {
                 sqlx::query(
                     "INSERT INTO suite_launches (suite_id, checkpoint_id, run_id, reason, created_at) VALUES ($1, $2, $3, $4, $5) \
                      ON CONFLICT DO NOTHING",
@@ -432,7 +701,7 @@ macro_rules! ops_sql {
                 Ok(())
             }
 
-            async fn suite_launches(&self, limit: i64) -> $crate::store::StoreResult<Vec<arbiter_domain::suites::SuiteLaunch>> {
+            async fn suite_launches(&self, limit: i64) -> $crate::StoreResult<Vec<arbiter_domain::suites::SuiteLaunch>> {
                 let rows: Vec<(String, String, i64, String, i64)> = sqlx::query_as(
                     "SELECT s.name, c.name, l.run_id, l.reason, l.created_at FROM suite_launches l \
                      JOIN suites s ON s.id = l.suite_id JOIN checkpoints c ON c.id = l.checkpoint_id \
@@ -456,7 +725,7 @@ macro_rules! ops_sql {
                 secret_ref: Option<&str>,
                 created_by: Option<i64>,
                 now: i64,
-            ) -> $crate::store::StoreResult<arbiter_domain::webhooks::Webhook> {
+            ) -> $crate::StoreResult<arbiter_domain::webhooks::Webhook> {
                 let id: i64 = sqlx::query_scalar(
                     "INSERT INTO webhooks (url, events, secret_ref, cursor_ms, created_by, created_at) \
                      VALUES ($1, $2, $3, $4, $5, $4) RETURNING id",
@@ -479,7 +748,7 @@ macro_rules! ops_sql {
                 })
             }
 
-            async fn webhooks(&self) -> $crate::store::StoreResult<Vec<arbiter_domain::webhooks::Webhook>> {
+            async fn webhooks(&self) -> $crate::StoreResult<Vec<arbiter_domain::webhooks::Webhook>> {
                 let rows: Vec<(i64, String, String, Option<String>, i64, i64)> = sqlx::query_as(
                     "SELECT id, url, events, secret_ref, cursor_ms, created_at FROM webhooks ORDER BY id",
                 )
@@ -499,7 +768,7 @@ macro_rules! ops_sql {
                     .collect())
             }
 
-            async fn delete_webhook(&self, webhook_id: i64) -> $crate::store::StoreResult<bool> {
+            async fn delete_webhook(&self, webhook_id: i64) -> $crate::StoreResult<bool> {
                 Ok(sqlx::query("DELETE FROM webhooks WHERE id = $1")
                     .bind(webhook_id)
                     .execute(&self.writer)
@@ -508,7 +777,7 @@ macro_rules! ops_sql {
                     == 1)
             }
 
-            async fn set_webhook_cursor(&self, webhook_id: i64, cursor_ms: i64) -> $crate::store::StoreResult<()> {
+            async fn set_webhook_cursor(&self, webhook_id: i64, cursor_ms: i64) -> $crate::StoreResult<()> {
                 sqlx::query("UPDATE webhooks SET cursor_ms = $1 WHERE id = $2 AND cursor_ms < $1")
                     .bind(cursor_ms)
                     .bind(webhook_id)
@@ -517,7 +786,7 @@ macro_rules! ops_sql {
                 Ok(())
             }
 
-            async fn runs_finished_between(&self, after: i64, upto: i64) -> $crate::store::StoreResult<Vec<i64>> {
+            async fn runs_finished_between(&self, after: i64, upto: i64) -> $crate::StoreResult<Vec<i64>> {
                 Ok(sqlx::query_scalar(
                     "SELECT id FROM runs WHERE status = 'completed' AND finished_at > $1 AND finished_at <= $2 ORDER BY finished_at, id",
                 )
@@ -527,7 +796,7 @@ macro_rules! ops_sql {
                 .await?)
             }
 
-            async fn alerts_changed_between(&self, after: i64, upto: i64) -> $crate::store::StoreResult<Vec<arbiter_domain::health::Alert>> {
+            async fn alerts_changed_between(&self, after: i64, upto: i64) -> $crate::StoreResult<Vec<arbiter_domain::health::Alert>> {
                 let rows: Vec<AlertRow> = sqlx::query_as(&format!(
                     "SELECT {ALERT_COLUMNS} FROM alerts \
                      WHERE (created_at > $1 AND created_at <= $2) OR (resolved_at > $1 AND resolved_at <= $2) ORDER BY id"
@@ -546,7 +815,7 @@ macro_rules! ops_sql {
                 event_key: &str,
                 payload: &str,
                 now: i64,
-            ) -> $crate::store::StoreResult<bool> {
+            ) -> $crate::StoreResult<bool> {
                 Ok(sqlx::query(
                     "INSERT INTO webhook_deliveries (webhook_id, event, event_key, payload, next_attempt_at, created_at) \
                      VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT (webhook_id, event_key) DO NOTHING",
@@ -562,7 +831,7 @@ macro_rules! ops_sql {
                     == 1)
             }
 
-            async fn prune_webhook_deliveries(&self, before: i64) -> $crate::store::StoreResult<u64> {
+            async fn prune_webhook_deliveries(&self, before: i64) -> $crate::StoreResult<u64> {
                 Ok(sqlx::query(
                     "DELETE FROM webhook_deliveries WHERE created_at < $1 \
                      AND (delivered_at IS NOT NULL OR failed_at IS NOT NULL)",
@@ -573,7 +842,7 @@ macro_rules! ops_sql {
                 .rows_affected())
             }
 
-            async fn webhook_event_keys(&self, webhook_id: i64, since: i64) -> $crate::store::StoreResult<Vec<String>> {
+            async fn webhook_event_keys(&self, webhook_id: i64, since: i64) -> $crate::StoreResult<Vec<String>> {
                 Ok(sqlx::query_scalar(
                     "SELECT event_key FROM webhook_deliveries WHERE webhook_id = $1 AND created_at > $2",
                 )
@@ -583,7 +852,7 @@ macro_rules! ops_sql {
                 .await?)
             }
 
-            async fn due_deliveries(&self, now: i64, limit: i64) -> $crate::store::StoreResult<Vec<$crate::store::DueDelivery>> {
+            async fn due_deliveries(&self, now: i64, limit: i64) -> $crate::StoreResult<Vec<$crate::DueDelivery>> {
                 let rows: Vec<(i64, i64, String, String, i64, i64)> = sqlx::query_as(
                     "SELECT id, webhook_id, event, payload, attempts, next_attempt_at FROM webhook_deliveries \
                      WHERE delivered_at IS NULL AND failed_at IS NULL AND next_attempt_at <= $1 \
@@ -595,13 +864,13 @@ macro_rules! ops_sql {
                 .await?;
                 Ok(rows
                     .into_iter()
-                    .map(|(id, webhook_id, event, payload, attempts, next_attempt_at)| $crate::store::DueDelivery {
+                    .map(|(id, webhook_id, event, payload, attempts, next_attempt_at)| $crate::DueDelivery {
                         id, webhook_id, event, payload, attempts, next_attempt_at,
                     })
                     .collect())
             }
 
-            async fn claim_delivery(&self, id: i64, seen_next_attempt_at: i64, lease_until: i64) -> $crate::store::StoreResult<bool> {
+            async fn claim_delivery(&self, id: i64, seen_next_attempt_at: i64, lease_until: i64) -> $crate::StoreResult<bool> {
                 Ok(sqlx::query(
                     "UPDATE webhook_deliveries SET next_attempt_at = $1 WHERE id = $2 AND next_attempt_at = $3 \
                      AND delivered_at IS NULL AND failed_at IS NULL",
@@ -615,7 +884,7 @@ macro_rules! ops_sql {
                     == 1)
             }
 
-            async fn finish_delivery(&self, id: i64, attempt: &$crate::store::DeliveryAttempt, now: i64) -> $crate::store::StoreResult<()> {
+            async fn finish_delivery(&self, id: i64, attempt: &$crate::DeliveryAttempt, now: i64) -> $crate::StoreResult<()> {
                 let (delivered_at, failed_at, next) = match (attempt.delivered, attempt.retry_at) {
                     (true, _) => (Some(now), None, now),
                     (false, Some(retry_at)) => (None, None, retry_at),
@@ -636,7 +905,7 @@ macro_rules! ops_sql {
                 Ok(())
             }
 
-            async fn recent_deliveries(&self, limit: i64) -> $crate::store::StoreResult<Vec<arbiter_domain::webhooks::DeliveryRecord>> {
+            async fn recent_deliveries(&self, limit: i64) -> $crate::StoreResult<Vec<arbiter_domain::webhooks::DeliveryRecord>> {
                 let rows: Vec<(i64, i64, String, String, String, i64, i64, Option<i64>, Option<i64>, Option<i64>, Option<String>, i64)> =
                     sqlx::query_as(
                         "SELECT d.id, d.webhook_id, w.url, d.event, d.event_key, d.attempts, d.next_attempt_at, d.delivered_at, \
@@ -657,7 +926,7 @@ macro_rules! ops_sql {
                     .collect())
             }
 
-            async fn runs_with_raw_before(&self, before: i64, limit: i64) -> $crate::store::StoreResult<Vec<i64>> {
+            async fn runs_with_raw_before(&self, before: i64, limit: i64) -> $crate::StoreResult<Vec<i64>> {
                 Ok(sqlx::query_scalar(
                     "SELECT id FROM runs WHERE status = 'completed' AND raw_purged_at IS NULL \
                      AND finished_at < $1 ORDER BY finished_at, id LIMIT $2",
@@ -668,7 +937,7 @@ macro_rules! ops_sql {
                 .await?)
             }
 
-            async fn purge_raw_outputs(&self, run_id: i64, keep_users_after: i64, now: i64) -> $crate::store::StoreResult<$crate::store::RawPurge> {
+            async fn purge_raw_outputs(&self, run_id: i64, keep_users_after: i64, now: i64) -> $crate::StoreResult<$crate::RawPurge> {
                 const OF_RUN: &str = "SELECT id FROM work_items WHERE run_id = $1";
                 let mut tx = self.writer.begin().await?;
                 let cache_entries_deleted = sqlx::query(&format!("DELETE FROM generation_cache WHERE work_item_id IN ({OF_RUN})"))
@@ -708,7 +977,7 @@ macro_rules! ops_sql {
                     .execute(&mut *tx)
                     .await?;
                 tx.commit().await?;
-                Ok($crate::store::RawPurge {
+                Ok($crate::RawPurge {
                     generations_cleared,
                     logprobs_deleted,
                     cache_entries_deleted,
@@ -716,7 +985,7 @@ macro_rules! ops_sql {
                 })
             }
 
-            async fn runs_finished_before(&self, before: i64, limit: i64) -> $crate::store::StoreResult<Vec<i64>> {
+            async fn runs_finished_before(&self, before: i64, limit: i64) -> $crate::StoreResult<Vec<i64>> {
                 Ok(sqlx::query_scalar(
                     "SELECT id FROM runs WHERE status = 'completed' \
                      AND finished_at < $1 ORDER BY finished_at, id LIMIT $2",
@@ -727,7 +996,7 @@ macro_rules! ops_sql {
                 .await?)
             }
 
-            async fn run_in_use(&self, run_id: i64, expired_before: i64) -> $crate::store::StoreResult<bool> {
+            async fn run_in_use(&self, run_id: i64, expired_before: i64) -> $crate::StoreResult<bool> {
                 Ok(sqlx::query_scalar(
                     "SELECT EXISTS (SELECT 1 FROM generations u JOIN work_items uw ON uw.id = u.work_item_id \
                      JOIN work_items sw ON sw.id = u.source_work_item_id WHERE sw.run_id = $1 AND uw.run_id <> $1) \
@@ -742,7 +1011,7 @@ macro_rules! ops_sql {
                 .await?)
             }
 
-            async fn delete_run(&self, run_id: i64) -> $crate::store::StoreResult<u64> {
+            async fn delete_run(&self, run_id: i64) -> $crate::StoreResult<u64> {
                 const ITEMS: &str = "SELECT id FROM work_items WHERE run_id = $1";
                 let tasks = format!("SELECT id FROM annotation_tasks WHERE work_item_id IN ({ITEMS})");
                 let golds = format!("SELECT id FROM gold_items WHERE task_id IN ({tasks})");
@@ -785,7 +1054,7 @@ macro_rules! ops_sql {
                 Ok(deleted)
             }
 
-            async fn announcement_hash(&self, source: &str) -> $crate::store::StoreResult<Option<String>> {
+            async fn announcement_hash(&self, source: &str) -> $crate::StoreResult<Option<String>> {
                 Ok(sqlx::query_scalar("SELECT content_hash FROM watched_announcements WHERE source = $1")
                     .bind(source)
                     .fetch_optional(&self.pool)
@@ -799,7 +1068,7 @@ macro_rules! ops_sql {
                 checkpoint_id: Option<i64>,
                 error: Option<&str>,
                 now: i64,
-            ) -> $crate::store::StoreResult<()> {
+            ) -> $crate::StoreResult<()> {
                 sqlx::query(
                     "INSERT INTO watched_announcements (source, content_hash, checkpoint_id, error, seen_at) \
                      VALUES ($1, $2, $3, $4, $5) ON CONFLICT (source) DO UPDATE SET content_hash = excluded.content_hash, \
@@ -818,4 +1087,10 @@ macro_rules! ops_sql {
     };
 }
 
-pub(super) use ops_sql;
+use crate::StoreResult;
+use arbiter_domain::health::{
+    Alert, AnswerWindow, CostRow, EndpointLoad, HealthSample, WorkerStatus,
+};
+use arbiter_domain::suites::{NewSuite, Suite, SuiteLaunch};
+use arbiter_domain::webhooks::{DeliveryRecord, Webhook};
+pub(crate) use operations_sql;

@@ -11,7 +11,7 @@ pub struct PostgresStore {
 
 impl PostgresStore {
     /// Connects to and migrates the database at a `postgres:` URL.
-    pub async fn connect(url: &str) -> Result<PostgresStore, super::StoreError> {
+    pub async fn connect(url: &str) -> Result<PostgresStore, crate::StoreError> {
         let pool = PgPoolOptions::new()
             .max_connections(16)
             .connect(url)
@@ -34,12 +34,10 @@ impl PostgresStore {
     }
 }
 
-super::sql::sql_store!(
+crate::backend_sql!(
     PostgresStore,
     sqlx::Postgres,
     "postgres",
     "BEGIN",
     "FOR UPDATE SKIP LOCKED"
 );
-super::annotation_sql::annotation_sql!(sqlx::Postgres, "BEGIN", "FOR UPDATE SKIP LOCKED");
-super::ops_sql::ops_sql!(PostgresStore, sqlx::Postgres);

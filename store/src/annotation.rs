@@ -1,4 +1,4 @@
-//! The human annotation queue's SQL, for both backends (expanded next to `sql_store!`).
+//! The human annotation queue.
 //!
 //! Invariants, each kept inside one transaction:
 //! - a rater holds at most one lease (a unique key), and never on an item they labelled or
@@ -8,17 +8,132 @@
 //!   one writer; PostgreSQL locks the task row it hands out) and expired leases (not counted);
 //! - a label is accepted only from the rater holding a live lease, once;
 //! - when the last label arrives the item is adjudicated, and a reviewer's rejection reopens it.
+//!
+//! Also here: senior review and its spot checks, gold items and training, the rater pool, and
+//! the queue's SLA figures (open tasks in serving order, labelling flow, escalation).
 
+use crate::StoreResult;
+use arbiter_domain::accounts::PasswordHash;
+use arbiter_domain::annotation::gold::{GoldCandidate, GoldItem};
+use arbiter_domain::annotation::pool::{NewRater, RaterRecord, RaterUpdate};
+use arbiter_domain::annotation::review::{ReviewDecision, ReviewItem};
+use arbiter_domain::annotation::sla::LabellingFlow;
+use arbiter_domain::annotation::task::{
+    AnnotationTask, QueueCounts, QueueLabel, RunLabel, TrainingFeedback,
+};
+use async_trait::async_trait;
+
+#[async_trait]
+pub trait AnnotationStore: Send + Sync + 'static {
+    /// The annotator's current leased task, or a newly leased open one.
+    async fn next_annotation_task(
+        &self,
+        user_id: i64,
+        lease_ms: i64,
+    ) -> StoreResult<Option<AnnotationTask>>;
+
+    /// Records the label of the rater holding the item's lease. On a gold item the answer is
+    /// recorded as a gold answer instead; a rater in training gets feedback on it.
+    async fn submit_label(
+        &self,
+        task_id: i64,
+        user_id: i64,
+        pass: bool,
+        rationale: &str,
+    ) -> StoreResult<Option<TrainingFeedback>>;
+
+    async fn skip_task(&self, task_id: i64, user_id: i64) -> StoreResult<()>;
+
+    /// The oldest label drawn for QC (or on an item whose raters split) that `reviewer_id`
+    /// did not write, items of higher-priority runs first.
+    async fn next_review(&self, reviewer_id: i64) -> StoreResult<Option<ReviewItem>>;
+
+    /// Records a reviewer's decision on a label; `Conflict` for their own label or one already
+    /// reviewed, `NotFound` for no such label.
+    async fn review_label(
+        &self,
+        label_id: i64,
+        reviewer_id: i64,
+        decision: ReviewDecision,
+        reason: &str,
+    ) -> StoreResult<()>;
+
+    /// The rater pool with each rater's last 30 days of labels.
+    async fn raters(&self) -> StoreResult<Vec<RaterRecord>>;
+
+    /// A lead's change to a rater; pausing or deactivating releases their lease.
+    async fn update_rater(&self, user_id: i64, update: &RaterUpdate) -> StoreResult<()>;
+
+    /// The standing labels on a run's items (for agreement between raters).
+    async fn run_labels(&self, run_id: i64) -> StoreResult<Vec<RunLabel>>;
+
+    async fn annotation_queue_counts(&self) -> StoreResult<QueueCounts>;
+
+    // Quality control and the queue's SLAs.
+    /// Creates a rater's account with their pool settings in one statement.
+    async fn invite_rater(&self, new: &NewRater, hash: &PasswordHash) -> StoreResult<i64>;
+
+    /// Another senior's check of a reviewer's decision: `None` upholds it, `Some(pass)`
+    /// overturns it with the checker's verdict (which then decides the item).
+    async fn check_review(
+        &self,
+        review_id: i64,
+        checker_id: i64,
+        overturn_to: Option<bool>,
+        reason: &str,
+    ) -> StoreResult<()>;
+
+    /// Makes a task's item a gold item with a known answer.
+    async fn create_gold(
+        &self,
+        task_id: i64,
+        answer_pass: bool,
+        note: &str,
+        created_by: i64,
+    ) -> StoreResult<i64>;
+
+    async fn retire_gold(&self, gold_id: i64) -> StoreResult<()>;
+
+    /// Every gold item, live ones first.
+    async fn gold_items(&self) -> StoreResult<Vec<GoldItem>>;
+
+    /// Recently finished items that would make good gold (unanimous or reviewer-corrected).
+    async fn gold_candidates(&self, limit: i64) -> StoreResult<Vec<GoldCandidate>>;
+
+    /// Calls `visit` with every open task, in the order raters are served them.
+    async fn scan_open_tasks(
+        &self,
+        visit: &mut (dyn FnMut(arbiter_domain::annotation::sla::OpenTask) + Send),
+    ) -> StoreResult<()>;
+
+    async fn labelling_flow(&self, now: i64) -> StoreResult<LabellingFlow>;
+
+    /// Tasks finished per UTC day since `since`, and how many by their deadline.
+    async fn sla_days(
+        &self,
+        since: i64,
+    ) -> StoreResult<Vec<arbiter_domain::annotation::sla::SlaDay>>;
+
+    /// Raises the priority of open tasks that are not escalated yet and marks them escalated
+    /// (senior raters take them first); returns how many changed.
+    async fn escalate_tasks(&self, task_ids: &[i64], now: i64) -> StoreResult<u64>;
+
+    /// Standing labels given since `since`, with their queue (eval).
+    async fn queue_labels(&self, since: i64) -> StoreResult<Vec<QueueLabel>>;
+}
+
+/// The SQL of [`AnnotationStore`], for both backends (expanded once per backend by [`crate::backend_sql`]).
 macro_rules! annotation_sql {
-    ($db:ty, $begin:literal, $skip_locked:literal) => {
-        use arbiter_domain::annotation::adjudication::{adjudicate, drawn_for_review, rater_quality, Vote};
-        use arbiter_domain::annotation::gold::{
-            next_is_gold, review_is_checked, training_passed, DEFAULT_GOLD_RATE,
-            DEFAULT_REVIEW_CHECK_RATE, GOLD_RATE_SETTING, REVIEW_CHECK_RATE_SETTING, TRAINING_ITEMS,
-        };
+    ($store:ident, $db:ty, $backend:literal, $begin:literal, $skip_locked:literal) => {
+        use sqlx::Row;
+        use arbiter_domain::annotation::task::{AnnotationTask, QueueCounts, RunLabel, TrainingFeedback};
+        use arbiter_domain::annotation::gold::{DEFAULT_GOLD_RATE, DEFAULT_REVIEW_CHECK_RATE, GOLD_RATE_SETTING, REVIEW_CHECK_RATE_SETTING, TRAINING_ITEMS, next_is_gold, review_is_checked, training_passed};
         use arbiter_domain::annotation::pool::{DEFAULT_QUALITY_THRESHOLD, QUALITY_THRESHOLD_SETTING, RaterLabel, RaterRecord, RaterUpdate};
+        use arbiter_domain::accounts::PasswordHash;
         use arbiter_domain::annotation::review::{ReviewCheck, ReviewDecision, ReviewItem};
-        use arbiter_domain::annotation::task::{RunLabel, TrainingFeedback};
+        use $crate::{StoreError, StoreResult, now_ms};
+        use arbiter_domain::grading::Verdict;
+        use arbiter_domain::annotation::adjudication::{Vote, adjudicate, drawn_for_review, rater_quality};
 
         /// Tasks found full on a recount before a claim gives up for this call (the rater asks
         /// again a moment later); only concurrent claims on PostgreSQL make this happen.
@@ -281,7 +396,7 @@ macro_rules! annotation_sql {
             .bind(now - started)
             .fetch_one(&mut *tx)
             .await
-            .map_err(|err| conflict_on(err, "labels_task_annotator_key", "you have labelled this item already"))?;
+            .map_err(|err| $crate::conflict_on($backend, err, "labels_task_annotator_key", "you have labelled this item already"))?;
             let (done, needed, review_rate): (i64, i64, f64) = sqlx::query_as(
                 "UPDATE annotation_tasks SET labels_done = labels_done + 1 WHERE id = $1 \
                  RETURNING labels_done, labels_needed, review_rate",
@@ -341,7 +456,7 @@ macro_rules! annotation_sql {
             .bind(now)
             .execute(&mut **tx)
             .await
-            .map_err(|err| conflict_on(err, "gold_answers_rater_key", "you have labelled this item already"))?;
+            .map_err(|err| $crate::conflict_on($backend, err, "gold_answers_rater_key", "you have labelled this item already"))?;
             let Some(training_since) = training_since else {
                 return Ok(None);
             };
@@ -704,7 +819,7 @@ macro_rules! annotation_sql {
             .bind(now)
             .fetch_one(&mut *tx)
             .await
-            .map_err(|err| conflict_on(err, "label_reviews_label_key", "this label has been reviewed already"))?;
+            .map_err(|err| $crate::conflict_on($backend, err, "label_reviews_label_key", "this label has been reviewed already"))?;
             let check_rate = share_setting(&mut tx, REVIEW_CHECK_RATE_SETTING, DEFAULT_REVIEW_CHECK_RATE).await?;
             if review_is_checked(check_rate, review_id) {
                 sqlx::query("UPDATE label_reviews SET check_state = 'pending' WHERE id = $1")
@@ -983,7 +1098,7 @@ macro_rules! annotation_sql {
             .fetch_one(writer)
             .await
             .map_err(|err| {
-                conflict_on(err, "users_username_key", &format!("the username `{}` is taken", new.username))
+                $crate::conflict_on($backend, err, "users_username_key", &format!("the username `{}` is taken", new.username))
             })
         }
 
@@ -1049,7 +1164,7 @@ macro_rules! annotation_sql {
                 .bind(now)
                 .fetch_one(&mut *tx)
                 .await
-                .map_err(|err| conflict_on(err, "gold_items_task_key", "this item is a gold item already"))?,
+                .map_err(|err| $crate::conflict_on($backend, err, "gold_items_task_key", "this item is a gold item already"))?,
             };
             tx.commit().await?;
             Ok(gold_id)
@@ -1312,100 +1427,110 @@ macro_rules! annotation_sql {
                 .collect())
         }
 
-        async fn open_alert(
-            writer: &sqlx::Pool<$db>,
-            kind: &str,
-            subject: &str,
-            message: &str,
-            now: i64,
-        ) -> StoreResult<bool> {
-            let mut tx = writer.begin_with($begin).await?;
-            let updated = sqlx::query(
-                "UPDATE alerts SET message = $1, updated_at = $2 \
-                 WHERE kind = $3 AND subject = $4 AND resolved_at IS NULL",
-            )
-            .bind(message)
-            .bind(now)
-            .bind(kind)
-            .bind(subject)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-            if updated == 0 {
-                let inserted = sqlx::query(
-                    "INSERT INTO alerts (kind, subject, message, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)",
-                )
-                .bind(kind)
-                .bind(subject)
-                .bind(message)
-                .bind(now)
-                .execute(&mut *tx)
-                .await;
-                match inserted.map_err(|err| conflict_on(err, "alerts_open_key", "raised elsewhere")) {
-                    Ok(_) => {}
-                    // Another server's monitor opened the same alert a moment ago: it stands.
-                    Err(StoreError::Conflict(_)) => return Ok(false),
-                    Err(other) => return Err(other),
-                }
+        #[async_trait::async_trait]
+        impl $crate::annotation::AnnotationStore for $store {
+            async fn next_annotation_task(&self, user_id: i64, lease_ms: i64) -> StoreResult<Option<AnnotationTask>> {
+                claim_task(&self.writer, user_id, lease_ms).await
             }
-            tx.commit().await?;
-            Ok(updated == 0)
-        }
 
-        async fn close_alerts(
-            writer: &sqlx::Pool<$db>,
-            kind: &str,
-            still_open: &[String],
-            now: i64,
-        ) -> StoreResult<u64> {
-            let mut tx = writer.begin_with($begin).await?;
-            let open: Vec<(i64, String)> =
-                sqlx::query_as("SELECT id, subject FROM alerts WHERE kind = $1 AND resolved_at IS NULL")
-                    .bind(kind)
-                    .fetch_all(&mut *tx)
-                    .await?;
-            let mut resolved = 0;
-            for (id, subject) in open {
-                if !still_open.contains(&subject) {
-                    sqlx::query("UPDATE alerts SET resolved_at = $1 WHERE id = $2")
-                        .bind(now)
-                        .bind(id)
-                        .execute(&mut *tx)
-                        .await?;
-                    resolved += 1;
-                }
+            async fn submit_label(
+                &self,
+                task_id: i64,
+                user_id: i64,
+                pass: bool,
+                rationale: &str,
+            ) -> StoreResult<Option<TrainingFeedback>> {
+                submit_task_label(&self.writer, task_id, user_id, pass, rationale).await
             }
-            tx.commit().await?;
-            Ok(resolved)
-        }
 
-        /// The columns of an alert, in [`AlertRow`]'s order (also read by the webhook scan).
-        const ALERT_COLUMNS: &str = "id, kind, subject, message, created_at, updated_at, resolved_at, emailed_at";
-        type AlertRow = (i64, String, String, String, i64, i64, Option<i64>, Option<i64>);
+            async fn skip_task(&self, task_id: i64, user_id: i64) -> StoreResult<()> {
+                skip_leased_task(&self.writer, task_id, user_id).await
+            }
 
-        fn alert_from_row(
-            (id, kind, subject, message, created_at, updated_at, resolved_at, emailed_at): AlertRow,
-        ) -> arbiter_domain::health::Alert {
-            arbiter_domain::health::Alert { id, kind, subject, message, created_at, updated_at, resolved_at, emailed_at }
-        }
+            async fn annotation_queue_counts(&self) -> StoreResult<QueueCounts> {
+                queue_counts(&self.pool).await
+            }
 
-        async fn list_alerts(pool: &sqlx::Pool<$db>, resolved_limit: i64) -> StoreResult<Vec<arbiter_domain::health::Alert>> {
-            let mut rows: Vec<AlertRow> = sqlx::query_as(&format!(
-                "SELECT {ALERT_COLUMNS} FROM alerts WHERE resolved_at IS NULL ORDER BY id DESC"
-            ))
-            .fetch_all(pool)
-            .await?;
-            rows.extend(
-                sqlx::query_as::<_, AlertRow>(&format!(
-                    "SELECT {ALERT_COLUMNS} FROM alerts WHERE resolved_at IS NOT NULL ORDER BY resolved_at DESC, id DESC LIMIT $1"
-                ))
-                .bind(resolved_limit)
-                .fetch_all(pool)
-                .await?,
-            );
-            Ok(rows.into_iter().map(alert_from_row).collect())
+            async fn next_review(&self, reviewer_id: i64) -> StoreResult<Option<ReviewItem>> {
+                next_pending_review(&self.pool, reviewer_id).await
+            }
+
+            async fn review_label(
+                &self,
+                label_id: i64,
+                reviewer_id: i64,
+                decision: ReviewDecision,
+                reason: &str,
+            ) -> StoreResult<()> {
+                decide_review(&self.writer, label_id, reviewer_id, decision, reason).await
+            }
+
+            async fn raters(&self) -> StoreResult<Vec<RaterRecord>> {
+                rater_records(&self.pool).await
+            }
+
+            async fn update_rater(&self, user_id: i64, update: &RaterUpdate) -> StoreResult<()> {
+                update_rater(&self.writer, user_id, update).await
+            }
+
+            async fn run_labels(&self, run_id: i64) -> StoreResult<Vec<RunLabel>> {
+                labels_of_run(&self.pool, run_id).await
+            }
+
+            async fn invite_rater(&self, new: &arbiter_domain::annotation::pool::NewRater, hash: &PasswordHash) -> StoreResult<i64> {
+                insert_rater(&self.writer, new, hash).await
+            }
+
+            async fn check_review(
+                &self,
+                review_id: i64,
+                checker_id: i64,
+                overturn_to: Option<bool>,
+                reason: &str,
+            ) -> StoreResult<()> {
+                decide_check(&self.writer, review_id, checker_id, overturn_to, reason).await
+            }
+
+            async fn create_gold(&self, task_id: i64, answer_pass: bool, note: &str, created_by: i64) -> StoreResult<i64> {
+                insert_gold(&self.writer, task_id, answer_pass, note, created_by).await
+            }
+
+            async fn retire_gold(&self, gold_id: i64) -> StoreResult<()> {
+                retire_gold_item(&self.writer, gold_id).await
+            }
+
+            async fn gold_items(&self) -> StoreResult<Vec<arbiter_domain::annotation::gold::GoldItem>> {
+                list_gold(&self.pool).await
+            }
+
+            async fn gold_candidates(&self, limit: i64) -> StoreResult<Vec<arbiter_domain::annotation::gold::GoldCandidate>> {
+                list_gold_candidates(&self.pool, limit).await
+            }
+
+            async fn scan_open_tasks(
+                &self,
+                visit: &mut (dyn FnMut(arbiter_domain::annotation::sla::OpenTask) + Send),
+            ) -> StoreResult<()> {
+                visit_open_tasks(&self.pool, visit).await
+            }
+
+            async fn labelling_flow(&self, now: i64) -> StoreResult<arbiter_domain::annotation::sla::LabellingFlow> {
+                flow_of_labels(&self.pool, now).await
+            }
+
+            async fn sla_days(&self, since: i64) -> StoreResult<Vec<arbiter_domain::annotation::sla::SlaDay>> {
+                days_of_sla(&self.pool, since).await
+            }
+
+            async fn escalate_tasks(&self, task_ids: &[i64], now: i64) -> StoreResult<u64> {
+                raise_priority(&self.writer, task_ids, now).await
+            }
+
+            async fn queue_labels(&self, since: i64) -> StoreResult<Vec<arbiter_domain::annotation::task::QueueLabel>> {
+                labels_by_queue(&self.pool, since).await
+            }
         }
     };
 }
 
-pub(super) use annotation_sql;
+pub(crate) use annotation_sql;

@@ -17,7 +17,7 @@ pub struct SqliteStore {
 
 impl SqliteStore {
     /// Opens (creating if missing) and migrates the database at a `sqlite:` URL.
-    pub async fn connect(url: &str) -> Result<SqliteStore, super::StoreError> {
+    pub async fn connect(url: &str) -> Result<SqliteStore, crate::StoreError> {
         let options = SqliteConnectOptions::from_str(url)?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
@@ -63,9 +63,9 @@ impl SqliteStore {
     /// Writes a consistent copy of the whole database to `path` (SQLite's `VACUUM INTO`),
     /// while the store stays in use: an online backup that needs no `sqlite3` tool. `path`
     /// must not exist yet.
-    pub async fn backup_into(&self, path: &std::path::Path) -> Result<(), super::StoreError> {
+    pub async fn backup_into(&self, path: &std::path::Path) -> Result<(), crate::StoreError> {
         if path.exists() {
-            return Err(super::StoreError::Conflict(format!(
+            return Err(crate::StoreError::Conflict(format!(
                 "{} exists already; back up to a new file",
                 path.display()
             )));
@@ -84,6 +84,4 @@ impl SqliteStore {
     }
 }
 
-super::sql::sql_store!(SqliteStore, sqlx::Sqlite, "sqlite", "BEGIN IMMEDIATE", "");
-super::annotation_sql::annotation_sql!(sqlx::Sqlite, "BEGIN IMMEDIATE", "");
-super::ops_sql::ops_sql!(SqliteStore, sqlx::Sqlite);
+crate::backend_sql!(SqliteStore, sqlx::Sqlite, "sqlite", "BEGIN IMMEDIATE", "");

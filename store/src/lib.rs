@@ -1,0 +1,196 @@
+//! The store: everything Arbiter persists, behind one trait per area, with SQLite and
+//! PostgreSQL backends.
+//!
+//! # Layout
+//! Each area file holds its trait and, beside it, the one body of SQL both backends share (a
+//! `macro_rules!` expanded once per backend by [`backend_sql`], so the two cannot drift
+//! apart), with the records only the store and its callers use:
+//! - [`accounts`]: users, teams, API tokens;
+//! - [`catalog`]: datasets and their revisions, checkpoints and endpoints, evals;
+//! - [`runs`]: runs, their result identities, progress and results;
+//! - [`work_queue`]: claims, leases, heartbeats, recorded results, the generation cache;
+//! - [`grading`]: judges, triage policies, the grade cache, calibration data, costs;
+//! - [`annotation`]: the human queue (leases, labels, reviews, gold, raters, SLAs);
+//! - [`reports`]: tallies, snapshots, exports, diffs, promotion decisions, trends;
+//! - [`operations`]: settings, alerts, health figures, suites, webhooks, retention.
+//!
+//! [`Store`] is all of them together; callers hold an `Arc<dyn Store>`. The backend is chosen
+//! by the database URL's scheme ([`Database::open`]). Placeholders are `$n` (both dialects
+//! accept them); times are Unix milliseconds; counts use `COUNT(*) FILTER (...)`, which both
+//! support. The dialect parameters are the statement that opens a write transaction (SQLite
+//! takes the write lock up front with `BEGIN IMMEDIATE`, avoiding lock-upgrade failures) and
+//! the row-lock clause for claims (`FOR UPDATE SKIP LOCKED` on PostgreSQL, nothing on
+//! SQLite's single writer).
+//!
+//! The store knows no use case: it checks constraints and keeps invariants inside its
+//! transactions; what a request may do is decided above it.
+
+pub mod accounts;
+pub mod annotation;
+pub mod catalog;
+pub mod grading;
+pub mod operations;
+mod postgres;
+pub mod reports;
+pub mod runs;
+mod sqlite;
+pub mod work_queue;
+
+pub use accounts::{AccountStore, UserCredentials, TOKEN_USE_RESOLUTION_MS};
+pub use annotation::AnnotationStore;
+pub use catalog::CatalogStore;
+pub use grading::GradingStore;
+pub use operations::{DeliveryAttempt, DueDelivery, OperationsStore, RawPurge};
+pub use postgres::PostgresStore;
+pub use reports::{ExportRow, ReportStore, StoredSnapshot};
+pub use runs::{ManifestInputs, NewRun, RunStore};
+pub use sqlite::SqliteStore;
+pub use work_queue::{
+    ActiveRun, CacheHit, CachedGeneration, ClaimedJob, FinishedItem, Job, NewIdentity,
+    RecordOutcome, WorkQueueStore,
+};
+
+use std::sync::Arc;
+
+/// Errors a store reports. `Conflict` and `NotFound` are the caller's to explain; `Database` is
+/// an infrastructure failure whose details are logged, never shown.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("migration failed: {0}")]
+    Migration(#[from] sqlx::migrate::MigrateError),
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// Everything Arbiter persists: the areas together, as one object the engine passes around.
+pub trait Store:
+    AccountStore
+    + CatalogStore
+    + RunStore
+    + WorkQueueStore
+    + GradingStore
+    + AnnotationStore
+    + ReportStore
+    + OperationsStore
+    + Send
+    + Sync
+    + 'static
+{
+    /// `sqlite` or `postgres`, for logs and the health page.
+    fn backend(&self) -> &'static str;
+}
+
+/// An opened database, keeping its concrete pool for the session store beside the `Store`.
+#[derive(Clone)]
+pub enum Database {
+    Sqlite(Arc<SqliteStore>),
+    Postgres(Arc<PostgresStore>),
+}
+
+impl Database {
+    /// Opens (and migrates) the database named by a URL: `sqlite:` or `postgres(ql):`.
+    pub async fn open(database_url: &str) -> StoreResult<Database> {
+        if database_url.starts_with("sqlite:") {
+            Ok(Database::Sqlite(Arc::new(
+                SqliteStore::connect(database_url).await?,
+            )))
+        } else if database_url.starts_with("postgres:") || database_url.starts_with("postgresql:") {
+            Ok(Database::Postgres(Arc::new(
+                PostgresStore::connect(database_url).await?,
+            )))
+        } else {
+            Err(StoreError::Conflict(format!(
+                "unsupported database URL `{database_url}`: use sqlite://PATH or postgres://…"
+            )))
+        }
+    }
+
+    pub fn store(&self) -> Arc<dyn Store> {
+        match self {
+            Database::Sqlite(store) => store.clone(),
+            Database::Postgres(store) => store.clone(),
+        }
+    }
+}
+
+/// Current time as Unix milliseconds, the unit of every stored timestamp.
+pub fn now_ms() -> i64 {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Keys per `IN (…)` lookup. SQLite allows 32,766 bound variables per statement; each batch
+/// constant keeps rows × columns well under that.
+pub(crate) const KEY_LOOKUP_BATCH: usize = 1000;
+
+/// Maps a unique-constraint violation to a user-facing conflict, by constraint name. SQLite
+/// reports no constraint name, only the failing kind, so there any unique violation counts.
+pub(crate) fn conflict_on(
+    backend: &str,
+    err: sqlx::Error,
+    constraint: &str,
+    message: &str,
+) -> StoreError {
+    if let sqlx::Error::Database(db_err) = &err {
+        let by_name = db_err.constraint() == Some(constraint);
+        let sqlite_unique =
+            backend == "sqlite" && db_err.kind() == sqlx::error::ErrorKind::UniqueViolation;
+        if by_name || sqlite_unique {
+            return StoreError::Conflict(message.to_string());
+        }
+    }
+    StoreError::Database(err)
+}
+
+/// Implements every area for one backend: each area's SQL in a module of its own (so each
+/// keeps its own imports and helpers), sharing the backend's pools.
+macro_rules! backend_sql {
+    ($store:ident, $db:ty, $backend:literal, $begin:literal, $skip_locked:literal) => {
+        impl $crate::Store for $store {
+            fn backend(&self) -> &'static str {
+                $backend
+            }
+        }
+        mod accounts_sql {
+            use super::$store;
+            $crate::accounts::accounts_sql!($store, $db, $backend, $begin, $skip_locked);
+        }
+        mod catalog_sql {
+            use super::$store;
+            $crate::catalog::catalog_sql!($store, $db, $backend, $begin, $skip_locked);
+        }
+        mod runs_sql {
+            use super::$store;
+            $crate::runs::runs_sql!($store, $db, $backend, $begin, $skip_locked);
+        }
+        mod work_queue_sql {
+            use super::$store;
+            $crate::work_queue::work_queue_sql!($store, $db, $backend, $begin, $skip_locked);
+        }
+        mod grading_sql {
+            use super::$store;
+            $crate::grading::grading_sql!($store, $db, $backend, $begin, $skip_locked);
+        }
+        mod annotation_sql {
+            use super::$store;
+            $crate::annotation::annotation_sql!($store, $db, $backend, $begin, $skip_locked);
+        }
+        mod reports_sql {
+            use super::$store;
+            $crate::reports::reports_sql!($store, $db, $backend, $begin, $skip_locked);
+        }
+        mod operations_sql {
+            use super::$store;
+            $crate::operations::operations_sql!($store, $db, $backend, $begin, $skip_locked);
+        }
+    };
+}
+pub(crate) use backend_sql;

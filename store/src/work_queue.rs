@@ -1,0 +1,681 @@
+//! The work queue workers share: runs open for claims, leased batches of result identities
+//! with everything needed to answer them, heartbeats and expired leases, the generation cache,
+//! and recording finished identities — generation, grades, verdict, human task and cache entry
+//! in one transaction, where a second commit of the same identity is a no-op.
+
+use async_trait::async_trait;
+
+/// An identity to create, possibly already answered from the generation cache.
+#[derive(Clone, Debug)]
+pub struct NewIdentity {
+    pub planned: PlannedIdentity,
+    pub cached: Option<CacheHit>,
+}
+
+/// A cached answer for a new identity that its deterministic grader decided; answers that
+/// need a judge are queued for a worker instead.
+#[derive(Clone, Debug)]
+pub struct CacheHit {
+    pub source_work_item_id: i64,
+    pub generation: Generation,
+    pub grading: Grading,
+}
+
+/// A generation found under its content hash. Its logprobs stay with the source generation
+/// (`source_work_item_id`) rather than being copied into every run that reuses it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CachedGeneration {
+    pub source_work_item_id: i64,
+    pub outcome: Outcome,
+    pub output: String,
+    pub finish_reason: Option<String>,
+    pub prompt_tokens: Option<i64>,
+    pub completion_tokens: Option<i64>,
+    pub model_used: Option<String>,
+}
+
+impl CachedGeneration {
+    /// The cached answer as a generation record (no endpoint was called).
+    pub fn to_generation(&self) -> Generation {
+        Generation {
+            outcome: self.outcome,
+            output: self.output.clone(),
+            finish_reason: self.finish_reason.clone(),
+            prompt_tokens: self.prompt_tokens,
+            completion_tokens: self.completion_tokens,
+            model_used: self.model_used.clone(),
+            ..Generation::default()
+        }
+    }
+}
+
+/// A run the scheduler may take work from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ActiveRun {
+    pub id: i64,
+    pub priority: i64,
+    pub team: String,
+    /// The team's fair-share weight (1 unless a lead set another).
+    pub team_weight: f64,
+}
+
+/// A leased identity with what a worker needs to answer it.
+#[derive(Clone, Debug)]
+pub struct ClaimedJob {
+    pub work_item_id: i64,
+    pub run_id: i64,
+    pub case_id: String,
+    pub repetition: i64,
+    pub input: String,
+    pub target: String,
+    pub cost: i64,
+    /// Times the identity has been claimed, this claim included.
+    pub claims: i64,
+    pub generation_key: Option<String>,
+    pub cached: Option<CachedGeneration>,
+}
+
+/// A finished identity on its way to the store.
+#[derive(Clone, Debug)]
+pub struct FinishedItem {
+    pub work_item_id: i64,
+    pub generation: Generation,
+    pub grading: Grading,
+    /// Where to cache the generation (answers only; errors are never cached).
+    pub generation_key: Option<String>,
+    /// The generation this answer was copied from, when it came from the cache.
+    pub cached_from: Option<i64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecordOutcome {
+    /// Identities recorded now (the rest already had a result).
+    pub inserted: usize,
+    /// Runs the recorded identities belong to.
+    pub runs: Vec<i64>,
+}
+
+/// What a worker needs to run one result identity.
+#[derive(Clone, Debug)]
+pub struct Job {
+    pub work_item_id: i64,
+    pub run_id: i64,
+    pub case_id: String,
+    pub repetition: i64,
+    pub input: String,
+    pub target: String,
+    pub prompt_template: String,
+    pub grader: String,
+    pub max_tokens: i64,
+    pub temperature: f64,
+    pub seed: i64,
+    pub base_url: String,
+    pub model: String,
+}
+
+pub(crate) const RESULT_INSERT_BATCH: usize = 500;
+
+/// Grades (16 columns) and grade cache entries (8) per statement.
+pub(crate) const GRADE_INSERT_BATCH: usize = 1000;
+
+#[async_trait]
+pub trait WorkQueueStore: Send + Sync + 'static {
+    // The generation cache.
+    async fn cached_generations(
+        &self,
+        keys: &[String],
+    ) -> StoreResult<Vec<(String, CachedGeneration)>>;
+
+    // The work queue.
+    /// Runs whose identities may be claimed now (status `running`).
+    async fn active_runs(&self) -> StoreResult<Vec<ActiveRun>>;
+
+    /// Leases up to `limit` queued identities of one run to `worker` (longest expected first,
+    /// or in creation order when `longest_first` is false), with everything needed to answer
+    /// them (and their cached generation, if any).
+    async fn claim_jobs(
+        &self,
+        worker: &str,
+        run_id: i64,
+        limit: i64,
+        lease_ms: i64,
+        longest_first: bool,
+    ) -> StoreResult<Vec<ClaimedJob>>;
+
+    /// Leases up to `limit` queued identities of any running run (tests and tools).
+    async fn claim_work(&self, worker: &str, limit: i64, lease_ms: i64) -> StoreResult<Vec<i64>>;
+
+    async fn load_job(&self, work_item_id: i64) -> StoreResult<Job>;
+
+    /// Records finished identities in one transaction: generation, grade, work item, annotation
+    /// task and cache entry each. An identity that already has a result is skipped (a duplicate
+    /// commit is a no-op).
+    async fn record_results(&self, finished: &[FinishedItem]) -> StoreResult<RecordOutcome>;
+
+    /// One finished identity; false when it already had a result.
+    async fn record_result(
+        &self,
+        work_item_id: i64,
+        generation: &Generation,
+        grade: Option<&Grade>,
+    ) -> StoreResult<bool> {
+        let outcome = self
+            .record_results(&[FinishedItem {
+                work_item_id,
+                generation: generation.clone(),
+                grading: Grading::deterministic_only(grade.cloned()),
+                generation_key: None,
+                cached_from: None,
+            }])
+            .await?;
+        Ok(outcome.inserted == 1)
+    }
+
+    /// Extends the leases `worker` holds and records its heartbeat; returns the number of live
+    /// workers (heartbeat within `live_within_ms`).
+    async fn heartbeat(
+        &self,
+        worker: &str,
+        in_flight: i64,
+        lease_ms: i64,
+        live_within_ms: i64,
+    ) -> StoreResult<i64>;
+
+    /// Returns identities whose lease has expired to the queue.
+    async fn reap_expired_leases(&self) -> StoreResult<u64>;
+
+    async fn deregister_worker(&self, worker: &str) -> StoreResult<()>;
+
+    /// Returns one identity `worker` holds to the queue unrecorded (to be answered again);
+    /// false when the worker no longer holds it.
+    async fn release_lease(&self, worker: &str, work_item_id: i64) -> StoreResult<bool>;
+}
+
+/// The SQL of [`WorkQueueStore`], for both backends (expanded once per backend by [`crate::backend_sql`]).
+macro_rules! work_queue_sql {
+    ($store:ident, $db:ty, $backend:literal, $begin:literal, $skip_locked:literal) => {
+        use sqlx::Row;
+        use $crate::{ActiveRun, CachedGeneration, ClaimedJob, FinishedItem, Job, RecordOutcome, StoreError, StoreResult, now_ms};
+        use arbiter_domain::manifest::Manifest;
+        use arbiter_domain::answer::Outcome;
+
+        fn cached_from_row(row: &<$db as sqlx::Database>::Row) -> Result<CachedGeneration, sqlx::Error> {
+            let outcome: String = row.try_get("outcome")?;
+            Ok(CachedGeneration {
+                source_work_item_id: row.try_get("source_work_item_id")?,
+                outcome: Outcome::parse(&outcome)
+                    .ok_or_else(|| sqlx::Error::Decode(format!("unknown outcome `{outcome}`").into()))?,
+                output: row.try_get("output")?,
+                finish_reason: row.try_get("finish_reason")?,
+                prompt_tokens: row.try_get("prompt_tokens")?,
+                completion_tokens: row.try_get("completion_tokens")?,
+                model_used: row.try_get("model_used")?,
+            })
+        }
+
+        /// Counts `count` more identities of `run_id` as done, in the transaction that finished
+        /// them (`runs.done_count` must never drift from the identities' states).
+        pub(super) async fn add_done(
+            tx: &mut sqlx::Transaction<'_, $db>,
+            run_id: i64,
+            count: i64,
+        ) -> Result<(), sqlx::Error> {
+            if count > 0 {
+                sqlx::query("UPDATE runs SET done_count = done_count + $1 WHERE id = $2")
+                    .bind(count)
+                    .bind(run_id)
+                    .execute(&mut **tx)
+                    .await?;
+            }
+            Ok(())
+        }
+
+        /// Writes finished identities inside `tx`: generations first (the unique key drops
+        /// identities that already have one), then grades, work item states, annotation tasks
+        /// and cache entries for the ones actually recorded.
+        pub(super) async fn insert_results(
+            tx: &mut sqlx::Transaction<'_, $db>,
+            finished: &[FinishedItem],
+            now: i64,
+            finish_work_items: bool,
+        ) -> Result<RecordOutcome, sqlx::Error> {
+            if finished.is_empty() {
+                return Ok(RecordOutcome::default());
+            }
+            let mut insert = sqlx::QueryBuilder::<$db>::new(
+                "INSERT INTO generations (work_item_id, outcome, output, finish_reason, error, error_category, attempt_log, \
+                 served_by, model_used, fallback_used, from_cache, source_work_item_id, latency_ms, attempts, prompt_tokens, \
+                 completion_tokens, cost_usd, created_at) ",
+            );
+            insert.push_values(finished, |mut row, item| {
+                let generation = &item.generation;
+                row.push_bind(item.work_item_id)
+                    .push_bind(generation.outcome.as_str())
+                    .push_bind(generation.output.as_str())
+                    .push_bind(generation.finish_reason.as_deref())
+                    .push_bind(generation.error.as_deref())
+                    .push_bind(generation.error_category.map(|category| category.as_str()))
+                    .push_bind(generation.attempt_log.as_deref())
+                    .push_bind(generation.served_by.as_deref())
+                    .push_bind(generation.model_used.as_deref())
+                    .push_bind(generation.fallback_used)
+                    .push_bind(item.cached_from.is_some())
+                    .push_bind(item.cached_from)
+                    .push_bind(generation.latency_ms)
+                    .push_bind(generation.attempts)
+                    .push_bind(generation.prompt_tokens)
+                    .push_bind(generation.completion_tokens)
+                    .push_bind(generation.cost_usd)
+                    .push_bind(now);
+            });
+            insert.push(" ON CONFLICT (work_item_id) DO NOTHING RETURNING work_item_id");
+            let inserted: std::collections::HashSet<i64> =
+                insert.build_query_scalar().fetch_all(&mut **tx).await?.into_iter().collect();
+            let recorded: Vec<&FinishedItem> =
+                finished.iter().filter(|item| inserted.contains(&item.work_item_id)).collect();
+            if recorded.is_empty() {
+                return Ok(RecordOutcome::default());
+            }
+
+            let with_logprobs: Vec<(i64, &[u8])> = recorded
+                .iter()
+                .filter_map(|item| item.generation.logprobs.as_deref().map(|data| (item.work_item_id, data)))
+                .collect();
+            for chunk in with_logprobs.chunks($crate::work_queue::RESULT_INSERT_BATCH) {
+                let mut logprobs = sqlx::QueryBuilder::<$db>::new(
+                    "INSERT INTO generation_logprobs (work_item_id, logprobs) ",
+                );
+                logprobs.push_values(chunk, |mut row, (work_item_id, data)| {
+                    row.push_bind(*work_item_id).push_bind(*data);
+                });
+                logprobs.build().execute(&mut **tx).await?;
+            }
+
+            let grades: Vec<(i64, &arbiter_domain::grading::record::GradeRecord)> = recorded
+                .iter()
+                .flat_map(|item| item.grading.grades.iter().map(|grade| (item.work_item_id, grade)))
+                .collect();
+            for chunk in grades.chunks($crate::work_queue::GRADE_INSERT_BATCH) {
+                let mut insert = sqlx::QueryBuilder::<$db>::new(
+                    "INSERT INTO grades (work_item_id, grader, verdict, extracted_answer, reason, stage, confidence, \
+                     agreement, cost_usd, prompt_tokens, completion_tokens, latency_ms, model_used, fallback_used, \
+                     from_cache, created_at) ",
+                );
+                insert.push_values(chunk, |mut row, (work_item_id, record)| {
+                    row.push_bind(*work_item_id)
+                        .push_bind(record.grade.grader.as_str())
+                        .push_bind(record.grade.verdict.as_str())
+                        .push_bind(record.grade.extracted_answer.as_deref())
+                        .push_bind(record.grade.reason.as_str())
+                        .push_bind(record.stage.as_str())
+                        .push_bind(record.confidence)
+                        .push_bind(record.agreement)
+                        .push_bind(record.cost_usd)
+                        .push_bind(record.prompt_tokens)
+                        .push_bind(record.completion_tokens)
+                        .push_bind(record.latency_ms)
+                        .push_bind(record.model_used.as_deref())
+                        .push_bind(record.fallback_used)
+                        .push_bind(record.from_cache)
+                        .push_bind(now);
+                });
+                insert.build().execute(&mut **tx).await?;
+            }
+
+            // One statement finishes every identity with its verdict (errors have none).
+            let mut done_per_run: Vec<(i64, i64)> = Vec::new();
+            if finish_work_items {
+                let mut update = sqlx::QueryBuilder::<$db>::new(
+                    "UPDATE work_items SET state = 'done', lease_owner = NULL, lease_expires_at = NULL, \
+                     verdict = v.column2, decided_by = v.column3 FROM (",
+                );
+                update.push_values(&recorded, |mut row, item| {
+                    row.push_bind(item.work_item_id)
+                        .push_bind(item.grading.verdict.map_or("error", |verdict| verdict.as_str()))
+                        .push_bind(item.grading.decided_by_label());
+                });
+                update.push(") AS v WHERE work_items.id = v.column1 RETURNING work_items.run_id");
+                for run in update.build_query_scalar::<i64>().fetch_all(&mut **tx).await? {
+                    match done_per_run.iter_mut().find(|(id, _)| *id == run) {
+                        Some((_, count)) => *count += 1,
+                        None => done_per_run.push((run, 1)),
+                    }
+                }
+            }
+            for (run, count) in &done_per_run {
+                add_done(tx, *run, *count).await?;
+            }
+            let runs: Vec<i64> = done_per_run.iter().map(|(run, _)| *run).collect();
+
+            let for_humans: Vec<(i64, &arbiter_domain::grading::record::HumanTask)> = recorded
+                .iter()
+                .filter_map(|item| item.grading.human.as_ref().map(|task| (item.work_item_id, task)))
+                .collect();
+            if !for_humans.is_empty() {
+                let mut tasks = sqlx::QueryBuilder::<$db>::new(
+                    "INSERT INTO annotation_tasks (work_item_id, reason, kind, sampling_rate, labels_needed, skill, \
+                     review_rate, state, created_at) ",
+                );
+                tasks.push_values(&for_humans, |mut row, (work_item_id, task)| {
+                    row.push_bind(*work_item_id)
+                        .push_bind(task.reason.as_str())
+                        .push_bind(task.kind.as_str())
+                        .push_bind(task.sampling_rate)
+                        .push_bind(task.routing.labels_needed)
+                        .push_bind(task.routing.skill.as_deref())
+                        .push_bind(task.routing.review_rate)
+                        .push_bind("open")
+                        .push_bind(now);
+                });
+                tasks.push(" ON CONFLICT (work_item_id) DO NOTHING");
+                tasks.build().execute(&mut **tx).await?;
+                // Priority and SLA deadline follow the run's priority class.
+                use arbiter_domain::annotation::adjudication::sla_hours;
+                use arbiter_domain::run::{PRIORITY_ABLATION, PRIORITY_PROMOTION, PRIORITY_SCHEDULED};
+                let mut schedule = sqlx::QueryBuilder::<$db>::new(format!(
+                    "UPDATE annotation_tasks SET priority = r.priority, \
+                     due_at = annotation_tasks.created_at + (CASE WHEN r.priority >= {PRIORITY_PROMOTION} THEN {} \
+                     WHEN r.priority = {PRIORITY_ABLATION} THEN {} ELSE {} END) * 3600000 \
+                     FROM work_items w JOIN runs r ON r.id = w.run_id \
+                     WHERE w.id = annotation_tasks.work_item_id AND annotation_tasks.due_at IS NULL AND annotation_tasks.work_item_id IN (",
+                    sla_hours(PRIORITY_PROMOTION),
+                    sla_hours(PRIORITY_ABLATION),
+                    sla_hours(PRIORITY_SCHEDULED),
+                ));
+                let mut ids = schedule.separated(", ");
+                for (work_item_id, _) in &for_humans {
+                    ids.push_bind(*work_item_id);
+                }
+                ids.push_unseparated(")");
+                schedule.build().execute(&mut **tx).await?;
+            }
+
+            // Judge calls enter the grade cache (the first answer under a key stays).
+            let judge_calls: Vec<&arbiter_domain::grading::judge::JudgeCall> =
+                recorded.iter().flat_map(|item| &item.grading.judge_calls).collect();
+            for chunk in judge_calls.chunks($crate::work_queue::GRADE_INSERT_BATCH) {
+                let mut cache = sqlx::QueryBuilder::<$db>::new(
+                    "INSERT INTO grade_cache (cache_key, output, verdict, confidence, prompt_tokens, completion_tokens, model_used, created_at) ",
+                );
+                cache.push_values(chunk, |mut row, call| {
+                    row.push_bind(call.cache_key.as_str())
+                        .push_bind(call.output.as_str())
+                        .push_bind(call.pass.map(|pass| if pass { "pass" } else { "fail" }))
+                        .push_bind(call.confidence)
+                        .push_bind(call.prompt_tokens)
+                        .push_bind(call.completion_tokens)
+                        .push_bind(call.model_used.as_deref())
+                        .push_bind(now);
+                });
+                cache.push(" ON CONFLICT (cache_key) DO NOTHING");
+                cache.build().execute(&mut **tx).await?;
+            }
+
+            // Answers (never errors) enter the content-addressed cache, by reference.
+            let cacheable: Vec<(&str, i64)> = recorded
+                .iter()
+                .filter(|item| item.cached_from.is_none() && !item.generation.outcome.is_error())
+                .filter_map(|item| item.generation_key.as_deref().map(|key| (key, item.work_item_id)))
+                .collect();
+            if !cacheable.is_empty() {
+                let mut cache = sqlx::QueryBuilder::<$db>::new(
+                    "INSERT INTO generation_cache (generation_key, work_item_id, created_at) ",
+                );
+                cache.push_values(&cacheable, |mut row, (key, work_item_id)| {
+                    row.push_bind(*key).push_bind(*work_item_id).push_bind(now);
+                });
+                cache.push(" ON CONFLICT (generation_key) DO NOTHING");
+                cache.build().execute(&mut **tx).await?;
+            }
+            Ok(RecordOutcome { inserted: recorded.len(), runs })
+        }
+
+        #[async_trait::async_trait]
+        impl $crate::work_queue::WorkQueueStore for $store {
+            async fn cached_generations(&self, keys: &[String]) -> StoreResult<Vec<(String, CachedGeneration)>> {
+                let mut found = Vec::new();
+                for chunk in keys.chunks($crate::KEY_LOOKUP_BATCH) {
+                    let mut select = sqlx::QueryBuilder::<$db>::new(
+                        "SELECT c.generation_key, c.work_item_id AS source_work_item_id, g.outcome, g.output, g.finish_reason, \
+                         g.prompt_tokens, g.completion_tokens, g.model_used \
+                         FROM generation_cache c JOIN generations g ON g.work_item_id = c.work_item_id \
+                         WHERE c.generation_key IN (",
+                    );
+                    let mut list = select.separated(", ");
+                    for key in chunk {
+                        list.push_bind(key.as_str());
+                    }
+                    list.push_unseparated(")");
+                    for row in select.build().fetch_all(&self.pool).await? {
+                        found.push((row.try_get("generation_key")?, cached_from_row(&row)?));
+                    }
+                }
+                Ok(found)
+            }
+
+            async fn active_runs(&self) -> StoreResult<Vec<ActiveRun>> {
+                let rows: Vec<(i64, i64, String, f64)> = sqlx::query_as(
+                    "SELECT r.id, r.priority, r.team, COALESCE(t.weight, 1.0) FROM runs r \
+                     LEFT JOIN team_weights t ON t.team = r.team WHERE r.status = 'running' ORDER BY r.id",
+                )
+                .fetch_all(&self.pool)
+                .await?;
+                Ok(rows
+                    .into_iter()
+                    .map(|(id, priority, team, team_weight)| ActiveRun { id, priority, team, team_weight })
+                    .collect())
+            }
+
+            async fn claim_jobs(
+                &self,
+                worker: &str,
+                run_id: i64,
+                limit: i64,
+                lease_ms: i64,
+                longest_first: bool,
+            ) -> StoreResult<Vec<ClaimedJob>> {
+                let now = now_ms();
+                // Longest expected first, so the long tail overlaps the bulk.
+                let order = if longest_first { "cost DESC, id" } else { "id" };
+                let claim = format!(
+                    "UPDATE work_items SET state = 'leased', lease_owner = $1, lease_expires_at = $2, attempts = attempts + 1 \
+                     WHERE id IN (SELECT id FROM work_items WHERE run_id = $3 AND state = 'queued' \
+                                  AND EXISTS (SELECT 1 FROM runs WHERE id = $3 AND status = 'running') \
+                                  ORDER BY {order} LIMIT $4 {}) RETURNING id",
+                    $skip_locked
+                );
+                // One autocommit statement takes the lease; the identities' inputs are then read
+                // on a reader connection (they never change, so no transaction spans both),
+                // leaving SQLite's single writer free for commits meanwhile.
+                let ids: Vec<i64> = sqlx::query_scalar(&claim)
+                    .bind(worker)
+                    .bind(now + lease_ms)
+                    .bind(run_id)
+                    .bind(limit)
+                    .fetch_all(&self.writer)
+                    .await?;
+                if ids.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let mut select = sqlx::QueryBuilder::<$db>::new(
+                    "SELECT w.id, w.run_id, w.case_id, w.repetition, w.cost, w.attempts, w.generation_key, i.input, i.target, \
+                     c.work_item_id AS source_work_item_id, g.outcome, g.output, g.finish_reason, g.prompt_tokens, \
+                     g.completion_tokens, g.model_used \
+                     FROM work_items w JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
+                     LEFT JOIN generation_cache c ON c.generation_key = w.generation_key \
+                     LEFT JOIN generations g ON g.work_item_id = c.work_item_id WHERE w.id IN (",
+                );
+                let mut list = select.separated(", ");
+                for id in &ids {
+                    list.push_bind(*id);
+                }
+                list.push_unseparated(") ORDER BY w.cost DESC, w.id");
+                let rows = select.build().fetch_all(&self.pool).await?;
+                rows.iter()
+                    .map(|row| {
+                        let cached_outcome: Option<String> = row.try_get("outcome")?;
+                        Ok(ClaimedJob {
+                            work_item_id: row.try_get("id")?,
+                            run_id: row.try_get("run_id")?,
+                            case_id: row.try_get("case_id")?,
+                            repetition: row.try_get("repetition")?,
+                            input: row.try_get("input")?,
+                            target: row.try_get("target")?,
+                            cost: row.try_get("cost")?,
+                            claims: row.try_get("attempts")?,
+                            generation_key: row.try_get("generation_key")?,
+                            cached: match cached_outcome {
+                                Some(_) => Some(cached_from_row(row)?),
+                                None => None,
+                            },
+                        })
+                    })
+                    .collect::<Result<_, sqlx::Error>>()
+                    .map_err(StoreError::from)
+            }
+
+            async fn claim_work(&self, worker: &str, limit: i64, lease_ms: i64) -> StoreResult<Vec<i64>> {
+                let now = now_ms();
+                // The run's status is read in a subquery, not a join: on PostgreSQL a joined
+                // `FOR UPDATE SKIP LOCKED` would lock the run's row too, and every concurrent
+                // claim would then skip the whole run and come back empty.
+                let mut tx = self.writer.begin_with($begin).await?;
+                let ids: Vec<i64> = sqlx::query_scalar(concat!(
+                    "UPDATE work_items SET state = 'leased', lease_owner = $1, lease_expires_at = $2, attempts = attempts + 1 \
+                     WHERE id IN (SELECT w.id FROM work_items w \
+                                  WHERE w.state = 'queued' \
+                                  AND EXISTS (SELECT 1 FROM runs r WHERE r.id = w.run_id AND r.status = 'running') \
+                                  ORDER BY w.id LIMIT $3 ",
+                    $skip_locked,
+                    ") RETURNING id"
+                ))
+                .bind(worker)
+                .bind(now + lease_ms)
+                .bind(limit)
+                .fetch_all(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                Ok(ids)
+            }
+
+            async fn load_job(&self, work_item_id: i64) -> StoreResult<Job> {
+                let row = sqlx::query(
+                    "SELECT w.id, w.run_id, w.case_id, w.repetition, i.input, i.target, r.manifest_json \
+                     FROM work_items w JOIN runs r ON r.id = w.run_id \
+                     JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
+                     WHERE w.id = $1",
+                )
+                .bind(work_item_id)
+                .fetch_optional(&self.pool)
+                .await?
+                .ok_or_else(|| StoreError::NotFound(format!("no work item with id {work_item_id}")))?;
+                let manifest_json: String = row.try_get("manifest_json")?;
+                let manifest: Manifest = serde_json::from_str(&manifest_json)
+                    .map_err(|err| sqlx::Error::Decode(err.into()))?;
+                Ok(Job {
+                    work_item_id: row.try_get("id")?,
+                    run_id: row.try_get("run_id")?,
+                    case_id: row.try_get("case_id")?,
+                    repetition: row.try_get("repetition")?,
+                    input: row.try_get("input")?,
+                    target: row.try_get("target")?,
+                    prompt_template: manifest.eval.prompt_template,
+                    grader: manifest.eval.grader.id_version().to_string(),
+                    max_tokens: i64::from(manifest.eval.generation.max_tokens),
+                    temperature: manifest.eval.generation.temperature,
+                    seed: manifest.eval.generation.seed as i64,
+                    base_url: manifest.endpoint_urls.first().cloned().unwrap_or_default(),
+                    model: manifest.served_model,
+                })
+            }
+
+            async fn record_results(&self, finished: &[FinishedItem]) -> StoreResult<RecordOutcome> {
+                if finished.is_empty() {
+                    return Ok(RecordOutcome::default());
+                }
+                let mut tx = self.writer.begin_with($begin).await?;
+                let mut outcome = RecordOutcome::default();
+                for chunk in finished.chunks($crate::work_queue::RESULT_INSERT_BATCH) {
+                    let recorded = insert_results(&mut tx, chunk, now_ms(), true).await?;
+                    outcome.inserted += recorded.inserted;
+                    for run in recorded.runs {
+                        if !outcome.runs.contains(&run) {
+                            outcome.runs.push(run);
+                        }
+                    }
+                }
+                tx.commit().await?;
+                Ok(outcome)
+            }
+
+            async fn heartbeat(&self, worker: &str, in_flight: i64, lease_ms: i64, live_within_ms: i64) -> StoreResult<i64> {
+                let now = now_ms();
+                let mut tx = self.writer.begin_with($begin).await?;
+                sqlx::query("UPDATE work_items SET lease_expires_at = $1 WHERE state = 'leased' AND lease_owner = $2")
+                    .bind(now + lease_ms)
+                    .bind(worker)
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::query(
+                    "INSERT INTO workers (name, started_at, heartbeat_at, in_flight) VALUES ($1, $2, $2, $3) \
+                     ON CONFLICT (name) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, in_flight = excluded.in_flight",
+                )
+                .bind(worker)
+                .bind(now)
+                .bind(in_flight)
+                .execute(&mut *tx)
+                .await?;
+                let live: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM workers WHERE heartbeat_at > $1")
+                    .bind(now - live_within_ms)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok(live.max(1))
+            }
+
+            async fn reap_expired_leases(&self) -> StoreResult<u64> {
+                let now = now_ms();
+                let reaped = sqlx::query(
+                    "UPDATE work_items SET state = 'queued', lease_owner = NULL, lease_expires_at = NULL \
+                     WHERE state = 'leased' AND lease_expires_at < $1",
+                )
+                .bind(now)
+                .execute(&self.writer)
+                .await?;
+                // Workers silent for an hour are gone; their rows only clutter the health page.
+                sqlx::query("DELETE FROM workers WHERE heartbeat_at < $1")
+                    .bind(now - 3_600_000)
+                    .execute(&self.writer)
+                    .await?;
+                Ok(reaped.rows_affected())
+            }
+
+            async fn release_lease(&self, worker: &str, work_item_id: i64) -> StoreResult<bool> {
+                let released = sqlx::query(
+                    "UPDATE work_items SET state = 'queued', lease_owner = NULL, lease_expires_at = NULL \
+                     WHERE id = $1 AND lease_owner = $2 AND state = 'leased'",
+                )
+                .bind(work_item_id)
+                .bind(worker)
+                .execute(&self.writer)
+                .await?;
+                Ok(released.rows_affected() == 1)
+            }
+
+            async fn deregister_worker(&self, worker: &str) -> StoreResult<()> {
+                sqlx::query("DELETE FROM workers WHERE name = $1")
+                    .bind(worker)
+                    .execute(&self.writer)
+                    .await?;
+                Ok(())
+            }
+        }
+    };
+}
+
+use crate::StoreResult;
+use arbiter_domain::answer::{Generation, Outcome};
+use arbiter_domain::expansion::PlannedIdentity;
+use arbiter_domain::grading::record::Grading;
+use arbiter_domain::grading::Grade;
+pub(crate) use work_queue_sql;
