@@ -21,7 +21,6 @@ pub mod reporting;
 pub mod retention;
 pub mod secrets;
 pub mod service;
-pub mod sim;
 
 pub mod trends;
 pub mod triggers;

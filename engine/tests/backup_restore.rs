@@ -8,7 +8,7 @@ mod common;
 mod store_support;
 
 use arbiter_engine::export::{export_run, ExportFormat};
-use arbiter_engine::sim::SimConfig;
+use arbiter_sim::SimConfig;
 use arbiter_store::{Database, Store};
 use std::process::Command;
 use std::sync::Arc;

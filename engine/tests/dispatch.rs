@@ -5,7 +5,7 @@
 mod common;
 
 use arbiter_engine::service::{self, CheckpointForm, EvalForm};
-use arbiter_engine::sim::{SimConfig, SimFaults};
+use arbiter_sim::{SimConfig, SimFaults};
 use arbiter_store::Store;
 use common::*;
 use std::collections::HashMap;

@@ -7,7 +7,7 @@
 mod common;
 
 use arbiter_engine::service::{self, CheckpointForm, EvalForm};
-use arbiter_engine::sim::SimConfig;
+use arbiter_sim::SimConfig;
 use common::*;
 
 const KEY: &str = "sk-test-2f8c1e";

@@ -10,7 +10,7 @@ use arbiter_domain::grading::judge::DEFAULT_RUBRIC;
 use arbiter_domain::run::RunCosts;
 use arbiter_engine::policies::{self, JudgeForm, PolicyForm};
 use arbiter_engine::service::{self, CheckpointForm, EvalForm};
-use arbiter_engine::sim::{SimConfig, SimModel, SimModelKind};
+use arbiter_sim::{SimConfig, SimModel, SimModelKind};
 use arbiter_store::Store;
 use common::*;
 use std::collections::HashMap;

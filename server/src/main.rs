@@ -7,7 +7,7 @@ use arbiter_engine::dispatch::{run_worker, WorkerConfig};
 use arbiter_engine::mail::Mailer;
 use arbiter_engine::queue_health::run_monitor;
 use arbiter_engine::service;
-use arbiter_engine::sim::{self, SimConfig, SimFaults, SimModel};
+use arbiter_sim::{SimConfig, SimFaults, SimModel};
 use arbiter_store::{Database, Store};
 use clap::{Parser, Subcommand};
 use server::{demo, web};
@@ -449,7 +449,7 @@ async fn main() -> anyhow::Result<()> {
                 model_names(&config)
             );
             tokio::select! {
-                result = sim::serve(config, listener) => result,
+                result = arbiter_sim::serve(config, listener) => result,
                 _ = shutdown_signal() => Ok(()),
             }
         }
@@ -757,7 +757,7 @@ async fn run_demo(
     let sim_config = SimConfig::demo();
     let sim_models = model_names(&sim_config);
     tokio::spawn(async move {
-        if let Err(err) = sim::serve(sim_config, sim_listener).await {
+        if let Err(err) = arbiter_sim::serve(sim_config, sim_listener).await {
             tracing::error!(error = %err, "simulator stopped");
         }
     });

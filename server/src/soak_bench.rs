@@ -9,7 +9,7 @@ use crate::demo;
 use anyhow::{bail, Context};
 use arbiter_engine::dispatch::{run_worker, WorkerConfig};
 use arbiter_engine::mail::Mailer;
-use arbiter_engine::sim::{self, SimConfig};
+use arbiter_sim::SimConfig;
 use arbiter_store::{Database, Store};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -255,7 +255,7 @@ pub async fn run(minutes: u64) -> anyhow::Result<()> {
     let directory = tempfile::tempdir()?;
     let sim_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let sim_url = format!("http://{}/v1", sim_listener.local_addr()?);
-    tokio::spawn(sim::serve(SimConfig::demo(), sim_listener));
+    tokio::spawn(arbiter_sim::serve(SimConfig::demo(), sim_listener));
     let database = Database::open(&format!(
         "sqlite://{}",
         directory.path().join("soak.db").display()

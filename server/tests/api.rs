@@ -6,7 +6,7 @@ mod support;
 
 use arbiter_domain::accounts::Role;
 use arbiter_engine::dispatch::{run_worker, RetryPolicy, WorkerConfig};
-use arbiter_engine::sim::{self, SimConfig, SimModel};
+use arbiter_sim::{SimConfig, SimModel};
 use reqwest::{header, Method, StatusCode};
 use serde_json::{json, Value};
 use server::ci::{self, ApiClient, Baseline, SubmitManifest, Verdict};
@@ -555,7 +555,7 @@ async fn submit_waits_reports_and_exits_non_zero_on_a_significant_regression() {
     config.latency_ms_max = 3;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let sim_url = format!("http://{}/v1", listener.local_addr().unwrap());
-    tokio::spawn(sim::serve(config, listener));
+    tokio::spawn(arbiter_sim::serve(config, listener));
     let (stop, shutdown) = tokio::sync::watch::channel(false);
     let worker = tokio::spawn(run_worker(app.store.clone(), fast_worker(), shutdown));
 

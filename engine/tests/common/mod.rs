@@ -6,7 +6,7 @@
 use arbiter_domain::run::{RunProgress, PRIORITY_SCHEDULED};
 use arbiter_engine::dispatch::{run_worker, RetryPolicy, WorkerConfig};
 use arbiter_engine::service::{self, CheckpointForm};
-use arbiter_engine::sim::{self, SimConfig};
+use arbiter_sim::SimConfig;
 use arbiter_store::{Database, Store};
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +20,7 @@ pub async fn open_store(directory: &tempfile::TempDir) -> Arc<dyn Store> {
 pub async fn start_sim(config: SimConfig) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
-    tokio::spawn(sim::serve(config, listener));
+    tokio::spawn(arbiter_sim::serve(config, listener));
     format!("http://{address}/v1")
 }
 

@@ -1,0 +1,705 @@
+//! What a simulated model answers: a pure function of (model, prompt, seed). Every
+//! random-looking choice is a stable xxh3 hash of that identity plus a purpose tag, never the
+//! process-seeded std hasher. Answers come from the bundled sample dataset, so an answerer is
+//! right, wrong or unparseable at its configured rates and a judge can tell a correct candidate
+//! from a wrong one.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use serde::Deserialize;
+use xxhash_rust::xxh3::Xxh3Default;
+
+use crate::{SimModel, SimModelKind};
+
+/// The dataset the simulator can answer; the same file the demo offers for upload.
+const SAMPLE_DATASET: &str = include_str!("../../public/samples/qa-basic.jsonl");
+
+pub(crate) const PASS: &str = "PASS";
+
+pub(crate) const FAIL: &str = "FAIL";
+
+const UNKNOWN_QUESTION_REPLY: &str =
+    "I do not recognise this question, so I cannot work it out.\nAnswer: unknown";
+
+const UNDECIDED_VERDICT_REPLY: &str =
+    "The response is partly right and partly unclear.\nI cannot give a firm verdict either way.";
+
+/// Replies with no line starting with `Answer:`, so answer extraction must fail on them.
+const RAMBLING_REPLIES: [&str; 3] = [
+    "I am not completely sure.\nIt could be several things, depending on how the question is read.\nI would want to check a reference before committing to one.",
+    "Let me think about this.\nThere are a few ways to approach it, and they point in different directions.\nI cannot settle on a single answer with confidence.",
+    "Hmm, this is a tricky one.\nMy first instinct and my second thought disagree.\nPerhaps the question is asking about something slightly different.",
+];
+
+/// Plausible runner-up tokens for `top_logprobs`; more than `MAX_TOP_LOGPROBS` of them, so a
+/// full list never runs out even after skipping the chosen token.
+const ALTERNATIVE_TOKENS: [&str; 24] = [
+    " the", " a", " is", " it", " answer", " of", " to", " and", "\n", " I", " so", " that", " be",
+    " this", " we", " number", " about", " in", " not", " one", " two", " three", ".", ",",
+];
+
+/// One question of the bundled dataset, as far as the simulator cares.
+#[derive(Debug, Deserialize)]
+pub(crate) struct SampleItem {
+    pub(crate) input: String,
+    pub(crate) target: String,
+    pub(crate) category: String,
+}
+
+pub(crate) fn sample_items() -> &'static [SampleItem] {
+    static ITEMS: OnceLock<Vec<SampleItem>> = OnceLock::new();
+    ITEMS.get_or_init(|| {
+        // The file is compiled in and checked by a unit test, so a bad line is a build-time
+        // mistake; skipping it keeps the simulator serving rather than panicking.
+        SAMPLE_DATASET
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    })
+}
+
+/// The group of [`items_by_first_byte`] for text with no first byte.
+const EMPTY_TEXT_GROUP: usize = 256;
+
+/// The sample items grouped by the first byte of their question, each group in dataset order.
+fn items_by_first_byte() -> &'static [Vec<&'static SampleItem>] {
+    static GROUPS: OnceLock<Vec<Vec<&'static SampleItem>>> = OnceLock::new();
+    GROUPS.get_or_init(|| {
+        let mut groups = vec![Vec::new(); EMPTY_TEXT_GROUP + 1];
+        for item in sample_items() {
+            groups[first_byte_group(item.input.as_bytes())].push(item);
+        }
+        groups
+    })
+}
+
+fn first_byte_group(text: &[u8]) -> usize {
+    text.first()
+        .map_or(EMPTY_TEXT_GROUP, |byte| usize::from(*byte))
+}
+
+/// The dataset question asked in `prompt`. Few-shot prompts quote earlier questions first, so
+/// the one that occurs last is the one being asked; when two start at the same place (one is
+/// a prefix of the other), the later dataset item wins.
+fn find_question(prompt: &str) -> Option<&'static SampleItem> {
+    // Walking start positions back from the end stops at the asked question, usually a few
+    // dozen bytes from the end, rather than running a substring search per dataset item over
+    // the whole prompt, which was the costliest step of a simulated request. Scanning each
+    // group backwards makes the later dataset item win a tie.
+    let prompt = prompt.as_bytes();
+    let groups = items_by_first_byte();
+    (0..=prompt.len()).rev().find_map(|start| {
+        let rest = &prompt[start..];
+        groups[first_byte_group(rest)]
+            .iter()
+            .rev()
+            .find(|item| rest.starts_with(item.input.as_bytes()))
+            .copied()
+    })
+}
+
+/// The identity of one generation; every draw hashes it, so a reply is a pure function of it.
+#[derive(Clone, Copy)]
+pub(crate) struct Generation<'a> {
+    pub(crate) model: &'a SimModel,
+    pub(crate) prompt: &'a str,
+    pub(crate) seed: i64,
+}
+
+impl Generation<'_> {
+    /// The hash state after this generation's model and prompt; every draw continues from it.
+    pub(crate) fn identity(&self) -> HashedIdentity {
+        let mut state = Xxh3Default::new();
+        for part in [self.model.name.as_bytes(), self.prompt.as_bytes()] {
+            hash_length_prefixed(&mut state, part);
+        }
+        HashedIdentity {
+            state,
+            seed: self.seed,
+        }
+    }
+
+    pub(crate) fn hash(&self, purpose: &str, index: u64) -> u64 {
+        self.identity().hash(purpose, index)
+    }
+
+    /// A uniform draw in `[0, 1)`, independent across purposes and indices.
+    pub(crate) fn draw(&self, purpose: &str, index: u64) -> f64 {
+        self.identity().draw(purpose, index)
+    }
+}
+
+/// A generation's identity already fed to xxh3. Scoring draws several times per token;
+/// cloning this state instead of rehashing the prompt for each draw gives the same hashes
+/// (a streaming hash depends only on the bytes fed) for much less work.
+#[derive(Clone)]
+pub(crate) struct HashedIdentity {
+    pub(crate) state: Xxh3Default,
+    pub(crate) seed: i64,
+}
+
+impl HashedIdentity {
+    pub(crate) fn hash(&self, purpose: &str, index: u64) -> u64 {
+        let mut hasher = self.state.clone();
+        hash_length_prefixed(&mut hasher, purpose.as_bytes());
+        hasher.update(&self.seed.to_le_bytes());
+        hasher.update(&index.to_le_bytes());
+        hasher.digest()
+    }
+
+    /// A uniform draw in `[0, 1)`, independent across purposes and indices.
+    pub(crate) fn draw(&self, purpose: &str, index: u64) -> f64 {
+        // The top 53 bits fill an f64 mantissa exactly, so every value is equally likely.
+        (self.hash(purpose, index) >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// Length prefixes keep ("ab", "c") and ("a", "bc") from hashing alike.
+fn hash_length_prefixed(hasher: &mut Xxh3Default, part: &[u8]) {
+    hasher.update(&(part.len() as u64).to_le_bytes());
+    hasher.update(part);
+}
+
+/// The element of `choices` that a uniform draw `u` in `[0, 1)` lands on.
+fn pick<T>(choices: &[T], u: f64) -> Option<&T> {
+    let index = (u * choices.len() as f64) as usize;
+    choices.get(index.min(choices.len().saturating_sub(1)))
+}
+
+/// A reply before the request's limits (`max_tokens`, `stop`) are applied.
+pub(crate) struct Reply {
+    pub(crate) text: String,
+    /// A judge's probability for its verdict token, which the logprobs report.
+    pub(crate) verdict_confidence: Option<f64>,
+}
+
+pub(crate) fn generate_reply(generation: Generation<'_>) -> Reply {
+    match generation.model.kind {
+        SimModelKind::Answerer => Reply {
+            text: answer(generation),
+            verdict_confidence: None,
+        },
+        SimModelKind::Judge => judge(generation),
+    }
+}
+
+fn answer(generation: Generation<'_>) -> String {
+    let Some(item) = find_question(generation.prompt) else {
+        return UNKNOWN_QUESTION_REPLY.to_string();
+    };
+    let model = generation.model;
+    if generation.draw("unparseable", 0) < model.unparseable_rate {
+        let rambling = pick(&RAMBLING_REPLIES, generation.draw("rambling", 0));
+        return rambling.copied().unwrap_or(RAMBLING_REPLIES[0]).to_string();
+    }
+    let final_answer = if generation.draw("correct", 0) < model.accuracy {
+        item.target.clone()
+    } else {
+        wrong_answer(generation, item)
+    };
+    // Right and wrong replies share the reasoning line, so only the answer tells them apart.
+    format!("{}\nAnswer: {final_answer}", reasoning_line(&item.category))
+}
+
+fn reasoning_line(category: &str) -> &'static str {
+    match category {
+        "arithmetic" => "Working through the arithmetic step by step.",
+        "capitals" => "Recalling the seat of government of that country.",
+        "units" => "Applying the standard conversion factor.",
+        _ => "Thinking it through carefully.",
+    }
+}
+
+/// A mistake a model could plausibly make: a number slightly off, or a real answer to a
+/// different question of the same kind.
+fn wrong_answer(generation: Generation<'_>, item: &SampleItem) -> String {
+    if let Ok(target) = item.target.parse::<i64>() {
+        let offset = (1 + (generation.draw("wrong-offset", 0) * 5.0) as i64).min(5);
+        let wrong = if generation.draw("wrong-sign", 0) < 0.5 {
+            target - offset
+        } else {
+            target + offset
+        };
+        return wrong.to_string();
+    }
+    let others: Vec<&SampleItem> = sample_items()
+        .iter()
+        .filter(|other| other.category == item.category && other.target != item.target)
+        .collect();
+    pick(&others, generation.draw("wrong-pick", 0))
+        .map_or_else(|| "unknown".to_string(), |other| other.target.clone())
+}
+
+fn judge(generation: Generation<'_>) -> Reply {
+    let model = generation.model;
+    if generation.draw("unparseable", 0) < model.unparseable_rate {
+        return Reply {
+            text: UNDECIDED_VERDICT_REPLY.to_string(),
+            verdict_confidence: None,
+        };
+    }
+    // Real judges are rarely certain and rarely coin-flips; [0.55, 0.99) looks like one.
+    let (low, high) = model.calibrated_confidence.unwrap_or((0.55, 0.99));
+    let confidence = low + (high - low) * generation.draw("confidence", 0);
+    // A calibrated judge is right exactly as often as it says.
+    let accuracy = match model.calibrated_confidence {
+        Some(_) => confidence,
+        None => model.accuracy,
+    };
+    let pass = match candidate_is_correct(generation.prompt) {
+        Some(correct) if generation.draw("verdict", 0) < accuracy => correct,
+        Some(correct) => !correct,
+        None => generation.draw("verdict", 0) < 0.5,
+    };
+    Reply {
+        text: if pass { PASS } else { FAIL }.to_string(),
+        verdict_confidence: Some(confidence),
+    }
+}
+
+/// Whether the candidate quoted in a judge prompt answered a known question correctly: the
+/// prompt must contain the question and a line `Answer: <target>` (the answerer's final line).
+/// `None` when the prompt quotes no known question.
+fn candidate_is_correct(prompt: &str) -> Option<bool> {
+    let item = find_question(prompt)?;
+    let expected = format!("Answer: {}", item.target);
+    Some(
+        prompt
+            .lines()
+            .any(|line| line.trim().eq_ignore_ascii_case(&expected)),
+    )
+}
+
+/// Splits text into words that carry their leading space, with each newline its own token;
+/// concatenating the tokens gives back the text.
+pub(crate) fn tokenize(text: &str) -> Vec<String> {
+    let mut tokens = Vec::new();
+    let mut current = String::new();
+    for character in text.chars() {
+        if character == '\n' {
+            if !current.is_empty() {
+                tokens.push(std::mem::take(&mut current));
+            }
+            tokens.push("\n".to_string());
+        } else if character == ' ' && current.chars().any(|c| c != ' ') {
+            tokens.push(std::mem::take(&mut current));
+            current.push(character);
+        } else {
+            current.push(character);
+        }
+    }
+    if !current.is_empty() {
+        tokens.push(current);
+    }
+    tokens
+}
+
+/// The request's limits on one generation.
+pub(crate) struct Limits {
+    pub(crate) max_tokens: usize,
+    pub(crate) stop: Vec<String>,
+    /// An injected truncation fault: stop after half the tokens.
+    pub(crate) force_truncate: bool,
+}
+
+/// The tokens a request gets back and why generation ended.
+pub(crate) struct Finished {
+    pub(crate) tokens: Vec<String>,
+    pub(crate) finish_reason: &'static str,
+}
+
+pub(crate) fn apply_limits(text: &str, limits: &Limits) -> Finished {
+    // A real model checks stop sequences as it goes, so a stop that comes before the token
+    // limit wins and one after it never happens.
+    let mut tokens = tokenize(cut_at_stop(text, &limits.stop));
+    let mut finish_reason = "stop";
+    if limits.force_truncate {
+        tokens.truncate(tokens.len() / 2);
+        finish_reason = "length";
+    }
+    if tokens.len() > limits.max_tokens {
+        tokens.truncate(limits.max_tokens);
+        finish_reason = "length";
+    }
+    Finished {
+        tokens,
+        finish_reason,
+    }
+}
+
+/// `text` up to (not including) the earliest stop string; empty stop strings are ignored.
+fn cut_at_stop<'a>(text: &'a str, stop: &[String]) -> &'a str {
+    stop.iter()
+        .filter(|stop| !stop.is_empty())
+        .filter_map(|stop| text.find(stop.as_str()))
+        .min()
+        .map_or(text, |end| &text[..end])
+}
+
+/// One returned token with its logprob and its `top_logprobs` list (chosen token first).
+pub(crate) struct ScoredToken {
+    pub(crate) text: String,
+    pub(crate) logprob: f64,
+    pub(crate) top: Vec<(String, f64)>,
+}
+
+pub(crate) fn score_tokens(
+    generation: Generation<'_>,
+    reply: &Reply,
+    tokens: Vec<String>,
+    top_count: usize,
+) -> Vec<ScoredToken> {
+    let identity = generation.identity();
+    tokens
+        .into_iter()
+        .enumerate()
+        .map(|(index, text)| match (reply.verdict_confidence, index) {
+            (Some(confidence), 0) if text == PASS || text == FAIL => {
+                score_verdict(&identity, text, confidence, top_count)
+            }
+            _ => score_token(&identity, index as u64, text, top_count),
+        })
+        .collect()
+}
+
+fn score_token(
+    identity: &HashedIdentity,
+    index: u64,
+    text: String,
+    top_count: usize,
+) -> ScoredToken {
+    // In (-2.5, -0.01]: sure enough to look like a tuned model, never exactly certain.
+    let logprob = -0.01 - 2.49 * identity.draw("logprob", index);
+    let top = top_alternatives(identity, index, vec![(text.clone(), logprob)], top_count);
+    ScoredToken { text, logprob, top }
+}
+
+fn score_verdict(
+    identity: &HashedIdentity,
+    text: String,
+    confidence: f64,
+    top_count: usize,
+) -> ScoredToken {
+    let logprob = confidence.ln();
+    let other = if text == PASS { FAIL } else { PASS };
+    let leaders = vec![
+        (text.clone(), logprob),
+        (other.to_string(), (1.0 - confidence).ln()),
+    ];
+    // Graders read a judge's confidence from the PASS/FAIL pair, so both are always listed.
+    let top = top_alternatives(identity, 0, leaders, top_count.max(2));
+    ScoredToken { text, logprob, top }
+}
+
+/// Extends `leaders` (most likely first) with filler tokens, each strictly less likely than
+/// the one before, up to `count` entries in all; no token appears twice.
+fn top_alternatives(
+    identity: &HashedIdentity,
+    index: u64,
+    mut leaders: Vec<(String, f64)>,
+    count: usize,
+) -> Vec<(String, f64)> {
+    let start =
+        (identity.draw("alternative-start", index) * ALTERNATIVE_TOKENS.len() as f64) as usize;
+    let candidates = ALTERNATIVE_TOKENS
+        .iter()
+        .cycle()
+        .skip(start)
+        .take(ALTERNATIVE_TOKENS.len());
+    for candidate in candidates {
+        if leaders.len() >= count {
+            break;
+        }
+        if leaders.iter().any(|(token, _)| token == candidate) {
+            continue;
+        }
+        let previous = leaders.last().map_or(0.0, |(_, logprob)| *logprob);
+        // Room for MAX_TOP_LOGPROBS positions per token keeps each gap's draw independent.
+        let position = index * (MAX_TOP_LOGPROBS as u64 + 1) + leaders.len() as u64;
+        let gap = 0.05 + 0.95 * identity.draw("alternative-gap", position);
+        leaders.push(((*candidate).to_string(), previous - gap));
+    }
+    leaders.truncate(count);
+    leaders
+}
+
+/// A delay in `[min_ms, max_ms]` (a reversed range means `min_ms`).
+pub(crate) fn latency(generation: Generation<'_>, min_ms: u64, max_ms: u64) -> Duration {
+    let span = max_ms.saturating_sub(min_ms);
+    let offset = (generation.draw("latency", 0) * (span as f64 + 1.0)) as u64;
+    Duration::from_millis(min_ms + offset.min(span))
+}
+
+/// OpenAI's documented upper bound for `top_logprobs`.
+pub(crate) const MAX_TOP_LOGPROBS: usize = 20;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::{answerer, judge_model, TEMPLATE};
+
+    fn reply_for(model: &SimModel, prompt: &str, seed: i64) -> Reply {
+        generate_reply(Generation {
+            model,
+            prompt,
+            seed,
+        })
+    }
+
+    fn final_answer(text: &str) -> Option<&str> {
+        text.lines().find_map(|line| line.strip_prefix("Answer: "))
+    }
+
+    fn limits(max_tokens: usize, stop: &[&str]) -> Limits {
+        Limits {
+            max_tokens,
+            stop: stop.iter().map(|stop| (*stop).to_string()).collect(),
+            force_truncate: false,
+        }
+    }
+
+    #[test]
+    fn bundled_dataset_has_sixty_items_in_three_categories() {
+        let items = sample_items();
+        assert_eq!(items.len(), 60);
+        for category in ["arithmetic", "capitals", "units"] {
+            let count = items
+                .iter()
+                .filter(|item| item.category == category)
+                .count();
+            assert_eq!(count, 20, "category {category}");
+        }
+    }
+
+    #[test]
+    fn every_question_is_found_in_its_prompt() {
+        for item in sample_items() {
+            let prompt = format!("{TEMPLATE}{}", item.input);
+            let found = find_question(&prompt).map(|found| found.input.as_str());
+            assert_eq!(found, Some(item.input.as_str()));
+        }
+    }
+
+    #[test]
+    fn few_shot_prompts_answer_the_last_question() {
+        let prompt = format!(
+            "{TEMPLATE}What is 17 + 25?\nAnswer: 42\n\n{TEMPLATE}What is the capital of Japan?"
+        );
+        assert_eq!(
+            find_question(&prompt).map(|item| item.target.as_str()),
+            Some("Tokyo")
+        );
+    }
+
+    #[test]
+    fn question_lookup_agrees_with_a_search_per_item() {
+        // The plain definition: the item whose question occurs last, the later item on a tie.
+        let by_search = |prompt: &str| {
+            sample_items()
+                .iter()
+                .filter_map(|item| prompt.rfind(&item.input).map(|position| (position, item)))
+                .max_by_key(|(position, _)| *position)
+                .map(|(_, item)| item.input.as_str())
+        };
+        let items = sample_items();
+        let mut prompts = vec![
+            String::new(),
+            "Who painted the ceiling?".to_string(),
+            "Ünïcödé What is 17 + 25? ✓".to_string(),
+        ];
+        for (index, item) in items.iter().enumerate() {
+            let other = &items[(index * 7 + 3) % items.len()].input;
+            prompts.push(format!("{}{TEMPLATE}{other}\nAnswer: 1\n\n", item.input));
+            prompts.push(format!(
+                "{other} {} {other}{}",
+                item.input,
+                &item.input[..5]
+            ));
+            prompts.push(format!(
+                "Question: {}\nResponse:\nAnswer: {}",
+                item.input, item.target
+            ));
+        }
+        for prompt in &prompts {
+            let found = find_question(prompt).map(|item| item.input.as_str());
+            assert_eq!(found, by_search(prompt), "{prompt}");
+        }
+    }
+
+    #[test]
+    fn same_model_prompt_and_seed_give_the_same_reply() {
+        let model = answerer(0.5, 0.2);
+        for item in sample_items() {
+            let prompt = format!("{TEMPLATE}{}", item.input);
+            assert_eq!(
+                reply_for(&model, &prompt, 7).text,
+                reply_for(&model, &prompt, 7).text
+            );
+        }
+    }
+
+    #[test]
+    fn different_seeds_can_give_different_replies() {
+        let model = answerer(0.5, 0.2);
+        let prompt = format!("{TEMPLATE}What is 48 + 37?");
+        let replies: std::collections::HashSet<String> = (0..20)
+            .map(|seed| reply_for(&model, &prompt, seed).text)
+            .collect();
+        assert!(replies.len() > 1);
+    }
+
+    #[test]
+    fn accuracy_lands_near_the_configured_rate() {
+        let model = answerer(0.8, 0.0);
+        let correct = sample_items()
+            .iter()
+            .filter(|item| {
+                let reply = reply_for(&model, &format!("{TEMPLATE}{}", item.input), 0);
+                final_answer(&reply.text) == Some(item.target.as_str())
+            })
+            .count();
+        // 60 Bernoulli(0.8) draws: mean 48, standard deviation about 3.1.
+        assert!((36..=58).contains(&correct), "{correct} of 60 correct");
+    }
+
+    #[test]
+    fn wrong_answers_are_plausible_and_never_the_target() {
+        let model = answerer(0.0, 0.0);
+        for item in sample_items() {
+            let reply = reply_for(&model, &format!("{TEMPLATE}{}", item.input), 3);
+            let answer = final_answer(&reply.text).expect("a wrong reply still has an answer");
+            assert_ne!(answer, item.target);
+            match item.target.parse::<i64>() {
+                Ok(target) => {
+                    let wrong: i64 = answer.parse().expect("a numeric wrong answer");
+                    assert!(
+                        (1..=5).contains(&(wrong - target).abs()),
+                        "{answer} vs {target}"
+                    );
+                }
+                Err(_) => assert!(sample_items()
+                    .iter()
+                    .any(|other| other.category == item.category && other.target == answer)),
+            }
+        }
+    }
+
+    #[test]
+    fn unparseable_replies_have_no_answer_line() {
+        let model = answerer(1.0, 1.0);
+        for item in sample_items() {
+            let reply = reply_for(&model, &format!("{TEMPLATE}{}", item.input), 1);
+            assert!(reply.text.lines().count() > 1);
+            assert!(!reply.text.lines().any(|line| line.starts_with("Answer:")));
+        }
+    }
+
+    #[test]
+    fn unknown_prompts_get_a_generic_answer() {
+        let reply = reply_for(&answerer(1.0, 0.0), "Who painted the ceiling?", 0);
+        assert_eq!(final_answer(&reply.text), Some("unknown"));
+    }
+
+    #[test]
+    fn tokens_concatenate_back_to_the_text() {
+        let text = "Working through  it.\nAnswer: 42";
+        let tokens = tokenize(text);
+        assert_eq!(tokens.concat(), text);
+        assert!(tokens.contains(&"\n".to_string()));
+        assert_eq!(tokens.last().map(String::as_str), Some(" 42"));
+    }
+
+    #[test]
+    fn max_tokens_truncates_with_finish_reason_length() {
+        let text = "Working through the arithmetic step by step.\nAnswer: 42";
+        let cut = apply_limits(text, &limits(3, &[]));
+        assert_eq!(cut.tokens.concat(), "Working through the");
+        assert_eq!(cut.finish_reason, "length");
+        let whole = apply_limits(text, &limits(256, &[]));
+        assert_eq!(whole.tokens.concat(), text);
+        assert_eq!(whole.finish_reason, "stop");
+    }
+
+    #[test]
+    fn stop_strings_cut_at_the_earliest_match() {
+        let text = "Working through it.\nAnswer: 42";
+        let cut = apply_limits(text, &limits(256, &["Answer:", "through"]));
+        assert_eq!(cut.tokens.concat(), "Working ");
+        assert_eq!(cut.finish_reason, "stop");
+    }
+
+    #[test]
+    fn truncation_fault_keeps_half_the_tokens() {
+        let text = "one two three four\nfive";
+        let mut fault_limits = limits(256, &[]);
+        fault_limits.force_truncate = true;
+        let cut = apply_limits(text, &fault_limits);
+        assert_eq!(cut.tokens.len(), tokenize(text).len() / 2);
+        assert_eq!(cut.finish_reason, "length");
+    }
+
+    #[test]
+    fn token_logprobs_are_in_range_with_decreasing_alternatives() {
+        let model = answerer(1.0, 0.0);
+        let generation = Generation {
+            model: &model,
+            prompt: "What is 7 * 8?",
+            seed: 0,
+        };
+        let reply = generate_reply(generation);
+        let scored = score_tokens(generation, &reply, tokenize(&reply.text), MAX_TOP_LOGPROBS);
+        for token in &scored {
+            assert!(token.logprob > -2.5 && token.logprob <= -0.01);
+            assert_eq!(token.top.len(), MAX_TOP_LOGPROBS);
+            assert_eq!(token.top[0], (token.text.clone(), token.logprob));
+            assert!(token.top.windows(2).all(|pair| pair[1].1 < pair[0].1));
+            let distinct: std::collections::HashSet<&str> =
+                token.top.iter().map(|(text, _)| text.as_str()).collect();
+            assert_eq!(distinct.len(), token.top.len());
+        }
+    }
+
+    #[test]
+    fn judge_gives_a_verdict_with_both_tokens_listed() {
+        let model = judge_model();
+        let right =
+            "Question: What is 17 + 25?\nResponse:\nWorking.\nAnswer: 42\nReply PASS or FAIL.";
+        let wrong =
+            "Question: What is 17 + 25?\nResponse:\nWorking.\nAnswer: 43\nReply PASS or FAIL.";
+        assert_eq!(reply_for(&model, right, 0).text, PASS);
+        assert_eq!(reply_for(&model, wrong, 0).text, FAIL);
+        let generation = Generation {
+            model: &model,
+            prompt: right,
+            seed: 0,
+        };
+        let reply = generate_reply(generation);
+        let confidence = reply
+            .verdict_confidence
+            .expect("a verdict has a confidence");
+        assert!((0.55..0.99).contains(&confidence));
+        let scored = score_tokens(generation, &reply, tokenize(&reply.text), 0);
+        let tokens: Vec<&str> = scored[0]
+            .top
+            .iter()
+            .map(|(text, _)| text.as_str())
+            .collect();
+        assert_eq!(tokens, [PASS, FAIL]);
+        assert!((scored[0].logprob.exp() - confidence).abs() < 1e-9);
+    }
+
+    #[test]
+    fn latency_stays_within_bounds() {
+        let model = answerer(1.0, 0.0);
+        for seed in 0..50 {
+            let generation = Generation {
+                model: &model,
+                prompt: "anything",
+                seed,
+            };
+            let delay = latency(generation, 20, 120);
+            assert!((20..=120).contains(&delay.as_millis()));
+        }
+    }
+}
