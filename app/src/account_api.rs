@@ -43,7 +43,7 @@ async fn signed_in(
 
 #[server(endpoint = "api_tokens")]
 pub async fn api_tokens() -> Result<Vec<TokenView>, ServerFnError> {
-    use arbiter_engine::api_tokens::visible_tokens;
+    use arbiter_engine::accounts::api_tokens::visible_tokens;
     let (state, user) = signed_in().await?;
     let now = arbiter_store::now_ms();
     let tokens = visible_tokens(state.store.as_ref(), &user)
@@ -84,7 +84,7 @@ pub async fn create_api_token(name: String, days: String) -> Result<NewTokenView
             )
         })?),
     };
-    let (token, plaintext) = arbiter_engine::api_tokens::create_token(
+    let (token, plaintext) = arbiter_engine::accounts::api_tokens::create_token(
         state.store.as_ref(),
         &user,
         &name,
@@ -103,7 +103,7 @@ pub async fn create_api_token(name: String, days: String) -> Result<NewTokenView
 #[server(endpoint = "revoke_api_token")]
 pub async fn revoke_api_token(id: i64) -> Result<(), ServerFnError> {
     let (state, user) = signed_in().await?;
-    arbiter_engine::api_tokens::revoke_token(
+    arbiter_engine::accounts::api_tokens::revoke_token(
         state.store.as_ref(),
         &user,
         id,

@@ -8,7 +8,6 @@ use leptos::prelude::*;
 use {
     crate::guard::{fail, require, service_error, store_error},
     arbiter_domain::accounts::Permission,
-    arbiter_engine::human_queue,
 };
 
 /// The next label waiting for review (not the reviewer's own); `None` when there is none.
@@ -53,7 +52,7 @@ pub async fn check_review(
     #[server(default)] reason: String,
 ) -> Result<(), ServerFnError> {
     let (state, user) = require(Permission::Review).await?;
-    human_queue::check_review(
+    arbiter_engine::annotation::review::check_review(
         state.store.as_ref(),
         review_id,
         user.id,
@@ -74,7 +73,7 @@ pub async fn review_label(
     #[server(default)] reason: String,
 ) -> Result<(), ServerFnError> {
     let (state, user) = require(Permission::Review).await?;
-    human_queue::review(
+    arbiter_engine::annotation::review::review(
         state.store.as_ref(),
         label_id,
         user.id,
@@ -114,7 +113,7 @@ fn rater_view(rater: arbiter_domain::annotation::pool::RaterStats) -> RaterView 
 #[server(endpoint = "raters_page")]
 pub async fn raters_page() -> Result<RatersPageData, ServerFnError> {
     let (state, _) = require(Permission::ManageUsers).await?;
-    let (raters, threshold) = human_queue::rater_table(state.store.as_ref())
+    let (raters, threshold) = arbiter_engine::annotation::raters::rater_table(state.store.as_ref())
         .await
         .map_err(service_error)?;
     Ok(RatersPageData {
@@ -136,14 +135,14 @@ pub async fn update_rater(
     #[server(default)] email: Option<String>,
 ) -> Result<(), ServerFnError> {
     let (state, user) = require(Permission::ManageUsers).await?;
-    let form = human_queue::RaterForm {
+    let form = arbiter_engine::annotation::raters::RaterForm {
         action,
         skills,
         weekly_capacity_hours,
         role,
         email,
     };
-    human_queue::update_rater(state.store.as_ref(), user.id, rater_id, &form)
+    arbiter_engine::annotation::raters::update_rater(state.store.as_ref(), user.id, rater_id, &form)
         .await
         .map_err(service_error)
 }
@@ -152,7 +151,7 @@ pub async fn update_rater(
 #[server(endpoint = "set_quality_threshold")]
 pub async fn set_quality_threshold(threshold: String) -> Result<(), ServerFnError> {
     let (state, _) = require(Permission::ManageUsers).await?;
-    human_queue::set_quality_threshold(state.store.as_ref(), &threshold)
+    arbiter_engine::annotation::quality::set_quality_threshold(state.store.as_ref(), &threshold)
         .await
         .map_err(service_error)
 }
@@ -183,14 +182,16 @@ pub async fn run_agreement(id: i64) -> Result<AgreementView, ServerFnError> {
     {
         return Err(fail(404, format!("no run with id {id}")));
     }
-    let report = human_queue::run_agreement(state.store.as_ref(), id)
+    let report = arbiter_engine::annotation::agreement::run_agreement(state.store.as_ref(), id)
         .await
         .map_err(service_error)?;
     Ok(agreement_view(&report))
 }
 
 #[cfg(feature = "ssr")]
-fn agreement_view(report: &human_queue::AgreementReport) -> AgreementView {
+fn agreement_view(
+    report: &arbiter_engine::annotation::agreement::AgreementReport,
+) -> AgreementView {
     AgreementView {
         items: report.items,
         labels: report.labels,
@@ -222,7 +223,7 @@ pub async fn invite_rater(
     #[server(default)] training: Option<String>,
 ) -> Result<InvitedView, ServerFnError> {
     let (state, _) = require(Permission::ManageUsers).await?;
-    let invitation = human_queue::Invitation {
+    let invitation = arbiter_engine::annotation::raters::Invitation {
         username,
         role,
         email,
@@ -230,9 +231,13 @@ pub async fn invite_rater(
         weekly_capacity_hours,
         training: training.is_some_and(|value| !value.is_empty()),
     };
-    let invited = human_queue::invite_rater(state.store.as_ref(), &state.mailer, &invitation)
-        .await
-        .map_err(service_error)?;
+    let invited = arbiter_engine::annotation::raters::invite_rater(
+        state.store.as_ref(),
+        &state.mailer,
+        &invitation,
+    )
+    .await
+    .map_err(service_error)?;
     Ok(InvitedView {
         username: invited.username,
         password: invited.password,
@@ -245,13 +250,13 @@ pub async fn invite_rater(
 #[server(endpoint = "queue_page")]
 pub async fn queue_page() -> Result<QueuePageData, ServerFnError> {
     use arbiter_domain::annotation::sla::DAY_MS;
-    use arbiter_engine::queue_health::queue_report;
+    use arbiter_engine::annotation::queue::queue_report;
     let (state, _) = require(Permission::ManageUsers).await?;
     let store = state.store.as_ref();
     let report = queue_report(store, arbiter_store::now_ms(), true)
         .await
         .map_err(service_error)?;
-    let settings = human_queue::queue_settings(store)
+    let settings = arbiter_engine::annotation::quality::queue_settings(store)
         .await
         .map_err(service_error)?;
     let gold = store.gold_items().await.map_err(store_error)?;
@@ -354,7 +359,7 @@ pub async fn set_queue_settings(
     agreement_floor: String,
 ) -> Result<(), ServerFnError> {
     let (state, _) = require(Permission::ManageUsers).await?;
-    human_queue::set_queue_settings(
+    arbiter_engine::annotation::quality::set_queue_settings(
         state.store.as_ref(),
         &gold_rate,
         &review_check_rate,
@@ -373,10 +378,16 @@ pub async fn create_gold(
     #[server(default)] note: String,
 ) -> Result<(), ServerFnError> {
     let (state, user) = require(Permission::ManageUsers).await?;
-    human_queue::create_gold(state.store.as_ref(), user.id, task_id, &answer, &note)
-        .await
-        .map(|_| ())
-        .map_err(service_error)
+    arbiter_engine::annotation::quality::create_gold(
+        state.store.as_ref(),
+        user.id,
+        task_id,
+        &answer,
+        &note,
+    )
+    .await
+    .map(|_| ())
+    .map_err(service_error)
 }
 
 #[server(endpoint = "retire_gold")]
@@ -390,7 +401,7 @@ pub async fn retire_gold(gold_id: i64) -> Result<(), ServerFnError> {
 pub(crate) fn alert_view(alert: arbiter_domain::health::Alert) -> AlertView {
     AlertView {
         id: alert.id,
-        title: arbiter_engine::queue_health::alert_title(&alert.kind).into(),
+        title: arbiter_engine::annotation::queue::alert_title(&alert.kind).into(),
         subject: alert.subject,
         message: alert.message,
         created_at: alert.created_at,

@@ -8,7 +8,6 @@ use leptos::prelude::*;
 use {
     crate::guard::{fail, require, service_error, session_user, store_error},
     arbiter_domain::accounts::Permission,
-    arbiter_engine::service,
 };
 
 /// Rows shown on the dataset and run pages.
@@ -203,7 +202,7 @@ pub async fn register_checkpoint(
     #[server(default)] options: CheckpointOptions,
 ) -> Result<i64, ServerFnError> {
     let (state, user) = require(Permission::ManageEvals).await?;
-    let form = service::CheckpointForm {
+    let form = arbiter_engine::catalog::CheckpointForm {
         name,
         endpoint_url,
         model,
@@ -218,13 +217,15 @@ pub async fn register_checkpoint(
         training_step: options.training_step,
         api_key: options.api_key.into(),
     };
-    let priority = service::parse_priority(&options.decision).map_err(service_error)?;
-    let id = service::register_checkpoint(state.store.as_ref(), &form, Some(user.id))
-        .await
-        .map_err(service_error)?;
+    let priority =
+        arbiter_engine::runs::parse_priority(&options.decision).map_err(service_error)?;
+    let id =
+        arbiter_engine::catalog::register_checkpoint(state.store.as_ref(), &form, Some(user.id))
+            .await
+            .map_err(service_error)?;
     // Each new checkpoint launches its smoke suites (and full suites on their turn); a refused
     // launch is logged and listed, never a reason to fail the registration.
-    if let Err(err) = arbiter_engine::triggers::trigger_new_checkpoint(
+    if let Err(err) = arbiter_engine::suites::trigger_new_checkpoint(
         state.store.as_ref(),
         id,
         priority,
@@ -245,7 +246,7 @@ pub async fn set_checkpoint_prices(
     output_usd_per_mtok: String,
 ) -> Result<(), ServerFnError> {
     let (state, _) = require(Permission::ManageEvals).await?;
-    service::set_checkpoint_prices(
+    arbiter_engine::catalog::set_checkpoint_prices(
         state.store.as_ref(),
         checkpoint_id,
         &input_usd_per_mtok,
@@ -298,7 +299,7 @@ pub async fn create_eval(
             .parse()
             .map_err(|_| fail(400, format!("{what} must be a number, not `{value}`")))
     }
-    let form = service::EvalForm {
+    let form = arbiter_engine::catalog::EvalForm {
         name,
         dataset_id: number(&dataset_id, "the dataset")?,
         prompt_template,
@@ -308,7 +309,7 @@ pub async fn create_eval(
         seed: number(&seed, "seed")?,
         grader,
     };
-    service::define_eval(state.store.as_ref(), &form, Some(user.id))
+    arbiter_engine::catalog::define_eval(state.store.as_ref(), &form, Some(user.id))
         .await
         .map_err(service_error)
 }
@@ -326,8 +327,8 @@ pub async fn launch_run(
         .trim()
         .parse()
         .map_err(|_| fail(400, "pick a checkpoint to launch against"))?;
-    let priority = service::parse_priority(&priority).map_err(service_error)?;
-    let launched = service::launch_run(
+    let priority = arbiter_engine::runs::parse_priority(&priority).map_err(service_error)?;
+    let launched = arbiter_engine::runs::launch_run(
         state.store.as_ref(),
         eval_id,
         checkpoint_id,
@@ -363,7 +364,7 @@ pub async fn list_runs() -> Result<Vec<RunView>, ServerFnError> {
 #[server(endpoint = "run_detail")]
 pub async fn run_detail(id: i64) -> Result<RunPageData, ServerFnError> {
     let (state, _) = require(Permission::ViewResults).await?;
-    let progress = service::run_progress(state.store.as_ref(), id)
+    let progress = arbiter_engine::runs::run_progress(state.store.as_ref(), id)
         .await
         .map_err(service_error)?;
     let results = state
@@ -381,7 +382,7 @@ pub async fn run_detail(id: i64) -> Result<RunPageData, ServerFnError> {
 #[server(endpoint = "change_run")]
 pub async fn change_run(id: i64, action: String) -> Result<(), ServerFnError> {
     let (state, _) = require(Permission::ManageEvals).await?;
-    service::change_run_state(state.store.as_ref(), id, &action)
+    arbiter_engine::runs::change_run_state(state.store.as_ref(), id, &action)
         .await
         .map_err(service_error)
 }

@@ -8,7 +8,7 @@ use {
     crate::api::convert,
     crate::guard::{fail, require, service_error, store_error},
     arbiter_domain::accounts::Permission,
-    arbiter_engine::policies,
+    arbiter_engine::grading,
 };
 
 #[cfg(feature = "ssr")]
@@ -50,7 +50,7 @@ pub async fn create_judge(
     max_tokens: String,
 ) -> Result<i64, ServerFnError> {
     let (state, user) = require(Permission::ManageEvals).await?;
-    let form = policies::JudgeForm {
+    let form = grading::JudgeForm {
         name,
         checkpoint_id: checkpoint_id
             .trim()
@@ -64,7 +64,7 @@ pub async fn create_judge(
             )
         })?,
     };
-    let judge = policies::define_judge(state.store.as_ref(), &form, Some(user.id))
+    let judge = grading::define_judge(state.store.as_ref(), &form, Some(user.id))
         .await
         .map_err(service_error)?;
     Ok(judge.id)
@@ -73,7 +73,7 @@ pub async fn create_judge(
 #[server(endpoint = "judge_detail")]
 pub async fn judge_detail(id: i64) -> Result<JudgeReportView, ServerFnError> {
     let (state, _) = require(Permission::ViewResults).await?;
-    let report = policies::judge_report(state.store.as_ref(), id)
+    let report = grading::judge_report(state.store.as_ref(), id)
         .await
         .map_err(service_error)?;
     Ok(JudgeReportView {
@@ -115,7 +115,7 @@ pub async fn eval_detail(id: i64) -> Result<EvalPageData, ServerFnError> {
             continue;
         }
         // One unreadable run must not take the eval's page down with it.
-        let Ok(report) = policies::run_cost_report(store, run.id).await else {
+        let Ok(report) = grading::run_cost_report(store, run.id).await else {
             continue;
         };
         runs.push(EvalRunCost {
@@ -171,7 +171,7 @@ fn policy_view(version: arbiter_domain::grading::triage::PolicyVersion) -> Polic
 }
 
 #[cfg(feature = "ssr")]
-fn cost_view(report: policies::CostReport) -> CostView {
+fn cost_view(report: grading::CostReport) -> CostView {
     CostView {
         generation_usd: report.costs.generation_usd,
         judging_usd: report.costs.judging_usd,
@@ -204,7 +204,7 @@ pub async fn save_policy(
     #[server(default)] note: String,
 ) -> Result<i64, ServerFnError> {
     let (state, user) = require(Permission::ManageEvals).await?;
-    let form = policies::PolicyForm {
+    let form = grading::PolicyForm {
         cheap_judge,
         strong_judge,
         accept_threshold,
@@ -217,7 +217,7 @@ pub async fn save_policy(
         required_skill,
         note,
     };
-    policies::save_policy(state.store.as_ref(), eval_id, &form, Some(user.id))
+    grading::save_policy(state.store.as_ref(), eval_id, &form, Some(user.id))
         .await
         .map_err(service_error)
 }
@@ -235,7 +235,7 @@ pub async fn recalibrate_policy(
             format!("the target error rate must be a percentage, not `{target_error_percent}`"),
         )
     })?;
-    let (version, _) = policies::recalibrate(
+    let (version, _) = grading::recalibrate(
         state.store.as_ref(),
         eval_id,
         percent / 100.0,
@@ -249,7 +249,7 @@ pub async fn recalibrate_policy(
 #[server(endpoint = "run_costs")]
 pub async fn run_costs(id: i64) -> Result<CostView, ServerFnError> {
     let (state, _) = require(Permission::ViewResults).await?;
-    let report = policies::run_cost_report(state.store.as_ref(), id)
+    let report = grading::run_cost_report(state.store.as_ref(), id)
         .await
         .map_err(service_error)?;
     Ok(cost_view(report))

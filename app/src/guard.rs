@@ -2,7 +2,7 @@
 //! the permission check every server function starts with.
 
 use arbiter_domain::accounts::{Permission, User};
-use arbiter_engine::service::ServiceError;
+use arbiter_engine::error::ServiceError;
 use arbiter_store::Store;
 use leptos::prelude::*;
 use leptos_axum::ResponseOptions;
@@ -16,7 +16,7 @@ pub const USER_ID_KEY: &str = "user_id";
 pub struct AppState {
     pub store: Arc<dyn Store>,
     /// Invitations to raters go out through it (alerts are mailed by the queue monitor).
-    pub mailer: Arc<arbiter_engine::mail::Mailer>,
+    pub mailer: Arc<arbiter_engine::clients::mail::Mailer>,
 }
 
 /// Sets the response status and returns an error whose message the user may read.

@@ -107,9 +107,9 @@ fn rules_view(rules: &arbiter_domain::health::rules::AlertRules) -> RulesView {
 
 #[server(endpoint = "system_health")]
 pub async fn system_health() -> Result<SystemView, ServerFnError> {
-    use arbiter_engine::charts::latency::latency_histogram_svg;
-    use arbiter_engine::charts::series::{time_series_svg, TimeSeries};
     use arbiter_engine::health::{chart_buckets, system_health_cached, WORKER_LIVE_MS};
+    use arbiter_engine::reports::charts::latency::latency_histogram_svg;
+    use arbiter_engine::reports::charts::series::{time_series_svg, TimeSeries};
     let (state, user) = require(Permission::ViewResults).await?;
     let health = system_health_cached(&state.store)
         .await
@@ -214,7 +214,7 @@ pub async fn system_health() -> Result<SystemView, ServerFnError> {
             .iter()
             .filter(|alert| {
                 user.role.can(Permission::ManageUsers)
-                    || alert.kind != arbiter_engine::queue_health::ALERT_LOW_AGREEMENT
+                    || alert.kind != arbiter_engine::annotation::queue::ALERT_LOW_AGREEMENT
             })
             .cloned()
             .map(crate::annotation_api::alert_view)

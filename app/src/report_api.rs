@@ -1,5 +1,5 @@
 //! Reports and checkpoint comparisons: the views the browser receives and the server
-//! functions that fill them (thin: check the role, call `arbiter_engine::reporting`, convert).
+//! functions that fill them (thin: check the role, call `arbiter_engine::reports`, convert).
 
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -7,7 +7,6 @@ use serde::{Deserialize, Serialize};
 use {
     crate::guard::{require, service_error},
     arbiter_domain::accounts::Permission,
-    arbiter_engine::reporting,
 };
 
 /// One category's (or the whole run's) counts and pooled rate.
@@ -198,7 +197,7 @@ mod convert {
     use arbiter_domain::reports::diff::DiffSide;
     use arbiter_domain::reports::{CategoryReport, Report};
     use arbiter_domain::run::RunProgress;
-    use arbiter_engine::reporting::{DiffRow, TokenChoice};
+    use arbiter_engine::reports::diff::{DiffRow, TokenChoice};
 
     pub fn category(report: &CategoryReport) -> CategoryView {
         CategoryView {
@@ -260,7 +259,7 @@ mod convert {
 
     /// The outcome mix of each (label, outcome counts) row.
     pub fn outcome_chart(title: &str, rows: Vec<(String, [u64; 6])>) -> String {
-        arbiter_engine::charts::outcomes::outcome_mix_svg(title, &rows)
+        arbiter_engine::reports::charts::outcomes::outcome_mix_svg(title, &rows)
     }
 
     /// Outcome mix by category, or of the whole run when it has none.
@@ -281,12 +280,12 @@ mod convert {
         if report.latency.iter().all(|&count| count == 0) {
             return String::new();
         }
-        arbiter_engine::charts::latency::latency_histogram_svg("Latency", &report.latency)
+        arbiter_engine::reports::charts::latency::latency_histogram_svg("Latency", &report.latency)
     }
 
     /// Pass rate by category for each (label, report), categories in the first report's order.
     pub fn rates_chart(reports: &[(String, &Report)]) -> String {
-        use arbiter_engine::charts::rates::{category_rates_svg, RateSeries};
+        use arbiter_engine::reports::charts::rates::{category_rates_svg, RateSeries};
         let categories: Vec<String> = reports
             .first()
             .map(|(_, r)| r.categories.iter().map(|c| c.category.clone()).collect())
@@ -426,10 +425,14 @@ pub async fn compare_checkpoints(
         })?
     };
     let candidates = run_ids(&candidates)?;
-    let summary =
-        reporting::compare_checkpoints(state.store.as_ref(), baseline, &candidates, correction)
-            .await
-            .map_err(service_error)?;
+    let summary = arbiter_engine::reports::compare::compare_checkpoints(
+        state.store.as_ref(),
+        baseline,
+        &candidates,
+        correction,
+    )
+    .await
+    .map_err(service_error)?;
     Ok(CheckpointComparisonView {
         eval_name: summary.baseline.eval_name.clone(),
         baseline: convert::report(&summary.baseline, &summary.baseline_report),
@@ -514,9 +517,11 @@ pub async fn diff_page(
         outcome: (!outcome.is_empty()).then_some(outcome),
     };
     let store = state.store.as_ref();
-    let page = reporting::diff_page(store, baseline, candidate, &filter, &search, offset)
-        .await
-        .map_err(service_error)?;
+    let page = arbiter_engine::reports::diff::diff_page(
+        store, baseline, candidate, &filter, &search, offset,
+    )
+    .await
+    .map_err(service_error)?;
     Ok(DiffPageView {
         rows: page.rows.iter().map(convert::row).collect(),
         matching: page.matching,
@@ -539,9 +544,13 @@ pub async fn diff_divergence(
     candidate_item: i64,
 ) -> Result<DivergenceView, ServerFnError> {
     let (state, _) = require(Permission::ViewResults).await?;
-    let detail = reporting::diff_detail(state.store.as_ref(), baseline_item, candidate_item)
-        .await
-        .map_err(service_error)?;
+    let detail = arbiter_engine::reports::diff::diff_detail(
+        state.store.as_ref(),
+        baseline_item,
+        candidate_item,
+    )
+    .await
+    .map_err(service_error)?;
     Ok(match detail.divergence {
         Some(d) => DivergenceView {
             index: d.index,
@@ -564,7 +573,7 @@ pub async fn diff_divergence(
 #[server(endpoint = "run_report")]
 pub async fn run_report(run: i64) -> Result<ReportView, ServerFnError> {
     let (state, _) = require(Permission::ViewResults).await?;
-    let (progress, report) = reporting::run_report(state.store.as_ref(), run)
+    let (progress, report) = arbiter_engine::reports::runs::run_report(state.store.as_ref(), run)
         .await
         .map_err(service_error)?;
     let mut view = convert::report(&progress, &report);
@@ -598,7 +607,7 @@ pub async fn decide_promotion(
             ))
         }
     };
-    reporting::decide_promotion(
+    arbiter_engine::reports::compare::decide_promotion(
         state.store.as_ref(),
         baseline,
         candidate,

@@ -131,9 +131,9 @@ pub async fn create_suite(
             )
         })?),
     };
-    arbiter_engine::triggers::create_suite(
+    arbiter_engine::suites::create_suite(
         state.store.as_ref(),
-        &arbiter_engine::triggers::SuiteForm {
+        &arbiter_engine::suites::SuiteForm {
             name,
             tier,
             every_nth,
@@ -171,8 +171,8 @@ pub async fn run_suite(
         .trim()
         .parse()
         .map_err(|_| fail(400, "pick a checkpoint"))?;
-    let priority = arbiter_engine::service::parse_priority(&priority).map_err(service_error)?;
-    let runs = arbiter_engine::triggers::run_suite_on_demand(
+    let priority = arbiter_engine::runs::parse_priority(&priority).map_err(service_error)?;
+    let runs = arbiter_engine::suites::run_suite_on_demand(
         state.store.as_ref(),
         checkpoint_id,
         &suite,

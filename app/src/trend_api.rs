@@ -1,5 +1,5 @@
 //! Trends along a training run and flaky prompts: the views the browser receives and the
-//! server functions that fill them (thin: check the role, call `arbiter_engine::trends`,
+//! server functions that fill them (thin: check the role, call `arbiter_engine::reports::trends`,
 //! convert).
 
 use leptos::prelude::*;
@@ -10,7 +10,7 @@ use {
     crate::report_api::percent,
     arbiter_domain::accounts::Permission,
     arbiter_domain::reports::trend::BaselinePolicy,
-    arbiter_engine::trends,
+    arbiter_engine::reports::trends,
 };
 
 /// What the trend page's pickers offer.
@@ -108,7 +108,7 @@ fn policy_of(policy: &str, pinned: &str) -> Result<BaselinePolicy, ServerFnError
 mod convert {
     use super::*;
     use arbiter_domain::reports::CategoryReport;
-    use arbiter_engine::trends::{FlakyReport, Trend, TrendPoint};
+    use arbiter_engine::reports::trends::{FlakyReport, Trend, TrendPoint};
 
     fn rate_with_interval(report: Option<&CategoryReport>) -> String {
         match report {
@@ -174,7 +174,7 @@ mod convert {
 
     /// The whole run, then the focused category or the first three.
     pub fn chart(trend: &Trend, focus: &str) -> String {
-        use arbiter_engine::charts::trend::{trend_svg, TrendSeries};
+        use arbiter_engine::reports::charts::trend::{trend_svg, TrendSeries};
         let labels: Vec<String> = trend
             .points
             .iter()

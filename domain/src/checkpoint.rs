@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, Default)]
 pub struct NewCheckpoint {
     pub name: String,
-    /// Already normalised by `model_client::normalise_base_url`, like the replicas.
+    /// Already normalised by the engine's `clients::model::normalise_base_url`, like the replicas.
     pub base_url: String,
     pub model: String,
     /// Further endpoints serving the same checkpoint (load-balanced).
@@ -22,7 +22,7 @@ pub struct NewCheckpoint {
     /// The training run it comes from ('' for none) and its step there, for trends.
     pub training_run: String,
     pub training_step: Option<i64>,
-    /// `env:NAME` or a sealed key (see [`crate::secrets`]) for its endpoints; `None` keeps
+    /// `env:NAME` or a sealed key (see the engine's `secrets`) for its endpoints; `None` keeps
     /// what they have.
     pub api_key_ref: Option<String>,
 }

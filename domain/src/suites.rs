@@ -21,7 +21,7 @@ pub struct Suite {
     pub created_at: i64,
 }
 
-/// A suite to create (validated by [`crate::triggers`]).
+/// A suite to create (validated by the engine's `suites::create_suite`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct NewSuite {
     pub name: String,

@@ -1,27 +1,39 @@
 //! Arbiter's engine: everything the server does that is not HTTP.
 //!
-//! The pure rules live in `arbiter-domain`; here are the use cases over the store, and the
-//! edges: `store`, `model_client`, `mail`, `dispatch` and `sim`.
+//! The pure rules live in `arbiter-domain` and persistence in `arbiter-store`; here are the use
+//! cases that tie them together, by pipeline stage, and the edges to the outside world.
+//!
+//! # Layout
+//! Use cases (callers have checked the session's role; these check the input and return
+//! [`error::ServiceError`], whose message is safe to show):
+//! - [`catalog`]: datasets, checkpoints, evals;
+//! - [`runs`]: launching a run from its frozen manifest, and controlling it;
+//! - [`dispatch`]: workers that claim result identities, answer, grade and record them;
+//! - [`grading`]: judges, triage policies, calibration, costs;
+//! - [`annotation`]: review, gold items, the rater pool, agreement, the queue report;
+//! - [`reports`]: run reports, comparisons, diffs, trends, exports, charts;
+//! - [`accounts`]: users, passwords, API tokens, the login throttle;
+//! - [`suites`]: suites that checkpoints trigger, and checkpoint announcements;
+//! - [`health`]: the system's figures and alert rules;
+//! - [`retention`], [`webhooks`]: the storage lifecycle, event notifications.
+//!
+//! Edges: [`clients`] (model endpoints, mail) and [`secrets`] (keys kept outside the database
+//! or sealed). Background: [`jobs`], every job and the runner that starts and stops them.
+//!
+//! Invariant: no transaction is ever held across a model call (see [`dispatch`]).
 
-pub mod api_tokens;
-pub mod charts;
-pub mod checkpoint_watch;
+pub mod accounts;
+pub mod annotation;
+pub mod catalog;
+pub mod clients;
 pub mod dispatch;
-pub mod export;
+pub mod error;
+pub mod grading;
 pub mod health;
-pub mod human_queue;
-pub mod login_throttle;
-pub mod mail;
-pub mod model_client;
-pub mod passwords;
-pub mod periodic;
-pub mod policies;
-pub mod queue_health;
-pub mod reporting;
+pub mod jobs;
+pub mod reports;
 pub mod retention;
+pub mod runs;
 pub mod secrets;
-pub mod service;
-
-pub mod trends;
-pub mod triggers;
+pub mod suites;
 pub mod webhooks;

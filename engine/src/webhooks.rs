@@ -12,15 +12,14 @@
 //! Signed webhooks carry `X-Arbiter-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of
 //! "<t>.<body>">` under the secret shown once at creation.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use hmac::{Hmac, Mac};
 use serde_json::json;
 use sha2::Sha256;
 
+use crate::error::{ServiceError, ServiceResult};
 use crate::secrets::SecretBox;
-use crate::service::{ServiceError, ServiceResult};
 use arbiter_domain::health::Alert;
 use arbiter_domain::webhooks::Webhook;
 use arbiter_store::{DeliveryAttempt, Store};
@@ -136,7 +135,7 @@ pub fn retry_delay_ms(attempts: i64) -> Option<i64> {
 }
 
 async fn run_payload(store: &dyn Store, run_id: i64, now: i64) -> ServiceResult<String> {
-    let (run, report) = crate::reporting::run_report(store, run_id).await?;
+    let (run, report) = crate::reports::runs::run_report(store, run_id).await?;
     Ok(json!({
         "event": EVENT_RUN_COMPLETED,
         "sent_at": now,
@@ -172,7 +171,7 @@ fn alert_payload(alert: &Alert, event: &str, now: i64) -> String {
         "alert": {
             "id": alert.id,
             "kind": alert.kind,
-            "title": crate::queue_health::alert_title(&alert.kind),
+            "title": crate::annotation::queue::alert_title(&alert.kind),
             "subject": alert.subject,
             "message": alert.message,
             "created_at": alert.created_at,
@@ -364,27 +363,6 @@ pub async fn deliver_due(
             .await?;
     }
     Ok(round)
-}
-
-/// Delivers webhooks every `interval` until `shutdown` turns true.
-pub async fn run_webhooks(
-    store: Arc<dyn Store>,
-    secrets: SecretBox,
-    interval: Duration,
-    shutdown: tokio::sync::watch::Receiver<bool>,
-) {
-    let http = &reqwest::Client::new();
-    let (store, secrets) = (store.as_ref(), &secrets);
-    crate::periodic::every(interval, shutdown, move || async move {
-        match deliver_due(store, secrets, http, arbiter_store::now_ms()).await {
-            Ok(round) if round != DeliveryRound::default() => {
-                tracing::info!(?round, "webhook round");
-            }
-            Ok(_) => {}
-            Err(err) => tracing::warn!(error = %err, "webhook round failed"),
-        }
-    })
-    .await;
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ mod common;
 #[macro_use]
 mod store_support;
 
-use arbiter_engine::export::{export_run, ExportFormat};
+use arbiter_engine::reports::export::{export_run, ExportFormat};
 use arbiter_sim::SimConfig;
 use arbiter_store::{Database, Store};
 use std::process::Command;
@@ -21,7 +21,7 @@ async fn fill(store: Arc<dyn Store>) {
         ..SimConfig::demo()
     })
     .await;
-    let revision = arbiter_engine::service::upload_dataset(
+    let revision = arbiter_engine::catalog::upload_dataset(
         store.as_ref(),
         "qa",
         "qa.jsonl",
@@ -30,7 +30,7 @@ async fn fill(store: Arc<dyn Store>) {
     )
     .await
     .unwrap();
-    let eval = arbiter_engine::service::define_eval(
+    let eval = arbiter_engine::catalog::define_eval(
         store.as_ref(),
         &store_support::eval_form("qa", revision.dataset_id, 2),
         None,
@@ -57,7 +57,7 @@ async fn fill(store: Arc<dyn Store>) {
         .await
         .unwrap();
     let user = store.get_user(user).await.unwrap().unwrap();
-    arbiter_engine::api_tokens::create_token(store.as_ref(), &user, "ci", None, 1_000)
+    arbiter_engine::accounts::api_tokens::create_token(store.as_ref(), &user, "ci", None, 1_000)
         .await
         .unwrap();
     store
@@ -78,7 +78,7 @@ async fn fingerprint(store: &dyn Store) -> String {
             .unwrap();
         assert_eq!(rows, 120);
         out.push_str(&String::from_utf8(bytes).unwrap());
-        let (progress, report) = arbiter_engine::reporting::run_report(store, run.id)
+        let (progress, report) = arbiter_engine::reports::runs::run_report(store, run.id)
             .await
             .unwrap();
         out.push_str(&serde_json::to_string(&(progress, report)).unwrap());

@@ -4,7 +4,7 @@
 
 mod common;
 
-use arbiter_engine::service::{self, CheckpointForm, EvalForm};
+use arbiter_engine::catalog::{CheckpointForm, EvalForm};
 use arbiter_sim::{SimConfig, SimFaults};
 use arbiter_store::Store;
 use common::*;
@@ -22,10 +22,10 @@ fn fast_sim() -> SimConfig {
 
 /// Uploads the sample and defines a 2-repetition eval on it.
 async fn eval(store: &dyn Store, name: &str) -> i64 {
-    let revision = service::upload_dataset(store, "qa", "qa.jsonl", SAMPLE, None)
+    let revision = arbiter_engine::catalog::upload_dataset(store, "qa", "qa.jsonl", SAMPLE, None)
         .await
         .unwrap();
-    service::define_eval(
+    arbiter_engine::catalog::define_eval(
         store,
         &EvalForm {
             name: name.into(),
@@ -99,7 +99,9 @@ async fn a_run_completes_with_every_identity_graded_once_and_reruns_come_from_th
     // The same prompts and settings under another eval: answered from the cache at launch.
     let again = eval(store.as_ref(), "qa exact again").await;
     let rerun = launch(store.as_ref(), again, ckpt).await;
-    let rerun_progress = service::run_progress(store.as_ref(), rerun).await.unwrap();
+    let rerun_progress = arbiter_engine::runs::run_progress(store.as_ref(), rerun)
+        .await
+        .unwrap();
     assert_eq!(
         rerun_progress.status, "completed",
         "no worker was needed: {rerun_progress:?}"
@@ -120,7 +122,9 @@ async fn a_run_completes_with_every_identity_graded_once_and_reruns_come_from_th
     )
     .await;
     let fresh = launch(store.as_ref(), eval_id, rebuilt).await;
-    let fresh_progress = service::run_progress(store.as_ref(), fresh).await.unwrap();
+    let fresh_progress = arbiter_engine::runs::run_progress(store.as_ref(), fresh)
+        .await
+        .unwrap();
     assert_eq!(
         (fresh_progress.status.as_str(), fresh_progress.done),
         ("running", 0)
@@ -256,7 +260,7 @@ async fn an_unreachable_endpoint_ends_the_run_with_errors_not_a_hang() {
     let again = eval(store.as_ref(), "qa exact again").await;
     let rerun = launch(store.as_ref(), again, ckpt).await;
     assert_eq!(
-        service::run_progress(store.as_ref(), rerun)
+        arbiter_engine::runs::run_progress(store.as_ref(), rerun)
             .await
             .unwrap()
             .done,
@@ -283,7 +287,7 @@ async fn a_fallback_checkpoint_answers_when_the_primary_is_down() {
         fallback_checkpoint: "backup".into(),
         ..CheckpointForm::default()
     };
-    let primary = service::register_checkpoint(store.as_ref(), &form, None)
+    let primary = arbiter_engine::catalog::register_checkpoint(store.as_ref(), &form, None)
         .await
         .unwrap();
     let run = launch(store.as_ref(), eval_id, primary).await;
@@ -316,7 +320,7 @@ async fn replicas_share_the_load() {
         replica_urls: second.clone(),
         ..CheckpointForm::default()
     };
-    let ckpt = service::register_checkpoint(store.as_ref(), &form, None)
+    let ckpt = arbiter_engine::catalog::register_checkpoint(store.as_ref(), &form, None)
         .await
         .unwrap();
     let run = launch(store.as_ref(), eval_id, ckpt).await;

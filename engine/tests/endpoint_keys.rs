@@ -6,7 +6,7 @@
 
 mod common;
 
-use arbiter_engine::service::{self, CheckpointForm, EvalForm};
+use arbiter_engine::catalog::{CheckpointForm, EvalForm};
 use arbiter_sim::SimConfig;
 use common::*;
 
@@ -36,17 +36,20 @@ async fn keys_from_the_environment_reach_the_endpoint_and_are_never_stored_in_cl
         ..CheckpointForm::default()
     };
     // A key typed in clear is refused when this deployment has no sealing key.
-    let refused =
-        service::register_checkpoint(store.as_ref(), &register("clear", &endpoint, KEY), None)
-            .await
-            .unwrap_err();
+    let refused = arbiter_engine::catalog::register_checkpoint(
+        store.as_ref(),
+        &register("clear", &endpoint, KEY),
+        None,
+    )
+    .await
+    .unwrap_err();
     assert!(
         refused.to_string().contains("ARBITER_SECRET_KEY"),
         "{refused}"
     );
     assert!(store.list_checkpoints().await.unwrap().is_empty());
 
-    let with_key = service::register_checkpoint(
+    let with_key = arbiter_engine::catalog::register_checkpoint(
         store.as_ref(),
         &register("with-key", &endpoint, &format!("env:{VARIABLE}")),
         None,
@@ -54,7 +57,7 @@ async fn keys_from_the_environment_reach_the_endpoint_and_are_never_stored_in_cl
     .await
     .unwrap();
     // The endpoint's key is set once: another checkpoint there may not swap it for everyone.
-    let swap = service::register_checkpoint(
+    let swap = arbiter_engine::catalog::register_checkpoint(
         store.as_ref(),
         &register("swap", &endpoint, "env:ARBITER_ENDPOINT_KEY_OTHER"),
         None,
@@ -62,18 +65,21 @@ async fn keys_from_the_environment_reach_the_endpoint_and_are_never_stored_in_cl
     .await
     .unwrap_err();
     assert_eq!(swap.status_code(), 409, "{swap}");
-    service::register_checkpoint(
+    arbiter_engine::catalog::register_checkpoint(
         store.as_ref(),
         &register("same-endpoint", &endpoint, ""),
         None,
     )
     .await
     .unwrap();
-    let without_key =
-        service::register_checkpoint(store.as_ref(), &register("without-key", &keyless, ""), None)
-            .await
-            .unwrap();
-    let revision = service::upload_dataset(
+    let without_key = arbiter_engine::catalog::register_checkpoint(
+        store.as_ref(),
+        &register("without-key", &keyless, ""),
+        None,
+    )
+    .await
+    .unwrap();
+    let revision = arbiter_engine::catalog::upload_dataset(
         store.as_ref(),
         "qa",
         "qa.jsonl",
@@ -82,7 +88,7 @@ async fn keys_from_the_environment_reach_the_endpoint_and_are_never_stored_in_cl
     )
     .await
     .unwrap();
-    let eval = service::define_eval(
+    let eval = arbiter_engine::catalog::define_eval(
         store.as_ref(),
         &EvalForm {
             name: "qa".into(),

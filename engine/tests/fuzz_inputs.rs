@@ -7,7 +7,6 @@
 use arbiter_domain::dataset::{parse_dataset, DatasetError, DatasetFormat};
 use arbiter_domain::grading::GraderSpec;
 use arbiter_domain::manifest::parse_stored_grader;
-use arbiter_engine::service;
 use arbiter_store::{Database, Store};
 use proptest::prelude::*;
 use std::collections::HashSet;
@@ -200,7 +199,7 @@ proptest! {
     fn arbitrary_json_is_a_manifest_or_an_announcement_or_refused(value in json_value()) {
         let text = value.to_string();
         let _ = serde_json::from_str::<arbiter_domain::manifest::Manifest>(&text);
-        if let Ok(announcement) = serde_json::from_str::<arbiter_engine::triggers::Announcement>(&text) {
+        if let Ok(announcement) = serde_json::from_str::<arbiter_engine::suites::Announcement>(&text) {
             let _ = announcement.form();
         }
     }
@@ -222,7 +221,7 @@ fn announcement_field() -> impl Strategy<Value = String> {
 /// refused one stores nothing (no checkpoint, no endpoint reachable through one, no run).
 #[test]
 fn arbitrary_announcements_register_or_explain_and_refusals_store_nothing() {
-    use arbiter_engine::triggers::{register_announced, Announcement};
+    use arbiter_engine::suites::{register_announced, Announcement};
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -314,7 +313,7 @@ async fn a_refused_upload_stores_nothing() {
     ];
     for bytes in refused {
         assert!(
-            service::upload_dataset(store, "fuzzed", "f.jsonl", bytes, None)
+            arbiter_engine::catalog::upload_dataset(store, "fuzzed", "f.jsonl", bytes, None)
                 .await
                 .is_err()
         );

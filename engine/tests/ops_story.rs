@@ -7,11 +7,12 @@ use arbiter_domain::answer::{ErrorCategory, Generation};
 use arbiter_domain::health::rules::{AlertRules, RuleTexts};
 use arbiter_domain::health::HealthSample;
 use arbiter_domain::run::PRIORITY_PROMOTION;
-use arbiter_engine::checkpoint_watch::scan_once;
-use arbiter_engine::mail::Mailer;
-use arbiter_engine::queue_health::monitor_once;
-use arbiter_engine::triggers::{self, Announcement, SuiteForm};
-use arbiter_engine::{api_tokens, health, service};
+use arbiter_engine::accounts::api_tokens;
+use arbiter_engine::clients::mail::Mailer;
+use arbiter_engine::health;
+use arbiter_engine::jobs::queue_monitor::monitor_once;
+use arbiter_engine::suites::announcements::scan_once;
+use arbiter_engine::suites::{self, Announcement, SuiteForm};
 use arbiter_store::{now_ms, Store};
 use std::sync::Arc;
 
@@ -405,20 +406,29 @@ async fn new_checkpoints_trigger_tiered_suites_from_the_api_or_a_watched_folder(
 ) {
     let store = store.as_ref();
     let researcher = user(store, "res", Role::Researcher).await;
-    let revision = service::upload_dataset(store, "qa", "qa.jsonl", FIVE_CASES.as_bytes(), None)
-        .await
-        .unwrap();
-    let smoke_eval = service::define_eval(
+    let revision = arbiter_engine::catalog::upload_dataset(
+        store,
+        "qa",
+        "qa.jsonl",
+        FIVE_CASES.as_bytes(),
+        None,
+    )
+    .await
+    .unwrap();
+    let smoke_eval = arbiter_engine::catalog::define_eval(
         store,
         &eval_form("smoke-eval", revision.dataset_id, 1),
         None,
     )
     .await
     .unwrap();
-    let full_eval =
-        service::define_eval(store, &eval_form("full-eval", revision.dataset_id, 2), None)
-            .await
-            .unwrap();
+    let full_eval = arbiter_engine::catalog::define_eval(
+        store,
+        &eval_form("full-eval", revision.dataset_id, 2),
+        None,
+    )
+    .await
+    .unwrap();
     let form = |name: &str, tier: &str, every_nth: Option<i64>, evals: Vec<i64>| SuiteForm {
         name: name.into(),
         tier: tier.into(),
@@ -434,12 +444,12 @@ async fn new_checkpoints_trigger_tiered_suites_from_the_api_or_a_watched_folder(
         (form("x", "full", Some(-1), vec![smoke_eval]), "every"),
         (form("x", "smoke", None, vec![]), "evals"),
     ] {
-        let refused = triggers::create_suite(store, &bad, "default", false, None)
+        let refused = suites::create_suite(store, &bad, "default", false, None)
             .await
             .unwrap_err();
         assert!(refused.to_string().contains(words), "{refused}");
     }
-    let unknown = triggers::create_suite(
+    let unknown = suites::create_suite(
         store,
         &form("x", "smoke", None, vec![smoke_eval, 999]),
         "default",
@@ -451,7 +461,7 @@ async fn new_checkpoints_trigger_tiered_suites_from_the_api_or_a_watched_folder(
     assert_eq!(unknown.status_code(), 404);
     assert!(store.suites().await.unwrap().is_empty());
 
-    triggers::create_suite(
+    suites::create_suite(
         store,
         &form("smoke", "smoke", None, vec![smoke_eval]),
         &researcher.team,
@@ -460,7 +470,7 @@ async fn new_checkpoints_trigger_tiered_suites_from_the_api_or_a_watched_folder(
     )
     .await
     .unwrap();
-    triggers::create_suite(
+    suites::create_suite(
         store,
         &form("full", "full", Some(2), vec![full_eval]),
         "default",
@@ -474,7 +484,7 @@ async fn new_checkpoints_trigger_tiered_suites_from_the_api_or_a_watched_folder(
         team: "vision".into(),
         ..form("other-team", "smoke", None, vec![smoke_eval])
     };
-    let refused = triggers::create_suite(store, &other_team, "default", false, None)
+    let refused = suites::create_suite(store, &other_team, "default", false, None)
         .await
         .unwrap_err();
     assert_eq!(refused.status_code(), 403, "{refused}");
@@ -483,17 +493,17 @@ async fn new_checkpoints_trigger_tiered_suites_from_the_api_or_a_watched_folder(
         ..other_team.clone()
     };
     assert_eq!(
-        triggers::create_suite(store, &bad_name, "default", true, None)
+        suites::create_suite(store, &bad_name, "default", true, None)
             .await
             .unwrap_err()
             .status_code(),
         400
     );
-    let by_lead = triggers::create_suite(store, &other_team, "default", true, None)
+    let by_lead = suites::create_suite(store, &other_team, "default", true, None)
         .await
         .unwrap();
     assert!(store.delete_suite(by_lead).await.unwrap());
-    let taken = triggers::create_suite(
+    let taken = suites::create_suite(
         store,
         &form("full", "smoke", None, vec![smoke_eval]),
         "default",
@@ -505,13 +515,13 @@ async fn new_checkpoints_trigger_tiered_suites_from_the_api_or_a_watched_folder(
     assert_eq!(taken.status_code(), 409);
 
     // First checkpoint: smoke only. Second: smoke and full (every 2nd), at promotion priority.
-    let first = triggers::register_announced(store, &announcement("step-1", 1), None)
+    let first = suites::register_announced(store, &announcement("step-1", 1), None)
         .await
         .unwrap();
     let suites: Vec<&str> = first.runs.iter().map(|run| run.suite.as_str()).collect();
     assert_eq!(suites, ["smoke"]);
     assert!(first.runs[0].created && first.runs[0].error.is_none());
-    let second = triggers::register_announced(
+    let second = suites::register_announced(
         store,
         &Announcement {
             decision: Some("promotion".into()),
@@ -536,7 +546,7 @@ async fn new_checkpoints_trigger_tiered_suites_from_the_api_or_a_watched_folder(
     }
     // A bad decision value or a duplicate name stores nothing and launches nothing.
     let runs_before = store.list_runs().await.unwrap().len();
-    let refused = triggers::register_announced(
+    let refused = suites::register_announced(
         store,
         &Announcement {
             decision: Some("urgent".into()),
@@ -548,7 +558,7 @@ async fn new_checkpoints_trigger_tiered_suites_from_the_api_or_a_watched_folder(
     .unwrap_err();
     assert!(refused.to_string().contains("decision"));
     assert!(
-        triggers::register_announced(store, &announcement("step-2", 2), None)
+        suites::register_announced(store, &announcement("step-2", 2), None)
             .await
             .is_err()
     );
@@ -557,13 +567,13 @@ async fn new_checkpoints_trigger_tiered_suites_from_the_api_or_a_watched_folder(
 
     // On demand: the full suite on the first checkpoint.
     let on_demand =
-        triggers::run_suite_on_demand(store, first.checkpoint_id, "full", PRIORITY_PROMOTION, None)
+        suites::run_suite_on_demand(store, first.checkpoint_id, "full", PRIORITY_PROMOTION, None)
             .await
             .unwrap();
     assert_eq!(on_demand.len(), 1);
     assert!(on_demand[0].run_id.is_some());
     assert!(
-        triggers::run_suite_on_demand(store, first.checkpoint_id, "nope", 1, None)
+        suites::run_suite_on_demand(store, first.checkpoint_id, "nope", 1, None)
             .await
             .is_err()
     );
@@ -623,7 +633,7 @@ async fn new_checkpoints_trigger_tiered_suites_from_the_api_or_a_watched_folder(
     assert!(store.delete_suite(full_id).await.unwrap());
     assert!(!store.delete_suite(full_id).await.unwrap());
     assert_eq!(store.list_runs().await.unwrap().len(), runs_now);
-    let sixth = triggers::register_announced(store, &announcement("step-6", 6), None)
+    let sixth = suites::register_announced(store, &announcement("step-6", 6), None)
         .await
         .unwrap();
     assert_eq!(sixth.runs.len(), 1);
@@ -923,7 +933,7 @@ async fn retention_clears_raw_answers_then_deletes_expired_runs(store: Arc<dyn S
     }
     escalate_to_humans(store, &old_items[4..], 1).await;
     assert!(store.finish_run_if_done(old).await.unwrap());
-    let (_, report_before) = arbiter_engine::reporting::run_report(store, old)
+    let (_, report_before) = arbiter_engine::reports::runs::run_report(store, old)
         .await
         .unwrap();
 
@@ -932,11 +942,15 @@ async fn retention_clears_raw_answers_then_deletes_expired_runs(store: Arc<dyn S
         .latest_revision
         .clone()
         .unwrap();
-    let eval = service::define_eval(store, &eval_form("second", revision.dataset_id, 1), None)
-        .await
-        .unwrap();
+    let eval = arbiter_engine::catalog::define_eval(
+        store,
+        &eval_form("second", revision.dataset_id, 1),
+        None,
+    )
+    .await
+    .unwrap();
     let checkpoint = store.list_checkpoints().await.unwrap()[0].id;
-    let newer = service::launch_run(store, eval, checkpoint, 1, "default", None)
+    let newer = arbiter_engine::runs::launch_run(store, eval, checkpoint, 1, "default", None)
         .await
         .unwrap()
         .run_id;
@@ -988,7 +1002,7 @@ async fn retention_clears_raw_answers_then_deletes_expired_runs(store: Arc<dyn S
         .unwrap()
         .is_some());
     // Verdicts and the report survive.
-    let (_, report_after) = arbiter_engine::reporting::run_report(store, old)
+    let (_, report_after) = arbiter_engine::reports::runs::run_report(store, old)
         .await
         .unwrap();
     assert_eq!(report_after.overall, report_before.overall);

@@ -6,12 +6,11 @@ use arbiter_domain::accounts::Role;
 use arbiter_domain::annotation::gold::{GOLD_RATE_SETTING, REVIEW_CHECK_RATE_SETTING};
 use arbiter_domain::annotation::pool::RaterUpdate;
 use arbiter_domain::annotation::review::ReviewDecision;
-use arbiter_engine::human_queue::{self, Invitation, RaterForm};
-use arbiter_engine::mail::Mailer;
-use arbiter_engine::queue_health::{
-    monitor_once, queue_report, ALERT_LOW_AGREEMENT, ALERT_SLA_AT_RISK,
-};
-use arbiter_engine::service::ServiceError;
+use arbiter_engine::annotation::queue::{queue_report, ALERT_LOW_AGREEMENT, ALERT_SLA_AT_RISK};
+use arbiter_engine::annotation::raters::{Invitation, RaterForm};
+use arbiter_engine::clients::mail::Mailer;
+use arbiter_engine::error::ServiceError;
+use arbiter_engine::jobs::queue_monitor::monitor_once;
 use arbiter_store::{now_ms, Store, StoreError};
 use std::sync::Arc;
 
@@ -80,9 +79,15 @@ async fn gold_items_measure_raters_and_train_new_ones(store: Arc<dyn Store>) {
     let mut gold_tasks = vec![first];
     gold_tasks.extend((1..=10).map(|offset| first + offset));
     for &task_id in &gold_tasks {
-        human_queue::create_gold(store, lead, task_id, "pass", "the reference says so")
-            .await
-            .unwrap();
+        arbiter_engine::annotation::quality::create_gold(
+            store,
+            lead,
+            task_id,
+            "pass",
+            "the reference says so",
+        )
+        .await
+        .unwrap();
     }
     assert!(matches!(
         store.create_gold(first, true, "", lead).await,
@@ -93,7 +98,8 @@ async fn gold_items_measure_raters_and_train_new_ones(store: Arc<dyn Store>) {
         Err(StoreError::NotFound(_))
     ));
     assert!(matches!(
-        human_queue::create_gold(store, lead, first + 20, "maybe", "").await,
+        arbiter_engine::annotation::quality::create_gold(store, lead, first + 20, "maybe", "")
+            .await,
         Err(ServiceError::Invalid(_))
     ));
     assert_eq!(store.gold_items().await.unwrap().len(), 11);
@@ -197,7 +203,7 @@ async fn gold_items_measure_raters_and_train_new_ones(store: Arc<dyn Store>) {
         .unwrap()
         .id;
     store.retire_gold(answered_gold).await.unwrap();
-    human_queue::create_gold(store, lead, answered, "fail", "re-checked")
+    arbiter_engine::annotation::quality::create_gold(store, lead, answered, "fail", "re-checked")
         .await
         .unwrap();
     let records = store.raters().await.unwrap();
@@ -311,15 +317,31 @@ async fn reviewers_decisions_are_spot_checked(store: Arc<dyn Store>) {
         Err(StoreError::Conflict(_))
     ));
     assert!(matches!(
-        human_queue::check_review(store, spot.review_id, lead, "overturn", "maybe", "").await,
+        arbiter_engine::annotation::review::check_review(
+            store,
+            spot.review_id,
+            lead,
+            "overturn",
+            "maybe",
+            ""
+        )
+        .await,
         Err(ServiceError::Invalid(_))
     ));
     assert!(matches!(
-        human_queue::check_review(store, spot.review_id, lead, "shrug", "", "").await,
+        arbiter_engine::annotation::review::check_review(
+            store,
+            spot.review_id,
+            lead,
+            "shrug",
+            "",
+            ""
+        )
+        .await,
         Err(ServiceError::Invalid(_))
     ));
     // Overturned: the checker's verdict decides the item.
-    human_queue::check_review(
+    arbiter_engine::annotation::review::check_review(
         store,
         spot.review_id,
         lead,
@@ -347,9 +369,16 @@ async fn reviewers_decisions_are_spot_checked(store: Arc<dyn Store>) {
         .check
         .unwrap();
     assert_eq!(other.decision, "accepted");
-    human_queue::check_review(store, other.review_id, lead, "uphold", "", "")
-        .await
-        .unwrap();
+    arbiter_engine::annotation::review::check_review(
+        store,
+        other.review_id,
+        lead,
+        "uphold",
+        "",
+        "",
+    )
+    .await
+    .unwrap();
     assert_eq!(store.next_review(lead).await.unwrap(), None);
     let records = store.raters().await.unwrap();
     let reviewer = rater(&records, "rev");
@@ -551,7 +580,7 @@ async fn invitations_and_settings_refuse_bad_input(store: Arc<dyn Store>) {
     ] {
         assert!(
             matches!(
-                human_queue::invite_rater(store, &mailer, &change).await,
+                arbiter_engine::annotation::raters::invite_rater(store, &mailer, &change).await,
                 Err(ServiceError::Invalid(_))
             ),
             "{why}"
@@ -561,7 +590,7 @@ async fn invitations_and_settings_refuse_bad_input(store: Arc<dyn Store>) {
         store.find_user_credentials("nina").await.unwrap().is_none(),
         "nothing stored"
     );
-    let invited = human_queue::invite_rater(store, &mailer, &invitation)
+    let invited = arbiter_engine::annotation::raters::invite_rater(store, &mailer, &invitation)
         .await
         .unwrap();
     assert!(
@@ -571,7 +600,7 @@ async fn invitations_and_settings_refuse_bad_input(store: Arc<dyn Store>) {
     );
     let credentials = store.find_user_credentials("nina").await.unwrap().unwrap();
     assert_eq!(credentials.user.role, Role::Reviewer);
-    assert!(arbiter_engine::passwords::verify_password(
+    assert!(arbiter_engine::accounts::passwords::verify_password(
         Some(&credentials.password_hash),
         &invited.password
     ));
@@ -584,7 +613,7 @@ async fn invitations_and_settings_refuse_bad_input(store: Arc<dyn Store>) {
     assert_eq!(nina.email.as_deref(), Some("nina@arbiter.test"));
     assert!(nina.training_since.is_some());
     assert!(matches!(
-        human_queue::invite_rater(store, &mailer, &invitation).await,
+        arbiter_engine::annotation::raters::invite_rater(store, &mailer, &invitation).await,
         Err(ServiceError::Conflict(_))
     ));
 
@@ -597,7 +626,7 @@ async fn invitations_and_settings_refuse_bad_input(store: Arc<dyn Store>) {
     };
     let nina_id = credentials.user.id;
     // The pool row always sends the role shown: the lead's own row saves when it is unchanged.
-    human_queue::update_rater(
+    arbiter_engine::annotation::raters::update_rater(
         store,
         lead,
         lead,
@@ -608,7 +637,7 @@ async fn invitations_and_settings_refuse_bad_input(store: Arc<dyn Store>) {
     for (form, why) in [(form("", Some("lead"), None), "own role")] {
         assert!(
             matches!(
-                human_queue::update_rater(store, lead, lead, &form).await,
+                arbiter_engine::annotation::raters::update_rater(store, lead, lead, &form).await,
                 Err(ServiceError::Invalid(_))
             ),
             "{why}"
@@ -621,13 +650,13 @@ async fn invitations_and_settings_refuse_bad_input(store: Arc<dyn Store>) {
     ] {
         assert!(
             matches!(
-                human_queue::update_rater(store, lead, nina_id, &form).await,
+                arbiter_engine::annotation::raters::update_rater(store, lead, nina_id, &form).await,
                 Err(ServiceError::Invalid(_))
             ),
             "{why}"
         );
     }
-    human_queue::update_rater(
+    arbiter_engine::annotation::raters::update_rater(
         store,
         lead,
         nina_id,
@@ -643,20 +672,29 @@ async fn invitations_and_settings_refuse_bad_input(store: Arc<dyn Store>) {
     );
 
     // QC settings change together or not at all.
-    let before = human_queue::queue_settings(store).await.unwrap();
-    assert!(matches!(
-        human_queue::set_queue_settings(store, "10%", "0.2", "1.5").await,
-        Err(ServiceError::Invalid(_))
-    ));
-    assert!(matches!(
-        human_queue::set_queue_settings(store, "0.9", "0.2", "0.5").await,
-        Err(ServiceError::Invalid(_))
-    ));
-    assert_eq!(human_queue::queue_settings(store).await.unwrap(), before);
-    human_queue::set_queue_settings(store, "10%", "0.2", "0.5")
+    let before = arbiter_engine::annotation::quality::queue_settings(store)
         .await
         .unwrap();
-    let after = human_queue::queue_settings(store).await.unwrap();
+    assert!(matches!(
+        arbiter_engine::annotation::quality::set_queue_settings(store, "10%", "0.2", "1.5").await,
+        Err(ServiceError::Invalid(_))
+    ));
+    assert!(matches!(
+        arbiter_engine::annotation::quality::set_queue_settings(store, "0.9", "0.2", "0.5").await,
+        Err(ServiceError::Invalid(_))
+    ));
+    assert_eq!(
+        arbiter_engine::annotation::quality::queue_settings(store)
+            .await
+            .unwrap(),
+        before
+    );
+    arbiter_engine::annotation::quality::set_queue_settings(store, "10%", "0.2", "0.5")
+        .await
+        .unwrap();
+    let after = arbiter_engine::annotation::quality::queue_settings(store)
+        .await
+        .unwrap();
     assert_eq!(
         (
             after.gold_rate,

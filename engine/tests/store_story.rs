@@ -17,8 +17,9 @@ use arbiter_domain::reports::trend::BaselinePolicy;
 use arbiter_domain::reports::Completeness;
 use arbiter_domain::run::PRIORITY_SCHEDULED;
 use arbiter_domain::stats::correction::Correction;
-use arbiter_engine::service::{self, EvalForm, ServiceError};
-use arbiter_engine::{reporting, trends};
+use arbiter_engine::catalog::EvalForm;
+use arbiter_engine::error::ServiceError;
+use arbiter_engine::reports::trends;
 use arbiter_store::{now_ms, FinishedItem, Store, StoreError};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -127,7 +128,7 @@ async fn users_sign_up_and_reset_passwords(store: Arc<dyn Store>) {
     );
 
     // Teams set the fair share of runs; names are checked, unknown users reported.
-    service::set_team(store, "bob", "vision-team")
+    arbiter_engine::accounts::set_team(store, "bob", "vision-team")
         .await
         .unwrap();
     assert_eq!(
@@ -141,11 +142,11 @@ async fn users_sign_up_and_reset_passwords(store: Arc<dyn Store>) {
         "vision-team"
     );
     assert!(matches!(
-        service::set_team(store, "bob", "no spaces").await,
+        arbiter_engine::accounts::set_team(store, "bob", "no spaces").await,
         Err(ServiceError::Invalid(_))
     ));
     assert!(matches!(
-        service::set_team(store, "nobody", "x").await,
+        arbiter_engine::accounts::set_team(store, "nobody", "x").await,
         Err(ServiceError::NotFound(_))
     ));
 }
@@ -153,9 +154,10 @@ async fn users_sign_up_and_reset_passwords(store: Arc<dyn Store>) {
 async fn dataset_uploads_are_revisioned_and_atomic(store: Arc<dyn Store>) {
     let store = &*store;
     let parsed = parse_dataset(SAMPLE, DatasetFormat::Jsonl).unwrap();
-    let first = service::upload_dataset(store, "qa-basic", "qa-basic.jsonl", SAMPLE, None)
-        .await
-        .unwrap();
+    let first =
+        arbiter_engine::catalog::upload_dataset(store, "qa-basic", "qa-basic.jsonl", SAMPLE, None)
+            .await
+            .unwrap();
     assert_eq!(first.content_hash, parsed.content_hash);
     assert_eq!(first.item_count, 60);
     assert_eq!(first.source_name, "qa-basic.jsonl");
@@ -169,9 +171,10 @@ async fn dataset_uploads_are_revisioned_and_atomic(store: Arc<dyn Store>) {
         "items page in file order"
     );
 
-    let again = service::upload_dataset(store, "qa-basic", "copy.jsonl", SAMPLE, None)
-        .await
-        .unwrap();
+    let again =
+        arbiter_engine::catalog::upload_dataset(store, "qa-basic", "copy.jsonl", SAMPLE, None)
+            .await
+            .unwrap();
     assert_eq!(again.id, first.id, "identical bytes are the same revision");
     assert_eq!(
         store.list_revisions(first.dataset_id).await.unwrap().len(),
@@ -181,7 +184,7 @@ async fn dataset_uploads_are_revisioned_and_atomic(store: Arc<dyn Store>) {
     let mut changed = String::from_utf8(SAMPLE.to_vec()).unwrap();
     changed.push_str(r#"{"id": "extra-001", "input": "What is 1 + 1?", "target": "2"}"#);
     changed.push('\n');
-    let second = service::upload_dataset(
+    let second = arbiter_engine::catalog::upload_dataset(
         store,
         "qa-basic",
         "qa-basic-v2.jsonl",
@@ -215,9 +218,10 @@ async fn dataset_uploads_are_revisioned_and_atomic(store: Arc<dyn Store>) {
 
     // Re-uploading the first content is a revert: its revision becomes current again.
     tokio::time::sleep(Duration::from_millis(5)).await;
-    let reverted = service::upload_dataset(store, "qa-basic", "qa-basic.jsonl", SAMPLE, None)
-        .await
-        .unwrap();
+    let reverted =
+        arbiter_engine::catalog::upload_dataset(store, "qa-basic", "qa-basic.jsonl", SAMPLE, None)
+            .await
+            .unwrap();
     assert_eq!(reverted.id, first.id, "no new revision for known content");
     let summary = store.get_dataset(first.dataset_id).await.unwrap().unwrap();
     assert_eq!(summary.revision_count, 2);
@@ -231,7 +235,14 @@ async fn dataset_uploads_are_revisioned_and_atomic(store: Arc<dyn Store>) {
     assert_eq!(datasets_before, vec![summary]);
 
     let bad_json = "{\"id\": \"a\", \"input\": \"x\", \"target\": \"y\"}\n{not json\n";
-    match service::upload_dataset(store, "broken", "broken.jsonl", bad_json.as_bytes(), None).await
+    match arbiter_engine::catalog::upload_dataset(
+        store,
+        "broken",
+        "broken.jsonl",
+        bad_json.as_bytes(),
+        None,
+    )
+    .await
     {
         Err(ServiceError::Invalid(message)) => {
             assert!(
@@ -244,7 +255,7 @@ async fn dataset_uploads_are_revisioned_and_atomic(store: Arc<dyn Store>) {
     let duplicate_ids = "{\"id\": \"a\", \"input\": \"x\", \"target\": \"y\"}\n\
                          {\"id\": \"b\", \"input\": \"x\", \"target\": \"y\"}\n\
                          {\"id\": \"a\", \"input\": \"z\", \"target\": \"y\"}\n";
-    match service::upload_dataset(
+    match arbiter_engine::catalog::upload_dataset(
         store,
         "qa-basic",
         "dup.jsonl",
@@ -268,15 +279,18 @@ async fn dataset_uploads_are_revisioned_and_atomic(store: Arc<dyn Store>) {
 
 async fn checkpoints_evals_and_launches(store: Arc<dyn Store>) {
     let store = &*store;
-    let revision = service::upload_dataset(store, "qa-basic", "qa-basic.jsonl", SAMPLE, None)
-        .await
-        .unwrap();
+    let revision =
+        arbiter_engine::catalog::upload_dataset(store, "qa-basic", "qa-basic.jsonl", SAMPLE, None)
+            .await
+            .unwrap();
 
-    let base = service::register_simple_checkpoint(store, "base-7b", ENDPOINT, "base", None)
-        .await
-        .unwrap();
+    let base = arbiter_engine::catalog::register_simple_checkpoint(
+        store, "base-7b", ENDPOINT, "base", None,
+    )
+    .await
+    .unwrap();
     // The same server typed differently shares its endpoint row.
-    let tuned = service::register_simple_checkpoint(
+    let tuned = arbiter_engine::catalog::register_simple_checkpoint(
         store,
         "tuned-7b",
         "http://127.0.0.1:9/v1/",
@@ -297,7 +311,7 @@ async fn checkpoints_evals_and_launches(store: Arc<dyn Store>) {
             (tuned, "tuned-7b", "http://127.0.0.1:9/v1", "tuned"),
         ]
     );
-    match service::register_simple_checkpoint(
+    match arbiter_engine::catalog::register_simple_checkpoint(
         store,
         "base-7b",
         "http://127.0.0.1:10",
@@ -315,14 +329,21 @@ async fn checkpoints_evals_and_launches(store: Arc<dyn Store>) {
         other => panic!("a duplicate checkpoint name must be a conflict, got {other:?}"),
     }
     assert!(matches!(
-        service::register_simple_checkpoint(store, "ftp-7b", "ftp://127.0.0.1", "m", None).await,
+        arbiter_engine::catalog::register_simple_checkpoint(
+            store,
+            "ftp-7b",
+            "ftp://127.0.0.1",
+            "m",
+            None
+        )
+        .await,
         Err(ServiceError::Invalid(_))
     ));
     assert_eq!(store.list_checkpoints().await.unwrap().len(), 2);
 
     let mut no_placeholder = eval_form("qa-exact", revision.dataset_id, 2);
     no_placeholder.prompt_template = "Answer the question.".into();
-    match service::define_eval(store, &no_placeholder, None).await {
+    match arbiter_engine::catalog::define_eval(store, &no_placeholder, None).await {
         Err(ServiceError::Invalid(message)) => assert!(message.contains("{input}"), "{message}"),
         other => panic!("a template without {{input}} must be invalid, got {other:?}"),
     }
@@ -331,9 +352,13 @@ async fn checkpoints_evals_and_launches(store: Arc<dyn Store>) {
         "an invalid eval stores nothing"
     );
 
-    let eval = service::define_eval(store, &eval_form("qa-exact", revision.dataset_id, 2), None)
-        .await
-        .unwrap();
+    let eval = arbiter_engine::catalog::define_eval(
+        store,
+        &eval_form("qa-exact", revision.dataset_id, 2),
+        None,
+    )
+    .await
+    .unwrap();
     let evals = store.list_evals().await.unwrap();
     assert_eq!(evals.len(), 1);
     assert_eq!(
@@ -346,11 +371,16 @@ async fn checkpoints_evals_and_launches(store: Arc<dyn Store>) {
         (eval, "qa-basic", 2, "exact_match@1")
     );
     assert!(matches!(
-        service::define_eval(store, &eval_form("qa-exact", revision.dataset_id, 1), None).await,
+        arbiter_engine::catalog::define_eval(
+            store,
+            &eval_form("qa-exact", revision.dataset_id, 1),
+            None
+        )
+        .await,
         Err(ServiceError::Conflict(_))
     ));
     assert!(matches!(
-        service::define_eval(
+        arbiter_engine::catalog::define_eval(
             store,
             &eval_form("orphan", revision.dataset_id + 1000, 1),
             None
@@ -359,9 +389,10 @@ async fn checkpoints_evals_and_launches(store: Arc<dyn Store>) {
         Err(ServiceError::NotFound(_))
     ));
 
-    let launched = service::launch_run(store, eval, base, PRIORITY_SCHEDULED, "default", None)
-        .await
-        .unwrap();
+    let launched =
+        arbiter_engine::runs::launch_run(store, eval, base, PRIORITY_SCHEDULED, "default", None)
+            .await
+            .unwrap();
     assert!(launched.created);
     let run = progress(store, launched.run_id).await;
     assert_eq!((run.expected, run.done, run.in_flight), (120, 0, 0));
@@ -377,9 +408,10 @@ async fn checkpoints_evals_and_launches(store: Arc<dyn Store>) {
     assert_eq!(run.endpoint_url, "http://127.0.0.1:9/v1");
     assert_eq!(run.dataset_revision, revision.content_hash);
 
-    let relaunched = service::launch_run(store, eval, base, PRIORITY_SCHEDULED, "default", None)
-        .await
-        .unwrap();
+    let relaunched =
+        arbiter_engine::runs::launch_run(store, eval, base, PRIORITY_SCHEDULED, "default", None)
+            .await
+            .unwrap();
     assert_eq!(
         relaunched.run_id, launched.run_id,
         "an unchanged manifest is the same run"
@@ -410,20 +442,28 @@ async fn checkpoints_evals_and_launches(store: Arc<dyn Store>) {
     // A new revision changes the manifest, so the next launch is a new run on the new items.
     let mut changed = String::from_utf8(SAMPLE.to_vec()).unwrap();
     changed.push_str("{\"id\": \"extra-001\", \"input\": \"What is 1 + 1?\", \"target\": \"2\"}\n");
-    let newer = service::upload_dataset(store, "qa-basic", "v2.jsonl", changed.as_bytes(), None)
-        .await
-        .unwrap();
-    let on_newer = service::launch_run(store, eval, base, PRIORITY_SCHEDULED, "default", None)
-        .await
-        .unwrap();
+    let newer = arbiter_engine::catalog::upload_dataset(
+        store,
+        "qa-basic",
+        "v2.jsonl",
+        changed.as_bytes(),
+        None,
+    )
+    .await
+    .unwrap();
+    let on_newer =
+        arbiter_engine::runs::launch_run(store, eval, base, PRIORITY_SCHEDULED, "default", None)
+            .await
+            .unwrap();
     assert!(on_newer.created);
     assert_ne!(on_newer.run_id, launched.run_id);
     let run = progress(store, on_newer.run_id).await;
     assert_eq!(run.expected, 122);
     assert_eq!(run.dataset_revision, newer.content_hash);
-    let on_tuned = service::launch_run(store, eval, tuned, PRIORITY_SCHEDULED, "default", None)
-        .await
-        .unwrap();
+    let on_tuned =
+        arbiter_engine::runs::launch_run(store, eval, tuned, PRIORITY_SCHEDULED, "default", None)
+            .await
+            .unwrap();
     assert!(on_tuned.created);
     assert_eq!(
         progress(store, on_tuned.run_id).await.checkpoint_name,
@@ -876,14 +916,20 @@ async fn uncertain_answers_go_to_one_annotator_at_a_time(store: Arc<dyn Store>) 
 
 async fn comparing_two_checkpoints_finds_the_flips(store: Arc<dyn Store>) {
     let store = &*store;
-    let revision =
-        service::upload_dataset(store, "arith", "arith.jsonl", FIVE_CASES.as_bytes(), None)
+    let revision = arbiter_engine::catalog::upload_dataset(
+        store,
+        "arith",
+        "arith.jsonl",
+        FIVE_CASES.as_bytes(),
+        None,
+    )
+    .await
+    .unwrap();
+    let base =
+        arbiter_engine::catalog::register_simple_checkpoint(store, "base", ENDPOINT, "base", None)
             .await
             .unwrap();
-    let base = service::register_simple_checkpoint(store, "base", ENDPOINT, "base", None)
-        .await
-        .unwrap();
-    let candidate = service::register_simple_checkpoint(
+    let candidate = arbiter_engine::catalog::register_simple_checkpoint(
         store,
         "candidate",
         "http://127.0.0.1:8002",
@@ -892,34 +938,47 @@ async fn comparing_two_checkpoints_finds_the_flips(store: Arc<dyn Store>) {
     )
     .await
     .unwrap();
-    let eval = service::define_eval(
+    let eval = arbiter_engine::catalog::define_eval(
         store,
         &eval_form("arith-exact", revision.dataset_id, 1),
         None,
     )
     .await
     .unwrap();
-    let other_eval = service::define_eval(
+    let other_eval = arbiter_engine::catalog::define_eval(
         store,
         &eval_form("arith-other", revision.dataset_id, 1),
         None,
     )
     .await
     .unwrap();
-    let base_run = service::launch_run(store, eval, base, PRIORITY_SCHEDULED, "default", None)
-        .await
-        .unwrap()
-        .run_id;
-    let candidate_run =
-        service::launch_run(store, eval, candidate, PRIORITY_SCHEDULED, "default", None)
+    let base_run =
+        arbiter_engine::runs::launch_run(store, eval, base, PRIORITY_SCHEDULED, "default", None)
             .await
             .unwrap()
             .run_id;
-    let other_run =
-        service::launch_run(store, other_eval, base, PRIORITY_SCHEDULED, "default", None)
-            .await
-            .unwrap()
-            .run_id;
+    let candidate_run = arbiter_engine::runs::launch_run(
+        store,
+        eval,
+        candidate,
+        PRIORITY_SCHEDULED,
+        "default",
+        None,
+    )
+    .await
+    .unwrap()
+    .run_id;
+    let other_run = arbiter_engine::runs::launch_run(
+        store,
+        other_eval,
+        base,
+        PRIORITY_SCHEDULED,
+        "default",
+        None,
+    )
+    .await
+    .unwrap()
+    .run_id;
 
     // c5 is unsure on the candidate, so it is not a pass/fail pair.
     let replies_of = |run_id: i64| -> [Reply; 5] {
@@ -944,7 +1003,9 @@ async fn comparing_two_checkpoints_finds_the_flips(store: Arc<dyn Store>) {
     }
 
     // The baseline's report: complete, pooled, with the grader and model checked.
-    let (_, report) = reporting::run_report(store, base_run).await.unwrap();
+    let (_, report) = arbiter_engine::reports::runs::run_report(store, base_run)
+        .await
+        .unwrap();
     assert_eq!(
         report.completeness,
         Completeness::Complete,
@@ -954,15 +1015,21 @@ async fn comparing_two_checkpoints_finds_the_flips(store: Arc<dyn Store>) {
     assert_eq!((report.overall.passed, report.overall.failed), (3, 2));
     assert_eq!(report.overall.outcomes[0], 5, "five ok answers");
     // The candidate still waits for a human on c5: partial, with the reason.
-    let (_, report) = reporting::run_report(store, candidate_run).await.unwrap();
+    let (_, report) = arbiter_engine::reports::runs::run_report(store, candidate_run)
+        .await
+        .unwrap();
     assert_eq!(report.completeness, Completeness::Partial);
     assert_eq!(report.completed, 4);
     assert!(report.explanations()[0].contains("1 results have no final verdict"));
 
-    let summary =
-        reporting::compare_checkpoints(store, base_run, &[candidate_run], Correction::Holm)
-            .await
-            .unwrap();
+    let summary = arbiter_engine::reports::compare::compare_checkpoints(
+        store,
+        base_run,
+        &[candidate_run],
+        Correction::Holm,
+    )
+    .await
+    .unwrap();
     assert_eq!(summary.baseline.id, base_run);
     let comparison = &summary.candidates[0].comparison;
     let table = comparison.overall.table;
@@ -978,7 +1045,7 @@ async fn comparing_two_checkpoints_finds_the_flips(store: Arc<dyn Store>) {
     assert_eq!(comparison.changed, 3, "c5 went from pass to uncertain");
     assert_eq!(comparison.overall.p_value, 1.0);
 
-    let page = reporting::diff_page(
+    let page = arbiter_engine::reports::diff::diff_page(
         store,
         base_run,
         candidate_run,
@@ -1006,7 +1073,7 @@ async fn comparing_two_checkpoints_finds_the_flips(store: Arc<dyn Store>) {
     assert_eq!(regression.candidate.output, Reply::Wrong.output("4"));
     assert!(regression.candidate.grades[0].reason.contains("differs"));
     // Text search reads the texts of changed items only.
-    let found = reporting::diff_page(
+    let found = arbiter_engine::reports::diff::diff_page(
         store,
         base_run,
         candidate_run,
@@ -1018,7 +1085,7 @@ async fn comparing_two_checkpoints_finds_the_flips(store: Arc<dyn Store>) {
     .unwrap();
     assert_eq!(found.rows.len(), 1);
     assert_eq!(found.rows[0].candidate.case_id, "c3");
-    let detail = reporting::diff_detail(
+    let detail = arbiter_engine::reports::diff::diff_detail(
         store,
         regression.baseline.work_item_id,
         regression.candidate.work_item_id,
@@ -1030,7 +1097,7 @@ async fn comparing_two_checkpoints_finds_the_flips(store: Arc<dyn Store>) {
         Some("no logprobs were stored for one of the answers")
     );
     assert!(matches!(
-        reporting::diff_detail(
+        arbiter_engine::reports::diff::diff_detail(
             store,
             regression.baseline.work_item_id,
             page.rows[1].candidate.work_item_id
@@ -1041,36 +1108,70 @@ async fn comparing_two_checkpoints_finds_the_flips(store: Arc<dyn Store>) {
 
     // A human decides c5: the tallies move, the snapshot is rebuilt, the candidate completes.
     label_by_a_human(store).await;
-    let (_, report) = reporting::run_report(store, candidate_run).await.unwrap();
+    let (_, report) = arbiter_engine::reports::runs::run_report(store, candidate_run)
+        .await
+        .unwrap();
     assert_eq!(
         report.completeness,
         Completeness::Complete,
         "{:?}",
         report.explanations()
     );
-    let summary =
-        reporting::compare_checkpoints(store, base_run, &[candidate_run], Correction::Holm)
-            .await
-            .unwrap();
+    let summary = arbiter_engine::reports::compare::compare_checkpoints(
+        store,
+        base_run,
+        &[candidate_run],
+        Correction::Holm,
+    )
+    .await
+    .unwrap();
     assert_eq!(summary.candidates[0].comparison.overall.table.both_pass, 2);
 
     // Finished runs get their snapshots built in the background: only the third run lacks one.
     // (Workers mark a run completed after their last commit; here the test does.)
     assert!(store.finish_run_if_done(other_run).await.unwrap());
-    assert_eq!(reporting::warm_snapshots(store, 10).await.unwrap(), 1);
-    assert_eq!(reporting::warm_snapshots(store, 10).await.unwrap(), 0);
+    assert_eq!(
+        arbiter_engine::reports::runs::warm_snapshots(store, 10)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        arbiter_engine::reports::runs::warm_snapshots(store, 10)
+            .await
+            .unwrap(),
+        0
+    );
 
-    match reporting::compare_checkpoints(store, base_run, &[other_run], Correction::Holm).await {
+    match arbiter_engine::reports::compare::compare_checkpoints(
+        store,
+        base_run,
+        &[other_run],
+        Correction::Holm,
+    )
+    .await
+    {
         Err(ServiceError::Invalid(message)) => assert!(message.contains("same eval"), "{message}"),
         other => panic!("runs of different evals must not be compared, got {other:?}"),
     }
     assert!(matches!(
-        reporting::compare_checkpoints(store, base_run, &[base_run], Correction::Holm).await,
+        arbiter_engine::reports::compare::compare_checkpoints(
+            store,
+            base_run,
+            &[base_run],
+            Correction::Holm
+        )
+        .await,
         Err(ServiceError::Invalid(_))
     ));
     assert!(matches!(
-        reporting::compare_checkpoints(store, base_run, &[other_run + 1000], Correction::Holm)
-            .await,
+        arbiter_engine::reports::compare::compare_checkpoints(
+            store,
+            base_run,
+            &[other_run + 1000],
+            Correction::Holm
+        )
+        .await,
         Err(ServiceError::NotFound(_))
     ));
 }
@@ -1090,31 +1191,40 @@ async fn a_training_run_trend_flags_regressions_and_promotions_need_complete_rep
             )
         })
         .collect();
-    let revision = service::upload_dataset(store, "plus", "plus.jsonl", dataset.as_bytes(), None)
-        .await
-        .unwrap();
-    let eval = service::define_eval(
+    let revision = arbiter_engine::catalog::upload_dataset(
+        store,
+        "plus",
+        "plus.jsonl",
+        dataset.as_bytes(),
+        None,
+    )
+    .await
+    .unwrap();
+    let eval = arbiter_engine::catalog::define_eval(
         store,
         &eval_form("plus-exact", revision.dataset_id, 1),
         None,
     )
     .await
     .unwrap();
-    let register = |name: &'static str, step: &'static str| service::CheckpointForm {
-        name: name.into(),
-        endpoint_url: ENDPOINT.into(),
-        // Distinct served models: no answer is reused from another checkpoint's cache.
-        model: name.into(),
-        training_run: if step.is_empty() {
-            String::new()
-        } else {
-            "tr-1".into()
-        },
-        training_step: step.into(),
-        ..service::CheckpointForm::default()
-    };
+    let register =
+        |name: &'static str, step: &'static str| arbiter_engine::catalog::CheckpointForm {
+            name: name.into(),
+            endpoint_url: ENDPOINT.into(),
+            // Distinct served models: no answer is reused from another checkpoint's cache.
+            model: name.into(),
+            training_run: if step.is_empty() {
+                String::new()
+            } else {
+                "tr-1".into()
+            },
+            training_step: step.into(),
+            ..arbiter_engine::catalog::CheckpointForm::default()
+        };
     for bad_step in ["-5", "ten"] {
-        match service::register_checkpoint(store, &register("bad", bad_step), None).await {
+        match arbiter_engine::catalog::register_checkpoint(store, &register("bad", bad_step), None)
+            .await
+        {
             Err(ServiceError::Invalid(message)) => {
                 assert!(message.contains("training step"), "{message}")
             }
@@ -1129,7 +1239,7 @@ async fn a_training_run_trend_flags_regressions_and_promotions_need_complete_rep
         ("step-200", "200"),
         ("prod", ""),
     ] {
-        let id = service::register_checkpoint(store, &register(name, step), None)
+        let id = arbiter_engine::catalog::register_checkpoint(store, &register(name, step), None)
             .await
             .unwrap();
         checkpoints.insert(name, id);
@@ -1148,7 +1258,7 @@ async fn a_training_run_trend_flags_regressions_and_promotions_need_complete_rep
     // Every checkpoint answers everything right, except step-300, wrong on t1..t9.
     let mut runs = HashMap::new();
     for name in ["step-100", "step-200", "step-300"] {
-        let run = service::launch_run(
+        let run = arbiter_engine::runs::launch_run(
             store,
             eval,
             checkpoints[name],
@@ -1270,10 +1380,11 @@ async fn a_training_run_trend_flags_regressions_and_promotions_need_complete_rep
         "{}",
         alert.message
     );
-    let step_400 = service::register_checkpoint(store, &register("step-400", "400"), None)
-        .await
-        .unwrap();
-    service::launch_run(store, eval, step_400, PRIORITY_SCHEDULED, "default", None)
+    let step_400 =
+        arbiter_engine::catalog::register_checkpoint(store, &register("step-400", "400"), None)
+            .await
+            .unwrap();
+    arbiter_engine::runs::launch_run(store, eval, step_400, PRIORITY_SCHEDULED, "default", None)
         .await
         .unwrap();
     answer_all(None).await;
@@ -1300,7 +1411,7 @@ async fn a_training_run_trend_flags_regressions_and_promotions_need_complete_rep
     ));
 
     // Promotion decisions: recorded on two complete reports with the comparison kept ...
-    let decision = reporting::decide_promotion(
+    let decision = arbiter_engine::reports::compare::decide_promotion(
         store,
         runs["step-100"],
         runs["step-300"],
@@ -1326,7 +1437,7 @@ async fn a_training_run_trend_flags_regressions_and_promotions_need_complete_rep
         decisions[0].summary_json
     );
     // ... and refused on a partial one, with nothing stored.
-    let partial = service::launch_run(
+    let partial = arbiter_engine::runs::launch_run(
         store,
         eval,
         checkpoints["prod"],
@@ -1337,7 +1448,16 @@ async fn a_training_run_trend_flags_regressions_and_promotions_need_complete_rep
     .await
     .unwrap()
     .run_id;
-    match reporting::decide_promotion(store, runs["step-100"], partial, true, "", None).await {
+    match arbiter_engine::reports::compare::decide_promotion(
+        store,
+        runs["step-100"],
+        partial,
+        true,
+        "",
+        None,
+    )
+    .await
+    {
         Err(ServiceError::Invalid(message)) => {
             assert!(message.contains("PARTIAL (0 of 12 results)"), "{message}");
             assert!(message.contains("needs two complete reports"), "{message}");
@@ -1446,22 +1566,22 @@ async fn the_scheduler_sees_only_running_runs_and_claims_longest_first(store: Ar
         "a team without a weight weighs 1"
     );
     // Leads weigh teams for fair share; weights out of range are refused, nothing stored.
-    service::set_team_weight(store.as_ref(), "default", 2.5)
+    arbiter_engine::accounts::set_team_weight(store.as_ref(), "default", 2.5)
         .await
         .unwrap();
     for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 1000.0] {
         assert!(matches!(
-            service::set_team_weight(store.as_ref(), "default", bad).await,
+            arbiter_engine::accounts::set_team_weight(store.as_ref(), "default", bad).await,
             Err(ServiceError::Invalid(_))
         ));
     }
     assert!(matches!(
-        service::set_team_weight(store.as_ref(), "bad team", 1.0).await,
+        arbiter_engine::accounts::set_team_weight(store.as_ref(), "bad team", 1.0).await,
         Err(ServiceError::Invalid(_))
     ));
     assert_eq!(store.active_runs().await.unwrap()[0].team_weight, 2.5);
 
-    service::change_run_state(store.as_ref(), run_id, "pause")
+    arbiter_engine::runs::change_run_state(store.as_ref(), run_id, "pause")
         .await
         .unwrap();
     assert!(store.active_runs().await.unwrap().is_empty());
@@ -1482,10 +1602,10 @@ async fn the_scheduler_sees_only_running_runs_and_claims_longest_first(store: Ar
         "a paused run hands out nothing"
     );
     assert!(matches!(
-        service::change_run_state(store.as_ref(), run_id, "pause").await,
+        arbiter_engine::runs::change_run_state(store.as_ref(), run_id, "pause").await,
         Err(ServiceError::Conflict(_))
     ));
-    service::change_run_state(store.as_ref(), run_id, "resume")
+    arbiter_engine::runs::change_run_state(store.as_ref(), run_id, "resume")
         .await
         .unwrap();
 
@@ -1501,7 +1621,7 @@ async fn the_scheduler_sees_only_running_runs_and_claims_longest_first(store: Ar
         .as_ref()
         .is_some_and(|key| key.len() == 64)));
 
-    service::change_run_state(store.as_ref(), run_id, "cancel")
+    arbiter_engine::runs::change_run_state(store.as_ref(), run_id, "cancel")
         .await
         .unwrap();
     assert!(store.active_runs().await.unwrap().is_empty());
@@ -1515,7 +1635,7 @@ async fn the_scheduler_sees_only_running_runs_and_claims_longest_first(store: Ar
     );
     assert_eq!(progress(store.as_ref(), run_id).await.status, "cancelled");
     // A cancelled run can be picked up again, where it stopped.
-    service::change_run_state(store.as_ref(), run_id, "resume")
+    arbiter_engine::runs::change_run_state(store.as_ref(), run_id, "resume")
         .await
         .unwrap();
     assert_eq!(store.active_runs().await.unwrap().len(), 1);
@@ -1592,10 +1712,10 @@ async fn the_scheduler_sees_only_running_runs_and_claims_longest_first(store: Ar
         seed: 8,
         ..eval_form("qa-again", dataset_id, 1)
     };
-    let again = service::define_eval(store.as_ref(), &form, None)
+    let again = arbiter_engine::catalog::define_eval(store.as_ref(), &form, None)
         .await
         .unwrap();
-    let second = service::launch_run(
+    let second = arbiter_engine::runs::launch_run(
         store.as_ref(),
         again,
         checkpoint,

@@ -8,8 +8,8 @@ mod common;
 
 use arbiter_domain::grading::judge::DEFAULT_RUBRIC;
 use arbiter_domain::run::RunCosts;
-use arbiter_engine::policies::{self, JudgeForm, PolicyForm};
-use arbiter_engine::service::{self, CheckpointForm, EvalForm};
+use arbiter_engine::catalog::{CheckpointForm, EvalForm};
+use arbiter_engine::grading::{self, JudgeForm, PolicyForm};
 use arbiter_sim::{SimConfig, SimModel, SimModelKind};
 use arbiter_store::Store;
 use common::*;
@@ -85,7 +85,7 @@ async fn priced_checkpoint(
         output_usd_per_mtok: price.into(),
         ..CheckpointForm::default()
     };
-    service::register_checkpoint(store, &form, None)
+    arbiter_engine::catalog::register_checkpoint(store, &form, None)
         .await
         .unwrap()
 }
@@ -97,7 +97,7 @@ async fn judge(store: &dyn Store, name: &str, checkpoint_id: i64) -> i64 {
         rubric: DEFAULT_RUBRIC.into(),
         max_tokens: 16,
     };
-    policies::define_judge(store, &form, None).await.unwrap().id
+    grading::define_judge(store, &form, None).await.unwrap().id
 }
 
 fn policy(cheap: i64, strong: Option<i64>, audit_rate: &str) -> PolicyForm {
@@ -131,7 +131,9 @@ async fn define_eval(store: &dyn Store, name: &str, dataset_id: i64) -> i64 {
         name: name.into(),
         ..eval_form(dataset_id)
     };
-    service::define_eval(store, &form, None).await.unwrap()
+    arbiter_engine::catalog::define_eval(store, &form, None)
+        .await
+        .unwrap()
 }
 
 /// `cheap_judge_unparseable`: how often the cheap judge's reply holds no verdict.
@@ -141,7 +143,7 @@ async fn set_up(cheap_judge_unparseable: f64) -> Setup {
     let endpoint = start_sim(judging_sim(cheap_judge_unparseable)).await;
     let store = shared_store.as_ref();
     let endpoint_url = endpoint.as_str();
-    let revision = service::upload_dataset(store, "qa", "qa.jsonl", SAMPLE, None)
+    let revision = arbiter_engine::catalog::upload_dataset(store, "qa", "qa.jsonl", SAMPLE, None)
         .await
         .unwrap();
     let eval_id = define_eval(store, "qa judged", revision.dataset_id).await;
@@ -164,7 +166,7 @@ async fn set_up(cheap_judge_unparseable: f64) -> Setup {
 
 /// Saves a policy version for the eval.
 async fn use_policy(store: &dyn Store, eval_id: i64, form: &PolicyForm) {
-    policies::save_policy(store, eval_id, form, None)
+    grading::save_policy(store, eval_id, form, None)
         .await
         .unwrap();
 }
@@ -280,7 +282,7 @@ async fn thresholds_route_the_expected_fractions_and_humans_calibrate_the_judge(
         labelled += 1;
     }
     assert_eq!(labelled, queue.open);
-    let report = policies::judge_report(store.as_ref(), setup.cheap)
+    let report = grading::judge_report(store.as_ref(), setup.cheap)
         .await
         .unwrap();
     assert!(report.accuracy.items >= 200, "{:?}", report.accuracy);
@@ -319,7 +321,7 @@ async fn thresholds_route_the_expected_fractions_and_humans_calibrate_the_judge(
 
     // Recalibration for at most 20% errors: a calibrated judge errs (1 - c) at confidence c,
     // so the threshold lands near 0.7; recorded as a new version with old and new values.
-    let (version, record) = policies::recalibrate(store.as_ref(), setup.eval_id, 0.2, None)
+    let (version, record) = grading::recalibrate(store.as_ref(), setup.eval_id, 0.2, None)
         .await
         .unwrap();
     assert_eq!(version, 2);
@@ -341,7 +343,7 @@ async fn thresholds_route_the_expected_fractions_and_humans_calibrate_the_judge(
     assert!(history[0].note.starts_with("recalibrated"));
 
     // An impossible target is refused with the reason, and nothing is stored.
-    let refused = policies::recalibrate(store.as_ref(), setup.eval_id, 0.0001, None).await;
+    let refused = grading::recalibrate(store.as_ref(), setup.eval_id, 0.0001, None).await;
     assert!(refused.is_err());
     assert_eq!(
         store.grading_policies(setup.eval_id).await.unwrap().len(),
@@ -383,7 +385,7 @@ async fn unchanged_answers_and_judges_regrade_for_free_and_a_new_rubric_reruns_o
         rubric: format!("Be strict.\n{DEFAULT_RUBRIC}"),
         max_tokens: 16,
     };
-    let v2 = policies::define_judge(store.as_ref(), &form, None)
+    let v2 = grading::define_judge(store.as_ref(), &form, None)
         .await
         .unwrap();
     assert_eq!(v2.version, 2);
@@ -443,7 +445,7 @@ async fn an_unreachable_judge_requeues_items_before_handing_them_to_humans() {
         repetitions: 1,
         ..eval_form(dataset_id)
     };
-    let eval_id = service::define_eval(store.as_ref(), &form, None)
+    let eval_id = arbiter_engine::catalog::define_eval(store.as_ref(), &form, None)
         .await
         .unwrap();
     use_policy(store.as_ref(), eval_id, &policy(gone_judge, None, "0.02")).await;
@@ -499,7 +501,7 @@ async fn human_tasks_follow_the_policy_whether_answered_now_or_from_the_cache() 
             repetitions: 1,
             ..eval_form(dataset_id)
         };
-        let eval_id = service::define_eval(store.as_ref(), &form, None)
+        let eval_id = arbiter_engine::catalog::define_eval(store.as_ref(), &form, None)
             .await
             .unwrap();
         use_policy(store.as_ref(), eval_id, &two_raters).await;
@@ -565,7 +567,7 @@ async fn bad_policies_and_judges_are_refused_with_reasons_and_store_nothing() {
         (policy(setup.cheap, None, "1.5"), "audit rate"),
     ];
     for (form, complaint) in cases {
-        let error = policies::save_policy(store.as_ref(), setup.eval_id, &form, None)
+        let error = grading::save_policy(store.as_ref(), setup.eval_id, &form, None)
             .await
             .expect_err(complaint)
             .to_string();
@@ -582,7 +584,7 @@ async fn bad_policies_and_judges_are_refused_with_reasons_and_store_nothing() {
         rubric: "PASS or FAIL?".into(),
         max_tokens: 16,
     };
-    let error = policies::define_judge(store.as_ref(), &bad_rubric, None)
+    let error = grading::define_judge(store.as_ref(), &bad_rubric, None)
         .await
         .unwrap_err();
     assert!(error.to_string().contains("{output}"), "{error}");
@@ -598,7 +600,7 @@ async fn bad_policies_and_judges_are_refused_with_reasons_and_store_nothing() {
         repetitions: 1,
         seed: 0,
     };
-    let error = service::define_eval(store.as_ref(), &form, None)
+    let error = arbiter_engine::catalog::define_eval(store.as_ref(), &form, None)
         .await
         .unwrap_err();
     assert!(error.to_string().contains("grader is invalid"), "{error}");

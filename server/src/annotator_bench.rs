@@ -13,7 +13,6 @@ use arbiter_domain::grading::grade_exact_match;
 use arbiter_domain::grading::record::Grading;
 use arbiter_domain::grading::triage::HumanRouting;
 use arbiter_domain::run::PRIORITY_SCHEDULED;
-use arbiter_engine::service;
 use arbiter_store::{Database, FinishedItem, Store};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -117,10 +116,13 @@ async fn one_backend(backend: &str, url: &str, tasks: usize) -> anyhow::Result<(
     );
     // The lead's queue page and each queue monitor round read the whole open queue.
     let report_started = Instant::now();
-    let report =
-        arbiter_engine::queue_health::queue_report(store.as_ref(), arbiter_store::now_ms(), false)
-            .await
-            .map_err(|err| anyhow::anyhow!("queue report: {err}"))?;
+    let report = arbiter_engine::annotation::queue::queue_report(
+        store.as_ref(),
+        arbiter_store::now_ms(),
+        false,
+    )
+    .await
+    .map_err(|err| anyhow::anyhow!("queue report: {err}"))?;
     println!(
         "queue report over {} open tasks ({} labels to go, {} at risk): {:.2} s",
         report.backlog_tasks,
@@ -156,9 +158,16 @@ async fn fill_queue(store: &dyn Store, tasks: usize) -> anyhow::Result<i64> {
     let eval = crate::bench::bench_eval(store, "annotators", jsonl.as_bytes()).await?;
     let checkpoint = crate::bench::answerless_checkpoint(store, "unanswering", "none").await?;
     // Paused at once: only this benchmark answers its identities.
-    let launched = service::launch_run(store, eval, checkpoint, PRIORITY_SCHEDULED, "bench", None)
-        .await
-        .map_err(|err| anyhow::anyhow!("launch: {err}"))?;
+    let launched = arbiter_engine::runs::launch_run(
+        store,
+        eval,
+        checkpoint,
+        PRIORITY_SCHEDULED,
+        "bench",
+        None,
+    )
+    .await
+    .map_err(|err| anyhow::anyhow!("launch: {err}"))?;
     let unsure = "I am not sure.\nIt could be several things.";
     let grade = grade_exact_match(unsure, "0");
     loop {

@@ -6,8 +6,8 @@
 
 use anyhow::{bail, Context};
 use arbiter_domain::run::PRIORITY_SCHEDULED;
+use arbiter_engine::catalog::{CheckpointForm, EvalForm};
 use arbiter_engine::dispatch::{run_worker, WorkerConfig};
-use arbiter_engine::service::{self, CheckpointForm, EvalForm};
 use arbiter_store::{Database, Store};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -279,13 +279,13 @@ impl Bench {
             max_in_flight: max_in_flight.to_string(),
             ..CheckpointForm::default()
         };
-        service::register_checkpoint(self.store.as_ref(), &form, None)
+        arbiter_engine::catalog::register_checkpoint(self.store.as_ref(), &form, None)
             .await
             .map_err(|err| anyhow::anyhow!("checkpoint: {err}"))
     }
 
     async fn define(&self, dataset_id: i64, name: &str, seed: u64) -> anyhow::Result<i64> {
-        service::define_eval(
+        arbiter_engine::catalog::define_eval(
             self.store.as_ref(),
             &EvalForm {
                 name: name.into(),
@@ -307,7 +307,7 @@ impl Bench {
     /// and expansion) took.
     async fn launch(&self, eval: i64, checkpoint: i64) -> anyhow::Result<(i64, f64)> {
         let started = Instant::now();
-        let launched = service::launch_run(
+        let launched = arbiter_engine::runs::launch_run(
             self.store.as_ref(),
             eval,
             checkpoint,
@@ -673,7 +673,7 @@ async fn endpoint(options: EndpointArgs) -> anyhow::Result<()> {
 async fn triage(repetitions: usize) -> anyhow::Result<()> {
     use crate::demo::{demo_policy, DEMO_CHECKPOINTS, SAMPLE_DATASET};
     use arbiter_domain::grading::judge::DEFAULT_RUBRIC;
-    use arbiter_engine::policies::{self, JudgeForm};
+    use arbiter_engine::grading::{self, JudgeForm};
     println!("== triage: the demo dataset x {repetitions} repetitions through the demo policy");
     let sim = start_sim(&[
         "--latency-ms-min",
@@ -690,10 +690,15 @@ async fn triage(repetitions: usize) -> anyhow::Result<()> {
     .await?;
     let bench = Bench::sqlite().await?;
     let store = bench.store.as_ref();
-    let revision =
-        service::upload_dataset(store, "qa-basic", "qa-basic.jsonl", SAMPLE_DATASET, None)
-            .await
-            .map_err(|err| anyhow::anyhow!("dataset: {err}"))?;
+    let revision = arbiter_engine::catalog::upload_dataset(
+        store,
+        "qa-basic",
+        "qa-basic.jsonl",
+        SAMPLE_DATASET,
+        None,
+    )
+    .await
+    .map_err(|err| anyhow::anyhow!("dataset: {err}"))?;
     let mut checkpoints = std::collections::HashMap::new();
     for (name, model, input_price, output_price) in DEMO_CHECKPOINTS {
         let form = CheckpointForm {
@@ -704,12 +709,12 @@ async fn triage(repetitions: usize) -> anyhow::Result<()> {
             output_usd_per_mtok: output_price.into(),
             ..CheckpointForm::default()
         };
-        let id = service::register_checkpoint(store, &form, None)
+        let id = arbiter_engine::catalog::register_checkpoint(store, &form, None)
             .await
             .map_err(|err| anyhow::anyhow!("checkpoint: {err}"))?;
         checkpoints.insert(model, id);
     }
-    let eval = service::define_eval(
+    let eval = arbiter_engine::catalog::define_eval(
         store,
         &EvalForm {
             name: "triage".into(),
@@ -737,13 +742,13 @@ async fn triage(repetitions: usize) -> anyhow::Result<()> {
             max_tokens: 64,
         };
         judges.push(
-            policies::define_judge(store, &form, None)
+            grading::define_judge(store, &form, None)
                 .await
                 .map_err(|err| anyhow::anyhow!("judge: {err}"))?,
         );
     }
     let policy = demo_policy(judges[0].id, judges[1].id);
-    policies::save_policy(store, eval, &policy, None)
+    grading::save_policy(store, eval, &policy, None)
         .await
         .map_err(|err| anyhow::anyhow!("policy: {err}"))?;
     let figures = bench
@@ -870,7 +875,7 @@ fn agreement(labels: usize) {
     // The interval the run and queue pages show, at the largest set they still compute one
     // for, with the resample count they use there.
     let sample = &units[..units.len().min(25_000)];
-    let resamples = arbiter_engine::human_queue::bootstrap_resamples(sample.len());
+    let resamples = arbiter_engine::annotation::agreement::bootstrap_resamples(sample.len());
     let started = Instant::now();
     let interval = arbiter_domain::annotation::agreement::bootstrap_ci(
         sample,
@@ -910,7 +915,7 @@ pub(crate) async fn bench_eval(store: &dyn Store, name: &str, jsonl: &[u8]) -> a
         .store_dataset_revision(name, "bench.jsonl", &parsed, None)
         .await?;
     drop(parsed);
-    service::define_eval(
+    arbiter_engine::catalog::define_eval(
         store,
         &EvalForm {
             name: name.into(),
@@ -934,7 +939,7 @@ pub(crate) async fn answerless_checkpoint(
     name: &str,
     model: &str,
 ) -> anyhow::Result<i64> {
-    service::register_checkpoint(
+    arbiter_engine::catalog::register_checkpoint(
         store,
         &CheckpointForm {
             name: name.into(),

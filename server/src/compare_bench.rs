@@ -14,7 +14,7 @@ use arbiter_domain::reports::compare::{Change, DiffFilter};
 use arbiter_domain::reports::trend::BaselinePolicy;
 use arbiter_domain::run::PRIORITY_SCHEDULED;
 use arbiter_domain::stats::correction::Correction;
-use arbiter_engine::{reporting, service, trends};
+use arbiter_engine::reports::trends;
 use arbiter_store::{Database, FinishedItem, Store};
 use std::time::Instant;
 
@@ -76,10 +76,16 @@ async fn one_backend(backend: &str, url: &str, items: usize) -> anyhow::Result<(
     let mut runs = Vec::new();
     for (name, candidate) in [("baseline", false), ("candidate", true)] {
         let checkpoint = crate::bench::answerless_checkpoint(store, name, name).await?;
-        let launched =
-            service::launch_run(store, eval, checkpoint, PRIORITY_SCHEDULED, "bench", None)
-                .await
-                .map_err(|err| anyhow::anyhow!("launch: {err}"))?;
+        let launched = arbiter_engine::runs::launch_run(
+            store,
+            eval,
+            checkpoint,
+            PRIORITY_SCHEDULED,
+            "bench",
+            None,
+        )
+        .await
+        .map_err(|err| anyhow::anyhow!("launch: {err}"))?;
         fill(store, launched.run_id, items, candidate, name).await?;
         runs.push(launched.run_id);
     }
@@ -95,10 +101,14 @@ async fn one_backend(backend: &str, url: &str, items: usize) -> anyhow::Result<(
     let peak_was_reset = crate::bench::reset_peak_memory();
     for label in ["cold (both snapshots built)", "warm (snapshots stored)"] {
         let started = Instant::now();
-        let summary =
-            reporting::compare_checkpoints(store, baseline, &[candidate], Correction::Holm)
-                .await
-                .map_err(|err| anyhow::anyhow!("compare: {err}"))?;
+        let summary = arbiter_engine::reports::compare::compare_checkpoints(
+            store,
+            baseline,
+            &[candidate],
+            Correction::Holm,
+        )
+        .await
+        .map_err(|err| anyhow::anyhow!("compare: {err}"))?;
         let elapsed = started.elapsed().as_secs_f64() * 1000.0;
         let overall = &summary.candidates[0].comparison.overall;
         let regressions = summary.candidates[0]
@@ -132,9 +142,11 @@ async fn one_backend(backend: &str, url: &str, items: usize) -> anyhow::Result<(
     ];
     for (label, filter, search) in pages {
         let started = Instant::now();
-        let page = reporting::diff_page(store, baseline, candidate, &filter, search, 0)
-            .await
-            .map_err(|err| anyhow::anyhow!("diff: {err}"))?;
+        let page = arbiter_engine::reports::diff::diff_page(
+            store, baseline, candidate, &filter, search, 0,
+        )
+        .await
+        .map_err(|err| anyhow::anyhow!("diff: {err}"))?;
         println!(
             "{label}: {:.0} ms (target < 300 ms) — {} rows of {} matching",
             started.elapsed().as_secs_f64() * 1000.0,

@@ -8,8 +8,8 @@ use arbiter_domain::accounts::Role;
 use arbiter_domain::annotation::pool::RaterUpdate;
 use arbiter_domain::grading::judge::DEFAULT_RUBRIC;
 use arbiter_domain::run::PRIORITY_SCHEDULED;
-use arbiter_engine::policies::{self, JudgeForm, PolicyForm};
-use arbiter_engine::service::{self, CheckpointForm, EvalForm};
+use arbiter_engine::catalog::{CheckpointForm, EvalForm};
+use arbiter_engine::grading::{self, JudgeForm, PolicyForm};
 use arbiter_store::Store;
 
 /// Demo accounts: (username, role, password). Printed at start-up; for local use only.
@@ -96,7 +96,7 @@ const DEMO_PROMPT: &str =
 /// Creates the accounts, dataset, checkpoints and eval, and launches the two comparison runs.
 pub async fn seed(store: &dyn Store, sim_base_url: &str) -> anyhow::Result<DemoSeed> {
     for (username, role, password) in DEMO_ACCOUNTS {
-        let id = service::create_user(store, username, password, role).await?;
+        let id = arbiter_engine::accounts::create_user(store, username, password, role).await?;
         let update = RaterUpdate {
             email: (role == Role::Lead).then(|| Some(DEMO_LEAD_EMAIL.to_string())),
             weekly_capacity_hours: (role != Role::Researcher).then_some(DEMO_RATER_HOURS),
@@ -108,7 +108,7 @@ pub async fn seed(store: &dyn Store, sim_base_url: &str) -> anyhow::Result<DemoS
         .find_user_credentials("researcher")
         .await?
         .map(|credentials| credentials.user.id);
-    let revision = service::upload_dataset(
+    let revision = arbiter_engine::catalog::upload_dataset(
         store,
         SAMPLE_DATASET_NAME,
         "qa-basic.jsonl",
@@ -135,9 +135,10 @@ pub async fn seed(store: &dyn Store, sim_base_url: &str) -> anyhow::Result<DemoS
             training_step: training_step.into(),
             ..CheckpointForm::default()
         };
-        checkpoint_ids.push(service::register_checkpoint(store, &form, lead).await?);
+        checkpoint_ids
+            .push(arbiter_engine::catalog::register_checkpoint(store, &form, lead).await?);
     }
-    let eval_id = service::define_eval(
+    let eval_id = arbiter_engine::catalog::define_eval(
         store,
         &EvalForm {
             name: DEMO_EVAL_NAME.into(),
@@ -163,9 +164,9 @@ pub async fn seed(store: &dyn Store, sim_base_url: &str) -> anyhow::Result<DemoS
             rubric: DEFAULT_RUBRIC.into(),
             max_tokens: 64,
         };
-        judge_ids.push(policies::define_judge(store, &form, lead).await?.id);
+        judge_ids.push(grading::define_judge(store, &form, lead).await?.id);
     }
-    policies::save_policy(
+    grading::save_policy(
         store,
         eval_id,
         &demo_policy(judge_ids[0], judge_ids[1]),
@@ -175,7 +176,7 @@ pub async fn seed(store: &dyn Store, sim_base_url: &str) -> anyhow::Result<DemoS
     let mut run_ids = Vec::new();
     for checkpoint_id in &checkpoint_ids[..2] {
         run_ids.push(
-            service::launch_run(
+            arbiter_engine::runs::launch_run(
                 store,
                 eval_id,
                 *checkpoint_id,
@@ -189,9 +190,9 @@ pub async fn seed(store: &dyn Store, sim_base_url: &str) -> anyhow::Result<DemoS
     }
     // New checkpoints of the demo's training run get the eval as a smoke suite, whether they
     // are announced through the API or the watched folder.
-    arbiter_engine::triggers::create_suite(
+    arbiter_engine::suites::create_suite(
         store,
-        &arbiter_engine::triggers::SuiteForm {
+        &arbiter_engine::suites::SuiteForm {
             name: "demo-smoke".into(),
             tier: arbiter_domain::suites::TIER_SMOKE.into(),
             every_nth: None,
@@ -226,7 +227,7 @@ pub async fn seed_real_model(
         .find_user_credentials("researcher")
         .await?
         .map(|credentials| credentials.user.id);
-    let checkpoint_id = service::register_checkpoint(
+    let checkpoint_id = arbiter_engine::catalog::register_checkpoint(
         store,
         &CheckpointForm {
             name: REAL_CHECKPOINT_NAME.into(),
@@ -240,7 +241,7 @@ pub async fn seed_real_model(
         researcher,
     )
     .await?;
-    let judge_id = policies::define_judge(
+    let judge_id = grading::define_judge(
         store,
         &JudgeForm {
             name: "smollm2-judge".into(),
@@ -252,7 +253,7 @@ pub async fn seed_real_model(
     )
     .await?
     .id;
-    let judged_eval_id = service::define_eval(
+    let judged_eval_id = arbiter_engine::catalog::define_eval(
         store,
         &EvalForm {
             name: REAL_JUDGE_EVAL_NAME.into(),
@@ -267,7 +268,7 @@ pub async fn seed_real_model(
         researcher,
     )
     .await?;
-    policies::save_policy(
+    grading::save_policy(
         store,
         judged_eval_id,
         &demo_policy(judge_id, seeded.strong_judge_id),
@@ -279,7 +280,7 @@ pub async fn seed_real_model(
         (seeded.eval_id, checkpoint_id),
         (judged_eval_id, seeded.answering_checkpoint_id),
     ] {
-        let launched = service::launch_run(
+        let launched = arbiter_engine::runs::launch_run(
             store,
             eval_id,
             checkpoint_id,

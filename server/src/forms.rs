@@ -5,8 +5,8 @@
 
 use arbiter_app::guard::{AppState, USER_ID_KEY};
 use arbiter_domain::accounts::Permission;
-use arbiter_engine::login_throttle::{wait_in_words, LoginThrottle};
-use arbiter_engine::service::{self, ServiceError};
+use arbiter_engine::accounts::login_throttle::{wait_in_words, LoginThrottle};
+use arbiter_engine::error::ServiceError;
 use axum::extract::{ConnectInfo, Multipart, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -58,7 +58,7 @@ pub async fn login(
         .collect::<Vec<_>>()
         .join(",");
     let client = client.map(|Extension(ConnectInfo(address))| {
-        arbiter_engine::login_throttle::client_address(
+        arbiter_engine::accounts::login_throttle::client_address(
             address.ip(),
             Some(forwarded_for.as_str()).filter(|text| !text.is_empty()),
             throttle.trusted_proxies(),
@@ -80,19 +80,24 @@ pub async fn login(
             redirect_with_error("/login", &message)
         };
     }
-    let user =
-        match service::authenticate(state.store.as_ref(), &form.username, &form.password).await {
-            Ok(user) => user,
-            Err(err) => {
-                return if wants_json(&headers) {
-                    let status = StatusCode::from_u16(err.status_code())
-                        .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-                    json_error(status, &err.to_string())
-                } else {
-                    redirect_with_error("/login", &err.to_string())
-                }
+    let user = match arbiter_engine::accounts::authenticate(
+        state.store.as_ref(),
+        &form.username,
+        &form.password,
+    )
+    .await
+    {
+        Ok(user) => user,
+        Err(err) => {
+            return if wants_json(&headers) {
+                let status = StatusCode::from_u16(err.status_code())
+                    .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+                json_error(status, &err.to_string())
+            } else {
+                redirect_with_error("/login", &err.to_string())
             }
-        };
+        }
+    };
     let Some(user) = user else {
         throttle.record_failure(&form.username, client, Instant::now());
         tracing::info!("failed login");
@@ -153,7 +158,7 @@ pub async fn raters_csv(State(state): State<AppState>, session: Session) -> Resp
             &format!("your role ({}) does not allow this", user.role),
         );
     }
-    match arbiter_engine::human_queue::rater_table(state.store.as_ref()).await {
+    match arbiter_engine::annotation::raters::rater_table(state.store.as_ref()).await {
         Ok((raters, _)) => (
             [
                 (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
@@ -204,7 +209,7 @@ pub async fn upload_dataset(
         Ok(upload) => upload,
         Err((status, message)) => return fail(status, &message),
     };
-    match service::upload_dataset(
+    match arbiter_engine::catalog::upload_dataset(
         state.store.as_ref(),
         &name,
         &file_name,
@@ -283,7 +288,7 @@ pub async fn export_results(
     session: Session,
     axum::extract::Path((run_id, format)): axum::extract::Path<(i64, String)>,
 ) -> Response {
-    use arbiter_engine::export::{export_run, ExportFormat};
+    use arbiter_engine::reports::export::{export_run, ExportFormat};
     use std::io::{Seek, SeekFrom};
     let Some(user) = session_account(&state, &session).await else {
         return json_error(StatusCode::UNAUTHORIZED, "you are not logged in");

@@ -3,12 +3,11 @@
 
 use anyhow::Context;
 use arbiter_domain::accounts::Role;
+use arbiter_engine::clients::mail::Mailer;
 use arbiter_engine::dispatch::{run_worker, WorkerConfig};
-use arbiter_engine::mail::Mailer;
-use arbiter_engine::queue_health::run_monitor;
-use arbiter_engine::service;
+use arbiter_engine::jobs::{Jobs, JobsConfig};
 use arbiter_sim::{SimConfig, SimFaults, SimModel};
-use arbiter_store::{Database, Store};
+use arbiter_store::Database;
 use clap::{Parser, Subcommand};
 use server::{demo, web};
 use std::net::SocketAddr;
@@ -365,15 +364,15 @@ async fn main() -> anyhow::Result<()> {
             let database = open(&database_url).await?;
             let mailer = Mailer::from_config(&mail.transport, &mail.mail_from)?;
             tracing::info!(transport = %mailer.describe(), "mail");
-            let background = Background {
+            let jobs = background_jobs(
+                Arc::new(mailer),
                 workers,
                 concurrency,
-                mailer: Arc::new(mailer),
-                queue_monitor_seconds: mail.queue_monitor_seconds,
-                watch: watch_checkpoints
+                mail.queue_monitor_seconds,
+                watch_checkpoints
                     .map(|path| (path, std::time::Duration::from_secs(watch_seconds.max(1)))),
-            };
-            serve(&database, addr, &site_root, background).await
+            )?;
+            serve(&database, addr, &site_root, jobs).await
         }
         Command::Worker {
             database_url,
@@ -502,15 +501,15 @@ async fn main() -> anyhow::Result<()> {
                     password,
                 } => {
                     let role: Role = role.parse().map_err(anyhow::Error::msg)?;
-                    service::create_user(store.as_ref(), &username, &password, role).await?;
+                    arbiter_engine::accounts::create_user(store.as_ref(), &username, &password, role).await?;
                     println!("created {role} `{username}`");
                 }
                 UserAction::SetTeam { username, team } => {
-                    service::set_team(store.as_ref(), &username, &team).await?;
+                    arbiter_engine::accounts::set_team(store.as_ref(), &username, &team).await?;
                     println!("`{username}` is in team `{team}`");
                 }
                 UserAction::ResetPassword { username, password } => {
-                    service::reset_password(store.as_ref(), &username, &password).await?;
+                    arbiter_engine::accounts::reset_password(store.as_ref(), &username, &password).await?;
                     println!("password of `{username}` reset");
                 }
             }
@@ -524,7 +523,7 @@ async fn main() -> anyhow::Result<()> {
             let store = database.store();
             match action {
                 TeamAction::SetWeight { team, weight } => {
-                    service::set_team_weight(store.as_ref(), &team, weight).await?;
+                    arbiter_engine::accounts::set_team_weight(store.as_ref(), &team, weight).await?;
                     println!("team `{team}` now weighs {weight} in fair share");
                 }
             }
@@ -543,7 +542,7 @@ fn exit_with(result: anyhow::Result<u8>) -> ! {
 }
 
 async fn token(database: &Database, action: TokenAction) -> anyhow::Result<()> {
-    use arbiter_engine::api_tokens;
+    use arbiter_engine::accounts::api_tokens;
     let store = database.store();
     let now = arbiter_store::now_ms();
     match action {
@@ -639,80 +638,40 @@ async fn shutdown_signal() {
     let _ = ctrl_c.await;
 }
 
-/// What runs beside the web app in one `arbiter serve`.
-struct Background {
-    /// In-process worker loops and the requests each keeps in flight.
+/// What runs beside the web app in one `arbiter serve`: `workers` in-process workers with
+/// `concurrency` requests in flight each, the queue monitor every `queue_monitor_seconds` (0:
+/// none in this process), and a checkpoint announcement directory or manifest to scan.
+fn background_jobs(
+    mailer: Arc<Mailer>,
     workers: usize,
     concurrency: usize,
-    mailer: Arc<Mailer>,
-    /// 0: no queue monitor in this process.
     queue_monitor_seconds: u64,
-    /// A checkpoint announcement directory or manifest to scan, and how often.
-    watch: Option<(PathBuf, std::time::Duration)>,
+    checkpoint_watch: Option<(PathBuf, std::time::Duration)>,
+) -> anyhow::Result<JobsConfig> {
+    // A bad key stops the server here rather than failing each sealed secret later.
+    let secrets = arbiter_engine::secrets::SecretBox::from_env().map_err(anyhow::Error::msg)?;
+    Ok(JobsConfig {
+        workers: (0..workers)
+            .map(|index| worker_config(index, concurrency))
+            .collect(),
+        queue_monitor: (queue_monitor_seconds > 0)
+            .then(|| std::time::Duration::from_secs(queue_monitor_seconds)),
+        checkpoint_watch,
+        ..JobsConfig::server(mailer, secrets)
+    })
 }
 
-/// Serves the app with its in-process workers and queue monitor until Ctrl-C or SIGTERM, then
-/// lets requests in flight finish.
+/// Serves the app with its background jobs until Ctrl-C or SIGTERM, then lets requests in
+/// flight finish and stops the jobs.
 async fn serve(
     database: &Database,
     addr: SocketAddr,
     site_root: &str,
-    background: Background,
+    jobs: JobsConfig,
 ) -> anyhow::Result<()> {
-    let store: Arc<dyn Store> = database.store();
-    // A bad key stops the server here rather than failing each sealed secret later.
-    let secrets = arbiter_engine::secrets::SecretBox::from_env().map_err(anyhow::Error::msg)?;
-    let (shutdown_tx, shutdown) = watch::channel(false);
-    let mut tasks: Vec<_> = (0..background.workers)
-        .map(|index| {
-            tokio::spawn(run_worker(
-                store.clone(),
-                worker_config(index, background.concurrency),
-                shutdown.clone(),
-            ))
-        })
-        .collect();
-    if background.queue_monitor_seconds > 0 {
-        tasks.push(tokio::spawn(run_monitor(
-            store.clone(),
-            background.mailer.clone(),
-            std::time::Duration::from_secs(background.queue_monitor_seconds),
-            shutdown.clone(),
-        )));
-    }
-    tasks.push(tokio::spawn(arbiter_engine::retention::run_retention(
-        store.clone(),
-        std::time::Duration::from_secs(6 * 3600),
-        shutdown.clone(),
-    )));
-    tasks.push(tokio::spawn(arbiter_engine::webhooks::run_webhooks(
-        store.clone(),
-        secrets,
-        std::time::Duration::from_secs(5),
-        shutdown.clone(),
-    )));
-    if let Some((path, interval)) = background.watch {
-        tasks.push(tokio::spawn(arbiter_engine::checkpoint_watch::run_watch(
-            store.clone(),
-            path,
-            interval,
-            shutdown.clone(),
-        )));
-    }
-    // Finished runs get their report snapshot built here, not when a researcher first asks.
-    tasks.push(tokio::spawn(
-        arbiter_engine::reporting::run_snapshot_warmer(
-            store.clone(),
-            std::time::Duration::from_secs(15),
-            shutdown.clone(),
-        ),
-    ));
-    let app = web::router(
-        database,
-        web::leptos_options(site_root, addr),
-        background.mailer,
-    )
-    .await?;
+    let mailer = jobs.mailer.clone();
+    let jobs = Jobs::start(database.store(), jobs);
+    let app = web::router(database, web::leptos_options(site_root, addr), mailer).await?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
@@ -729,10 +688,7 @@ async fn serve(
     )
     .with_graceful_shutdown(shutdown_signal())
     .await?;
-    let _ = shutdown_tx.send(true);
-    for task in tasks {
-        task.await?;
-    }
+    jobs.stop().await?;
     Ok(())
 }
 
@@ -824,14 +780,14 @@ async fn run_demo(
     );
     println!("    and its smoke suite `demo-smoke` starts within seconds.");
     println!();
-    let background = Background {
-        workers: 1,
-        concurrency: 64,
-        mailer: Arc::new(mailer),
+    let jobs = background_jobs(
+        Arc::new(mailer),
+        1,
+        64,
         queue_monitor_seconds,
-        watch: Some((announcements, std::time::Duration::from_secs(5))),
-    };
-    serve(&database, addr, site_root, background).await
+        Some((announcements, std::time::Duration::from_secs(5))),
+    )?;
+    serve(&database, addr, site_root, jobs).await
 }
 
 /// `arbiter export`: see the subcommand's help.
@@ -841,7 +797,7 @@ async fn export(
     format: &str,
     out: Option<&std::path::Path>,
 ) -> anyhow::Result<()> {
-    use arbiter_engine::export::{export_run, partition_path, ExportFormat};
+    use arbiter_engine::reports::export::{export_run, partition_path, ExportFormat};
     let format = ExportFormat::parse(format)
         .ok_or_else(|| anyhow::anyhow!("unknown format `{format}`: use csv, jsonl or parquet"))?;
     let database = open(database_url).await?;

@@ -39,7 +39,7 @@ async fn authorised(parts: &mut Parts, state: &AppState) -> Result<(), ApiError>
             .headers
             .get(header::AUTHORIZATION)
             .and_then(|value| value.to_str().ok())
-            .and_then(arbiter_engine::api_tokens::bearer_token);
+            .and_then(arbiter_engine::accounts::api_tokens::bearer_token);
         if !secret.is_empty() && presented.is_some_and(|token| same_secret(token, &secret)) {
             return Ok(());
         }

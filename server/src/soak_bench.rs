@@ -7,8 +7,9 @@
 
 use crate::demo;
 use anyhow::{bail, Context};
-use arbiter_engine::dispatch::{run_worker, WorkerConfig};
-use arbiter_engine::mail::Mailer;
+use arbiter_engine::clients::mail::Mailer;
+use arbiter_engine::dispatch::WorkerConfig;
+use arbiter_engine::jobs::{Jobs, JobsConfig};
 use arbiter_sim::SimConfig;
 use arbiter_store::{Database, Store};
 use std::collections::BTreeMap;
@@ -269,7 +270,7 @@ pub async fn run(minutes: u64) -> anyhow::Result<()> {
         .await?
         .context("the demo researcher")?
         .user;
-    let (_, token) = arbiter_engine::api_tokens::create_token(
+    let (_, token) = arbiter_engine::accounts::api_tokens::create_token(
         store.as_ref(),
         &researcher,
         "soak",
@@ -279,32 +280,19 @@ pub async fn run(minutes: u64) -> anyhow::Result<()> {
     .await?;
 
     // The server as `arbiter serve` runs it: workers, monitor, snapshot warmer, webhooks.
-    let (stop, shutdown) = tokio::sync::watch::channel(false);
     let mailer = Arc::new(Mailer::log_only());
-    let mut background = vec![
-        tokio::spawn(run_worker(
-            store.clone(),
-            WorkerConfig::named("soak:0"),
-            shutdown.clone(),
-        )),
-        tokio::spawn(arbiter_engine::queue_health::run_monitor(
-            store.clone(),
-            mailer.clone(),
-            Duration::from_secs(15),
-            shutdown.clone(),
-        )),
-        tokio::spawn(arbiter_engine::reporting::run_snapshot_warmer(
-            store.clone(),
-            Duration::from_secs(15),
-            shutdown.clone(),
-        )),
-        tokio::spawn(arbiter_engine::webhooks::run_webhooks(
-            store.clone(),
-            arbiter_engine::secrets::SecretBox::without_key(),
-            Duration::from_secs(5),
-            shutdown.clone(),
-        )),
-    ];
+    let jobs = Jobs::start(
+        store.clone(),
+        JobsConfig {
+            workers: vec![WorkerConfig::named("soak:0")],
+            queue_monitor: Some(Duration::from_secs(15)),
+            retention: None,
+            ..JobsConfig::server(
+                mailer.clone(),
+                arbiter_engine::secrets::SecretBox::without_key(),
+            )
+        },
+    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
     let app = crate::web::router(
@@ -313,13 +301,13 @@ pub async fn run(minutes: u64) -> anyhow::Result<()> {
         mailer,
     )
     .await?;
-    background.push(tokio::spawn(async move {
+    let server = tokio::spawn(async move {
         let _ = axum::serve(
             listener,
             app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
         )
         .await;
-    }));
+    });
 
     let started = Instant::now();
     let until = started + Duration::from_secs(minutes * 60);
@@ -410,10 +398,8 @@ pub async fn run(minutes: u64) -> anyhow::Result<()> {
         runs.len(),
         labels.done
     );
-    let _ = stop.send(true);
-    for task in background {
-        task.abort();
-    }
+    server.abort();
+    jobs.stop().await?;
     for (kind, problems) in &tally.failures {
         for problem in problems.iter().take(3) {
             println!("  failure in {kind}: {problem}");

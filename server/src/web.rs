@@ -3,7 +3,7 @@
 
 use arbiter_app::guard::{AppState, USER_ID_KEY};
 use arbiter_app::{shell, App};
-use arbiter_engine::login_throttle::LoginThrottle;
+use arbiter_engine::accounts::login_throttle::LoginThrottle;
 use arbiter_store::Database;
 use axum::extract::{DefaultBodyLimit, Request};
 use axum::middleware::{self, Next};
@@ -41,7 +41,7 @@ pub fn max_body_mb() -> usize {
 pub async fn router(
     database: &Database,
     options: LeptosOptions,
-    mailer: std::sync::Arc<arbiter_engine::mail::Mailer>,
+    mailer: std::sync::Arc<arbiter_engine::clients::mail::Mailer>,
 ) -> anyhow::Result<Router> {
     let state = AppState {
         store: database.store(),
@@ -116,8 +116,9 @@ where
             crate::csrf::trusted_origins_from_env(),
         )))
         .layer(Extension(Arc::new(
-            LoginThrottle::default()
-                .with_trusted_proxies(arbiter_engine::login_throttle::trusted_proxies_from_env()),
+            LoginThrottle::default().with_trusted_proxies(
+                arbiter_engine::accounts::login_throttle::trusted_proxies_from_env(),
+            ),
         )))
 }
 

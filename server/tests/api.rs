@@ -98,19 +98,28 @@ async fn tokens_authenticate_until_revoked_expired_or_the_owner_is_deactivated()
         .unwrap()
         .user;
     let now = arbiter_store::now_ms();
-    let other =
-        arbiter_engine::api_tokens::revoke_token(app.store.as_ref(), &annotator, stored[0].id, now)
-            .await
-            .unwrap_err();
+    let other = arbiter_engine::accounts::api_tokens::revoke_token(
+        app.store.as_ref(),
+        &annotator,
+        stored[0].id,
+        now,
+    )
+    .await
+    .unwrap_err();
     assert_eq!(other.status_code(), 404);
-    arbiter_engine::api_tokens::revoke_token(app.store.as_ref(), &researcher, stored[0].id, now)
-        .await
-        .unwrap();
+    arbiter_engine::accounts::api_tokens::revoke_token(
+        app.store.as_ref(),
+        &researcher,
+        stored[0].id,
+        now,
+    )
+    .await
+    .unwrap();
     let (status, _) = send(&app, Method::GET, "/me", Some(&token), None).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
 
     // Expired: a token made with a 1-day lifetime is refused a day later.
-    let (short, short_text) = arbiter_engine::api_tokens::create_token(
+    let (short, short_text) = arbiter_engine::accounts::api_tokens::create_token(
         app.store.as_ref(),
         &researcher,
         "short",
@@ -122,14 +131,17 @@ async fn tokens_authenticate_until_revoked_expired_or_the_owner_is_deactivated()
     let tomorrow = now + 86_400_000 + 1;
     assert!(app
         .store
-        .user_for_token(&arbiter_engine::api_tokens::hash_token(&short_text), now)
+        .user_for_token(
+            &arbiter_engine::accounts::api_tokens::hash_token(&short_text),
+            now
+        )
         .await
         .unwrap()
         .is_some());
     assert!(app
         .store
         .user_for_token(
-            &arbiter_engine::api_tokens::hash_token(&short_text),
+            &arbiter_engine::accounts::api_tokens::hash_token(&short_text),
             tomorrow
         )
         .await
@@ -138,7 +150,7 @@ async fn tokens_authenticate_until_revoked_expired_or_the_owner_is_deactivated()
     assert!(!short.is_live(tomorrow));
     // Lifetimes and names are checked.
     for (name, days) in [("", None), ("ok", Some(0)), ("ok", Some(100_000))] {
-        let refused = arbiter_engine::api_tokens::create_token(
+        let refused = arbiter_engine::accounts::api_tokens::create_token(
             app.store.as_ref(),
             &researcher,
             name,

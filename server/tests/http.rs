@@ -2,7 +2,6 @@
 //! matrix proving that every server function and form route refuses the wrong role.
 
 use arbiter_domain::accounts::Role;
-use arbiter_engine::service;
 use reqwest::{header, StatusCode};
 
 mod support;
@@ -41,7 +40,7 @@ async fn repeated_failed_logins_lock_the_account_for_a_while_whether_or_not_it_e
     let app = TestApp::spawn().await;
     let client = TestApp::client();
     for account in ["lead", "nobody"] {
-        for _ in 0..arbiter_engine::login_throttle::ACCOUNT_FAILURES {
+        for _ in 0..arbiter_engine::accounts::login_throttle::ACCOUNT_FAILURES {
             let response = app.login(&client, account, "not-the-password").await;
             assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
         }
@@ -893,11 +892,16 @@ async fn a_deactivated_account_can_neither_use_its_session_nor_sign_in() {
 async fn run_results_export_as_csv_jsonl_and_parquet() {
     let app = TestApp::spawn().await;
     let store = app.store.as_ref();
-    let checkpoint =
-        service::register_simple_checkpoint(store, "ckpt", "http://127.0.0.1:9", "m", None)
-            .await
-            .unwrap();
-    let form = service::EvalForm {
+    let checkpoint = arbiter_engine::catalog::register_simple_checkpoint(
+        store,
+        "ckpt",
+        "http://127.0.0.1:9",
+        "m",
+        None,
+    )
+    .await
+    .unwrap();
+    let form = arbiter_engine::catalog::EvalForm {
         name: "export".into(),
         dataset_id: 1,
         prompt_template: "{input}".into(),
@@ -907,8 +911,10 @@ async fn run_results_export_as_csv_jsonl_and_parquet() {
         seed: 0,
         grader: String::new(),
     };
-    let eval = service::define_eval(store, &form, None).await.unwrap();
-    let run = service::launch_run(store, eval, checkpoint, 1, "default", None)
+    let eval = arbiter_engine::catalog::define_eval(store, &form, None)
+        .await
+        .unwrap();
+    let run = arbiter_engine::runs::launch_run(store, eval, checkpoint, 1, "default", None)
         .await
         .unwrap()
         .run_id;

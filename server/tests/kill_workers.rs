@@ -3,8 +3,8 @@
 //! run's. The simulator and the workers are real processes of the `arbiter` binary.
 
 use arbiter_domain::run::PRIORITY_SCHEDULED;
+use arbiter_engine::catalog::{CheckpointForm, EvalForm};
 use arbiter_engine::dispatch::{run_worker, WorkerConfig};
-use arbiter_engine::service::{self, CheckpointForm, EvalForm};
 use arbiter_store::{Database, Store};
 use sqlx::Connection;
 use std::collections::HashMap;
@@ -75,7 +75,7 @@ async fn checkpoint(store: &dyn Store, name: &str, endpoint: &str) -> i64 {
         engine_build: name.into(),
         ..CheckpointForm::default()
     };
-    service::register_checkpoint(store, &form, None)
+    arbiter_engine::catalog::register_checkpoint(store, &form, None)
         .await
         .unwrap()
 }
@@ -99,10 +99,11 @@ async fn scenario(database_url: &str) {
     let database = Database::open(database_url).await.unwrap();
     let store: Arc<dyn Store> = database.store();
     let (_sim, endpoint) = start_sim().await;
-    let revision = service::upload_dataset(store.as_ref(), "qa", "qa.jsonl", SAMPLE, None)
-        .await
-        .unwrap();
-    let eval = service::define_eval(
+    let revision =
+        arbiter_engine::catalog::upload_dataset(store.as_ref(), "qa", "qa.jsonl", SAMPLE, None)
+            .await
+            .unwrap();
+    let eval = arbiter_engine::catalog::define_eval(
         store.as_ref(),
         &EvalForm {
             name: "qa".into(),
@@ -122,7 +123,7 @@ async fn scenario(database_url: &str) {
     let killed_checkpoint = checkpoint(store.as_ref(), "killed", &endpoint).await;
 
     // The fault-free reference, answered by an in-process worker.
-    let reference = service::launch_run(
+    let reference = arbiter_engine::runs::launch_run(
         store.as_ref(),
         eval,
         reference_checkpoint,
@@ -144,7 +145,7 @@ async fn scenario(database_url: &str) {
     worker.await.unwrap();
 
     // The same eval answered by worker processes that are killed every few hundred ms.
-    let run = service::launch_run(
+    let run = arbiter_engine::runs::launch_run(
         store.as_ref(),
         eval,
         killed_checkpoint,
@@ -178,13 +179,15 @@ async fn scenario(database_url: &str) {
         drop(worker); // SIGKILL, mid-request more often than not
         kills += 1;
         done_at_kills.push(
-            service::run_progress(store.as_ref(), run)
+            arbiter_engine::runs::run_progress(store.as_ref(), run)
                 .await
                 .unwrap()
                 .done,
         );
     }
-    let progress = service::run_progress(store.as_ref(), run).await.unwrap();
+    let progress = arbiter_engine::runs::run_progress(store.as_ref(), run)
+        .await
+        .unwrap();
     assert!(
         kills >= 5,
         "the workers were killed {kills} times: {done_at_kills:?}"

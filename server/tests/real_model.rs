@@ -24,10 +24,10 @@ use std::time::Duration;
 
 use arbiter_domain::logprobs;
 use arbiter_domain::run::PRIORITY_SCHEDULED;
+use arbiter_engine::catalog::{CheckpointForm, EvalForm};
 use arbiter_engine::dispatch::{run_worker, WorkerConfig};
-use arbiter_engine::export::{export_run, ExportFormat};
-use arbiter_engine::policies::{self, JudgeForm, PolicyForm};
-use arbiter_engine::service::{self, CheckpointForm, EvalForm};
+use arbiter_engine::grading::{self, JudgeForm, PolicyForm};
+use arbiter_engine::reports::export::{export_run, ExportFormat};
 use arbiter_store::{Database, Store};
 use serde_json::{json, Value};
 use tokio::sync::watch;
@@ -349,7 +349,7 @@ async fn run_an_eval(base_url: &str) {
     let directory = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", directory.path().join("arbiter.db").display());
     let store: Arc<dyn Store> = Database::open(&url).await.unwrap().store();
-    let checkpoint = service::register_checkpoint(
+    let checkpoint = arbiter_engine::catalog::register_checkpoint(
         store.as_ref(),
         &CheckpointForm {
             name: "smollm2/135m".into(),
@@ -377,7 +377,7 @@ async fn run_an_eval(base_url: &str) {
         json!({"id": id, "input": input, "target": target}).to_string() + "\n"
     })
     .collect();
-    let revision = service::upload_dataset(
+    let revision = arbiter_engine::catalog::upload_dataset(
         store.as_ref(),
         "tiny",
         "tiny.jsonl",
@@ -386,7 +386,7 @@ async fn run_an_eval(base_url: &str) {
     )
     .await
     .unwrap();
-    let eval = service::define_eval(
+    let eval = arbiter_engine::catalog::define_eval(
         store.as_ref(),
         &EvalForm {
             name: "tiny".into(),
@@ -404,7 +404,7 @@ async fn run_an_eval(base_url: &str) {
     .unwrap();
     // The model also judges the answers the exact-match grader cannot pass, with the demo's
     // one-word rubric; its confidence comes from its own logprobs.
-    let judge = policies::define_judge(
+    let judge = grading::define_judge(
         store.as_ref(),
         &JudgeForm {
             name: "smollm2-judge".into(),
@@ -425,10 +425,10 @@ async fn run_an_eval(base_url: &str) {
         human_usd_per_label: "0".into(),
         ..PolicyForm::default()
     };
-    policies::save_policy(store.as_ref(), eval, &policy, None)
+    grading::save_policy(store.as_ref(), eval, &policy, None)
         .await
         .unwrap();
-    let run = service::launch_run(
+    let run = arbiter_engine::runs::launch_run(
         store.as_ref(),
         eval,
         checkpoint,
@@ -457,7 +457,9 @@ async fn run_an_eval(base_url: &str) {
     let worker = tokio::spawn(run_worker(store.clone(), config, shutdown));
     let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
     let progress = loop {
-        let progress = service::run_progress(store.as_ref(), run).await.unwrap();
+        let progress = arbiter_engine::runs::run_progress(store.as_ref(), run)
+            .await
+            .unwrap();
         if progress.status == "completed" || tokio::time::Instant::now() > deadline {
             break progress;
         }

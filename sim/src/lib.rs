@@ -14,8 +14,8 @@
 //!
 //! # Layout
 //! - this file: the simulated models and faults as configured (`--model ckpt:0.7`, …);
-//! - [`replies`]: what a model answers, as a pure function of its identity;
-//! - [`server`]: the OpenAI-shaped HTTP surface, fault injection and `/metrics`.
+//! - `replies`: what a model answers, as a pure function of its identity;
+//! - `server`: the OpenAI-shaped HTTP surface, fault injection and `/metrics`.
 
 mod replies;
 mod server;
@@ -83,7 +83,7 @@ pub struct SimFaults {
     pub rate_429: f64,
     /// `500 Internal Server Error`.
     pub rate_500: f64,
-    /// No answer for [`SIMULATED_TIMEOUT`], then a 504.
+    /// No answer for two minutes (`server::SIMULATED_TIMEOUT`), then a 504.
     pub rate_timeout: f64,
     /// `200 OK` whose body is cut-off JSON.
     pub rate_malformed: f64,

@@ -66,7 +66,7 @@ pub trait AccountStore: Send + Sync + 'static {
     ) -> StoreResult<bool>;
 }
 
-/// The SQL of [`AccountStore`], for both backends (expanded once per backend by [`crate::backend_sql`]).
+/// The SQL of [`AccountStore`], for both backends (expanded once per backend by `backend_sql!`).
 macro_rules! accounts_sql {
     ($store:ident, $db:ty, $backend:literal, $begin:literal, $skip_locked:literal) => {
         use sqlx::Row;

@@ -122,7 +122,7 @@ pub trait AnnotationStore: Send + Sync + 'static {
     async fn queue_labels(&self, since: i64) -> StoreResult<Vec<QueueLabel>>;
 }
 
-/// The SQL of [`AnnotationStore`], for both backends (expanded once per backend by [`crate::backend_sql`]).
+/// The SQL of [`AnnotationStore`], for both backends (expanded once per backend by `backend_sql!`).
 macro_rules! annotation_sql {
     ($store:ident, $db:ty, $backend:literal, $begin:literal, $skip_locked:literal) => {
         use sqlx::Row;

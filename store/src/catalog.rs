@@ -77,7 +77,7 @@ pub trait CatalogStore: Send + Sync + 'static {
     async fn endpoint_api_key_ref(&self, base_url: &str) -> StoreResult<Option<String>>;
 }
 
-/// The SQL of [`CatalogStore`], for both backends (expanded once per backend by [`crate::backend_sql`]).
+/// The SQL of [`CatalogStore`], for both backends (expanded once per backend by `backend_sql!`).
 macro_rules! catalog_sql {
     ($store:ident, $db:ty, $backend:literal, $begin:literal, $skip_locked:literal) => {
         use sqlx::Row;

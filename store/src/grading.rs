@@ -43,7 +43,7 @@ pub trait GradingStore: Send + Sync + 'static {
     async fn run_costs(&self, run_id: i64) -> StoreResult<RunCosts>;
 }
 
-/// The SQL of [`GradingStore`], for both backends (expanded once per backend by [`crate::backend_sql`]).
+/// The SQL of [`GradingStore`], for both backends (expanded once per backend by `backend_sql!`).
 macro_rules! grading_sql {
     ($store:ident, $db:ty, $backend:literal, $begin:literal, $skip_locked:literal) => {
         use sqlx::Row;

@@ -3,7 +3,7 @@
 //!
 //! # Layout
 //! Each area file holds its trait and, beside it, the one body of SQL both backends share (a
-//! `macro_rules!` expanded once per backend by [`backend_sql`], so the two cannot drift
+//! `macro_rules!` expanded once per backend by `backend_sql!`, so the two cannot drift
 //! apart), with the records only the store and its callers use:
 //! - [`accounts`]: users, teams, API tokens;
 //! - [`catalog`]: datasets and their revisions, checkpoints and endpoints, evals;

@@ -232,7 +232,7 @@ pub trait OperationsStore: Send + Sync + 'static {
     ) -> StoreResult<()>;
 }
 
-/// The SQL of [`OperationsStore`], for both backends (expanded once per backend by [`crate::backend_sql`]).
+/// The SQL of [`OperationsStore`], for both backends (expanded once per backend by `backend_sql!`).
 macro_rules! operations_sql {
     ($store:ident, $db:ty, $backend:literal, $begin:literal, $skip_locked:literal) => {
         use $crate::{StoreError, StoreResult};

@@ -111,7 +111,7 @@ pub trait ReportStore: Send + Sync + 'static {
     async fn generation_logprobs(&self, work_item_id: i64) -> StoreResult<Option<Vec<u8>>>;
 }
 
-/// The SQL of [`ReportStore`], for both backends (expanded once per backend by [`crate::backend_sql`]).
+/// The SQL of [`ReportStore`], for both backends (expanded once per backend by `backend_sql!`).
 macro_rules! reports_sql {
     ($store:ident, $db:ty, $backend:literal, $begin:literal, $skip_locked:literal) => {
         use sqlx::Row;

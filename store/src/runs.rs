@@ -83,7 +83,7 @@ pub trait RunStore: Send + Sync + 'static {
     ) -> StoreResult<std::collections::HashMap<String, f64>>;
 }
 
-/// The SQL of [`RunStore`], for both backends (expanded once per backend by [`crate::backend_sql`]).
+/// The SQL of [`RunStore`], for both backends (expanded once per backend by `backend_sql!`).
 macro_rules! runs_sql {
     ($store:ident, $db:ty, $backend:literal, $begin:literal, $skip_locked:literal) => {
         use sqlx::Row;

@@ -191,7 +191,7 @@ pub trait WorkQueueStore: Send + Sync + 'static {
     async fn release_lease(&self, worker: &str, work_item_id: i64) -> StoreResult<bool>;
 }
 
-/// The SQL of [`WorkQueueStore`], for both backends (expanded once per backend by [`crate::backend_sql`]).
+/// The SQL of [`WorkQueueStore`], for both backends (expanded once per backend by `backend_sql!`).
 macro_rules! work_queue_sql {
     ($store:ident, $db:ty, $backend:literal, $begin:literal, $skip_locked:literal) => {
         use sqlx::Row;

@@ -11,7 +11,7 @@ use crate::report_api::{
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
-/// Rows per diff page (the server's `reporting::DIFF_PAGE`), for the Previous link.
+/// Rows per diff page (the server's `arbiter_engine::reports::diff::DIFF_PAGE`), for the Previous link.
 const DIFF_PAGE_ROWS: usize = 50;
 
 /// Query parameters, read once per render.

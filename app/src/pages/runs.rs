@@ -116,7 +116,7 @@ pub fn RunPage() -> impl IntoView {
 }
 
 /// Alpha's 95% interval, or why there is none for a large set (see
-/// `human_queue::bootstrap_resamples`).
+/// `arbiter_engine::annotation::agreement::bootstrap_resamples`).
 pub(crate) fn interval_text(interval: Option<(f64, f64)>, items: u64) -> String {
     match interval {
         Some((low, high)) => format!(" (95% CI {low:.3} to {high:.3})"),

@@ -358,7 +358,7 @@ pub struct HumanCheckedJudgement {
     pub judge_pass: bool,
     pub human_pass: bool,
     pub cost_usd: f64,
-    /// Probability that this verdict was sent to a human (see [`HumanTask::sampling_rate`]).
+    /// Probability that this verdict was sent to a human (see [`crate::grading::record::HumanTask::sampling_rate`]).
     pub sampling_rate: f64,
 }
 

@@ -1,6 +1,6 @@
 //! Trends along a training run: which earlier checkpoint each point is compared against (the
 //! baseline policy), and which prompts flip often across checkpoints and repetitions. Pure:
-//! the store-facing side is [`crate::trends`].
+//! the store-facing side is the engine's `reports::trends`.
 
 use super::snapshot::{Snapshot, VERDICT_FAIL, VERDICT_PASS};
 use serde::{Deserialize, Serialize};

@@ -6,7 +6,7 @@
 //! timeout per attempt and per item, and each failed attempt recorded on the identity.
 
 use super::limiter::Limiter;
-use crate::model_client::{server_root, AttemptFailure, GenerationRequest, ModelClient};
+use crate::clients::model::{server_root, AttemptFailure, GenerationRequest, ModelClient};
 use arbiter_domain::answer::{ErrorCategory, Generation, Outcome};
 use arbiter_domain::checkpoint::{EndpointLimits, TokenPrices};
 use arbiter_store::Store;

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use super::{EndpointPool, RunSpec, Target};
-use crate::model_client::GenerationRequest;
+use crate::clients::model::GenerationRequest;
 use arbiter_domain::answer::Generation;
 use arbiter_domain::grading::judge::JudgeCall;
 use arbiter_domain::grading::judge::{

@@ -20,7 +20,7 @@ mod limiter;
 pub use endpoints::{prometheus_sum, EndpointPool, RetryPolicy, Target};
 pub use limiter::Limiter;
 
-use crate::model_client::GenerationRequest;
+use crate::clients::model::GenerationRequest;
 use arbiter_domain::answer::Generation;
 use arbiter_domain::checkpoint::TokenPrices;
 use arbiter_domain::expansion::seed_for;

@@ -4,8 +4,8 @@
 #![allow(dead_code)]
 
 use arbiter_domain::run::{RunProgress, PRIORITY_SCHEDULED};
+use arbiter_engine::catalog::CheckpointForm;
 use arbiter_engine::dispatch::{run_worker, RetryPolicy, WorkerConfig};
-use arbiter_engine::service::{self, CheckpointForm};
 use arbiter_sim::SimConfig;
 use arbiter_store::{Database, Store};
 use std::sync::Arc;
@@ -40,13 +40,13 @@ pub async fn checkpoint(
         engine_build: engine_build.into(),
         ..CheckpointForm::default()
     };
-    service::register_checkpoint(store, &form, None)
+    arbiter_engine::catalog::register_checkpoint(store, &form, None)
         .await
         .unwrap()
 }
 
 pub async fn launch(store: &dyn Store, eval: i64, checkpoint: i64) -> i64 {
-    service::launch_run(store, eval, checkpoint, PRIORITY_SCHEDULED, "default", None)
+    arbiter_engine::runs::launch_run(store, eval, checkpoint, PRIORITY_SCHEDULED, "default", None)
         .await
         .unwrap()
         .run_id
@@ -75,7 +75,11 @@ pub async fn work_until_complete(
     loop {
         let mut all = Vec::new();
         for run in runs {
-            all.push(service::run_progress(store.as_ref(), *run).await.unwrap());
+            all.push(
+                arbiter_engine::runs::run_progress(store.as_ref(), *run)
+                    .await
+                    .unwrap(),
+            );
         }
         if all.iter().all(|progress| progress.status == "completed")
             || tokio::time::Instant::now() > deadline

@@ -12,7 +12,7 @@ use arbiter_domain::answer::{ErrorCategory, Generation, Outcome};
 use arbiter_domain::grading::grade_exact_match;
 use arbiter_domain::grading::record::Grading;
 use arbiter_domain::run::{RunProgress, PRIORITY_SCHEDULED};
-use arbiter_engine::service::{self, EvalForm};
+use arbiter_engine::catalog::EvalForm;
 use arbiter_store::{Database, FinishedItem, Store};
 use sqlx::Connection;
 
@@ -203,24 +203,35 @@ pub fn eval_form(name: &str, dataset_id: i64, repetitions: u32) -> EvalForm {
 
 /// Uploads `dataset`, registers one checkpoint and one eval, and launches the run.
 pub async fn launch_one_run(store: &dyn Store, dataset: &[u8], repetitions: u32) -> i64 {
-    let revision = service::upload_dataset(store, "qa", "qa.jsonl", dataset, None)
+    let revision = arbiter_engine::catalog::upload_dataset(store, "qa", "qa.jsonl", dataset, None)
         .await
         .expect("the dataset uploads");
-    let checkpoint =
-        service::register_simple_checkpoint(store, "base", ENDPOINT, "base-model", None)
-            .await
-            .expect("the checkpoint registers");
-    let eval = service::define_eval(
+    let checkpoint = arbiter_engine::catalog::register_simple_checkpoint(
+        store,
+        "base",
+        ENDPOINT,
+        "base-model",
+        None,
+    )
+    .await
+    .expect("the checkpoint registers");
+    let eval = arbiter_engine::catalog::define_eval(
         store,
         &eval_form("qa-exact", revision.dataset_id, repetitions),
         None,
     )
     .await
     .expect("the eval is valid");
-    let launched =
-        service::launch_run(store, eval, checkpoint, PRIORITY_SCHEDULED, "default", None)
-            .await
-            .expect("the run launches");
+    let launched = arbiter_engine::runs::launch_run(
+        store,
+        eval,
+        checkpoint,
+        PRIORITY_SCHEDULED,
+        "default",
+        None,
+    )
+    .await
+    .expect("the run launches");
     assert!(launched.created);
     launched.run_id
 }

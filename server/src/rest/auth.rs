@@ -3,7 +3,7 @@
 use super::ApiError;
 use arbiter_app::guard::AppState;
 use arbiter_domain::accounts::{Permission, User};
-use arbiter_engine::api_tokens;
+use arbiter_engine::accounts::api_tokens;
 use arbiter_store::now_ms;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;

@@ -16,7 +16,7 @@ pub use openapi::ApiDoc;
 pub use runs::{ComparisonResponse, Finding, LaunchRequest, LaunchResponse, RunReport};
 
 use arbiter_app::guard::AppState;
-use arbiter_engine::service::ServiceError;
+use arbiter_engine::error::ServiceError;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};

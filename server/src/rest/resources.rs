@@ -8,8 +8,8 @@ use arbiter_domain::dataset::{DatasetRevision, DatasetSummary};
 use arbiter_domain::manifest::EvalSummary;
 use arbiter_domain::suites::Suite;
 use arbiter_domain::webhooks::{DeliveryRecord, Webhook};
-use arbiter_engine::service::{self, EvalForm};
-use arbiter_engine::triggers::{self, Announcement, SuiteForm, TriggeredRun};
+use arbiter_engine::catalog::EvalForm;
+use arbiter_engine::suites::{self, Announcement, SuiteForm, TriggeredRun};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -96,7 +96,7 @@ pub async fn upload_dataset(
 ) -> ApiResult<(StatusCode, Json<DatasetRevision>)> {
     let user = caller.require(Permission::ManageEvals)?;
     let started = arbiter_store::now_ms();
-    let revision = service::upload_dataset(
+    let revision = arbiter_engine::catalog::upload_dataset(
         state.store.as_ref(),
         &params.name,
         &params.file_name,
@@ -105,7 +105,7 @@ pub async fn upload_dataset(
     )
     .await
     .map_err(|err| match err {
-        service::ServiceError::Invalid(message) => {
+        arbiter_engine::error::ServiceError::Invalid(message) => {
             ApiError::bad_request(format!("{}: {message}", params.file_name))
         }
         other => other.into(),
@@ -149,7 +149,7 @@ pub async fn register_checkpoint(
 ) -> ApiResult<(StatusCode, Json<RegisteredCheckpoint>)> {
     let user = caller.require(Permission::ManageEvals)?;
     let registered =
-        triggers::register_announced(state.store.as_ref(), &announcement, Some(user.id)).await?;
+        suites::register_announced(state.store.as_ref(), &announcement, Some(user.id)).await?;
     let checkpoint = state
         .store
         .list_checkpoints()
@@ -187,7 +187,7 @@ pub async fn create_suite(
     ApiJson(form): ApiJson<SuiteForm>,
 ) -> ApiResult<(StatusCode, Json<Suite>)> {
     let user = caller.require(Permission::ManageEvals)?;
-    let id = triggers::create_suite(
+    let id = suites::create_suite(
         state.store.as_ref(),
         &form,
         &user.team,
@@ -241,9 +241,10 @@ pub async fn run_suite(
     ApiQuery(params): ApiQuery<OnDemandParams>,
 ) -> ApiResult<Json<Vec<TriggeredRun>>> {
     let user = caller.require(Permission::ManageEvals)?;
-    let priority = service::parse_priority(params.priority.as_deref().unwrap_or_default())?;
+    let priority =
+        arbiter_engine::runs::parse_priority(params.priority.as_deref().unwrap_or_default())?;
     Ok(Json(
-        triggers::run_suite_on_demand(state.store.as_ref(), id, &suite, priority, Some(user.id))
+        suites::run_suite_on_demand(state.store.as_ref(), id, &suite, priority, Some(user.id))
             .await?,
     ))
 }
@@ -330,7 +331,8 @@ pub async fn define_eval(
         seed: request.seed,
         grader,
     };
-    let id = service::define_eval(state.store.as_ref(), &form, Some(user.id)).await?;
+    let id =
+        arbiter_engine::catalog::define_eval(state.store.as_ref(), &form, Some(user.id)).await?;
     let eval = state
         .store
         .get_eval(id)

@@ -6,8 +6,7 @@ use arbiter_domain::accounts::Permission;
 use arbiter_domain::reports::{Completeness, Report};
 use arbiter_domain::run::{LaunchedRun, RunProgress, RunSummary};
 use arbiter_domain::stats::correction::Correction;
-use arbiter_engine::reporting::{self, CheckpointComparison};
-use arbiter_engine::service;
+use arbiter_engine::reports::compare::CheckpointComparison;
 use arbiter_store::Store;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -134,8 +133,9 @@ pub async fn launch_run(
 ) -> ApiResult<(StatusCode, Json<LaunchResponse>)> {
     let user = caller.require(Permission::ManageEvals)?;
     let (eval_id, checkpoint_id) = resolve_launch(state.store.as_ref(), &request).await?;
-    let priority = service::parse_priority(request.priority.as_deref().unwrap_or_default())?;
-    let launched = service::launch_run(
+    let priority =
+        arbiter_engine::runs::parse_priority(request.priority.as_deref().unwrap_or_default())?;
+    let launched = arbiter_engine::runs::launch_run(
         state.store.as_ref(),
         eval_id,
         checkpoint_id,
@@ -161,7 +161,9 @@ pub async fn get_run(
     ApiPath(id): ApiPath<i64>,
 ) -> ApiResult<Json<RunProgress>> {
     caller.require(Permission::ViewResults)?;
-    Ok(Json(service::run_progress(state.store.as_ref(), id).await?))
+    Ok(Json(
+        arbiter_engine::runs::run_progress(state.store.as_ref(), id).await?,
+    ))
 }
 
 /// A run's heading and its report.
@@ -180,7 +182,7 @@ pub async fn run_report(
     ApiPath(id): ApiPath<i64>,
 ) -> ApiResult<Json<RunReport>> {
     caller.require(Permission::ViewResults)?;
-    let (run, report) = reporting::run_report(state.store.as_ref(), id).await?;
+    let (run, report) = arbiter_engine::reports::runs::run_report(state.store.as_ref(), id).await?;
     Ok(Json(RunReport { run, report }))
 }
 
@@ -193,7 +195,7 @@ pub async fn change_run_state(
     ApiPath((id, action)): ApiPath<(i64, String)>,
 ) -> ApiResult<StatusCode> {
     caller.require(Permission::ManageEvals)?;
-    service::change_run_state(state.store.as_ref(), id, &action).await?;
+    arbiter_engine::runs::change_run_state(state.store.as_ref(), id, &action).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -278,7 +280,7 @@ pub async fn compare(
                 .map_err(|_| ApiError::bad_request(format!("`{id}` is not a run id")))
         })
         .collect::<ApiResult<Vec<i64>>>()?;
-    let comparison = reporting::compare_checkpoints(
+    let comparison = arbiter_engine::reports::compare::compare_checkpoints(
         state.store.as_ref(),
         params.baseline,
         &candidates,

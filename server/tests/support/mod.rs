@@ -2,7 +2,6 @@
 #![allow(dead_code)] // Each test file uses a different part.
 
 use arbiter_domain::accounts::Role;
-use arbiter_engine::service;
 use arbiter_store::Database;
 use reqwest::{header, StatusCode};
 use std::net::SocketAddr;
@@ -24,11 +23,11 @@ impl TestApp {
         let database = Database::open(&url).await.unwrap();
         let store = database.store();
         for role in Role::ALL {
-            service::create_user(store.as_ref(), role.as_str(), PASSWORD, role)
+            arbiter_engine::accounts::create_user(store.as_ref(), role.as_str(), PASSWORD, role)
                 .await
                 .unwrap();
         }
-        service::upload_dataset(
+        arbiter_engine::catalog::upload_dataset(
             store.as_ref(),
             "sample",
             "s.jsonl",
@@ -40,7 +39,7 @@ impl TestApp {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         let options = server::web::leptos_options("target/site", address);
-        let mailer = std::sync::Arc::new(arbiter_engine::mail::Mailer::log_only());
+        let mailer = std::sync::Arc::new(arbiter_engine::clients::mail::Mailer::log_only());
         let app = server::web::router(&database, options, mailer)
             .await
             .unwrap();
@@ -88,7 +87,7 @@ impl TestApp {
             .unwrap()
             .unwrap()
             .user;
-        arbiter_engine::api_tokens::create_token(
+        arbiter_engine::accounts::api_tokens::create_token(
             self.store.as_ref(),
             &user,
             "test",

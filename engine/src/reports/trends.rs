@@ -4,8 +4,8 @@
 //! for the leads. Snapshots are read one at a time and only the baselines are kept, so memory
 //! stays at a few snapshots whatever the number of checkpoints.
 
-use crate::reporting::{manifest_of, report_and_snapshot};
-use crate::service::{ServiceError, ServiceResult};
+use crate::error::{ServiceError, ServiceResult};
+use crate::reports::runs::{manifest_of, report_and_snapshot};
 use arbiter_domain::reports::compare::{apply_correction, compare_snapshots, PairedComparison};
 use arbiter_domain::reports::snapshot::Snapshot;
 use arbiter_domain::reports::trend::{

@@ -5,7 +5,7 @@
 //! is made. A token acts as its owner with the owner's role, until it is revoked, expires, or
 //! the owner is deactivated.
 
-use crate::service::{ServiceError, ServiceResult};
+use crate::error::{ServiceError, ServiceResult};
 use arbiter_domain::accounts::{ApiToken, User};
 use arbiter_store::Store;
 use rand::distributions::{Alphanumeric, DistString};

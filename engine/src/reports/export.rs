@@ -7,7 +7,7 @@
 //! so DuckDB (`read_parquet('…/**/*.parquet', hive_partitioning = true)`) and BigQuery external
 //! tables see `date` and `checkpoint` as columns and prune by them.
 
-use crate::service::{ServiceError, ServiceResult};
+use crate::error::{ServiceError, ServiceResult};
 use arbiter_store::{ExportRow, Store};
 use parquet::basic::Compression;
 use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DoubleType, Int64Type};

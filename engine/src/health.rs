@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::queue_health::{queue_report, QueueReport};
-use crate::service::{ServiceError, ServiceResult};
+use crate::annotation::queue::{queue_report, QueueReport};
+use crate::error::{ServiceError, ServiceResult};
 use arbiter_domain::health::{
     Alert, AnswerWindow, CostRow, EndpointLoad, HealthSample, WorkerStatus,
 };

@@ -1,6 +1,6 @@
-//! Watching what a training job writes: a directory with one JSON announcement per checkpoint
-//! (`step-2000.json`), or one JSON Lines manifest with a line per checkpoint. Each new
-//! announcement is registered and triggers its suites ([`crate::triggers`]).
+//! Checkpoint announcements a training job writes: a directory with one JSON announcement per
+//! checkpoint (`step-2000.json`), or one JSON Lines manifest with a line per checkpoint. Each
+//! new announcement is registered and triggers its suites.
 //!
 //! Polling rather than file-system events: it works the same on local disks, NFS and
 //! Kubernetes volumes, and a scan is cheap. Writers should write a file under another name
@@ -8,15 +8,11 @@
 //! content changes. Handled announcements are kept in the store by content hash, so a restart
 //! registers nothing twice and a bad one is reported once.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
-
-use sha2::{Digest, Sha256};
-
-use crate::service::ServiceResult;
-use crate::triggers::{register_announced, Announcement};
+use crate::error::ServiceResult;
+use crate::suites::{register_announced, Announcement};
 use arbiter_store::Store;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
 
 /// What one scan did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -84,7 +80,7 @@ fn content_hash(text: &str) -> String {
 /// Registers every new or changed announcement at `path`.
 pub async fn scan_once(store: &dyn Store, path: &Path) -> ServiceResult<ScanReport> {
     let found = find_announcements(path).map_err(|err| {
-        crate::service::ServiceError::Invalid(format!("cannot read {}: {err}", path.display()))
+        crate::error::ServiceError::Invalid(format!("cannot read {}: {err}", path.display()))
     })?;
     let mut report = ScanReport::default();
     for Found { source, text } in found {
@@ -96,7 +92,7 @@ pub async fn scan_once(store: &dyn Store, path: &Path) -> ServiceResult<ScanRepo
         let outcome = match serde_json::from_str::<Announcement>(&text) {
             Ok(announcement) => match register_announced(store, &announcement, None).await {
                 // The store failed, not the announcement: try it again on the next scan.
-                Err(crate::service::ServiceError::Internal) => {
+                Err(crate::error::ServiceError::Internal) => {
                     tracing::warn!(%source, "checkpoint announcement not handled yet; retrying");
                     continue;
                 }
@@ -124,23 +120,6 @@ pub async fn scan_once(store: &dyn Store, path: &Path) -> ServiceResult<ScanRepo
         }
     }
     Ok(report)
-}
-
-/// Scans `path` every `interval` until `shutdown` turns true.
-pub async fn run_watch(
-    store: Arc<dyn Store>,
-    path: PathBuf,
-    interval: Duration,
-    shutdown: tokio::sync::watch::Receiver<bool>,
-) {
-    tracing::info!(path = %path.display(), "watching for checkpoint announcements");
-    let (store, path) = (store.as_ref(), path.as_path());
-    crate::periodic::every(interval, shutdown, move || async move {
-        if let Err(err) = scan_once(store, path).await {
-            tracing::warn!(error = %err, "checkpoint watch scan failed");
-        }
-    })
-    .await;
 }
 
 #[cfg(test)]

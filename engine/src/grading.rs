@@ -2,12 +2,13 @@
 //! manifest, judge calibration against human labels, recalibration of thresholds, and the cost
 //! of a run by stage.
 //!
-//! Like [`crate::service`], callers have checked the session's role; this layer checks input.
+//! Callers have checked the session's role; this layer checks input.
 
 use serde::{Deserialize, Serialize};
 
-use crate::charts::reliability_diagram_svg;
-use crate::service::{probe_fingerprint, ServiceError, ServiceResult};
+use crate::clients::model::probe_fingerprint;
+use crate::error::{ServiceError, ServiceResult};
+use crate::reports::charts::reliability_diagram_svg;
 use arbiter_domain::grading::calibration::{
     judge_accuracy, recalibrate_accept_threshold, reliability_bins, JudgeAccuracy,
     LabelledJudgement, Recalibration, ReliabilityBin,

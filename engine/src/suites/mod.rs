@@ -3,9 +3,12 @@
 //! suite on every Nth checkpoint of its training run or on demand — at the priority its
 //! decision value calls for.
 
+pub mod announcements;
+
 use serde::{Deserialize, Serialize};
 
-use crate::service::{self, CheckpointForm, ServiceError, ServiceResult};
+use crate::catalog::CheckpointForm;
+use crate::error::{ServiceError, ServiceResult};
 use arbiter_domain::suites::{suites_due, NewSuite, Suite, TIER_FULL, TIER_SMOKE};
 use arbiter_store::Store;
 
@@ -75,7 +78,7 @@ pub async fn create_suite(
     let team = match form.team.trim() {
         "" => default_team,
         team if team == default_team => team,
-        team if may_choose_team => service::valid_team(team)?,
+        team if may_choose_team => crate::accounts::valid_team(team)?,
         team => {
             return Err(ServiceError::Forbidden(format!(
                 "a suite's runs are charged to your team (`{default_team}`); only leads and admins may name `{team}`"
@@ -124,7 +127,7 @@ async fn launch_suites(
     let mut launched = Vec::new();
     for (suite, reason) in suites {
         for (eval_id, eval_name) in &suite.evals {
-            let outcome = service::launch_run(
+            let outcome = crate::runs::launch_run(
                 store,
                 *eval_id,
                 checkpoint_id,
@@ -300,15 +303,17 @@ pub async fn register_announced(
     announcement: &Announcement,
     created_by: Option<i64>,
 ) -> ServiceResult<Registered> {
-    let priority = service::parse_priority(announcement.decision.as_deref().unwrap_or_default())
-        .map_err(|_| {
-            ServiceError::Invalid(format!(
-                "the decision value is `promotion`, `scheduled` or `ablation`, not `{}`",
-                announcement.decision.as_deref().unwrap_or_default()
-            ))
-        })?;
+    let priority = crate::runs::parse_priority(
+        announcement.decision.as_deref().unwrap_or_default(),
+    )
+    .map_err(|_| {
+        ServiceError::Invalid(format!(
+            "the decision value is `promotion`, `scheduled` or `ablation`, not `{}`",
+            announcement.decision.as_deref().unwrap_or_default()
+        ))
+    })?;
     let checkpoint_id =
-        service::register_checkpoint(store, &announcement.form(), created_by).await?;
+        crate::catalog::register_checkpoint(store, &announcement.form(), created_by).await?;
     if !announcement.trigger_suites.unwrap_or(true) {
         return Ok(Registered {
             checkpoint_id,

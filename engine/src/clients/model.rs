@@ -6,6 +6,8 @@
 //! grading is the grader's. An error is a value here, never an answer.
 
 use arbiter_domain::answer::{ErrorCategory, Generation, Outcome};
+use arbiter_domain::checkpoint::Checkpoint;
+use arbiter_domain::manifest::EndpointFingerprint;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Duration;
@@ -285,6 +287,55 @@ pub fn server_root(base_url: &str) -> &str {
         .trim_end_matches('/')
         .strip_suffix("/v1")
         .unwrap_or(base_url)
+}
+
+/// How long the launch waits for an endpoint's `/v1/models` answer.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Asks the endpoint which model it serves under the checkpoint's model name.
+pub(crate) async fn probe_fingerprint(checkpoint: &Checkpoint) -> EndpointFingerprint {
+    let url = format!("{}/models", checkpoint.base_url.trim_end_matches('/'));
+    let probe = async {
+        let mut request = reqwest::Client::new().get(&url).timeout(PROBE_TIMEOUT);
+        if let Some(key) = crate::secrets::process().resolve(checkpoint.api_key_ref.as_deref())? {
+            request = request.bearer_auth(key);
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|err| format!("could not reach {url}: {err}"))?;
+        if !response.status().is_success() {
+            return Err(format!(
+                "{url} answered HTTP {}",
+                response.status().as_u16()
+            ));
+        }
+        let body: serde_json::Value = response
+            .json()
+            .await
+            .map_err(|err| format!("unreadable answer from {url}: {err}"))?;
+        let models = body["data"].as_array().cloned().unwrap_or_default();
+        let served = models
+            .iter()
+            .find(|model| model["id"].as_str() == Some(checkpoint.model.as_str()))
+            .ok_or_else(|| format!("{url} does not list the model `{}`", checkpoint.model))?;
+        // vLLM reports the weights it loaded as `root`; other servers only the id.
+        Ok(served["root"]
+            .as_str()
+            .or(served["id"].as_str())
+            .unwrap_or_default()
+            .to_string())
+    };
+    let (served_model, probe_error) = match probe.await {
+        Ok(served) => (Some(served), None),
+        Err(error) => (None, Some(error)),
+    };
+    EndpointFingerprint {
+        served_model,
+        engine_build: checkpoint.engine_build.clone(),
+        parallel_layout: checkpoint.parallel_layout.clone(),
+        probe_error,
+    }
 }
 
 #[cfg(test)]

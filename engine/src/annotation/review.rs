@@ -1,0 +1,88 @@
+//! Senior review of labels, and another senior's spot check of a reviewer's decision.
+
+use crate::error::{ServiceError, ServiceResult};
+use arbiter_domain::annotation::review::ReviewDecision;
+use arbiter_store::Store;
+
+/// Longest reason a reviewer may give.
+const MAX_REASON_CHARS: usize = 2_000;
+
+/// Free text a senior writes for someone else to read, trimmed and at most
+/// [`MAX_REASON_CHARS`] long.
+pub(crate) fn bounded_text<'a>(text: &'a str, what: &str) -> ServiceResult<&'a str> {
+    let text = text.trim();
+    if text.chars().count() > MAX_REASON_CHARS {
+        return Err(ServiceError::Invalid(format!(
+            "{what} is longer than {MAX_REASON_CHARS} characters"
+        )));
+    }
+    Ok(text)
+}
+
+/// A reviewer's decision as typed: `accept`, `correct` (with `pass` or `fail`) or `reject`
+/// (with a reason).
+pub async fn review(
+    store: &dyn Store,
+    label_id: i64,
+    reviewer_id: i64,
+    decision: &str,
+    verdict: &str,
+    reason: &str,
+) -> ServiceResult<()> {
+    let reason = bounded_text(reason, "the reason")?;
+    let decision = match (decision.trim(), verdict.trim()) {
+        ("accept", _) => ReviewDecision::Accept,
+        ("correct", "pass") => ReviewDecision::Correct { pass: true },
+        ("correct", "fail") => ReviewDecision::Correct { pass: false },
+        ("correct", other) => {
+            return Err(ServiceError::Invalid(format!(
+                "a correction needs the right verdict, pass or fail, not `{other}`"
+            )))
+        }
+        ("reject", _) if reason.is_empty() => {
+            return Err(ServiceError::Invalid(
+                "say why the label is rejected; the rater sees the reason".into(),
+            ))
+        }
+        ("reject", _) => ReviewDecision::Reject,
+        (other, _) => {
+            return Err(ServiceError::Invalid(format!(
+                "unknown decision `{other}`; use accept, correct or reject"
+            )))
+        }
+    };
+    Ok(store
+        .review_label(label_id, reviewer_id, decision, reason)
+        .await?)
+}
+
+/// A spot check of another reviewer's decision as typed: `uphold`, or `overturn` with the
+/// right verdict (`pass` or `fail`) and a reason.
+pub async fn check_review(
+    store: &dyn Store,
+    review_id: i64,
+    checker_id: i64,
+    decision: &str,
+    verdict: &str,
+    reason: &str,
+) -> ServiceResult<()> {
+    let reason = bounded_text(reason, "the reason")?;
+    let overturn_to = match (decision.trim(), verdict.trim()) {
+        ("uphold", _) => None,
+        ("overturn", "pass") => Some(true),
+        ("overturn", "fail") => Some(false),
+        ("overturn", other) => {
+            return Err(ServiceError::Invalid(format!(
+                "overturning needs the right verdict, pass or fail, not `{other}`"
+            )))
+        }
+        (other, _) => {
+            return Err(ServiceError::Invalid(format!(
+                "unknown check decision `{other}`; use uphold or overturn"
+            )))
+        }
+    };
+    Ok(store
+        .check_review(review_id, checker_id, overturn_to, reason)
+        .await?)
+}

@@ -1,0 +1,243 @@
+//! Use cases of the catalog researchers build runs from: dataset uploads, checkpoints (with
+//! their endpoints, replicas, prices, fallback and key), and evals.
+//!
+//! Callers have already checked the session's role; this layer checks the input and maps store
+//! failures into [`ServiceError`], whose `Display` is safe to show to the user.
+
+use crate::clients::model::normalise_base_url;
+use crate::error::{ServiceError, ServiceResult};
+use arbiter_domain::checkpoint::{NewCheckpoint, TokenPrices};
+use arbiter_domain::dataset::{parse_dataset, DatasetFormat, DatasetRevision};
+use arbiter_domain::grading::GraderSpec;
+use arbiter_domain::manifest::{EvalSpec, GenerationSettings};
+use arbiter_store::Store;
+
+fn required(value: &str, what: &str, max_chars: usize) -> ServiceResult<String> {
+    let value = value.trim();
+    if value.is_empty() {
+        return Err(ServiceError::Invalid(format!("{what} is required")));
+    }
+    if value.chars().count() > max_chars {
+        return Err(ServiceError::Invalid(format!(
+            "{what} is longer than {max_chars} characters"
+        )));
+    }
+    Ok(value.to_string())
+}
+
+/// Parses an uploaded file and stores it as a revision of the named dataset; a bad file
+/// stores nothing.
+pub async fn upload_dataset(
+    store: &dyn Store,
+    name: &str,
+    file_name: &str,
+    bytes: &[u8],
+    uploaded_by: Option<i64>,
+) -> ServiceResult<DatasetRevision> {
+    let name = required(name, "a dataset name", 200)?;
+    let format = DatasetFormat::from_file_name(file_name);
+    let parsed =
+        parse_dataset(bytes, format).map_err(|err| ServiceError::Invalid(err.to_string()))?;
+    Ok(store
+        .store_dataset_revision(&name, file_name, &parsed, uploaded_by)
+        .await?)
+}
+
+/// A checkpoint as typed into the form, before validation.
+#[derive(Clone, Debug, Default)]
+pub struct CheckpointForm {
+    pub name: String,
+    pub endpoint_url: String,
+    pub model: String,
+    /// Further endpoint URLs serving the same checkpoint, separated by commas or whitespace.
+    pub replica_urls: String,
+    pub engine_build: String,
+    pub parallel_layout: String,
+    /// Name of another checkpoint to try once when retries run out ('' for none).
+    pub fallback_checkpoint: String,
+    /// Requests in flight to each of its endpoints, from all workers together ('' = default).
+    pub max_in_flight: String,
+    /// USD per million prompt tokens for this checkpoint's model ('' = free).
+    pub input_usd_per_mtok: String,
+    /// USD per million completion tokens ('' = free).
+    pub output_usd_per_mtok: String,
+    /// The training run the checkpoint comes from ('' for none), for trends.
+    pub training_run: String,
+    /// Its step in that training run ('' for none): a whole number, 0 or more.
+    pub training_step: String,
+    /// The endpoints' API key: '' for none, `env:ARBITER_ENDPOINT_KEY_…` for a variable in the
+    /// workers' environment, or the key itself (stored encrypted; needs `ARBITER_SECRET_KEY`).
+    pub api_key: crate::secrets::SecretText,
+}
+
+/// Highest price accepted, in USD per million tokens: far above any real model's, low enough
+/// to catch a price typed per token or per thousand by mistake.
+const MAX_USD_PER_MTOK: f64 = 10_000.0;
+
+/// A price typed into a form: '' is free, else US dollars per million tokens.
+fn parse_price(text: &str, what: &str) -> ServiceResult<f64> {
+    match text.trim() {
+        "" => Ok(0.0),
+        text => match text.parse::<f64>() {
+            Ok(price) if (0.0..=MAX_USD_PER_MTOK).contains(&price) => Ok(price),
+            _ => Err(ServiceError::Invalid(format!(
+                "{what} must be US dollars per million tokens, from 0 to {MAX_USD_PER_MTOK}, not `{text}`"
+            ))),
+        },
+    }
+}
+
+fn parse_prices(input: &str, output: &str) -> ServiceResult<TokenPrices> {
+    Ok(TokenPrices {
+        input_usd_per_mtok: parse_price(input, "the prompt token price")?,
+        output_usd_per_mtok: parse_price(output, "the completion token price")?,
+    })
+}
+
+/// Sets what a checkpoint's model costs; calls made from now on are charged at these prices
+/// (workers read them when they first take work from a run).
+pub async fn set_checkpoint_prices(
+    store: &dyn Store,
+    checkpoint_id: i64,
+    input_usd_per_mtok: &str,
+    output_usd_per_mtok: &str,
+) -> ServiceResult<()> {
+    let prices = parse_prices(input_usd_per_mtok, output_usd_per_mtok)?;
+    Ok(store.set_checkpoint_prices(checkpoint_id, &prices).await?)
+}
+
+pub async fn register_checkpoint(
+    store: &dyn Store,
+    form: &CheckpointForm,
+    created_by: Option<i64>,
+) -> ServiceResult<i64> {
+    let replica_urls = form
+        .replica_urls
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|url| !url.is_empty())
+        .map(|url| {
+            normalise_base_url(url)
+                .map_err(|err| ServiceError::Invalid(format!("replica `{url}`: {err}")))
+        })
+        .collect::<ServiceResult<Vec<_>>>()?;
+    let max_in_flight = match form.max_in_flight.trim() {
+        "" => None,
+        text => match text.parse::<i64>() {
+            Ok(limit) if (1..=100_000).contains(&limit) => Some(limit),
+            _ => {
+                return Err(ServiceError::Invalid(format!(
+                    "max in flight must be a whole number from 1 to 100000, not `{text}`"
+                )))
+            }
+        },
+    };
+    let fallback = form.fallback_checkpoint.trim();
+    let prices = parse_prices(&form.input_usd_per_mtok, &form.output_usd_per_mtok)?;
+    let training_step = match form.training_step.trim() {
+        "" => None,
+        text => match text.replace('_', "").parse::<i64>() {
+            Ok(step) if step >= 0 => Some(step),
+            _ => {
+                return Err(ServiceError::Invalid(format!(
+                    "the training step must be a whole number, 0 or more, not `{text}`"
+                )))
+            }
+        },
+    };
+    let training_run = form.training_run.trim();
+    if training_run.chars().count() > 200 {
+        return Err(ServiceError::Invalid(
+            "the training run's name is longer than 200 characters".into(),
+        ));
+    }
+    let api_key_ref = crate::secrets::process()
+        .to_stored(form.api_key.as_str())
+        .map_err(|problem| ServiceError::Invalid(format!("the API key: {problem}")))?;
+    let new = NewCheckpoint {
+        api_key_ref,
+        name: required(&form.name, "a checkpoint name", 200)?,
+        base_url: normalise_base_url(&form.endpoint_url).map_err(ServiceError::Invalid)?,
+        model: required(&form.model, "the served model name", 200)?,
+        replica_urls,
+        engine_build: form.engine_build.trim().chars().take(200).collect(),
+        parallel_layout: form.parallel_layout.trim().chars().take(200).collect(),
+        fallback_checkpoint: (!fallback.is_empty()).then(|| fallback.to_string()),
+        max_in_flight,
+        prices,
+        training_run: training_run.to_string(),
+        training_step,
+    };
+    Ok(store.register_checkpoint(&new, created_by).await?)
+}
+
+/// A simpler form of [`register_checkpoint`]: one endpoint, no extras.
+pub async fn register_simple_checkpoint(
+    store: &dyn Store,
+    name: &str,
+    endpoint_url: &str,
+    model: &str,
+    created_by: Option<i64>,
+) -> ServiceResult<i64> {
+    let form = CheckpointForm {
+        name: name.into(),
+        endpoint_url: endpoint_url.into(),
+        model: model.into(),
+        ..CheckpointForm::default()
+    };
+    register_checkpoint(store, &form, created_by).await
+}
+
+/// An eval as typed into the form, before validation.
+#[derive(Clone, Debug)]
+pub struct EvalForm {
+    pub name: String,
+    pub dataset_id: i64,
+    pub prompt_template: String,
+    pub max_tokens: u32,
+    pub temperature: f64,
+    pub repetitions: u32,
+    pub seed: u64,
+    /// The deterministic grader as JSON (`{"kind": "numeric", …}`); '' for exact match.
+    pub grader: String,
+}
+
+/// The grader typed into the eval form: '' is exact match; a grader without settings may be
+/// named by its id (`multiple_choice@1`); otherwise a JSON grader spec, refused here (with the
+/// reason) if it does not parse or compile, e.g. an invalid regex.
+pub fn parse_grader_form(text: &str) -> ServiceResult<GraderSpec> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(GraderSpec::ExactMatch {});
+    }
+    if let Some(spec) = GraderSpec::without_settings(text) {
+        return Ok(spec);
+    }
+    let spec: GraderSpec = serde_json::from_str(text).map_err(|err| {
+        ServiceError::Invalid(format!("the grader is not a valid grader spec: {err}"))
+    })?;
+    spec.validate()
+        .map_err(|problem| ServiceError::Invalid(format!("the grader is invalid: {problem}")))?;
+    Ok(spec)
+}
+
+pub async fn define_eval(
+    store: &dyn Store,
+    form: &EvalForm,
+    created_by: Option<i64>,
+) -> ServiceResult<i64> {
+    let spec = EvalSpec {
+        name: form.name.trim().to_string(),
+        prompt_template: form.prompt_template.clone(),
+        grader: parse_grader_form(&form.grader)?,
+        generation: GenerationSettings {
+            max_tokens: form.max_tokens,
+            temperature: form.temperature,
+            seed: form.seed,
+        },
+        repetitions: form.repetitions,
+    };
+    spec.validate().map_err(ServiceError::Invalid)?;
+    Ok(store
+        .create_eval(form.dataset_id, &spec, created_by)
+        .await?)
+}

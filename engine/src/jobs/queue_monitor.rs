@@ -1,0 +1,144 @@
+//! The queue monitor: every minute it escalates at-risk tasks (priority raised, senior raters
+//! served them first), raises and resolves alerts (the queue's SLAs and agreement, and the
+//! system's health rules), and emails new alerts to the leads.
+
+use crate::annotation::queue::{
+    alert_title, low_agreement_message, queue_report, ALERT_LOW_AGREEMENT, ALERT_SLA_AT_RISK,
+    ALERT_SLA_BREACHED,
+};
+use crate::clients::mail::Mailer;
+use crate::error::ServiceResult;
+use arbiter_store::Store;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Tasks one round escalates at most: a queue far behind is escalated over several rounds
+/// rather than in one long burst of writes.
+const MAX_ESCALATIONS_PER_ROUND: usize = 1_000;
+
+/// What one monitor round did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MonitorRound {
+    pub escalated: u64,
+    pub alerts_raised: u64,
+    pub alerts_resolved: u64,
+    pub emails_sent: u64,
+}
+
+/// One round of the monitor at `now`.
+pub async fn monitor_once(
+    store: &dyn Store,
+    mailer: &Mailer,
+    now: i64,
+) -> ServiceResult<MonitorRound> {
+    let report = queue_report(store, now, false).await?;
+    let mut round = MonitorRound {
+        escalated: store
+            .escalate_tasks(
+                &report.to_escalate[..report.to_escalate.len().min(MAX_ESCALATIONS_PER_ROUND)],
+                now,
+            )
+            .await?,
+        ..MonitorRound::default()
+    };
+    // Each SLA alert kind, whether it counts overdue tasks (or at-risk ones), and what it says.
+    let sla_alerts = [
+        (
+            ALERT_SLA_AT_RISK,
+            false,
+            "are forecast to miss their SLA deadline at the current velocity",
+        ),
+        (ALERT_SLA_BREACHED, true, "are past their SLA deadline"),
+    ];
+    for (kind, overdue, what) in sla_alerts {
+        let mut queues = Vec::new();
+        for (queue, at_risk, breached) in &report.queues_at_risk {
+            let count = if overdue { *breached } else { *at_risk };
+            if count == 0 {
+                continue;
+            }
+            let message = format!(
+                "{count} open task(s) in queue `{queue}` {what} ({:.1} labels/hour over {}). They were escalated: priority raised and offered to senior raters first.",
+                report.labels_per_hour, report.velocity_basis
+            );
+            round.alerts_raised += u64::from(store.raise_alert(kind, queue, &message, now).await?);
+            queues.push(queue.clone());
+        }
+        round.alerts_resolved += store.resolve_alerts(kind, &queues, now).await?;
+    }
+    let mut low_queues = Vec::new();
+    for (queue, agreement) in &report.queues {
+        if let Some(message) = low_agreement_message(queue, agreement, report.agreement_floor) {
+            round.alerts_raised += u64::from(
+                store
+                    .raise_alert(ALERT_LOW_AGREEMENT, queue, &message, now)
+                    .await?,
+            );
+            low_queues.push(queue.clone());
+        }
+    }
+    round.alerts_resolved += store
+        .resolve_alerts(ALERT_LOW_AGREEMENT, &low_queues, now)
+        .await?;
+    let system = crate::health::check_rules(store, now, &report).await?;
+    round.alerts_raised += system.raised;
+    round.alerts_resolved += system.resolved;
+    round.emails_sent = email_new_alerts(store, mailer, now).await?;
+    Ok(round)
+}
+
+/// Emails each open alert not emailed yet to the leads; an alert counts as emailed only once
+/// it was sent, so a mail server that is down is tried again next round.
+async fn email_new_alerts(store: &dyn Store, mailer: &Mailer, now: i64) -> ServiceResult<u64> {
+    let leads = store.lead_emails().await?;
+    if leads.is_empty() {
+        return Ok(0);
+    }
+    let mut sent = 0;
+    for alert in store.alerts(0).await? {
+        if alert.resolved_at.is_some() || alert.emailed_at.is_some() {
+            continue;
+        }
+        let subject = format!("[Arbiter] {}: {}", alert_title(&alert.kind), alert.subject);
+        let see = if alert.kind == crate::reports::trends::ALERT_REGRESSION {
+            "See the trends page for the checkpoints, the baseline and the paired tests."
+        } else if arbiter_domain::health::rules::RULE_KINDS.contains(&alert.kind.as_str()) {
+            "See the system page for queue depth, latency, errors, spending, endpoints and workers; leads can change the thresholds there."
+        } else {
+            "See the queue page for the tasks at risk, the forecast and agreement by rater pair."
+        };
+        let body = format!("{}\n\n{see}", alert.message);
+        // Claim first: of several servers' monitors, only the one that claims it sends it.
+        if !store.claim_alert_email(alert.id, now).await? {
+            continue;
+        }
+        match mailer.send(&leads, &subject, &body).await {
+            Ok(()) => sent += 1,
+            Err(err) => {
+                store.release_alert_email(alert.id).await?;
+                tracing::warn!(alert = alert.id, error = %format!("{err:#}"), "alert email not sent; retrying next round");
+            }
+        }
+    }
+    Ok(sent)
+}
+
+/// Runs a monitor round every `interval` until `shutdown` turns true.
+pub async fn run(
+    store: Arc<dyn Store>,
+    mailer: Arc<Mailer>,
+    interval: Duration,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let (store, mailer) = (store.as_ref(), mailer.as_ref());
+    crate::jobs::every(interval, shutdown, move || async move {
+        match monitor_once(store, mailer, arbiter_store::now_ms()).await {
+            Ok(round) if round != MonitorRound::default() => {
+                tracing::info!(?round, "queue monitor round");
+            }
+            Ok(_) => {}
+            Err(err) => tracing::warn!(error = %err, "queue monitor round failed"),
+        }
+    })
+    .await;
+}

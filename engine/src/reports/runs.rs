@@ -1,0 +1,149 @@
+//! A run's report, from its tallies and (where per-item data is needed) its snapshot, rebuilt
+//! when the run has moved on since it was built.
+
+use crate::error::{ServiceError, ServiceResult};
+use arbiter_domain::manifest::Manifest;
+use arbiter_domain::reports::snapshot::{Expectation, Snapshot, SnapshotBuilder};
+use arbiter_domain::reports::{build_report, Report, RunFacts, TallyRow};
+use arbiter_domain::run::RunProgress;
+use arbiter_domain::stats::proportion::ClusterSums;
+use arbiter_store::{Store, StoredSnapshot};
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// The tallies' fingerprint: a snapshot built from other tallies is stale.
+fn tally_version(tallies: &[TallyRow]) -> String {
+    let mut sums: BTreeMap<&str, i64> = BTreeMap::new();
+    for row in tallies {
+        *sums.entry(row.field.as_str()).or_default() += row.count;
+    }
+    let verdicts: Vec<String> = tallies
+        .iter()
+        .filter(|row| row.field == "verdict")
+        .map(|row| format!("{}:{}={}", row.category, row.value, row.count))
+        .collect();
+    format!(
+        "v{};o{};c{};{}",
+        sums.get("verdict").copied().unwrap_or(0),
+        sums.get("outcome").copied().unwrap_or(0),
+        sums.get("changes").copied().unwrap_or(0),
+        xxhash_rust::xxh3::xxh3_64(verdicts.join(",").as_bytes())
+    )
+}
+
+/// The run's snapshot, rebuilt by one scan if results arrived or changed since it was stored.
+pub async fn snapshot_of(store: &dyn Store, run_id: i64) -> ServiceResult<Snapshot> {
+    let manifest = manifest_of(store, run_id).await?;
+    let tallies = store.run_tallies(run_id).await?;
+    current_snapshot(store, run_id, &manifest, &tallies).await
+}
+
+pub(crate) async fn manifest_of(store: &dyn Store, run_id: i64) -> ServiceResult<Manifest> {
+    store
+        .run_manifest(run_id)
+        .await?
+        .ok_or_else(|| ServiceError::NotFound(format!("no run with id {run_id}")))
+}
+
+/// The stored snapshot if it was built from these tallies, else a new one from a scan.
+async fn current_snapshot(
+    store: &dyn Store,
+    run_id: i64,
+    manifest: &Manifest,
+    tallies: &[TallyRow],
+) -> ServiceResult<Snapshot> {
+    let version = tally_version(tallies);
+    if let Some(stored) = store.stored_snapshot(run_id).await? {
+        if stored.version == version {
+            if let Ok(snapshot) = Snapshot::decode(&stored.data, stored.identity_hash) {
+                return Ok(snapshot);
+            }
+        }
+    }
+    let started = Instant::now();
+    let mut builder = SnapshotBuilder::new(Expectation {
+        revision_id: manifest.dataset_revision_id,
+        grader: manifest.eval.grader.id_version().to_string(),
+        repetitions: i64::from(manifest.eval.repetitions),
+    });
+    store
+        .scan_run(run_id, &mut |row| builder.push(&row))
+        .await?;
+    builder.note_graders(store.run_graders(run_id).await?);
+    let snapshot = builder.finish();
+    let stored = StoredSnapshot {
+        version,
+        identity_hash: snapshot.identity_hash.clone(),
+        data: snapshot.encode(),
+        build_ms: started.elapsed().as_millis() as i64,
+    };
+    store
+        .save_snapshot(run_id, snapshot.len() as i64, &stored)
+        .await?;
+    Ok(snapshot)
+}
+
+/// Completed runs whose snapshot is missing or older than their completion: built here, so
+/// the first researcher to open a finished run's report or comparison does not wait for the
+/// scan. Returns how many were built (at most `limit` per call).
+pub async fn warm_snapshots(store: &dyn Store, limit: i64) -> ServiceResult<usize> {
+    let runs = store.runs_needing_snapshots(limit).await?;
+    for &run_id in &runs {
+        snapshot_of(store, run_id).await?;
+    }
+    Ok(runs.len())
+}
+
+/// A run's report: counts from the tallies; completeness checks and, with repetitions,
+/// clustered intervals from the snapshot.
+pub async fn run_report(store: &dyn Store, run_id: i64) -> ServiceResult<(RunProgress, Report)> {
+    let (progress, report, _) = report_and_snapshot(store, run_id).await?;
+    Ok((progress, report))
+}
+
+/// The report with the snapshot it was checked against (a comparison pairs that snapshot).
+/// Reads the run's heading and tallies, never counts its rows.
+pub(crate) async fn report_and_snapshot(
+    store: &dyn Store,
+    run_id: i64,
+) -> ServiceResult<(RunProgress, Report, Snapshot)> {
+    let progress = store
+        .run_header(run_id)
+        .await?
+        .ok_or_else(|| ServiceError::NotFound(format!("no run with id {run_id}")))?;
+    let manifest = manifest_of(store, run_id).await?;
+    let tallies = store.run_tallies(run_id).await?;
+    let snapshot = current_snapshot(store, run_id, &manifest, &tallies).await?;
+    let clusters: BTreeMap<String, ClusterSums> = snapshot
+        .header
+        .categories
+        .iter()
+        .cloned()
+        .zip(snapshot.header.clusters.iter().copied())
+        .collect();
+    let facts = RunFacts {
+        expected: progress.expected.max(0) as u64,
+        repetitions: i64::from(manifest.eval.repetitions),
+    };
+    let mut report = build_report(&facts, &tallies, &snapshot.header.problems, &clusters);
+    report.latency = snapshot.header.latency.clone();
+    Ok((progress, report, snapshot))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tally_versions_move_with_any_change() {
+        let row = |value: &str, count| TallyRow {
+            category: String::new(),
+            field: "verdict".into(),
+            value: value.into(),
+            count,
+        };
+        let before = tally_version(&[row("pass", 3), row("fail", 1)]);
+        assert_eq!(before, tally_version(&[row("pass", 3), row("fail", 1)]));
+        assert_ne!(before, tally_version(&[row("pass", 2), row("fail", 2)]));
+    }
+}

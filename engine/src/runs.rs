@@ -1,0 +1,270 @@
+//! Use cases of runs: launching one (freezing the manifest, probing the endpoint, streaming the
+//! dataset into result identities, answering from the generation cache), pausing, resuming
+//! and cancelling it, and reading its progress.
+
+use crate::clients::model::probe_fingerprint;
+use crate::error::{ServiceError, ServiceResult};
+use arbiter_domain::expansion::{plan_identities, refined_cost};
+use arbiter_domain::grading::record::Grading;
+use arbiter_domain::grading::{Grade, Grader, Verdict};
+use arbiter_domain::manifest::{EvalSpec, FallbackTarget, GenerationSettings, Manifest};
+use arbiter_domain::run::{LaunchedRun, RunProgress, PRIORITY_ABLATION, PRIORITY_PROMOTION};
+use arbiter_store::{CacheHit, NewIdentity, NewRun, Store};
+
+/// Dataset items planned per expansion step; bounds the launcher's memory on any dataset size.
+const EXPANSION_CHUNK: i64 = 2000;
+
+/// The scheduling class named in a form: `promotion`, `scheduled` or `ablation`.
+pub fn parse_priority(text: &str) -> ServiceResult<i64> {
+    match text.trim() {
+        "" | "scheduled" => Ok(arbiter_domain::run::PRIORITY_SCHEDULED),
+        "promotion" => Ok(PRIORITY_PROMOTION),
+        "ablation" => Ok(PRIORITY_ABLATION),
+        other => Err(ServiceError::Invalid(format!(
+            "unknown priority `{other}`; use promotion, scheduled or ablation"
+        ))),
+    }
+}
+
+/// Freezes the manifest for (eval, checkpoint) on the dataset's newest revision, then streams
+/// the dataset through the planner into result identities, answering from the generation
+/// cache whatever it already holds. Launching an unchanged manifest again returns the same
+/// run (and finishes its expansion if an earlier launch was interrupted).
+pub async fn launch_run(
+    store: &dyn Store,
+    eval_id: i64,
+    checkpoint_id: i64,
+    priority: i64,
+    team: &str,
+    launched_by: Option<i64>,
+) -> ServiceResult<LaunchedRun> {
+    let inputs = store.manifest_inputs(eval_id, checkpoint_id).await?;
+    let eval = &inputs.eval;
+    let checkpoint = &inputs.checkpoint;
+    let manifest = Manifest {
+        eval_id: eval.id,
+        eval: EvalSpec {
+            name: eval.name.clone(),
+            prompt_template: eval.prompt_template.clone(),
+            grader: eval.grader.clone(),
+            generation: GenerationSettings {
+                max_tokens: u32::try_from(eval.max_tokens).unwrap_or(u32::MAX),
+                temperature: eval.temperature,
+                seed: eval.seed as u64,
+            },
+            repetitions: u32::try_from(eval.repetitions).unwrap_or(1),
+        },
+        dataset_id: eval.dataset_id,
+        dataset_revision_id: inputs.revision.id,
+        dataset_revision: inputs.revision.content_hash.clone(),
+        case_count: inputs.revision.item_count as u64,
+        checkpoint_id: checkpoint.id,
+        checkpoint_name: checkpoint.name.clone(),
+        endpoint_urls: std::iter::once(checkpoint.base_url.clone())
+            .chain(checkpoint.replica_urls.iter().cloned())
+            .collect(),
+        served_model: checkpoint.model.clone(),
+        fingerprint: probe_fingerprint(checkpoint).await,
+        fallback: inputs.fallback.as_ref().map(|fallback| FallbackTarget {
+            checkpoint_name: fallback.name.clone(),
+            endpoint_url: fallback.base_url.clone(),
+            served_model: fallback.model.clone(),
+        }),
+        triage: crate::grading::freeze_triage(store, eval.id).await?,
+    };
+    let launched = store
+        .create_run(&NewRun {
+            manifest: &manifest,
+            priority,
+            team,
+            created_by: launched_by,
+        })
+        .await?;
+    // A new (or interrupted) launch is expanded; a cancelled one is picked up where it
+    // stopped. Either way it runs now, unless every identity is already answered.
+    let status = match launched.status.as_str() {
+        "expanding" | "cancelled" => {
+            if launched.status == "expanding" {
+                expand(store, launched.run_id, &manifest).await?;
+            }
+            store
+                .set_run_status(launched.run_id, &[launched.status.as_str()], "running")
+                .await?;
+            if store.finish_run_if_done(launched.run_id).await? {
+                "completed".to_string()
+            } else {
+                "running".to_string()
+            }
+        }
+        _ => launched.status.clone(),
+    };
+    Ok(LaunchedRun { status, ..launched })
+}
+
+/// Writes a run's result identities chunk by chunk, repetition by repetition; cached
+/// generations are graded and stored as finished right away. Each chunk is written while the
+/// next one is read and planned, so the database's writer and its readers work side by side.
+async fn expand(store: &dyn Store, run_id: i64, manifest: &Manifest) -> ServiceResult<()> {
+    let mut cursor = ExpansionCursor {
+        repetition: 0,
+        after_position: -1,
+    };
+    // Checked when the eval was saved; a grader that no longer compiles grades nothing here,
+    // and its workers report the problem on every item.
+    let grader = manifest.eval.grader.compile().ok();
+    let grader = grader.as_ref();
+    let mut ready = plan_next_chunk(store, manifest, grader, &mut cursor).await?;
+    while let Some(identities) = ready.take() {
+        let (written, next) = tokio::join!(
+            store.insert_identities(run_id, manifest, &identities),
+            plan_next_chunk(store, manifest, grader, &mut cursor),
+        );
+        written?;
+        ready = next?;
+    }
+    Ok(())
+}
+
+/// Where expansion has got to: the repetition, and the last dataset position planned in it.
+struct ExpansionCursor {
+    repetition: i64,
+    after_position: i64,
+}
+
+/// Reads the next chunk of dataset items and plans their identities, with cache hits graded;
+/// `None` once every repetition is planned. A cached answer its deterministic grader cannot
+/// decide is queued instead when the eval has judges: a worker asks them (through the grade
+/// cache, so an unchanged judge costs nothing).
+async fn plan_next_chunk(
+    store: &dyn Store,
+    manifest: &Manifest,
+    grader: Option<&Grader>,
+    cursor: &mut ExpansionCursor,
+) -> ServiceResult<Option<Vec<NewIdentity>>> {
+    let chunk = loop {
+        if cursor.repetition >= i64::from(manifest.eval.repetitions) {
+            return Ok(None);
+        }
+        let chunk = store
+            .items_after(
+                manifest.dataset_revision_id,
+                cursor.after_position,
+                EXPANSION_CHUNK,
+            )
+            .await?;
+        match chunk.last() {
+            Some((last_position, _)) => {
+                cursor.after_position = *last_position;
+                break chunk;
+            }
+            None => {
+                cursor.repetition += 1;
+                cursor.after_position = -1;
+            }
+        }
+    };
+    let items: Vec<_> = chunk.into_iter().map(|(_, item)| item).collect();
+    let mut planned = plan_identities(manifest, &items, cursor.repetition);
+    let keys: Vec<String> = planned
+        .iter()
+        .map(|identity| identity.generation_key.clone())
+        .collect();
+    let mut cached: std::collections::HashMap<String, arbiter_store::CachedGeneration> =
+        store.cached_generations(&keys).await?.into_iter().collect();
+    let has_judges = manifest
+        .triage
+        .as_ref()
+        .is_some_and(|triage| triage.cheap_judge.is_some());
+    let graded: std::collections::HashMap<String, Grade> = match grader {
+        Some(grader) => planned
+            .iter()
+            .zip(&items)
+            .filter_map(|(identity, item)| {
+                let hit = cached.get(&identity.generation_key)?;
+                let grade =
+                    (!hit.outcome.is_error()).then(|| grader.grade(&hit.output, &item.target))?;
+                Some((identity.generation_key.clone(), grade))
+            })
+            .collect(),
+        None => std::collections::HashMap::new(),
+    };
+    cached.retain(|key, _| {
+        graded
+            .get(key)
+            .is_some_and(|grade| !has_judges || grade.verdict != Verdict::Uncertain)
+    });
+    // Only identities that will be queued need an order: refine their cost by the lengths
+    // their cases were seen to take (a re-run answered from the cache skips this read).
+    let to_queue: Vec<String> = planned
+        .iter()
+        .filter(|identity| !cached.contains_key(&identity.generation_key))
+        .map(|identity| identity.case_id.clone())
+        .collect();
+    if !to_queue.is_empty() {
+        let observed = store
+            .observed_completion_tokens(manifest.dataset_revision_id, &to_queue)
+            .await?;
+        let max_tokens = manifest.eval.generation.max_tokens;
+        for identity in &mut planned {
+            if let Some(completion) = observed.get(&identity.case_id) {
+                identity.cost = refined_cost(identity.cost, max_tokens, *completion);
+            }
+        }
+    }
+    Ok(Some(
+        planned
+            .into_iter()
+            .map(|planned| {
+                let cached = cached.get(&planned.generation_key).map(|hit| CacheHit {
+                    source_work_item_id: hit.source_work_item_id,
+                    generation: hit.to_generation(),
+                    grading: Grading::deterministic_only(
+                        graded.get(&planned.generation_key).cloned(),
+                    )
+                    .route(manifest.triage.as_ref()),
+                });
+                NewIdentity { planned, cached }
+            })
+            .collect(),
+    ))
+}
+
+/// Pause (`paused`), resume (`running`) or cancel (`cancelled`) a run. Requests already in
+/// flight finish and are recorded; nothing new is claimed while paused or cancelled.
+pub async fn change_run_state(store: &dyn Store, run_id: i64, action: &str) -> ServiceResult<()> {
+    let (from, to): (&[&str], &str) = match action {
+        "pause" => (&["running"], "paused"),
+        "resume" => (&["paused", "cancelled"], "running"),
+        "cancel" => (&["running", "paused", "expanding"], "cancelled"),
+        other => {
+            return Err(ServiceError::Invalid(format!(
+                "unknown action `{other}`; use pause, resume or cancel"
+            )))
+        }
+    };
+    if store.set_run_status(run_id, from, to).await? {
+        if to == "running" {
+            store.finish_run_if_done(run_id).await?;
+        }
+        Ok(())
+    } else {
+        // Only now read the run (a full count): to say it is missing, or what state it is in.
+        let progress = run_progress(store, run_id).await?;
+        Err(ServiceError::Conflict(format!(
+            "run {run_id} is {}; it cannot be {}",
+            progress.status,
+            match action {
+                "pause" => "paused",
+                "resume" => "resumed",
+                _ => "cancelled",
+            }
+        )))
+    }
+}
+
+pub async fn run_progress(store: &dyn Store, run_id: i64) -> ServiceResult<RunProgress> {
+    store
+        .run_progress(run_id)
+        .await?
+        .ok_or_else(|| ServiceError::NotFound(format!("no run with id {run_id}")))
+}
