@@ -1,14 +1,17 @@
-//! The `arbiter` binary's library half: the HTTP application and the demo, so that tests can
-//! start the real router on a random port.
+//! The `arbiter` binary's library half, so that tests can start the real router on a random
+//! port and benchmarks can drive the same code.
+//!
+//! # Layout
+//! - [`http`]: the router (pages, server functions, forms, downloads, `/metrics`, the REST
+//!   API under `/api/v1`), sessions, CSRF and the sign-in throttle;
+//! - [`demo`]: the demo's seeded accounts, datasets, checkpoints, evals and runs;
+//! - [`ci`]: the REST client behind `arbiter submit`, `wait` and `report`;
+//! - [`bench`]: `arbiter bench` scenarios and their shared support.
+//!
+//! The binary itself (`main.rs`) holds the command-line types, and `commands/` one file per
+//! group of subcommands.
 
-pub mod annotator_bench;
 pub mod bench;
 pub mod ci;
-pub mod compare_bench;
-pub mod csrf;
 pub mod demo;
-pub mod forms;
-pub mod metrics;
-pub mod rest;
-pub mod soak_bench;
-pub mod web;
+pub mod http;

@@ -606,7 +606,7 @@ async fn submit_waits_reports_and_exits_non_zero_on_a_significant_regression() {
         .unwrap();
 
     let manifest = |checkpoint: &str, baseline: Option<Baseline>| SubmitManifest {
-        launch: server::rest::LaunchRequest {
+        launch: server::http::rest::LaunchRequest {
             eval: Some("qa-eval".into()),
             checkpoint: Some(checkpoint.into()),
             priority: Some("promotion".into()),
@@ -661,7 +661,7 @@ async fn submit_waits_reports_and_exits_non_zero_on_a_significant_regression() {
     assert_eq!(again, baseline_run);
 
     // The comparison's findings as the API reports them.
-    let comparison: server::rest::ComparisonResponse = client
+    let comparison: server::http::rest::ComparisonResponse = client
         .get(
             "comparing",
             &format!("/compare?baseline={baseline_run}&candidates={weak_run}"),

@@ -38,9 +38,9 @@ impl TestApp {
         .unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
-        let options = server::web::leptos_options("target/site", address);
+        let options = server::http::leptos_options("target/site", address);
         let mailer = std::sync::Arc::new(arbiter_engine::clients::mail::Mailer::log_only());
-        let app = server::web::router(&database, options, mailer)
+        let app = server::http::router(&database, options, mailer)
             .await
             .unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });

@@ -1,223 +1,29 @@
-//! `arbiter bench`: the dispatch benchmarks, each printing its figures.
-//!
-//! Every scenario drives the real pipeline (launch, streaming expansion, workers, the model
-//! client, grading, batched commits) against `arbiter sim` started as a separate process, so
-//! the CPU time reported is Arbiter's own. Build with `--release` for meaningful numbers.
+//! The pipeline benchmarks: a run launched, expanded, answered by workers against the
+//! simulator, graded and committed, measured for overhead, saturation, the long tail, memory,
+//! PostgreSQL, a real endpoint, triage and agreement.
 
+use super::support::{
+    cpu_seconds, dataset, drop_scratch_postgres, memory_mib, scratch_postgres, sim_requests,
+    start_sim, Sim,
+};
+use super::EndpointArgs;
 use anyhow::{bail, Context};
 use arbiter_domain::run::PRIORITY_SCHEDULED;
 use arbiter_engine::catalog::{CheckpointForm, EvalForm};
 use arbiter_engine::dispatch::{run_worker, WorkerConfig};
 use arbiter_store::{Database, Store};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
-/// One benchmark; `all` runs those that need nothing but this machine.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Scenario {
-    /// Zero-latency simulator, SQLite: Arbiter's own cost per item; then the unchanged
-    /// manifest's re-run, served from the cache.
-    Overhead,
-    /// 256 server slots at 100 ms per request: how close to 2,560 requests/s.
-    Saturation,
-    /// 1% of items 30 times longer: makespan against its lower bound, longest-first vs FIFO.
-    LongTail,
-    /// A 1,000,000-item run: the process's peak resident memory.
-    Memory,
-    /// Three `arbiter worker` processes sharing one PostgreSQL.
-    Postgres,
-    /// Overhead (with re-run), saturation and long tail.
-    All,
-    /// A JSONL dataset (`--dataset`) against any OpenAI-compatible endpoint (`--endpoint`,
-    /// `--model`): the same run a peer tool is timed on (`scripts/bench-peers`).
-    Endpoint,
-    /// The demo dataset through the demo's triage (exact match, cheap judge, strong judge,
-    /// humans): the share decided at each stage and the cost against judging every answer with
-    /// the strong judge.
-    Triage,
-    /// Agreement statistics (Krippendorff's alpha, Fleiss' kappa, percent agreement) over
-    /// 1,000,000 labels: three raters per item, built up incrementally as labels arrive.
-    Agreement,
-    /// 200 simulated annotators against a 1,000,000-task queue (two raters per task), on
-    /// SQLite and, with `--database-url`, PostgreSQL: claim latency and submissions per second.
-    Annotators,
-    /// Two 1,000,000-item runs on SQLite and, with `--database-url`, PostgreSQL: the
-    /// comparison summary and the per-prompt diff's first page.
-    Compare,
-    /// The demo under a steady mixed load over HTTP (runs launched through the API,
-    /// annotators, dashboard readers) for `--items` minutes (default 10): requests, errors,
-    /// latencies and memory.
-    Soak,
-}
-
-/// Options of the `endpoint` scenario.
-#[derive(Clone, Debug, clap::Args)]
-pub struct EndpointArgs {
-    /// Base URL of the OpenAI-compatible endpoint (`endpoint` scenario), e.g. http://127.0.0.1:8001/v1.
-    #[arg(long)]
-    pub endpoint: Option<String>,
-    /// Model name served by `--endpoint`.
-    #[arg(long, default_value = "bench")]
-    pub model: String,
-    /// JSONL dataset (`id`, `input`, `target` per line) for the `endpoint` scenario.
-    #[arg(long)]
-    pub dataset: Option<std::path::PathBuf>,
-    /// Requests in flight (the endpoint's limit and the worker's).
-    #[arg(long, default_value_t = 256)]
-    pub concurrency: usize,
-}
-
-/// A simulator child process, killed when dropped.
-struct Sim {
-    child: Child,
-    base_url: String,
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
-/// Starts `arbiter sim` with `args` and waits until it answers.
-async fn start_sim(args: &[&str]) -> anyhow::Result<Sim> {
-    let port = free_port()?;
-    let address = format!("127.0.0.1:{port}");
-    let child = Command::new(std::env::current_exe()?)
-        .args(["sim", "--addr", &address, "--model", "bench:1.0"])
-        .args(args)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .spawn()
-        .context("cannot start arbiter sim")?;
-    let sim = Sim {
-        child,
-        base_url: format!("http://{address}/v1"),
-    };
-    let client = reqwest::Client::new();
-    for _ in 0..100 {
-        if client
-            .get(format!("http://{address}/health"))
-            .send()
-            .await
-            .is_ok()
-        {
-            return Ok(sim);
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    bail!("arbiter sim did not start on {address}")
-}
-
-/// Requests the simulator has received so far.
-async fn sim_requests(sim: &Sim) -> anyhow::Result<u64> {
-    let metrics = reqwest::get(format!("{}/metrics", sim.base_url.trim_end_matches("/v1")))
-        .await?
-        .text()
-        .await?;
-    arbiter_engine::dispatch::prometheus_sum(&metrics, "arbiter_sim_requests_total")
-        .map(|total| total as u64)
-        .context("the simulator reports no request counter")
-}
-
-/// A synthetic dataset: arithmetic questions, a `long_every`-th of them padded `long_factor`
-/// times longer (0 for none).
-fn dataset(items: usize, long_every: usize, long_factor: usize) -> Vec<u8> {
-    let mut jsonl = Vec::with_capacity(items * 80);
-    for index in 0..items {
-        let mut input = format!("Question {index}: what is {} + {}?", index % 97, index % 89);
-        if long_every > 0 && index % long_every == long_every / 2 {
-            input = format!(
-                "{} {input}",
-                "Consider the following carefully.".repeat(long_factor)
-            );
-        }
-        let line = serde_json::json!({"id": format!("case-{index:07}"), "input": input, "target": (index % 97 + index % 89).to_string()});
-        jsonl.extend_from_slice(line.to_string().as_bytes());
-        jsonl.push(b'\n');
-    }
-    jsonl
-}
-
-/// CPU seconds this process has used (user + system, all threads).
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the command name (which may contain spaces) start after the last ')'.
-    let fields: Vec<&str> = stat
-        .rsplit(')')
-        .next()
-        .unwrap_or_default()
-        .split_whitespace()
-        .collect();
-    let ticks = |index: usize| {
-        fields
-            .get(index)
-            .and_then(|value| value.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    // utime and stime are fields 14 and 15 of the whole line; clock ticks are 1/100 s on Linux.
-    (ticks(11) + ticks(12)) / 100.0
-}
-
-/// Peak, current, anonymous and file-backed resident memory of this process, in MiB.
-pub fn memory_mib() -> (f64, f64, f64, f64) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let read = |key: &str| {
-        status
-            .lines()
-            .find(|line| line.starts_with(key))
-            .and_then(|line| line.split_whitespace().nth(1))
-            .and_then(|kib| kib.parse::<f64>().ok())
-            .unwrap_or(0.0)
-            / 1024.0
-    };
-    (
-        read("VmHWM:"),
-        read("VmRSS:"),
-        read("RssAnon:"),
-        read("RssFile:"),
-    )
-}
-
-/// Resets this process's peak resident memory (`VmHWM`) to its current size, so a later
-/// [`memory_mib`] reports the peak of what ran since. Linux only; false where refused.
-pub(crate) fn reset_peak_memory() -> bool {
-    std::fs::write("/proc/self/clear_refs", "5").is_ok()
-}
-
-/// Writes a synthetic dataset into the database at `database_url` (the memory benchmark runs
-/// this in a child process, so that parsing a million-line file is not counted as the run's
-/// memory).
-pub async fn write_dataset(database_url: &str, name: &str, items: usize) -> anyhow::Result<()> {
-    let database = Database::open(database_url).await?;
-    let parsed = arbiter_domain::dataset::parse_dataset_with_limit(
-        &dataset(items, 0, 0),
-        arbiter_domain::dataset::DatasetFormat::Jsonl,
-        usize::MAX,
-    )?;
-    database
-        .store()
-        .store_dataset_revision(name, "bench.jsonl", &parsed, None)
-        .await?;
-    Ok(())
-}
-
-struct Bench {
+pub(crate) struct Bench {
     store: Arc<dyn Store>,
     _directory: Option<tempfile::TempDir>,
 }
 
 /// What one benchmark run took and produced.
-struct RunFigures {
+pub(crate) struct RunFigures {
     /// Seconds the launch (freezing and expansion) took.
     expansion: f64,
     /// Seconds from the end of the launch to the run's completion.
@@ -359,14 +165,14 @@ impl Bench {
     }
 }
 
-fn worker(name: &str, in_flight: usize) -> WorkerConfig {
+pub(crate) fn worker(name: &str, in_flight: usize) -> WorkerConfig {
     let mut config = WorkerConfig::named(name);
     config.max_in_flight = in_flight;
     config.idle_poll = Duration::from_millis(20);
     config
 }
 
-async fn overhead(items: usize) -> anyhow::Result<()> {
+pub(crate) async fn overhead(items: usize) -> anyhow::Result<()> {
     println!("== overhead: {items} items, zero-latency simulator, SQLite");
     let sim = start_sim(&["--latency-ms-min", "0", "--latency-ms-max", "0"]).await?;
     let bench = Bench::sqlite().await?;
@@ -420,7 +226,7 @@ async fn overhead(items: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn saturation(items: usize) -> anyhow::Result<()> {
+pub(crate) async fn saturation(items: usize) -> anyhow::Result<()> {
     let slots = 256;
     let latency_ms = 100;
     let ideal = slots as f64 * 1000.0 / latency_ms as f64;
@@ -479,7 +285,7 @@ async fn saturation(items: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn long_tail(items: usize) -> anyhow::Result<()> {
+pub(crate) async fn long_tail(items: usize) -> anyhow::Result<()> {
     let slots = 64;
     let us_per_byte = 300;
     println!("== long tail: {items} items, 1% thirty times longer, {slots} server slots, {us_per_byte} µs per prompt byte");
@@ -535,7 +341,7 @@ async fn long_tail(items: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn memory(items: usize) -> anyhow::Result<()> {
+pub(crate) async fn memory(items: usize) -> anyhow::Result<()> {
     println!("== memory: {items} items, zero-latency simulator, SQLite");
     let sim = start_sim(&["--latency-ms-min", "0", "--latency-ms-max", "0"]).await?;
     let directory = tempfile::tempdir()?;
@@ -589,7 +395,7 @@ async fn memory(items: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn postgres(items: usize, admin_url: &str) -> anyhow::Result<()> {
+pub(crate) async fn postgres(items: usize, admin_url: &str) -> anyhow::Result<()> {
     println!("== PostgreSQL scale-out: {items} items, three `arbiter worker` processes");
     let url = scratch_postgres(admin_url, "arbiter_bench").await?;
     let sim = start_sim(&["--latency-ms-min", "0", "--latency-ms-max", "0"]).await?;
@@ -629,7 +435,7 @@ async fn postgres(items: usize, admin_url: &str) -> anyhow::Result<()> {
 
 /// The `endpoint` scenario: one dataset file, one endpoint, the whole pipeline (launch,
 /// expansion, workers, grading, commits to SQLite), timed from launch to the last commit.
-async fn endpoint(options: EndpointArgs) -> anyhow::Result<()> {
+pub(crate) async fn endpoint(options: EndpointArgs) -> anyhow::Result<()> {
     let base_url = options
         .endpoint
         .context("the endpoint scenario needs --endpoint URL")?;
@@ -670,7 +476,7 @@ async fn endpoint(options: EndpointArgs) -> anyhow::Result<()> {
 
 /// The demo's models, judges and triage policy on the demo dataset repeated `repetitions`
 /// times; prints where items were decided and what the grading cost.
-async fn triage(repetitions: usize) -> anyhow::Result<()> {
+pub(crate) async fn triage(repetitions: usize) -> anyhow::Result<()> {
     use crate::demo::{demo_policy, DEMO_CHECKPOINTS, SAMPLE_DATASET};
     use arbiter_domain::grading::judge::DEFAULT_RUBRIC;
     use arbiter_engine::grading::{self, JudgeForm};
@@ -813,7 +619,7 @@ async fn triage(repetitions: usize) -> anyhow::Result<()> {
 
 /// Agreement over `labels` labels, three raters per item, 80% of them agreeing with the item's
 /// truth: the time to fold every label into the accumulators and to read the statistics.
-fn agreement(labels: usize) {
+pub(crate) fn agreement(labels: usize) {
     use arbiter_domain::annotation::agreement::{
         FleissAccumulator, KrippendorffAccumulator, Level, Unit,
     };
@@ -899,153 +705,4 @@ fn agreement(labels: usize) {
         "one changed label, statistic updated in {:.1} µs",
         started.elapsed().as_secs_f64() * 1e6
     );
-}
-
-/// Creates an empty database named after `prefix` and this process on the server at
-/// `admin_url` (dropping a leftover of the same name); returns its URL.
-/// Stores `jsonl` as dataset `name` and defines eval `name` over it (prompt `{input}`, exact
-/// match, one repetition); returns the eval's id. For benchmarks that record answers themselves.
-pub(crate) async fn bench_eval(store: &dyn Store, name: &str, jsonl: &[u8]) -> anyhow::Result<i64> {
-    let parsed = arbiter_domain::dataset::parse_dataset_with_limit(
-        jsonl,
-        arbiter_domain::dataset::DatasetFormat::Jsonl,
-        usize::MAX,
-    )?;
-    let revision = store
-        .store_dataset_revision(name, "bench.jsonl", &parsed, None)
-        .await?;
-    drop(parsed);
-    arbiter_engine::catalog::define_eval(
-        store,
-        &EvalForm {
-            name: name.into(),
-            dataset_id: revision.dataset_id,
-            prompt_template: "{input}".into(),
-            max_tokens: 16,
-            temperature: 0.0,
-            repetitions: 1,
-            seed: 0,
-            grader: String::new(),
-        },
-        None,
-    )
-    .await
-    .map_err(|err| anyhow::anyhow!("eval: {err}"))
-}
-
-/// A checkpoint whose endpoint nothing listens on: the benchmark records the answers itself.
-pub(crate) async fn answerless_checkpoint(
-    store: &dyn Store,
-    name: &str,
-    model: &str,
-) -> anyhow::Result<i64> {
-    arbiter_engine::catalog::register_checkpoint(
-        store,
-        &CheckpointForm {
-            name: name.into(),
-            endpoint_url: "http://127.0.0.1:9/v1".into(),
-            model: model.into(),
-            ..CheckpointForm::default()
-        },
-        None,
-    )
-    .await
-    .map_err(|err| anyhow::anyhow!("checkpoint: {err}"))
-}
-
-/// Runs `scenario` on a fresh SQLite file, then on a scratch PostgreSQL database when
-/// `postgres_admin_url` is given (and says so when it is not).
-pub(crate) async fn on_sqlite_then_postgres<F, Fut>(
-    prefix: &str,
-    postgres_admin_url: Option<String>,
-    mut scenario: F,
-) -> anyhow::Result<()>
-where
-    F: FnMut(&'static str, String) -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<()>>,
-{
-    let directory = tempfile::tempdir()?;
-    let url = format!("sqlite://{}", directory.path().join("bench.db").display());
-    scenario("SQLite", url).await?;
-    match postgres_admin_url {
-        Some(admin_url) => {
-            let url = scratch_postgres(&admin_url, prefix).await?;
-            scenario("PostgreSQL", url.clone()).await?;
-            drop_scratch_postgres(&admin_url, &url).await?;
-        }
-        None => println!("(PostgreSQL skipped: set --database-url or ARBITER_TEST_POSTGRES_URL)"),
-    }
-    Ok(())
-}
-
-pub(crate) async fn scratch_postgres(admin_url: &str, prefix: &str) -> anyhow::Result<String> {
-    use sqlx::Connection;
-    let name = format!("{prefix}_{}", std::process::id());
-    let mut admin = sqlx::PgConnection::connect(admin_url).await?;
-    sqlx::query(&format!("DROP DATABASE IF EXISTS {name}"))
-        .execute(&mut admin)
-        .await?;
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&mut admin)
-        .await?;
-    let (base, _) = admin_url
-        .rsplit_once('/')
-        .context("the PostgreSQL URL has no database name")?;
-    Ok(format!("{base}/{name}"))
-}
-
-/// Drops a database made by [`scratch_postgres`], closing its connections.
-pub(crate) async fn drop_scratch_postgres(admin_url: &str, url: &str) -> anyhow::Result<()> {
-    use sqlx::Connection;
-    let (_, name) = url
-        .rsplit_once('/')
-        .context("the PostgreSQL URL has no database name")?;
-    let mut admin = sqlx::PgConnection::connect(admin_url).await?;
-    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-        .execute(&mut admin)
-        .await?;
-    Ok(())
-}
-
-/// Runs a scenario (`items` overrides each scenario's default size).
-pub async fn run(
-    scenario: Scenario,
-    items: Option<usize>,
-    postgres_url: Option<String>,
-    endpoint_options: EndpointArgs,
-) -> anyhow::Result<()> {
-    let warn_debug = cfg!(debug_assertions);
-    if warn_debug {
-        println!("note: this is a debug build; build with --release for meaningful figures");
-    }
-    match scenario {
-        Scenario::Overhead => overhead(items.unwrap_or(100_000)).await,
-        Scenario::Saturation => saturation(items.unwrap_or(25_600)).await,
-        Scenario::LongTail => long_tail(items.unwrap_or(5_000)).await,
-        Scenario::Memory => memory(items.unwrap_or(1_000_000)).await,
-        Scenario::Postgres => {
-            let url = postgres_url.context(
-                "set --database-url (or ARBITER_TEST_POSTGRES_URL) to a PostgreSQL server URL",
-            )?;
-            postgres(items.unwrap_or(100_000), &url).await
-        }
-        Scenario::Endpoint => endpoint(endpoint_options).await,
-        Scenario::Triage => triage(items.unwrap_or(10)).await,
-        Scenario::Annotators => {
-            crate::annotator_bench::run(items.unwrap_or(1_000_000), postgres_url).await
-        }
-        Scenario::Compare => {
-            crate::compare_bench::run(items.unwrap_or(1_000_000), postgres_url).await
-        }
-        Scenario::Soak => crate::soak_bench::run(items.unwrap_or(10) as u64).await,
-        Scenario::Agreement => {
-            agreement(items.unwrap_or(1_000_000));
-            Ok(())
-        }
-        Scenario::All => {
-            overhead(items.unwrap_or(100_000)).await?;
-            saturation(25_600).await?;
-            long_tail(5_000).await
-        }
-    }
 }

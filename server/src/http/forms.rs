@@ -32,7 +32,7 @@ fn redirect_with_error(path: &str, message: &str) -> Response {
     Redirect::to(&format!("{path}?error={}", urlencoding::encode(message))).into_response()
 }
 
-fn json_error(status: StatusCode, message: &str) -> Response {
+pub(super) fn json_error(status: StatusCode, message: &str) -> Response {
     (status, Json(json!({ "error": message }))).into_response()
 }
 
@@ -147,36 +147,6 @@ pub async fn session_account(
     user.active.then_some(user)
 }
 
-/// The rater pool's figures as CSV, for leads.
-pub async fn raters_csv(State(state): State<AppState>, session: Session) -> Response {
-    let Some(user) = session_account(&state, &session).await else {
-        return json_error(StatusCode::UNAUTHORIZED, "you are not logged in");
-    };
-    if !user.role.can(Permission::ManageUsers) {
-        return json_error(
-            StatusCode::FORBIDDEN,
-            &format!("your role ({}) does not allow this", user.role),
-        );
-    }
-    match arbiter_engine::annotation::raters::rater_table(state.store.as_ref()).await {
-        Ok((raters, _)) => (
-            [
-                (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
-                (
-                    header::CONTENT_DISPOSITION,
-                    "attachment; filename=\"raters.csv\"",
-                ),
-            ],
-            arbiter_domain::annotation::pool::stats_csv(&raters),
-        )
-            .into_response(),
-        Err(err) => json_error(
-            StatusCode::from_u16(err.status_code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-            &err.to_string(),
-        ),
-    }
-}
-
 /// Uploads a dataset file as a new revision. Fields: `name` and `file`.
 pub async fn upload_dataset(
     State(state): State<AppState>,
@@ -248,7 +218,7 @@ async fn read_upload(
         if err.status() == StatusCode::PAYLOAD_TOO_LARGE {
             (
                 StatusCode::PAYLOAD_TOO_LARGE,
-                format!("the upload is larger than {} MB", super::web::max_body_mb()),
+                format!("the upload is larger than {} MB", super::max_body_mb()),
             )
         } else {
             (
@@ -278,82 +248,4 @@ async fn read_upload(
         "choose a file to upload".to_string(),
     ))?;
     Ok((name, file_name, bytes))
-}
-
-/// Downloads a run's results: `/runs/{id}/export/{format}` with `csv`, `jsonl` or `parquet`.
-/// The export is written to a temporary file a page of rows at a time, then streamed, so a
-/// million-row run never sits in memory.
-pub async fn export_results(
-    State(state): State<AppState>,
-    session: Session,
-    axum::extract::Path((run_id, format)): axum::extract::Path<(i64, String)>,
-) -> Response {
-    use arbiter_engine::reports::export::{export_run, ExportFormat};
-    use std::io::{Seek, SeekFrom};
-    let Some(user) = session_account(&state, &session).await else {
-        return json_error(StatusCode::UNAUTHORIZED, "you are not logged in");
-    };
-    if !user.role.can(Permission::ViewResults) {
-        return json_error(
-            StatusCode::FORBIDDEN,
-            &format!("your role ({}) does not allow this", user.role),
-        );
-    }
-    let Some(format) = ExportFormat::parse(&format) else {
-        return json_error(
-            StatusCode::BAD_REQUEST,
-            &format!("unknown export format `{format}`: use csv, jsonl or parquet"),
-        );
-    };
-    let file = match tempfile::tempfile() {
-        Ok(file) => std::io::BufWriter::new(file),
-        Err(err) => {
-            tracing::error!(error = %err, "no temporary file for an export");
-            return json_error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "the export could not be written",
-            );
-        }
-    };
-    let (writer, _) = match export_run(state.store.as_ref(), run_id, format, file).await {
-        Ok(done) => done,
-        Err(err) => {
-            return json_error(
-                StatusCode::from_u16(err.status_code())
-                    .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-                &err.to_string(),
-            )
-        }
-    };
-    let file = match writer
-        .into_inner()
-        .map_err(|err| err.into_error())
-        .and_then(|mut file| {
-            file.seek(SeekFrom::Start(0))?;
-            Ok(file)
-        }) {
-        Ok(file) => file,
-        Err(err) => {
-            tracing::error!(error = %err, "an export could not be read back");
-            return json_error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "the export could not be written",
-            );
-        }
-    };
-    let stream = tokio_util::io::ReaderStream::new(tokio::fs::File::from_std(file));
-    (
-        [
-            (header::CONTENT_TYPE, format.content_type().to_string()),
-            (
-                header::CONTENT_DISPOSITION,
-                format!(
-                    "attachment; filename=\"run-{run_id}.{}\"",
-                    format.extension()
-                ),
-            ),
-        ],
-        axum::body::Body::from_stream(stream),
-    )
-        .into_response()
 }

@@ -1,5 +1,17 @@
 //! The HTTP application: Leptos pages and server functions, the form routes that need no
-//! wasm (login, logout, dataset upload), sessions, static files, and a health check.
+//! wasm (login, logout, dataset upload), downloads, sessions, static files, and a health check.
+//!
+//! - [`forms`]: sign-in, sign-out and uploads that work before the wasm loads;
+//! - [`downloads`]: the rater list as CSV and run exports;
+//! - [`csrf`]: refusing state-changing requests from other sites;
+//! - [`metrics`]: `/metrics` for Prometheus;
+//! - [`rest`]: the REST API under `/api/v1` with its OpenAPI description.
+
+pub mod csrf;
+pub mod downloads;
+pub mod forms;
+pub mod metrics;
+pub mod rest;
 
 use arbiter_app::guard::{AppState, USER_ID_KEY};
 use arbiter_app::{shell, App};
@@ -75,19 +87,16 @@ where
     let routes = generate_route_list(App);
     let context_state = state.clone();
     let fallback_state = state.clone();
-    let api_routes = crate::rest::routes(state.clone());
+    let api_routes = rest::routes(state.clone());
     let form_routes = Router::new()
-        .route("/login", post(crate::forms::login))
-        .route("/logout", post(crate::forms::logout))
-        .route("/raters.csv", get(crate::forms::raters_csv))
-        .route("/metrics", get(crate::metrics::metrics))
-        .route(
-            "/runs/{id}/export/{format}",
-            get(crate::forms::export_results),
-        )
+        .route("/login", post(forms::login))
+        .route("/logout", post(forms::logout))
+        .route("/raters.csv", get(downloads::raters_csv))
+        .route("/metrics", get(metrics::metrics))
+        .route("/runs/{id}/export/{format}", get(downloads::export_results))
         .route(
             "/datasets/upload",
-            post(crate::forms::upload_dataset).layer(DefaultBodyLimit::max(MAX_BODY_BYTES)),
+            post(forms::upload_dataset).layer(DefaultBodyLimit::max(MAX_BODY_BYTES)),
         )
         .with_state(state);
     Router::new()
@@ -111,9 +120,9 @@ where
         .merge(api_routes)
         .layer(middleware::from_fn(require_login_for_pages))
         .layer(session_layer)
-        .layer(middleware::from_fn(crate::csrf::refuse_cross_site))
-        .layer(Extension(crate::csrf::TrustedOrigins(
-            crate::csrf::trusted_origins_from_env(),
+        .layer(middleware::from_fn(csrf::refuse_cross_site))
+        .layer(Extension(csrf::TrustedOrigins(
+            csrf::trusted_origins_from_env(),
         )))
         .layer(Extension(Arc::new(
             LoginThrottle::default().with_trusted_proxies(

@@ -5,38 +5,9 @@
 //! for speed fails with instructions rather than "unrecognized subcommand".
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// `arbiter model …`
-#[derive(clap::Subcommand)]
-pub enum ModelAction {
-    /// Serve a GGUF model (Llama family, e.g. SmolLM2-135M-Instruct) over the OpenAI API on
-    /// CPU: /v1/models, /v1/completions, /v1/chat/completions (streaming and not, with
-    /// logprobs) and vLLM-style /metrics. `scripts/fetch-model` downloads the demo's model.
-    Serve {
-        /// The model file.
-        #[arg(long)]
-        gguf: PathBuf,
-        /// Where to listen; port 0 picks a free port (printed at start-up).
-        #[arg(long, default_value = "127.0.0.1:8002")]
-        addr: SocketAddr,
-        /// The model name clients ask for (default: the file name without `.gguf`).
-        #[arg(long)]
-        name: Option<String>,
-        /// Generations that run at once; later requests wait in a queue.
-        #[arg(long, default_value_t = 2)]
-        parallel: usize,
-    },
-    /// Time the bundled model on this machine: load time, memory, prompt (prefill) tokens/s,
-    /// and generated tokens/s with one and with two generations at once, through its HTTP API.
-    Bench {
-        #[arg(long)]
-        gguf: PathBuf,
-        /// Tokens each timed generation produces.
-        #[arg(long, default_value_t = 128)]
-        tokens: usize,
-    },
-}
+use crate::ModelAction;
 
 /// The bundled model server, running.
 pub struct RunningModel {
@@ -49,6 +20,7 @@ mod enabled {
     use super::*;
     use anyhow::Context;
     use arbiter_model::server::{ModelServer, ServeConfig};
+    use std::path::PathBuf;
     use std::sync::Arc;
 
     pub async fn run(action: ModelAction) -> anyhow::Result<()> {
@@ -75,7 +47,7 @@ mod enabled {
         );
         tokio::select! {
             result = arbiter_model::server::serve(server, listener) => result,
-            _ = crate::shutdown_signal() => Ok(()),
+            _ = super::super::shutdown_signal() => Ok(()),
         }
     }
 
@@ -96,7 +68,7 @@ mod enabled {
 
     /// `arbiter model bench`: see its help.
     async fn bench(gguf: PathBuf, tokens: usize) -> anyhow::Result<()> {
-        use server::bench::memory_mib;
+        use server::bench::support::memory_mib;
         let server = load(gguf, Some("bench".into()), 2).await?;
         let load_time = server.model().load_time;
         let (_, after_load, _, _) = memory_mib();

@@ -6,7 +6,7 @@
 //! role that may view results, or the deployment's `ARBITER_METRICS_TOKEN`; both go in
 //! `Authorization: Bearer …` (Prometheus' `authorization` scrape setting).
 
-use crate::rest::{ApiError, ApiUser};
+use crate::http::rest::{ApiError, ApiUser};
 use arbiter_app::guard::AppState;
 use arbiter_domain::accounts::Permission;
 use arbiter_engine::health::{system_health_cached, SystemHealth};

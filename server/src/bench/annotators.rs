@@ -6,6 +6,7 @@
 //! claim and submission latency (p50, p99), submissions per second, and checks that no item got
 //! more labels than its overlap or a rater twice.
 
+use super::support::percentile;
 use anyhow::bail;
 use arbiter_domain::accounts::{PasswordHash, Role};
 use arbiter_domain::answer::{Generation, Outcome};
@@ -32,7 +33,7 @@ const WARM_UP: Duration = Duration::from_secs(2);
 
 /// Runs the benchmark on SQLite, then on PostgreSQL when `postgres_admin_url` is given.
 pub async fn run(tasks: usize, postgres_admin_url: Option<String>) -> anyhow::Result<()> {
-    crate::bench::on_sqlite_then_postgres(
+    crate::bench::support::on_sqlite_then_postgres(
         "arbiter_annotators",
         postgres_admin_url,
         |backend, url| async move { one_backend(backend, &url, tasks).await },
@@ -155,8 +156,9 @@ async fn fill_queue(store: &dyn Store, tasks: usize) -> anyhow::Result<i64> {
             )
         })
         .collect();
-    let eval = crate::bench::bench_eval(store, "annotators", jsonl.as_bytes()).await?;
-    let checkpoint = crate::bench::answerless_checkpoint(store, "unanswering", "none").await?;
+    let eval = crate::bench::support::bench_eval(store, "annotators", jsonl.as_bytes()).await?;
+    let checkpoint =
+        crate::bench::support::answerless_checkpoint(store, "unanswering", "none").await?;
     // Paused at once: only this benchmark answers its identities.
     let launched = arbiter_engine::runs::launch_run(
         store,
@@ -238,14 +240,4 @@ async fn annotate(
         submits.push(sent.elapsed().as_secs_f64() * 1e3);
     }
     Ok((claims, submits))
-}
-
-/// The value at `quantile` of `values` (sorted in place), nearest rank; NaN when empty.
-pub(crate) fn percentile(values: &mut [f64], quantile: f64) -> f64 {
-    if values.is_empty() {
-        return f64::NAN;
-    }
-    values.sort_by(f64::total_cmp);
-    let rank = ((values.len() - 1) as f64 * quantile).round() as usize;
-    values[rank]
 }

@@ -295,9 +295,9 @@ pub async fn run(minutes: u64) -> anyhow::Result<()> {
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
-    let app = crate::web::router(
+    let app = crate::http::router(
         &database,
-        crate::web::leptos_options("target/site", listener.local_addr()?),
+        crate::http::leptos_options("target/site", listener.local_addr()?),
         mailer,
     )
     .await?;
@@ -344,7 +344,7 @@ pub async fn run(minutes: u64) -> anyhow::Result<()> {
 
     let mut memory = Vec::new();
     while Instant::now() < until {
-        let (_, rss, _, _) = crate::bench::memory_mib();
+        let (_, rss, _, _) = crate::bench::support::memory_mib();
         memory.push((started.elapsed().as_secs(), rss));
         tokio::time::sleep(MEMORY_EVERY.min(until.saturating_duration_since(Instant::now()))).await;
     }
@@ -374,8 +374,8 @@ pub async fn run(minutes: u64) -> anyhow::Result<()> {
         println!(
             "{kind:<28} {:>8} {:>9.1} {:>9.1} {failed:>9}",
             latencies.len(),
-            crate::annotator_bench::percentile(latencies, 0.5),
-            crate::annotator_bench::percentile(latencies, 0.99)
+            crate::bench::support::percentile(latencies, 0.5),
+            crate::bench::support::percentile(latencies, 0.99)
         );
     }
     let after_warm_up: Vec<f64> = memory

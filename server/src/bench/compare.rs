@@ -23,7 +23,7 @@ const CATEGORIES: usize = 10;
 
 /// Runs on SQLite, then on PostgreSQL when `postgres_admin_url` is given.
 pub async fn run(items: usize, postgres_admin_url: Option<String>) -> anyhow::Result<()> {
-    crate::bench::on_sqlite_then_postgres(
+    crate::bench::support::on_sqlite_then_postgres(
         "arbiter_compare",
         postgres_admin_url,
         |backend, url| async move { one_backend(backend, &url, items).await },
@@ -71,11 +71,11 @@ async fn one_backend(backend: &str, url: &str, items: usize) -> anyhow::Result<(
             )
         })
         .collect();
-    let eval = crate::bench::bench_eval(store, "compare", jsonl.as_bytes()).await?;
+    let eval = crate::bench::support::bench_eval(store, "compare", jsonl.as_bytes()).await?;
     drop(jsonl);
     let mut runs = Vec::new();
     for (name, candidate) in [("baseline", false), ("candidate", true)] {
-        let checkpoint = crate::bench::answerless_checkpoint(store, name, name).await?;
+        let checkpoint = crate::bench::support::answerless_checkpoint(store, name, name).await?;
         let launched = arbiter_engine::runs::launch_run(
             store,
             eval,
@@ -97,8 +97,8 @@ async fn one_backend(backend: &str, url: &str, items: usize) -> anyhow::Result<(
 
     let (baseline, candidate) = (runs[0], runs[1]);
     // From here on, the peak is what a researcher's pages cost, not the benchmark's set-up.
-    let (_, after_setup, _, _) = crate::bench::memory_mib();
-    let peak_was_reset = crate::bench::reset_peak_memory();
+    let (_, after_setup, _, _) = crate::bench::support::memory_mib();
+    let peak_was_reset = crate::bench::support::reset_peak_memory();
     for label in ["cold (both snapshots built)", "warm (snapshots stored)"] {
         let started = Instant::now();
         let summary = arbiter_engine::reports::compare::compare_checkpoints(
@@ -200,7 +200,7 @@ async fn one_backend(backend: &str, url: &str, items: usize) -> anyhow::Result<(
         health.costs_last_day.len(),
         health.queue_depth
     );
-    let (peak, current, _, _) = crate::bench::memory_mib();
+    let (peak, current, _, _) = crate::bench::support::memory_mib();
     if peak_was_reset {
         println!(
             "process memory: {after_setup:.0} MiB after the set-up; peak {peak:.0} MiB over the comparisons, diffs, trends and flaky view (+{:.0} MiB); now {current:.0} MiB",

@@ -1,0 +1,136 @@
+//! `arbiter migrate`, `export`, `backup`, `retention` and `keygen`: the data an operator
+//! keeps, moves and protects.
+
+use super::{open, redact};
+use arbiter_store::Database;
+
+/// `arbiter retention`.
+pub async fn retention(args: crate::RetentionArgs) -> anyhow::Result<()> {
+    let crate::RetentionArgs {
+        database_url,
+        raw_days,
+        summary_days,
+    } = args;
+    use arbiter_engine::retention;
+    let database = open(&database_url).await?;
+    let store = database.store();
+    if let (Some(raw), Some(summary)) = (raw_days, summary_days) {
+        retention::set_policy(store.as_ref(), &raw, &summary).await?;
+    }
+    let policy = retention::policy(store.as_ref()).await?;
+    println!(
+        "policy: raw answers and logprobs kept {} days, summaries {} days",
+        policy.raw_days, policy.summary_days
+    );
+    let report = retention::enforce(store.as_ref(), policy, arbiter_store::now_ms()).await?;
+    println!("{}", report.summary());
+    Ok(())
+}
+
+/// `arbiter backup`.
+pub async fn backup(args: crate::BackupArgs) -> anyhow::Result<()> {
+    let crate::BackupArgs { database_url, out } = args;
+    match open(&database_url).await? {
+    Database::Sqlite(store) => {
+        store.backup_into(&out).await?;
+        println!("backed up {} to {}", redact(&database_url), out.display());
+        Ok(())
+    }
+    Database::Postgres(_) => anyhow::bail!(
+        "back up PostgreSQL with its own tools: pg_dump --format=custom --file {} \"$DATABASE_URL\" (restore with pg_restore --dbname NEW_URL FILE)",
+        out.display()
+    ),
+}
+}
+
+/// `arbiter export`.
+pub async fn export(args: crate::ExportArgs) -> anyhow::Result<()> {
+    let crate::ExportArgs {
+        database_url,
+        runs,
+        format,
+        out,
+    } = args;
+    export_runs(&database_url, &runs, &format, out.as_deref()).await
+}
+
+/// `arbiter migrate`.
+pub async fn migrate(args: crate::MigrateArgs) -> anyhow::Result<()> {
+    let crate::MigrateArgs { database_url } = args;
+    let database = open(&database_url).await?;
+    println!(
+        "database at {} is migrated ({})",
+        redact(&database_url),
+        database.store().backend()
+    );
+    Ok(())
+}
+
+/// `arbiter export`: see the subcommand's help.
+async fn export_runs(
+    database_url: &str,
+    runs: &[i64],
+    format: &str,
+    out: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    use arbiter_engine::reports::export::{export_run, partition_path, ExportFormat};
+    let format = ExportFormat::parse(format)
+        .ok_or_else(|| anyhow::anyhow!("unknown format `{format}`: use csv, jsonl or parquet"))?;
+    let database = open(database_url).await?;
+    let store = database.store();
+    match (format, out) {
+        (ExportFormat::Parquet, Some(folder)) => {
+            for &run_id in runs {
+                let run = store
+                    .run_header(run_id)
+                    .await?
+                    .ok_or_else(|| anyhow::anyhow!("no run with id {run_id}"))?;
+                let path =
+                    folder.join(partition_path(run.created_at, &run.checkpoint_name, run_id));
+                if let Some(parent) = path.parent() {
+                    std::fs::create_dir_all(parent)?;
+                }
+                // Written beside, then renamed: an archive never holds a half-written file.
+                let partial = path.with_extension("parquet.partial");
+                let file = std::io::BufWriter::new(std::fs::File::create(&partial)?);
+                let (writer, rows) = export_run(store.as_ref(), run_id, format, file)
+                    .await
+                    .map_err(|err| anyhow::anyhow!("run {run_id}: {err}"))?;
+                writer
+                    .into_inner()
+                    .map_err(|err| err.into_error())?
+                    .sync_all()?;
+                std::fs::rename(&partial, &path)?;
+                println!("{} ({rows} rows)", path.display());
+            }
+            Ok(())
+        }
+        (ExportFormat::Parquet, None) => {
+            anyhow::bail!("parquet needs --out FOLDER (it writes one partitioned file per run)")
+        }
+        (_, _) if runs.len() != 1 => anyhow::bail!("csv and jsonl export one run at a time"),
+        (_, Some(path)) => {
+            let file = std::io::BufWriter::new(std::fs::File::create(path)?);
+            let (writer, rows) = export_run(store.as_ref(), runs[0], format, file)
+                .await
+                .map_err(|err| anyhow::anyhow!("{err}"))?;
+            writer.into_inner().map_err(|err| err.into_error())?;
+            eprintln!("{} ({rows} rows)", path.display());
+            Ok(())
+        }
+        (_, None) => {
+            let stdout = std::io::BufWriter::new(std::io::stdout());
+            let (mut writer, _) = export_run(store.as_ref(), runs[0], format, stdout)
+                .await
+                .map_err(|err| anyhow::anyhow!("{err}"))?;
+            std::io::Write::flush(&mut writer)?;
+            Ok(())
+        }
+    }
+}
+
+/// `arbiter keygen`.
+pub fn keygen() -> anyhow::Result<()> {
+    println!("{}", arbiter_engine::secrets::SecretBox::generate_key());
+    Ok(())
+}

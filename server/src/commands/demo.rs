@@ -1,0 +1,133 @@
+//! `arbiter demo`: a fresh embedded database, the simulator (and the bundled model when
+//! built), demo accounts and runs, then the server as `arbiter serve` runs it.
+
+use super::open;
+use super::serve::{background_jobs, run_server};
+use super::sim::model_names;
+use anyhow::Context;
+use arbiter_engine::clients::mail::Mailer;
+use arbiter_sim::SimConfig;
+use server::demo;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// `arbiter demo`.
+pub async fn demo(args: crate::DemoArgs) -> anyhow::Result<()> {
+    let crate::DemoArgs {
+        addr,
+        sim_addr,
+        data_dir,
+        site_root,
+        queue_monitor_seconds,
+        model_gguf,
+        model_addr,
+    } = args;
+    let real_model = super::model::start_for_demo(model_gguf.as_deref(), model_addr).await;
+    run_demo(
+        addr,
+        sim_addr,
+        &data_dir,
+        &site_root,
+        queue_monitor_seconds,
+        real_model,
+    )
+    .await
+}
+
+async fn run_demo(
+    addr: SocketAddr,
+    sim_addr: SocketAddr,
+    data_dir: &std::path::Path,
+    site_root: &str,
+    queue_monitor_seconds: u64,
+    real_model: Option<super::model::RunningModel>,
+) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    // A fresh database every start, so the demo always shows the same story.
+    std::fs::create_dir_all(data_dir)
+        .with_context(|| format!("cannot create {}", data_dir.display()))?;
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(data_dir.join(format!("demo.db{suffix}")));
+    }
+    let sim_listener = tokio::net::TcpListener::bind(sim_addr)
+        .await
+        .with_context(|| format!("cannot start the simulator on {sim_addr}"))?;
+    let sim_config = SimConfig::demo();
+    let sim_models = model_names(&sim_config);
+    tokio::spawn(async move {
+        if let Err(err) = arbiter_sim::serve(sim_config, sim_listener).await {
+            tracing::error!(error = %err, "simulator stopped");
+        }
+    });
+    let database_url = format!("sqlite://{}", data_dir.join("demo.db").display());
+    let database = open(&database_url).await?;
+    let mut seeded =
+        demo::seed(database.store().as_ref(), &format!("http://{sim_addr}/v1")).await?;
+    if let Some(model) = &real_model {
+        let runs = demo::seed_real_model(
+            database.store().as_ref(),
+            &seeded,
+            &model.base_url,
+            &model.name,
+        )
+        .await?;
+        seeded.run_ids.extend(runs);
+    }
+    let mail_dir = data_dir.join("mail");
+    let mailer = Mailer::from_config(
+        &format!("file:{}", mail_dir.display()),
+        "Arbiter demo <arbiter@arbiter.demo>",
+    )?;
+    println!();
+    println!(
+        "  Arbiter demo is up at http://{addr}  (ready in {:.1} s)",
+        started.elapsed().as_secs_f64()
+    );
+    println!(
+        "  Simulated model endpoint (arbiter sim) at http://{sim_addr}/v1 serving {sim_models}"
+    );
+    if let Some(model) = &real_model {
+        println!(
+            "  Real model (SmolLM2-135M-Instruct on CPU, arbiter model serve) at {} as `{}`",
+            model.base_url, model.name
+        );
+    }
+    println!("  Database: {}", data_dir.join("demo.db").display());
+    println!(
+        "  Runs launched: {:?} (in-process workers are answering them now)",
+        seeded.run_ids
+    );
+    println!();
+    println!("  Demo accounts (username / password):");
+    for (username, role, password) in demo::DEMO_ACCOUNTS {
+        println!("    {:<10}  {username:<12} / {password}", role.as_str());
+    }
+    println!(
+        "  Mail to the lead ({}) is written to {}",
+        demo::DEMO_LEAD_EMAIL,
+        mail_dir.display()
+    );
+    println!();
+    let announcements = data_dir.join("announcements");
+    std::fs::create_dir_all(&announcements)
+        .with_context(|| format!("cannot create {}", announcements.display()))?;
+    println!(
+        "  Announce a checkpoint of `{}`: write a JSON file into {}",
+        demo::DEMO_TRAINING_RUN,
+        announcements.display()
+    );
+    println!(
+        "    e.g. {{\"name\": \"step-3000\", \"endpoint_url\": \"http://{sim_addr}/v1\", \"model\": \"sim-ckpt-a\", \"training_run\": \"{}\", \"training_step\": 3000}}",
+        demo::DEMO_TRAINING_RUN
+    );
+    println!("    and its smoke suite `demo-smoke` starts within seconds.");
+    println!();
+    let jobs = background_jobs(
+        Arc::new(mailer),
+        1,
+        64,
+        queue_monitor_seconds,
+        Some((announcements, std::time::Duration::from_secs(5))),
+    )?;
+    run_server(&database, addr, site_root, jobs).await
+}

@@ -1,0 +1,118 @@
+//! Downloads: the rater pool's figures as CSV for leads, and a run's results as CSV, JSON
+//! Lines or Parquet, streamed from a temporary file.
+
+use super::forms::{json_error, session_account};
+use arbiter_app::guard::AppState;
+use arbiter_domain::accounts::Permission;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use tower_sessions::Session;
+
+/// The rater pool's figures as CSV, for leads.
+pub async fn raters_csv(State(state): State<AppState>, session: Session) -> Response {
+    let Some(user) = session_account(&state, &session).await else {
+        return json_error(StatusCode::UNAUTHORIZED, "you are not logged in");
+    };
+    if !user.role.can(Permission::ManageUsers) {
+        return json_error(
+            StatusCode::FORBIDDEN,
+            &format!("your role ({}) does not allow this", user.role),
+        );
+    }
+    match arbiter_engine::annotation::raters::rater_table(state.store.as_ref()).await {
+        Ok((raters, _)) => (
+            [
+                (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
+                (
+                    header::CONTENT_DISPOSITION,
+                    "attachment; filename=\"raters.csv\"",
+                ),
+            ],
+            arbiter_domain::annotation::pool::stats_csv(&raters),
+        )
+            .into_response(),
+        Err(err) => json_error(
+            StatusCode::from_u16(err.status_code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            &err.to_string(),
+        ),
+    }
+}
+
+/// Downloads a run's results: `/runs/{id}/export/{format}` with `csv`, `jsonl` or `parquet`.
+/// The export is written to a temporary file a page of rows at a time, then streamed, so a
+/// million-row run never sits in memory.
+pub async fn export_results(
+    State(state): State<AppState>,
+    session: Session,
+    axum::extract::Path((run_id, format)): axum::extract::Path<(i64, String)>,
+) -> Response {
+    use arbiter_engine::reports::export::{export_run, ExportFormat};
+    use std::io::{Seek, SeekFrom};
+    let Some(user) = session_account(&state, &session).await else {
+        return json_error(StatusCode::UNAUTHORIZED, "you are not logged in");
+    };
+    if !user.role.can(Permission::ViewResults) {
+        return json_error(
+            StatusCode::FORBIDDEN,
+            &format!("your role ({}) does not allow this", user.role),
+        );
+    }
+    let Some(format) = ExportFormat::parse(&format) else {
+        return json_error(
+            StatusCode::BAD_REQUEST,
+            &format!("unknown export format `{format}`: use csv, jsonl or parquet"),
+        );
+    };
+    let file = match tempfile::tempfile() {
+        Ok(file) => std::io::BufWriter::new(file),
+        Err(err) => {
+            tracing::error!(error = %err, "no temporary file for an export");
+            return json_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the export could not be written",
+            );
+        }
+    };
+    let (writer, _) = match export_run(state.store.as_ref(), run_id, format, file).await {
+        Ok(done) => done,
+        Err(err) => {
+            return json_error(
+                StatusCode::from_u16(err.status_code())
+                    .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+                &err.to_string(),
+            )
+        }
+    };
+    let file = match writer
+        .into_inner()
+        .map_err(|err| err.into_error())
+        .and_then(|mut file| {
+            file.seek(SeekFrom::Start(0))?;
+            Ok(file)
+        }) {
+        Ok(file) => file,
+        Err(err) => {
+            tracing::error!(error = %err, "an export could not be read back");
+            return json_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the export could not be written",
+            );
+        }
+    };
+    let stream = tokio_util::io::ReaderStream::new(tokio::fs::File::from_std(file));
+    (
+        [
+            (header::CONTENT_TYPE, format.content_type().to_string()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!(
+                    "attachment; filename=\"run-{run_id}.{}\"",
+                    format.extension()
+                ),
+            ),
+        ],
+        axum::body::Body::from_stream(stream),
+    )
+        .into_response()
+}
