@@ -25,9 +25,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-#[macro_use]
-mod store_support;
-use store_support::*;
+use arbiter_testkit::backend::*;
+use arbiter_testkit::fixtures::*;
+use arbiter_testkit::stories;
 
 stories!(
     users_sign_up_and_reset_passwords,

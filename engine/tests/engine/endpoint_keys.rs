@@ -4,11 +4,9 @@
 //!
 //! Alone in its test binary because it sets an environment variable.
 
-mod common;
-
 use arbiter_engine::catalog::{CheckpointForm, EvalForm};
 use arbiter_sim::SimConfig;
-use common::*;
+use arbiter_testkit::pipeline::*;
 
 const KEY: &str = "sk-test-2f8c1e";
 const VARIABLE: &str = "ARBITER_ENDPOINT_KEY_TEST";
@@ -83,7 +81,7 @@ async fn keys_from_the_environment_reach_the_endpoint_and_are_never_stored_in_cl
         store.as_ref(),
         "qa",
         "qa.jsonl",
-        include_bytes!("../../public/samples/qa-basic.jsonl"),
+        include_bytes!("../../../public/samples/qa-basic.jsonl"),
         None,
     )
     .await

@@ -4,19 +4,17 @@
 //! final state, humans always get a reason, human labels calibrate the judge, and re-grading
 //! unchanged answers with an unchanged judge is free.
 
-mod common;
-
 use arbiter_domain::grading::judge::DEFAULT_RUBRIC;
 use arbiter_domain::run::RunCosts;
 use arbiter_engine::catalog::{CheckpointForm, EvalForm};
 use arbiter_engine::grading::{self, JudgeForm, PolicyForm};
 use arbiter_sim::{SimConfig, SimModel, SimModelKind};
 use arbiter_store::Store;
-use common::*;
+use arbiter_testkit::pipeline::*;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-const SAMPLE: &[u8] = include_bytes!("../../public/samples/qa-basic.jsonl");
+const SAMPLE: &[u8] = include_bytes!("../../../public/samples/qa-basic.jsonl");
 /// A deterministic grader that never decides (its pattern never matches), so every answer
 /// reaches the judges and the routing fractions are measured on all of them.
 const UNDECIDING_GRADER: &str =

@@ -16,9 +16,8 @@ use arbiter_engine::suites::{self, Announcement, SuiteForm};
 use arbiter_store::{now_ms, Store};
 use std::sync::Arc;
 
-#[macro_use]
-mod store_support;
-use store_support::*;
+use arbiter_testkit::fixtures::*;
+use arbiter_testkit::stories;
 
 stories!(
     retention_clears_raw_answers_then_deletes_expired_runs,

@@ -1,7 +1,7 @@
 //! Reading a prompt in chunks gives the same next-token distribution as reading it in one
 //! forward pass: the chunks' causal masks and positions line up with the KV cache.
 
-mod common;
+use crate::common;
 
 use arbiter_model::generate::prefill;
 use arbiter_model::weights;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
-const SAMPLE: &[u8] = include_bytes!("../../public/samples/qa-basic.jsonl");
+const SAMPLE: &[u8] = include_bytes!("../../../public/samples/qa-basic.jsonl");
 
 /// A child process killed (SIGKILL) when dropped.
 struct Process(Child);

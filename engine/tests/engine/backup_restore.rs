@@ -3,9 +3,7 @@
 //! `pg_restore` into a fresh database. After restoring, every run's exported results and
 //! report, the datasets, checkpoints, evals, suites, tokens and alerts read back the same.
 
-mod common;
-#[macro_use]
-mod store_support;
+use arbiter_testkit::{backend, fixtures, pipeline};
 
 use arbiter_engine::reports::export::{export_run, ExportFormat};
 use arbiter_sim::SimConfig;
@@ -15,7 +13,7 @@ use std::sync::Arc;
 
 /// Two runs answered by the simulator through a real worker, plus the things around them.
 async fn fill(store: Arc<dyn Store>) {
-    let endpoint = common::start_sim(SimConfig {
+    let endpoint = pipeline::start_sim(SimConfig {
         latency_ms_min: 1,
         latency_ms_max: 3,
         ..SimConfig::demo()
@@ -25,25 +23,25 @@ async fn fill(store: Arc<dyn Store>) {
         store.as_ref(),
         "qa",
         "qa.jsonl",
-        store_support::SAMPLE,
+        fixtures::SAMPLE,
         None,
     )
     .await
     .unwrap();
     let eval = arbiter_engine::catalog::define_eval(
         store.as_ref(),
-        &store_support::eval_form("qa", revision.dataset_id, 2),
+        &fixtures::eval_form("qa", revision.dataset_id, 2),
         None,
     )
     .await
     .unwrap();
     let mut runs = Vec::new();
     for (name, model) in [("a", "sim-ckpt-a"), ("b", "sim-ckpt-b")] {
-        let checkpoint = common::checkpoint(store.as_ref(), name, &endpoint, model, "").await;
-        runs.push(common::launch(store.as_ref(), eval, checkpoint).await);
+        let checkpoint = pipeline::checkpoint(store.as_ref(), name, &endpoint, model, "").await;
+        runs.push(pipeline::launch(store.as_ref(), eval, checkpoint).await);
     }
     let finished =
-        common::work_until_complete(store.clone(), &runs, common::test_worker("backup")).await;
+        pipeline::work_until_complete(store.clone(), &runs, pipeline::test_worker("backup")).await;
     assert!(
         finished.iter().all(|run| run.status == "completed"),
         "{finished:?}"
@@ -51,7 +49,7 @@ async fn fill(store: Arc<dyn Store>) {
     let user = store
         .create_user(
             "res",
-            &store_support::stand_in_hash("res"),
+            &fixtures::stand_in_hash("res"),
             arbiter_domain::accounts::Role::Researcher,
         )
         .await
@@ -94,7 +92,7 @@ async fn fingerprint(store: &dyn Store) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sqlite_backup_taken_while_serving_restores_identical_results() {
-    let backend = store_support::TestBackend::sqlite().await;
+    let backend = backend::TestBackend::sqlite().await;
     let store = backend.database.store();
     fill(store.clone()).await;
     let before = fingerprint(store.as_ref()).await;
@@ -115,7 +113,7 @@ async fn a_sqlite_backup_taken_while_serving_restores_identical_results() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_postgres_dump_restored_into_a_fresh_database_gives_identical_results() {
-    let backend = store_support::TestBackend::postgres().await;
+    let backend = backend::TestBackend::postgres().await;
     let store = backend.database.store();
     fill(store.clone()).await;
     let before = fingerprint(store.as_ref()).await;
@@ -129,14 +127,14 @@ async fn a_postgres_dump_restored_into_a_fresh_database_gives_identical_results(
         .expect("pg_dump runs (PostgreSQL's client tools are installed with the server)");
     assert!(status.success(), "pg_dump failed");
 
-    let admin_url = std::env::var(store_support::POSTGRES_URL_VARIABLE).unwrap();
+    let admin_url = std::env::var(backend::POSTGRES_URL_VARIABLE).unwrap();
     let name = format!("arbiter_restore_{:016x}", rand::random::<u64>());
-    let mut admin = store_support::admin_connection(&admin_url).await;
+    let mut admin = backend::admin_connection(&admin_url).await;
     sqlx::query(&format!("CREATE DATABASE {name}"))
         .execute(&mut admin)
         .await
         .unwrap();
-    let restored_url = store_support::database_url(&admin_url, &name);
+    let restored_url = backend::database_url(&admin_url, &name);
     let status = Command::new("pg_restore")
         .args(["--no-owner", "--exit-on-error", "--dbname"])
         .arg(&restored_url)
@@ -151,7 +149,7 @@ async fn a_postgres_dump_restored_into_a_fresh_database_gives_identical_results(
         .store()
         .create_user(
             "after-restore",
-            &store_support::stand_in_hash("x"),
+            &fixtures::stand_in_hash("x"),
             arbiter_domain::accounts::Role::Annotator,
         )
         .await

@@ -1,5 +1,4 @@
 //! The real router on a random port over a fresh SQLite database, for HTTP-level tests.
-#![allow(dead_code)] // Each test file uses a different part.
 
 use arbiter_domain::accounts::Role;
 use arbiter_store::Database;

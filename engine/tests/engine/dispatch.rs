@@ -2,15 +2,13 @@
 //! complete with every identity graded once, failures are retried and recorded, answers are
 //! cached, an unreachable endpoint ends in a clear error state, and fair share holds.
 
-mod common;
-
 use arbiter_engine::catalog::{CheckpointForm, EvalForm};
 use arbiter_sim::{SimConfig, SimFaults};
 use arbiter_store::Store;
-use common::*;
+use arbiter_testkit::pipeline::*;
 use std::collections::HashMap;
 
-const SAMPLE: &[u8] = include_bytes!("../../public/samples/qa-basic.jsonl");
+const SAMPLE: &[u8] = include_bytes!("../../../public/samples/qa-basic.jsonl");
 
 fn fast_sim() -> SimConfig {
     SimConfig {

@@ -1,8 +1,6 @@
 //! Helpers shared by the end-to-end tests: a fresh SQLite store, an in-process simulator,
 //! checkpoints, launches and a worker run until its runs complete.
 
-#![allow(dead_code)]
-
 use arbiter_domain::run::{RunProgress, PRIORITY_SCHEDULED};
 use arbiter_engine::catalog::CheckpointForm;
 use arbiter_engine::dispatch::{run_worker, RetryPolicy, WorkerConfig};

@@ -6,7 +6,7 @@
 //! Needs the model file (`scripts/fetch-model`, or ARBITER_TEST_GGUF); without it the test says
 //! so and passes, unless ARBITER_REQUIRE_MODEL=1.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

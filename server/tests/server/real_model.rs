@@ -10,10 +10,9 @@
 //! Needs the model file: `scripts/fetch-model` puts it in the cache folder this test looks in
 //! (or set ARBITER_TEST_GGUF). Without it the test says so and passes, unless
 //! ARBITER_REQUIRE_MODEL=1, which `scripts/test` sets once it has fetched the file.
-#![cfg(feature = "local-model")]
 
 // The model crate's lookup of the test model file, shared rather than copied.
-#[path = "../../model/tests/common/mod.rs"]
+#[path = "../../../model/tests/model/common.rs"]
 mod common;
 
 use std::io::{BufRead, BufReader};

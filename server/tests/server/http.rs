@@ -4,9 +4,7 @@
 use arbiter_domain::accounts::Role;
 use reqwest::{header, StatusCode};
 
-mod support;
-
-use support::{TestApp, PASSWORD};
+use crate::support::{TestApp, PASSWORD};
 
 #[tokio::test]
 async fn failed_logins_do_not_reveal_whether_the_account_exists() {

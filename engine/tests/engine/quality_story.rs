@@ -14,9 +14,8 @@ use arbiter_engine::jobs::queue_monitor::monitor_once;
 use arbiter_store::{now_ms, Store, StoreError};
 use std::sync::Arc;
 
-#[macro_use]
-mod store_support;
-use store_support::*;
+use arbiter_testkit::fixtures::*;
+use arbiter_testkit::stories;
 
 stories!(
     gold_items_measure_raters_and_train_new_ones,

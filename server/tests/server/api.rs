@@ -2,8 +2,7 @@
 //! API's authorization matrix, its OpenAPI description, refusals that store nothing, and
 //! `arbiter submit`'s verdict against a simulated better and worse checkpoint.
 
-mod support;
-
+use crate::support::TestApp;
 use arbiter_domain::accounts::Role;
 use arbiter_engine::dispatch::{run_worker, RetryPolicy, WorkerConfig};
 use arbiter_sim::{SimConfig, SimModel};
@@ -11,9 +10,8 @@ use reqwest::{header, Method, StatusCode};
 use serde_json::{json, Value};
 use server::ci::{self, ApiClient, Baseline, SubmitManifest, Verdict};
 use std::time::Duration;
-use support::TestApp;
 
-const SAMPLE: &[u8] = include_bytes!("../../public/samples/qa-basic.jsonl");
+const SAMPLE: &[u8] = include_bytes!("../../../public/samples/qa-basic.jsonl");
 
 async fn send(
     app: &TestApp,

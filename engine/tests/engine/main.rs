@@ -1,0 +1,12 @@
+//! The engine's integration tests, in one binary so that sqlx, reqwest and parquet are linked
+//! once: store stories on both backends, the worker pipeline against the simulator, triage,
+//! quality control, operations, backups and property tests over user input.
+
+mod backup_restore;
+mod dispatch;
+mod endpoint_keys;
+mod fuzz_inputs;
+mod ops_story;
+mod quality_story;
+mod store_story;
+mod triage;

@@ -1,0 +1,6 @@
+//! The bundled model's integration tests, in one binary: its tokenizer against llama.cpp's
+//! token ids, and prompts read in chunks against one pass.
+
+mod common;
+mod prefill;
+mod tokenizer;

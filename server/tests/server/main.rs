@@ -1,0 +1,10 @@
+//! The server's integration tests, in one binary: the HTTP router and its refusals, the REST
+//! API and the CI commands, killed workers on a shared database, and (with `local-model`)
+//! the bundled model end to end.
+
+mod api;
+mod http;
+mod kill_workers;
+#[cfg(feature = "local-model")]
+mod real_model;
+mod support;

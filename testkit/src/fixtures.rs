@@ -1,0 +1,189 @@
+//! Fixtures for store and engine tests: sample datasets, an eval, a launched run, answers and
+//! endpoint failures recorded straight into the store, items escalated to humans.
+
+use arbiter_domain::accounts::PasswordHash;
+use arbiter_domain::answer::{ErrorCategory, Generation, Outcome};
+use arbiter_domain::grading::grade_exact_match;
+use arbiter_domain::grading::record::Grading;
+use arbiter_domain::run::{RunProgress, PRIORITY_SCHEDULED};
+use arbiter_engine::catalog::EvalForm;
+use arbiter_store::{FinishedItem, Store};
+
+/// The bundled sample: 60 cases in three categories.
+pub const SAMPLE: &[u8] = include_bytes!("../../public/samples/qa-basic.jsonl");
+
+pub const FIVE_CASES: &str = r#"{"id": "c1", "input": "What is 1 + 1?", "target": "2"}
+{"id": "c2", "input": "What is 2 + 2?", "target": "4"}
+{"id": "c3", "input": "What is 3 + 3?", "target": "6"}
+{"id": "c4", "input": "What is 4 + 4?", "target": "8"}
+{"id": "c5", "input": "What is 5 + 5?", "target": "10"}
+"#;
+
+pub const THREE_CASES: &str = r#"{"id": "q1", "input": "What is 6 times 7?", "target": "42"}
+{"id": "q2", "input": "What is the capital of France?", "target": "Paris"}
+{"id": "q3", "input": "How many legs has a spider?", "target": "8"}
+"#;
+
+/// A reply with no recognisable answer: the exact-match grader calls it uncertain.
+pub const UNSURE: &str = "I am not sure.\nNo idea.";
+
+pub const PROMPT_TEMPLATE: &str = "Question: {input}\nEnd with a line `Answer: <answer>`.";
+
+/// A loopback port nothing listens on: launches probe it and find nothing, quickly.
+pub const ENDPOINT: &str = "http://127.0.0.1:9";
+
+/// Long enough that no lease expires during a test.
+pub const LONG_LEASE_MS: i64 = 10 * 60 * 1000;
+
+/// Store-level tests need a hash, not a real one: Argon2 would only slow them down.
+pub fn stand_in_hash(label: &str) -> PasswordHash {
+    PasswordHash::from_stored(format!("$argon2id$v=19$stand-in${label}"))
+}
+
+pub fn eval_form(name: &str, dataset_id: i64, repetitions: u32) -> EvalForm {
+    EvalForm {
+        name: name.to_string(),
+        dataset_id,
+        prompt_template: PROMPT_TEMPLATE.to_string(),
+        max_tokens: 64,
+        temperature: 0.0,
+        repetitions,
+        seed: 7,
+        grader: String::new(),
+    }
+}
+
+/// Uploads `dataset`, registers one checkpoint and one eval, and launches the run.
+pub async fn launch_one_run(store: &dyn Store, dataset: &[u8], repetitions: u32) -> i64 {
+    let revision = arbiter_engine::catalog::upload_dataset(store, "qa", "qa.jsonl", dataset, None)
+        .await
+        .expect("the dataset uploads");
+    let checkpoint = arbiter_engine::catalog::register_simple_checkpoint(
+        store,
+        "base",
+        ENDPOINT,
+        "base-model",
+        None,
+    )
+    .await
+    .expect("the checkpoint registers");
+    let eval = arbiter_engine::catalog::define_eval(
+        store,
+        &eval_form("qa-exact", revision.dataset_id, repetitions),
+        None,
+    )
+    .await
+    .expect("the eval is valid");
+    let launched = arbiter_engine::runs::launch_run(
+        store,
+        eval,
+        checkpoint,
+        PRIORITY_SCHEDULED,
+        "default",
+        None,
+    )
+    .await
+    .expect("the run launches");
+    assert!(launched.created);
+    launched.run_id
+}
+
+pub fn answered(output: &str) -> Generation {
+    Generation {
+        outcome: Outcome::Ok,
+        output: output.to_string(),
+        finish_reason: Some("stop".into()),
+        error: None,
+        latency_ms: 12,
+        attempts: 1,
+        prompt_tokens: Some(20),
+        completion_tokens: Some(4),
+        logprobs: None,
+        ..Generation::default()
+    }
+}
+
+pub fn endpoint_failure(error: &str) -> Generation {
+    Generation {
+        outcome: Outcome::EndpointError,
+        output: String::new(),
+        finish_reason: None,
+        error: Some(error.to_string()),
+        latency_ms: 3000,
+        attempts: 3,
+        prompt_tokens: None,
+        completion_tokens: None,
+        logprobs: None,
+        error_category: Some(ErrorCategory::Connect),
+        ..Generation::default()
+    }
+}
+
+/// How a simulated model answers one item.
+#[derive(Clone, Copy, Debug)]
+pub enum Reply {
+    Correct,
+    Wrong,
+    Unsure,
+}
+
+impl Reply {
+    pub fn output(self, target: &str) -> String {
+        match self {
+            Reply::Correct => format!("Let me see.\nAnswer: {target}"),
+            Reply::Wrong => "Answer: certainly not this".to_string(),
+            Reply::Unsure => UNSURE.to_string(),
+        }
+    }
+}
+
+/// Answers a work item as a worker would: load the job, grade the reply, record both.
+/// Returns what `record_result` returns (false for a duplicate commit).
+pub async fn reply(store: &dyn Store, work_item_id: i64, answer: Reply) -> bool {
+    let job = store
+        .load_job(work_item_id)
+        .await
+        .expect("a claimed item loads");
+    let output = answer.output(&job.target);
+    let grade = grade_exact_match(&output, &job.target);
+    store
+        .record_result(work_item_id, &answered(&output), Some(&grade))
+        .await
+        .expect("recording a result succeeds")
+}
+
+/// Records each identity as an answer the grader cannot read, escalated to `raters` distinct
+/// human raters per item (no QC review, any skill).
+pub async fn escalate_to_humans(store: &dyn Store, ids: &[i64], raters: i64) {
+    let finished: Vec<FinishedItem> = ids
+        .iter()
+        .map(|&work_item_id| {
+            let mut grading = Grading::deterministic_only(Some(grade_exact_match(UNSURE, "42")));
+            let task = grading
+                .human
+                .as_mut()
+                .expect("an unreadable answer goes to humans");
+            task.routing = arbiter_domain::grading::triage::HumanRouting {
+                labels_needed: raters,
+                skill: None,
+                review_rate: 0.0,
+            };
+            FinishedItem {
+                work_item_id,
+                generation: answered(UNSURE),
+                grading,
+                generation_key: None,
+                cached_from: None,
+            }
+        })
+        .collect();
+    store.record_results(&finished).await.unwrap();
+}
+
+pub async fn progress(store: &dyn Store, run_id: i64) -> RunProgress {
+    store
+        .run_progress(run_id)
+        .await
+        .expect("progress reads")
+        .expect("the run exists")
+}
