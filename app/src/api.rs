@@ -96,7 +96,7 @@ pub(crate) mod convert {
             endpoint_url: progress.endpoint_url,
             manifest_hash: progress.manifest_hash,
             dataset_revision: progress.dataset_revision,
-            status: progress.status,
+            status: progress.status.to_string(),
             expected: progress.expected,
             done: progress.done,
             in_flight: progress.in_flight,
@@ -105,7 +105,7 @@ pub(crate) mod convert {
             uncertain: progress.uncertain,
             errors: progress.errors,
             last_error: progress.last_error,
-            priority: arbiter_domain::run::priority_name(progress.priority).to_string(),
+            priority: progress.priority.label().to_string(),
             team: progress.team,
             throughput_per_s: progress.throughput_per_s,
             from_cache: progress.from_cache,
@@ -114,7 +114,7 @@ pub(crate) mod convert {
         }
     }
 
-    pub fn result(row: arbiter_domain::run::ResultRow) -> ResultView {
+    pub fn result(row: arbiter_domain::run::IdentityResult) -> ResultView {
         ResultView {
             case_id: row.case_id,
             repetition: row.repetition,
@@ -350,11 +350,11 @@ pub async fn list_runs() -> Result<Vec<RunView>, ServerFnError> {
         .into_iter()
         .map(|run| RunView {
             id: run.id,
-            priority: arbiter_domain::run::priority_name(run.priority).to_string(),
+            priority: run.priority.label().to_string(),
             eval_id: run.eval_id,
             eval_name: run.eval_name,
             checkpoint_name: run.checkpoint_name,
-            status: run.status,
+            status: run.status.to_string(),
             expected: run.expected_count,
             done: run.done_count,
         })

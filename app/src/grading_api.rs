@@ -121,7 +121,7 @@ pub async fn eval_detail(id: i64) -> Result<EvalPageData, ServerFnError> {
         runs.push(EvalRunCost {
             run_id: run.id,
             checkpoint_name: run.checkpoint_name,
-            status: run.status,
+            status: run.status.to_string(),
             expected: run.expected_count,
             cost: cost_view(report),
         });

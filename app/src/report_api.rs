@@ -110,7 +110,7 @@ pub struct DecisionView {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SideView {
-    pub work_item_id: i64,
+    pub identity_id: i64,
     pub output: String,
     pub outcome: String,
     pub verdict: String,
@@ -229,7 +229,7 @@ mod convert {
         ReportView {
             run_id: run.id,
             checkpoint_name: run.checkpoint_name.clone(),
-            status: run.status.clone(),
+            status: run.status.to_string(),
             completeness: report.completeness.label().to_string(),
             completed: report.completed,
             expected: report.expected,
@@ -340,7 +340,7 @@ mod convert {
 
     pub fn side(side: &DiffSide) -> SideView {
         SideView {
-            work_item_id: side.work_item_id,
+            identity_id: side.identity_id,
             output: side.output.clone(),
             outcome: side.outcome.clone(),
             verdict: side.verdict.clone(),

@@ -4,13 +4,14 @@
 //! Pure. The worker passes its own in-flight counts; because every worker balances what it
 //! holds, the fleet as a whole is balanced without shared counters.
 
+use crate::run::Priority;
 use std::collections::HashMap;
 
 /// A run with work that could be claimed, and what this worker already holds of it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Candidate {
     pub run_id: i64,
-    pub priority: i64,
+    pub priority: Priority,
     pub team: String,
     pub in_flight: usize,
 }
@@ -71,7 +72,7 @@ mod tests {
     fn candidate(run_id: i64, priority: i64, team: &str, in_flight: usize) -> Candidate {
         Candidate {
             run_id,
-            priority,
+            priority: Priority::from_rank(priority).expect("a priority rank"),
             team: team.into(),
             in_flight,
         }

@@ -8,22 +8,15 @@ use arbiter_domain::expansion::{plan_identities, refined_cost};
 use arbiter_domain::grading::record::Grading;
 use arbiter_domain::grading::{Grade, Grader, Verdict};
 use arbiter_domain::manifest::{EvalSpec, FallbackTarget, GenerationSettings, Manifest};
-use arbiter_domain::run::{LaunchedRun, RunProgress, PRIORITY_ABLATION, PRIORITY_PROMOTION};
+use arbiter_domain::run::{LaunchedRun, Priority, RunProgress, RunStatus};
 use arbiter_store::{CacheHit, NewIdentity, NewRun, Store};
 
 /// Dataset items planned per expansion step; bounds the launcher's memory on any dataset size.
 const EXPANSION_CHUNK: i64 = 2000;
 
 /// The scheduling class named in a form: `promotion`, `scheduled` or `ablation`.
-pub fn parse_priority(text: &str) -> ServiceResult<i64> {
-    match text.trim() {
-        "" | "scheduled" => Ok(arbiter_domain::run::PRIORITY_SCHEDULED),
-        "promotion" => Ok(PRIORITY_PROMOTION),
-        "ablation" => Ok(PRIORITY_ABLATION),
-        other => Err(ServiceError::Invalid(format!(
-            "unknown priority `{other}`; use promotion, scheduled or ablation"
-        ))),
-    }
+pub fn parse_priority(text: &str) -> ServiceResult<Priority> {
+    Priority::from_form(text).map_err(ServiceError::Invalid)
 }
 
 /// Freezes the manifest for (eval, checkpoint) on the dataset's newest revision, then streams
@@ -34,7 +27,7 @@ pub async fn launch_run(
     store: &dyn Store,
     eval_id: i64,
     checkpoint_id: i64,
-    priority: i64,
+    priority: Priority,
     team: &str,
     launched_by: Option<i64>,
 ) -> ServiceResult<LaunchedRun> {
@@ -82,21 +75,21 @@ pub async fn launch_run(
         .await?;
     // A new (or interrupted) launch is expanded; a cancelled one is picked up where it
     // stopped. Either way it runs now, unless every identity is already answered.
-    let status = match launched.status.as_str() {
-        "expanding" | "cancelled" => {
-            if launched.status == "expanding" {
+    let status = match launched.status {
+        RunStatus::Expanding | RunStatus::Cancelled => {
+            if launched.status == RunStatus::Expanding {
                 expand(store, launched.run_id, &manifest).await?;
             }
             store
-                .set_run_status(launched.run_id, &[launched.status.as_str()], "running")
+                .set_run_status(launched.run_id, &[launched.status], RunStatus::Running)
                 .await?;
             if store.finish_run_if_done(launched.run_id).await? {
-                "completed".to_string()
+                RunStatus::Completed
             } else {
-                "running".to_string()
+                RunStatus::Running
             }
         }
-        _ => launched.status.clone(),
+        other => other,
     };
     Ok(LaunchedRun { status, ..launched })
 }
@@ -216,7 +209,7 @@ async fn plan_next_chunk(
             .into_iter()
             .map(|planned| {
                 let cached = cached.get(&planned.generation_key).map(|hit| CacheHit {
-                    source_work_item_id: hit.source_work_item_id,
+                    source_identity_id: hit.source_identity_id,
                     generation: hit.to_generation(),
                     grading: Grading::deterministic_only(
                         graded.get(&planned.generation_key).cloned(),
@@ -232,10 +225,11 @@ async fn plan_next_chunk(
 /// Pause (`paused`), resume (`running`) or cancel (`cancelled`) a run. Requests already in
 /// flight finish and are recorded; nothing new is claimed while paused or cancelled.
 pub async fn change_run_state(store: &dyn Store, run_id: i64, action: &str) -> ServiceResult<()> {
-    let (from, to): (&[&str], &str) = match action {
-        "pause" => (&["running"], "paused"),
-        "resume" => (&["paused", "cancelled"], "running"),
-        "cancel" => (&["running", "paused", "expanding"], "cancelled"),
+    use RunStatus::{Cancelled, Expanding, Paused, Running};
+    let (from, to): (&[RunStatus], RunStatus) = match action {
+        "pause" => (&[Running], Paused),
+        "resume" => (&[Paused, Cancelled], Running),
+        "cancel" => (&[Running, Paused, Expanding], Cancelled),
         other => {
             return Err(ServiceError::Invalid(format!(
                 "unknown action `{other}`; use pause, resume or cancel"
@@ -243,7 +237,7 @@ pub async fn change_run_state(store: &dyn Store, run_id: i64, action: &str) -> S
         }
     };
     if store.set_run_status(run_id, from, to).await? {
-        if to == "running" {
+        if to == Running {
             store.finish_run_if_done(run_id).await?;
         }
         Ok(())

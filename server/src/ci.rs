@@ -5,7 +5,7 @@
 use crate::http::rest::{ComparisonResponse, LaunchRequest, LaunchResponse, RunReport};
 use anyhow::{anyhow, bail, Context};
 use arbiter_domain::reports::{CategoryReport, Completeness};
-use arbiter_domain::run::{RunProgress, RunSummary};
+use arbiter_domain::run::{RunProgress, RunStatus, RunSummary};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -162,8 +162,8 @@ pub async fn submit(client: &ApiClient, manifest: &SubmitManifest) -> anyhow::Re
     Ok(launched.run_id)
 }
 
-fn is_finished(status: &str) -> bool {
-    matches!(status, "completed" | "cancelled" | "failed")
+fn is_finished(status: RunStatus) -> bool {
+    status.is_settled()
 }
 
 /// Follows a run until it finishes or `timeout` passes (`Ok(None)`), with a progress bar on a
@@ -200,7 +200,7 @@ pub async fn wait(
                 bar.set_message(format!("{run_id} {}", progress.status));
             }
             None if last_line.is_none_or(|at| at.elapsed() >= LOG_EVERY)
-                || is_finished(&progress.status) =>
+                || is_finished(progress.status) =>
             {
                 eprintln!(
                     "run {run_id}: {} {done}/{expected} ({:.1}/s, {} errors)",
@@ -210,7 +210,7 @@ pub async fn wait(
             }
             None => {}
         }
-        if is_finished(&progress.status) {
+        if is_finished(progress.status) {
             if let Some(bar) = &bar {
                 bar.finish();
             }
@@ -241,7 +241,7 @@ pub async fn resolve_baseline(
                 .filter(|run| {
                     run.eval_id == candidate.eval_id
                         && run.checkpoint_name == *name
-                        && run.status == "completed"
+                        && run.status == RunStatus::Completed
                         && run.id != candidate.id
                 })
                 .map(|run| run.id)

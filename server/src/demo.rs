@@ -7,7 +7,7 @@
 use arbiter_domain::accounts::Role;
 use arbiter_domain::annotation::pool::RaterUpdate;
 use arbiter_domain::grading::judge::DEFAULT_RUBRIC;
-use arbiter_domain::run::PRIORITY_SCHEDULED;
+use arbiter_domain::run::Priority;
 use arbiter_engine::catalog::{CheckpointForm, EvalForm};
 use arbiter_engine::grading::{self, JudgeForm, PolicyForm};
 use arbiter_store::Store;
@@ -180,7 +180,7 @@ pub async fn seed(store: &dyn Store, sim_base_url: &str) -> anyhow::Result<DemoS
                 store,
                 eval_id,
                 *checkpoint_id,
-                PRIORITY_SCHEDULED,
+                Priority::Scheduled,
                 "default",
                 lead,
             )
@@ -284,7 +284,7 @@ pub async fn seed_real_model(
             store,
             eval_id,
             checkpoint_id,
-            PRIORITY_SCHEDULED,
+            Priority::Scheduled,
             "default",
             researcher,
         )

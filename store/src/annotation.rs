@@ -545,7 +545,7 @@ macro_rules! annotation_sql {
                 return Ok(());
             };
             let verdict = if pass { Verdict::Pass } else { Verdict::Fail };
-            let work_item_id: i64 =
+            let identity_id: i64 =
                 sqlx::query_scalar("SELECT work_item_id FROM annotation_tasks WHERE id = $1")
                     .bind(task_id)
                     .fetch_one(&mut **tx)
@@ -554,7 +554,7 @@ macro_rules! annotation_sql {
                 "INSERT INTO grades (work_item_id, grader, verdict, extracted_answer, reason, stage, created_at) \
                  VALUES ($1, 'human', $2, NULL, $3, 'human', $4)",
             )
-            .bind(work_item_id)
+            .bind(identity_id)
             .bind(verdict.as_str())
             .bind(&decided.reason)
             .bind(now)
@@ -562,7 +562,7 @@ macro_rules! annotation_sql {
             .await?;
             sqlx::query("UPDATE work_items SET verdict = $1, decided_by = 'human' WHERE id = $2")
                 .bind(verdict.as_str())
-                .bind(work_item_id)
+                .bind(identity_id)
                 .execute(&mut **tx)
                 .await?;
             Ok(())
@@ -871,7 +871,7 @@ macro_rules! annotation_sql {
             tx: &mut sqlx::Transaction<'_, $db>,
             task_id: i64,
         ) -> Result<(), sqlx::Error> {
-            let (work_item_id, kind): (i64, String) =
+            let (identity_id, kind): (i64, String) =
                 sqlx::query_as("SELECT work_item_id, kind FROM annotation_tasks WHERE id = $1")
                     .bind(task_id)
                     .fetch_one(&mut **tx)
@@ -882,7 +882,7 @@ macro_rules! annotation_sql {
                      AND stage IN ('cheap_judge', 'strong_judge') AND verdict IN ('pass', 'fail') \
                      ORDER BY id DESC LIMIT 1",
                 )
-                .bind(work_item_id)
+                .bind(identity_id)
                 .fetch_optional(&mut **tx)
                 .await?
             } else {
@@ -893,7 +893,7 @@ macro_rules! annotation_sql {
             sqlx::query("UPDATE work_items SET verdict = $1, decided_by = $2 WHERE id = $3")
                 .bind(verdict)
                 .bind(decided_by)
-                .bind(work_item_id)
+                .bind(identity_id)
                 .execute(&mut **tx)
                 .await?;
             Ok(())

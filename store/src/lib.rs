@@ -46,8 +46,8 @@ pub use reports::{ExportRow, ReportStore, StoredSnapshot};
 pub use runs::{ManifestInputs, NewRun, RunStore};
 pub use sqlite::SqliteStore;
 pub use work_queue::{
-    ActiveRun, CacheHit, CachedGeneration, ClaimedJob, FinishedItem, Job, NewIdentity,
-    RecordOutcome, WorkQueueStore,
+    ActiveRun, CacheHit, CachedGeneration, ClaimedIdentity, FinishedIdentity, IdentityInputs,
+    NewIdentity, RecordOutcome, WorkQueueStore,
 };
 
 use std::sync::Arc;
@@ -125,6 +125,17 @@ pub fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
     i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// A stored priority rank as its class (a rank no class has is a decode error).
+pub(crate) fn priority_of(rank: i64) -> Result<arbiter_domain::run::Priority, sqlx::Error> {
+    arbiter_domain::run::Priority::try_from(rank).map_err(|err| sqlx::Error::Decode(err.into()))
+}
+
+/// A stored run status as its type.
+pub(crate) fn status_of(text: &str) -> Result<arbiter_domain::run::RunStatus, sqlx::Error> {
+    text.parse()
+        .map_err(|err: String| sqlx::Error::Decode(err.into()))
 }
 
 /// Keys per `IN (…)` lookup. SQLite allows 32,766 bound variables per statement; each batch

@@ -1043,7 +1043,7 @@ macro_rules! operations_sql {
                     .bind(run_id)
                     .fetch_optional(&mut *tx)
                     .await?;
-                if status.as_deref() != Some("completed") {
+                if status.as_deref() != Some(arbiter_domain::run::RunStatus::Completed.as_str()) {
                     return Ok(0);
                 }
                 let mut deleted = 0;

@@ -19,7 +19,9 @@ pub struct StoredSnapshot {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ExportRow {
     pub run_id: i64,
-    pub work_item_id: i64,
+    /// Exported as `work_item_id`, the column's name since the first export format.
+    #[serde(rename = "work_item_id")]
+    pub identity_id: i64,
     pub case_id: String,
     pub repetition: i64,
     pub category: String,
@@ -105,10 +107,10 @@ pub trait ReportStore: Send + Sync + 'static {
     ) -> StoreResult<Vec<crate::ExportRow>>;
 
     /// The diff's view of these result identities: texts, outcomes, grades and labels.
-    async fn diff_sides(&self, work_item_ids: &[i64]) -> StoreResult<Vec<DiffSide>>;
+    async fn diff_sides(&self, identity_ids: &[i64]) -> StoreResult<Vec<DiffSide>>;
 
     /// The stored per-token logprobs of an answer (compact form, see [`arbiter_domain::logprobs`]).
-    async fn generation_logprobs(&self, work_item_id: i64) -> StoreResult<Option<Vec<u8>>>;
+    async fn generation_logprobs(&self, identity_id: i64) -> StoreResult<Option<Vec<u8>>>;
 }
 
 /// The SQL of [`ReportStore`], for both backends (expanded once per backend by `backend_sql!`).
@@ -119,9 +121,9 @@ macro_rules! reports_sql {
 
         #[async_trait::async_trait]
         impl $crate::reports::ReportStore for $store {
-            async fn generation_logprobs(&self, work_item_id: i64) -> StoreResult<Option<Vec<u8>>> {
+            async fn generation_logprobs(&self, identity_id: i64) -> StoreResult<Option<Vec<u8>>> {
                 Ok(sqlx::query_scalar("SELECT logprobs FROM generation_logprobs WHERE work_item_id = $1")
-                    .bind(work_item_id)
+                    .bind(identity_id)
                     .fetch_optional(&self.pool)
                     .await?)
             }
@@ -327,7 +329,7 @@ macro_rules! reports_sql {
                 .fetch(&self.pool);
                 while let Some(row) = rows.try_next().await? {
                     sink(arbiter_domain::reports::snapshot::ScanRow {
-                        work_item_id: row.try_get("id")?,
+                        identity_id: row.try_get("id")?,
                         case_id: row.try_get("case_id")?,
                         repetition: row.try_get("repetition")?,
                         revision_id: row.try_get("revision_id")?,
@@ -371,7 +373,7 @@ macro_rules! reports_sql {
                     .map(|row| {
                         Ok($crate::ExportRow {
                             run_id: row.try_get("run_id")?,
-                            work_item_id: row.try_get("id")?,
+                            identity_id: row.try_get("id")?,
                             case_id: row.try_get("case_id")?,
                             repetition: row.try_get("repetition")?,
                             category: row.try_get("category")?,
@@ -400,8 +402,8 @@ macro_rules! reports_sql {
                     .map_err(StoreError::from)
             }
 
-            async fn diff_sides(&self, work_item_ids: &[i64]) -> StoreResult<Vec<arbiter_domain::reports::diff::DiffSide>> {
-                if work_item_ids.is_empty() {
+            async fn diff_sides(&self, identity_ids: &[i64]) -> StoreResult<Vec<arbiter_domain::reports::diff::DiffSide>> {
+                if identity_ids.is_empty() {
                     return Ok(Vec::new());
                 }
                 let mut select = sqlx::QueryBuilder::<$db>::new(
@@ -412,7 +414,7 @@ macro_rules! reports_sql {
                      LEFT JOIN generations g ON g.work_item_id = w.id WHERE w.id IN (",
                 );
                 let mut ids = select.separated(", ");
-                for id in work_item_ids {
+                for id in identity_ids {
                     ids.push_bind(*id);
                 }
                 ids.push_unseparated(")");
@@ -420,7 +422,7 @@ macro_rules! reports_sql {
                 let mut sides = Vec::with_capacity(rows.len());
                 for row in rows {
                     sides.push(arbiter_domain::reports::diff::DiffSide {
-                        work_item_id: row.try_get("id")?,
+                        identity_id: row.try_get("id")?,
                         case_id: row.try_get("case_id")?,
                         repetition: row.try_get("repetition")?,
                         category: row.try_get("category")?,
@@ -443,13 +445,13 @@ macro_rules! reports_sql {
                     "SELECT work_item_id, stage, grader, verdict, reason, confidence FROM grades WHERE work_item_id IN (",
                 );
                 let mut ids = grades.separated(", ");
-                for id in work_item_ids {
+                for id in identity_ids {
                     ids.push_bind(*id);
                 }
                 ids.push_unseparated(") ORDER BY id");
                 for row in grades.build().fetch_all(&self.pool).await? {
                     let id: i64 = row.try_get("work_item_id")?;
-                    if let Some(side) = sides.iter_mut().find(|side| side.work_item_id == id) {
+                    if let Some(side) = sides.iter_mut().find(|side| side.identity_id == id) {
                         side.grades.push(arbiter_domain::reports::diff::DiffGrade {
                             stage: row.try_get("stage")?,
                             grader: row.try_get("grader")?,
@@ -465,13 +467,13 @@ macro_rules! reports_sql {
                      WHERE t.work_item_id IN (",
                 );
                 let mut ids = labels.separated(", ");
-                for id in work_item_ids {
+                for id in identity_ids {
                     ids.push_bind(*id);
                 }
                 ids.push_unseparated(") ORDER BY l.id");
                 for row in labels.build().fetch_all(&self.pool).await? {
                     let id: i64 = row.try_get("work_item_id")?;
-                    if let Some(side) = sides.iter_mut().find(|side| side.work_item_id == id) {
+                    if let Some(side) = sides.iter_mut().find(|side| side.identity_id == id) {
                         let username: String = row.try_get("username")?;
                         let verdict: String = row.try_get("verdict")?;
                         let rationale: Option<String> = row.try_get("rationale")?;

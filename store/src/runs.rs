@@ -2,6 +2,7 @@
 //! writing its result identities chunk by chunk, moving it through its statuses, and reading
 //! its progress and results.
 
+use arbiter_domain::run::{Priority, RunStatus};
 use async_trait::async_trait;
 
 /// The rows a manifest is frozen from.
@@ -16,7 +17,7 @@ pub struct ManifestInputs {
 /// A run to create from a frozen manifest.
 pub struct NewRun<'a> {
     pub manifest: &'a Manifest,
-    pub priority: i64,
+    pub priority: Priority,
     pub team: &'a str,
     pub created_by: Option<i64>,
 }
@@ -53,7 +54,12 @@ pub trait RunStore: Send + Sync + 'static {
     ) -> StoreResult<()>;
 
     /// Moves a run from one of `from` to `to`; false when it was in none of them.
-    async fn set_run_status(&self, run_id: i64, from: &[&str], to: &str) -> StoreResult<bool>;
+    async fn set_run_status(
+        &self,
+        run_id: i64,
+        from: &[RunStatus],
+        to: RunStatus,
+    ) -> StoreResult<bool>;
 
     async fn run_manifest(&self, run_id: i64) -> StoreResult<Option<Manifest>>;
 
@@ -65,10 +71,10 @@ pub trait RunStore: Send + Sync + 'static {
     /// `done` from the run's counter; no in-flight count, throughput, error mix or cache count.
     async fn run_header(&self, run_id: i64) -> StoreResult<Option<RunProgress>>;
 
-    async fn run_results(&self, run_id: i64, limit: i64) -> StoreResult<Vec<ResultRow>>;
+    async fn run_results(&self, run_id: i64, limit: i64) -> StoreResult<Vec<IdentityResult>>;
 
     /// All final results of a run, for comparisons.
-    async fn run_outcomes(&self, run_id: i64) -> StoreResult<Vec<ResultRow>>;
+    async fn run_outcomes(&self, run_id: i64) -> StoreResult<Vec<IdentityResult>>;
 
     /// Marks the run completed if no identity is left unfinished; true if it is completed now.
     /// Completing a run adds its answers' lengths to the observed lengths of its cases.
@@ -87,10 +93,10 @@ pub trait RunStore: Send + Sync + 'static {
 macro_rules! runs_sql {
     ($store:ident, $db:ty, $backend:literal, $begin:literal, $skip_locked:literal) => {
         use sqlx::Row;
-        use $crate::{CatalogStore, ReportStore, FinishedItem, ManifestInputs, NewIdentity, NewRun, StoreError, StoreResult, now_ms};
+        use $crate::{CatalogStore, ReportStore, FinishedIdentity, ManifestInputs, NewIdentity, NewRun, StoreError, StoreResult, now_ms};
         use super::catalog_sql::{eval_from_row, revision_from_row, EVAL_SELECT, REVISION_COLUMNS};
         use super::work_queue_sql::{add_done, insert_results};
-        use arbiter_domain::run::{LaunchedRun, ResultRow, RunProgress, RunSummary};
+        use arbiter_domain::run::{LaunchedRun, IdentityResult, RunProgress, RunStatus, RunSummary};
         use arbiter_domain::manifest::Manifest;
 
         // Final results of a run with the latest grade's reason. The grade subquery picks the
@@ -108,8 +114,8 @@ macro_rules! runs_sql {
             LEFT JOIN generations g ON g.work_item_id = w.id \
             WHERE w.run_id = $1 ORDER BY i.position, w.repetition";
 
-        fn result_from_row(row: &<$db as sqlx::Database>::Row) -> Result<ResultRow, sqlx::Error> {
-            Ok(ResultRow {
+        fn identity_result_from_row(row: &<$db as sqlx::Database>::Row) -> Result<IdentityResult, sqlx::Error> {
+            Ok(IdentityResult {
                 case_id: row.try_get("case_id")?,
                 repetition: row.try_get("repetition")?,
                 category: row.try_get("category")?,
@@ -134,11 +140,11 @@ macro_rules! runs_sql {
 
         /// The run status shown to people: a running run whose identities are all finished is
         /// complete even before a worker has recorded it.
-        fn displayed_status(status: &str, done: i64, expected: i64) -> String {
-            if status == "running" && done >= expected {
-                "completed".to_string()
+        fn displayed_status(status: RunStatus, done: i64, expected: i64) -> RunStatus {
+            if status == RunStatus::Running && done >= expected {
+                RunStatus::Completed
             } else {
-                status.to_string()
+                status
             }
         }
 
@@ -199,21 +205,21 @@ macro_rules! runs_sql {
                 .bind(manifest.dataset_revision_id)
                 .bind(manifest.checkpoint_id)
                 .bind(manifest.expected_results() as i64)
-                .bind(new.priority)
+                .bind(new.priority.rank())
                 .bind(new.team)
                 .bind(new.created_by)
                 .bind(now_ms())
                 .fetch_optional(&mut *tx)
                 .await?;
                 let launched = match inserted {
-                    Some(run_id) => LaunchedRun { run_id, created: true, status: "expanding".into() },
+                    Some(run_id) => LaunchedRun { run_id, created: true, status: RunStatus::Expanding },
                     None => {
                         let (run_id, status): (i64, String) =
                             sqlx::query_as("SELECT id, status FROM runs WHERE manifest_hash = $1")
                                 .bind(&manifest_hash)
                                 .fetch_one(&mut *tx)
                                 .await?;
-                        LaunchedRun { run_id, created: false, status }
+                        LaunchedRun { run_id, created: false, status: $crate::status_of(&status)? }
                     }
                 };
                 tx.commit().await?;
@@ -256,17 +262,17 @@ macro_rules! runs_sql {
                         .iter()
                         .map(|(id, case_id, repetition)| ((case_id.as_str(), *repetition), *id))
                         .collect();
-                    let finished: Vec<FinishedItem> = chunk
+                    let finished: Vec<FinishedIdentity> = chunk
                         .iter()
                         .filter_map(|identity| {
                             let hit = identity.cached.as_ref()?;
                             let id = by_identity.get(&(identity.planned.case_id.as_str(), identity.planned.repetition))?;
-                            Some(FinishedItem {
-                                work_item_id: *id,
+                            Some(FinishedIdentity {
+                                identity_id: *id,
                                 generation: hit.generation.clone(),
                                 grading: hit.grading.clone(),
                                 generation_key: None,
-                                cached_from: Some(hit.source_work_item_id),
+                                cached_from: Some(hit.source_identity_id),
                             })
                         })
                         .collect();
@@ -278,16 +284,16 @@ macro_rules! runs_sql {
                 Ok(())
             }
 
-            async fn set_run_status(&self, run_id: i64, from: &[&str], to: &str) -> StoreResult<bool> {
+            async fn set_run_status(&self, run_id: i64, from: &[RunStatus], to: RunStatus) -> StoreResult<bool> {
                 let mut update = sqlx::QueryBuilder::<$db>::new("UPDATE runs SET status = ");
-                update.push_bind(to);
-                if to == "completed" {
+                update.push_bind(to.as_str());
+                if to == RunStatus::Completed {
                     update.push(", finished_at = ").push_bind(now_ms());
                 }
                 update.push(" WHERE id = ").push_bind(run_id).push(" AND status IN (");
                 let mut statuses = update.separated(", ");
                 for status in from {
-                    statuses.push_bind(*status);
+                    statuses.push_bind(status.as_str());
                 }
                 statuses.push_unseparated(")");
                 let result = update.build().execute(&self.writer).await?;
@@ -320,11 +326,11 @@ macro_rules! runs_sql {
                         let status: String = row.try_get("status")?;
                         Ok(RunSummary {
                             id: row.try_get("id")?,
-                            priority: row.try_get("priority")?,
+                            priority: $crate::priority_of(row.try_get("priority")?)?,
                             eval_id: row.try_get("eval_id")?,
                             eval_name: row.try_get("eval_name")?,
                             checkpoint_name: row.try_get("checkpoint_name")?,
-                            status: displayed_status(&status, done_count, expected_count),
+                            status: displayed_status($crate::status_of(&status)?, done_count, expected_count),
                             expected_count,
                             done_count,
                             created_at: row.try_get("created_at")?,
@@ -356,7 +362,7 @@ macro_rules! runs_sql {
                     endpoint_url: run.try_get("base_url")?,
                     manifest_hash: run.try_get("manifest_hash")?,
                     dataset_revision: run.try_get("content_hash")?,
-                    status: run.try_get("status")?,
+                    status: $crate::status_of(run.try_get("status")?)?,
                     expected: run.try_get("expected_count")?,
                     done: run.try_get("done_count")?,
                     in_flight: 0,
@@ -365,7 +371,7 @@ macro_rules! runs_sql {
                     uncertain: count("verdict", "uncertain"),
                     errors: count("verdict", "error"),
                     last_error: None,
-                    priority: run.try_get("priority")?,
+                    priority: $crate::priority_of(run.try_get("priority")?)?,
                     team: run.try_get("team")?,
                     throughput_per_s: 0.0,
                     from_cache: 0,
@@ -423,12 +429,12 @@ macro_rules! runs_sql {
                 .flatten();
                 let expected = header.expected;
                 let done: i64 = counts.try_get("done")?;
-                let mut status = header.status.clone();
+                let mut status = header.status;
                 let mut finished_at = header.finished_at;
                 // Completion is also derived here, so a run whose last worker died between its
                 // commit and its completion check is still reported (and recorded) complete.
-                if status == "running" && done == expected && self.finish_run_if_done(run_id).await? {
-                    status = "completed".into();
+                if status == RunStatus::Running && done == expected && self.finish_run_if_done(run_id).await? {
+                    status = RunStatus::Completed;
                     finished_at = sqlx::query_scalar("SELECT finished_at FROM runs WHERE id = $1")
                         .bind(run_id)
                         .fetch_one(&self.pool)
@@ -515,7 +521,7 @@ macro_rules! runs_sql {
                     .bind(run_id)
                     .fetch_optional(&self.pool)
                     .await?;
-                Ok(status.as_deref() == Some("completed"))
+                Ok(status.as_deref() == Some(RunStatus::Completed.as_str()))
             }
 
             async fn observed_completion_tokens(
@@ -540,21 +546,21 @@ macro_rules! runs_sql {
                 Ok(found)
             }
 
-            async fn run_results(&self, run_id: i64, limit: i64) -> StoreResult<Vec<ResultRow>> {
+            async fn run_results(&self, run_id: i64, limit: i64) -> StoreResult<Vec<IdentityResult>> {
                 let rows = sqlx::query(&format!("{RESULT_SELECT} LIMIT $2"))
                     .bind(run_id)
                     .bind(limit)
                     .fetch_all(&self.pool)
                     .await?;
-                Ok(rows.iter().map(result_from_row).collect::<Result<_, _>>()?)
+                Ok(rows.iter().map(identity_result_from_row).collect::<Result<_, _>>()?)
             }
 
-            async fn run_outcomes(&self, run_id: i64) -> StoreResult<Vec<ResultRow>> {
+            async fn run_outcomes(&self, run_id: i64) -> StoreResult<Vec<IdentityResult>> {
                 let rows = sqlx::query(RESULT_SELECT)
                     .bind(run_id)
                     .fetch_all(&self.pool)
                     .await?;
-                Ok(rows.iter().map(result_from_row).collect::<Result<_, _>>()?)
+                Ok(rows.iter().map(identity_result_from_row).collect::<Result<_, _>>()?)
             }
         }
     };
@@ -564,5 +570,5 @@ use crate::{NewIdentity, StoreResult};
 use arbiter_domain::checkpoint::Checkpoint;
 use arbiter_domain::dataset::DatasetRevision;
 use arbiter_domain::manifest::{EvalSummary, Manifest};
-use arbiter_domain::run::{LaunchedRun, ResultRow, RunProgress, RunSummary};
+use arbiter_domain::run::{IdentityResult, LaunchedRun, RunProgress, RunSummary};
 pub(crate) use runs_sql;

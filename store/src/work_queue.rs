@@ -3,6 +3,7 @@
 //! and recording finished identities — generation, grades, verdict, human task and cache entry
 //! in one transaction, where a second commit of the same identity is a no-op.
 
+use arbiter_domain::run::Priority;
 use async_trait::async_trait;
 
 /// An identity to create, possibly already answered from the generation cache.
@@ -16,16 +17,16 @@ pub struct NewIdentity {
 /// need a judge are queued for a worker instead.
 #[derive(Clone, Debug)]
 pub struct CacheHit {
-    pub source_work_item_id: i64,
+    pub source_identity_id: i64,
     pub generation: Generation,
     pub grading: Grading,
 }
 
 /// A generation found under its content hash. Its logprobs stay with the source generation
-/// (`source_work_item_id`) rather than being copied into every run that reuses it.
+/// (`source_identity_id`) rather than being copied into every run that reuses it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CachedGeneration {
-    pub source_work_item_id: i64,
+    pub source_identity_id: i64,
     pub outcome: Outcome,
     pub output: String,
     pub finish_reason: Option<String>,
@@ -53,7 +54,7 @@ impl CachedGeneration {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ActiveRun {
     pub id: i64,
-    pub priority: i64,
+    pub priority: Priority,
     pub team: String,
     /// The team's fair-share weight (1 unless a lead set another).
     pub team_weight: f64,
@@ -61,8 +62,8 @@ pub struct ActiveRun {
 
 /// A leased identity with what a worker needs to answer it.
 #[derive(Clone, Debug)]
-pub struct ClaimedJob {
-    pub work_item_id: i64,
+pub struct ClaimedIdentity {
+    pub identity_id: i64,
     pub run_id: i64,
     pub case_id: String,
     pub repetition: i64,
@@ -77,8 +78,8 @@ pub struct ClaimedJob {
 
 /// A finished identity on its way to the store.
 #[derive(Clone, Debug)]
-pub struct FinishedItem {
-    pub work_item_id: i64,
+pub struct FinishedIdentity {
+    pub identity_id: i64,
     pub generation: Generation,
     pub grading: Grading,
     /// Where to cache the generation (answers only; errors are never cached).
@@ -97,8 +98,8 @@ pub struct RecordOutcome {
 
 /// What a worker needs to run one result identity.
 #[derive(Clone, Debug)]
-pub struct Job {
-    pub work_item_id: i64,
+pub struct IdentityInputs {
+    pub identity_id: i64,
     pub run_id: i64,
     pub case_id: String,
     pub repetition: i64,
@@ -133,35 +134,35 @@ pub trait WorkQueueStore: Send + Sync + 'static {
     /// Leases up to `limit` queued identities of one run to `worker` (longest expected first,
     /// or in creation order when `longest_first` is false), with everything needed to answer
     /// them (and their cached generation, if any).
-    async fn claim_jobs(
+    async fn claim_identities(
         &self,
         worker: &str,
         run_id: i64,
         limit: i64,
         lease_ms: i64,
         longest_first: bool,
-    ) -> StoreResult<Vec<ClaimedJob>>;
+    ) -> StoreResult<Vec<ClaimedIdentity>>;
 
     /// Leases up to `limit` queued identities of any running run (tests and tools).
     async fn claim_work(&self, worker: &str, limit: i64, lease_ms: i64) -> StoreResult<Vec<i64>>;
 
-    async fn load_job(&self, work_item_id: i64) -> StoreResult<Job>;
+    async fn load_identity(&self, identity_id: i64) -> StoreResult<IdentityInputs>;
 
     /// Records finished identities in one transaction: generation, grade, work item, annotation
     /// task and cache entry each. An identity that already has a result is skipped (a duplicate
     /// commit is a no-op).
-    async fn record_results(&self, finished: &[FinishedItem]) -> StoreResult<RecordOutcome>;
+    async fn record_results(&self, finished: &[FinishedIdentity]) -> StoreResult<RecordOutcome>;
 
     /// One finished identity; false when it already had a result.
     async fn record_result(
         &self,
-        work_item_id: i64,
+        identity_id: i64,
         generation: &Generation,
         grade: Option<&Grade>,
     ) -> StoreResult<bool> {
         let outcome = self
-            .record_results(&[FinishedItem {
-                work_item_id,
+            .record_results(&[FinishedIdentity {
+                identity_id,
                 generation: generation.clone(),
                 grading: Grading::deterministic_only(grade.cloned()),
                 generation_key: None,
@@ -188,21 +189,21 @@ pub trait WorkQueueStore: Send + Sync + 'static {
 
     /// Returns one identity `worker` holds to the queue unrecorded (to be answered again);
     /// false when the worker no longer holds it.
-    async fn release_lease(&self, worker: &str, work_item_id: i64) -> StoreResult<bool>;
+    async fn release_lease(&self, worker: &str, identity_id: i64) -> StoreResult<bool>;
 }
 
 /// The SQL of [`WorkQueueStore`], for both backends (expanded once per backend by `backend_sql!`).
 macro_rules! work_queue_sql {
     ($store:ident, $db:ty, $backend:literal, $begin:literal, $skip_locked:literal) => {
         use sqlx::Row;
-        use $crate::{ActiveRun, CachedGeneration, ClaimedJob, FinishedItem, Job, RecordOutcome, StoreError, StoreResult, now_ms};
+        use $crate::{ActiveRun, CachedGeneration, ClaimedIdentity, FinishedIdentity, IdentityInputs, RecordOutcome, StoreError, StoreResult, now_ms};
         use arbiter_domain::manifest::Manifest;
         use arbiter_domain::answer::Outcome;
 
         fn cached_from_row(row: &<$db as sqlx::Database>::Row) -> Result<CachedGeneration, sqlx::Error> {
             let outcome: String = row.try_get("outcome")?;
             Ok(CachedGeneration {
-                source_work_item_id: row.try_get("source_work_item_id")?,
+                source_identity_id: row.try_get("source_work_item_id")?,
                 outcome: Outcome::parse(&outcome)
                     .ok_or_else(|| sqlx::Error::Decode(format!("unknown outcome `{outcome}`").into()))?,
                 output: row.try_get("output")?,
@@ -235,7 +236,7 @@ macro_rules! work_queue_sql {
         /// and cache entries for the ones actually recorded.
         pub(super) async fn insert_results(
             tx: &mut sqlx::Transaction<'_, $db>,
-            finished: &[FinishedItem],
+            finished: &[FinishedIdentity],
             now: i64,
             finish_work_items: bool,
         ) -> Result<RecordOutcome, sqlx::Error> {
@@ -249,7 +250,7 @@ macro_rules! work_queue_sql {
             );
             insert.push_values(finished, |mut row, item| {
                 let generation = &item.generation;
-                row.push_bind(item.work_item_id)
+                row.push_bind(item.identity_id)
                     .push_bind(generation.outcome.as_str())
                     .push_bind(generation.output.as_str())
                     .push_bind(generation.finish_reason.as_deref())
@@ -271,29 +272,29 @@ macro_rules! work_queue_sql {
             insert.push(" ON CONFLICT (work_item_id) DO NOTHING RETURNING work_item_id");
             let inserted: std::collections::HashSet<i64> =
                 insert.build_query_scalar().fetch_all(&mut **tx).await?.into_iter().collect();
-            let recorded: Vec<&FinishedItem> =
-                finished.iter().filter(|item| inserted.contains(&item.work_item_id)).collect();
+            let recorded: Vec<&FinishedIdentity> =
+                finished.iter().filter(|item| inserted.contains(&item.identity_id)).collect();
             if recorded.is_empty() {
                 return Ok(RecordOutcome::default());
             }
 
             let with_logprobs: Vec<(i64, &[u8])> = recorded
                 .iter()
-                .filter_map(|item| item.generation.logprobs.as_deref().map(|data| (item.work_item_id, data)))
+                .filter_map(|item| item.generation.logprobs.as_deref().map(|data| (item.identity_id, data)))
                 .collect();
             for chunk in with_logprobs.chunks($crate::work_queue::RESULT_INSERT_BATCH) {
                 let mut logprobs = sqlx::QueryBuilder::<$db>::new(
                     "INSERT INTO generation_logprobs (work_item_id, logprobs) ",
                 );
-                logprobs.push_values(chunk, |mut row, (work_item_id, data)| {
-                    row.push_bind(*work_item_id).push_bind(*data);
+                logprobs.push_values(chunk, |mut row, (identity_id, data)| {
+                    row.push_bind(*identity_id).push_bind(*data);
                 });
                 logprobs.build().execute(&mut **tx).await?;
             }
 
             let grades: Vec<(i64, &arbiter_domain::grading::record::GradeRecord)> = recorded
                 .iter()
-                .flat_map(|item| item.grading.grades.iter().map(|grade| (item.work_item_id, grade)))
+                .flat_map(|item| item.grading.grades.iter().map(|grade| (item.identity_id, grade)))
                 .collect();
             for chunk in grades.chunks($crate::work_queue::GRADE_INSERT_BATCH) {
                 let mut insert = sqlx::QueryBuilder::<$db>::new(
@@ -301,8 +302,8 @@ macro_rules! work_queue_sql {
                      agreement, cost_usd, prompt_tokens, completion_tokens, latency_ms, model_used, fallback_used, \
                      from_cache, created_at) ",
                 );
-                insert.push_values(chunk, |mut row, (work_item_id, record)| {
-                    row.push_bind(*work_item_id)
+                insert.push_values(chunk, |mut row, (identity_id, record)| {
+                    row.push_bind(*identity_id)
                         .push_bind(record.grade.grader.as_str())
                         .push_bind(record.grade.verdict.as_str())
                         .push_bind(record.grade.extracted_answer.as_deref())
@@ -330,7 +331,7 @@ macro_rules! work_queue_sql {
                      verdict = v.column2, decided_by = v.column3 FROM (",
                 );
                 update.push_values(&recorded, |mut row, item| {
-                    row.push_bind(item.work_item_id)
+                    row.push_bind(item.identity_id)
                         .push_bind(item.grading.verdict.map_or("error", |verdict| verdict.as_str()))
                         .push_bind(item.grading.decided_by_label());
                 });
@@ -349,15 +350,15 @@ macro_rules! work_queue_sql {
 
             let for_humans: Vec<(i64, &arbiter_domain::grading::record::HumanTask)> = recorded
                 .iter()
-                .filter_map(|item| item.grading.human.as_ref().map(|task| (item.work_item_id, task)))
+                .filter_map(|item| item.grading.human.as_ref().map(|task| (item.identity_id, task)))
                 .collect();
             if !for_humans.is_empty() {
                 let mut tasks = sqlx::QueryBuilder::<$db>::new(
                     "INSERT INTO annotation_tasks (work_item_id, reason, kind, sampling_rate, labels_needed, skill, \
                      review_rate, state, created_at) ",
                 );
-                tasks.push_values(&for_humans, |mut row, (work_item_id, task)| {
-                    row.push_bind(*work_item_id)
+                tasks.push_values(&for_humans, |mut row, (identity_id, task)| {
+                    row.push_bind(*identity_id)
                         .push_bind(task.reason.as_str())
                         .push_bind(task.kind.as_str())
                         .push_bind(task.sampling_rate)
@@ -371,20 +372,22 @@ macro_rules! work_queue_sql {
                 tasks.build().execute(&mut **tx).await?;
                 // Priority and SLA deadline follow the run's priority class.
                 use arbiter_domain::annotation::adjudication::sla_hours;
-                use arbiter_domain::run::{PRIORITY_ABLATION, PRIORITY_PROMOTION, PRIORITY_SCHEDULED};
+                use arbiter_domain::run::Priority;
                 let mut schedule = sqlx::QueryBuilder::<$db>::new(format!(
                     "UPDATE annotation_tasks SET priority = r.priority, \
-                     due_at = annotation_tasks.created_at + (CASE WHEN r.priority >= {PRIORITY_PROMOTION} THEN {} \
-                     WHEN r.priority = {PRIORITY_ABLATION} THEN {} ELSE {} END) * 3600000 \
+                     due_at = annotation_tasks.created_at + (CASE WHEN r.priority >= {} THEN {} \
+                     WHEN r.priority = {} THEN {} ELSE {} END) * 3600000 \
                      FROM work_items w JOIN runs r ON r.id = w.run_id \
                      WHERE w.id = annotation_tasks.work_item_id AND annotation_tasks.due_at IS NULL AND annotation_tasks.work_item_id IN (",
-                    sla_hours(PRIORITY_PROMOTION),
-                    sla_hours(PRIORITY_ABLATION),
-                    sla_hours(PRIORITY_SCHEDULED),
+                    Priority::Promotion.rank(),
+                    sla_hours(Priority::Promotion),
+                    Priority::Ablation.rank(),
+                    sla_hours(Priority::Ablation),
+                    sla_hours(Priority::Scheduled),
                 ));
                 let mut ids = schedule.separated(", ");
-                for (work_item_id, _) in &for_humans {
-                    ids.push_bind(*work_item_id);
+                for (identity_id, _) in &for_humans {
+                    ids.push_bind(*identity_id);
                 }
                 ids.push_unseparated(")");
                 schedule.build().execute(&mut **tx).await?;
@@ -415,14 +418,14 @@ macro_rules! work_queue_sql {
             let cacheable: Vec<(&str, i64)> = recorded
                 .iter()
                 .filter(|item| item.cached_from.is_none() && !item.generation.outcome.is_error())
-                .filter_map(|item| item.generation_key.as_deref().map(|key| (key, item.work_item_id)))
+                .filter_map(|item| item.generation_key.as_deref().map(|key| (key, item.identity_id)))
                 .collect();
             if !cacheable.is_empty() {
                 let mut cache = sqlx::QueryBuilder::<$db>::new(
                     "INSERT INTO generation_cache (generation_key, work_item_id, created_at) ",
                 );
-                cache.push_values(&cacheable, |mut row, (key, work_item_id)| {
-                    row.push_bind(*key).push_bind(*work_item_id).push_bind(now);
+                cache.push_values(&cacheable, |mut row, (key, identity_id)| {
+                    row.push_bind(*key).push_bind(*identity_id).push_bind(now);
                 });
                 cache.push(" ON CONFLICT (generation_key) DO NOTHING");
                 cache.build().execute(&mut **tx).await?;
@@ -460,20 +463,21 @@ macro_rules! work_queue_sql {
                 )
                 .fetch_all(&self.pool)
                 .await?;
-                Ok(rows
-                    .into_iter()
-                    .map(|(id, priority, team, team_weight)| ActiveRun { id, priority, team, team_weight })
-                    .collect())
+                rows.into_iter()
+                    .map(|(id, priority, team, team_weight)| {
+                        Ok(ActiveRun { id, priority: $crate::priority_of(priority)?, team, team_weight })
+                    })
+                    .collect()
             }
 
-            async fn claim_jobs(
+            async fn claim_identities(
                 &self,
                 worker: &str,
                 run_id: i64,
                 limit: i64,
                 lease_ms: i64,
                 longest_first: bool,
-            ) -> StoreResult<Vec<ClaimedJob>> {
+            ) -> StoreResult<Vec<ClaimedIdentity>> {
                 let now = now_ms();
                 // Longest expected first, so the long tail overlaps the bulk.
                 let order = if longest_first { "cost DESC, id" } else { "id" };
@@ -514,8 +518,8 @@ macro_rules! work_queue_sql {
                 rows.iter()
                     .map(|row| {
                         let cached_outcome: Option<String> = row.try_get("outcome")?;
-                        Ok(ClaimedJob {
-                            work_item_id: row.try_get("id")?,
+                        Ok(ClaimedIdentity {
+                            identity_id: row.try_get("id")?,
                             run_id: row.try_get("run_id")?,
                             case_id: row.try_get("case_id")?,
                             repetition: row.try_get("repetition")?,
@@ -558,22 +562,22 @@ macro_rules! work_queue_sql {
                 Ok(ids)
             }
 
-            async fn load_job(&self, work_item_id: i64) -> StoreResult<Job> {
+            async fn load_identity(&self, identity_id: i64) -> StoreResult<IdentityInputs> {
                 let row = sqlx::query(
                     "SELECT w.id, w.run_id, w.case_id, w.repetition, i.input, i.target, r.manifest_json \
                      FROM work_items w JOIN runs r ON r.id = w.run_id \
                      JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
                      WHERE w.id = $1",
                 )
-                .bind(work_item_id)
+                .bind(identity_id)
                 .fetch_optional(&self.pool)
                 .await?
-                .ok_or_else(|| StoreError::NotFound(format!("no work item with id {work_item_id}")))?;
+                .ok_or_else(|| StoreError::NotFound(format!("no result identity with id {identity_id}")))?;
                 let manifest_json: String = row.try_get("manifest_json")?;
                 let manifest: Manifest = serde_json::from_str(&manifest_json)
                     .map_err(|err| sqlx::Error::Decode(err.into()))?;
-                Ok(Job {
-                    work_item_id: row.try_get("id")?,
+                Ok(IdentityInputs {
+                    identity_id: row.try_get("id")?,
                     run_id: row.try_get("run_id")?,
                     case_id: row.try_get("case_id")?,
                     repetition: row.try_get("repetition")?,
@@ -589,7 +593,7 @@ macro_rules! work_queue_sql {
                 })
             }
 
-            async fn record_results(&self, finished: &[FinishedItem]) -> StoreResult<RecordOutcome> {
+            async fn record_results(&self, finished: &[FinishedIdentity]) -> StoreResult<RecordOutcome> {
                 if finished.is_empty() {
                     return Ok(RecordOutcome::default());
                 }
@@ -650,12 +654,12 @@ macro_rules! work_queue_sql {
                 Ok(reaped.rows_affected())
             }
 
-            async fn release_lease(&self, worker: &str, work_item_id: i64) -> StoreResult<bool> {
+            async fn release_lease(&self, worker: &str, identity_id: i64) -> StoreResult<bool> {
                 let released = sqlx::query(
                     "UPDATE work_items SET state = 'queued', lease_owner = NULL, lease_expires_at = NULL \
                      WHERE id = $1 AND lease_owner = $2 AND state = 'leased'",
                 )
-                .bind(work_item_id)
+                .bind(identity_id)
                 .bind(worker)
                 .execute(&self.writer)
                 .await?;

@@ -5,9 +5,9 @@ use arbiter_domain::accounts::PasswordHash;
 use arbiter_domain::answer::{ErrorCategory, Generation, Outcome};
 use arbiter_domain::grading::grade_exact_match;
 use arbiter_domain::grading::record::Grading;
-use arbiter_domain::run::{RunProgress, PRIORITY_SCHEDULED};
+use arbiter_domain::run::{Priority, RunProgress};
 use arbiter_engine::catalog::EvalForm;
-use arbiter_store::{FinishedItem, Store};
+use arbiter_store::{FinishedIdentity, Store};
 
 /// The bundled sample: 60 cases in three categories.
 pub const SAMPLE: &[u8] = include_bytes!("../../public/samples/qa-basic.jsonl");
@@ -78,7 +78,7 @@ pub async fn launch_one_run(store: &dyn Store, dataset: &[u8], repetitions: u32)
         store,
         eval,
         checkpoint,
-        PRIORITY_SCHEDULED,
+        Priority::Scheduled,
         "default",
         None,
     )
@@ -139,15 +139,15 @@ impl Reply {
 
 /// Answers a work item as a worker would: load the job, grade the reply, record both.
 /// Returns what `record_result` returns (false for a duplicate commit).
-pub async fn reply(store: &dyn Store, work_item_id: i64, answer: Reply) -> bool {
+pub async fn reply(store: &dyn Store, identity_id: i64, answer: Reply) -> bool {
     let job = store
-        .load_job(work_item_id)
+        .load_identity(identity_id)
         .await
         .expect("a claimed item loads");
     let output = answer.output(&job.target);
     let grade = grade_exact_match(&output, &job.target);
     store
-        .record_result(work_item_id, &answered(&output), Some(&grade))
+        .record_result(identity_id, &answered(&output), Some(&grade))
         .await
         .expect("recording a result succeeds")
 }
@@ -155,9 +155,9 @@ pub async fn reply(store: &dyn Store, work_item_id: i64, answer: Reply) -> bool 
 /// Records each identity as an answer the grader cannot read, escalated to `raters` distinct
 /// human raters per item (no QC review, any skill).
 pub async fn escalate_to_humans(store: &dyn Store, ids: &[i64], raters: i64) {
-    let finished: Vec<FinishedItem> = ids
+    let finished: Vec<FinishedIdentity> = ids
         .iter()
-        .map(|&work_item_id| {
+        .map(|&identity_id| {
             let mut grading = Grading::deterministic_only(Some(grade_exact_match(UNSURE, "42")));
             let task = grading
                 .human
@@ -168,8 +168,8 @@ pub async fn escalate_to_humans(store: &dyn Store, ids: &[i64], raters: i64) {
                 skill: None,
                 review_rate: 0.0,
             };
-            FinishedItem {
-                work_item_id,
+            FinishedIdentity {
+                identity_id,
                 generation: answered(UNSURE),
                 grading,
                 generation_key: None,

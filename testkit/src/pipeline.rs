@@ -1,7 +1,7 @@
 //! Helpers shared by the end-to-end tests: a fresh SQLite store, an in-process simulator,
 //! checkpoints, launches and a worker run until its runs complete.
 
-use arbiter_domain::run::{RunProgress, PRIORITY_SCHEDULED};
+use arbiter_domain::run::{Priority, RunProgress, RunStatus};
 use arbiter_engine::catalog::CheckpointForm;
 use arbiter_engine::dispatch::{run_worker, RetryPolicy, WorkerConfig};
 use arbiter_sim::SimConfig;
@@ -44,10 +44,17 @@ pub async fn checkpoint(
 }
 
 pub async fn launch(store: &dyn Store, eval: i64, checkpoint: i64) -> i64 {
-    arbiter_engine::runs::launch_run(store, eval, checkpoint, PRIORITY_SCHEDULED, "default", None)
-        .await
-        .unwrap()
-        .run_id
+    arbiter_engine::runs::launch_run(
+        store,
+        eval,
+        checkpoint,
+        Priority::Scheduled,
+        "default",
+        None,
+    )
+    .await
+    .unwrap()
+    .run_id
 }
 
 pub fn test_worker(name: &str) -> WorkerConfig {
@@ -79,7 +86,9 @@ pub async fn work_until_complete(
                     .unwrap(),
             );
         }
-        if all.iter().all(|progress| progress.status == "completed")
+        if all
+            .iter()
+            .all(|progress| progress.status == RunStatus::Completed)
             || tokio::time::Instant::now() > deadline
         {
             stop.send(true).unwrap();

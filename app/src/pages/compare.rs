@@ -401,7 +401,7 @@ fn DiffSection(page: DiffPageView, params: Params) -> impl IntoView {
 #[component]
 fn DiffRow(row: DiffRowView) -> impl IntoView {
     let class = format!("flip {}", row.change);
-    let (baseline_item, candidate_item) = (row.baseline.work_item_id, row.candidate.work_item_id);
+    let (baseline_item, candidate_item) = (row.baseline.identity_id, row.candidate.identity_id);
     view! {
         <tr class=class>
             <td><strong>{row.change_label.clone()}</strong></td>

@@ -4,6 +4,7 @@
 //! Pure. The final label is the majority weighted by rater quality; a senior reviewer's
 //! correction overrides it; an even split is left to a reviewer rather than decided by chance.
 
+use crate::run::Priority;
 use serde::{Deserialize, Serialize};
 
 /// One rater's standing label on an item, with the weight their track record earns.
@@ -136,11 +137,11 @@ pub fn parse_skills(text: &str) -> Result<Vec<String>, String> {
 
 /// Hours from escalation to a task's SLA deadline, by its run's priority class: promotion
 /// decisions in a day, scheduled evals in two (the default), ablations in four.
-pub fn sla_hours(priority: i64) -> i64 {
+pub fn sla_hours(priority: Priority) -> i64 {
     match priority {
-        p if p >= crate::run::PRIORITY_PROMOTION => 24,
-        crate::run::PRIORITY_ABLATION => 96,
-        _ => 48,
+        Priority::Promotion => 24,
+        Priority::Scheduled => 48,
+        Priority::Ablation => 96,
     }
 }
 
@@ -211,8 +212,8 @@ mod tests {
 
     #[test]
     fn deadlines_follow_the_priority_class() {
-        assert_eq!(sla_hours(crate::run::PRIORITY_PROMOTION), 24);
-        assert_eq!(sla_hours(crate::run::PRIORITY_SCHEDULED), 48);
-        assert_eq!(sla_hours(crate::run::PRIORITY_ABLATION), 96);
+        assert_eq!(sla_hours(Priority::Promotion), 24);
+        assert_eq!(sla_hours(Priority::Scheduled), 48);
+        assert_eq!(sla_hours(Priority::Ablation), 96);
     }
 }

@@ -364,12 +364,12 @@ pub fn changed_items(
             position,
             change,
             baseline_id: baseline
-                .work_item_ids
+                .identity_ids
                 .get(position)
                 .copied()
                 .unwrap_or_default(),
             candidate_id: candidate
-                .work_item_ids
+                .identity_ids
                 .get(position)
                 .copied()
                 .unwrap_or_default(),

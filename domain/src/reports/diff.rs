@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 /// One side (baseline or candidate) of a per-prompt diff row.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DiffSide {
-    pub work_item_id: i64,
+    pub identity_id: i64,
     pub case_id: String,
     pub repetition: i64,
     pub category: String,

@@ -53,7 +53,7 @@ pub fn outcome_name(code: u8) -> &'static str {
 /// One identity as the store's scan returns it, in identity order.
 #[derive(Clone, Debug, Default)]
 pub struct ScanRow {
-    pub work_item_id: i64,
+    pub identity_id: i64,
     pub case_id: String,
     pub repetition: i64,
     pub revision_id: i64,
@@ -97,7 +97,7 @@ pub struct Snapshot {
     pub header: SnapshotHeader,
     /// Hash of the ordered (case id, repetition) list: equal for runs that can be paired.
     pub identity_hash: String,
-    pub work_item_ids: Vec<i64>,
+    pub identity_ids: Vec<i64>,
     pub verdicts: Vec<u8>,
     pub outcomes: Vec<u8>,
     pub categories: Vec<u16>,
@@ -105,11 +105,11 @@ pub struct Snapshot {
 
 impl Snapshot {
     pub fn len(&self) -> usize {
-        self.work_item_ids.len()
+        self.identity_ids.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.work_item_ids.is_empty()
+        self.identity_ids.is_empty()
     }
 
     pub fn category_name(&self, code: u16) -> &str {
@@ -139,7 +139,7 @@ impl Snapshot {
         out.extend_from_slice(&(header.len() as u32).to_le_bytes());
         out.extend_from_slice(&header);
         out.extend_from_slice(&(n as u64).to_le_bytes());
-        for id in &self.work_item_ids {
+        for id in &self.identity_ids {
             out.extend_from_slice(&id.to_le_bytes());
         }
         out.extend_from_slice(&self.verdicts);
@@ -166,7 +166,7 @@ impl Snapshot {
             return Err(corrupt());
         }
         let ids = reader.take(n * 8).ok_or_else(corrupt)?;
-        let work_item_ids = ids
+        let identity_ids = ids
             .chunks_exact(8)
             .map(|c| i64::from_le_bytes(c.try_into().unwrap_or_default()))
             .collect();
@@ -181,7 +181,7 @@ impl Snapshot {
         Ok(Snapshot {
             header,
             identity_hash,
-            work_item_ids,
+            identity_ids,
             verdicts,
             outcomes,
             categories,
@@ -328,7 +328,7 @@ impl SnapshotBuilder {
             header.latency.resize(LATENCY_BUCKETS, 0);
             header.latency[latency_bucket(latency_ms)] += 1;
         }
-        self.snapshot.work_item_ids.push(row.work_item_id);
+        self.snapshot.identity_ids.push(row.identity_id);
         self.snapshot.verdicts.push(verdict);
         self.snapshot
             .outcomes

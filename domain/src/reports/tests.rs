@@ -22,7 +22,7 @@ fn expectation() -> Expectation {
 
 fn row(id: i64, case: &str, repetition: i64, category: &str, verdict: &str) -> ScanRow {
     ScanRow {
-        work_item_id: id,
+        identity_id: id,
         case_id: case.into(),
         repetition,
         revision_id: 7,

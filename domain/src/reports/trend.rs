@@ -341,7 +341,7 @@ mod tests {
     fn snapshot(verdicts: &[u8]) -> Snapshot {
         Snapshot {
             identity_hash: "h".into(),
-            work_item_ids: (0..verdicts.len() as i64).collect(),
+            identity_ids: (0..verdicts.len() as i64).collect(),
             verdicts: verdicts.to_vec(),
             outcomes: vec![0; verdicts.len()],
             categories: vec![0; verdicts.len()],

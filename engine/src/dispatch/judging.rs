@@ -20,7 +20,7 @@ use arbiter_domain::grading::triage::{
     after_deterministic, after_judge, drawn_for_audit, HumanKind, Stage, Step,
 };
 use arbiter_domain::grading::{Grade, Verdict};
-use arbiter_store::{ClaimedJob, Store};
+use arbiter_store::{ClaimedIdentity, Store};
 
 /// Longest judge rationale kept on a grade; the full reply stays in the grade cache.
 const MAX_RATIONALE_CHARS: usize = 2_000;
@@ -43,7 +43,7 @@ struct Judging<'a> {
 /// Grades an answer as the run's policy says, routing any human task as the policy says.
 /// Errors are never graded.
 pub(super) async fn grade_answer(
-    job: &ClaimedJob,
+    job: &ClaimedIdentity,
     generation: &Generation,
     spec: &RunSpec,
     store: &Arc<dyn Store>,
@@ -57,7 +57,7 @@ pub(super) async fn grade_answer(
 }
 
 async fn triage_answer(
-    job: &ClaimedJob,
+    job: &ClaimedIdentity,
     generation: &Generation,
     spec: &RunSpec,
     store: &Arc<dyn Store>,
@@ -93,7 +93,7 @@ async fn triage_answer(
                     let audit_key = job
                         .generation_key
                         .clone()
-                        .unwrap_or_else(|| job.work_item_id.to_string());
+                        .unwrap_or_else(|| job.identity_id.to_string());
                     if drawn_for_audit(triage.policy.audit_rate, &audit_key) {
                         grading.human = Some(HumanTask {
                             kind: HumanKind::Audit,
@@ -173,7 +173,7 @@ impl Judging<'_> {
         target: &Target,
         stage: Stage,
         samples: u32,
-        job: &ClaimedJob,
+        job: &ClaimedIdentity,
         generation: &Generation,
     ) -> Asked {
         let Judging { store, pool } = *self;

@@ -28,7 +28,7 @@ use arbiter_domain::grading::judge::JudgeSpec;
 use arbiter_domain::grading::Grader;
 use arbiter_domain::manifest::Manifest;
 use arbiter_domain::prompt::render_prompt;
-use arbiter_store::{ActiveRun, ClaimedJob, FinishedItem, Store};
+use arbiter_store::{ActiveRun, ClaimedIdentity, FinishedIdentity, Store};
 use fair_share::Candidate;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -133,12 +133,12 @@ impl RunSpec {
 
 /// Answers one identity: from the generation cache, or through the endpoint pool.
 async fn answer(
-    job: &ClaimedJob,
+    job: &ClaimedIdentity,
     spec: &RunSpec,
     pool: &Arc<EndpointPool>,
 ) -> (Generation, Option<i64>) {
     let (generation, cached_from) = match &job.cached {
-        Some(cached) => (cached.to_generation(), Some(cached.source_work_item_id)),
+        Some(cached) => (cached.to_generation(), Some(cached.source_identity_id)),
         None => {
             let settings = &spec.manifest.eval.generation;
             let request = GenerationRequest {
@@ -160,7 +160,7 @@ async fn answer(
 /// being written.
 async fn commit_loop(
     store: Arc<dyn Store>,
-    mut finished: mpsc::Receiver<FinishedItem>,
+    mut finished: mpsc::Receiver<FinishedIdentity>,
     batch_max: usize,
 ) {
     let mut batch = Vec::with_capacity(batch_max);
@@ -347,8 +347,8 @@ pub async fn run_worker(
                     // A judge outage is not a reason for human work: the identity goes back to
                     // the queue to be answered and judged again, up to a few claims.
                     Some(outage) if job.claims < MAX_CLAIMS_WHILE_JUDGES_FAIL => {
-                        tracing::warn!(work_item = job.work_item_id, %outage, "judge unavailable; returning the identity to the queue");
-                        if let Err(err) = store.release_lease(&worker_id, job.work_item_id).await {
+                        tracing::warn!(work_item = job.identity_id, %outage, "judge unavailable; returning the identity to the queue");
+                        if let Err(err) = store.release_lease(&worker_id, job.identity_id).await {
                             tracing::warn!(error = %err, "could not return the identity; its lease will expire");
                         }
                         release_slot(&in_flight, run_id);
@@ -367,8 +367,8 @@ pub async fn run_worker(
                     }
                     None => graded.grading,
                 };
-                let finished = FinishedItem {
-                    work_item_id: job.work_item_id,
+                let finished = FinishedIdentity {
+                    identity_id: job.identity_id,
                     generation,
                     grading,
                     generation_key: job.generation_key,
@@ -403,7 +403,7 @@ async fn claim(
     in_flight: &Arc<Mutex<HashMap<i64, usize>>>,
     free: usize,
     lease_ms: i64,
-) -> Vec<ClaimedJob> {
+) -> Vec<ClaimedIdentity> {
     let now = Instant::now();
     if state
         .active_read_at
@@ -467,7 +467,7 @@ async fn claim(
             }
         }
         match store
-            .claim_jobs(
+            .claim_identities(
                 &config.worker_id,
                 run_id,
                 quota as i64,

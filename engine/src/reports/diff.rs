@@ -129,7 +129,7 @@ async fn fetch_rows(
         .diff_sides(&ids)
         .await?
         .into_iter()
-        .map(|side| (side.work_item_id, side))
+        .map(|side| (side.identity_id, side))
         .collect();
     Ok(items
         .iter()
@@ -221,7 +221,7 @@ pub async fn diff_detail(
     let side = |id: i64| {
         sides
             .iter()
-            .find(|side| side.work_item_id == id)
+            .find(|side| side.identity_id == id)
             .cloned()
             .ok_or_else(|| ServiceError::NotFound(format!("no result with id {id}")))
     };

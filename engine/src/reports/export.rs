@@ -91,7 +91,7 @@ fn optional<T: ToString>(value: &Option<T>) -> String {
 fn csv_record(row: &ExportRow) -> [String; 24] {
     [
         row.run_id.to_string(),
-        row.work_item_id.to_string(),
+        row.identity_id.to_string(),
         row.case_id.clone(),
         row.repetition.to_string(),
         row.category.clone(),
@@ -281,7 +281,7 @@ fn write_row_group<W: Write + Send>(
                 None,
             ),
             1 => column.typed::<Int64Type>().write_batch(
-                &rows.iter().map(|r| r.work_item_id).collect::<Vec<_>>(),
+                &rows.iter().map(|r| r.identity_id).collect::<Vec<_>>(),
                 None,
                 None,
             ),
@@ -405,7 +405,7 @@ pub async fn export_run<W: Write + Send>(
     loop {
         let rows = store.export_rows(run_id, after, EXPORT_PAGE).await?;
         let Some(last) = rows.last() else { break };
-        after = last.work_item_id;
+        after = last.identity_id;
         written += rows.len() as u64;
         writer.write(rows)?;
     }
@@ -455,7 +455,7 @@ mod tests {
     fn row(id: i64, verdict: &str, error: Option<&str>) -> ExportRow {
         ExportRow {
             run_id: 1,
-            work_item_id: id,
+            identity_id: id,
             case_id: format!("c{id}"),
             category: "math".into(),
             checkpoint: "ckpt-a".into(),

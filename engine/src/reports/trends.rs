@@ -257,7 +257,7 @@ pub async fn flaky_prompts(
         let (_, _, snapshot) = report_and_snapshot(store, run.run_id).await?;
         if tracker.is_none() {
             let repetitions = manifest_of(store, run.run_id).await?.eval.repetitions;
-            first_ids = snapshot.work_item_ids.clone();
+            first_ids = snapshot.identity_ids.clone();
             tracker = Some(FlakyTracker::new(&snapshot, repetitions.max(1) as usize));
         }
         let Some(tracker) = tracker.as_mut() else {
@@ -283,7 +283,7 @@ pub async fn flaky_prompts(
         .diff_sides(&ids)
         .await?
         .into_iter()
-        .map(|side| (side.work_item_id, side))
+        .map(|side| (side.identity_id, side))
         .collect();
     let prompts = ranked
         .into_iter()

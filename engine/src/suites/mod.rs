@@ -5,6 +5,7 @@
 
 pub mod announcements;
 
+use arbiter_domain::run::Priority;
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::CheckpointForm;
@@ -121,7 +122,7 @@ async fn launch_suites(
     store: &dyn Store,
     checkpoint_id: i64,
     suites: &[(&Suite, String)],
-    priority: i64,
+    priority: Priority,
     launched_by: Option<i64>,
 ) -> ServiceResult<Vec<TriggeredRun>> {
     let mut launched = Vec::new();
@@ -176,7 +177,7 @@ async fn launch_suites(
 pub async fn trigger_new_checkpoint(
     store: &dyn Store,
     checkpoint_id: i64,
-    priority: i64,
+    priority: Priority,
     launched_by: Option<i64>,
 ) -> ServiceResult<Vec<TriggeredRun>> {
     let (training_run, position) = store
@@ -193,7 +194,7 @@ pub async fn run_suite_on_demand(
     store: &dyn Store,
     checkpoint_id: i64,
     suite_name: &str,
-    priority: i64,
+    priority: Priority,
     launched_by: Option<i64>,
 ) -> ServiceResult<Vec<TriggeredRun>> {
     store

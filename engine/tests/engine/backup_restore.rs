@@ -3,6 +3,7 @@
 //! `pg_restore` into a fresh database. After restoring, every run's exported results and
 //! report, the datasets, checkpoints, evals, suites, tokens and alerts read back the same.
 
+use arbiter_domain::run::RunStatus;
 use arbiter_testkit::{backend, fixtures, pipeline};
 
 use arbiter_engine::reports::export::{export_run, ExportFormat};
@@ -43,7 +44,9 @@ async fn fill(store: Arc<dyn Store>) {
     let finished =
         pipeline::work_until_complete(store.clone(), &runs, pipeline::test_worker("backup")).await;
     assert!(
-        finished.iter().all(|run| run.status == "completed"),
+        finished
+            .iter()
+            .all(|run| run.status == RunStatus::Completed),
         "{finished:?}"
     );
     let user = store

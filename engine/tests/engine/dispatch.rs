@@ -2,6 +2,7 @@
 //! complete with every identity graded once, failures are retried and recorded, answers are
 //! cached, an unreachable endpoint ends in a clear error state, and fair share holds.
 
+use arbiter_domain::run::RunStatus;
 use arbiter_engine::catalog::{CheckpointForm, EvalForm};
 use arbiter_sim::{SimConfig, SimFaults};
 use arbiter_store::Store;
@@ -79,7 +80,7 @@ async fn a_run_completes_with_every_identity_graded_once_and_reruns_come_from_th
     let progress = work_until_complete(store.clone(), &[run], test_worker("w"))
         .await
         .remove(0);
-    assert_eq!(progress.status, "completed", "{progress:?}");
+    assert_eq!(progress.status, RunStatus::Completed, "{progress:?}");
     assert_eq!((progress.expected, progress.done), (120, 120));
     assert_eq!(progress.errors, 0);
     assert_eq!(progress.passed + progress.failed + progress.uncertain, 120);
@@ -101,7 +102,8 @@ async fn a_run_completes_with_every_identity_graded_once_and_reruns_come_from_th
         .await
         .unwrap();
     assert_eq!(
-        rerun_progress.status, "completed",
+        rerun_progress.status,
+        RunStatus::Completed,
         "no worker was needed: {rerun_progress:?}"
     );
     assert_eq!(rerun_progress.from_cache, 120);
@@ -169,7 +171,7 @@ async fn injected_faults_are_retried_and_recorded_without_extra_samples() {
     config.retry.max_attempts = 8;
     let progress = work_until_complete(store.clone(), &[clean_run, faulty_run], config).await;
     for run in &progress {
-        assert_eq!(run.status, "completed", "{run:?}");
+        assert_eq!(run.status, RunStatus::Completed, "{run:?}");
         assert_eq!(
             (run.expected, run.done),
             (120, 120),
@@ -243,7 +245,7 @@ async fn an_unreachable_endpoint_ends_the_run_with_errors_not_a_hang() {
     let progress = work_until_complete(store.clone(), &[run], test_worker("w"))
         .await
         .remove(0);
-    assert_eq!(progress.status, "completed", "{progress:?}");
+    assert_eq!(progress.status, RunStatus::Completed, "{progress:?}");
     assert_eq!(progress.errors, 120);
     assert_eq!(
         progress.passed + progress.failed + progress.uncertain,

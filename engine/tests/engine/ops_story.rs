@@ -6,7 +6,7 @@ use arbiter_domain::accounts::{Role, User};
 use arbiter_domain::answer::{ErrorCategory, Generation};
 use arbiter_domain::health::rules::{AlertRules, RuleTexts};
 use arbiter_domain::health::HealthSample;
-use arbiter_domain::run::PRIORITY_PROMOTION;
+use arbiter_domain::run::{Priority, RunStatus};
 use arbiter_engine::accounts::api_tokens;
 use arbiter_engine::clients::mail::Mailer;
 use arbiter_engine::health;
@@ -541,7 +541,7 @@ async fn new_checkpoints_trigger_tiered_suites_from_the_api_or_a_watched_folder(
             .into_iter()
             .find(|summary| Some(summary.id) == run.run_id)
             .unwrap();
-        assert_eq!(summary.priority, PRIORITY_PROMOTION);
+        assert_eq!(summary.priority, Priority::Promotion);
     }
     // A bad decision value or a duplicate name stores nothing and launches nothing.
     let runs_before = store.list_runs().await.unwrap().len();
@@ -565,17 +565,26 @@ async fn new_checkpoints_trigger_tiered_suites_from_the_api_or_a_watched_folder(
     assert_eq!(store.list_checkpoints().await.unwrap().len(), 2);
 
     // On demand: the full suite on the first checkpoint.
-    let on_demand =
-        suites::run_suite_on_demand(store, first.checkpoint_id, "full", PRIORITY_PROMOTION, None)
-            .await
-            .unwrap();
+    let on_demand = suites::run_suite_on_demand(
+        store,
+        first.checkpoint_id,
+        "full",
+        Priority::Promotion,
+        None,
+    )
+    .await
+    .unwrap();
     assert_eq!(on_demand.len(), 1);
     assert!(on_demand[0].run_id.is_some());
-    assert!(
-        suites::run_suite_on_demand(store, first.checkpoint_id, "nope", 1, None)
-            .await
-            .is_err()
-    );
+    assert!(suites::run_suite_on_demand(
+        store,
+        first.checkpoint_id,
+        "nope",
+        Priority::Scheduled,
+        None
+    )
+    .await
+    .is_err());
     let launches = store.suite_launches(10).await.unwrap();
     assert_eq!(launches.len(), 4);
     assert_eq!(launches[0].reason, "on demand");
@@ -789,7 +798,7 @@ async fn webhooks_deliver_signed_events_with_retries_and_give_up_in_the_end(stor
         reply(store, id, Reply::Correct).await;
     }
     store.finish_run_if_done(run).await.unwrap();
-    assert_eq!(progress(store, run).await.status, "completed");
+    assert_eq!(progress(store, run).await.status, RunStatus::Completed);
     store
         .raise_alert("error_rate", "answers", "9% failed", now_ms())
         .await
@@ -908,7 +917,7 @@ async fn retention_clears_raw_answers_then_deletes_expired_runs(store: Arc<dyn S
     use arbiter_domain::grading::grade_exact_match;
     use arbiter_domain::grading::record::Grading;
     use arbiter_engine::retention::{self, RetentionPolicy};
-    use arbiter_store::FinishedItem;
+    use arbiter_store::FinishedIdentity;
     let store = store.as_ref();
     const DAY: i64 = 86_400_000;
 
@@ -917,11 +926,11 @@ async fn retention_clears_raw_answers_then_deletes_expired_runs(store: Arc<dyn S
     let old_items = store.claim_work("w", 10, LONG_LEASE_MS).await.unwrap();
     assert_eq!(old_items.len(), 5);
     for &id in &old_items[..4] {
-        let job = store.load_job(id).await.unwrap();
+        let job = store.load_identity(id).await.unwrap();
         let output = format!("Answer: {}", job.target);
         store
-            .record_results(&[FinishedItem {
-                work_item_id: id,
+            .record_results(&[FinishedIdentity {
+                identity_id: id,
                 generation: with_logprobs(&output, -0.25),
                 grading: Grading::deterministic_only(Some(grade_exact_match(&output, &job.target))),
                 generation_key: Some(format!("key-{id}")),
@@ -949,16 +958,23 @@ async fn retention_clears_raw_answers_then_deletes_expired_runs(store: Arc<dyn S
     .await
     .unwrap();
     let checkpoint = store.list_checkpoints().await.unwrap()[0].id;
-    let newer = arbiter_engine::runs::launch_run(store, eval, checkpoint, 1, "default", None)
-        .await
-        .unwrap()
-        .run_id;
+    let newer = arbiter_engine::runs::launch_run(
+        store,
+        eval,
+        checkpoint,
+        Priority::Scheduled,
+        "default",
+        None,
+    )
+    .await
+    .unwrap()
+    .run_id;
     let newer_items = store.claim_work("w", 10, LONG_LEASE_MS).await.unwrap();
     assert_eq!(newer_items.len(), 5);
-    let cached = store.load_job(newer_items[0]).await.unwrap();
+    let cached = store.load_identity(newer_items[0]).await.unwrap();
     store
-        .record_results(&[FinishedItem {
-            work_item_id: newer_items[0],
+        .record_results(&[FinishedIdentity {
+            identity_id: newer_items[0],
             generation: answered("Answer: 2"),
             grading: Grading::deterministic_only(Some(grade_exact_match(
                 "Answer: 2",

@@ -15,12 +15,12 @@ use arbiter_domain::logprobs::TokenLogprob;
 use arbiter_domain::reports::compare::{Change, DiffFilter};
 use arbiter_domain::reports::trend::BaselinePolicy;
 use arbiter_domain::reports::Completeness;
-use arbiter_domain::run::PRIORITY_SCHEDULED;
+use arbiter_domain::run::{Priority, RunStatus};
 use arbiter_domain::stats::correction::Correction;
 use arbiter_engine::catalog::EvalForm;
 use arbiter_engine::error::ServiceError;
 use arbiter_engine::reports::trends;
-use arbiter_store::{now_ms, FinishedItem, Store, StoreError};
+use arbiter_store::{now_ms, FinishedIdentity, Store, StoreError};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -390,13 +390,13 @@ async fn checkpoints_evals_and_launches(store: Arc<dyn Store>) {
     ));
 
     let launched =
-        arbiter_engine::runs::launch_run(store, eval, base, PRIORITY_SCHEDULED, "default", None)
+        arbiter_engine::runs::launch_run(store, eval, base, Priority::Scheduled, "default", None)
             .await
             .unwrap();
     assert!(launched.created);
     let run = progress(store, launched.run_id).await;
     assert_eq!((run.expected, run.done, run.in_flight), (120, 0, 0));
-    assert_eq!(run.status, "running");
+    assert_eq!(run.status, RunStatus::Running);
     assert_eq!(
         (run.passed, run.failed, run.uncertain, run.errors),
         (0, 0, 0, 0)
@@ -409,7 +409,7 @@ async fn checkpoints_evals_and_launches(store: Arc<dyn Store>) {
     assert_eq!(run.dataset_revision, revision.content_hash);
 
     let relaunched =
-        arbiter_engine::runs::launch_run(store, eval, base, PRIORITY_SCHEDULED, "default", None)
+        arbiter_engine::runs::launch_run(store, eval, base, Priority::Scheduled, "default", None)
             .await
             .unwrap();
     assert_eq!(
@@ -452,7 +452,7 @@ async fn checkpoints_evals_and_launches(store: Arc<dyn Store>) {
     .await
     .unwrap();
     let on_newer =
-        arbiter_engine::runs::launch_run(store, eval, base, PRIORITY_SCHEDULED, "default", None)
+        arbiter_engine::runs::launch_run(store, eval, base, Priority::Scheduled, "default", None)
             .await
             .unwrap();
     assert!(on_newer.created);
@@ -461,7 +461,7 @@ async fn checkpoints_evals_and_launches(store: Arc<dyn Store>) {
     assert_eq!(run.expected, 122);
     assert_eq!(run.dataset_revision, newer.content_hash);
     let on_tuned =
-        arbiter_engine::runs::launch_run(store, eval, tuned, PRIORITY_SCHEDULED, "default", None)
+        arbiter_engine::runs::launch_run(store, eval, tuned, Priority::Scheduled, "default", None)
             .await
             .unwrap();
     assert!(on_tuned.created);
@@ -489,7 +489,7 @@ async fn work_queue_hands_out_and_records_each_item_once(store: Arc<dyn Store>) 
     );
     // Expansion is repetition-major: every case gets its first answer before any second one.
     for &id in &first {
-        assert_eq!(store.load_job(id).await.unwrap().repetition, 0);
+        assert_eq!(store.load_identity(id).await.unwrap().repetition, 0);
     }
 
     // A 0 ms lease has expired by the next millisecond: the reaper (every worker's heartbeat)
@@ -518,7 +518,7 @@ async fn work_queue_hands_out_and_records_each_item_once(store: Arc<dyn Store>) 
 
     // RETURNING order is unspecified; the lowest id is the first case's first repetition.
     let lowest = *first.iter().min().unwrap();
-    let job = store.load_job(lowest).await.unwrap();
+    let job = store.load_identity(lowest).await.unwrap();
     assert_eq!(job.run_id, run_id);
     assert_eq!(job.prompt_template, PROMPT_TEMPLATE);
     assert_eq!(job.grader, "exact_match@1");
@@ -540,7 +540,7 @@ async fn work_queue_hands_out_and_records_each_item_once(store: Arc<dyn Store>) 
         .chain(&taken_over)
         .copied()
         .collect();
-    let failed_job = store.load_job(all[0]).await.unwrap();
+    let failed_job = store.load_identity(all[0]).await.unwrap();
     let error_text = "HTTP 503 from the endpoint: model is loading";
     assert!(store
         .record_result(all[0], &endpoint_failure(error_text), None)
@@ -573,7 +573,7 @@ async fn work_queue_hands_out_and_records_each_item_once(store: Arc<dyn Store>) 
     let run = progress(store, run_id).await;
     assert_eq!(run, before_duplicates);
 
-    assert_eq!(run.status, "completed");
+    assert_eq!(run.status, RunStatus::Completed);
     assert!(run.finished_at.is_some());
     assert_eq!((run.expected, run.done, run.in_flight), (10, 10, 0));
     assert_eq!(
@@ -658,7 +658,7 @@ async fn concurrent_workers_record_every_item_exactly_once(store: Arc<dyn Store>
         (run.expected, run.done, run.passed, run.in_flight),
         (120, 120, 120, 0)
     );
-    assert_eq!(run.status, "completed");
+    assert_eq!(run.status, RunStatus::Completed);
     let outcomes = store.run_outcomes(run_id).await.unwrap();
     assert!(outcomes
         .iter()
@@ -689,13 +689,13 @@ async fn batched_commits_across_categories_never_deadlock(store: Arc<dyn Store>)
     assert_eq!(ids.len(), 240);
     let mut jobs = Vec::new();
     for id in ids {
-        let job = store.load_job(id).await.unwrap();
+        let job = store.load_identity(id).await.unwrap();
         let number: usize = job.case_id[1..].parse().unwrap();
         jobs.push((number % 4, id, job.target));
     }
     // 24 batches of 10, each spanning all four categories, half in ascending and half in
     // descending category order.
-    let mut batches: Vec<Vec<FinishedItem>> = Vec::new();
+    let mut batches: Vec<Vec<FinishedIdentity>> = Vec::new();
     for (index, chunk) in jobs.chunks(10).enumerate() {
         let mut chunk = chunk.to_vec();
         chunk.sort_by_key(|(category, _, _)| *category);
@@ -711,8 +711,8 @@ async fn batched_commits_across_categories_never_deadlock(store: Arc<dyn Store>)
                     } else {
                         "Answer: no".into()
                     };
-                    FinishedItem {
-                        work_item_id: id,
+                    FinishedIdentity {
+                        identity_id: id,
                         grading: Grading::deterministic_only(Some(grade_exact_match(
                             &output, &target,
                         ))),
@@ -768,7 +768,7 @@ async fn uncertain_answers_go_to_one_annotator_at_a_time(store: Arc<dyn Store>) 
         .unwrap();
     let mut item_of_case = HashMap::new();
     for id in store.claim_work("worker", 10, LONG_LEASE_MS).await.unwrap() {
-        item_of_case.insert(store.load_job(id).await.unwrap().case_id, id);
+        item_of_case.insert(store.load_identity(id).await.unwrap().case_id, id);
     }
     assert_eq!(item_of_case.len(), 3);
 
@@ -905,7 +905,7 @@ async fn uncertain_answers_go_to_one_annotator_at_a_time(store: Arc<dyn Store>) 
         (run.done, run.passed, run.failed, run.uncertain),
         (3, 2, 1, 0)
     );
-    assert_eq!(run.status, "completed");
+    assert_eq!(run.status, RunStatus::Completed);
     let outcomes = store.run_outcomes(run_id).await.unwrap();
     let q3 = outcomes.iter().find(|row| row.case_id == "q3").unwrap();
     assert_eq!(
@@ -953,7 +953,7 @@ async fn comparing_two_checkpoints_finds_the_flips(store: Arc<dyn Store>) {
     .await
     .unwrap();
     let base_run =
-        arbiter_engine::runs::launch_run(store, eval, base, PRIORITY_SCHEDULED, "default", None)
+        arbiter_engine::runs::launch_run(store, eval, base, Priority::Scheduled, "default", None)
             .await
             .unwrap()
             .run_id;
@@ -961,7 +961,7 @@ async fn comparing_two_checkpoints_finds_the_flips(store: Arc<dyn Store>) {
         store,
         eval,
         candidate,
-        PRIORITY_SCHEDULED,
+        Priority::Scheduled,
         "default",
         None,
     )
@@ -972,7 +972,7 @@ async fn comparing_two_checkpoints_finds_the_flips(store: Arc<dyn Store>) {
         store,
         other_eval,
         base,
-        PRIORITY_SCHEDULED,
+        Priority::Scheduled,
         "default",
         None,
     )
@@ -997,7 +997,7 @@ async fn comparing_two_checkpoints_finds_the_flips(store: Arc<dyn Store>) {
         .unwrap();
     assert_eq!(ids.len(), 15);
     for id in ids {
-        let job = store.load_job(id).await.unwrap();
+        let job = store.load_identity(id).await.unwrap();
         let case_number: usize = job.case_id[1..].parse().unwrap();
         assert!(reply(store, id, replies_of(job.run_id)[case_number - 1]).await);
     }
@@ -1087,8 +1087,8 @@ async fn comparing_two_checkpoints_finds_the_flips(store: Arc<dyn Store>) {
     assert_eq!(found.rows[0].candidate.case_id, "c3");
     let detail = arbiter_engine::reports::diff::diff_detail(
         store,
-        regression.baseline.work_item_id,
-        regression.candidate.work_item_id,
+        regression.baseline.identity_id,
+        regression.candidate.identity_id,
     )
     .await
     .unwrap();
@@ -1099,8 +1099,8 @@ async fn comparing_two_checkpoints_finds_the_flips(store: Arc<dyn Store>) {
     assert!(matches!(
         arbiter_engine::reports::diff::diff_detail(
             store,
-            regression.baseline.work_item_id,
-            page.rows[1].candidate.work_item_id
+            regression.baseline.identity_id,
+            page.rows[1].candidate.identity_id
         )
         .await,
         Err(ServiceError::Invalid(_))
@@ -1262,7 +1262,7 @@ async fn a_training_run_trend_flags_regressions_and_promotions_need_complete_rep
             store,
             eval,
             checkpoints[name],
-            PRIORITY_SCHEDULED,
+            Priority::Scheduled,
             "default",
             None,
         )
@@ -1277,7 +1277,7 @@ async fn a_training_run_trend_flags_regressions_and_promotions_need_complete_rep
             .await
             .unwrap()
         {
-            let job = store.load_job(id).await.unwrap();
+            let job = store.load_identity(id).await.unwrap();
             let number: usize = job.case_id[1..].parse().unwrap();
             let answer = if Some(job.run_id) == wrong_run && number <= 9 {
                 Reply::Wrong
@@ -1384,7 +1384,7 @@ async fn a_training_run_trend_flags_regressions_and_promotions_need_complete_rep
         arbiter_engine::catalog::register_checkpoint(store, &register("step-400", "400"), None)
             .await
             .unwrap();
-    arbiter_engine::runs::launch_run(store, eval, step_400, PRIORITY_SCHEDULED, "default", None)
+    arbiter_engine::runs::launch_run(store, eval, step_400, Priority::Scheduled, "default", None)
         .await
         .unwrap();
     answer_all(None).await;
@@ -1441,7 +1441,7 @@ async fn a_training_run_trend_flags_regressions_and_promotions_need_complete_rep
         store,
         eval,
         checkpoints["prod"],
-        PRIORITY_SCHEDULED,
+        Priority::Scheduled,
         "default",
         None,
     )
@@ -1503,10 +1503,10 @@ async fn racing_workers_never_both_commit_one_identity(store: Arc<dyn Store>) {
         "the same batch, twice"
     );
 
-    let finished = |output: &str, ids: &[i64]| -> Vec<FinishedItem> {
+    let finished = |output: &str, ids: &[i64]| -> Vec<FinishedIdentity> {
         ids.iter()
-            .map(|&work_item_id| FinishedItem {
-                work_item_id,
+            .map(|&identity_id| FinishedIdentity {
+                identity_id,
                 generation: answered(output),
                 grading: Grading::deterministic_only(Some(grade_exact_match(output, "2"))),
                 generation_key: None,
@@ -1587,7 +1587,7 @@ async fn the_scheduler_sees_only_running_runs_and_claims_longest_first(store: Ar
     assert!(store.active_runs().await.unwrap().is_empty());
     assert!(
         store
-            .claim_jobs("w", run_id, 10, LONG_LEASE_MS, true)
+            .claim_identities("w", run_id, 10, LONG_LEASE_MS, true)
             .await
             .unwrap()
             .is_empty(),
@@ -1610,7 +1610,7 @@ async fn the_scheduler_sees_only_running_runs_and_claims_longest_first(store: Ar
         .unwrap();
 
     let claimed = store
-        .claim_jobs("w", run_id, 2, LONG_LEASE_MS, true)
+        .claim_identities("w", run_id, 2, LONG_LEASE_MS, true)
         .await
         .unwrap();
     let order: Vec<&str> = claimed.iter().map(|job| job.case_id.as_str()).collect();
@@ -1633,14 +1633,17 @@ async fn the_scheduler_sees_only_running_runs_and_claims_longest_first(store: Ar
             .is_empty(),
         "a cancelled run hands out nothing"
     );
-    assert_eq!(progress(store.as_ref(), run_id).await.status, "cancelled");
+    assert_eq!(
+        progress(store.as_ref(), run_id).await.status,
+        RunStatus::Cancelled
+    );
     // A cancelled run can be picked up again, where it stopped.
     arbiter_engine::runs::change_run_state(store.as_ref(), run_id, "resume")
         .await
         .unwrap();
     assert_eq!(store.active_runs().await.unwrap().len(), 1);
     let rest = store
-        .claim_jobs("w", run_id, 10, LONG_LEASE_MS, true)
+        .claim_identities("w", run_id, 10, LONG_LEASE_MS, true)
         .await
         .unwrap();
     assert_eq!(
@@ -1652,11 +1655,11 @@ async fn the_scheduler_sees_only_running_runs_and_claims_longest_first(store: Ar
 
     // The short question turns out to need a long answer and the long one a short answer.
     let completion_tokens = HashMap::from([("short", 60), ("medium", 10), ("long", 2)]);
-    let finished: Vec<FinishedItem> = claimed
+    let finished: Vec<FinishedIdentity> = claimed
         .iter()
         .chain(&rest)
-        .map(|job| FinishedItem {
-            work_item_id: job.work_item_id,
+        .map(|job| FinishedIdentity {
+            identity_id: job.identity_id,
             generation: Generation {
                 completion_tokens: Some(completion_tokens[job.case_id.as_str()]),
                 logprobs: Some(arbiter_domain::logprobs::encode(&[TokenLogprob {
@@ -1675,7 +1678,7 @@ async fn the_scheduler_sees_only_running_runs_and_claims_longest_first(store: Ar
     assert!(store.finish_run_if_done(run_id).await.unwrap());
     // Logprobs are stored with each answer and read back token for token.
     let stored = store
-        .generation_logprobs(claimed[0].work_item_id)
+        .generation_logprobs(claimed[0].identity_id)
         .await
         .unwrap()
         .expect("the answer's logprobs are stored");
@@ -1719,14 +1722,14 @@ async fn the_scheduler_sees_only_running_runs_and_claims_longest_first(store: Ar
         store.as_ref(),
         again,
         checkpoint,
-        PRIORITY_SCHEDULED,
+        Priority::Scheduled,
         "default",
         None,
     )
     .await
     .unwrap();
     let order: Vec<String> = store
-        .claim_jobs("w", second.run_id, 10, LONG_LEASE_MS, true)
+        .claim_identities("w", second.run_id, 10, LONG_LEASE_MS, true)
         .await
         .unwrap()
         .into_iter()
@@ -1902,8 +1905,8 @@ async fn judges_policies_and_the_grade_cache(store: Arc<dyn Store>) {
     let mut generation = answered(UNSURE);
     generation.cost_usd = Some(0.001);
     let recorded = store
-        .record_results(&[FinishedItem {
-            work_item_id: ids[0],
+        .record_results(&[FinishedIdentity {
+            identity_id: ids[0],
             generation,
             grading: audited,
             generation_key: None,
@@ -1936,8 +1939,8 @@ async fn judges_policies_and_the_grade_cache(store: Arc<dyn Store>) {
     escalated.human.as_mut().unwrap().reason =
         "the cheap judge said fail at confidence 0.93".into();
     store
-        .record_results(&[FinishedItem {
-            work_item_id: ids[1],
+        .record_results(&[FinishedIdentity {
+            identity_id: ids[1],
             generation: answered(UNSURE),
             grading: escalated,
             generation_key: None,

@@ -13,8 +13,8 @@ use arbiter_domain::answer::{Generation, Outcome};
 use arbiter_domain::grading::grade_exact_match;
 use arbiter_domain::grading::record::Grading;
 use arbiter_domain::grading::triage::HumanRouting;
-use arbiter_domain::run::PRIORITY_SCHEDULED;
-use arbiter_store::{Database, FinishedItem, Store};
+use arbiter_domain::run::Priority;
+use arbiter_store::{Database, FinishedIdentity, Store};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -164,7 +164,7 @@ async fn fill_queue(store: &dyn Store, tasks: usize) -> anyhow::Result<i64> {
         store,
         eval,
         checkpoint,
-        PRIORITY_SCHEDULED,
+        Priority::Scheduled,
         "bench",
         None,
     )
@@ -177,9 +177,9 @@ async fn fill_queue(store: &dyn Store, tasks: usize) -> anyhow::Result<i64> {
         if ids.is_empty() {
             break;
         }
-        let finished: Vec<FinishedItem> = ids
+        let finished: Vec<FinishedIdentity> = ids
             .into_iter()
-            .map(|work_item_id| {
+            .map(|identity_id| {
                 let mut grading = Grading::deterministic_only(Some(grade.clone()));
                 if let Some(task) = grading.human.as_mut() {
                     task.routing = HumanRouting {
@@ -187,8 +187,8 @@ async fn fill_queue(store: &dyn Store, tasks: usize) -> anyhow::Result<i64> {
                         ..HumanRouting::default()
                     };
                 }
-                FinishedItem {
-                    work_item_id,
+                FinishedIdentity {
+                    identity_id,
                     generation: Generation {
                         outcome: Outcome::Ok,
                         output: unsure.into(),

@@ -12,10 +12,10 @@ use arbiter_domain::grading::grade_exact_match;
 use arbiter_domain::grading::record::Grading;
 use arbiter_domain::reports::compare::{Change, DiffFilter};
 use arbiter_domain::reports::trend::BaselinePolicy;
-use arbiter_domain::run::PRIORITY_SCHEDULED;
+use arbiter_domain::run::Priority;
 use arbiter_domain::stats::correction::Correction;
 use arbiter_engine::reports::trends;
-use arbiter_store::{Database, FinishedItem, Store};
+use arbiter_store::{Database, FinishedIdentity, Store};
 use std::time::Instant;
 
 const FILL_BATCH: i64 = 1000;
@@ -80,7 +80,7 @@ async fn one_backend(backend: &str, url: &str, items: usize) -> anyhow::Result<(
             store,
             eval,
             checkpoint,
-            PRIORITY_SCHEDULED,
+            Priority::Scheduled,
             "bench",
             None,
         )
@@ -224,12 +224,12 @@ async fn fill(
     let started = Instant::now();
     loop {
         let jobs = store
-            .claim_jobs("bench", run_id, FILL_BATCH, 600_000, true)
+            .claim_identities("bench", run_id, FILL_BATCH, 600_000, true)
             .await?;
         if jobs.is_empty() {
             break;
         }
-        let finished: Vec<FinishedItem> = jobs
+        let finished: Vec<FinishedIdentity> = jobs
             .into_iter()
             .map(|job| {
                 let index: usize = job.case_id.trim_start_matches('q').parse().unwrap_or(0);
@@ -239,8 +239,8 @@ async fn fill(
                     "Answer: something else".to_string()
                 };
                 let grade = grade_exact_match(&output, &job.target);
-                FinishedItem {
-                    work_item_id: job.work_item_id,
+                FinishedIdentity {
+                    identity_id: job.identity_id,
                     generation: Generation {
                         outcome: Outcome::Ok,
                         output,

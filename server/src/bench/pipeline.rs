@@ -8,7 +8,7 @@ use super::support::{
 };
 use super::EndpointArgs;
 use anyhow::{bail, Context};
-use arbiter_domain::run::PRIORITY_SCHEDULED;
+use arbiter_domain::run::Priority;
 use arbiter_engine::catalog::{CheckpointForm, EvalForm};
 use arbiter_engine::dispatch::{run_worker, WorkerConfig};
 use arbiter_store::{Database, Store};
@@ -117,7 +117,7 @@ impl Bench {
             self.store.as_ref(),
             eval,
             checkpoint,
-            PRIORITY_SCHEDULED,
+            Priority::Scheduled,
             "bench",
             None,
         )

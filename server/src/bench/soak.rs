@@ -7,6 +7,7 @@
 
 use crate::demo;
 use anyhow::{bail, Context};
+use arbiter_domain::run::RunStatus;
 use arbiter_engine::clients::mail::Mailer;
 use arbiter_engine::dispatch::WorkerConfig;
 use arbiter_engine::jobs::{Jobs, JobsConfig};
@@ -356,7 +357,10 @@ pub async fn run(minutes: u64) -> anyhow::Result<()> {
 
     let runs = store.list_runs().await?;
     let identities: i64 = runs.iter().map(|run| run.done_count).sum();
-    let completed = runs.iter().filter(|run| run.status == "completed").count();
+    let completed = runs
+        .iter()
+        .filter(|run| run.status == RunStatus::Completed)
+        .count();
     let labels = store.annotation_queue_counts().await?;
     let mut tally = std::mem::take(
         &mut *tally

@@ -4,6 +4,7 @@
 
 use crate::{ReportArgs, ReportCommandArgs, SubmitArgs, WaitArgs};
 use anyhow::{bail, Context};
+use arbiter_domain::run::RunStatus;
 use server::ci::{
     report, submit, wait, ApiClient, Baseline, SubmitManifest, EXIT_INCOMPLETE, EXIT_OK,
 };
@@ -95,7 +96,7 @@ async fn follow(
         eprintln!("run {run_id} did not finish within {timeout_minutes} minutes");
         return Ok(EXIT_INCOMPLETE);
     };
-    if progress.status != "completed" {
+    if progress.status != RunStatus::Completed {
         bail!("run {run_id} ended {}", progress.status);
     }
     let verdict = report(client, run_id, baseline, report_args.json).await?;

@@ -4,6 +4,7 @@
 
 use crate::support::TestApp;
 use arbiter_domain::accounts::Role;
+use arbiter_domain::run::RunStatus;
 use arbiter_engine::dispatch::{run_worker, RetryPolicy, WorkerConfig};
 use arbiter_sim::{SimConfig, SimModel};
 use reqwest::{header, Method, StatusCode};
@@ -620,7 +621,7 @@ async fn submit_waits_reports_and_exits_non_zero_on_a_significant_regression() {
                 .await
                 .unwrap()
                 .expect("the run finishes");
-            assert_eq!(progress.status, "completed");
+            assert_eq!(progress.status, RunStatus::Completed);
             let verdict = ci::report(client, run, manifest.baseline.as_ref(), true)
                 .await
                 .unwrap();

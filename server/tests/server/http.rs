@@ -2,6 +2,7 @@
 //! matrix proving that every server function and form route refuses the wrong role.
 
 use arbiter_domain::accounts::Role;
+use arbiter_domain::run::Priority;
 use reqwest::{header, StatusCode};
 
 use crate::support::{TestApp, PASSWORD};
@@ -912,10 +913,17 @@ async fn run_results_export_as_csv_jsonl_and_parquet() {
     let eval = arbiter_engine::catalog::define_eval(store, &form, None)
         .await
         .unwrap();
-    let run = arbiter_engine::runs::launch_run(store, eval, checkpoint, 1, "default", None)
-        .await
-        .unwrap()
-        .run_id;
+    let run = arbiter_engine::runs::launch_run(
+        store,
+        eval,
+        checkpoint,
+        Priority::Scheduled,
+        "default",
+        None,
+    )
+    .await
+    .unwrap()
+    .run_id;
     for id in store.claim_work("w", 10, 60_000).await.unwrap() {
         let generation = arbiter_domain::answer::Generation {
             outcome: arbiter_domain::answer::Outcome::Ok,

@@ -2,7 +2,7 @@
 //! PostgreSQL: no result is lost or duplicated, and the final results equal a fault-free
 //! run's. The simulator and the workers are real processes of the `arbiter` binary.
 
-use arbiter_domain::run::PRIORITY_SCHEDULED;
+use arbiter_domain::run::Priority;
 use arbiter_engine::catalog::{CheckpointForm, EvalForm};
 use arbiter_engine::dispatch::{run_worker, WorkerConfig};
 use arbiter_store::{Database, Store};
@@ -127,7 +127,7 @@ async fn scenario(database_url: &str) {
         store.as_ref(),
         eval,
         reference_checkpoint,
-        PRIORITY_SCHEDULED,
+        Priority::Scheduled,
         "t",
         None,
     )
@@ -149,7 +149,7 @@ async fn scenario(database_url: &str) {
         store.as_ref(),
         eval,
         killed_checkpoint,
-        PRIORITY_SCHEDULED,
+        Priority::Scheduled,
         "t",
         None,
     )

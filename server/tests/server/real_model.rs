@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arbiter_domain::logprobs;
-use arbiter_domain::run::PRIORITY_SCHEDULED;
+use arbiter_domain::run::{Priority, RunStatus};
 use arbiter_engine::catalog::{CheckpointForm, EvalForm};
 use arbiter_engine::dispatch::{run_worker, WorkerConfig};
 use arbiter_engine::grading::{self, JudgeForm, PolicyForm};
@@ -431,7 +431,7 @@ async fn run_an_eval(base_url: &str) {
         store.as_ref(),
         eval,
         checkpoint,
-        PRIORITY_SCHEDULED,
+        Priority::Scheduled,
         "default",
         None,
     )
@@ -459,14 +459,14 @@ async fn run_an_eval(base_url: &str) {
         let progress = arbiter_engine::runs::run_progress(store.as_ref(), run)
             .await
             .unwrap();
-        if progress.status == "completed" || tokio::time::Instant::now() > deadline {
+        if progress.status == RunStatus::Completed || tokio::time::Instant::now() > deadline {
             break progress;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     stop.send(true).unwrap();
     worker.await.unwrap();
-    assert_eq!(progress.status, "completed", "{progress:?}");
+    assert_eq!(progress.status, RunStatus::Completed, "{progress:?}");
     assert_eq!((progress.done, progress.errors), (5, 0), "{progress:?}");
 
     let (exported, rows) = export_run(store.as_ref(), run, ExportFormat::Jsonl, Vec::new())

@@ -4,6 +4,7 @@ use super::{ApiError, ApiErrorBody, ApiJson, ApiPath, ApiQuery, ApiResult, ApiUs
 use arbiter_app::guard::AppState;
 use arbiter_domain::accounts::Permission;
 use arbiter_domain::reports::{Completeness, Report};
+use arbiter_domain::run::RunStatus;
 use arbiter_domain::run::{LaunchedRun, RunProgress, RunSummary};
 use arbiter_domain::stats::correction::Correction;
 use arbiter_engine::reports::compare::CheckpointComparison;
@@ -49,7 +50,7 @@ pub struct LaunchResponse {
     pub run_id: i64,
     /// False when this manifest had already been launched: this is that run.
     pub created: bool,
-    pub status: String,
+    pub status: RunStatus,
 }
 
 impl From<LaunchedRun> for LaunchResponse {
