@@ -1,6 +1,6 @@
 //! Small pieces shared by several pages: the navigation bar and error notes.
 
-use crate::api::current_user;
+use crate::accounts::api::current_user;
 use leptos::prelude::*;
 
 /// The message inside a server function error, without the framework's prefix.
@@ -48,8 +48,8 @@ pub fn ItemText(input: String, target: String, output: String) -> impl IntoView 
 
 /// Open alerts, then the recently resolved ones folded away (queue and system pages).
 #[component]
-pub fn AlertList(alerts: Vec<crate::views::AlertView>) -> impl IntoView {
-    use crate::pages::format_time;
+pub fn AlertList(alerts: Vec<crate::annotation::api::AlertView>) -> impl IntoView {
+    use crate::format::format_time;
     let (open, resolved): (Vec<_>, Vec<_>) = alerts
         .into_iter()
         .partition(|alert| alert.resolved_at.is_none());

@@ -1,33 +1,49 @@
-//! Arbiter's browser UI: the page shell, the routes, and one module per page.
+//! Arbiter's browser UI: the page shell, the routes, and one folder per area of the pipeline
+//! (the engine's stages), each with its pages and its server functions (`api`).
 //!
 //! Compiled twice: with `ssr` into the server (where server functions run against the engine)
-//! and with `hydrate` into the browser's wasm (where they become HTTP calls).
+//! and with `hydrate` into the browser's wasm (where they become HTTP calls). Pages show the
+//! domain's own types; a view type exists only where a page must not see some fields (an
+//! annotator's task) or needs something the server computes beside them.
+//!
+//! - [`accounts`]: sign-in and the Account page;
+//! - [`catalog`]: datasets, checkpoints, evals;
+//! - [`runs`]: runs and their pages;
+//! - [`grading`]: judges, triage policies;
+//! - [`annotation`]: labelling, review, raters, the queue;
+//! - [`reports`]: comparisons and trends;
+//! - [`operations`]: system health, suites, webhooks.
 #![recursion_limit = "512"]
 // A server function takes one argument per form field, and `#[server]` generates the browser's
 // stub without carrying an item-level `allow`, so the lint is relaxed for the crate.
 #![allow(clippy::too_many_arguments)]
 
-pub mod account_api;
-pub mod annotation_api;
-pub mod api;
+pub mod accounts;
+pub mod annotation;
+pub mod catalog;
 mod components;
-pub mod grading_api;
+mod format;
+pub mod grading;
 #[cfg(feature = "ssr")]
 pub mod guard;
-pub mod health_api;
-mod pages;
-pub mod report_api;
-pub mod suites_api;
-pub mod trend_api;
-pub mod views;
-pub mod webhooks_api;
+mod home;
+pub mod operations;
+pub mod reports;
+pub mod runs;
 
+use accounts::{AccountPage, LoginPage};
+use annotation::{AnnotatePage, QueuePage, RatersPage, ReviewPage};
+use catalog::{CheckpointsPage, DatasetPage, DatasetsPage, EvalsPage};
 use components::Nav;
+use grading::{EvalPage, JudgePage, JudgesPage};
+use home::HomePage;
 use leptos::prelude::*;
 use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
 use leptos_router::components::{Route, Router, Routes};
 use leptos_router::path;
-use pages::*;
+use operations::SystemPage;
+use reports::{ComparePage, TrendsPage};
+use runs::{RunPage, RunsPage};
 
 /// The HTML document around the app, rendered on the server.
 pub fn shell(options: LeptosOptions) -> impl IntoView {

@@ -127,9 +127,15 @@ pub fn now_ms() -> i64 {
     i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// A stored priority rank as its class (a rank no class has is a decode error).
+/// A stored priority rank as its class. Arbiter writes only the three ranks; a rank written
+/// by hand outside them is read as the nearest class (as the SLA schedule's `>=` treats it),
+/// so one odd row can never stop dispatch.
 pub(crate) fn priority_of(rank: i64) -> Result<arbiter_domain::run::Priority, sqlx::Error> {
-    arbiter_domain::run::Priority::try_from(rank).map_err(|err| sqlx::Error::Decode(err.into()))
+    use arbiter_domain::run::Priority;
+    Ok(
+        Priority::from_rank(rank.clamp(Priority::Ablation.rank(), Priority::Promotion.rank()))
+            .unwrap_or_default(),
+    )
 }
 
 /// A stored run status as its type.

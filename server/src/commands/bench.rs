@@ -1,7 +1,7 @@
 //! `arbiter bench SCENARIO` and the hidden `bench-dataset` its memory scenario runs in a
 //! child process.
 
-/// `arbiter benchdataset`.
+/// `arbiter bench-dataset`.
 pub async fn bench_dataset(args: crate::BenchDatasetArgs) -> anyhow::Result<()> {
     let crate::BenchDatasetArgs {
         database_url,

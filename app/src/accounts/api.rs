@@ -1,0 +1,158 @@
+//! Server functions of the Account page: the caller's personal API tokens (every token for
+//! those who manage users).
+
+use leptos::prelude::*;
+use serde::{Deserialize, Serialize};
+
+#[cfg(feature = "ssr")]
+use crate::guard::{fail, service_error, session_user};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TokenView {
+    pub id: i64,
+    pub username: String,
+    pub name: String,
+    pub prefix: String,
+    pub created_at: i64,
+    pub last_used_at: Option<i64>,
+    pub expires_at: Option<i64>,
+    /// live, revoked or expired.
+    pub state: String,
+}
+
+/// A token just made: its text is shown once and never again.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NewTokenView {
+    pub id: i64,
+    pub name: String,
+    pub token: String,
+}
+
+#[cfg(feature = "ssr")]
+async fn signed_in(
+) -> Result<(crate::guard::AppState, arbiter_domain::accounts::User), ServerFnError> {
+    match session_user().await? {
+        Some((_, user)) if !user.active => Err(fail(
+            403,
+            "this account is deactivated; ask a lead to reactivate it",
+        )),
+        Some(found) => Ok(found),
+        None => Err(fail(401, "you are not logged in")),
+    }
+}
+
+#[server(endpoint = "api_tokens")]
+pub async fn api_tokens() -> Result<Vec<TokenView>, ServerFnError> {
+    use arbiter_engine::accounts::api_tokens::visible_tokens;
+    let (state, user) = signed_in().await?;
+    let now = arbiter_store::now_ms();
+    let tokens = visible_tokens(state.store.as_ref(), &user)
+        .await
+        .map_err(service_error)?;
+    Ok(tokens
+        .into_iter()
+        .map(|token| TokenView {
+            state: if token.is_live(now) {
+                "live"
+            } else if token.revoked_at.is_some() {
+                "revoked"
+            } else {
+                "expired"
+            }
+            .into(),
+            id: token.id,
+            username: token.username,
+            name: token.name,
+            prefix: token.prefix,
+            created_at: token.created_at,
+            last_used_at: token.last_used_at,
+            expires_at: token.expires_at,
+        })
+        .collect())
+}
+
+/// Makes a token for the caller; `days` is its lifetime ('' for none).
+#[server(endpoint = "create_api_token")]
+pub async fn create_api_token(name: String, days: String) -> Result<NewTokenView, ServerFnError> {
+    let (state, user) = signed_in().await?;
+    let lifetime = match days.trim() {
+        "" => None,
+        text => Some(text.parse::<i64>().map_err(|_| {
+            fail(
+                400,
+                format!("the lifetime is a whole number of days, not `{text}`"),
+            )
+        })?),
+    };
+    let (token, plaintext) = arbiter_engine::accounts::api_tokens::create_token(
+        state.store.as_ref(),
+        &user,
+        &name,
+        lifetime,
+        arbiter_store::now_ms(),
+    )
+    .await
+    .map_err(service_error)?;
+    Ok(NewTokenView {
+        id: token.id,
+        name: token.name,
+        token: plaintext,
+    })
+}
+
+#[server(endpoint = "revoke_api_token")]
+pub async fn revoke_api_token(id: i64) -> Result<(), ServerFnError> {
+    let (state, user) = signed_in().await?;
+    arbiter_engine::accounts::api_tokens::revoke_token(
+        state.store.as_ref(),
+        &user,
+        id,
+        arbiter_store::now_ms(),
+    )
+    .await
+    .map_err(service_error)
+}
+
+/// The logged-in user, or `None`; never an error for anonymous visitors.
+#[server(endpoint = "current_user")]
+pub async fn current_user() -> Result<Option<UserView>, ServerFnError> {
+    Ok(session_user()
+        .await?
+        .filter(|(_, user)| user.active)
+        .map(|(_, user)| UserView {
+            username: user.username,
+            role: user.role.to_string(),
+        }))
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UserView {
+    pub username: String,
+    /// annotator, reviewer, researcher, lead or admin.
+    pub role: String,
+}
+
+impl UserView {
+    /// Mirrors `Permission::ManageEvals`/`ViewResults` for showing links; the server decides.
+    pub fn is_researcher(&self) -> bool {
+        matches!(self.role.as_str(), "researcher" | "lead" | "admin")
+    }
+
+    /// Mirrors `Permission::Review`.
+    pub fn is_reviewer(&self) -> bool {
+        matches!(self.role.as_str(), "reviewer" | "lead" | "admin")
+    }
+
+    /// Mirrors `Permission::ManageUsers`.
+    pub fn is_lead(&self) -> bool {
+        matches!(self.role.as_str(), "lead" | "admin")
+    }
+
+    /// Mirrors `Permission::Annotate`.
+    pub fn is_annotator(&self) -> bool {
+        matches!(
+            self.role.as_str(),
+            "annotator" | "reviewer" | "lead" | "admin"
+        )
+    }
+}

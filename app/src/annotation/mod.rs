@@ -1,0 +1,12 @@
+//! The human queue: labelling, senior review, the rater pool and the lead's queue page.
+
+pub(crate) mod annotate;
+pub mod api;
+pub(crate) mod queue;
+pub(crate) mod raters;
+pub(crate) mod review;
+
+pub use annotate::AnnotatePage;
+pub use queue::QueuePage;
+pub use raters::RatersPage;
+pub use review::ReviewPage;

@@ -1,0 +1,161 @@
+//! The senior reviewer's page: one rater's label at a time, accepted, corrected or rejected
+//! from the keyboard. Keys: `a` accept, `1`/`2` correct to pass/fail, `x` reject (a reason is
+//! required: the rater sees it), `n` next. When no label waits, a sample of other reviewers'
+//! decisions comes up for a spot check: `a` upholds it, `1`/`2` overturn it with the right
+//! verdict. The model's output is shown as text, never as HTML.
+
+use crate::annotation::api::{next_review, CheckReview, ReviewLabel};
+use crate::components::{error_text, ErrorNote, ItemText};
+use leptos::html;
+use leptos::prelude::*;
+
+/// What is on screen: a label to review, or another reviewer's decision to check.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Current {
+    Label(i64),
+    Check(i64),
+}
+
+#[component]
+pub fn ReviewPage() -> impl IntoView {
+    let tick = RwSignal::new(0u64);
+    let item = Resource::new(move || tick.get(), |_| next_review());
+    let decide = ServerAction::<ReviewLabel>::new();
+    let check = ServerAction::<CheckReview>::new();
+    let current = RwSignal::new(None::<Current>);
+    let reason = RwSignal::new(String::new());
+    let notice = RwSignal::new(None::<String>);
+    let reason_box = NodeRef::<html::Input>::new();
+
+    // `decision` is accept, correct (with a verdict) or reject; on a spot check accept upholds
+    // the other reviewer and a correction overturns them.
+    let send = move |decision: &str, verdict: &str| match current.get_untracked() {
+        Some(Current::Label(label_id)) => {
+            decide.dispatch(ReviewLabel {
+                label_id,
+                decision: decision.to_string(),
+                verdict: verdict.to_string(),
+                reason: reason.get_untracked(),
+            });
+        }
+        Some(Current::Check(review_id)) => {
+            let decision = match decision {
+                "accept" => "uphold",
+                "correct" => "overturn",
+                _ => {
+                    notice.set(Some(
+                        "On a spot check, uphold the decision (a) or overturn it with the right verdict (1 or 2)."
+                            .into(),
+                    ));
+                    return;
+                }
+            };
+            check.dispatch(CheckReview {
+                review_id,
+                decision: decision.to_string(),
+                verdict: verdict.to_string(),
+                reason: reason.get_untracked(),
+            });
+        }
+        None => {}
+    };
+    let after = move |result: Option<Result<(), ServerFnError>>| match result {
+        Some(Ok(())) => {
+            notice.set(Some("Decision saved.".into()));
+            reason.set(String::new());
+            tick.update(|tick| *tick += 1);
+        }
+        Some(Err(err)) => notice.set(Some(error_text(&err))),
+        None => {}
+    };
+    Effect::new(move |_| after(decide.value().get()));
+    Effect::new(move |_| after(check.value().get()));
+
+    #[cfg(feature = "hydrate")]
+    crate::components::keyboard_shortcuts(move |key, event| match key {
+        "a" => send("accept", ""),
+        "1" => send("correct", "pass"),
+        "2" => send("correct", "fail"),
+        "x" => send("reject", ""),
+        "n" => tick.update(|tick| *tick += 1),
+        "r" => {
+            if let Some(input) = reason_box.get_untracked() {
+                event.prevent_default();
+                let _ = input.focus();
+            }
+        }
+        _ => {}
+    });
+
+    view! {
+        <h1>"Review labels"</h1>
+        <p class="shortcuts">
+            "Shortcuts: " <kbd>"a"</kbd> " accept · " <kbd>"1"</kbd> " / " <kbd>"2"</kbd> " correct to pass / fail · "
+            <kbd>"x"</kbd> " reject (reason required) · " <kbd>"r"</kbd> " reason · " <kbd>"n"</kbd> " next"
+        </p>
+        {move || notice.get().map(|message| view! { <p class="notice" role="status" data-testid="notice">{message}</p> })}
+        <Transition fallback=|| view! { <p>"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match item.await {
+                    Ok(Some(item)) => {
+                        let reason_input = view! {
+                            <input node_ref=reason_box maxlength="2000"
+                                prop:value=move || reason.get()
+                                on:input=move |ev| reason.set(event_target_value(&ev))/>
+                        };
+                        match item.check {
+                            Some(spot) => {
+                                current.set(Some(Current::Check(spot.review_id)));
+                                view! {
+                                    <section class="card task" data-testid="spot-check" data-review-id=spot.review_id.to_string()>
+                                        <p class="hint">{item.why}</p>
+                                        <ItemText input=item.input target=item.target output=item.output/>
+                                        <h2>"The label and the decision to check"</h2>
+                                        <p><strong>{item.rater}</strong> " said " <strong>{item.verdict}</strong></p>
+                                        <pre class="output">{item.rationale}</pre>
+                                        <p data-testid="checked-decision">"Reviewer " <strong>{spot.reviewer}</strong> " " {spot.decision}
+                                            {(!spot.reason.is_empty()).then(|| format!(": {}", spot.reason))}</p>
+                                        <label>"Reason (optional; the reviewer sees it)" {reason_input}</label>
+                                        <div class="row">
+                                            <button class="pass" on:click=move |_| send("accept", "")>"Uphold " <kbd>"a"</kbd></button>
+                                            <button on:click=move |_| send("correct", "pass")>"Overturn: pass " <kbd>"1"</kbd></button>
+                                            <button on:click=move |_| send("correct", "fail")>"Overturn: fail " <kbd>"2"</kbd></button>
+                                        </div>
+                                    </section>
+                                }.into_any()
+                            }
+                            None => {
+                                current.set(Some(Current::Label(item.label_id)));
+                                view! {
+                                    <section class="card task" data-testid="review" data-label-id=item.label_id.to_string()>
+                                        <p class="hint">{item.why}</p>
+                                        <ItemText input=item.input target=item.target output=item.output/>
+                                        <h2>"The label"</h2>
+                                        <p data-testid="review-label"><strong>{item.rater}</strong> " said " <strong>{item.verdict}</strong></p>
+                                        <pre class="output">{item.rationale}</pre>
+                                        <label>"Reason (required to reject; the rater sees it)" {reason_input}</label>
+                                        <div class="row">
+                                            <button class="pass" on:click=move |_| send("accept", "")>"Accept " <kbd>"a"</kbd></button>
+                                            <button on:click=move |_| send("correct", "pass")>"Correct to pass " <kbd>"1"</kbd></button>
+                                            <button on:click=move |_| send("correct", "fail")>"Correct to fail " <kbd>"2"</kbd></button>
+                                            <button class="fail" on:click=move |_| send("reject", "")>"Reject " <kbd>"x"</kbd></button>
+                                        </div>
+                                    </section>
+                                }.into_any()
+                            }
+                        }
+                    }
+                    Ok(None) => {
+                        current.set(None);
+                        view! {
+                            <section class="card" data-testid="review-empty">
+                                <p>"No labels or decisions are waiting for review. Press " <kbd>"n"</kbd> " to check again."</p>
+                            </section>
+                        }.into_any()
+                    }
+                    Err(error) => view! { <ErrorNote error/> }.into_any(),
+                }
+            })}
+        </Transition>
+    }
+}

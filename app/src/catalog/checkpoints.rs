@@ -1,0 +1,124 @@
+//! Checkpoints: a name, an OpenAI-compatible endpoint URL and the served model name.
+
+use crate::catalog::api::{list_checkpoints, RegisterCheckpoint, SetCheckpointPrices};
+use crate::components::{ActionError, ErrorNote};
+use crate::operations::suites::SuitesSection;
+use leptos::prelude::*;
+
+#[component]
+pub fn CheckpointsPage() -> impl IntoView {
+    let register = ServerAction::<RegisterCheckpoint>::new();
+    let set_prices = ServerAction::<SetCheckpointPrices>::new();
+    let checkpoints = Resource::new(
+        move || (register.version().get(), set_prices.version().get()),
+        |_| list_checkpoints(),
+    );
+    view! {
+        <h1>"Checkpoints"</h1>
+        <section class="card">
+            <h2>"Register a checkpoint"</h2>
+            <ActionForm action=register attr:class="stack">
+                <label>"Name" <input name="name" required placeholder="my-model-step-1000"/></label>
+                <label>
+                    "Endpoint URL (OpenAI-compatible)"
+                    <input name="endpoint_url" required placeholder="http://127.0.0.1:8000/v1"/>
+                </label>
+                <label>"Served model name" <input name="model" required placeholder="my-model"/></label>
+                <div class="row">
+                    <label>"Training run (optional)" <input name="options[training_run]" placeholder="pretrain-7b-v3"/></label>
+                    <label>"Training step (optional)" <input name="options[training_step]" type="number" min="0" placeholder="1000"/></label>
+                    <label>"Decision value (priority of its suites' runs)"
+                        <select name="options[decision]">
+                            <option value="scheduled">"scheduled"</option>
+                            <option value="promotion">"promotion candidate"</option>
+                            <option value="ablation">"ablation"</option>
+                        </select>
+                    </label>
+                </div>
+                <details>
+                    <summary>"Replicas, fingerprint, limits, prices and fallback (optional)"</summary>
+                    <div class="stack">
+                        <label>
+                            "Replica endpoint URLs (comma-separated; requests go to the least loaded)"
+                            <input name="options[replica_urls]" placeholder="http://gpu-2:8000/v1, http://gpu-3:8000/v1"/>
+                        </label>
+                        <div class="row">
+                            <label>"Engine build" <input name="options[engine_build]" placeholder="vllm 0.6.3"/></label>
+                            <label>"Parallel layout" <input name="options[parallel_layout]" placeholder="tp=4,pp=1"/></label>
+                            <label>"Max requests in flight" <input name="options[max_in_flight]" type="number" min="1" placeholder="256"/></label>
+                        </div>
+                        <div class="row">
+                            <label>"USD per million prompt tokens" <input name="options[input_usd_per_mtok]" type="number" min="0" step="any" placeholder="0"/></label>
+                            <label>"USD per million completion tokens" <input name="options[output_usd_per_mtok]" type="number" min="0" step="any" placeholder="0"/></label>
+                        </div>
+                        <label>
+                            "API key (env:ARBITER_ENDPOINT_KEY_NAME to read it from the workers' environment, or the key itself: stored encrypted, never shown again)"
+                            <input name="options[api_key]" type="password" autocomplete="off" placeholder="env:ARBITER_ENDPOINT_KEY_VLLM"/>
+                        </label>
+                        <label>
+                            "Fallback checkpoint (tried once when retries run out)"
+                            <input name="options[fallback_checkpoint]" placeholder="name of a registered checkpoint"/>
+                        </label>
+                        <p class="hint">"The served model (from /v1/models), engine build and layout form the endpoint fingerprint that keys the generation cache."</p>
+                    </div>
+                </details>
+                <button type="submit">"Register"</button>
+            </ActionForm>
+            <ActionError value=register.value()/>
+            <ActionError value=set_prices.value()/>
+        </section>
+        <Transition fallback=|| view! { <p>"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match checkpoints.await {
+                    Ok(checkpoints) => view! {
+                        <table>
+                            <thead><tr><th>"Name"</th><th>"Training run · step"</th><th>"Endpoints"</th><th>"Model"</th><th>"Fingerprint"</th><th>"API key"</th><th>"Limit"</th><th>"Price (USD / M tokens in · out)"</th><th>"Fallback"</th></tr></thead>
+                            <tbody>
+                                {checkpoints.into_iter().map(|checkpoint| {
+                                    let fingerprint = [checkpoint.engine_build.as_str(), checkpoint.parallel_layout.as_str()]
+                                        .into_iter()
+                                        .filter(|part| !part.is_empty())
+                                        .collect::<Vec<_>>()
+                                        .join(" · ");
+                                    let training = match (checkpoint.training_run.as_str(), checkpoint.training_step) {
+                                        ("", None) => String::new(),
+                                        (run, None) => run.to_string(),
+                                        ("", Some(step)) => format!("step {step}"),
+                                        (run, Some(step)) => format!("{run} · step {step}"),
+                                    };
+                                    view! {
+                                        <tr>
+                                            <td>{checkpoint.name.clone()}</td>
+                                            <td>{training}</td>
+                                            <td>
+                                                <code>{checkpoint.base_url}</code>
+                                                {checkpoint.replica_urls.into_iter().map(|url| view! { <br/><code>{url}</code> }).collect_view()}
+                                            </td>
+                                            <td>{checkpoint.model}</td>
+                                            <td>{fingerprint}</td>
+                                            <td>{checkpoint.api_key.clone()}</td>
+                                            <td>{checkpoint.max_in_flight} " in flight"</td>
+                                            <td>
+                                                <ActionForm action=set_prices attr:class="inline">
+                                                    <input type="hidden" name="checkpoint_id" value=checkpoint.id.to_string()/>
+                                                    <input name="input_usd_per_mtok" type="number" min="0" step="any" size="6"
+                                                        aria-label=format!("prompt price of {}", checkpoint.name) value=checkpoint.input_usd_per_mtok.to_string()/>
+                                                    <input name="output_usd_per_mtok" type="number" min="0" step="any" size="6"
+                                                        aria-label=format!("completion price of {}", checkpoint.name) value=checkpoint.output_usd_per_mtok.to_string()/>
+                                                    <button type="submit" class="secondary">"Set"</button>
+                                                </ActionForm>
+                                            </td>
+                                            <td>{checkpoint.fallback_name.unwrap_or_default()}</td>
+                                        </tr>
+                                    }
+                                }).collect_view()}
+                            </tbody>
+                        </table>
+                    }.into_any(),
+                    Err(error) => view! { <ErrorNote error/> }.into_any(),
+                }
+            })}
+        </Transition>
+        <SuitesSection refresh=register.version()/>
+    }
+}

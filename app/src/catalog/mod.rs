@@ -1,0 +1,10 @@
+//! The catalog: datasets, checkpoints and evals (and launching runs from the evals page).
+
+pub mod api;
+pub(crate) mod checkpoints;
+pub(crate) mod datasets;
+pub(crate) mod evals;
+
+pub use checkpoints::CheckpointsPage;
+pub use datasets::{DatasetPage, DatasetsPage};
+pub use evals::EvalsPage;

@@ -1,0 +1,344 @@
+//! Runs: the list with a comparison picker, and one run's live progress and results.
+
+use crate::annotation::api::{run_agreement, AgreementView, StatisticView};
+use crate::catalog::datasets::short_hash;
+use crate::components::ErrorNote;
+use crate::format::route_id;
+use crate::grading::api::{run_costs, CostView};
+use crate::reports::api::{run_report, ReportView};
+use crate::reports::compare::ReportCard;
+use crate::runs::api::{list_runs, run_detail, ChangeRun, ProgressView, ResultView};
+use leptos::prelude::*;
+
+#[component]
+pub fn RunsPage() -> impl IntoView {
+    let runs = Resource::new(|| (), |_| list_runs());
+    view! {
+        <h1>"Runs"</h1>
+        <Suspense fallback=|| view! { <p>"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match runs.await {
+                    Ok(runs) => {
+                        let options = |runs: &[crate::runs::api::RunView]| runs.iter().map(|run| {
+                            let label = format!("#{} {} on {}", run.id, run.eval_name, run.checkpoint_name);
+                            view! { <option value=run.id.to_string()>{label}</option> }
+                        }).collect_view();
+                        view! {
+                            <section class="card">
+                                <h2>"Compare two runs of the same eval"</h2>
+                                <form method="get" action="/compare" class="inline">
+                                    <label>"Baseline " <select name="baseline">{options(&runs)}</select></label>
+                                    <label>"Candidate " <select name="candidate">{options(&runs)}</select></label>
+                                    <button type="submit">"Compare"</button>
+                                </form>
+                            </section>
+                            <table>
+                                <thead><tr><th>"Run"</th><th>"Eval"</th><th>"Checkpoint"</th><th>"Priority"</th><th>"Progress"</th><th>"Status"</th></tr></thead>
+                                <tbody>
+                                    {runs.iter().map(|run| view! {
+                                        <tr>
+                                            <td><a href=format!("/runs/{}", run.id)>"#" {run.id}</a></td>
+                                            <td>{run.eval_name.clone()}</td>
+                                            <td>{run.checkpoint_name.clone()}</td>
+                                            <td>{run.priority.clone()}</td>
+                                            <td>{run.done} " / " {run.expected}</td>
+                                            <td>{run.status.clone()}</td>
+                                        </tr>
+                                    }).collect_view()}
+                                </tbody>
+                            </table>
+                        }.into_any()
+                    }
+                    Err(error) => view! { <ErrorNote error/> }.into_any(),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+/// Seconds between progress refreshes while a run is going.
+const POLL_MS: u64 = 1000;
+
+#[component]
+pub fn RunPage() -> impl IntoView {
+    let id = route_id();
+    let tick = RwSignal::new(0u64);
+    let finished = RwSignal::new(false);
+    let change = ServerAction::<ChangeRun>::new();
+    let detail = Resource::new(
+        move || (id(), tick.get(), change.version().get()),
+        |(id, _, _)| run_detail(id),
+    );
+    // Costs sum over the run's rows: read when the page opens and once more when the run
+    // completes, not on every poll.
+    let costs = Resource::new(move || (id(), finished.get()), |(id, _)| run_costs(id));
+    let agreement = Resource::new(move || (id(), finished.get()), |(id, _)| run_agreement(id));
+    // The report reads the tallies (cheap) and, when results moved, rebuilds the run's
+    // snapshot (a scan): on open and at completion, like the costs.
+    let report = Resource::new(move || (id(), finished.get()), |(id, _)| run_report(id));
+    // Effects run only in the browser: poll until the run completes.
+    Effect::new(move |_| {
+        let handle = set_interval_with_handle(
+            move || {
+                if !finished.get_untracked() {
+                    tick.update(|tick| *tick += 1);
+                }
+            },
+            std::time::Duration::from_millis(POLL_MS),
+        );
+        if let Ok(handle) = handle {
+            on_cleanup(move || handle.clear());
+        }
+    });
+    view! {
+        <Transition fallback=|| view! { <p>"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match detail.await {
+                    Ok(detail) => {
+                        finished.set(detail.progress.is_complete());
+                        let run_id = detail.progress.id;
+                        let status = detail.progress.status.clone();
+                        view! {
+                            <Progress progress=detail.progress/>
+                            <RunControls run_id status change/>
+                            <ReportSection report/>
+                            <CostCard costs/>
+                            <AgreementCard agreement/>
+                            <Results results=detail.results/>
+                        }.into_any()
+                    }
+                    Err(error) => view! { <ErrorNote error/> }.into_any(),
+                }
+            })}
+        </Transition>
+    }
+}
+
+/// Alpha's 95% interval, or why there is none for a large set (see
+/// `arbiter_engine::annotation::agreement::bootstrap_resamples`).
+pub(crate) fn interval_text(interval: Option<(f64, f64)>, items: u64) -> String {
+    match interval {
+        Some((low, high)) => format!(" (95% CI {low:.3} to {high:.3})"),
+        None if items > 25_000 => {
+            " (no bootstrap interval above 25,000 items; it is narrow there)".into()
+        }
+        None => String::new(),
+    }
+}
+
+pub(crate) fn statistic_text(statistic: &StatisticView) -> String {
+    let agreement = statistic
+        .percent_agreement
+        .map(|share| format!(" · {:.0}% raw agreement", share * 100.0))
+        .unwrap_or_default();
+    match (statistic.value, &statistic.undefined_because) {
+        (Some(value), _) => format!("{value:.3}{agreement}"),
+        (None, Some(reason)) => format!("undefined ({reason}){agreement}"),
+        (None, None) => format!("undefined{agreement}"),
+    }
+}
+
+/// Agreement between the raters of the run's human items, when any item has two labels.
+#[component]
+fn AgreementCard(agreement: Resource<Result<AgreementView, ServerFnError>>) -> impl IntoView {
+    view! {
+        <Transition fallback=|| ()>
+            {move || Suspend::new(async move {
+                agreement.await.ok().filter(|report| report.labels > 0).map(|report| view! {
+                    <section class="card" data-testid="run-agreement">
+                        <h2>"Agreement between raters"</h2>
+                        <p>{report.items} " items with two or more labels (" {report.labels} " labels)"</p>
+                        <ul class="counts">
+                            <li>"Krippendorff's alpha: " <strong data-testid="alpha">{statistic_text(&report.alpha)}</strong>
+                                {interval_text(report.alpha_interval, report.items)}</li>
+                            <li>"Fleiss' kappa: " <strong>{statistic_text(&report.fleiss)}</strong></li>
+                        </ul>
+                        {(!report.pairs.is_empty()).then(|| view! {
+                            <table>
+                                <thead><tr><th>"Rater pair"</th><th>"Shared items"</th><th>"Cohen's kappa"</th></tr></thead>
+                                <tbody>
+                                    {report.pairs.into_iter().map(|pair| view! {
+                                        <tr><td>{pair.first} " · " {pair.second}</td><td>{pair.shared_items}</td><td>{statistic_text(&pair.kappa)}</td></tr>
+                                    }).collect_view()}
+                                </tbody>
+                            </table>
+                        })}
+                    </section>
+                })
+            })}
+        </Transition>
+    }
+}
+
+/// Who decided the run's items and what each stage cost.
+#[component]
+fn ReportSection(report: Resource<Result<ReportView, ServerFnError>>) -> impl IntoView {
+    view! {
+        <Transition fallback=|| ()>
+            {move || Suspend::new(async move {
+                report.await.ok().map(|report| view! {
+                    <section class="scores" data-testid="run-report">
+                        <ReportCard title="Report" report=report.clone()/>
+                    </section>
+                    <p class="exports">
+                        "Download results: "
+                        {["csv", "jsonl", "parquet"].into_iter().map(|format| view! {
+                            <a href=format!("/runs/{}/export/{format}", report.run_id) rel="external" download="">{format.to_uppercase()}</a>
+                            " "
+                        }).collect_view()}
+                    </p>
+                })
+            })}
+        </Transition>
+    }
+}
+
+#[component]
+fn CostCard(costs: Resource<Result<CostView, ServerFnError>>) -> impl IntoView {
+    view! {
+        <Transition fallback=|| ()>
+            {move || Suspend::new(async move {
+                costs.await.ok().map(|costs| view! {
+                    <section class="card" data-testid="run-costs">
+                        <h2>"Triage and cost"</h2>
+                        <p data-testid="decided-by">"Decided by: " {mix_text(&costs.decided_by)}</p>
+                        <table>
+                            <thead><tr><th>"Stage"</th><th>"Calls"</th><th>"Cost (USD)"</th></tr></thead>
+                            <tbody>
+                                <tr><td>"generation"</td><td>{costs.generation_calls} " (+" {costs.cached_generations} " cached)"</td><td>{format!("{:.4}", costs.generation_usd)}</td></tr>
+                                <tr><td>"judging"</td><td>{costs.judge_grades - costs.cached_judge_grades} " (+" {costs.cached_judge_grades} " cached)"</td><td>{format!("{:.4}", costs.judging_usd)}</td></tr>
+                                <tr><td>"human labels"</td><td>{costs.human_labels}</td><td>{format!("{:.4}", costs.human_usd)}</td></tr>
+                                <tr><th>"total"</th><td></td><th data-testid="cost-total">{format!("{:.4}", costs.total_usd)}</th></tr>
+                            </tbody>
+                        </table>
+                        <p class="hint">{format!("{:.6}", costs.usd_per_item)} " USD per item"</p>
+                    </section>
+                })
+            })}
+        </Transition>
+    }
+}
+
+/// Pause, resume and cancel buttons for the states where they apply.
+#[component]
+fn RunControls(run_id: i64, status: String, change: ServerAction<ChangeRun>) -> impl IntoView {
+    let actions: &[(&str, &str)] = match status.as_str() {
+        "running" => &[("pause", "Pause"), ("cancel", "Cancel")],
+        "paused" => &[("resume", "Resume"), ("cancel", "Cancel")],
+        "cancelled" => &[("resume", "Resume")],
+        _ => &[],
+    };
+    view! {
+        <div class="row controls">
+            {actions.iter().map(|(action, label)| view! {
+                <ActionForm action=change attr:class="inline">
+                    <input type="hidden" name="id" value=run_id.to_string()/>
+                    <input type="hidden" name="action" value=*action/>
+                    <button type="submit" class="secondary">{*label}</button>
+                </ActionForm>
+            }).collect_view()}
+            <crate::components::ActionError value=change.value()/>
+        </div>
+    }
+}
+
+/// `name: count` pairs as one line.
+fn mix_text(mix: &[(String, i64)]) -> String {
+    mix.iter()
+        .map(|(name, count)| format!("{name}: {count}"))
+        .collect::<Vec<_>>()
+        .join(" · ")
+}
+
+#[component]
+fn Progress(progress: ProgressView) -> impl IntoView {
+    let percent = if progress.expected > 0 {
+        100 * progress.done / progress.expected
+    } else {
+        100
+    };
+    let all_failed = progress.errors > 0 && progress.errors == progress.done;
+    let state = if matches!(
+        progress.status.as_str(),
+        "paused" | "cancelled" | "expanding"
+    ) {
+        progress.status.clone()
+    } else if !progress.is_complete() {
+        "running".to_string()
+    } else if all_failed {
+        "failed".to_string()
+    } else if progress.errors > 0 {
+        "completed with errors".to_string()
+    } else {
+        "completed".to_string()
+    };
+    let status_class = format!("status status-{}", state.replace(' ', "-"));
+    view! {
+        <h1>"Run #" {progress.id} ": " {progress.eval_name.clone()} " on " {progress.checkpoint_name.clone()}</h1>
+        <section class="card">
+            <p class=status_class>
+                "Status: " <strong data-testid="run-status">{state}</strong>
+            </p>
+            <progress max=progress.expected.to_string() value=progress.done.to_string()></progress>
+            <p data-testid="run-progress">
+                <strong>{progress.done}</strong> " / " {progress.expected} " results (" {percent} "%), "
+                {progress.in_flight} " in flight"
+            </p>
+            <ul class="counts">
+                <li>"pass: " <strong data-testid="count-pass">{progress.passed}</strong></li>
+                <li>"fail: " <strong data-testid="count-fail">{progress.failed}</strong></li>
+                <li>"to human review: " <strong data-testid="count-uncertain">{progress.uncertain}</strong></li>
+                <li>"errors: " <strong data-testid="count-errors">{progress.errors}</strong></li>
+            </ul>
+            <p data-testid="run-telemetry">
+                {format!("{:.1}", progress.throughput_per_s)} " results/s over the last minute"
+                {progress.eta_seconds().map(|eta| format!(" · about {} left", crate::format::human_duration(eta)))}
+                " · " {progress.from_cache} " answered from the cache · priority " {progress.priority.clone()}
+                " · team " {progress.team.clone()}
+            </p>
+            <p class="hint" data-testid="outcome-mix">"Outcomes: " {mix_text(&progress.outcome_mix)}</p>
+            {(!progress.error_mix.is_empty()).then(|| view! {
+                <p class="hint" data-testid="error-mix">"Errors by category: " {mix_text(&progress.error_mix)}</p>
+            })}
+            {progress.last_error.clone().map(|error| view! {
+                <p class="error" role="alert" data-testid="run-error">"Endpoint error: " {error}</p>
+            })}
+            <p class="hint">
+                "Endpoint " <code>{progress.endpoint_url.clone()}</code> " · dataset revision "
+                <code>{short_hash(&progress.dataset_revision)}</code> " · manifest "
+                <code>{short_hash(&progress.manifest_hash)}</code>
+            </p>
+        </section>
+    }
+}
+
+#[component]
+fn Results(results: Vec<ResultView>) -> impl IntoView {
+    view! {
+        <table class="results">
+            <thead><tr><th>"Case"</th><th>"Rep"</th><th>"Input"</th><th>"Target"</th><th>"Output"</th><th>"Outcome"</th><th>"Verdict"</th></tr></thead>
+            <tbody>
+                {results.into_iter().map(|result| {
+                    let verdict_class = format!("verdict verdict-{}", result.verdict);
+                    let detail = result.error.clone().unwrap_or(result.reason.clone());
+                    let telemetry = result.telemetry();
+                    view! {
+                        <tr>
+                            <td><code>{result.case_id}</code></td>
+                            <td>{result.repetition}</td>
+                            <td>{result.input}</td>
+                            <td>{result.target}</td>
+                            <td><pre class="output">{result.output}</pre></td>
+                            <td>{result.outcome} <br/><span class="hint">{telemetry}</span></td>
+                            <td>
+                                <span class=verdict_class title=detail.clone()>{result.verdict}</span>
+                                {result.decided_by.map(|stage| view! { <br/><span class="hint">"by " {stage.replace('_', " ")}</span> })}
+                                <details class="reason"><summary>"why"</summary><pre class="output">{detail}</pre></details>
+                            </td>
+                        </tr>
+                    }
+                }).collect_view()}
+            </tbody>
+        </table>
+    }
+}
