@@ -67,7 +67,7 @@ fn ResearcherHome() -> impl IntoView {
                                         <a href=format!("/runs/{}", run.id)>
                                             "Run " {run.id} ": " {run.eval_name} " on " {run.checkpoint_name}
                                         </a>
-                                        " — " {run.done} "/" {run.expected} " (" {run.status} ")"
+                                        " — " {run.done_count} "/" {run.expected_count} " (" {run.status.as_str()} ")"
                                     </li>
                                 }).collect_view()}
                             </ul>

@@ -195,6 +195,14 @@ pub struct RunProgress {
     pub time_to_results_ms: Option<i64>,
 }
 
+impl RunProgress {
+    /// Seconds left at the current throughput; `None` when idle or finished.
+    pub fn eta_seconds(&self) -> Option<f64> {
+        let remaining = (self.expected - self.done) as f64;
+        (remaining > 0.0 && self.throughput_per_s > 0.0).then(|| remaining / self.throughput_per_s)
+    }
+}
+
 /// One result identity with its answer and current verdict.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct IdentityResult {

@@ -2,6 +2,9 @@
 //! session and role, make one engine call, map the error — and has a fixed endpoint under
 //! `/api/` so that the HTTP tests can name it.
 
+use arbiter_domain::checkpoint::Checkpoint;
+use arbiter_domain::dataset::{DatasetItem, DatasetRevision, DatasetSummary};
+use arbiter_domain::manifest::EvalSummary;
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 #[cfg(feature = "ssr")]
@@ -13,134 +16,40 @@ use {
 /// Rows shown on the dataset and run pages.
 pub const PAGE_ROWS: i64 = 200;
 
+/// A checkpoint as its page shows it: the record, the name of its fallback, and how its
+/// endpoint's key is kept in words (the record itself never carries the key to the browser).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CheckpointView {
+    #[serde(flatten)]
+    pub checkpoint: Checkpoint,
+    pub fallback_name: Option<String>,
+    /// "none", "stored encrypted", "from the environment (NAME)": never the key.
+    pub api_key: String,
+}
+
+/// Checkpoints with their fallbacks' names and how their keys are kept.
 #[cfg(feature = "ssr")]
-pub(crate) mod convert {
-    //! Engine records to browser views.
-    use super::*;
-    use crate::runs::api::{ProgressView, ResultView};
-
-    pub fn revision(revision: arbiter_domain::dataset::DatasetRevision) -> RevisionView {
-        RevisionView {
-            id: revision.id,
-            content_hash: revision.content_hash,
-            item_count: revision.item_count,
-            source_name: revision.source_name,
-            created_at: revision.created_at,
-        }
-    }
-
-    pub fn dataset(dataset: arbiter_domain::dataset::DatasetSummary) -> DatasetView {
-        DatasetView {
-            id: dataset.id,
-            name: dataset.name,
-            revision_count: dataset.revision_count,
-            latest: dataset.latest_revision.map(revision),
-        }
-    }
-
-    pub fn checkpoint(
-        checkpoint: arbiter_domain::checkpoint::Checkpoint,
-        all: &[arbiter_domain::checkpoint::Checkpoint],
-    ) -> CheckpointView {
-        let fallback_name = checkpoint
-            .fallback_checkpoint_id
-            .and_then(|id| all.iter().find(|other| other.id == id))
-            .map(|fallback| fallback.name.clone());
-        CheckpointView {
-            id: checkpoint.id,
-            name: checkpoint.name,
-            base_url: checkpoint.base_url,
-            model: checkpoint.model,
-            replica_urls: checkpoint.replica_urls,
-            engine_build: checkpoint.engine_build,
-            parallel_layout: checkpoint.parallel_layout,
-            fallback_name,
-            max_in_flight: checkpoint.max_in_flight,
-            input_usd_per_mtok: checkpoint.prices.input_usd_per_mtok,
-            output_usd_per_mtok: checkpoint.prices.output_usd_per_mtok,
-            training_run: checkpoint.training_run,
-            training_step: checkpoint.training_step,
+pub(crate) fn checkpoint_views(checkpoints: Vec<Checkpoint>) -> Vec<CheckpointView> {
+    let names: std::collections::HashMap<i64, String> = checkpoints
+        .iter()
+        .map(|checkpoint| (checkpoint.id, checkpoint.name.clone()))
+        .collect();
+    checkpoints
+        .into_iter()
+        .map(|checkpoint| CheckpointView {
+            fallback_name: checkpoint
+                .fallback_checkpoint_id
+                .and_then(|id| names.get(&id).cloned()),
             api_key: arbiter_engine::secrets::describe(checkpoint.api_key_ref.as_deref()),
-        }
-    }
-
-    pub fn checkpoints(
-        checkpoints: Vec<arbiter_domain::checkpoint::Checkpoint>,
-    ) -> Vec<CheckpointView> {
-        checkpoints
-            .iter()
-            .cloned()
-            .map(|checkpoint| self::checkpoint(checkpoint, &checkpoints))
-            .collect()
-    }
-
-    pub fn eval(eval: arbiter_domain::manifest::EvalSummary) -> EvalView {
-        EvalView {
-            id: eval.id,
-            name: eval.name,
-            dataset_name: eval.dataset_name,
-            prompt_template: eval.prompt_template,
-            grader: eval.grader.id_version().to_string(),
-            grader_spec: serde_json::to_string(&eval.grader).unwrap_or_default(),
-            max_tokens: eval.max_tokens,
-            temperature: eval.temperature,
-            repetitions: eval.repetitions,
-            seed: eval.seed,
-        }
-    }
-
-    pub fn progress(progress: arbiter_domain::run::RunProgress) -> ProgressView {
-        ProgressView {
-            id: progress.id,
-            eval_name: progress.eval_name,
-            checkpoint_name: progress.checkpoint_name,
-            endpoint_url: progress.endpoint_url,
-            manifest_hash: progress.manifest_hash,
-            dataset_revision: progress.dataset_revision,
-            status: progress.status.to_string(),
-            expected: progress.expected,
-            done: progress.done,
-            in_flight: progress.in_flight,
-            passed: progress.passed,
-            failed: progress.failed,
-            uncertain: progress.uncertain,
-            errors: progress.errors,
-            last_error: progress.last_error,
-            priority: progress.priority.label().to_string(),
-            team: progress.team,
-            throughput_per_s: progress.throughput_per_s,
-            from_cache: progress.from_cache,
-            outcome_mix: progress.outcome_mix,
-            error_mix: progress.error_mix,
-        }
-    }
-
-    pub fn result(row: arbiter_domain::run::IdentityResult) -> ResultView {
-        ResultView {
-            case_id: row.case_id,
-            repetition: row.repetition,
-            input: row.input,
-            target: row.target,
-            output: row.output,
-            outcome: row.outcome,
-            verdict: row.verdict,
-            reason: row.grade_reason,
-            decided_by: row.decided_by,
-            error: row.error,
-            attempts: row.attempts,
-            latency_ms: row.latency_ms,
-            model_used: row.model_used,
-            fallback_used: row.fallback_used,
-            from_cache: row.from_cache,
-        }
-    }
+            checkpoint,
+        })
+        .collect()
 }
 
 #[server(endpoint = "list_datasets")]
-pub async fn list_datasets() -> Result<Vec<DatasetView>, ServerFnError> {
+pub async fn list_datasets() -> Result<Vec<DatasetSummary>, ServerFnError> {
     let (state, _) = require(Permission::ViewResults).await?;
-    let datasets = state.store.list_datasets().await.map_err(store_error)?;
-    Ok(datasets.into_iter().map(convert::dataset).collect())
+    state.store.list_datasets().await.map_err(store_error)
 }
 
 #[server(endpoint = "dataset_detail")]
@@ -161,17 +70,9 @@ pub async fn dataset_detail(id: i64) -> Result<DatasetPageData, ServerFnError> {
         None => Vec::new(),
     };
     Ok(DatasetPageData {
-        dataset: convert::dataset(dataset),
-        revisions: revisions.into_iter().map(convert::revision).collect(),
-        items: items
-            .into_iter()
-            .map(|item| ItemView {
-                case_id: item.case_id,
-                input: item.input,
-                target: item.target,
-                category: item.category,
-            })
-            .collect(),
+        dataset,
+        revisions,
+        items,
     })
 }
 
@@ -179,7 +80,7 @@ pub async fn dataset_detail(id: i64) -> Result<DatasetPageData, ServerFnError> {
 pub async fn list_checkpoints() -> Result<Vec<CheckpointView>, ServerFnError> {
     let (state, _) = require(Permission::ViewResults).await?;
     let checkpoints = state.store.list_checkpoints().await.map_err(store_error)?;
-    Ok(convert::checkpoints(checkpoints))
+    Ok(checkpoint_views(checkpoints))
 }
 
 /// Registers a checkpoint; `options` may be left out entirely.
@@ -250,21 +151,9 @@ pub async fn evals_page() -> Result<EvalsPageData, ServerFnError> {
     let (state, _) = require(Permission::ViewResults).await?;
     let store = state.store.as_ref();
     Ok(EvalsPageData {
-        evals: store
-            .list_evals()
-            .await
-            .map_err(store_error)?
-            .into_iter()
-            .map(convert::eval)
-            .collect(),
-        datasets: store
-            .list_datasets()
-            .await
-            .map_err(store_error)?
-            .into_iter()
-            .map(convert::dataset)
-            .collect(),
-        checkpoints: convert::checkpoints(store.list_checkpoints().await.map_err(store_error)?),
+        evals: store.list_evals().await.map_err(store_error)?,
+        datasets: store.list_datasets().await.map_err(store_error)?,
+        checkpoints: checkpoint_views(store.list_checkpoints().await.map_err(store_error)?),
     })
 }
 
@@ -304,80 +193,18 @@ pub async fn create_eval(
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RevisionView {
-    pub id: i64,
-    pub content_hash: String,
-    pub item_count: i64,
-    pub source_name: String,
-    pub created_at: i64,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct DatasetView {
-    pub id: i64,
-    pub name: String,
-    pub revision_count: i64,
-    pub latest: Option<RevisionView>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ItemView {
-    pub case_id: String,
-    pub input: String,
-    pub target: String,
-    pub category: String,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DatasetPageData {
-    pub dataset: DatasetView,
-    pub revisions: Vec<RevisionView>,
+    pub dataset: DatasetSummary,
+    pub revisions: Vec<DatasetRevision>,
     /// The first items of the newest revision.
-    pub items: Vec<ItemView>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CheckpointView {
-    pub id: i64,
-    pub name: String,
-    pub base_url: String,
-    pub model: String,
-    pub replica_urls: Vec<String>,
-    pub engine_build: String,
-    pub parallel_layout: String,
-    pub fallback_name: Option<String>,
-    pub max_in_flight: i64,
-    /// USD per million prompt / completion tokens.
-    pub input_usd_per_mtok: f64,
-    pub output_usd_per_mtok: f64,
-    pub training_run: String,
-    pub training_step: Option<i64>,
-    /// How its endpoint authenticates, in words ("none", "stored encrypted", "from the
-    /// environment (NAME)"): never the key.
-    pub api_key: String,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct EvalView {
-    pub id: i64,
-    pub name: String,
-    pub dataset_name: String,
-    pub prompt_template: String,
-    /// The deterministic grader's id and version, e.g. `numeric@1`.
-    pub grader: String,
-    /// Its settings as JSON.
-    pub grader_spec: String,
-    pub max_tokens: i64,
-    pub temperature: f64,
-    pub repetitions: i64,
-    pub seed: i64,
+    pub items: Vec<DatasetItem>,
 }
 
 /// The researcher's launch page needs evals and checkpoints together.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EvalsPageData {
-    pub evals: Vec<EvalView>,
-    pub datasets: Vec<DatasetView>,
+    pub evals: Vec<EvalSummary>,
+    pub datasets: Vec<DatasetSummary>,
     pub checkpoints: Vec<CheckpointView>,
 }
 

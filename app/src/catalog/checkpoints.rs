@@ -1,6 +1,8 @@
 //! Checkpoints: a name, an OpenAI-compatible endpoint URL and the served model name.
 
-use crate::catalog::api::{list_checkpoints, RegisterCheckpoint, SetCheckpointPrices};
+use crate::catalog::api::{
+    list_checkpoints, CheckpointView, RegisterCheckpoint, SetCheckpointPrices,
+};
 use crate::components::{ActionError, ErrorNote};
 use crate::operations::suites::SuitesSection;
 use leptos::prelude::*;
@@ -74,7 +76,7 @@ pub fn CheckpointsPage() -> impl IntoView {
                         <table>
                             <thead><tr><th>"Name"</th><th>"Training run · step"</th><th>"Endpoints"</th><th>"Model"</th><th>"Fingerprint"</th><th>"API key"</th><th>"Limit"</th><th>"Price (USD / M tokens in · out)"</th><th>"Fallback"</th></tr></thead>
                             <tbody>
-                                {checkpoints.into_iter().map(|checkpoint| {
+                                {checkpoints.into_iter().map(|CheckpointView { checkpoint, fallback_name, api_key }| {
                                     let fingerprint = [checkpoint.engine_build.as_str(), checkpoint.parallel_layout.as_str()]
                                         .into_iter()
                                         .filter(|part| !part.is_empty())
@@ -96,19 +98,19 @@ pub fn CheckpointsPage() -> impl IntoView {
                                             </td>
                                             <td>{checkpoint.model}</td>
                                             <td>{fingerprint}</td>
-                                            <td>{checkpoint.api_key.clone()}</td>
+                                            <td>{api_key}</td>
                                             <td>{checkpoint.max_in_flight} " in flight"</td>
                                             <td>
                                                 <ActionForm action=set_prices attr:class="inline">
                                                     <input type="hidden" name="checkpoint_id" value=checkpoint.id.to_string()/>
                                                     <input name="input_usd_per_mtok" type="number" min="0" step="any" size="6"
-                                                        aria-label=format!("prompt price of {}", checkpoint.name) value=checkpoint.input_usd_per_mtok.to_string()/>
+                                                        aria-label=format!("prompt price of {}", checkpoint.name) value=checkpoint.prices.input_usd_per_mtok.to_string()/>
                                                     <input name="output_usd_per_mtok" type="number" min="0" step="any" size="6"
-                                                        aria-label=format!("completion price of {}", checkpoint.name) value=checkpoint.output_usd_per_mtok.to_string()/>
+                                                        aria-label=format!("completion price of {}", checkpoint.name) value=checkpoint.prices.output_usd_per_mtok.to_string()/>
                                                     <button type="submit" class="secondary">"Set"</button>
                                                 </ActionForm>
                                             </td>
-                                            <td>{checkpoint.fallback_name.unwrap_or_default()}</td>
+                                            <td>{fallback_name.unwrap_or_default()}</td>
                                         </tr>
                                     }
                                 }).collect_view()}

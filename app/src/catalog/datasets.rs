@@ -38,7 +38,7 @@ pub fn DatasetsPage() -> impl IntoView {
                             <thead><tr><th>"Name"</th><th>"Latest revision"</th><th>"Items"</th><th>"Revisions"</th></tr></thead>
                             <tbody>
                                 {datasets.into_iter().map(|dataset| {
-                                    let (hash, items) = dataset.latest.as_ref()
+                                    let (hash, items) = dataset.latest_revision.as_ref()
                                         .map(|r| (r.content_hash.clone(), r.item_count))
                                         .unwrap_or_default();
                                     view! {

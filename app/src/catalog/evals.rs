@@ -1,9 +1,10 @@
 //! Evals: define one (prompt template, generation settings, exact-match grader, repetitions)
 //! and launch it against a registered checkpoint.
 
-use crate::catalog::api::{evals_page, CheckpointView, CreateEval, EvalView};
+use crate::catalog::api::{evals_page, CheckpointView, CreateEval};
 use crate::components::{ActionError, ErrorNote};
 use crate::runs::api::LaunchRun;
+use arbiter_domain::manifest::EvalSummary;
 use leptos::prelude::*;
 
 const DEFAULT_TEMPLATE: &str =
@@ -77,13 +78,17 @@ pub fn EvalsPage() -> impl IntoView {
 
 #[component]
 fn EvalRow(
-    eval: EvalView,
+    eval: EvalSummary,
     checkpoints: Vec<CheckpointView>,
     launch: ServerAction<LaunchRun>,
 ) -> impl IntoView {
     let settings = format!(
         "{} · max {} tokens · T={} · {} rep(s) · seed {}",
-        eval.grader, eval.max_tokens, eval.temperature, eval.repetitions, eval.seed
+        eval.grader.id_version(),
+        eval.max_tokens,
+        eval.temperature,
+        eval.repetitions,
+        eval.seed
     );
     view! {
         <tr>
@@ -94,7 +99,7 @@ fn EvalRow(
                 <ActionForm action=launch attr:class="inline">
                     <input type="hidden" name="eval_id" value=eval.id.to_string()/>
                     <select name="checkpoint_id" aria-label=format!("checkpoint for {}", eval.name)>
-                        {checkpoints.into_iter().map(|checkpoint| view! {
+                        {checkpoints.into_iter().map(|CheckpointView { checkpoint, .. }| view! {
                             <option value=checkpoint.id.to_string()>{checkpoint.name}</option>
                         }).collect_view()}
                     </select>

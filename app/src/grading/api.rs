@@ -1,12 +1,13 @@
 //! Server functions for grading: judges, each eval's triage policy and its recalibration, judge
 //! calibration reports and a run's cost by stage. Thin: check the role, call the engine, convert.
 
-use crate::catalog::api::{CheckpointView, EvalView};
+use crate::catalog::api::CheckpointView;
+use arbiter_domain::manifest::EvalSummary;
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 #[cfg(feature = "ssr")]
 use {
-    crate::catalog::api::convert,
+    crate::catalog::api::checkpoint_views,
     crate::guard::{fail, require, service_error, store_error},
     arbiter_domain::accounts::Permission,
     arbiter_engine::grading,
@@ -37,7 +38,7 @@ pub async fn judges_page() -> Result<JudgesPageData, ServerFnError> {
             .into_iter()
             .map(judge_view)
             .collect(),
-        checkpoints: convert::checkpoints(store.list_checkpoints().await.map_err(store_error)?),
+        checkpoints: checkpoint_views(store.list_checkpoints().await.map_err(store_error)?),
         default_rubric: arbiter_domain::grading::judge::DEFAULT_RUBRIC.to_string(),
     })
 }
@@ -128,7 +129,7 @@ pub async fn eval_detail(id: i64) -> Result<EvalPageData, ServerFnError> {
         });
     }
     Ok(EvalPageData {
-        eval: convert::eval(eval),
+        eval,
         policies: policies.into_iter().map(policy_view).collect(),
         default_policy: policy_view(arbiter_domain::grading::triage::PolicyVersion {
             eval_id: id,
@@ -325,7 +326,7 @@ pub struct PolicyView {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EvalPageData {
-    pub eval: EvalView,
+    pub eval: EvalSummary,
     /// Newest first; the first is what new runs use.
     pub policies: Vec<PolicyView>,
     /// What the policy form starts from when the eval has no policy yet (version 0).

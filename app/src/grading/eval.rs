@@ -67,7 +67,7 @@ fn EvalDetail(
         <section class="card">
             <p>"Dataset " <strong>{eval.dataset_name.clone()}</strong> " · max " {eval.max_tokens} " tokens · T="
                {eval.temperature} " · " {eval.repetitions} " rep(s) · seed " {eval.seed}</p>
-            <p>"Deterministic grader " <code data-testid="eval-grader">{eval.grader.clone()}</code> " " <code class="hint">{eval.grader_spec.clone()}</code></p>
+            <p>"Deterministic grader " <code data-testid="eval-grader">{eval.grader.id_version()}</code> " " <code class="hint">{serde_json::to_string(&eval.grader).unwrap_or_default()}</code></p>
             <pre class="output">{eval.prompt_template.clone()}</pre>
         </section>
         <section class="card">

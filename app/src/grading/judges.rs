@@ -1,6 +1,7 @@
 //! Judges: define one (a checkpoint plus a versioned rubric) and see how each does against
 //! human labels — accuracy, Cohen's kappa, calibration (a reliability diagram) and cost.
 
+use crate::catalog::api::CheckpointView;
 use crate::components::{ActionError, ErrorNote};
 use crate::format::route_id;
 use crate::grading::api::{judge_detail, judges_page, CreateJudge, JudgeReportView};
@@ -40,7 +41,7 @@ pub fn JudgesPage() -> impl IntoView {
                                 <label>
                                     "Checkpoint"
                                     <select name="checkpoint_id" required>
-                                        {data.checkpoints.into_iter().map(|checkpoint| view! {
+                                        {data.checkpoints.into_iter().map(|CheckpointView { checkpoint, .. }| view! {
                                             <option value=checkpoint.id.to_string()>{checkpoint.name}</option>
                                         }).collect_view()}
                                     </select>

@@ -7,7 +7,8 @@ use crate::format::route_id;
 use crate::grading::api::{run_costs, CostView};
 use crate::reports::api::{run_report, ReportView};
 use crate::reports::compare::ReportCard;
-use crate::runs::api::{list_runs, run_detail, ChangeRun, ProgressView, ResultView};
+use crate::runs::api::{list_runs, run_detail, ChangeRun};
+use arbiter_domain::run::{IdentityResult, RunProgress, RunStatus, RunSummary};
 use leptos::prelude::*;
 
 #[component]
@@ -19,7 +20,7 @@ pub fn RunsPage() -> impl IntoView {
             {move || Suspend::new(async move {
                 match runs.await {
                     Ok(runs) => {
-                        let options = |runs: &[crate::runs::api::RunView]| runs.iter().map(|run| {
+                        let options = |runs: &[RunSummary]| runs.iter().map(|run| {
                             let label = format!("#{} {} on {}", run.id, run.eval_name, run.checkpoint_name);
                             view! { <option value=run.id.to_string()>{label}</option> }
                         }).collect_view();
@@ -40,9 +41,9 @@ pub fn RunsPage() -> impl IntoView {
                                             <td><a href=format!("/runs/{}", run.id)>"#" {run.id}</a></td>
                                             <td>{run.eval_name.clone()}</td>
                                             <td>{run.checkpoint_name.clone()}</td>
-                                            <td>{run.priority.clone()}</td>
-                                            <td>{run.done} " / " {run.expected}</td>
-                                            <td>{run.status.clone()}</td>
+                                            <td>{run.priority.label()}</td>
+                                            <td>{run.done_count} " / " {run.expected_count}</td>
+                                            <td>{run.status.as_str()}</td>
                                         </tr>
                                     }).collect_view()}
                                 </tbody>
@@ -95,9 +96,9 @@ pub fn RunPage() -> impl IntoView {
             {move || Suspend::new(async move {
                 match detail.await {
                     Ok(detail) => {
-                        finished.set(detail.progress.is_complete());
+                        finished.set(detail.progress.status.is_settled());
                         let run_id = detail.progress.id;
-                        let status = detail.progress.status.clone();
+                        let status = detail.progress.status;
                         view! {
                             <Progress progress=detail.progress/>
                             <RunControls run_id status change/>
@@ -221,12 +222,12 @@ fn CostCard(costs: Resource<Result<CostView, ServerFnError>>) -> impl IntoView {
 
 /// Pause, resume and cancel buttons for the states where they apply.
 #[component]
-fn RunControls(run_id: i64, status: String, change: ServerAction<ChangeRun>) -> impl IntoView {
-    let actions: &[(&str, &str)] = match status.as_str() {
-        "running" => &[("pause", "Pause"), ("cancel", "Cancel")],
-        "paused" => &[("resume", "Resume"), ("cancel", "Cancel")],
-        "cancelled" => &[("resume", "Resume")],
-        _ => &[],
+fn RunControls(run_id: i64, status: RunStatus, change: ServerAction<ChangeRun>) -> impl IntoView {
+    let actions: &[(&str, &str)] = match status {
+        RunStatus::Running => &[("pause", "Pause"), ("cancel", "Cancel")],
+        RunStatus::Paused => &[("resume", "Resume"), ("cancel", "Cancel")],
+        RunStatus::Cancelled => &[("resume", "Resume")],
+        RunStatus::Expanding | RunStatus::Completed => &[],
     };
     view! {
         <div class="row controls">
@@ -251,7 +252,7 @@ fn mix_text(mix: &[(String, i64)]) -> String {
 }
 
 #[component]
-fn Progress(progress: ProgressView) -> impl IntoView {
+fn Progress(progress: RunProgress) -> impl IntoView {
     let percent = if progress.expected > 0 {
         100 * progress.done / progress.expected
     } else {
@@ -259,11 +260,11 @@ fn Progress(progress: ProgressView) -> impl IntoView {
     };
     let all_failed = progress.errors > 0 && progress.errors == progress.done;
     let state = if matches!(
-        progress.status.as_str(),
-        "paused" | "cancelled" | "expanding"
+        progress.status,
+        RunStatus::Paused | RunStatus::Cancelled | RunStatus::Expanding
     ) {
-        progress.status.clone()
-    } else if !progress.is_complete() {
+        progress.status.as_str().to_string()
+    } else if !progress.status.is_settled() {
         "running".to_string()
     } else if all_failed {
         "failed".to_string()
@@ -293,7 +294,7 @@ fn Progress(progress: ProgressView) -> impl IntoView {
             <p data-testid="run-telemetry">
                 {format!("{:.1}", progress.throughput_per_s)} " results/s over the last minute"
                 {progress.eta_seconds().map(|eta| format!(" · about {} left", crate::format::human_duration(eta)))}
-                " · " {progress.from_cache} " answered from the cache · priority " {progress.priority.clone()}
+                " · " {progress.from_cache} " answered from the cache · priority " {progress.priority.label()}
                 " · team " {progress.team.clone()}
             </p>
             <p class="hint" data-testid="outcome-mix">"Outcomes: " {mix_text(&progress.outcome_mix)}</p>
@@ -313,15 +314,15 @@ fn Progress(progress: ProgressView) -> impl IntoView {
 }
 
 #[component]
-fn Results(results: Vec<ResultView>) -> impl IntoView {
+fn Results(results: Vec<IdentityResult>) -> impl IntoView {
     view! {
         <table class="results">
             <thead><tr><th>"Case"</th><th>"Rep"</th><th>"Input"</th><th>"Target"</th><th>"Output"</th><th>"Outcome"</th><th>"Verdict"</th></tr></thead>
             <tbody>
                 {results.into_iter().map(|result| {
                     let verdict_class = format!("verdict verdict-{}", result.verdict);
-                    let detail = result.error.clone().unwrap_or(result.reason.clone());
-                    let telemetry = result.telemetry();
+                    let detail = result.error.clone().unwrap_or(result.grade_reason.clone());
+                    let telemetry = telemetry(&result);
                     view! {
                         <tr>
                             <td><code>{result.case_id}</code></td>
@@ -341,4 +342,26 @@ fn Results(results: Vec<ResultView>) -> impl IntoView {
             </tbody>
         </table>
     }
+}
+
+/// "2 attempts · 130 ms · fallback sim-b", "from cache": how the answer was obtained.
+fn telemetry(result: &IdentityResult) -> String {
+    if result.from_cache {
+        return "from cache".into();
+    }
+    let mut parts = vec![
+        format!(
+            "{} attempt{}",
+            result.attempts,
+            if result.attempts == 1 { "" } else { "s" }
+        ),
+        format!("{} ms", result.latency_ms),
+    ];
+    if result.fallback_used {
+        parts.push(format!(
+            "fallback {}",
+            result.model_used.clone().unwrap_or_default()
+        ));
+    }
+    parts.join(" · ")
 }

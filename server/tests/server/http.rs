@@ -714,8 +714,8 @@ async fn grading_forms_check_their_input_and_keep_policy_versions() {
     let listed: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(
         (
-            listed[0]["input_usd_per_mtok"].as_f64(),
-            listed[0]["output_usd_per_mtok"].as_f64()
+            listed[0]["prices"]["input_usd_per_mtok"].as_f64(),
+            listed[0]["prices"]["output_usd_per_mtok"].as_f64()
         ),
         (Some(3.0), Some(0.0))
     );
@@ -771,7 +771,8 @@ async fn grading_forms_check_their_input_and_keep_policy_versions() {
     let (status, body) = post("eval_detail", vec![("id", "1")]).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let detail: serde_json::Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(detail["eval"]["grader"], "numeric@1");
+    // The eval's grader spec as saved (the page names it `numeric@1` from its kind).
+    assert_eq!(detail["eval"]["grader"]["kind"], "numeric");
     assert_eq!(detail["policies"].as_array().unwrap().len(), 1);
     assert_eq!(detail["policies"][0]["accept_threshold"], 0.92);
     let (status, body) = post("judge_detail", vec![("id", "1")]).await;
