@@ -1,6 +1,7 @@
 //! Small pieces shared by several pages: the navigation bar and error notes.
 
 use crate::accounts::api::current_user;
+use arbiter_domain::accounts::Permission;
 use leptos::prelude::*;
 
 /// The message inside a server function error, without the framework's prefix.
@@ -94,10 +95,10 @@ pub fn Nav() -> impl IntoView {
                 {move || Suspend::new(async move {
                     match user.await {
                         Ok(Some(user)) => {
-                            let researcher = user.is_researcher();
-                            let annotator = user.is_annotator();
-                            let reviewer = user.is_reviewer();
-                            let lead = user.is_lead();
+                            let researcher = user.role.can(Permission::ViewResults);
+                            let annotator = user.role.can(Permission::Annotate);
+                            let reviewer = user.role.can(Permission::Review);
+                            let lead = user.role.can(Permission::ManageUsers);
                             view! {
                                 <nav>
                                     <Show when=move || researcher>
@@ -122,7 +123,7 @@ pub fn Nav() -> impl IntoView {
                                 </nav>
                                 <span class="whoami">
                                     <a href="/account" data-testid="whoami">{user.username.clone()}</a>
-                                    " (" {user.role.clone()} ")"
+                                    " (" {user.role.as_str()} ")"
                                 </span>
                                 <form method="post" action="/logout" class="logout">
                                     <button type="submit">"Log out"</button>

@@ -4,6 +4,7 @@ use crate::accounts::api::current_user;
 use crate::annotation::api::queue_size;
 use crate::components::ErrorNote;
 use crate::runs::api::list_runs;
+use arbiter_domain::accounts::Permission;
 use leptos::prelude::*;
 
 #[component]
@@ -14,8 +15,8 @@ pub fn HomePage() -> impl IntoView {
             {move || Suspend::new(async move {
                 match user.await {
                     Ok(Some(user)) => {
-                        let researcher = user.is_researcher();
-                        let annotator = user.is_annotator();
+                        let researcher = user.role.can(Permission::ViewResults);
+                        let annotator = user.role.can(Permission::Annotate);
                         view! {
                             <h1>"Welcome, " {user.username.clone()}</h1>
                             <Show when=move || annotator>

@@ -246,6 +246,16 @@ pub struct RunCosts {
     pub decided_by: Vec<(String, i64)>,
 }
 
+/// A run's cost split by stage.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CostReport {
+    pub costs: RunCosts,
+    pub human_usd: f64,
+    pub total_usd: f64,
+    /// Total over the run's expected identities.
+    pub usd_per_item: f64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

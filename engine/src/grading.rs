@@ -10,12 +10,12 @@ use crate::clients::model::probe_fingerprint;
 use crate::error::{ServiceError, ServiceResult};
 use crate::reports::charts::reliability_diagram_svg;
 use arbiter_domain::grading::calibration::{
-    judge_accuracy, recalibrate_accept_threshold, reliability_bins, JudgeAccuracy,
-    LabelledJudgement, Recalibration, ReliabilityBin,
+    judge_accuracy, recalibrate_accept_threshold, reliability_bins, LabelledJudgement,
+    Recalibration,
 };
-use arbiter_domain::grading::judge::{validate_rubric, Judge, JudgeSpec, NewJudge};
+use arbiter_domain::grading::judge::{validate_rubric, Judge, JudgeReport, JudgeSpec, NewJudge};
 use arbiter_domain::grading::triage::{FrozenTriage, PolicyVersion, TriagePolicy};
-use arbiter_domain::run::RunCosts;
+use arbiter_domain::run::CostReport;
 use arbiter_store::Store;
 
 /// Most tokens a judge may write: a verdict and a short rationale.
@@ -200,19 +200,6 @@ async fn freeze_judge(store: &dyn Store, judge_id: i64) -> ServiceResult<JudgeSp
     })
 }
 
-/// How a judge does against human labels, and what it has cost.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct JudgeReport {
-    pub judge: Judge,
-    pub accuracy: JudgeAccuracy,
-    pub bins: Vec<ReliabilityBin>,
-    /// The reliability diagram as SVG (server-rendered).
-    pub reliability_svg: String,
-    /// Grades this judge has given, and their total cost.
-    pub grades: i64,
-    pub cost_usd: f64,
-}
-
 pub async fn judge_report(store: &dyn Store, judge_id: i64) -> ServiceResult<JudgeReport> {
     let judge = store
         .get_judge(judge_id)
@@ -331,16 +318,6 @@ pub async fn recalibrate(
         )
         .await?;
     Ok((version, record))
-}
-
-/// A run's cost split by stage.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CostReport {
-    pub costs: RunCosts,
-    pub human_usd: f64,
-    pub total_usd: f64,
-    /// Total over the run's expected identities.
-    pub usd_per_item: f64,
 }
 
 pub async fn run_cost_report(store: &dyn Store, run_id: i64) -> ServiceResult<CostReport> {

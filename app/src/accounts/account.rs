@@ -85,8 +85,8 @@ fn TokenTable(tokens: Vec<TokenView>, revoke: ServerAction<RevokeApiToken>) -> i
             <tbody>
                 {tokens
                     .into_iter()
-                    .map(|token| {
-                        let live = token.state == "live";
+                    .map(|TokenView { token, state }| {
+                        let live = state == "live";
                         let id = token.id;
                         view! {
                             <tr>
@@ -96,7 +96,7 @@ fn TokenTable(tokens: Vec<TokenView>, revoke: ServerAction<RevokeApiToken>) -> i
                                 <td>{format_time(token.created_at)}</td>
                                 <td>{when(token.last_used_at, "never")}</td>
                                 <td>{when(token.expires_at, "never")}</td>
-                                <td>{token.state}</td>
+                                <td>{state}</td>
                                 <td>
                                     <Show when=move || live>
                                         <button on:click=move |_| {

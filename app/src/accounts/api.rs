@@ -1,26 +1,24 @@
 //! Server functions of the Account page: the caller's personal API tokens (every token for
 //! those who manage users).
 
+use arbiter_domain::accounts::{ApiToken, User};
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
 #[cfg(feature = "ssr")]
 use crate::guard::{fail, service_error, session_user};
 
+/// A token just made: its text is shown once and never again.
+/// A token as its list shows it: the record and whether it is live, revoked or expired (read
+/// on the server, so that the page renders without a clock).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TokenView {
-    pub id: i64,
-    pub username: String,
-    pub name: String,
-    pub prefix: String,
-    pub created_at: i64,
-    pub last_used_at: Option<i64>,
-    pub expires_at: Option<i64>,
-    /// live, revoked or expired.
+    #[serde(flatten)]
+    pub token: ApiToken,
     pub state: String,
 }
 
-/// A token just made: its text is shown once and never again.
+/// A new token, shown once.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NewTokenView {
     pub id: i64,
@@ -60,13 +58,7 @@ pub async fn api_tokens() -> Result<Vec<TokenView>, ServerFnError> {
                 "expired"
             }
             .into(),
-            id: token.id,
-            username: token.username,
-            name: token.name,
-            prefix: token.prefix,
-            created_at: token.created_at,
-            last_used_at: token.last_used_at,
-            expires_at: token.expires_at,
+            token,
         })
         .collect())
 }
@@ -115,44 +107,9 @@ pub async fn revoke_api_token(id: i64) -> Result<(), ServerFnError> {
 
 /// The logged-in user, or `None`; never an error for anonymous visitors.
 #[server(endpoint = "current_user")]
-pub async fn current_user() -> Result<Option<UserView>, ServerFnError> {
+pub async fn current_user() -> Result<Option<User>, ServerFnError> {
     Ok(session_user()
         .await?
-        .filter(|(_, user)| user.active)
-        .map(|(_, user)| UserView {
-            username: user.username,
-            role: user.role.to_string(),
-        }))
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct UserView {
-    pub username: String,
-    /// annotator, reviewer, researcher, lead or admin.
-    pub role: String,
-}
-
-impl UserView {
-    /// Mirrors `Permission::ManageEvals`/`ViewResults` for showing links; the server decides.
-    pub fn is_researcher(&self) -> bool {
-        matches!(self.role.as_str(), "researcher" | "lead" | "admin")
-    }
-
-    /// Mirrors `Permission::Review`.
-    pub fn is_reviewer(&self) -> bool {
-        matches!(self.role.as_str(), "reviewer" | "lead" | "admin")
-    }
-
-    /// Mirrors `Permission::ManageUsers`.
-    pub fn is_lead(&self) -> bool {
-        matches!(self.role.as_str(), "lead" | "admin")
-    }
-
-    /// Mirrors `Permission::Annotate`.
-    pub fn is_annotator(&self) -> bool {
-        matches!(
-            self.role.as_str(),
-            "annotator" | "reviewer" | "lead" | "admin"
-        )
-    }
+        .map(|(_, user)| user)
+        .filter(|user| user.active))
 }

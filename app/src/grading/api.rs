@@ -2,7 +2,10 @@
 //! calibration reports and a run's cost by stage. Thin: check the role, call the engine, convert.
 
 use crate::catalog::api::CheckpointView;
+use arbiter_domain::grading::judge::{Judge, JudgeReport};
+use arbiter_domain::grading::triage::PolicyVersion;
 use arbiter_domain::manifest::EvalSummary;
+use arbiter_domain::run::{CostReport, RunSummary};
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 #[cfg(feature = "ssr")]
@@ -13,31 +16,12 @@ use {
     arbiter_engine::grading,
 };
 
-#[cfg(feature = "ssr")]
-fn judge_view(judge: arbiter_domain::grading::judge::Judge) -> JudgeView {
-    JudgeView {
-        id: judge.id,
-        grader_id: judge.grader_id(),
-        name: judge.name,
-        version: judge.version,
-        checkpoint_name: judge.checkpoint_name,
-        rubric: judge.rubric,
-        max_tokens: judge.max_tokens,
-    }
-}
-
 #[server(endpoint = "judges_page")]
 pub async fn judges_page() -> Result<JudgesPageData, ServerFnError> {
     let (state, _) = require(Permission::ViewResults).await?;
     let store = state.store.as_ref();
     Ok(JudgesPageData {
-        judges: store
-            .list_judges()
-            .await
-            .map_err(store_error)?
-            .into_iter()
-            .map(judge_view)
-            .collect(),
+        judges: store.list_judges().await.map_err(store_error)?,
         checkpoints: checkpoint_views(store.list_checkpoints().await.map_err(store_error)?),
         default_rubric: arbiter_domain::grading::judge::DEFAULT_RUBRIC.to_string(),
     })
@@ -73,32 +57,11 @@ pub async fn create_judge(
 }
 
 #[server(endpoint = "judge_detail")]
-pub async fn judge_detail(id: i64) -> Result<JudgeReportView, ServerFnError> {
+pub async fn judge_detail(id: i64) -> Result<JudgeReport, ServerFnError> {
     let (state, _) = require(Permission::ViewResults).await?;
-    let report = grading::judge_report(state.store.as_ref(), id)
+    grading::judge_report(state.store.as_ref(), id)
         .await
-        .map_err(service_error)?;
-    Ok(JudgeReportView {
-        judge: judge_view(report.judge),
-        labelled: report.accuracy.items,
-        accuracy: report.accuracy.accuracy,
-        kappa: report.accuracy.kappa,
-        expected_calibration_error: report.accuracy.expected_calibration_error,
-        bins: report
-            .bins
-            .into_iter()
-            .map(|bin| BinView {
-                lower: bin.lower,
-                upper: bin.upper,
-                count: bin.count,
-                mean_confidence: bin.mean_confidence,
-                accuracy: bin.accuracy,
-            })
-            .collect(),
-        reliability_svg: report.reliability_svg,
-        grades: report.grades,
-        cost_usd: report.cost_usd,
-    })
+        .map_err(service_error)
 }
 
 #[server(endpoint = "eval_detail")]
@@ -120,18 +83,12 @@ pub async fn eval_detail(id: i64) -> Result<EvalPageData, ServerFnError> {
         let Ok(report) = grading::run_cost_report(store, run.id).await else {
             continue;
         };
-        runs.push(EvalRunCost {
-            run_id: run.id,
-            checkpoint_name: run.checkpoint_name,
-            status: run.status.to_string(),
-            expected: run.expected_count,
-            cost: cost_view(report),
-        });
+        runs.push(EvalRunCost { run, cost: report });
     }
     Ok(EvalPageData {
         eval,
-        policies: policies.into_iter().map(policy_view).collect(),
-        default_policy: policy_view(arbiter_domain::grading::triage::PolicyVersion {
+        policies,
+        default_policy: PolicyVersion {
             eval_id: id,
             version: 0,
             policy: arbiter_domain::grading::triage::TriagePolicy::default(),
@@ -139,54 +96,10 @@ pub async fn eval_detail(id: i64) -> Result<EvalPageData, ServerFnError> {
             calibration_json: None,
             created_by: None,
             created_at: 0,
-        }),
-        judges: store
-            .list_judges()
-            .await
-            .map_err(store_error)?
-            .into_iter()
-            .map(judge_view)
-            .collect(),
+        },
+        judges: store.list_judges().await.map_err(store_error)?,
         runs,
     })
-}
-
-#[cfg(feature = "ssr")]
-fn policy_view(version: arbiter_domain::grading::triage::PolicyVersion) -> PolicyView {
-    PolicyView {
-        version: version.version,
-        cheap_judge: version.policy.cheap_judge,
-        strong_judge: version.policy.strong_judge,
-        accept_threshold: version.policy.accept_threshold,
-        escalate_threshold: version.policy.escalate_threshold,
-        audit_rate: version.policy.audit_rate,
-        judge_samples: version.policy.judge_samples,
-        human_usd_per_label: version.policy.human_usd_per_label,
-        human_overlap: version.policy.human_overlap,
-        review_rate: version.policy.review_rate,
-        required_skill: version.policy.required_skill.unwrap_or_default(),
-        note: version.note,
-        calibration_json: version.calibration_json,
-        created_by: version.created_by,
-        created_at: version.created_at,
-    }
-}
-
-#[cfg(feature = "ssr")]
-fn cost_view(report: grading::CostReport) -> CostView {
-    CostView {
-        generation_usd: report.costs.generation_usd,
-        judging_usd: report.costs.judging_usd,
-        human_usd: report.human_usd,
-        total_usd: report.total_usd,
-        usd_per_item: report.usd_per_item,
-        generation_calls: report.costs.generation_calls,
-        cached_generations: report.costs.cached_generations,
-        judge_grades: report.costs.judge_grades,
-        cached_judge_grades: report.costs.cached_judge_grades,
-        human_labels: report.costs.human_labels,
-        decided_by: report.costs.decided_by,
-    }
 }
 
 /// Saves the next version of an eval's triage policy. Judges are ids ('' for none).
@@ -249,114 +162,34 @@ pub async fn recalibrate_policy(
 }
 
 #[server(endpoint = "run_costs")]
-pub async fn run_costs(id: i64) -> Result<CostView, ServerFnError> {
+pub async fn run_costs(id: i64) -> Result<CostReport, ServerFnError> {
     let (state, _) = require(Permission::ViewResults).await?;
-    let report = grading::run_cost_report(state.store.as_ref(), id)
+    grading::run_cost_report(state.store.as_ref(), id)
         .await
-        .map_err(service_error)?;
-    Ok(cost_view(report))
-}
-
-/// A judge version with how it has done so far.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct JudgeView {
-    pub id: i64,
-    /// `judge:name@version`, as on its grades.
-    pub grader_id: String,
-    pub name: String,
-    pub version: i64,
-    pub checkpoint_name: String,
-    pub rubric: String,
-    pub max_tokens: i64,
+        .map_err(service_error)
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct JudgesPageData {
-    pub judges: Vec<JudgeView>,
+    pub judges: Vec<Judge>,
     pub checkpoints: Vec<CheckpointView>,
     pub default_rubric: String,
-}
-
-/// One bin of a reliability diagram.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct BinView {
-    pub lower: f64,
-    pub upper: f64,
-    pub count: u64,
-    pub mean_confidence: Option<f64>,
-    pub accuracy: Option<f64>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct JudgeReportView {
-    pub judge: JudgeView,
-    /// Human-checked verdicts the figures are computed from.
-    pub labelled: u64,
-    pub accuracy: Option<f64>,
-    pub kappa: Option<f64>,
-    pub expected_calibration_error: Option<f64>,
-    pub bins: Vec<BinView>,
-    /// Server-rendered SVG of the reliability diagram (no user text inside but the judge id,
-    /// which the renderer escapes).
-    pub reliability_svg: String,
-    pub grades: i64,
-    pub cost_usd: f64,
-}
-
-/// One version of an eval's triage policy.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PolicyView {
-    pub version: i64,
-    pub cheap_judge: Option<i64>,
-    pub strong_judge: Option<i64>,
-    pub accept_threshold: f64,
-    pub escalate_threshold: f64,
-    pub audit_rate: f64,
-    pub judge_samples: u32,
-    pub human_usd_per_label: f64,
-    pub human_overlap: u32,
-    pub review_rate: f64,
-    /// '' when any rater may label.
-    pub required_skill: String,
-    pub note: String,
-    pub calibration_json: Option<String>,
-    pub created_by: Option<String>,
-    pub created_at: i64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EvalPageData {
     pub eval: EvalSummary,
     /// Newest first; the first is what new runs use.
-    pub policies: Vec<PolicyView>,
+    pub policies: Vec<PolicyVersion>,
     /// What the policy form starts from when the eval has no policy yet (version 0).
-    pub default_policy: PolicyView,
-    pub judges: Vec<JudgeView>,
+    pub default_policy: PolicyVersion,
+    pub judges: Vec<Judge>,
     /// The eval's runs, newest first, with their cost by stage.
     pub runs: Vec<EvalRunCost>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EvalRunCost {
-    pub run_id: i64,
-    pub checkpoint_name: String,
-    pub status: String,
-    pub expected: i64,
-    pub cost: CostView,
-}
-
-/// A run's cost by stage and who decided its items.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CostView {
-    pub generation_usd: f64,
-    pub judging_usd: f64,
-    pub human_usd: f64,
-    pub total_usd: f64,
-    pub usd_per_item: f64,
-    pub generation_calls: i64,
-    pub cached_generations: i64,
-    pub judge_grades: i64,
-    pub cached_judge_grades: i64,
-    pub human_labels: i64,
-    pub decided_by: Vec<(String, i64)>,
+    pub run: RunSummary,
+    pub cost: CostReport,
 }

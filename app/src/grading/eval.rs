@@ -3,9 +3,9 @@
 
 use crate::components::{ActionError, ErrorNote};
 use crate::format::{format_time, route_id};
-use crate::grading::api::{
-    eval_detail, EvalPageData, JudgeView, PolicyView, RecalibratePolicy, SavePolicy,
-};
+use crate::grading::api::{eval_detail, EvalPageData, RecalibratePolicy, SavePolicy};
+use arbiter_domain::grading::judge::Judge;
+use arbiter_domain::grading::triage::PolicyVersion;
 use leptos::prelude::*;
 
 #[component]
@@ -29,13 +29,13 @@ pub fn EvalPage() -> impl IntoView {
     }
 }
 
-fn judge_name(judges: &[JudgeView], id: Option<i64>) -> String {
+fn judge_name(judges: &[Judge], id: Option<i64>) -> String {
     match id {
         None => "none".into(),
         Some(id) => judges
             .iter()
             .find(|judge| judge.id == id)
-            .map_or_else(|| format!("judge {id}"), |judge| judge.grader_id.clone()),
+            .map_or_else(|| format!("judge {id}"), |judge| judge.grader_id()),
     }
 }
 
@@ -46,11 +46,13 @@ fn EvalDetail(
     recalibrate: ServerAction<RecalibratePolicy>,
 ) -> impl IntoView {
     let eval = data.eval;
-    let current: PolicyView = data
+    let current: PolicyVersion = data
         .policies
         .first()
         .cloned()
         .unwrap_or(data.default_policy.clone());
+    let version = current.version;
+    let current = current.policy;
     let judges = data.judges.clone();
     let all_judges = data.judges.clone();
     let judge_options = move |selected: Option<i64>| {
@@ -58,7 +60,7 @@ fn EvalDetail(
         view! {
             <option value="" selected=selected.is_none()>"none"</option>
             {judges.into_iter().map(|judge| view! {
-                <option value=judge.id.to_string() selected=selected == Some(judge.id)>{judge.grader_id}</option>
+                <option value=judge.id.to_string() selected=selected == Some(judge.id)>{judge.grader_id()}</option>
             }).collect_view()}
         }
     };
@@ -78,12 +80,12 @@ fn EvalDetail(
                 "failure, or when judges disagree, a human decides. A random share of accepted verdicts is audited by humans."
             </p>
             <p data-testid="policy-current">
-                {if current.version == 0 {
+                {if version == 0 {
                     "No policy yet: items the grader cannot decide go straight to humans.".to_string()
                 } else {
                     format!(
                         "Version {}: cheap judge {}, strong judge {}, accept ≥ {:.3}, escalate ≥ {:.3}, audit {:.1}%, {} sample(s), {} rater(s) per human item",
-                        current.version,
+                        version,
                         judge_name(&judges, current.cheap_judge),
                         judge_name(&judges, current.strong_judge),
                         current.accept_threshold,
@@ -110,7 +112,7 @@ fn EvalDetail(
                 <div class="row">
                     <label>"Raters per human item" <input name="human_overlap" type="number" min="1" max="10" value=current.human_overlap.to_string()/></label>
                     <label>"QC review rate" <input name="review_rate" type="number" min="0" max="1" step="0.005" value=current.review_rate.to_string()/></label>
-                    <label>"Skill raters need" <input name="required_skill" maxlength="40" placeholder="any rater" value=current.required_skill.clone()/></label>
+                    <label>"Skill raters need" <input name="required_skill" maxlength="40" placeholder="any rater" value=current.required_skill.clone().unwrap_or_default()/></label>
                 </div>
                 <label>"What changed and why" <input name="note" maxlength="1000"/></label>
                 <button type="submit">"Save as a new version"</button>
@@ -132,11 +134,11 @@ fn EvalDetail(
                 <tbody>
                     {data.runs.into_iter().map(|run| view! {
                         <tr>
-                            <td><a href=format!("/runs/{}", run.run_id)>"#" {run.run_id}</a></td>
-                            <td>{run.checkpoint_name}</td>
-                            <td>{run.status}</td>
-                            <td>{format!("{:.4}", run.cost.generation_usd)}</td>
-                            <td>{format!("{:.4}", run.cost.judging_usd)}</td>
+                            <td><a href=format!("/runs/{}", run.run.id)>"#" {run.run.id}</a></td>
+                            <td>{run.run.checkpoint_name}</td>
+                            <td>{run.run.status.as_str()}</td>
+                            <td>{format!("{:.4}", run.cost.costs.generation_usd)}</td>
+                            <td>{format!("{:.4}", run.cost.costs.judging_usd)}</td>
                             <td>{format!("{:.2}", run.cost.human_usd)}</td>
                             <td>{format!("{:.4}", run.cost.total_usd)}</td>
                             <td>{format!("{:.6}", run.cost.usd_per_item)}</td>
@@ -155,7 +157,7 @@ fn EvalDetail(
                             <td>{policy.version}</td>
                             <td>{format_time(policy.created_at)}</td>
                             <td>{policy.created_by.unwrap_or_default()}</td>
-                            <td>{format!("accept ≥ {:.3}, escalate ≥ {:.3}, audit {:.1}%", policy.accept_threshold, policy.escalate_threshold, policy.audit_rate * 100.0)}</td>
+                            <td>{format!("accept ≥ {:.3}, escalate ≥ {:.3}, audit {:.1}%", policy.policy.accept_threshold, policy.policy.escalate_threshold, policy.policy.audit_rate * 100.0)}</td>
                             <td>{policy.note}</td>
                         </tr>
                     }).collect_view()}

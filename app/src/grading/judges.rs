@@ -4,7 +4,8 @@
 use crate::catalog::api::CheckpointView;
 use crate::components::{ActionError, ErrorNote};
 use crate::format::route_id;
-use crate::grading::api::{judge_detail, judges_page, CreateJudge, JudgeReportView};
+use crate::grading::api::{judge_detail, judges_page, CreateJudge};
+use arbiter_domain::grading::judge::JudgeReport;
 use leptos::prelude::*;
 
 #[component]
@@ -27,7 +28,7 @@ pub fn JudgesPage() -> impl IntoView {
                             <tbody>
                                 {data.judges.into_iter().map(|judge| view! {
                                     <tr>
-                                        <td><a href=format!("/judges/{}", judge.id)>{judge.grader_id}</a></td>
+                                        <td><a href=format!("/judges/{}", judge.id)>{judge.grader_id()}</a></td>
                                         <td>{judge.checkpoint_name}</td>
                                         <td>{judge.max_tokens}</td>
                                     </tr>
@@ -83,7 +84,7 @@ pub fn JudgePage() -> impl IntoView {
         <Transition fallback=|| view! { <p>"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match report.await {
-                    Ok(report) => view! { <JudgeReport report/> }.into_any(),
+                    Ok(report) => view! { <JudgeReportCard report/> }.into_any(),
                     Err(error) => view! { <ErrorNote error/> }.into_any(),
                 }
             })}
@@ -92,17 +93,17 @@ pub fn JudgePage() -> impl IntoView {
 }
 
 #[component]
-fn JudgeReport(report: JudgeReportView) -> impl IntoView {
+fn JudgeReportCard(report: JudgeReport) -> impl IntoView {
     let judge = report.judge;
     view! {
-        <h1>{judge.grader_id.clone()}</h1>
+        <h1>{judge.grader_id()}</h1>
         <section class="card">
             <p>"Checkpoint " <strong>{judge.checkpoint_name}</strong> " · up to " {judge.max_tokens} " tokens"</p>
             <ul class="counts">
-                <li>"human-checked verdicts: " <strong data-testid="judge-labelled">{report.labelled}</strong></li>
-                <li>"accuracy: " <strong data-testid="judge-accuracy">{percent(report.accuracy)}</strong></li>
-                <li>"Cohen's kappa with humans: " <strong data-testid="judge-kappa">{decimal(report.kappa)}</strong></li>
-                <li>"calibration error (ECE): " <strong>{decimal(report.expected_calibration_error)}</strong></li>
+                <li>"human-checked verdicts: " <strong data-testid="judge-labelled">{report.accuracy.items}</strong></li>
+                <li>"accuracy: " <strong data-testid="judge-accuracy">{percent(report.accuracy.accuracy)}</strong></li>
+                <li>"Cohen's kappa with humans: " <strong data-testid="judge-kappa">{decimal(report.accuracy.kappa)}</strong></li>
+                <li>"calibration error (ECE): " <strong>{decimal(report.accuracy.expected_calibration_error)}</strong></li>
                 <li>"grades given: " <strong>{report.grades}</strong></li>
                 <li>"cost: " <strong data-testid="judge-cost">{format!("${:.4}", report.cost_usd)}</strong></li>
             </ul>

@@ -4,11 +4,11 @@ use crate::annotation::api::{run_agreement, AgreementView, StatisticView};
 use crate::catalog::datasets::short_hash;
 use crate::components::ErrorNote;
 use crate::format::route_id;
-use crate::grading::api::{run_costs, CostView};
+use crate::grading::api::run_costs;
 use crate::reports::api::{run_report, ReportView};
 use crate::reports::compare::ReportCard;
 use crate::runs::api::{list_runs, run_detail, ChangeRun};
-use arbiter_domain::run::{IdentityResult, RunProgress, RunStatus, RunSummary};
+use arbiter_domain::run::{CostReport, IdentityResult, RunProgress, RunStatus, RunSummary};
 use leptos::prelude::*;
 
 #[component]
@@ -195,11 +195,11 @@ fn ReportSection(report: Resource<Result<ReportView, ServerFnError>>) -> impl In
 }
 
 #[component]
-fn CostCard(costs: Resource<Result<CostView, ServerFnError>>) -> impl IntoView {
+fn CostCard(costs: Resource<Result<CostReport, ServerFnError>>) -> impl IntoView {
     view! {
         <Transition fallback=|| ()>
             {move || Suspend::new(async move {
-                costs.await.ok().map(|costs| view! {
+                costs.await.ok().map(|CostReport { costs, human_usd, total_usd, usd_per_item }| view! {
                     <section class="card" data-testid="run-costs">
                         <h2>"Triage and cost"</h2>
                         <p data-testid="decided-by">"Decided by: " {mix_text(&costs.decided_by)}</p>
@@ -208,11 +208,11 @@ fn CostCard(costs: Resource<Result<CostView, ServerFnError>>) -> impl IntoView {
                             <tbody>
                                 <tr><td>"generation"</td><td>{costs.generation_calls} " (+" {costs.cached_generations} " cached)"</td><td>{format!("{:.4}", costs.generation_usd)}</td></tr>
                                 <tr><td>"judging"</td><td>{costs.judge_grades - costs.cached_judge_grades} " (+" {costs.cached_judge_grades} " cached)"</td><td>{format!("{:.4}", costs.judging_usd)}</td></tr>
-                                <tr><td>"human labels"</td><td>{costs.human_labels}</td><td>{format!("{:.4}", costs.human_usd)}</td></tr>
-                                <tr><th>"total"</th><td></td><th data-testid="cost-total">{format!("{:.4}", costs.total_usd)}</th></tr>
+                                <tr><td>"human labels"</td><td>{costs.human_labels}</td><td>{format!("{:.4}", human_usd)}</td></tr>
+                                <tr><th>"total"</th><td></td><th data-testid="cost-total">{format!("{:.4}", total_usd)}</th></tr>
                             </tbody>
                         </table>
-                        <p class="hint">{format!("{:.6}", costs.usd_per_item)} " USD per item"</p>
+                        <p class="hint">{format!("{:.6}", usd_per_item)} " USD per item"</p>
                     </section>
                 })
             })}

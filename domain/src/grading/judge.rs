@@ -9,6 +9,7 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::grading::calibration::{JudgeAccuracy, ReliabilityBin};
 use crate::logprobs::TokenLogprob;
 
 pub const OUTPUT_PLACEHOLDER: &str = "{output}";
@@ -360,6 +361,19 @@ pub struct HumanCheckedJudgement {
     pub cost_usd: f64,
     /// Probability that this verdict was sent to a human (see [`crate::grading::record::HumanTask::sampling_rate`]).
     pub sampling_rate: f64,
+}
+
+/// How a judge does against human labels, and what it has cost.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JudgeReport {
+    pub judge: Judge,
+    pub accuracy: JudgeAccuracy,
+    pub bins: Vec<ReliabilityBin>,
+    /// The reliability diagram as SVG (server-rendered).
+    pub reliability_svg: String,
+    /// Grades this judge has given, and their total cost.
+    pub grades: i64,
+    pub cost_usd: f64,
 }
 
 #[cfg(test)]

@@ -774,7 +774,7 @@ async fn grading_forms_check_their_input_and_keep_policy_versions() {
     // The eval's grader spec as saved (the page names it `numeric@1` from its kind).
     assert_eq!(detail["eval"]["grader"]["kind"], "numeric");
     assert_eq!(detail["policies"].as_array().unwrap().len(), 1);
-    assert_eq!(detail["policies"][0]["accept_threshold"], 0.92);
+    assert_eq!(detail["policies"][0]["policy"]["accept_threshold"], 0.92);
     let (status, body) = post("judge_detail", vec![("id", "1")]).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let report: serde_json::Value = serde_json::from_str(&body).unwrap();
@@ -782,9 +782,9 @@ async fn grading_forms_check_their_input_and_keep_policy_versions() {
         .as_str()
         .unwrap()
         .starts_with("<svg"));
-    assert_eq!(report["labelled"], 0);
+    assert_eq!(report["accuracy"]["items"], 0);
     assert!(
-        report["kappa"].is_null(),
+        report["accuracy"]["kappa"].is_null(),
         "undefined without labels, not 1.0 or an error"
     );
 }
