@@ -49,7 +49,7 @@ pub fn ItemText(input: String, target: String, output: String) -> impl IntoView 
 
 /// Open alerts, then the recently resolved ones folded away (queue and system pages).
 #[component]
-pub fn AlertList(alerts: Vec<crate::annotation::api::AlertView>) -> impl IntoView {
+pub fn AlertList(alerts: Vec<arbiter_domain::health::Alert>) -> impl IntoView {
     use crate::format::format_time;
     let (open, resolved): (Vec<_>, Vec<_>) = alerts
         .into_iter()
@@ -62,7 +62,7 @@ pub fn AlertList(alerts: Vec<crate::annotation::api::AlertView>) -> impl IntoVie
                 <ul>
                     {open.into_iter().map(|alert| view! {
                         <li data-testid="open-alert">
-                            <strong class="error">{alert.title} ": " {alert.subject}</strong> " — " {alert.message}
+                            <strong class="error">{alert.title()} ": " {alert.subject}</strong> " — " {alert.message}
                             <span class="hint">" since " {format_time(alert.created_at)}
                                 {alert.emailed_at.map(|at| format!(" · emailed {}", format_time(at)))}</span>
                         </li>
@@ -75,7 +75,7 @@ pub fn AlertList(alerts: Vec<crate::annotation::api::AlertView>) -> impl IntoVie
                 <summary>"Resolved recently"</summary>
                 <ul>
                     {resolved.into_iter().map(|alert| view! {
-                        <li>{alert.title} ": " {alert.subject} " — " {alert.message}
+                        <li>{alert.title()} ": " {alert.subject} " — " {alert.message}
                             <span class="hint">" resolved " {alert.resolved_at.map(format_time)}</span></li>
                     }).collect_view()}
                 </ul>

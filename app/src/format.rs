@@ -49,6 +49,15 @@ pub fn human_duration(seconds: f64) -> String {
     }
 }
 
+/// A human verdict as pages show it: `pass` or `fail`.
+pub(crate) fn verdict_word(pass: bool) -> &'static str {
+    if pass {
+        "pass"
+    } else {
+        "fail"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

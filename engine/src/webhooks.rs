@@ -171,7 +171,7 @@ fn alert_payload(alert: &Alert, event: &str, now: i64) -> String {
         "alert": {
             "id": alert.id,
             "kind": alert.kind,
-            "title": crate::annotation::queue::alert_title(&alert.kind),
+            "title": arbiter_domain::health::alert_title(&alert.kind),
             "subject": alert.subject,
             "message": alert.message,
             "created_at": alert.created_at,

@@ -5,8 +5,9 @@
 //! and the model's output is rendered as text, never as HTML. Gold items look like any other
 //! item; only a rater in training is told, and sees the right answer after each label.
 
-use crate::annotation::api::{next_task, SkipTask, SubmitLabel, TrainingFeedbackView};
+use crate::annotation::api::{next_task, SkipTask, SubmitLabel, TaskView, TrainingFeedbackView};
 use crate::components::{error_text, ErrorNote, ItemText};
+use crate::format::verdict_word;
 use leptos::html;
 use leptos::prelude::*;
 
@@ -85,7 +86,7 @@ pub fn AnnotatePage() -> impl IntoView {
         <Transition fallback=|| view! { <p>"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match task.await {
-                    Ok(Some(task)) => {
+                    Ok(Some(TaskView { task, remaining })) => {
                         current.set(Some(task.task_id));
                         let training = task.training.then(|| view! {
                             <p class="notice" data-testid="training">
@@ -96,7 +97,7 @@ pub fn AnnotatePage() -> impl IntoView {
                         view! {
                             {training}
                             <section class="card task" data-testid="task" data-task-id=task.task_id.to_string()>
-                                <p class="hint">{task.remaining} " items in the queue"</p>
+                                <p class="hint">{remaining} " items in the queue"</p>
                                 <ItemText input=task.input target=task.target output=task.output/>
                                 <p>"Is the model's final answer correct?"</p>
                                 <label>
@@ -129,11 +130,12 @@ pub fn AnnotatePage() -> impl IntoView {
 }
 
 /// What a rater in training reads after a label.
-fn training_message(feedback: &TrainingFeedbackView) -> String {
+fn training_message(TrainingFeedbackView { feedback, out_of }: &TrainingFeedbackView) -> String {
+    let answer = verdict_word(feedback.answer_pass);
     let verdict = if feedback.correct {
-        format!("Right: the answer is {}.", feedback.answer)
+        format!("Right: the answer is {answer}.")
     } else {
-        format!("Not quite: the answer is {}.", feedback.answer)
+        format!("Not quite: the answer is {answer}.")
     };
     let note = if feedback.note.is_empty() {
         String::new()
@@ -145,7 +147,7 @@ fn training_message(feedback: &TrainingFeedbackView) -> String {
     } else {
         format!(
             " {} of your latest {} training labels are right.",
-            feedback.latest_right, feedback.out_of
+            feedback.latest_right, out_of
         )
     };
     format!("{verdict}{note}{progress}")

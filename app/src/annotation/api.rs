@@ -2,6 +2,12 @@
 //! checks, the rater pool, the lead's queue page (SLAs, alerts, gold items, QC rates), and
 //! agreement between raters. Thin: check the role, call the engine, convert.
 
+use arbiter_domain::annotation::gold::{GoldCandidate, GoldItem};
+use arbiter_domain::annotation::pool::RaterStats;
+use arbiter_domain::annotation::review::ReviewItem;
+use arbiter_domain::annotation::sla::{AtRiskTask, SlaDay};
+use arbiter_domain::annotation::task::{AnnotationTask, TrainingFeedback};
+use arbiter_domain::health::Alert;
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 #[cfg(feature = "ssr")]
@@ -12,34 +18,9 @@ use {
 
 /// The next label waiting for review (not the reviewer's own); `None` when there is none.
 #[server(endpoint = "next_review")]
-pub async fn next_review() -> Result<Option<ReviewView>, ServerFnError> {
+pub async fn next_review() -> Result<Option<ReviewItem>, ServerFnError> {
     let (state, user) = require(Permission::Review).await?;
-    let item = state
-        .store
-        .next_review(user.id)
-        .await
-        .map_err(store_error)?;
-    Ok(item.map(|item| ReviewView {
-        label_id: item.label_id,
-        rater: item.rater,
-        input: item.input,
-        target: item.target,
-        output: item.output,
-        verdict: if item.pass { "pass" } else { "fail" }.into(),
-        rationale: item.rationale,
-        why: item.why,
-        check: item.check.map(|check| ReviewCheckView {
-            review_id: check.review_id,
-            reviewer: check.reviewer,
-            decision: match (check.decision.as_str(), check.corrected_to) {
-                ("corrected", Some(true)) => "corrected it to pass".into(),
-                ("corrected", _) => "corrected it to fail".into(),
-                ("accepted", _) => "accepted the label".into(),
-                _ => "rejected the label".into(),
-            },
-            reason: check.reason,
-        }),
-    }))
+    state.store.next_review(user.id).await.map_err(store_error)
 }
 
 /// A spot check of another reviewer's decision: `uphold`, or `overturn` with the right
@@ -85,41 +66,13 @@ pub async fn review_label(
     .map_err(service_error)
 }
 
-#[cfg(feature = "ssr")]
-fn rater_view(rater: arbiter_domain::annotation::pool::RaterStats) -> RaterView {
-    RaterView {
-        id: rater.id,
-        username: rater.username,
-        role: rater.role,
-        active: rater.active,
-        paused: rater.paused,
-        skills: rater.skills.join(", "),
-        weekly_capacity_hours: rater.weekly_capacity_hours,
-        items_per_day: rater.items_per_day,
-        median_seconds_per_item: rater.median_seconds_per_item,
-        review_acceptance: rater.review_acceptance,
-        agreement_with_consensus: rater.agreement_with_consensus,
-        gold_accuracy: rater.gold_accuracy,
-        gold_answered: rater.gold_answered,
-        reviews_upheld: rater.reviews_upheld,
-        email: rater.email.unwrap_or_default(),
-        in_training: rater.training_since.is_some(),
-        labels_30d: rater.labels_30d,
-        last_active: rater.last_active,
-        flag: rater.flag,
-    }
-}
-
 #[server(endpoint = "raters_page")]
 pub async fn raters_page() -> Result<RatersPageData, ServerFnError> {
     let (state, _) = require(Permission::ManageUsers).await?;
     let (raters, threshold) = arbiter_engine::annotation::raters::rater_table(state.store.as_ref())
         .await
         .map_err(service_error)?;
-    Ok(RatersPageData {
-        raters: raters.into_iter().map(rater_view).collect(),
-        threshold,
-    })
+    Ok(RatersPageData { raters, threshold })
 }
 
 /// Pause, resume, deactivate, activate, `train` or `end-training` a rater (`action`), or set
@@ -249,7 +202,6 @@ pub async fn invite_rater(
 /// agreement per queue, alerts, gold items and the QC rates.
 #[server(endpoint = "queue_page")]
 pub async fn queue_page() -> Result<QueuePageData, ServerFnError> {
-    use arbiter_domain::annotation::sla::DAY_MS;
     use arbiter_engine::annotation::queue::queue_report;
     let (state, _) = require(Permission::ManageUsers).await?;
     let store = state.store.as_ref();
@@ -272,30 +224,11 @@ pub async fn queue_page() -> Result<QueuePageData, ServerFnError> {
             .collect(),
         breached: report.breached,
         at_risk: report.at_risk,
-        at_risk_tasks: report
-            .listed
-            .into_iter()
-            .map(|task| AtRiskView {
-                task_id: task.task_id,
-                queue: task.queue,
-                priority: task.priority,
-                due_at: task.due_at,
-                forecast_done_at: task.forecast_done_at,
-                why: task.why,
-            })
-            .collect(),
+        at_risk_tasks: report.listed,
         labels_per_hour: report.labels_per_hour,
         velocity_basis: report.velocity_basis,
         forecast_hours: report.forecast_hours,
-        sla_days: report
-            .sla_days
-            .iter()
-            .map(|day| SlaDayView {
-                day_start: day.day * DAY_MS,
-                completed: day.completed,
-                on_time: day.on_time,
-            })
-            .collect(),
+        sla_days: report.sla_days.clone(),
         attainment_7d: report.attainment_7d,
         inflow_labels_per_week: report.availability.inflow_labels_per_week,
         seconds_per_label: report.availability.seconds_per_label,
@@ -316,37 +249,12 @@ pub async fn queue_page() -> Result<QueuePageData, ServerFnError> {
                 agreement: agreement_view(agreement),
             })
             .collect(),
-        alerts: report.alerts.into_iter().map(alert_view).collect(),
+        alerts: report.alerts,
         gold_rate: settings.gold_rate,
         review_check_rate: settings.review_check_rate,
         agreement_floor: settings.agreement_floor,
-        gold: gold
-            .into_iter()
-            .map(|item| GoldView {
-                id: item.id,
-                task_id: item.task_id,
-                input: item.input,
-                answer: if item.answer_pass { "pass" } else { "fail" }.into(),
-                note: item.note,
-                retired: item.retired_at.is_some(),
-                answers: item.answers,
-                right: item.right,
-            })
-            .collect(),
-        gold_candidates: candidates
-            .into_iter()
-            .map(|candidate| GoldCandidateView {
-                task_id: candidate.task_id,
-                input: candidate.input,
-                verdict: if candidate.verdict_pass {
-                    "pass"
-                } else {
-                    "fail"
-                }
-                .into(),
-                why: candidate.why,
-            })
-            .collect(),
+        gold,
+        gold_candidates: candidates,
     })
 }
 
@@ -396,21 +304,6 @@ pub async fn retire_gold(gold_id: i64) -> Result<(), ServerFnError> {
     state.store.retire_gold(gold_id).await.map_err(store_error)
 }
 
-/// An alert as the queue and system pages show it.
-#[cfg(feature = "ssr")]
-pub(crate) fn alert_view(alert: arbiter_domain::health::Alert) -> AlertView {
-    AlertView {
-        id: alert.id,
-        title: arbiter_engine::annotation::queue::alert_title(&alert.kind).into(),
-        subject: alert.subject,
-        message: alert.message,
-        created_at: alert.created_at,
-        updated_at: alert.updated_at,
-        resolved_at: alert.resolved_at,
-        emailed_at: alert.emailed_at,
-    }
-}
-
 /// How long an annotator holds an item before it returns to the queue.
 #[cfg(feature = "ssr")]
 const ANNOTATION_LEASE_MS: i64 = 10 * 60 * 1000;
@@ -426,12 +319,8 @@ pub async fn next_task() -> Result<Option<TaskView>, ServerFnError> {
         .map_err(store_error)?;
     let counts = store.annotation_queue_counts().await.map_err(store_error)?;
     Ok(task.map(|task| TaskView {
-        task_id: task.task_id,
-        input: task.input,
-        target: task.target,
-        output: task.output,
+        task,
         remaining: counts.open + counts.leased,
-        training: task.training,
     }))
 }
 
@@ -462,15 +351,10 @@ pub async fn submit_label(
         .await
         .map_err(store_error)?;
     Ok(feedback.map(|feedback| TrainingFeedbackView {
-        correct: feedback.correct,
-        answer: if feedback.answer_pass { "pass" } else { "fail" }.into(),
-        note: feedback.note,
-        answered: feedback.answered,
-        latest_right: feedback.latest_right,
         out_of: feedback
             .answered
             .min(arbiter_domain::annotation::gold::TRAINING_ITEMS as u64),
-        graduated: feedback.graduated,
+        feedback,
     }))
 }
 
@@ -496,85 +380,9 @@ pub async fn queue_size() -> Result<i64, ServerFnError> {
     Ok(counts.open + counts.leased)
 }
 
-/// What an annotator sees: the question, the reference answer and the model's output as text.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TaskView {
-    pub task_id: i64,
-    pub input: String,
-    pub target: String,
-    pub output: String,
-    pub remaining: i64,
-    /// The rater is in training: each answer is checked against a known answer at once.
-    pub training: bool,
-}
-
-/// What a rater in training learns after each answer.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TrainingFeedbackView {
-    pub correct: bool,
-    /// `pass` or `fail`.
-    pub answer: String,
-    pub note: String,
-    pub answered: u64,
-    pub latest_right: u64,
-    /// Items of the latest that count towards passing.
-    pub out_of: u64,
-    pub graduated: bool,
-}
-
-/// A label up for review, as a senior reviewer sees it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ReviewView {
-    pub label_id: i64,
-    pub rater: String,
-    pub input: String,
-    pub target: String,
-    pub output: String,
-    /// `pass` or `fail`.
-    pub verdict: String,
-    pub rationale: String,
-    pub why: String,
-    /// Set when the reviewer is spot-checking another reviewer's decision on this label.
-    pub check: Option<ReviewCheckView>,
-}
-
-/// Another reviewer's decision, up for a spot check.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ReviewCheckView {
-    pub review_id: i64,
-    pub reviewer: String,
-    /// In words: "accepted the label", "corrected it to fail", "rejected it".
-    pub decision: String,
-    pub reason: String,
-}
-
-/// One member of the rater pool with their figures.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RaterView {
-    pub id: i64,
-    pub username: String,
-    pub role: String,
-    pub active: bool,
-    pub paused: bool,
-    pub skills: String,
-    pub weekly_capacity_hours: f64,
-    pub items_per_day: f64,
-    pub median_seconds_per_item: Option<f64>,
-    pub review_acceptance: Option<f64>,
-    pub agreement_with_consensus: Option<f64>,
-    pub gold_accuracy: Option<f64>,
-    pub gold_answered: u64,
-    pub reviews_upheld: Option<f64>,
-    pub email: String,
-    pub in_training: bool,
-    pub labels_30d: u64,
-    pub last_active: Option<i64>,
-    pub flag: Option<String>,
-}
-
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RatersPageData {
-    pub raters: Vec<RaterView>,
+    pub raters: Vec<RaterStats>,
     pub threshold: f64,
 }
 
@@ -612,6 +420,24 @@ pub struct InvitedView {
     pub emailed: String,
 }
 
+/// What an annotator sees: the task (blind to the model, the checkpoint and the machine's
+/// verdict) and how many items wait.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskView {
+    #[serde(flatten)]
+    pub task: AnnotationTask,
+    pub remaining: i64,
+}
+
+/// What a rater in training learns after each answer, with how many of the latest answers
+/// count towards passing.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrainingFeedbackView {
+    #[serde(flatten)]
+    pub feedback: TrainingFeedback,
+    pub out_of: u64,
+}
+
 /// One bar of a small distribution: a label and a count.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CountView {
@@ -620,61 +446,10 @@ pub struct CountView {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct AtRiskView {
-    pub task_id: i64,
-    pub queue: String,
-    pub priority: i64,
-    pub due_at: i64,
-    pub forecast_done_at: Option<i64>,
-    pub why: String,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SlaDayView {
-    /// Start of the UTC day, in Unix milliseconds.
-    pub day_start: i64,
-    pub completed: u64,
-    pub on_time: u64,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct AlertView {
-    pub id: i64,
-    pub title: String,
-    pub subject: String,
-    pub message: String,
-    pub created_at: i64,
-    pub updated_at: i64,
-    pub resolved_at: Option<i64>,
-    pub emailed_at: Option<i64>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct QueueAgreementView {
     pub queue: String,
     pub agreement: AgreementView,
     pub below_floor: bool,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct GoldView {
-    pub id: i64,
-    pub task_id: i64,
-    pub input: String,
-    /// `pass` or `fail`.
-    pub answer: String,
-    pub note: String,
-    pub retired: bool,
-    pub answers: u64,
-    pub right: u64,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct GoldCandidateView {
-    pub task_id: i64,
-    pub input: String,
-    pub verdict: String,
-    pub why: String,
 }
 
 /// The lead's queue page.
@@ -685,11 +460,11 @@ pub struct QueuePageData {
     pub ages: Vec<CountView>,
     pub breached: u64,
     pub at_risk: u64,
-    pub at_risk_tasks: Vec<AtRiskView>,
+    pub at_risk_tasks: Vec<AtRiskTask>,
     pub labels_per_hour: f64,
     pub velocity_basis: String,
     pub forecast_hours: Option<f64>,
-    pub sla_days: Vec<SlaDayView>,
+    pub sla_days: Vec<SlaDay>,
     pub attainment_7d: Option<f64>,
     pub inflow_labels_per_week: f64,
     pub seconds_per_label: Option<f64>,
@@ -698,10 +473,10 @@ pub struct QueuePageData {
     pub availability: Option<f64>,
     pub backlog_hours: Option<f64>,
     pub queues: Vec<QueueAgreementView>,
-    pub alerts: Vec<AlertView>,
+    pub alerts: Vec<Alert>,
     pub gold_rate: f64,
     pub review_check_rate: f64,
     pub agreement_floor: f64,
-    pub gold: Vec<GoldView>,
-    pub gold_candidates: Vec<GoldCandidateView>,
+    pub gold: Vec<GoldItem>,
+    pub gold_candidates: Vec<GoldCandidate>,
 }

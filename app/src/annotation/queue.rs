@@ -5,8 +5,9 @@
 
 use crate::annotation::api::{queue_page, CreateGold, QueuePageData, RetireGold, SetQueueSettings};
 use crate::components::{ActionError, AlertList, ErrorNote};
-use crate::format::format_time;
+use crate::format::{format_time, verdict_word};
 use crate::runs::pages::{interval_text, statistic_text};
+use arbiter_domain::annotation::sla::DAY_MS;
 use leptos::prelude::*;
 
 fn percent(value: Option<f64>) -> String {
@@ -151,7 +152,7 @@ fn QueueReport(
                             {data.sla_days.into_iter().map(|day| {
                                 let share = (day.completed > 0).then(|| day.on_time as f64 / day.completed as f64);
                                 view! {
-                                    <tr><td>{format_time(day.day_start)[..10].to_string()}</td><td>{day.completed}</td>
+                                    <tr><td>{format_time(day.day * DAY_MS)[..10].to_string()}</td><td>{day.completed}</td>
                                         <td>{day.on_time}</td><td>{percent(share)}</td></tr>
                                 }
                             }).collect_view()}
@@ -224,11 +225,11 @@ fn QueueReport(
                     <tbody>
                         {data.gold_candidates.into_iter().map(|candidate| view! {
                             <tr>
-                                <td>{candidate.task_id}</td><td>{candidate.input}</td><td>{candidate.verdict.clone()}</td><td>{candidate.why}</td>
+                                <td>{candidate.task_id}</td><td>{candidate.input}</td><td>{verdict_word(candidate.verdict_pass)}</td><td>{candidate.why}</td>
                                 <td>
                                     <ActionForm action=create_gold attr:class="inline">
                                         <input type="hidden" name="task_id" value=candidate.task_id.to_string()/>
-                                        <input type="hidden" name="answer" value=candidate.verdict/>
+                                        <input type="hidden" name="answer" value=verdict_word(candidate.verdict_pass)/>
                                         <button type="submit" class="secondary">"Make gold"</button>
                                     </ActionForm>
                                 </td>
@@ -249,9 +250,9 @@ fn QueueReport(
                                 let right = if gold.answers == 0 { "no answers yet".to_string() } else { format!("{} of {}", gold.right, gold.answers) };
                                 view! {
                                     <tr data-testid="gold-item">
-                                        <td>{gold.task_id}</td><td>{gold.input}</td><td>{gold.answer}</td><td>{right}</td>
-                                        <td>{if gold.retired { "retired" } else { "live" }}</td>
-                                        <td>{(!gold.retired).then(|| view! {
+                                        <td>{gold.task_id}</td><td>{gold.input}</td><td>{verdict_word(gold.answer_pass)}</td><td>{right}</td>
+                                        <td>{if gold.retired_at.is_some() { "retired" } else { "live" }}</td>
+                                        <td>{gold.retired_at.is_none().then(|| view! {
                                             <ActionForm action=retire_gold attr:class="inline">
                                                 <input type="hidden" name="gold_id" value=gold.id.to_string()/>
                                                 <button type="submit" class="secondary">"Retire"</button>

@@ -3,11 +3,10 @@
 //! threshold; invitations; pause, resume, deactivate, training, role, email, skills and weekly
 //! capacity; the table sorted by any figure (click a column's heading) and as CSV.
 
-use crate::annotation::api::{
-    raters_page, InviteRater, RaterView, SetQualityThreshold, UpdateRater,
-};
+use crate::annotation::api::{raters_page, InviteRater, SetQualityThreshold, UpdateRater};
 use crate::components::{ActionError, ErrorNote};
 use crate::format::format_time;
+use arbiter_domain::annotation::pool::RaterStats;
 use leptos::prelude::*;
 
 fn percent(value: Option<f64>) -> String {
@@ -99,8 +98,9 @@ pub fn RatersPage() -> impl IntoView {
 }
 
 #[component]
-fn RaterRow(rater: RaterView, update: ServerAction<UpdateRater>) -> impl IntoView {
-    let status = match (rater.active, rater.paused, rater.in_training) {
+fn RaterRow(rater: RaterStats, update: ServerAction<UpdateRater>) -> impl IntoView {
+    let in_training = rater.training_since.is_some();
+    let status = match (rater.active, rater.paused, in_training) {
         (false, _, _) => "deactivated",
         (true, true, _) => "paused",
         (true, false, true) => "in training",
@@ -112,7 +112,7 @@ fn RaterRow(rater: RaterView, update: ServerAction<UpdateRater>) -> impl IntoVie
         (true, false) => vec![("pause", "Pause"), ("deactivate", "Deactivate")],
     };
     if rater.active {
-        actions.push(if rater.in_training {
+        actions.push(if in_training {
             ("end-training", "End training")
         } else {
             ("train", "Send to training")
@@ -160,9 +160,9 @@ fn RaterRow(rater: RaterView, update: ServerAction<UpdateRater>) -> impl IntoVie
                 <ActionForm action=update attr:class="inline">
                     <input type="hidden" name="rater_id" value=id/>
                     <RoleSelect selected=rater.role.clone() label=role_label/>
-                    <input name="email" type="email" value=rater.email.clone() placeholder="email" size="14"
+                    <input name="email" type="email" value=rater.email.clone().unwrap_or_default() placeholder="email" size="14"
                         aria-label=email_label/>
-                    <input name="skills" value=rater.skills.clone() placeholder="code, math" size="12"
+                    <input name="skills" value=rater.skills.join(", ") placeholder="code, math" size="12"
                         aria-label=skills_label/>
                     <input name="weekly_capacity_hours" type="number" min="0" max="168" step="0.5" size="4"
                         value=rater.weekly_capacity_hours.to_string() aria-label=hours_label/>
@@ -206,8 +206,8 @@ enum SortBy {
 }
 
 /// Sorts by one column; raters without a figure go last either way, ties by name.
-fn sort_raters(raters: &mut [RaterView], column: SortBy, descending: bool) {
-    let figure = |rater: &RaterView| -> Option<f64> {
+fn sort_raters(raters: &mut [RaterStats], column: SortBy, descending: bool) {
+    let figure = |rater: &RaterStats| -> Option<f64> {
         match column {
             SortBy::Flagged | SortBy::Name => None,
             SortBy::ItemsPerDay => Some(rater.items_per_day),
@@ -280,14 +280,14 @@ fn SortHeader(
 mod tests {
     use super::*;
 
-    fn rater(name: &str, gold: Option<f64>, flagged: bool) -> RaterView {
-        RaterView {
+    fn rater(name: &str, gold: Option<f64>, flagged: bool) -> RaterStats {
+        RaterStats {
             id: 0,
             username: name.into(),
             role: "annotator".into(),
             active: true,
             paused: false,
-            skills: String::new(),
+            skills: Vec::new(),
             weekly_capacity_hours: 0.0,
             items_per_day: 0.0,
             median_seconds_per_item: None,
@@ -296,15 +296,15 @@ mod tests {
             gold_accuracy: gold,
             gold_answered: 0,
             reviews_upheld: None,
-            email: String::new(),
-            in_training: false,
+            email: None,
+            training_since: None,
             labels_30d: 0,
             last_active: None,
             flag: flagged.then(|| "low".to_string()),
         }
     }
 
-    fn names(raters: &[RaterView]) -> Vec<&str> {
+    fn names(raters: &[RaterStats]) -> Vec<&str> {
         raters.iter().map(|rater| rater.username.as_str()).collect()
     }
 

@@ -6,6 +6,8 @@
 
 use crate::annotation::api::{next_review, CheckReview, ReviewLabel};
 use crate::components::{error_text, ErrorNote, ItemText};
+use crate::format::verdict_word;
+use arbiter_domain::annotation::review::ReviewCheck;
 use leptos::html;
 use leptos::prelude::*;
 
@@ -111,9 +113,9 @@ pub fn ReviewPage() -> impl IntoView {
                                         <p class="hint">{item.why}</p>
                                         <ItemText input=item.input target=item.target output=item.output/>
                                         <h2>"The label and the decision to check"</h2>
-                                        <p><strong>{item.rater}</strong> " said " <strong>{item.verdict}</strong></p>
+                                        <p><strong>{item.rater}</strong> " said " <strong>{verdict_word(item.pass)}</strong></p>
                                         <pre class="output">{item.rationale}</pre>
-                                        <p data-testid="checked-decision">"Reviewer " <strong>{spot.reviewer}</strong> " " {spot.decision}
+                                        <p data-testid="checked-decision">"Reviewer " <strong>{spot.reviewer.clone()}</strong> " " {decision_in_words(&spot)}
                                             {(!spot.reason.is_empty()).then(|| format!(": {}", spot.reason))}</p>
                                         <label>"Reason (optional; the reviewer sees it)" {reason_input}</label>
                                         <div class="row">
@@ -131,7 +133,7 @@ pub fn ReviewPage() -> impl IntoView {
                                         <p class="hint">{item.why}</p>
                                         <ItemText input=item.input target=item.target output=item.output/>
                                         <h2>"The label"</h2>
-                                        <p data-testid="review-label"><strong>{item.rater}</strong> " said " <strong>{item.verdict}</strong></p>
+                                        <p data-testid="review-label"><strong>{item.rater}</strong> " said " <strong>{verdict_word(item.pass)}</strong></p>
                                         <pre class="output">{item.rationale}</pre>
                                         <label>"Reason (required to reject; the rater sees it)" {reason_input}</label>
                                         <div class="row">
@@ -157,5 +159,16 @@ pub fn ReviewPage() -> impl IntoView {
                 }
             })}
         </Transition>
+    }
+}
+
+/// A reviewer's decision in words: "accepted the label", "corrected it to fail", "rejected the
+/// label".
+fn decision_in_words(check: &ReviewCheck) -> &'static str {
+    match (check.decision.as_str(), check.corrected_to) {
+        ("corrected", Some(true)) => "corrected it to pass",
+        ("corrected", _) => "corrected it to fail",
+        ("accepted", _) => "accepted the label",
+        _ => "rejected the label",
     }
 }

@@ -1,7 +1,7 @@
 //! Server functions of the System page: live health figures with their charts, and the alert
 //! rules' thresholds (leads and admins change them).
 
-use crate::annotation::api::AlertView;
+use arbiter_domain::health::Alert;
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -88,7 +88,7 @@ pub struct SystemView {
     pub retention_summary_days: i64,
     /// What the last enforcement removed, and when.
     pub retention_last: Option<(i64, String)>,
-    pub alerts: Vec<AlertView>,
+    pub alerts: Vec<Alert>,
 }
 
 #[cfg(feature = "ssr")]
@@ -214,10 +214,9 @@ pub async fn system_health() -> Result<SystemView, ServerFnError> {
             .iter()
             .filter(|alert| {
                 user.role.can(Permission::ManageUsers)
-                    || alert.kind != arbiter_engine::annotation::queue::ALERT_LOW_AGREEMENT
+                    || alert.kind != arbiter_domain::health::ALERT_LOW_AGREEMENT
             })
             .cloned()
-            .map(crate::annotation::api::alert_view)
             .collect(),
     })
 }

@@ -78,3 +78,36 @@ pub struct WorkerStatus {
     pub heartbeat_at: i64,
     pub in_flight: i64,
 }
+
+pub const ALERT_SLA_AT_RISK: &str = "sla_at_risk";
+
+pub const ALERT_SLA_BREACHED: &str = "sla_breached";
+
+pub const ALERT_LOW_AGREEMENT: &str = "low_agreement";
+
+/// An alert kind in words.
+pub fn alert_title(kind: &str) -> &'static str {
+    match kind {
+        ALERT_SLA_AT_RISK => "SLA at risk",
+        ALERT_SLA_BREACHED => "SLA breached",
+        ALERT_LOW_AGREEMENT => "Low agreement",
+        ALERT_REGRESSION => "Regression",
+        rules::ALERT_QUEUE_GROWING => "Queue growing",
+        rules::ALERT_ERROR_RATE => "Error rate",
+        rules::ALERT_P99_LATENCY => "Slow answers",
+        rules::ALERT_DAILY_COST => "Over budget",
+        rules::ALERT_RATER_AVAILABILITY => "Rater availability",
+        rules::ALERT_WORKER_SILENT => "Worker lost",
+        _ => "Alert",
+    }
+}
+
+/// Alert kind for a watched trend whose latest complete checkpoint regressed.
+pub const ALERT_REGRESSION: &str = "regression";
+
+impl Alert {
+    /// The alert's kind in words, as pages and mail name it.
+    pub fn title(&self) -> &'static str {
+        alert_title(&self.kind)
+    }
+}

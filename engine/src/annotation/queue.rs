@@ -30,12 +30,6 @@ const RESOLVED_ALERTS_SHOWN: i64 = 20;
 /// The rater pairs named in a low-agreement alert.
 const PAIRS_NAMED: usize = 3;
 
-pub const ALERT_SLA_AT_RISK: &str = "sla_at_risk";
-
-pub const ALERT_SLA_BREACHED: &str = "sla_breached";
-
-pub const ALERT_LOW_AGREEMENT: &str = "low_agreement";
-
 /// Everything the lead's queue page shows.
 #[derive(Clone, Debug, Serialize)]
 pub struct QueueReport {
@@ -175,21 +169,4 @@ pub fn low_agreement_message(queue: &str, report: &AgreementReport, floor: f64) 
         "Agreement on queue `{queue}` (rubric: correctness, pass/fail) is alpha {alpha:.2}, below the floor of {floor:.2}, over {} items; {drivers}.",
         report.items
     ))
-}
-
-/// An alert kind in words.
-pub fn alert_title(kind: &str) -> &'static str {
-    match kind {
-        ALERT_SLA_AT_RISK => "SLA at risk",
-        ALERT_SLA_BREACHED => "SLA breached",
-        ALERT_LOW_AGREEMENT => "Low agreement",
-        crate::reports::trends::ALERT_REGRESSION => "Regression",
-        arbiter_domain::health::rules::ALERT_QUEUE_GROWING => "Queue growing",
-        arbiter_domain::health::rules::ALERT_ERROR_RATE => "Error rate",
-        arbiter_domain::health::rules::ALERT_P99_LATENCY => "Slow answers",
-        arbiter_domain::health::rules::ALERT_DAILY_COST => "Over budget",
-        arbiter_domain::health::rules::ALERT_RATER_AVAILABILITY => "Rater availability",
-        arbiter_domain::health::rules::ALERT_WORKER_SILENT => "Worker lost",
-        _ => "Alert",
-    }
 }

@@ -2,12 +2,13 @@
 //! served them first), raises and resolves alerts (the queue's SLAs and agreement, and the
 //! system's health rules), and emails new alerts to the leads.
 
-use crate::annotation::queue::{
-    alert_title, low_agreement_message, queue_report, ALERT_LOW_AGREEMENT, ALERT_SLA_AT_RISK,
-    ALERT_SLA_BREACHED,
-};
+use crate::annotation::queue::{low_agreement_message, queue_report};
 use crate::clients::mail::Mailer;
 use crate::error::ServiceResult;
+use arbiter_domain::health::alert_title;
+use arbiter_domain::health::ALERT_LOW_AGREEMENT;
+use arbiter_domain::health::ALERT_SLA_AT_RISK;
+use arbiter_domain::health::ALERT_SLA_BREACHED;
 use arbiter_store::Store;
 use std::sync::Arc;
 use std::time::Duration;
@@ -100,7 +101,7 @@ async fn email_new_alerts(store: &dyn Store, mailer: &Mailer, now: i64) -> Servi
             continue;
         }
         let subject = format!("[Arbiter] {}: {}", alert_title(&alert.kind), alert.subject);
-        let see = if alert.kind == crate::reports::trends::ALERT_REGRESSION {
+        let see = if alert.kind == arbiter_domain::health::ALERT_REGRESSION {
             "See the trends page for the checkpoints, the baseline and the paired tests."
         } else if arbiter_domain::health::rules::RULE_KINDS.contains(&alert.kind.as_str()) {
             "See the system page for queue depth, latency, errors, spending, endpoints and workers; leads can change the thresholds there."

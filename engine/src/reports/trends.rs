@@ -6,6 +6,7 @@
 
 use crate::error::{ServiceError, ServiceResult};
 use crate::reports::runs::{manifest_of, report_and_snapshot};
+use arbiter_domain::health::ALERT_REGRESSION;
 use arbiter_domain::reports::compare::{apply_correction, compare_snapshots, PairedComparison};
 use arbiter_domain::reports::snapshot::Snapshot;
 use arbiter_domain::reports::trend::{
@@ -19,8 +20,6 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::time::Instant;
 
-/// Alert kind for a watched trend whose latest complete checkpoint regressed.
-pub const ALERT_REGRESSION: &str = "regression";
 /// Prompts listed in the flaky view.
 pub const FLAKY_LIMIT: usize = 50;
 

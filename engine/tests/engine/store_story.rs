@@ -1372,7 +1372,7 @@ async fn a_training_run_trend_flags_regressions_and_promotions_need_complete_rep
         .await
         .unwrap()
         .into_iter()
-        .find(|alert| alert.kind == trends::ALERT_REGRESSION)
+        .find(|alert| alert.kind == arbiter_domain::health::ALERT_REGRESSION)
         .unwrap();
     assert_eq!(alert.subject, "eval `plus-exact` on training run `tr-1`");
     assert!(
@@ -1397,7 +1397,7 @@ async fn a_training_run_trend_flags_regressions_and_promotions_need_complete_rep
         .await
         .unwrap()
         .iter()
-        .any(|a| a.kind == trends::ALERT_REGRESSION));
+        .any(|a| a.kind == arbiter_domain::health::ALERT_REGRESSION));
     assert!(matches!(
         trends::watch_trend(
             store,
