@@ -109,85 +109,117 @@ macro_rules! accounts_sql {
         #[async_trait::async_trait]
         impl $crate::accounts::AccountStore for $store {
             async fn create_user(&self, username: &str, hash: &PasswordHash, role: Role) -> StoreResult<i64> {
-                sqlx::query_scalar::<_, i64>(
-                    "INSERT INTO users (username, password_hash, role, created_at) \
-                     VALUES ($1, $2, $3, $4) RETURNING id",
-                )
-                .bind(username)
-                .bind(hash.as_phc())
-                .bind(role.as_str())
-                .bind(now_ms())
-                .fetch_one(&self.writer)
-                .await
-                .map_err(|err| {
-                    $crate::conflict_on($backend, err, "users_username_key", &format!("the username `{username}` is taken"))
-                })
+                let result: StoreResult<i64> = async move {
+                    sqlx::query_scalar::<_, i64>(
+                        "INSERT INTO users (username, password_hash, role, created_at) \
+                         VALUES ($1, $2, $3, $4) RETURNING id",
+                    )
+                    .bind(username)
+                    .bind(hash.as_phc())
+                    .bind(role.as_str())
+                    .bind(now_ms())
+                    .fetch_one(&self.writer)
+                    .await
+                    .map_err(|err| {
+                        $crate::conflict_on($backend, err, "users_username_key", &format!("the username `{username}` is taken"))
+                    })
+                }
+                .await;
+                result.map_err(|err| err.during("create_user"))
             }
 
             async fn find_user_credentials(&self, username: &str) -> StoreResult<Option<UserCredentials>> {
-                let row = sqlx::query("SELECT id, username, role, team, active, password_hash FROM users WHERE username = $1")
-                    .bind(username)
-                    .fetch_optional(&self.pool)
-                    .await?;
-                let Some(row) = row else { return Ok(None) };
-                Ok(Some(UserCredentials {
-                    user: user_from_row(&row)?,
-                    password_hash: PasswordHash::from_stored(row.try_get("password_hash")?),
-                }))
+                let result: StoreResult<Option<UserCredentials>> = async move {
+                    let row = sqlx::query("SELECT id, username, role, team, active, password_hash FROM users WHERE username = $1")
+                        .bind(username)
+                        .fetch_optional(&self.pool)
+                        .await?;
+                    let Some(row) = row else { return Ok(None) };
+                    Ok(Some(UserCredentials {
+                        user: user_from_row(&row)?,
+                        password_hash: PasswordHash::from_stored(row.try_get("password_hash")?),
+                    }))
+                }
+                .await;
+                result.map_err(|err| err.during("find_user_credentials"))
             }
 
             async fn get_user(&self, id: i64) -> StoreResult<Option<User>> {
-                let row = sqlx::query("SELECT id, username, role, team, active FROM users WHERE id = $1")
-                    .bind(id)
-                    .fetch_optional(&self.pool)
-                    .await?;
-                Ok(row.as_ref().map(user_from_row).transpose()?)
+                let result: StoreResult<Option<User>> = async move {
+                    let row = sqlx::query("SELECT id, username, role, team, active FROM users WHERE id = $1")
+                        .bind(id)
+                        .fetch_optional(&self.pool)
+                        .await?;
+                    Ok(row.as_ref().map(user_from_row).transpose()?)
+                }
+                .await;
+                result.map_err(|err| err.during("get_user"))
             }
 
             async fn set_password(&self, username: &str, hash: &PasswordHash) -> StoreResult<bool> {
-                let result = sqlx::query("UPDATE users SET password_hash = $1 WHERE username = $2")
-                    .bind(hash.as_phc())
-                    .bind(username)
-                    .execute(&self.writer)
-                    .await?;
-                Ok(result.rows_affected() == 1)
+                let result: StoreResult<bool> = async move {
+                    let result = sqlx::query("UPDATE users SET password_hash = $1 WHERE username = $2")
+                        .bind(hash.as_phc())
+                        .bind(username)
+                        .execute(&self.writer)
+                        .await?;
+                    Ok(result.rows_affected() == 1)
+                }
+                .await;
+                result.map_err(|err| err.during("set_password"))
             }
 
             async fn list_users(&self) -> StoreResult<Vec<User>> {
-                let rows = sqlx::query("SELECT id, username, role, team, active FROM users ORDER BY username")
-                    .fetch_all(&self.pool)
-                    .await?;
-                Ok(rows.iter().map(user_from_row).collect::<Result<_, _>>()?)
+                let result: StoreResult<Vec<User>> = async move {
+                    let rows = sqlx::query("SELECT id, username, role, team, active FROM users ORDER BY username")
+                        .fetch_all(&self.pool)
+                        .await?;
+                    Ok(rows.iter().map(user_from_row).collect::<Result<_, _>>()?)
+                }
+                .await;
+                result.map_err(|err| err.during("list_users"))
             }
 
             async fn set_team(&self, username: &str, team: &str) -> StoreResult<bool> {
-                let result = sqlx::query("UPDATE users SET team = $1 WHERE username = $2")
-                    .bind(team)
-                    .bind(username)
-                    .execute(&self.writer)
-                    .await?;
-                Ok(result.rows_affected() == 1)
+                let result: StoreResult<bool> = async move {
+                    let result = sqlx::query("UPDATE users SET team = $1 WHERE username = $2")
+                        .bind(team)
+                        .bind(username)
+                        .execute(&self.writer)
+                        .await?;
+                    Ok(result.rows_affected() == 1)
+                }
+                .await;
+                result.map_err(|err| err.during("set_team"))
             }
 
             async fn set_team_weight(&self, team: &str, weight: f64) -> StoreResult<()> {
-                sqlx::query(
-                    "INSERT INTO team_weights (team, weight) VALUES ($1, $2) \
-                     ON CONFLICT (team) DO UPDATE SET weight = excluded.weight",
-                )
-                .bind(team)
-                .bind(weight)
-                .execute(&self.writer)
-                .await?;
-                Ok(())
+                let result: StoreResult<()> = async move {
+                    sqlx::query(
+                        "INSERT INTO team_weights (team, weight) VALUES ($1, $2) \
+                         ON CONFLICT (team) DO UPDATE SET weight = excluded.weight",
+                    )
+                    .bind(team)
+                    .bind(weight)
+                    .execute(&self.writer)
+                    .await?;
+                    Ok(())
+                }
+                .await;
+                result.map_err(|err| err.during("set_team_weight"))
             }
 
             async fn lead_emails(&self) -> StoreResult<Vec<String>> {
-                Ok(sqlx::query_scalar(
-                    "SELECT email FROM users WHERE active AND role IN ('lead', 'admin') \
-                     AND email IS NOT NULL AND email <> '' ORDER BY id",
-                )
-                .fetch_all(&self.pool)
-                .await?)
+                let result: StoreResult<Vec<String>> = async move {
+                    Ok(sqlx::query_scalar(
+                        "SELECT email FROM users WHERE active AND role IN ('lead', 'admin') \
+                         AND email IS NOT NULL AND email <> '' ORDER BY id",
+                    )
+                    .fetch_all(&self.pool)
+                    .await?)
+                }
+                .await;
+                result.map_err(|err| err.during("lead_emails"))
             }
 
             async fn insert_api_token(
@@ -199,29 +231,33 @@ macro_rules! accounts_sql {
                 expires_at: Option<i64>,
                 now: i64,
             ) -> $crate::StoreResult<arbiter_domain::accounts::ApiToken> {
-                let id: i64 = sqlx::query_scalar(
-                    "INSERT INTO api_tokens (user_id, name, token_hash, prefix, created_at, expires_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
-                )
-                .bind(user_id)
-                .bind(name)
-                .bind(token_hash)
-                .bind(prefix)
-                .bind(now)
-                .bind(expires_at)
-                .fetch_one(&self.writer)
-                .await
-                .map_err(|err| match err {
-                    sqlx::Error::Database(db) if db.is_foreign_key_violation() => {
-                        $crate::StoreError::NotFound(format!("no user with id {user_id}"))
-                    }
-                    other => other.into(),
-                })?;
-                let row = sqlx::query(&format!("{API_TOKEN_SELECT} WHERE t.id = $1"))
-                    .bind(id)
+                let result: $crate::StoreResult<arbiter_domain::accounts::ApiToken> = async move {
+                    let id: i64 = sqlx::query_scalar(
+                        "INSERT INTO api_tokens (user_id, name, token_hash, prefix, created_at, expires_at) \
+                         VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+                    )
+                    .bind(user_id)
+                    .bind(name)
+                    .bind(token_hash)
+                    .bind(prefix)
+                    .bind(now)
+                    .bind(expires_at)
                     .fetch_one(&self.writer)
-                    .await?;
-                Ok(api_token_from_row(&row)?)
+                    .await
+                    .map_err(|err| match err {
+                        sqlx::Error::Database(db) if db.is_foreign_key_violation() => {
+                            $crate::StoreError::NotFound(format!("no user with id {user_id}"))
+                        }
+                        other => other.into(),
+                    })?;
+                    let row = sqlx::query(&format!("{API_TOKEN_SELECT} WHERE t.id = $1"))
+                        .bind(id)
+                        .fetch_one(&self.writer)
+                        .await?;
+                    Ok(api_token_from_row(&row)?)
+                }
+                .await;
+                result.map_err(|err| err.during("insert_api_token"))
             }
 
             async fn user_for_token(
@@ -229,39 +265,47 @@ macro_rules! accounts_sql {
                 token_hash: &str,
                 now: i64,
             ) -> $crate::StoreResult<Option<arbiter_domain::accounts::User>> {
-                    let row = sqlx::query(
-                    "SELECT t.id AS token_id, t.last_used_at, u.id, u.username, u.role, u.team, u.active \
-                     FROM api_tokens t JOIN users u ON u.id = t.user_id \
-                     WHERE t.token_hash = $1 AND t.revoked_at IS NULL \
-                     AND (t.expires_at IS NULL OR t.expires_at > $2)",
-                )
-                .bind(token_hash)
-                .bind(now)
-                .fetch_optional(&self.pool)
-                .await?;
-                let Some(row) = row else { return Ok(None) };
-                let last_used: Option<i64> = row.try_get("last_used_at")?;
-                if last_used.is_none_or(|at| at + $crate::TOKEN_USE_RESOLUTION_MS <= now) {
-                    sqlx::query("UPDATE api_tokens SET last_used_at = $1 WHERE id = $2")
-                        .bind(now)
-                        .bind(row.try_get::<i64, _>("token_id")?)
-                        .execute(&self.writer)
-                        .await?;
+                let result: $crate::StoreResult<Option<arbiter_domain::accounts::User>> = async move {
+                        let row = sqlx::query(
+                        "SELECT t.id AS token_id, t.last_used_at, u.id, u.username, u.role, u.team, u.active \
+                         FROM api_tokens t JOIN users u ON u.id = t.user_id \
+                         WHERE t.token_hash = $1 AND t.revoked_at IS NULL \
+                         AND (t.expires_at IS NULL OR t.expires_at > $2)",
+                    )
+                    .bind(token_hash)
+                    .bind(now)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                    let Some(row) = row else { return Ok(None) };
+                    let last_used: Option<i64> = row.try_get("last_used_at")?;
+                    if last_used.is_none_or(|at| at + $crate::TOKEN_USE_RESOLUTION_MS <= now) {
+                        sqlx::query("UPDATE api_tokens SET last_used_at = $1 WHERE id = $2")
+                            .bind(now)
+                            .bind(row.try_get::<i64, _>("token_id")?)
+                            .execute(&self.writer)
+                            .await?;
+                    }
+                    Ok(Some(user_from_row(&row)?))
                 }
-                Ok(Some(user_from_row(&row)?))
+                .await;
+                result.map_err(|err| err.during("user_for_token"))
             }
 
             async fn api_tokens(
                 &self,
                 user_id: Option<i64>,
             ) -> $crate::StoreResult<Vec<arbiter_domain::accounts::ApiToken>> {
-                let rows = sqlx::query(&format!(
-                    "{API_TOKEN_SELECT} WHERE ($1 IS NULL OR t.user_id = $1) ORDER BY t.id DESC"
-                ))
-                .bind(user_id)
-                .fetch_all(&self.pool)
-                .await?;
-                Ok(rows.iter().map(api_token_from_row).collect::<Result<_, _>>()?)
+                let result: $crate::StoreResult<Vec<arbiter_domain::accounts::ApiToken>> = async move {
+                    let rows = sqlx::query(&format!(
+                        "{API_TOKEN_SELECT} WHERE ($1 IS NULL OR t.user_id = $1) ORDER BY t.id DESC"
+                    ))
+                    .bind(user_id)
+                    .fetch_all(&self.pool)
+                    .await?;
+                    Ok(rows.iter().map(api_token_from_row).collect::<Result<_, _>>()?)
+                }
+                .await;
+                result.map_err(|err| err.during("api_tokens"))
             }
 
             async fn revoke_api_token(
@@ -270,17 +314,21 @@ macro_rules! accounts_sql {
                 owner: Option<i64>,
                 now: i64,
             ) -> $crate::StoreResult<bool> {
-                let revoked = sqlx::query(
-                    "UPDATE api_tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL \
-                     AND ($3 IS NULL OR user_id = $3)",
-                )
-                .bind(now)
-                .bind(token_id)
-                .bind(owner)
-                .execute(&self.writer)
-                .await?
-                .rows_affected();
-                Ok(revoked == 1)
+                let result: $crate::StoreResult<bool> = async move {
+                    let revoked = sqlx::query(
+                        "UPDATE api_tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL \
+                         AND ($3 IS NULL OR user_id = $3)",
+                    )
+                    .bind(now)
+                    .bind(token_id)
+                    .bind(owner)
+                    .execute(&self.writer)
+                    .await?
+                    .rows_affected();
+                    Ok(revoked == 1)
+                }
+                .await;
+                result.map_err(|err| err.during("revoke_api_token"))
             }
         }
     };

@@ -1430,7 +1430,11 @@ macro_rules! annotation_sql {
         #[async_trait::async_trait]
         impl $crate::annotation::AnnotationStore for $store {
             async fn next_annotation_task(&self, user_id: i64, lease_ms: i64) -> StoreResult<Option<AnnotationTask>> {
-                claim_task(&self.writer, user_id, lease_ms).await
+                let result: StoreResult<Option<AnnotationTask>> = async move {
+                    claim_task(&self.writer, user_id, lease_ms).await
+                }
+                .await;
+                result.map_err(|err| err.during("next_annotation_task"))
             }
 
             async fn submit_label(
@@ -1440,19 +1444,35 @@ macro_rules! annotation_sql {
                 pass: bool,
                 rationale: &str,
             ) -> StoreResult<Option<TrainingFeedback>> {
-                submit_task_label(&self.writer, task_id, user_id, pass, rationale).await
+                let result: StoreResult<Option<TrainingFeedback>> = async move {
+                    submit_task_label(&self.writer, task_id, user_id, pass, rationale).await
+                }
+                .await;
+                result.map_err(|err| err.during("submit_label"))
             }
 
             async fn skip_task(&self, task_id: i64, user_id: i64) -> StoreResult<()> {
-                skip_leased_task(&self.writer, task_id, user_id).await
+                let result: StoreResult<()> = async move {
+                    skip_leased_task(&self.writer, task_id, user_id).await
+                }
+                .await;
+                result.map_err(|err| err.during("skip_task"))
             }
 
             async fn annotation_queue_counts(&self) -> StoreResult<QueueCounts> {
-                queue_counts(&self.pool).await
+                let result: StoreResult<QueueCounts> = async move {
+                    queue_counts(&self.pool).await
+                }
+                .await;
+                result.map_err(|err| err.during("annotation_queue_counts"))
             }
 
             async fn next_review(&self, reviewer_id: i64) -> StoreResult<Option<ReviewItem>> {
-                next_pending_review(&self.pool, reviewer_id).await
+                let result: StoreResult<Option<ReviewItem>> = async move {
+                    next_pending_review(&self.pool, reviewer_id).await
+                }
+                .await;
+                result.map_err(|err| err.during("next_review"))
             }
 
             async fn review_label(
@@ -1462,23 +1482,43 @@ macro_rules! annotation_sql {
                 decision: ReviewDecision,
                 reason: &str,
             ) -> StoreResult<()> {
-                decide_review(&self.writer, label_id, reviewer_id, decision, reason).await
+                let result: StoreResult<()> = async move {
+                    decide_review(&self.writer, label_id, reviewer_id, decision, reason).await
+                }
+                .await;
+                result.map_err(|err| err.during("review_label"))
             }
 
             async fn raters(&self) -> StoreResult<Vec<RaterRecord>> {
-                rater_records(&self.pool).await
+                let result: StoreResult<Vec<RaterRecord>> = async move {
+                    rater_records(&self.pool).await
+                }
+                .await;
+                result.map_err(|err| err.during("raters"))
             }
 
             async fn update_rater(&self, user_id: i64, update: &RaterUpdate) -> StoreResult<()> {
-                update_rater(&self.writer, user_id, update).await
+                let result: StoreResult<()> = async move {
+                    update_rater(&self.writer, user_id, update).await
+                }
+                .await;
+                result.map_err(|err| err.during("update_rater"))
             }
 
             async fn run_labels(&self, run_id: i64) -> StoreResult<Vec<RunLabel>> {
-                labels_of_run(&self.pool, run_id).await
+                let result: StoreResult<Vec<RunLabel>> = async move {
+                    labels_of_run(&self.pool, run_id).await
+                }
+                .await;
+                result.map_err(|err| err.during("run_labels"))
             }
 
             async fn invite_rater(&self, new: &arbiter_domain::annotation::pool::NewRater, hash: &PasswordHash) -> StoreResult<i64> {
-                insert_rater(&self.writer, new, hash).await
+                let result: StoreResult<i64> = async move {
+                    insert_rater(&self.writer, new, hash).await
+                }
+                .await;
+                result.map_err(|err| err.during("invite_rater"))
             }
 
             async fn check_review(
@@ -1488,46 +1528,86 @@ macro_rules! annotation_sql {
                 overturn_to: Option<bool>,
                 reason: &str,
             ) -> StoreResult<()> {
-                decide_check(&self.writer, review_id, checker_id, overturn_to, reason).await
+                let result: StoreResult<()> = async move {
+                    decide_check(&self.writer, review_id, checker_id, overturn_to, reason).await
+                }
+                .await;
+                result.map_err(|err| err.during("check_review"))
             }
 
             async fn create_gold(&self, task_id: i64, answer_pass: bool, note: &str, created_by: i64) -> StoreResult<i64> {
-                insert_gold(&self.writer, task_id, answer_pass, note, created_by).await
+                let result: StoreResult<i64> = async move {
+                    insert_gold(&self.writer, task_id, answer_pass, note, created_by).await
+                }
+                .await;
+                result.map_err(|err| err.during("create_gold"))
             }
 
             async fn retire_gold(&self, gold_id: i64) -> StoreResult<()> {
-                retire_gold_item(&self.writer, gold_id).await
+                let result: StoreResult<()> = async move {
+                    retire_gold_item(&self.writer, gold_id).await
+                }
+                .await;
+                result.map_err(|err| err.during("retire_gold"))
             }
 
             async fn gold_items(&self) -> StoreResult<Vec<arbiter_domain::annotation::gold::GoldItem>> {
-                list_gold(&self.pool).await
+                let result: StoreResult<Vec<arbiter_domain::annotation::gold::GoldItem>> = async move {
+                    list_gold(&self.pool).await
+                }
+                .await;
+                result.map_err(|err| err.during("gold_items"))
             }
 
             async fn gold_candidates(&self, limit: i64) -> StoreResult<Vec<arbiter_domain::annotation::gold::GoldCandidate>> {
-                list_gold_candidates(&self.pool, limit).await
+                let result: StoreResult<Vec<arbiter_domain::annotation::gold::GoldCandidate>> = async move {
+                    list_gold_candidates(&self.pool, limit).await
+                }
+                .await;
+                result.map_err(|err| err.during("gold_candidates"))
             }
 
             async fn scan_open_tasks(
                 &self,
                 visit: &mut (dyn FnMut(arbiter_domain::annotation::sla::OpenTask) + Send),
             ) -> StoreResult<()> {
-                visit_open_tasks(&self.pool, visit).await
+                let result: StoreResult<()> = async move {
+                    visit_open_tasks(&self.pool, visit).await
+                }
+                .await;
+                result.map_err(|err| err.during("scan_open_tasks"))
             }
 
             async fn labelling_flow(&self, now: i64) -> StoreResult<arbiter_domain::annotation::sla::LabellingFlow> {
-                flow_of_labels(&self.pool, now).await
+                let result: StoreResult<arbiter_domain::annotation::sla::LabellingFlow> = async move {
+                    flow_of_labels(&self.pool, now).await
+                }
+                .await;
+                result.map_err(|err| err.during("labelling_flow"))
             }
 
             async fn sla_days(&self, since: i64) -> StoreResult<Vec<arbiter_domain::annotation::sla::SlaDay>> {
-                days_of_sla(&self.pool, since).await
+                let result: StoreResult<Vec<arbiter_domain::annotation::sla::SlaDay>> = async move {
+                    days_of_sla(&self.pool, since).await
+                }
+                .await;
+                result.map_err(|err| err.during("sla_days"))
             }
 
             async fn escalate_tasks(&self, task_ids: &[i64], now: i64) -> StoreResult<u64> {
-                raise_priority(&self.writer, task_ids, now).await
+                let result: StoreResult<u64> = async move {
+                    raise_priority(&self.writer, task_ids, now).await
+                }
+                .await;
+                result.map_err(|err| err.during("escalate_tasks"))
             }
 
             async fn queue_labels(&self, since: i64) -> StoreResult<Vec<arbiter_domain::annotation::task::QueueLabel>> {
-                labels_by_queue(&self.pool, since).await
+                let result: StoreResult<Vec<arbiter_domain::annotation::task::QueueLabel>> = async move {
+                    labels_by_queue(&self.pool, since).await
+                }
+                .await;
+                result.map_err(|err| err.during("queue_labels"))
             }
         }
     };

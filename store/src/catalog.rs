@@ -154,138 +154,154 @@ macro_rules! catalog_sql {
         #[async_trait::async_trait]
         impl $crate::catalog::CatalogStore for $store {
             async fn register_checkpoint(&self, new: &NewCheckpoint, created_by: Option<i64>) -> StoreResult<i64> {
-                let mut tx = self.writer.begin_with($begin).await?;
-                let now = now_ms();
-                let mut endpoint_ids = Vec::with_capacity(1 + new.replica_urls.len());
-                for url in std::iter::once(&new.base_url).chain(&new.replica_urls) {
-                    sqlx::query("INSERT INTO endpoints (base_url, created_at) VALUES ($1, $2) ON CONFLICT (base_url) DO NOTHING")
-                        .bind(url)
-                        .bind(now)
-                        .execute(&mut *tx)
-                        .await?;
-                    if let Some(limit) = new.max_in_flight {
-                        sqlx::query("UPDATE endpoints SET max_in_flight = $1 WHERE base_url = $2")
-                            .bind(limit)
+                let result: StoreResult<i64> = async move {
+                    let mut tx = self.writer.begin_with($begin).await?;
+                    let now = now_ms();
+                    let mut endpoint_ids = Vec::with_capacity(1 + new.replica_urls.len());
+                    for url in std::iter::once(&new.base_url).chain(&new.replica_urls) {
+                        sqlx::query("INSERT INTO endpoints (base_url, created_at) VALUES ($1, $2) ON CONFLICT (base_url) DO NOTHING")
                             .bind(url)
+                            .bind(now)
+                            .execute(&mut *tx)
+                            .await?;
+                        if let Some(limit) = new.max_in_flight {
+                            sqlx::query("UPDATE endpoints SET max_in_flight = $1 WHERE base_url = $2")
+                                .bind(limit)
+                                .bind(url)
+                                .execute(&mut *tx)
+                                .await?;
+                        }
+                        if let Some(key) = &new.api_key_ref {
+                            // An endpoint's key is set once: a later checkpoint on the same
+                            // endpoint may not swap it for every checkpoint already using it.
+                            let existing: Option<Option<String>> =
+                                sqlx::query_scalar("SELECT api_key_ref FROM endpoints WHERE base_url = $1")
+                                    .bind(url)
+                                    .fetch_optional(&mut *tx)
+                                    .await?;
+                            match existing.flatten() {
+                                Some(existing) if existing != *key => {
+                                    return Err(StoreError::Conflict(format!(
+                                        "the endpoint {url} already has an API key; register this checkpoint without one to use it"
+                                    )));
+                                }
+                                Some(_) => {}
+                                None => {
+                                    sqlx::query("UPDATE endpoints SET api_key_ref = $1 WHERE base_url = $2")
+                                        .bind(key)
+                                        .bind(url)
+                                        .execute(&mut *tx)
+                                        .await?;
+                                }
+                            }
+                        }
+                        let id: i64 = sqlx::query_scalar("SELECT id FROM endpoints WHERE base_url = $1")
+                            .bind(url)
+                            .fetch_one(&mut *tx)
+                            .await?;
+                        endpoint_ids.push(id);
+                    }
+                    let fallback_id = match &new.fallback_checkpoint {
+                        Some(name) => Some(
+                            sqlx::query_scalar::<_, i64>("SELECT id FROM checkpoints WHERE name = $1")
+                                .bind(name)
+                                .fetch_optional(&mut *tx)
+                                .await?
+                                .ok_or_else(|| StoreError::NotFound(format!("no checkpoint named `{name}` to fall back to")))?,
+                        ),
+                        None => None,
+                    };
+                    let id = sqlx::query_scalar::<_, i64>(
+                        "INSERT INTO checkpoints (name, endpoint_id, model, engine_build, parallel_layout, fallback_checkpoint_id, \
+                         input_usd_per_mtok, output_usd_per_mtok, created_by, created_at, training_run, training_step) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id",
+                    )
+                    .bind(&new.name)
+                    .bind(endpoint_ids[0])
+                    .bind(&new.model)
+                    .bind(&new.engine_build)
+                    .bind(&new.parallel_layout)
+                    .bind(fallback_id)
+                    .bind(new.prices.input_usd_per_mtok)
+                    .bind(new.prices.output_usd_per_mtok)
+                    .bind(created_by)
+                    .bind(now)
+                    .bind(&new.training_run)
+                    .bind(new.training_step)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(|err| {
+                        $crate::conflict_on($backend, err, "checkpoints_name_key", &format!("a checkpoint named `{}` exists already", new.name))
+                    })?;
+                    for endpoint_id in endpoint_ids.iter().skip(1).filter(|&&replica| replica != endpoint_ids[0]) {
+                        sqlx::query("INSERT INTO checkpoint_replicas (checkpoint_id, endpoint_id) VALUES ($1, $2) ON CONFLICT DO NOTHING")
+                            .bind(id)
+                            .bind(endpoint_id)
                             .execute(&mut *tx)
                             .await?;
                     }
-                    if let Some(key) = &new.api_key_ref {
-                        // An endpoint's key is set once: a later checkpoint on the same
-                        // endpoint may not swap it for every checkpoint already using it.
-                        let existing: Option<Option<String>> =
-                            sqlx::query_scalar("SELECT api_key_ref FROM endpoints WHERE base_url = $1")
-                                .bind(url)
-                                .fetch_optional(&mut *tx)
-                                .await?;
-                        match existing.flatten() {
-                            Some(existing) if existing != *key => {
-                                return Err(StoreError::Conflict(format!(
-                                    "the endpoint {url} already has an API key; register this checkpoint without one to use it"
-                                )));
-                            }
-                            Some(_) => {}
-                            None => {
-                                sqlx::query("UPDATE endpoints SET api_key_ref = $1 WHERE base_url = $2")
-                                    .bind(key)
-                                    .bind(url)
-                                    .execute(&mut *tx)
-                                    .await?;
-                            }
-                        }
-                    }
-                    let id: i64 = sqlx::query_scalar("SELECT id FROM endpoints WHERE base_url = $1")
-                        .bind(url)
-                        .fetch_one(&mut *tx)
-                        .await?;
-                    endpoint_ids.push(id);
+                    tx.commit().await?;
+                    Ok(id)
                 }
-                let fallback_id = match &new.fallback_checkpoint {
-                    Some(name) => Some(
-                        sqlx::query_scalar::<_, i64>("SELECT id FROM checkpoints WHERE name = $1")
-                            .bind(name)
-                            .fetch_optional(&mut *tx)
-                            .await?
-                            .ok_or_else(|| StoreError::NotFound(format!("no checkpoint named `{name}` to fall back to")))?,
-                    ),
-                    None => None,
-                };
-                let id = sqlx::query_scalar::<_, i64>(
-                    "INSERT INTO checkpoints (name, endpoint_id, model, engine_build, parallel_layout, fallback_checkpoint_id, \
-                     input_usd_per_mtok, output_usd_per_mtok, created_by, created_at, training_run, training_step) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id",
-                )
-                .bind(&new.name)
-                .bind(endpoint_ids[0])
-                .bind(&new.model)
-                .bind(&new.engine_build)
-                .bind(&new.parallel_layout)
-                .bind(fallback_id)
-                .bind(new.prices.input_usd_per_mtok)
-                .bind(new.prices.output_usd_per_mtok)
-                .bind(created_by)
-                .bind(now)
-                .bind(&new.training_run)
-                .bind(new.training_step)
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(|err| {
-                    $crate::conflict_on($backend, err, "checkpoints_name_key", &format!("a checkpoint named `{}` exists already", new.name))
-                })?;
-                for endpoint_id in endpoint_ids.iter().skip(1).filter(|&&replica| replica != endpoint_ids[0]) {
-                    sqlx::query("INSERT INTO checkpoint_replicas (checkpoint_id, endpoint_id) VALUES ($1, $2) ON CONFLICT DO NOTHING")
-                        .bind(id)
-                        .bind(endpoint_id)
-                        .execute(&mut *tx)
-                        .await?;
-                }
-                tx.commit().await?;
-                Ok(id)
+                .await;
+                result.map_err(|err| err.during("register_checkpoint"))
             }
 
             async fn list_checkpoints(&self) -> StoreResult<Vec<Checkpoint>> {
-                let rows = sqlx::query(&format!("{CHECKPOINT_SELECT} ORDER BY c.name"))
+                let result: StoreResult<Vec<Checkpoint>> = async move {
+                    let rows = sqlx::query(&format!("{CHECKPOINT_SELECT} ORDER BY c.name"))
+                        .fetch_all(&self.pool)
+                        .await?;
+                    let mut checkpoints = rows.iter().map(checkpoint_from_row).collect::<Result<Vec<_>, _>>()?;
+                    let replicas: Vec<(i64, String)> = sqlx::query_as(
+                        "SELECT r.checkpoint_id, e.base_url FROM checkpoint_replicas r JOIN endpoints e ON e.id = r.endpoint_id ORDER BY e.base_url",
+                    )
                     .fetch_all(&self.pool)
                     .await?;
-                let mut checkpoints = rows.iter().map(checkpoint_from_row).collect::<Result<Vec<_>, _>>()?;
-                let replicas: Vec<(i64, String)> = sqlx::query_as(
-                    "SELECT r.checkpoint_id, e.base_url FROM checkpoint_replicas r JOIN endpoints e ON e.id = r.endpoint_id ORDER BY e.base_url",
-                )
-                .fetch_all(&self.pool)
-                .await?;
-                for (checkpoint_id, url) in replicas {
-                    if let Some(checkpoint) = checkpoints.iter_mut().find(|c| c.id == checkpoint_id) {
-                        checkpoint.replica_urls.push(url);
+                    for (checkpoint_id, url) in replicas {
+                        if let Some(checkpoint) = checkpoints.iter_mut().find(|c| c.id == checkpoint_id) {
+                            checkpoint.replica_urls.push(url);
+                        }
                     }
+                    Ok(checkpoints)
                 }
-                Ok(checkpoints)
+                .await;
+                result.map_err(|err| err.during("list_checkpoints"))
             }
 
             async fn set_checkpoint_prices(&self, checkpoint_id: i64, prices: &TokenPrices) -> StoreResult<()> {
-                let updated = sqlx::query(
-                    "UPDATE checkpoints SET input_usd_per_mtok = $1, output_usd_per_mtok = $2 WHERE id = $3",
-                )
-                .bind(prices.input_usd_per_mtok)
-                .bind(prices.output_usd_per_mtok)
-                .bind(checkpoint_id)
-                .execute(&self.writer)
-                .await?;
-                if updated.rows_affected() == 0 {
-                    return Err(StoreError::NotFound(format!("no checkpoint with id {checkpoint_id}")));
+                let result: StoreResult<()> = async move {
+                    let updated = sqlx::query(
+                        "UPDATE checkpoints SET input_usd_per_mtok = $1, output_usd_per_mtok = $2 WHERE id = $3",
+                    )
+                    .bind(prices.input_usd_per_mtok)
+                    .bind(prices.output_usd_per_mtok)
+                    .bind(checkpoint_id)
+                    .execute(&self.writer)
+                    .await?;
+                    if updated.rows_affected() == 0 {
+                        return Err(StoreError::NotFound(format!("no checkpoint with id {checkpoint_id}")));
+                    }
+                    Ok(())
                 }
-                Ok(())
+                .await;
+                result.map_err(|err| err.during("set_checkpoint_prices"))
             }
 
             async fn endpoint_limits(&self, base_url: &str) -> StoreResult<EndpointLimits> {
-                let row: Option<(i64, Option<i64>)> =
-                    sqlx::query_as("SELECT max_in_flight, token_budget FROM endpoints WHERE base_url = $1")
-                        .bind(base_url)
-                        .fetch_optional(&self.pool)
-                        .await?;
-                Ok(row.map_or_else(EndpointLimits::default, |(max_in_flight, token_budget)| EndpointLimits {
-                    max_in_flight,
-                    token_budget,
-                }))
+                let result: StoreResult<EndpointLimits> = async move {
+                    let row: Option<(i64, Option<i64>)> =
+                        sqlx::query_as("SELECT max_in_flight, token_budget FROM endpoints WHERE base_url = $1")
+                            .bind(base_url)
+                            .fetch_optional(&self.pool)
+                            .await?;
+                    Ok(row.map_or_else(EndpointLimits::default, |(max_in_flight, token_budget)| EndpointLimits {
+                        max_in_flight,
+                        token_budget,
+                    }))
+                }
+                .await;
+                result.map_err(|err| err.during("endpoint_limits"))
             }
 
             async fn store_dataset_revision(
@@ -295,211 +311,251 @@ macro_rules! catalog_sql {
                 parsed: &ParsedDataset,
                 created_by: Option<i64>,
             ) -> StoreResult<DatasetRevision> {
-                let mut tx = self.writer.begin_with($begin).await?;
-                let now = now_ms();
-                sqlx::query("INSERT INTO datasets (name, created_by, created_at) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING")
-                    .bind(name)
-                    .bind(created_by)
-                    .bind(now)
-                    .execute(&mut *tx)
-                    .await?;
-                let dataset_id: i64 = sqlx::query_scalar("SELECT id FROM datasets WHERE name = $1")
-                    .bind(name)
-                    .fetch_one(&mut *tx)
-                    .await?;
-                let inserted: Option<i64> = sqlx::query_scalar(
-                    "INSERT INTO dataset_revisions (dataset_id, content_hash, item_count, source_name, created_by, created_at, uploaded_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT (dataset_id, content_hash) DO NOTHING RETURNING id",
-                )
-                .bind(dataset_id)
-                .bind(&parsed.content_hash)
-                .bind(parsed.items.len() as i64)
-                .bind(source_name)
-                .bind(created_by)
-                .bind(now)
-                .fetch_optional(&mut *tx)
-                .await?;
-                if inserted.is_none() {
-                    // Known content: it becomes the current revision again (a revert).
-                    sqlx::query("UPDATE dataset_revisions SET uploaded_at = $1 WHERE dataset_id = $2 AND content_hash = $3")
+                let result: StoreResult<DatasetRevision> = async move {
+                    let mut tx = self.writer.begin_with($begin).await?;
+                    let now = now_ms();
+                    sqlx::query("INSERT INTO datasets (name, created_by, created_at) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING")
+                        .bind(name)
+                        .bind(created_by)
                         .bind(now)
-                        .bind(dataset_id)
-                        .bind(&parsed.content_hash)
                         .execute(&mut *tx)
                         .await?;
-                }
-                if let Some(revision_id) = inserted {
-                    for (chunk_index, chunk) in parsed.items.chunks($crate::catalog::ITEM_INSERT_BATCH).enumerate() {
-                        let offset = chunk_index * $crate::catalog::ITEM_INSERT_BATCH;
-                        let mut insert = sqlx::QueryBuilder::<$db>::new(
-                            "INSERT INTO dataset_items (revision_id, case_id, position, input, target, category) ",
-                        );
-                        insert.push_values(chunk.iter().enumerate(), |mut row, (index, item)| {
-                            row.push_bind(revision_id)
-                                .push_bind(item.case_id.clone())
-                                .push_bind((offset + index) as i64)
-                                .push_bind(item.input.clone())
-                                .push_bind(item.target.clone())
-                                .push_bind(item.category.clone());
-                        });
-                        insert.build().execute(&mut *tx).await?;
+                    let dataset_id: i64 = sqlx::query_scalar("SELECT id FROM datasets WHERE name = $1")
+                        .bind(name)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                    let inserted: Option<i64> = sqlx::query_scalar(
+                        "INSERT INTO dataset_revisions (dataset_id, content_hash, item_count, source_name, created_by, created_at, uploaded_at) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT (dataset_id, content_hash) DO NOTHING RETURNING id",
+                    )
+                    .bind(dataset_id)
+                    .bind(&parsed.content_hash)
+                    .bind(parsed.items.len() as i64)
+                    .bind(source_name)
+                    .bind(created_by)
+                    .bind(now)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    if inserted.is_none() {
+                        // Known content: it becomes the current revision again (a revert).
+                        sqlx::query("UPDATE dataset_revisions SET uploaded_at = $1 WHERE dataset_id = $2 AND content_hash = $3")
+                            .bind(now)
+                            .bind(dataset_id)
+                            .bind(&parsed.content_hash)
+                            .execute(&mut *tx)
+                            .await?;
                     }
+                    if let Some(revision_id) = inserted {
+                        for (chunk_index, chunk) in parsed.items.chunks($crate::catalog::ITEM_INSERT_BATCH).enumerate() {
+                            let offset = chunk_index * $crate::catalog::ITEM_INSERT_BATCH;
+                            let mut insert = sqlx::QueryBuilder::<$db>::new(
+                                "INSERT INTO dataset_items (revision_id, case_id, position, input, target, category) ",
+                            );
+                            insert.push_values(chunk.iter().enumerate(), |mut row, (index, item)| {
+                                row.push_bind(revision_id)
+                                    .push_bind(item.case_id.clone())
+                                    .push_bind((offset + index) as i64)
+                                    .push_bind(item.input.clone())
+                                    .push_bind(item.target.clone())
+                                    .push_bind(item.category.clone());
+                            });
+                            insert.build().execute(&mut *tx).await?;
+                        }
+                    }
+                    let row = sqlx::query(&format!(
+                        "SELECT {REVISION_COLUMNS} FROM dataset_revisions WHERE dataset_id = $1 AND content_hash = $2"
+                    ))
+                    .bind(dataset_id)
+                    .bind(&parsed.content_hash)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    let revision = revision_from_row(&row)?;
+                    tx.commit().await?;
+                    Ok(revision)
                 }
-                let row = sqlx::query(&format!(
-                    "SELECT {REVISION_COLUMNS} FROM dataset_revisions WHERE dataset_id = $1 AND content_hash = $2"
-                ))
-                .bind(dataset_id)
-                .bind(&parsed.content_hash)
-                .fetch_one(&mut *tx)
-                .await?;
-                let revision = revision_from_row(&row)?;
-                tx.commit().await?;
-                Ok(revision)
+                .await;
+                result.map_err(|err| err.during("store_dataset_revision"))
             }
 
             async fn list_datasets(&self) -> StoreResult<Vec<DatasetSummary>> {
-                let ids: Vec<i64> = sqlx::query_scalar("SELECT id FROM datasets ORDER BY name")
-                    .fetch_all(&self.pool)
-                    .await?;
-                let mut summaries = Vec::with_capacity(ids.len());
-                for id in ids {
-                    if let Some(summary) = self.get_dataset(id).await? {
-                        summaries.push(summary);
+                let result: StoreResult<Vec<DatasetSummary>> = async move {
+                    let ids: Vec<i64> = sqlx::query_scalar("SELECT id FROM datasets ORDER BY name")
+                        .fetch_all(&self.pool)
+                        .await?;
+                    let mut summaries = Vec::with_capacity(ids.len());
+                    for id in ids {
+                        if let Some(summary) = self.get_dataset(id).await? {
+                            summaries.push(summary);
+                        }
                     }
+                    Ok(summaries)
                 }
-                Ok(summaries)
+                .await;
+                result.map_err(|err| err.during("list_datasets"))
             }
 
             async fn get_dataset(&self, id: i64) -> StoreResult<Option<DatasetSummary>> {
-                let row = sqlx::query(
-                    "SELECT d.id, d.name, (SELECT COUNT(*) FROM dataset_revisions r WHERE r.dataset_id = d.id) AS revision_count \
-                     FROM datasets d WHERE d.id = $1",
-                )
-                .bind(id)
-                .fetch_optional(&self.pool)
-                .await?;
-                let Some(row) = row else { return Ok(None) };
-                let latest = sqlx::query(&format!(
-                    "SELECT {REVISION_COLUMNS} FROM dataset_revisions WHERE dataset_id = $1 ORDER BY uploaded_at DESC, id DESC LIMIT 1"
-                ))
-                .bind(id)
-                .fetch_optional(&self.pool)
-                .await?;
-                Ok(Some(DatasetSummary {
-                    id: row.try_get("id")?,
-                    name: row.try_get("name")?,
-                    revision_count: row.try_get("revision_count")?,
-                    latest_revision: latest.as_ref().map(revision_from_row).transpose()?,
-                }))
+                let result: StoreResult<Option<DatasetSummary>> = async move {
+                    let row = sqlx::query(
+                        "SELECT d.id, d.name, (SELECT COUNT(*) FROM dataset_revisions r WHERE r.dataset_id = d.id) AS revision_count \
+                         FROM datasets d WHERE d.id = $1",
+                    )
+                    .bind(id)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                    let Some(row) = row else { return Ok(None) };
+                    let latest = sqlx::query(&format!(
+                        "SELECT {REVISION_COLUMNS} FROM dataset_revisions WHERE dataset_id = $1 ORDER BY uploaded_at DESC, id DESC LIMIT 1"
+                    ))
+                    .bind(id)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                    Ok(Some(DatasetSummary {
+                        id: row.try_get("id")?,
+                        name: row.try_get("name")?,
+                        revision_count: row.try_get("revision_count")?,
+                        latest_revision: latest.as_ref().map(revision_from_row).transpose()?,
+                    }))
+                }
+                .await;
+                result.map_err(|err| err.during("get_dataset"))
             }
 
             async fn list_revisions(&self, dataset_id: i64) -> StoreResult<Vec<DatasetRevision>> {
-                let rows = sqlx::query(&format!(
-                    "SELECT {REVISION_COLUMNS} FROM dataset_revisions WHERE dataset_id = $1 ORDER BY uploaded_at DESC, id DESC"
-                ))
-                .bind(dataset_id)
-                .fetch_all(&self.pool)
-                .await?;
-                Ok(rows.iter().map(revision_from_row).collect::<Result<_, _>>()?)
+                let result: StoreResult<Vec<DatasetRevision>> = async move {
+                    let rows = sqlx::query(&format!(
+                        "SELECT {REVISION_COLUMNS} FROM dataset_revisions WHERE dataset_id = $1 ORDER BY uploaded_at DESC, id DESC"
+                    ))
+                    .bind(dataset_id)
+                    .fetch_all(&self.pool)
+                    .await?;
+                    Ok(rows.iter().map(revision_from_row).collect::<Result<_, _>>()?)
+                }
+                .await;
+                result.map_err(|err| err.during("list_revisions"))
             }
 
             async fn list_items(&self, revision_id: i64, limit: i64, offset: i64) -> StoreResult<Vec<DatasetItem>> {
-                let rows = sqlx::query(
-                    "SELECT case_id, input, target, category FROM dataset_items \
-                     WHERE revision_id = $1 ORDER BY position LIMIT $2 OFFSET $3",
-                )
-                .bind(revision_id)
-                .bind(limit)
-                .bind(offset)
-                .fetch_all(&self.pool)
-                .await?;
-                rows.iter()
-                    .map(|row| {
-                        Ok(DatasetItem {
-                            case_id: row.try_get("case_id")?,
-                            input: row.try_get("input")?,
-                            target: row.try_get("target")?,
-                            category: row.try_get("category")?,
-                        })
-                    })
-                    .collect::<Result<_, sqlx::Error>>()
-                    .map_err(StoreError::from)
-            }
-
-            async fn items_after(&self, revision_id: i64, after_position: i64, limit: i64) -> StoreResult<Vec<(i64, DatasetItem)>> {
-                let rows = sqlx::query(
-                    "SELECT position, case_id, input, target, category FROM dataset_items \
-                     WHERE revision_id = $1 AND position > $2 ORDER BY position LIMIT $3",
-                )
-                .bind(revision_id)
-                .bind(after_position)
-                .bind(limit)
-                .fetch_all(&self.pool)
-                .await?;
-                rows.iter()
-                    .map(|row| {
-                        Ok((
-                            row.try_get("position")?,
-                            DatasetItem {
+                let result: StoreResult<Vec<DatasetItem>> = async move {
+                    let rows = sqlx::query(
+                        "SELECT case_id, input, target, category FROM dataset_items \
+                         WHERE revision_id = $1 ORDER BY position LIMIT $2 OFFSET $3",
+                    )
+                    .bind(revision_id)
+                    .bind(limit)
+                    .bind(offset)
+                    .fetch_all(&self.pool)
+                    .await?;
+                    rows.iter()
+                        .map(|row| {
+                            Ok(DatasetItem {
                                 case_id: row.try_get("case_id")?,
                                 input: row.try_get("input")?,
                                 target: row.try_get("target")?,
                                 category: row.try_get("category")?,
-                            },
-                        ))
-                    })
-                    .collect::<Result<_, sqlx::Error>>()
-                    .map_err(StoreError::from)
+                            })
+                        })
+                        .collect::<Result<_, sqlx::Error>>()
+                        .map_err(StoreError::from)
+                }
+                .await;
+                result.map_err(|err| err.during("list_items"))
+            }
+
+            async fn items_after(&self, revision_id: i64, after_position: i64, limit: i64) -> StoreResult<Vec<(i64, DatasetItem)>> {
+                let result: StoreResult<Vec<(i64, DatasetItem)>> = async move {
+                    let rows = sqlx::query(
+                        "SELECT position, case_id, input, target, category FROM dataset_items \
+                         WHERE revision_id = $1 AND position > $2 ORDER BY position LIMIT $3",
+                    )
+                    .bind(revision_id)
+                    .bind(after_position)
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await?;
+                    rows.iter()
+                        .map(|row| {
+                            Ok((
+                                row.try_get("position")?,
+                                DatasetItem {
+                                    case_id: row.try_get("case_id")?,
+                                    input: row.try_get("input")?,
+                                    target: row.try_get("target")?,
+                                    category: row.try_get("category")?,
+                                },
+                            ))
+                        })
+                        .collect::<Result<_, sqlx::Error>>()
+                        .map_err(StoreError::from)
+                }
+                .await;
+                result.map_err(|err| err.during("items_after"))
             }
 
             async fn create_eval(&self, dataset_id: i64, spec: &arbiter_domain::manifest::EvalSpec, created_by: Option<i64>) -> StoreResult<i64> {
-                let mut tx = self.writer.begin_with($begin).await?;
-                let inserted = sqlx::query_scalar::<_, i64>(
-                    "INSERT INTO evals (name, dataset_id, prompt_template, grader, max_tokens, temperature, repetitions, seed, created_by, created_at) \
-                     SELECT $1, d.id, $2, $3, $4, $5, $6, $7, $8, $9 FROM datasets d WHERE d.id = $10 RETURNING id",
-                )
-                .bind(&spec.name)
-                .bind(&spec.prompt_template)
-                .bind(serde_json::to_string(&spec.grader).expect("grader specs always serialize"))
-                .bind(i64::from(spec.generation.max_tokens))
-                .bind(spec.generation.temperature)
-                .bind(i64::from(spec.repetitions))
-                .bind(spec.generation.seed as i64)
-                .bind(created_by)
-                .bind(now_ms())
-                .bind(dataset_id)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(|err| {
-                    $crate::conflict_on($backend, err, "evals_name_key", &format!("an eval named `{}` exists already", spec.name))
-                })?;
-                let id = inserted.ok_or_else(|| StoreError::NotFound(format!("no dataset with id {dataset_id}")))?;
-                tx.commit().await?;
-                Ok(id)
+                let result: StoreResult<i64> = async move {
+                    let mut tx = self.writer.begin_with($begin).await?;
+                    let inserted = sqlx::query_scalar::<_, i64>(
+                        "INSERT INTO evals (name, dataset_id, prompt_template, grader, max_tokens, temperature, repetitions, seed, created_by, created_at) \
+                         SELECT $1, d.id, $2, $3, $4, $5, $6, $7, $8, $9 FROM datasets d WHERE d.id = $10 RETURNING id",
+                    )
+                    .bind(&spec.name)
+                    .bind(&spec.prompt_template)
+                    .bind(serde_json::to_string(&spec.grader).expect("grader specs always serialize"))
+                    .bind(i64::from(spec.generation.max_tokens))
+                    .bind(spec.generation.temperature)
+                    .bind(i64::from(spec.repetitions))
+                    .bind(spec.generation.seed as i64)
+                    .bind(created_by)
+                    .bind(now_ms())
+                    .bind(dataset_id)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(|err| {
+                        $crate::conflict_on($backend, err, "evals_name_key", &format!("an eval named `{}` exists already", spec.name))
+                    })?;
+                    let id = inserted.ok_or_else(|| StoreError::NotFound(format!("no dataset with id {dataset_id}")))?;
+                    tx.commit().await?;
+                    Ok(id)
+                }
+                .await;
+                result.map_err(|err| err.during("create_eval"))
             }
 
             async fn list_evals(&self) -> StoreResult<Vec<EvalSummary>> {
-                let rows = sqlx::query(&format!("{EVAL_SELECT} ORDER BY e.id DESC"))
-                    .fetch_all(&self.pool)
-                    .await?;
-                Ok(rows.iter().map(eval_from_row).collect::<Result<_, _>>()?)
+                let result: StoreResult<Vec<EvalSummary>> = async move {
+                    let rows = sqlx::query(&format!("{EVAL_SELECT} ORDER BY e.id DESC"))
+                        .fetch_all(&self.pool)
+                        .await?;
+                    Ok(rows.iter().map(eval_from_row).collect::<Result<_, _>>()?)
+                }
+                .await;
+                result.map_err(|err| err.during("list_evals"))
             }
 
             async fn get_eval(&self, id: i64) -> StoreResult<Option<EvalSummary>> {
-                let row = sqlx::query(&format!("{EVAL_SELECT} WHERE e.id = $1"))
-                    .bind(id)
-                    .fetch_optional(&self.pool)
-                    .await?;
-                Ok(row.as_ref().map(eval_from_row).transpose()?)
+                let result: StoreResult<Option<EvalSummary>> = async move {
+                    let row = sqlx::query(&format!("{EVAL_SELECT} WHERE e.id = $1"))
+                        .bind(id)
+                        .fetch_optional(&self.pool)
+                        .await?;
+                    Ok(row.as_ref().map(eval_from_row).transpose()?)
+                }
+                .await;
+                result.map_err(|err| err.during("get_eval"))
             }
 
             async fn endpoint_api_key_ref(&self, base_url: &str) -> $crate::StoreResult<Option<String>> {
-                let stored: Option<Option<String>> =
-                    sqlx::query_scalar("SELECT api_key_ref FROM endpoints WHERE base_url = $1")
-                        .bind(base_url)
-                        .fetch_optional(&self.pool)
-                        .await?;
-                Ok(stored.flatten())
+                let result: $crate::StoreResult<Option<String>> = async move {
+                    let stored: Option<Option<String>> =
+                        sqlx::query_scalar("SELECT api_key_ref FROM endpoints WHERE base_url = $1")
+                            .bind(base_url)
+                            .fetch_optional(&self.pool)
+                            .await?;
+                    Ok(stored.flatten())
+                }
+                .await;
+                result.map_err(|err| err.during("endpoint_api_key_ref"))
             }
         }
     };

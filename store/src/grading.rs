@@ -71,59 +71,71 @@ macro_rules! grading_sql {
         #[async_trait::async_trait]
         impl $crate::grading::GradingStore for $store {
             async fn create_judge(&self, new: &NewJudge, created_by: Option<i64>) -> StoreResult<Judge> {
-                let mut tx = self.writer.begin_with($begin).await?;
-                let checkpoint: Option<String> = sqlx::query_scalar("SELECT name FROM checkpoints WHERE id = $1")
-                    .bind(new.checkpoint_id)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                let Some(checkpoint_name) = checkpoint else {
-                    return Err(StoreError::NotFound(format!("no checkpoint with id {}", new.checkpoint_id)));
-                };
-                let version: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) + 1 FROM judges WHERE name = $1")
+                let result: StoreResult<Judge> = async move {
+                    let mut tx = self.writer.begin_with($begin).await?;
+                    let checkpoint: Option<String> = sqlx::query_scalar("SELECT name FROM checkpoints WHERE id = $1")
+                        .bind(new.checkpoint_id)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                    let Some(checkpoint_name) = checkpoint else {
+                        return Err(StoreError::NotFound(format!("no checkpoint with id {}", new.checkpoint_id)));
+                    };
+                    let version: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) + 1 FROM judges WHERE name = $1")
+                        .bind(&new.name)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                    let now = now_ms();
+                    let id: i64 = sqlx::query_scalar(
+                        "INSERT INTO judges (name, version, checkpoint_id, rubric, max_tokens, created_by, created_at) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+                    )
                     .bind(&new.name)
+                    .bind(version)
+                    .bind(new.checkpoint_id)
+                    .bind(&new.rubric)
+                    .bind(new.max_tokens)
+                    .bind(created_by)
+                    .bind(now)
                     .fetch_one(&mut *tx)
-                    .await?;
-                let now = now_ms();
-                let id: i64 = sqlx::query_scalar(
-                    "INSERT INTO judges (name, version, checkpoint_id, rubric, max_tokens, created_by, created_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
-                )
-                .bind(&new.name)
-                .bind(version)
-                .bind(new.checkpoint_id)
-                .bind(&new.rubric)
-                .bind(new.max_tokens)
-                .bind(created_by)
-                .bind(now)
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(|err| $crate::conflict_on($backend, err, "judges_name_version_key", "another version of this judge was saved at the same moment; try again"))?;
-                tx.commit().await?;
-                Ok(Judge {
-                    id,
-                    name: new.name.clone(),
-                    version,
-                    checkpoint_id: new.checkpoint_id,
-                    checkpoint_name,
-                    rubric: new.rubric.clone(),
-                    max_tokens: new.max_tokens,
-                    created_at: now,
-                })
+                    .await
+                    .map_err(|err| $crate::conflict_on($backend, err, "judges_name_version_key", "another version of this judge was saved at the same moment; try again"))?;
+                    tx.commit().await?;
+                    Ok(Judge {
+                        id,
+                        name: new.name.clone(),
+                        version,
+                        checkpoint_id: new.checkpoint_id,
+                        checkpoint_name,
+                        rubric: new.rubric.clone(),
+                        max_tokens: new.max_tokens,
+                        created_at: now,
+                    })
+                }
+                .await;
+                result.map_err(|err| err.during("create_judge"))
             }
 
             async fn list_judges(&self) -> StoreResult<Vec<Judge>> {
-                let rows = sqlx::query(&format!("{JUDGE_SELECT} ORDER BY j.name, j.version DESC"))
-                    .fetch_all(&self.pool)
-                    .await?;
-                Ok(rows.iter().map(judge_from_row).collect::<Result<_, _>>()?)
+                let result: StoreResult<Vec<Judge>> = async move {
+                    let rows = sqlx::query(&format!("{JUDGE_SELECT} ORDER BY j.name, j.version DESC"))
+                        .fetch_all(&self.pool)
+                        .await?;
+                    Ok(rows.iter().map(judge_from_row).collect::<Result<_, _>>()?)
+                }
+                .await;
+                result.map_err(|err| err.during("list_judges"))
             }
 
             async fn get_judge(&self, id: i64) -> StoreResult<Option<Judge>> {
-                let row = sqlx::query(&format!("{JUDGE_SELECT} WHERE j.id = $1"))
-                    .bind(id)
-                    .fetch_optional(&self.pool)
-                    .await?;
-                Ok(row.as_ref().map(judge_from_row).transpose()?)
+                let result: StoreResult<Option<Judge>> = async move {
+                    let row = sqlx::query(&format!("{JUDGE_SELECT} WHERE j.id = $1"))
+                        .bind(id)
+                        .fetch_optional(&self.pool)
+                        .await?;
+                    Ok(row.as_ref().map(judge_from_row).transpose()?)
+                }
+                .await;
+                result.map_err(|err| err.during("get_judge"))
             }
 
             async fn save_grading_policy(
@@ -134,177 +146,201 @@ macro_rules! grading_sql {
                 calibration_json: Option<&str>,
                 created_by: Option<i64>,
             ) -> StoreResult<i64> {
-                let mut tx = self.writer.begin_with($begin).await?;
-                let exists: Option<i64> = sqlx::query_scalar("SELECT id FROM evals WHERE id = $1")
-                    .bind(eval_id)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                if exists.is_none() {
-                    return Err(StoreError::NotFound(format!("no eval with id {eval_id}")));
-                }
-                for judge in [policy.cheap_judge, policy.strong_judge].into_iter().flatten() {
-                    let found: Option<i64> = sqlx::query_scalar("SELECT id FROM judges WHERE id = $1")
-                        .bind(judge)
+                let result: StoreResult<i64> = async move {
+                    let mut tx = self.writer.begin_with($begin).await?;
+                    let exists: Option<i64> = sqlx::query_scalar("SELECT id FROM evals WHERE id = $1")
+                        .bind(eval_id)
                         .fetch_optional(&mut *tx)
                         .await?;
-                    if found.is_none() {
-                        return Err(StoreError::NotFound(format!("no judge with id {judge}")));
+                    if exists.is_none() {
+                        return Err(StoreError::NotFound(format!("no eval with id {eval_id}")));
                     }
-                }
-                let version: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) + 1 FROM grading_policies WHERE eval_id = $1")
+                    for judge in [policy.cheap_judge, policy.strong_judge].into_iter().flatten() {
+                        let found: Option<i64> = sqlx::query_scalar("SELECT id FROM judges WHERE id = $1")
+                            .bind(judge)
+                            .fetch_optional(&mut *tx)
+                            .await?;
+                        if found.is_none() {
+                            return Err(StoreError::NotFound(format!("no judge with id {judge}")));
+                        }
+                    }
+                    let version: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) + 1 FROM grading_policies WHERE eval_id = $1")
+                        .bind(eval_id)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                    sqlx::query(
+                        "INSERT INTO grading_policies (eval_id, version, policy_json, note, calibration_json, created_by, created_at) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                    )
                     .bind(eval_id)
-                    .fetch_one(&mut *tx)
-                    .await?;
-                sqlx::query(
-                    "INSERT INTO grading_policies (eval_id, version, policy_json, note, calibration_json, created_by, created_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                )
-                .bind(eval_id)
-                .bind(version)
-                .bind(serde_json::to_string(policy).expect("policies always serialize"))
-                .bind(note)
-                .bind(calibration_json)
-                .bind(created_by)
-                .bind(now_ms())
-                .execute(&mut *tx)
-                .await
-                .map_err(|err| $crate::conflict_on($backend, err, "grading_policies_eval_version_key", "the policy was changed at the same moment; reload and try again"))?;
-                tx.commit().await?;
-                Ok(version)
+                    .bind(version)
+                    .bind(serde_json::to_string(policy).expect("policies always serialize"))
+                    .bind(note)
+                    .bind(calibration_json)
+                    .bind(created_by)
+                    .bind(now_ms())
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|err| $crate::conflict_on($backend, err, "grading_policies_eval_version_key", "the policy was changed at the same moment; reload and try again"))?;
+                    tx.commit().await?;
+                    Ok(version)
+                }
+                .await;
+                result.map_err(|err| err.during("save_grading_policy"))
             }
 
             async fn grading_policies(&self, eval_id: i64) -> StoreResult<Vec<PolicyVersion>> {
-                let rows = sqlx::query(
-                    "SELECT p.eval_id, p.version, p.policy_json, p.note, p.calibration_json, u.username, p.created_at \
-                     FROM grading_policies p LEFT JOIN users u ON u.id = p.created_by \
-                     WHERE p.eval_id = $1 ORDER BY p.version DESC",
-                )
-                .bind(eval_id)
-                .fetch_all(&self.pool)
-                .await?;
-                rows.iter()
-                    .map(|row| {
-                        let policy_json: String = row.try_get("policy_json")?;
-                        Ok(PolicyVersion {
-                            eval_id: row.try_get("eval_id")?,
-                            version: row.try_get("version")?,
-                            policy: serde_json::from_str(&policy_json)
-                                .map_err(|err| sqlx::Error::Decode(err.into()))?,
-                            note: row.try_get("note")?,
-                            calibration_json: row.try_get("calibration_json")?,
-                            created_by: row.try_get("username")?,
-                            created_at: row.try_get("created_at")?,
+                let result: StoreResult<Vec<PolicyVersion>> = async move {
+                    let rows = sqlx::query(
+                        "SELECT p.eval_id, p.version, p.policy_json, p.note, p.calibration_json, u.username, p.created_at \
+                         FROM grading_policies p LEFT JOIN users u ON u.id = p.created_by \
+                         WHERE p.eval_id = $1 ORDER BY p.version DESC",
+                    )
+                    .bind(eval_id)
+                    .fetch_all(&self.pool)
+                    .await?;
+                    rows.iter()
+                        .map(|row| {
+                            let policy_json: String = row.try_get("policy_json")?;
+                            Ok(PolicyVersion {
+                                eval_id: row.try_get("eval_id")?,
+                                version: row.try_get("version")?,
+                                policy: serde_json::from_str(&policy_json)
+                                    .map_err(|err| sqlx::Error::Decode(err.into()))?,
+                                note: row.try_get("note")?,
+                                calibration_json: row.try_get("calibration_json")?,
+                                created_by: row.try_get("username")?,
+                                created_at: row.try_get("created_at")?,
+                            })
                         })
-                    })
-                    .collect::<Result<_, sqlx::Error>>()
-                    .map_err(StoreError::from)
+                        .collect::<Result<_, sqlx::Error>>()
+                        .map_err(StoreError::from)
+                }
+                .await;
+                result.map_err(|err| err.during("grading_policies"))
             }
 
             async fn cached_judge_call(&self, cache_key: &str) -> StoreResult<Option<JudgeCall>> {
-                let row = sqlx::query(
-                    "SELECT cache_key, output, verdict, confidence, prompt_tokens, completion_tokens, model_used \
-                     FROM grade_cache WHERE cache_key = $1",
-                )
-                .bind(cache_key)
-                .fetch_optional(&self.pool)
-                .await?;
-                row.map(|row| {
-                    let verdict: Option<String> = row.try_get("verdict")?;
-                    Ok(JudgeCall {
-                        cache_key: row.try_get("cache_key")?,
-                        output: row.try_get("output")?,
-                        pass: verdict.map(|verdict| verdict == "pass"),
-                        confidence: row.try_get("confidence")?,
-                        prompt_tokens: row.try_get("prompt_tokens")?,
-                        completion_tokens: row.try_get("completion_tokens")?,
-                        model_used: row.try_get("model_used")?,
+                let result: StoreResult<Option<JudgeCall>> = async move {
+                    let row = sqlx::query(
+                        "SELECT cache_key, output, verdict, confidence, prompt_tokens, completion_tokens, model_used \
+                         FROM grade_cache WHERE cache_key = $1",
+                    )
+                    .bind(cache_key)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                    row.map(|row| {
+                        let verdict: Option<String> = row.try_get("verdict")?;
+                        Ok(JudgeCall {
+                            cache_key: row.try_get("cache_key")?,
+                            output: row.try_get("output")?,
+                            pass: verdict.map(|verdict| verdict == "pass"),
+                            confidence: row.try_get("confidence")?,
+                            prompt_tokens: row.try_get("prompt_tokens")?,
+                            completion_tokens: row.try_get("completion_tokens")?,
+                            model_used: row.try_get("model_used")?,
+                        })
                     })
-                })
-                .transpose()
-                .map_err(|err: sqlx::Error| StoreError::from(err))
+                    .transpose()
+                    .map_err(|err: sqlx::Error| StoreError::from(err))
+                }
+                .await;
+                result.map_err(|err| err.during("cached_judge_call"))
             }
 
             async fn human_checked_judgements(&self, grader_id: &str) -> StoreResult<Vec<HumanCheckedJudgement>> {
-                // From the (few) labelled items to their judge grades, never across all grades.
-                let rows: Vec<(f64, String, f64, i64, i64, f64)> = sqlx::query_as(
-                    "SELECT g.confidence, g.verdict, COALESCE(g.cost_usd, 0.0), h.passes, h.labels, h.sampling_rate \
-                     FROM (SELECT t.work_item_id, SUM(CASE WHEN l.verdict = 'pass' THEN 1 ELSE 0 END) AS passes, \
-                                  COUNT(*) AS labels, MAX(t.sampling_rate) AS sampling_rate \
-                           FROM labels l JOIN annotation_tasks t ON t.id = l.task_id \
-                           WHERE l.state = 'standing' GROUP BY t.work_item_id) h \
-                     JOIN grades g ON g.work_item_id = h.work_item_id \
-                     WHERE g.grader = $1 AND g.confidence IS NOT NULL AND g.verdict IN ('pass', 'fail') \
-                     ORDER BY g.id",
-                )
-                .bind(grader_id)
-                .fetch_all(&self.pool)
-                .await?;
-                Ok(rows
-                    .into_iter()
-                    .filter(|(_, _, _, passes, labels, _)| passes * 2 != *labels)
-                    .map(|(confidence, verdict, cost_usd, passes, labels, sampling_rate)| HumanCheckedJudgement {
-                        confidence,
-                        judge_pass: verdict == "pass",
-                        human_pass: passes * 2 > labels,
-                        cost_usd,
-                        sampling_rate,
-                    })
-                    .collect())
+                let result: StoreResult<Vec<HumanCheckedJudgement>> = async move {
+                    // From the (few) labelled items to their judge grades, never across all grades.
+                    let rows: Vec<(f64, String, f64, i64, i64, f64)> = sqlx::query_as(
+                        "SELECT g.confidence, g.verdict, COALESCE(g.cost_usd, 0.0), h.passes, h.labels, h.sampling_rate \
+                         FROM (SELECT t.work_item_id, SUM(CASE WHEN l.verdict = 'pass' THEN 1 ELSE 0 END) AS passes, \
+                                      COUNT(*) AS labels, MAX(t.sampling_rate) AS sampling_rate \
+                               FROM labels l JOIN annotation_tasks t ON t.id = l.task_id \
+                               WHERE l.state = 'standing' GROUP BY t.work_item_id) h \
+                         JOIN grades g ON g.work_item_id = h.work_item_id \
+                         WHERE g.grader = $1 AND g.confidence IS NOT NULL AND g.verdict IN ('pass', 'fail') \
+                         ORDER BY g.id",
+                    )
+                    .bind(grader_id)
+                    .fetch_all(&self.pool)
+                    .await?;
+                    Ok(rows
+                        .into_iter()
+                        .filter(|(_, _, _, passes, labels, _)| passes * 2 != *labels)
+                        .map(|(confidence, verdict, cost_usd, passes, labels, sampling_rate)| HumanCheckedJudgement {
+                            confidence,
+                            judge_pass: verdict == "pass",
+                            human_pass: passes * 2 > labels,
+                            cost_usd,
+                            sampling_rate,
+                        })
+                        .collect())
+                }
+                .await;
+                result.map_err(|err| err.during("human_checked_judgements"))
             }
 
             async fn judge_usage(&self, grader_id: &str) -> StoreResult<(i64, f64)> {
-                Ok(sqlx::query_as(
-                    "SELECT COUNT(*), COALESCE(SUM(cost_usd), 0.0) FROM grades \
-                     WHERE grader = $1 AND stage IN ('cheap_judge', 'strong_judge')",
-                )
-                .bind(grader_id)
-                .fetch_one(&self.pool)
-                .await?)
+                let result: StoreResult<(i64, f64)> = async move {
+                    Ok(sqlx::query_as(
+                        "SELECT COUNT(*), COALESCE(SUM(cost_usd), 0.0) FROM grades \
+                         WHERE grader = $1 AND stage IN ('cheap_judge', 'strong_judge')",
+                    )
+                    .bind(grader_id)
+                    .fetch_one(&self.pool)
+                    .await?)
+                }
+                .await;
+                result.map_err(|err| err.during("judge_usage"))
             }
 
             async fn run_costs(&self, run_id: i64) -> StoreResult<RunCosts> {
-                let (generation_usd, generation_calls, cached_generations): (f64, i64, i64) = sqlx::query_as(
-                    "SELECT COALESCE(SUM(g.cost_usd), 0.0), \
-                            COALESCE(SUM(CASE WHEN g.from_cache THEN 0 ELSE 1 END), 0), \
-                            COALESCE(SUM(CASE WHEN g.from_cache THEN 1 ELSE 0 END), 0) \
-                     FROM generations g JOIN work_items w ON w.id = g.work_item_id WHERE w.run_id = $1",
-                )
-                .bind(run_id)
-                .fetch_one(&self.pool)
-                .await?;
-                let (judging_usd, judge_grades, cached_judge_grades): (f64, i64, i64) = sqlx::query_as(
-                    "SELECT COALESCE(SUM(gr.cost_usd), 0.0), COUNT(*), \
-                            COALESCE(SUM(CASE WHEN gr.from_cache THEN 1 ELSE 0 END), 0) \
-                     FROM grades gr JOIN work_items w ON w.id = gr.work_item_id \
-                     WHERE w.run_id = $1 AND gr.stage IN ('cheap_judge', 'strong_judge')",
-                )
-                .bind(run_id)
-                .fetch_one(&self.pool)
-                .await?;
-                let human_labels: i64 = sqlx::query_scalar(
-                    "SELECT COUNT(*) FROM labels l JOIN annotation_tasks t ON t.id = l.task_id \
-                     JOIN work_items w ON w.id = t.work_item_id WHERE w.run_id = $1",
-                )
-                .bind(run_id)
-                .fetch_one(&self.pool)
-                .await?;
-                let decided_by: Vec<(String, i64)> = sqlx::query_as(
-                    "SELECT COALESCE(decided_by, 'unanswered') AS stage, COUNT(*) FROM work_items \
-                     WHERE run_id = $1 GROUP BY COALESCE(decided_by, 'unanswered') ORDER BY 1",
-                )
-                .bind(run_id)
-                .fetch_all(&self.pool)
-                .await?;
-                Ok(RunCosts {
-                    generation_usd,
-                    judging_usd,
-                    human_labels,
-                    generation_calls,
-                    cached_generations,
-                    judge_grades,
-                    cached_judge_grades,
-                    decided_by,
-                })
+                let result: StoreResult<RunCosts> = async move {
+                    let (generation_usd, generation_calls, cached_generations): (f64, i64, i64) = sqlx::query_as(
+                        "SELECT COALESCE(SUM(g.cost_usd), 0.0), \
+                                COALESCE(SUM(CASE WHEN g.from_cache THEN 0 ELSE 1 END), 0), \
+                                COALESCE(SUM(CASE WHEN g.from_cache THEN 1 ELSE 0 END), 0) \
+                         FROM generations g JOIN work_items w ON w.id = g.work_item_id WHERE w.run_id = $1",
+                    )
+                    .bind(run_id)
+                    .fetch_one(&self.pool)
+                    .await?;
+                    let (judging_usd, judge_grades, cached_judge_grades): (f64, i64, i64) = sqlx::query_as(
+                        "SELECT COALESCE(SUM(gr.cost_usd), 0.0), COUNT(*), \
+                                COALESCE(SUM(CASE WHEN gr.from_cache THEN 1 ELSE 0 END), 0) \
+                         FROM grades gr JOIN work_items w ON w.id = gr.work_item_id \
+                         WHERE w.run_id = $1 AND gr.stage IN ('cheap_judge', 'strong_judge')",
+                    )
+                    .bind(run_id)
+                    .fetch_one(&self.pool)
+                    .await?;
+                    let human_labels: i64 = sqlx::query_scalar(
+                        "SELECT COUNT(*) FROM labels l JOIN annotation_tasks t ON t.id = l.task_id \
+                         JOIN work_items w ON w.id = t.work_item_id WHERE w.run_id = $1",
+                    )
+                    .bind(run_id)
+                    .fetch_one(&self.pool)
+                    .await?;
+                    let decided_by: Vec<(String, i64)> = sqlx::query_as(
+                        "SELECT COALESCE(decided_by, 'unanswered') AS stage, COUNT(*) FROM work_items \
+                         WHERE run_id = $1 GROUP BY COALESCE(decided_by, 'unanswered') ORDER BY 1",
+                    )
+                    .bind(run_id)
+                    .fetch_all(&self.pool)
+                    .await?;
+                    Ok(RunCosts {
+                        generation_usd,
+                        judging_usd,
+                        human_labels,
+                        generation_calls,
+                        cached_generations,
+                        judge_grades,
+                        cached_judge_grades,
+                        decided_by,
+                    })
+                }
+                .await;
+                result.map_err(|err| err.during("run_costs"))
             }
         }
     };

@@ -60,13 +60,38 @@ pub enum StoreError {
     Conflict(String),
     #[error("{0}")]
     NotFound(String),
-    #[error("database error: {0}")]
-    Database(#[from] sqlx::Error),
+    /// A query failed; `operation` names the store method it failed in.
+    #[error("database error in {operation}: {source}")]
+    Database {
+        operation: &'static str,
+        #[source]
+        source: sqlx::Error,
+    },
     #[error("migration failed: {0}")]
     Migration(#[from] sqlx::migrate::MigrateError),
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
+
+impl From<sqlx::Error> for StoreError {
+    /// Inside a store method; the method names itself on the way out ([`StoreError::during`]).
+    fn from(source: sqlx::Error) -> StoreError {
+        StoreError::Database {
+            operation: "opening the database",
+            source,
+        }
+    }
+}
+
+impl StoreError {
+    /// Names the store method a database error happened in, for the log.
+    pub(crate) fn during(self, operation: &'static str) -> StoreError {
+        match self {
+            StoreError::Database { source, .. } => StoreError::Database { operation, source },
+            other => other,
+        }
+    }
+}
 
 /// Everything Arbiter persists: the areas together, as one object the engine passes around.
 pub trait Store:
@@ -164,7 +189,7 @@ pub(crate) fn conflict_on(
             return StoreError::Conflict(message.to_string());
         }
     }
-    StoreError::Database(err)
+    StoreError::from(err)
 }
 
 /// Implements every area for one backend: each area's SQL in a module of its own (so each

@@ -335,78 +335,114 @@ macro_rules! operations_sql {
         #[async_trait::async_trait]
         impl $crate::operations::OperationsStore for $store {
             async fn setting(&self, name: &str) -> StoreResult<Option<String>> {
-                Ok(sqlx::query_scalar("SELECT value FROM settings WHERE name = $1")
-                    .bind(name)
-                    .fetch_optional(&self.pool)
-                    .await?)
+                let result: StoreResult<Option<String>> = async move {
+                    Ok(sqlx::query_scalar("SELECT value FROM settings WHERE name = $1")
+                        .bind(name)
+                        .fetch_optional(&self.pool)
+                        .await?)
+                }
+                .await;
+                result.map_err(|err| err.during("setting"))
             }
 
             async fn set_setting(&self, name: &str, value: &str) -> StoreResult<()> {
-                sqlx::query(
-                    "INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-                )
-                .bind(name)
-                .bind(value)
-                .execute(&self.writer)
-                .await?;
-                Ok(())
-            }
-
-            async fn raise_alert(&self, kind: &str, subject: &str, message: &str, now: i64) -> StoreResult<bool> {
-                open_alert(&self.writer, kind, subject, message, now).await
-            }
-
-            async fn resolve_alerts(&self, kind: &str, still_open: &[String], now: i64) -> StoreResult<u64> {
-                close_alerts(&self.writer, kind, still_open, now).await
-            }
-
-            async fn claim_alert_email(&self, alert_id: i64, now: i64) -> StoreResult<bool> {
-                let claimed = sqlx::query("UPDATE alerts SET emailed_at = $1 WHERE id = $2 AND emailed_at IS NULL")
-                    .bind(now)
-                    .bind(alert_id)
-                    .execute(&self.writer)
-                    .await?
-                    .rows_affected();
-                Ok(claimed == 1)
-            }
-
-            async fn release_alert_email(&self, alert_id: i64) -> StoreResult<()> {
-                sqlx::query("UPDATE alerts SET emailed_at = NULL WHERE id = $1")
-                    .bind(alert_id)
-                    .execute(&self.writer)
-                    .await?;
-                Ok(())
-            }
-
-            async fn set_settings(&self, settings: &[(&str, String)]) -> StoreResult<()> {
-                let mut tx = self.writer.begin_with($begin).await?;
-                for (name, value) in settings {
+                let result: StoreResult<()> = async move {
                     sqlx::query(
                         "INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
                     )
-                    .bind(*name)
+                    .bind(name)
                     .bind(value)
-                    .execute(&mut *tx)
+                    .execute(&self.writer)
                     .await?;
+                    Ok(())
                 }
-                tx.commit().await?;
-                Ok(())
+                .await;
+                result.map_err(|err| err.during("set_setting"))
+            }
+
+            async fn raise_alert(&self, kind: &str, subject: &str, message: &str, now: i64) -> StoreResult<bool> {
+                let result: StoreResult<bool> = async move {
+                    open_alert(&self.writer, kind, subject, message, now).await
+                }
+                .await;
+                result.map_err(|err| err.during("raise_alert"))
+            }
+
+            async fn resolve_alerts(&self, kind: &str, still_open: &[String], now: i64) -> StoreResult<u64> {
+                let result: StoreResult<u64> = async move {
+                    close_alerts(&self.writer, kind, still_open, now).await
+                }
+                .await;
+                result.map_err(|err| err.during("resolve_alerts"))
+            }
+
+            async fn claim_alert_email(&self, alert_id: i64, now: i64) -> StoreResult<bool> {
+                let result: StoreResult<bool> = async move {
+                    let claimed = sqlx::query("UPDATE alerts SET emailed_at = $1 WHERE id = $2 AND emailed_at IS NULL")
+                        .bind(now)
+                        .bind(alert_id)
+                        .execute(&self.writer)
+                        .await?
+                        .rows_affected();
+                    Ok(claimed == 1)
+                }
+                .await;
+                result.map_err(|err| err.during("claim_alert_email"))
+            }
+
+            async fn release_alert_email(&self, alert_id: i64) -> StoreResult<()> {
+                let result: StoreResult<()> = async move {
+                    sqlx::query("UPDATE alerts SET emailed_at = NULL WHERE id = $1")
+                        .bind(alert_id)
+                        .execute(&self.writer)
+                        .await?;
+                    Ok(())
+                }
+                .await;
+                result.map_err(|err| err.during("release_alert_email"))
+            }
+
+            async fn set_settings(&self, settings: &[(&str, String)]) -> StoreResult<()> {
+                let result: StoreResult<()> = async move {
+                    let mut tx = self.writer.begin_with($begin).await?;
+                    for (name, value) in settings {
+                        sqlx::query(
+                            "INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                        )
+                        .bind(*name)
+                        .bind(value)
+                        .execute(&mut *tx)
+                        .await?;
+                    }
+                    tx.commit().await?;
+                    Ok(())
+                }
+                .await;
+                result.map_err(|err| err.during("set_settings"))
             }
 
             async fn alerts(&self, resolved_limit: i64) -> StoreResult<Vec<arbiter_domain::health::Alert>> {
-                list_alerts(&self.pool, resolved_limit).await
+                let result: StoreResult<Vec<arbiter_domain::health::Alert>> = async move {
+                    list_alerts(&self.pool, resolved_limit).await
+                }
+                .await;
+                result.map_err(|err| err.during("alerts"))
             }
 
             async fn queue_depth(&self) -> $crate::StoreResult<(i64, i64)> {
-                let outstanding: i64 = sqlx::query_scalar(
-                    "SELECT CAST(COALESCE(SUM(expected_count - done_count), 0) AS BIGINT) FROM runs WHERE status = 'running'",
-                )
-                .fetch_one(&self.pool)
-                .await?;
-                let claimed: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM work_items WHERE state = 'leased'")
+                let result: $crate::StoreResult<(i64, i64)> = async move {
+                    let outstanding: i64 = sqlx::query_scalar(
+                        "SELECT CAST(COALESCE(SUM(expected_count - done_count), 0) AS BIGINT) FROM runs WHERE status = 'running'",
+                    )
                     .fetch_one(&self.pool)
                     .await?;
-                Ok(((outstanding - claimed).max(0), claimed))
+                    let claimed: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM work_items WHERE state = 'leased'")
+                        .fetch_one(&self.pool)
+                        .await?;
+                    Ok(((outstanding - claimed).max(0), claimed))
+                }
+                .await;
+                result.map_err(|err| err.during("queue_depth"))
             }
 
             async fn answer_window(
@@ -414,182 +450,210 @@ macro_rules! operations_sql {
                 since: i64,
                 latency_edges_ms: &[i64],
             ) -> $crate::StoreResult<arbiter_domain::health::AnswerWindow> {
-                use sqlx::Row;
-                // One grouped scan of the window: the bucket of each answer's latency (edges are
-                // numbers from code, never from users) and its error category.
-                let mut bucket = String::from("CASE");
-                for (index, edge) in latency_edges_ms.iter().enumerate() {
-                    bucket.push_str(&format!(" WHEN latency_ms < {edge} THEN {index}"));
-                }
-                bucket.push_str(&format!(" ELSE {} END", latency_edges_ms.len()));
-                let rows = sqlx::query(&format!(
-                    "SELECT {bucket} AS bucket, \
-                     CASE WHEN outcome IN ('endpoint_error', 'timeout') THEN COALESCE(error_category, outcome) ELSE '' END AS error, \
-                     COUNT(*) AS answers \
-                     FROM generations WHERE created_at > $1 AND NOT from_cache GROUP BY 1, 2"
-                ))
-                .bind(since)
-                .fetch_all(&self.pool)
-                .await?;
-                let mut window = arbiter_domain::health::AnswerWindow {
-                    latency_buckets: vec![0; latency_edges_ms.len() + 1],
-                    ..Default::default()
-                };
-                let mut errors: std::collections::BTreeMap<String, i64> = Default::default();
-                for row in &rows {
-                    let bucket: i64 = row.try_get::<i64, _>("bucket").or_else(|_| row.try_get::<i32, _>("bucket").map(i64::from))?;
-                    let error: String = row.try_get("error")?;
-                    let answers: i64 = row.try_get("answers")?;
-                    window.answers += answers;
-                    if let Some(slot) = window.latency_buckets.get_mut(bucket as usize) {
-                        *slot += answers;
+                let result: $crate::StoreResult<arbiter_domain::health::AnswerWindow> = async move {
+                    use sqlx::Row;
+                    // One grouped scan of the window: the bucket of each answer's latency (edges are
+                    // numbers from code, never from users) and its error category.
+                    let mut bucket = String::from("CASE");
+                    for (index, edge) in latency_edges_ms.iter().enumerate() {
+                        bucket.push_str(&format!(" WHEN latency_ms < {edge} THEN {index}"));
                     }
-                    if !error.is_empty() {
-                        window.errors += answers;
-                        *errors.entry(error).or_default() += answers;
+                    bucket.push_str(&format!(" ELSE {} END", latency_edges_ms.len()));
+                    let rows = sqlx::query(&format!(
+                        "SELECT {bucket} AS bucket, \
+                         CASE WHEN outcome IN ('endpoint_error', 'timeout') THEN COALESCE(error_category, outcome) ELSE '' END AS error, \
+                         COUNT(*) AS answers \
+                         FROM generations WHERE created_at > $1 AND NOT from_cache GROUP BY 1, 2"
+                    ))
+                    .bind(since)
+                    .fetch_all(&self.pool)
+                    .await?;
+                    let mut window = arbiter_domain::health::AnswerWindow {
+                        latency_buckets: vec![0; latency_edges_ms.len() + 1],
+                        ..Default::default()
+                    };
+                    let mut errors: std::collections::BTreeMap<String, i64> = Default::default();
+                    for row in &rows {
+                        let bucket: i64 = row.try_get::<i64, _>("bucket").or_else(|_| row.try_get::<i32, _>("bucket").map(i64::from))?;
+                        let error: String = row.try_get("error")?;
+                        let answers: i64 = row.try_get("answers")?;
+                        window.answers += answers;
+                        if let Some(slot) = window.latency_buckets.get_mut(bucket as usize) {
+                            *slot += answers;
+                        }
+                        if !error.is_empty() {
+                            window.errors += answers;
+                            *errors.entry(error).or_default() += answers;
+                        }
                     }
+                    window.errors_by_category = errors.into_iter().collect();
+                    window.errors_by_category.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+                    Ok(window)
                 }
-                window.errors_by_category = errors.into_iter().collect();
-                window.errors_by_category.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-                Ok(window)
+                .await;
+                result.map_err(|err| err.during("answer_window"))
             }
 
             async fn costs_since(&self, since: i64) -> $crate::StoreResult<Vec<arbiter_domain::health::CostRow>> {
-                let answers: Vec<(String, String, i64, f64)> = sqlx::query_as(
-                    "SELECT e.name, r.team, COUNT(*), CAST(COALESCE(SUM(g.cost_usd), 0) AS DOUBLE PRECISION) \
-                     FROM generations g JOIN work_items w ON w.id = g.work_item_id JOIN runs r ON r.id = w.run_id \
-                     JOIN evals e ON e.id = r.eval_id WHERE g.created_at > $1 AND NOT g.from_cache \
-                     GROUP BY e.name, r.team",
-                )
-                .bind(since)
-                .fetch_all(&self.pool)
-                .await?;
-                let judges: Vec<(String, String, f64)> = sqlx::query_as(
-                    "SELECT e.name, r.team, CAST(COALESCE(SUM(gr.cost_usd), 0) AS DOUBLE PRECISION) \
-                     FROM grades gr JOIN work_items w ON w.id = gr.work_item_id JOIN runs r ON r.id = w.run_id \
-                     JOIN evals e ON e.id = r.eval_id WHERE gr.created_at > $1 AND gr.cost_usd IS NOT NULL \
-                     GROUP BY e.name, r.team",
-                )
-                .bind(since)
-                .fetch_all(&self.pool)
-                .await?;
-                let mut rows: std::collections::BTreeMap<(String, String), arbiter_domain::health::CostRow> = Default::default();
-                for (eval_name, team, count, usd) in answers {
-                    let row = rows.entry((eval_name.clone(), team.clone())).or_insert_with(|| arbiter_domain::health::CostRow {
-                        eval_name, team, answers: 0, answer_usd: 0.0, judge_usd: 0.0,
-                    });
-                    row.answers += count;
-                    row.answer_usd += usd;
+                let result: $crate::StoreResult<Vec<arbiter_domain::health::CostRow>> = async move {
+                    let answers: Vec<(String, String, i64, f64)> = sqlx::query_as(
+                        "SELECT e.name, r.team, COUNT(*), CAST(COALESCE(SUM(g.cost_usd), 0) AS DOUBLE PRECISION) \
+                         FROM generations g JOIN work_items w ON w.id = g.work_item_id JOIN runs r ON r.id = w.run_id \
+                         JOIN evals e ON e.id = r.eval_id WHERE g.created_at > $1 AND NOT g.from_cache \
+                         GROUP BY e.name, r.team",
+                    )
+                    .bind(since)
+                    .fetch_all(&self.pool)
+                    .await?;
+                    let judges: Vec<(String, String, f64)> = sqlx::query_as(
+                        "SELECT e.name, r.team, CAST(COALESCE(SUM(gr.cost_usd), 0) AS DOUBLE PRECISION) \
+                         FROM grades gr JOIN work_items w ON w.id = gr.work_item_id JOIN runs r ON r.id = w.run_id \
+                         JOIN evals e ON e.id = r.eval_id WHERE gr.created_at > $1 AND gr.cost_usd IS NOT NULL \
+                         GROUP BY e.name, r.team",
+                    )
+                    .bind(since)
+                    .fetch_all(&self.pool)
+                    .await?;
+                    let mut rows: std::collections::BTreeMap<(String, String), arbiter_domain::health::CostRow> = Default::default();
+                    for (eval_name, team, count, usd) in answers {
+                        let row = rows.entry((eval_name.clone(), team.clone())).or_insert_with(|| arbiter_domain::health::CostRow {
+                            eval_name, team, answers: 0, answer_usd: 0.0, judge_usd: 0.0,
+                        });
+                        row.answers += count;
+                        row.answer_usd += usd;
+                    }
+                    for (eval_name, team, usd) in judges {
+                        let row = rows.entry((eval_name.clone(), team.clone())).or_insert_with(|| arbiter_domain::health::CostRow {
+                            eval_name, team, answers: 0, answer_usd: 0.0, judge_usd: 0.0,
+                        });
+                        row.judge_usd += usd;
+                    }
+                    Ok(rows.into_values().collect())
                 }
-                for (eval_name, team, usd) in judges {
-                    let row = rows.entry((eval_name.clone(), team.clone())).or_insert_with(|| arbiter_domain::health::CostRow {
-                        eval_name, team, answers: 0, answer_usd: 0.0, judge_usd: 0.0,
-                    });
-                    row.judge_usd += usd;
-                }
-                Ok(rows.into_values().collect())
+                .await;
+                result.map_err(|err| err.during("costs_since"))
             }
 
             async fn endpoint_loads(&self) -> $crate::StoreResult<Vec<arbiter_domain::health::EndpointLoad>> {
-                let rows: Vec<(String, i64, String, i64, Option<f64>, Option<f64>, Option<i64>)> = sqlx::query_as(
-                    "SELECT en.base_url, en.max_in_flight, c.name, COALESCE(l.claimed, 0), o.waiting, o.running, o.observed_at \
-                     FROM checkpoints c JOIN endpoints en ON en.id = c.endpoint_id \
-                     LEFT JOIN (SELECT checkpoint_id, COUNT(*) AS claimed FROM work_items WHERE state = 'leased' GROUP BY checkpoint_id) l \
-                       ON l.checkpoint_id = c.id \
-                     LEFT JOIN endpoint_observations o ON o.url = en.base_url \
-                     ORDER BY en.base_url, c.name",
-                )
-                .fetch_all(&self.pool)
-                .await?;
-                let mut loads: Vec<arbiter_domain::health::EndpointLoad> = Vec::new();
-                for (base_url, max_in_flight, checkpoint, claimed, waiting, running, observed_at) in rows {
-                    match loads.last_mut() {
-                        Some(load) if load.base_url == base_url => {
-                            load.checkpoints.push(checkpoint);
-                            load.claimed += claimed;
+                let result: $crate::StoreResult<Vec<arbiter_domain::health::EndpointLoad>> = async move {
+                    let rows: Vec<(String, i64, String, i64, Option<f64>, Option<f64>, Option<i64>)> = sqlx::query_as(
+                        "SELECT en.base_url, en.max_in_flight, c.name, COALESCE(l.claimed, 0), o.waiting, o.running, o.observed_at \
+                         FROM checkpoints c JOIN endpoints en ON en.id = c.endpoint_id \
+                         LEFT JOIN (SELECT checkpoint_id, COUNT(*) AS claimed FROM work_items WHERE state = 'leased' GROUP BY checkpoint_id) l \
+                           ON l.checkpoint_id = c.id \
+                         LEFT JOIN endpoint_observations o ON o.url = en.base_url \
+                         ORDER BY en.base_url, c.name",
+                    )
+                    .fetch_all(&self.pool)
+                    .await?;
+                    let mut loads: Vec<arbiter_domain::health::EndpointLoad> = Vec::new();
+                    for (base_url, max_in_flight, checkpoint, claimed, waiting, running, observed_at) in rows {
+                        match loads.last_mut() {
+                            Some(load) if load.base_url == base_url => {
+                                load.checkpoints.push(checkpoint);
+                                load.claimed += claimed;
+                            }
+                            _ => loads.push(arbiter_domain::health::EndpointLoad {
+                                base_url,
+                                checkpoints: vec![checkpoint],
+                                max_in_flight,
+                                claimed,
+                                server_waiting: waiting,
+                                server_running: running,
+                                observed_at,
+                            }),
                         }
-                        _ => loads.push(arbiter_domain::health::EndpointLoad {
-                            base_url,
-                            checkpoints: vec![checkpoint],
-                            max_in_flight,
-                            claimed,
-                            server_waiting: waiting,
-                            server_running: running,
-                            observed_at,
-                        }),
                     }
+                    Ok(loads)
                 }
-                Ok(loads)
+                .await;
+                result.map_err(|err| err.during("endpoint_loads"))
             }
 
             async fn worker_statuses(&self) -> $crate::StoreResult<Vec<arbiter_domain::health::WorkerStatus>> {
-                let rows: Vec<(String, i64, i64, i64)> = sqlx::query_as(
-                    "SELECT name, started_at, heartbeat_at, in_flight FROM workers ORDER BY name",
-                )
-                .fetch_all(&self.pool)
-                .await?;
-                Ok(rows
-                    .into_iter()
-                    .map(|(name, started_at, heartbeat_at, in_flight)| arbiter_domain::health::WorkerStatus {
-                        name, started_at, heartbeat_at, in_flight,
-                    })
-                    .collect())
+                let result: $crate::StoreResult<Vec<arbiter_domain::health::WorkerStatus>> = async move {
+                    let rows: Vec<(String, i64, i64, i64)> = sqlx::query_as(
+                        "SELECT name, started_at, heartbeat_at, in_flight FROM workers ORDER BY name",
+                    )
+                    .fetch_all(&self.pool)
+                    .await?;
+                    Ok(rows
+                        .into_iter()
+                        .map(|(name, started_at, heartbeat_at, in_flight)| arbiter_domain::health::WorkerStatus {
+                            name, started_at, heartbeat_at, in_flight,
+                        })
+                        .collect())
+                }
+                .await;
+                result.map_err(|err| err.during("worker_statuses"))
             }
 
             async fn observe_endpoint_queue(&self, url: &str, waiting: f64, running: f64, now: i64) -> $crate::StoreResult<()> {
-                sqlx::query(
-                    "INSERT INTO endpoint_observations (url, waiting, running, observed_at) VALUES ($1, $2, $3, $4) \
-                     ON CONFLICT (url) DO UPDATE SET waiting = excluded.waiting, running = excluded.running, \
-                     observed_at = excluded.observed_at",
-                )
-                .bind(url)
-                .bind(waiting)
-                .bind(running)
-                .bind(now)
-                .execute(&self.writer)
-                .await?;
-                Ok(())
+                let result: $crate::StoreResult<()> = async move {
+                    sqlx::query(
+                        "INSERT INTO endpoint_observations (url, waiting, running, observed_at) VALUES ($1, $2, $3, $4) \
+                         ON CONFLICT (url) DO UPDATE SET waiting = excluded.waiting, running = excluded.running, \
+                         observed_at = excluded.observed_at",
+                    )
+                    .bind(url)
+                    .bind(waiting)
+                    .bind(running)
+                    .bind(now)
+                    .execute(&self.writer)
+                    .await?;
+                    Ok(())
+                }
+                .await;
+                result.map_err(|err| err.during("observe_endpoint_queue"))
             }
 
             async fn record_health_sample(&self, sample: &arbiter_domain::health::HealthSample, keep_after: i64) -> $crate::StoreResult<()> {
-                let mut tx = self.writer.begin().await?;
-                sqlx::query(
-                    "INSERT INTO health_samples (taken_at, queue_depth, claimed, answers_last_hour, errors_last_hour, p99_latency_ms, live_workers) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (taken_at) DO NOTHING",
-                )
-                .bind(sample.taken_at)
-                .bind(sample.queue_depth)
-                .bind(sample.claimed)
-                .bind(sample.answers_last_hour)
-                .bind(sample.errors_last_hour)
-                .bind(sample.p99_latency_ms)
-                .bind(sample.live_workers)
-                .execute(&mut *tx)
-                .await?;
-                sqlx::query("DELETE FROM health_samples WHERE taken_at <= $1")
-                    .bind(keep_after)
+                let result: $crate::StoreResult<()> = async move {
+                    let mut tx = self.writer.begin().await?;
+                    sqlx::query(
+                        "INSERT INTO health_samples (taken_at, queue_depth, claimed, answers_last_hour, errors_last_hour, p99_latency_ms, live_workers) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (taken_at) DO NOTHING",
+                    )
+                    .bind(sample.taken_at)
+                    .bind(sample.queue_depth)
+                    .bind(sample.claimed)
+                    .bind(sample.answers_last_hour)
+                    .bind(sample.errors_last_hour)
+                    .bind(sample.p99_latency_ms)
+                    .bind(sample.live_workers)
                     .execute(&mut *tx)
                     .await?;
-                tx.commit().await?;
-                Ok(())
+                    sqlx::query("DELETE FROM health_samples WHERE taken_at <= $1")
+                        .bind(keep_after)
+                        .execute(&mut *tx)
+                        .await?;
+                    tx.commit().await?;
+                    Ok(())
+                }
+                .await;
+                result.map_err(|err| err.during("record_health_sample"))
             }
 
             async fn health_samples(&self, since: i64) -> $crate::StoreResult<Vec<arbiter_domain::health::HealthSample>> {
-                let rows: Vec<(i64, i64, i64, i64, i64, Option<i64>, i64)> = sqlx::query_as(
-                    "SELECT taken_at, queue_depth, claimed, answers_last_hour, errors_last_hour, p99_latency_ms, live_workers \
-                     FROM health_samples WHERE taken_at > $1 ORDER BY taken_at",
-                )
-                .bind(since)
-                .fetch_all(&self.pool)
-                .await?;
-                Ok(rows
-                    .into_iter()
-                    .map(|(taken_at, queue_depth, claimed, answers_last_hour, errors_last_hour, p99_latency_ms, live_workers)| {
-                        arbiter_domain::health::HealthSample {
-                            taken_at, queue_depth, claimed, answers_last_hour, errors_last_hour, p99_latency_ms, live_workers,
-                        }
-                    })
-                    .collect())
+                let result: $crate::StoreResult<Vec<arbiter_domain::health::HealthSample>> = async move {
+                    let rows: Vec<(i64, i64, i64, i64, i64, Option<i64>, i64)> = sqlx::query_as(
+                        "SELECT taken_at, queue_depth, claimed, answers_last_hour, errors_last_hour, p99_latency_ms, live_workers \
+                         FROM health_samples WHERE taken_at > $1 ORDER BY taken_at",
+                    )
+                    .bind(since)
+                    .fetch_all(&self.pool)
+                    .await?;
+                    Ok(rows
+                        .into_iter()
+                        .map(|(taken_at, queue_depth, claimed, answers_last_hour, errors_last_hour, p99_latency_ms, live_workers)| {
+                            arbiter_domain::health::HealthSample {
+                                taken_at, queue_depth, claimed, answers_last_hour, errors_last_hour, p99_latency_ms, live_workers,
+                            }
+                        })
+                        .collect())
+                }
+                .await;
+                result.map_err(|err| err.during("health_samples"))
             }
 
             async fn create_suite(
@@ -598,85 +662,101 @@ macro_rules! operations_sql {
                 created_by: Option<i64>,
                 now: i64,
             ) -> $crate::StoreResult<i64> {
-                use $crate::StoreError;
-                let mut tx = self.writer.begin().await?;
-                let id: i64 = sqlx::query_scalar(
-                    "INSERT INTO suites (name, tier, every_nth, training_run, team, created_by, created_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
-                )
-                .bind(&suite.name)
-                .bind(&suite.tier)
-                .bind(suite.every_nth)
-                .bind(&suite.training_run)
-                .bind(&suite.team)
-                .bind(created_by)
-                .bind(now)
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(|err| match err {
-                    sqlx::Error::Database(db) if db.is_unique_violation() => {
-                        StoreError::Conflict(format!("a suite named `{}` exists already", suite.name))
+                let result: $crate::StoreResult<i64> = async move {
+                    use $crate::StoreError;
+                    let mut tx = self.writer.begin().await?;
+                    let id: i64 = sqlx::query_scalar(
+                        "INSERT INTO suites (name, tier, every_nth, training_run, team, created_by, created_at) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+                    )
+                    .bind(&suite.name)
+                    .bind(&suite.tier)
+                    .bind(suite.every_nth)
+                    .bind(&suite.training_run)
+                    .bind(&suite.team)
+                    .bind(created_by)
+                    .bind(now)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(|err| match err {
+                        sqlx::Error::Database(db) if db.is_unique_violation() => {
+                            StoreError::Conflict(format!("a suite named `{}` exists already", suite.name))
+                        }
+                        other => other.into(),
+                    })?;
+                    for eval_id in &suite.eval_ids {
+                        sqlx::query("INSERT INTO suite_evals (suite_id, eval_id) VALUES ($1, $2) ON CONFLICT DO NOTHING")
+                            .bind(id)
+                            .bind(eval_id)
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(|err| match err {
+                                sqlx::Error::Database(db) if db.is_foreign_key_violation() => {
+                                    StoreError::NotFound(format!("no eval with id {eval_id}"))
+                                }
+                                other => other.into(),
+                            })?;
                     }
-                    other => other.into(),
-                })?;
-                for eval_id in &suite.eval_ids {
-                    sqlx::query("INSERT INTO suite_evals (suite_id, eval_id) VALUES ($1, $2) ON CONFLICT DO NOTHING")
-                        .bind(id)
-                        .bind(eval_id)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(|err| match err {
-                            sqlx::Error::Database(db) if db.is_foreign_key_violation() => {
-                                StoreError::NotFound(format!("no eval with id {eval_id}"))
-                            }
-                            other => other.into(),
-                        })?;
+                    tx.commit().await?;
+                    Ok(id)
                 }
-                tx.commit().await?;
-                Ok(id)
+                .await;
+                result.map_err(|err| err.during("create_suite"))
             }
 
             async fn suites(&self) -> $crate::StoreResult<Vec<arbiter_domain::suites::Suite>> {
-                let rows: Vec<(i64, String, String, i64, String, String, i64)> = sqlx::query_as(
-                    "SELECT id, name, tier, every_nth, training_run, team, created_at FROM suites ORDER BY tier DESC, name",
-                )
-                .fetch_all(&self.pool)
-                .await?;
-                let members: Vec<(i64, i64, String)> = sqlx::query_as(
-                    "SELECT se.suite_id, e.id, e.name FROM suite_evals se JOIN evals e ON e.id = se.eval_id ORDER BY e.name",
-                )
-                .fetch_all(&self.pool)
-                .await?;
-                Ok(rows
-                    .into_iter()
-                    .map(|(id, name, tier, every_nth, training_run, team, created_at)| arbiter_domain::suites::Suite {
-                        evals: members
-                            .iter()
-                            .filter(|(suite_id, _, _)| *suite_id == id)
-                            .map(|(_, eval_id, eval_name)| (*eval_id, eval_name.clone()))
-                            .collect(),
-                        id, name, tier, every_nth, training_run, team, created_at,
-                    })
-                    .collect())
+                let result: $crate::StoreResult<Vec<arbiter_domain::suites::Suite>> = async move {
+                    let rows: Vec<(i64, String, String, i64, String, String, i64)> = sqlx::query_as(
+                        "SELECT id, name, tier, every_nth, training_run, team, created_at FROM suites ORDER BY tier DESC, name",
+                    )
+                    .fetch_all(&self.pool)
+                    .await?;
+                    let members: Vec<(i64, i64, String)> = sqlx::query_as(
+                        "SELECT se.suite_id, e.id, e.name FROM suite_evals se JOIN evals e ON e.id = se.eval_id ORDER BY e.name",
+                    )
+                    .fetch_all(&self.pool)
+                    .await?;
+                    Ok(rows
+                        .into_iter()
+                        .map(|(id, name, tier, every_nth, training_run, team, created_at)| arbiter_domain::suites::Suite {
+                            evals: members
+                                .iter()
+                                .filter(|(suite_id, _, _)| *suite_id == id)
+                                .map(|(_, eval_id, eval_name)| (*eval_id, eval_name.clone()))
+                                .collect(),
+                            id, name, tier, every_nth, training_run, team, created_at,
+                        })
+                        .collect())
+                }
+                .await;
+                result.map_err(|err| err.during("suites"))
             }
 
             async fn delete_suite(&self, suite_id: i64) -> $crate::StoreResult<bool> {
-                let deleted = sqlx::query("DELETE FROM suites WHERE id = $1")
-                    .bind(suite_id)
-                    .execute(&self.writer)
-                    .await?
-                    .rows_affected();
-                Ok(deleted == 1)
+                let result: $crate::StoreResult<bool> = async move {
+                    let deleted = sqlx::query("DELETE FROM suites WHERE id = $1")
+                        .bind(suite_id)
+                        .execute(&self.writer)
+                        .await?
+                        .rows_affected();
+                    Ok(deleted == 1)
+                }
+                .await;
+                result.map_err(|err| err.during("delete_suite"))
             }
 
             async fn checkpoint_position(&self, checkpoint_id: i64) -> $crate::StoreResult<Option<(String, i64)>> {
-                Ok(sqlx::query_as(
-                    "SELECT c.training_run, (SELECT COUNT(*) FROM checkpoints o WHERE o.training_run = c.training_run AND o.id <= c.id) \
-                     FROM checkpoints c WHERE c.id = $1",
-                )
-                .bind(checkpoint_id)
-                .fetch_optional(&self.pool)
-                .await?)
+                let result: $crate::StoreResult<Option<(String, i64)>> = async move {
+                    Ok(sqlx::query_as(
+                        "SELECT c.training_run, (SELECT COUNT(*) FROM checkpoints o WHERE o.training_run = c.training_run AND o.id <= c.id) \
+                         FROM checkpoints c WHERE c.id = $1",
+                    )
+                    .bind(checkpoint_id)
+                    .fetch_optional(&self.pool)
+                    .await?)
+                }
+                .await;
+                result.map_err(|err| err.during("checkpoint_position"))
             }
 
             async fn record_suite_launch(
@@ -687,35 +767,43 @@ macro_rules! operations_sql {
                 reason: &str,
                 now: i64,
             ) -> $crate::StoreResult<()> {
-                sqlx::query(
-                    "INSERT INTO suite_launches (suite_id, checkpoint_id, run_id, reason, created_at) VALUES ($1, $2, $3, $4, $5) \
-                     ON CONFLICT DO NOTHING",
-                )
-                .bind(suite_id)
-                .bind(checkpoint_id)
-                .bind(run_id)
-                .bind(reason)
-                .bind(now)
-                .execute(&self.writer)
-                .await?;
-                Ok(())
+                let result: $crate::StoreResult<()> = async move {
+                    sqlx::query(
+                        "INSERT INTO suite_launches (suite_id, checkpoint_id, run_id, reason, created_at) VALUES ($1, $2, $3, $4, $5) \
+                         ON CONFLICT DO NOTHING",
+                    )
+                    .bind(suite_id)
+                    .bind(checkpoint_id)
+                    .bind(run_id)
+                    .bind(reason)
+                    .bind(now)
+                    .execute(&self.writer)
+                    .await?;
+                    Ok(())
+                }
+                .await;
+                result.map_err(|err| err.during("record_suite_launch"))
             }
 
             async fn suite_launches(&self, limit: i64) -> $crate::StoreResult<Vec<arbiter_domain::suites::SuiteLaunch>> {
-                let rows: Vec<(String, String, i64, String, i64)> = sqlx::query_as(
-                    "SELECT s.name, c.name, l.run_id, l.reason, l.created_at FROM suite_launches l \
-                     JOIN suites s ON s.id = l.suite_id JOIN checkpoints c ON c.id = l.checkpoint_id \
-                     ORDER BY l.created_at DESC, l.run_id DESC LIMIT $1",
-                )
-                .bind(limit)
-                .fetch_all(&self.pool)
-                .await?;
-                Ok(rows
-                    .into_iter()
-                    .map(|(suite, checkpoint, run_id, reason, created_at)| arbiter_domain::suites::SuiteLaunch {
-                        suite, checkpoint, run_id, reason, created_at,
-                    })
-                    .collect())
+                let result: $crate::StoreResult<Vec<arbiter_domain::suites::SuiteLaunch>> = async move {
+                    let rows: Vec<(String, String, i64, String, i64)> = sqlx::query_as(
+                        "SELECT s.name, c.name, l.run_id, l.reason, l.created_at FROM suite_launches l \
+                         JOIN suites s ON s.id = l.suite_id JOIN checkpoints c ON c.id = l.checkpoint_id \
+                         ORDER BY l.created_at DESC, l.run_id DESC LIMIT $1",
+                    )
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await?;
+                    Ok(rows
+                        .into_iter()
+                        .map(|(suite, checkpoint, run_id, reason, created_at)| arbiter_domain::suites::SuiteLaunch {
+                            suite, checkpoint, run_id, reason, created_at,
+                        })
+                        .collect())
+                }
+                .await;
+                result.map_err(|err| err.during("suite_launches"))
             }
 
             async fn create_webhook(
@@ -726,86 +814,110 @@ macro_rules! operations_sql {
                 created_by: Option<i64>,
                 now: i64,
             ) -> $crate::StoreResult<arbiter_domain::webhooks::Webhook> {
-                let id: i64 = sqlx::query_scalar(
-                    "INSERT INTO webhooks (url, events, secret_ref, cursor_ms, created_by, created_at) \
-                     VALUES ($1, $2, $3, $4, $5, $4) RETURNING id",
-                )
-                .bind(url)
-                .bind(events.join(","))
-                .bind(secret_ref)
-                .bind(now)
-                .bind(created_by)
-                .fetch_one(&self.writer)
-                .await?;
-                Ok(arbiter_domain::webhooks::Webhook {
-                    id,
-                    url: url.to_string(),
-                    events: events.to_vec(),
-                    signed: secret_ref.is_some(),
-                    secret_ref: secret_ref.map(str::to_string),
-                    cursor_ms: now,
-                    created_at: now,
-                })
+                let result: $crate::StoreResult<arbiter_domain::webhooks::Webhook> = async move {
+                    let id: i64 = sqlx::query_scalar(
+                        "INSERT INTO webhooks (url, events, secret_ref, cursor_ms, created_by, created_at) \
+                         VALUES ($1, $2, $3, $4, $5, $4) RETURNING id",
+                    )
+                    .bind(url)
+                    .bind(events.join(","))
+                    .bind(secret_ref)
+                    .bind(now)
+                    .bind(created_by)
+                    .fetch_one(&self.writer)
+                    .await?;
+                    Ok(arbiter_domain::webhooks::Webhook {
+                        id,
+                        url: url.to_string(),
+                        events: events.to_vec(),
+                        signed: secret_ref.is_some(),
+                        secret_ref: secret_ref.map(str::to_string),
+                        cursor_ms: now,
+                        created_at: now,
+                    })
+                }
+                .await;
+                result.map_err(|err| err.during("create_webhook"))
             }
 
             async fn webhooks(&self) -> $crate::StoreResult<Vec<arbiter_domain::webhooks::Webhook>> {
-                let rows: Vec<(i64, String, String, Option<String>, i64, i64)> = sqlx::query_as(
-                    "SELECT id, url, events, secret_ref, cursor_ms, created_at FROM webhooks ORDER BY id",
-                )
-                .fetch_all(&self.pool)
-                .await?;
-                Ok(rows
-                    .into_iter()
-                    .map(|(id, url, events, secret_ref, cursor_ms, created_at)| arbiter_domain::webhooks::Webhook {
-                        id,
-                        url,
-                        events: events.split(',').filter(|e| !e.is_empty()).map(str::to_string).collect(),
-                        signed: secret_ref.is_some(),
-                        secret_ref,
-                        cursor_ms,
-                        created_at,
-                    })
-                    .collect())
+                let result: $crate::StoreResult<Vec<arbiter_domain::webhooks::Webhook>> = async move {
+                    let rows: Vec<(i64, String, String, Option<String>, i64, i64)> = sqlx::query_as(
+                        "SELECT id, url, events, secret_ref, cursor_ms, created_at FROM webhooks ORDER BY id",
+                    )
+                    .fetch_all(&self.pool)
+                    .await?;
+                    Ok(rows
+                        .into_iter()
+                        .map(|(id, url, events, secret_ref, cursor_ms, created_at)| arbiter_domain::webhooks::Webhook {
+                            id,
+                            url,
+                            events: events.split(',').filter(|e| !e.is_empty()).map(str::to_string).collect(),
+                            signed: secret_ref.is_some(),
+                            secret_ref,
+                            cursor_ms,
+                            created_at,
+                        })
+                        .collect())
+                }
+                .await;
+                result.map_err(|err| err.during("webhooks"))
             }
 
             async fn delete_webhook(&self, webhook_id: i64) -> $crate::StoreResult<bool> {
-                Ok(sqlx::query("DELETE FROM webhooks WHERE id = $1")
-                    .bind(webhook_id)
-                    .execute(&self.writer)
-                    .await?
-                    .rows_affected()
-                    == 1)
+                let result: $crate::StoreResult<bool> = async move {
+                    Ok(sqlx::query("DELETE FROM webhooks WHERE id = $1")
+                        .bind(webhook_id)
+                        .execute(&self.writer)
+                        .await?
+                        .rows_affected()
+                        == 1)
+                }
+                .await;
+                result.map_err(|err| err.during("delete_webhook"))
             }
 
             async fn set_webhook_cursor(&self, webhook_id: i64, cursor_ms: i64) -> $crate::StoreResult<()> {
-                sqlx::query("UPDATE webhooks SET cursor_ms = $1 WHERE id = $2 AND cursor_ms < $1")
-                    .bind(cursor_ms)
-                    .bind(webhook_id)
-                    .execute(&self.writer)
-                    .await?;
-                Ok(())
+                let result: $crate::StoreResult<()> = async move {
+                    sqlx::query("UPDATE webhooks SET cursor_ms = $1 WHERE id = $2 AND cursor_ms < $1")
+                        .bind(cursor_ms)
+                        .bind(webhook_id)
+                        .execute(&self.writer)
+                        .await?;
+                    Ok(())
+                }
+                .await;
+                result.map_err(|err| err.during("set_webhook_cursor"))
             }
 
             async fn runs_finished_between(&self, after: i64, upto: i64) -> $crate::StoreResult<Vec<i64>> {
-                Ok(sqlx::query_scalar(
-                    "SELECT id FROM runs WHERE status = 'completed' AND finished_at > $1 AND finished_at <= $2 ORDER BY finished_at, id",
-                )
-                .bind(after)
-                .bind(upto)
-                .fetch_all(&self.pool)
-                .await?)
+                let result: $crate::StoreResult<Vec<i64>> = async move {
+                    Ok(sqlx::query_scalar(
+                        "SELECT id FROM runs WHERE status = 'completed' AND finished_at > $1 AND finished_at <= $2 ORDER BY finished_at, id",
+                    )
+                    .bind(after)
+                    .bind(upto)
+                    .fetch_all(&self.pool)
+                    .await?)
+                }
+                .await;
+                result.map_err(|err| err.during("runs_finished_between"))
             }
 
             async fn alerts_changed_between(&self, after: i64, upto: i64) -> $crate::StoreResult<Vec<arbiter_domain::health::Alert>> {
-                let rows: Vec<AlertRow> = sqlx::query_as(&format!(
-                    "SELECT {ALERT_COLUMNS} FROM alerts \
-                     WHERE (created_at > $1 AND created_at <= $2) OR (resolved_at > $1 AND resolved_at <= $2) ORDER BY id"
-                ))
-                .bind(after)
-                .bind(upto)
-                .fetch_all(&self.pool)
-                .await?;
-                Ok(rows.into_iter().map(alert_from_row).collect())
+                let result: $crate::StoreResult<Vec<arbiter_domain::health::Alert>> = async move {
+                    let rows: Vec<AlertRow> = sqlx::query_as(&format!(
+                        "SELECT {ALERT_COLUMNS} FROM alerts \
+                         WHERE (created_at > $1 AND created_at <= $2) OR (resolved_at > $1 AND resolved_at <= $2) ORDER BY id"
+                    ))
+                    .bind(after)
+                    .bind(upto)
+                    .fetch_all(&self.pool)
+                    .await?;
+                    Ok(rows.into_iter().map(alert_from_row).collect())
+                }
+                .await;
+                result.map_err(|err| err.during("alerts_changed_between"))
             }
 
             async fn enqueue_delivery(
@@ -816,249 +928,301 @@ macro_rules! operations_sql {
                 payload: &str,
                 now: i64,
             ) -> $crate::StoreResult<bool> {
-                Ok(sqlx::query(
-                    "INSERT INTO webhook_deliveries (webhook_id, event, event_key, payload, next_attempt_at, created_at) \
-                     VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT (webhook_id, event_key) DO NOTHING",
-                )
-                .bind(webhook_id)
-                .bind(event)
-                .bind(event_key)
-                .bind(payload)
-                .bind(now)
-                .execute(&self.writer)
-                .await?
-                .rows_affected()
-                    == 1)
+                let result: $crate::StoreResult<bool> = async move {
+                    Ok(sqlx::query(
+                        "INSERT INTO webhook_deliveries (webhook_id, event, event_key, payload, next_attempt_at, created_at) \
+                         VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT (webhook_id, event_key) DO NOTHING",
+                    )
+                    .bind(webhook_id)
+                    .bind(event)
+                    .bind(event_key)
+                    .bind(payload)
+                    .bind(now)
+                    .execute(&self.writer)
+                    .await?
+                    .rows_affected()
+                        == 1)
+                }
+                .await;
+                result.map_err(|err| err.during("enqueue_delivery"))
             }
 
             async fn prune_webhook_deliveries(&self, before: i64) -> $crate::StoreResult<u64> {
-                Ok(sqlx::query(
-                    "DELETE FROM webhook_deliveries WHERE created_at < $1 \
-                     AND (delivered_at IS NOT NULL OR failed_at IS NOT NULL)",
-                )
-                .bind(before)
-                .execute(&self.writer)
-                .await?
-                .rows_affected())
+                let result: $crate::StoreResult<u64> = async move {
+                    Ok(sqlx::query(
+                        "DELETE FROM webhook_deliveries WHERE created_at < $1 \
+                         AND (delivered_at IS NOT NULL OR failed_at IS NOT NULL)",
+                    )
+                    .bind(before)
+                    .execute(&self.writer)
+                    .await?
+                    .rows_affected())
+                }
+                .await;
+                result.map_err(|err| err.during("prune_webhook_deliveries"))
             }
 
             async fn webhook_event_keys(&self, webhook_id: i64, since: i64) -> $crate::StoreResult<Vec<String>> {
-                Ok(sqlx::query_scalar(
-                    "SELECT event_key FROM webhook_deliveries WHERE webhook_id = $1 AND created_at > $2",
-                )
-                .bind(webhook_id)
-                .bind(since)
-                .fetch_all(&self.pool)
-                .await?)
+                let result: $crate::StoreResult<Vec<String>> = async move {
+                    Ok(sqlx::query_scalar(
+                        "SELECT event_key FROM webhook_deliveries WHERE webhook_id = $1 AND created_at > $2",
+                    )
+                    .bind(webhook_id)
+                    .bind(since)
+                    .fetch_all(&self.pool)
+                    .await?)
+                }
+                .await;
+                result.map_err(|err| err.during("webhook_event_keys"))
             }
 
             async fn due_deliveries(&self, now: i64, limit: i64) -> $crate::StoreResult<Vec<$crate::DueDelivery>> {
-                let rows: Vec<(i64, i64, String, String, i64, i64)> = sqlx::query_as(
-                    "SELECT id, webhook_id, event, payload, attempts, next_attempt_at FROM webhook_deliveries \
-                     WHERE delivered_at IS NULL AND failed_at IS NULL AND next_attempt_at <= $1 \
-                     ORDER BY next_attempt_at, id LIMIT $2",
-                )
-                .bind(now)
-                .bind(limit)
-                .fetch_all(&self.pool)
-                .await?;
-                Ok(rows
-                    .into_iter()
-                    .map(|(id, webhook_id, event, payload, attempts, next_attempt_at)| $crate::DueDelivery {
-                        id, webhook_id, event, payload, attempts, next_attempt_at,
-                    })
-                    .collect())
-            }
-
-            async fn claim_delivery(&self, id: i64, seen_next_attempt_at: i64, lease_until: i64) -> $crate::StoreResult<bool> {
-                Ok(sqlx::query(
-                    "UPDATE webhook_deliveries SET next_attempt_at = $1 WHERE id = $2 AND next_attempt_at = $3 \
-                     AND delivered_at IS NULL AND failed_at IS NULL",
-                )
-                .bind(lease_until)
-                .bind(id)
-                .bind(seen_next_attempt_at)
-                .execute(&self.writer)
-                .await?
-                .rows_affected()
-                    == 1)
-            }
-
-            async fn finish_delivery(&self, id: i64, attempt: &$crate::DeliveryAttempt, now: i64) -> $crate::StoreResult<()> {
-                let (delivered_at, failed_at, next) = match (attempt.delivered, attempt.retry_at) {
-                    (true, _) => (Some(now), None, now),
-                    (false, Some(retry_at)) => (None, None, retry_at),
-                    (false, None) => (None, Some(now), now),
-                };
-                sqlx::query(
-                    "UPDATE webhook_deliveries SET attempts = attempts + 1, delivered_at = $1, failed_at = $2, \
-                     next_attempt_at = $3, last_status = $4, last_error = $5 WHERE id = $6",
-                )
-                .bind(delivered_at)
-                .bind(failed_at)
-                .bind(next)
-                .bind(attempt.status)
-                .bind(&attempt.error)
-                .bind(id)
-                .execute(&self.writer)
-                .await?;
-                Ok(())
-            }
-
-            async fn recent_deliveries(&self, limit: i64) -> $crate::StoreResult<Vec<arbiter_domain::webhooks::DeliveryRecord>> {
-                let rows: Vec<(i64, i64, String, String, String, i64, i64, Option<i64>, Option<i64>, Option<i64>, Option<String>, i64)> =
-                    sqlx::query_as(
-                        "SELECT d.id, d.webhook_id, w.url, d.event, d.event_key, d.attempts, d.next_attempt_at, d.delivered_at, \
-                         d.failed_at, d.last_status, d.last_error, d.created_at FROM webhook_deliveries d \
-                         JOIN webhooks w ON w.id = d.webhook_id ORDER BY d.id DESC LIMIT $1",
+                let result: $crate::StoreResult<Vec<$crate::DueDelivery>> = async move {
+                    let rows: Vec<(i64, i64, String, String, i64, i64)> = sqlx::query_as(
+                        "SELECT id, webhook_id, event, payload, attempts, next_attempt_at FROM webhook_deliveries \
+                         WHERE delivered_at IS NULL AND failed_at IS NULL AND next_attempt_at <= $1 \
+                         ORDER BY next_attempt_at, id LIMIT $2",
                     )
+                    .bind(now)
                     .bind(limit)
                     .fetch_all(&self.pool)
                     .await?;
-                Ok(rows
-                    .into_iter()
-                    .map(|(id, webhook_id, url, event, event_key, attempts, next_attempt_at, delivered_at, failed_at, last_status, last_error, created_at)| {
-                        arbiter_domain::webhooks::DeliveryRecord {
-                            id, webhook_id, url, event, event_key, attempts, next_attempt_at, delivered_at, failed_at,
-                            last_status, last_error, created_at,
-                        }
-                    })
-                    .collect())
+                    Ok(rows
+                        .into_iter()
+                        .map(|(id, webhook_id, event, payload, attempts, next_attempt_at)| $crate::DueDelivery {
+                            id, webhook_id, event, payload, attempts, next_attempt_at,
+                        })
+                        .collect())
+                }
+                .await;
+                result.map_err(|err| err.during("due_deliveries"))
+            }
+
+            async fn claim_delivery(&self, id: i64, seen_next_attempt_at: i64, lease_until: i64) -> $crate::StoreResult<bool> {
+                let result: $crate::StoreResult<bool> = async move {
+                    Ok(sqlx::query(
+                        "UPDATE webhook_deliveries SET next_attempt_at = $1 WHERE id = $2 AND next_attempt_at = $3 \
+                         AND delivered_at IS NULL AND failed_at IS NULL",
+                    )
+                    .bind(lease_until)
+                    .bind(id)
+                    .bind(seen_next_attempt_at)
+                    .execute(&self.writer)
+                    .await?
+                    .rows_affected()
+                        == 1)
+                }
+                .await;
+                result.map_err(|err| err.during("claim_delivery"))
+            }
+
+            async fn finish_delivery(&self, id: i64, attempt: &$crate::DeliveryAttempt, now: i64) -> $crate::StoreResult<()> {
+                let result: $crate::StoreResult<()> = async move {
+                    let (delivered_at, failed_at, next) = match (attempt.delivered, attempt.retry_at) {
+                        (true, _) => (Some(now), None, now),
+                        (false, Some(retry_at)) => (None, None, retry_at),
+                        (false, None) => (None, Some(now), now),
+                    };
+                    sqlx::query(
+                        "UPDATE webhook_deliveries SET attempts = attempts + 1, delivered_at = $1, failed_at = $2, \
+                         next_attempt_at = $3, last_status = $4, last_error = $5 WHERE id = $6",
+                    )
+                    .bind(delivered_at)
+                    .bind(failed_at)
+                    .bind(next)
+                    .bind(attempt.status)
+                    .bind(&attempt.error)
+                    .bind(id)
+                    .execute(&self.writer)
+                    .await?;
+                    Ok(())
+                }
+                .await;
+                result.map_err(|err| err.during("finish_delivery"))
+            }
+
+            async fn recent_deliveries(&self, limit: i64) -> $crate::StoreResult<Vec<arbiter_domain::webhooks::DeliveryRecord>> {
+                let result: $crate::StoreResult<Vec<arbiter_domain::webhooks::DeliveryRecord>> = async move {
+                    let rows: Vec<(i64, i64, String, String, String, i64, i64, Option<i64>, Option<i64>, Option<i64>, Option<String>, i64)> =
+                        sqlx::query_as(
+                            "SELECT d.id, d.webhook_id, w.url, d.event, d.event_key, d.attempts, d.next_attempt_at, d.delivered_at, \
+                             d.failed_at, d.last_status, d.last_error, d.created_at FROM webhook_deliveries d \
+                             JOIN webhooks w ON w.id = d.webhook_id ORDER BY d.id DESC LIMIT $1",
+                        )
+                        .bind(limit)
+                        .fetch_all(&self.pool)
+                        .await?;
+                    Ok(rows
+                        .into_iter()
+                        .map(|(id, webhook_id, url, event, event_key, attempts, next_attempt_at, delivered_at, failed_at, last_status, last_error, created_at)| {
+                            arbiter_domain::webhooks::DeliveryRecord {
+                                id, webhook_id, url, event, event_key, attempts, next_attempt_at, delivered_at, failed_at,
+                                last_status, last_error, created_at,
+                            }
+                        })
+                        .collect())
+                }
+                .await;
+                result.map_err(|err| err.during("recent_deliveries"))
             }
 
             async fn runs_with_raw_before(&self, before: i64, limit: i64) -> $crate::StoreResult<Vec<i64>> {
-                Ok(sqlx::query_scalar(
-                    "SELECT id FROM runs WHERE status = 'completed' AND raw_purged_at IS NULL \
-                     AND finished_at < $1 ORDER BY finished_at, id LIMIT $2",
-                )
-                .bind(before)
-                .bind(limit)
-                .fetch_all(&self.pool)
-                .await?)
+                let result: $crate::StoreResult<Vec<i64>> = async move {
+                    Ok(sqlx::query_scalar(
+                        "SELECT id FROM runs WHERE status = 'completed' AND raw_purged_at IS NULL \
+                         AND finished_at < $1 ORDER BY finished_at, id LIMIT $2",
+                    )
+                    .bind(before)
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await?)
+                }
+                .await;
+                result.map_err(|err| err.during("runs_with_raw_before"))
             }
 
             async fn purge_raw_outputs(&self, run_id: i64, keep_users_after: i64, now: i64) -> $crate::StoreResult<$crate::RawPurge> {
-                const OF_RUN: &str = "SELECT id FROM work_items WHERE run_id = $1";
-                let mut tx = self.writer.begin().await?;
-                let cache_entries_deleted = sqlx::query(&format!("DELETE FROM generation_cache WHERE work_item_id IN ({OF_RUN})"))
+                let result: $crate::StoreResult<$crate::RawPurge> = async move {
+                    const OF_RUN: &str = "SELECT id FROM work_items WHERE run_id = $1";
+                    let mut tx = self.writer.begin().await?;
+                    let cache_entries_deleted = sqlx::query(&format!("DELETE FROM generation_cache WHERE work_item_id IN ({OF_RUN})"))
+                        .bind(run_id)
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected();
+                    // Logprobs that a recent run's cache hit still points at stay.
+                    let in_use = "EXISTS (SELECT 1 FROM generations u JOIN work_items uw ON uw.id = u.work_item_id \
+                        JOIN runs ur ON ur.id = uw.run_id WHERE u.source_work_item_id = generation_logprobs.work_item_id \
+                        AND uw.run_id <> $1 AND (ur.status <> 'completed' OR ur.finished_at >= $2))";
+                    let logprobs_kept_in_use: i64 = sqlx::query_scalar(&format!(
+                        "SELECT COUNT(*) FROM generation_logprobs WHERE work_item_id IN ({OF_RUN}) AND {in_use}"
+                    ))
+                    .bind(run_id)
+                    .bind(keep_users_after)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    let logprobs_deleted = sqlx::query(&format!(
+                        "DELETE FROM generation_logprobs WHERE work_item_id IN ({OF_RUN}) AND NOT {in_use}"
+                    ))
+                    .bind(run_id)
+                    .bind(keep_users_after)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                    let generations_cleared = sqlx::query(&format!(
+                        "UPDATE generations SET output = '', attempt_log = NULL WHERE work_item_id IN ({OF_RUN}) AND output <> ''"
+                    ))
                     .bind(run_id)
                     .execute(&mut *tx)
                     .await?
                     .rows_affected();
-                // Logprobs that a recent run's cache hit still points at stay.
-                let in_use = "EXISTS (SELECT 1 FROM generations u JOIN work_items uw ON uw.id = u.work_item_id \
-                    JOIN runs ur ON ur.id = uw.run_id WHERE u.source_work_item_id = generation_logprobs.work_item_id \
-                    AND uw.run_id <> $1 AND (ur.status <> 'completed' OR ur.finished_at >= $2))";
-                let logprobs_kept_in_use: i64 = sqlx::query_scalar(&format!(
-                    "SELECT COUNT(*) FROM generation_logprobs WHERE work_item_id IN ({OF_RUN}) AND {in_use}"
-                ))
-                .bind(run_id)
-                .bind(keep_users_after)
-                .fetch_one(&mut *tx)
-                .await?;
-                let logprobs_deleted = sqlx::query(&format!(
-                    "DELETE FROM generation_logprobs WHERE work_item_id IN ({OF_RUN}) AND NOT {in_use}"
-                ))
-                .bind(run_id)
-                .bind(keep_users_after)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-                let generations_cleared = sqlx::query(&format!(
-                    "UPDATE generations SET output = '', attempt_log = NULL WHERE work_item_id IN ({OF_RUN}) AND output <> ''"
-                ))
-                .bind(run_id)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-                sqlx::query("UPDATE runs SET raw_purged_at = $1 WHERE id = $2")
-                    .bind(now)
-                    .bind(run_id)
-                    .execute(&mut *tx)
-                    .await?;
-                tx.commit().await?;
-                Ok($crate::RawPurge {
-                    generations_cleared,
-                    logprobs_deleted,
-                    cache_entries_deleted,
-                    logprobs_kept_in_use: logprobs_kept_in_use as u64,
-                })
+                    sqlx::query("UPDATE runs SET raw_purged_at = $1 WHERE id = $2")
+                        .bind(now)
+                        .bind(run_id)
+                        .execute(&mut *tx)
+                        .await?;
+                    tx.commit().await?;
+                    Ok($crate::RawPurge {
+                        generations_cleared,
+                        logprobs_deleted,
+                        cache_entries_deleted,
+                        logprobs_kept_in_use: logprobs_kept_in_use as u64,
+                    })
+                }
+                .await;
+                result.map_err(|err| err.during("purge_raw_outputs"))
             }
 
             async fn runs_finished_before(&self, before: i64, limit: i64) -> $crate::StoreResult<Vec<i64>> {
-                Ok(sqlx::query_scalar(
-                    "SELECT id FROM runs WHERE status = 'completed' \
-                     AND finished_at < $1 ORDER BY finished_at, id LIMIT $2",
-                )
-                .bind(before)
-                .bind(limit)
-                .fetch_all(&self.pool)
-                .await?)
+                let result: $crate::StoreResult<Vec<i64>> = async move {
+                    Ok(sqlx::query_scalar(
+                        "SELECT id FROM runs WHERE status = 'completed' \
+                         AND finished_at < $1 ORDER BY finished_at, id LIMIT $2",
+                    )
+                    .bind(before)
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await?)
+                }
+                .await;
+                result.map_err(|err| err.during("runs_finished_before"))
             }
 
             async fn run_in_use(&self, run_id: i64, expired_before: i64) -> $crate::StoreResult<bool> {
-                Ok(sqlx::query_scalar(
-                    "SELECT EXISTS (SELECT 1 FROM generations u JOIN work_items uw ON uw.id = u.work_item_id \
-                     JOIN work_items sw ON sw.id = u.source_work_item_id WHERE sw.run_id = $1 AND uw.run_id <> $1) \
-                     OR EXISTS (SELECT 1 FROM promotion_decisions d JOIN runs o \
-                       ON o.id = CASE WHEN d.baseline_run_id = $1 THEN d.candidate_run_id ELSE d.baseline_run_id END \
-                       WHERE (d.baseline_run_id = $1 OR d.candidate_run_id = $1) \
-                       AND (o.status <> 'completed' OR o.finished_at >= $2))",
-                )
-                .bind(run_id)
-                .bind(expired_before)
-                .fetch_one(&self.pool)
-                .await?)
+                let result: $crate::StoreResult<bool> = async move {
+                    Ok(sqlx::query_scalar(
+                        "SELECT EXISTS (SELECT 1 FROM generations u JOIN work_items uw ON uw.id = u.work_item_id \
+                         JOIN work_items sw ON sw.id = u.source_work_item_id WHERE sw.run_id = $1 AND uw.run_id <> $1) \
+                         OR EXISTS (SELECT 1 FROM promotion_decisions d JOIN runs o \
+                           ON o.id = CASE WHEN d.baseline_run_id = $1 THEN d.candidate_run_id ELSE d.baseline_run_id END \
+                           WHERE (d.baseline_run_id = $1 OR d.candidate_run_id = $1) \
+                           AND (o.status <> 'completed' OR o.finished_at >= $2))",
+                    )
+                    .bind(run_id)
+                    .bind(expired_before)
+                    .fetch_one(&self.pool)
+                    .await?)
+                }
+                .await;
+                result.map_err(|err| err.during("run_in_use"))
             }
 
             async fn delete_run(&self, run_id: i64) -> $crate::StoreResult<u64> {
-                const ITEMS: &str = "SELECT id FROM work_items WHERE run_id = $1";
-                let tasks = format!("SELECT id FROM annotation_tasks WHERE work_item_id IN ({ITEMS})");
-                let golds = format!("SELECT id FROM gold_items WHERE task_id IN ({tasks})");
-                // Children before parents, so foreign keys hold at every step.
-                let statements = [
-                    format!("DELETE FROM label_reviews WHERE label_id IN (SELECT id FROM labels WHERE task_id IN ({tasks}))"),
-                    format!("DELETE FROM task_leases WHERE task_id IN ({tasks}) OR gold_id IN ({golds})"),
-                    format!("DELETE FROM gold_answers WHERE gold_id IN ({golds})"),
-                    format!("DELETE FROM gold_items WHERE task_id IN ({tasks})"),
-                    format!("DELETE FROM labels WHERE task_id IN ({tasks})"),
-                    format!("DELETE FROM annotation_skips WHERE task_id IN ({tasks})"),
-                    format!("DELETE FROM annotation_tasks WHERE work_item_id IN ({ITEMS})"),
-                    format!("DELETE FROM grades WHERE work_item_id IN ({ITEMS})"),
-                    format!("DELETE FROM generation_cache WHERE work_item_id IN ({ITEMS})"),
-                    format!("DELETE FROM generation_logprobs WHERE work_item_id IN ({ITEMS})"),
-                    format!("UPDATE generations SET source_work_item_id = NULL WHERE work_item_id IN ({ITEMS}) AND source_work_item_id IS NOT NULL"),
-                    format!("DELETE FROM generations WHERE work_item_id IN ({ITEMS})"),
-                    "DELETE FROM work_items WHERE run_id = $1".to_string(),
-                    "DELETE FROM run_tallies WHERE run_id = $1".to_string(),
-                    "DELETE FROM run_snapshots WHERE run_id = $1".to_string(),
-                    "DELETE FROM run_graders WHERE run_id = $1".to_string(),
-                    "DELETE FROM promotion_decisions WHERE baseline_run_id = $1 OR candidate_run_id = $1".to_string(),
-                    "DELETE FROM suite_launches WHERE run_id = $1".to_string(),
-                    "DELETE FROM runs WHERE id = $1".to_string(),
-                ];
-                let mut tx = self.writer.begin().await?;
-                // A run resumed since it was chosen is no longer expired.
-                let status: Option<String> = sqlx::query_scalar("SELECT status FROM runs WHERE id = $1")
-                    .bind(run_id)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                if status.as_deref() != Some(arbiter_domain::run::RunStatus::Completed.as_str()) {
-                    return Ok(0);
+                let result: $crate::StoreResult<u64> = async move {
+                    const ITEMS: &str = "SELECT id FROM work_items WHERE run_id = $1";
+                    let tasks = format!("SELECT id FROM annotation_tasks WHERE work_item_id IN ({ITEMS})");
+                    let golds = format!("SELECT id FROM gold_items WHERE task_id IN ({tasks})");
+                    // Children before parents, so foreign keys hold at every step.
+                    let statements = [
+                        format!("DELETE FROM label_reviews WHERE label_id IN (SELECT id FROM labels WHERE task_id IN ({tasks}))"),
+                        format!("DELETE FROM task_leases WHERE task_id IN ({tasks}) OR gold_id IN ({golds})"),
+                        format!("DELETE FROM gold_answers WHERE gold_id IN ({golds})"),
+                        format!("DELETE FROM gold_items WHERE task_id IN ({tasks})"),
+                        format!("DELETE FROM labels WHERE task_id IN ({tasks})"),
+                        format!("DELETE FROM annotation_skips WHERE task_id IN ({tasks})"),
+                        format!("DELETE FROM annotation_tasks WHERE work_item_id IN ({ITEMS})"),
+                        format!("DELETE FROM grades WHERE work_item_id IN ({ITEMS})"),
+                        format!("DELETE FROM generation_cache WHERE work_item_id IN ({ITEMS})"),
+                        format!("DELETE FROM generation_logprobs WHERE work_item_id IN ({ITEMS})"),
+                        format!("UPDATE generations SET source_work_item_id = NULL WHERE work_item_id IN ({ITEMS}) AND source_work_item_id IS NOT NULL"),
+                        format!("DELETE FROM generations WHERE work_item_id IN ({ITEMS})"),
+                        "DELETE FROM work_items WHERE run_id = $1".to_string(),
+                        "DELETE FROM run_tallies WHERE run_id = $1".to_string(),
+                        "DELETE FROM run_snapshots WHERE run_id = $1".to_string(),
+                        "DELETE FROM run_graders WHERE run_id = $1".to_string(),
+                        "DELETE FROM promotion_decisions WHERE baseline_run_id = $1 OR candidate_run_id = $1".to_string(),
+                        "DELETE FROM suite_launches WHERE run_id = $1".to_string(),
+                        "DELETE FROM runs WHERE id = $1".to_string(),
+                    ];
+                    let mut tx = self.writer.begin().await?;
+                    // A run resumed since it was chosen is no longer expired.
+                    let status: Option<String> = sqlx::query_scalar("SELECT status FROM runs WHERE id = $1")
+                        .bind(run_id)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                    if status.as_deref() != Some(arbiter_domain::run::RunStatus::Completed.as_str()) {
+                        return Ok(0);
+                    }
+                    let mut deleted = 0;
+                    for statement in &statements {
+                        deleted += sqlx::query(statement).bind(run_id).execute(&mut *tx).await?.rows_affected();
+                    }
+                    tx.commit().await?;
+                    Ok(deleted)
                 }
-                let mut deleted = 0;
-                for statement in &statements {
-                    deleted += sqlx::query(statement).bind(run_id).execute(&mut *tx).await?.rows_affected();
-                }
-                tx.commit().await?;
-                Ok(deleted)
+                .await;
+                result.map_err(|err| err.during("delete_run"))
             }
 
             async fn announcement_hash(&self, source: &str) -> $crate::StoreResult<Option<String>> {
-                Ok(sqlx::query_scalar("SELECT content_hash FROM watched_announcements WHERE source = $1")
-                    .bind(source)
-                    .fetch_optional(&self.pool)
-                    .await?)
+                let result: $crate::StoreResult<Option<String>> = async move {
+                    Ok(sqlx::query_scalar("SELECT content_hash FROM watched_announcements WHERE source = $1")
+                        .bind(source)
+                        .fetch_optional(&self.pool)
+                        .await?)
+                }
+                .await;
+                result.map_err(|err| err.during("announcement_hash"))
             }
 
             async fn record_announcement(
@@ -1069,19 +1233,23 @@ macro_rules! operations_sql {
                 error: Option<&str>,
                 now: i64,
             ) -> $crate::StoreResult<()> {
-                sqlx::query(
-                    "INSERT INTO watched_announcements (source, content_hash, checkpoint_id, error, seen_at) \
-                     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (source) DO UPDATE SET content_hash = excluded.content_hash, \
-                     checkpoint_id = excluded.checkpoint_id, error = excluded.error, seen_at = excluded.seen_at",
-                )
-                .bind(source)
-                .bind(content_hash)
-                .bind(checkpoint_id)
-                .bind(error)
-                .bind(now)
-                .execute(&self.writer)
-                .await?;
-                Ok(())
+                let result: $crate::StoreResult<()> = async move {
+                    sqlx::query(
+                        "INSERT INTO watched_announcements (source, content_hash, checkpoint_id, error, seen_at) \
+                         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (source) DO UPDATE SET content_hash = excluded.content_hash, \
+                         checkpoint_id = excluded.checkpoint_id, error = excluded.error, seen_at = excluded.seen_at",
+                    )
+                    .bind(source)
+                    .bind(content_hash)
+                    .bind(checkpoint_id)
+                    .bind(error)
+                    .bind(now)
+                    .execute(&self.writer)
+                    .await?;
+                    Ok(())
+                }
+                .await;
+                result.map_err(|err| err.during("record_announcement"))
             }
         }
     };

@@ -122,194 +122,242 @@ macro_rules! reports_sql {
         #[async_trait::async_trait]
         impl $crate::reports::ReportStore for $store {
             async fn generation_logprobs(&self, identity_id: i64) -> StoreResult<Option<Vec<u8>>> {
-                Ok(sqlx::query_scalar("SELECT logprobs FROM generation_logprobs WHERE work_item_id = $1")
-                    .bind(identity_id)
-                    .fetch_optional(&self.pool)
-                    .await?)
+                let result: StoreResult<Option<Vec<u8>>> = async move {
+                    Ok(sqlx::query_scalar("SELECT logprobs FROM generation_logprobs WHERE work_item_id = $1")
+                        .bind(identity_id)
+                        .fetch_optional(&self.pool)
+                        .await?)
+                }
+                .await;
+                result.map_err(|err| err.during("generation_logprobs"))
             }
 
             async fn run_tallies(&self, run_id: i64) -> StoreResult<Vec<arbiter_domain::reports::TallyRow>> {
-                let rows: Vec<(String, String, String, i64)> = sqlx::query_as(
-                    "SELECT category, field, value, count FROM run_tallies WHERE run_id = $1 AND count <> 0 \
-                     ORDER BY category, field, value",
-                )
-                .bind(run_id)
-                .fetch_all(&self.pool)
-                .await?;
-                Ok(rows
-                    .into_iter()
-                    .map(|(category, field, value, count)| arbiter_domain::reports::TallyRow { category, field, value, count })
-                    .collect())
+                let result: StoreResult<Vec<arbiter_domain::reports::TallyRow>> = async move {
+                    let rows: Vec<(String, String, String, i64)> = sqlx::query_as(
+                        "SELECT category, field, value, count FROM run_tallies WHERE run_id = $1 AND count <> 0 \
+                         ORDER BY category, field, value",
+                    )
+                    .bind(run_id)
+                    .fetch_all(&self.pool)
+                    .await?;
+                    Ok(rows
+                        .into_iter()
+                        .map(|(category, field, value, count)| arbiter_domain::reports::TallyRow { category, field, value, count })
+                        .collect())
+                }
+                .await;
+                result.map_err(|err| err.during("run_tallies"))
             }
 
             async fn stored_snapshot(&self, run_id: i64) -> StoreResult<Option<$crate::StoredSnapshot>> {
-                let row: Option<(String, String, Vec<u8>, i64)> = sqlx::query_as(
-                    "SELECT version, identity_hash, data, build_ms FROM run_snapshots WHERE run_id = $1",
-                )
-                .bind(run_id)
-                .fetch_optional(&self.pool)
-                .await?;
-                Ok(row.map(|(version, identity_hash, data, build_ms)| $crate::StoredSnapshot { version, identity_hash, data, build_ms }))
+                let result: StoreResult<Option<$crate::StoredSnapshot>> = async move {
+                    let row: Option<(String, String, Vec<u8>, i64)> = sqlx::query_as(
+                        "SELECT version, identity_hash, data, build_ms FROM run_snapshots WHERE run_id = $1",
+                    )
+                    .bind(run_id)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                    Ok(row.map(|(version, identity_hash, data, build_ms)| $crate::StoredSnapshot { version, identity_hash, data, build_ms }))
+                }
+                .await;
+                result.map_err(|err| err.during("stored_snapshot"))
             }
 
             async fn save_snapshot(&self, run_id: i64, item_count: i64, snapshot: &$crate::StoredSnapshot) -> StoreResult<()> {
-                sqlx::query(
-                    "INSERT INTO run_snapshots (run_id, version, identity_hash, item_count, data, built_at, build_ms) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (run_id) DO UPDATE SET \
-                     version = excluded.version, identity_hash = excluded.identity_hash, item_count = excluded.item_count, \
-                     data = excluded.data, built_at = excluded.built_at, build_ms = excluded.build_ms",
-                )
-                .bind(run_id)
-                .bind(&snapshot.version)
-                .bind(&snapshot.identity_hash)
-                .bind(item_count)
-                .bind(&snapshot.data)
-                .bind(now_ms())
-                .bind(snapshot.build_ms)
-                .execute(&self.writer)
-                .await?;
-                Ok(())
+                let result: StoreResult<()> = async move {
+                    sqlx::query(
+                        "INSERT INTO run_snapshots (run_id, version, identity_hash, item_count, data, built_at, build_ms) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (run_id) DO UPDATE SET \
+                         version = excluded.version, identity_hash = excluded.identity_hash, item_count = excluded.item_count, \
+                         data = excluded.data, built_at = excluded.built_at, build_ms = excluded.build_ms",
+                    )
+                    .bind(run_id)
+                    .bind(&snapshot.version)
+                    .bind(&snapshot.identity_hash)
+                    .bind(item_count)
+                    .bind(&snapshot.data)
+                    .bind(now_ms())
+                    .bind(snapshot.build_ms)
+                    .execute(&self.writer)
+                    .await?;
+                    Ok(())
+                }
+                .await;
+                result.map_err(|err| err.during("save_snapshot"))
             }
 
             async fn record_promotion_decision(&self, decision: &arbiter_domain::reports::decision::NewPromotionDecision) -> StoreResult<i64> {
-                Ok(sqlx::query_scalar(
-                    "INSERT INTO promotion_decisions (baseline_run_id, candidate_run_id, decision, note, summary_json, decided_by, decided_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
-                )
-                .bind(decision.baseline_run_id)
-                .bind(decision.candidate_run_id)
-                .bind(if decision.promote { "promote" } else { "reject" })
-                .bind(&decision.note)
-                .bind(&decision.summary_json)
-                .bind(decision.decided_by)
-                .bind(now_ms())
-                .fetch_one(&self.writer)
-                .await?)
+                let result: StoreResult<i64> = async move {
+                    Ok(sqlx::query_scalar(
+                        "INSERT INTO promotion_decisions (baseline_run_id, candidate_run_id, decision, note, summary_json, decided_by, decided_at) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+                    )
+                    .bind(decision.baseline_run_id)
+                    .bind(decision.candidate_run_id)
+                    .bind(if decision.promote { "promote" } else { "reject" })
+                    .bind(&decision.note)
+                    .bind(&decision.summary_json)
+                    .bind(decision.decided_by)
+                    .bind(now_ms())
+                    .fetch_one(&self.writer)
+                    .await?)
+                }
+                .await;
+                result.map_err(|err| err.during("record_promotion_decision"))
             }
 
             async fn promotion_decisions(&self, run_id: i64) -> StoreResult<Vec<arbiter_domain::reports::decision::PromotionDecisionRecord>> {
-                let rows = sqlx::query(
-                    "SELECT d.id, d.baseline_run_id, d.candidate_run_id, cb.name AS baseline_checkpoint, \
-                     cc.name AS candidate_checkpoint, d.decision, d.note, d.summary_json, u.username, d.decided_at \
-                     FROM promotion_decisions d \
-                     JOIN runs rb ON rb.id = d.baseline_run_id JOIN checkpoints cb ON cb.id = rb.checkpoint_id \
-                     JOIN runs rc ON rc.id = d.candidate_run_id JOIN checkpoints cc ON cc.id = rc.checkpoint_id \
-                     LEFT JOIN users u ON u.id = d.decided_by \
-                     WHERE d.baseline_run_id = $1 OR d.candidate_run_id = $1 ORDER BY d.id DESC",
-                )
-                .bind(run_id)
-                .fetch_all(&self.pool)
-                .await?;
-                rows.iter()
-                    .map(|row| {
-                        Ok(arbiter_domain::reports::decision::PromotionDecisionRecord {
-                            id: row.try_get("id")?,
-                            baseline_run_id: row.try_get("baseline_run_id")?,
-                            candidate_run_id: row.try_get("candidate_run_id")?,
-                            baseline_checkpoint: row.try_get("baseline_checkpoint")?,
-                            candidate_checkpoint: row.try_get("candidate_checkpoint")?,
-                            decision: row.try_get("decision")?,
-                            note: row.try_get("note")?,
-                            summary_json: row.try_get("summary_json")?,
-                            decided_by: row.try_get("username")?,
-                            decided_at: row.try_get("decided_at")?,
+                let result: StoreResult<Vec<arbiter_domain::reports::decision::PromotionDecisionRecord>> = async move {
+                    let rows = sqlx::query(
+                        "SELECT d.id, d.baseline_run_id, d.candidate_run_id, cb.name AS baseline_checkpoint, \
+                         cc.name AS candidate_checkpoint, d.decision, d.note, d.summary_json, u.username, d.decided_at \
+                         FROM promotion_decisions d \
+                         JOIN runs rb ON rb.id = d.baseline_run_id JOIN checkpoints cb ON cb.id = rb.checkpoint_id \
+                         JOIN runs rc ON rc.id = d.candidate_run_id JOIN checkpoints cc ON cc.id = rc.checkpoint_id \
+                         LEFT JOIN users u ON u.id = d.decided_by \
+                         WHERE d.baseline_run_id = $1 OR d.candidate_run_id = $1 ORDER BY d.id DESC",
+                    )
+                    .bind(run_id)
+                    .fetch_all(&self.pool)
+                    .await?;
+                    rows.iter()
+                        .map(|row| {
+                            Ok(arbiter_domain::reports::decision::PromotionDecisionRecord {
+                                id: row.try_get("id")?,
+                                baseline_run_id: row.try_get("baseline_run_id")?,
+                                candidate_run_id: row.try_get("candidate_run_id")?,
+                                baseline_checkpoint: row.try_get("baseline_checkpoint")?,
+                                candidate_checkpoint: row.try_get("candidate_checkpoint")?,
+                                decision: row.try_get("decision")?,
+                                note: row.try_get("note")?,
+                                summary_json: row.try_get("summary_json")?,
+                                decided_by: row.try_get("username")?,
+                                decided_at: row.try_get("decided_at")?,
+                            })
                         })
-                    })
-                    .collect()
+                        .collect()
+                }
+                .await;
+                result.map_err(|err| err.during("promotion_decisions"))
             }
 
             async fn trend_runs(&self, eval_id: i64, training_run: &str) -> StoreResult<Vec<arbiter_domain::reports::trend::TrendRun>> {
-                let rows: Vec<(i64, i64, String, Option<i64>)> = sqlx::query_as(
-                    "SELECT r.id, c.id, c.name, c.training_step FROM checkpoints c \
-                     JOIN runs r ON r.id = (SELECT MAX(x.id) FROM runs x \
-                         WHERE x.eval_id = $1 AND x.checkpoint_id = c.id AND x.status <> 'cancelled') \
-                     WHERE ($2 = '' OR c.training_run = $2) \
-                     ORDER BY CASE WHEN c.training_step IS NULL THEN 1 ELSE 0 END, c.training_step, c.created_at, c.id",
-                )
-                .bind(eval_id)
-                .bind(training_run)
-                .fetch_all(&self.pool)
-                .await?;
-                Ok(rows
-                    .into_iter()
-                    .map(|(run_id, checkpoint_id, checkpoint_name, training_step)| arbiter_domain::reports::trend::TrendRun {
-                        run_id,
-                        checkpoint_id,
-                        checkpoint_name,
-                        training_step,
-                    })
-                    .collect())
+                let result: StoreResult<Vec<arbiter_domain::reports::trend::TrendRun>> = async move {
+                    let rows: Vec<(i64, i64, String, Option<i64>)> = sqlx::query_as(
+                        "SELECT r.id, c.id, c.name, c.training_step FROM checkpoints c \
+                         JOIN runs r ON r.id = (SELECT MAX(x.id) FROM runs x \
+                             WHERE x.eval_id = $1 AND x.checkpoint_id = c.id AND x.status <> 'cancelled') \
+                         WHERE ($2 = '' OR c.training_run = $2) \
+                         ORDER BY CASE WHEN c.training_step IS NULL THEN 1 ELSE 0 END, c.training_step, c.created_at, c.id",
+                    )
+                    .bind(eval_id)
+                    .bind(training_run)
+                    .fetch_all(&self.pool)
+                    .await?;
+                    Ok(rows
+                        .into_iter()
+                        .map(|(run_id, checkpoint_id, checkpoint_name, training_step)| arbiter_domain::reports::trend::TrendRun {
+                            run_id,
+                            checkpoint_id,
+                            checkpoint_name,
+                            training_step,
+                        })
+                        .collect())
+                }
+                .await;
+                result.map_err(|err| err.during("trend_runs"))
             }
 
             async fn training_runs(&self) -> StoreResult<Vec<String>> {
-                Ok(sqlx::query_scalar(
-                    "SELECT DISTINCT training_run FROM checkpoints WHERE training_run <> '' ORDER BY training_run",
-                )
-                .fetch_all(&self.pool)
-                .await?)
+                let result: StoreResult<Vec<String>> = async move {
+                    Ok(sqlx::query_scalar(
+                        "SELECT DISTINCT training_run FROM checkpoints WHERE training_run <> '' ORDER BY training_run",
+                    )
+                    .fetch_all(&self.pool)
+                    .await?)
+                }
+                .await;
+                result.map_err(|err| err.during("training_runs"))
             }
 
             async fn save_trend_watch(&self, watch: &arbiter_domain::reports::trend::TrendWatch, created_by: Option<i64>) -> StoreResult<()> {
-                sqlx::query(
-                    "INSERT INTO trend_watches (eval_id, training_run, policy, pinned_checkpoint_id, created_by, created_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (eval_id, training_run) DO UPDATE SET \
-                     policy = excluded.policy, pinned_checkpoint_id = excluded.pinned_checkpoint_id, \
-                     created_by = excluded.created_by, created_at = excluded.created_at",
-                )
-                .bind(watch.eval_id)
-                .bind(&watch.training_run)
-                .bind(&watch.policy)
-                .bind(watch.pinned_checkpoint_id)
-                .bind(created_by)
-                .bind(now_ms())
-                .execute(&self.writer)
-                .await
-                .map_err(|err| match err {
-                    sqlx::Error::Database(db) if db.is_foreign_key_violation() => {
-                        StoreError::NotFound("no such eval or pinned checkpoint".into())
-                    }
-                    other => other.into(),
-                })?;
-                Ok(())
+                let result: StoreResult<()> = async move {
+                    sqlx::query(
+                        "INSERT INTO trend_watches (eval_id, training_run, policy, pinned_checkpoint_id, created_by, created_at) \
+                         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (eval_id, training_run) DO UPDATE SET \
+                         policy = excluded.policy, pinned_checkpoint_id = excluded.pinned_checkpoint_id, \
+                         created_by = excluded.created_by, created_at = excluded.created_at",
+                    )
+                    .bind(watch.eval_id)
+                    .bind(&watch.training_run)
+                    .bind(&watch.policy)
+                    .bind(watch.pinned_checkpoint_id)
+                    .bind(created_by)
+                    .bind(now_ms())
+                    .execute(&self.writer)
+                    .await
+                    .map_err(|err| match err {
+                        sqlx::Error::Database(db) if db.is_foreign_key_violation() => {
+                            StoreError::NotFound("no such eval or pinned checkpoint".into())
+                        }
+                        other => other.into(),
+                    })?;
+                    Ok(())
+                }
+                .await;
+                result.map_err(|err| err.during("save_trend_watch"))
             }
 
             async fn delete_trend_watch(&self, eval_id: i64, training_run: &str) -> StoreResult<()> {
-                sqlx::query("DELETE FROM trend_watches WHERE eval_id = $1 AND training_run = $2")
-                    .bind(eval_id)
-                    .bind(training_run)
-                    .execute(&self.writer)
-                    .await?;
-                Ok(())
+                let result: StoreResult<()> = async move {
+                    sqlx::query("DELETE FROM trend_watches WHERE eval_id = $1 AND training_run = $2")
+                        .bind(eval_id)
+                        .bind(training_run)
+                        .execute(&self.writer)
+                        .await?;
+                    Ok(())
+                }
+                .await;
+                result.map_err(|err| err.during("delete_trend_watch"))
             }
 
             async fn trend_watches(&self) -> StoreResult<Vec<arbiter_domain::reports::trend::TrendWatch>> {
-                let rows: Vec<(i64, String, String, String, Option<i64>)> = sqlx::query_as(
-                    "SELECT w.eval_id, e.name, w.training_run, w.policy, w.pinned_checkpoint_id \
-                     FROM trend_watches w JOIN evals e ON e.id = w.eval_id ORDER BY e.name, w.training_run",
-                )
-                .fetch_all(&self.pool)
-                .await?;
-                Ok(rows
-                    .into_iter()
-                    .map(|(eval_id, eval_name, training_run, policy, pinned_checkpoint_id)| arbiter_domain::reports::trend::TrendWatch {
-                        eval_id,
-                        eval_name,
-                        training_run,
-                        policy,
-                        pinned_checkpoint_id,
-                    })
-                    .collect())
+                let result: StoreResult<Vec<arbiter_domain::reports::trend::TrendWatch>> = async move {
+                    let rows: Vec<(i64, String, String, String, Option<i64>)> = sqlx::query_as(
+                        "SELECT w.eval_id, e.name, w.training_run, w.policy, w.pinned_checkpoint_id \
+                         FROM trend_watches w JOIN evals e ON e.id = w.eval_id ORDER BY e.name, w.training_run",
+                    )
+                    .fetch_all(&self.pool)
+                    .await?;
+                    Ok(rows
+                        .into_iter()
+                        .map(|(eval_id, eval_name, training_run, policy, pinned_checkpoint_id)| arbiter_domain::reports::trend::TrendWatch {
+                            eval_id,
+                            eval_name,
+                            training_run,
+                            policy,
+                            pinned_checkpoint_id,
+                        })
+                        .collect())
+                }
+                .await;
+                result.map_err(|err| err.during("trend_watches"))
             }
 
             async fn runs_needing_snapshots(&self, limit: i64) -> StoreResult<Vec<i64>> {
-                Ok(sqlx::query_scalar(
-                    "SELECT r.id FROM runs r LEFT JOIN run_snapshots s ON s.run_id = r.id \
-                     WHERE r.status = 'completed' AND (s.run_id IS NULL OR s.built_at < r.finished_at) \
-                     ORDER BY r.finished_at LIMIT $1",
-                )
-                .bind(limit)
-                .fetch_all(&self.pool)
-                .await?)
+                let result: StoreResult<Vec<i64>> = async move {
+                    Ok(sqlx::query_scalar(
+                        "SELECT r.id FROM runs r LEFT JOIN run_snapshots s ON s.run_id = r.id \
+                         WHERE r.status = 'completed' AND (s.run_id IS NULL OR s.built_at < r.finished_at) \
+                         ORDER BY r.finished_at LIMIT $1",
+                    )
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await?)
+                }
+                .await;
+                result.map_err(|err| err.during("runs_needing_snapshots"))
             }
 
             async fn scan_run(
@@ -317,173 +365,189 @@ macro_rules! reports_sql {
                 run_id: i64,
                 sink: &mut (dyn FnMut(arbiter_domain::reports::snapshot::ScanRow) + Send),
             ) -> StoreResult<()> {
-                use futures::TryStreamExt;
-                // Identity order is id order: a run's identities are inserted in expansion order.
-                let mut rows = sqlx::query(
-                    "SELECT w.id, w.case_id, w.repetition, w.revision_id, w.category, w.verdict, \
-                     g.outcome, g.model_used, g.fallback_used, g.latency_ms \
-                     FROM work_items w LEFT JOIN generations g ON g.work_item_id = w.id \
-                     WHERE w.run_id = $1 ORDER BY w.id",
-                )
-                .bind(run_id)
-                .fetch(&self.pool);
-                while let Some(row) = rows.try_next().await? {
-                    sink(arbiter_domain::reports::snapshot::ScanRow {
-                        identity_id: row.try_get("id")?,
-                        case_id: row.try_get("case_id")?,
-                        repetition: row.try_get("repetition")?,
-                        revision_id: row.try_get("revision_id")?,
-                        category: row.try_get("category")?,
-                        verdict: row.try_get("verdict")?,
-                        outcome: row.try_get("outcome")?,
-                        model_used: row.try_get("model_used")?,
-                        fallback_used: row.try_get::<Option<bool>, _>("fallback_used")?.unwrap_or(false),
-                        latency_ms: row.try_get("latency_ms")?,
-                    });
+                let result: StoreResult<()> = async move {
+                    use futures::TryStreamExt;
+                    // Identity order is id order: a run's identities are inserted in expansion order.
+                    let mut rows = sqlx::query(
+                        "SELECT w.id, w.case_id, w.repetition, w.revision_id, w.category, w.verdict, \
+                         g.outcome, g.model_used, g.fallback_used, g.latency_ms \
+                         FROM work_items w LEFT JOIN generations g ON g.work_item_id = w.id \
+                         WHERE w.run_id = $1 ORDER BY w.id",
+                    )
+                    .bind(run_id)
+                    .fetch(&self.pool);
+                    while let Some(row) = rows.try_next().await? {
+                        sink(arbiter_domain::reports::snapshot::ScanRow {
+                            identity_id: row.try_get("id")?,
+                            case_id: row.try_get("case_id")?,
+                            repetition: row.try_get("repetition")?,
+                            revision_id: row.try_get("revision_id")?,
+                            category: row.try_get("category")?,
+                            verdict: row.try_get("verdict")?,
+                            outcome: row.try_get("outcome")?,
+                            model_used: row.try_get("model_used")?,
+                            fallback_used: row.try_get::<Option<bool>, _>("fallback_used")?.unwrap_or(false),
+                            latency_ms: row.try_get("latency_ms")?,
+                        });
+                    }
+                    Ok(())
                 }
-                Ok(())
+                .await;
+                result.map_err(|err| err.during("scan_run"))
             }
 
             async fn run_graders(&self, run_id: i64) -> StoreResult<Vec<String>> {
-                Ok(sqlx::query_scalar(
-                    "SELECT grader FROM run_graders WHERE run_id = $1 AND count > 0 ORDER BY grader",
-                )
-                .bind(run_id)
-                .fetch_all(&self.pool)
-                .await?)
+                let result: StoreResult<Vec<String>> = async move {
+                    Ok(sqlx::query_scalar(
+                        "SELECT grader FROM run_graders WHERE run_id = $1 AND count > 0 ORDER BY grader",
+                    )
+                    .bind(run_id)
+                    .fetch_all(&self.pool)
+                    .await?)
+                }
+                .await;
+                result.map_err(|err| err.during("run_graders"))
             }
 
             async fn export_rows(&self, run_id: i64, after_id: i64, limit: i64) -> StoreResult<Vec<$crate::ExportRow>> {
-                let rows = sqlx::query(
-                    "SELECT w.run_id, w.id, w.case_id, w.repetition, w.category, c.name AS checkpoint, i.input, i.target, \
-                     w.verdict, w.decided_by, g.outcome, g.output, g.finish_reason, g.error, g.error_category, g.model_used, \
-                     g.fallback_used, g.from_cache, g.latency_ms, g.attempts, g.prompt_tokens, g.completion_tokens, \
-                     g.cost_usd, g.created_at AS answered_at \
-                     FROM work_items w JOIN checkpoints c ON c.id = w.checkpoint_id \
-                     JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
-                     LEFT JOIN generations g ON g.work_item_id = w.id \
-                     WHERE w.run_id = $1 AND w.id > $2 ORDER BY w.id LIMIT $3",
-                )
-                .bind(run_id)
-                .bind(after_id)
-                .bind(limit)
-                .fetch_all(&self.pool)
-                .await?;
-                rows.iter()
-                    .map(|row| {
-                        Ok($crate::ExportRow {
-                            run_id: row.try_get("run_id")?,
+                let result: StoreResult<Vec<$crate::ExportRow>> = async move {
+                    let rows = sqlx::query(
+                        "SELECT w.run_id, w.id, w.case_id, w.repetition, w.category, c.name AS checkpoint, i.input, i.target, \
+                         w.verdict, w.decided_by, g.outcome, g.output, g.finish_reason, g.error, g.error_category, g.model_used, \
+                         g.fallback_used, g.from_cache, g.latency_ms, g.attempts, g.prompt_tokens, g.completion_tokens, \
+                         g.cost_usd, g.created_at AS answered_at \
+                         FROM work_items w JOIN checkpoints c ON c.id = w.checkpoint_id \
+                         JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
+                         LEFT JOIN generations g ON g.work_item_id = w.id \
+                         WHERE w.run_id = $1 AND w.id > $2 ORDER BY w.id LIMIT $3",
+                    )
+                    .bind(run_id)
+                    .bind(after_id)
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await?;
+                    rows.iter()
+                        .map(|row| {
+                            Ok($crate::ExportRow {
+                                run_id: row.try_get("run_id")?,
+                                identity_id: row.try_get("id")?,
+                                case_id: row.try_get("case_id")?,
+                                repetition: row.try_get("repetition")?,
+                                category: row.try_get("category")?,
+                                checkpoint: row.try_get("checkpoint")?,
+                                input: row.try_get("input")?,
+                                target: row.try_get("target")?,
+                                verdict: row.try_get::<Option<String>, _>("verdict")?.unwrap_or_default(),
+                                decided_by: row.try_get::<Option<String>, _>("decided_by")?.unwrap_or_default(),
+                                outcome: row.try_get::<Option<String>, _>("outcome")?.unwrap_or_default(),
+                                output: row.try_get::<Option<String>, _>("output")?.unwrap_or_default(),
+                                finish_reason: row.try_get("finish_reason")?,
+                                error: row.try_get("error")?,
+                                error_category: row.try_get("error_category")?,
+                                model_used: row.try_get("model_used")?,
+                                fallback_used: row.try_get::<Option<bool>, _>("fallback_used")?.unwrap_or(false),
+                                from_cache: row.try_get::<Option<bool>, _>("from_cache")?.unwrap_or(false),
+                                latency_ms: row.try_get("latency_ms")?,
+                                attempts: row.try_get("attempts")?,
+                                prompt_tokens: row.try_get("prompt_tokens")?,
+                                completion_tokens: row.try_get("completion_tokens")?,
+                                cost_usd: row.try_get("cost_usd")?,
+                                answered_at: row.try_get("answered_at")?,
+                            })
+                        })
+                        .collect::<Result<_, sqlx::Error>>()
+                        .map_err(StoreError::from)
+                }
+                .await;
+                result.map_err(|err| err.during("export_rows"))
+            }
+
+            async fn diff_sides(&self, identity_ids: &[i64]) -> StoreResult<Vec<arbiter_domain::reports::diff::DiffSide>> {
+                let result: StoreResult<Vec<arbiter_domain::reports::diff::DiffSide>> = async move {
+                    if identity_ids.is_empty() {
+                        return Ok(Vec::new());
+                    }
+                    let mut select = sqlx::QueryBuilder::<$db>::new(
+                        "SELECT w.id, w.case_id, w.repetition, w.category, w.verdict, w.decided_by, i.input, i.target, \
+                         g.output, g.outcome, g.error, g.model_used, g.latency_ms, \
+                         COALESCE(g.source_work_item_id, g.work_item_id) AS logprobs_id \
+                         FROM work_items w JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
+                         LEFT JOIN generations g ON g.work_item_id = w.id WHERE w.id IN (",
+                    );
+                    let mut ids = select.separated(", ");
+                    for id in identity_ids {
+                        ids.push_bind(*id);
+                    }
+                    ids.push_unseparated(")");
+                    let rows = select.build().fetch_all(&self.pool).await?;
+                    let mut sides = Vec::with_capacity(rows.len());
+                    for row in rows {
+                        sides.push(arbiter_domain::reports::diff::DiffSide {
                             identity_id: row.try_get("id")?,
                             case_id: row.try_get("case_id")?,
                             repetition: row.try_get("repetition")?,
                             category: row.try_get("category")?,
-                            checkpoint: row.try_get("checkpoint")?,
+                            verdict: row.try_get::<Option<String>, _>("verdict")?.unwrap_or_else(|| "pending".into()),
+                            decided_by: row.try_get::<Option<String>, _>("decided_by")?.unwrap_or_default(),
                             input: row.try_get("input")?,
                             target: row.try_get("target")?,
-                            verdict: row.try_get::<Option<String>, _>("verdict")?.unwrap_or_default(),
-                            decided_by: row.try_get::<Option<String>, _>("decided_by")?.unwrap_or_default(),
-                            outcome: row.try_get::<Option<String>, _>("outcome")?.unwrap_or_default(),
                             output: row.try_get::<Option<String>, _>("output")?.unwrap_or_default(),
-                            finish_reason: row.try_get("finish_reason")?,
+                            outcome: row.try_get::<Option<String>, _>("outcome")?.unwrap_or_else(|| "none".into()),
                             error: row.try_get("error")?,
-                            error_category: row.try_get("error_category")?,
                             model_used: row.try_get("model_used")?,
-                            fallback_used: row.try_get::<Option<bool>, _>("fallback_used")?.unwrap_or(false),
-                            from_cache: row.try_get::<Option<bool>, _>("from_cache")?.unwrap_or(false),
                             latency_ms: row.try_get("latency_ms")?,
-                            attempts: row.try_get("attempts")?,
-                            prompt_tokens: row.try_get("prompt_tokens")?,
-                            completion_tokens: row.try_get("completion_tokens")?,
-                            cost_usd: row.try_get("cost_usd")?,
-                            answered_at: row.try_get("answered_at")?,
-                        })
-                    })
-                    .collect::<Result<_, sqlx::Error>>()
-                    .map_err(StoreError::from)
-            }
-
-            async fn diff_sides(&self, identity_ids: &[i64]) -> StoreResult<Vec<arbiter_domain::reports::diff::DiffSide>> {
-                if identity_ids.is_empty() {
-                    return Ok(Vec::new());
-                }
-                let mut select = sqlx::QueryBuilder::<$db>::new(
-                    "SELECT w.id, w.case_id, w.repetition, w.category, w.verdict, w.decided_by, i.input, i.target, \
-                     g.output, g.outcome, g.error, g.model_used, g.latency_ms, \
-                     COALESCE(g.source_work_item_id, g.work_item_id) AS logprobs_id \
-                     FROM work_items w JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
-                     LEFT JOIN generations g ON g.work_item_id = w.id WHERE w.id IN (",
-                );
-                let mut ids = select.separated(", ");
-                for id in identity_ids {
-                    ids.push_bind(*id);
-                }
-                ids.push_unseparated(")");
-                let rows = select.build().fetch_all(&self.pool).await?;
-                let mut sides = Vec::with_capacity(rows.len());
-                for row in rows {
-                    sides.push(arbiter_domain::reports::diff::DiffSide {
-                        identity_id: row.try_get("id")?,
-                        case_id: row.try_get("case_id")?,
-                        repetition: row.try_get("repetition")?,
-                        category: row.try_get("category")?,
-                        verdict: row.try_get::<Option<String>, _>("verdict")?.unwrap_or_else(|| "pending".into()),
-                        decided_by: row.try_get::<Option<String>, _>("decided_by")?.unwrap_or_default(),
-                        input: row.try_get("input")?,
-                        target: row.try_get("target")?,
-                        output: row.try_get::<Option<String>, _>("output")?.unwrap_or_default(),
-                        outcome: row.try_get::<Option<String>, _>("outcome")?.unwrap_or_else(|| "none".into()),
-                        error: row.try_get("error")?,
-                        model_used: row.try_get("model_used")?,
-                        latency_ms: row.try_get("latency_ms")?,
-                        logprobs_id: row.try_get("logprobs_id")?,
-                        grades: Vec::new(),
-                        labels: Vec::new(),
-                    });
-                }
-                // Every grade and human label of these items, oldest first.
-                let mut grades = sqlx::QueryBuilder::<$db>::new(
-                    "SELECT work_item_id, stage, grader, verdict, reason, confidence FROM grades WHERE work_item_id IN (",
-                );
-                let mut ids = grades.separated(", ");
-                for id in identity_ids {
-                    ids.push_bind(*id);
-                }
-                ids.push_unseparated(") ORDER BY id");
-                for row in grades.build().fetch_all(&self.pool).await? {
-                    let id: i64 = row.try_get("work_item_id")?;
-                    if let Some(side) = sides.iter_mut().find(|side| side.identity_id == id) {
-                        side.grades.push(arbiter_domain::reports::diff::DiffGrade {
-                            stage: row.try_get("stage")?,
-                            grader: row.try_get("grader")?,
-                            verdict: row.try_get("verdict")?,
-                            reason: row.try_get("reason")?,
-                            confidence: row.try_get("confidence")?,
+                            logprobs_id: row.try_get("logprobs_id")?,
+                            grades: Vec::new(),
+                            labels: Vec::new(),
                         });
                     }
-                }
-                let mut labels = sqlx::QueryBuilder::<$db>::new(
-                    "SELECT t.work_item_id, u.username, l.verdict, l.rationale FROM labels l \
-                     JOIN annotation_tasks t ON t.id = l.task_id JOIN users u ON u.id = l.annotator_id \
-                     WHERE t.work_item_id IN (",
-                );
-                let mut ids = labels.separated(", ");
-                for id in identity_ids {
-                    ids.push_bind(*id);
-                }
-                ids.push_unseparated(") ORDER BY l.id");
-                for row in labels.build().fetch_all(&self.pool).await? {
-                    let id: i64 = row.try_get("work_item_id")?;
-                    if let Some(side) = sides.iter_mut().find(|side| side.identity_id == id) {
-                        let username: String = row.try_get("username")?;
-                        let verdict: String = row.try_get("verdict")?;
-                        let rationale: Option<String> = row.try_get("rationale")?;
-                        side.labels.push(format!(
-                            "{username}: {verdict}{}",
-                            rationale.filter(|r| !r.is_empty()).map(|r| format!(" — {r}")).unwrap_or_default()
-                        ));
+                    // Every grade and human label of these items, oldest first.
+                    let mut grades = sqlx::QueryBuilder::<$db>::new(
+                        "SELECT work_item_id, stage, grader, verdict, reason, confidence FROM grades WHERE work_item_id IN (",
+                    );
+                    let mut ids = grades.separated(", ");
+                    for id in identity_ids {
+                        ids.push_bind(*id);
                     }
+                    ids.push_unseparated(") ORDER BY id");
+                    for row in grades.build().fetch_all(&self.pool).await? {
+                        let id: i64 = row.try_get("work_item_id")?;
+                        if let Some(side) = sides.iter_mut().find(|side| side.identity_id == id) {
+                            side.grades.push(arbiter_domain::reports::diff::DiffGrade {
+                                stage: row.try_get("stage")?,
+                                grader: row.try_get("grader")?,
+                                verdict: row.try_get("verdict")?,
+                                reason: row.try_get("reason")?,
+                                confidence: row.try_get("confidence")?,
+                            });
+                        }
+                    }
+                    let mut labels = sqlx::QueryBuilder::<$db>::new(
+                        "SELECT t.work_item_id, u.username, l.verdict, l.rationale FROM labels l \
+                         JOIN annotation_tasks t ON t.id = l.task_id JOIN users u ON u.id = l.annotator_id \
+                         WHERE t.work_item_id IN (",
+                    );
+                    let mut ids = labels.separated(", ");
+                    for id in identity_ids {
+                        ids.push_bind(*id);
+                    }
+                    ids.push_unseparated(") ORDER BY l.id");
+                    for row in labels.build().fetch_all(&self.pool).await? {
+                        let id: i64 = row.try_get("work_item_id")?;
+                        if let Some(side) = sides.iter_mut().find(|side| side.identity_id == id) {
+                            let username: String = row.try_get("username")?;
+                            let verdict: String = row.try_get("verdict")?;
+                            let rationale: Option<String> = row.try_get("rationale")?;
+                            side.labels.push(format!(
+                                "{username}: {verdict}{}",
+                                rationale.filter(|r| !r.is_empty()).map(|r| format!(" — {r}")).unwrap_or_default()
+                            ));
+                        }
+                    }
+                    Ok(sides)
                 }
-                Ok(sides)
+                .await;
+                result.map_err(|err| err.during("diff_sides"))
             }
         }
     };

@@ -158,370 +158,406 @@ macro_rules! runs_sql {
         #[async_trait::async_trait]
         impl $crate::runs::RunStore for $store {
             async fn manifest_inputs(&self, eval_id: i64, checkpoint_id: i64) -> StoreResult<ManifestInputs> {
-                let mut tx = self.pool.begin().await?;
-                let eval = sqlx::query(&format!("{EVAL_SELECT} WHERE e.id = $1"))
-                    .bind(eval_id)
+                let result: StoreResult<ManifestInputs> = async move {
+                    let mut tx = self.pool.begin().await?;
+                    let eval = sqlx::query(&format!("{EVAL_SELECT} WHERE e.id = $1"))
+                        .bind(eval_id)
+                        .fetch_optional(&mut *tx)
+                        .await?
+                        .ok_or_else(|| StoreError::NotFound(format!("no eval with id {eval_id}")))?;
+                    let eval = eval_from_row(&eval)?;
+                    let revision = sqlx::query(&format!(
+                        "SELECT {REVISION_COLUMNS} FROM dataset_revisions WHERE dataset_id = $1 ORDER BY uploaded_at DESC, id DESC LIMIT 1"
+                    ))
+                    .bind(eval.dataset_id)
                     .fetch_optional(&mut *tx)
                     .await?
-                    .ok_or_else(|| StoreError::NotFound(format!("no eval with id {eval_id}")))?;
-                let eval = eval_from_row(&eval)?;
-                let revision = sqlx::query(&format!(
-                    "SELECT {REVISION_COLUMNS} FROM dataset_revisions WHERE dataset_id = $1 ORDER BY uploaded_at DESC, id DESC LIMIT 1"
-                ))
-                .bind(eval.dataset_id)
-                .fetch_optional(&mut *tx)
-                .await?
-                .ok_or_else(|| StoreError::NotFound(format!("dataset `{}` has no revision", eval.dataset_name)))?;
-                tx.commit().await?;
-                let checkpoints = self.list_checkpoints().await?;
-                let checkpoint = checkpoints
-                    .iter()
-                    .find(|checkpoint| checkpoint.id == checkpoint_id)
-                    .cloned()
-                    .ok_or_else(|| StoreError::NotFound(format!("no checkpoint with id {checkpoint_id}")))?;
-                let fallback = checkpoint
-                    .fallback_checkpoint_id
-                    .and_then(|fallback| checkpoints.iter().find(|c| c.id == fallback).cloned());
-                Ok(ManifestInputs {
-                    eval,
-                    revision: revision_from_row(&revision)?,
-                    checkpoint,
-                    fallback,
-                })
+                    .ok_or_else(|| StoreError::NotFound(format!("dataset `{}` has no revision", eval.dataset_name)))?;
+                    tx.commit().await?;
+                    let checkpoints = self.list_checkpoints().await?;
+                    let checkpoint = checkpoints
+                        .iter()
+                        .find(|checkpoint| checkpoint.id == checkpoint_id)
+                        .cloned()
+                        .ok_or_else(|| StoreError::NotFound(format!("no checkpoint with id {checkpoint_id}")))?;
+                    let fallback = checkpoint
+                        .fallback_checkpoint_id
+                        .and_then(|fallback| checkpoints.iter().find(|c| c.id == fallback).cloned());
+                    Ok(ManifestInputs {
+                        eval,
+                        revision: revision_from_row(&revision)?,
+                        checkpoint,
+                        fallback,
+                    })
+                }
+                .await;
+                result.map_err(|err| err.during("manifest_inputs"))
             }
 
             async fn create_run(&self, new: &NewRun<'_>) -> StoreResult<LaunchedRun> {
-                let manifest = new.manifest;
-                let manifest_hash = manifest.content_hash();
-                let manifest_json = serde_json::to_string(manifest).expect("manifests always serialize");
-                let mut tx = self.writer.begin_with($begin).await?;
-                let inserted: Option<i64> = sqlx::query_scalar(
-                    "INSERT INTO runs (manifest_hash, manifest_json, eval_id, revision_id, checkpoint_id, expected_count, status, priority, team, created_by, created_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, 'expanding', $7, $8, $9, $10) ON CONFLICT (manifest_hash) DO NOTHING RETURNING id",
-                )
-                .bind(&manifest_hash)
-                .bind(&manifest_json)
-                .bind(manifest.eval_id)
-                .bind(manifest.dataset_revision_id)
-                .bind(manifest.checkpoint_id)
-                .bind(manifest.expected_results() as i64)
-                .bind(new.priority.rank())
-                .bind(new.team)
-                .bind(new.created_by)
-                .bind(now_ms())
-                .fetch_optional(&mut *tx)
-                .await?;
-                let launched = match inserted {
-                    Some(run_id) => LaunchedRun { run_id, created: true, status: RunStatus::Expanding },
-                    None => {
-                        let (run_id, status): (i64, String) =
-                            sqlx::query_as("SELECT id, status FROM runs WHERE manifest_hash = $1")
-                                .bind(&manifest_hash)
-                                .fetch_one(&mut *tx)
-                                .await?;
-                        LaunchedRun { run_id, created: false, status: $crate::status_of(&status)? }
-                    }
-                };
-                tx.commit().await?;
-                Ok(launched)
+                let result: StoreResult<LaunchedRun> = async move {
+                    let manifest = new.manifest;
+                    let manifest_hash = manifest.content_hash();
+                    let manifest_json = serde_json::to_string(manifest).expect("manifests always serialize");
+                    let mut tx = self.writer.begin_with($begin).await?;
+                    let inserted: Option<i64> = sqlx::query_scalar(
+                        "INSERT INTO runs (manifest_hash, manifest_json, eval_id, revision_id, checkpoint_id, expected_count, status, priority, team, created_by, created_at) \
+                         VALUES ($1, $2, $3, $4, $5, $6, 'expanding', $7, $8, $9, $10) ON CONFLICT (manifest_hash) DO NOTHING RETURNING id",
+                    )
+                    .bind(&manifest_hash)
+                    .bind(&manifest_json)
+                    .bind(manifest.eval_id)
+                    .bind(manifest.dataset_revision_id)
+                    .bind(manifest.checkpoint_id)
+                    .bind(manifest.expected_results() as i64)
+                    .bind(new.priority.rank())
+                    .bind(new.team)
+                    .bind(new.created_by)
+                    .bind(now_ms())
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    let launched = match inserted {
+                        Some(run_id) => LaunchedRun { run_id, created: true, status: RunStatus::Expanding },
+                        None => {
+                            let (run_id, status): (i64, String) =
+                                sqlx::query_as("SELECT id, status FROM runs WHERE manifest_hash = $1")
+                                    .bind(&manifest_hash)
+                                    .fetch_one(&mut *tx)
+                                    .await?;
+                            LaunchedRun { run_id, created: false, status: $crate::status_of(&status)? }
+                        }
+                    };
+                    tx.commit().await?;
+                    Ok(launched)
+                }
+                .await;
+                result.map_err(|err| err.during("create_run"))
             }
 
             async fn insert_identities(&self, run_id: i64, manifest: &Manifest, identities: &[NewIdentity]) -> StoreResult<()> {
-                let now = now_ms();
-                let mut tx = self.writer.begin_with($begin).await?;
-                for chunk in identities.chunks($crate::runs::IDENTITY_INSERT_BATCH) {
-                    let mut insert = sqlx::QueryBuilder::<$db>::new(
-                        "INSERT INTO work_items (run_id, revision_id, case_id, checkpoint_id, repetition, state, verdict, decided_by, cost, shard, generation_key, category) ",
-                    );
-                    insert.push_values(chunk, |mut row, identity| {
-                        let (state, verdict, decided_by) = match &identity.cached {
-                            Some(hit) => (
-                                "done",
-                                hit.grading.verdict.map(|verdict| verdict.as_str()),
-                                Some(hit.grading.decided_by_label()),
-                            ),
-                            None => ("queued", None, None),
-                        };
-                        row.push_bind(run_id)
-                            .push_bind(manifest.dataset_revision_id)
-                            .push_bind(identity.planned.case_id.clone())
-                            .push_bind(manifest.checkpoint_id)
-                            .push_bind(identity.planned.repetition)
-                            .push_bind(state)
-                            .push_bind(verdict)
-                            .push_bind(decided_by)
-                            .push_bind(identity.planned.cost)
-                            .push_bind(identity.planned.shard)
-                            .push_bind(identity.planned.generation_key.clone())
-                            .push_bind(identity.planned.category.clone());
-                    });
-                    insert.push(" ON CONFLICT (run_id, revision_id, case_id, checkpoint_id, repetition) DO NOTHING RETURNING id, case_id, repetition");
-                    let created: Vec<(i64, String, i64)> = insert.build_query_as().fetch_all(&mut *tx).await?;
-                    // Identities answered from the cache get their generation and grade now.
-                    let by_identity: std::collections::HashMap<(&str, i64), i64> = created
-                        .iter()
-                        .map(|(id, case_id, repetition)| ((case_id.as_str(), *repetition), *id))
-                        .collect();
-                    let finished: Vec<FinishedIdentity> = chunk
-                        .iter()
-                        .filter_map(|identity| {
-                            let hit = identity.cached.as_ref()?;
-                            let id = by_identity.get(&(identity.planned.case_id.as_str(), identity.planned.repetition))?;
-                            Some(FinishedIdentity {
-                                identity_id: *id,
-                                generation: hit.generation.clone(),
-                                grading: hit.grading.clone(),
-                                generation_key: None,
-                                cached_from: Some(hit.source_identity_id),
+                let result: StoreResult<()> = async move {
+                    let now = now_ms();
+                    let mut tx = self.writer.begin_with($begin).await?;
+                    for chunk in identities.chunks($crate::runs::IDENTITY_INSERT_BATCH) {
+                        let mut insert = sqlx::QueryBuilder::<$db>::new(
+                            "INSERT INTO work_items (run_id, revision_id, case_id, checkpoint_id, repetition, state, verdict, decided_by, cost, shard, generation_key, category) ",
+                        );
+                        insert.push_values(chunk, |mut row, identity| {
+                            let (state, verdict, decided_by) = match &identity.cached {
+                                Some(hit) => (
+                                    "done",
+                                    hit.grading.verdict.map(|verdict| verdict.as_str()),
+                                    Some(hit.grading.decided_by_label()),
+                                ),
+                                None => ("queued", None, None),
+                            };
+                            row.push_bind(run_id)
+                                .push_bind(manifest.dataset_revision_id)
+                                .push_bind(identity.planned.case_id.clone())
+                                .push_bind(manifest.checkpoint_id)
+                                .push_bind(identity.planned.repetition)
+                                .push_bind(state)
+                                .push_bind(verdict)
+                                .push_bind(decided_by)
+                                .push_bind(identity.planned.cost)
+                                .push_bind(identity.planned.shard)
+                                .push_bind(identity.planned.generation_key.clone())
+                                .push_bind(identity.planned.category.clone());
+                        });
+                        insert.push(" ON CONFLICT (run_id, revision_id, case_id, checkpoint_id, repetition) DO NOTHING RETURNING id, case_id, repetition");
+                        let created: Vec<(i64, String, i64)> = insert.build_query_as().fetch_all(&mut *tx).await?;
+                        // Identities answered from the cache get their generation and grade now.
+                        let by_identity: std::collections::HashMap<(&str, i64), i64> = created
+                            .iter()
+                            .map(|(id, case_id, repetition)| ((case_id.as_str(), *repetition), *id))
+                            .collect();
+                        let finished: Vec<FinishedIdentity> = chunk
+                            .iter()
+                            .filter_map(|identity| {
+                                let hit = identity.cached.as_ref()?;
+                                let id = by_identity.get(&(identity.planned.case_id.as_str(), identity.planned.repetition))?;
+                                Some(FinishedIdentity {
+                                    identity_id: *id,
+                                    generation: hit.generation.clone(),
+                                    grading: hit.grading.clone(),
+                                    generation_key: None,
+                                    cached_from: Some(hit.source_identity_id),
+                                })
                             })
-                        })
-                        .collect();
-                    // These identities were inserted finished; only their answers are missing.
-                    let recorded = insert_results(&mut tx, &finished, now, false).await?;
-                    add_done(&mut tx, run_id, recorded.inserted as i64).await?;
+                            .collect();
+                        // These identities were inserted finished; only their answers are missing.
+                        let recorded = insert_results(&mut tx, &finished, now, false).await?;
+                        add_done(&mut tx, run_id, recorded.inserted as i64).await?;
+                    }
+                    tx.commit().await?;
+                    Ok(())
                 }
-                tx.commit().await?;
-                Ok(())
+                .await;
+                result.map_err(|err| err.during("insert_identities"))
             }
 
             async fn set_run_status(&self, run_id: i64, from: &[RunStatus], to: RunStatus) -> StoreResult<bool> {
-                let mut update = sqlx::QueryBuilder::<$db>::new("UPDATE runs SET status = ");
-                update.push_bind(to.as_str());
-                if to == RunStatus::Completed {
-                    update.push(", finished_at = ").push_bind(now_ms());
+                let result: StoreResult<bool> = async move {
+                    let mut update = sqlx::QueryBuilder::<$db>::new("UPDATE runs SET status = ");
+                    update.push_bind(to.as_str());
+                    if to == RunStatus::Completed {
+                        update.push(", finished_at = ").push_bind(now_ms());
+                    }
+                    update.push(" WHERE id = ").push_bind(run_id).push(" AND status IN (");
+                    let mut statuses = update.separated(", ");
+                    for status in from {
+                        statuses.push_bind(status.as_str());
+                    }
+                    statuses.push_unseparated(")");
+                    let result = update.build().execute(&self.writer).await?;
+                    Ok(result.rows_affected() == 1)
                 }
-                update.push(" WHERE id = ").push_bind(run_id).push(" AND status IN (");
-                let mut statuses = update.separated(", ");
-                for status in from {
-                    statuses.push_bind(status.as_str());
-                }
-                statuses.push_unseparated(")");
-                let result = update.build().execute(&self.writer).await?;
-                Ok(result.rows_affected() == 1)
+                .await;
+                result.map_err(|err| err.during("set_run_status"))
             }
 
             async fn run_manifest(&self, run_id: i64) -> StoreResult<Option<Manifest>> {
-                let json: Option<String> = sqlx::query_scalar("SELECT manifest_json FROM runs WHERE id = $1")
-                    .bind(run_id)
-                    .fetch_optional(&self.pool)
-                    .await?;
-                json.map(|json| serde_json::from_str(&json).map_err(|err| StoreError::Database(sqlx::Error::Decode(err.into()))))
-                    .transpose()
+                let result: StoreResult<Option<Manifest>> = async move {
+                    let json: Option<String> = sqlx::query_scalar("SELECT manifest_json FROM runs WHERE id = $1")
+                        .bind(run_id)
+                        .fetch_optional(&self.pool)
+                        .await?;
+                    json.map(|json| serde_json::from_str(&json).map_err(|err| StoreError::from(sqlx::Error::Decode(err.into()))))
+                        .transpose()
+                }
+                .await;
+                result.map_err(|err| err.during("run_manifest"))
             }
 
             async fn list_runs(&self) -> StoreResult<Vec<RunSummary>> {
-                let rows = sqlx::query(
-                    "SELECT r.id, r.eval_id, e.name AS eval_name, c.name AS checkpoint_name, r.expected_count, r.created_at, \
-                     r.status, r.priority, \
-                     r.done_count \
-                     FROM runs r JOIN evals e ON e.id = r.eval_id JOIN checkpoints c ON c.id = r.checkpoint_id \
-                     ORDER BY r.id DESC",
-                )
-                .fetch_all(&self.pool)
-                .await?;
-                rows.iter()
-                    .map(|row| {
-                        let expected_count: i64 = row.try_get("expected_count")?;
-                        let done_count: i64 = row.try_get("done_count")?;
-                        let status: String = row.try_get("status")?;
-                        Ok(RunSummary {
-                            id: row.try_get("id")?,
-                            priority: $crate::priority_of(row.try_get("priority")?)?,
-                            eval_id: row.try_get("eval_id")?,
-                            eval_name: row.try_get("eval_name")?,
-                            checkpoint_name: row.try_get("checkpoint_name")?,
-                            status: displayed_status($crate::status_of(&status)?, done_count, expected_count),
-                            expected_count,
-                            done_count,
-                            created_at: row.try_get("created_at")?,
+                let result: StoreResult<Vec<RunSummary>> = async move {
+                    let rows = sqlx::query(
+                        "SELECT r.id, r.eval_id, e.name AS eval_name, c.name AS checkpoint_name, r.expected_count, r.created_at, \
+                         r.status, r.priority, \
+                         r.done_count \
+                         FROM runs r JOIN evals e ON e.id = r.eval_id JOIN checkpoints c ON c.id = r.checkpoint_id \
+                         ORDER BY r.id DESC",
+                    )
+                    .fetch_all(&self.pool)
+                    .await?;
+                    rows.iter()
+                        .map(|row| {
+                            let expected_count: i64 = row.try_get("expected_count")?;
+                            let done_count: i64 = row.try_get("done_count")?;
+                            let status: String = row.try_get("status")?;
+                            Ok(RunSummary {
+                                id: row.try_get("id")?,
+                                priority: $crate::priority_of(row.try_get("priority")?)?,
+                                eval_id: row.try_get("eval_id")?,
+                                eval_name: row.try_get("eval_name")?,
+                                checkpoint_name: row.try_get("checkpoint_name")?,
+                                status: displayed_status($crate::status_of(&status)?, done_count, expected_count),
+                                expected_count,
+                                done_count,
+                                created_at: row.try_get("created_at")?,
+                            })
                         })
-                    })
-                    .collect::<Result<_, sqlx::Error>>()
-                    .map_err(StoreError::from)
+                        .collect::<Result<_, sqlx::Error>>()
+                        .map_err(StoreError::from)
+                }
+                .await;
+                result.map_err(|err| err.during("list_runs"))
             }
 
             async fn run_header(&self, run_id: i64) -> StoreResult<Option<RunProgress>> {
-                let Some(run) = sqlx::query($crate::runs::RUN_HEADER_SELECT)
-                    .bind(run_id)
-                    .fetch_optional(&self.pool)
-                    .await?
-                else {
-                    return Ok(None);
-                };
-                let mut counts = std::collections::HashMap::<(String, String), i64>::new();
-                for row in self.run_tallies(run_id).await? {
-                    *counts.entry((row.field, row.value)).or_default() += row.count;
+                let result: StoreResult<Option<RunProgress>> = async move {
+                    let Some(run) = sqlx::query($crate::runs::RUN_HEADER_SELECT)
+                        .bind(run_id)
+                        .fetch_optional(&self.pool)
+                        .await?
+                    else {
+                        return Ok(None);
+                    };
+                    let mut counts = std::collections::HashMap::<(String, String), i64>::new();
+                    for row in self.run_tallies(run_id).await? {
+                        *counts.entry((row.field, row.value)).or_default() += row.count;
+                    }
+                    let count = |field: &str, value: &str| counts.get(&(field.to_string(), value.to_string())).copied().unwrap_or(0);
+                    let finished_at: Option<i64> = run.try_get("finished_at")?;
+                    Ok(Some(RunProgress {
+                        id: run.try_get("id")?,
+                        eval_id: run.try_get("eval_id")?,
+                        eval_name: run.try_get("eval_name")?,
+                        checkpoint_name: run.try_get("checkpoint_name")?,
+                        endpoint_url: run.try_get("base_url")?,
+                        manifest_hash: run.try_get("manifest_hash")?,
+                        dataset_revision: run.try_get("content_hash")?,
+                        status: $crate::status_of(run.try_get("status")?)?,
+                        expected: run.try_get("expected_count")?,
+                        done: run.try_get("done_count")?,
+                        in_flight: 0,
+                        passed: count("verdict", "pass"),
+                        failed: count("verdict", "fail"),
+                        uncertain: count("verdict", "uncertain"),
+                        errors: count("verdict", "error"),
+                        last_error: None,
+                        priority: $crate::priority_of(run.try_get("priority")?)?,
+                        team: run.try_get("team")?,
+                        throughput_per_s: 0.0,
+                        from_cache: 0,
+                        outcome_mix: arbiter_domain::answer::Outcome::ALL
+                            .iter()
+                            .map(|o| (o.as_str().to_string(), count("outcome", o.as_str())))
+                            .filter(|(_, n)| *n > 0)
+                            .collect(),
+                        error_mix: Vec::new(),
+                        created_at: run.try_get("created_at")?,
+                        time_to_results_ms: finished_at
+                            .map(|at| at - run.try_get::<i64, _>("checkpoint_created_at").unwrap_or(at)),
+                        finished_at,
+                    }))
                 }
-                let count = |field: &str, value: &str| counts.get(&(field.to_string(), value.to_string())).copied().unwrap_or(0);
-                let finished_at: Option<i64> = run.try_get("finished_at")?;
-                Ok(Some(RunProgress {
-                    id: run.try_get("id")?,
-                    eval_id: run.try_get("eval_id")?,
-                    eval_name: run.try_get("eval_name")?,
-                    checkpoint_name: run.try_get("checkpoint_name")?,
-                    endpoint_url: run.try_get("base_url")?,
-                    manifest_hash: run.try_get("manifest_hash")?,
-                    dataset_revision: run.try_get("content_hash")?,
-                    status: $crate::status_of(run.try_get("status")?)?,
-                    expected: run.try_get("expected_count")?,
-                    done: run.try_get("done_count")?,
-                    in_flight: 0,
-                    passed: count("verdict", "pass"),
-                    failed: count("verdict", "fail"),
-                    uncertain: count("verdict", "uncertain"),
-                    errors: count("verdict", "error"),
-                    last_error: None,
-                    priority: $crate::priority_of(run.try_get("priority")?)?,
-                    team: run.try_get("team")?,
-                    throughput_per_s: 0.0,
-                    from_cache: 0,
-                    outcome_mix: arbiter_domain::answer::Outcome::ALL
-                        .iter()
-                        .map(|o| (o.as_str().to_string(), count("outcome", o.as_str())))
-                        .filter(|(_, n)| *n > 0)
-                        .collect(),
-                    error_mix: Vec::new(),
-                    created_at: run.try_get("created_at")?,
-                    time_to_results_ms: finished_at
-                        .map(|at| at - run.try_get::<i64, _>("checkpoint_created_at").unwrap_or(at)),
-                    finished_at,
-                }))
+                .await;
+                result.map_err(|err| err.during("run_header"))
             }
 
             async fn run_progress(&self, run_id: i64) -> StoreResult<Option<RunProgress>> {
-                // The heading, then live counts over the run's rows on top of it.
-                let Some(header) = self.run_header(run_id).await? else { return Ok(None) };
-                let counts = sqlx::query(
-                    "SELECT COUNT(*) FILTER (WHERE state = 'done') AS done, \
-                     COUNT(*) FILTER (WHERE state = 'leased') AS in_flight, \
-                     COUNT(*) FILTER (WHERE verdict = 'pass') AS passed, \
-                     COUNT(*) FILTER (WHERE verdict = 'fail') AS failed, \
-                     COUNT(*) FILTER (WHERE verdict = 'uncertain') AS uncertain, \
-                     COUNT(*) FILTER (WHERE verdict = 'error') AS errors \
-                     FROM work_items WHERE run_id = $1",
-                )
-                .bind(run_id)
-                .fetch_one(&self.pool)
-                .await?;
-                let mix: Vec<(String, Option<String>, bool, i64)> = sqlx::query_as(
-                    "SELECT g.outcome, g.error_category, g.from_cache, COUNT(*) FROM generations g \
-                     JOIN work_items w ON w.id = g.work_item_id WHERE w.run_id = $1 GROUP BY g.outcome, g.error_category, g.from_cache",
-                )
-                .bind(run_id)
-                .fetch_all(&self.pool)
-                .await?;
-                let window_ms = 60_000;
-                let recent: i64 = sqlx::query_scalar(
-                    "SELECT COUNT(*) FROM generations g JOIN work_items w ON w.id = g.work_item_id \
-                     WHERE g.created_at > $1 AND w.run_id = $2",
-                )
-                .bind(now_ms() - window_ms)
-                .bind(run_id)
-                .fetch_one(&self.pool)
-                .await?;
-                let last_error: Option<String> = sqlx::query_scalar(
-                    "SELECT g.error FROM generations g JOIN work_items w ON w.id = g.work_item_id \
-                     WHERE w.run_id = $1 AND g.error IS NOT NULL ORDER BY g.created_at DESC LIMIT 1",
-                )
-                .bind(run_id)
-                .fetch_optional(&self.pool)
-                .await?
-                .flatten();
-                let expected = header.expected;
-                let done: i64 = counts.try_get("done")?;
-                let mut status = header.status;
-                let mut finished_at = header.finished_at;
-                // Completion is also derived here, so a run whose last worker died between its
-                // commit and its completion check is still reported (and recorded) complete.
-                if status == RunStatus::Running && done == expected && self.finish_run_if_done(run_id).await? {
-                    status = RunStatus::Completed;
-                    finished_at = sqlx::query_scalar("SELECT finished_at FROM runs WHERE id = $1")
-                        .bind(run_id)
-                        .fetch_one(&self.pool)
-                        .await?;
-                }
-                let mut outcome_mix: Vec<(String, i64)> = Vec::new();
-                let mut error_mix: Vec<(String, i64)> = Vec::new();
-                let mut from_cache = 0;
-                for (outcome, category, cached, count) in mix {
-                    add_count(&mut outcome_mix, outcome, count);
-                    if let Some(category) = category {
-                        add_count(&mut error_mix, category, count);
-                    }
-                    if cached {
-                        from_cache += count;
-                    }
-                }
-                // Completed just now (above): registration to completion, read afresh.
-                let time_to_results_ms = match finished_at {
-                    Some(now) if header.finished_at.is_none() => sqlx::query_scalar::<_, i64>(
-                        "SELECT c.created_at FROM runs r JOIN checkpoints c ON c.id = r.checkpoint_id WHERE r.id = $1",
+                let result: StoreResult<Option<RunProgress>> = async move {
+                    // The heading, then live counts over the run's rows on top of it.
+                    let Some(header) = self.run_header(run_id).await? else { return Ok(None) };
+                    let counts = sqlx::query(
+                        "SELECT COUNT(*) FILTER (WHERE state = 'done') AS done, \
+                         COUNT(*) FILTER (WHERE state = 'leased') AS in_flight, \
+                         COUNT(*) FILTER (WHERE verdict = 'pass') AS passed, \
+                         COUNT(*) FILTER (WHERE verdict = 'fail') AS failed, \
+                         COUNT(*) FILTER (WHERE verdict = 'uncertain') AS uncertain, \
+                         COUNT(*) FILTER (WHERE verdict = 'error') AS errors \
+                         FROM work_items WHERE run_id = $1",
                     )
                     .bind(run_id)
                     .fetch_one(&self.pool)
-                    .await
-                    .ok()
-                    .map(|registered| now - registered),
-                    _ => header.time_to_results_ms,
-                };
-                Ok(Some(RunProgress {
-                    status,
-                    done,
-                    in_flight: counts.try_get("in_flight")?,
-                    passed: counts.try_get("passed")?,
-                    failed: counts.try_get("failed")?,
-                    uncertain: counts.try_get("uncertain")?,
-                    errors: counts.try_get("errors")?,
-                    last_error,
-                    throughput_per_s: recent as f64 / (window_ms as f64 / 1000.0),
-                    from_cache,
-                    outcome_mix,
-                    error_mix,
-                    time_to_results_ms,
-                    finished_at,
-                    ..header
-                }))
+                    .await?;
+                    let mix: Vec<(String, Option<String>, bool, i64)> = sqlx::query_as(
+                        "SELECT g.outcome, g.error_category, g.from_cache, COUNT(*) FROM generations g \
+                         JOIN work_items w ON w.id = g.work_item_id WHERE w.run_id = $1 GROUP BY g.outcome, g.error_category, g.from_cache",
+                    )
+                    .bind(run_id)
+                    .fetch_all(&self.pool)
+                    .await?;
+                    let window_ms = 60_000;
+                    let recent: i64 = sqlx::query_scalar(
+                        "SELECT COUNT(*) FROM generations g JOIN work_items w ON w.id = g.work_item_id \
+                         WHERE g.created_at > $1 AND w.run_id = $2",
+                    )
+                    .bind(now_ms() - window_ms)
+                    .bind(run_id)
+                    .fetch_one(&self.pool)
+                    .await?;
+                    let last_error: Option<String> = sqlx::query_scalar(
+                        "SELECT g.error FROM generations g JOIN work_items w ON w.id = g.work_item_id \
+                         WHERE w.run_id = $1 AND g.error IS NOT NULL ORDER BY g.created_at DESC LIMIT 1",
+                    )
+                    .bind(run_id)
+                    .fetch_optional(&self.pool)
+                    .await?
+                    .flatten();
+                    let expected = header.expected;
+                    let done: i64 = counts.try_get("done")?;
+                    let mut status = header.status;
+                    let mut finished_at = header.finished_at;
+                    // Completion is also derived here, so a run whose last worker died between its
+                    // commit and its completion check is still reported (and recorded) complete.
+                    if status == RunStatus::Running && done == expected && self.finish_run_if_done(run_id).await? {
+                        status = RunStatus::Completed;
+                        finished_at = sqlx::query_scalar("SELECT finished_at FROM runs WHERE id = $1")
+                            .bind(run_id)
+                            .fetch_one(&self.pool)
+                            .await?;
+                    }
+                    let mut outcome_mix: Vec<(String, i64)> = Vec::new();
+                    let mut error_mix: Vec<(String, i64)> = Vec::new();
+                    let mut from_cache = 0;
+                    for (outcome, category, cached, count) in mix {
+                        add_count(&mut outcome_mix, outcome, count);
+                        if let Some(category) = category {
+                            add_count(&mut error_mix, category, count);
+                        }
+                        if cached {
+                            from_cache += count;
+                        }
+                    }
+                    // Completed just now (above): registration to completion, read afresh.
+                    let time_to_results_ms = match finished_at {
+                        Some(now) if header.finished_at.is_none() => sqlx::query_scalar::<_, i64>(
+                            "SELECT c.created_at FROM runs r JOIN checkpoints c ON c.id = r.checkpoint_id WHERE r.id = $1",
+                        )
+                        .bind(run_id)
+                        .fetch_one(&self.pool)
+                        .await
+                        .ok()
+                        .map(|registered| now - registered),
+                        _ => header.time_to_results_ms,
+                    };
+                    Ok(Some(RunProgress {
+                        status,
+                        done,
+                        in_flight: counts.try_get("in_flight")?,
+                        passed: counts.try_get("passed")?,
+                        failed: counts.try_get("failed")?,
+                        uncertain: counts.try_get("uncertain")?,
+                        errors: counts.try_get("errors")?,
+                        last_error,
+                        throughput_per_s: recent as f64 / (window_ms as f64 / 1000.0),
+                        from_cache,
+                        outcome_mix,
+                        error_mix,
+                        time_to_results_ms,
+                        finished_at,
+                        ..header
+                    }))
+                }
+                .await;
+                result.map_err(|err| err.during("run_progress"))
             }
 
             async fn finish_run_if_done(&self, run_id: i64) -> StoreResult<bool> {
-                // The counter moves in the same transactions as the identities' states, so this
-                // check costs the same on a million-item run as on a ten-item one.
-                let mut tx = self.writer.begin_with($begin).await?;
-                let result = sqlx::query(
-                    "UPDATE runs SET status = 'completed', finished_at = $1 WHERE id = $2 AND status = 'running' \
-                     AND done_count >= expected_count",
-                )
-                .bind(now_ms())
-                .bind(run_id)
-                .execute(&mut *tx)
-                .await?;
-                if result.rows_affected() == 1 {
-                    // Fresh answers only (a cache hit would count its source twice), merged
-                    // into the running means as weighted averages.
-                    sqlx::query(
-                        "INSERT INTO case_lengths (revision_id, case_id, completion_tokens, samples) \
-                         SELECT w.revision_id, w.case_id, CAST(AVG(g.completion_tokens) AS DOUBLE PRECISION), COUNT(*) \
-                         FROM work_items w JOIN generations g ON g.work_item_id = w.id \
-                         WHERE w.run_id = $1 AND g.completion_tokens IS NOT NULL AND g.from_cache = FALSE \
-                         GROUP BY w.revision_id, w.case_id \
-                         ON CONFLICT (revision_id, case_id) DO UPDATE SET \
-                         completion_tokens = (case_lengths.completion_tokens * case_lengths.samples \
-                                              + excluded.completion_tokens * excluded.samples) \
-                                             / (case_lengths.samples + excluded.samples), \
-                         samples = case_lengths.samples + excluded.samples",
+                let result: StoreResult<bool> = async move {
+                    // The counter moves in the same transactions as the identities' states, so this
+                    // check costs the same on a million-item run as on a ten-item one.
+                    let mut tx = self.writer.begin_with($begin).await?;
+                    let result = sqlx::query(
+                        "UPDATE runs SET status = 'completed', finished_at = $1 WHERE id = $2 AND status = 'running' \
+                         AND done_count >= expected_count",
                     )
+                    .bind(now_ms())
                     .bind(run_id)
                     .execute(&mut *tx)
                     .await?;
+                    if result.rows_affected() == 1 {
+                        // Fresh answers only (a cache hit would count its source twice), merged
+                        // into the running means as weighted averages.
+                        sqlx::query(
+                            "INSERT INTO case_lengths (revision_id, case_id, completion_tokens, samples) \
+                             SELECT w.revision_id, w.case_id, CAST(AVG(g.completion_tokens) AS DOUBLE PRECISION), COUNT(*) \
+                             FROM work_items w JOIN generations g ON g.work_item_id = w.id \
+                             WHERE w.run_id = $1 AND g.completion_tokens IS NOT NULL AND g.from_cache = FALSE \
+                             GROUP BY w.revision_id, w.case_id \
+                             ON CONFLICT (revision_id, case_id) DO UPDATE SET \
+                             completion_tokens = (case_lengths.completion_tokens * case_lengths.samples \
+                                                  + excluded.completion_tokens * excluded.samples) \
+                                                 / (case_lengths.samples + excluded.samples), \
+                             samples = case_lengths.samples + excluded.samples",
+                        )
+                        .bind(run_id)
+                        .execute(&mut *tx)
+                        .await?;
+                        tx.commit().await?;
+                        return Ok(true);
+                    }
                     tx.commit().await?;
-                    return Ok(true);
+                    let status: Option<String> = sqlx::query_scalar("SELECT status FROM runs WHERE id = $1")
+                        .bind(run_id)
+                        .fetch_optional(&self.pool)
+                        .await?;
+                    Ok(status.as_deref() == Some(RunStatus::Completed.as_str()))
                 }
-                tx.commit().await?;
-                let status: Option<String> = sqlx::query_scalar("SELECT status FROM runs WHERE id = $1")
-                    .bind(run_id)
-                    .fetch_optional(&self.pool)
-                    .await?;
-                Ok(status.as_deref() == Some(RunStatus::Completed.as_str()))
+                .await;
+                result.map_err(|err| err.during("finish_run_if_done"))
             }
 
             async fn observed_completion_tokens(
@@ -529,38 +565,50 @@ macro_rules! runs_sql {
                 revision_id: i64,
                 case_ids: &[String],
             ) -> StoreResult<std::collections::HashMap<String, f64>> {
-                let mut found = std::collections::HashMap::new();
-                for chunk in case_ids.chunks($crate::KEY_LOOKUP_BATCH) {
-                    let mut select = sqlx::QueryBuilder::<$db>::new(
-                        "SELECT case_id, completion_tokens FROM case_lengths WHERE revision_id = ",
-                    );
-                    select.push_bind(revision_id).push(" AND case_id IN (");
-                    let mut list = select.separated(", ");
-                    for case_id in chunk {
-                        list.push_bind(case_id.as_str());
+                let result: StoreResult<std::collections::HashMap<String, f64>> = async move {
+                    let mut found = std::collections::HashMap::new();
+                    for chunk in case_ids.chunks($crate::KEY_LOOKUP_BATCH) {
+                        let mut select = sqlx::QueryBuilder::<$db>::new(
+                            "SELECT case_id, completion_tokens FROM case_lengths WHERE revision_id = ",
+                        );
+                        select.push_bind(revision_id).push(" AND case_id IN (");
+                        let mut list = select.separated(", ");
+                        for case_id in chunk {
+                            list.push_bind(case_id.as_str());
+                        }
+                        list.push_unseparated(")");
+                        let rows: Vec<(String, f64)> = select.build_query_as().fetch_all(&self.pool).await?;
+                        found.extend(rows);
                     }
-                    list.push_unseparated(")");
-                    let rows: Vec<(String, f64)> = select.build_query_as().fetch_all(&self.pool).await?;
-                    found.extend(rows);
+                    Ok(found)
                 }
-                Ok(found)
+                .await;
+                result.map_err(|err| err.during("observed_completion_tokens"))
             }
 
             async fn run_results(&self, run_id: i64, limit: i64) -> StoreResult<Vec<IdentityResult>> {
-                let rows = sqlx::query(&format!("{RESULT_SELECT} LIMIT $2"))
-                    .bind(run_id)
-                    .bind(limit)
-                    .fetch_all(&self.pool)
-                    .await?;
-                Ok(rows.iter().map(identity_result_from_row).collect::<Result<_, _>>()?)
+                let result: StoreResult<Vec<IdentityResult>> = async move {
+                    let rows = sqlx::query(&format!("{RESULT_SELECT} LIMIT $2"))
+                        .bind(run_id)
+                        .bind(limit)
+                        .fetch_all(&self.pool)
+                        .await?;
+                    Ok(rows.iter().map(identity_result_from_row).collect::<Result<_, _>>()?)
+                }
+                .await;
+                result.map_err(|err| err.during("run_results"))
             }
 
             async fn run_outcomes(&self, run_id: i64) -> StoreResult<Vec<IdentityResult>> {
-                let rows = sqlx::query(RESULT_SELECT)
-                    .bind(run_id)
-                    .fetch_all(&self.pool)
-                    .await?;
-                Ok(rows.iter().map(identity_result_from_row).collect::<Result<_, _>>()?)
+                let result: StoreResult<Vec<IdentityResult>> = async move {
+                    let rows = sqlx::query(RESULT_SELECT)
+                        .bind(run_id)
+                        .fetch_all(&self.pool)
+                        .await?;
+                    Ok(rows.iter().map(identity_result_from_row).collect::<Result<_, _>>()?)
+                }
+                .await;
+                result.map_err(|err| err.during("run_outcomes"))
             }
         }
     };

@@ -73,7 +73,8 @@ impl SqliteStore {
         sqlx::query("VACUUM INTO $1")
             .bind(path.display().to_string())
             .execute(&self.pool)
-            .await?;
+            .await
+            .map_err(|err| crate::StoreError::from(err).during("backup_into"))?;
         Ok(())
     }
 

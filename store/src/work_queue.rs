@@ -436,38 +436,46 @@ macro_rules! work_queue_sql {
         #[async_trait::async_trait]
         impl $crate::work_queue::WorkQueueStore for $store {
             async fn cached_generations(&self, keys: &[String]) -> StoreResult<Vec<(String, CachedGeneration)>> {
-                let mut found = Vec::new();
-                for chunk in keys.chunks($crate::KEY_LOOKUP_BATCH) {
-                    let mut select = sqlx::QueryBuilder::<$db>::new(
-                        "SELECT c.generation_key, c.work_item_id AS source_work_item_id, g.outcome, g.output, g.finish_reason, \
-                         g.prompt_tokens, g.completion_tokens, g.model_used \
-                         FROM generation_cache c JOIN generations g ON g.work_item_id = c.work_item_id \
-                         WHERE c.generation_key IN (",
-                    );
-                    let mut list = select.separated(", ");
-                    for key in chunk {
-                        list.push_bind(key.as_str());
+                let result: StoreResult<Vec<(String, CachedGeneration)>> = async move {
+                    let mut found = Vec::new();
+                    for chunk in keys.chunks($crate::KEY_LOOKUP_BATCH) {
+                        let mut select = sqlx::QueryBuilder::<$db>::new(
+                            "SELECT c.generation_key, c.work_item_id AS source_work_item_id, g.outcome, g.output, g.finish_reason, \
+                             g.prompt_tokens, g.completion_tokens, g.model_used \
+                             FROM generation_cache c JOIN generations g ON g.work_item_id = c.work_item_id \
+                             WHERE c.generation_key IN (",
+                        );
+                        let mut list = select.separated(", ");
+                        for key in chunk {
+                            list.push_bind(key.as_str());
+                        }
+                        list.push_unseparated(")");
+                        for row in select.build().fetch_all(&self.pool).await? {
+                            found.push((row.try_get("generation_key")?, cached_from_row(&row)?));
+                        }
                     }
-                    list.push_unseparated(")");
-                    for row in select.build().fetch_all(&self.pool).await? {
-                        found.push((row.try_get("generation_key")?, cached_from_row(&row)?));
-                    }
+                    Ok(found)
                 }
-                Ok(found)
+                .await;
+                result.map_err(|err| err.during("cached_generations"))
             }
 
             async fn active_runs(&self) -> StoreResult<Vec<ActiveRun>> {
-                let rows: Vec<(i64, i64, String, f64)> = sqlx::query_as(
-                    "SELECT r.id, r.priority, r.team, COALESCE(t.weight, 1.0) FROM runs r \
-                     LEFT JOIN team_weights t ON t.team = r.team WHERE r.status = 'running' ORDER BY r.id",
-                )
-                .fetch_all(&self.pool)
-                .await?;
-                rows.into_iter()
-                    .map(|(id, priority, team, team_weight)| {
-                        Ok(ActiveRun { id, priority: $crate::priority_of(priority)?, team, team_weight })
-                    })
-                    .collect()
+                let result: StoreResult<Vec<ActiveRun>> = async move {
+                    let rows: Vec<(i64, i64, String, f64)> = sqlx::query_as(
+                        "SELECT r.id, r.priority, r.team, COALESCE(t.weight, 1.0) FROM runs r \
+                         LEFT JOIN team_weights t ON t.team = r.team WHERE r.status = 'running' ORDER BY r.id",
+                    )
+                    .fetch_all(&self.pool)
+                    .await?;
+                    rows.into_iter()
+                        .map(|(id, priority, team, team_weight)| {
+                            Ok(ActiveRun { id, priority: $crate::priority_of(priority)?, team, team_weight })
+                        })
+                        .collect()
+                }
+                .await;
+                result.map_err(|err| err.during("active_runs"))
             }
 
             async fn claim_identities(
@@ -478,200 +486,232 @@ macro_rules! work_queue_sql {
                 lease_ms: i64,
                 longest_first: bool,
             ) -> StoreResult<Vec<ClaimedIdentity>> {
-                let now = now_ms();
-                // Longest expected first, so the long tail overlaps the bulk.
-                let order = if longest_first { "cost DESC, id" } else { "id" };
-                let claim = format!(
-                    "UPDATE work_items SET state = 'leased', lease_owner = $1, lease_expires_at = $2, attempts = attempts + 1 \
-                     WHERE id IN (SELECT id FROM work_items WHERE run_id = $3 AND state = 'queued' \
-                                  AND EXISTS (SELECT 1 FROM runs WHERE id = $3 AND status = 'running') \
-                                  ORDER BY {order} LIMIT $4 {}) RETURNING id",
-                    $skip_locked
-                );
-                // One autocommit statement takes the lease; the identities' inputs are then read
-                // on a reader connection (they never change, so no transaction spans both),
-                // leaving SQLite's single writer free for commits meanwhile.
-                let ids: Vec<i64> = sqlx::query_scalar(&claim)
-                    .bind(worker)
-                    .bind(now + lease_ms)
-                    .bind(run_id)
-                    .bind(limit)
-                    .fetch_all(&self.writer)
-                    .await?;
-                if ids.is_empty() {
-                    return Ok(Vec::new());
-                }
-                let mut select = sqlx::QueryBuilder::<$db>::new(
-                    "SELECT w.id, w.run_id, w.case_id, w.repetition, w.cost, w.attempts, w.generation_key, i.input, i.target, \
-                     c.work_item_id AS source_work_item_id, g.outcome, g.output, g.finish_reason, g.prompt_tokens, \
-                     g.completion_tokens, g.model_used \
-                     FROM work_items w JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
-                     LEFT JOIN generation_cache c ON c.generation_key = w.generation_key \
-                     LEFT JOIN generations g ON g.work_item_id = c.work_item_id WHERE w.id IN (",
-                );
-                let mut list = select.separated(", ");
-                for id in &ids {
-                    list.push_bind(*id);
-                }
-                list.push_unseparated(") ORDER BY w.cost DESC, w.id");
-                let rows = select.build().fetch_all(&self.pool).await?;
-                rows.iter()
-                    .map(|row| {
-                        let cached_outcome: Option<String> = row.try_get("outcome")?;
-                        Ok(ClaimedIdentity {
-                            identity_id: row.try_get("id")?,
-                            run_id: row.try_get("run_id")?,
-                            case_id: row.try_get("case_id")?,
-                            repetition: row.try_get("repetition")?,
-                            input: row.try_get("input")?,
-                            target: row.try_get("target")?,
-                            cost: row.try_get("cost")?,
-                            claims: row.try_get("attempts")?,
-                            generation_key: row.try_get("generation_key")?,
-                            cached: match cached_outcome {
-                                Some(_) => Some(cached_from_row(row)?),
-                                None => None,
-                            },
+                let result: StoreResult<Vec<ClaimedIdentity>> = async move {
+                    let now = now_ms();
+                    // Longest expected first, so the long tail overlaps the bulk.
+                    let order = if longest_first { "cost DESC, id" } else { "id" };
+                    let claim = format!(
+                        "UPDATE work_items SET state = 'leased', lease_owner = $1, lease_expires_at = $2, attempts = attempts + 1 \
+                         WHERE id IN (SELECT id FROM work_items WHERE run_id = $3 AND state = 'queued' \
+                                      AND EXISTS (SELECT 1 FROM runs WHERE id = $3 AND status = 'running') \
+                                      ORDER BY {order} LIMIT $4 {}) RETURNING id",
+                        $skip_locked
+                    );
+                    // One autocommit statement takes the lease; the identities' inputs are then read
+                    // on a reader connection (they never change, so no transaction spans both),
+                    // leaving SQLite's single writer free for commits meanwhile.
+                    let ids: Vec<i64> = sqlx::query_scalar(&claim)
+                        .bind(worker)
+                        .bind(now + lease_ms)
+                        .bind(run_id)
+                        .bind(limit)
+                        .fetch_all(&self.writer)
+                        .await?;
+                    if ids.is_empty() {
+                        return Ok(Vec::new());
+                    }
+                    let mut select = sqlx::QueryBuilder::<$db>::new(
+                        "SELECT w.id, w.run_id, w.case_id, w.repetition, w.cost, w.attempts, w.generation_key, i.input, i.target, \
+                         c.work_item_id AS source_work_item_id, g.outcome, g.output, g.finish_reason, g.prompt_tokens, \
+                         g.completion_tokens, g.model_used \
+                         FROM work_items w JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
+                         LEFT JOIN generation_cache c ON c.generation_key = w.generation_key \
+                         LEFT JOIN generations g ON g.work_item_id = c.work_item_id WHERE w.id IN (",
+                    );
+                    let mut list = select.separated(", ");
+                    for id in &ids {
+                        list.push_bind(*id);
+                    }
+                    list.push_unseparated(") ORDER BY w.cost DESC, w.id");
+                    let rows = select.build().fetch_all(&self.pool).await?;
+                    rows.iter()
+                        .map(|row| {
+                            let cached_outcome: Option<String> = row.try_get("outcome")?;
+                            Ok(ClaimedIdentity {
+                                identity_id: row.try_get("id")?,
+                                run_id: row.try_get("run_id")?,
+                                case_id: row.try_get("case_id")?,
+                                repetition: row.try_get("repetition")?,
+                                input: row.try_get("input")?,
+                                target: row.try_get("target")?,
+                                cost: row.try_get("cost")?,
+                                claims: row.try_get("attempts")?,
+                                generation_key: row.try_get("generation_key")?,
+                                cached: match cached_outcome {
+                                    Some(_) => Some(cached_from_row(row)?),
+                                    None => None,
+                                },
+                            })
                         })
-                    })
-                    .collect::<Result<_, sqlx::Error>>()
-                    .map_err(StoreError::from)
+                        .collect::<Result<_, sqlx::Error>>()
+                        .map_err(StoreError::from)
+                }
+                .await;
+                result.map_err(|err| err.during("claim_identities"))
             }
 
             async fn claim_work(&self, worker: &str, limit: i64, lease_ms: i64) -> StoreResult<Vec<i64>> {
-                let now = now_ms();
-                // The run's status is read in a subquery, not a join: on PostgreSQL a joined
-                // `FOR UPDATE SKIP LOCKED` would lock the run's row too, and every concurrent
-                // claim would then skip the whole run and come back empty.
-                let mut tx = self.writer.begin_with($begin).await?;
-                let ids: Vec<i64> = sqlx::query_scalar(concat!(
-                    "UPDATE work_items SET state = 'leased', lease_owner = $1, lease_expires_at = $2, attempts = attempts + 1 \
-                     WHERE id IN (SELECT w.id FROM work_items w \
-                                  WHERE w.state = 'queued' \
-                                  AND EXISTS (SELECT 1 FROM runs r WHERE r.id = w.run_id AND r.status = 'running') \
-                                  ORDER BY w.id LIMIT $3 ",
-                    $skip_locked,
-                    ") RETURNING id"
-                ))
-                .bind(worker)
-                .bind(now + lease_ms)
-                .bind(limit)
-                .fetch_all(&mut *tx)
-                .await?;
-                tx.commit().await?;
-                Ok(ids)
+                let result: StoreResult<Vec<i64>> = async move {
+                    let now = now_ms();
+                    // The run's status is read in a subquery, not a join: on PostgreSQL a joined
+                    // `FOR UPDATE SKIP LOCKED` would lock the run's row too, and every concurrent
+                    // claim would then skip the whole run and come back empty.
+                    let mut tx = self.writer.begin_with($begin).await?;
+                    let ids: Vec<i64> = sqlx::query_scalar(concat!(
+                        "UPDATE work_items SET state = 'leased', lease_owner = $1, lease_expires_at = $2, attempts = attempts + 1 \
+                         WHERE id IN (SELECT w.id FROM work_items w \
+                                      WHERE w.state = 'queued' \
+                                      AND EXISTS (SELECT 1 FROM runs r WHERE r.id = w.run_id AND r.status = 'running') \
+                                      ORDER BY w.id LIMIT $3 ",
+                        $skip_locked,
+                        ") RETURNING id"
+                    ))
+                    .bind(worker)
+                    .bind(now + lease_ms)
+                    .bind(limit)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                    tx.commit().await?;
+                    Ok(ids)
+                }
+                .await;
+                result.map_err(|err| err.during("claim_work"))
             }
 
             async fn load_identity(&self, identity_id: i64) -> StoreResult<IdentityInputs> {
-                let row = sqlx::query(
-                    "SELECT w.id, w.run_id, w.case_id, w.repetition, i.input, i.target, r.manifest_json \
-                     FROM work_items w JOIN runs r ON r.id = w.run_id \
-                     JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
-                     WHERE w.id = $1",
-                )
-                .bind(identity_id)
-                .fetch_optional(&self.pool)
-                .await?
-                .ok_or_else(|| StoreError::NotFound(format!("no result identity with id {identity_id}")))?;
-                let manifest_json: String = row.try_get("manifest_json")?;
-                let manifest: Manifest = serde_json::from_str(&manifest_json)
-                    .map_err(|err| sqlx::Error::Decode(err.into()))?;
-                Ok(IdentityInputs {
-                    identity_id: row.try_get("id")?,
-                    run_id: row.try_get("run_id")?,
-                    case_id: row.try_get("case_id")?,
-                    repetition: row.try_get("repetition")?,
-                    input: row.try_get("input")?,
-                    target: row.try_get("target")?,
-                    prompt_template: manifest.eval.prompt_template,
-                    grader: manifest.eval.grader.id_version().to_string(),
-                    max_tokens: i64::from(manifest.eval.generation.max_tokens),
-                    temperature: manifest.eval.generation.temperature,
-                    seed: manifest.eval.generation.seed as i64,
-                    base_url: manifest.endpoint_urls.first().cloned().unwrap_or_default(),
-                    model: manifest.served_model,
-                })
+                let result: StoreResult<IdentityInputs> = async move {
+                    let row = sqlx::query(
+                        "SELECT w.id, w.run_id, w.case_id, w.repetition, i.input, i.target, r.manifest_json \
+                         FROM work_items w JOIN runs r ON r.id = w.run_id \
+                         JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
+                         WHERE w.id = $1",
+                    )
+                    .bind(identity_id)
+                    .fetch_optional(&self.pool)
+                    .await?
+                    .ok_or_else(|| StoreError::NotFound(format!("no result identity with id {identity_id}")))?;
+                    let manifest_json: String = row.try_get("manifest_json")?;
+                    let manifest: Manifest = serde_json::from_str(&manifest_json)
+                        .map_err(|err| sqlx::Error::Decode(err.into()))?;
+                    Ok(IdentityInputs {
+                        identity_id: row.try_get("id")?,
+                        run_id: row.try_get("run_id")?,
+                        case_id: row.try_get("case_id")?,
+                        repetition: row.try_get("repetition")?,
+                        input: row.try_get("input")?,
+                        target: row.try_get("target")?,
+                        prompt_template: manifest.eval.prompt_template,
+                        grader: manifest.eval.grader.id_version().to_string(),
+                        max_tokens: i64::from(manifest.eval.generation.max_tokens),
+                        temperature: manifest.eval.generation.temperature,
+                        seed: manifest.eval.generation.seed as i64,
+                        base_url: manifest.endpoint_urls.first().cloned().unwrap_or_default(),
+                        model: manifest.served_model,
+                    })
+                }
+                .await;
+                result.map_err(|err| err.during("load_identity"))
             }
 
             async fn record_results(&self, finished: &[FinishedIdentity]) -> StoreResult<RecordOutcome> {
-                if finished.is_empty() {
-                    return Ok(RecordOutcome::default());
-                }
-                let mut tx = self.writer.begin_with($begin).await?;
-                let mut outcome = RecordOutcome::default();
-                for chunk in finished.chunks($crate::work_queue::RESULT_INSERT_BATCH) {
-                    let recorded = insert_results(&mut tx, chunk, now_ms(), true).await?;
-                    outcome.inserted += recorded.inserted;
-                    for run in recorded.runs {
-                        if !outcome.runs.contains(&run) {
-                            outcome.runs.push(run);
+                let result: StoreResult<RecordOutcome> = async move {
+                    if finished.is_empty() {
+                        return Ok(RecordOutcome::default());
+                    }
+                    let mut tx = self.writer.begin_with($begin).await?;
+                    let mut outcome = RecordOutcome::default();
+                    for chunk in finished.chunks($crate::work_queue::RESULT_INSERT_BATCH) {
+                        let recorded = insert_results(&mut tx, chunk, now_ms(), true).await?;
+                        outcome.inserted += recorded.inserted;
+                        for run in recorded.runs {
+                            if !outcome.runs.contains(&run) {
+                                outcome.runs.push(run);
+                            }
                         }
                     }
+                    tx.commit().await?;
+                    Ok(outcome)
                 }
-                tx.commit().await?;
-                Ok(outcome)
+                .await;
+                result.map_err(|err| err.during("record_results"))
             }
 
             async fn heartbeat(&self, worker: &str, in_flight: i64, lease_ms: i64, live_within_ms: i64) -> StoreResult<i64> {
-                let now = now_ms();
-                let mut tx = self.writer.begin_with($begin).await?;
-                sqlx::query("UPDATE work_items SET lease_expires_at = $1 WHERE state = 'leased' AND lease_owner = $2")
-                    .bind(now + lease_ms)
+                let result: StoreResult<i64> = async move {
+                    let now = now_ms();
+                    let mut tx = self.writer.begin_with($begin).await?;
+                    sqlx::query("UPDATE work_items SET lease_expires_at = $1 WHERE state = 'leased' AND lease_owner = $2")
+                        .bind(now + lease_ms)
+                        .bind(worker)
+                        .execute(&mut *tx)
+                        .await?;
+                    sqlx::query(
+                        "INSERT INTO workers (name, started_at, heartbeat_at, in_flight) VALUES ($1, $2, $2, $3) \
+                         ON CONFLICT (name) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, in_flight = excluded.in_flight",
+                    )
                     .bind(worker)
+                    .bind(now)
+                    .bind(in_flight)
                     .execute(&mut *tx)
                     .await?;
-                sqlx::query(
-                    "INSERT INTO workers (name, started_at, heartbeat_at, in_flight) VALUES ($1, $2, $2, $3) \
-                     ON CONFLICT (name) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, in_flight = excluded.in_flight",
-                )
-                .bind(worker)
-                .bind(now)
-                .bind(in_flight)
-                .execute(&mut *tx)
-                .await?;
-                let live: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM workers WHERE heartbeat_at > $1")
-                    .bind(now - live_within_ms)
-                    .fetch_one(&mut *tx)
-                    .await?;
-                tx.commit().await?;
-                Ok(live.max(1))
+                    let live: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM workers WHERE heartbeat_at > $1")
+                        .bind(now - live_within_ms)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                    tx.commit().await?;
+                    Ok(live.max(1))
+                }
+                .await;
+                result.map_err(|err| err.during("heartbeat"))
             }
 
             async fn reap_expired_leases(&self) -> StoreResult<u64> {
-                let now = now_ms();
-                let reaped = sqlx::query(
-                    "UPDATE work_items SET state = 'queued', lease_owner = NULL, lease_expires_at = NULL \
-                     WHERE state = 'leased' AND lease_expires_at < $1",
-                )
-                .bind(now)
-                .execute(&self.writer)
-                .await?;
-                // Workers silent for an hour are gone; their rows only clutter the health page.
-                sqlx::query("DELETE FROM workers WHERE heartbeat_at < $1")
-                    .bind(now - 3_600_000)
+                let result: StoreResult<u64> = async move {
+                    let now = now_ms();
+                    let reaped = sqlx::query(
+                        "UPDATE work_items SET state = 'queued', lease_owner = NULL, lease_expires_at = NULL \
+                         WHERE state = 'leased' AND lease_expires_at < $1",
+                    )
+                    .bind(now)
                     .execute(&self.writer)
                     .await?;
-                Ok(reaped.rows_affected())
+                    // Workers silent for an hour are gone; their rows only clutter the health page.
+                    sqlx::query("DELETE FROM workers WHERE heartbeat_at < $1")
+                        .bind(now - 3_600_000)
+                        .execute(&self.writer)
+                        .await?;
+                    Ok(reaped.rows_affected())
+                }
+                .await;
+                result.map_err(|err| err.during("reap_expired_leases"))
             }
 
             async fn release_lease(&self, worker: &str, identity_id: i64) -> StoreResult<bool> {
-                let released = sqlx::query(
-                    "UPDATE work_items SET state = 'queued', lease_owner = NULL, lease_expires_at = NULL \
-                     WHERE id = $1 AND lease_owner = $2 AND state = 'leased'",
-                )
-                .bind(identity_id)
-                .bind(worker)
-                .execute(&self.writer)
-                .await?;
-                Ok(released.rows_affected() == 1)
-            }
-
-            async fn deregister_worker(&self, worker: &str) -> StoreResult<()> {
-                sqlx::query("DELETE FROM workers WHERE name = $1")
+                let result: StoreResult<bool> = async move {
+                    let released = sqlx::query(
+                        "UPDATE work_items SET state = 'queued', lease_owner = NULL, lease_expires_at = NULL \
+                         WHERE id = $1 AND lease_owner = $2 AND state = 'leased'",
+                    )
+                    .bind(identity_id)
                     .bind(worker)
                     .execute(&self.writer)
                     .await?;
-                Ok(())
+                    Ok(released.rows_affected() == 1)
+                }
+                .await;
+                result.map_err(|err| err.during("release_lease"))
+            }
+
+            async fn deregister_worker(&self, worker: &str) -> StoreResult<()> {
+                let result: StoreResult<()> = async move {
+                    sqlx::query("DELETE FROM workers WHERE name = $1")
+                        .bind(worker)
+                        .execute(&self.writer)
+                        .await?;
+                    Ok(())
+                }
+                .await;
+                result.map_err(|err| err.during("deregister_worker"))
             }
         }
     };

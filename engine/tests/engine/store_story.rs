@@ -46,6 +46,36 @@ stories!(
     the_scheduler_sees_only_running_runs_and_claims_longest_first,
 );
 
+/// An infrastructure failure says which store method it happened in (the log's only clue when
+/// a query fails in production), on both backends' shared SQL.
+#[tokio::test]
+async fn a_failed_query_names_its_operation() {
+    let backend = TestBackend::sqlite().await;
+    let arbiter_store::Database::Sqlite(sqlite) = &backend.database else {
+        unreachable!("an SQLite backend")
+    };
+    sqlx::query("DROP TABLE settings")
+        .execute(sqlite.pool())
+        .await
+        .unwrap();
+    let err = backend.database.store().setting("x").await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::Database {
+                operation: "setting",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().starts_with("database error in setting:"),
+        "{err}"
+    );
+    backend.tear_down().await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Stories.
 // ---------------------------------------------------------------------------------------------
