@@ -70,7 +70,7 @@ pub trait AccountStore: Send + Sync + 'static {
 macro_rules! accounts_sql {
     ($store:ident, $db:ty, $backend:literal, $begin:literal, $skip_locked:literal) => {
         use sqlx::Row;
-        use arbiter_domain::accounts::{PasswordHash, Role, User};
+        use arbiter_domain::accounts::{ApiToken, PasswordHash, Role, User};
         use $crate::{StoreResult, UserCredentials, now_ms};
 
         fn user_from_row(row: &<$db as sqlx::Database>::Row) -> Result<User, sqlx::Error> {
@@ -93,17 +93,17 @@ macro_rules! accounts_sql {
         fn api_token_from_row(
             row: &<$db as sqlx::Database>::Row,
         ) -> Result<arbiter_domain::accounts::ApiToken, sqlx::Error> {
-            Ok(arbiter_domain::accounts::ApiToken {
-                id: row.try_get("id")?,
-                user_id: row.try_get("user_id")?,
-                username: row.try_get("username")?,
-                name: row.try_get("name")?,
-                prefix: row.try_get("prefix")?,
-                created_at: row.try_get("created_at")?,
-                last_used_at: row.try_get("last_used_at")?,
-                expires_at: row.try_get("expires_at")?,
-                revoked_at: row.try_get("revoked_at")?,
-            })
+            Ok($crate::read_columns!(row, ApiToken {
+                id,
+                user_id,
+                username,
+                name,
+                prefix,
+                created_at,
+                last_used_at,
+                expires_at,
+                revoked_at,
+            }))
         }
 
         #[async_trait::async_trait]

@@ -704,13 +704,14 @@ macro_rules! annotation_sql {
                 return Ok(None);
             };
             let corrected_to: Option<String> = row.try_get("corrected_to")?;
-            let check = ReviewCheck {
-                review_id: row.try_get("review_id")?,
-                reviewer: row.try_get("reviewer")?,
-                decision: row.try_get("decision")?,
+            let check = $crate::read_columns!(row, ReviewCheck {
+                review_id,
+                reviewer,
+                decision,
+                reason,
+                ;
                 corrected_to: corrected_to.map(|verdict| verdict == "pass"),
-                reason: row.try_get("reason")?,
-            };
+            });
             Ok(Some(label_under_review(&row, "a spot check of another reviewer's decision", Some(check))?))
         }
 

@@ -90,14 +90,14 @@ macro_rules! catalog_sql {
             "id, dataset_id, content_hash, item_count, source_name, created_at";
 
         pub(super) fn revision_from_row(row: &<$db as sqlx::Database>::Row) -> Result<DatasetRevision, sqlx::Error> {
-            Ok(DatasetRevision {
-                id: row.try_get("id")?,
-                dataset_id: row.try_get("dataset_id")?,
-                content_hash: row.try_get("content_hash")?,
-                item_count: row.try_get("item_count")?,
-                source_name: row.try_get("source_name")?,
-                created_at: row.try_get("created_at")?,
-            })
+            Ok($crate::read_columns!(row, DatasetRevision {
+                id,
+                dataset_id,
+                content_hash,
+                item_count,
+                source_name,
+                created_at,
+            }))
         }
 
         pub(super) const EVAL_SELECT: &str = "SELECT e.id, e.name, e.dataset_id, d.name AS dataset_name, \
@@ -140,10 +140,10 @@ macro_rules! catalog_sql {
                 parallel_layout: row.try_get("parallel_layout")?,
                 fallback_checkpoint_id: row.try_get("fallback_checkpoint_id")?,
                 max_in_flight: row.try_get("max_in_flight")?,
-                prices: TokenPrices {
-                    input_usd_per_mtok: row.try_get("input_usd_per_mtok")?,
-                    output_usd_per_mtok: row.try_get("output_usd_per_mtok")?,
-                },
+                prices: $crate::read_columns!(row, TokenPrices {
+                    input_usd_per_mtok,
+                    output_usd_per_mtok,
+                }),
                 training_run: row.try_get("training_run")?,
                 training_step: row.try_get("training_step")?,
                 created_at: row.try_get("created_at")?,
@@ -410,12 +410,13 @@ macro_rules! catalog_sql {
                     .bind(id)
                     .fetch_optional(&self.pool)
                     .await?;
-                    Ok(Some(DatasetSummary {
-                        id: row.try_get("id")?,
-                        name: row.try_get("name")?,
-                        revision_count: row.try_get("revision_count")?,
+                    Ok(Some($crate::read_columns!(row, DatasetSummary {
+                        id,
+                        name,
+                        revision_count,
+                        ;
                         latest_revision: latest.as_ref().map(revision_from_row).transpose()?,
-                    }))
+                    })))
                 }
                 .await;
                 result.map_err(|err| err.during("get_dataset"))
@@ -448,12 +449,12 @@ macro_rules! catalog_sql {
                     .await?;
                     rows.iter()
                         .map(|row| {
-                            Ok(DatasetItem {
-                                case_id: row.try_get("case_id")?,
-                                input: row.try_get("input")?,
-                                target: row.try_get("target")?,
-                                category: row.try_get("category")?,
-                            })
+                            Ok($crate::read_columns!(row, DatasetItem {
+                                case_id,
+                                input,
+                                target,
+                                category,
+                            }))
                         })
                         .collect::<Result<_, sqlx::Error>>()
                         .map_err(StoreError::from)
@@ -477,12 +478,12 @@ macro_rules! catalog_sql {
                         .map(|row| {
                             Ok((
                                 row.try_get("position")?,
-                                DatasetItem {
-                                    case_id: row.try_get("case_id")?,
-                                    input: row.try_get("input")?,
-                                    target: row.try_get("target")?,
-                                    category: row.try_get("category")?,
-                                },
+                                $crate::read_columns!(row, DatasetItem {
+                                    case_id,
+                                    input,
+                                    target,
+                                    category,
+                                }),
                             ))
                         })
                         .collect::<Result<_, sqlx::Error>>()

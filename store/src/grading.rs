@@ -56,16 +56,16 @@ macro_rules! grading_sql {
             j.rubric, j.max_tokens, j.created_at FROM judges j JOIN checkpoints c ON c.id = j.checkpoint_id";
 
         fn judge_from_row(row: &<$db as sqlx::Database>::Row) -> Result<Judge, sqlx::Error> {
-            Ok(Judge {
-                id: row.try_get("id")?,
-                name: row.try_get("name")?,
-                version: row.try_get("version")?,
-                checkpoint_id: row.try_get("checkpoint_id")?,
-                checkpoint_name: row.try_get("checkpoint_name")?,
-                rubric: row.try_get("rubric")?,
-                max_tokens: row.try_get("max_tokens")?,
-                created_at: row.try_get("created_at")?,
-            })
+            Ok($crate::read_columns!(row, Judge {
+                id,
+                name,
+                version,
+                checkpoint_id,
+                checkpoint_name,
+                rubric,
+                max_tokens,
+                created_at,
+            }))
         }
 
         #[async_trait::async_trait]
@@ -231,15 +231,16 @@ macro_rules! grading_sql {
                     .await?;
                     row.map(|row| {
                         let verdict: Option<String> = row.try_get("verdict")?;
-                        Ok(JudgeCall {
-                            cache_key: row.try_get("cache_key")?,
-                            output: row.try_get("output")?,
+                        Ok($crate::read_columns!(row, JudgeCall {
+                            cache_key,
+                            output,
+                            confidence,
+                            prompt_tokens,
+                            completion_tokens,
+                            model_used,
+                            ;
                             pass: verdict.map(|verdict| verdict == "pass"),
-                            confidence: row.try_get("confidence")?,
-                            prompt_tokens: row.try_get("prompt_tokens")?,
-                            completion_tokens: row.try_get("completion_tokens")?,
-                            model_used: row.try_get("model_used")?,
-                        })
+                        }))
                     })
                     .transpose()
                     .map_err(|err: sqlx::Error| StoreError::from(err))

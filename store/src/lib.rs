@@ -192,6 +192,19 @@ pub(crate) fn conflict_on(
     StoreError::from(err)
 }
 
+/// Builds `$record` from `$row`, each listed field read from the column of the same name (so
+/// each field is named once); fields after `;` are given as expressions (parsed values, nested
+/// records, computed defaults).
+macro_rules! read_columns {
+    ($row:expr, $record:ident { $($field:ident),+ $(,)? $(; $($other:ident: $value:expr),+ $(,)?)? }) => {
+        $record {
+            $($field: $row.try_get(stringify!($field))?,)+
+            $($($other: $value,)+)?
+        }
+    };
+}
+pub(crate) use read_columns;
+
 /// Implements every area for one backend: each area's SQL in a module of its own (so each
 /// keeps its own imports and helpers), sharing the backend's pools.
 macro_rules! backend_sql {

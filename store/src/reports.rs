@@ -16,7 +16,7 @@ pub struct StoredSnapshot {
 }
 
 /// One result identity as exported.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct ExportRow {
     pub run_id: i64,
     /// Exported as `work_item_id`, the column's name since the first export format.
@@ -118,6 +118,7 @@ macro_rules! reports_sql {
     ($store:ident, $db:ty, $backend:literal, $begin:literal, $skip_locked:literal) => {
         use sqlx::Row;
         use $crate::{StoreError, StoreResult, now_ms};
+        use arbiter_domain::reports::diff::DiffGrade;
 
         #[async_trait::async_trait]
         impl $crate::reports::ReportStore for $store {
@@ -411,11 +412,14 @@ macro_rules! reports_sql {
 
             async fn export_rows(&self, run_id: i64, after_id: i64, limit: i64) -> StoreResult<Vec<$crate::ExportRow>> {
                 let result: StoreResult<Vec<$crate::ExportRow>> = async move {
-                    let rows = sqlx::query(
-                        "SELECT w.run_id, w.id, w.case_id, w.repetition, w.category, c.name AS checkpoint, i.input, i.target, \
-                         w.verdict, w.decided_by, g.outcome, g.output, g.finish_reason, g.error, g.error_category, g.model_used, \
-                         g.fallback_used, g.from_cache, g.latency_ms, g.attempts, g.prompt_tokens, g.completion_tokens, \
-                         g.cost_usd, g.created_at AS answered_at \
+                    // Columns named and defaulted as the export's fields (FromRow reads them by name).
+                    Ok(sqlx::query_as::<_, $crate::ExportRow>(
+                        "SELECT w.run_id, w.id AS identity_id, w.case_id, w.repetition, w.category, c.name AS checkpoint, \
+                         i.input, i.target, COALESCE(w.verdict, '') AS verdict, COALESCE(w.decided_by, '') AS decided_by, \
+                         COALESCE(g.outcome, '') AS outcome, COALESCE(g.output, '') AS output, g.finish_reason, g.error, \
+                         g.error_category, g.model_used, COALESCE(g.fallback_used, FALSE) AS fallback_used, \
+                         COALESCE(g.from_cache, FALSE) AS from_cache, g.latency_ms, g.attempts, g.prompt_tokens, \
+                         g.completion_tokens, g.cost_usd, g.created_at AS answered_at \
                          FROM work_items w JOIN checkpoints c ON c.id = w.checkpoint_id \
                          JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
                          LEFT JOIN generations g ON g.work_item_id = w.id \
@@ -425,38 +429,7 @@ macro_rules! reports_sql {
                     .bind(after_id)
                     .bind(limit)
                     .fetch_all(&self.pool)
-                    .await?;
-                    rows.iter()
-                        .map(|row| {
-                            Ok($crate::ExportRow {
-                                run_id: row.try_get("run_id")?,
-                                identity_id: row.try_get("id")?,
-                                case_id: row.try_get("case_id")?,
-                                repetition: row.try_get("repetition")?,
-                                category: row.try_get("category")?,
-                                checkpoint: row.try_get("checkpoint")?,
-                                input: row.try_get("input")?,
-                                target: row.try_get("target")?,
-                                verdict: row.try_get::<Option<String>, _>("verdict")?.unwrap_or_default(),
-                                decided_by: row.try_get::<Option<String>, _>("decided_by")?.unwrap_or_default(),
-                                outcome: row.try_get::<Option<String>, _>("outcome")?.unwrap_or_default(),
-                                output: row.try_get::<Option<String>, _>("output")?.unwrap_or_default(),
-                                finish_reason: row.try_get("finish_reason")?,
-                                error: row.try_get("error")?,
-                                error_category: row.try_get("error_category")?,
-                                model_used: row.try_get("model_used")?,
-                                fallback_used: row.try_get::<Option<bool>, _>("fallback_used")?.unwrap_or(false),
-                                from_cache: row.try_get::<Option<bool>, _>("from_cache")?.unwrap_or(false),
-                                latency_ms: row.try_get("latency_ms")?,
-                                attempts: row.try_get("attempts")?,
-                                prompt_tokens: row.try_get("prompt_tokens")?,
-                                completion_tokens: row.try_get("completion_tokens")?,
-                                cost_usd: row.try_get("cost_usd")?,
-                                answered_at: row.try_get("answered_at")?,
-                            })
-                        })
-                        .collect::<Result<_, sqlx::Error>>()
-                        .map_err(StoreError::from)
+                    .await?)
                 }
                 .await;
                 result.map_err(|err| err.during("export_rows"))
@@ -513,13 +486,13 @@ macro_rules! reports_sql {
                     for row in grades.build().fetch_all(&self.pool).await? {
                         let id: i64 = row.try_get("work_item_id")?;
                         if let Some(side) = sides.iter_mut().find(|side| side.identity_id == id) {
-                            side.grades.push(arbiter_domain::reports::diff::DiffGrade {
-                                stage: row.try_get("stage")?,
-                                grader: row.try_get("grader")?,
-                                verdict: row.try_get("verdict")?,
-                                reason: row.try_get("reason")?,
-                                confidence: row.try_get("confidence")?,
-                            });
+                            side.grades.push($crate::read_columns!(row, DiffGrade {
+                                stage,
+                                grader,
+                                verdict,
+                                reason,
+                                confidence,
+                            }));
                         }
                     }
                     let mut labels = sqlx::QueryBuilder::<$db>::new(

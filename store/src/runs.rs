@@ -115,27 +115,27 @@ macro_rules! runs_sql {
             WHERE w.run_id = $1 ORDER BY i.position, w.repetition";
 
         fn identity_result_from_row(row: &<$db as sqlx::Database>::Row) -> Result<IdentityResult, sqlx::Error> {
-            Ok(IdentityResult {
-                case_id: row.try_get("case_id")?,
-                repetition: row.try_get("repetition")?,
-                category: row.try_get("category")?,
-                input: row.try_get("input")?,
-                target: row.try_get("target")?,
-                output: row.try_get("output")?,
-                outcome: row.try_get("outcome")?,
-                verdict: row.try_get("verdict")?,
-                grade_reason: row.try_get("grade_reason")?,
-                decided_by: row.try_get("decided_by")?,
-                error: row.try_get("error")?,
-                error_category: row.try_get("error_category")?,
-                attempts: row.try_get("attempts")?,
-                attempt_log: row.try_get("attempt_log")?,
-                latency_ms: row.try_get("latency_ms")?,
-                served_by: row.try_get("served_by")?,
-                model_used: row.try_get("model_used")?,
-                fallback_used: row.try_get("fallback_used")?,
-                from_cache: row.try_get("from_cache")?,
-            })
+            Ok($crate::read_columns!(row, IdentityResult {
+                case_id,
+                repetition,
+                category,
+                input,
+                target,
+                output,
+                outcome,
+                verdict,
+                grade_reason,
+                decided_by,
+                error,
+                error_category,
+                attempts,
+                attempt_log,
+                latency_ms,
+                served_by,
+                model_used,
+                fallback_used,
+                from_cache,
+            }))
         }
 
         /// The run status shown to people: a running run whose identities are all finished is

@@ -593,13 +593,14 @@ macro_rules! work_queue_sql {
                     let manifest_json: String = row.try_get("manifest_json")?;
                     let manifest: Manifest = serde_json::from_str(&manifest_json)
                         .map_err(|err| sqlx::Error::Decode(err.into()))?;
-                    Ok(IdentityInputs {
+                    Ok($crate::read_columns!(row, IdentityInputs {
+                        run_id,
+                        case_id,
+                        repetition,
+                        input,
+                        target,
+                        ;
                         identity_id: row.try_get("id")?,
-                        run_id: row.try_get("run_id")?,
-                        case_id: row.try_get("case_id")?,
-                        repetition: row.try_get("repetition")?,
-                        input: row.try_get("input")?,
-                        target: row.try_get("target")?,
                         prompt_template: manifest.eval.prompt_template,
                         grader: manifest.eval.grader.id_version().to_string(),
                         max_tokens: i64::from(manifest.eval.generation.max_tokens),
@@ -607,7 +608,7 @@ macro_rules! work_queue_sql {
                         seed: manifest.eval.generation.seed as i64,
                         base_url: manifest.endpoint_urls.first().cloned().unwrap_or_default(),
                         model: manifest.served_model,
-                    })
+                    }))
                 }
                 .await;
                 result.map_err(|err| err.during("load_identity"))
