@@ -58,6 +58,15 @@ pub(crate) fn verdict_word(pass: bool) -> &'static str {
     }
 }
 
+/// `sha256:` and the first 12 hex digits: enough to tell revisions apart at a glance.
+pub(crate) fn short_hash(hash: &str) -> String {
+    hash.chars().take("sha256:".len() + 12).collect()
+}
+
+/// Rows shown on the dataset and run pages.
+#[cfg(feature = "ssr")]
+pub const PAGE_ROWS: i64 = 200;
+
 #[cfg(test)]
 mod tests {
     #[test]

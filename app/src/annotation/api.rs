@@ -480,3 +480,27 @@ pub struct QueuePageData {
     pub gold: Vec<GoldItem>,
     pub gold_candidates: Vec<GoldCandidate>,
 }
+
+/// Alpha's 95% interval, or why there is none for a large set (see
+/// `arbiter_engine::annotation::agreement::bootstrap_resamples`).
+pub(crate) fn interval_text(interval: Option<(f64, f64)>, items: u64) -> String {
+    match interval {
+        Some((low, high)) => format!(" (95% CI {low:.3} to {high:.3})"),
+        None if items > 25_000 => {
+            " (no bootstrap interval above 25,000 items; it is narrow there)".into()
+        }
+        None => String::new(),
+    }
+}
+
+pub(crate) fn statistic_text(statistic: &StatisticView) -> String {
+    let agreement = statistic
+        .percent_agreement
+        .map(|share| format!(" · {:.0}% raw agreement", share * 100.0))
+        .unwrap_or_default();
+    match (statistic.value, &statistic.undefined_because) {
+        (Some(value), _) => format!("{value:.3}{agreement}"),
+        (None, Some(reason)) => format!("undefined ({reason}){agreement}"),
+        (None, None) => format!("undefined{agreement}"),
+    }
+}

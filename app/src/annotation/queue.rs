@@ -3,10 +3,11 @@
 //! SLA attainment by day; rater availability against the inflow; agreement per queue; the QC
 //! rates; and gold items (made from finished items, or by id, and retired).
 
+use crate::annotation::api::interval_text;
+use crate::annotation::api::statistic_text;
 use crate::annotation::api::{queue_page, CreateGold, QueuePageData, RetireGold, SetQueueSettings};
 use crate::components::{ActionError, AlertList, ErrorNote};
 use crate::format::{format_time, verdict_word};
-use crate::runs::pages::{interval_text, statistic_text};
 use arbiter_domain::annotation::sla::DAY_MS;
 use leptos::prelude::*;
 

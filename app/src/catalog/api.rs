@@ -9,12 +9,10 @@ use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 #[cfg(feature = "ssr")]
 use {
+    crate::format::PAGE_ROWS,
     crate::guard::{fail, require, service_error, store_error},
     arbiter_domain::accounts::Permission,
 };
-
-/// Rows shown on the dataset and run pages.
-pub const PAGE_ROWS: i64 = 200;
 
 /// A checkpoint as its page shows it: the record, the name of its fallback, and how its
 /// endpoint's key is kept in words (the record itself never carries the key to the browser).
@@ -232,4 +230,32 @@ pub struct CheckpointOptions {
     pub decision: String,
     /// The endpoint's API key: '' none, `env:NAME`, or the key (stored encrypted).
     pub api_key: String,
+}
+
+/// Freezes the manifest and enqueues the run, then sends the browser to the run's page.
+/// `priority` is `promotion`, `scheduled` (default) or `ablation`.
+#[server(endpoint = "launch_run")]
+pub async fn launch_run(
+    eval_id: i64,
+    checkpoint_id: String,
+    #[server(default)] priority: String,
+) -> Result<i64, ServerFnError> {
+    let (state, user) = require(Permission::ManageEvals).await?;
+    let checkpoint_id: i64 = checkpoint_id
+        .trim()
+        .parse()
+        .map_err(|_| fail(400, "pick a checkpoint to launch against"))?;
+    let priority = arbiter_engine::runs::parse_priority(&priority).map_err(service_error)?;
+    let launched = arbiter_engine::runs::launch_run(
+        state.store.as_ref(),
+        eval_id,
+        checkpoint_id,
+        priority,
+        &user.team,
+        Some(user.id),
+    )
+    .await
+    .map_err(service_error)?;
+    leptos_axum::redirect(&format!("/runs/{}", launched.run_id));
+    Ok(launched.run_id)
 }

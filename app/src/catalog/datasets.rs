@@ -5,6 +5,7 @@
 
 use crate::catalog::api::{dataset_detail, list_datasets};
 use crate::components::ErrorNote;
+use crate::format::short_hash;
 use crate::format::{format_time, route_id};
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
@@ -58,11 +59,6 @@ pub fn DatasetsPage() -> impl IntoView {
             })}
         </Suspense>
     }
-}
-
-/// `sha256:` and the first 12 hex digits: enough to tell revisions apart at a glance.
-pub(crate) fn short_hash(hash: &str) -> String {
-    hash.chars().take("sha256:".len() + 12).collect()
 }
 
 #[component]

@@ -1,9 +1,9 @@
 //! Evals: define one (prompt template, generation settings, exact-match grader, repetitions)
 //! and launch it against a registered checkpoint.
 
+use crate::catalog::api::LaunchRun;
 use crate::catalog::api::{evals_page, CheckpointView, CreateEval};
 use crate::components::{ActionError, ErrorNote};
-use crate::runs::api::LaunchRun;
 use arbiter_domain::manifest::EvalSummary;
 use leptos::prelude::*;
 

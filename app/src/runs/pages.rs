@@ -1,9 +1,11 @@
 //! Runs: the list with a comparison picker, and one run's live progress and results.
 
-use crate::annotation::api::{run_agreement, AgreementView, StatisticView};
-use crate::catalog::datasets::short_hash;
+use crate::annotation::api::interval_text;
+use crate::annotation::api::statistic_text;
+use crate::annotation::api::{run_agreement, AgreementView};
 use crate::components::ErrorNote;
 use crate::format::route_id;
+use crate::format::short_hash;
 use crate::grading::api::run_costs;
 use crate::reports::api::{run_report, ReportView};
 use crate::reports::compare::ReportCard;
@@ -112,30 +114,6 @@ pub fn RunPage() -> impl IntoView {
                 }
             })}
         </Transition>
-    }
-}
-
-/// Alpha's 95% interval, or why there is none for a large set (see
-/// `arbiter_engine::annotation::agreement::bootstrap_resamples`).
-pub(crate) fn interval_text(interval: Option<(f64, f64)>, items: u64) -> String {
-    match interval {
-        Some((low, high)) => format!(" (95% CI {low:.3} to {high:.3})"),
-        None if items > 25_000 => {
-            " (no bootstrap interval above 25,000 items; it is narrow there)".into()
-        }
-        None => String::new(),
-    }
-}
-
-pub(crate) fn statistic_text(statistic: &StatisticView) -> String {
-    let agreement = statistic
-        .percent_agreement
-        .map(|share| format!(" · {:.0}% raw agreement", share * 100.0))
-        .unwrap_or_default();
-    match (statistic.value, &statistic.undefined_because) {
-        (Some(value), _) => format!("{value:.3}{agreement}"),
-        (None, Some(reason)) => format!("undefined ({reason}){agreement}"),
-        (None, None) => format!("undefined{agreement}"),
     }
 }
 
