@@ -8,7 +8,6 @@ use serde::{Deserialize, Serialize};
 #[cfg(feature = "ssr")]
 use crate::guard::{fail, service_error, session_user};
 
-/// A token just made: its text is shown once and never again.
 /// A token as its list shows it: the record and whether it is live, revoked or expired (read
 /// on the server, so that the page renders without a clock).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -18,7 +17,7 @@ pub struct TokenView {
     pub state: String,
 }
 
-/// A new token, shown once.
+/// A token just made: its text is shown once and never again.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NewTokenView {
     pub id: i64,
