@@ -3,9 +3,9 @@
 
 use leptos::prelude::*;
 
-/// The current route's `:id` as a number; 0 when missing or not a number, which the server
-/// answers with "not found".
-pub(crate) fn route_id() -> impl Fn() -> i64 + Copy + Send + Sync + 'static {
+/// The current route's `:id` as the id type the page shows (0 when missing or not a number,
+/// which the server answers with "not found").
+pub(crate) fn route_id<Id: From<i64>>() -> impl Fn() -> Id + Copy + Send + Sync + 'static {
     let params = leptos_router::hooks::use_params_map();
     move || {
         params
@@ -13,6 +13,7 @@ pub(crate) fn route_id() -> impl Fn() -> i64 + Copy + Send + Sync + 'static {
             .get("id")
             .and_then(|id| id.parse::<i64>().ok())
             .unwrap_or(0)
+            .into()
     }
 }
 

@@ -2,6 +2,7 @@
 //! the permission check every server function starts with.
 
 use arbiter_domain::accounts::{Permission, User};
+use arbiter_domain::ids::UserId;
 use arbiter_engine::error::ServiceError;
 use arbiter_store::Store;
 use leptos::prelude::*;
@@ -49,7 +50,7 @@ pub async fn session_user() -> Result<Option<(AppState, User)>, ServerFnError> {
     let session: tower_sessions::Session = leptos_axum::extract()
         .await
         .map_err(|_| fail(500, "session layer is missing"))?;
-    let user_id: Option<i64> = session.get(USER_ID_KEY).await.unwrap_or(None);
+    let user_id: Option<UserId> = session.get(USER_ID_KEY).await.unwrap_or(None);
     let Some(user_id) = user_id else {
         return Ok(None);
     };

@@ -66,7 +66,7 @@ fn ResearcherHome() -> impl IntoView {
                                 {runs.into_iter().take(10).map(|run| view! {
                                     <li>
                                         <a href=format!("/runs/{}", run.id)>
-                                            "Run " {run.id} ": " {run.eval_name} " on " {run.checkpoint_name}
+                                            "Run " {run.id.get()} ": " {run.eval_name} " on " {run.checkpoint_name}
                                         </a>
                                         " — " {run.done_count} "/" {run.expected_count} " (" {run.status.as_str()} ")"
                                     </li>

@@ -4,6 +4,7 @@
 //! Pure: hashing itself (Argon2id, with a random salt) is the engine's. Callers check a
 //! [`Permission`] on the server for every request — hiding a button is not security.
 
+use crate::ids::UserId;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -129,7 +130,7 @@ pub const MIN_PASSWORD_LENGTH: usize = 8;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct User {
-    pub id: i64,
+    pub id: UserId,
     pub username: String,
     pub role: Role,
     /// Fair-share group for runs this user launches.
@@ -142,7 +143,7 @@ pub struct User {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ApiToken {
     pub id: i64,
-    pub user_id: i64,
+    pub user_id: UserId,
     pub username: String,
     pub name: String,
     /// The token's first characters (`arb_` and 8 more), to tell tokens apart.

@@ -1,6 +1,7 @@
 //! A checkpoint as Arbiter knows it: the model behind an OpenAI-compatible endpoint, its
 //! replicas, what it costs and how much it may be asked at once.
 
+use crate::ids::CheckpointId;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Default)]
@@ -51,14 +52,14 @@ impl TokenPrices {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Checkpoint {
-    pub id: i64,
+    pub id: CheckpointId,
     pub name: String,
     pub base_url: String,
     pub model: String,
     pub replica_urls: Vec<String>,
     pub engine_build: String,
     pub parallel_layout: String,
-    pub fallback_checkpoint_id: Option<i64>,
+    pub fallback_checkpoint_id: Option<CheckpointId>,
     pub max_in_flight: i64,
     pub prices: TokenPrices,
     pub training_run: String,

@@ -3,6 +3,7 @@
 //! Pure: bytes in, items or a precise error out. Nothing is stored here; the caller stores a
 //! parsed dataset in one transaction, so a bad file stores nothing.
 
+use crate::ids::{DatasetId, RevisionId};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -273,8 +274,8 @@ pub fn content_hash(items: &[DatasetItem]) -> String {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct DatasetRevision {
-    pub id: i64,
-    pub dataset_id: i64,
+    pub id: RevisionId,
+    pub dataset_id: DatasetId,
     pub content_hash: String,
     pub item_count: i64,
     pub source_name: String,
@@ -283,7 +284,7 @@ pub struct DatasetRevision {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct DatasetSummary {
-    pub id: i64,
+    pub id: DatasetId,
     pub name: String,
     pub revision_count: i64,
     /// The newest revision, which new evals and runs use.

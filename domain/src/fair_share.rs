@@ -4,13 +4,14 @@
 //! Pure. The worker passes its own in-flight counts; because every worker balances what it
 //! holds, the fleet as a whole is balanced without shared counters.
 
+use crate::ids::RunId;
 use crate::run::Priority;
 use std::collections::HashMap;
 
 /// A run with work that could be claimed, and what this worker already holds of it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Candidate {
-    pub run_id: i64,
+    pub run_id: RunId,
     pub priority: Priority,
     pub team: String,
     pub in_flight: usize,
@@ -26,7 +27,7 @@ pub fn allocate(
     slots: usize,
     candidates: &[Candidate],
     team_weight: impl Fn(&str) -> f64,
-) -> Vec<(i64, usize)> {
+) -> Vec<(RunId, usize)> {
     let Some(top) = candidates.iter().map(|candidate| candidate.priority).max() else {
         return Vec::new();
     };
@@ -34,12 +35,13 @@ pub fn allocate(
         .iter()
         .filter(|candidate| candidate.priority == top)
         .collect();
-    let mut run_load: HashMap<i64, usize> = class.iter().map(|c| (c.run_id, c.in_flight)).collect();
+    let mut run_load: HashMap<RunId, usize> =
+        class.iter().map(|c| (c.run_id, c.in_flight)).collect();
     let mut team_load: HashMap<&str, usize> = HashMap::new();
     for candidate in &class {
         *team_load.entry(candidate.team.as_str()).or_default() += candidate.in_flight;
     }
-    let mut granted: HashMap<i64, usize> = HashMap::new();
+    let mut granted: HashMap<RunId, usize> = HashMap::new();
     for _ in 0..slots {
         let team = team_load
             .iter()
@@ -60,7 +62,7 @@ pub fn allocate(
         *team_load.get_mut(team).expect("known team") += 1;
         *granted.entry(run).or_default() += 1;
     }
-    let mut allocation: Vec<(i64, usize)> = granted.into_iter().collect();
+    let mut allocation: Vec<(RunId, usize)> = granted.into_iter().collect();
     allocation.sort_unstable();
     allocation
 }
@@ -69,19 +71,19 @@ pub fn allocate(
 mod tests {
     use super::*;
 
-    fn candidate(run_id: i64, priority: i64, team: &str, in_flight: usize) -> Candidate {
+    fn candidate(run: i64, priority: i64, team: &str, in_flight: usize) -> Candidate {
         Candidate {
-            run_id,
+            run_id: RunId(run),
             priority: Priority::from_rank(priority).expect("a priority rank"),
             team: team.into(),
             in_flight,
         }
     }
 
-    fn share(allocation: &[(i64, usize)], runs: impl Fn(i64) -> bool) -> usize {
+    fn share(allocation: &[(RunId, usize)], runs: impl Fn(i64) -> bool) -> usize {
         allocation
             .iter()
-            .filter(|(run, _)| runs(*run))
+            .filter(|(run, _)| runs(run.get()))
             .map(|(_, n)| n)
             .sum()
     }
@@ -95,7 +97,9 @@ mod tests {
         assert_eq!(share(&allocation, |run| run == 1000), 50);
         assert_eq!(share(&allocation, |run| run != 1000), 50);
         // The sweep's half is spread over its runs, not given to the first one.
-        assert!(allocation.iter().all(|(run, n)| *run == 1000 || *n == 1));
+        assert!(allocation
+            .iter()
+            .all(|(run, n)| *run == RunId(1000) || *n == 1));
     }
 
     #[test]
@@ -105,7 +109,7 @@ mod tests {
             candidate(2, 2, "b", 0),
             candidate(3, 1, "c", 0),
         ];
-        assert_eq!(allocate(10, &candidates, |_| 1.0), vec![(2, 10)]);
+        assert_eq!(allocate(10, &candidates, |_| 1.0), vec![(RunId(2), 10)]);
     }
 
     #[test]
@@ -116,10 +120,10 @@ mod tests {
             &candidates,
             |team| if team == "heavy" { 2.0 } else { 1.0 },
         );
-        assert_eq!(allocation, vec![(1, 20), (2, 10)]);
+        assert_eq!(allocation, vec![(RunId(1), 20), (RunId(2), 10)]);
         // A team already holding slots gets fewer new ones until the loads even out.
         let candidates = [candidate(1, 1, "a", 10), candidate(2, 1, "b", 0)];
-        assert_eq!(allocate(10, &candidates, |_| 1.0), vec![(2, 10)]);
+        assert_eq!(allocate(10, &candidates, |_| 1.0), vec![(RunId(2), 10)]);
     }
 
     #[test]

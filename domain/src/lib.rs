@@ -7,6 +7,8 @@
 //! # Layout, in pipeline order
 //! - [`accounts`]: users, roles and what each may do; usernames, stored password hashes, API
 //!   tokens as their owners see them.
+//! - [`ids`]: one id type per stored thing (runs, evals, checkpoints, datasets, revisions,
+//!   users, result identities, human tasks).
 //! - [`dataset`]: parsing an upload into items, and the revision's content hash.
 //! - [`checkpoint`]: a checkpoint and its endpoint, prices and limits.
 //! - [`manifest`], [`prompt`]: an eval's definition, the frozen manifest a run is launched
@@ -32,6 +34,7 @@ pub mod expansion;
 pub mod fair_share;
 pub mod grading;
 pub mod health;
+pub mod ids;
 pub mod logprobs;
 pub mod manifest;
 pub mod prompt;

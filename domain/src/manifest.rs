@@ -3,6 +3,7 @@
 //! A manifest pins everything that determines a run's results; its content hash is the run's
 //! identity, so launching an unchanged manifest twice finds the same run. Pure: no I/O.
 
+use crate::ids::{CheckpointId, DatasetId, EvalId, RevisionId};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -130,13 +131,13 @@ pub struct FallbackTarget {
 /// Everything that determines a run's results, frozen at launch.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
-    pub eval_id: i64,
+    pub eval_id: EvalId,
     pub eval: EvalSpec,
-    pub dataset_id: i64,
-    pub dataset_revision_id: i64,
+    pub dataset_id: DatasetId,
+    pub dataset_revision_id: RevisionId,
     pub dataset_revision: String,
     pub case_count: u64,
-    pub checkpoint_id: i64,
+    pub checkpoint_id: CheckpointId,
     pub checkpoint_name: String,
     /// The primary endpoint first, then replicas serving the same checkpoint.
     pub endpoint_urls: Vec<String>,
@@ -164,9 +165,9 @@ impl Manifest {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct EvalSummary {
-    pub id: i64,
+    pub id: EvalId,
     pub name: String,
-    pub dataset_id: i64,
+    pub dataset_id: DatasetId,
     pub dataset_name: String,
     pub prompt_template: String,
     /// The grader spec (`{"kind": …}`), as stored.
@@ -199,13 +200,13 @@ mod tests {
 
     fn manifest() -> Manifest {
         Manifest {
-            eval_id: 1,
+            eval_id: EvalId(1),
             eval: spec(),
-            dataset_id: 1,
-            dataset_revision_id: 3,
+            dataset_id: DatasetId(1),
+            dataset_revision_id: RevisionId(3),
             dataset_revision: "sha256:ab".into(),
             case_count: 60,
-            checkpoint_id: 2,
+            checkpoint_id: CheckpointId(2),
             checkpoint_name: "ckpt".into(),
             endpoint_urls: vec!["http://127.0.0.1:8001/v1".into()],
             served_model: "m".into(),
@@ -243,7 +244,7 @@ mod tests {
         other.eval.generation.seed = 8;
         assert_ne!(base.content_hash(), other.content_hash());
         let mut other = manifest();
-        other.checkpoint_id = 9;
+        other.checkpoint_id = CheckpointId(9);
         assert_ne!(base.content_hash(), other.content_hash());
         let mut other = manifest();
         other.eval.grader = GraderSpec::NormalisedMatch {};

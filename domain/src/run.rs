@@ -1,5 +1,6 @@
 //! A run: its priority class, its progress, its results and what it has cost.
 
+use crate::ids::{EvalId, RunId};
 use serde::{Deserialize, Serialize};
 
 /// Scheduling class of a run: higher classes are served first on a shared endpoint, and
@@ -136,7 +137,7 @@ impl std::str::FromStr for RunStatus {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LaunchedRun {
-    pub run_id: i64,
+    pub run_id: RunId,
     /// False when the manifest had been launched before and this is that run.
     pub created: bool,
     /// `Expanding` when identities still have to be written.
@@ -145,10 +146,10 @@ pub struct LaunchedRun {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RunSummary {
-    pub id: i64,
+    pub id: RunId,
     #[schema(value_type = i64)]
     pub priority: Priority,
-    pub eval_id: i64,
+    pub eval_id: EvalId,
     pub eval_name: String,
     pub checkpoint_name: String,
     pub status: RunStatus,
@@ -160,8 +161,8 @@ pub struct RunSummary {
 /// Live counts for a run's page. `passed + failed + uncertain + errors == done`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RunProgress {
-    pub id: i64,
-    pub eval_id: i64,
+    pub id: RunId,
+    pub eval_id: EvalId,
     pub eval_name: String,
     pub checkpoint_name: String,
     pub endpoint_url: String,

@@ -2,6 +2,7 @@
 //! each full suite on every Nth checkpoint of its training run or on demand), and which are
 //! due for a checkpoint.
 
+use crate::ids::{EvalId, RunId};
 use serde::{Deserialize, Serialize};
 
 /// A set of evals that new checkpoints trigger.
@@ -17,7 +18,7 @@ pub struct Suite {
     pub training_run: String,
     pub team: String,
     /// (eval id, eval name).
-    pub evals: Vec<(i64, String)>,
+    pub evals: Vec<(EvalId, String)>,
     pub created_at: i64,
 }
 
@@ -29,7 +30,7 @@ pub struct NewSuite {
     pub every_nth: i64,
     pub training_run: String,
     pub team: String,
-    pub eval_ids: Vec<i64>,
+    pub eval_ids: Vec<EvalId>,
 }
 
 /// A run a suite launched.
@@ -37,7 +38,7 @@ pub struct NewSuite {
 pub struct SuiteLaunch {
     pub suite: String,
     pub checkpoint: String,
-    pub run_id: i64,
+    pub run_id: RunId,
     pub reason: String,
     pub created_at: i64,
 }
@@ -97,7 +98,7 @@ mod tests {
             every_nth,
             training_run: training_run.into(),
             team: "default".into(),
-            evals: vec![(1, "e".into())],
+            evals: vec![(EvalId(1), "e".into())],
             created_at: 0,
         }
     }

@@ -9,6 +9,7 @@ use crate::error::{ServiceError, ServiceResult};
 use arbiter_domain::checkpoint::{NewCheckpoint, TokenPrices};
 use arbiter_domain::dataset::{parse_dataset, DatasetFormat, DatasetRevision};
 use arbiter_domain::grading::GraderSpec;
+use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId, UserId};
 use arbiter_domain::manifest::{EvalSpec, GenerationSettings};
 use arbiter_store::Store;
 
@@ -32,7 +33,7 @@ pub async fn upload_dataset(
     name: &str,
     file_name: &str,
     bytes: &[u8],
-    uploaded_by: Option<i64>,
+    uploaded_by: Option<UserId>,
 ) -> ServiceResult<DatasetRevision> {
     let name = required(name, "a dataset name", 200)?;
     let format = DatasetFormat::from_file_name(file_name);
@@ -98,7 +99,7 @@ fn parse_prices(input: &str, output: &str) -> ServiceResult<TokenPrices> {
 /// (workers read them when they first take work from a run).
 pub async fn set_checkpoint_prices(
     store: &dyn Store,
-    checkpoint_id: i64,
+    checkpoint_id: CheckpointId,
     input_usd_per_mtok: &str,
     output_usd_per_mtok: &str,
 ) -> ServiceResult<()> {
@@ -109,8 +110,8 @@ pub async fn set_checkpoint_prices(
 pub async fn register_checkpoint(
     store: &dyn Store,
     form: &CheckpointForm,
-    created_by: Option<i64>,
-) -> ServiceResult<i64> {
+    created_by: Option<UserId>,
+) -> ServiceResult<CheckpointId> {
     let replica_urls = form
         .replica_urls
         .split(|c: char| c == ',' || c.is_whitespace())
@@ -176,8 +177,8 @@ pub async fn register_simple_checkpoint(
     name: &str,
     endpoint_url: &str,
     model: &str,
-    created_by: Option<i64>,
-) -> ServiceResult<i64> {
+    created_by: Option<UserId>,
+) -> ServiceResult<CheckpointId> {
     let form = CheckpointForm {
         name: name.into(),
         endpoint_url: endpoint_url.into(),
@@ -191,7 +192,7 @@ pub async fn register_simple_checkpoint(
 #[derive(Clone, Debug)]
 pub struct EvalForm {
     pub name: String,
-    pub dataset_id: i64,
+    pub dataset_id: DatasetId,
     pub prompt_template: String,
     pub max_tokens: u32,
     pub temperature: f64,
@@ -223,8 +224,8 @@ pub fn parse_grader_form(text: &str) -> ServiceResult<GraderSpec> {
 pub async fn define_eval(
     store: &dyn Store,
     form: &EvalForm,
-    created_by: Option<i64>,
-) -> ServiceResult<i64> {
+    created_by: Option<UserId>,
+) -> ServiceResult<EvalId> {
     let spec = EvalSpec {
         name: form.name.trim().to_string(),
         prompt_template: form.prompt_template.clone(),

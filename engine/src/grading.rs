@@ -4,6 +4,7 @@
 //!
 //! Callers have checked the session's role; this layer checks input.
 
+use arbiter_domain::ids::{CheckpointId, EvalId, RunId, UserId};
 use serde::{Deserialize, Serialize};
 
 use crate::clients::model::probe_fingerprint;
@@ -29,7 +30,7 @@ const RELIABILITY_BINS: usize = 10;
 #[derive(Clone, Debug)]
 pub struct JudgeForm {
     pub name: String,
-    pub checkpoint_id: i64,
+    pub checkpoint_id: CheckpointId,
     pub rubric: String,
     pub max_tokens: i64,
 }
@@ -38,7 +39,7 @@ pub struct JudgeForm {
 pub async fn define_judge(
     store: &dyn Store,
     form: &JudgeForm,
-    created_by: Option<i64>,
+    created_by: Option<UserId>,
 ) -> ServiceResult<Judge> {
     let name = form.name.trim();
     if name.is_empty() || name.chars().count() > 100 || name.contains(char::is_whitespace) {
@@ -124,9 +125,9 @@ impl PolicyForm {
 /// Saves the next version of an eval's policy; runs launched from now on use it.
 pub async fn save_policy(
     store: &dyn Store,
-    eval_id: i64,
+    eval_id: EvalId,
     form: &PolicyForm,
-    created_by: Option<i64>,
+    created_by: Option<UserId>,
 ) -> ServiceResult<i64> {
     let policy = form.parse()?;
     let note = form.note.trim().chars().take(1000).collect::<String>();
@@ -136,7 +137,10 @@ pub async fn save_policy(
 }
 
 /// The eval's newest policy with its judges resolved, for a manifest; `None` without one.
-pub async fn freeze_triage(store: &dyn Store, eval_id: i64) -> ServiceResult<Option<FrozenTriage>> {
+pub async fn freeze_triage(
+    store: &dyn Store,
+    eval_id: EvalId,
+) -> ServiceResult<Option<FrozenTriage>> {
     let Some(latest) = store.grading_policies(eval_id).await?.into_iter().next() else {
         return Ok(None);
     };
@@ -256,9 +260,9 @@ pub struct CalibrationRecord {
 /// that records the old and new thresholds and the data used.
 pub async fn recalibrate(
     store: &dyn Store,
-    eval_id: i64,
+    eval_id: EvalId,
     target_error_rate: f64,
-    created_by: Option<i64>,
+    created_by: Option<UserId>,
 ) -> ServiceResult<(i64, CalibrationRecord)> {
     let latest: PolicyVersion = store
         .grading_policies(eval_id)
@@ -320,7 +324,7 @@ pub async fn recalibrate(
     Ok((version, record))
 }
 
-pub async fn run_cost_report(store: &dyn Store, run_id: i64) -> ServiceResult<CostReport> {
+pub async fn run_cost_report(store: &dyn Store, run_id: RunId) -> ServiceResult<CostReport> {
     let manifest = store
         .run_manifest(run_id)
         .await?

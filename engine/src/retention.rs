@@ -8,6 +8,7 @@
 //! and a run is not deleted while another run still uses its answers or a promotion decision
 //! ties it to a run that has not expired.
 
+use arbiter_domain::ids::RunId;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{ServiceError, ServiceResult};
@@ -149,7 +150,7 @@ pub async fn enforce(
     // Whole runs first, so their raw answers are not cleared just before they go.
     let mut kept = std::collections::HashSet::new();
     loop {
-        let expired: Vec<i64> = store
+        let expired: Vec<RunId> = store
             .runs_finished_before(summary_cutoff, RUNS_PER_STEP + kept.len() as i64)
             .await?
             .into_iter()

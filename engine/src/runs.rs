@@ -7,6 +7,7 @@ use crate::error::{ServiceError, ServiceResult};
 use arbiter_domain::expansion::{plan_identities, refined_cost};
 use arbiter_domain::grading::record::Grading;
 use arbiter_domain::grading::{Grade, Grader, Verdict};
+use arbiter_domain::ids::{CheckpointId, EvalId, RunId, UserId};
 use arbiter_domain::manifest::{EvalSpec, FallbackTarget, GenerationSettings, Manifest};
 use arbiter_domain::run::{LaunchedRun, Priority, RunProgress, RunStatus};
 use arbiter_store::{CacheHit, NewIdentity, NewRun, Store};
@@ -25,11 +26,11 @@ pub fn parse_priority(text: &str) -> ServiceResult<Priority> {
 /// run (and finishes its expansion if an earlier launch was interrupted).
 pub async fn launch_run(
     store: &dyn Store,
-    eval_id: i64,
-    checkpoint_id: i64,
+    eval_id: EvalId,
+    checkpoint_id: CheckpointId,
     priority: Priority,
     team: &str,
-    launched_by: Option<i64>,
+    launched_by: Option<UserId>,
 ) -> ServiceResult<LaunchedRun> {
     let inputs = store.manifest_inputs(eval_id, checkpoint_id).await?;
     let eval = &inputs.eval;
@@ -97,7 +98,7 @@ pub async fn launch_run(
 /// Writes a run's result identities chunk by chunk, repetition by repetition; cached
 /// generations are graded and stored as finished right away. Each chunk is written while the
 /// next one is read and planned, so the database's writer and its readers work side by side.
-async fn expand(store: &dyn Store, run_id: i64, manifest: &Manifest) -> ServiceResult<()> {
+async fn expand(store: &dyn Store, run_id: RunId, manifest: &Manifest) -> ServiceResult<()> {
     let mut cursor = ExpansionCursor {
         repetition: 0,
         after_position: -1,
@@ -224,7 +225,7 @@ async fn plan_next_chunk(
 
 /// Pause (`paused`), resume (`running`) or cancel (`cancelled`) a run. Requests already in
 /// flight finish and are recorded; nothing new is claimed while paused or cancelled.
-pub async fn change_run_state(store: &dyn Store, run_id: i64, action: &str) -> ServiceResult<()> {
+pub async fn change_run_state(store: &dyn Store, run_id: RunId, action: &str) -> ServiceResult<()> {
     use RunStatus::{Cancelled, Expanding, Paused, Running};
     let (from, to): (&[RunStatus], RunStatus) = match action {
         "pause" => (&[Running], Paused),
@@ -256,7 +257,7 @@ pub async fn change_run_state(store: &dyn Store, run_id: i64, action: &str) -> S
     }
 }
 
-pub async fn run_progress(store: &dyn Store, run_id: i64) -> ServiceResult<RunProgress> {
+pub async fn run_progress(store: &dyn Store, run_id: RunId) -> ServiceResult<RunProgress> {
     store
         .run_progress(run_id)
         .await?

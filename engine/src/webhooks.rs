@@ -12,6 +12,7 @@
 //! Signed webhooks carry `X-Arbiter-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of
 //! "<t>.<body>">` under the secret shown once at creation.
 
+use arbiter_domain::ids::{RunId, UserId};
 use std::time::Duration;
 
 use hmac::{Hmac, Mac};
@@ -61,7 +62,7 @@ pub async fn create_webhook(
     events: &[String],
     sign: bool,
     may_receive_alerts: bool,
-    created_by: Option<i64>,
+    created_by: Option<UserId>,
     now: i64,
 ) -> ServiceResult<(Webhook, Option<String>)> {
     let url = url.trim();
@@ -134,7 +135,7 @@ pub fn retry_delay_ms(attempts: i64) -> Option<i64> {
         .then(|| (FIRST_RETRY_MS << (attempts - 1).clamp(0, 20)).min(LONGEST_RETRY_MS))
 }
 
-async fn run_payload(store: &dyn Store, run_id: i64, now: i64) -> ServiceResult<String> {
+async fn run_payload(store: &dyn Store, run_id: RunId, now: i64) -> ServiceResult<String> {
     let (run, report) = crate::reports::runs::run_report(store, run_id).await?;
     Ok(json!({
         "event": EVENT_RUN_COMPLETED,

@@ -4,6 +4,7 @@
 
 use crate::http::rest::{ComparisonResponse, LaunchRequest, LaunchResponse, RunReport};
 use anyhow::{anyhow, bail, Context};
+use arbiter_domain::ids::RunId;
 use arbiter_domain::reports::{CategoryReport, Completeness};
 use arbiter_domain::run::{RunProgress, RunStatus, RunSummary};
 use serde::de::DeserializeOwned;
@@ -103,7 +104,7 @@ impl ApiClient {
 #[serde(rename_all = "snake_case")]
 pub enum Baseline {
     /// A run by id.
-    Run(i64),
+    Run(RunId),
     /// The latest completed run of the same eval on this checkpoint.
     Checkpoint(String),
 }
@@ -145,7 +146,7 @@ impl Verdict {
 }
 
 /// Launches the manifest's run; prints which run it is.
-pub async fn submit(client: &ApiClient, manifest: &SubmitManifest) -> anyhow::Result<i64> {
+pub async fn submit(client: &ApiClient, manifest: &SubmitManifest) -> anyhow::Result<RunId> {
     let launched: LaunchResponse = client
         .post("launching the run", "/runs", &manifest.launch)
         .await?;
@@ -170,7 +171,7 @@ fn is_finished(status: RunStatus) -> bool {
 /// terminal and a line every few seconds otherwise.
 pub async fn wait(
     client: &ApiClient,
-    run_id: i64,
+    run_id: RunId,
     timeout: Duration,
 ) -> anyhow::Result<Option<RunProgress>> {
     let started = Instant::now();
@@ -232,7 +233,7 @@ pub async fn resolve_baseline(
     client: &ApiClient,
     candidate: &RunProgress,
     baseline: &Baseline,
-) -> anyhow::Result<i64> {
+) -> anyhow::Result<RunId> {
     match baseline {
         Baseline::Run(id) => Ok(*id),
         Baseline::Checkpoint(name) => {
@@ -366,7 +367,7 @@ pub fn format_comparison(response: &ComparisonResponse) -> String {
 /// Prints the run's report and, with a baseline, the comparison; returns the verdict.
 pub async fn report(
     client: &ApiClient,
-    run_id: i64,
+    run_id: RunId,
     baseline: Option<&Baseline>,
     json: bool,
 ) -> anyhow::Result<Verdict> {

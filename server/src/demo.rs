@@ -7,6 +7,7 @@
 use arbiter_domain::accounts::Role;
 use arbiter_domain::annotation::pool::RaterUpdate;
 use arbiter_domain::grading::judge::DEFAULT_RUBRIC;
+use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId, RunId};
 use arbiter_domain::run::Priority;
 use arbiter_engine::catalog::{CheckpointForm, EvalForm};
 use arbiter_engine::grading::{self, JudgeForm, PolicyForm};
@@ -69,11 +70,11 @@ pub fn demo_policy(cheap_judge: i64, strong_judge: i64) -> PolicyForm {
 
 /// What `seed` created, for the start-up banner, `seed_real_model` and tests.
 pub struct DemoSeed {
-    pub run_ids: Vec<i64>,
-    pub dataset_id: i64,
-    pub eval_id: i64,
+    pub run_ids: Vec<RunId>,
+    pub dataset_id: DatasetId,
+    pub eval_id: EvalId,
     /// The simulated checkpoint the real judge's eval runs on.
-    pub answering_checkpoint_id: i64,
+    pub answering_checkpoint_id: CheckpointId,
     pub strong_judge_id: i64,
 }
 
@@ -222,7 +223,7 @@ pub async fn seed_real_model(
     seeded: &DemoSeed,
     base_url: &str,
     model: &str,
-) -> anyhow::Result<Vec<i64>> {
+) -> anyhow::Result<Vec<RunId>> {
     let researcher = store
         .find_user_credentials("researcher")
         .await?

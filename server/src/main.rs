@@ -1,6 +1,7 @@
 //! The `arbiter` command: web server, standalone worker, simulator, demo, migrations and user
 //! administration.
 
+use arbiter_domain::ids::RunId;
 use clap::{Parser, Subcommand};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -201,7 +202,7 @@ pub struct ExportArgs {
     pub database_url: String,
     /// Runs to export (repeat the flag or separate with commas).
     #[arg(long = "run", required = true, value_delimiter = ',')]
-    pub runs: Vec<i64>,
+    pub runs: Vec<RunId>,
     #[arg(long, default_value = "csv")]
     pub format: String,
     /// A file (csv, jsonl; one run) or a folder (parquet).
@@ -413,7 +414,7 @@ pub struct ApiArgs {
 pub struct BaselineArgs {
     /// Compare against this run.
     #[arg(long, conflicts_with = "baseline_checkpoint")]
-    pub baseline_run: Option<i64>,
+    pub baseline_run: Option<RunId>,
     /// Compare against the latest completed run of the same eval on this checkpoint.
     #[arg(long)]
     pub baseline_checkpoint: Option<String>,
@@ -473,7 +474,7 @@ pub struct SubmitArgs {
 pub struct WaitArgs {
     #[command(flatten)]
     pub api: ApiArgs,
-    pub run: i64,
+    pub run: RunId,
     #[arg(long, default_value_t = 120)]
     pub timeout_minutes: u64,
     #[command(flatten)]
@@ -486,7 +487,7 @@ pub struct WaitArgs {
 pub struct ReportCommandArgs {
     #[command(flatten)]
     pub api: ApiArgs,
-    pub run: i64,
+    pub run: RunId,
     #[command(flatten)]
     pub baseline: BaselineArgs,
     #[command(flatten)]

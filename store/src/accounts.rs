@@ -2,6 +2,7 @@
 //! (only their SHA-256 is kept), and the leads' addresses for alert mail.
 
 use arbiter_domain::accounts::{ApiToken, PasswordHash, Role, User};
+use arbiter_domain::ids::UserId;
 use async_trait::async_trait;
 
 /// A user with their password hash, for login only.
@@ -21,11 +22,11 @@ pub trait AccountStore: Send + Sync + 'static {
         username: &str,
         hash: &PasswordHash,
         role: Role,
-    ) -> StoreResult<i64>;
+    ) -> StoreResult<UserId>;
 
     async fn find_user_credentials(&self, username: &str) -> StoreResult<Option<UserCredentials>>;
 
-    async fn get_user(&self, id: i64) -> StoreResult<Option<User>>;
+    async fn get_user(&self, id: UserId) -> StoreResult<Option<User>>;
 
     async fn set_password(&self, username: &str, hash: &PasswordHash) -> StoreResult<bool>;
 
@@ -43,7 +44,7 @@ pub trait AccountStore: Send + Sync + 'static {
     /// Stores a new token's hash; `NotFound` for an unknown user.
     async fn insert_api_token(
         &self,
-        user_id: i64,
+        user_id: UserId,
         name: &str,
         token_hash: &str,
         prefix: &str,
@@ -55,13 +56,13 @@ pub trait AccountStore: Send + Sync + 'static {
     async fn user_for_token(&self, token_hash: &str, now: i64) -> StoreResult<Option<User>>;
 
     /// Tokens of one user (`Some`) or of everyone (`None`), newest first.
-    async fn api_tokens(&self, user_id: Option<i64>) -> StoreResult<Vec<ApiToken>>;
+    async fn api_tokens(&self, user_id: Option<UserId>) -> StoreResult<Vec<ApiToken>>;
 
     /// Revokes a live token (only `owner`'s when given); false when there was none to revoke.
     async fn revoke_api_token(
         &self,
         token_id: i64,
-        owner: Option<i64>,
+        owner: Option<UserId>,
         now: i64,
     ) -> StoreResult<bool>;
 }
@@ -70,16 +71,18 @@ pub trait AccountStore: Send + Sync + 'static {
 macro_rules! accounts_sql {
     ($store:ident, $db:ty, $backend:literal, $begin:literal, $skip_locked:literal) => {
         use sqlx::Row;
+        use $crate::ReadColumn as _;
+        use arbiter_domain::ids::UserId;
         use arbiter_domain::accounts::{ApiToken, PasswordHash, Role, User};
         use $crate::{StoreResult, UserCredentials, now_ms};
 
         fn user_from_row(row: &<$db as sqlx::Database>::Row) -> Result<User, sqlx::Error> {
-            let role: String = row.try_get("role")?;
+            let role: String = row.read("role")?;
             Ok(User {
-                id: row.try_get("id")?,
-                username: row.try_get("username")?,
-                team: row.try_get("team")?,
-                active: row.try_get("active")?,
+                id: row.read("id")?,
+                username: row.read("username")?,
+                team: row.read("team")?,
+                active: row.read("active")?,
                 role: role
                     .parse::<Role>()
                     .map_err(|err| sqlx::Error::Decode(err.into()))?,
@@ -108,7 +111,7 @@ macro_rules! accounts_sql {
 
         #[async_trait::async_trait]
         impl $crate::accounts::AccountStore for $store {
-            async fn create_user(&self, username: &str, hash: &PasswordHash, role: Role) -> StoreResult<i64> {
+            async fn create_user(&self, username: &str, hash: &PasswordHash, role: Role) -> StoreResult<UserId> {
                 let result: StoreResult<i64> = async move {
                     sqlx::query_scalar::<_, i64>(
                         "INSERT INTO users (username, password_hash, role, created_at) \
@@ -125,7 +128,7 @@ macro_rules! accounts_sql {
                     })
                 }
                 .await;
-                result.map_err(|err| err.during("create_user"))
+                result.map(UserId).map_err(|err| err.during("create_user"))
             }
 
             async fn find_user_credentials(&self, username: &str) -> StoreResult<Option<UserCredentials>> {
@@ -137,17 +140,17 @@ macro_rules! accounts_sql {
                     let Some(row) = row else { return Ok(None) };
                     Ok(Some(UserCredentials {
                         user: user_from_row(&row)?,
-                        password_hash: PasswordHash::from_stored(row.try_get("password_hash")?),
+                        password_hash: PasswordHash::from_stored(row.read("password_hash")?),
                     }))
                 }
                 .await;
                 result.map_err(|err| err.during("find_user_credentials"))
             }
 
-            async fn get_user(&self, id: i64) -> StoreResult<Option<User>> {
+            async fn get_user(&self, id: UserId) -> StoreResult<Option<User>> {
                 let result: StoreResult<Option<User>> = async move {
                     let row = sqlx::query("SELECT id, username, role, team, active FROM users WHERE id = $1")
-                        .bind(id)
+                        .bind(id.get())
                         .fetch_optional(&self.pool)
                         .await?;
                     Ok(row.as_ref().map(user_from_row).transpose()?)
@@ -224,7 +227,7 @@ macro_rules! accounts_sql {
 
             async fn insert_api_token(
                 &self,
-                user_id: i64,
+                user_id: UserId,
                 name: &str,
                 token_hash: &str,
                 prefix: &str,
@@ -236,7 +239,7 @@ macro_rules! accounts_sql {
                         "INSERT INTO api_tokens (user_id, name, token_hash, prefix, created_at, expires_at) \
                          VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
                     )
-                    .bind(user_id)
+                    .bind(user_id.get())
                     .bind(name)
                     .bind(token_hash)
                     .bind(prefix)
@@ -277,7 +280,7 @@ macro_rules! accounts_sql {
                     .fetch_optional(&self.pool)
                     .await?;
                     let Some(row) = row else { return Ok(None) };
-                    let last_used: Option<i64> = row.try_get("last_used_at")?;
+                    let last_used: Option<i64> = row.read("last_used_at")?;
                     if last_used.is_none_or(|at| at + $crate::TOKEN_USE_RESOLUTION_MS <= now) {
                         sqlx::query("UPDATE api_tokens SET last_used_at = $1 WHERE id = $2")
                             .bind(now)
@@ -293,13 +296,13 @@ macro_rules! accounts_sql {
 
             async fn api_tokens(
                 &self,
-                user_id: Option<i64>,
+                user_id: Option<UserId>,
             ) -> $crate::StoreResult<Vec<arbiter_domain::accounts::ApiToken>> {
                 let result: $crate::StoreResult<Vec<arbiter_domain::accounts::ApiToken>> = async move {
                     let rows = sqlx::query(&format!(
                         "{API_TOKEN_SELECT} WHERE ($1 IS NULL OR t.user_id = $1) ORDER BY t.id DESC"
                     ))
-                    .bind(user_id)
+                    .bind(user_id.map(i64::from))
                     .fetch_all(&self.pool)
                     .await?;
                     Ok(rows.iter().map(api_token_from_row).collect::<Result<_, _>>()?)
@@ -311,7 +314,7 @@ macro_rules! accounts_sql {
             async fn revoke_api_token(
                 &self,
                 token_id: i64,
-                owner: Option<i64>,
+                owner: Option<UserId>,
                 now: i64,
             ) -> $crate::StoreResult<bool> {
                 let result: $crate::StoreResult<bool> = async move {
@@ -321,7 +324,7 @@ macro_rules! accounts_sql {
                     )
                     .bind(now)
                     .bind(token_id)
-                    .bind(owner)
+                    .bind(owner.map(i64::from))
                     .execute(&self.writer)
                     .await?
                     .rows_affected();

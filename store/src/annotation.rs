@@ -21,6 +21,7 @@ use arbiter_domain::annotation::sla::LabellingFlow;
 use arbiter_domain::annotation::task::{
     AnnotationTask, QueueCounts, QueueLabel, RunLabel, TrainingFeedback,
 };
+use arbiter_domain::ids::{RunId, TaskId, UserId};
 use async_trait::async_trait;
 
 #[async_trait]
@@ -28,7 +29,7 @@ pub trait AnnotationStore: Send + Sync + 'static {
     /// The annotator's current leased task, or a newly leased open one.
     async fn next_annotation_task(
         &self,
-        user_id: i64,
+        user_id: UserId,
         lease_ms: i64,
     ) -> StoreResult<Option<AnnotationTask>>;
 
@@ -36,24 +37,24 @@ pub trait AnnotationStore: Send + Sync + 'static {
     /// recorded as a gold answer instead; a rater in training gets feedback on it.
     async fn submit_label(
         &self,
-        task_id: i64,
-        user_id: i64,
+        task_id: TaskId,
+        user_id: UserId,
         pass: bool,
         rationale: &str,
     ) -> StoreResult<Option<TrainingFeedback>>;
 
-    async fn skip_task(&self, task_id: i64, user_id: i64) -> StoreResult<()>;
+    async fn skip_task(&self, task_id: TaskId, user_id: UserId) -> StoreResult<()>;
 
     /// The oldest label drawn for QC (or on an item whose raters split) that `reviewer_id`
     /// did not write, items of higher-priority runs first.
-    async fn next_review(&self, reviewer_id: i64) -> StoreResult<Option<ReviewItem>>;
+    async fn next_review(&self, reviewer_id: UserId) -> StoreResult<Option<ReviewItem>>;
 
     /// Records a reviewer's decision on a label; `Conflict` for their own label or one already
     /// reviewed, `NotFound` for no such label.
     async fn review_label(
         &self,
         label_id: i64,
-        reviewer_id: i64,
+        reviewer_id: UserId,
         decision: ReviewDecision,
         reason: &str,
     ) -> StoreResult<()>;
@@ -62,23 +63,23 @@ pub trait AnnotationStore: Send + Sync + 'static {
     async fn raters(&self) -> StoreResult<Vec<RaterRecord>>;
 
     /// A lead's change to a rater; pausing or deactivating releases their lease.
-    async fn update_rater(&self, user_id: i64, update: &RaterUpdate) -> StoreResult<()>;
+    async fn update_rater(&self, user_id: UserId, update: &RaterUpdate) -> StoreResult<()>;
 
     /// The standing labels on a run's items (for agreement between raters).
-    async fn run_labels(&self, run_id: i64) -> StoreResult<Vec<RunLabel>>;
+    async fn run_labels(&self, run_id: RunId) -> StoreResult<Vec<RunLabel>>;
 
     async fn annotation_queue_counts(&self) -> StoreResult<QueueCounts>;
 
     // Quality control and the queue's SLAs.
     /// Creates a rater's account with their pool settings in one statement.
-    async fn invite_rater(&self, new: &NewRater, hash: &PasswordHash) -> StoreResult<i64>;
+    async fn invite_rater(&self, new: &NewRater, hash: &PasswordHash) -> StoreResult<UserId>;
 
     /// Another senior's check of a reviewer's decision: `None` upholds it, `Some(pass)`
     /// overturns it with the checker's verdict (which then decides the item).
     async fn check_review(
         &self,
         review_id: i64,
-        checker_id: i64,
+        checker_id: UserId,
         overturn_to: Option<bool>,
         reason: &str,
     ) -> StoreResult<()>;
@@ -86,10 +87,10 @@ pub trait AnnotationStore: Send + Sync + 'static {
     /// Makes a task's item a gold item with a known answer.
     async fn create_gold(
         &self,
-        task_id: i64,
+        task_id: TaskId,
         answer_pass: bool,
         note: &str,
-        created_by: i64,
+        created_by: UserId,
     ) -> StoreResult<i64>;
 
     async fn retire_gold(&self, gold_id: i64) -> StoreResult<()>;
@@ -116,7 +117,7 @@ pub trait AnnotationStore: Send + Sync + 'static {
 
     /// Raises the priority of open tasks that are not escalated yet and marks them escalated
     /// (senior raters take them first); returns how many changed.
-    async fn escalate_tasks(&self, task_ids: &[i64], now: i64) -> StoreResult<u64>;
+    async fn escalate_tasks(&self, task_ids: &[TaskId], now: i64) -> StoreResult<u64>;
 
     /// Standing labels given since `since`, with their queue (eval).
     async fn queue_labels(&self, since: i64) -> StoreResult<Vec<QueueLabel>>;
@@ -125,7 +126,8 @@ pub trait AnnotationStore: Send + Sync + 'static {
 /// The SQL of [`AnnotationStore`], for both backends (expanded once per backend by `backend_sql!`).
 macro_rules! annotation_sql {
     ($store:ident, $db:ty, $backend:literal, $begin:literal, $skip_locked:literal) => {
-        use sqlx::Row;
+        use $crate::ReadColumn as _;
+        use arbiter_domain::ids::{IdentityId, RunId, TaskId, UserId};
         use arbiter_domain::annotation::task::{AnnotationTask, QueueCounts, RunLabel, TrainingFeedback};
         use arbiter_domain::annotation::gold::{DEFAULT_GOLD_RATE, DEFAULT_REVIEW_CHECK_RATE, GOLD_RATE_SETTING, REVIEW_CHECK_RATE_SETTING, TRAINING_ITEMS, next_is_gold, review_is_checked, training_passed};
         use arbiter_domain::annotation::pool::{DEFAULT_QUALITY_THRESHOLD, QUALITY_THRESHOLD_SETTING, RaterLabel, RaterRecord, RaterUpdate};
@@ -170,7 +172,7 @@ macro_rules! annotation_sql {
         /// tasks escalated for missing their SLA (senior raters are offered those first).
         async fn pick_task(
             tx: &mut sqlx::Transaction<'_, $db>,
-            user_id: i64,
+            user_id: UserId,
             skill_list: &str,
             now: i64,
             escalated_only: bool,
@@ -183,13 +185,13 @@ macro_rules! annotation_sql {
                 );
                 select.push_bind(skill_list);
                 select.push(" LIKE '%,' || t.skill || ',%') AND NOT EXISTS (SELECT 1 FROM labels l WHERE l.task_id = t.id AND l.annotator_id = ");
-                select.push_bind(user_id);
+                select.push_bind(user_id.get());
                 select.push(") AND NOT EXISTS (SELECT 1 FROM annotation_skips s WHERE s.task_id = t.id AND s.user_id = ");
-                select.push_bind(user_id);
+                select.push_bind(user_id.get());
                 // A rater who answered an item as gold never labels it for real: they have seen it.
                 select.push(") AND NOT EXISTS (SELECT 1 FROM gold_items g JOIN gold_answers a ON a.gold_id = g.id \
                              WHERE g.task_id = t.id AND a.rater_id = ");
-                select.push_bind(user_id);
+                select.push_bind(user_id.get());
                 select.push(") AND ").push(has_free_slot(&now.to_string()));
                 if escalated_only {
                     select.push(" AND t.escalated_at IS NOT NULL");
@@ -226,7 +228,7 @@ macro_rules! annotation_sql {
         /// (gold id, task id).
         async fn pick_gold(
             tx: &mut sqlx::Transaction<'_, $db>,
-            user_id: i64,
+            user_id: UserId,
             skill_list: &str,
         ) -> Result<Option<(i64, i64)>, sqlx::Error> {
             sqlx::query_as(
@@ -238,7 +240,7 @@ macro_rules! annotation_sql {
                  ORDER BY ((g.id + $2) * 7919) % 10007, g.id LIMIT 1",
             )
             .bind(skill_list)
-            .bind(user_id)
+            .bind(user_id.get())
             .fetch_optional(&mut **tx)
             .await
         }
@@ -248,7 +250,7 @@ macro_rules! annotation_sql {
         /// senior raters, else the head of the queue.
         async fn claim_task(
             writer: &sqlx::Pool<$db>,
-            user_id: i64,
+            user_id: UserId,
             lease_ms: i64,
         ) -> StoreResult<Option<AnnotationTask>> {
             let now = now_ms();
@@ -256,7 +258,7 @@ macro_rules! annotation_sql {
             let rater: Option<(bool, bool, String, String, Option<i64>)> = sqlx::query_as(
                 "SELECT active, paused, skills, role, training_since FROM users WHERE id = $1",
             )
-            .bind(user_id)
+            .bind(user_id.get())
             .fetch_optional(&mut *tx)
             .await?;
             let Some((active, paused, skills, role, training_since)) = rater else {
@@ -277,13 +279,13 @@ macro_rules! annotation_sql {
                  RETURNING task_id, expires_at",
             )
             .bind(now + lease_ms)
-            .bind(user_id)
+            .bind(user_id.get())
             .bind(now)
             .fetch_optional(&mut *tx)
             .await?;
             if held.is_none() {
                 sqlx::query("DELETE FROM task_leases WHERE rater_id = $1")
-                    .bind(user_id)
+                    .bind(user_id.get())
                     .execute(&mut *tx)
                     .await?;
                 // Skills as `,code,math,` so one pattern tests membership (tags are checked
@@ -321,7 +323,7 @@ macro_rules! annotation_sql {
                          VALUES ($1, $2, $3, $4, $5)",
                     )
                     .bind(task_id)
-                    .bind(user_id)
+                    .bind(user_id.get())
                     .bind(now)
                     .bind(now + lease_ms)
                     .bind(gold_id)
@@ -345,10 +347,10 @@ macro_rules! annotation_sql {
             .await?;
             tx.commit().await?;
             Ok(Some(AnnotationTask {
-                task_id,
-                input: row.try_get("input")?,
-                target: row.try_get("target")?,
-                output: row.try_get("output")?,
+                task_id: TaskId(task_id),
+                input: row.read("input")?,
+                target: row.read("target")?,
+                output: row.read("output")?,
                 lease_expires_at,
                 training,
             }))
@@ -358,8 +360,8 @@ macro_rules! annotation_sql {
         /// when it has all its labels.
         async fn submit_task_label(
             writer: &sqlx::Pool<$db>,
-            task_id: i64,
-            user_id: i64,
+            task_id: TaskId,
+            user_id: UserId,
             pass: bool,
             rationale: &str,
         ) -> StoreResult<Option<TrainingFeedback>> {
@@ -370,8 +372,8 @@ macro_rules! annotation_sql {
                 "DELETE FROM task_leases WHERE task_id = $1 AND rater_id = $2 AND expires_at > $3 \
                  RETURNING started_at, gold_id",
             )
-            .bind(task_id)
-            .bind(user_id)
+            .bind(task_id.get())
+            .bind(user_id.get())
             .bind(now)
             .fetch_optional(&mut *tx)
             .await?;
@@ -388,8 +390,8 @@ macro_rules! annotation_sql {
                 "INSERT INTO labels (task_id, annotator_id, verdict, rationale, created_at, duration_ms) \
                  VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
             )
-            .bind(task_id)
-            .bind(user_id)
+            .bind(task_id.get())
+            .bind(user_id.get())
             .bind(verdict.as_str())
             .bind(rationale)
             .bind(now)
@@ -401,7 +403,7 @@ macro_rules! annotation_sql {
                 "UPDATE annotation_tasks SET labels_done = labels_done + 1 WHERE id = $1 \
                  RETURNING labels_done, labels_needed, review_rate",
             )
-            .bind(task_id)
+            .bind(task_id.get())
             .fetch_one(&mut *tx)
             .await?;
             if drawn_for_review(review_rate, label_id) {
@@ -413,7 +415,7 @@ macro_rules! annotation_sql {
             if done >= needed {
                 sqlx::query("UPDATE annotation_tasks SET state = 'done', completed_at = $1 WHERE id = $2")
                     .bind(now)
-                    .bind(task_id)
+                    .bind(task_id.get())
                     .execute(&mut *tx)
                     .await?;
                 adjudicate_task(&mut tx, task_id, now).await?;
@@ -427,7 +429,7 @@ macro_rules! annotation_sql {
         async fn record_gold_answer(
             tx: &mut sqlx::Transaction<'_, $db>,
             gold_id: i64,
-            user_id: i64,
+            user_id: UserId,
             pass: bool,
             duration_ms: i64,
             now: i64,
@@ -439,7 +441,7 @@ macro_rules! annotation_sql {
                     .await?;
             let training_since: Option<i64> =
                 sqlx::query_scalar("SELECT training_since FROM users WHERE id = $1")
-                    .bind(user_id)
+                    .bind(user_id.get())
                     .fetch_one(&mut **tx)
                     .await?;
             let answer_pass = answer == "pass";
@@ -449,7 +451,7 @@ macro_rules! annotation_sql {
                  VALUES ($1, $2, $3, $4, $5, $6)",
             )
             .bind(gold_id)
-            .bind(user_id)
+            .bind(user_id.get())
             .bind(correct)
             .bind(training_since.is_some())
             .bind(duration_ms)
@@ -463,7 +465,7 @@ macro_rules! annotation_sql {
             let answers: Vec<bool> = sqlx::query_scalar(
                 "SELECT correct FROM gold_answers WHERE rater_id = $1 AND training AND created_at >= $2 ORDER BY id",
             )
-            .bind(user_id)
+            .bind(user_id.get())
             .bind(training_since)
             .fetch_all(&mut **tx)
             .await?;
@@ -471,7 +473,7 @@ macro_rules! annotation_sql {
             let graduated = training_passed(&answers, threshold);
             if graduated {
                 sqlx::query("UPDATE users SET training_since = NULL WHERE id = $1")
-                    .bind(user_id)
+                    .bind(user_id.get())
                     .execute(&mut **tx)
                     .await?;
             }
@@ -490,7 +492,7 @@ macro_rules! annotation_sql {
         /// record) or a reviewer's correction; an even split waits for a reviewer.
         async fn adjudicate_task(
             tx: &mut sqlx::Transaction<'_, $db>,
-            task_id: i64,
+            task_id: TaskId,
             now: i64,
         ) -> Result<(), sqlx::Error> {
             let votes: Vec<(String, String, String, i64, i64)> = sqlx::query_as(
@@ -504,7 +506,7 @@ macro_rules! annotation_sql {
                  FROM labels l JOIN users u ON u.id = l.annotator_id \
                  WHERE l.task_id = $1 AND l.state = 'standing' ORDER BY l.id",
             )
-            .bind(task_id)
+            .bind(task_id.get())
             .fetch_all(&mut **tx)
             .await?;
             // The latest senior word on the item: a reviewer's correction that stands, or a spot
@@ -519,7 +521,7 @@ macro_rules! annotation_sql {
                    JOIN labels l ON l.id = r.label_id WHERE l.task_id = $1 AND r.check_state = 'overturned'\
                  ) senior ORDER BY decided_at DESC LIMIT 1",
             )
-            .bind(task_id)
+            .bind(task_id.get())
             .fetch_optional(&mut **tx)
             .await?
             .flatten();
@@ -539,22 +541,23 @@ macro_rules! annotation_sql {
                     "UPDATE labels SET review_state = 'pending' \
                      WHERE task_id = $1 AND state = 'standing' AND review_state IS NULL",
                 )
-                .bind(task_id)
+                .bind(task_id.get())
                 .execute(&mut **tx)
                 .await?;
                 return Ok(());
             };
             let verdict = if pass { Verdict::Pass } else { Verdict::Fail };
-            let identity_id: i64 =
+            let identity_id = IdentityId(
                 sqlx::query_scalar("SELECT work_item_id FROM annotation_tasks WHERE id = $1")
-                    .bind(task_id)
+                    .bind(task_id.get())
                     .fetch_one(&mut **tx)
-                    .await?;
+                    .await?,
+            );
             sqlx::query(
                 "INSERT INTO grades (work_item_id, grader, verdict, extracted_answer, reason, stage, created_at) \
                  VALUES ($1, 'human', $2, NULL, $3, 'human', $4)",
             )
-            .bind(identity_id)
+            .bind(identity_id.get())
             .bind(verdict.as_str())
             .bind(&decided.reason)
             .bind(now)
@@ -562,7 +565,7 @@ macro_rules! annotation_sql {
             .await?;
             sqlx::query("UPDATE work_items SET verdict = $1, decided_by = 'human' WHERE id = $2")
                 .bind(verdict.as_str())
-                .bind(identity_id)
+                .bind(identity_id.get())
                 .execute(&mut **tx)
                 .await?;
             Ok(())
@@ -571,16 +574,16 @@ macro_rules! annotation_sql {
         /// Gives the item back to the queue without a label; the rater is not offered it again.
         async fn skip_leased_task(
             writer: &sqlx::Pool<$db>,
-            task_id: i64,
-            user_id: i64,
+            task_id: TaskId,
+            user_id: UserId,
         ) -> StoreResult<()> {
             let now = now_ms();
             let mut tx = writer.begin_with($begin).await?;
             let released: Option<Option<i64>> = sqlx::query_scalar(
                 "DELETE FROM task_leases WHERE task_id = $1 AND rater_id = $2 AND expires_at > $3 RETURNING gold_id",
             )
-            .bind(task_id)
-            .bind(user_id)
+            .bind(task_id.get())
+            .bind(user_id.get())
             .bind(now)
             .fetch_optional(&mut *tx)
             .await?;
@@ -594,8 +597,8 @@ macro_rules! annotation_sql {
             sqlx::query(
                 "INSERT INTO annotation_skips (task_id, user_id, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
             )
-            .bind(task_id)
-            .bind(user_id)
+            .bind(task_id.get())
+            .bind(user_id.get())
             .bind(now)
             .execute(&mut *tx)
             .await?;
@@ -629,7 +632,7 @@ macro_rules! annotation_sql {
         /// The oldest label waiting for a reviewer who did not write it, promotion decisions first.
         async fn next_pending_review(
             pool: &sqlx::Pool<$db>,
-            reviewer_id: i64,
+            reviewer_id: UserId,
         ) -> StoreResult<Option<ReviewItem>> {
             let row = sqlx::query(
                 "SELECT l.id AS label_id, u.username, i.input, i.target, g.output, l.verdict, l.rationale, \
@@ -643,13 +646,13 @@ macro_rules! annotation_sql {
                  JOIN generations g ON g.work_item_id = w.id \
                  WHERE l.review_state = 'pending' AND l.annotator_id <> $1 ORDER BY t.priority DESC, l.id LIMIT 1",
             )
-            .bind(reviewer_id)
+            .bind(reviewer_id.get())
             .fetch_optional(pool)
             .await?;
             let Some(row) = row else {
                 return next_pending_check(pool, reviewer_id).await;
             };
-            let dissent: i64 = row.try_get("dissent")?;
+            let dissent: i64 = row.read("dissent")?;
             let why = if dissent > 0 {
                 "the raters disagree on this item"
             } else {
@@ -665,15 +668,15 @@ macro_rules! annotation_sql {
             why: &str,
             check: Option<ReviewCheck>,
         ) -> Result<ReviewItem, sqlx::Error> {
-            let verdict: String = row.try_get("verdict")?;
+            let verdict: String = row.read("verdict")?;
             Ok(ReviewItem {
-                label_id: row.try_get("label_id")?,
-                rater: row.try_get("username")?,
-                input: row.try_get("input")?,
-                target: row.try_get("target")?,
-                output: row.try_get("output")?,
+                label_id: row.read("label_id")?,
+                rater: row.read("username")?,
+                input: row.read("input")?,
+                target: row.read("target")?,
+                output: row.read("output")?,
                 pass: verdict == "pass",
-                rationale: row.try_get("rationale")?,
+                rationale: row.read("rationale")?,
                 why: why.to_string(),
                 check,
             })
@@ -683,7 +686,7 @@ macro_rules! annotation_sql {
         /// nor is the rater of.
         async fn next_pending_check(
             pool: &sqlx::Pool<$db>,
-            checker_id: i64,
+            checker_id: UserId,
         ) -> StoreResult<Option<ReviewItem>> {
             let row = sqlx::query(
                 "SELECT r.id AS review_id, r.decision, r.verdict AS corrected_to, r.reason, rv.username AS reviewer, \
@@ -697,13 +700,13 @@ macro_rules! annotation_sql {
                  WHERE r.check_state = 'pending' AND r.reviewer_id <> $1 AND l.annotator_id <> $1 \
                  ORDER BY r.id LIMIT 1",
             )
-            .bind(checker_id)
+            .bind(checker_id.get())
             .fetch_optional(pool)
             .await?;
             let Some(row) = row else {
                 return Ok(None);
             };
-            let corrected_to: Option<String> = row.try_get("corrected_to")?;
+            let corrected_to: Option<String> = row.read("corrected_to")?;
             let check = $crate::read_columns!(row, ReviewCheck {
                 review_id,
                 reviewer,
@@ -720,7 +723,7 @@ macro_rules! annotation_sql {
         async fn decide_check(
             writer: &sqlx::Pool<$db>,
             review_id: i64,
-            checker_id: i64,
+            checker_id: UserId,
             overturn_to: Option<bool>,
             reason: &str,
         ) -> StoreResult<()> {
@@ -736,10 +739,10 @@ macro_rules! annotation_sql {
             let Some((reviewer_id, check_state, rater_id, task_id)) = review else {
                 return Err(StoreError::NotFound(format!("no review decision with id {review_id}")));
             };
-            if reviewer_id == checker_id {
+            if UserId(reviewer_id) == checker_id {
                 return Err(StoreError::Conflict("you cannot check your own review decision".into()));
             }
-            if rater_id == checker_id {
+            if UserId(rater_id) == checker_id {
                 return Err(StoreError::Conflict("you cannot check a decision about your own label".into()));
             }
             if check_state.as_deref() != Some("pending") {
@@ -755,7 +758,7 @@ macro_rules! annotation_sql {
                  check_reason = $4, checked_at = $5 WHERE id = $6 AND check_state = 'pending'",
             )
             .bind(state)
-            .bind(checker_id)
+            .bind(checker_id.get())
             .bind(overturn_to.map(|pass| if pass { "pass" } else { "fail" }))
             .bind(reason)
             .bind(now)
@@ -772,7 +775,7 @@ macro_rules! annotation_sql {
                 .await?
                 == "done";
             if overturn_to.is_some() && task_done {
-                adjudicate_task(&mut tx, task_id, now).await?;
+                adjudicate_task(&mut tx, TaskId(task_id), now).await?;
             }
             tx.commit().await?;
             Ok(())
@@ -783,7 +786,7 @@ macro_rules! annotation_sql {
         async fn decide_review(
             writer: &sqlx::Pool<$db>,
             label_id: i64,
-            reviewer_id: i64,
+            reviewer_id: UserId,
             decision: ReviewDecision,
             reason: &str,
         ) -> StoreResult<()> {
@@ -798,7 +801,7 @@ macro_rules! annotation_sql {
             let Some((task_id, rater_id, state, review_state)) = label else {
                 return Err(StoreError::NotFound(format!("no label with id {label_id}")));
             };
-            if rater_id == reviewer_id {
+            if UserId(rater_id) == reviewer_id {
                 return Err(StoreError::Conflict("you cannot review your own label".into()));
             }
             if state == "rejected" || review_state.as_deref().is_some_and(|s| s != "pending") {
@@ -813,7 +816,7 @@ macro_rules! annotation_sql {
                  VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
             )
             .bind(label_id)
-            .bind(reviewer_id)
+            .bind(reviewer_id.get())
             .bind(decision.as_str())
             .bind(corrected)
             .bind(reason)
@@ -842,7 +845,7 @@ macro_rules! annotation_sql {
                 ReviewDecision::Accept => {}
                 ReviewDecision::Correct { .. } => {
                     if task_done {
-                        adjudicate_task(&mut tx, task_id, now).await?;
+                        adjudicate_task(&mut tx, TaskId(task_id), now).await?;
                     }
                 }
                 ReviewDecision::Reject => {
@@ -858,7 +861,7 @@ macro_rules! annotation_sql {
                     .execute(&mut *tx)
                     .await?;
                     if task_done {
-                        restore_machine_verdict(&mut tx, task_id).await?;
+                        restore_machine_verdict(&mut tx, TaskId(task_id)).await?;
                     }
                 }
             }
@@ -870,11 +873,11 @@ macro_rules! annotation_sql {
         /// undecided again, an audited one has its judge's verdict back.
         async fn restore_machine_verdict(
             tx: &mut sqlx::Transaction<'_, $db>,
-            task_id: i64,
+            task_id: TaskId,
         ) -> Result<(), sqlx::Error> {
             let (identity_id, kind): (i64, String) =
                 sqlx::query_as("SELECT work_item_id, kind FROM annotation_tasks WHERE id = $1")
-                    .bind(task_id)
+                    .bind(task_id.get())
                     .fetch_one(&mut **tx)
                     .await?;
             let judged: Option<(String, String)> = if kind == "audit" {
@@ -965,7 +968,7 @@ macro_rules! annotation_sql {
                     gold_answered: gold.get(&id).map_or(0, |counts| counts.1.max(0) as u64),
                     reviews_upheld: checks.get(&id).map_or(0, |counts| counts.0.max(0) as u64),
                     reviews_checked: checks.get(&id).map_or(0, |counts| counts.1.max(0) as u64),
-                    id,
+                    id: UserId(id),
                     username,
                     role,
                     active,
@@ -983,12 +986,12 @@ macro_rules! annotation_sql {
         /// Applies a lead's change to a rater; pausing or deactivating releases their lease.
         async fn update_rater(
             writer: &sqlx::Pool<$db>,
-            user_id: i64,
+            user_id: UserId,
             update: &RaterUpdate,
         ) -> StoreResult<()> {
             let mut tx = writer.begin_with($begin).await?;
             let exists: Option<i64> = sqlx::query_scalar("SELECT id FROM users WHERE id = $1")
-                .bind(user_id)
+                .bind(user_id.get())
                 .fetch_optional(&mut *tx)
                 .await?;
             if exists.is_none() {
@@ -997,42 +1000,42 @@ macro_rules! annotation_sql {
             if let Some(active) = update.active {
                 sqlx::query("UPDATE users SET active = $1 WHERE id = $2")
                     .bind(active)
-                    .bind(user_id)
+                    .bind(user_id.get())
                     .execute(&mut *tx)
                     .await?;
             }
             if let Some(paused) = update.paused {
                 sqlx::query("UPDATE users SET paused = $1 WHERE id = $2")
                     .bind(paused)
-                    .bind(user_id)
+                    .bind(user_id.get())
                     .execute(&mut *tx)
                     .await?;
             }
             if let Some(skills) = &update.skills {
                 sqlx::query("UPDATE users SET skills = $1 WHERE id = $2")
                     .bind(skills.join(","))
-                    .bind(user_id)
+                    .bind(user_id.get())
                     .execute(&mut *tx)
                     .await?;
             }
             if let Some(hours) = update.weekly_capacity_hours {
                 sqlx::query("UPDATE users SET weekly_capacity_hours = $1 WHERE id = $2")
                     .bind(hours)
-                    .bind(user_id)
+                    .bind(user_id.get())
                     .execute(&mut *tx)
                     .await?;
             }
             if let Some(role) = update.role {
                 sqlx::query("UPDATE users SET role = $1 WHERE id = $2")
                     .bind(role.as_str())
-                    .bind(user_id)
+                    .bind(user_id.get())
                     .execute(&mut *tx)
                     .await?;
             }
             if let Some(email) = &update.email {
                 sqlx::query("UPDATE users SET email = $1 WHERE id = $2")
                     .bind(email.as_deref())
-                    .bind(user_id)
+                    .bind(user_id.get())
                     .execute(&mut *tx)
                     .await?;
             }
@@ -1040,13 +1043,13 @@ macro_rules! annotation_sql {
                 // Sending a rater back to training restarts it: only answers from now count.
                 sqlx::query("UPDATE users SET training_since = $1 WHERE id = $2")
                     .bind(training.then(now_ms))
-                    .bind(user_id)
+                    .bind(user_id.get())
                     .execute(&mut *tx)
                     .await?;
             }
             if update.paused == Some(true) || update.active == Some(false) || update.training == Some(true) {
                 sqlx::query("DELETE FROM task_leases WHERE rater_id = $1")
-                    .bind(user_id)
+                    .bind(user_id.get())
                     .execute(&mut *tx)
                     .await?;
             }
@@ -1055,22 +1058,22 @@ macro_rules! annotation_sql {
         }
 
         /// The standing labels on a run's items.
-        async fn labels_of_run(pool: &sqlx::Pool<$db>, run_id: i64) -> StoreResult<Vec<RunLabel>> {
+        async fn labels_of_run(pool: &sqlx::Pool<$db>, run_id: RunId) -> StoreResult<Vec<RunLabel>> {
             let rows: Vec<(i64, i64, i64, String, String)> = sqlx::query_as(
                 "SELECT l.id, l.task_id, l.annotator_id, u.username, l.verdict FROM labels l \
                  JOIN users u ON u.id = l.annotator_id JOIN annotation_tasks t ON t.id = l.task_id \
                  JOIN work_items w ON w.id = t.work_item_id \
                  WHERE w.run_id = $1 AND l.state = 'standing' ORDER BY l.task_id, l.id",
             )
-            .bind(run_id)
+            .bind(run_id.get())
             .fetch_all(pool)
             .await?;
             Ok(rows
                 .into_iter()
                 .map(|(label_id, task_id, rater_id, rater, verdict)| RunLabel {
                     label_id,
-                    task_id,
-                    rater_id,
+                    task_id: TaskId(task_id),
+                    rater_id: UserId(rater_id),
                     rater,
                     pass: verdict == "pass",
                 })
@@ -1082,7 +1085,7 @@ macro_rules! annotation_sql {
             writer: &sqlx::Pool<$db>,
             new: &arbiter_domain::annotation::pool::NewRater,
             hash: &PasswordHash,
-        ) -> StoreResult<i64> {
+        ) -> StoreResult<UserId> {
             let now = now_ms();
             sqlx::query_scalar::<_, i64>(
                 "INSERT INTO users (username, password_hash, role, created_at, email, skills, \
@@ -1098,6 +1101,7 @@ macro_rules! annotation_sql {
             .bind(new.training.then_some(now))
             .fetch_one(writer)
             .await
+            .map(UserId)
             .map_err(|err| {
                 $crate::conflict_on($backend, err, "users_username_key", &format!("the username `{}` is taken", new.username))
             })
@@ -1106,16 +1110,16 @@ macro_rules! annotation_sql {
         /// Makes a task's item gold (or brings a retired gold item back with a new answer).
         async fn insert_gold(
             writer: &sqlx::Pool<$db>,
-            task_id: i64,
+            task_id: TaskId,
             answer_pass: bool,
             note: &str,
-            created_by: i64,
+            created_by: UserId,
         ) -> StoreResult<i64> {
             let now = now_ms();
             let answer = if answer_pass { "pass" } else { "fail" };
             let mut tx = writer.begin_with($begin).await?;
             let task: Option<i64> = sqlx::query_scalar("SELECT id FROM annotation_tasks WHERE id = $1")
-                .bind(task_id)
+                .bind(task_id.get())
                 .fetch_optional(&mut *tx)
                 .await?;
             if task.is_none() {
@@ -1123,7 +1127,7 @@ macro_rules! annotation_sql {
             }
             let existing: Option<(i64, Option<i64>)> =
                 sqlx::query_as("SELECT id, retired_at FROM gold_items WHERE task_id = $1")
-                    .bind(task_id)
+                    .bind(task_id.get())
                     .fetch_optional(&mut *tx)
                     .await?;
             let gold_id = match existing {
@@ -1147,7 +1151,7 @@ macro_rules! annotation_sql {
                     )
                     .bind(answer)
                     .bind(note)
-                    .bind(created_by)
+                    .bind(created_by.get())
                     .bind(now)
                     .bind(gold_id)
                     .execute(&mut *tx)
@@ -1158,10 +1162,10 @@ macro_rules! annotation_sql {
                     "INSERT INTO gold_items (task_id, answer, note, created_by, created_at) \
                      VALUES ($1, $2, $3, $4, $5) RETURNING id",
                 )
-                .bind(task_id)
+                .bind(task_id.get())
                 .bind(answer)
                 .bind(note)
-                .bind(created_by)
+                .bind(created_by.get())
                 .bind(now)
                 .fetch_one(&mut *tx)
                 .await
@@ -1224,7 +1228,7 @@ macro_rules! annotation_sql {
                 .map(|(id, task_id, input, answer, note, created_at, retired_at, answers, right)| {
                     arbiter_domain::annotation::gold::GoldItem {
                         id,
-                        task_id,
+                        task_id: TaskId(task_id),
                         input: excerpt(&input),
                         answer_pass: answer == "pass",
                         note,
@@ -1268,7 +1272,7 @@ macro_rules! annotation_sql {
                         return None;
                     };
                     Some(arbiter_domain::annotation::gold::GoldCandidate {
-                        task_id,
+                        task_id: TaskId(task_id),
                         input: excerpt(&input),
                         verdict_pass: verdict == "pass",
                         labels: labels.max(0) as u64,
@@ -1303,7 +1307,7 @@ macro_rules! annotation_sql {
             .fetch(pool);
             while let Some((id, run_id, priority, created_at, due_at, missing, escalated_at)) = rows.try_next().await? {
                 visit(arbiter_domain::annotation::sla::OpenTask {
-                    id,
+                    id: TaskId(id),
                     queue: queues.get(&run_id).cloned().unwrap_or_default(),
                     priority,
                     created_at,
@@ -1380,7 +1384,7 @@ macro_rules! annotation_sql {
                 .collect())
         }
 
-        async fn raise_priority(writer: &sqlx::Pool<$db>, task_ids: &[i64], now: i64) -> StoreResult<u64> {
+        async fn raise_priority(writer: &sqlx::Pool<$db>, task_ids: &[TaskId], now: i64) -> StoreResult<u64> {
             // Short transactions: SQLite's one writer also serves claims and labels meanwhile.
             const ESCALATIONS_PER_TRANSACTION: usize = 200;
             let mut changed = 0;
@@ -1392,7 +1396,7 @@ macro_rules! annotation_sql {
                          WHERE id = $2 AND state = 'open' AND escalated_at IS NULL",
                     )
                     .bind(now)
-                    .bind(task_id)
+                    .bind(task_id.get())
                     .execute(&mut *tx)
                     .await?
                     .rows_affected();
@@ -1420,8 +1424,8 @@ macro_rules! annotation_sql {
                 .into_iter()
                 .map(|(queue, task_id, rater_id, rater, verdict)| arbiter_domain::annotation::task::QueueLabel {
                     queue,
-                    task_id,
-                    rater_id,
+                    task_id: TaskId(task_id),
+                    rater_id: UserId(rater_id),
                     rater,
                     pass: verdict == "pass",
                 })
@@ -1430,7 +1434,7 @@ macro_rules! annotation_sql {
 
         #[async_trait::async_trait]
         impl $crate::annotation::AnnotationStore for $store {
-            async fn next_annotation_task(&self, user_id: i64, lease_ms: i64) -> StoreResult<Option<AnnotationTask>> {
+            async fn next_annotation_task(&self, user_id: UserId, lease_ms: i64) -> StoreResult<Option<AnnotationTask>> {
                 let result: StoreResult<Option<AnnotationTask>> = async move {
                     claim_task(&self.writer, user_id, lease_ms).await
                 }
@@ -1440,8 +1444,8 @@ macro_rules! annotation_sql {
 
             async fn submit_label(
                 &self,
-                task_id: i64,
-                user_id: i64,
+                task_id: TaskId,
+                user_id: UserId,
                 pass: bool,
                 rationale: &str,
             ) -> StoreResult<Option<TrainingFeedback>> {
@@ -1452,7 +1456,7 @@ macro_rules! annotation_sql {
                 result.map_err(|err| err.during("submit_label"))
             }
 
-            async fn skip_task(&self, task_id: i64, user_id: i64) -> StoreResult<()> {
+            async fn skip_task(&self, task_id: TaskId, user_id: UserId) -> StoreResult<()> {
                 let result: StoreResult<()> = async move {
                     skip_leased_task(&self.writer, task_id, user_id).await
                 }
@@ -1468,7 +1472,7 @@ macro_rules! annotation_sql {
                 result.map_err(|err| err.during("annotation_queue_counts"))
             }
 
-            async fn next_review(&self, reviewer_id: i64) -> StoreResult<Option<ReviewItem>> {
+            async fn next_review(&self, reviewer_id: UserId) -> StoreResult<Option<ReviewItem>> {
                 let result: StoreResult<Option<ReviewItem>> = async move {
                     next_pending_review(&self.pool, reviewer_id).await
                 }
@@ -1479,7 +1483,7 @@ macro_rules! annotation_sql {
             async fn review_label(
                 &self,
                 label_id: i64,
-                reviewer_id: i64,
+                reviewer_id: UserId,
                 decision: ReviewDecision,
                 reason: &str,
             ) -> StoreResult<()> {
@@ -1498,7 +1502,7 @@ macro_rules! annotation_sql {
                 result.map_err(|err| err.during("raters"))
             }
 
-            async fn update_rater(&self, user_id: i64, update: &RaterUpdate) -> StoreResult<()> {
+            async fn update_rater(&self, user_id: UserId, update: &RaterUpdate) -> StoreResult<()> {
                 let result: StoreResult<()> = async move {
                     update_rater(&self.writer, user_id, update).await
                 }
@@ -1506,7 +1510,7 @@ macro_rules! annotation_sql {
                 result.map_err(|err| err.during("update_rater"))
             }
 
-            async fn run_labels(&self, run_id: i64) -> StoreResult<Vec<RunLabel>> {
+            async fn run_labels(&self, run_id: RunId) -> StoreResult<Vec<RunLabel>> {
                 let result: StoreResult<Vec<RunLabel>> = async move {
                     labels_of_run(&self.pool, run_id).await
                 }
@@ -1514,8 +1518,8 @@ macro_rules! annotation_sql {
                 result.map_err(|err| err.during("run_labels"))
             }
 
-            async fn invite_rater(&self, new: &arbiter_domain::annotation::pool::NewRater, hash: &PasswordHash) -> StoreResult<i64> {
-                let result: StoreResult<i64> = async move {
+            async fn invite_rater(&self, new: &arbiter_domain::annotation::pool::NewRater, hash: &PasswordHash) -> StoreResult<UserId> {
+                let result: StoreResult<UserId> = async move {
                     insert_rater(&self.writer, new, hash).await
                 }
                 .await;
@@ -1525,7 +1529,7 @@ macro_rules! annotation_sql {
             async fn check_review(
                 &self,
                 review_id: i64,
-                checker_id: i64,
+                checker_id: UserId,
                 overturn_to: Option<bool>,
                 reason: &str,
             ) -> StoreResult<()> {
@@ -1536,7 +1540,7 @@ macro_rules! annotation_sql {
                 result.map_err(|err| err.during("check_review"))
             }
 
-            async fn create_gold(&self, task_id: i64, answer_pass: bool, note: &str, created_by: i64) -> StoreResult<i64> {
+            async fn create_gold(&self, task_id: TaskId, answer_pass: bool, note: &str, created_by: UserId) -> StoreResult<i64> {
                 let result: StoreResult<i64> = async move {
                     insert_gold(&self.writer, task_id, answer_pass, note, created_by).await
                 }
@@ -1595,7 +1599,7 @@ macro_rules! annotation_sql {
                 result.map_err(|err| err.during("sla_days"))
             }
 
-            async fn escalate_tasks(&self, task_ids: &[i64], now: i64) -> StoreResult<u64> {
+            async fn escalate_tasks(&self, task_ids: &[TaskId], now: i64) -> StoreResult<u64> {
                 let result: StoreResult<u64> = async move {
                     raise_priority(&self.writer, task_ids, now).await
                 }

@@ -1,6 +1,7 @@
 //! The catalog researchers build runs from: datasets and their content-addressed revisions
 //! (items in file order), checkpoints with their endpoints, prices and keys, and evals.
 
+use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId, RevisionId, UserId};
 use async_trait::async_trait;
 
 /// Rows per multi-row statement. SQLite allows 32,766 bound variables per statement; each
@@ -13,15 +14,15 @@ pub trait CatalogStore: Send + Sync + 'static {
     async fn register_checkpoint(
         &self,
         new: &NewCheckpoint,
-        created_by: Option<i64>,
-    ) -> StoreResult<i64>;
+        created_by: Option<UserId>,
+    ) -> StoreResult<CheckpointId>;
 
     async fn list_checkpoints(&self) -> StoreResult<Vec<Checkpoint>>;
 
     /// Sets a checkpoint's prices; `NotFound` for an unknown checkpoint.
     async fn set_checkpoint_prices(
         &self,
-        checkpoint_id: i64,
+        checkpoint_id: CheckpointId,
         prices: &TokenPrices,
     ) -> StoreResult<()>;
 
@@ -37,18 +38,18 @@ pub trait CatalogStore: Send + Sync + 'static {
         name: &str,
         source_name: &str,
         parsed: &ParsedDataset,
-        created_by: Option<i64>,
+        created_by: Option<UserId>,
     ) -> StoreResult<DatasetRevision>;
 
     async fn list_datasets(&self) -> StoreResult<Vec<DatasetSummary>>;
 
-    async fn get_dataset(&self, id: i64) -> StoreResult<Option<DatasetSummary>>;
+    async fn get_dataset(&self, id: DatasetId) -> StoreResult<Option<DatasetSummary>>;
 
-    async fn list_revisions(&self, dataset_id: i64) -> StoreResult<Vec<DatasetRevision>>;
+    async fn list_revisions(&self, dataset_id: DatasetId) -> StoreResult<Vec<DatasetRevision>>;
 
     async fn list_items(
         &self,
-        revision_id: i64,
+        revision_id: RevisionId,
         limit: i64,
         offset: i64,
     ) -> StoreResult<Vec<DatasetItem>>;
@@ -56,7 +57,7 @@ pub trait CatalogStore: Send + Sync + 'static {
     /// Items after `after_position` in file order: keyset pages for streaming expansion.
     async fn items_after(
         &self,
-        revision_id: i64,
+        revision_id: RevisionId,
         after_position: i64,
         limit: i64,
     ) -> StoreResult<Vec<(i64, DatasetItem)>>;
@@ -64,14 +65,14 @@ pub trait CatalogStore: Send + Sync + 'static {
     // Evals.
     async fn create_eval(
         &self,
-        dataset_id: i64,
+        dataset_id: DatasetId,
         spec: &EvalSpec,
-        created_by: Option<i64>,
-    ) -> StoreResult<i64>;
+        created_by: Option<UserId>,
+    ) -> StoreResult<EvalId>;
 
     async fn list_evals(&self) -> StoreResult<Vec<EvalSummary>>;
 
-    async fn get_eval(&self, id: i64) -> StoreResult<Option<EvalSummary>>;
+    async fn get_eval(&self, id: EvalId) -> StoreResult<Option<EvalSummary>>;
 
     /// The stored reference to the API key of the endpoint at `base_url` (`None`: no key).
     async fn endpoint_api_key_ref(&self, base_url: &str) -> StoreResult<Option<String>>;
@@ -80,7 +81,8 @@ pub trait CatalogStore: Send + Sync + 'static {
 /// The SQL of [`CatalogStore`], for both backends (expanded once per backend by `backend_sql!`).
 macro_rules! catalog_sql {
     ($store:ident, $db:ty, $backend:literal, $begin:literal, $skip_locked:literal) => {
-        use sqlx::Row;
+        use $crate::ReadColumn as _;
+        use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId, RevisionId, UserId};
         use arbiter_domain::checkpoint::{Checkpoint, EndpointLimits, NewCheckpoint, TokenPrices};
         use arbiter_domain::dataset::{DatasetItem, DatasetRevision, DatasetSummary, ParsedDataset};
         use arbiter_domain::manifest::EvalSummary;
@@ -106,21 +108,21 @@ macro_rules! catalog_sql {
 
         pub(super) fn eval_from_row(row: &<$db as sqlx::Database>::Row) -> Result<EvalSummary, sqlx::Error> {
             Ok(EvalSummary {
-                id: row.try_get("id")?,
-                name: row.try_get("name")?,
-                dataset_id: row.try_get("dataset_id")?,
-                dataset_name: row.try_get("dataset_name")?,
-                prompt_template: row.try_get("prompt_template")?,
+                id: row.read("id")?,
+                name: row.read("name")?,
+                dataset_id: row.read("dataset_id")?,
+                dataset_name: row.read("dataset_name")?,
+                prompt_template: row.read("prompt_template")?,
                 grader: {
-                    let stored: String = row.try_get("grader")?;
+                    let stored: String = row.read("grader")?;
                     arbiter_domain::manifest::parse_stored_grader(&stored)
                         .map_err(|err| sqlx::Error::Decode(err.into()))?
                 },
-                max_tokens: row.try_get("max_tokens")?,
-                temperature: row.try_get("temperature")?,
-                repetitions: row.try_get("repetitions")?,
-                seed: row.try_get("seed")?,
-                created_at: row.try_get("created_at")?,
+                max_tokens: row.read("max_tokens")?,
+                temperature: row.read("temperature")?,
+                repetitions: row.read("repetitions")?,
+                seed: row.read("seed")?,
+                created_at: row.read("created_at")?,
             })
         }
 
@@ -131,29 +133,29 @@ macro_rules! catalog_sql {
 
         fn checkpoint_from_row(row: &<$db as sqlx::Database>::Row) -> Result<Checkpoint, sqlx::Error> {
             Ok(Checkpoint {
-                id: row.try_get("id")?,
-                name: row.try_get("name")?,
-                base_url: row.try_get("base_url")?,
-                model: row.try_get("model")?,
+                id: row.read("id")?,
+                name: row.read("name")?,
+                base_url: row.read("base_url")?,
+                model: row.read("model")?,
                 replica_urls: Vec::new(),
-                engine_build: row.try_get("engine_build")?,
-                parallel_layout: row.try_get("parallel_layout")?,
-                fallback_checkpoint_id: row.try_get("fallback_checkpoint_id")?,
-                max_in_flight: row.try_get("max_in_flight")?,
+                engine_build: row.read("engine_build")?,
+                parallel_layout: row.read("parallel_layout")?,
+                fallback_checkpoint_id: row.read("fallback_checkpoint_id")?,
+                max_in_flight: row.read("max_in_flight")?,
                 prices: $crate::read_columns!(row, TokenPrices {
                     input_usd_per_mtok,
                     output_usd_per_mtok,
                 }),
-                training_run: row.try_get("training_run")?,
-                training_step: row.try_get("training_step")?,
-                created_at: row.try_get("created_at")?,
-                api_key_ref: row.try_get("api_key_ref")?,
+                training_run: row.read("training_run")?,
+                training_step: row.read("training_step")?,
+                created_at: row.read("created_at")?,
+                api_key_ref: row.read("api_key_ref")?,
             })
         }
 
         #[async_trait::async_trait]
         impl $crate::catalog::CatalogStore for $store {
-            async fn register_checkpoint(&self, new: &NewCheckpoint, created_by: Option<i64>) -> StoreResult<i64> {
+            async fn register_checkpoint(&self, new: &NewCheckpoint, created_by: Option<UserId>) -> StoreResult<CheckpointId> {
                 let result: StoreResult<i64> = async move {
                     let mut tx = self.writer.begin_with($begin).await?;
                     let now = now_ms();
@@ -224,7 +226,7 @@ macro_rules! catalog_sql {
                     .bind(fallback_id)
                     .bind(new.prices.input_usd_per_mtok)
                     .bind(new.prices.output_usd_per_mtok)
-                    .bind(created_by)
+                    .bind(created_by.map(i64::from))
                     .bind(now)
                     .bind(&new.training_run)
                     .bind(new.training_step)
@@ -244,7 +246,7 @@ macro_rules! catalog_sql {
                     Ok(id)
                 }
                 .await;
-                result.map_err(|err| err.during("register_checkpoint"))
+                result.map(CheckpointId).map_err(|err| err.during("register_checkpoint"))
             }
 
             async fn list_checkpoints(&self) -> StoreResult<Vec<Checkpoint>> {
@@ -259,7 +261,7 @@ macro_rules! catalog_sql {
                     .fetch_all(&self.pool)
                     .await?;
                     for (checkpoint_id, url) in replicas {
-                        if let Some(checkpoint) = checkpoints.iter_mut().find(|c| c.id == checkpoint_id) {
+                        if let Some(checkpoint) = checkpoints.iter_mut().find(|c| c.id == CheckpointId(checkpoint_id)) {
                             checkpoint.replica_urls.push(url);
                         }
                     }
@@ -269,14 +271,14 @@ macro_rules! catalog_sql {
                 result.map_err(|err| err.during("list_checkpoints"))
             }
 
-            async fn set_checkpoint_prices(&self, checkpoint_id: i64, prices: &TokenPrices) -> StoreResult<()> {
+            async fn set_checkpoint_prices(&self, checkpoint_id: CheckpointId, prices: &TokenPrices) -> StoreResult<()> {
                 let result: StoreResult<()> = async move {
                     let updated = sqlx::query(
                         "UPDATE checkpoints SET input_usd_per_mtok = $1, output_usd_per_mtok = $2 WHERE id = $3",
                     )
                     .bind(prices.input_usd_per_mtok)
                     .bind(prices.output_usd_per_mtok)
-                    .bind(checkpoint_id)
+                    .bind(checkpoint_id.get())
                     .execute(&self.writer)
                     .await?;
                     if updated.rows_affected() == 0 {
@@ -309,30 +311,32 @@ macro_rules! catalog_sql {
                 name: &str,
                 source_name: &str,
                 parsed: &ParsedDataset,
-                created_by: Option<i64>,
+                created_by: Option<UserId>,
             ) -> StoreResult<DatasetRevision> {
                 let result: StoreResult<DatasetRevision> = async move {
                     let mut tx = self.writer.begin_with($begin).await?;
                     let now = now_ms();
                     sqlx::query("INSERT INTO datasets (name, created_by, created_at) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING")
                         .bind(name)
-                        .bind(created_by)
+                        .bind(created_by.map(i64::from))
                         .bind(now)
                         .execute(&mut *tx)
                         .await?;
-                    let dataset_id: i64 = sqlx::query_scalar("SELECT id FROM datasets WHERE name = $1")
-                        .bind(name)
-                        .fetch_one(&mut *tx)
-                        .await?;
+                    let dataset_id = DatasetId(
+                        sqlx::query_scalar("SELECT id FROM datasets WHERE name = $1")
+                            .bind(name)
+                            .fetch_one(&mut *tx)
+                            .await?,
+                    );
                     let inserted: Option<i64> = sqlx::query_scalar(
                         "INSERT INTO dataset_revisions (dataset_id, content_hash, item_count, source_name, created_by, created_at, uploaded_at) \
                          VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT (dataset_id, content_hash) DO NOTHING RETURNING id",
                     )
-                    .bind(dataset_id)
+                    .bind(dataset_id.get())
                     .bind(&parsed.content_hash)
                     .bind(parsed.items.len() as i64)
                     .bind(source_name)
-                    .bind(created_by)
+                    .bind(created_by.map(i64::from))
                     .bind(now)
                     .fetch_optional(&mut *tx)
                     .await?;
@@ -340,7 +344,7 @@ macro_rules! catalog_sql {
                         // Known content: it becomes the current revision again (a revert).
                         sqlx::query("UPDATE dataset_revisions SET uploaded_at = $1 WHERE dataset_id = $2 AND content_hash = $3")
                             .bind(now)
-                            .bind(dataset_id)
+                            .bind(dataset_id.get())
                             .bind(&parsed.content_hash)
                             .execute(&mut *tx)
                             .await?;
@@ -365,7 +369,7 @@ macro_rules! catalog_sql {
                     let row = sqlx::query(&format!(
                         "SELECT {REVISION_COLUMNS} FROM dataset_revisions WHERE dataset_id = $1 AND content_hash = $2"
                     ))
-                    .bind(dataset_id)
+                    .bind(dataset_id.get())
                     .bind(&parsed.content_hash)
                     .fetch_one(&mut *tx)
                     .await?;
@@ -384,7 +388,7 @@ macro_rules! catalog_sql {
                         .await?;
                     let mut summaries = Vec::with_capacity(ids.len());
                     for id in ids {
-                        if let Some(summary) = self.get_dataset(id).await? {
+                        if let Some(summary) = self.get_dataset(DatasetId(id)).await? {
                             summaries.push(summary);
                         }
                     }
@@ -394,20 +398,20 @@ macro_rules! catalog_sql {
                 result.map_err(|err| err.during("list_datasets"))
             }
 
-            async fn get_dataset(&self, id: i64) -> StoreResult<Option<DatasetSummary>> {
+            async fn get_dataset(&self, id: DatasetId) -> StoreResult<Option<DatasetSummary>> {
                 let result: StoreResult<Option<DatasetSummary>> = async move {
                     let row = sqlx::query(
                         "SELECT d.id, d.name, (SELECT COUNT(*) FROM dataset_revisions r WHERE r.dataset_id = d.id) AS revision_count \
                          FROM datasets d WHERE d.id = $1",
                     )
-                    .bind(id)
+                    .bind(id.get())
                     .fetch_optional(&self.pool)
                     .await?;
                     let Some(row) = row else { return Ok(None) };
                     let latest = sqlx::query(&format!(
                         "SELECT {REVISION_COLUMNS} FROM dataset_revisions WHERE dataset_id = $1 ORDER BY uploaded_at DESC, id DESC LIMIT 1"
                     ))
-                    .bind(id)
+                    .bind(id.get())
                     .fetch_optional(&self.pool)
                     .await?;
                     Ok(Some($crate::read_columns!(row, DatasetSummary {
@@ -422,12 +426,12 @@ macro_rules! catalog_sql {
                 result.map_err(|err| err.during("get_dataset"))
             }
 
-            async fn list_revisions(&self, dataset_id: i64) -> StoreResult<Vec<DatasetRevision>> {
+            async fn list_revisions(&self, dataset_id: DatasetId) -> StoreResult<Vec<DatasetRevision>> {
                 let result: StoreResult<Vec<DatasetRevision>> = async move {
                     let rows = sqlx::query(&format!(
                         "SELECT {REVISION_COLUMNS} FROM dataset_revisions WHERE dataset_id = $1 ORDER BY uploaded_at DESC, id DESC"
                     ))
-                    .bind(dataset_id)
+                    .bind(dataset_id.get())
                     .fetch_all(&self.pool)
                     .await?;
                     Ok(rows.iter().map(revision_from_row).collect::<Result<_, _>>()?)
@@ -436,13 +440,13 @@ macro_rules! catalog_sql {
                 result.map_err(|err| err.during("list_revisions"))
             }
 
-            async fn list_items(&self, revision_id: i64, limit: i64, offset: i64) -> StoreResult<Vec<DatasetItem>> {
+            async fn list_items(&self, revision_id: RevisionId, limit: i64, offset: i64) -> StoreResult<Vec<DatasetItem>> {
                 let result: StoreResult<Vec<DatasetItem>> = async move {
                     let rows = sqlx::query(
                         "SELECT case_id, input, target, category FROM dataset_items \
                          WHERE revision_id = $1 ORDER BY position LIMIT $2 OFFSET $3",
                     )
-                    .bind(revision_id)
+                    .bind(revision_id.get())
                     .bind(limit)
                     .bind(offset)
                     .fetch_all(&self.pool)
@@ -463,13 +467,13 @@ macro_rules! catalog_sql {
                 result.map_err(|err| err.during("list_items"))
             }
 
-            async fn items_after(&self, revision_id: i64, after_position: i64, limit: i64) -> StoreResult<Vec<(i64, DatasetItem)>> {
+            async fn items_after(&self, revision_id: RevisionId, after_position: i64, limit: i64) -> StoreResult<Vec<(i64, DatasetItem)>> {
                 let result: StoreResult<Vec<(i64, DatasetItem)>> = async move {
                     let rows = sqlx::query(
                         "SELECT position, case_id, input, target, category FROM dataset_items \
                          WHERE revision_id = $1 AND position > $2 ORDER BY position LIMIT $3",
                     )
-                    .bind(revision_id)
+                    .bind(revision_id.get())
                     .bind(after_position)
                     .bind(limit)
                     .fetch_all(&self.pool)
@@ -477,7 +481,7 @@ macro_rules! catalog_sql {
                     rows.iter()
                         .map(|row| {
                             Ok((
-                                row.try_get("position")?,
+                                row.read("position")?,
                                 $crate::read_columns!(row, DatasetItem {
                                     case_id,
                                     input,
@@ -493,7 +497,7 @@ macro_rules! catalog_sql {
                 result.map_err(|err| err.during("items_after"))
             }
 
-            async fn create_eval(&self, dataset_id: i64, spec: &arbiter_domain::manifest::EvalSpec, created_by: Option<i64>) -> StoreResult<i64> {
+            async fn create_eval(&self, dataset_id: DatasetId, spec: &arbiter_domain::manifest::EvalSpec, created_by: Option<UserId>) -> StoreResult<EvalId> {
                 let result: StoreResult<i64> = async move {
                     let mut tx = self.writer.begin_with($begin).await?;
                     let inserted = sqlx::query_scalar::<_, i64>(
@@ -507,9 +511,9 @@ macro_rules! catalog_sql {
                     .bind(spec.generation.temperature)
                     .bind(i64::from(spec.repetitions))
                     .bind(spec.generation.seed as i64)
-                    .bind(created_by)
+                    .bind(created_by.map(i64::from))
                     .bind(now_ms())
-                    .bind(dataset_id)
+                    .bind(dataset_id.get())
                     .fetch_optional(&mut *tx)
                     .await
                     .map_err(|err| {
@@ -520,7 +524,7 @@ macro_rules! catalog_sql {
                     Ok(id)
                 }
                 .await;
-                result.map_err(|err| err.during("create_eval"))
+                result.map(EvalId).map_err(|err| err.during("create_eval"))
             }
 
             async fn list_evals(&self) -> StoreResult<Vec<EvalSummary>> {
@@ -534,10 +538,10 @@ macro_rules! catalog_sql {
                 result.map_err(|err| err.during("list_evals"))
             }
 
-            async fn get_eval(&self, id: i64) -> StoreResult<Option<EvalSummary>> {
+            async fn get_eval(&self, id: EvalId) -> StoreResult<Option<EvalSummary>> {
                 let result: StoreResult<Option<EvalSummary>> = async move {
                     let row = sqlx::query(&format!("{EVAL_SELECT} WHERE e.id = $1"))
-                        .bind(id)
+                        .bind(id.get())
                         .fetch_optional(&self.pool)
                         .await?;
                     Ok(row.as_ref().map(eval_from_row).transpose()?)

@@ -1,12 +1,13 @@
 //! Grading records: judge versions, each eval's versioned triage policy, the grade cache of
 //! judge calls, the human-checked verdicts judges are calibrated against, and costs by stage.
 
+use arbiter_domain::ids::{EvalId, RunId, UserId};
 use async_trait::async_trait;
 
 #[async_trait]
 pub trait GradingStore: Send + Sync + 'static {
     /// Stores a judge, as version 1 of a new name or the next version of an existing one.
-    async fn create_judge(&self, new: &NewJudge, created_by: Option<i64>) -> StoreResult<Judge>;
+    async fn create_judge(&self, new: &NewJudge, created_by: Option<UserId>) -> StoreResult<Judge>;
 
     /// Every judge version, newest version of each name first.
     async fn list_judges(&self) -> StoreResult<Vec<Judge>>;
@@ -16,15 +17,15 @@ pub trait GradingStore: Send + Sync + 'static {
     /// Stores the next version of an eval's triage policy; returns its version number.
     async fn save_grading_policy(
         &self,
-        eval_id: i64,
+        eval_id: EvalId,
         policy: &arbiter_domain::grading::triage::TriagePolicy,
         note: &str,
         calibration_json: Option<&str>,
-        created_by: Option<i64>,
+        created_by: Option<UserId>,
     ) -> StoreResult<i64>;
 
     /// An eval's policy versions, newest first.
-    async fn grading_policies(&self, eval_id: i64) -> StoreResult<Vec<PolicyVersion>>;
+    async fn grading_policies(&self, eval_id: EvalId) -> StoreResult<Vec<PolicyVersion>>;
 
     /// A judge call answered before, by its grade cache key.
     async fn cached_judge_call(&self, cache_key: &str) -> StoreResult<Option<JudgeCall>>;
@@ -40,13 +41,14 @@ pub trait GradingStore: Send + Sync + 'static {
     async fn judge_usage(&self, grader_id: &str) -> StoreResult<(i64, f64)>;
 
     /// Cost by stage and identities by deciding stage, for one run.
-    async fn run_costs(&self, run_id: i64) -> StoreResult<RunCosts>;
+    async fn run_costs(&self, run_id: RunId) -> StoreResult<RunCosts>;
 }
 
 /// The SQL of [`GradingStore`], for both backends (expanded once per backend by `backend_sql!`).
 macro_rules! grading_sql {
     ($store:ident, $db:ty, $backend:literal, $begin:literal, $skip_locked:literal) => {
-        use sqlx::Row;
+        use $crate::ReadColumn as _;
+        use arbiter_domain::ids::{EvalId, RunId, UserId};
         use arbiter_domain::grading::judge::{HumanCheckedJudgement, Judge, JudgeCall, NewJudge};
         use arbiter_domain::grading::triage::{PolicyVersion, TriagePolicy};
         use arbiter_domain::run::RunCosts;
@@ -70,11 +72,11 @@ macro_rules! grading_sql {
 
         #[async_trait::async_trait]
         impl $crate::grading::GradingStore for $store {
-            async fn create_judge(&self, new: &NewJudge, created_by: Option<i64>) -> StoreResult<Judge> {
+            async fn create_judge(&self, new: &NewJudge, created_by: Option<UserId>) -> StoreResult<Judge> {
                 let result: StoreResult<Judge> = async move {
                     let mut tx = self.writer.begin_with($begin).await?;
                     let checkpoint: Option<String> = sqlx::query_scalar("SELECT name FROM checkpoints WHERE id = $1")
-                        .bind(new.checkpoint_id)
+                        .bind(new.checkpoint_id.get())
                         .fetch_optional(&mut *tx)
                         .await?;
                     let Some(checkpoint_name) = checkpoint else {
@@ -91,10 +93,10 @@ macro_rules! grading_sql {
                     )
                     .bind(&new.name)
                     .bind(version)
-                    .bind(new.checkpoint_id)
+                    .bind(new.checkpoint_id.get())
                     .bind(&new.rubric)
                     .bind(new.max_tokens)
-                    .bind(created_by)
+                    .bind(created_by.map(i64::from))
                     .bind(now)
                     .fetch_one(&mut *tx)
                     .await
@@ -140,16 +142,16 @@ macro_rules! grading_sql {
 
             async fn save_grading_policy(
                 &self,
-                eval_id: i64,
+                eval_id: EvalId,
                 policy: &TriagePolicy,
                 note: &str,
                 calibration_json: Option<&str>,
-                created_by: Option<i64>,
+                created_by: Option<UserId>,
             ) -> StoreResult<i64> {
                 let result: StoreResult<i64> = async move {
                     let mut tx = self.writer.begin_with($begin).await?;
                     let exists: Option<i64> = sqlx::query_scalar("SELECT id FROM evals WHERE id = $1")
-                        .bind(eval_id)
+                        .bind(eval_id.get())
                         .fetch_optional(&mut *tx)
                         .await?;
                     if exists.is_none() {
@@ -165,19 +167,19 @@ macro_rules! grading_sql {
                         }
                     }
                     let version: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) + 1 FROM grading_policies WHERE eval_id = $1")
-                        .bind(eval_id)
+                        .bind(eval_id.get())
                         .fetch_one(&mut *tx)
                         .await?;
                     sqlx::query(
                         "INSERT INTO grading_policies (eval_id, version, policy_json, note, calibration_json, created_by, created_at) \
                          VALUES ($1, $2, $3, $4, $5, $6, $7)",
                     )
-                    .bind(eval_id)
+                    .bind(eval_id.get())
                     .bind(version)
                     .bind(serde_json::to_string(policy).expect("policies always serialize"))
                     .bind(note)
                     .bind(calibration_json)
-                    .bind(created_by)
+                    .bind(created_by.map(i64::from))
                     .bind(now_ms())
                     .execute(&mut *tx)
                     .await
@@ -189,28 +191,28 @@ macro_rules! grading_sql {
                 result.map_err(|err| err.during("save_grading_policy"))
             }
 
-            async fn grading_policies(&self, eval_id: i64) -> StoreResult<Vec<PolicyVersion>> {
+            async fn grading_policies(&self, eval_id: EvalId) -> StoreResult<Vec<PolicyVersion>> {
                 let result: StoreResult<Vec<PolicyVersion>> = async move {
                     let rows = sqlx::query(
                         "SELECT p.eval_id, p.version, p.policy_json, p.note, p.calibration_json, u.username, p.created_at \
                          FROM grading_policies p LEFT JOIN users u ON u.id = p.created_by \
                          WHERE p.eval_id = $1 ORDER BY p.version DESC",
                     )
-                    .bind(eval_id)
+                    .bind(eval_id.get())
                     .fetch_all(&self.pool)
                     .await?;
                     rows.iter()
                         .map(|row| {
-                            let policy_json: String = row.try_get("policy_json")?;
+                            let policy_json: String = row.read("policy_json")?;
                             Ok(PolicyVersion {
-                                eval_id: row.try_get("eval_id")?,
-                                version: row.try_get("version")?,
+                                eval_id: row.read("eval_id")?,
+                                version: row.read("version")?,
                                 policy: serde_json::from_str(&policy_json)
                                     .map_err(|err| sqlx::Error::Decode(err.into()))?,
-                                note: row.try_get("note")?,
-                                calibration_json: row.try_get("calibration_json")?,
-                                created_by: row.try_get("username")?,
-                                created_at: row.try_get("created_at")?,
+                                note: row.read("note")?,
+                                calibration_json: row.read("calibration_json")?,
+                                created_by: row.read("username")?,
+                                created_at: row.read("created_at")?,
                             })
                         })
                         .collect::<Result<_, sqlx::Error>>()
@@ -230,7 +232,7 @@ macro_rules! grading_sql {
                     .fetch_optional(&self.pool)
                     .await?;
                     row.map(|row| {
-                        let verdict: Option<String> = row.try_get("verdict")?;
+                        let verdict: Option<String> = row.read("verdict")?;
                         Ok($crate::read_columns!(row, JudgeCall {
                             cache_key,
                             output,
@@ -295,7 +297,7 @@ macro_rules! grading_sql {
                 result.map_err(|err| err.during("judge_usage"))
             }
 
-            async fn run_costs(&self, run_id: i64) -> StoreResult<RunCosts> {
+            async fn run_costs(&self, run_id: RunId) -> StoreResult<RunCosts> {
                 let result: StoreResult<RunCosts> = async move {
                     let (generation_usd, generation_calls, cached_generations): (f64, i64, i64) = sqlx::query_as(
                         "SELECT COALESCE(SUM(g.cost_usd), 0.0), \
@@ -303,7 +305,7 @@ macro_rules! grading_sql {
                                 COALESCE(SUM(CASE WHEN g.from_cache THEN 1 ELSE 0 END), 0) \
                          FROM generations g JOIN work_items w ON w.id = g.work_item_id WHERE w.run_id = $1",
                     )
-                    .bind(run_id)
+                    .bind(run_id.get())
                     .fetch_one(&self.pool)
                     .await?;
                     let (judging_usd, judge_grades, cached_judge_grades): (f64, i64, i64) = sqlx::query_as(
@@ -312,21 +314,21 @@ macro_rules! grading_sql {
                          FROM grades gr JOIN work_items w ON w.id = gr.work_item_id \
                          WHERE w.run_id = $1 AND gr.stage IN ('cheap_judge', 'strong_judge')",
                     )
-                    .bind(run_id)
+                    .bind(run_id.get())
                     .fetch_one(&self.pool)
                     .await?;
                     let human_labels: i64 = sqlx::query_scalar(
                         "SELECT COUNT(*) FROM labels l JOIN annotation_tasks t ON t.id = l.task_id \
                          JOIN work_items w ON w.id = t.work_item_id WHERE w.run_id = $1",
                     )
-                    .bind(run_id)
+                    .bind(run_id.get())
                     .fetch_one(&self.pool)
                     .await?;
                     let decided_by: Vec<(String, i64)> = sqlx::query_as(
                         "SELECT COALESCE(decided_by, 'unanswered') AS stage, COUNT(*) FROM work_items \
                          WHERE run_id = $1 GROUP BY COALESCE(decided_by, 'unanswered') ORDER BY 1",
                     )
-                    .bind(run_id)
+                    .bind(run_id.get())
                     .fetch_all(&self.pool)
                     .await?;
                     Ok(RunCosts {

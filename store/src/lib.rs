@@ -192,13 +192,84 @@ pub(crate) fn conflict_on(
     StoreError::from(err)
 }
 
+/// A value one column holds: what sqlx decodes as it is, and the domain's ids, stored as their
+/// integers. (The domain knows no sqlx, so its ids cannot implement sqlx's traits themselves.)
+pub(crate) trait Column<DB: sqlx::Database>: Sized {
+    type Stored: for<'r> sqlx::Decode<'r, DB> + sqlx::Type<DB>;
+    fn from_stored(stored: Self::Stored) -> Self;
+}
+
+macro_rules! stored_as_is {
+    ($($plain:ty),+) => {$(
+        impl<DB: sqlx::Database> Column<DB> for $plain
+        where
+            $plain: for<'r> sqlx::Decode<'r, DB> + sqlx::Type<DB>,
+        {
+            type Stored = $plain;
+            fn from_stored(stored: $plain) -> $plain {
+                stored
+            }
+        }
+    )+};
+}
+stored_as_is!(i64, i32, f64, bool, String);
+
+macro_rules! stored_as_integer {
+    ($($id:ident),+) => {$(
+        impl<DB: sqlx::Database> Column<DB> for arbiter_domain::ids::$id
+        where
+            i64: for<'r> sqlx::Decode<'r, DB> + sqlx::Type<DB>,
+        {
+            type Stored = i64;
+            fn from_stored(stored: i64) -> Self {
+                arbiter_domain::ids::$id(stored)
+            }
+        }
+    )+};
+}
+stored_as_integer!(
+    RunId,
+    EvalId,
+    CheckpointId,
+    DatasetId,
+    RevisionId,
+    UserId,
+    IdentityId,
+    TaskId
+);
+
+impl<DB: sqlx::Database, T: Column<DB>> Column<DB> for Option<T>
+where
+    Option<T::Stored>: for<'r> sqlx::Decode<'r, DB> + sqlx::Type<DB>,
+{
+    type Stored = Option<T::Stored>;
+    fn from_stored(stored: Option<T::Stored>) -> Option<T> {
+        stored.map(T::from_stored)
+    }
+}
+
+/// `row.read(name)` reads a column as any [`Column`] type: `try_get`, for ids too.
+pub(crate) trait ReadColumn: sqlx::Row {
+    fn read<T: Column<Self::Database>>(&self, name: &str) -> Result<T, sqlx::Error>
+    where
+        for<'a> &'a str: sqlx::ColumnIndex<Self>,
+    {
+        self.try_get::<T::Stored, _>(name).map(T::from_stored)
+    }
+}
+
+impl<R: sqlx::Row> ReadColumn for R {}
+
 /// Builds `$record` from `$row`, each listed field read from the column of the same name (so
 /// each field is named once); fields after `;` are given as expressions (parsed values, nested
 /// records, computed defaults).
 macro_rules! read_columns {
     ($row:expr, $record:ident { $($field:ident),+ $(,)? $(; $($other:ident: $value:expr),+ $(,)?)? }) => {
         $record {
-            $($field: $row.try_get(stringify!($field))?,)+
+            $($field: {
+                use $crate::ReadColumn as _;
+                $row.read(stringify!($field))?
+            },)+
             $($($other: $value,)+)?
         }
     };

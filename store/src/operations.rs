@@ -3,6 +3,7 @@
 //! checkpoint announcements that trigger them, webhooks and their delivery outbox, and the
 //! retention sweep's reads and deletes.
 
+use arbiter_domain::ids::{CheckpointId, RunId, UserId};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
@@ -110,7 +111,7 @@ pub trait OperationsStore: Send + Sync + 'static {
     async fn create_suite(
         &self,
         suite: &NewSuite,
-        created_by: Option<i64>,
+        created_by: Option<UserId>,
         now: i64,
     ) -> StoreResult<i64>;
 
@@ -121,13 +122,16 @@ pub trait OperationsStore: Send + Sync + 'static {
 
     /// The checkpoint's training run and its position among that run's checkpoints in order
     /// of registration (1 for the first); `None` for an unknown checkpoint.
-    async fn checkpoint_position(&self, checkpoint_id: i64) -> StoreResult<Option<(String, i64)>>;
+    async fn checkpoint_position(
+        &self,
+        checkpoint_id: CheckpointId,
+    ) -> StoreResult<Option<(String, i64)>>;
 
     async fn record_suite_launch(
         &self,
         suite_id: i64,
-        checkpoint_id: i64,
-        run_id: i64,
+        checkpoint_id: CheckpointId,
+        run_id: RunId,
         reason: &str,
         now: i64,
     ) -> StoreResult<()>;
@@ -141,7 +145,7 @@ pub trait OperationsStore: Send + Sync + 'static {
         url: &str,
         events: &[String],
         secret_ref: Option<&str>,
-        created_by: Option<i64>,
+        created_by: Option<UserId>,
         now: i64,
     ) -> StoreResult<Webhook>;
 
@@ -152,7 +156,7 @@ pub trait OperationsStore: Send + Sync + 'static {
     async fn set_webhook_cursor(&self, webhook_id: i64, cursor_ms: i64) -> StoreResult<()>;
 
     /// Runs that completed in (after, upto].
-    async fn runs_finished_between(&self, after: i64, upto: i64) -> StoreResult<Vec<i64>>;
+    async fn runs_finished_between(&self, after: i64, upto: i64) -> StoreResult<Vec<RunId>>;
 
     /// Alerts opened or resolved in (after, upto].
     async fn alerts_changed_between(&self, after: i64, upto: i64) -> StoreResult<Vec<Alert>>;
@@ -195,29 +199,29 @@ pub trait OperationsStore: Send + Sync + 'static {
     // Retention.
     /// Completed runs finished before `before` whose raw answers are still stored, oldest
     /// first. (Cancelled runs can be resumed, so they are kept.)
-    async fn runs_with_raw_before(&self, before: i64, limit: i64) -> StoreResult<Vec<i64>>;
+    async fn runs_with_raw_before(&self, before: i64, limit: i64) -> StoreResult<Vec<RunId>>;
 
     /// Removes one run's answer texts, logprobs and cache entries, keeping its verdicts,
     /// tallies and snapshot; logprobs a run last active at or after `keep_users_after` still
     /// reads (through a cache hit) are kept. One transaction.
     async fn purge_raw_outputs(
         &self,
-        run_id: i64,
+        run_id: RunId,
         keep_users_after: i64,
         now: i64,
     ) -> StoreResult<RawPurge>;
 
     /// Completed runs finished before `before`, oldest first.
-    async fn runs_finished_before(&self, before: i64, limit: i64) -> StoreResult<Vec<i64>>;
+    async fn runs_finished_before(&self, before: i64, limit: i64) -> StoreResult<Vec<RunId>>;
 
     /// Whether another run's cached answers read this run's generations, or a promotion
     /// decision ties it to a run that has not expired (finished at or after `expired_before`).
-    async fn run_in_use(&self, run_id: i64, expired_before: i64) -> StoreResult<bool>;
+    async fn run_in_use(&self, run_id: RunId, expired_before: i64) -> StoreResult<bool>;
 
     /// Deletes a completed run and everything recorded for it (annotations, grades, answers,
     /// tallies, snapshot, decisions); rows deleted (0 when it is no longer completed). One
     /// transaction.
-    async fn delete_run(&self, run_id: i64) -> StoreResult<u64>;
+    async fn delete_run(&self, run_id: RunId) -> StoreResult<u64>;
 
     /// The content hash of a watched announcement already handled.
     async fn announcement_hash(&self, source: &str) -> StoreResult<Option<String>>;
@@ -226,7 +230,7 @@ pub trait OperationsStore: Send + Sync + 'static {
         &self,
         source: &str,
         content_hash: &str,
-        checkpoint_id: Option<i64>,
+        checkpoint_id: Option<CheckpointId>,
         error: Option<&str>,
         now: i64,
     ) -> StoreResult<()>;
@@ -236,6 +240,7 @@ pub trait OperationsStore: Send + Sync + 'static {
 macro_rules! operations_sql {
     ($store:ident, $db:ty, $backend:literal, $begin:literal, $skip_locked:literal) => {
         use $crate::{StoreError, StoreResult};
+        use arbiter_domain::ids::{CheckpointId, EvalId, RunId, UserId};
 
         async fn open_alert(
             writer: &sqlx::Pool<$db>,
@@ -452,6 +457,7 @@ macro_rules! operations_sql {
             ) -> $crate::StoreResult<arbiter_domain::health::AnswerWindow> {
                 let result: $crate::StoreResult<arbiter_domain::health::AnswerWindow> = async move {
                     use sqlx::Row;
+                    use $crate::ReadColumn as _;
                     // One grouped scan of the window: the bucket of each answer's latency (edges are
                     // numbers from code, never from users) and its error category.
                     let mut bucket = String::from("CASE");
@@ -475,8 +481,8 @@ macro_rules! operations_sql {
                     let mut errors: std::collections::BTreeMap<String, i64> = Default::default();
                     for row in &rows {
                         let bucket: i64 = row.try_get::<i64, _>("bucket").or_else(|_| row.try_get::<i32, _>("bucket").map(i64::from))?;
-                        let error: String = row.try_get("error")?;
-                        let answers: i64 = row.try_get("answers")?;
+                        let error: String = row.read("error")?;
+                        let answers: i64 = row.read("answers")?;
                         window.answers += answers;
                         if let Some(slot) = window.latency_buckets.get_mut(bucket as usize) {
                             *slot += answers;
@@ -659,7 +665,7 @@ macro_rules! operations_sql {
             async fn create_suite(
                 &self,
                 suite: &arbiter_domain::suites::NewSuite,
-                created_by: Option<i64>,
+                created_by: Option<UserId>,
                 now: i64,
             ) -> $crate::StoreResult<i64> {
                 let result: $crate::StoreResult<i64> = async move {
@@ -674,7 +680,7 @@ macro_rules! operations_sql {
                     .bind(suite.every_nth)
                     .bind(&suite.training_run)
                     .bind(&suite.team)
-                    .bind(created_by)
+                    .bind(created_by.map(i64::from))
                     .bind(now)
                     .fetch_one(&mut *tx)
                     .await
@@ -687,7 +693,7 @@ macro_rules! operations_sql {
                     for eval_id in &suite.eval_ids {
                         sqlx::query("INSERT INTO suite_evals (suite_id, eval_id) VALUES ($1, $2) ON CONFLICT DO NOTHING")
                             .bind(id)
-                            .bind(eval_id)
+                            .bind(eval_id.get())
                             .execute(&mut *tx)
                             .await
                             .map_err(|err| match err {
@@ -722,7 +728,7 @@ macro_rules! operations_sql {
                             evals: members
                                 .iter()
                                 .filter(|(suite_id, _, _)| *suite_id == id)
-                                .map(|(_, eval_id, eval_name)| (*eval_id, eval_name.clone()))
+                                .map(|(_, eval_id, eval_name)| (EvalId(*eval_id), eval_name.clone()))
                                 .collect(),
                             id, name, tier, every_nth, training_run, team, created_at,
                         })
@@ -745,13 +751,13 @@ macro_rules! operations_sql {
                 result.map_err(|err| err.during("delete_suite"))
             }
 
-            async fn checkpoint_position(&self, checkpoint_id: i64) -> $crate::StoreResult<Option<(String, i64)>> {
+            async fn checkpoint_position(&self, checkpoint_id: CheckpointId) -> $crate::StoreResult<Option<(String, i64)>> {
                 let result: $crate::StoreResult<Option<(String, i64)>> = async move {
                     Ok(sqlx::query_as(
                         "SELECT c.training_run, (SELECT COUNT(*) FROM checkpoints o WHERE o.training_run = c.training_run AND o.id <= c.id) \
                          FROM checkpoints c WHERE c.id = $1",
                     )
-                    .bind(checkpoint_id)
+                    .bind(checkpoint_id.get())
                     .fetch_optional(&self.pool)
                     .await?)
                 }
@@ -762,8 +768,8 @@ macro_rules! operations_sql {
             async fn record_suite_launch(
                 &self,
                 suite_id: i64,
-                checkpoint_id: i64,
-                run_id: i64,
+                checkpoint_id: CheckpointId,
+                run_id: RunId,
                 reason: &str,
                 now: i64,
             ) -> $crate::StoreResult<()> {
@@ -773,8 +779,8 @@ macro_rules! operations_sql {
                          ON CONFLICT DO NOTHING",
                     )
                     .bind(suite_id)
-                    .bind(checkpoint_id)
-                    .bind(run_id)
+                    .bind(checkpoint_id.get())
+                    .bind(run_id.get())
                     .bind(reason)
                     .bind(now)
                     .execute(&self.writer)
@@ -798,7 +804,7 @@ macro_rules! operations_sql {
                     Ok(rows
                         .into_iter()
                         .map(|(suite, checkpoint, run_id, reason, created_at)| arbiter_domain::suites::SuiteLaunch {
-                            suite, checkpoint, run_id, reason, created_at,
+                            suite, checkpoint, run_id: RunId(run_id), reason, created_at,
                         })
                         .collect())
                 }
@@ -811,7 +817,7 @@ macro_rules! operations_sql {
                 url: &str,
                 events: &[String],
                 secret_ref: Option<&str>,
-                created_by: Option<i64>,
+                created_by: Option<UserId>,
                 now: i64,
             ) -> $crate::StoreResult<arbiter_domain::webhooks::Webhook> {
                 let result: $crate::StoreResult<arbiter_domain::webhooks::Webhook> = async move {
@@ -823,7 +829,7 @@ macro_rules! operations_sql {
                     .bind(events.join(","))
                     .bind(secret_ref)
                     .bind(now)
-                    .bind(created_by)
+                    .bind(created_by.map(i64::from))
                     .fetch_one(&self.writer)
                     .await?;
                     Ok(arbiter_domain::webhooks::Webhook {
@@ -890,7 +896,7 @@ macro_rules! operations_sql {
                 result.map_err(|err| err.during("set_webhook_cursor"))
             }
 
-            async fn runs_finished_between(&self, after: i64, upto: i64) -> $crate::StoreResult<Vec<i64>> {
+            async fn runs_finished_between(&self, after: i64, upto: i64) -> $crate::StoreResult<Vec<RunId>> {
                 let result: $crate::StoreResult<Vec<i64>> = async move {
                     Ok(sqlx::query_scalar(
                         "SELECT id FROM runs WHERE status = 'completed' AND finished_at > $1 AND finished_at <= $2 ORDER BY finished_at, id",
@@ -901,7 +907,7 @@ macro_rules! operations_sql {
                     .await?)
                 }
                 .await;
-                result.map_err(|err| err.during("runs_finished_between"))
+                result.map(|ids| ids.into_iter().map(RunId).collect()).map_err(|err| err.during("runs_finished_between"))
             }
 
             async fn alerts_changed_between(&self, after: i64, upto: i64) -> $crate::StoreResult<Vec<arbiter_domain::health::Alert>> {
@@ -1066,7 +1072,7 @@ macro_rules! operations_sql {
                 result.map_err(|err| err.during("recent_deliveries"))
             }
 
-            async fn runs_with_raw_before(&self, before: i64, limit: i64) -> $crate::StoreResult<Vec<i64>> {
+            async fn runs_with_raw_before(&self, before: i64, limit: i64) -> $crate::StoreResult<Vec<RunId>> {
                 let result: $crate::StoreResult<Vec<i64>> = async move {
                     Ok(sqlx::query_scalar(
                         "SELECT id FROM runs WHERE status = 'completed' AND raw_purged_at IS NULL \
@@ -1078,15 +1084,15 @@ macro_rules! operations_sql {
                     .await?)
                 }
                 .await;
-                result.map_err(|err| err.during("runs_with_raw_before"))
+                result.map(|ids| ids.into_iter().map(RunId).collect()).map_err(|err| err.during("runs_with_raw_before"))
             }
 
-            async fn purge_raw_outputs(&self, run_id: i64, keep_users_after: i64, now: i64) -> $crate::StoreResult<$crate::RawPurge> {
+            async fn purge_raw_outputs(&self, run_id: RunId, keep_users_after: i64, now: i64) -> $crate::StoreResult<$crate::RawPurge> {
                 let result: $crate::StoreResult<$crate::RawPurge> = async move {
                     const OF_RUN: &str = "SELECT id FROM work_items WHERE run_id = $1";
                     let mut tx = self.writer.begin().await?;
                     let cache_entries_deleted = sqlx::query(&format!("DELETE FROM generation_cache WHERE work_item_id IN ({OF_RUN})"))
-                        .bind(run_id)
+                        .bind(run_id.get())
                         .execute(&mut *tx)
                         .await?
                         .rows_affected();
@@ -1097,14 +1103,14 @@ macro_rules! operations_sql {
                     let logprobs_kept_in_use: i64 = sqlx::query_scalar(&format!(
                         "SELECT COUNT(*) FROM generation_logprobs WHERE work_item_id IN ({OF_RUN}) AND {in_use}"
                     ))
-                    .bind(run_id)
+                    .bind(run_id.get())
                     .bind(keep_users_after)
                     .fetch_one(&mut *tx)
                     .await?;
                     let logprobs_deleted = sqlx::query(&format!(
                         "DELETE FROM generation_logprobs WHERE work_item_id IN ({OF_RUN}) AND NOT {in_use}"
                     ))
-                    .bind(run_id)
+                    .bind(run_id.get())
                     .bind(keep_users_after)
                     .execute(&mut *tx)
                     .await?
@@ -1112,13 +1118,13 @@ macro_rules! operations_sql {
                     let generations_cleared = sqlx::query(&format!(
                         "UPDATE generations SET output = '', attempt_log = NULL WHERE work_item_id IN ({OF_RUN}) AND output <> ''"
                     ))
-                    .bind(run_id)
+                    .bind(run_id.get())
                     .execute(&mut *tx)
                     .await?
                     .rows_affected();
                     sqlx::query("UPDATE runs SET raw_purged_at = $1 WHERE id = $2")
                         .bind(now)
-                        .bind(run_id)
+                        .bind(run_id.get())
                         .execute(&mut *tx)
                         .await?;
                     tx.commit().await?;
@@ -1133,7 +1139,7 @@ macro_rules! operations_sql {
                 result.map_err(|err| err.during("purge_raw_outputs"))
             }
 
-            async fn runs_finished_before(&self, before: i64, limit: i64) -> $crate::StoreResult<Vec<i64>> {
+            async fn runs_finished_before(&self, before: i64, limit: i64) -> $crate::StoreResult<Vec<RunId>> {
                 let result: $crate::StoreResult<Vec<i64>> = async move {
                     Ok(sqlx::query_scalar(
                         "SELECT id FROM runs WHERE status = 'completed' \
@@ -1145,10 +1151,10 @@ macro_rules! operations_sql {
                     .await?)
                 }
                 .await;
-                result.map_err(|err| err.during("runs_finished_before"))
+                result.map(|ids| ids.into_iter().map(RunId).collect()).map_err(|err| err.during("runs_finished_before"))
             }
 
-            async fn run_in_use(&self, run_id: i64, expired_before: i64) -> $crate::StoreResult<bool> {
+            async fn run_in_use(&self, run_id: RunId, expired_before: i64) -> $crate::StoreResult<bool> {
                 let result: $crate::StoreResult<bool> = async move {
                     Ok(sqlx::query_scalar(
                         "SELECT EXISTS (SELECT 1 FROM generations u JOIN work_items uw ON uw.id = u.work_item_id \
@@ -1158,7 +1164,7 @@ macro_rules! operations_sql {
                            WHERE (d.baseline_run_id = $1 OR d.candidate_run_id = $1) \
                            AND (o.status <> 'completed' OR o.finished_at >= $2))",
                     )
-                    .bind(run_id)
+                    .bind(run_id.get())
                     .bind(expired_before)
                     .fetch_one(&self.pool)
                     .await?)
@@ -1167,7 +1173,7 @@ macro_rules! operations_sql {
                 result.map_err(|err| err.during("run_in_use"))
             }
 
-            async fn delete_run(&self, run_id: i64) -> $crate::StoreResult<u64> {
+            async fn delete_run(&self, run_id: RunId) -> $crate::StoreResult<u64> {
                 let result: $crate::StoreResult<u64> = async move {
                     const ITEMS: &str = "SELECT id FROM work_items WHERE run_id = $1";
                     let tasks = format!("SELECT id FROM annotation_tasks WHERE work_item_id IN ({ITEMS})");
@@ -1197,7 +1203,7 @@ macro_rules! operations_sql {
                     let mut tx = self.writer.begin().await?;
                     // A run resumed since it was chosen is no longer expired.
                     let status: Option<String> = sqlx::query_scalar("SELECT status FROM runs WHERE id = $1")
-                        .bind(run_id)
+                        .bind(run_id.get())
                         .fetch_optional(&mut *tx)
                         .await?;
                     if status.as_deref() != Some(arbiter_domain::run::RunStatus::Completed.as_str()) {
@@ -1205,7 +1211,7 @@ macro_rules! operations_sql {
                     }
                     let mut deleted = 0;
                     for statement in &statements {
-                        deleted += sqlx::query(statement).bind(run_id).execute(&mut *tx).await?.rows_affected();
+                        deleted += sqlx::query(statement).bind(run_id.get()).execute(&mut *tx).await?.rows_affected();
                     }
                     tx.commit().await?;
                     Ok(deleted)
@@ -1229,7 +1235,7 @@ macro_rules! operations_sql {
                 &self,
                 source: &str,
                 content_hash: &str,
-                checkpoint_id: Option<i64>,
+                checkpoint_id: Option<CheckpointId>,
                 error: Option<&str>,
                 now: i64,
             ) -> $crate::StoreResult<()> {
@@ -1241,7 +1247,7 @@ macro_rules! operations_sql {
                     )
                     .bind(source)
                     .bind(content_hash)
-                    .bind(checkpoint_id)
+                    .bind(checkpoint_id.map(i64::from))
                     .bind(error)
                     .bind(now)
                     .execute(&self.writer)

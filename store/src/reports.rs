@@ -2,6 +2,7 @@
 //! packed run snapshots, streamed scans and export pages in identity order, per-prompt diff
 //! sides and logprobs, promotion decisions, and the runs and watches of trends.
 
+use arbiter_domain::ids::{EvalId, IdentityId, RunId, UserId};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
@@ -18,10 +19,12 @@ pub struct StoredSnapshot {
 /// One result identity as exported.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct ExportRow {
-    pub run_id: i64,
+    #[sqlx(try_from = "i64")]
+    pub run_id: RunId,
     /// Exported as `work_item_id`, the column's name since the first export format.
     #[serde(rename = "work_item_id")]
-    pub identity_id: i64,
+    #[sqlx(try_from = "i64")]
+    pub identity_id: IdentityId,
     pub case_id: String,
     pub repetition: i64,
     pub category: String,
@@ -51,29 +54,32 @@ pub struct ExportRow {
 #[async_trait]
 pub trait ReportStore: Send + Sync + 'static {
     /// The run's per-category counts, kept by triggers as results arrive.
-    async fn run_tallies(&self, run_id: i64)
-        -> StoreResult<Vec<arbiter_domain::reports::TallyRow>>;
+    async fn run_tallies(
+        &self,
+        run_id: RunId,
+    ) -> StoreResult<Vec<arbiter_domain::reports::TallyRow>>;
 
-    async fn stored_snapshot(&self, run_id: i64) -> StoreResult<Option<StoredSnapshot>>;
+    async fn stored_snapshot(&self, run_id: RunId) -> StoreResult<Option<StoredSnapshot>>;
 
     async fn save_snapshot(
         &self,
-        run_id: i64,
+        run_id: RunId,
         item_count: i64,
         snapshot: &StoredSnapshot,
     ) -> StoreResult<()>;
 
     /// Completed runs without a snapshot built since they completed, oldest first.
-    async fn runs_needing_snapshots(&self, limit: i64) -> StoreResult<Vec<i64>>;
+    async fn runs_needing_snapshots(&self, limit: i64) -> StoreResult<Vec<RunId>>;
 
     async fn record_promotion_decision(&self, decision: &NewPromotionDecision) -> StoreResult<i64>;
 
     /// Decisions where the run is the baseline or the candidate, newest first.
-    async fn promotion_decisions(&self, run_id: i64) -> StoreResult<Vec<PromotionDecisionRecord>>;
+    async fn promotion_decisions(&self, run_id: RunId)
+        -> StoreResult<Vec<PromotionDecisionRecord>>;
 
     /// The latest (not cancelled) run of the eval on each checkpoint of the training run
     /// (every checkpoint for ''), in training order: by step, then registration.
-    async fn trend_runs(&self, eval_id: i64, training_run: &str) -> StoreResult<Vec<TrendRun>>;
+    async fn trend_runs(&self, eval_id: EvalId, training_run: &str) -> StoreResult<Vec<TrendRun>>;
 
     /// The training runs checkpoints name, sorted.
     async fn training_runs(&self) -> StoreResult<Vec<String>>;
@@ -81,51 +87,53 @@ pub trait ReportStore: Send + Sync + 'static {
     async fn save_trend_watch(
         &self,
         watch: &TrendWatch,
-        created_by: Option<i64>,
+        created_by: Option<UserId>,
     ) -> StoreResult<()>;
 
-    async fn delete_trend_watch(&self, eval_id: i64, training_run: &str) -> StoreResult<()>;
+    async fn delete_trend_watch(&self, eval_id: EvalId, training_run: &str) -> StoreResult<()>;
 
     async fn trend_watches(&self) -> StoreResult<Vec<TrendWatch>>;
 
     /// Streams every identity of the run in identity order (never the whole run in memory).
     async fn scan_run(
         &self,
-        run_id: i64,
+        run_id: RunId,
         sink: &mut (dyn FnMut(arbiter_domain::reports::snapshot::ScanRow) + Send),
     ) -> StoreResult<()>;
 
     /// The deterministic graders that graded the run's answers (kept by a trigger).
-    async fn run_graders(&self, run_id: i64) -> StoreResult<Vec<String>>;
+    async fn run_graders(&self, run_id: RunId) -> StoreResult<Vec<String>>;
 
     /// A page of the run's results for export, in identity order after `after_id`.
     async fn export_rows(
         &self,
-        run_id: i64,
+        run_id: RunId,
         after_id: i64,
         limit: i64,
     ) -> StoreResult<Vec<crate::ExportRow>>;
 
     /// The diff's view of these result identities: texts, outcomes, grades and labels.
-    async fn diff_sides(&self, identity_ids: &[i64]) -> StoreResult<Vec<DiffSide>>;
+    async fn diff_sides(&self, identity_ids: &[IdentityId]) -> StoreResult<Vec<DiffSide>>;
 
     /// The stored per-token logprobs of an answer (compact form, see [`arbiter_domain::logprobs`]).
-    async fn generation_logprobs(&self, identity_id: i64) -> StoreResult<Option<Vec<u8>>>;
+    async fn generation_logprobs(&self, identity_id: IdentityId) -> StoreResult<Option<Vec<u8>>>;
 }
 
 /// The SQL of [`ReportStore`], for both backends (expanded once per backend by `backend_sql!`).
 macro_rules! reports_sql {
     ($store:ident, $db:ty, $backend:literal, $begin:literal, $skip_locked:literal) => {
         use sqlx::Row;
+        use $crate::ReadColumn as _;
+        use arbiter_domain::ids::{CheckpointId, EvalId, IdentityId, RunId, UserId};
         use $crate::{StoreError, StoreResult, now_ms};
         use arbiter_domain::reports::diff::DiffGrade;
 
         #[async_trait::async_trait]
         impl $crate::reports::ReportStore for $store {
-            async fn generation_logprobs(&self, identity_id: i64) -> StoreResult<Option<Vec<u8>>> {
+            async fn generation_logprobs(&self, identity_id: IdentityId) -> StoreResult<Option<Vec<u8>>> {
                 let result: StoreResult<Option<Vec<u8>>> = async move {
                     Ok(sqlx::query_scalar("SELECT logprobs FROM generation_logprobs WHERE work_item_id = $1")
-                        .bind(identity_id)
+                        .bind(identity_id.get())
                         .fetch_optional(&self.pool)
                         .await?)
                 }
@@ -133,13 +141,13 @@ macro_rules! reports_sql {
                 result.map_err(|err| err.during("generation_logprobs"))
             }
 
-            async fn run_tallies(&self, run_id: i64) -> StoreResult<Vec<arbiter_domain::reports::TallyRow>> {
+            async fn run_tallies(&self, run_id: RunId) -> StoreResult<Vec<arbiter_domain::reports::TallyRow>> {
                 let result: StoreResult<Vec<arbiter_domain::reports::TallyRow>> = async move {
                     let rows: Vec<(String, String, String, i64)> = sqlx::query_as(
                         "SELECT category, field, value, count FROM run_tallies WHERE run_id = $1 AND count <> 0 \
                          ORDER BY category, field, value",
                     )
-                    .bind(run_id)
+                    .bind(run_id.get())
                     .fetch_all(&self.pool)
                     .await?;
                     Ok(rows
@@ -151,12 +159,12 @@ macro_rules! reports_sql {
                 result.map_err(|err| err.during("run_tallies"))
             }
 
-            async fn stored_snapshot(&self, run_id: i64) -> StoreResult<Option<$crate::StoredSnapshot>> {
+            async fn stored_snapshot(&self, run_id: RunId) -> StoreResult<Option<$crate::StoredSnapshot>> {
                 let result: StoreResult<Option<$crate::StoredSnapshot>> = async move {
                     let row: Option<(String, String, Vec<u8>, i64)> = sqlx::query_as(
                         "SELECT version, identity_hash, data, build_ms FROM run_snapshots WHERE run_id = $1",
                     )
-                    .bind(run_id)
+                    .bind(run_id.get())
                     .fetch_optional(&self.pool)
                     .await?;
                     Ok(row.map(|(version, identity_hash, data, build_ms)| $crate::StoredSnapshot { version, identity_hash, data, build_ms }))
@@ -165,7 +173,7 @@ macro_rules! reports_sql {
                 result.map_err(|err| err.during("stored_snapshot"))
             }
 
-            async fn save_snapshot(&self, run_id: i64, item_count: i64, snapshot: &$crate::StoredSnapshot) -> StoreResult<()> {
+            async fn save_snapshot(&self, run_id: RunId, item_count: i64, snapshot: &$crate::StoredSnapshot) -> StoreResult<()> {
                 let result: StoreResult<()> = async move {
                     sqlx::query(
                         "INSERT INTO run_snapshots (run_id, version, identity_hash, item_count, data, built_at, build_ms) \
@@ -173,7 +181,7 @@ macro_rules! reports_sql {
                          version = excluded.version, identity_hash = excluded.identity_hash, item_count = excluded.item_count, \
                          data = excluded.data, built_at = excluded.built_at, build_ms = excluded.build_ms",
                     )
-                    .bind(run_id)
+                    .bind(run_id.get())
                     .bind(&snapshot.version)
                     .bind(&snapshot.identity_hash)
                     .bind(item_count)
@@ -194,12 +202,12 @@ macro_rules! reports_sql {
                         "INSERT INTO promotion_decisions (baseline_run_id, candidate_run_id, decision, note, summary_json, decided_by, decided_at) \
                          VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
                     )
-                    .bind(decision.baseline_run_id)
-                    .bind(decision.candidate_run_id)
+                    .bind(decision.baseline_run_id.get())
+                    .bind(decision.candidate_run_id.get())
                     .bind(if decision.promote { "promote" } else { "reject" })
                     .bind(&decision.note)
                     .bind(&decision.summary_json)
-                    .bind(decision.decided_by)
+                    .bind(decision.decided_by.map(i64::from))
                     .bind(now_ms())
                     .fetch_one(&self.writer)
                     .await?)
@@ -208,7 +216,7 @@ macro_rules! reports_sql {
                 result.map_err(|err| err.during("record_promotion_decision"))
             }
 
-            async fn promotion_decisions(&self, run_id: i64) -> StoreResult<Vec<arbiter_domain::reports::decision::PromotionDecisionRecord>> {
+            async fn promotion_decisions(&self, run_id: RunId) -> StoreResult<Vec<arbiter_domain::reports::decision::PromotionDecisionRecord>> {
                 let result: StoreResult<Vec<arbiter_domain::reports::decision::PromotionDecisionRecord>> = async move {
                     let rows = sqlx::query(
                         "SELECT d.id, d.baseline_run_id, d.candidate_run_id, cb.name AS baseline_checkpoint, \
@@ -219,22 +227,22 @@ macro_rules! reports_sql {
                          LEFT JOIN users u ON u.id = d.decided_by \
                          WHERE d.baseline_run_id = $1 OR d.candidate_run_id = $1 ORDER BY d.id DESC",
                     )
-                    .bind(run_id)
+                    .bind(run_id.get())
                     .fetch_all(&self.pool)
                     .await?;
                     rows.iter()
                         .map(|row| {
                             Ok(arbiter_domain::reports::decision::PromotionDecisionRecord {
-                                id: row.try_get("id")?,
-                                baseline_run_id: row.try_get("baseline_run_id")?,
-                                candidate_run_id: row.try_get("candidate_run_id")?,
-                                baseline_checkpoint: row.try_get("baseline_checkpoint")?,
-                                candidate_checkpoint: row.try_get("candidate_checkpoint")?,
-                                decision: row.try_get("decision")?,
-                                note: row.try_get("note")?,
-                                summary_json: row.try_get("summary_json")?,
-                                decided_by: row.try_get("username")?,
-                                decided_at: row.try_get("decided_at")?,
+                                id: row.read("id")?,
+                                baseline_run_id: row.read("baseline_run_id")?,
+                                candidate_run_id: row.read("candidate_run_id")?,
+                                baseline_checkpoint: row.read("baseline_checkpoint")?,
+                                candidate_checkpoint: row.read("candidate_checkpoint")?,
+                                decision: row.read("decision")?,
+                                note: row.read("note")?,
+                                summary_json: row.read("summary_json")?,
+                                decided_by: row.read("username")?,
+                                decided_at: row.read("decided_at")?,
                             })
                         })
                         .collect()
@@ -243,7 +251,7 @@ macro_rules! reports_sql {
                 result.map_err(|err| err.during("promotion_decisions"))
             }
 
-            async fn trend_runs(&self, eval_id: i64, training_run: &str) -> StoreResult<Vec<arbiter_domain::reports::trend::TrendRun>> {
+            async fn trend_runs(&self, eval_id: EvalId, training_run: &str) -> StoreResult<Vec<arbiter_domain::reports::trend::TrendRun>> {
                 let result: StoreResult<Vec<arbiter_domain::reports::trend::TrendRun>> = async move {
                     let rows: Vec<(i64, i64, String, Option<i64>)> = sqlx::query_as(
                         "SELECT r.id, c.id, c.name, c.training_step FROM checkpoints c \
@@ -252,15 +260,15 @@ macro_rules! reports_sql {
                          WHERE ($2 = '' OR c.training_run = $2) \
                          ORDER BY CASE WHEN c.training_step IS NULL THEN 1 ELSE 0 END, c.training_step, c.created_at, c.id",
                     )
-                    .bind(eval_id)
+                    .bind(eval_id.get())
                     .bind(training_run)
                     .fetch_all(&self.pool)
                     .await?;
                     Ok(rows
                         .into_iter()
                         .map(|(run_id, checkpoint_id, checkpoint_name, training_step)| arbiter_domain::reports::trend::TrendRun {
-                            run_id,
-                            checkpoint_id,
+                            run_id: RunId(run_id),
+                            checkpoint_id: CheckpointId(checkpoint_id),
                             checkpoint_name,
                             training_step,
                         })
@@ -282,7 +290,7 @@ macro_rules! reports_sql {
                 result.map_err(|err| err.during("training_runs"))
             }
 
-            async fn save_trend_watch(&self, watch: &arbiter_domain::reports::trend::TrendWatch, created_by: Option<i64>) -> StoreResult<()> {
+            async fn save_trend_watch(&self, watch: &arbiter_domain::reports::trend::TrendWatch, created_by: Option<UserId>) -> StoreResult<()> {
                 let result: StoreResult<()> = async move {
                     sqlx::query(
                         "INSERT INTO trend_watches (eval_id, training_run, policy, pinned_checkpoint_id, created_by, created_at) \
@@ -290,11 +298,11 @@ macro_rules! reports_sql {
                          policy = excluded.policy, pinned_checkpoint_id = excluded.pinned_checkpoint_id, \
                          created_by = excluded.created_by, created_at = excluded.created_at",
                     )
-                    .bind(watch.eval_id)
+                    .bind(watch.eval_id.get())
                     .bind(&watch.training_run)
                     .bind(&watch.policy)
-                    .bind(watch.pinned_checkpoint_id)
-                    .bind(created_by)
+                    .bind(watch.pinned_checkpoint_id.map(i64::from))
+                    .bind(created_by.map(i64::from))
                     .bind(now_ms())
                     .execute(&self.writer)
                     .await
@@ -310,10 +318,10 @@ macro_rules! reports_sql {
                 result.map_err(|err| err.during("save_trend_watch"))
             }
 
-            async fn delete_trend_watch(&self, eval_id: i64, training_run: &str) -> StoreResult<()> {
+            async fn delete_trend_watch(&self, eval_id: EvalId, training_run: &str) -> StoreResult<()> {
                 let result: StoreResult<()> = async move {
                     sqlx::query("DELETE FROM trend_watches WHERE eval_id = $1 AND training_run = $2")
-                        .bind(eval_id)
+                        .bind(eval_id.get())
                         .bind(training_run)
                         .execute(&self.writer)
                         .await?;
@@ -334,11 +342,11 @@ macro_rules! reports_sql {
                     Ok(rows
                         .into_iter()
                         .map(|(eval_id, eval_name, training_run, policy, pinned_checkpoint_id)| arbiter_domain::reports::trend::TrendWatch {
-                            eval_id,
+                            eval_id: EvalId(eval_id),
                             eval_name,
                             training_run,
                             policy,
-                            pinned_checkpoint_id,
+                            pinned_checkpoint_id: pinned_checkpoint_id.map(CheckpointId),
                         })
                         .collect())
                 }
@@ -346,8 +354,8 @@ macro_rules! reports_sql {
                 result.map_err(|err| err.during("trend_watches"))
             }
 
-            async fn runs_needing_snapshots(&self, limit: i64) -> StoreResult<Vec<i64>> {
-                let result: StoreResult<Vec<i64>> = async move {
+            async fn runs_needing_snapshots(&self, limit: i64) -> StoreResult<Vec<RunId>> {
+                let result: StoreResult<Vec<RunId>> = async move {
                     Ok(sqlx::query_scalar(
                         "SELECT r.id FROM runs r LEFT JOIN run_snapshots s ON s.run_id = r.id \
                          WHERE r.status = 'completed' AND (s.run_id IS NULL OR s.built_at < r.finished_at) \
@@ -355,7 +363,10 @@ macro_rules! reports_sql {
                     )
                     .bind(limit)
                     .fetch_all(&self.pool)
-                    .await?)
+                    .await?
+                    .into_iter()
+                    .map(RunId)
+                    .collect())
                 }
                 .await;
                 result.map_err(|err| err.during("runs_needing_snapshots"))
@@ -363,7 +374,7 @@ macro_rules! reports_sql {
 
             async fn scan_run(
                 &self,
-                run_id: i64,
+                run_id: RunId,
                 sink: &mut (dyn FnMut(arbiter_domain::reports::snapshot::ScanRow) + Send),
             ) -> StoreResult<()> {
                 let result: StoreResult<()> = async move {
@@ -375,20 +386,20 @@ macro_rules! reports_sql {
                          FROM work_items w LEFT JOIN generations g ON g.work_item_id = w.id \
                          WHERE w.run_id = $1 ORDER BY w.id",
                     )
-                    .bind(run_id)
+                    .bind(run_id.get())
                     .fetch(&self.pool);
                     while let Some(row) = rows.try_next().await? {
                         sink(arbiter_domain::reports::snapshot::ScanRow {
-                            identity_id: row.try_get("id")?,
-                            case_id: row.try_get("case_id")?,
-                            repetition: row.try_get("repetition")?,
-                            revision_id: row.try_get("revision_id")?,
-                            category: row.try_get("category")?,
-                            verdict: row.try_get("verdict")?,
-                            outcome: row.try_get("outcome")?,
-                            model_used: row.try_get("model_used")?,
+                            identity_id: row.read("id")?,
+                            case_id: row.read("case_id")?,
+                            repetition: row.read("repetition")?,
+                            revision_id: row.read("revision_id")?,
+                            category: row.read("category")?,
+                            verdict: row.read("verdict")?,
+                            outcome: row.read("outcome")?,
+                            model_used: row.read("model_used")?,
                             fallback_used: row.try_get::<Option<bool>, _>("fallback_used")?.unwrap_or(false),
-                            latency_ms: row.try_get("latency_ms")?,
+                            latency_ms: row.read("latency_ms")?,
                         });
                     }
                     Ok(())
@@ -397,12 +408,12 @@ macro_rules! reports_sql {
                 result.map_err(|err| err.during("scan_run"))
             }
 
-            async fn run_graders(&self, run_id: i64) -> StoreResult<Vec<String>> {
+            async fn run_graders(&self, run_id: RunId) -> StoreResult<Vec<String>> {
                 let result: StoreResult<Vec<String>> = async move {
                     Ok(sqlx::query_scalar(
                         "SELECT grader FROM run_graders WHERE run_id = $1 AND count > 0 ORDER BY grader",
                     )
-                    .bind(run_id)
+                    .bind(run_id.get())
                     .fetch_all(&self.pool)
                     .await?)
                 }
@@ -410,7 +421,7 @@ macro_rules! reports_sql {
                 result.map_err(|err| err.during("run_graders"))
             }
 
-            async fn export_rows(&self, run_id: i64, after_id: i64, limit: i64) -> StoreResult<Vec<$crate::ExportRow>> {
+            async fn export_rows(&self, run_id: RunId, after_id: i64, limit: i64) -> StoreResult<Vec<$crate::ExportRow>> {
                 let result: StoreResult<Vec<$crate::ExportRow>> = async move {
                     // Columns named and defaulted as the export's fields (FromRow reads them by name).
                     Ok(sqlx::query_as::<_, $crate::ExportRow>(
@@ -425,7 +436,7 @@ macro_rules! reports_sql {
                          LEFT JOIN generations g ON g.work_item_id = w.id \
                          WHERE w.run_id = $1 AND w.id > $2 ORDER BY w.id LIMIT $3",
                     )
-                    .bind(run_id)
+                    .bind(run_id.get())
                     .bind(after_id)
                     .bind(limit)
                     .fetch_all(&self.pool)
@@ -435,7 +446,7 @@ macro_rules! reports_sql {
                 result.map_err(|err| err.during("export_rows"))
             }
 
-            async fn diff_sides(&self, identity_ids: &[i64]) -> StoreResult<Vec<arbiter_domain::reports::diff::DiffSide>> {
+            async fn diff_sides(&self, identity_ids: &[IdentityId]) -> StoreResult<Vec<arbiter_domain::reports::diff::DiffSide>> {
                 let result: StoreResult<Vec<arbiter_domain::reports::diff::DiffSide>> = async move {
                     if identity_ids.is_empty() {
                         return Ok(Vec::new());
@@ -449,27 +460,27 @@ macro_rules! reports_sql {
                     );
                     let mut ids = select.separated(", ");
                     for id in identity_ids {
-                        ids.push_bind(*id);
+                        ids.push_bind((*id).get());
                     }
                     ids.push_unseparated(")");
                     let rows = select.build().fetch_all(&self.pool).await?;
                     let mut sides = Vec::with_capacity(rows.len());
                     for row in rows {
                         sides.push(arbiter_domain::reports::diff::DiffSide {
-                            identity_id: row.try_get("id")?,
-                            case_id: row.try_get("case_id")?,
-                            repetition: row.try_get("repetition")?,
-                            category: row.try_get("category")?,
+                            identity_id: row.read("id")?,
+                            case_id: row.read("case_id")?,
+                            repetition: row.read("repetition")?,
+                            category: row.read("category")?,
                             verdict: row.try_get::<Option<String>, _>("verdict")?.unwrap_or_else(|| "pending".into()),
                             decided_by: row.try_get::<Option<String>, _>("decided_by")?.unwrap_or_default(),
-                            input: row.try_get("input")?,
-                            target: row.try_get("target")?,
+                            input: row.read("input")?,
+                            target: row.read("target")?,
                             output: row.try_get::<Option<String>, _>("output")?.unwrap_or_default(),
                             outcome: row.try_get::<Option<String>, _>("outcome")?.unwrap_or_else(|| "none".into()),
-                            error: row.try_get("error")?,
-                            model_used: row.try_get("model_used")?,
-                            latency_ms: row.try_get("latency_ms")?,
-                            logprobs_id: row.try_get("logprobs_id")?,
+                            error: row.read("error")?,
+                            model_used: row.read("model_used")?,
+                            latency_ms: row.read("latency_ms")?,
+                            logprobs_id: row.read("logprobs_id")?,
                             grades: Vec::new(),
                             labels: Vec::new(),
                         });
@@ -480,12 +491,12 @@ macro_rules! reports_sql {
                     );
                     let mut ids = grades.separated(", ");
                     for id in identity_ids {
-                        ids.push_bind(*id);
+                        ids.push_bind((*id).get());
                     }
                     ids.push_unseparated(") ORDER BY id");
                     for row in grades.build().fetch_all(&self.pool).await? {
-                        let id: i64 = row.try_get("work_item_id")?;
-                        if let Some(side) = sides.iter_mut().find(|side| side.identity_id == id) {
+                        let id: i64 = row.read("work_item_id")?;
+                        if let Some(side) = sides.iter_mut().find(|side| side.identity_id == IdentityId(id)) {
                             side.grades.push($crate::read_columns!(row, DiffGrade {
                                 stage,
                                 grader,
@@ -502,15 +513,15 @@ macro_rules! reports_sql {
                     );
                     let mut ids = labels.separated(", ");
                     for id in identity_ids {
-                        ids.push_bind(*id);
+                        ids.push_bind((*id).get());
                     }
                     ids.push_unseparated(") ORDER BY l.id");
                     for row in labels.build().fetch_all(&self.pool).await? {
-                        let id: i64 = row.try_get("work_item_id")?;
-                        if let Some(side) = sides.iter_mut().find(|side| side.identity_id == id) {
-                            let username: String = row.try_get("username")?;
-                            let verdict: String = row.try_get("verdict")?;
-                            let rationale: Option<String> = row.try_get("rationale")?;
+                        let id: i64 = row.read("work_item_id")?;
+                        if let Some(side) = sides.iter_mut().find(|side| side.identity_id == IdentityId(id)) {
+                            let username: String = row.read("username")?;
+                            let verdict: String = row.read("verdict")?;
+                            let rationale: Option<String> = row.read("rationale")?;
                             side.labels.push(format!(
                                 "{username}: {verdict}{}",
                                 rationale.filter(|r| !r.is_empty()).map(|r| format!(" — {r}")).unwrap_or_default()

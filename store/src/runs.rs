@@ -2,6 +2,7 @@
 //! writing its result identities chunk by chunk, moving it through its statuses, and reading
 //! its progress and results.
 
+use arbiter_domain::ids::{CheckpointId, EvalId, RevisionId, RunId, UserId};
 use arbiter_domain::run::{Priority, RunStatus};
 use async_trait::async_trait;
 
@@ -19,7 +20,7 @@ pub struct NewRun<'a> {
     pub manifest: &'a Manifest,
     pub priority: Priority,
     pub team: &'a str,
-    pub created_by: Option<i64>,
+    pub created_by: Option<UserId>,
 }
 
 pub(crate) const IDENTITY_INSERT_BATCH: usize = 1000;
@@ -37,8 +38,8 @@ pub trait RunStore: Send + Sync + 'static {
     /// Everything needed to freeze a manifest for (eval, checkpoint), read in one snapshot.
     async fn manifest_inputs(
         &self,
-        eval_id: i64,
-        checkpoint_id: i64,
+        eval_id: EvalId,
+        checkpoint_id: CheckpointId,
     ) -> StoreResult<ManifestInputs>;
 
     /// Inserts the run in status `expanding`, or finds the run of an identical manifest.
@@ -48,7 +49,7 @@ pub trait RunStore: Send + Sync + 'static {
     /// Identities that exist already are skipped, so a crashed expansion can simply be redone.
     async fn insert_identities(
         &self,
-        run_id: i64,
+        run_id: RunId,
         manifest: &Manifest,
         identities: &[NewIdentity],
     ) -> StoreResult<()>;
@@ -56,35 +57,35 @@ pub trait RunStore: Send + Sync + 'static {
     /// Moves a run from one of `from` to `to`; false when it was in none of them.
     async fn set_run_status(
         &self,
-        run_id: i64,
+        run_id: RunId,
         from: &[RunStatus],
         to: RunStatus,
     ) -> StoreResult<bool>;
 
-    async fn run_manifest(&self, run_id: i64) -> StoreResult<Option<Manifest>>;
+    async fn run_manifest(&self, run_id: RunId) -> StoreResult<Option<Manifest>>;
 
     async fn list_runs(&self) -> StoreResult<Vec<RunSummary>>;
 
-    async fn run_progress(&self, run_id: i64) -> StoreResult<Option<RunProgress>>;
+    async fn run_progress(&self, run_id: RunId) -> StoreResult<Option<RunProgress>>;
 
     /// The run without counting its rows: verdict and outcome counts come from the tallies,
     /// `done` from the run's counter; no in-flight count, throughput, error mix or cache count.
-    async fn run_header(&self, run_id: i64) -> StoreResult<Option<RunProgress>>;
+    async fn run_header(&self, run_id: RunId) -> StoreResult<Option<RunProgress>>;
 
-    async fn run_results(&self, run_id: i64, limit: i64) -> StoreResult<Vec<IdentityResult>>;
+    async fn run_results(&self, run_id: RunId, limit: i64) -> StoreResult<Vec<IdentityResult>>;
 
     /// All final results of a run, for comparisons.
-    async fn run_outcomes(&self, run_id: i64) -> StoreResult<Vec<IdentityResult>>;
+    async fn run_outcomes(&self, run_id: RunId) -> StoreResult<Vec<IdentityResult>>;
 
     /// Marks the run completed if no identity is left unfinished; true if it is completed now.
     /// Completing a run adds its answers' lengths to the observed lengths of its cases.
-    async fn finish_run_if_done(&self, run_id: i64) -> StoreResult<bool>;
+    async fn finish_run_if_done(&self, run_id: RunId) -> StoreResult<bool>;
 
     /// Mean completion tokens observed so far for these cases of a dataset revision (cases
     /// never answered are absent): later runs claim the longest first by them.
     async fn observed_completion_tokens(
         &self,
-        revision_id: i64,
+        revision_id: RevisionId,
         case_ids: &[String],
     ) -> StoreResult<std::collections::HashMap<String, f64>>;
 }
@@ -93,6 +94,8 @@ pub trait RunStore: Send + Sync + 'static {
 macro_rules! runs_sql {
     ($store:ident, $db:ty, $backend:literal, $begin:literal, $skip_locked:literal) => {
         use sqlx::Row;
+        use $crate::ReadColumn as _;
+        use arbiter_domain::ids::{CheckpointId, EvalId, IdentityId, RevisionId, RunId};
         use $crate::{CatalogStore, ReportStore, FinishedIdentity, ManifestInputs, NewIdentity, NewRun, StoreError, StoreResult, now_ms};
         use super::catalog_sql::{eval_from_row, revision_from_row, EVAL_SELECT, REVISION_COLUMNS};
         use super::work_queue_sql::{add_done, insert_results};
@@ -157,11 +160,11 @@ macro_rules! runs_sql {
 
         #[async_trait::async_trait]
         impl $crate::runs::RunStore for $store {
-            async fn manifest_inputs(&self, eval_id: i64, checkpoint_id: i64) -> StoreResult<ManifestInputs> {
+            async fn manifest_inputs(&self, eval_id: EvalId, checkpoint_id: CheckpointId) -> StoreResult<ManifestInputs> {
                 let result: StoreResult<ManifestInputs> = async move {
                     let mut tx = self.pool.begin().await?;
                     let eval = sqlx::query(&format!("{EVAL_SELECT} WHERE e.id = $1"))
-                        .bind(eval_id)
+                        .bind(eval_id.get())
                         .fetch_optional(&mut *tx)
                         .await?
                         .ok_or_else(|| StoreError::NotFound(format!("no eval with id {eval_id}")))?;
@@ -169,7 +172,7 @@ macro_rules! runs_sql {
                     let revision = sqlx::query(&format!(
                         "SELECT {REVISION_COLUMNS} FROM dataset_revisions WHERE dataset_id = $1 ORDER BY uploaded_at DESC, id DESC LIMIT 1"
                     ))
-                    .bind(eval.dataset_id)
+                    .bind(eval.dataset_id.get())
                     .fetch_optional(&mut *tx)
                     .await?
                     .ok_or_else(|| StoreError::NotFound(format!("dataset `{}` has no revision", eval.dataset_name)))?;
@@ -206,25 +209,25 @@ macro_rules! runs_sql {
                     )
                     .bind(&manifest_hash)
                     .bind(&manifest_json)
-                    .bind(manifest.eval_id)
-                    .bind(manifest.dataset_revision_id)
-                    .bind(manifest.checkpoint_id)
+                    .bind(manifest.eval_id.get())
+                    .bind(manifest.dataset_revision_id.get())
+                    .bind(manifest.checkpoint_id.get())
                     .bind(manifest.expected_results() as i64)
                     .bind(new.priority.rank())
                     .bind(new.team)
-                    .bind(new.created_by)
+                    .bind(new.created_by.map(i64::from))
                     .bind(now_ms())
                     .fetch_optional(&mut *tx)
                     .await?;
                     let launched = match inserted {
-                        Some(run_id) => LaunchedRun { run_id, created: true, status: RunStatus::Expanding },
+                        Some(run_id) => LaunchedRun { run_id: RunId(run_id), created: true, status: RunStatus::Expanding },
                         None => {
                             let (run_id, status): (i64, String) =
                                 sqlx::query_as("SELECT id, status FROM runs WHERE manifest_hash = $1")
                                     .bind(&manifest_hash)
                                     .fetch_one(&mut *tx)
                                     .await?;
-                            LaunchedRun { run_id, created: false, status: $crate::status_of(&status)? }
+                            LaunchedRun { run_id: RunId(run_id), created: false, status: $crate::status_of(&status)? }
                         }
                     };
                     tx.commit().await?;
@@ -234,7 +237,7 @@ macro_rules! runs_sql {
                 result.map_err(|err| err.during("create_run"))
             }
 
-            async fn insert_identities(&self, run_id: i64, manifest: &Manifest, identities: &[NewIdentity]) -> StoreResult<()> {
+            async fn insert_identities(&self, run_id: RunId, manifest: &Manifest, identities: &[NewIdentity]) -> StoreResult<()> {
                 let result: StoreResult<()> = async move {
                     let now = now_ms();
                     let mut tx = self.writer.begin_with($begin).await?;
@@ -251,10 +254,10 @@ macro_rules! runs_sql {
                                 ),
                                 None => ("queued", None, None),
                             };
-                            row.push_bind(run_id)
-                                .push_bind(manifest.dataset_revision_id)
+                            row.push_bind(run_id.get())
+                                .push_bind(manifest.dataset_revision_id.get())
                                 .push_bind(identity.planned.case_id.clone())
-                                .push_bind(manifest.checkpoint_id)
+                                .push_bind(manifest.checkpoint_id.get())
                                 .push_bind(identity.planned.repetition)
                                 .push_bind(state)
                                 .push_bind(verdict)
@@ -277,7 +280,7 @@ macro_rules! runs_sql {
                                 let hit = identity.cached.as_ref()?;
                                 let id = by_identity.get(&(identity.planned.case_id.as_str(), identity.planned.repetition))?;
                                 Some(FinishedIdentity {
-                                    identity_id: *id,
+                                    identity_id: IdentityId(*id),
                                     generation: hit.generation.clone(),
                                     grading: hit.grading.clone(),
                                     generation_key: None,
@@ -296,14 +299,14 @@ macro_rules! runs_sql {
                 result.map_err(|err| err.during("insert_identities"))
             }
 
-            async fn set_run_status(&self, run_id: i64, from: &[RunStatus], to: RunStatus) -> StoreResult<bool> {
+            async fn set_run_status(&self, run_id: RunId, from: &[RunStatus], to: RunStatus) -> StoreResult<bool> {
                 let result: StoreResult<bool> = async move {
                     let mut update = sqlx::QueryBuilder::<$db>::new("UPDATE runs SET status = ");
                     update.push_bind(to.as_str());
                     if to == RunStatus::Completed {
                         update.push(", finished_at = ").push_bind(now_ms());
                     }
-                    update.push(" WHERE id = ").push_bind(run_id).push(" AND status IN (");
+                    update.push(" WHERE id = ").push_bind(run_id.get()).push(" AND status IN (");
                     let mut statuses = update.separated(", ");
                     for status in from {
                         statuses.push_bind(status.as_str());
@@ -316,10 +319,10 @@ macro_rules! runs_sql {
                 result.map_err(|err| err.during("set_run_status"))
             }
 
-            async fn run_manifest(&self, run_id: i64) -> StoreResult<Option<Manifest>> {
+            async fn run_manifest(&self, run_id: RunId) -> StoreResult<Option<Manifest>> {
                 let result: StoreResult<Option<Manifest>> = async move {
                     let json: Option<String> = sqlx::query_scalar("SELECT manifest_json FROM runs WHERE id = $1")
-                        .bind(run_id)
+                        .bind(run_id.get())
                         .fetch_optional(&self.pool)
                         .await?;
                     json.map(|json| serde_json::from_str(&json).map_err(|err| StoreError::from(sqlx::Error::Decode(err.into()))))
@@ -342,19 +345,19 @@ macro_rules! runs_sql {
                     .await?;
                     rows.iter()
                         .map(|row| {
-                            let expected_count: i64 = row.try_get("expected_count")?;
-                            let done_count: i64 = row.try_get("done_count")?;
-                            let status: String = row.try_get("status")?;
+                            let expected_count: i64 = row.read("expected_count")?;
+                            let done_count: i64 = row.read("done_count")?;
+                            let status: String = row.read("status")?;
                             Ok(RunSummary {
-                                id: row.try_get("id")?,
-                                priority: $crate::priority_of(row.try_get("priority")?)?,
-                                eval_id: row.try_get("eval_id")?,
-                                eval_name: row.try_get("eval_name")?,
-                                checkpoint_name: row.try_get("checkpoint_name")?,
+                                id: row.read("id")?,
+                                priority: $crate::priority_of(row.read("priority")?)?,
+                                eval_id: row.read("eval_id")?,
+                                eval_name: row.read("eval_name")?,
+                                checkpoint_name: row.read("checkpoint_name")?,
                                 status: displayed_status($crate::status_of(&status)?, done_count, expected_count),
                                 expected_count,
                                 done_count,
-                                created_at: row.try_get("created_at")?,
+                                created_at: row.read("created_at")?,
                             })
                         })
                         .collect::<Result<_, sqlx::Error>>()
@@ -364,10 +367,10 @@ macro_rules! runs_sql {
                 result.map_err(|err| err.during("list_runs"))
             }
 
-            async fn run_header(&self, run_id: i64) -> StoreResult<Option<RunProgress>> {
+            async fn run_header(&self, run_id: RunId) -> StoreResult<Option<RunProgress>> {
                 let result: StoreResult<Option<RunProgress>> = async move {
                     let Some(run) = sqlx::query($crate::runs::RUN_HEADER_SELECT)
-                        .bind(run_id)
+                        .bind(run_id.get())
                         .fetch_optional(&self.pool)
                         .await?
                     else {
@@ -378,26 +381,26 @@ macro_rules! runs_sql {
                         *counts.entry((row.field, row.value)).or_default() += row.count;
                     }
                     let count = |field: &str, value: &str| counts.get(&(field.to_string(), value.to_string())).copied().unwrap_or(0);
-                    let finished_at: Option<i64> = run.try_get("finished_at")?;
+                    let finished_at: Option<i64> = run.read("finished_at")?;
                     Ok(Some(RunProgress {
-                        id: run.try_get("id")?,
-                        eval_id: run.try_get("eval_id")?,
-                        eval_name: run.try_get("eval_name")?,
-                        checkpoint_name: run.try_get("checkpoint_name")?,
-                        endpoint_url: run.try_get("base_url")?,
-                        manifest_hash: run.try_get("manifest_hash")?,
-                        dataset_revision: run.try_get("content_hash")?,
-                        status: $crate::status_of(run.try_get("status")?)?,
-                        expected: run.try_get("expected_count")?,
-                        done: run.try_get("done_count")?,
+                        id: run.read("id")?,
+                        eval_id: run.read("eval_id")?,
+                        eval_name: run.read("eval_name")?,
+                        checkpoint_name: run.read("checkpoint_name")?,
+                        endpoint_url: run.read("base_url")?,
+                        manifest_hash: run.read("manifest_hash")?,
+                        dataset_revision: run.read("content_hash")?,
+                        status: $crate::status_of(run.read::<String>("status")?.as_str())?,
+                        expected: run.read("expected_count")?,
+                        done: run.read("done_count")?,
                         in_flight: 0,
                         passed: count("verdict", "pass"),
                         failed: count("verdict", "fail"),
                         uncertain: count("verdict", "uncertain"),
                         errors: count("verdict", "error"),
                         last_error: None,
-                        priority: $crate::priority_of(run.try_get("priority")?)?,
-                        team: run.try_get("team")?,
+                        priority: $crate::priority_of(run.read("priority")?)?,
+                        team: run.read("team")?,
                         throughput_per_s: 0.0,
                         from_cache: 0,
                         outcome_mix: arbiter_domain::answer::Outcome::ALL
@@ -406,7 +409,7 @@ macro_rules! runs_sql {
                             .filter(|(_, n)| *n > 0)
                             .collect(),
                         error_mix: Vec::new(),
-                        created_at: run.try_get("created_at")?,
+                        created_at: run.read("created_at")?,
                         time_to_results_ms: finished_at
                             .map(|at| at - run.try_get::<i64, _>("checkpoint_created_at").unwrap_or(at)),
                         finished_at,
@@ -416,7 +419,7 @@ macro_rules! runs_sql {
                 result.map_err(|err| err.during("run_header"))
             }
 
-            async fn run_progress(&self, run_id: i64) -> StoreResult<Option<RunProgress>> {
+            async fn run_progress(&self, run_id: RunId) -> StoreResult<Option<RunProgress>> {
                 let result: StoreResult<Option<RunProgress>> = async move {
                     // The heading, then live counts over the run's rows on top of it.
                     let Some(header) = self.run_header(run_id).await? else { return Ok(None) };
@@ -429,14 +432,14 @@ macro_rules! runs_sql {
                          COUNT(*) FILTER (WHERE verdict = 'error') AS errors \
                          FROM work_items WHERE run_id = $1",
                     )
-                    .bind(run_id)
+                    .bind(run_id.get())
                     .fetch_one(&self.pool)
                     .await?;
                     let mix: Vec<(String, Option<String>, bool, i64)> = sqlx::query_as(
                         "SELECT g.outcome, g.error_category, g.from_cache, COUNT(*) FROM generations g \
                          JOIN work_items w ON w.id = g.work_item_id WHERE w.run_id = $1 GROUP BY g.outcome, g.error_category, g.from_cache",
                     )
-                    .bind(run_id)
+                    .bind(run_id.get())
                     .fetch_all(&self.pool)
                     .await?;
                     let window_ms = 60_000;
@@ -445,19 +448,19 @@ macro_rules! runs_sql {
                          WHERE g.created_at > $1 AND w.run_id = $2",
                     )
                     .bind(now_ms() - window_ms)
-                    .bind(run_id)
+                    .bind(run_id.get())
                     .fetch_one(&self.pool)
                     .await?;
                     let last_error: Option<String> = sqlx::query_scalar(
                         "SELECT g.error FROM generations g JOIN work_items w ON w.id = g.work_item_id \
                          WHERE w.run_id = $1 AND g.error IS NOT NULL ORDER BY g.created_at DESC LIMIT 1",
                     )
-                    .bind(run_id)
+                    .bind(run_id.get())
                     .fetch_optional(&self.pool)
                     .await?
                     .flatten();
                     let expected = header.expected;
-                    let done: i64 = counts.try_get("done")?;
+                    let done: i64 = counts.read("done")?;
                     let mut status = header.status;
                     let mut finished_at = header.finished_at;
                     // Completion is also derived here, so a run whose last worker died between its
@@ -465,7 +468,7 @@ macro_rules! runs_sql {
                     if status == RunStatus::Running && done == expected && self.finish_run_if_done(run_id).await? {
                         status = RunStatus::Completed;
                         finished_at = sqlx::query_scalar("SELECT finished_at FROM runs WHERE id = $1")
-                            .bind(run_id)
+                            .bind(run_id.get())
                             .fetch_one(&self.pool)
                             .await?;
                     }
@@ -486,7 +489,7 @@ macro_rules! runs_sql {
                         Some(now) if header.finished_at.is_none() => sqlx::query_scalar::<_, i64>(
                             "SELECT c.created_at FROM runs r JOIN checkpoints c ON c.id = r.checkpoint_id WHERE r.id = $1",
                         )
-                        .bind(run_id)
+                        .bind(run_id.get())
                         .fetch_one(&self.pool)
                         .await
                         .ok()
@@ -496,11 +499,11 @@ macro_rules! runs_sql {
                     Ok(Some(RunProgress {
                         status,
                         done,
-                        in_flight: counts.try_get("in_flight")?,
-                        passed: counts.try_get("passed")?,
-                        failed: counts.try_get("failed")?,
-                        uncertain: counts.try_get("uncertain")?,
-                        errors: counts.try_get("errors")?,
+                        in_flight: counts.read("in_flight")?,
+                        passed: counts.read("passed")?,
+                        failed: counts.read("failed")?,
+                        uncertain: counts.read("uncertain")?,
+                        errors: counts.read("errors")?,
                         last_error,
                         throughput_per_s: recent as f64 / (window_ms as f64 / 1000.0),
                         from_cache,
@@ -515,7 +518,7 @@ macro_rules! runs_sql {
                 result.map_err(|err| err.during("run_progress"))
             }
 
-            async fn finish_run_if_done(&self, run_id: i64) -> StoreResult<bool> {
+            async fn finish_run_if_done(&self, run_id: RunId) -> StoreResult<bool> {
                 let result: StoreResult<bool> = async move {
                     // The counter moves in the same transactions as the identities' states, so this
                     // check costs the same on a million-item run as on a ten-item one.
@@ -525,7 +528,7 @@ macro_rules! runs_sql {
                          AND done_count >= expected_count",
                     )
                     .bind(now_ms())
-                    .bind(run_id)
+                    .bind(run_id.get())
                     .execute(&mut *tx)
                     .await?;
                     if result.rows_affected() == 1 {
@@ -543,7 +546,7 @@ macro_rules! runs_sql {
                                                  / (case_lengths.samples + excluded.samples), \
                              samples = case_lengths.samples + excluded.samples",
                         )
-                        .bind(run_id)
+                        .bind(run_id.get())
                         .execute(&mut *tx)
                         .await?;
                         tx.commit().await?;
@@ -551,7 +554,7 @@ macro_rules! runs_sql {
                     }
                     tx.commit().await?;
                     let status: Option<String> = sqlx::query_scalar("SELECT status FROM runs WHERE id = $1")
-                        .bind(run_id)
+                        .bind(run_id.get())
                         .fetch_optional(&self.pool)
                         .await?;
                     Ok(status.as_deref() == Some(RunStatus::Completed.as_str()))
@@ -562,7 +565,7 @@ macro_rules! runs_sql {
 
             async fn observed_completion_tokens(
                 &self,
-                revision_id: i64,
+                revision_id: RevisionId,
                 case_ids: &[String],
             ) -> StoreResult<std::collections::HashMap<String, f64>> {
                 let result: StoreResult<std::collections::HashMap<String, f64>> = async move {
@@ -571,7 +574,7 @@ macro_rules! runs_sql {
                         let mut select = sqlx::QueryBuilder::<$db>::new(
                             "SELECT case_id, completion_tokens FROM case_lengths WHERE revision_id = ",
                         );
-                        select.push_bind(revision_id).push(" AND case_id IN (");
+                        select.push_bind(revision_id.get()).push(" AND case_id IN (");
                         let mut list = select.separated(", ");
                         for case_id in chunk {
                             list.push_bind(case_id.as_str());
@@ -586,10 +589,10 @@ macro_rules! runs_sql {
                 result.map_err(|err| err.during("observed_completion_tokens"))
             }
 
-            async fn run_results(&self, run_id: i64, limit: i64) -> StoreResult<Vec<IdentityResult>> {
+            async fn run_results(&self, run_id: RunId, limit: i64) -> StoreResult<Vec<IdentityResult>> {
                 let result: StoreResult<Vec<IdentityResult>> = async move {
                     let rows = sqlx::query(&format!("{RESULT_SELECT} LIMIT $2"))
-                        .bind(run_id)
+                        .bind(run_id.get())
                         .bind(limit)
                         .fetch_all(&self.pool)
                         .await?;
@@ -599,10 +602,10 @@ macro_rules! runs_sql {
                 result.map_err(|err| err.during("run_results"))
             }
 
-            async fn run_outcomes(&self, run_id: i64) -> StoreResult<Vec<IdentityResult>> {
+            async fn run_outcomes(&self, run_id: RunId) -> StoreResult<Vec<IdentityResult>> {
                 let result: StoreResult<Vec<IdentityResult>> = async move {
                     let rows = sqlx::query(RESULT_SELECT)
-                        .bind(run_id)
+                        .bind(run_id.get())
                         .fetch_all(&self.pool)
                         .await?;
                     Ok(rows.iter().map(identity_result_from_row).collect::<Result<_, _>>()?)

@@ -3,6 +3,7 @@
 //! and recording finished identities — generation, grades, verdict, human task and cache entry
 //! in one transaction, where a second commit of the same identity is a no-op.
 
+use arbiter_domain::ids::{IdentityId, RunId};
 use arbiter_domain::run::Priority;
 use async_trait::async_trait;
 
@@ -17,7 +18,7 @@ pub struct NewIdentity {
 /// need a judge are queued for a worker instead.
 #[derive(Clone, Debug)]
 pub struct CacheHit {
-    pub source_identity_id: i64,
+    pub source_identity_id: IdentityId,
     pub generation: Generation,
     pub grading: Grading,
 }
@@ -26,7 +27,7 @@ pub struct CacheHit {
 /// (`source_identity_id`) rather than being copied into every run that reuses it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CachedGeneration {
-    pub source_identity_id: i64,
+    pub source_identity_id: IdentityId,
     pub outcome: Outcome,
     pub output: String,
     pub finish_reason: Option<String>,
@@ -53,7 +54,7 @@ impl CachedGeneration {
 /// A run the scheduler may take work from.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ActiveRun {
-    pub id: i64,
+    pub id: RunId,
     pub priority: Priority,
     pub team: String,
     /// The team's fair-share weight (1 unless a lead set another).
@@ -63,8 +64,8 @@ pub struct ActiveRun {
 /// A leased identity with what a worker needs to answer it.
 #[derive(Clone, Debug)]
 pub struct ClaimedIdentity {
-    pub identity_id: i64,
-    pub run_id: i64,
+    pub identity_id: IdentityId,
+    pub run_id: RunId,
     pub case_id: String,
     pub repetition: i64,
     pub input: String,
@@ -79,13 +80,13 @@ pub struct ClaimedIdentity {
 /// A finished identity on its way to the store.
 #[derive(Clone, Debug)]
 pub struct FinishedIdentity {
-    pub identity_id: i64,
+    pub identity_id: IdentityId,
     pub generation: Generation,
     pub grading: Grading,
     /// Where to cache the generation (answers only; errors are never cached).
     pub generation_key: Option<String>,
     /// The generation this answer was copied from, when it came from the cache.
-    pub cached_from: Option<i64>,
+    pub cached_from: Option<IdentityId>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -93,14 +94,14 @@ pub struct RecordOutcome {
     /// Identities recorded now (the rest already had a result).
     pub inserted: usize,
     /// Runs the recorded identities belong to.
-    pub runs: Vec<i64>,
+    pub runs: Vec<RunId>,
 }
 
 /// What a worker needs to run one result identity.
 #[derive(Clone, Debug)]
 pub struct IdentityInputs {
-    pub identity_id: i64,
-    pub run_id: i64,
+    pub identity_id: IdentityId,
+    pub run_id: RunId,
     pub case_id: String,
     pub repetition: i64,
     pub input: String,
@@ -137,16 +138,21 @@ pub trait WorkQueueStore: Send + Sync + 'static {
     async fn claim_identities(
         &self,
         worker: &str,
-        run_id: i64,
+        run_id: RunId,
         limit: i64,
         lease_ms: i64,
         longest_first: bool,
     ) -> StoreResult<Vec<ClaimedIdentity>>;
 
     /// Leases up to `limit` queued identities of any running run (tests and tools).
-    async fn claim_work(&self, worker: &str, limit: i64, lease_ms: i64) -> StoreResult<Vec<i64>>;
+    async fn claim_work(
+        &self,
+        worker: &str,
+        limit: i64,
+        lease_ms: i64,
+    ) -> StoreResult<Vec<IdentityId>>;
 
-    async fn load_identity(&self, identity_id: i64) -> StoreResult<IdentityInputs>;
+    async fn load_identity(&self, identity_id: IdentityId) -> StoreResult<IdentityInputs>;
 
     /// Records finished identities in one transaction: generation, grade, work item, annotation
     /// task and cache entry each. An identity that already has a result is skipped (a duplicate
@@ -156,7 +162,7 @@ pub trait WorkQueueStore: Send + Sync + 'static {
     /// One finished identity; false when it already had a result.
     async fn record_result(
         &self,
-        identity_id: i64,
+        identity_id: IdentityId,
         generation: &Generation,
         grade: Option<&Grade>,
     ) -> StoreResult<bool> {
@@ -189,28 +195,29 @@ pub trait WorkQueueStore: Send + Sync + 'static {
 
     /// Returns one identity `worker` holds to the queue unrecorded (to be answered again);
     /// false when the worker no longer holds it.
-    async fn release_lease(&self, worker: &str, identity_id: i64) -> StoreResult<bool>;
+    async fn release_lease(&self, worker: &str, identity_id: IdentityId) -> StoreResult<bool>;
 }
 
 /// The SQL of [`WorkQueueStore`], for both backends (expanded once per backend by `backend_sql!`).
 macro_rules! work_queue_sql {
     ($store:ident, $db:ty, $backend:literal, $begin:literal, $skip_locked:literal) => {
-        use sqlx::Row;
+        use $crate::ReadColumn as _;
+        use arbiter_domain::ids::{IdentityId, RunId};
         use $crate::{ActiveRun, CachedGeneration, ClaimedIdentity, FinishedIdentity, IdentityInputs, RecordOutcome, StoreError, StoreResult, now_ms};
         use arbiter_domain::manifest::Manifest;
         use arbiter_domain::answer::Outcome;
 
         fn cached_from_row(row: &<$db as sqlx::Database>::Row) -> Result<CachedGeneration, sqlx::Error> {
-            let outcome: String = row.try_get("outcome")?;
+            let outcome: String = row.read("outcome")?;
             Ok(CachedGeneration {
-                source_identity_id: row.try_get("source_work_item_id")?,
+                source_identity_id: row.read("source_work_item_id")?,
                 outcome: Outcome::parse(&outcome)
                     .ok_or_else(|| sqlx::Error::Decode(format!("unknown outcome `{outcome}`").into()))?,
-                output: row.try_get("output")?,
-                finish_reason: row.try_get("finish_reason")?,
-                prompt_tokens: row.try_get("prompt_tokens")?,
-                completion_tokens: row.try_get("completion_tokens")?,
-                model_used: row.try_get("model_used")?,
+                output: row.read("output")?,
+                finish_reason: row.read("finish_reason")?,
+                prompt_tokens: row.read("prompt_tokens")?,
+                completion_tokens: row.read("completion_tokens")?,
+                model_used: row.read("model_used")?,
             })
         }
 
@@ -218,13 +225,13 @@ macro_rules! work_queue_sql {
         /// them (`runs.done_count` must never drift from the identities' states).
         pub(super) async fn add_done(
             tx: &mut sqlx::Transaction<'_, $db>,
-            run_id: i64,
+            run_id: RunId,
             count: i64,
         ) -> Result<(), sqlx::Error> {
             if count > 0 {
                 sqlx::query("UPDATE runs SET done_count = done_count + $1 WHERE id = $2")
                     .bind(count)
-                    .bind(run_id)
+                    .bind(run_id.get())
                     .execute(&mut **tx)
                     .await?;
             }
@@ -250,7 +257,7 @@ macro_rules! work_queue_sql {
             );
             insert.push_values(finished, |mut row, item| {
                 let generation = &item.generation;
-                row.push_bind(item.identity_id)
+                row.push_bind(item.identity_id.get())
                     .push_bind(generation.outcome.as_str())
                     .push_bind(generation.output.as_str())
                     .push_bind(generation.finish_reason.as_deref())
@@ -261,7 +268,7 @@ macro_rules! work_queue_sql {
                     .push_bind(generation.model_used.as_deref())
                     .push_bind(generation.fallback_used)
                     .push_bind(item.cached_from.is_some())
-                    .push_bind(item.cached_from)
+                    .push_bind(item.cached_from.map(i64::from))
                     .push_bind(generation.latency_ms)
                     .push_bind(generation.attempts)
                     .push_bind(generation.prompt_tokens)
@@ -273,14 +280,14 @@ macro_rules! work_queue_sql {
             let inserted: std::collections::HashSet<i64> =
                 insert.build_query_scalar().fetch_all(&mut **tx).await?.into_iter().collect();
             let recorded: Vec<&FinishedIdentity> =
-                finished.iter().filter(|item| inserted.contains(&item.identity_id)).collect();
+                finished.iter().filter(|item| inserted.contains(&item.identity_id.get())).collect();
             if recorded.is_empty() {
                 return Ok(RecordOutcome::default());
             }
 
             let with_logprobs: Vec<(i64, &[u8])> = recorded
                 .iter()
-                .filter_map(|item| item.generation.logprobs.as_deref().map(|data| (item.identity_id, data)))
+                .filter_map(|item| item.generation.logprobs.as_deref().map(|data| (item.identity_id.get(), data)))
                 .collect();
             for chunk in with_logprobs.chunks($crate::work_queue::RESULT_INSERT_BATCH) {
                 let mut logprobs = sqlx::QueryBuilder::<$db>::new(
@@ -294,7 +301,7 @@ macro_rules! work_queue_sql {
 
             let grades: Vec<(i64, &arbiter_domain::grading::record::GradeRecord)> = recorded
                 .iter()
-                .flat_map(|item| item.grading.grades.iter().map(|grade| (item.identity_id, grade)))
+                .flat_map(|item| item.grading.grades.iter().map(|grade| (item.identity_id.get(), grade)))
                 .collect();
             for chunk in grades.chunks($crate::work_queue::GRADE_INSERT_BATCH) {
                 let mut insert = sqlx::QueryBuilder::<$db>::new(
@@ -331,7 +338,7 @@ macro_rules! work_queue_sql {
                      verdict = v.column2, decided_by = v.column3 FROM (",
                 );
                 update.push_values(&recorded, |mut row, item| {
-                    row.push_bind(item.identity_id)
+                    row.push_bind(item.identity_id.get())
                         .push_bind(item.grading.verdict.map_or("error", |verdict| verdict.as_str()))
                         .push_bind(item.grading.decided_by_label());
                 });
@@ -344,13 +351,13 @@ macro_rules! work_queue_sql {
                 }
             }
             for (run, count) in &done_per_run {
-                add_done(tx, *run, *count).await?;
+                add_done(tx, RunId(*run), *count).await?;
             }
-            let runs: Vec<i64> = done_per_run.iter().map(|(run, _)| *run).collect();
+            let runs: Vec<RunId> = done_per_run.iter().map(|(run, _)| RunId(*run)).collect();
 
             let for_humans: Vec<(i64, &arbiter_domain::grading::record::HumanTask)> = recorded
                 .iter()
-                .filter_map(|item| item.grading.human.as_ref().map(|task| (item.identity_id, task)))
+                .filter_map(|item| item.grading.human.as_ref().map(|task| (item.identity_id.get(), task)))
                 .collect();
             if !for_humans.is_empty() {
                 let mut tasks = sqlx::QueryBuilder::<$db>::new(
@@ -418,7 +425,7 @@ macro_rules! work_queue_sql {
             let cacheable: Vec<(&str, i64)> = recorded
                 .iter()
                 .filter(|item| item.cached_from.is_none() && !item.generation.outcome.is_error())
-                .filter_map(|item| item.generation_key.as_deref().map(|key| (key, item.identity_id)))
+                .filter_map(|item| item.generation_key.as_deref().map(|key| (key, item.identity_id.get())))
                 .collect();
             if !cacheable.is_empty() {
                 let mut cache = sqlx::QueryBuilder::<$db>::new(
@@ -451,7 +458,7 @@ macro_rules! work_queue_sql {
                         }
                         list.push_unseparated(")");
                         for row in select.build().fetch_all(&self.pool).await? {
-                            found.push((row.try_get("generation_key")?, cached_from_row(&row)?));
+                            found.push((row.read("generation_key")?, cached_from_row(&row)?));
                         }
                     }
                     Ok(found)
@@ -470,7 +477,7 @@ macro_rules! work_queue_sql {
                     .await?;
                     rows.into_iter()
                         .map(|(id, priority, team, team_weight)| {
-                            Ok(ActiveRun { id, priority: $crate::priority_of(priority)?, team, team_weight })
+                            Ok(ActiveRun { id: RunId(id), priority: $crate::priority_of(priority)?, team, team_weight })
                         })
                         .collect()
                 }
@@ -481,7 +488,7 @@ macro_rules! work_queue_sql {
             async fn claim_identities(
                 &self,
                 worker: &str,
-                run_id: i64,
+                run_id: RunId,
                 limit: i64,
                 lease_ms: i64,
                 longest_first: bool,
@@ -503,7 +510,7 @@ macro_rules! work_queue_sql {
                     let ids: Vec<i64> = sqlx::query_scalar(&claim)
                         .bind(worker)
                         .bind(now + lease_ms)
-                        .bind(run_id)
+                        .bind(run_id.get())
                         .bind(limit)
                         .fetch_all(&self.writer)
                         .await?;
@@ -526,17 +533,17 @@ macro_rules! work_queue_sql {
                     let rows = select.build().fetch_all(&self.pool).await?;
                     rows.iter()
                         .map(|row| {
-                            let cached_outcome: Option<String> = row.try_get("outcome")?;
+                            let cached_outcome: Option<String> = row.read("outcome")?;
                             Ok(ClaimedIdentity {
-                                identity_id: row.try_get("id")?,
-                                run_id: row.try_get("run_id")?,
-                                case_id: row.try_get("case_id")?,
-                                repetition: row.try_get("repetition")?,
-                                input: row.try_get("input")?,
-                                target: row.try_get("target")?,
-                                cost: row.try_get("cost")?,
-                                claims: row.try_get("attempts")?,
-                                generation_key: row.try_get("generation_key")?,
+                                identity_id: row.read("id")?,
+                                run_id: row.read("run_id")?,
+                                case_id: row.read("case_id")?,
+                                repetition: row.read("repetition")?,
+                                input: row.read("input")?,
+                                target: row.read("target")?,
+                                cost: row.read("cost")?,
+                                claims: row.read("attempts")?,
+                                generation_key: row.read("generation_key")?,
                                 cached: match cached_outcome {
                                     Some(_) => Some(cached_from_row(row)?),
                                     None => None,
@@ -550,7 +557,7 @@ macro_rules! work_queue_sql {
                 result.map_err(|err| err.during("claim_identities"))
             }
 
-            async fn claim_work(&self, worker: &str, limit: i64, lease_ms: i64) -> StoreResult<Vec<i64>> {
+            async fn claim_work(&self, worker: &str, limit: i64, lease_ms: i64) -> StoreResult<Vec<IdentityId>> {
                 let result: StoreResult<Vec<i64>> = async move {
                     let now = now_ms();
                     // The run's status is read in a subquery, not a join: on PostgreSQL a joined
@@ -575,10 +582,10 @@ macro_rules! work_queue_sql {
                     Ok(ids)
                 }
                 .await;
-                result.map_err(|err| err.during("claim_work"))
+                result.map(|ids| ids.into_iter().map(IdentityId).collect()).map_err(|err| err.during("claim_work"))
             }
 
-            async fn load_identity(&self, identity_id: i64) -> StoreResult<IdentityInputs> {
+            async fn load_identity(&self, identity_id: IdentityId) -> StoreResult<IdentityInputs> {
                 let result: StoreResult<IdentityInputs> = async move {
                     let row = sqlx::query(
                         "SELECT w.id, w.run_id, w.case_id, w.repetition, i.input, i.target, r.manifest_json \
@@ -586,11 +593,11 @@ macro_rules! work_queue_sql {
                          JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
                          WHERE w.id = $1",
                     )
-                    .bind(identity_id)
+                    .bind(identity_id.get())
                     .fetch_optional(&self.pool)
                     .await?
                     .ok_or_else(|| StoreError::NotFound(format!("no result identity with id {identity_id}")))?;
-                    let manifest_json: String = row.try_get("manifest_json")?;
+                    let manifest_json: String = row.read("manifest_json")?;
                     let manifest: Manifest = serde_json::from_str(&manifest_json)
                         .map_err(|err| sqlx::Error::Decode(err.into()))?;
                     Ok($crate::read_columns!(row, IdentityInputs {
@@ -600,7 +607,7 @@ macro_rules! work_queue_sql {
                         input,
                         target,
                         ;
-                        identity_id: row.try_get("id")?,
+                        identity_id: row.read("id")?,
                         prompt_template: manifest.eval.prompt_template,
                         grader: manifest.eval.grader.id_version().to_string(),
                         max_tokens: i64::from(manifest.eval.generation.max_tokens),
@@ -687,13 +694,13 @@ macro_rules! work_queue_sql {
                 result.map_err(|err| err.during("reap_expired_leases"))
             }
 
-            async fn release_lease(&self, worker: &str, identity_id: i64) -> StoreResult<bool> {
+            async fn release_lease(&self, worker: &str, identity_id: IdentityId) -> StoreResult<bool> {
                 let result: StoreResult<bool> = async move {
                     let released = sqlx::query(
                         "UPDATE work_items SET state = 'queued', lease_owner = NULL, lease_expires_at = NULL \
                          WHERE id = $1 AND lease_owner = $2 AND state = 'leased'",
                     )
-                    .bind(identity_id)
+                    .bind(identity_id.get())
                     .bind(worker)
                     .execute(&self.writer)
                     .await?;

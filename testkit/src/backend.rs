@@ -151,7 +151,7 @@ pub fn database_url(admin_url: &str, database: &str) -> String {
 // Fixtures.
 // ---------------------------------------------------------------------------------------------
 
-pub fn sorted(mut ids: Vec<i64>) -> Vec<i64> {
+pub fn sorted<Id: Ord>(mut ids: Vec<Id>) -> Vec<Id> {
     ids.sort_unstable();
     ids
 }

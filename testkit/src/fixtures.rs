@@ -5,6 +5,7 @@ use arbiter_domain::accounts::PasswordHash;
 use arbiter_domain::answer::{ErrorCategory, Generation, Outcome};
 use arbiter_domain::grading::grade_exact_match;
 use arbiter_domain::grading::record::Grading;
+use arbiter_domain::ids::{DatasetId, IdentityId, RunId};
 use arbiter_domain::run::{Priority, RunProgress};
 use arbiter_engine::catalog::EvalForm;
 use arbiter_store::{FinishedIdentity, Store};
@@ -40,7 +41,7 @@ pub fn stand_in_hash(label: &str) -> PasswordHash {
     PasswordHash::from_stored(format!("$argon2id$v=19$stand-in${label}"))
 }
 
-pub fn eval_form(name: &str, dataset_id: i64, repetitions: u32) -> EvalForm {
+pub fn eval_form(name: &str, dataset_id: DatasetId, repetitions: u32) -> EvalForm {
     EvalForm {
         name: name.to_string(),
         dataset_id,
@@ -54,7 +55,7 @@ pub fn eval_form(name: &str, dataset_id: i64, repetitions: u32) -> EvalForm {
 }
 
 /// Uploads `dataset`, registers one checkpoint and one eval, and launches the run.
-pub async fn launch_one_run(store: &dyn Store, dataset: &[u8], repetitions: u32) -> i64 {
+pub async fn launch_one_run(store: &dyn Store, dataset: &[u8], repetitions: u32) -> RunId {
     let revision = arbiter_engine::catalog::upload_dataset(store, "qa", "qa.jsonl", dataset, None)
         .await
         .expect("the dataset uploads");
@@ -139,7 +140,7 @@ impl Reply {
 
 /// Answers a work item as a worker would: load the job, grade the reply, record both.
 /// Returns what `record_result` returns (false for a duplicate commit).
-pub async fn reply(store: &dyn Store, identity_id: i64, answer: Reply) -> bool {
+pub async fn reply(store: &dyn Store, identity_id: IdentityId, answer: Reply) -> bool {
     let job = store
         .load_identity(identity_id)
         .await
@@ -154,7 +155,7 @@ pub async fn reply(store: &dyn Store, identity_id: i64, answer: Reply) -> bool {
 
 /// Records each identity as an answer the grader cannot read, escalated to `raters` distinct
 /// human raters per item (no QC review, any skill).
-pub async fn escalate_to_humans(store: &dyn Store, ids: &[i64], raters: i64) {
+pub async fn escalate_to_humans(store: &dyn Store, ids: &[IdentityId], raters: i64) {
     let finished: Vec<FinishedIdentity> = ids
         .iter()
         .map(|&identity_id| {
@@ -180,7 +181,7 @@ pub async fn escalate_to_humans(store: &dyn Store, ids: &[i64], raters: i64) {
     store.record_results(&finished).await.unwrap();
 }
 
-pub async fn progress(store: &dyn Store, run_id: i64) -> RunProgress {
+pub async fn progress(store: &dyn Store, run_id: RunId) -> RunProgress {
     store
         .run_progress(run_id)
         .await

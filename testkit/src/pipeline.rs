@@ -1,6 +1,7 @@
 //! Helpers shared by the end-to-end tests: a fresh SQLite store, an in-process simulator,
 //! checkpoints, launches and a worker run until its runs complete.
 
+use arbiter_domain::ids::{CheckpointId, EvalId, RunId};
 use arbiter_domain::run::{Priority, RunProgress, RunStatus};
 use arbiter_engine::catalog::CheckpointForm;
 use arbiter_engine::dispatch::{run_worker, RetryPolicy, WorkerConfig};
@@ -30,7 +31,7 @@ pub async fn checkpoint(
     endpoint: &str,
     model: &str,
     engine_build: &str,
-) -> i64 {
+) -> CheckpointId {
     let form = CheckpointForm {
         name: name.into(),
         endpoint_url: endpoint.into(),
@@ -43,7 +44,7 @@ pub async fn checkpoint(
         .unwrap()
 }
 
-pub async fn launch(store: &dyn Store, eval: i64, checkpoint: i64) -> i64 {
+pub async fn launch(store: &dyn Store, eval: EvalId, checkpoint: CheckpointId) -> RunId {
     arbiter_engine::runs::launch_run(
         store,
         eval,
@@ -71,7 +72,7 @@ pub fn test_worker(name: &str) -> WorkerConfig {
 /// Runs a worker until the runs complete (or the deadline passes) and returns their progress.
 pub async fn work_until_complete(
     store: Arc<dyn Store>,
-    runs: &[i64],
+    runs: &[RunId],
     config: WorkerConfig,
 ) -> Vec<RunProgress> {
     let (stop, shutdown) = watch::channel(false);

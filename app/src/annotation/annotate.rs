@@ -8,6 +8,7 @@
 use crate::annotation::api::{next_task, SkipTask, SubmitLabel, TaskView, TrainingFeedbackView};
 use crate::components::{error_text, ErrorNote, ItemText};
 use crate::format::verdict_word;
+use arbiter_domain::ids::TaskId;
 use leptos::html;
 use leptos::prelude::*;
 
@@ -17,7 +18,7 @@ pub fn AnnotatePage() -> impl IntoView {
     let task = Resource::new(move || tick.get(), |_| next_task());
     let submit = ServerAction::<SubmitLabel>::new();
     let skip = ServerAction::<SkipTask>::new();
-    let current = RwSignal::new(None::<i64>);
+    let current = RwSignal::new(None::<TaskId>);
     let rationale = RwSignal::new(String::new());
     let notice = RwSignal::new(None::<String>);
     let rationale_box = NodeRef::<html::Textarea>::new();

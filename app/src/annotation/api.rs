@@ -8,6 +8,7 @@ use arbiter_domain::annotation::review::ReviewItem;
 use arbiter_domain::annotation::sla::{AtRiskTask, SlaDay};
 use arbiter_domain::annotation::task::{AnnotationTask, TrainingFeedback};
 use arbiter_domain::health::Alert;
+use arbiter_domain::ids::{RunId, TaskId, UserId};
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 #[cfg(feature = "ssr")]
@@ -80,7 +81,7 @@ pub async fn raters_page() -> Result<RatersPageData, ServerFnError> {
 /// are unchanged.
 #[server(endpoint = "update_rater")]
 pub async fn update_rater(
-    rater_id: i64,
+    rater_id: UserId,
     #[server(default)] action: String,
     #[server(default)] skills: Option<String>,
     #[server(default)] weekly_capacity_hours: Option<String>,
@@ -124,7 +125,7 @@ fn statistic_view(agreement: &arbiter_domain::annotation::agreement::Agreement) 
 
 /// Agreement between the raters of a run's human items.
 #[server(endpoint = "run_agreement")]
-pub async fn run_agreement(id: i64) -> Result<AgreementView, ServerFnError> {
+pub async fn run_agreement(id: RunId) -> Result<AgreementView, ServerFnError> {
     let (state, _) = require(Permission::ViewResults).await?;
     if state
         .store
@@ -281,7 +282,7 @@ pub async fn set_queue_settings(
 /// shown to raters in training.
 #[server(endpoint = "create_gold")]
 pub async fn create_gold(
-    task_id: i64,
+    task_id: TaskId,
     answer: String,
     #[server(default)] note: String,
 ) -> Result<(), ServerFnError> {
@@ -327,7 +328,7 @@ pub async fn next_task() -> Result<Option<TaskView>, ServerFnError> {
 /// Records a label: `verdict` is `pass` or `fail`.
 #[server(endpoint = "submit_label")]
 pub async fn submit_label(
-    task_id: i64,
+    task_id: TaskId,
     verdict: String,
     rationale: String,
 ) -> Result<Option<TrainingFeedbackView>, ServerFnError> {
@@ -359,7 +360,7 @@ pub async fn submit_label(
 }
 
 #[server(endpoint = "skip_task")]
-pub async fn skip_task(task_id: i64) -> Result<(), ServerFnError> {
+pub async fn skip_task(task_id: TaskId) -> Result<(), ServerFnError> {
     let (state, user) = require(Permission::Annotate).await?;
     state
         .store

@@ -130,7 +130,7 @@ fn QueueReport(
                         <thead><tr><th>"Task"</th><th>"Queue"</th><th>"Priority"</th><th>"Due"</th><th>"Forecast done"</th><th>"Why"</th></tr></thead>
                         <tbody>
                             {data.at_risk_tasks.into_iter().map(|task| view! {
-                                <tr><td>{task.task_id}</td><td>{task.queue}</td><td>{task.priority}</td>
+                                <tr><td>{task.task_id.get()}</td><td>{task.queue}</td><td>{task.priority}</td>
                                     <td>{format_time(task.due_at)}</td>
                                     <td>{task.forecast_done_at.map_or_else(|| "–".to_string(), format_time)}</td>
                                     <td>{task.why}</td></tr>
@@ -226,7 +226,7 @@ fn QueueReport(
                     <tbody>
                         {data.gold_candidates.into_iter().map(|candidate| view! {
                             <tr>
-                                <td>{candidate.task_id}</td><td>{candidate.input}</td><td>{verdict_word(candidate.verdict_pass)}</td><td>{candidate.why}</td>
+                                <td>{candidate.task_id.get()}</td><td>{candidate.input}</td><td>{verdict_word(candidate.verdict_pass)}</td><td>{candidate.why}</td>
                                 <td>
                                     <ActionForm action=create_gold attr:class="inline">
                                         <input type="hidden" name="task_id" value=candidate.task_id.to_string()/>
@@ -251,7 +251,7 @@ fn QueueReport(
                                 let right = if gold.answers == 0 { "no answers yet".to_string() } else { format!("{} of {}", gold.right, gold.answers) };
                                 view! {
                                     <tr data-testid="gold-item">
-                                        <td>{gold.task_id}</td><td>{gold.input}</td><td>{verdict_word(gold.answer_pass)}</td><td>{right}</td>
+                                        <td>{gold.task_id.get()}</td><td>{gold.input}</td><td>{verdict_word(gold.answer_pass)}</td><td>{right}</td>
                                         <td>{if gold.retired_at.is_some() { "retired" } else { "live" }}</td>
                                         <td>{gold.retired_at.is_none().then(|| view! {
                                             <ActionForm action=retire_gold attr:class="inline">

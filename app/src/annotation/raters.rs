@@ -279,10 +279,11 @@ fn SortHeader(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arbiter_domain::ids::UserId;
 
     fn rater(name: &str, gold: Option<f64>, flagged: bool) -> RaterStats {
         RaterStats {
-            id: 0,
+            id: UserId(0),
             username: name.into(),
             role: "annotator".into(),
             active: true,

@@ -4,6 +4,7 @@
 
 use arbiter_domain::checkpoint::Checkpoint;
 use arbiter_domain::dataset::{DatasetItem, DatasetRevision, DatasetSummary};
+use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId, RunId};
 use arbiter_domain::manifest::EvalSummary;
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -28,7 +29,7 @@ pub struct CheckpointView {
 /// Checkpoints with their fallbacks' names and how their keys are kept.
 #[cfg(feature = "ssr")]
 pub(crate) fn checkpoint_views(checkpoints: Vec<Checkpoint>) -> Vec<CheckpointView> {
-    let names: std::collections::HashMap<i64, String> = checkpoints
+    let names: std::collections::HashMap<CheckpointId, String> = checkpoints
         .iter()
         .map(|checkpoint| (checkpoint.id, checkpoint.name.clone()))
         .collect();
@@ -51,7 +52,7 @@ pub async fn list_datasets() -> Result<Vec<DatasetSummary>, ServerFnError> {
 }
 
 #[server(endpoint = "dataset_detail")]
-pub async fn dataset_detail(id: i64) -> Result<DatasetPageData, ServerFnError> {
+pub async fn dataset_detail(id: DatasetId) -> Result<DatasetPageData, ServerFnError> {
     let (state, _) = require(Permission::ViewResults).await?;
     let store = state.store.as_ref();
     let dataset = store
@@ -88,7 +89,7 @@ pub async fn register_checkpoint(
     endpoint_url: String,
     model: String,
     #[server(default)] options: CheckpointOptions,
-) -> Result<i64, ServerFnError> {
+) -> Result<CheckpointId, ServerFnError> {
     let (state, user) = require(Permission::ManageEvals).await?;
     let form = arbiter_engine::catalog::CheckpointForm {
         name,
@@ -121,7 +122,7 @@ pub async fn register_checkpoint(
     )
     .await
     {
-        tracing::error!(checkpoint = id, error = %err, "suites not launched for a new checkpoint");
+        tracing::error!(checkpoint = id.get(), error = %err, "suites not launched for a new checkpoint");
     }
     Ok(id)
 }
@@ -129,7 +130,7 @@ pub async fn register_checkpoint(
 /// Sets what a checkpoint's model costs (USD per million tokens; '' is free).
 #[server(endpoint = "set_checkpoint_prices")]
 pub async fn set_checkpoint_prices(
-    checkpoint_id: i64,
+    checkpoint_id: CheckpointId,
     input_usd_per_mtok: String,
     output_usd_per_mtok: String,
 ) -> Result<(), ServerFnError> {
@@ -167,7 +168,7 @@ pub async fn create_eval(
     repetitions: String,
     seed: String,
     #[server(default)] grader: String,
-) -> Result<i64, ServerFnError> {
+) -> Result<EvalId, ServerFnError> {
     let (state, user) = require(Permission::ManageEvals).await?;
     fn number<T: std::str::FromStr>(value: &str, what: &str) -> Result<T, ServerFnError> {
         value
@@ -236,12 +237,12 @@ pub struct CheckpointOptions {
 /// `priority` is `promotion`, `scheduled` (default) or `ablation`.
 #[server(endpoint = "launch_run")]
 pub async fn launch_run(
-    eval_id: i64,
+    eval_id: EvalId,
     checkpoint_id: String,
     #[server(default)] priority: String,
-) -> Result<i64, ServerFnError> {
+) -> Result<RunId, ServerFnError> {
     let (state, user) = require(Permission::ManageEvals).await?;
-    let checkpoint_id: i64 = checkpoint_id
+    let checkpoint_id: CheckpointId = checkpoint_id
         .trim()
         .parse()
         .map_err(|_| fail(400, "pick a checkpoint to launch against"))?;

@@ -4,6 +4,7 @@
 use crate::catalog::api::CheckpointView;
 use arbiter_domain::grading::judge::{Judge, JudgeReport};
 use arbiter_domain::grading::triage::PolicyVersion;
+use arbiter_domain::ids::{EvalId, RunId};
 use arbiter_domain::manifest::EvalSummary;
 use arbiter_domain::run::{CostReport, RunSummary};
 use leptos::prelude::*;
@@ -65,7 +66,7 @@ pub async fn judge_detail(id: i64) -> Result<JudgeReport, ServerFnError> {
 }
 
 #[server(endpoint = "eval_detail")]
-pub async fn eval_detail(id: i64) -> Result<EvalPageData, ServerFnError> {
+pub async fn eval_detail(id: EvalId) -> Result<EvalPageData, ServerFnError> {
     let (state, _) = require(Permission::ViewResults).await?;
     let store = state.store.as_ref();
     let eval = store
@@ -105,7 +106,7 @@ pub async fn eval_detail(id: i64) -> Result<EvalPageData, ServerFnError> {
 /// Saves the next version of an eval's triage policy. Judges are ids ('' for none).
 #[server(endpoint = "save_policy")]
 pub async fn save_policy(
-    eval_id: i64,
+    eval_id: EvalId,
     cheap_judge: String,
     #[server(default)] strong_judge: String,
     accept_threshold: String,
@@ -140,7 +141,7 @@ pub async fn save_policy(
 /// Recalibrates the accept threshold from human labels for a target error rate in percent.
 #[server(endpoint = "recalibrate_policy")]
 pub async fn recalibrate_policy(
-    eval_id: i64,
+    eval_id: EvalId,
     target_error_percent: String,
 ) -> Result<i64, ServerFnError> {
     let (state, user) = require(Permission::ManageEvals).await?;
@@ -162,7 +163,7 @@ pub async fn recalibrate_policy(
 }
 
 #[server(endpoint = "run_costs")]
-pub async fn run_costs(id: i64) -> Result<CostReport, ServerFnError> {
+pub async fn run_costs(id: RunId) -> Result<CostReport, ServerFnError> {
     let (state, _) = require(Permission::ViewResults).await?;
     grading::run_cost_report(state.store.as_ref(), id)
         .await

@@ -134,7 +134,7 @@ fn EvalDetail(
                 <tbody>
                     {data.runs.into_iter().map(|run| view! {
                         <tr>
-                            <td><a href=format!("/runs/{}", run.run.id)>"#" {run.run.id}</a></td>
+                            <td><a href=format!("/runs/{}", run.run.id)>"#" {run.run.id.get()}</a></td>
                             <td>{run.run.checkpoint_name}</td>
                             <td>{run.run.status.as_str()}</td>
                             <td>{format!("{:.4}", run.cost.costs.generation_usd)}</td>

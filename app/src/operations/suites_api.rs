@@ -1,6 +1,7 @@
 //! Server functions for suites: the tiered sets of evals each new checkpoint triggers, and
 //! running one on a checkpoint on demand.
 
+use arbiter_domain::ids::{CheckpointId, EvalId, RunId};
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -26,7 +27,7 @@ pub struct SuiteView {
 pub struct LaunchView {
     pub suite: String,
     pub checkpoint: String,
-    pub run_id: i64,
+    pub run_id: RunId,
     pub reason: String,
     pub created_at: i64,
 }
@@ -35,9 +36,9 @@ pub struct LaunchView {
 pub struct SuitesData {
     pub suites: Vec<SuiteView>,
     /// (id, name) of every eval, for the form.
-    pub evals: Vec<(i64, String)>,
+    pub evals: Vec<(EvalId, String)>,
     /// (id, name) of every checkpoint, newest first, for running a suite on demand.
-    pub checkpoints: Vec<(i64, String)>,
+    pub checkpoints: Vec<(CheckpointId, String)>,
     pub launches: Vec<LaunchView>,
 }
 
@@ -52,7 +53,7 @@ pub async fn suites_page() -> Result<SuitesData, ServerFnError> {
     let (state, _) = require(Permission::ViewResults).await?;
     let store = state.store.as_ref();
     let suites = store.suites().await.map_err(store_error)?;
-    let mut checkpoints: Vec<(i64, String)> = store
+    let mut checkpoints: Vec<(CheckpointId, String)> = store
         .list_checkpoints()
         .await
         .map_err(store_error)?
@@ -118,10 +119,10 @@ pub async fn create_suite(
     let eval_ids = evals
         .keys()
         .map(|id| {
-            id.parse::<i64>()
+            id.parse::<EvalId>()
                 .map_err(|_| fail(400, format!("`{id}` is not an eval id")))
         })
-        .collect::<Result<Vec<i64>, _>>()?;
+        .collect::<Result<Vec<EvalId>, _>>()?;
     let every_nth = match every_nth.trim() {
         "" => None,
         text => Some(text.parse::<i64>().map_err(|_| {
@@ -167,7 +168,7 @@ pub async fn run_suite(
     #[server(default)] priority: String,
 ) -> Result<LaunchOutcome, ServerFnError> {
     let (state, user) = require(Permission::ManageEvals).await?;
-    let checkpoint_id: i64 = checkpoint_id
+    let checkpoint_id: CheckpointId = checkpoint_id
         .trim()
         .parse()
         .map_err(|_| fail(400, "pick a checkpoint"))?;

@@ -1,6 +1,7 @@
 //! Reports and checkpoint comparisons: the views the browser receives and the server
 //! functions that fill them (thin: check the role, call `arbiter_engine::reports`, convert).
 
+use arbiter_domain::ids::{IdentityId, RunId};
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 #[cfg(feature = "ssr")]
@@ -28,7 +29,7 @@ pub struct CategoryView {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ReportView {
-    pub run_id: i64,
+    pub run_id: RunId,
     pub checkpoint_name: String,
     pub status: String,
     /// COMPLETE, PARTIAL or INVALID.
@@ -97,8 +98,8 @@ pub struct CheckpointComparisonView {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DecisionView {
     pub id: i64,
-    pub baseline_run_id: i64,
-    pub candidate_run_id: i64,
+    pub baseline_run_id: RunId,
+    pub candidate_run_id: RunId,
     pub baseline_checkpoint: String,
     pub candidate_checkpoint: String,
     /// promote or reject.
@@ -110,7 +111,7 @@ pub struct DecisionView {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SideView {
-    pub identity_id: i64,
+    pub identity_id: IdentityId,
     pub output: String,
     pub outcome: String,
     pub verdict: String,
@@ -393,12 +394,12 @@ mod convert {
 
 /// Parses "2,3" into run ids; a clear error for anything else.
 #[cfg(feature = "ssr")]
-fn run_ids(text: &str) -> Result<Vec<i64>, ServerFnError> {
+fn run_ids(text: &str) -> Result<Vec<RunId>, ServerFnError> {
     text.split(',')
         .map(str::trim)
         .filter(|part| !part.is_empty())
         .map(|part| {
-            part.parse::<i64>()
+            part.parse::<RunId>()
                 .map_err(|_| crate::guard::fail(400, format!("`{part}` is not a run id")))
         })
         .collect()
@@ -408,7 +409,7 @@ fn run_ids(text: &str) -> Result<Vec<i64>, ServerFnError> {
 /// with the page's multiple-comparison correction (`holm`, `bh` or `none`).
 #[server(endpoint = "compare_checkpoints")]
 pub async fn compare_checkpoints(
-    baseline: i64,
+    baseline: RunId,
     candidates: String,
     correction: String,
 ) -> Result<CheckpointComparisonView, ServerFnError> {
@@ -488,8 +489,8 @@ pub async fn compare_checkpoints(
 /// A page of the items whose verdict changed, regressions first.
 #[server(endpoint = "diff_page")]
 pub async fn diff_page(
-    baseline: i64,
-    candidate: i64,
+    baseline: RunId,
+    candidate: RunId,
     category: String,
     change: String,
     outcome: String,
@@ -540,8 +541,8 @@ pub async fn diff_page(
 /// Where two answers to one item first part, with the top alternatives on each side.
 #[server(endpoint = "diff_divergence")]
 pub async fn diff_divergence(
-    baseline_item: i64,
-    candidate_item: i64,
+    baseline_item: IdentityId,
+    candidate_item: IdentityId,
 ) -> Result<DivergenceView, ServerFnError> {
     let (state, _) = require(Permission::ViewResults).await?;
     let detail = arbiter_engine::reports::diff::diff_detail(
@@ -571,7 +572,7 @@ pub async fn diff_divergence(
 
 /// A run's report: complete or labelled partial, per category, with intervals.
 #[server(endpoint = "run_report")]
-pub async fn run_report(run: i64) -> Result<ReportView, ServerFnError> {
+pub async fn run_report(run: RunId) -> Result<ReportView, ServerFnError> {
     let (state, _) = require(Permission::ViewResults).await?;
     let (progress, report) = arbiter_engine::reports::runs::run_report(state.store.as_ref(), run)
         .await
@@ -591,8 +592,8 @@ pub async fn run_report(run: i64) -> Result<ReportView, ServerFnError> {
 /// both runs' reports are complete.
 #[server(endpoint = "decide_promotion")]
 pub async fn decide_promotion(
-    baseline: i64,
-    candidate: i64,
+    baseline: RunId,
+    candidate: RunId,
     decision: String,
     #[server(default)] note: String,
 ) -> Result<i64, ServerFnError> {
@@ -621,7 +622,7 @@ pub async fn decide_promotion(
 
 /// Promotion decisions that involve the run (as baseline or candidate), newest first.
 #[server(endpoint = "promotion_decisions")]
-pub async fn promotion_decisions(run: i64) -> Result<Vec<DecisionView>, ServerFnError> {
+pub async fn promotion_decisions(run: RunId) -> Result<Vec<DecisionView>, ServerFnError> {
     let (state, _) = require(Permission::ViewResults).await?;
     let decisions = state
         .store

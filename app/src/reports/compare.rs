@@ -8,6 +8,7 @@ use crate::reports::api::{
     compare_checkpoints, diff_divergence, diff_page, promotion_decisions, CandidateView,
     DecidePromotion, DiffPageView, DiffRowView, PairedView, ReportView, SideView, TokenView,
 };
+use arbiter_domain::ids::{IdentityId, RunId};
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
@@ -17,7 +18,7 @@ const DIFF_PAGE_ROWS: usize = 50;
 /// Query parameters, read once per render.
 #[derive(Clone, Debug, Default, PartialEq)]
 struct Params {
-    baseline: i64,
+    baseline: RunId,
     candidates: String,
     correction: String,
     category: String,
@@ -29,12 +30,12 @@ struct Params {
 
 impl Params {
     /// The candidate whose diff is shown: the first.
-    fn diff_candidate(&self) -> i64 {
+    fn diff_candidate(&self) -> RunId {
         self.candidates
             .split(',')
             .next()
             .and_then(|id| id.trim().parse().ok())
-            .unwrap_or(0)
+            .unwrap_or_default()
     }
 
     fn href(&self, offset: usize) -> String {
@@ -64,7 +65,7 @@ pub fn ComparePage() -> impl IntoView {
         let q = query.read();
         let text = |name: &str| q.get(name).unwrap_or_default();
         Params {
-            baseline: text("baseline").parse().unwrap_or(0),
+            baseline: text("baseline").parse().unwrap_or_default(),
             candidates: q.get_all("candidate").unwrap_or_default().join(","),
             correction: text("correction"),
             category: text("category"),
@@ -442,7 +443,7 @@ fn Side(title: &'static str, side: SideView) -> impl IntoView {
 
 /// The first token where the answers part, loaded on request (it reads both logprob blobs).
 #[component]
-fn Divergence(baseline_item: i64, candidate_item: i64) -> impl IntoView {
+fn Divergence(baseline_item: IdentityId, candidate_item: IdentityId) -> impl IntoView {
     let load = Action::new(move |_: &()| diff_divergence(baseline_item, candidate_item));
     let token = |label: &'static str, token: Option<TokenView>| {
         token.map(|t| view! {

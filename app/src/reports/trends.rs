@@ -7,12 +7,13 @@ use crate::reports::trends_api::{
     flaky_prompts, trend, trend_options, FlakyView, TrendChoices, TrendView, UnwatchTrend,
     WatchTrend,
 };
+use arbiter_domain::ids::EvalId;
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
 #[derive(Clone, Debug, Default, PartialEq)]
 struct Params {
-    eval: i64,
+    eval: EvalId,
     training_run: String,
     policy: String,
     pinned: String,
@@ -26,7 +27,7 @@ pub fn TrendsPage() -> impl IntoView {
         let q = query.read();
         let text = |name: &str| q.get(name).unwrap_or_default();
         Params {
-            eval: text("eval").parse().unwrap_or(0),
+            eval: text("eval").parse().unwrap_or_default(),
             training_run: text("run"),
             policy: if text("policy").is_empty() {
                 "previous".into()
@@ -46,7 +47,7 @@ pub fn TrendsPage() -> impl IntoView {
     let shown = Resource::new(
         move || (params.get(), watch.version().get(), unwatch.version().get()),
         |(p, _, _)| async move {
-            if p.eval == 0 {
+            if p.eval == EvalId::default() {
                 return None;
             }
             Some(trend(p.eval, p.training_run, p.policy, p.pinned, p.focus).await)
@@ -55,7 +56,7 @@ pub fn TrendsPage() -> impl IntoView {
     let flaky = Resource::new(
         move || params.get(),
         |p| async move {
-            if p.eval == 0 {
+            if p.eval == EvalId::default() {
                 return None;
             }
             Some(flaky_prompts(p.eval, p.training_run).await)

@@ -2,6 +2,7 @@
 //! server functions that fill them (thin: check the role, call `arbiter_engine::reports::trends`,
 //! convert).
 
+use arbiter_domain::ids::{CheckpointId, EvalId, RunId};
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 #[cfg(feature = "ssr")]
@@ -17,16 +18,16 @@ use {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TrendChoices {
     /// (id, name) of every eval.
-    pub evals: Vec<(i64, String)>,
+    pub evals: Vec<(EvalId, String)>,
     pub training_runs: Vec<String>,
     /// (id, name) of every checkpoint, for pinning a baseline.
-    pub checkpoints: Vec<(i64, String)>,
+    pub checkpoints: Vec<(CheckpointId, String)>,
     pub watches: Vec<WatchView>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WatchView {
-    pub eval_id: i64,
+    pub eval_id: EvalId,
     pub eval_name: String,
     pub training_run: String,
     pub policy: String,
@@ -35,7 +36,7 @@ pub struct WatchView {
 /// One checkpoint's row of the trend table.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TrendPointView {
-    pub run_id: i64,
+    pub run_id: RunId,
     pub checkpoint_name: String,
     /// "step 1000", or "" when the checkpoint has no step.
     pub step: String,
@@ -46,7 +47,7 @@ pub struct TrendPointView {
     pub interval: String,
     /// Per category of the trend (same order): "63.3% (51.4–73.8%)" or "–".
     pub category_rates: Vec<String>,
-    pub baseline_run_id: Option<i64>,
+    pub baseline_run_id: Option<RunId>,
     pub baseline: String,
     /// Overall change against the baseline on shared items, "+2.0 pts", or "".
     pub delta: String,
@@ -57,7 +58,7 @@ pub struct TrendPointView {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TrendView {
-    pub eval_id: i64,
+    pub eval_id: EvalId,
     pub training_run: String,
     pub policy: String,
     pub policy_description: String,
@@ -97,7 +98,7 @@ fn policy_of(policy: &str, pinned: &str) -> Result<BaselinePolicy, ServerFnError
     let pinned = match pinned.trim() {
         "" => None,
         text => Some(
-            text.parse::<i64>()
+            text.parse::<CheckpointId>()
                 .map_err(|_| fail(400, format!("`{text}` is not a checkpoint id")))?,
         ),
     };
@@ -302,7 +303,7 @@ pub async fn trend_options() -> Result<TrendChoices, ServerFnError> {
 /// the whole run and `focus` (a category), or the first three categories.
 #[server(endpoint = "trend")]
 pub async fn trend(
-    eval: i64,
+    eval: EvalId,
     training_run: String,
     policy: String,
     #[server(default)] pinned: String,
@@ -350,7 +351,7 @@ pub async fn trend(
 
 /// The prompts whose verdict flips most across the trend's checkpoints and repetitions.
 #[server(endpoint = "flaky_prompts")]
-pub async fn flaky_prompts(eval: i64, training_run: String) -> Result<FlakyView, ServerFnError> {
+pub async fn flaky_prompts(eval: EvalId, training_run: String) -> Result<FlakyView, ServerFnError> {
     let (state, _) = require(Permission::ViewResults).await?;
     let report = trends::flaky_prompts(
         state.store.as_ref(),
@@ -367,7 +368,7 @@ pub async fn flaky_prompts(eval: i64, training_run: String) -> Result<FlakyView,
 /// policy's baseline (checked as runs finish).
 #[server(endpoint = "watch_trend")]
 pub async fn watch_trend(
-    eval: i64,
+    eval: EvalId,
     training_run: String,
     policy: String,
     #[server(default)] pinned: String,
@@ -386,7 +387,7 @@ pub async fn watch_trend(
 }
 
 #[server(endpoint = "unwatch_trend")]
-pub async fn unwatch_trend(eval: i64, training_run: String) -> Result<(), ServerFnError> {
+pub async fn unwatch_trend(eval: EvalId, training_run: String) -> Result<(), ServerFnError> {
     let (state, _) = require(Permission::ManageEvals).await?;
     state
         .store

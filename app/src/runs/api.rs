@@ -1,5 +1,6 @@
 //! Server functions of runs: launching, listing, a run's page and its controls.
 
+use arbiter_domain::ids::RunId;
 use arbiter_domain::run::{IdentityResult, RunProgress, RunSummary};
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -17,7 +18,7 @@ pub async fn list_runs() -> Result<Vec<RunSummary>, ServerFnError> {
 }
 
 #[server(endpoint = "run_detail")]
-pub async fn run_detail(id: i64) -> Result<RunPageData, ServerFnError> {
+pub async fn run_detail(id: RunId) -> Result<RunPageData, ServerFnError> {
     let (state, _) = require(Permission::ViewResults).await?;
     let progress = arbiter_engine::runs::run_progress(state.store.as_ref(), id)
         .await
@@ -32,7 +33,7 @@ pub async fn run_detail(id: i64) -> Result<RunPageData, ServerFnError> {
 
 /// Pause, resume or cancel a run (`action` is `pause`, `resume` or `cancel`).
 #[server(endpoint = "change_run")]
-pub async fn change_run(id: i64, action: String) -> Result<(), ServerFnError> {
+pub async fn change_run(id: RunId, action: String) -> Result<(), ServerFnError> {
     let (state, _) = require(Permission::ManageEvals).await?;
     arbiter_engine::runs::change_run_state(state.store.as_ref(), id, &action)
         .await

@@ -10,6 +10,7 @@ use crate::grading::api::run_costs;
 use crate::reports::api::{run_report, ReportView};
 use crate::reports::compare::ReportCard;
 use crate::runs::api::{list_runs, run_detail, ChangeRun};
+use arbiter_domain::ids::RunId;
 use arbiter_domain::run::{CostReport, IdentityResult, RunProgress, RunStatus, RunSummary};
 use leptos::prelude::*;
 
@@ -40,7 +41,7 @@ pub fn RunsPage() -> impl IntoView {
                                 <tbody>
                                     {runs.iter().map(|run| view! {
                                         <tr>
-                                            <td><a href=format!("/runs/{}", run.id)>"#" {run.id}</a></td>
+                                            <td><a href=format!("/runs/{}", run.id)>"#" {run.id.get()}</a></td>
                                             <td>{run.eval_name.clone()}</td>
                                             <td>{run.checkpoint_name.clone()}</td>
                                             <td>{run.priority.label()}</td>
@@ -200,7 +201,7 @@ fn CostCard(costs: Resource<Result<CostReport, ServerFnError>>) -> impl IntoView
 
 /// Pause, resume and cancel buttons for the states where they apply.
 #[component]
-fn RunControls(run_id: i64, status: RunStatus, change: ServerAction<ChangeRun>) -> impl IntoView {
+fn RunControls(run_id: RunId, status: RunStatus, change: ServerAction<ChangeRun>) -> impl IntoView {
     let actions: &[(&str, &str)] = match status {
         RunStatus::Running => &[("pause", "Pause"), ("cancel", "Cancel")],
         RunStatus::Paused => &[("resume", "Resume"), ("cancel", "Cancel")],
@@ -253,7 +254,7 @@ fn Progress(progress: RunProgress) -> impl IntoView {
     };
     let status_class = format!("status status-{}", state.replace(' ', "-"));
     view! {
-        <h1>"Run #" {progress.id} ": " {progress.eval_name.clone()} " on " {progress.checkpoint_name.clone()}</h1>
+        <h1>"Run #" {progress.id.get()} ": " {progress.eval_name.clone()} " on " {progress.checkpoint_name.clone()}</h1>
         <section class="card">
             <p class=status_class>
                 "Status: " <strong data-testid="run-status">{state}</strong>

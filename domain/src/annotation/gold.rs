@@ -5,6 +5,7 @@
 //! Pure. The store serves gold leases and records answers; this module only decides.
 
 use super::adjudication::stable_draw;
+use crate::ids::{TaskId, UserId};
 use serde::{Deserialize, Serialize};
 
 /// Setting: share of claims served a gold item (when live gold exists).
@@ -24,8 +25,9 @@ pub const TRAINING_ITEMS: usize = 10;
 
 /// Whether this claim, by `rater_id` at `now_ms`, is served a gold item. Drawn from the claim
 /// itself, so a rater cannot tell gold from ordinary items by when they appear.
-pub fn next_is_gold(gold_rate: f64, rater_id: i64, now_ms: i64) -> bool {
-    gold_rate > 0.0 && stable_draw("gold", rater_id.wrapping_mul(1_000_003) ^ now_ms) < gold_rate
+pub fn next_is_gold(gold_rate: f64, rater_id: UserId, now_ms: i64) -> bool {
+    gold_rate > 0.0
+        && stable_draw("gold", rater_id.get().wrapping_mul(1_000_003) ^ now_ms) < gold_rate
 }
 
 /// Whether a reviewer's decision (by its review id) is drawn for a spot check.
@@ -62,7 +64,7 @@ pub fn parse_share(text: &str, what: &str, max: f64) -> Result<f64, String> {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GoldItem {
     pub id: i64,
-    pub task_id: i64,
+    pub task_id: TaskId,
     /// The start of the item's question, to recognise it by.
     pub input: String,
     pub answer_pass: bool,
@@ -76,7 +78,7 @@ pub struct GoldItem {
 /// A finished item whose raters all agreed (or a reviewer corrected): a good gold candidate.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GoldCandidate {
-    pub task_id: i64,
+    pub task_id: TaskId,
     pub input: String,
     pub verdict_pass: bool,
     pub labels: u64,
@@ -90,12 +92,12 @@ mod tests {
     #[test]
     fn gold_is_served_at_the_rate() {
         let served = (0..20_000)
-            .filter(|claim| next_is_gold(0.05, 7, 1_800_000_000_000 + claim * 1_337))
+            .filter(|claim| next_is_gold(0.05, UserId(7), 1_800_000_000_000 + claim * 1_337))
             .count();
         // 5% of 20,000 = 1,000; the standard deviation is about 31.
         assert!((880..=1_120).contains(&served), "{served}");
-        assert!(!(0..1_000).any(|claim| next_is_gold(0.0, 7, claim)));
-        assert!((0..1_000).all(|claim| next_is_gold(1.0, 7, claim)));
+        assert!(!(0..1_000).any(|claim| next_is_gold(0.0, UserId(7), claim)));
+        assert!((0..1_000).all(|claim| next_is_gold(1.0, UserId(7), claim)));
     }
 
     #[test]

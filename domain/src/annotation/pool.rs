@@ -4,6 +4,7 @@
 //!
 //! Pure: the store supplies the labels ([`RaterRecord`]).
 
+use crate::ids::UserId;
 use serde::{Deserialize, Serialize};
 
 /// The setting that holds the quality threshold below which raters are flagged (and which a
@@ -22,7 +23,7 @@ const MIN_LABELS_TO_FLAG: u64 = 5;
 /// One rater's figures.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RaterStats {
-    pub id: i64,
+    pub id: UserId,
     pub username: String,
     pub role: String,
     pub active: bool,
@@ -206,7 +207,7 @@ pub fn stats_csv(stats: &[RaterStats]) -> String {
 /// A member of the rater pool with what their labels show, over the last 30 days.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RaterRecord {
-    pub id: i64,
+    pub id: UserId,
     pub username: String,
     pub role: String,
     pub active: bool,
@@ -282,7 +283,7 @@ mod tests {
 
     fn record(labels: Vec<RaterLabel>) -> RaterRecord {
         RaterRecord {
-            id: 1,
+            id: UserId(1),
             username: "ann".into(),
             role: "annotator".into(),
             active: true,

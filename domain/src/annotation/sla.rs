@@ -5,6 +5,7 @@
 //! Pure. [`QueueScan`] takes open tasks one at a time in queue order, so a queue of a million
 //! tasks is summarised without holding it in memory.
 
+use crate::ids::TaskId;
 use serde::{Deserialize, Serialize};
 
 const HOUR_MS: i64 = 3_600_000;
@@ -26,7 +27,7 @@ pub const AGE_BUCKETS: [(&str, i64); 6] = [
 /// An open task as the scan sees it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OpenTask {
-    pub id: i64,
+    pub id: TaskId,
     /// The queue it belongs to (its eval's name).
     pub queue: String,
     pub priority: i64,
@@ -40,7 +41,7 @@ pub struct OpenTask {
 /// A task named on the lead's page: breached, or forecast to miss its deadline.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AtRiskTask {
-    pub task_id: i64,
+    pub task_id: TaskId,
     pub queue: String,
     pub priority: i64,
     pub due_at: i64,
@@ -64,7 +65,7 @@ pub struct QueueScan {
     /// The first at-risk or breached tasks in queue order.
     pub listed: Vec<AtRiskTask>,
     /// At-risk or breached tasks not escalated yet.
-    pub to_escalate: Vec<i64>,
+    pub to_escalate: Vec<TaskId>,
     /// Queues (by name) with at-risk or breached tasks, and how many of each.
     pub queues_at_risk: std::collections::BTreeMap<String, QueueRisk>,
 }
@@ -237,7 +238,7 @@ mod tests {
     fn task(id: i64, age_hours: i64, window_hours: i64, missing: i64) -> OpenTask {
         let created_at = NOW - age_hours * HOUR_MS;
         OpenTask {
-            id,
+            id: TaskId(id),
             queue: "qa".into(),
             priority: 1,
             created_at,
@@ -259,7 +260,7 @@ mod tests {
         assert_eq!(scan.forecast_hours(), Some(5.0));
         // Deadlines three hours out: tasks 4 and 5 will be late.
         assert_eq!(scan.at_risk, 2);
-        assert_eq!(scan.to_escalate, vec![4, 5]);
+        assert_eq!(scan.to_escalate, vec![TaskId(4), TaskId(5)]);
         assert_eq!(scan.breached, 0);
         assert!(scan.listed[0].why.contains("forecast"));
     }
@@ -276,7 +277,7 @@ mod tests {
         assert_eq!((scan.at_risk, scan.breached), (1, 2));
         assert_eq!(
             scan.to_escalate,
-            vec![1, 2],
+            vec![TaskId(1), TaskId(2)],
             "escalated tasks are not raised twice"
         );
         assert_eq!(scan.forecast_hours(), None, "nobody is labelling");

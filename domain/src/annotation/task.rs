@@ -2,12 +2,13 @@
 //! verdict), what a rater in training learns after answering, and the labels agreement is
 //! computed from.
 
+use crate::ids::{TaskId, UserId};
 use serde::{Deserialize, Serialize};
 
 /// An item as an annotator sees it: blind to the model and the grader's verdict.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AnnotationTask {
-    pub task_id: i64,
+    pub task_id: TaskId,
     pub input: String,
     pub target: String,
     pub output: String,
@@ -42,8 +43,8 @@ pub struct QueueCounts {
 #[derive(Clone, Debug, PartialEq)]
 pub struct QueueLabel {
     pub queue: String,
-    pub task_id: i64,
-    pub rater_id: i64,
+    pub task_id: TaskId,
+    pub rater_id: UserId,
     pub rater: String,
     pub pass: bool,
 }
@@ -52,8 +53,8 @@ pub struct QueueLabel {
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunLabel {
     pub label_id: i64,
-    pub task_id: i64,
-    pub rater_id: i64,
+    pub task_id: TaskId,
+    pub rater_id: UserId,
     pub rater: String,
     pub pass: bool,
 }

@@ -6,6 +6,7 @@
 //! relative to the other verdict, read from `top_logprobs` at the verdict token. A reply with
 //! no verdict is a judge failure, never a pass.
 
+use crate::ids::CheckpointId;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -330,7 +331,7 @@ pub struct Judge {
     pub id: i64,
     pub name: String,
     pub version: i64,
-    pub checkpoint_id: i64,
+    pub checkpoint_id: CheckpointId,
     pub checkpoint_name: String,
     pub rubric: String,
     pub max_tokens: i64,
@@ -347,7 +348,7 @@ impl Judge {
 #[derive(Clone, Debug)]
 pub struct NewJudge {
     pub name: String,
-    pub checkpoint_id: i64,
+    pub checkpoint_id: CheckpointId,
     pub rubric: String,
     pub max_tokens: i64,
 }

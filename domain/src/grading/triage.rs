@@ -7,6 +7,7 @@
 //! A stable random share of auto-accepted items is also sent to humans as an audit, so judge
 //! accuracy is measured on the items the judge was sure about too.
 
+use crate::ids::EvalId;
 use serde::{Deserialize, Serialize};
 
 use super::judge::{EnsembleVerdict, JudgeSpec, MAX_JUDGE_SAMPLES};
@@ -307,7 +308,7 @@ impl Default for HumanRouting {
 /// One version of an eval's triage policy.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PolicyVersion {
-    pub eval_id: i64,
+    pub eval_id: EvalId,
     pub version: i64,
     pub policy: TriagePolicy,
     pub note: String,

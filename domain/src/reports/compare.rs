@@ -3,6 +3,7 @@
 //! test on the page, and the list of items whose verdict changed, regressions first.
 
 use super::snapshot::{Snapshot, VERDICT_FAIL, VERDICT_PASS};
+use crate::ids::IdentityId;
 use crate::stats::correction::Correction;
 use crate::stats::paired::{mcnemar_exact, paired_cluster_bootstrap, BootstrapResult, CaseGroup};
 use crate::stats::proportion::{paired_difference, PairedTable};
@@ -314,8 +315,8 @@ pub struct DiffFilter {
 pub struct ChangedItem {
     pub position: usize,
     pub change: Change,
-    pub baseline_id: i64,
-    pub candidate_id: i64,
+    pub baseline_id: IdentityId,
+    pub candidate_id: IdentityId,
 }
 
 /// Every changed item passing the filter, regressions first, each kind in identity order.

@@ -1,11 +1,12 @@
 //! One side (baseline or candidate) of a per-prompt diff row: texts, outcome, grades and labels.
 
+use crate::ids::IdentityId;
 use serde::{Deserialize, Serialize};
 
 /// One side (baseline or candidate) of a per-prompt diff row.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DiffSide {
-    pub identity_id: i64,
+    pub identity_id: IdentityId,
     pub case_id: String,
     pub repetition: i64,
     pub category: String,
@@ -19,7 +20,7 @@ pub struct DiffSide {
     pub model_used: Option<String>,
     pub latency_ms: Option<i64>,
     /// Where this answer's logprobs are stored (the source generation for cache hits).
-    pub logprobs_id: Option<i64>,
+    pub logprobs_id: Option<IdentityId>,
     /// Grader and judge grades, oldest first.
     pub grades: Vec<DiffGrade>,
     /// Human labels: "rater: verdict — rationale".

@@ -15,6 +15,7 @@ pub mod snapshot;
 pub mod trend;
 
 use crate::answer::Outcome;
+use crate::ids::RevisionId;
 use crate::stats::proportion::{clustered, wilson, ClusterSums};
 use crate::stats::{Interval, DEFAULT_CONFIDENCE};
 use serde::{Deserialize, Serialize};
@@ -45,8 +46,8 @@ pub enum Problem {
         example: String,
     },
     MixedDatasetRevisions {
-        expected: i64,
-        found: Vec<i64>,
+        expected: RevisionId,
+        found: Vec<RevisionId>,
     },
     MixedGraders {
         expected: String,

@@ -6,6 +6,7 @@
 
 use super::{Problem, VERDICTS};
 use crate::answer::Outcome;
+use crate::ids::{IdentityId, RevisionId};
 use crate::reports::latency::{latency_bucket, LATENCY_BUCKETS};
 use crate::stats::proportion::{ClusterSums, ItemTally};
 use serde::{Deserialize, Serialize};
@@ -53,10 +54,10 @@ pub fn outcome_name(code: u8) -> &'static str {
 /// One identity as the store's scan returns it, in identity order.
 #[derive(Clone, Debug, Default)]
 pub struct ScanRow {
-    pub identity_id: i64,
+    pub identity_id: IdentityId,
     pub case_id: String,
     pub repetition: i64,
-    pub revision_id: i64,
+    pub revision_id: RevisionId,
     pub category: String,
     pub verdict: Option<String>,
     pub outcome: Option<String>,
@@ -70,7 +71,7 @@ pub struct ScanRow {
 /// What a run is expected to be, from its frozen manifest.
 #[derive(Clone, Debug)]
 pub struct Expectation {
-    pub revision_id: i64,
+    pub revision_id: RevisionId,
     pub grader: String,
     pub repetitions: i64,
 }
@@ -97,7 +98,7 @@ pub struct Snapshot {
     pub header: SnapshotHeader,
     /// Hash of the ordered (case id, repetition) list: equal for runs that can be paired.
     pub identity_hash: String,
-    pub identity_ids: Vec<i64>,
+    pub identity_ids: Vec<IdentityId>,
     pub verdicts: Vec<u8>,
     pub outcomes: Vec<u8>,
     pub categories: Vec<u16>,
@@ -140,7 +141,7 @@ impl Snapshot {
         out.extend_from_slice(&header);
         out.extend_from_slice(&(n as u64).to_le_bytes());
         for id in &self.identity_ids {
-            out.extend_from_slice(&id.to_le_bytes());
+            out.extend_from_slice(&id.get().to_le_bytes());
         }
         out.extend_from_slice(&self.verdicts);
         out.extend_from_slice(&self.outcomes);
@@ -168,7 +169,7 @@ impl Snapshot {
         let ids = reader.take(n * 8).ok_or_else(corrupt)?;
         let identity_ids = ids
             .chunks_exact(8)
-            .map(|c| i64::from_le_bytes(c.try_into().unwrap_or_default()))
+            .map(|c| IdentityId(i64::from_le_bytes(c.try_into().unwrap_or_default())))
             .collect();
         let verdicts = reader.take(n).ok_or_else(corrupt)?.to_vec();
         let outcomes = reader.take(n).ok_or_else(corrupt)?.to_vec();
@@ -219,7 +220,7 @@ pub struct SnapshotBuilder {
     conflicting: u64,
     first_duplicate: Option<String>,
     first_conflict: Option<String>,
-    revisions: Vec<i64>,
+    revisions: Vec<RevisionId>,
     graders: Vec<String>,
     /// Per case (hash) over repetitions: passes, graded answers and category.
     items: HashMap<u64, (u32, u32, u16)>,

@@ -1,6 +1,7 @@
 use super::compare::{apply_correction, changed_items, compare_snapshots, Change, DiffFilter};
 use super::snapshot::{Expectation, ScanRow, Snapshot, SnapshotBuilder};
 use super::*;
+use crate::ids::{IdentityId, RevisionId};
 use crate::stats::correction::Correction;
 
 fn tally(category: &str, field: &str, value: &str, count: i64) -> TallyRow {
@@ -14,7 +15,7 @@ fn tally(category: &str, field: &str, value: &str, count: i64) -> TallyRow {
 
 fn expectation() -> Expectation {
     Expectation {
-        revision_id: 7,
+        revision_id: RevisionId(7),
         grader: "exact_match".into(),
         repetitions: 1,
     }
@@ -22,10 +23,10 @@ fn expectation() -> Expectation {
 
 fn row(id: i64, case: &str, repetition: i64, category: &str, verdict: &str) -> ScanRow {
     ScanRow {
-        identity_id: id,
+        identity_id: IdentityId(id),
         case_id: case.into(),
         repetition,
-        revision_id: 7,
+        revision_id: RevisionId(7),
         category: category.into(),
         verdict: (!verdict.is_empty()).then(|| verdict.into()),
         outcome: Some("ok".into()),
@@ -155,7 +156,7 @@ fn duplicates_conflicts_and_mixed_versions_are_refused_with_reasons() {
         .contains("different verdicts (first: a#0)"));
 
     let mut other_revision = row(2, "b", 0, "", "pass");
-    other_revision.revision_id = 8;
+    other_revision.revision_id = RevisionId(8);
     let mixed = snapshot(&[row(1, "a", 0, "", "pass"), other_revision]);
     assert!(mixed.header.problems[0]
         .explain()
@@ -244,7 +245,10 @@ fn comparisons_pair_by_identity_and_list_regressions_first() {
     assert_eq!(code.table.pass_to_fail, 1);
 
     let all = changed_items(&baseline, &candidate, &DiffFilter::default());
-    let kinds: Vec<(Change, i64)> = all.iter().map(|i| (i.change, i.candidate_id)).collect();
+    let kinds: Vec<(Change, i64)> = all
+        .iter()
+        .map(|i| (i.change, i.candidate_id.get()))
+        .collect();
     assert_eq!(
         kinds,
         vec![
@@ -261,7 +265,10 @@ fn comparisons_pair_by_identity_and_list_regressions_first() {
     };
     let only = changed_items(&baseline, &candidate, &filter);
     assert_eq!(only.len(), 1);
-    assert_eq!((only[0].baseline_id, only[0].candidate_id), (4, 14));
+    assert_eq!(
+        (only[0].baseline_id.get(), only[0].candidate_id.get()),
+        (4, 14)
+    );
 
     let shorter = snapshot(&[row(1, "a", 0, "math", "fail")]);
     assert!(compare_snapshots(&baseline, &shorter)

@@ -3,6 +3,7 @@
 //! the store-facing side is the engine's `reports::trends`.
 
 use super::snapshot::{Snapshot, VERDICT_FAIL, VERDICT_PASS};
+use crate::ids::{CheckpointId, EvalId, RunId};
 use serde::{Deserialize, Serialize};
 
 /// Most checkpoints a trend shows (the latest ones): a flaky-prompt history is a 64-bit set.
@@ -20,12 +21,15 @@ pub enum BaselinePolicy {
     /// below the best seen so far.
     Best,
     /// One chosen checkpoint (e.g. the model in production).
-    Pinned(i64),
+    Pinned(CheckpointId),
 }
 
 impl BaselinePolicy {
     /// From a form: `first`, `previous`, `best` or `pinned` (with the checkpoint's id).
-    pub fn parse(name: &str, pinned_checkpoint: Option<i64>) -> Result<BaselinePolicy, String> {
+    pub fn parse(
+        name: &str,
+        pinned_checkpoint: Option<CheckpointId>,
+    ) -> Result<BaselinePolicy, String> {
         match (name, pinned_checkpoint) {
             ("first", _) => Ok(BaselinePolicy::First),
             ("previous" | "", _) => Ok(BaselinePolicy::Previous),
@@ -47,7 +51,7 @@ impl BaselinePolicy {
         }
     }
 
-    pub fn pinned_checkpoint(self) -> Option<i64> {
+    pub fn pinned_checkpoint(self) -> Option<CheckpointId> {
         match self {
             BaselinePolicy::Pinned(id) => Some(id),
             _ => None,
@@ -67,7 +71,7 @@ impl BaselinePolicy {
 /// What the policy needs to know of an earlier point.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct EarlierPoint {
-    pub checkpoint_id: i64,
+    pub checkpoint_id: CheckpointId,
     pub complete: bool,
     pub overall_rate: Option<f64>,
 }
@@ -253,8 +257,8 @@ fn flips_in(passes: u64, decided: u64) -> u32 {
 /// The latest run of an eval on one checkpoint of a trend.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TrendRun {
-    pub run_id: i64,
-    pub checkpoint_id: i64,
+    pub run_id: RunId,
+    pub checkpoint_id: CheckpointId,
     pub checkpoint_name: String,
     pub training_step: Option<i64>,
 }
@@ -262,23 +266,24 @@ pub struct TrendRun {
 /// A researcher's request to be alerted when an eval regresses along a training run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TrendWatch {
-    pub eval_id: i64,
+    pub eval_id: EvalId,
     pub eval_name: String,
     /// '' for all checkpoints.
     pub training_run: String,
     /// first, previous, best or pinned.
     pub policy: String,
-    pub pinned_checkpoint_id: Option<i64>,
+    pub pinned_checkpoint_id: Option<CheckpointId>,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::IdentityId;
     use crate::reports::snapshot::VERDICT_NONE;
 
-    fn point(checkpoint_id: i64, complete: bool, rate: f64) -> EarlierPoint {
+    fn point(checkpoint: i64, complete: bool, rate: f64) -> EarlierPoint {
         EarlierPoint {
-            checkpoint_id,
+            checkpoint_id: CheckpointId(checkpoint),
             complete,
             overall_rate: Some(rate),
         }
@@ -297,10 +302,13 @@ mod tests {
         assert_eq!(baseline_index(BaselinePolicy::Previous, &earlier), Some(3));
         assert_eq!(baseline_index(BaselinePolicy::Best, &earlier), Some(2));
         assert_eq!(
-            baseline_index(BaselinePolicy::Pinned(13), &earlier),
+            baseline_index(BaselinePolicy::Pinned(CheckpointId(13)), &earlier),
             Some(3)
         );
-        assert_eq!(baseline_index(BaselinePolicy::Pinned(14), &earlier), None);
+        assert_eq!(
+            baseline_index(BaselinePolicy::Pinned(CheckpointId(14)), &earlier),
+            None
+        );
         assert_eq!(
             baseline_index(BaselinePolicy::Previous, &earlier[..1]),
             None
@@ -321,8 +329,8 @@ mod tests {
             Ok(BaselinePolicy::Best)
         );
         assert_eq!(
-            BaselinePolicy::parse("pinned", Some(4)),
-            Ok(BaselinePolicy::Pinned(4))
+            BaselinePolicy::parse("pinned", Some(CheckpointId(4))),
+            Ok(BaselinePolicy::Pinned(CheckpointId(4)))
         );
         assert!(BaselinePolicy::parse("pinned", None).is_err());
         assert!(BaselinePolicy::parse("median", None)
@@ -341,7 +349,7 @@ mod tests {
     fn snapshot(verdicts: &[u8]) -> Snapshot {
         Snapshot {
             identity_hash: "h".into(),
-            identity_ids: (0..verdicts.len() as i64).collect(),
+            identity_ids: (0..verdicts.len() as i64).map(IdentityId).collect(),
             verdicts: verdicts.to_vec(),
             outcomes: vec![0; verdicts.len()],
             categories: vec![0; verdicts.len()],

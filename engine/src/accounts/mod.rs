@@ -4,6 +4,7 @@
 use crate::accounts::passwords::hash_password;
 use crate::error::{ServiceError, ServiceResult};
 use arbiter_domain::accounts::{Role, Username};
+use arbiter_domain::ids::UserId;
 use arbiter_store::Store;
 
 pub mod api_tokens;
@@ -16,7 +17,7 @@ pub async fn create_user(
     username: &str,
     password: &str,
     role: Role,
-) -> ServiceResult<i64> {
+) -> ServiceResult<UserId> {
     let username = Username::parse(username).map_err(ServiceError::Invalid)?;
     let password = password.to_string();
     let hash = tokio::task::spawn_blocking(move || hash_password(&password))

@@ -5,6 +5,7 @@ use crate::error::{ServiceError, ServiceResult};
 use arbiter_domain::annotation::agreement::{
     bootstrap_ci, cohen_kappa, fleiss_kappa, krippendorff_alpha, Agreement, Level, Unit, Weighting,
 };
+use arbiter_domain::ids::RunId;
 use arbiter_store::{now_ms, Store};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -59,13 +60,13 @@ pub struct PairAgreement {
     pub kappa: Agreement,
 }
 
-pub async fn run_agreement(store: &dyn Store, run_id: i64) -> ServiceResult<AgreementReport> {
+pub async fn run_agreement(store: &dyn Store, run_id: RunId) -> ServiceResult<AgreementReport> {
     let labels = store.run_labels(run_id).await?;
     let ratings: Vec<Rating> = labels
         .into_iter()
         .map(|label| Rating {
-            item: label.task_id,
-            rater: label.rater_id,
+            item: label.task_id.get(),
+            rater: label.rater_id.get(),
             rater_name: label.rater,
             pass: label.pass,
         })
@@ -83,8 +84,8 @@ pub async fn queue_agreement(
     let mut by_queue: BTreeMap<String, Vec<Rating>> = BTreeMap::new();
     for label in store.queue_labels(since).await? {
         by_queue.entry(label.queue).or_default().push(Rating {
-            item: label.task_id,
-            rater: label.rater_id,
+            item: label.task_id.get(),
+            rater: label.rater_id.get(),
             rater_name: label.rater,
             pass: label.pass,
         });

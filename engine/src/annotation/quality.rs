@@ -8,6 +8,7 @@ use arbiter_domain::annotation::gold::{
     DEFAULT_REVIEW_CHECK_RATE, GOLD_RATE_SETTING, REVIEW_CHECK_RATE_SETTING,
 };
 use arbiter_domain::annotation::pool::{DEFAULT_QUALITY_THRESHOLD, QUALITY_THRESHOLD_SETTING};
+use arbiter_domain::ids::{TaskId, UserId};
 use arbiter_store::Store;
 use serde::Serialize;
 
@@ -84,8 +85,8 @@ pub async fn set_queue_settings(
 /// that raters in training see with their feedback.
 pub async fn create_gold(
     store: &dyn Store,
-    lead_id: i64,
-    task_id: i64,
+    lead_id: UserId,
+    task_id: TaskId,
     answer: &str,
     note: &str,
 ) -> ServiceResult<i64> {

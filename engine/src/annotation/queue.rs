@@ -12,6 +12,7 @@ use arbiter_domain::annotation::sla::{
     AGE_BUCKETS, DAY_MS,
 };
 use arbiter_domain::health::Alert;
+use arbiter_domain::ids::TaskId;
 use arbiter_store::Store;
 use serde::Serialize;
 
@@ -54,7 +55,7 @@ pub struct QueueReport {
     pub queues: Vec<(String, AgreementReport)>,
     pub alerts: Vec<Alert>,
     /// Tasks the monitor escalates on its next round (at risk, not escalated yet).
-    pub to_escalate: Vec<i64>,
+    pub to_escalate: Vec<TaskId>,
     /// (queue, at risk, breached) for queues with either.
     pub queues_at_risk: Vec<(String, u64, u64)>,
 }

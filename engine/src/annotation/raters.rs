@@ -9,6 +9,7 @@ use crate::error::{ServiceError, ServiceResult};
 use arbiter_domain::accounts::{Role, Username};
 use arbiter_domain::annotation::adjudication::parse_skills;
 use arbiter_domain::annotation::pool::{rater_stats, NewRater, RaterStats, RaterUpdate};
+use arbiter_domain::ids::UserId;
 use arbiter_store::{now_ms, Store};
 use serde::Serialize;
 
@@ -28,7 +29,7 @@ pub struct Invitation {
 /// they have an address.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Invited {
-    pub user_id: i64,
+    pub user_id: UserId,
     pub username: String,
     pub password: String,
     /// What happened to the invitation email, in words.
@@ -168,8 +169,8 @@ pub struct RaterForm {
 
 pub async fn update_rater(
     store: &dyn Store,
-    lead_id: i64,
-    rater_id: i64,
+    lead_id: UserId,
+    rater_id: UserId,
     form: &RaterForm,
 ) -> ServiceResult<()> {
     let mut update = RaterUpdate::default();

@@ -2,6 +2,7 @@
 
 use crate::error::{ServiceError, ServiceResult};
 use arbiter_domain::annotation::review::ReviewDecision;
+use arbiter_domain::ids::UserId;
 use arbiter_store::Store;
 
 /// Longest reason a reviewer may give.
@@ -24,7 +25,7 @@ pub(crate) fn bounded_text<'a>(text: &'a str, what: &str) -> ServiceResult<&'a s
 pub async fn review(
     store: &dyn Store,
     label_id: i64,
-    reviewer_id: i64,
+    reviewer_id: UserId,
     decision: &str,
     verdict: &str,
     reason: &str,
@@ -61,7 +62,7 @@ pub async fn review(
 pub async fn check_review(
     store: &dyn Store,
     review_id: i64,
-    checker_id: i64,
+    checker_id: UserId,
     decision: &str,
     verdict: &str,
     reason: &str,

@@ -14,6 +14,7 @@
 
 mod endpoints;
 use arbiter_domain::fair_share;
+use arbiter_domain::ids::{IdentityId, RunId};
 mod judging;
 mod limiter;
 
@@ -136,7 +137,7 @@ async fn answer(
     job: &ClaimedIdentity,
     spec: &RunSpec,
     pool: &Arc<EndpointPool>,
-) -> (Generation, Option<i64>) {
+) -> (Generation, Option<IdentityId>) {
     let (generation, cached_from) = match &job.cached {
         Some(cached) => (cached.to_generation(), Some(cached.source_identity_id)),
         None => {
@@ -178,7 +179,7 @@ async fn commit_loop(
                 Ok(outcome) => {
                     for run in outcome.runs {
                         if let Err(err) = store.finish_run_if_done(run).await {
-                            tracing::warn!(run, error = %err, "could not check run completion");
+                            tracing::warn!(run = run.get(), error = %err, "could not check run completion");
                         }
                     }
                     break;
@@ -204,7 +205,7 @@ async fn heartbeat_loop(
     store: Arc<dyn Store>,
     config: WorkerConfig,
     pool: Arc<EndpointPool>,
-    in_flight: Arc<Mutex<HashMap<i64, usize>>>,
+    in_flight: Arc<Mutex<HashMap<RunId, usize>>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let lease_ms = i64::try_from(config.lease.as_millis()).unwrap_or(i64::MAX);
@@ -237,7 +238,7 @@ async fn heartbeat_loop(
 const MAX_CLAIMS_WHILE_JUDGES_FAIL: i64 = 3;
 
 /// One identity of `run_id` is no longer held by this worker.
-fn release_slot(in_flight: &Mutex<HashMap<i64, usize>>, run_id: i64) {
+fn release_slot(in_flight: &Mutex<HashMap<RunId, usize>>, run_id: RunId) {
     if let Ok(mut counts) = in_flight.lock() {
         if let Some(count) = counts.get_mut(&run_id) {
             *count = count.saturating_sub(1);
@@ -247,11 +248,11 @@ fn release_slot(in_flight: &Mutex<HashMap<i64, usize>>, run_id: i64) {
 
 /// What the claimer knows about runs between database round trips.
 struct ClaimState {
-    specs: HashMap<i64, Arc<RunSpec>>,
+    specs: HashMap<RunId, Arc<RunSpec>>,
     active: Vec<ActiveRun>,
     active_read_at: Option<Instant>,
     /// Runs that recently had nothing left to claim, and until when to skip them.
-    drained_until: HashMap<i64, Instant>,
+    drained_until: HashMap<RunId, Instant>,
 }
 
 const ACTIVE_RUNS_TTL: Duration = Duration::from_millis(250);
@@ -270,7 +271,7 @@ pub async fn run_worker(
     let held_max = config.max_in_flight + config.claim_batch;
     let slots = Arc::new(Semaphore::new(held_max));
     let running = Arc::new(Semaphore::new(config.max_in_flight));
-    let in_flight: Arc<Mutex<HashMap<i64, usize>>> = Arc::default();
+    let in_flight: Arc<Mutex<HashMap<RunId, usize>>> = Arc::default();
     // Room for two commit batches: answers keep arriving while one batch is being written,
     // and a full channel would hold up the slots (and so the endpoint) behind the database.
     let (finished_tx, finished_rx) =
@@ -347,7 +348,7 @@ pub async fn run_worker(
                     // A judge outage is not a reason for human work: the identity goes back to
                     // the queue to be answered and judged again, up to a few claims.
                     Some(outage) if job.claims < MAX_CLAIMS_WHILE_JUDGES_FAIL => {
-                        tracing::warn!(work_item = job.identity_id, %outage, "judge unavailable; returning the identity to the queue");
+                        tracing::warn!(work_item = job.identity_id.get(), %outage, "judge unavailable; returning the identity to the queue");
                         if let Err(err) = store.release_lease(&worker_id, job.identity_id).await {
                             tracing::warn!(error = %err, "could not return the identity; its lease will expire");
                         }
@@ -400,7 +401,7 @@ async fn claim(
     store: &Arc<dyn Store>,
     config: &WorkerConfig,
     state: &mut ClaimState,
-    in_flight: &Arc<Mutex<HashMap<i64, usize>>>,
+    in_flight: &Arc<Mutex<HashMap<RunId, usize>>>,
     free: usize,
     lease_ms: i64,
 ) -> Vec<ClaimedIdentity> {
@@ -461,7 +462,7 @@ async fn claim(
                 }
                 Ok(None) => continue,
                 Err(err) => {
-                    tracing::error!(run_id, error = %err, "could not read the run's manifest");
+                    tracing::error!(run_id = run_id.get(), error = %err, "could not read the run's manifest");
                     continue;
                 }
             }
@@ -485,7 +486,9 @@ async fn claim(
                 }
                 claimed.extend(jobs);
             }
-            Err(err) => tracing::error!(run_id, error = %err, "could not claim work"),
+            Err(err) => {
+                tracing::error!(run_id = run_id.get(), error = %err, "could not claim work")
+            }
         }
     }
     claimed

@@ -3,6 +3,7 @@
 
 use crate::error::{ServiceError, ServiceResult};
 use crate::reports::runs::report_and_snapshot;
+use arbiter_domain::ids::{RunId, UserId};
 use arbiter_domain::reports::compare::{apply_correction, compare_snapshots, PairedComparison};
 use arbiter_domain::reports::decision::NewPromotionDecision;
 use arbiter_domain::reports::{Completeness, Report};
@@ -32,7 +33,7 @@ pub struct CheckpointComparison {
     pub elapsed_ms: u64,
 }
 
-pub(crate) fn check_runs(baseline: i64, candidates: &[i64]) -> ServiceResult<()> {
+pub(crate) fn check_runs(baseline: RunId, candidates: &[RunId]) -> ServiceResult<()> {
     if candidates.is_empty() {
         return Err(ServiceError::Invalid(
             "pick at least one candidate run".into(),
@@ -55,8 +56,8 @@ pub(crate) fn check_runs(baseline: i64, candidates: &[i64]) -> ServiceResult<()>
 /// category, corrected together.
 pub async fn compare_checkpoints(
     store: &dyn Store,
-    baseline_run: i64,
-    candidate_runs: &[i64],
+    baseline_run: RunId,
+    candidate_runs: &[RunId],
     correction: Correction,
 ) -> ServiceResult<CheckpointComparison> {
     check_runs(baseline_run, candidate_runs)?;
@@ -113,11 +114,11 @@ struct DecisionSummary<'a> {
 /// but never back one. The comparison as it stands is kept with the decision.
 pub async fn decide_promotion(
     store: &dyn Store,
-    baseline_run: i64,
-    candidate_run: i64,
+    baseline_run: RunId,
+    candidate_run: RunId,
     promote: bool,
     note: &str,
-    decided_by: Option<i64>,
+    decided_by: Option<UserId>,
 ) -> ServiceResult<i64> {
     let note = note.trim();
     if note.chars().count() > MAX_DECISION_NOTE {

@@ -4,6 +4,7 @@
 use crate::error::{ServiceError, ServiceResult};
 use crate::reports::compare::check_runs;
 use crate::reports::runs::snapshot_of;
+use arbiter_domain::ids::{IdentityId, RunId};
 use arbiter_domain::logprobs;
 use arbiter_domain::logprobs::TokenLogprob;
 use arbiter_domain::reports::compare::{changed_items, ChangedItem, DiffFilter};
@@ -61,8 +62,8 @@ fn row_matches(row: &DiffRow, needle: &str) -> bool {
 /// regressions first, filtered by category, change, outcome and text.
 pub async fn diff_page(
     store: &dyn Store,
-    baseline_run: i64,
-    candidate_run: i64,
+    baseline_run: RunId,
+    candidate_run: RunId,
     filter: &DiffFilter,
     search: &str,
     offset: usize,
@@ -121,11 +122,11 @@ async fn fetch_rows(
     store: &dyn Store,
     items: &[ChangedItem],
 ) -> ServiceResult<Vec<Option<DiffRow>>> {
-    let ids: Vec<i64> = items
+    let ids: Vec<IdentityId> = items
         .iter()
         .flat_map(|item| [item.baseline_id, item.candidate_id])
         .collect();
-    let mut sides: std::collections::HashMap<i64, DiffSide> = store
+    let mut sides: std::collections::HashMap<IdentityId, DiffSide> = store
         .diff_sides(&ids)
         .await?
         .into_iter()
@@ -214,11 +215,11 @@ pub struct DiffDetail {
 
 pub async fn diff_detail(
     store: &dyn Store,
-    baseline_item: i64,
-    candidate_item: i64,
+    baseline_item: IdentityId,
+    candidate_item: IdentityId,
 ) -> ServiceResult<DiffDetail> {
     let sides = store.diff_sides(&[baseline_item, candidate_item]).await?;
-    let side = |id: i64| {
+    let side = |id: IdentityId| {
         sides
             .iter()
             .find(|side| side.identity_id == id)
@@ -231,7 +232,7 @@ pub async fn diff_detail(
             "these two results are not the same item on two checkpoints".into(),
         ));
     }
-    let tokens = |id: Option<i64>| async move {
+    let tokens = |id: Option<IdentityId>| async move {
         match id {
             Some(id) => match store.generation_logprobs(id).await? {
                 Some(data) => Ok::<_, ServiceError>(logprobs::decode(&data).ok()),

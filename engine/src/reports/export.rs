@@ -8,6 +8,7 @@
 //! tables see `date` and `checkpoint` as columns and prune by them.
 
 use crate::error::{ServiceError, ServiceResult};
+use arbiter_domain::ids::RunId;
 use arbiter_store::{ExportRow, Store};
 use parquet::basic::Compression;
 use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DoubleType, Int64Type};
@@ -276,12 +277,12 @@ fn write_row_group<W: Write + Send>(
     while let Some(mut column) = group.next_column().map_err(parquet_error)? {
         let result = match index {
             0 => column.typed::<Int64Type>().write_batch(
-                &rows.iter().map(|r| r.run_id).collect::<Vec<_>>(),
+                &rows.iter().map(|r| r.run_id.get()).collect::<Vec<_>>(),
                 None,
                 None,
             ),
             1 => column.typed::<Int64Type>().write_batch(
-                &rows.iter().map(|r| r.identity_id).collect::<Vec<_>>(),
+                &rows.iter().map(|r| r.identity_id.get()).collect::<Vec<_>>(),
                 None,
                 None,
             ),
@@ -392,7 +393,7 @@ fn write_row_group<W: Write + Send>(
 /// Returns the writer and the number of rows written.
 pub async fn export_run<W: Write + Send>(
     store: &dyn Store,
-    run_id: i64,
+    run_id: RunId,
     format: ExportFormat,
     out: W,
 ) -> ServiceResult<(W, u64)> {
@@ -405,7 +406,7 @@ pub async fn export_run<W: Write + Send>(
     loop {
         let rows = store.export_rows(run_id, after, EXPORT_PAGE).await?;
         let Some(last) = rows.last() else { break };
-        after = last.identity_id;
+        after = last.identity_id.get();
         written += rows.len() as u64;
         writer.write(rows)?;
     }
@@ -414,7 +415,11 @@ pub async fn export_run<W: Write + Send>(
 
 /// The Hive-style path of a run's Parquet archive under an export folder: partitioned by the
 /// run's creation date (UTC) and checkpoint, so archives of many runs form one dataset.
-pub fn partition_path(run_created_at_ms: i64, checkpoint: &str, run_id: i64) -> std::path::PathBuf {
+pub fn partition_path(
+    run_created_at_ms: i64,
+    checkpoint: &str,
+    run_id: RunId,
+) -> std::path::PathBuf {
     let days = run_created_at_ms.div_euclid(86_400_000);
     let date = civil_date(days);
     let safe: String = checkpoint
@@ -449,13 +454,14 @@ fn civil_date(days: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arbiter_domain::ids::IdentityId;
     use parquet::file::reader::{FileReader, SerializedFileReader};
     use parquet::record::RowAccessor;
 
     fn row(id: i64, verdict: &str, error: Option<&str>) -> ExportRow {
         ExportRow {
-            run_id: 1,
-            identity_id: id,
+            run_id: RunId(1),
+            identity_id: IdentityId(id),
             case_id: format!("c{id}"),
             category: "math".into(),
             checkpoint: "ckpt-a".into(),
@@ -544,7 +550,7 @@ mod tests {
     #[test]
     fn archives_are_partitioned_by_date_and_checkpoint() {
         // 2025-12-01T00:00:00Z.
-        let path = partition_path(1_764_547_200_000, "sim/ckpt a", 7);
+        let path = partition_path(1_764_547_200_000, "sim/ckpt a", RunId(7));
         assert_eq!(
             path,
             std::path::PathBuf::from("date=2025-12-01/checkpoint=sim_ckpt_a/run-7.parquet")

@@ -2,6 +2,7 @@
 //! when the run has moved on since it was built.
 
 use crate::error::{ServiceError, ServiceResult};
+use arbiter_domain::ids::RunId;
 use arbiter_domain::manifest::Manifest;
 use arbiter_domain::reports::snapshot::{Expectation, Snapshot, SnapshotBuilder};
 use arbiter_domain::reports::{build_report, Report, RunFacts, TallyRow};
@@ -32,13 +33,13 @@ fn tally_version(tallies: &[TallyRow]) -> String {
 }
 
 /// The run's snapshot, rebuilt by one scan if results arrived or changed since it was stored.
-pub async fn snapshot_of(store: &dyn Store, run_id: i64) -> ServiceResult<Snapshot> {
+pub async fn snapshot_of(store: &dyn Store, run_id: RunId) -> ServiceResult<Snapshot> {
     let manifest = manifest_of(store, run_id).await?;
     let tallies = store.run_tallies(run_id).await?;
     current_snapshot(store, run_id, &manifest, &tallies).await
 }
 
-pub(crate) async fn manifest_of(store: &dyn Store, run_id: i64) -> ServiceResult<Manifest> {
+pub(crate) async fn manifest_of(store: &dyn Store, run_id: RunId) -> ServiceResult<Manifest> {
     store
         .run_manifest(run_id)
         .await?
@@ -48,7 +49,7 @@ pub(crate) async fn manifest_of(store: &dyn Store, run_id: i64) -> ServiceResult
 /// The stored snapshot if it was built from these tallies, else a new one from a scan.
 async fn current_snapshot(
     store: &dyn Store,
-    run_id: i64,
+    run_id: RunId,
     manifest: &Manifest,
     tallies: &[TallyRow],
 ) -> ServiceResult<Snapshot> {
@@ -96,7 +97,7 @@ pub async fn warm_snapshots(store: &dyn Store, limit: i64) -> ServiceResult<usiz
 
 /// A run's report: counts from the tallies; completeness checks and, with repetitions,
 /// clustered intervals from the snapshot.
-pub async fn run_report(store: &dyn Store, run_id: i64) -> ServiceResult<(RunProgress, Report)> {
+pub async fn run_report(store: &dyn Store, run_id: RunId) -> ServiceResult<(RunProgress, Report)> {
     let (progress, report, _) = report_and_snapshot(store, run_id).await?;
     Ok((progress, report))
 }
@@ -105,7 +106,7 @@ pub async fn run_report(store: &dyn Store, run_id: i64) -> ServiceResult<(RunPro
 /// Reads the run's heading and tallies, never counts its rows.
 pub(crate) async fn report_and_snapshot(
     store: &dyn Store,
-    run_id: i64,
+    run_id: RunId,
 ) -> ServiceResult<(RunProgress, Report, Snapshot)> {
     let progress = store
         .run_header(run_id)

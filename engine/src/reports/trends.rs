@@ -7,6 +7,7 @@
 use crate::error::{ServiceError, ServiceResult};
 use crate::reports::runs::{manifest_of, report_and_snapshot};
 use arbiter_domain::health::ALERT_REGRESSION;
+use arbiter_domain::ids::{CheckpointId, EvalId, IdentityId, RunId, UserId};
 use arbiter_domain::reports::compare::{apply_correction, compare_snapshots, PairedComparison};
 use arbiter_domain::reports::snapshot::Snapshot;
 use arbiter_domain::reports::trend::{
@@ -26,8 +27,8 @@ pub const FLAKY_LIMIT: usize = 50;
 /// One checkpoint of a trend.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TrendPoint {
-    pub run_id: i64,
-    pub checkpoint_id: i64,
+    pub run_id: RunId,
+    pub checkpoint_id: CheckpointId,
     pub checkpoint_name: String,
     pub training_step: Option<i64>,
     pub completeness: Completeness,
@@ -37,7 +38,7 @@ pub struct TrendPoint {
     pub categories: Vec<CategoryReport>,
     /// The run it was compared against, and that comparison (Holm-corrected over its
     /// categories); `None` with `note` saying why when there was nothing to compare against.
-    pub baseline: Option<(i64, String)>,
+    pub baseline: Option<(RunId, String)>,
     pub comparison: Option<PairedComparison>,
     pub note: String,
 }
@@ -69,7 +70,7 @@ impl TrendPoint {
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Trend {
-    pub eval_id: i64,
+    pub eval_id: EvalId,
     pub training_run: String,
     pub policy: BaselinePolicy,
     /// Category names over all points, in first-seen order.
@@ -83,7 +84,7 @@ pub struct Trend {
 /// The latest runs of a trend, oldest first, and how many earlier ones were left out.
 async fn latest_trend_runs(
     store: &dyn Store,
-    eval_id: i64,
+    eval_id: EvalId,
     training_run: &str,
 ) -> ServiceResult<(Vec<TrendRun>, usize)> {
     let mut runs = store.trend_runs(eval_id, training_run).await?;
@@ -103,7 +104,7 @@ async fn latest_trend_runs(
 /// the baseline `policy` names.
 pub async fn trend(
     store: &dyn Store,
-    eval_id: i64,
+    eval_id: EvalId,
     training_run: &str,
     policy: BaselinePolicy,
 ) -> ServiceResult<Trend> {
@@ -111,7 +112,7 @@ pub async fn trend(
     let (runs, omitted) = latest_trend_runs(store, eval_id, training_run).await?;
     // A pinned baseline may come later in training order (or sit outside the shown window of
     // the same trend); read it first.
-    let mut pinned: Option<(i64, String, Snapshot)> = None;
+    let mut pinned: Option<(RunId, String, Snapshot)> = None;
     if let BaselinePolicy::Pinned(checkpoint_id) = policy {
         let run = runs
             .iter()
@@ -145,7 +146,7 @@ pub async fn trend(
             }
         }
         let mut point = point_of(run, &report);
-        let baseline: Option<(i64, String, &Snapshot)> = match &pinned {
+        let baseline: Option<(RunId, String, &Snapshot)> = match &pinned {
             Some((run_id, name, snapshot)) => Some((*run_id, name.clone(), snapshot)),
             None => baseline_index(policy, &earlier).and_then(|index| {
                 kept.get(&index).map(|snapshot| {
@@ -242,14 +243,14 @@ const FLAKY_INPUT_CHARS: usize = 300;
 /// The prompts whose verdict flips most across the trend's checkpoints and repetitions.
 pub async fn flaky_prompts(
     store: &dyn Store,
-    eval_id: i64,
+    eval_id: EvalId,
     training_run: &str,
     limit: usize,
 ) -> ServiceResult<FlakyReport> {
     let started = Instant::now();
     let (runs, _) = latest_trend_runs(store, eval_id, training_run).await?;
     let mut tracker: Option<FlakyTracker> = None;
-    let mut first_ids: Vec<i64> = Vec::new();
+    let mut first_ids: Vec<IdentityId> = Vec::new();
     let mut checkpoints = Vec::new();
     let mut skipped = Vec::new();
     for run in &runs {
@@ -274,11 +275,11 @@ pub async fn flaky_prompts(
     let ranked = tracker
         .map(|tracker| tracker.most_flaky(limit))
         .unwrap_or_default();
-    let ids: Vec<i64> = ranked
+    let ids: Vec<IdentityId> = ranked
         .iter()
         .filter_map(|case| first_ids.get(case.position).copied())
         .collect();
-    let sides: HashMap<i64, arbiter_domain::reports::diff::DiffSide> = store
+    let sides: HashMap<IdentityId, arbiter_domain::reports::diff::DiffSide> = store
         .diff_sides(&ids)
         .await?
         .into_iter()
@@ -307,10 +308,10 @@ pub async fn flaky_prompts(
 /// Saves a watch after checking that its trend can be computed as asked.
 pub async fn watch_trend(
     store: &dyn Store,
-    eval_id: i64,
+    eval_id: EvalId,
     training_run: &str,
     policy: BaselinePolicy,
-    created_by: Option<i64>,
+    created_by: Option<UserId>,
 ) -> ServiceResult<()> {
     trend(store, eval_id, training_run, policy).await?;
     let watch = TrendWatch {

@@ -10,6 +10,7 @@
 
 use crate::error::ServiceResult;
 use crate::suites::{register_announced, Announcement};
+use arbiter_domain::ids::CheckpointId;
 use arbiter_store::Store;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -18,7 +19,7 @@ use std::path::{Path, PathBuf};
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ScanReport {
     /// (source, checkpoint id, runs launched).
-    pub registered: Vec<(String, i64, usize)>,
+    pub registered: Vec<(String, CheckpointId, usize)>,
     /// (source, why it was refused).
     pub refused: Vec<(String, String)>,
 }
@@ -105,7 +106,7 @@ pub async fn scan_once(store: &dyn Store, path: &Path) -> ServiceResult<ScanRepo
                 store
                     .record_announcement(&source, &hash, Some(registered.checkpoint_id), None, now)
                     .await?;
-                tracing::info!(%source, checkpoint = registered.checkpoint_id, runs = registered.runs.len(), "checkpoint announced");
+                tracing::info!(%source, checkpoint = registered.checkpoint_id.get(), runs = registered.runs.len(), "checkpoint announced");
                 report
                     .registered
                     .push((source, registered.checkpoint_id, registered.runs.len()));

@@ -5,6 +5,7 @@
 
 pub mod announcements;
 
+use arbiter_domain::ids::{CheckpointId, EvalId, RunId, UserId};
 use arbiter_domain::run::Priority;
 use serde::{Deserialize, Serialize};
 
@@ -33,7 +34,7 @@ pub struct SuiteForm {
     /// The fair-share team its runs are charged to (empty: the creator's).
     #[serde(default)]
     pub team: String,
-    pub eval_ids: Vec<i64>,
+    pub eval_ids: Vec<EvalId>,
 }
 
 /// Creates a suite. Its runs are charged to `default_team` (the creator's), or to the team the
@@ -44,7 +45,7 @@ pub async fn create_suite(
     form: &SuiteForm,
     default_team: &str,
     may_choose_team: bool,
-    created_by: Option<i64>,
+    created_by: Option<UserId>,
 ) -> ServiceResult<i64> {
     let name = form.name.trim();
     if name.is_empty() || name.chars().count() > 100 {
@@ -106,10 +107,10 @@ pub async fn create_suite(
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TriggeredRun {
     pub suite: String,
-    pub eval_id: i64,
+    pub eval_id: EvalId,
     pub eval: String,
     /// The run; `None` when the launch was refused (see `error`).
-    pub run_id: Option<i64>,
+    pub run_id: Option<RunId>,
     /// False when an identical manifest had run before (that run is reused).
     pub created: bool,
     pub reason: String,
@@ -120,10 +121,10 @@ pub struct TriggeredRun {
 /// the others; each is reported.
 async fn launch_suites(
     store: &dyn Store,
-    checkpoint_id: i64,
+    checkpoint_id: CheckpointId,
     suites: &[(&Suite, String)],
     priority: Priority,
-    launched_by: Option<i64>,
+    launched_by: Option<UserId>,
 ) -> ServiceResult<Vec<TriggeredRun>> {
     let mut launched = Vec::new();
     for (suite, reason) in suites {
@@ -162,7 +163,7 @@ async fn launch_suites(
                 }
                 Err(ServiceError::Internal) => return Err(ServiceError::Internal),
                 Err(refused) => {
-                    tracing::warn!(suite = %suite.name, eval = %eval_name, checkpoint = checkpoint_id, error = %refused, "suite launch refused");
+                    tracing::warn!(suite = %suite.name, eval = %eval_name, checkpoint = checkpoint_id.get(), error = %refused, "suite launch refused");
                     triggered.error = Some(refused.to_string());
                 }
             }
@@ -176,9 +177,9 @@ async fn launch_suites(
 /// turn it is.
 pub async fn trigger_new_checkpoint(
     store: &dyn Store,
-    checkpoint_id: i64,
+    checkpoint_id: CheckpointId,
     priority: Priority,
-    launched_by: Option<i64>,
+    launched_by: Option<UserId>,
 ) -> ServiceResult<Vec<TriggeredRun>> {
     let (training_run, position) = store
         .checkpoint_position(checkpoint_id)
@@ -192,10 +193,10 @@ pub async fn trigger_new_checkpoint(
 /// Runs one suite on a checkpoint now, whatever its tier and turn.
 pub async fn run_suite_on_demand(
     store: &dyn Store,
-    checkpoint_id: i64,
+    checkpoint_id: CheckpointId,
     suite_name: &str,
     priority: Priority,
-    launched_by: Option<i64>,
+    launched_by: Option<UserId>,
 ) -> ServiceResult<Vec<TriggeredRun>> {
     store
         .checkpoint_position(checkpoint_id)
@@ -290,7 +291,7 @@ impl Announcement {
 /// What an announcement did.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Registered {
-    pub checkpoint_id: i64,
+    pub checkpoint_id: CheckpointId,
     pub runs: Vec<TriggeredRun>,
     /// Why its suites could not be launched (the checkpoint is registered all the same; run
     /// them on demand).
@@ -302,7 +303,7 @@ pub struct Registered {
 pub async fn register_announced(
     store: &dyn Store,
     announcement: &Announcement,
-    created_by: Option<i64>,
+    created_by: Option<UserId>,
 ) -> ServiceResult<Registered> {
     let priority = crate::runs::parse_priority(
         announcement.decision.as_deref().unwrap_or_default(),
@@ -332,7 +333,7 @@ pub async fn register_announced(
                 trigger_error: None,
             },
             Err(err) => {
-                tracing::error!(checkpoint = checkpoint_id, error = %err, "suites not launched for a new checkpoint");
+                tracing::error!(checkpoint = checkpoint_id.get(), error = %err, "suites not launched for a new checkpoint");
                 Registered {
                     checkpoint_id,
                     runs: Vec::new(),

@@ -3,6 +3,7 @@
 //! `pg_restore` into a fresh database. After restoring, every run's exported results and
 //! report, the datasets, checkpoints, evals, suites, tokens and alerts read back the same.
 
+use arbiter_domain::ids::UserId;
 use arbiter_domain::run::RunStatus;
 use arbiter_testkit::{backend, fixtures, pipeline};
 
@@ -157,7 +158,7 @@ async fn a_postgres_dump_restored_into_a_fresh_database_gives_identical_results(
         )
         .await
         .unwrap();
-    assert!(id > 1);
+    assert!(id > UserId(1));
     if let Database::Postgres(restored) = &restored {
         restored.close().await;
     }

@@ -2,6 +2,7 @@
 //! complete with every identity graded once, failures are retried and recorded, answers are
 //! cached, an unreachable endpoint ends in a clear error state, and fair share holds.
 
+use arbiter_domain::ids::{EvalId, RunId};
 use arbiter_domain::run::RunStatus;
 use arbiter_engine::catalog::{CheckpointForm, EvalForm};
 use arbiter_sim::{SimConfig, SimFaults};
@@ -20,7 +21,7 @@ fn fast_sim() -> SimConfig {
 }
 
 /// Uploads the sample and defines a 2-repetition eval on it.
-async fn eval(store: &dyn Store, name: &str) -> i64 {
+async fn eval(store: &dyn Store, name: &str) -> EvalId {
     let revision = arbiter_engine::catalog::upload_dataset(store, "qa", "qa.jsonl", SAMPLE, None)
         .await
         .unwrap();
@@ -54,7 +55,10 @@ async fn injected_faults(endpoint: &str) -> HashMap<String, u64> {
 }
 
 /// (case, repetition) → (outcome, output, verdict) of a run.
-async fn results(store: &dyn Store, run: i64) -> HashMap<(String, i64), (String, String, String)> {
+async fn results(
+    store: &dyn Store,
+    run: RunId,
+) -> HashMap<(String, i64), (String, String, String)> {
     store
         .run_outcomes(run)
         .await

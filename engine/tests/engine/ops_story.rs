@@ -6,6 +6,7 @@ use arbiter_domain::accounts::{Role, User};
 use arbiter_domain::answer::{ErrorCategory, Generation};
 use arbiter_domain::health::rules::{AlertRules, RuleTexts};
 use arbiter_domain::health::HealthSample;
+use arbiter_domain::ids::{EvalId, UserId};
 use arbiter_domain::run::{Priority, RunStatus};
 use arbiter_engine::accounts::api_tokens;
 use arbiter_engine::clients::mail::Mailer;
@@ -123,7 +124,7 @@ async fn api_tokens_are_hashed_scoped_and_revocable(store: Arc<dyn Store>) {
     assert!(!stored.contains(&text[4..]));
     // Unknown users get no token.
     assert!(store
-        .insert_api_token(9_999, "x", "hash", "arb_x", None, now)
+        .insert_api_token(UserId(9_999), "x", "hash", "arb_x", None, now)
         .await
         .is_err());
 }
@@ -428,7 +429,7 @@ async fn new_checkpoints_trigger_tiered_suites_from_the_api_or_a_watched_folder(
     )
     .await
     .unwrap();
-    let form = |name: &str, tier: &str, every_nth: Option<i64>, evals: Vec<i64>| SuiteForm {
+    let form = |name: &str, tier: &str, every_nth: Option<i64>, evals: Vec<EvalId>| SuiteForm {
         name: name.into(),
         tier: tier.into(),
         every_nth,
@@ -450,7 +451,7 @@ async fn new_checkpoints_trigger_tiered_suites_from_the_api_or_a_watched_folder(
     }
     let unknown = suites::create_suite(
         store,
-        &form("x", "smoke", None, vec![smoke_eval, 999]),
+        &form("x", "smoke", None, vec![smoke_eval, EvalId(999)]),
         "default",
         false,
         None,
@@ -851,7 +852,7 @@ async fn webhooks_deliver_signed_events_with_retries_and_give_up_in_the_end(stor
         );
         events_seen.push(payload["event"].as_str().unwrap().to_string());
         if payload["event"] == "run.completed" {
-            assert_eq!(payload["run"]["id"], run);
+            assert_eq!(payload["run"]["id"], run.get());
             assert_eq!(payload["report"]["completeness"], "COMPLETE");
             assert_eq!(payload["report"]["pass_rate"], 1.0);
         } else {

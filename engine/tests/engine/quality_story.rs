@@ -8,6 +8,7 @@ use arbiter_domain::annotation::pool::RaterUpdate;
 use arbiter_domain::annotation::review::ReviewDecision;
 use arbiter_domain::health::ALERT_LOW_AGREEMENT;
 use arbiter_domain::health::ALERT_SLA_AT_RISK;
+use arbiter_domain::ids::{RunId, TaskId, UserId};
 use arbiter_engine::annotation::queue::queue_report;
 use arbiter_engine::annotation::raters::{Invitation, RaterForm};
 use arbiter_engine::clients::mail::Mailer;
@@ -26,7 +27,7 @@ stories!(
     invitations_and_settings_refuse_bad_input,
 );
 
-async fn user(store: &dyn Store, name: &str, role: Role) -> i64 {
+async fn user(store: &dyn Store, name: &str, role: Role) -> UserId {
     store
         .create_user(name, &stand_in_hash(name), role)
         .await
@@ -34,7 +35,7 @@ async fn user(store: &dyn Store, name: &str, role: Role) -> i64 {
 }
 
 /// Launches the 60-case sample and sends every item to `raters` human raters.
-async fn sixty_human_items(store: &dyn Store, raters: i64) -> i64 {
+async fn sixty_human_items(store: &dyn Store, raters: i64) -> RunId {
     let run_id = launch_one_run(store, SAMPLE, 1).await;
     let ids = store
         .claim_work("worker", 100, LONG_LEASE_MS)
@@ -45,7 +46,10 @@ async fn sixty_human_items(store: &dyn Store, raters: i64) -> i64 {
     run_id
 }
 
-async fn claim(store: &dyn Store, rater: i64) -> arbiter_domain::annotation::task::AnnotationTask {
+async fn claim(
+    store: &dyn Store,
+    rater: UserId,
+) -> arbiter_domain::annotation::task::AnnotationTask {
     store
         .next_annotation_task(rater, LONG_LEASE_MS)
         .await
@@ -78,7 +82,7 @@ async fn gold_items_measure_raters_and_train_new_ones(store: Arc<dyn Store>) {
         None
     );
     let mut gold_tasks = vec![first];
-    gold_tasks.extend((1..=10).map(|offset| first + offset));
+    gold_tasks.extend((1..=10).map(|offset| TaskId(first.get() + offset)));
     for &task_id in &gold_tasks {
         arbiter_engine::annotation::quality::create_gold(
             store,
@@ -95,12 +99,18 @@ async fn gold_items_measure_raters_and_train_new_ones(store: Arc<dyn Store>) {
         Err(StoreError::Conflict(_))
     ));
     assert!(matches!(
-        store.create_gold(999_999, true, "", lead).await,
+        store.create_gold(TaskId(999_999), true, "", lead).await,
         Err(StoreError::NotFound(_))
     ));
     assert!(matches!(
-        arbiter_engine::annotation::quality::create_gold(store, lead, first + 20, "maybe", "")
-            .await,
+        arbiter_engine::annotation::quality::create_gold(
+            store,
+            lead,
+            TaskId(first.get() + 20),
+            "maybe",
+            ""
+        )
+        .await,
         Err(ServiceError::Invalid(_))
     ));
     assert_eq!(store.gold_items().await.unwrap().len(), 11);

@@ -11,6 +11,7 @@ use arbiter_domain::answer::Generation;
 use arbiter_domain::dataset::{parse_dataset, DatasetFormat};
 use arbiter_domain::grading::record::Grading;
 use arbiter_domain::grading::{grade_exact_match, Verdict};
+use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId, IdentityId, RunId, TaskId, UserId};
 use arbiter_domain::logprobs::TokenLogprob;
 use arbiter_domain::reports::compare::{Change, DiffFilter};
 use arbiter_domain::reports::trend::BaselinePolicy;
@@ -116,7 +117,13 @@ async fn users_sign_up_and_reset_passwords(store: Arc<dyn Store>) {
         store.get_user(alice).await.unwrap(),
         Some(alice_user.clone())
     );
-    assert_eq!(store.get_user(alice + bob + 1000).await.unwrap(), None);
+    assert_eq!(
+        store
+            .get_user(UserId(alice.get() + bob.get() + 1000))
+            .await
+            .unwrap(),
+        None
+    );
 
     match store
         .create_user("alice", &stand_in_hash("again"), Role::Admin)
@@ -330,7 +337,7 @@ async fn checkpoints_evals_and_launches(store: Arc<dyn Store>) {
     .await
     .unwrap();
     let checkpoints = store.list_checkpoints().await.unwrap();
-    let summary: Vec<(i64, &str, &str, &str)> = checkpoints
+    let summary: Vec<(CheckpointId, &str, &str, &str)> = checkpoints
         .iter()
         .map(|c| (c.id, c.name.as_str(), c.base_url.as_str(), c.model.as_str()))
         .collect();
@@ -412,7 +419,7 @@ async fn checkpoints_evals_and_launches(store: Arc<dyn Store>) {
     assert!(matches!(
         arbiter_engine::catalog::define_eval(
             store,
-            &eval_form("orphan", revision.dataset_id + 1000, 1),
+            &eval_form("orphan", DatasetId(revision.dataset_id.get() + 1000), 1),
             None
         )
         .await,
@@ -564,7 +571,7 @@ async fn work_queue_hands_out_and_records_each_item_once(store: Arc<dyn Store>) 
     );
 
     // One endpoint failure, then passes, fails and unsure answers in turn.
-    let all: Vec<i64> = first
+    let all: Vec<IdentityId> = first
         .iter()
         .chain(&second)
         .chain(&taken_over)
@@ -1011,7 +1018,7 @@ async fn comparing_two_checkpoints_finds_the_flips(store: Arc<dyn Store>) {
     .run_id;
 
     // c5 is unsure on the candidate, so it is not a pass/fail pair.
-    let replies_of = |run_id: i64| -> [Reply; 5] {
+    let replies_of = |run_id: RunId| -> [Reply; 5] {
         use Reply::*;
         if run_id == base_run {
             [Correct, Correct, Wrong, Wrong, Correct]
@@ -1198,7 +1205,7 @@ async fn comparing_two_checkpoints_finds_the_flips(store: Arc<dyn Store>) {
         arbiter_engine::reports::compare::compare_checkpoints(
             store,
             base_run,
-            &[other_run + 1000],
+            &[RunId(other_run.get() + 1000)],
             Correction::Holm
         )
         .await,
@@ -1301,7 +1308,7 @@ async fn a_training_run_trend_flags_regressions_and_promotions_need_complete_rep
         .run_id;
         runs.insert(name, run);
     }
-    let answer_all = |wrong_run: Option<i64>| async move {
+    let answer_all = |wrong_run: Option<RunId>| async move {
         for id in store
             .claim_work("worker", 100, LONG_LEASE_MS)
             .await
@@ -1533,7 +1540,7 @@ async fn racing_workers_never_both_commit_one_identity(store: Arc<dyn Store>) {
         "the same batch, twice"
     );
 
-    let finished = |output: &str, ids: &[i64]| -> Vec<FinishedIdentity> {
+    let finished = |output: &str, ids: &[IdentityId]| -> Vec<FinishedIdentity> {
         ids.iter()
             .map(|&identity_id| FinishedIdentity {
                 identity_id,
@@ -1784,7 +1791,7 @@ async fn judges_policies_and_the_grade_cache(store: Arc<dyn Store>) {
         store.get_eval(eval_id).await.unwrap().unwrap().name,
         "qa-exact"
     );
-    assert_eq!(store.get_eval(9_999).await.unwrap(), None);
+    assert_eq!(store.get_eval(EvalId(9_999)).await.unwrap(), None);
 
     // Prices are per checkpoint and can be changed.
     let prices = arbiter_domain::checkpoint::TokenPrices {
@@ -1797,7 +1804,9 @@ async fn judges_policies_and_the_grade_cache(store: Arc<dyn Store>) {
         .unwrap();
     assert_eq!(store.list_checkpoints().await.unwrap()[0].prices, prices);
     assert!(matches!(
-        store.set_checkpoint_prices(9_999, &prices).await,
+        store
+            .set_checkpoint_prices(CheckpointId(9_999), &prices)
+            .await,
         Err(StoreError::NotFound(_))
     ));
 
@@ -1828,7 +1837,7 @@ async fn judges_policies_and_the_grade_cache(store: Arc<dyn Store>) {
         "v1 {output}"
     );
     let orphan = NewJudge {
-        checkpoint_id: 9_999,
+        checkpoint_id: CheckpointId(9_999),
         ..new_judge("x {output}")
     };
     assert!(matches!(
@@ -2063,7 +2072,7 @@ async fn overlap_review_and_the_rater_pool(store: Arc<dyn Store>) {
         .create_user("rev", &stand_in_hash("rev"), Role::Reviewer)
         .await
         .unwrap();
-    let next = |user: i64, lease_ms: i64| async move {
+    let next = |user: UserId, lease_ms: i64| async move {
         store
             .next_annotation_task(user, lease_ms)
             .await
@@ -2237,7 +2246,7 @@ async fn overlap_review_and_the_rater_pool(store: Arc<dyn Store>) {
     assert!(matches!(
         store
             .update_rater(
-                9_999,
+                UserId(9_999),
                 &RaterUpdate {
                     paused: Some(true),
                     ..RaterUpdate::default()
@@ -2312,7 +2321,7 @@ async fn concurrent_raters_fill_each_item_exactly_to_its_overlap(store: Arc<dyn 
         handle.await.unwrap();
     }
     let labels = store.run_labels(run_id).await.unwrap();
-    let mut per_task: HashMap<i64, HashSet<i64>> = HashMap::new();
+    let mut per_task: HashMap<TaskId, HashSet<UserId>> = HashMap::new();
     for label in &labels {
         assert!(
             per_task

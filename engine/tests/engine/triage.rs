@@ -5,6 +5,7 @@
 //! unchanged answers with an unchanged judge is free.
 
 use arbiter_domain::grading::judge::DEFAULT_RUBRIC;
+use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId};
 use arbiter_domain::run::RunCosts;
 use arbiter_engine::catalog::{CheckpointForm, EvalForm};
 use arbiter_engine::grading::{self, JudgeForm, PolicyForm};
@@ -61,11 +62,11 @@ struct Setup {
     _directory: tempfile::TempDir,
     store: Arc<dyn Store>,
     endpoint: String,
-    eval_id: i64,
-    answerer: i64,
+    eval_id: EvalId,
+    answerer: CheckpointId,
     cheap: i64,
     strong: i64,
-    cheap_checkpoint: i64,
+    cheap_checkpoint: CheckpointId,
 }
 
 async fn priced_checkpoint(
@@ -74,7 +75,7 @@ async fn priced_checkpoint(
     endpoint: &str,
     model: &str,
     price: &str,
-) -> i64 {
+) -> CheckpointId {
     let form = CheckpointForm {
         name: name.into(),
         endpoint_url: endpoint.into(),
@@ -88,7 +89,7 @@ async fn priced_checkpoint(
         .unwrap()
 }
 
-async fn judge(store: &dyn Store, name: &str, checkpoint_id: i64) -> i64 {
+async fn judge(store: &dyn Store, name: &str, checkpoint_id: CheckpointId) -> i64 {
     let form = JudgeForm {
         name: name.into(),
         checkpoint_id,
@@ -111,7 +112,7 @@ fn policy(cheap: i64, strong: Option<i64>, audit_rate: &str) -> PolicyForm {
     }
 }
 
-fn eval_form(dataset_id: i64) -> EvalForm {
+fn eval_form(dataset_id: DatasetId) -> EvalForm {
     EvalForm {
         name: String::new(),
         dataset_id,
@@ -124,7 +125,7 @@ fn eval_form(dataset_id: i64) -> EvalForm {
     }
 }
 
-async fn define_eval(store: &dyn Store, name: &str, dataset_id: i64) -> i64 {
+async fn define_eval(store: &dyn Store, name: &str, dataset_id: DatasetId) -> EvalId {
     let form = EvalForm {
         name: name.into(),
         ..eval_form(dataset_id)
@@ -163,7 +164,7 @@ async fn set_up(cheap_judge_unparseable: f64) -> Setup {
 }
 
 /// Saves a policy version for the eval.
-async fn use_policy(store: &dyn Store, eval_id: i64, form: &PolicyForm) {
+async fn use_policy(store: &dyn Store, eval_id: EvalId, form: &PolicyForm) {
     grading::save_policy(store, eval_id, form, None)
         .await
         .unwrap();

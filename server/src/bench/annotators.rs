@@ -13,6 +13,7 @@ use arbiter_domain::answer::{Generation, Outcome};
 use arbiter_domain::grading::grade_exact_match;
 use arbiter_domain::grading::record::Grading;
 use arbiter_domain::grading::triage::HumanRouting;
+use arbiter_domain::ids::{RunId, TaskId, UserId};
 use arbiter_domain::run::Priority;
 use arbiter_store::{Database, FinishedIdentity, Store};
 use std::collections::{HashMap, HashSet};
@@ -55,7 +56,9 @@ async fn one_backend(backend: &str, url: &str, tasks: usize) -> anyhow::Result<(
     // Task ids start at 1 in a fresh database; spread the gold over the whole queue.
     let stride = (tasks / GOLD_ITEMS).max(1);
     for task_id in (1..=tasks).step_by(stride).take(GOLD_ITEMS) {
-        store.create_gold(task_id as i64, false, "", lead).await?;
+        store
+            .create_gold(TaskId(task_id as i64), false, "", lead)
+            .await?;
     }
     let mut raters = Vec::with_capacity(ANNOTATORS);
     for index in 0..ANNOTATORS {
@@ -83,7 +86,7 @@ async fn one_backend(backend: &str, url: &str, tasks: usize) -> anyhow::Result<(
     }
     let elapsed = started.elapsed().as_secs_f64();
     let labels = store.run_labels(run_id).await?;
-    let mut per_task: HashMap<i64, HashSet<i64>> = HashMap::new();
+    let mut per_task: HashMap<TaskId, HashSet<UserId>> = HashMap::new();
     for label in &labels {
         if !per_task
             .entry(label.task_id)
@@ -147,7 +150,7 @@ async fn one_backend(backend: &str, url: &str, tasks: usize) -> anyhow::Result<(
 }
 
 /// A run of `tasks` identities, each recorded as an undecided answer with a two-rater task.
-async fn fill_queue(store: &dyn Store, tasks: usize) -> anyhow::Result<i64> {
+async fn fill_queue(store: &dyn Store, tasks: usize) -> anyhow::Result<RunId> {
     let started = Instant::now();
     let jsonl: String = (0..tasks)
         .map(|index| {
@@ -216,7 +219,7 @@ async fn fill_queue(store: &dyn Store, tasks: usize) -> anyhow::Result<i64> {
 /// milliseconds.
 async fn annotate(
     store: Arc<dyn Store>,
-    rater: i64,
+    rater: UserId,
     seed: u64,
     started: Instant,
 ) -> anyhow::Result<(Vec<(Duration, f64)>, Vec<f64>)> {

@@ -10,6 +10,7 @@
 use arbiter_domain::answer::{Generation, Outcome};
 use arbiter_domain::grading::grade_exact_match;
 use arbiter_domain::grading::record::Grading;
+use arbiter_domain::ids::RunId;
 use arbiter_domain::reports::compare::{Change, DiffFilter};
 use arbiter_domain::reports::trend::BaselinePolicy;
 use arbiter_domain::run::Priority;
@@ -216,7 +217,7 @@ async fn one_backend(backend: &str, url: &str, items: usize) -> anyhow::Result<(
 /// Claims every identity of `run_id` and records an answer for each.
 async fn fill(
     store: &dyn Store,
-    run_id: i64,
+    run_id: RunId,
     items: usize,
     candidate: bool,
     name: &str,

@@ -8,6 +8,7 @@ use super::support::{
 };
 use super::EndpointArgs;
 use anyhow::{bail, Context};
+use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId, RunId};
 use arbiter_domain::run::Priority;
 use arbiter_engine::catalog::{CheckpointForm, EvalForm};
 use arbiter_engine::dispatch::{run_worker, WorkerConfig};
@@ -32,7 +33,7 @@ pub(crate) struct RunFigures {
     done: i64,
     /// Identities graded as passed.
     passed: i64,
-    run_id: i64,
+    run_id: RunId,
 }
 
 impl Bench {
@@ -53,7 +54,7 @@ impl Bench {
         name: &str,
         data: &[u8],
         max_in_flight: usize,
-    ) -> anyhow::Result<(i64, i64)> {
+    ) -> anyhow::Result<(DatasetId, CheckpointId)> {
         let store = self.store.as_ref();
         // Straight into the store: benchmark datasets may exceed the browser upload limit.
         let parsed = arbiter_domain::dataset::parse_dataset_with_limit(
@@ -77,7 +78,7 @@ impl Bench {
         model: &str,
         name: &str,
         max_in_flight: usize,
-    ) -> anyhow::Result<i64> {
+    ) -> anyhow::Result<CheckpointId> {
         let form = CheckpointForm {
             name: format!("{name}-ckpt"),
             endpoint_url: base_url.into(),
@@ -90,7 +91,7 @@ impl Bench {
             .map_err(|err| anyhow::anyhow!("checkpoint: {err}"))
     }
 
-    async fn define(&self, dataset_id: i64, name: &str, seed: u64) -> anyhow::Result<i64> {
+    async fn define(&self, dataset_id: DatasetId, name: &str, seed: u64) -> anyhow::Result<EvalId> {
         arbiter_engine::catalog::define_eval(
             self.store.as_ref(),
             &EvalForm {
@@ -111,7 +112,7 @@ impl Bench {
 
     /// Launches `eval` on `checkpoint`; returns the run and the seconds the launch (freezing
     /// and expansion) took.
-    async fn launch(&self, eval: i64, checkpoint: i64) -> anyhow::Result<(i64, f64)> {
+    async fn launch(&self, eval: EvalId, checkpoint: CheckpointId) -> anyhow::Result<(RunId, f64)> {
         let started = Instant::now();
         let launched = arbiter_engine::runs::launch_run(
             self.store.as_ref(),
@@ -129,8 +130,8 @@ impl Bench {
     /// Launches `eval` on `checkpoint` and works it with in-process workers until complete.
     async fn run(
         &self,
-        eval: i64,
-        checkpoint: i64,
+        eval: EvalId,
+        checkpoint: CheckpointId,
         config: WorkerConfig,
     ) -> anyhow::Result<RunFigures> {
         let store = self.store.clone();

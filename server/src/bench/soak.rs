@@ -7,6 +7,7 @@
 
 use crate::demo;
 use anyhow::{bail, Context};
+use arbiter_domain::ids::{DatasetId, RunId};
 use arbiter_domain::run::RunStatus;
 use arbiter_engine::clients::mail::Mailer;
 use arbiter_engine::dispatch::WorkerConfig;
@@ -159,7 +160,7 @@ async fn reader(
                 .await,
         )
         .await;
-        let runs: Vec<i64> = listed
+        let runs: Vec<RunId> = listed
             .as_ref()
             .ok()
             .and_then(|body| {
@@ -168,7 +169,7 @@ async fn reader(
             .map(|runs| runs.into_iter().map(|run| run.id).collect())
             .unwrap_or_default();
         note(&tally, "reader: API runs list", started, listed.map(|_| ()));
-        let latest = runs.iter().max().copied().unwrap_or(1);
+        let latest = runs.iter().max().copied().unwrap_or(RunId(1));
         let (kind, request): (&'static str, reqwest::RequestBuilder) = match round % 6 {
             0 => ("reader: runs page", client.get(format!("{base}/runs"))),
             1 => (
@@ -203,7 +204,7 @@ async fn reader(
 async fn launcher(
     base: String,
     token: String,
-    dataset_id: i64,
+    dataset_id: DatasetId,
     tally: Shared,
     until: Instant,
 ) -> usize {

@@ -2,6 +2,7 @@
 //! backends, the bench eval and checkpoints, memory and CPU readings, and percentiles.
 
 use anyhow::{bail, Context};
+use arbiter_domain::ids::{CheckpointId, EvalId};
 use arbiter_engine::catalog::{CheckpointForm, EvalForm};
 use arbiter_store::Store;
 use std::process::{Child, Command, Stdio};
@@ -136,7 +137,11 @@ pub(crate) fn reset_peak_memory() -> bool {
 /// `admin_url` (dropping a leftover of the same name); returns its URL.
 /// Stores `jsonl` as dataset `name` and defines eval `name` over it (prompt `{input}`, exact
 /// match, one repetition); returns the eval's id. For benchmarks that record answers themselves.
-pub(crate) async fn bench_eval(store: &dyn Store, name: &str, jsonl: &[u8]) -> anyhow::Result<i64> {
+pub(crate) async fn bench_eval(
+    store: &dyn Store,
+    name: &str,
+    jsonl: &[u8],
+) -> anyhow::Result<EvalId> {
     let parsed = arbiter_domain::dataset::parse_dataset_with_limit(
         jsonl,
         arbiter_domain::dataset::DatasetFormat::Jsonl,
@@ -169,7 +174,7 @@ pub(crate) async fn answerless_checkpoint(
     store: &dyn Store,
     name: &str,
     model: &str,
-) -> anyhow::Result<i64> {
+) -> anyhow::Result<CheckpointId> {
     arbiter_engine::catalog::register_checkpoint(
         store,
         &CheckpointForm {

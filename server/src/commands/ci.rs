@@ -4,6 +4,7 @@
 
 use crate::{ReportArgs, ReportCommandArgs, SubmitArgs, WaitArgs};
 use anyhow::{bail, Context};
+use arbiter_domain::ids::RunId;
 use arbiter_domain::run::RunStatus;
 use server::ci::{
     report, submit, wait, ApiClient, Baseline, SubmitManifest, EXIT_INCOMPLETE, EXIT_OK,
@@ -86,7 +87,7 @@ pub async fn run_report(args: &ReportCommandArgs) -> anyhow::Result<u8> {
 
 async fn follow(
     client: &ApiClient,
-    run_id: i64,
+    run_id: RunId,
     timeout_minutes: u64,
     baseline: Option<&Baseline>,
     report_args: &ReportArgs,

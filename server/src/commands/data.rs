@@ -2,6 +2,7 @@
 //! keeps, moves and protects.
 
 use super::{open, redact};
+use arbiter_domain::ids::RunId;
 use arbiter_store::Database;
 
 /// `arbiter retention`.
@@ -69,7 +70,7 @@ pub async fn migrate(args: crate::MigrateArgs) -> anyhow::Result<()> {
 /// `arbiter export`: see the subcommand's help.
 async fn export_runs(
     database_url: &str,
-    runs: &[i64],
+    runs: &[RunId],
     format: &str,
     out: Option<&std::path::Path>,
 ) -> anyhow::Result<()> {

@@ -4,6 +4,7 @@
 use super::forms::{json_error, session_account};
 use arbiter_app::guard::AppState;
 use arbiter_domain::accounts::Permission;
+use arbiter_domain::ids::RunId;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -45,7 +46,7 @@ pub async fn raters_csv(State(state): State<AppState>, session: Session) -> Resp
 pub async fn export_results(
     State(state): State<AppState>,
     session: Session,
-    axum::extract::Path((run_id, format)): axum::extract::Path<(i64, String)>,
+    axum::extract::Path((run_id, format)): axum::extract::Path<(RunId, String)>,
 ) -> Response {
     use arbiter_engine::reports::export::{export_run, ExportFormat};
     use std::io::{Seek, SeekFrom};

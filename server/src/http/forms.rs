@@ -5,6 +5,7 @@
 
 use arbiter_app::guard::{AppState, USER_ID_KEY};
 use arbiter_domain::accounts::Permission;
+use arbiter_domain::ids::UserId;
 use arbiter_engine::accounts::login_throttle::{wait_in_words, LoginThrottle};
 use arbiter_engine::error::ServiceError;
 use axum::extract::{ConnectInfo, Multipart, State};
@@ -142,7 +143,7 @@ pub async fn session_account(
     state: &AppState,
     session: &Session,
 ) -> Option<arbiter_domain::accounts::User> {
-    let user_id: i64 = session.get(USER_ID_KEY).await.ok().flatten()?;
+    let user_id: UserId = session.get(USER_ID_KEY).await.ok().flatten()?;
     let user = state.store.get_user(user_id).await.ok().flatten()?;
     user.active.then_some(user)
 }

@@ -2,6 +2,7 @@
 //! matrix proving that every server function and form route refuses the wrong role.
 
 use arbiter_domain::accounts::Role;
+use arbiter_domain::ids::DatasetId;
 use arbiter_domain::run::Priority;
 use reqwest::{header, StatusCode};
 
@@ -903,7 +904,7 @@ async fn run_results_export_as_csv_jsonl_and_parquet() {
     .unwrap();
     let form = arbiter_engine::catalog::EvalForm {
         name: "export".into(),
-        dataset_id: 1,
+        dataset_id: DatasetId(1),
         prompt_template: "{input}".into(),
         max_tokens: 8,
         temperature: 0.0,
@@ -980,7 +981,7 @@ async fn run_results_export_as_csv_jsonl_and_parquet() {
     let (status, _, body) = export(researcher.clone(), format!("/runs/{run}/export/xlsx")).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(String::from_utf8_lossy(&body).contains("use csv, jsonl or parquet"));
-    let (status, _, _) = export(researcher, format!("/runs/{}/export/csv", run + 100)).await;
+    let (status, _, _) = export(researcher, format!("/runs/{}/export/csv", run.get() + 100)).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     let (status, _, _) = export(
         app.client_as(Role::Annotator).await,

@@ -2,6 +2,7 @@
 //! PostgreSQL: no result is lost or duplicated, and the final results equal a fault-free
 //! run's. The simulator and the workers are real processes of the `arbiter` binary.
 
+use arbiter_domain::ids::{CheckpointId, RunId};
 use arbiter_domain::run::Priority;
 use arbiter_engine::catalog::{CheckpointForm, EvalForm};
 use arbiter_engine::dispatch::{run_worker, WorkerConfig};
@@ -66,7 +67,7 @@ async fn start_sim() -> (Process, String) {
     panic!("arbiter sim did not start");
 }
 
-async fn checkpoint(store: &dyn Store, name: &str, endpoint: &str) -> i64 {
+async fn checkpoint(store: &dyn Store, name: &str, endpoint: &str) -> CheckpointId {
     let form = CheckpointForm {
         name: name.into(),
         endpoint_url: endpoint.into(),
@@ -80,7 +81,10 @@ async fn checkpoint(store: &dyn Store, name: &str, endpoint: &str) -> i64 {
         .unwrap()
 }
 
-async fn results(store: &dyn Store, run: i64) -> HashMap<(String, i64), (String, String, String)> {
+async fn results(
+    store: &dyn Store,
+    run: RunId,
+) -> HashMap<(String, i64), (String, String, String)> {
     store
         .run_outcomes(run)
         .await

@@ -21,6 +21,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use arbiter_domain::ids::IdentityId;
 use arbiter_domain::logprobs;
 use arbiter_domain::run::{Priority, RunStatus};
 use arbiter_engine::catalog::{CheckpointForm, EvalForm};
@@ -482,7 +483,7 @@ async fn run_an_eval(base_url: &str) {
         assert_eq!(finished_by_length, completion_tokens == MAX_TOKENS, "{row}");
         lengths += usize::from(finished_by_length);
         let stored = store
-            .generation_logprobs(row["work_item_id"].as_i64().unwrap())
+            .generation_logprobs(IdentityId(row["work_item_id"].as_i64().unwrap()))
             .await
             .unwrap()
             .expect("logprobs are stored");
@@ -516,7 +517,7 @@ async fn run_an_eval(base_url: &str) {
     );
 
     // The judge's verdicts carry confidences read from its logprobs.
-    let items: Vec<i64> = String::from_utf8(
+    let items: Vec<IdentityId> = String::from_utf8(
         export_run(store.as_ref(), run, ExportFormat::Jsonl, Vec::new())
             .await
             .unwrap()
@@ -525,9 +526,11 @@ async fn run_an_eval(base_url: &str) {
     .unwrap()
     .lines()
     .map(|line| {
-        serde_json::from_str::<Value>(line).unwrap()["work_item_id"]
-            .as_i64()
-            .unwrap()
+        IdentityId(
+            serde_json::from_str::<Value>(line).unwrap()["work_item_id"]
+                .as_i64()
+                .unwrap(),
+        )
     })
     .collect();
     let judged: Vec<_> = store

@@ -5,6 +5,7 @@ use arbiter_app::guard::AppState;
 use arbiter_domain::accounts::{Permission, Role};
 use arbiter_domain::checkpoint::Checkpoint;
 use arbiter_domain::dataset::{DatasetRevision, DatasetSummary};
+use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId, UserId};
 use arbiter_domain::manifest::EvalSummary;
 use arbiter_domain::suites::Suite;
 use arbiter_domain::webhooks::{DeliveryRecord, Webhook};
@@ -20,7 +21,7 @@ use utoipa::{IntoParams, ToSchema};
 /// The caller, as the token identifies them.
 #[derive(Serialize, ToSchema)]
 pub struct Me {
-    pub id: i64,
+    pub id: UserId,
     pub username: String,
     #[schema(value_type = String, example = "researcher")]
     pub role: Role,
@@ -61,7 +62,7 @@ pub struct DatasetDetail {
 pub async fn get_dataset(
     State(state): State<AppState>,
     caller: ApiUser,
-    ApiPath(id): ApiPath<i64>,
+    ApiPath(id): ApiPath<DatasetId>,
 ) -> ApiResult<Json<DatasetDetail>> {
     caller.require(Permission::ViewResults)?;
     let dataset =
@@ -237,7 +238,7 @@ pub struct OnDemandParams {
 pub async fn run_suite(
     State(state): State<AppState>,
     caller: ApiUser,
-    ApiPath((id, suite)): ApiPath<(i64, String)>,
+    ApiPath((id, suite)): ApiPath<(CheckpointId, String)>,
     ApiQuery(params): ApiQuery<OnDemandParams>,
 ) -> ApiResult<Json<Vec<TriggeredRun>>> {
     let user = caller.require(Permission::ManageEvals)?;
@@ -265,7 +266,7 @@ pub async fn list_evals(
 pub async fn get_eval(
     State(state): State<AppState>,
     caller: ApiUser,
-    ApiPath(id): ApiPath<i64>,
+    ApiPath(id): ApiPath<EvalId>,
 ) -> ApiResult<Json<EvalSummary>> {
     caller.require(Permission::ViewResults)?;
     state
@@ -281,7 +282,7 @@ pub async fn get_eval(
 #[serde(deny_unknown_fields)]
 pub struct NewEvalRequest {
     pub name: String,
-    pub dataset_id: i64,
+    pub dataset_id: DatasetId,
     /// Jinja-style template over the item's fields, e.g. `Q: {{input}}\nA:`.
     pub prompt_template: String,
     #[serde(default = "default_max_tokens")]

@@ -3,6 +3,7 @@
 use super::{ApiError, ApiErrorBody, ApiJson, ApiPath, ApiQuery, ApiResult, ApiUser};
 use arbiter_app::guard::AppState;
 use arbiter_domain::accounts::Permission;
+use arbiter_domain::ids::{CheckpointId, EvalId, RunId};
 use arbiter_domain::reports::{Completeness, Report};
 use arbiter_domain::run::RunStatus;
 use arbiter_domain::run::{LaunchedRun, RunProgress, RunSummary};
@@ -30,12 +31,12 @@ pub async fn list_runs(
 #[serde(deny_unknown_fields)]
 pub struct LaunchRequest {
     #[serde(default)]
-    pub eval_id: Option<i64>,
+    pub eval_id: Option<EvalId>,
     /// The eval's name, instead of `eval_id`.
     #[serde(default)]
     pub eval: Option<String>,
     #[serde(default)]
-    pub checkpoint_id: Option<i64>,
+    pub checkpoint_id: Option<CheckpointId>,
     /// The checkpoint's name, instead of `checkpoint_id`.
     #[serde(default)]
     pub checkpoint: Option<String>,
@@ -47,7 +48,7 @@ pub struct LaunchRequest {
 /// The run a launch made, or found when the same manifest had been launched before.
 #[derive(Serialize, Deserialize, ToSchema)]
 pub struct LaunchResponse {
-    pub run_id: i64,
+    pub run_id: RunId,
     /// False when this manifest had already been launched: this is that run.
     pub created: bool,
     pub status: RunStatus,
@@ -64,12 +65,12 @@ impl From<LaunchedRun> for LaunchResponse {
 }
 
 /// Resolves an id-or-name pair against a list of (id, name).
-fn pick(
+fn pick<Id: Copy>(
     what: &str,
-    id: Option<i64>,
+    id: Option<Id>,
     name: Option<&str>,
-    known: impl Iterator<Item = (i64, String)>,
-) -> ApiResult<i64> {
+    known: impl Iterator<Item = (Id, String)>,
+) -> ApiResult<Id> {
     match (id, name.map(str::trim)) {
         (Some(id), None) => Ok(id),
         (None, Some(name)) if !name.is_empty() => known
@@ -91,7 +92,7 @@ fn pick(
 pub(crate) async fn resolve_launch(
     store: &dyn Store,
     request: &LaunchRequest,
-) -> ApiResult<(i64, i64)> {
+) -> ApiResult<(EvalId, CheckpointId)> {
     let eval_id = match request.eval_id {
         Some(id) if request.eval.is_none() => id,
         _ => pick(
@@ -159,7 +160,7 @@ pub async fn launch_run(
 pub async fn get_run(
     State(state): State<AppState>,
     caller: ApiUser,
-    ApiPath(id): ApiPath<i64>,
+    ApiPath(id): ApiPath<RunId>,
 ) -> ApiResult<Json<RunProgress>> {
     caller.require(Permission::ViewResults)?;
     Ok(Json(
@@ -180,7 +181,7 @@ pub struct RunReport {
 pub async fn run_report(
     State(state): State<AppState>,
     caller: ApiUser,
-    ApiPath(id): ApiPath<i64>,
+    ApiPath(id): ApiPath<RunId>,
 ) -> ApiResult<Json<RunReport>> {
     caller.require(Permission::ViewResults)?;
     let (run, report) = arbiter_engine::reports::runs::run_report(state.store.as_ref(), id).await?;
@@ -193,7 +194,7 @@ pub async fn run_report(
 pub async fn change_run_state(
     State(state): State<AppState>,
     caller: ApiUser,
-    ApiPath((id, action)): ApiPath<(i64, String)>,
+    ApiPath((id, action)): ApiPath<(RunId, String)>,
 ) -> ApiResult<StatusCode> {
     caller.require(Permission::ManageEvals)?;
     arbiter_engine::runs::change_run_state(state.store.as_ref(), id, &action).await?;
@@ -203,7 +204,7 @@ pub async fn change_run_state(
 #[derive(Deserialize, IntoParams)]
 pub struct CompareParams {
     /// The baseline run.
-    baseline: i64,
+    baseline: RunId,
     /// Candidate runs of the same eval, separated by commas.
     candidates: String,
     /// `holm` (the default), `bh` or `none`.
@@ -214,7 +215,7 @@ pub struct CompareParams {
 /// One category where a candidate is significantly different from the baseline.
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 pub struct Finding {
-    pub candidate_run: i64,
+    pub candidate_run: RunId,
     pub category: String,
     /// Candidate minus baseline pass rate on the items graded in both.
     pub delta: Option<f64>,
@@ -277,10 +278,10 @@ pub async fn compare(
         .map(str::trim)
         .filter(|id| !id.is_empty())
         .map(|id| {
-            id.parse::<i64>()
+            id.parse::<RunId>()
                 .map_err(|_| ApiError::bad_request(format!("`{id}` is not a run id")))
         })
-        .collect::<ApiResult<Vec<i64>>>()?;
+        .collect::<ApiResult<Vec<RunId>>>()?;
     let comparison = arbiter_engine::reports::compare::compare_checkpoints(
         state.store.as_ref(),
         params.baseline,
