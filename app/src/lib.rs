@@ -32,7 +32,7 @@ pub mod operations;
 pub mod reports;
 pub mod runs;
 
-use accounts::{AccountPage, LoginPage};
+use accounts::{AccountPage, LoginPage, PasswordPage};
 use annotation::{AnnotatePage, QueuePage, RatersPage, ReviewPage};
 use catalog::{CheckpointsPage, DatasetPage, DatasetsPage, EvalsPage};
 use grading::{EvalPage, JudgePage, JudgesPage};
@@ -93,6 +93,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/compare") view=ComparePage/>
                     <Route path=path!("/trends") view=TrendsPage/>
                     <Route path=path!("/account") view=AccountPage/>
+                    <Route path=path!("/account/password") view=PasswordPage/>
                     <Route path=path!("/system") view=SystemPage/>
                 </Routes>
             </main>

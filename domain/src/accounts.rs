@@ -137,6 +137,14 @@ pub struct User {
     pub team: String,
     /// False once a lead deactivated the account: it can neither sign in nor use a session.
     pub active: bool,
+    /// The first password was someone else's choice (an invitation): nothing but choosing a
+    /// new one is allowed until then.
+    #[serde(default)]
+    pub must_change_password: bool,
+    /// Sessions are valid only while they carry this number; a password change moves it on.
+    /// The server's own: never sent to a browser.
+    #[serde(skip)]
+    pub session_epoch: i64,
 }
 
 /// A personal API token as its owner and the admins see it: never the token itself.
@@ -161,9 +169,81 @@ impl ApiToken {
     }
 }
 
+/// Sessions end this long after sign-in, however active (besides ending after 12 idle
+/// hours): OWASP's absolute timeout, so a stolen cookie does not live for ever.
+pub const DEFAULT_SESSION_MAX_AGE_HOURS: i64 = 7 * 24;
+
+/// What a session carries about its sign-in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionStamp {
+    pub user_id: UserId,
+    /// The user's session epoch at sign-in (or at their own latest password change).
+    pub epoch: i64,
+    pub signed_in_at: i64,
+}
+
+/// Why a session no longer signs its holder in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionEnded {
+    /// Older than the absolute lifetime.
+    Expired,
+    /// The password changed since (or an operator reset it): every older session ends.
+    PasswordChanged,
+    /// The account is gone.
+    Gone,
+}
+
+impl SessionStamp {
+    pub fn new(user: &User, now: i64) -> SessionStamp {
+        SessionStamp {
+            user_id: user.id,
+            epoch: user.session_epoch,
+            signed_in_at: now,
+        }
+    }
+
+    /// Whether this session still signs `user` (the account it names, as stored now) in. (A
+    /// deactivated account's session stays, so that it is told why it may do nothing.)
+    pub fn check(&self, user: &User, now: i64, max_age_ms: i64) -> Result<(), SessionEnded> {
+        if self.epoch != user.session_epoch {
+            Err(SessionEnded::PasswordChanged)
+        } else if now.saturating_sub(self.signed_in_at) >= max_age_ms {
+            Err(SessionEnded::Expired)
+        } else {
+            Ok(())
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sessions_end_at_their_absolute_age_or_when_the_password_changes() {
+        let mut user = User {
+            id: UserId(7),
+            username: "ann".into(),
+            role: Role::Annotator,
+            team: "default".into(),
+            active: true,
+            must_change_password: false,
+            session_epoch: 3,
+        };
+        let hour = 3_600_000;
+        let stamp = SessionStamp::new(&user, 1_000);
+        let max_age = DEFAULT_SESSION_MAX_AGE_HOURS * hour;
+        assert_eq!(stamp.check(&user, 1_000 + max_age - 1, max_age), Ok(()));
+        assert_eq!(
+            stamp.check(&user, 1_000 + max_age, max_age),
+            Err(SessionEnded::Expired)
+        );
+        user.session_epoch = 4;
+        assert_eq!(
+            stamp.check(&user, 2_000, max_age),
+            Err(SessionEnded::PasswordChanged)
+        );
+    }
 
     #[test]
     fn roles_round_trip_and_reject_unknown() {

@@ -65,6 +65,10 @@ pub enum ErrorCategory {
     Unauthorized,
     ModelNotFound,
     OtherHttp,
+    /// Arbiter's egress policy refused the address (never sent).
+    EgressRefused,
+    /// The answer was longer than Arbiter reads from an endpoint.
+    ResponseTooLarge,
 }
 
 impl ErrorCategory {
@@ -79,6 +83,8 @@ impl ErrorCategory {
             ErrorCategory::Unauthorized => "unauthorized",
             ErrorCategory::ModelNotFound => "model_not_found",
             ErrorCategory::OtherHttp => "other_http",
+            ErrorCategory::EgressRefused => "egress_refused",
+            ErrorCategory::ResponseTooLarge => "response_too_large",
         }
     }
 

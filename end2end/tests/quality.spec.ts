@@ -188,6 +188,14 @@ test('a lead makes an item gold and invites a rater, who trains on it with feedb
   const rater = await context.newPage();
   await browserLog.watch(rater);
   await submitLogin(rater, trainee, password);
+  // The first password was the lead's choice: the trainee chooses their own first.
+  await expect(rater).toHaveURL(/\/account\/password$/);
+  await expect(rater.getByTestId('must-change')).toBeVisible();
+  await rater.getByLabel('Current password').fill(password);
+  await rater.getByLabel(/^New password \(/).fill('trainee-own-password');
+  await rater.getByLabel('New password again').fill('trainee-own-password');
+  await rater.getByRole('button', { name: 'Change password' }).click();
+  await expect(rater.getByTestId('password-changed')).toBeVisible();
   await expect(rater.getByTestId('whoami')).toHaveText(trainee);
   expect(await openQueue(rater)).toBe(taskId);
   await expect(rater.getByTestId('training')).toBeVisible();

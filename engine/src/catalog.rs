@@ -154,10 +154,17 @@ pub async fn register_checkpoint(
     let api_key_ref = crate::secrets::process()
         .to_stored(form.api_key.as_str())
         .map_err(|problem| ServiceError::Invalid(format!("the API key: {problem}")))?;
+    let base_url = normalise_base_url(&form.endpoint_url).map_err(ServiceError::Invalid)?;
+    // The operator's keys go only where the operator bound them: refused here, with the
+    // reason, rather than silently withheld from every request.
+    for url in std::iter::once(&base_url).chain(&replica_urls) {
+        crate::secrets::check_endpoint_key_binding(api_key_ref.as_deref(), url)
+            .map_err(|problem| ServiceError::Invalid(format!("the API key: {problem}")))?;
+    }
     let new = NewCheckpoint {
         api_key_ref,
         name: required(&form.name, "a checkpoint name", 200)?,
-        base_url: normalise_base_url(&form.endpoint_url).map_err(ServiceError::Invalid)?,
+        base_url,
         model: required(&form.model, "the served model name", 200)?,
         replica_urls,
         engine_build: form.engine_build.trim().chars().take(200).collect(),

@@ -17,6 +17,10 @@ pub enum ServiceError {
     /// No credentials, or ones that identify nobody (an API token that is unknown or revoked).
     #[error("{0}")]
     Unauthorized(String),
+    /// The server is at a limit it keeps on purpose (concurrent password checks); the same
+    /// request may succeed in a moment.
+    #[error("{0}")]
+    Busy(String),
     #[error("something went wrong on the server; the details are in its log")]
     Internal,
 }
@@ -30,6 +34,7 @@ impl ServiceError {
             ServiceError::Conflict(_) => 409,
             ServiceError::Forbidden(_) => 403,
             ServiceError::Unauthorized(_) => 401,
+            ServiceError::Busy(_) => 503,
             ServiceError::Internal => 500,
         }
     }

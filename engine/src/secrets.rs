@@ -19,11 +19,18 @@ const ENV_PREFIX: &str = "env:";
 /// send `DATABASE_URL` or `ARBITER_SECRET_KEY` to a server of their own.
 pub const ENDPOINT_KEY_VARIABLE_PREFIX: &str = "ARBITER_ENDPOINT_KEY_";
 
+/// Beside each key variable, the hosts it may be sent to: `ARBITER_ENDPOINT_KEY_VLLM_HOSTS`
+/// lists `host` or `host:port` entries, separated by commas. A key without the list is sent
+/// nowhere, so a researcher who names the variable on a checkpoint of their own cannot have
+/// the operator's key sent to their server.
+pub const KEY_HOSTS_SUFFIX: &str = "_HOSTS";
+
 /// Whether `variable` may hold an endpoint key.
 fn allowed_variable(variable: &str) -> bool {
     variable.len() > ENDPOINT_KEY_VARIABLE_PREFIX.len()
         && variable.len() <= 128
         && variable.starts_with(ENDPOINT_KEY_VARIABLE_PREFIX)
+        && !variable.ends_with(KEY_HOSTS_SUFFIX)
         && variable
             .bytes()
             .all(|byte| byte.is_ascii_uppercase() || byte.is_ascii_digit() || byte == b'_')
@@ -169,6 +176,19 @@ impl SecretBox {
         Err("a stored secret has an unknown form".into())
     }
 
+    /// The key to send to `url`: [`SecretBox::resolve`], refused when it is the operator's
+    /// key from the environment and its `…_HOSTS` list does not name the URL's host. (A key
+    /// typed into a checkpoint's form is sealed for that endpoint alone: an endpoint's URL
+    /// never changes, and another checkpoint on it may not replace its key.)
+    pub fn resolve_endpoint_key(
+        &self,
+        stored: Option<&str>,
+        url: &str,
+    ) -> Result<Option<String>, String> {
+        check_endpoint_key_binding(stored, url)?;
+        self.resolve(stored)
+    }
+
     /// Turns what a person typed into what may be stored: '' for none, `env:NAME` kept as a
     /// reference (the name checked), anything else sealed.
     pub fn to_stored(&self, typed: &str) -> Result<Option<String>, String> {
@@ -186,6 +206,60 @@ impl SecretBox {
             };
         }
         self.seal(typed).map(Some)
+    }
+}
+
+/// Whether the stored key may be sent to `url`: a key from the environment only to the hosts
+/// its `…_HOSTS` variable lists; a sealed key (typed for its endpoint) or none always.
+pub fn check_endpoint_key_binding(stored: Option<&str>, url: &str) -> Result<(), String> {
+    match stored.and_then(|stored| stored.strip_prefix(ENV_PREFIX)) {
+        Some(variable) => check_key_binding(
+            variable,
+            url,
+            std::env::var(host_list_variable(variable)).ok(),
+        ),
+        None => Ok(()),
+    }
+}
+
+fn host_list_variable(variable: &str) -> String {
+    format!("{variable}{KEY_HOSTS_SUFFIX}")
+}
+
+/// Whether the key in `variable` may go to `url`, given its host list (`None`: unset).
+pub fn check_key_binding(variable: &str, url: &str, hosts: Option<String>) -> Result<(), String> {
+    let list_variable = host_list_variable(variable);
+    let parsed = reqwest::Url::parse(url).map_err(|_| format!("`{url}` is not a URL"))?;
+    let host = parsed.host_str().unwrap_or_default().to_ascii_lowercase();
+    let port = parsed.port_or_known_default();
+    let Some(hosts) = hosts.filter(|hosts| !hosts.trim().is_empty()) else {
+        return Err(format!(
+            "the key in {variable} is bound to no host: the operator lists the hosts it may be sent to in {list_variable}"
+        ));
+    };
+    // Each entry is read as a URL's authority, so case, IPv6 brackets and ports compare as
+    // the URL's own.
+    let bound = hosts
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|entry| !entry.is_empty())
+        .filter_map(|entry| {
+            let parsed = reqwest::Url::parse(&format!("http://{entry}")).ok()?;
+            // `host:80` names port 80, though a URL drops it as http's default.
+            let has_port = entry.rsplit_once(':').is_some_and(|(head, tail)| {
+                tail.parse::<u16>().is_ok() && (!head.contains(':') || head.ends_with(']'))
+            });
+            let entry_port = has_port.then(|| parsed.port_or_known_default()).flatten();
+            Some((parsed.host_str()?.to_ascii_lowercase(), entry_port))
+        })
+        .any(|(entry_host, entry_port)| {
+            entry_host == host && entry_port.is_none_or(|entry_port| Some(entry_port) == port)
+        });
+    if bound {
+        Ok(())
+    } else {
+        Err(format!(
+            "the key in {variable} may not be sent to {host}: {list_variable} does not list it"
+        ))
     }
 }
 
@@ -252,6 +326,44 @@ mod tests {
         let typed = SecretText::from("sk-live-abc123");
         assert_eq!(format!("{typed:?}"), "SecretText(redacted)");
         assert_eq!(typed.as_str(), "sk-live-abc123");
+    }
+
+    #[test]
+    fn operator_keys_go_only_to_the_hosts_bound_to_them() {
+        let variable = "ARBITER_ENDPOINT_KEY_VLLM";
+        let hosts =
+            || Some("vllm.internal:8000, 10.0.0.5 [::1]:9000 plain.internal:80".to_string());
+        assert!(check_key_binding(variable, "http://vllm.internal:8000/v1", hosts()).is_ok());
+        assert!(check_key_binding(variable, "http://VLLM.internal:8000/v1", hosts()).is_ok());
+        assert!(check_key_binding(variable, "http://10.0.0.5:9999/v1", hosts()).is_ok());
+        let elsewhere =
+            check_key_binding(variable, "https://evil.example/v1", hosts()).unwrap_err();
+        assert!(elsewhere.contains("evil.example"), "{elsewhere}");
+        assert!(
+            elsewhere.contains("ARBITER_ENDPOINT_KEY_VLLM_HOSTS"),
+            "{elsewhere}"
+        );
+        assert!(check_key_binding(variable, "http://[::1]:9000/v1", hosts()).is_ok());
+        assert!(check_key_binding(variable, "http://plain.internal/v1", hosts()).is_ok());
+        assert!(check_key_binding(variable, "http://plain.internal:8080/v1", hosts()).is_err());
+        assert!(check_key_binding(variable, "http://[::1]:9001/v1", hosts()).is_err());
+        // Another port of a host bound with a port is another server.
+        assert!(check_key_binding(variable, "http://vllm.internal:8001/v1", hosts()).is_err());
+        // A suffix or prefix of a bound name is not that name.
+        assert!(check_key_binding(
+            variable,
+            "http://vllm.internal.evil.example:8000/v1",
+            hosts()
+        )
+        .is_err());
+        // Unbound keys are sent nowhere.
+        let unbound =
+            check_key_binding(variable, "http://vllm.internal:8000/v1", None).unwrap_err();
+        assert!(unbound.contains("bound to no host"), "{unbound}");
+        // The host list is not a key.
+        assert!(SecretBox::without_key()
+            .to_stored("env:ARBITER_ENDPOINT_KEY_VLLM_HOSTS")
+            .is_err());
     }
 
     #[test]

@@ -19,6 +19,7 @@ use hmac::{Hmac, Mac};
 use serde_json::json;
 use sha2::Sha256;
 
+use crate::clients::egress::{self, GuardedClient};
 use crate::error::{ServiceError, ServiceResult};
 use crate::secrets::SecretBox;
 use arbiter_domain::health::Alert;
@@ -66,13 +67,14 @@ pub async fn create_webhook(
     now: i64,
 ) -> ServiceResult<(Webhook, Option<String>)> {
     let url = url.trim();
-    let parsed = reqwest::Url::parse(url)
-        .map_err(|err| ServiceError::Invalid(format!("`{url}` is not a URL: {err}")))?;
-    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
         return Err(ServiceError::Invalid(format!(
             "a webhook URL is http:// or https:// with a host, not `{url}`"
         )));
     }
+    crate::clients::egress::process()
+        .check_webhook_url(url)
+        .map_err(|refusal| ServiceError::Invalid(format!("the webhook URL: {refusal}")))?;
     let mut chosen: Vec<String> = Vec::new();
     for event in events {
         let event = event.trim();
@@ -266,7 +268,7 @@ pub struct DeliveryRound {
 pub async fn deliver_due(
     store: &dyn Store,
     secrets: &SecretBox,
-    http: &reqwest::Client,
+    http: &GuardedClient,
     now: i64,
 ) -> ServiceResult<DeliveryRound> {
     let mut round = DeliveryRound {
@@ -295,8 +297,27 @@ pub async fn deliver_due(
         else {
             continue;
         };
-        let mut request = http
-            .post(&webhook.url)
+        let request = match http.post_webhook(&webhook.url) {
+            Ok(request) => request,
+            // Refused by the egress policy: retrying cannot help.
+            Err(refusal) => {
+                round.given_up += 1;
+                store
+                    .finish_delivery(
+                        delivery.id,
+                        &DeliveryAttempt {
+                            delivered: false,
+                            status: None,
+                            error: Some(format!("not sent: {refusal}")),
+                            retry_at: None,
+                        },
+                        now,
+                    )
+                    .await?;
+                continue;
+            }
+        };
+        let mut request = request
             .timeout(SEND_TIMEOUT)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header(reqwest::header::USER_AGENT, "Arbiter-Webhook/1")
@@ -328,7 +349,14 @@ pub async fn deliver_due(
                         response.status().as_u16()
                     )),
                 ),
-                Err(err) => (None, Some(format!("could not reach the receiver: {err}"))),
+                Err(err) => match egress::refusal_in(&err) {
+                    Some(refusal) => (None, Some(format!("not sent: {refusal}"))),
+                    None if err.is_timeout() => (
+                        None,
+                        Some("the receiver did not answer in time".to_string()),
+                    ),
+                    None => (None, Some("could not reach the receiver".to_string())),
+                },
             },
         };
         let delivered = error.is_none();

@@ -28,7 +28,23 @@ pub trait AccountStore: Send + Sync + 'static {
 
     async fn get_user(&self, id: UserId) -> StoreResult<Option<User>>;
 
-    async fn set_password(&self, username: &str, hash: &PasswordHash) -> StoreResult<bool>;
+    /// Sets a user's password (an operator's reset), ends all their sessions and revokes their
+    /// API tokens, in one transaction; `None` when there is no such user, else the tokens
+    /// revoked.
+    async fn reset_password(
+        &self,
+        username: &str,
+        hash: &PasswordHash,
+        now: i64,
+    ) -> StoreResult<Option<u64>>;
+
+    /// The user's own new password: clears `must_change_password` and moves the session epoch
+    /// on (ending their other sessions); returns the new epoch, `None` for no such user.
+    async fn change_password(
+        &self,
+        user_id: UserId,
+        hash: &PasswordHash,
+    ) -> StoreResult<Option<i64>>;
 
     async fn list_users(&self) -> StoreResult<Vec<User>>;
 
@@ -83,6 +99,8 @@ macro_rules! accounts_sql {
                 username: row.read("username")?,
                 team: row.read("team")?,
                 active: row.read("active")?,
+                must_change_password: row.read("must_change_password")?,
+                session_epoch: row.read("session_epoch")?,
                 role: role
                     .parse::<Role>()
                     .map_err(|err| sqlx::Error::Decode(err.into()))?,
@@ -133,7 +151,7 @@ macro_rules! accounts_sql {
 
             async fn find_user_credentials(&self, username: &str) -> StoreResult<Option<UserCredentials>> {
                 let result: StoreResult<Option<UserCredentials>> = async move {
-                    let row = sqlx::query("SELECT id, username, role, team, active, password_hash FROM users WHERE username = $1")
+                    let row = sqlx::query("SELECT id, username, role, team, active, must_change_password, session_epoch, password_hash FROM users WHERE username = $1")
                         .bind(username)
                         .fetch_optional(&self.pool)
                         .await?;
@@ -149,7 +167,7 @@ macro_rules! accounts_sql {
 
             async fn get_user(&self, id: UserId) -> StoreResult<Option<User>> {
                 let result: StoreResult<Option<User>> = async move {
-                    let row = sqlx::query("SELECT id, username, role, team, active FROM users WHERE id = $1")
+                    let row = sqlx::query("SELECT id, username, role, team, active, must_change_password, session_epoch FROM users WHERE id = $1")
                         .bind(id.get())
                         .fetch_optional(&self.pool)
                         .await?;
@@ -159,22 +177,51 @@ macro_rules! accounts_sql {
                 result.map_err(|err| err.during("get_user"))
             }
 
-            async fn set_password(&self, username: &str, hash: &PasswordHash) -> StoreResult<bool> {
-                let result: StoreResult<bool> = async move {
-                    let result = sqlx::query("UPDATE users SET password_hash = $1 WHERE username = $2")
-                        .bind(hash.as_phc())
-                        .bind(username)
-                        .execute(&self.writer)
-                        .await?;
-                    Ok(result.rows_affected() == 1)
+            async fn reset_password(&self, username: &str, hash: &PasswordHash, now: i64) -> StoreResult<Option<u64>> {
+                let result: StoreResult<Option<u64>> = async move {
+                    let mut tx = self.writer.begin_with($begin).await?;
+                    let id: Option<i64> = sqlx::query_scalar(
+                        "UPDATE users SET password_hash = $1, session_epoch = session_epoch + 1 \
+                         WHERE username = $2 RETURNING id",
+                    )
+                    .bind(hash.as_phc())
+                    .bind(username)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    let Some(id) = id else { return Ok(None) };
+                    let revoked = sqlx::query(
+                        "UPDATE api_tokens SET revoked_at = $1 WHERE user_id = $2 AND revoked_at IS NULL",
+                    )
+                    .bind(now)
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                    tx.commit().await?;
+                    Ok(Some(revoked))
                 }
                 .await;
-                result.map_err(|err| err.during("set_password"))
+                result.map_err(|err| err.during("reset_password"))
+            }
+
+            async fn change_password(&self, user_id: UserId, hash: &PasswordHash) -> StoreResult<Option<i64>> {
+                let result: StoreResult<Option<i64>> = async move {
+                    Ok(sqlx::query_scalar(
+                        "UPDATE users SET password_hash = $1, session_epoch = session_epoch + 1, \
+                         must_change_password = FALSE WHERE id = $2 RETURNING session_epoch",
+                    )
+                    .bind(hash.as_phc())
+                    .bind(user_id.get())
+                    .fetch_optional(&self.writer)
+                    .await?)
+                }
+                .await;
+                result.map_err(|err| err.during("change_password"))
             }
 
             async fn list_users(&self) -> StoreResult<Vec<User>> {
                 let result: StoreResult<Vec<User>> = async move {
-                    let rows = sqlx::query("SELECT id, username, role, team, active FROM users ORDER BY username")
+                    let rows = sqlx::query("SELECT id, username, role, team, active, must_change_password, session_epoch FROM users ORDER BY username")
                         .fetch_all(&self.pool)
                         .await?;
                     Ok(rows.iter().map(user_from_row).collect::<Result<_, _>>()?)
@@ -270,7 +317,7 @@ macro_rules! accounts_sql {
             ) -> $crate::StoreResult<Option<arbiter_domain::accounts::User>> {
                 let result: $crate::StoreResult<Option<arbiter_domain::accounts::User>> = async move {
                         let row = sqlx::query(
-                        "SELECT t.id AS token_id, t.last_used_at, u.id, u.username, u.role, u.team, u.active \
+                        "SELECT t.id AS token_id, t.last_used_at, u.id, u.username, u.role, u.team, u.active, u.must_change_password, u.session_epoch \
                          FROM api_tokens t JOIN users u ON u.id = t.user_id \
                          WHERE t.token_hash = $1 AND t.revoked_at IS NULL \
                          AND (t.expires_at IS NULL OR t.expires_at > $2)",

@@ -1089,7 +1089,8 @@ macro_rules! annotation_sql {
             let now = now_ms();
             sqlx::query_scalar::<_, i64>(
                 "INSERT INTO users (username, password_hash, role, created_at, email, skills, \
-                 weekly_capacity_hours, training_since) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+                 weekly_capacity_hours, training_since, must_change_password) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, TRUE) RETURNING id",
             )
             .bind(&new.username)
             .bind(hash.as_phc())

@@ -51,6 +51,7 @@ pub enum Scratch {
 
 impl TestBackend {
     pub async fn sqlite() -> TestBackend {
+        crate::egress::allow_loopback();
         let directory = tempfile::tempdir().expect("a temporary directory for the SQLite file");
         let url = format!("sqlite://{}", directory.path().join("arbiter.db").display());
         let database = Database::open(&url)
@@ -64,6 +65,7 @@ impl TestBackend {
 
     /// Creates `arbiter_test_<random>` so that tests run in parallel without sharing rows.
     pub async fn postgres() -> TestBackend {
+        crate::egress::allow_loopback();
         let admin_url = std::env::var(POSTGRES_URL_VARIABLE)
             .ok()
             .filter(|url| !url.trim().is_empty())

@@ -3,6 +3,7 @@
 //! - [`backend`]: a fresh store per test on SQLite or PostgreSQL, and [`stories!`], which
 //!   turns one story into a test per backend;
 //! - [`fixtures`]: datasets, evals, launched runs, recorded answers, escalations;
+//! - [`egress`]: the egress policy of a test process (loopback allowed, for the simulator);
 //! - [`pipeline`]: the simulator on a random port, checkpoints on it, launches, and a worker
 //!   run until its runs complete.
 //!
@@ -10,6 +11,7 @@
 //! superuser URL of a throwaway server. Without it the PostgreSQL tests fail; they never skip.
 
 pub mod backend;
+pub mod egress;
 pub mod fixtures;
 pub mod pipeline;
 

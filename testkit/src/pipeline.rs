@@ -12,11 +12,13 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 pub async fn open_store(directory: &tempfile::TempDir) -> Arc<dyn Store> {
+    crate::egress::allow_loopback();
     let url = format!("sqlite://{}", directory.path().join("arbiter.db").display());
     Database::open(&url).await.expect("store opens").store()
 }
 
 pub async fn start_sim(config: SimConfig) -> String {
+    crate::egress::allow_loopback();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     tokio::spawn(arbiter_sim::serve(config, listener));

@@ -15,6 +15,7 @@ pub fn AccountPage() -> impl IntoView {
     );
     view! {
         <h1>"Account"</h1>
+        <p><a href="/account/password">"Change your password"</a></p>
         <section class="card">
             <h2>"API tokens"</h2>
             <p class="hint">

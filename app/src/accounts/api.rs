@@ -6,7 +6,7 @@ use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
 #[cfg(feature = "ssr")]
-use crate::guard::{fail, service_error, session_user};
+use crate::guard::{fail, service_error, session_user, signed_in};
 
 /// A token as its list shows it: the record and whether it is live, revoked or expired (read
 /// on the server, so that the page renders without a clock).
@@ -23,19 +23,6 @@ pub struct NewTokenView {
     pub id: i64,
     pub name: String,
     pub token: String,
-}
-
-#[cfg(feature = "ssr")]
-async fn signed_in(
-) -> Result<(crate::guard::AppState, arbiter_domain::accounts::User), ServerFnError> {
-    match session_user().await? {
-        Some((_, user)) if !user.active => Err(fail(
-            403,
-            "this account is deactivated; ask a lead to reactivate it",
-        )),
-        Some(found) => Ok(found),
-        None => Err(fail(401, "you are not logged in")),
-    }
 }
 
 #[server(endpoint = "api_tokens")]
@@ -111,4 +98,39 @@ pub async fn current_user() -> Result<Option<User>, ServerFnError> {
         .await?
         .map(|(_, user)| user)
         .filter(|user| user.active))
+}
+
+/// The caller's own new password (the current one required). Every other session of theirs
+/// ends; this one goes on with a fresh id.
+#[server(endpoint = "change_password")]
+pub async fn change_password(
+    current: String,
+    new: String,
+    confirmation: String,
+) -> Result<(), ServerFnError> {
+    let Some((state, user)) = session_user().await?.filter(|(_, user)| user.active) else {
+        return Err(fail(401, "you are not logged in"));
+    };
+    let epoch = arbiter_engine::accounts::change_password(
+        state.store.as_ref(),
+        &user,
+        &current,
+        &new,
+        &confirmation,
+    )
+    .await
+    .map_err(service_error)?;
+    let session: tower_sessions::Session = leptos_axum::extract()
+        .await
+        .map_err(|_| fail(500, "session layer is missing"))?;
+    let changed = User {
+        session_epoch: epoch,
+        must_change_password: false,
+        ..user.clone()
+    };
+    crate::guard::start_session(&session, &changed, arbiter_store::now_ms())
+        .await
+        .map_err(|_| fail(500, "could not renew your session"))?;
+    tracing::info!(user = %user.username, "password changed");
+    Ok(())
 }

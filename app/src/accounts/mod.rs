@@ -1,8 +1,10 @@
-//! Accounts: signing in and out, and the Account page (API tokens).
+//! Accounts: signing in and out, the Account page (API tokens) and the password page.
 
 pub(crate) mod account;
 pub mod api;
 pub(crate) mod login;
+pub(crate) mod password;
 
 pub use account::AccountPage;
 pub use login::LoginPage;
+pub use password::PasswordPage;

@@ -2,6 +2,10 @@
 //! sliding window; past the limit, every attempt (even with the right password) is refused
 //! until the oldest failure in the window ages out.
 //!
+//! An attempt is counted as a failure *before* its password is checked ([`LoginThrottle::
+//! reserve`]) and taken back only when the password was right: otherwise a burst of
+//! concurrent guesses would all pass the check before the first failure was recorded.
+//!
 //! Only failures count, so a team that signs in often (or a browser test suite) is never
 //! slowed. A token-bucket crate such as `governor` limits every attempt and cannot look
 //! without consuming, which is why this small window is written out here.
@@ -72,6 +76,81 @@ impl<K: Eq + Hash + Clone> FailureWindow<K> {
     fn forget(&mut self, key: &K) {
         self.failures.remove(key);
     }
+
+    /// Takes back one failure recorded at `at` (a reservation that was not a failure).
+    fn take_back(&mut self, key: &K, at: Instant) {
+        if let Some(times) = self.failures.get_mut(key) {
+            if let Some(position) = times.iter().rposition(|&time| time == at) {
+                times.remove(position);
+            }
+            if times.is_empty() {
+                self.failures.remove(key);
+            }
+        }
+    }
+}
+
+/// Why a sign-in was refused before its password was looked at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Locked {
+    /// The account has failed too often lately (whoever tries it, from wherever).
+    Account(Duration),
+    /// This client address has failed too often lately (on any accounts).
+    Client(Duration),
+}
+
+impl Locked {
+    pub fn wait(self) -> Duration {
+        match self {
+            Locked::Account(wait) | Locked::Client(wait) => wait,
+        }
+    }
+
+    /// What the person signing in is told: which lock holds, so that one person's typos on a
+    /// shared address are not mistaken for a locked account (README, "Sign-in limits").
+    pub fn message(self) -> String {
+        match self {
+            Locked::Account(wait) => format!(
+                "too many failed sign-ins for this account; try again in {}",
+                wait_in_words(wait)
+            ),
+            Locked::Client(wait) => format!(
+                "too many failed sign-ins from your network address (on any account); try again in {}, or from another address",
+                wait_in_words(wait)
+            ),
+        }
+    }
+}
+
+/// One sign-in attempt, counted as a failure until [`Reservation::succeeded`] or
+/// [`Reservation::not_tried`] says otherwise (dropping it keeps the failure).
+#[must_use = "a reservation that is dropped counts as a failed sign-in"]
+pub struct Reservation<'a> {
+    throttle: &'a LoginThrottle,
+    account: String,
+    client: Option<IpAddr>,
+    at: Instant,
+}
+
+impl Reservation<'_> {
+    /// The password was right: the account's failures are cleared and this attempt does not
+    /// count against the client.
+    pub fn succeeded(self) {
+        lock(&self.throttle.accounts).forget(&self.account);
+        self.take_back_client();
+    }
+
+    /// The password was never checked (the server was busy): nothing is counted.
+    pub fn not_tried(self) {
+        lock(&self.throttle.accounts).take_back(&self.account, self.at);
+        self.take_back_client();
+    }
+
+    fn take_back_client(&self) {
+        if let Some(ip) = self.client {
+            lock(&self.throttle.clients).take_back(&ip, self.at);
+        }
+    }
 }
 
 /// Shared by every login request of one server process.
@@ -107,32 +186,35 @@ impl LoginThrottle {
         &self.trusted_proxies
     }
 
-    /// Before checking a password: `Err(wait)` when the account or the client has failed too
-    /// often lately.
-    pub fn check(
+    /// Before checking a password: refused when the account or the client has failed too
+    /// often lately; otherwise the attempt is counted as a failure now, in one step with the
+    /// check, so concurrent attempts cannot all pass it.
+    pub fn reserve(
         &self,
         username: &str,
         client: Option<IpAddr>,
         now: Instant,
-    ) -> Result<(), Duration> {
-        let account = lock(&self.accounts).wait(&account_key(username), now);
-        let client = client.and_then(|ip| lock(&self.clients).wait(&ip, now));
-        match account.into_iter().chain(client).max() {
-            Some(wait) => Err(wait),
-            None => Ok(()),
+    ) -> Result<Reservation<'_>, Locked> {
+        let account = account_key(username);
+        // Always the accounts' lock first, then the clients'.
+        let mut accounts = lock(&self.accounts);
+        let mut clients = lock(&self.clients);
+        if let Some(wait) = accounts.wait(&account, now) {
+            return Err(Locked::Account(wait));
         }
-    }
-
-    pub fn record_failure(&self, username: &str, client: Option<IpAddr>, now: Instant) {
-        lock(&self.accounts).record(account_key(username), now);
+        if let Some(wait) = client.and_then(|ip| clients.wait(&ip, now)) {
+            return Err(Locked::Client(wait));
+        }
+        accounts.record(account.clone(), now);
         if let Some(ip) = client {
-            lock(&self.clients).record(ip, now);
+            clients.record(ip, now);
         }
-    }
-
-    /// A successful sign-in clears the account's failures (not the client's).
-    pub fn record_success(&self, username: &str) {
-        lock(&self.accounts).forget(&account_key(username));
+        Ok(Reservation {
+            throttle: self,
+            account,
+            client,
+            at: now,
+        })
     }
 }
 
@@ -170,17 +252,45 @@ mod tests {
         let throttle = LoginThrottle::new(3, 100);
         let start = Instant::now();
         for i in 0..3 {
-            assert_eq!(throttle.check("ann", None, start), Ok(()));
-            throttle.record_failure("ann", None, start + Duration::from_secs(i));
+            drop(
+                throttle
+                    .reserve("ann", None, start + Duration::from_secs(i))
+                    .unwrap(),
+            );
         }
         let later = start + Duration::from_secs(10);
-        let wait = throttle.check("ann", None, later).unwrap_err();
-        assert_eq!(wait, WINDOW - Duration::from_secs(10));
+        let wait = throttle.reserve("ann", None, later).err().unwrap();
+        assert_eq!(wait, Locked::Account(WINDOW - Duration::from_secs(10)));
         // Case and spaces do not make a fresh budget; another account is unaffected.
-        assert!(throttle.check(" ANN", None, later).is_err());
-        assert_eq!(throttle.check("bob", None, later), Ok(()));
+        assert!(throttle.reserve(" ANN", None, later).is_err());
+        assert!(throttle.reserve("bob", None, later).is_ok());
         // Once the oldest failure is out of the window, one more try is allowed.
-        assert_eq!(throttle.check("ann", None, start + WINDOW), Ok(()));
+        assert!(throttle.reserve("ann", None, start + WINDOW).is_ok());
+    }
+
+    #[test]
+    fn attempts_in_flight_count_before_their_passwords_are_checked() {
+        // Ten guesses in flight at once use the whole budget: the eleventh is refused before
+        // any of them has been answered.
+        let throttle = LoginThrottle::new(10, 100);
+        let now = Instant::now();
+        let in_flight: Vec<_> = (0..10)
+            .map(|_| throttle.reserve("ann", None, now).unwrap())
+            .collect();
+        assert!(matches!(
+            throttle.reserve("ann", None, now),
+            Err(Locked::Account(_))
+        ));
+        // One of them was the right password: the account's budget is whole again.
+        let mut in_flight = in_flight.into_iter();
+        in_flight.next().unwrap().succeeded();
+        drop(in_flight);
+        assert!(throttle.reserve("ann", None, now).is_ok());
+        // Attempts never tried give their place back.
+        let throttle = LoginThrottle::new(1, 100);
+        throttle.reserve("bob", None, now).unwrap().not_tried();
+        assert!(throttle.reserve("bob", None, now).is_ok());
+        assert!(throttle.reserve("bob", None, now).is_err());
     }
 
     #[test]
@@ -189,21 +299,27 @@ mod tests {
         let ip: IpAddr = "10.0.0.7".parse().unwrap();
         let now = Instant::now();
         for account in ["a", "b", "c", "d", "e"] {
-            throttle.record_failure(account, Some(ip), now);
+            drop(throttle.reserve(account, Some(ip), now).unwrap());
         }
-        assert!(throttle.check("f", Some(ip), now).is_err());
-        assert_eq!(
-            throttle.check("f", Some("10.0.0.8".parse().unwrap()), now),
-            Ok(())
+        let locked = throttle.reserve("f", Some(ip), now).err().unwrap();
+        assert!(matches!(locked, Locked::Client(_)));
+        assert!(
+            locked.message().contains("network address"),
+            "{}",
+            locked.message()
         );
-        assert_eq!(throttle.check("f", None, now), Ok(()));
+        assert!(throttle
+            .reserve("f", Some("10.0.0.8".parse().unwrap()), now)
+            .is_ok());
+        assert!(throttle.reserve("f", None, now).is_ok());
 
         let throttle = LoginThrottle::new(2, 100);
-        throttle.record_failure("ann", None, now);
-        throttle.record_failure("ann", None, now);
-        assert!(throttle.check("ann", None, now).is_err());
-        throttle.record_success("ann");
-        assert_eq!(throttle.check("ann", None, now), Ok(()));
+        drop(throttle.reserve("ann", Some(ip), now).unwrap());
+        throttle.reserve("ann", Some(ip), now).unwrap().succeeded();
+        // Success cleared the account, and its own attempt does not count against the
+        // client; the earlier failure still does.
+        assert!(throttle.reserve("ann", None, now).is_ok());
+        assert_eq!(lock(&throttle.clients).failures[&ip].len(), 1);
     }
 
     #[test]

@@ -20,30 +20,74 @@ pub async fn create_user(
 ) -> ServiceResult<UserId> {
     let username = Username::parse(username).map_err(ServiceError::Invalid)?;
     let password = password.to_string();
-    let hash = tokio::task::spawn_blocking(move || hash_password(&password))
-        .await
-        .map_err(|_| ServiceError::Internal)?
+    let hash = passwords::bounded(move || hash_password(&password))
+        .await?
         .map_err(ServiceError::Invalid)?;
     Ok(store.create_user(username.as_str(), &hash, role).await?)
 }
 
+/// An operator's reset: the new password, every session of the user ended and every API
+/// token of theirs revoked (whoever knew the old password may have made one). Returns how
+/// many tokens were revoked.
 pub async fn reset_password(
     store: &dyn Store,
     username: &str,
     password: &str,
-) -> ServiceResult<()> {
+    now: i64,
+) -> ServiceResult<u64> {
     let password = password.to_string();
-    let hash = tokio::task::spawn_blocking(move || hash_password(&password))
-        .await
-        .map_err(|_| ServiceError::Internal)?
+    let hash = passwords::bounded(move || hash_password(&password))
+        .await?
         .map_err(ServiceError::Invalid)?;
-    if store.set_password(username, &hash).await? {
-        Ok(())
-    } else {
-        Err(ServiceError::NotFound(format!(
-            "no user named `{username}`"
-        )))
+    store
+        .reset_password(username, &hash, now)
+        .await?
+        .ok_or_else(|| ServiceError::NotFound(format!("no user named `{username}`")))
+}
+
+/// A user's own change: the current password must be right (checked under the same bound as
+/// sign-ins), the new one must differ and be confirmed. Every other session of the user ends;
+/// returns the epoch the caller's own session must carry to stay valid.
+pub async fn change_password(
+    store: &dyn Store,
+    user: &arbiter_domain::accounts::User,
+    current: &str,
+    new: &str,
+    confirmation: &str,
+) -> ServiceResult<i64> {
+    if new != confirmation {
+        return Err(ServiceError::Invalid(
+            "the new password and its confirmation differ".into(),
+        ));
     }
+    if new == current {
+        return Err(ServiceError::Invalid(
+            "choose a password other than the current one".into(),
+        ));
+    }
+    let credentials = store
+        .find_user_credentials(&user.username)
+        .await?
+        .filter(|credentials| credentials.user.id == user.id)
+        .ok_or_else(|| ServiceError::NotFound("your account is gone".into()))?;
+    let current = current.to_string();
+    let right = passwords::bounded(move || {
+        passwords::verify_password(Some(&credentials.password_hash), &current)
+    })
+    .await?;
+    if !right {
+        return Err(ServiceError::Forbidden(
+            "the current password is not right".into(),
+        ));
+    }
+    let new = new.to_string();
+    let hash = passwords::bounded(move || hash_password(&new))
+        .await?
+        .map_err(ServiceError::Invalid)?;
+    store
+        .change_password(user.id, &hash)
+        .await?
+        .ok_or_else(|| ServiceError::NotFound("your account is gone".into()))
 }
 
 /// A team name, trimmed, or why it is not one.
@@ -104,11 +148,8 @@ pub async fn authenticate(
         Some(credentials) => (Some(credentials.password_hash), Some(credentials.user)),
         None => (None, None),
     };
-    let verified = tokio::task::spawn_blocking(move || {
-        crate::accounts::passwords::verify_password(hash.as_ref(), &password)
-    })
-    .await
-    .map_err(|_| ServiceError::Internal)?;
+    let verified =
+        passwords::bounded(move || passwords::verify_password(hash.as_ref(), &password)).await?;
     match user.filter(|_| verified) {
         // Said only to someone who knows the password, so it reveals nothing to a guesser.
         Some(user) if !user.active => Err(ServiceError::Forbidden(

@@ -92,9 +92,8 @@ pub async fn invite_rater(
     };
     let password = first_password();
     let to_hash = password.clone();
-    let hash = tokio::task::spawn_blocking(move || hash_password(&to_hash))
-        .await
-        .map_err(|_| ServiceError::Internal)?
+    let hash = crate::accounts::passwords::bounded(move || hash_password(&to_hash))
+        .await?
         .map_err(ServiceError::Invalid)?;
     let user_id = store.invite_rater(&new, &hash).await?;
     let emailed = match &new.email {

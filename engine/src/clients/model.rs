@@ -5,11 +5,12 @@
 //! with an [`ErrorCategory`]. Retries, backoff, load control and fallback are the dispatcher's;
 //! grading is the grader's. An error is a value here, never an answer.
 
+use crate::clients::egress::{self, BodyError, EgressPolicy, GuardedClient};
 use arbiter_domain::answer::{ErrorCategory, Generation, Outcome};
 use arbiter_domain::checkpoint::Checkpoint;
 use arbiter_domain::manifest::EndpointFingerprint;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// One request for one result identity.
@@ -34,10 +35,10 @@ pub struct AttemptFailure {
 /// Longest Retry-After we honour; a longer request is treated as this.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
 
-/// A pooled HTTP client shared by all requests of a worker process.
+/// A pooled HTTP client shared by all requests of a worker process, under the egress policy.
 #[derive(Clone)]
 pub struct ModelClient {
-    http: reqwest::Client,
+    http: GuardedClient,
 }
 
 impl Default for ModelClient {
@@ -46,24 +47,34 @@ impl Default for ModelClient {
     }
 }
 
+/// The most Arbiter reads of one completion: far above any answer with five alternatives per
+/// token at the largest `max_tokens`, far below what would hurt a worker.
+pub const COMPLETION_BODY_LIMIT: usize = 32 << 20;
+
 impl ModelClient {
+    /// A client under this process's egress policy.
     pub fn new() -> ModelClient {
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(5))
-            .pool_max_idle_per_host(1024)
-            .tcp_nodelay(true)
-            .build()
-            .expect("the HTTP client's static configuration is valid");
+        ModelClient::with_policy(egress::process())
+    }
+
+    pub fn with_policy(policy: Arc<EgressPolicy>) -> ModelClient {
+        let http = GuardedClient::new(policy, |builder| {
+            builder
+                .connect_timeout(Duration::from_secs(5))
+                .pool_max_idle_per_host(1024)
+                .tcp_nodelay(true)
+        });
         ModelClient { http }
     }
 
-    /// The raw client, for the dispatcher's `/metrics` and `/v1/models` probes.
-    pub fn http(&self) -> &reqwest::Client {
+    /// The guarded client, for the dispatcher's `/metrics` probe.
+    pub fn http(&self) -> &GuardedClient {
         &self.http
     }
 
     /// One chat completion against `base_url` (with `api_key` as a bearer token when the
-    /// endpoint needs one), within `timeout`.
+    /// endpoint needs one), within `timeout`. Error messages name the status and category,
+    /// never the endpoint's body: an endpoint's words are not Arbiter's to repeat.
     pub async fn attempt(
         &self,
         base_url: &str,
@@ -85,7 +96,12 @@ impl ModelClient {
             top_logprobs: TOP_LOGPROBS,
             stream: false,
         };
-        let mut post = self.http.post(&url).timeout(timeout).json(&body);
+        let mut post = self
+            .http
+            .post(&url)
+            .map_err(|refusal| egress_failure(refusal.0))?
+            .timeout(timeout)
+            .json(&body);
         if let Some(key) = api_key {
             post = post.bearer_auth(key);
         }
@@ -101,22 +117,29 @@ impl ModelClient {
                 .and_then(|value| value.to_str().ok())
                 .and_then(|value| value.trim().parse::<u64>().ok())
                 .map(|seconds| Duration::from_secs(seconds).min(MAX_RETRY_AFTER));
-            let detail = response.text().await.unwrap_or_default();
+            let category = ErrorCategory::from_status(status.as_u16());
             return Err(AttemptFailure {
-                category: ErrorCategory::from_status(status.as_u16()),
+                category,
                 status: Some(status.as_u16()),
                 message: format!(
-                    "HTTP {} from {url}: {}",
+                    "HTTP {} from {url} ({})",
                     status.as_u16(),
-                    openai_error_message(&detail)
+                    category.as_str()
                 ),
                 retry_after,
             });
         }
-        let bytes = response
-            .bytes()
+        let bytes = egress::read_capped(response, COMPLETION_BODY_LIMIT)
             .await
-            .map_err(|err| transport_failure(&url, err))?;
+            .map_err(|err| match err {
+                BodyError::TooLarge { limit } => AttemptFailure {
+                    category: ErrorCategory::ResponseTooLarge,
+                    status: Some(status.as_u16()),
+                    message: format!("the answer from {url} is larger than {limit} bytes"),
+                    retry_after: None,
+                },
+                BodyError::Read(err) => transport_failure(&url, err),
+            })?;
         let mut generation = parse_chat_completion(&bytes).map_err(|message| AttemptFailure {
             category: ErrorCategory::MalformedResponse,
             status: Some(status.as_u16()),
@@ -128,7 +151,19 @@ impl ModelClient {
     }
 }
 
+fn egress_failure(refusal: String) -> AttemptFailure {
+    AttemptFailure {
+        category: ErrorCategory::EgressRefused,
+        status: None,
+        message: format!("not sent: {refusal}"),
+        retry_after: None,
+    }
+}
+
 fn transport_failure(url: &str, err: reqwest::Error) -> AttemptFailure {
+    if let Some(refusal) = egress::refusal_in(&err) {
+        return egress_failure(refusal);
+    }
     if err.is_timeout() {
         return AttemptFailure {
             category: ErrorCategory::Timeout,
@@ -155,15 +190,6 @@ fn transport_failure(url: &str, err: reqwest::Error) -> AttemptFailure {
         message: format!("{reason} to {url}: {cause}"),
         retry_after: None,
     }
-}
-
-/// The `error.message` of an OpenAI-style error body, or the body itself, shortened.
-fn openai_error_message(body: &str) -> String {
-    let message = serde_json::from_str::<Value>(body)
-        .ok()
-        .and_then(|value| value["error"]["message"].as_str().map(str::to_string))
-        .unwrap_or_else(|| body.trim().to_string());
-    message.chars().take(300).collect()
 }
 
 /// Alternatives asked for at each token: judges and diverging-token views read them.
@@ -262,7 +288,9 @@ fn parse_chat_completion(body: &[u8]) -> Result<Generation, String> {
     })
 }
 
-/// Checks and tidies an endpoint's base URL: http(s) only; a bare host gets `/v1`.
+/// Checks and tidies an endpoint's base URL: http(s) with a host, no credentials, query or
+/// fragment (Arbiter appends the paths), and reachable under this process's egress policy (a
+/// name is checked again when it resolves); a bare host gets `/v1`.
 pub fn normalise_base_url(raw: &str) -> Result<String, String> {
     let trimmed = raw.trim().trim_end_matches('/');
     let rest = trimmed
@@ -273,11 +301,15 @@ pub fn normalise_base_url(raw: &str) -> Result<String, String> {
     if host.is_empty() || host.contains(char::is_whitespace) {
         return Err("the endpoint URL has no host".into());
     }
-    if rest.contains('/') {
-        Ok(trimmed.to_string())
+    let normalised = if rest.contains('/') {
+        trimmed.to_string()
     } else {
-        Ok(format!("{trimmed}/v1"))
-    }
+        format!("{trimmed}/v1")
+    };
+    egress::process()
+        .check_url(&normalised)
+        .map_err(|refusal| refusal.0)?;
+    Ok(normalised)
 }
 
 /// The server root of an OpenAI base URL (`http://h:8000/v1` → `http://h:8000`), where vLLM
@@ -292,28 +324,53 @@ pub fn server_root(base_url: &str) -> &str {
 /// How long the launch waits for an endpoint's `/v1/models` answer.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Asks the endpoint which model it serves under the checkpoint's model name.
+/// The most Arbiter reads of a `/v1/models` list.
+const PROBE_BODY_LIMIT: usize = 1 << 20;
+
+/// Asks the endpoint which model it serves under the checkpoint's model name, under this
+/// process's egress policy.
 pub(crate) async fn probe_fingerprint(checkpoint: &Checkpoint) -> EndpointFingerprint {
+    probe_fingerprint_with(&GuardedClient::for_process(|builder| builder), checkpoint).await
+}
+
+/// [`probe_fingerprint`] with a given client. Its errors name the status or category, never
+/// the endpoint's words.
+pub async fn probe_fingerprint_with(
+    http: &GuardedClient,
+    checkpoint: &Checkpoint,
+) -> EndpointFingerprint {
     let url = format!("{}/models", checkpoint.base_url.trim_end_matches('/'));
     let probe = async {
-        let mut request = reqwest::Client::new().get(&url).timeout(PROBE_TIMEOUT);
-        if let Some(key) = crate::secrets::process().resolve(checkpoint.api_key_ref.as_deref())? {
+        let mut request = http
+            .get(&url)
+            .map_err(|refusal| format!("not sent: {refusal}"))?
+            .timeout(PROBE_TIMEOUT);
+        let key = crate::secrets::process()
+            .resolve_endpoint_key(checkpoint.api_key_ref.as_deref(), &url)?;
+        if let Some(key) = key {
             request = request.bearer_auth(key);
         }
         let response = request
             .send()
             .await
-            .map_err(|err| format!("could not reach {url}: {err}"))?;
+            .map_err(|err| match egress::refusal_in(&err) {
+                Some(refusal) => format!("not sent: {refusal}"),
+                None if err.is_timeout() => {
+                    format!("{url} did not answer within {PROBE_TIMEOUT:?}")
+                }
+                None => format!("could not reach {url}"),
+            })?;
         if !response.status().is_success() {
             return Err(format!(
                 "{url} answered HTTP {}",
                 response.status().as_u16()
             ));
         }
-        let body: serde_json::Value = response
-            .json()
+        let body = egress::read_capped(response, PROBE_BODY_LIMIT)
             .await
-            .map_err(|err| format!("unreadable answer from {url}: {err}"))?;
+            .map_err(|err| format!("{url}: {err}"))?;
+        let body: serde_json::Value = serde_json::from_slice(&body)
+            .map_err(|_| format!("{url} did not answer with a JSON model list"))?;
         let models = body["data"].as_array().cloned().unwrap_or_default();
         let served = models
             .iter()
@@ -341,13 +398,13 @@ pub(crate) async fn probe_fingerprint(checkpoint: &Checkpoint) -> EndpointFinger
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     #[test]
     fn base_urls_are_normalised() {
         assert_eq!(
-            normalise_base_url("http://127.0.0.1:8001").unwrap(),
-            "http://127.0.0.1:8001/v1"
+            normalise_base_url("http://models.example.com:8001").unwrap(),
+            "http://models.example.com:8001/v1"
         );
         assert_eq!(
             normalise_base_url("https://host/openai/v1/").unwrap(),
@@ -355,6 +412,16 @@ mod tests {
         );
         assert!(normalise_base_url("ftp://x").is_err());
         assert!(normalise_base_url("http://").is_err());
+        // A query or fragment would choose the path Arbiter appends to; internal addresses
+        // are refused under the default policy.
+        for refused in [
+            "http://api.example.com/api/v1/nothing#",
+            "http://api.example.com/v1?x=1",
+            "http://169.254.169.254/latest",
+            "http://10.0.0.1:8000/v1",
+        ] {
+            assert!(normalise_base_url(refused).is_err(), "{refused}");
+        }
         assert_eq!(server_root("http://h:8000/v1"), "http://h:8000");
     }
 
@@ -407,6 +474,23 @@ mod tests {
         assert!(!ErrorCategory::from_status(400).is_transient());
     }
 
+    fn request() -> GenerationRequest {
+        GenerationRequest {
+            model: "m".into(),
+            prompt: "hi".into(),
+            max_tokens: 8,
+            temperature: 0.0,
+            seed: 1,
+        }
+    }
+
+    /// A client allowed to reach one loopback port.
+    fn client_for(port: u16) -> ModelClient {
+        ModelClient::with_policy(Arc::new(
+            EgressPolicy::parse(&format!("127.0.0.1:{port}")).unwrap(),
+        ))
+    }
+
     #[tokio::test]
     async fn an_unreachable_endpoint_is_a_connect_failure() {
         // Bind then drop a listener so the port is (very likely) closed.
@@ -415,22 +499,70 @@ mod tests {
             .local_addr()
             .unwrap()
             .port();
-        let failure = ModelClient::new()
+        let failure = client_for(port)
             .attempt(
                 &format!("http://127.0.0.1:{port}/v1"),
                 None,
-                &GenerationRequest {
-                    model: "m".into(),
-                    prompt: "hi".into(),
-                    max_tokens: 8,
-                    temperature: 0.0,
-                    seed: 1,
-                },
+                &request(),
                 Duration::from_secs(5),
             )
             .await
             .unwrap_err();
         assert_eq!(failure.category, ErrorCategory::Connect);
         assert!(failure.message.contains("could not connect"));
+    }
+
+    #[tokio::test]
+    async fn internal_addresses_are_never_sent_to_by_default() {
+        let failure = ModelClient::with_policy(Arc::new(EgressPolicy::public_only()))
+            .attempt(
+                "http://127.0.0.1:3000/api/v1/nothing",
+                Some("sk-operator"),
+                &request(),
+                Duration::from_secs(5),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(failure.category, ErrorCategory::EgressRefused);
+        assert!(!failure.category.is_transient());
+        assert!(
+            failure.message.contains("not a public address"),
+            "{}",
+            failure.message
+        );
+    }
+
+    /// The failure of one attempt against a server that answers `answer` once.
+    async fn failure_from(answer: String) -> AttemptFailure {
+        let port = crate::clients::test_server::answer_once(answer).await;
+        client_for(port)
+            .attempt(
+                &format!("http://127.0.0.1:{port}/v1"),
+                None,
+                &request(),
+                Duration::from_secs(5),
+            )
+            .await
+            .unwrap_err()
+    }
+
+    #[tokio::test]
+    async fn error_bodies_are_never_repeated_and_large_answers_are_refused() {
+        let body = "internal: the database password is hunter2";
+        let failure = failure_from(format!(
+            "HTTP/1.1 404 Not Found\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        ))
+        .await;
+        assert_eq!(failure.category, ErrorCategory::ModelNotFound);
+        assert!(!failure.message.contains("hunter2"), "{}", failure.message);
+        assert!(failure.message.contains("HTTP 404"), "{}", failure.message);
+
+        let huge = COMPLETION_BODY_LIMIT + 1;
+        let failure = failure_from(format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {huge}\r\n\r\n{{"
+        ))
+        .await;
+        assert_eq!(failure.category, ErrorCategory::ResponseTooLarge);
     }
 }

@@ -6,6 +6,7 @@
 //! timeout per attempt and per item, and each failed attempt recorded on the identity.
 
 use super::limiter::Limiter;
+use crate::clients::egress::{read_capped, GuardedClient};
 use crate::clients::model::{server_root, AttemptFailure, GenerationRequest, ModelClient};
 use arbiter_domain::answer::{ErrorCategory, Generation, Outcome};
 use arbiter_domain::checkpoint::{EndpointLimits, TokenPrices};
@@ -152,9 +153,9 @@ impl EndpointPool {
         });
         let api_key = match self.store.endpoint_api_key_ref(url).await {
             Ok(stored) => crate::secrets::process()
-                .resolve(stored.as_deref())
+                .resolve_endpoint_key(stored.as_deref(), url)
                 .unwrap_or_else(|problem| {
-                    tracing::warn!(url, %problem, "endpoint API key unavailable; calling without one");
+                    tracing::warn!(url, %problem, "endpoint API key not sent; calling without one");
                     None
                 }),
             Err(err) => {
@@ -399,6 +400,9 @@ const METRICS_POLL_SLOW_START: Duration = Duration::from_millis(100);
 const METRICS_POLL_MIN_GAP: Duration = Duration::from_millis(5);
 const METRICS_POLL: Duration = Duration::from_secs(1);
 
+/// The most a worker reads of one `/metrics` page (vLLM's is tens of kilobytes).
+const METRICS_BODY_LIMIT: usize = 4 << 20;
+
 /// How often a worker writes an endpoint's queue readings to the store for the health page.
 const OBSERVATION_EVERY: Duration = Duration::from_secs(10);
 
@@ -407,7 +411,7 @@ const OBSERVATION_EVERY: Duration = Duration::from_secs(10);
 /// metrics or the pool is gone.
 async fn watch_server_queue(
     endpoint_ref: Weak<Endpoint>,
-    http: reqwest::Client,
+    http: GuardedClient,
     store: Arc<dyn Store>,
 ) {
     let mut misses = 0;
@@ -417,10 +421,17 @@ async fn watch_server_queue(
             return;
         };
         let url = format!("{}/metrics", server_root(&endpoint.url));
-        let response = http.get(&url).timeout(Duration::from_secs(2)).send().await;
-        let text = match response {
-            Ok(response) if response.status().is_success() => response.text().await.ok(),
-            _ => None,
+        let text = match http.get(&url) {
+            Ok(request) => match request.timeout(Duration::from_secs(2)).send().await {
+                Ok(response) if response.status().is_success() => {
+                    read_capped(response, METRICS_BODY_LIMIT)
+                        .await
+                        .ok()
+                        .and_then(|body| String::from_utf8(body).ok())
+                }
+                _ => None,
+            },
+            Err(_) => None,
         };
         let queue = text.as_deref().and_then(|text| {
             let waiting = prometheus_sum(text, "vllm:num_requests_waiting")?;

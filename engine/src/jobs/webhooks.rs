@@ -1,5 +1,6 @@
 //! Webhook deliveries: events queued from the store's changes, then sent with backoff.
 
+use crate::clients::egress::GuardedClient;
 use crate::secrets::SecretBox;
 use crate::webhooks::{deliver_due, DeliveryRound};
 use arbiter_store::Store;
@@ -13,7 +14,7 @@ pub async fn run(
     interval: Duration,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
-    let http = &reqwest::Client::new();
+    let http = &GuardedClient::for_process(|builder| builder);
     let (store, secrets) = (store.as_ref(), &secrets);
     crate::jobs::every(interval, shutdown, move || async move {
         match deliver_due(store, secrets, http, arbiter_store::now_ms()).await {

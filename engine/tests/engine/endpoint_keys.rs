@@ -1,8 +1,9 @@
 //! Endpoint API keys end to end: a key kept outside the database (`env:NAME`) reaches an
 //! endpoint that demands one (the simulator with an API key, like vLLM's `--api-key`), the
-//! same endpoint refuses calls without it, and no key is ever stored or shown in clear.
+//! same endpoint refuses calls without it, the key goes only to the hosts the operator bound
+//! it to, and no key is ever stored or shown in clear.
 //!
-//! Alone in its test binary because it sets an environment variable.
+//! It sets environment variables no other test reads.
 
 use arbiter_engine::catalog::{CheckpointForm, EvalForm};
 use arbiter_sim::SimConfig;
@@ -24,6 +25,13 @@ async fn keys_from_the_environment_reach_the_endpoint_and_are_never_stored_in_cl
         ..SimConfig::demo()
     })
     .await;
+    // The operator binds the key to the simulator's host and port, and to nothing else.
+    let bound_host = endpoint
+        .trim_start_matches("http://")
+        .trim_end_matches("/v1")
+        .to_string();
+    std::env::set_var(format!("{VARIABLE}_HOSTS"), &bound_host);
+    std::env::set_var("ARBITER_ENDPOINT_KEY_OTHER_HOSTS", &bound_host);
     // The same server under another name: an endpoint registered without the key.
     let keyless = endpoint.replace("127.0.0.1", "localhost");
     let register = |name: &str, url: &str, key: &str| CheckpointForm {
@@ -46,6 +54,48 @@ async fn keys_from_the_environment_reach_the_endpoint_and_are_never_stored_in_cl
         "{refused}"
     );
     assert!(store.list_checkpoints().await.unwrap().is_empty());
+
+    // Keys of the operator's go only where the operator bound them: a researcher naming the
+    // variable on an endpoint of their own (here the same server under another name, or a
+    // replica elsewhere) is refused, and the key is never sent there.
+    for (name, url, replicas) in [
+        ("elsewhere", keyless.as_str(), ""),
+        ("replica-elsewhere", endpoint.as_str(), keyless.as_str()),
+    ] {
+        let refused = arbiter_engine::catalog::register_checkpoint(
+            store.as_ref(),
+            &CheckpointForm {
+                replica_urls: replicas.into(),
+                ..register(name, url, &format!("env:{VARIABLE}"))
+            },
+            None,
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(refused.status_code(), 400, "{refused}");
+        assert!(
+            refused.to_string().contains("may not be sent to localhost"),
+            "{refused}"
+        );
+    }
+    let unbound = arbiter_engine::catalog::register_checkpoint(
+        store.as_ref(),
+        &register("unbound", &endpoint, "env:ARBITER_ENDPOINT_KEY_UNBOUND"),
+        None,
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        unbound
+            .to_string()
+            .contains("ARBITER_ENDPOINT_KEY_UNBOUND_HOSTS"),
+        "{unbound}"
+    );
+    assert!(store.list_checkpoints().await.unwrap().is_empty());
+    assert!(arbiter_engine::secrets::process()
+        .resolve_endpoint_key(Some(&format!("env:{VARIABLE}")), &keyless)
+        .unwrap_err()
+        .contains("may not be sent"));
 
     let with_key = arbiter_engine::catalog::register_checkpoint(
         store.as_ref(),

@@ -680,7 +680,7 @@ async fn webhooks_deliver_signed_events_with_retries_and_give_up_in_the_end(stor
     use arbiter_engine::webhooks::{self, create_webhook, deliver_due};
     let store = store.as_ref();
     let secrets = SecretBox::from_hex(&SecretBox::generate_key()).unwrap();
-    let http = reqwest::Client::new();
+    let http = arbiter_engine::clients::egress::GuardedClient::for_process(|builder| builder);
     let (url, received) = receiver().await;
     let start = now_ms();
     let events = |names: &[&str]| {
@@ -694,6 +694,13 @@ async fn webhooks_deliver_signed_events_with_retries_and_give_up_in_the_end(stor
     for (bad_url, bad_events) in [
         ("ftp://host/x", events(&["run.completed"])),
         ("not a url", events(&["run.completed"])),
+        // The egress policy: the metadata service and fragments are refused when stored.
+        (
+            "http://169.254.169.254/latest/meta-data",
+            events(&["run.completed"]),
+        ),
+        ("http://10.0.0.8/hook", events(&["run.completed"])),
+        ("https://hooks.example.com/in#x", events(&["run.completed"])),
         (url.as_str(), events(&["run.exploded"])),
         (url.as_str(), events(&[])),
     ] {

@@ -99,12 +99,14 @@ async fn users_sign_up_and_reset_passwords(store: Arc<dyn Store>) {
         .await
         .unwrap()
         .expect("alice can log in");
-    let alice_user = User {
+    let mut alice_user = User {
         team: "default".into(),
         id: alice,
         username: "alice".into(),
         role: Role::Researcher,
         active: true,
+        must_change_password: false,
+        session_epoch: 0,
     };
     assert_eq!(credentials.user, alice_user);
     assert_eq!(credentials.password_hash.as_phc(), alice_hash.as_phc());
@@ -136,14 +138,33 @@ async fn users_sign_up_and_reset_passwords(store: Arc<dyn Store>) {
         other => panic!("a second `alice` must be a conflict, got {other:?}"),
     }
 
-    assert!(!store
-        .set_password("mallory", &stand_in_hash("x"))
+    // An operator's reset ends alice's sessions (her epoch moves on) and revokes her tokens.
+    let token = store
+        .insert_api_token(alice, "ci", "hash-of-alice-token", "arb_alice123", None, 1)
         .await
-        .unwrap());
+        .unwrap();
+    assert_eq!(
+        store
+            .reset_password("mallory", &stand_in_hash("x"), 2)
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        store
+            .reset_password("alice", &stand_in_hash("new"), 2)
+            .await
+            .unwrap(),
+        Some(1)
+    );
     assert!(store
-        .set_password("alice", &stand_in_hash("new"))
+        .user_for_token("hash-of-alice-token", 3)
         .await
-        .unwrap());
+        .unwrap()
+        .is_none());
+    let revoked = store.api_tokens(Some(alice)).await.unwrap();
+    assert_eq!((revoked[0].id, revoked[0].revoked_at), (token.id, Some(2)));
+    alice_user.session_epoch = 1;
     let credentials = store.find_user_credentials("alice").await.unwrap().unwrap();
     assert_eq!(
         credentials.password_hash.as_phc(),
@@ -158,6 +179,8 @@ async fn users_sign_up_and_reset_passwords(store: Arc<dyn Store>) {
         username: "bob".into(),
         role: Role::Annotator,
         active: true,
+        must_change_password: false,
+        session_epoch: 0,
     };
     assert_eq!(
         store.list_users().await.unwrap(),

@@ -39,8 +39,16 @@ pub async fn user(args: crate::UserArgs) -> anyhow::Result<()> {
             println!("`{username}` is in team `{team}`");
         }
         UserAction::ResetPassword { username, password } => {
-            arbiter_engine::accounts::reset_password(store.as_ref(), &username, &password).await?;
-            println!("password of `{username}` reset");
+            let revoked = arbiter_engine::accounts::reset_password(
+                store.as_ref(),
+                &username,
+                &password,
+                arbiter_store::now_ms(),
+            )
+            .await?;
+            println!(
+                "password of `{username}` reset; their sessions are ended and {revoked} API token(s) revoked"
+            );
         }
     }
     Ok(())

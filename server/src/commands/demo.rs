@@ -49,6 +49,18 @@ async fn run_demo(
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(data_dir.join(format!("demo.db{suffix}")));
     }
+    // The demo's checkpoints live on loopback, which the default egress policy refuses: allow
+    // its own simulator and model server, on their ports only (not Arbiter's own API).
+    let mut own_endpoints = vec![sim_addr.to_string()];
+    if let Some(model) = &real_model {
+        let url = reqwest::Url::parse(&model.base_url).context("the bundled model's URL")?;
+        own_endpoints.push(format!(
+            "{}:{}",
+            url.host_str().unwrap_or_default(),
+            url.port_or_known_default().unwrap_or(80)
+        ));
+    }
+    super::install_egress(&own_endpoints)?;
     let sim_listener = tokio::net::TcpListener::bind(sim_addr)
         .await
         .with_context(|| format!("cannot start the simulator on {sim_addr}"))?;

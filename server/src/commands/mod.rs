@@ -38,6 +38,20 @@ pub(crate) fn redact(database_url: &str) -> String {
     }
 }
 
+/// Installs this process's egress policy: `ARBITER_EGRESS_ALLOW` (a bad entry stops the
+/// process here) and the `extra` entries (the demo's own simulator and model server).
+pub(crate) fn install_egress(extra: &[String]) -> anyhow::Result<()> {
+    use arbiter_engine::clients::egress::{install, EgressPolicy};
+    let mut policy = EgressPolicy::from_env().map_err(anyhow::Error::msg)?;
+    for entry in extra {
+        policy = policy.allowing(entry).map_err(anyhow::Error::msg)?;
+    }
+    tracing::info!(?policy, "egress: public addresses and these");
+    install(policy).map_err(|current| {
+        anyhow::anyhow!("this process already has another egress policy: {current:?}")
+    })
+}
+
 pub(crate) fn worker_config(index: usize, concurrency: usize) -> WorkerConfig {
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into());
     let mut config = WorkerConfig::named(format!("{host}:{}:{index}", std::process::id()));

@@ -25,6 +25,7 @@ pub async fn serve(args: crate::ServeArgs) -> anyhow::Result<()> {
         watch_seconds,
         mail,
     } = args;
+    super::install_egress(&[])?;
     let database = open(&database_url).await?;
     let mailer = Mailer::from_config(&mail.transport, &mail.mail_from)?;
     tracing::info!(transport = %mailer.describe(), "mail");
@@ -45,6 +46,7 @@ pub async fn worker(args: crate::WorkerArgs) -> anyhow::Result<()> {
         concurrency,
         lease_seconds,
     } = args;
+    super::install_egress(&[])?;
     // Workers open sealed endpoint keys: check the key before taking any work.
     arbiter_engine::secrets::SecretBox::from_env().map_err(anyhow::Error::msg)?;
     let database = open(&database_url).await?;

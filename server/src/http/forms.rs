@@ -3,10 +3,9 @@
 //! Browsers get a redirect (with `?error=` on failure); clients that ask for JSON
 //! (`Accept: application/json`) get a status code and a JSON body instead.
 
-use arbiter_app::guard::{AppState, USER_ID_KEY};
+use arbiter_app::guard::AppState;
 use arbiter_domain::accounts::Permission;
-use arbiter_domain::ids::UserId;
-use arbiter_engine::accounts::login_throttle::{wait_in_words, LoginThrottle};
+use arbiter_engine::accounts::login_throttle::LoginThrottle;
 use arbiter_engine::error::ServiceError;
 use axum::extract::{ConnectInfo, Multipart, State};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -65,22 +64,23 @@ pub async fn login(
             throttle.trusted_proxies(),
         )
     });
-    if let Err(wait) = throttle.check(&form.username, client, Instant::now()) {
-        tracing::warn!(client = ?client, "sign-in refused: too many failed attempts");
-        let message = format!(
-            "too many failed sign-in attempts; try again in {}",
-            wait_in_words(wait)
-        );
-        return if wants_json(&headers) {
-            let mut response = json_error(StatusCode::TOO_MANY_REQUESTS, &message);
-            if let Ok(value) = header::HeaderValue::from_str(&wait.as_secs().max(1).to_string()) {
-                response.headers_mut().insert(header::RETRY_AFTER, value);
-            }
-            response
-        } else {
-            redirect_with_error("/login", &message)
-        };
-    }
+    let attempt = match throttle.reserve(&form.username, client, Instant::now()) {
+        Ok(attempt) => attempt,
+        Err(locked) => {
+            tracing::warn!(client = ?client, ?locked, "sign-in refused: too many failed attempts");
+            let message = locked.message();
+            return if wants_json(&headers) {
+                let mut response = json_error(StatusCode::TOO_MANY_REQUESTS, &message);
+                let seconds = locked.wait().as_secs().max(1).to_string();
+                if let Ok(value) = header::HeaderValue::from_str(&seconds) {
+                    response.headers_mut().insert(header::RETRY_AFTER, value);
+                }
+                response
+            } else {
+                redirect_with_error("/login", &message)
+            };
+        }
+    };
     let user = match arbiter_engine::accounts::authenticate(
         state.store.as_ref(),
         &form.username,
@@ -90,17 +90,24 @@ pub async fn login(
     {
         Ok(user) => user,
         Err(err) => {
+            match &err {
+                // Never checked: the attempt does not count.
+                ServiceError::Busy(_) | ServiceError::Internal => attempt.not_tried(),
+                // The right password of a deactivated account.
+                _ => attempt.succeeded(),
+            }
             return if wants_json(&headers) {
                 let status = StatusCode::from_u16(err.status_code())
                     .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
                 json_error(status, &err.to_string())
             } else {
                 redirect_with_error("/login", &err.to_string())
-            }
+            };
         }
     };
     let Some(user) = user else {
-        throttle.record_failure(&form.username, client, Instant::now());
+        // The reservation stays: a failure.
+        drop(attempt);
         tracing::info!("failed login");
         return if wants_json(&headers) {
             json_error(StatusCode::UNAUTHORIZED, LOGIN_FAILED)
@@ -108,13 +115,9 @@ pub async fn login(
             redirect_with_error("/login", LOGIN_FAILED)
         };
     };
-    throttle.record_success(&form.username);
+    attempt.succeeded();
     // A fresh session id at login defeats session fixation.
-    let stored = async {
-        session.cycle_id().await?;
-        session.insert(USER_ID_KEY, user.id).await
-    }
-    .await;
+    let stored = arbiter_app::guard::start_session(&session, &user, arbiter_store::now_ms()).await;
     if let Err(err) = stored {
         tracing::error!(error = %err, "could not store the session");
         return json_error(
@@ -124,7 +127,14 @@ pub async fn login(
     }
     tracing::info!(user = %user.username, "logged in");
     if wants_json(&headers) {
-        Json(json!({ "username": user.username, "role": user.role })).into_response()
+        Json(json!({
+            "username": user.username,
+            "role": user.role,
+            "must_change_password": user.must_change_password,
+        }))
+        .into_response()
+    } else if user.must_change_password {
+        Redirect::to(arbiter_app::guard::CHANGE_PASSWORD_PATH).into_response()
     } else {
         Redirect::to("/").into_response()
     }
@@ -137,15 +147,15 @@ pub async fn logout(session: Session) -> Response {
     Redirect::to("/login").into_response()
 }
 
-/// The signed-in, active account of a session (a deactivated account's session counts for
-/// nothing).
+/// The signed-in account of a session that may act: active, its session current, and its
+/// own password chosen.
 pub async fn session_account(
     state: &AppState,
     session: &Session,
 ) -> Option<arbiter_domain::accounts::User> {
-    let user_id: UserId = session.get(USER_ID_KEY).await.ok().flatten()?;
-    let user = state.store.get_user(user_id).await.ok().flatten()?;
-    user.active.then_some(user)
+    arbiter_app::guard::session_account(state, session)
+        .await
+        .filter(|user| user.active && !user.must_change_password)
 }
 
 /// Uploads a dataset file as a new revision. Fields: `name` and `file`.

@@ -13,7 +13,7 @@ pub mod forms;
 pub mod metrics;
 pub mod rest;
 
-use arbiter_app::guard::{AppState, USER_ID_KEY};
+use arbiter_app::guard::AppState;
 use arbiter_app::{shell, App};
 use arbiter_engine::accounts::login_throttle::LoginThrottle;
 use arbiter_store::Database;
@@ -49,6 +49,23 @@ pub fn max_body_mb() -> usize {
     MAX_BODY_BYTES / (1024 * 1024)
 }
 
+/// Where the operator sets a session's absolute lifetime, in hours.
+pub const SESSION_MAX_AGE_VARIABLE: &str = "ARBITER_SESSION_MAX_AGE_HOURS";
+
+/// `ARBITER_SESSION_MAX_AGE_HOURS`, or 7 days; a bad value stops the server.
+fn session_max_age_hours_from_env() -> anyhow::Result<i64> {
+    use arbiter_domain::accounts::DEFAULT_SESSION_MAX_AGE_HOURS;
+    match std::env::var(SESSION_MAX_AGE_VARIABLE) {
+        Ok(text) if !text.trim().is_empty() => match text.trim().parse::<i64>() {
+            Ok(hours) if (1..=24 * 366).contains(&hours) => Ok(hours),
+            _ => anyhow::bail!(
+                "{SESSION_MAX_AGE_VARIABLE} is a whole number of hours from 1 to 8784, not `{text}`"
+            ),
+        },
+        _ => Ok(DEFAULT_SESSION_MAX_AGE_HOURS),
+    }
+}
+
 /// Builds the whole router over an opened database.
 pub async fn router(
     database: &Database,
@@ -58,6 +75,7 @@ pub async fn router(
     let state = AppState {
         store: database.store(),
         mailer,
+        session_max_age_ms: session_max_age_hours_from_env()? * 3_600_000,
     };
     Ok(match database {
         Database::Sqlite(store) => {
@@ -86,6 +104,7 @@ where
         .with_expiry(Expiry::OnInactivity(CookieDuration::hours(12)));
     let routes = generate_route_list(App);
     let context_state = state.clone();
+    let login_state = state.clone();
     let fallback_state = state.clone();
     let api_routes = rest::routes(state.clone());
     let form_routes = Router::new()
@@ -118,7 +137,10 @@ where
         .with_state(options)
         .merge(form_routes)
         .merge(api_routes)
-        .layer(middleware::from_fn(require_login_for_pages))
+        .layer(middleware::from_fn_with_state(
+            login_state,
+            require_login_for_pages,
+        ))
         .layer(session_layer)
         .layer(middleware::from_fn(csrf::refuse_cross_site))
         .layer(Extension(csrf::TrustedOrigins(
@@ -144,23 +166,32 @@ fn is_public(path: &str) -> bool {
         || path.starts_with("/samples/")
 }
 
-/// Sends anonymous visitors of any page to the login page instead of a page of errors.
-async fn require_login_for_pages(request: Request, next: Next) -> Response {
-    let needs_login =
-        request.method() == axum::http::Method::GET && !is_public(request.uri().path());
-    if needs_login {
+/// Sends anonymous visitors of any page to the login page instead of a page of errors, and
+/// those who must choose their own password to the page where they do.
+async fn require_login_for_pages(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let path = request.uri().path();
+    let is_page = request.method() == axum::http::Method::GET && !is_public(path);
+    if is_page {
         let session = request.extensions().get::<Session>().cloned();
-        let logged_in = match session {
-            Some(session) => session
-                .get::<i64>(USER_ID_KEY)
+        let user = match session {
+            Some(session) => arbiter_app::guard::session_account(&state, &session)
                 .await
-                .ok()
-                .flatten()
-                .is_some(),
-            None => false,
+                .filter(|user| user.active),
+            None => None,
         };
-        if !logged_in {
-            return Redirect::to("/login").into_response();
+        match user {
+            None => return Redirect::to("/login").into_response(),
+            Some(user)
+                if user.must_change_password
+                    && path != arbiter_app::guard::CHANGE_PASSWORD_PATH =>
+            {
+                return Redirect::to(arbiter_app::guard::CHANGE_PASSWORD_PATH).into_response()
+            }
+            Some(_) => {}
         }
     }
     next.run(request).await

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 const SAMPLE: &[u8] = include_bytes!("../../../public/samples/qa-basic.jsonl");
 
-async fn send(
+pub(crate) async fn send(
     app: &TestApp,
     method: Method,
     path: &str,

@@ -57,7 +57,7 @@ async fn repeated_failed_logins_lock_the_account_for_a_while_whether_or_not_it_e
         assert!(body["error"]
             .as_str()
             .unwrap()
-            .starts_with("too many failed sign-in attempts; try again in "));
+            .starts_with("too many failed sign-ins for this account; try again in "));
     }
     // The browser form says so on the login page; other accounts sign in as usual.
     let form = client
@@ -69,7 +69,7 @@ async fn repeated_failed_logins_lock_the_account_for_a_while_whether_or_not_it_e
     assert!(form.headers()[header::LOCATION]
         .to_str()
         .unwrap()
-        .starts_with("/login?error=too%20many%20failed%20sign-in%20attempts"));
+        .starts_with("/login?error=too%20many%20failed%20sign-ins%20for%20this%20account"));
     assert_eq!(
         app.login(&client, "researcher", PASSWORD).await.status(),
         StatusCode::OK
@@ -386,6 +386,15 @@ const SERVER_FUNCTIONS: &[(&str, Args, Allowed)] = &[
         Allowed::Everyone,
     ),
     ("revoke_api_token", &[("id", "999999")], Allowed::Everyone),
+    (
+        "change_password",
+        &[
+            ("current", "not-checked"),
+            ("new", "new-password-1"),
+            ("confirmation", "new-password-2"),
+        ],
+        Allowed::Everyone,
+    ),
 ];
 
 /// The matrix covers every server function the app registers, so a new one cannot be added

@@ -30,6 +30,10 @@ fn arbiter() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_arbiter"));
     command
         .env("RUST_LOG", "warn")
+        .env(
+            arbiter_engine::clients::egress::EGRESS_ALLOW_VARIABLE,
+            arbiter_testkit::egress::TEST_EGRESS_ALLOW,
+        )
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     command
@@ -100,6 +104,7 @@ async fn results(
 }
 
 async fn scenario(database_url: &str) {
+    arbiter_testkit::egress::allow_loopback();
     let database = Database::open(database_url).await.unwrap();
     let store: Arc<dyn Store> = database.store();
     let (_sim, endpoint) = start_sim().await;

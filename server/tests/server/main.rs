@@ -7,4 +7,5 @@ mod http;
 mod kill_workers;
 #[cfg(feature = "local-model")]
 mod real_model;
+mod security;
 mod support;

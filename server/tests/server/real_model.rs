@@ -346,6 +346,7 @@ async fn the_bundled_model_serves_the_openai_api_and_answers_an_eval() {
 /// Five questions through Arbiter's scheduler and workers, with logprobs stored.
 async fn run_an_eval(base_url: &str) {
     const MAX_TOKENS: i64 = 24;
+    arbiter_testkit::egress::allow_loopback();
     let directory = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", directory.path().join("arbiter.db").display());
     let store: Arc<dyn Store> = Database::open(&url).await.unwrap().store();

@@ -17,6 +17,7 @@ impl TestApp {
     /// Serves the router on a random port over a fresh SQLite database with one user per role
     /// (named after the role) and one sample dataset.
     pub async fn spawn() -> TestApp {
+        arbiter_testkit::egress::allow_loopback();
         let directory = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", directory.path().join("arbiter.db").display());
         let database = Database::open(&url).await.unwrap();
