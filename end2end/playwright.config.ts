@@ -66,5 +66,8 @@ export default defineConfig({
     timeout: 120_000,
     stdout: 'ignore',
     stderr: 'pipe',
+    // The demo allows its own simulator; the tests also use a closed loopback port (9) as an
+    // unreachable endpoint and webhook receiver, which an operator would allow the same way.
+    env: { ...process.env, ARBITER_EGRESS_ALLOW: '127.0.0.1:9' } as Record<string, string>,
   },
 });
