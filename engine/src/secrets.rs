@@ -227,7 +227,7 @@ fn host_list_variable(variable: &str) -> String {
 }
 
 /// Whether the key in `variable` may go to `url`, given its host list (`None`: unset).
-pub fn check_key_binding(variable: &str, url: &str, hosts: Option<String>) -> Result<(), String> {
+fn check_key_binding(variable: &str, url: &str, hosts: Option<String>) -> Result<(), String> {
     let list_variable = host_list_variable(variable);
     let parsed = reqwest::Url::parse(url).map_err(|_| format!("`{url}` is not a URL"))?;
     let host = parsed.host_str().unwrap_or_default().to_ascii_lowercase();

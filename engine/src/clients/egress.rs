@@ -389,10 +389,6 @@ impl GuardedClient {
         GuardedClient::new(process(), configure)
     }
 
-    pub fn policy(&self) -> &EgressPolicy {
-        &self.policy
-    }
-
     pub fn get(&self, url: &str) -> Result<reqwest::RequestBuilder, Refusal> {
         Ok(self.http.get(self.policy.check_url(url)?))
     }
