@@ -18,20 +18,20 @@ async function openQueue(page: Page) {
   await expect(task).toBeVisible();
   await expect(page.getByTestId('task-output')).not.toBeEmpty();
   await expect(task.locator('pre.input')).not.toBeEmpty();
-  const taskId = await task.getAttribute('data-task-id');
-  expect(taskId).toMatch(/^\d+$/);
+  const claim = await task.getAttribute('data-claim');
+  expect(claim).toMatch(/^[0-9a-f]{32}$/);
   // Keys only work once the wasm has hydrated the page.
   await waitForHydration(page);
-  return taskId!;
+  return claim!;
 }
 
 /** Waits until the task on screen is no longer `previous`; returns the new id, or `null` when
  * the queue-empty card is shown instead. */
 async function expectMovedOn(page: Page, previous: string) {
   const shown = page.getByTestId('task').or(page.getByTestId('queue-empty'));
-  await expect(shown).not.toHaveAttribute('data-task-id', previous);
+  await expect(shown).not.toHaveAttribute('data-claim', previous);
   const task = page.getByTestId('task');
-  return (await task.count()) > 0 ? await task.getAttribute('data-task-id') : null;
+  return (await task.count()) > 0 ? await task.getAttribute('data-claim') : null;
 }
 
 test('two raters pressing 1 on one item decide it, and the researcher sees one fewer awaiting review', async ({
@@ -73,7 +73,7 @@ test('pressing s skips the item and shows another', async ({ page }) => {
 
   // A skipped item is not handed back to the same annotator.
   await page.reload();
-  await expect(page.getByTestId('task')).not.toHaveAttribute('data-task-id', skipped);
+  await expect(page.getByTestId('task')).not.toHaveAttribute('data-claim', skipped);
 });
 
 test('a skip after a label says "Skipped."', async ({ page }) => {
@@ -92,7 +92,7 @@ test('a skip after a label says "Skipped."', async ({ page }) => {
 
 test('a rationale can be typed without the keys firing shortcuts', async ({ page }) => {
   await login(page, 'annotator2');
-  const taskId = await openQueue(page);
+  const claim = await openQueue(page);
   const task = page.getByTestId('task');
 
   // `r` focuses the rationale box; the digits and letters typed there are text, not labels.
@@ -102,12 +102,12 @@ test('a rationale can be typed without the keys firing shortcuts', async ({ page
   await page.keyboard.type('1 s 2 f looks right');
   await expect(rationale).toHaveValue('1 s 2 f looks right');
   await expect(page.getByTestId('notice')).toHaveCount(0);
-  await expect(task).toHaveAttribute('data-task-id', taskId);
+  await expect(task).toHaveAttribute('data-claim', claim);
 
   // Escape leaves the box, and then the keys label again.
   await page.keyboard.press('Escape');
   await expect(rationale).not.toBeFocused();
   await page.keyboard.press('2');
   await expect(page.getByTestId('notice')).toHaveText('Label saved.');
-  await expectMovedOn(page, taskId);
+  await expectMovedOn(page, claim);
 });

@@ -61,7 +61,7 @@ async function openQueue(page: Page) {
   const task = page.getByTestId('task');
   await expect(task).toBeVisible();
   await waitForHydration(page);
-  return (await task.getAttribute('data-task-id'))!;
+  return (await task.getAttribute('data-claim'))!;
 }
 
 test.describe.configure({ mode: 'serial' });
@@ -125,10 +125,10 @@ test('an annotator labels three items with the keyboard alone', async ({ page })
     await page.keyboard.press(key);
     // The next item (or the empty-queue card) replaces the one just labelled.
     const next = page.getByTestId('task').or(page.getByTestId('queue-empty'));
-    await expect(next).not.toHaveAttribute('data-task-id', shown!);
+    await expect(next).not.toHaveAttribute('data-claim', shown!);
     await expect(page.getByTestId('notice')).toHaveText('Label saved.');
     const task = page.getByTestId('task');
-    shown = (await task.count()) > 0 ? await task.getAttribute('data-task-id') : null;
+    shown = (await task.count()) > 0 ? await task.getAttribute('data-claim') : null;
   }
   expect(labelled.size).toBe(3);
 });

@@ -19,7 +19,7 @@ use arbiter_domain::annotation::pool::{NewRater, RaterRecord, RaterUpdate};
 use arbiter_domain::annotation::review::{ReviewDecision, ReviewItem};
 use arbiter_domain::annotation::sla::LabellingFlow;
 use arbiter_domain::annotation::task::{
-    AnnotationTask, QueueCounts, QueueLabel, RunLabel, TrainingFeedback,
+    AnnotationTask, ClaimHandle, QueueCounts, QueueLabel, RunLabel, TrainingFeedback,
 };
 use arbiter_domain::ids::{RunId, TaskId, UserId};
 use async_trait::async_trait;
@@ -33,24 +33,26 @@ pub trait AnnotationStore: Send + Sync + 'static {
         lease_ms: i64,
     ) -> StoreResult<Option<AnnotationTask>>;
 
-    /// Records the label of the rater holding the item's lease. On a gold item the answer is
-    /// recorded as a gold answer instead; a rater in training gets feedback on it.
+    /// Records the label of the rater holding the live lease named by `handle`. On a gold item
+    /// the answer is recorded as a gold answer instead; a rater in training gets feedback on it.
     async fn submit_label(
         &self,
-        task_id: TaskId,
+        handle: &ClaimHandle,
         user_id: UserId,
         pass: bool,
         rationale: &str,
     ) -> StoreResult<Option<TrainingFeedback>>;
 
-    async fn skip_task(&self, task_id: TaskId, user_id: UserId) -> StoreResult<()>;
+    async fn skip_task(&self, handle: &ClaimHandle, user_id: UserId) -> StoreResult<()>;
 
-    /// The oldest label drawn for QC (or on an item whose raters split) that `reviewer_id`
-    /// did not write, items of higher-priority runs first.
+    /// The label this reviewer holds for review, or the oldest one waiting (drawn for QC, or
+    /// on an item whose raters split) on an item they did not label, higher-priority runs
+    /// first, which is then served to them alone for a while; else a decision to spot-check.
     async fn next_review(&self, reviewer_id: UserId) -> StoreResult<Option<ReviewItem>>;
 
-    /// Records a reviewer's decision on a label; `Conflict` for their own label or one already
-    /// reviewed, `NotFound` for no such label.
+    /// Records a reviewer's decision on a label waiting for review and served to them;
+    /// `Conflict` otherwise (not drawn, reviewed already, served to someone else, or on an
+    /// item they labelled), `NotFound` for no such label.
     async fn review_label(
         &self,
         label_id: i64,
@@ -128,7 +130,7 @@ macro_rules! annotation_sql {
     ($store:ident, $db:ty, $backend:literal, $begin:literal, $skip_locked:literal) => {
         use $crate::ReadColumn as _;
         use arbiter_domain::ids::{IdentityId, RunId, TaskId, UserId};
-        use arbiter_domain::annotation::task::{AnnotationTask, QueueCounts, RunLabel, TrainingFeedback};
+        use arbiter_domain::annotation::task::{AnnotationTask, ClaimHandle, QueueCounts, RunLabel, TrainingFeedback};
         use arbiter_domain::annotation::gold::{DEFAULT_GOLD_RATE, DEFAULT_REVIEW_CHECK_RATE, GOLD_RATE_SETTING, REVIEW_CHECK_RATE_SETTING, TRAINING_ITEMS, next_is_gold, review_is_checked, training_passed};
         use arbiter_domain::annotation::pool::{DEFAULT_QUALITY_THRESHOLD, QUALITY_THRESHOLD_SETTING, RaterLabel, RaterRecord, RaterUpdate};
         use arbiter_domain::accounts::PasswordHash;
@@ -274,13 +276,15 @@ macro_rules! annotation_sql {
             }
             let training = training_since.is_some();
             // Renew the rater's own live lease first: "next" never hands out a second item.
-            let mut held: Option<(i64, i64)> = sqlx::query_as(
-                "UPDATE task_leases SET expires_at = $1 WHERE rater_id = $2 AND expires_at > $3 \
-                 RETURNING task_id, expires_at",
+            // (A lease from before handles existed gets one here.)
+            let mut held: Option<(i64, i64, String)> = sqlx::query_as(
+                "UPDATE task_leases SET expires_at = $1, handle = COALESCE(handle, $4) \
+                 WHERE rater_id = $2 AND expires_at > $3 RETURNING task_id, expires_at, handle",
             )
             .bind(now + lease_ms)
             .bind(user_id.get())
             .bind(now)
+            .bind(ClaimHandle::fresh().0)
             .fetch_optional(&mut *tx)
             .await?;
             if held.is_none() {
@@ -318,21 +322,23 @@ macro_rules! annotation_sql {
                     // includes them, and each is removed by its owner's next claim (at most
                     // one per rater). Deleting them here deadlocked on PostgreSQL when two
                     // raters each took the item the other had let lapse.
+                    let handle = ClaimHandle::fresh();
                     sqlx::query(
-                        "INSERT INTO task_leases (task_id, rater_id, started_at, expires_at, gold_id) \
-                         VALUES ($1, $2, $3, $4, $5)",
+                        "INSERT INTO task_leases (task_id, rater_id, started_at, expires_at, gold_id, handle) \
+                         VALUES ($1, $2, $3, $4, $5, $6)",
                     )
                     .bind(task_id)
                     .bind(user_id.get())
                     .bind(now)
                     .bind(now + lease_ms)
                     .bind(gold_id)
+                    .bind(handle.as_str())
                     .execute(&mut *tx)
                     .await?;
-                    held = Some((task_id, now + lease_ms));
+                    held = Some((task_id, now + lease_ms, handle.0));
                 }
             }
-            let Some((task_id, lease_expires_at)) = held else {
+            let Some((task_id, lease_expires_at, handle)) = held else {
                 tx.commit().await?;
                 return Ok(None);
             };
@@ -347,6 +353,7 @@ macro_rules! annotation_sql {
             .await?;
             tx.commit().await?;
             Ok(Some(AnnotationTask {
+                handle: ClaimHandle(handle),
                 task_id: TaskId(task_id),
                 input: row.read("input")?,
                 target: row.read("target")?,
@@ -360,7 +367,7 @@ macro_rules! annotation_sql {
         /// when it has all its labels.
         async fn submit_task_label(
             writer: &sqlx::Pool<$db>,
-            task_id: TaskId,
+            handle: &ClaimHandle,
             user_id: UserId,
             pass: bool,
             rationale: &str,
@@ -368,19 +375,20 @@ macro_rules! annotation_sql {
             let now = now_ms();
             let verdict = if pass { Verdict::Pass } else { Verdict::Fail };
             let mut tx = writer.begin_with($begin).await?;
-            let lease: Option<(i64, Option<i64>)> = sqlx::query_as(
-                "DELETE FROM task_leases WHERE task_id = $1 AND rater_id = $2 AND expires_at > $3 \
-                 RETURNING started_at, gold_id",
+            let lease: Option<(i64, i64, Option<i64>)> = sqlx::query_as(
+                "DELETE FROM task_leases WHERE handle = $1 AND rater_id = $2 AND expires_at > $3 \
+                 RETURNING task_id, started_at, gold_id",
             )
-            .bind(task_id.get())
+            .bind(handle.as_str())
             .bind(user_id.get())
             .bind(now)
             .fetch_optional(&mut *tx)
             .await?;
-            let Some((started, gold_id)) = lease else {
+            let Some((task_id, started, gold_id)) = lease else {
                 tx.rollback().await?;
                 return Err(StoreError::Conflict(NOT_HELD.into()));
             };
+            let task_id = TaskId(task_id);
             if let Some(gold_id) = gold_id {
                 let feedback = record_gold_answer(&mut tx, gold_id, user_id, pass, now - started, now).await?;
                 tx.commit().await?;
@@ -574,30 +582,30 @@ macro_rules! annotation_sql {
         /// Gives the item back to the queue without a label; the rater is not offered it again.
         async fn skip_leased_task(
             writer: &sqlx::Pool<$db>,
-            task_id: TaskId,
+            handle: &ClaimHandle,
             user_id: UserId,
         ) -> StoreResult<()> {
             let now = now_ms();
             let mut tx = writer.begin_with($begin).await?;
-            let released: Option<Option<i64>> = sqlx::query_scalar(
-                "DELETE FROM task_leases WHERE task_id = $1 AND rater_id = $2 AND expires_at > $3 RETURNING gold_id",
+            let released: Option<i64> = sqlx::query_scalar(
+                "DELETE FROM task_leases WHERE handle = $1 AND rater_id = $2 AND expires_at > $3 RETURNING task_id",
             )
-            .bind(task_id.get())
+            .bind(handle.as_str())
             .bind(user_id.get())
             .bind(now)
             .fetch_optional(&mut *tx)
             .await?;
-            if released.is_none() {
+            let Some(task_id) = released else {
                 tx.rollback().await?;
                 return Err(StoreError::Conflict(NOT_HELD.into()));
-            }
+            };
             // A skipped gold item is recorded like any skip: it never comes back, as no skipped
             // item does, so skipping cannot tell a rater which items were gold.
 
             sqlx::query(
                 "INSERT INTO annotation_skips (task_id, user_id, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
             )
-            .bind(task_id.get())
+            .bind(task_id)
             .bind(user_id.get())
             .bind(now)
             .execute(&mut *tx)
@@ -629,14 +637,62 @@ macro_rules! annotation_sql {
             Ok(QueueCounts { open, leased, done })
         }
 
-        /// The oldest label waiting for a reviewer who did not write it, promotion decisions first.
+        /// How long a label served for review stays with its reviewer before the next reviewer
+        /// who asks may take it.
+        const REVIEW_HOLD_MS: i64 = 30 * 60 * 1000;
+
+        /// The label this reviewer holds for review, or the oldest free one on an item they did
+        /// not label (higher-priority runs first), now served to them alone; else a decision
+        /// to spot-check.
         async fn next_pending_review(
+            writer: &sqlx::Pool<$db>,
             pool: &sqlx::Pool<$db>,
             reviewer_id: UserId,
         ) -> StoreResult<Option<ReviewItem>> {
+            let now = now_ms();
+            let mut tx = writer.begin_with($begin).await?;
+            let mut served = None;
+            // A second reviewer may serve themselves the same label at the same moment (on
+            // PostgreSQL); the serving update is conditional, and the loser picks again.
+            for _ in 0..3 {
+                let picked: Option<i64> = sqlx::query_scalar(
+                    "SELECT l.id FROM labels l JOIN annotation_tasks t ON t.id = l.task_id \
+                     WHERE l.review_state = 'pending' \
+                       AND (l.review_served_to IS NULL OR l.review_served_to = $1 OR l.review_served_until <= $2) \
+                       AND NOT EXISTS (SELECT 1 FROM labels o WHERE o.task_id = l.task_id AND o.annotator_id = $1) \
+                     ORDER BY CASE WHEN l.review_served_to = $1 AND l.review_served_until > $2 THEN 0 ELSE 1 END, \
+                              t.priority DESC, l.id LIMIT 1",
+                )
+                .bind(reviewer_id.get())
+                .bind(now)
+                .fetch_optional(&mut *tx)
+                .await?;
+                let Some(label_id) = picked else {
+                    break;
+                };
+                let taken = sqlx::query(
+                    "UPDATE labels SET review_served_to = $1, review_served_until = $2 \
+                     WHERE id = $3 AND review_state = 'pending' \
+                       AND (review_served_to IS NULL OR review_served_to = $1 OR review_served_until <= $4)",
+                )
+                .bind(reviewer_id.get())
+                .bind(now + REVIEW_HOLD_MS)
+                .bind(label_id)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if taken == 1 {
+                    served = Some(label_id);
+                    break;
+                }
+            }
+            tx.commit().await?;
+            let Some(label_id) = served else {
+                return next_pending_check(pool, reviewer_id).await;
+            };
             let row = sqlx::query(
                 "SELECT l.id AS label_id, u.username, i.input, i.target, g.output, l.verdict, l.rationale, \
-                        t.labels_needed, \
                         (SELECT COUNT(*) FROM labels o WHERE o.task_id = l.task_id AND o.state = 'standing' \
                          AND o.verdict <> l.verdict) AS dissent \
                  FROM labels l JOIN users u ON u.id = l.annotator_id \
@@ -644,14 +700,11 @@ macro_rules! annotation_sql {
                  JOIN work_items w ON w.id = t.work_item_id \
                  JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
                  JOIN generations g ON g.work_item_id = w.id \
-                 WHERE l.review_state = 'pending' AND l.annotator_id <> $1 ORDER BY t.priority DESC, l.id LIMIT 1",
+                 WHERE l.id = $1",
             )
-            .bind(reviewer_id.get())
-            .fetch_optional(pool)
+            .bind(label_id)
+            .fetch_one(writer)
             .await?;
-            let Some(row) = row else {
-                return next_pending_check(pool, reviewer_id).await;
-            };
             let dissent: i64 = row.read("dissent")?;
             let why = if dissent > 0 {
                 "the raters disagree on this item"
@@ -697,7 +750,8 @@ macro_rules! annotation_sql {
                  JOIN work_items w ON w.id = t.work_item_id \
                  JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
                  JOIN generations g ON g.work_item_id = w.id \
-                 WHERE r.check_state = 'pending' AND r.reviewer_id <> $1 AND l.annotator_id <> $1 \
+                 WHERE r.check_state = 'pending' AND r.reviewer_id <> $1 \
+                   AND NOT EXISTS (SELECT 1 FROM labels o WHERE o.task_id = l.task_id AND o.annotator_id = $1) \
                  ORDER BY r.id LIMIT 1",
             )
             .bind(checker_id.get())
@@ -745,6 +799,11 @@ macro_rules! annotation_sql {
             if UserId(rater_id) == checker_id {
                 return Err(StoreError::Conflict("you cannot check a decision about your own label".into()));
             }
+            if labelled_by(&mut tx, TaskId(task_id), checker_id).await? {
+                return Err(StoreError::Conflict(
+                    "you labelled this item, so another senior checks decisions on it".into(),
+                ));
+            }
             if check_state.as_deref() != Some("pending") {
                 return Err(StoreError::Conflict(
                     "this decision is not waiting for a spot check (not drawn, or checked already)".into(),
@@ -781,6 +840,20 @@ macro_rules! annotation_sql {
             Ok(())
         }
 
+        /// Whether `user_id` has labelled the task's item (a label standing or rejected).
+        async fn labelled_by(
+            tx: &mut sqlx::Transaction<'_, $db>,
+            task_id: TaskId,
+            user_id: UserId,
+        ) -> Result<bool, sqlx::Error> {
+            sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM labels WHERE task_id = $1 AND annotator_id = $2")
+                .bind(task_id.get())
+                .bind(user_id.get())
+                .fetch_one(&mut **tx)
+                .await
+                .map(|count| count > 0)
+        }
+
         /// A reviewer's decision: accepted labels stand, a correction decides the item, a
         /// rejected label stops counting and the item returns to the queue.
         async fn decide_review(
@@ -792,20 +865,31 @@ macro_rules! annotation_sql {
         ) -> StoreResult<()> {
             let now = now_ms();
             let mut tx = writer.begin_with($begin).await?;
-            let label: Option<(i64, i64, String, Option<String>)> = sqlx::query_as(
-                "SELECT task_id, annotator_id, state, review_state FROM labels WHERE id = $1",
+            let label: Option<(i64, i64, String, Option<String>, Option<i64>)> = sqlx::query_as(
+                "SELECT task_id, annotator_id, state, review_state, review_served_to FROM labels WHERE id = $1",
             )
             .bind(label_id)
             .fetch_optional(&mut *tx)
             .await?;
-            let Some((task_id, rater_id, state, review_state)) = label else {
+            let Some((task_id, rater_id, state, review_state, served_to)) = label else {
                 return Err(StoreError::NotFound(format!("no label with id {label_id}")));
             };
             if UserId(rater_id) == reviewer_id {
                 return Err(StoreError::Conflict("you cannot review your own label".into()));
             }
-            if state == "rejected" || review_state.as_deref().is_some_and(|s| s != "pending") {
+            let Some(review_state) = review_state else {
+                return Err(StoreError::Conflict("this label was not drawn for review".into()));
+            };
+            if state == "rejected" || review_state != "pending" {
                 return Err(StoreError::Conflict("this label has been reviewed already".into()));
+            }
+            if served_to != Some(reviewer_id.get()) {
+                return Err(StoreError::Conflict(
+                    "this label was not served to you for review; take your next item on the review page".into(),
+                ));
+            }
+            if labelled_by(&mut tx, TaskId(task_id), reviewer_id).await? {
+                return Err(StoreError::Conflict("you labelled this item, so another reviewer decides it".into()));
             }
             let corrected = match decision {
                 ReviewDecision::Correct { pass } => Some(if pass { "pass" } else { "fail" }),
@@ -1445,21 +1529,21 @@ macro_rules! annotation_sql {
 
             async fn submit_label(
                 &self,
-                task_id: TaskId,
+                handle: &ClaimHandle,
                 user_id: UserId,
                 pass: bool,
                 rationale: &str,
             ) -> StoreResult<Option<TrainingFeedback>> {
                 let result: StoreResult<Option<TrainingFeedback>> = async move {
-                    submit_task_label(&self.writer, task_id, user_id, pass, rationale).await
+                    submit_task_label(&self.writer, handle, user_id, pass, rationale).await
                 }
                 .await;
                 result.map_err(|err| err.during("submit_label"))
             }
 
-            async fn skip_task(&self, task_id: TaskId, user_id: UserId) -> StoreResult<()> {
+            async fn skip_task(&self, handle: &ClaimHandle, user_id: UserId) -> StoreResult<()> {
                 let result: StoreResult<()> = async move {
-                    skip_leased_task(&self.writer, task_id, user_id).await
+                    skip_leased_task(&self.writer, handle, user_id).await
                 }
                 .await;
                 result.map_err(|err| err.during("skip_task"))
@@ -1475,7 +1559,7 @@ macro_rules! annotation_sql {
 
             async fn next_review(&self, reviewer_id: UserId) -> StoreResult<Option<ReviewItem>> {
                 let result: StoreResult<Option<ReviewItem>> = async move {
-                    next_pending_review(&self.pool, reviewer_id).await
+                    next_pending_review(&self.writer, &self.pool, reviewer_id).await
                 }
                 .await;
                 result.map_err(|err| err.during("next_review"))

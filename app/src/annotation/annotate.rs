@@ -8,7 +8,7 @@
 use crate::annotation::api::{next_task, SkipTask, SubmitLabel, TaskView, TrainingFeedbackView};
 use crate::components::{error_text, ErrorNote, ItemText};
 use crate::format::verdict_word;
-use arbiter_domain::ids::TaskId;
+use arbiter_domain::annotation::task::ClaimHandle;
 use leptos::html;
 use leptos::prelude::*;
 
@@ -18,23 +18,23 @@ pub fn AnnotatePage() -> impl IntoView {
     let task = Resource::new(move || tick.get(), |_| next_task());
     let submit = ServerAction::<SubmitLabel>::new();
     let skip = ServerAction::<SkipTask>::new();
-    let current = RwSignal::new(None::<TaskId>);
+    let current = RwSignal::new(None::<ClaimHandle>);
     let rationale = RwSignal::new(String::new());
     let notice = RwSignal::new(None::<String>);
     let rationale_box = NodeRef::<html::Textarea>::new();
 
     let label = move |verdict: &str| {
-        if let Some(task_id) = current.get_untracked() {
+        if let Some(handle) = current.get_untracked() {
             submit.dispatch(SubmitLabel {
-                task_id,
+                handle,
                 verdict: verdict.to_string(),
                 rationale: rationale.get_untracked(),
             });
         }
     };
     let skip_current = move || {
-        if let Some(task_id) = current.get_untracked() {
-            skip.dispatch(SkipTask { task_id });
+        if let Some(handle) = current.get_untracked() {
+            skip.dispatch(SkipTask { handle });
         }
     };
     // After a label or a skip lands, move on (or say why not). One effect per action, so each
@@ -88,7 +88,7 @@ pub fn AnnotatePage() -> impl IntoView {
             {move || Suspend::new(async move {
                 match task.await {
                     Ok(Some(TaskView { task, remaining })) => {
-                        current.set(Some(task.task_id));
+                        current.set(Some(task.handle.clone()));
                         let training = task.training.then(|| view! {
                             <p class="notice" data-testid="training">
                                 "Training: these items have known answers. After each label you see the right one; "
@@ -97,7 +97,7 @@ pub fn AnnotatePage() -> impl IntoView {
                         });
                         view! {
                             {training}
-                            <section class="card task" data-testid="task" data-task-id=task.task_id.to_string()>
+                            <section class="card task" data-testid="task" data-claim=task.handle.to_string()>
                                 <p class="hint">{remaining} " items in the queue"</p>
                                 <ItemText input=task.input target=task.target output=task.output/>
                                 <p>"Is the model's final answer correct?"</p>

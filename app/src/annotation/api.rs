@@ -6,7 +6,7 @@ use arbiter_domain::annotation::gold::{GoldCandidate, GoldItem};
 use arbiter_domain::annotation::pool::RaterStats;
 use arbiter_domain::annotation::review::ReviewItem;
 use arbiter_domain::annotation::sla::{AtRiskTask, SlaDay};
-use arbiter_domain::annotation::task::{AnnotationTask, TrainingFeedback};
+use arbiter_domain::annotation::task::{AnnotationTask, ClaimHandle, TrainingFeedback};
 use arbiter_domain::health::Alert;
 use arbiter_domain::ids::{RunId, TaskId, UserId};
 use leptos::prelude::*;
@@ -328,7 +328,7 @@ pub async fn next_task() -> Result<Option<TaskView>, ServerFnError> {
 /// Records a label: `verdict` is `pass` or `fail`.
 #[server(endpoint = "submit_label")]
 pub async fn submit_label(
-    task_id: TaskId,
+    handle: ClaimHandle,
     verdict: String,
     rationale: String,
 ) -> Result<Option<TrainingFeedbackView>, ServerFnError> {
@@ -348,7 +348,7 @@ pub async fn submit_label(
     }
     let feedback = state
         .store
-        .submit_label(task_id, user.id, pass, &rationale)
+        .submit_label(&handle, user.id, pass, &rationale)
         .await
         .map_err(store_error)?;
     Ok(feedback.map(|feedback| TrainingFeedbackView {
@@ -360,11 +360,11 @@ pub async fn submit_label(
 }
 
 #[server(endpoint = "skip_task")]
-pub async fn skip_task(task_id: TaskId) -> Result<(), ServerFnError> {
+pub async fn skip_task(handle: ClaimHandle) -> Result<(), ServerFnError> {
     let (state, user) = require(Permission::Annotate).await?;
     state
         .store
-        .skip_task(task_id, user.id)
+        .skip_task(&handle, user.id)
         .await
         .map_err(store_error)
 }

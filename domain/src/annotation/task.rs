@@ -2,12 +2,53 @@
 //! verdict), what a rater in training learns after answering, and the labels agreement is
 //! computed from.
 
+use std::fmt;
+
 use crate::ids::{TaskId, UserId};
 use serde::{Deserialize, Serialize};
+
+/// What a rater's claim on an item is called outside the server: random and new for every
+/// claim, so nothing a rater sees ties the item to its task id (a gold item, served under its
+/// real and usually old id, would give itself away) or to another rater's claim.
+#[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ClaimHandle(pub String);
+
+impl ClaimHandle {
+    /// 128 random bits from the operating system, as hex.
+    pub fn fresh() -> Self {
+        ClaimHandle(hex::encode(rand::random::<[u8; 16]>()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ClaimHandle {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(&self.0)
+    }
+}
+
+/// Shortened: a handle is as good as the lease it names while that lease lives.
+impl fmt::Debug for ClaimHandle {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            formatter,
+            "ClaimHandle({}…)",
+            self.0.get(..6).unwrap_or(&self.0)
+        )
+    }
+}
 
 /// An item as an annotator sees it: blind to the model and the grader's verdict.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AnnotationTask {
+    /// Names this rater's claim when they label or skip it.
+    pub handle: ClaimHandle,
+    /// The server's own key for the item; never sent to the browser.
+    #[serde(skip)]
     pub task_id: TaskId,
     pub input: String,
     pub target: String,

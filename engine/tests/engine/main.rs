@@ -8,5 +8,6 @@ mod endpoint_keys;
 mod fuzz_inputs;
 mod ops_story;
 mod quality_story;
+mod security;
 mod store_story;
 mod triage;

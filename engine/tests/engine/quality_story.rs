@@ -76,11 +76,15 @@ async fn gold_items_measure_raters_and_train_new_ones(store: Arc<dyn Store>) {
     store.set_setting(GOLD_RATE_SETTING, "0").await.unwrap();
 
     // Ann labels the head of the queue; a lead makes eleven items gold, that one included.
-    let first = claim(store, ann).await.task_id;
+    let first = claim(store, ann).await;
     assert_eq!(
-        store.submit_label(first, ann, true, "").await.unwrap(),
+        store
+            .submit_label(&first.handle, ann, true, "")
+            .await
+            .unwrap(),
         None
     );
+    let first = first.task_id;
     let mut gold_tasks = vec![first];
     gold_tasks.extend((1..=10).map(|offset| TaskId(first.get() + offset)));
     for &task_id in &gold_tasks {
@@ -140,7 +144,7 @@ async fn gold_items_measure_raters_and_train_new_ones(store: Arc<dyn Store>) {
         // default threshold of 70%); the eleventh makes the latest ten 7 right.
         let pass = answer >= 4;
         let feedback = store
-            .submit_label(task.task_id, trainee, pass, "")
+            .submit_label(&task.handle, trainee, pass, "")
             .await
             .unwrap()
             .expect("training answers get feedback");
@@ -163,7 +167,7 @@ async fn gold_items_measure_raters_and_train_new_ones(store: Arc<dyn Store>) {
     // Graduated: real items now, and nothing says they are in training.
     let real = claim(store, trainee).await;
     assert!(!real.training);
-    store.skip_task(real.task_id, trainee).await.unwrap();
+    store.skip_task(&real.handle, trainee).await.unwrap();
     let records = store.raters().await.unwrap();
     let tim = rater(&records, "tim");
     assert_eq!((tim.gold_right, tim.gold_answered), (7, 11));
@@ -182,13 +186,13 @@ async fn gold_items_measure_raters_and_train_new_ones(store: Arc<dyn Store>) {
     );
     // A skipped gold item is a skip like any other: it never comes back.
     let skipped = served.task_id;
-    store.skip_task(skipped, ann).await.unwrap();
+    store.skip_task(&served.handle, ann).await.unwrap();
     let served = claim(store, ann).await;
     assert_ne!(served.task_id, skipped);
     let answered = served.task_id;
     assert_eq!(
         store
-            .submit_label(served.task_id, ann, false, "")
+            .submit_label(&served.handle, ann, false, "")
             .await
             .unwrap(),
         None,
@@ -238,7 +242,7 @@ async fn gold_items_measure_raters_and_train_new_ones(store: Arc<dyn Store>) {
         .id;
     store.retire_gold(gold_id).await.unwrap();
     assert!(matches!(
-        store.submit_label(served.task_id, ann, true, "").await,
+        store.submit_label(&served.handle, ann, true, "").await,
         Err(StoreError::Conflict(_))
     ));
     assert!(matches!(
@@ -272,10 +276,27 @@ async fn reviewers_decisions_are_spot_checked(store: Arc<dyn Store>) {
     let lead = user(store, "lead", Role::Lead).await;
 
     // Ann and Ben split: both labels go to a reviewer.
-    let task = claim(store, ann).await.task_id;
-    assert_eq!(claim(store, ben).await.task_id, task);
-    store.submit_label(task, ann, true, "").await.unwrap();
-    store.submit_label(task, ben, false, "").await.unwrap();
+    let (for_ann, for_ben) = (claim(store, ann).await, claim(store, ben).await);
+    assert_eq!(for_ben.task_id, for_ann.task_id);
+    assert_ne!(
+        for_ben.handle, for_ann.handle,
+        "each claim has its own handle"
+    );
+    store
+        .submit_label(&for_ann.handle, ann, true, "")
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            store.submit_label(&for_ann.handle, ben, false, "").await,
+            Err(StoreError::Conflict(_))
+        ),
+        "a handle is good only for the rater it was served to"
+    );
+    store
+        .submit_label(&for_ben.handle, ben, false, "")
+        .await
+        .unwrap();
     let first = store
         .next_review(rev)
         .await
@@ -425,8 +446,12 @@ async fn the_monitor_escalates_at_risk_tasks_and_alerts_leads(store: Arc<dyn Sto
     let sent = || std::fs::read_dir(outbox.path()).unwrap().count();
 
     // One label in the last hour: 119 labels to go at one an hour misses a 48-hour SLA.
-    let task = claim(store, ann).await.task_id;
-    store.submit_label(task, ann, true, "").await.unwrap();
+    let claimed = claim(store, ann).await;
+    let task = claimed.task_id;
+    store
+        .submit_label(&claimed.handle, ann, true, "")
+        .await
+        .unwrap();
     let report = queue_report(store, now_ms(), false).await.unwrap();
     assert_eq!((report.backlog_tasks, report.backlog_labels), (60, 119));
     assert_eq!(report.ages.iter().map(|(_, count)| count).sum::<u64>(), 60);
@@ -458,9 +483,9 @@ async fn the_monitor_escalates_at_risk_tasks_and_alerts_leads(store: Arc<dyn Sto
     );
     // Escalated tasks lead the queue, and a senior rater is served one first.
     let escalated = report.to_escalate.clone();
-    let senior_task = claim(store, rev).await.task_id;
-    assert!(escalated.contains(&senior_task));
-    store.skip_task(senior_task, rev).await.unwrap();
+    let senior_task = claim(store, rev).await;
+    assert!(escalated.contains(&senior_task.task_id));
+    store.skip_task(&senior_task.handle, rev).await.unwrap();
     // Escalated tasks jump the queue, so tasks behind them may now be forecast late and are
     // escalated in turn; no task twice, so the rounds settle. The open alert is updated, not
     // raised or mailed again.
@@ -480,18 +505,24 @@ async fn the_monitor_escalates_at_risk_tasks_and_alerts_leads(store: Arc<dyn Sto
 
     // Ann and Ben label 24 shared items and agree on half: agreement is low. The velocity
     // rises, so the SLA alert resolves itself.
-    assert_eq!(claim(store, ben).await.task_id, task);
-    store.submit_label(task, ben, true, "").await.unwrap();
+    let for_ben = claim(store, ben).await;
+    assert_eq!(for_ben.task_id, task);
+    store
+        .submit_label(&for_ben.handle, ben, true, "")
+        .await
+        .unwrap();
     for index in 0..24 {
-        let task = claim(store, ann).await.task_id;
+        let (for_ann, for_ben) = (claim(store, ann).await, claim(store, ben).await);
         assert_eq!(
-            claim(store, ben).await.task_id,
-            task,
+            for_ben.task_id, for_ann.task_id,
             "overlap 2: ben shares ann's item"
         );
-        store.submit_label(task, ann, true, "").await.unwrap();
         store
-            .submit_label(task, ben, index % 2 == 0, "")
+            .submit_label(&for_ann.handle, ann, true, "")
+            .await
+            .unwrap();
+        store
+            .submit_label(&for_ben.handle, ben, index % 2 == 0, "")
             .await
             .unwrap();
     }

@@ -882,6 +882,10 @@ async fn uncertain_answers_go_to_one_annotator_at_a_time(store: Arc<dyn Store>) 
         again.task_id, task.task_id,
         "asking again renews, never leases a second item"
     );
+    assert_eq!(
+        again.handle, task.handle,
+        "a renewed claim keeps its handle"
+    );
     assert!(again.lease_expires_at >= task.lease_expires_at);
     assert_eq!(
         store.annotation_queue_counts().await.unwrap(),
@@ -889,11 +893,11 @@ async fn uncertain_answers_go_to_one_annotator_at_a_time(store: Arc<dyn Store>) 
     );
 
     assert!(matches!(
-        store.submit_label(task.task_id, ben, false, "wrong").await,
+        store.submit_label(&task.handle, ben, false, "wrong").await,
         Err(StoreError::Conflict(_))
     ));
     store
-        .submit_label(task.task_id, ann, true, "42 is meant")
+        .submit_label(&task.handle, ann, true, "42 is meant")
         .await
         .unwrap();
     assert_eq!(
@@ -909,7 +913,7 @@ async fn uncertain_answers_go_to_one_annotator_at_a_time(store: Arc<dyn Store>) 
     assert_eq!(labelled.grade_reason, "human label (pass): 42 is meant");
     assert!(matches!(
         store
-            .submit_label(task.task_id, ann, false, "changed my mind")
+            .submit_label(&task.handle, ann, false, "changed my mind")
             .await,
         Err(StoreError::Conflict(_))
     ));
@@ -931,10 +935,10 @@ async fn uncertain_answers_go_to_one_annotator_at_a_time(store: Arc<dyn Store>) 
     assert_ne!(skipped.task_id, task.task_id);
     assert_eq!(skipped.target, "8");
     assert!(matches!(
-        store.skip_task(skipped.task_id, ann).await,
+        store.skip_task(&skipped.handle, ann).await,
         Err(StoreError::Conflict(_))
     ));
-    store.skip_task(skipped.task_id, ben).await.unwrap();
+    store.skip_task(&skipped.handle, ben).await.unwrap();
     assert_eq!(
         store.annotation_queue_counts().await.unwrap(),
         counts(1, 0, 1)
@@ -953,7 +957,7 @@ async fn uncertain_answers_go_to_one_annotator_at_a_time(store: Arc<dyn Store>) 
         .expect("another annotator gets the skipped item");
     assert_eq!(taken.task_id, skipped.task_id);
     store
-        .submit_label(taken.task_id, ann, false, "  ")
+        .submit_label(&taken.handle, ann, false, "  ")
         .await
         .unwrap();
     assert_eq!(
@@ -1540,7 +1544,7 @@ async fn label_by_a_human(store: &dyn Store) {
         .expect("the uncertain answer waits for a human");
     assert_eq!(task.target, "10", "c5 asks for 5 + 5");
     store
-        .submit_label(task.task_id, rater, true, "right after all")
+        .submit_label(&task.handle, rater, true, "right after all")
         .await
         .unwrap();
 }
@@ -2042,7 +2046,7 @@ async fn judges_policies_and_the_grade_cache(store: Arc<dyn Store>) {
         .unwrap()
     {
         store
-            .submit_label(task.task_id, ann, true, "")
+            .submit_label(&task.handle, ann, true, "")
             .await
             .unwrap();
     }
@@ -2101,41 +2105,45 @@ async fn overlap_review_and_the_rater_pool(store: Arc<dyn Store>) {
             .await
             .unwrap()
             .expect("an item is offered")
-            .task_id
     };
 
     // Two raters share the first item; the third gets the next one.
-    let first = next(ann, LONG_LEASE_MS).await;
-    assert_eq!(next(ben, LONG_LEASE_MS).await, first);
-    let second = next(cal, LONG_LEASE_MS).await;
+    let ann_first = next(ann, LONG_LEASE_MS).await;
+    let ben_first = next(ben, LONG_LEASE_MS).await;
+    let first = ann_first.task_id;
+    assert_eq!(ben_first.task_id, first);
+    let cal_second = next(cal, LONG_LEASE_MS).await;
+    let second = cal_second.task_id;
     assert_ne!(second, first, "the first item has both its raters");
     assert_eq!(
-        next(ann, LONG_LEASE_MS).await,
-        first,
+        next(ann, LONG_LEASE_MS).await.handle,
+        ann_first.handle,
         "asking again renews the same lease"
     );
 
     // Ann and Ben disagree: an even split waits for a reviewer.
     store
-        .submit_label(first, ann, true, "looks right")
+        .submit_label(&ann_first.handle, ann, true, "looks right")
         .await
         .unwrap();
     assert!(
         matches!(
-            store.submit_label(first, ann, true, "again").await,
+            store
+                .submit_label(&ann_first.handle, ann, true, "again")
+                .await,
             Err(StoreError::Conflict(_))
         ),
         "a second submission changes nothing"
     );
     assert!(
         matches!(
-            store.submit_label(second, ann, true, "").await,
+            store.submit_label(&cal_second.handle, ann, true, "").await,
             Err(StoreError::Conflict(_))
         ),
         "ann does not hold the second item"
     );
     store
-        .submit_label(first, ben, false, "wrong")
+        .submit_label(&ben_first.handle, ben, false, "wrong")
         .await
         .unwrap();
     assert_eq!(progress(store, run_id).await.uncertain, 3);
@@ -2178,19 +2186,26 @@ async fn overlap_review_and_the_rater_pool(store: Arc<dyn Store>) {
 
     // An expired lease counts for nothing: its label is refused and the slot is free again.
     let stale = next(dan, 1).await;
-    assert_eq!(stale, second);
+    assert_eq!(stale.task_id, second);
     tokio::time::sleep(Duration::from_millis(5)).await;
     assert!(matches!(
-        store.submit_label(stale, dan, true, "").await,
+        store.submit_label(&stale.handle, dan, true, "").await,
         Err(StoreError::Conflict(_))
     ));
-    store.submit_label(second, cal, false, "").await.unwrap();
+    store
+        .submit_label(&cal_second.handle, cal, false, "")
+        .await
+        .unwrap();
+    let dan_second = next(dan, LONG_LEASE_MS).await;
     assert_eq!(
-        next(dan, LONG_LEASE_MS).await,
-        second,
+        dan_second.task_id, second,
         "the expired slot is offered again"
     );
-    store.submit_label(second, dan, false, "").await.unwrap();
+    assert_ne!(dan_second.handle, stale.handle, "a new claim, a new handle");
+    store
+        .submit_label(&dan_second.handle, dan, false, "")
+        .await
+        .unwrap();
     let run = progress(store, run_id).await;
     assert_eq!(
         (run.failed, run.uncertain),
@@ -2206,16 +2221,31 @@ async fn overlap_review_and_the_rater_pool(store: Arc<dyn Store>) {
     assert_eq!(dan_record.labels.len(), 1);
     assert_eq!(dan_record.labels[0].matches_final, Some(true));
 
-    // A rejected label reopens its item and takes its verdict back.
+    // Only labels drawn for review are decided: Dan's was not.
     let labels_before = store.run_labels(run_id).await.unwrap();
     let dan_label = labels_before
         .iter()
         .find(|label| label.rater == "dan")
         .unwrap();
     assert_eq!(dan_label.task_id, second);
+    assert!(matches!(
+        store
+            .review_label(dan_label.label_id, rev, ReviewDecision::Reject, "")
+            .await,
+        Err(StoreError::Conflict(message)) if message.contains("not drawn")
+    ));
+
+    // A rejected label (Ben's, the other half of the split) reopens its item and takes its
+    // verdict back.
+    let other = store
+        .next_review(rev)
+        .await
+        .unwrap()
+        .expect("the other half of the split");
+    assert_eq!(other.rater, "ben");
     store
         .review_label(
-            dan_label.label_id,
+            other.label_id,
             rev,
             ReviewDecision::Reject,
             "did not read the question",
@@ -2224,8 +2254,8 @@ async fn overlap_review_and_the_rater_pool(store: Arc<dyn Store>) {
         .unwrap();
     let run = progress(store, run_id).await;
     assert_eq!(
-        (run.failed, run.uncertain),
-        (0, 2),
+        (run.passed, run.failed, run.uncertain),
+        (0, 1, 2),
         "the item is undecided again"
     );
     assert_eq!(
@@ -2234,8 +2264,8 @@ async fn overlap_review_and_the_rater_pool(store: Arc<dyn Store>) {
     );
     let ed = rater("ed").await;
     assert_eq!(
-        next(ed, LONG_LEASE_MS).await,
-        second,
+        next(ed, LONG_LEASE_MS).await.task_id,
+        first,
         "the reopened item needs one more rater"
     );
 
@@ -2331,7 +2361,7 @@ async fn concurrent_raters_fill_each_item_exactly_to_its_overlap(store: Arc<dyn 
                     tokio::time::sleep(Duration::from_millis(3)).await;
                 }
                 match store
-                    .submit_label(task.task_id, rater, index % 2 == 0, "")
+                    .submit_label(&task.handle, rater, index % 2 == 0, "")
                     .await
                 {
                     Ok(_) | Err(StoreError::Conflict(_)) => {}

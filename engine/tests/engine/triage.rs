@@ -275,7 +275,7 @@ async fn thresholds_route_the_expected_fractions_and_humans_calibrate_the_judge(
                 .eq_ignore_ascii_case(&format!("Answer: {}", task.target))
         });
         store
-            .submit_label(task.task_id, annotator, correct, "")
+            .submit_label(&task.handle, annotator, correct, "")
             .await
             .unwrap();
         labelled += 1;
@@ -527,7 +527,7 @@ async fn human_tasks_follow_the_policy_whether_answered_now_or_from_the_cache() 
             .unwrap();
         while let Some(task) = store.next_annotation_task(rater, 60_000).await.unwrap() {
             store
-                .submit_label(task.task_id, rater, true, "")
+                .submit_label(&task.handle, rater, true, "")
                 .await
                 .unwrap();
             labels += 1;

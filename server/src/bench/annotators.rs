@@ -238,7 +238,7 @@ async fn annotate(
         tokio::time::sleep(Duration::from_millis(think)).await;
         let sent = Instant::now();
         store
-            .submit_label(task.task_id, rater, !draw.is_multiple_of(5), "")
+            .submit_label(&task.handle, rater, !draw.is_multiple_of(5), "")
             .await?;
         submits.push(sent.elapsed().as_secs_f64() * 1e3);
     }

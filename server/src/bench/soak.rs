@@ -100,18 +100,18 @@ async fn annotator(
     while Instant::now() < until {
         let started = Instant::now();
         let task = checked(client.post(format!("{base}/api/next_task")).send().await).await;
-        let task_id = task
+        let handle = task
             .as_ref()
             .ok()
             .and_then(|body| serde_json::from_str::<serde_json::Value>(body).ok())
-            .and_then(|value| value["task_id"].as_i64());
+            .and_then(|value| value["handle"].as_str().map(str::to_string));
         note(&tally, "annotator: next task", started, task.map(|_| ()));
         draw ^= draw << 13;
         draw ^= draw >> 7;
         draw ^= draw << 17;
         let think = Duration::from_millis(1_000 + draw % 2_000);
         tokio::time::sleep(think).await;
-        if let Some(task_id) = task_id {
+        if let Some(handle) = handle {
             let started = Instant::now();
             let verdict = if draw.is_multiple_of(5) {
                 "fail"
@@ -122,7 +122,7 @@ async fn annotator(
                 client
                     .post(format!("{base}/api/submit_label"))
                     .form(&[
-                        ("task_id", task_id.to_string()),
+                        ("handle", handle),
                         ("verdict", verdict.to_string()),
                         ("rationale", String::new()),
                     ])

@@ -289,10 +289,10 @@ const SERVER_FUNCTIONS: &[(&str, Args, Allowed)] = &[
     ("next_task", &[], Allowed::Annotators),
     (
         "submit_label",
-        &[("task_id", "1"), ("verdict", "pass"), ("rationale", "")],
+        &[("handle", "0"), ("verdict", "pass"), ("rationale", "")],
         Allowed::Annotators,
     ),
-    ("skip_task", &[("task_id", "1")], Allowed::Annotators),
+    ("skip_task", &[("handle", "0")], Allowed::Annotators),
     ("queue_size", &[], Allowed::Annotators),
     ("next_review", &[], Allowed::Reviewers),
     (

@@ -1,0 +1,5 @@
+//! Security stories on both backends, one module per weakness they prevent (issue 19's
+//! object-level checks): each fails on the code before its fix.
+
+mod raters_never_see_task_ids;
+mod reviewers_decide_only_what_they_were_served;
