@@ -112,6 +112,26 @@ export async function openSessionAs(browser: Browser, user: DemoUser, log: Brows
   return { page, close: () => context.close() };
 }
 
+/** What the rater sees of the item on screen: its question and the model output. Raters never
+ * see item ids, so this is how a test tells that two raters were shown the same item. */
+export type ShownItem = { claim: string; content: string };
+
+/** Opens the annotation queue and waits until its first item is shown and the keys work. */
+export async function openQueue(page: Page): Promise<ShownItem> {
+  await page.goto('/annotate');
+  const task = page.getByTestId('task');
+  await expect(task).toBeVisible();
+  await expect(page.getByTestId('task-output')).not.toBeEmpty();
+  await expect(task.locator('pre.input')).not.toBeEmpty();
+  // Each claim has its own random handle, never the item's id.
+  const claim = await task.getAttribute('data-claim');
+  expect(claim).toMatch(/^[0-9a-f]{32}$/);
+  const content = `${await task.locator('pre.input').textContent()}\n${await page.getByTestId('task-output').textContent()}`;
+  // Keys only work once the wasm has hydrated the page.
+  await waitForHydration(page);
+  return { claim: claim!, content };
+}
+
 /** A name no other test (or earlier run against the same server) has used. */
 export function uniqueName(prefix: string) {
   return `${prefix}-${Date.now()}-${Math.floor(Math.random() * 1e6)}`;

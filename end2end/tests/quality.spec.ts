@@ -8,6 +8,7 @@ import {
   expect,
   jsonl,
   login,
+  openQueue,
   openSessionAs,
   submitLogin,
   test,
@@ -56,14 +57,6 @@ async function launchReviewedRun(page: Page) {
   await expect(page.getByTestId('count-uncertain')).toHaveText(String(TINY_DATASET.length));
 }
 
-async function openQueue(page: Page) {
-  await page.goto('/annotate');
-  const task = page.getByTestId('task');
-  await expect(task).toBeVisible();
-  await waitForHydration(page);
-  return (await task.getAttribute('data-claim'))!;
-}
-
 test.describe.configure({ mode: 'serial' });
 
 test('a reviewer rejects a label with a reason and the item returns to the queue', async ({ page, browser, browserLog }) => {
@@ -72,7 +65,7 @@ test('a reviewer rejects a label with a reason and the item returns to the queue
 
   // The lead has not labelled before (so holds no lease): the first item is a promotion one.
   const rater = await openSessionAs(browser, 'lead', browserLog);
-  const labelled = await openQueue(rater.page);
+  const labelled = (await openQueue(rater.page)).content;
   await rater.page.keyboard.press('2');
   await expect(rater.page.getByTestId('notice')).toHaveText('Label saved.');
   await rater.close();
@@ -92,7 +85,7 @@ test('a reviewer rejects a label with a reason and the item returns to the queue
 
   // Back in the queue: the reviewer (who may label too, and has labelled nothing) is offered
   // the reopened item first, as the oldest promotion item with a free slot.
-  expect(await openQueue(reviewer.page)).toBe(labelled);
+  expect((await openQueue(reviewer.page)).content).toBe(labelled);
   await reviewer.close();
 });
 
@@ -117,7 +110,7 @@ test('a lead pauses a rater, who then gets no items until resumed', async ({ pag
 
 test('an annotator labels three items with the keyboard alone', async ({ page }) => {
   await login(page, 'annotator2');
-  let shown: string | null = await openQueue(page);
+  let shown: string | null = (await openQueue(page)).claim;
   const labelled = new Set<string>();
   for (const key of ['1', '2', '1']) {
     expect(shown, 'the queue still has items').not.toBeNull();
@@ -158,8 +151,11 @@ test('a lead makes an item gold and invites a rater, who trains on it with feedb
   await qc.getByRole('button', { name: 'Save' }).click();
   await expect(page.getByRole('alert')).toContainText('the gold rate is a share');
 
-  // The item at the head of the lead's queue becomes gold (the lead skips it first).
-  const taskId = await openQueue(page);
+  // The item at the head of the lead's queue becomes gold (the lead skips it first). Leads,
+  // unlike raters, see the item's id.
+  const headOfQueue = await openQueue(page);
+  const taskId = (await page.getByTestId('item-id').textContent())!;
+  expect(taskId).toMatch(/^\d+$/);
   await page.keyboard.press('s');
   await expect(page.getByTestId('notice')).toHaveText('Skipped.');
   await page.goto('/queue');
@@ -197,7 +193,9 @@ test('a lead makes an item gold and invites a rater, who trains on it with feedb
   await rater.getByRole('button', { name: 'Change password' }).click();
   await expect(rater.getByTestId('password-changed')).toBeVisible();
   await expect(rater.getByTestId('whoami')).toHaveText(trainee);
-  expect(await openQueue(rater)).toBe(taskId);
+  const trained = await openQueue(rater);
+  expect(trained.content).toBe(headOfQueue.content);
+  await expect(rater.getByTestId('item-id'), 'raters never see item ids').toHaveCount(0);
   await expect(rater.getByTestId('training')).toBeVisible();
   await rater.keyboard.press('1');
   await expect(rater.getByTestId('notice')).toHaveText(

@@ -87,7 +87,7 @@ pub fn AnnotatePage() -> impl IntoView {
         <Transition fallback=|| view! { <p>"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match task.await {
-                    Ok(Some(TaskView { task, remaining })) => {
+                    Ok(Some(TaskView { task, item_id, remaining })) => {
                         current.set(Some(task.handle.clone()));
                         let training = task.training.then(|| view! {
                             <p class="notice" data-testid="training">
@@ -98,7 +98,10 @@ pub fn AnnotatePage() -> impl IntoView {
                         view! {
                             {training}
                             <section class="card task" data-testid="task" data-claim=task.handle.to_string()>
-                                <p class="hint">{remaining} " items in the queue"</p>
+                                <p class="hint">
+                                    {remaining} " items in the queue"
+                                    {item_id.map(|id| view! { " · item " <span data-testid="item-id">{id.get()}</span> })}
+                                </p>
                                 <ItemText input=task.input target=task.target output=task.output/>
                                 <p>"Is the model's final answer correct?"</p>
                                 <label>

@@ -69,11 +69,15 @@ pub async fn review_label(
 
 #[server(endpoint = "raters_page")]
 pub async fn raters_page() -> Result<RatersPageData, ServerFnError> {
-    let (state, _) = require(Permission::ManageUsers).await?;
+    let (state, user) = require(Permission::ManageUsers).await?;
     let (raters, threshold) = arbiter_engine::annotation::raters::rater_table(state.store.as_ref())
         .await
         .map_err(service_error)?;
-    Ok(RatersPageData { raters, threshold })
+    Ok(RatersPageData {
+        raters,
+        threshold,
+        viewer_is_admin: user.role == arbiter_domain::accounts::Role::Admin,
+    })
 }
 
 /// Pause, resume, deactivate, activate, `train` or `end-training` a rater (`action`), or set
@@ -319,7 +323,11 @@ pub async fn next_task() -> Result<Option<TaskView>, ServerFnError> {
         .await
         .map_err(store_error)?;
     let counts = store.annotation_queue_counts().await.map_err(store_error)?;
+    // Leads make gold items by item id, so they see it; raters never do (a gold item's id
+    // would give it away).
+    let shows_item_id = user.role.can(Permission::ManageUsers);
     Ok(task.map(|task| TaskView {
+        item_id: shows_item_id.then_some(task.task_id),
         task,
         remaining: counts.open + counts.leased,
     }))
@@ -385,6 +393,8 @@ pub async fn queue_size() -> Result<i64, ServerFnError> {
 pub struct RatersPageData {
     pub raters: Vec<RaterStats>,
     pub threshold: f64,
+    /// Admins may change admins' accounts; leads see those rows without controls.
+    pub viewer_is_admin: bool,
 }
 
 /// An agreement statistic: its value, or why it is undefined, with percent agreement beside.
@@ -427,6 +437,8 @@ pub struct InvitedView {
 pub struct TaskView {
     #[serde(flatten)]
     pub task: AnnotationTask,
+    /// The item's id, for leads and admins only.
+    pub item_id: Option<TaskId>,
     pub remaining: i64,
 }
 

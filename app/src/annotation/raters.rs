@@ -85,7 +85,8 @@ pub fn RatersPage() -> impl IntoView {
                                     let mut raters = data.raters.clone();
                                     let (column, descending) = sort.get();
                                     sort_raters(&mut raters, column, descending);
-                                    raters.into_iter().map(|rater| view! { <RaterRow rater update/> }).collect_view()
+                                    let viewer_is_admin = data.viewer_is_admin;
+                                    raters.into_iter().map(|rater| view! { <RaterRow rater update viewer_is_admin/> }).collect_view()
                                 }}
                             </tbody>
                         </table>
@@ -98,7 +99,15 @@ pub fn RatersPage() -> impl IntoView {
 }
 
 #[component]
-fn RaterRow(rater: RaterStats, update: ServerAction<UpdateRater>) -> impl IntoView {
+fn RaterRow(
+    rater: RaterStats,
+    update: ServerAction<UpdateRater>,
+    viewer_is_admin: bool,
+) -> impl IntoView {
+    // Only admins change an admin's account (the server refuses leads too); an admin's role
+    // is changed with `arbiter user`, so their row has no role choice.
+    let is_admin = rater.role == "admin";
+    let editable = viewer_is_admin || !is_admin;
     let in_training = rater.training_since.is_some();
     let status = match (rater.active, rater.paused, in_training) {
         (false, _, _) => "deactivated",
@@ -131,6 +140,7 @@ fn RaterRow(rater: RaterStats, update: ServerAction<UpdateRater>) -> impl IntoVi
     let flagged = rater.flag.is_some();
     let action_forms = actions
         .into_iter()
+        .filter(|_| editable)
         .map(|(action, label)| {
             let id = id.clone();
             view! {
@@ -157,9 +167,11 @@ fn RaterRow(rater: RaterStats, update: ServerAction<UpdateRater>) -> impl IntoVi
             <td>{rater.labels_30d}</td>
             <td>{rater.last_active.map(format_time).unwrap_or_else(|| "never".into())}</td>
             <td>
+                {(!editable).then(|| view! { <span class="hint" data-testid="admin-only">"changed by an admin"</span> })}
+                {editable.then(|| view! {
                 <ActionForm action=update attr:class="inline">
                     <input type="hidden" name="rater_id" value=id/>
-                    <RoleSelect selected=rater.role.clone() label=role_label/>
+                    {(!is_admin).then(|| view! { <RoleSelect selected=rater.role.clone() label=role_label/> })}
                     <input name="email" type="email" value=rater.email.clone().unwrap_or_default() placeholder="email" size="14"
                         aria-label=email_label/>
                     <input name="skills" value=rater.skills.join(", ") placeholder="code, math" size="12"
@@ -168,6 +180,7 @@ fn RaterRow(rater: RaterStats, update: ServerAction<UpdateRater>) -> impl IntoVi
                         value=rater.weekly_capacity_hours.to_string() aria-label=hours_label/>
                     <button type="submit" class="secondary">"Save"</button>
                 </ActionForm>
+                })}
             </td>
             <td>{action_forms}</td>
         </tr>

@@ -166,18 +166,34 @@ pub struct RaterForm {
     pub email: Option<String>,
 }
 
+/// Applies a lead's (or an admin's) change to one account of the pool. Leads never act on
+/// admins: an admin's account is changed by another admin or with `arbiter user`.
 pub async fn update_rater(
     store: &dyn Store,
-    lead_id: UserId,
+    actor_id: UserId,
     rater_id: UserId,
     form: &RaterForm,
 ) -> ServiceResult<()> {
+    let target = store
+        .get_user(rater_id)
+        .await?
+        .ok_or_else(|| ServiceError::NotFound(format!("no user with id {rater_id}")))?;
+    let actor_is_admin = store
+        .get_user(actor_id)
+        .await?
+        .is_some_and(|actor| actor.role == Role::Admin);
+    if target.role == Role::Admin && !actor_is_admin {
+        return Err(ServiceError::Forbidden(format!(
+            "`{}` is an admin: only an admin changes an admin's account",
+            target.username
+        )));
+    }
     let mut update = RaterUpdate::default();
     match form.action.trim() {
         "" => {}
         "pause" => update.paused = Some(true),
         "resume" => update.paused = Some(false),
-        "deactivate" if rater_id == lead_id => {
+        "deactivate" if rater_id == actor_id => {
             return Err(ServiceError::Invalid(
                 "you cannot deactivate your own account".into(),
             ))
@@ -192,13 +208,11 @@ pub async fn update_rater(
             )))
         }
     }
-    let target = store.get_user(rater_id).await?;
     if let Some(role) = form.role.as_deref().filter(|role| !role.trim().is_empty()) {
         let role = pool_role(role)?;
-        let current = target.as_ref().map(|user| user.role);
         // The row form always sends the role shown; only a change is one.
-        if current != Some(role) {
-            if rater_id == lead_id {
+        if target.role != role {
+            if rater_id == actor_id {
                 return Err(ServiceError::Invalid(
                     "you cannot change your own role".into(),
                 ));
@@ -215,7 +229,7 @@ pub async fn update_rater(
     if let Some(hours) = &form.weekly_capacity_hours {
         update.weekly_capacity_hours = Some(capacity_hours(hours)?);
     }
-    if target.is_some_and(|user| user.role == Role::Admin) && update.role.is_some() {
+    if target.role == Role::Admin && update.role.is_some() {
         return Err(ServiceError::Invalid(
             "an admin's role is changed with `arbiter user`, not from the rater pool".into(),
         ));

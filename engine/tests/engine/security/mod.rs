@@ -1,5 +1,6 @@
 //! Security stories on both backends, one module per weakness they prevent (issue 19's
 //! object-level checks): each fails on the code before its fix.
 
+mod leads_never_act_on_admins;
 mod raters_never_see_task_ids;
 mod reviewers_decide_only_what_they_were_served;
