@@ -12,7 +12,9 @@
 //! Signed webhooks carry `X-Arbiter-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of
 //! "<t>.<body>">` under the secret shown once at creation.
 
+use arbiter_domain::accounts::User;
 use arbiter_domain::ids::{RunId, UserId};
+use std::collections::HashSet;
 use std::time::Duration;
 
 use hmac::{Hmac, Mac};
@@ -23,7 +25,7 @@ use crate::clients::egress::{self, GuardedClient};
 use crate::error::{ServiceError, ServiceResult};
 use crate::secrets::SecretBox;
 use arbiter_domain::health::Alert;
-use arbiter_domain::webhooks::Webhook;
+use arbiter_domain::webhooks::{redacted_url, DeliveryRecord, Webhook};
 use arbiter_store::{DeliveryAttempt, Store};
 
 pub const EVENT_RUN_COMPLETED: &str = "run.completed";
@@ -118,6 +120,69 @@ pub async fn create_webhook(
         .create_webhook(url, &chosen, sealed.as_deref(), created_by, now)
         .await?;
     Ok((webhook, secret))
+}
+
+/// The webhooks as `viewer` may see them: whole URLs only on the ones they manage (their own,
+/// or all for leads and admins), the host alone on the rest.
+pub async fn webhooks_seen_by(store: &dyn Store, viewer: &User) -> ServiceResult<Vec<Webhook>> {
+    Ok(store
+        .webhooks()
+        .await?
+        .into_iter()
+        .map(|mut webhook| {
+            if !webhook.managed_by(viewer.id, viewer.role) {
+                webhook.url = redacted_url(&webhook.url);
+            }
+            webhook
+        })
+        .collect())
+}
+
+/// The latest deliveries, their receivers' URLs shown as `webhooks_seen_by` shows them.
+pub async fn deliveries_seen_by(
+    store: &dyn Store,
+    viewer: &User,
+    limit: i64,
+) -> ServiceResult<Vec<DeliveryRecord>> {
+    let managed: HashSet<i64> = store
+        .webhooks()
+        .await?
+        .into_iter()
+        .filter(|webhook| webhook.managed_by(viewer.id, viewer.role))
+        .map(|webhook| webhook.id)
+        .collect();
+    Ok(store
+        .recent_deliveries(limit)
+        .await?
+        .into_iter()
+        .map(|mut delivery| {
+            if !managed.contains(&delivery.webhook_id) {
+                delivery.url = redacted_url(&delivery.url);
+            }
+            delivery
+        })
+        .collect())
+}
+
+/// Deletes a webhook with its pending deliveries: only its creator, leads and admins may.
+pub async fn delete_webhook(store: &dyn Store, viewer: &User, id: i64) -> ServiceResult<()> {
+    let missing = || ServiceError::NotFound(format!("no webhook with id {id}"));
+    let webhook = store
+        .webhooks()
+        .await?
+        .into_iter()
+        .find(|webhook| webhook.id == id)
+        .ok_or_else(missing)?;
+    if !webhook.managed_by(viewer.id, viewer.role) {
+        return Err(ServiceError::Forbidden(format!(
+            "webhook {id} is not yours: only its creator, leads and admins delete it"
+        )));
+    }
+    if store.delete_webhook(id).await? {
+        Ok(())
+    } else {
+        Err(missing())
+    }
 }
 
 /// The signature header's value for `body` sent at `timestamp` (Unix seconds).

@@ -839,6 +839,7 @@ macro_rules! operations_sql {
                         signed: secret_ref.is_some(),
                         secret_ref: secret_ref.map(str::to_string),
                         cursor_ms: now,
+                        created_by,
                         created_at: now,
                     })
                 }
@@ -848,20 +849,21 @@ macro_rules! operations_sql {
 
             async fn webhooks(&self) -> $crate::StoreResult<Vec<arbiter_domain::webhooks::Webhook>> {
                 let result: $crate::StoreResult<Vec<arbiter_domain::webhooks::Webhook>> = async move {
-                    let rows: Vec<(i64, String, String, Option<String>, i64, i64)> = sqlx::query_as(
-                        "SELECT id, url, events, secret_ref, cursor_ms, created_at FROM webhooks ORDER BY id",
+                    let rows: Vec<(i64, String, String, Option<String>, i64, Option<i64>, i64)> = sqlx::query_as(
+                        "SELECT id, url, events, secret_ref, cursor_ms, created_by, created_at FROM webhooks ORDER BY id",
                     )
                     .fetch_all(&self.pool)
                     .await?;
                     Ok(rows
                         .into_iter()
-                        .map(|(id, url, events, secret_ref, cursor_ms, created_at)| arbiter_domain::webhooks::Webhook {
+                        .map(|(id, url, events, secret_ref, cursor_ms, created_by, created_at)| arbiter_domain::webhooks::Webhook {
                             id,
                             url,
                             events: events.split(',').filter(|e| !e.is_empty()).map(str::to_string).collect(),
                             signed: secret_ref.is_some(),
                             secret_ref,
                             cursor_ms,
+                            created_by: created_by.map(UserId::from),
                             created_at,
                         })
                         .collect())

@@ -61,13 +61,14 @@ fn WebhooksBody(
                     <tbody>
                         {data.webhooks.into_iter().map(|webhook| {
                             let id = webhook.id;
+                            let can_delete = can_edit && webhook.can_delete;
                             view! {
                                 <tr>
                                     <td><code>{webhook.url}</code></td>
                                     <td>{webhook.events}</td>
                                     <td>{if webhook.signed { "yes" } else { "no" }}</td>
                                     <td>
-                                        <Show when=move || can_edit>
+                                        <Show when=move || can_delete>
                                             <button class="secondary" on:click=move |_| { delete.dispatch(DeleteWebhook { id }); }>"Delete"</button>
                                         </Show>
                                     </td>

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 #[cfg(feature = "ssr")]
-use crate::guard::{fail, require, service_error, store_error};
+use crate::guard::{require, service_error};
 #[cfg(feature = "ssr")]
 use arbiter_domain::accounts::Permission;
 
@@ -16,6 +16,8 @@ pub struct WebhookView {
     pub url: String,
     pub events: String,
     pub signed: bool,
+    /// The viewer created it, or leads the pool: the whole URL is shown and it may be deleted.
+    pub can_delete: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -48,23 +50,24 @@ pub struct CreatedWebhookView {
 pub async fn webhooks_page() -> Result<WebhooksData, ServerFnError> {
     let (state, user) = require(Permission::ViewResults).await?;
     let store = state.store.as_ref();
+    let webhooks = arbiter_engine::webhooks::webhooks_seen_by(store, &user)
+        .await
+        .map_err(service_error)?;
+    let deliveries = arbiter_engine::webhooks::deliveries_seen_by(store, &user, 20)
+        .await
+        .map_err(service_error)?;
     Ok(WebhooksData {
-        webhooks: store
-            .webhooks()
-            .await
-            .map_err(store_error)?
+        webhooks: webhooks
             .into_iter()
             .map(|webhook| WebhookView {
+                can_delete: webhook.managed_by(user.id, user.role),
                 id: webhook.id,
                 url: webhook.url,
                 events: webhook.events.join(", "),
                 signed: webhook.signed,
             })
             .collect(),
-        deliveries: store
-            .recent_deliveries(20)
-            .await
-            .map_err(store_error)?
+        deliveries: deliveries
             .into_iter()
             .map(|delivery| DeliveryView {
                 state: if delivery.delivered_at.is_some() {
@@ -120,10 +123,8 @@ pub async fn create_webhook(
 
 #[server(endpoint = "delete_webhook")]
 pub async fn delete_webhook(id: i64) -> Result<(), ServerFnError> {
-    let (state, _) = require(Permission::ManageEvals).await?;
-    if state.store.delete_webhook(id).await.map_err(store_error)? {
-        Ok(())
-    } else {
-        Err(fail(404, format!("no webhook with id {id}")))
-    }
+    let (state, user) = require(Permission::ManageEvals).await?;
+    arbiter_engine::webhooks::delete_webhook(state.store.as_ref(), &user, id)
+        .await
+        .map_err(service_error)
 }

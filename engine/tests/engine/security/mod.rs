@@ -3,4 +3,5 @@
 
 mod leads_never_act_on_admins;
 mod raters_never_see_task_ids;
+mod researchers_see_only_their_own_webhook_urls;
 mod reviewers_decide_only_what_they_were_served;

@@ -342,14 +342,18 @@ pub async fn define_eval(
     Ok((StatusCode::CREATED, Json(eval)))
 }
 
+/// Every webhook; the whole URL only on those you created (all of them for leads and admins),
+/// the scheme and host alone on the rest, since receivers often carry a secret in the path.
 #[utoipa::path(get, path = "/api/v1/webhooks", tag = "webhooks",
     responses((status = 200, body = Vec<Webhook>)))]
 pub async fn list_webhooks(
     State(state): State<AppState>,
     caller: ApiUser,
 ) -> ApiResult<Json<Vec<Webhook>>> {
-    caller.require(Permission::ViewResults)?;
-    Ok(Json(state.store.webhooks().await?))
+    let user = caller.require(Permission::ViewResults)?;
+    Ok(Json(
+        arbiter_engine::webhooks::webhooks_seen_by(state.store.as_ref(), &user).await?,
+    ))
 }
 
 /// A webhook to add.
@@ -401,21 +405,15 @@ pub async fn create_webhook(
 
 #[utoipa::path(delete, path = "/api/v1/webhooks/{id}", tag = "webhooks",
     params(("id" = i64, Path, description = "Webhook id")),
-    responses((status = 204, description = "Deleted with its pending deliveries"), (status = 404, body = ApiErrorBody)))]
+    responses((status = 204, description = "Deleted with its pending deliveries"), (status = 403, description = "Not yours: only its creator, leads and admins delete a webhook", body = ApiErrorBody), (status = 404, body = ApiErrorBody)))]
 pub async fn delete_webhook(
     State(state): State<AppState>,
     caller: ApiUser,
     ApiPath(id): ApiPath<i64>,
 ) -> ApiResult<StatusCode> {
-    caller.require(Permission::ManageEvals)?;
-    if state.store.delete_webhook(id).await? {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!("no webhook with id {id}"),
-        ))
-    }
+    let user = caller.require(Permission::ManageEvals)?;
+    arbiter_engine::webhooks::delete_webhook(state.store.as_ref(), &user, id).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 #[utoipa::path(get, path = "/api/v1/webhooks/deliveries", tag = "webhooks",
@@ -424,6 +422,8 @@ pub async fn list_deliveries(
     State(state): State<AppState>,
     caller: ApiUser,
 ) -> ApiResult<Json<Vec<DeliveryRecord>>> {
-    caller.require(Permission::ViewResults)?;
-    Ok(Json(state.store.recent_deliveries(100).await?))
+    let user = caller.require(Permission::ViewResults)?;
+    Ok(Json(
+        arbiter_engine::webhooks::deliveries_seen_by(state.store.as_ref(), &user, 100).await?,
+    ))
 }
