@@ -40,6 +40,7 @@ pub mod manifest;
 pub mod prompt;
 pub mod reports;
 pub mod run;
+pub mod spreadsheet;
 pub mod stats;
 pub mod suites;
 pub mod webhooks;

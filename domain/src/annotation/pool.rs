@@ -5,6 +5,7 @@
 //! Pure: the store supplies the labels ([`RaterRecord`]).
 
 use crate::ids::UserId;
+use crate::spreadsheet::formula_safe;
 use serde::{Deserialize, Serialize};
 
 /// The setting that holds the quality threshold below which raters are flagged (and which a
@@ -177,7 +178,7 @@ pub fn stats_csv(stats: &[RaterStats]) -> String {
     ]);
     let optional = |value: Option<f64>| value.map(|v| format!("{v:.4}")).unwrap_or_default();
     for rater in stats {
-        let _ = writer.write_record([
+        let record = [
             rater.username.clone(),
             rater.role.clone(),
             rater.active.to_string(),
@@ -199,7 +200,9 @@ pub fn stats_csv(stats: &[RaterStats]) -> String {
                 .map(|at| at.to_string())
                 .unwrap_or_default(),
             rater.flag.clone().unwrap_or_default(),
-        ]);
+        ];
+        // Emails and skills are typed by people: nothing in them runs in a spreadsheet.
+        let _ = writer.write_record(record.iter().map(|cell| formula_safe(cell).into_owned()));
     }
     String::from_utf8(writer.into_inner().unwrap_or_default()).unwrap_or_default()
 }
@@ -360,5 +363,19 @@ mod tests {
         assert_eq!(lines.len(), 2);
         assert!(lines[0].starts_with("username,role,active"));
         assert!(lines[1].starts_with("ann,annotator,true,false,math"));
+    }
+
+    /// Before the fix an email such as `=cmd|…` became a live formula in the lead's spreadsheet.
+    #[test]
+    fn the_csv_never_starts_a_formula() {
+        let hostile = RaterRecord {
+            email: Some("=1+1@x.test".into()),
+            skills: vec!["@code".into()],
+            ..record(Vec::new())
+        };
+        let csv = stats_csv(&rater_stats(&[hostile], 0, 0.7));
+        let mut reader = csv::Reader::from_reader(csv.as_bytes());
+        let row = reader.records().next().unwrap().unwrap();
+        assert_eq!((&row[4], &row[14]), ("'@code", "'=1+1@x.test"));
     }
 }

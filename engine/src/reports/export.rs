@@ -9,6 +9,7 @@
 
 use crate::error::{ServiceError, ServiceResult};
 use arbiter_domain::ids::RunId;
+use arbiter_domain::spreadsheet::formula_safe;
 use arbiter_store::{ExportRow, Store};
 use parquet::basic::Compression;
 use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DoubleType, Int64Type};
@@ -198,8 +199,10 @@ impl<W: Write + Send> ExportWriter<W> {
         match self {
             ExportWriter::Csv(writer) => {
                 for row in &rows {
+                    // Text from datasets and models is written so no spreadsheet runs it.
+                    let record = csv_record(row);
                     writer
-                        .write_record(csv_record(row))
+                        .write_record(record.iter().map(|cell| formula_safe(cell).into_owned()))
                         .map_err(|err| io_error(err.into()))?;
                 }
             }
@@ -504,6 +507,26 @@ mod tests {
         assert_eq!(&records[0][6], "What is 2, \"plus\" 2?\nThink.");
         assert_eq!(&records[0][13], "");
         assert_eq!(&records[1][13], "connect refused");
+    }
+
+    /// Before the fix a dataset's or a model's `=HYPERLINK(…)` became a live formula in the
+    /// reader's spreadsheet.
+    #[test]
+    fn csv_cells_never_start_a_formula() {
+        let hostile = ExportRow {
+            input: "=HYPERLINK(\"http://evil.test\",\"open\")".into(),
+            target: "-5".into(),
+            output: "@SUM(A1:A9)".into(),
+            case_id: "+1".into(),
+            ..row(1, "fail", None)
+        };
+        let bytes = export(ExportFormat::Csv, vec![hostile]);
+        let mut reader = csv::Reader::from_reader(bytes.as_slice());
+        let record = reader.records().next().unwrap().unwrap();
+        assert_eq!(&record[6], "'=HYPERLINK(\"http://evil.test\",\"open\")");
+        assert_eq!(&record[11], "'@SUM(A1:A9)");
+        // Plain numbers are not formulas and stay numbers.
+        assert_eq!((&record[2], &record[7]), ("+1", "-5"));
     }
 
     #[test]
