@@ -155,6 +155,14 @@ impl SecretBox {
         String::from_utf8(plain).map_err(|_| "a sealed secret is corrupt".to_string())
     }
 
+    /// A sealed secret (`sealed:v1:…`) opened with this key and sealed again with `new`.
+    pub fn reseal_into(&self, new: &SecretBox, stored: &str) -> Result<String, String> {
+        let sealed = stored
+            .strip_prefix(SEALED_PREFIX)
+            .ok_or_else(|| "it is not a sealed secret".to_string())?;
+        new.seal(&self.open(sealed)?)
+    }
+
     /// What a stored reference stands for: `None` for no secret.
     pub fn resolve(&self, stored: Option<&str>) -> Result<Option<String>, String> {
         let Some(stored) = stored.filter(|stored| !stored.is_empty()) else {
@@ -265,6 +273,20 @@ fn check_key_binding(variable: &str, url: &str, hosts: Option<String>) -> Result
 
 /// This process's box, from `ARBITER_SECRET_KEY` (servers check the key at start-up with
 /// [`SecretBox::from_env`], so a bad key stops them there rather than here).
+/// `arbiter rekey`: every sealed endpoint key and webhook secret opened with `old` and sealed
+/// with `new`, in one transaction (a secret that does not open leaves everything as it was).
+/// Returns how many endpoint keys and webhook secrets were re-sealed.
+pub async fn rekey(
+    store: &dyn arbiter_store::Store,
+    old: &SecretBox,
+    new: &SecretBox,
+) -> Result<(u64, u64), String> {
+    store
+        .reseal_secrets(&|stored| old.reseal_into(new, stored))
+        .await
+        .map_err(|err| err.to_string())
+}
+
 pub fn process() -> &'static SecretBox {
     static BOX: std::sync::OnceLock<SecretBox> = std::sync::OnceLock::new();
     BOX.get_or_init(|| {

@@ -50,6 +50,11 @@ enum Command {
     /// Print a new ARBITER_SECRET_KEY (64 hex digits) for sealing endpoint API keys and webhook
     /// secrets; give the same key to every server and worker.
     Keygen,
+    /// Re-seal every stored endpoint API key and webhook signing secret under a new
+    /// ARBITER_SECRET_KEY, in one transaction. Give the new key as ARBITER_SECRET_KEY and the
+    /// old one once, as ARBITER_OLD_SECRET_KEY (or --old-key); then restart every server and
+    /// worker with the new key.
+    Rekey(RekeyArgs),
     /// Apply database migrations and exit.
     Migrate(MigrateArgs),
     /// Manage user accounts.
@@ -223,6 +228,18 @@ pub struct RetentionArgs {
 }
 
 #[derive(clap::Args)]
+pub struct RekeyArgs {
+    #[arg(long, env = "DATABASE_URL", default_value = "sqlite://arbiter.db")]
+    pub database_url: String,
+    /// The key the secrets are sealed with now (64 hex digits).
+    #[arg(long, env = "ARBITER_OLD_SECRET_KEY", hide_env_values = true)]
+    pub old_key: String,
+    /// The key to seal them with (64 hex digits; `arbiter keygen` makes one).
+    #[arg(long, env = "ARBITER_SECRET_KEY", hide_env_values = true)]
+    pub new_key: String,
+}
+
+#[derive(clap::Args)]
 pub struct BackupArgs {
     #[arg(long, env = "DATABASE_URL", default_value = "sqlite://arbiter.db")]
     pub database_url: String,
@@ -344,6 +361,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Retention(args) => commands::data::retention(args).await,
         Command::Backup(args) => commands::data::backup(args).await,
         Command::Keygen => commands::data::keygen(),
+        Command::Rekey(args) => commands::data::rekey(args).await,
         Command::Submit(args) => commands::ci::exit_with(commands::ci::run_submit(&args).await),
         Command::Wait(args) => commands::ci::exit_with(commands::ci::run_wait(&args).await),
         Command::Report(args) => commands::ci::exit_with(commands::ci::run_report(&args).await),

@@ -155,6 +155,14 @@ pub trait OperationsStore: Send + Sync + 'static {
 
     async fn set_webhook_cursor(&self, webhook_id: i64, cursor_ms: i64) -> StoreResult<()>;
 
+    /// Re-seals every sealed secret (endpoint API keys and webhook signing secrets) with
+    /// `reseal`, in one transaction: when `reseal` refuses one, nothing changes. Returns how
+    /// many endpoint keys and webhook secrets were re-sealed.
+    async fn reseal_secrets(
+        &self,
+        reseal: &(dyn for<'s> Fn(&'s str) -> Result<String, String> + Send + Sync),
+    ) -> StoreResult<(u64, u64)>;
+
     /// Runs that completed in (after, upto].
     async fn runs_finished_between(&self, after: i64, upto: i64) -> StoreResult<Vec<RunId>>;
 
@@ -883,6 +891,45 @@ macro_rules! operations_sql {
                 }
                 .await;
                 result.map_err(|err| err.during("delete_webhook"))
+            }
+
+            async fn reseal_secrets(
+                &self,
+                reseal: &(dyn for<'s> Fn(&'s str) -> Result<String, String> + Send + Sync),
+            ) -> $crate::StoreResult<(u64, u64)> {
+                let result: $crate::StoreResult<(u64, u64)> = async move {
+                    let mut tx = self.writer.begin().await?;
+                    let mut counts = [0u64; 2];
+                    // (table, key column, sealed column, what it is, in words)
+                    let places = [
+                        ("endpoints", "base_url", "api_key_ref", "the API key of endpoint"),
+                        ("webhooks", "CAST(id AS TEXT)", "secret_ref", "the signing secret of webhook"),
+                    ];
+                    for (count, (table, key, column, what)) in counts.iter_mut().zip(places) {
+                        let rows: Vec<(String, String)> = sqlx::query_as(&format!(
+                            "SELECT {key}, {column} FROM {table} WHERE {column} LIKE 'sealed:%' ORDER BY 1"
+                        ))
+                        .fetch_all(&mut *tx)
+                        .await?;
+                        for (name, sealed) in rows {
+                            let resealed = reseal(&sealed).map_err(|problem| {
+                                $crate::StoreError::Conflict(format!("{what} {name}: {problem}; nothing was changed"))
+                            })?;
+                            sqlx::query(&format!(
+                                "UPDATE {table} SET {column} = $1 WHERE {column} = $2"
+                            ))
+                            .bind(&resealed)
+                            .bind(&sealed)
+                            .execute(&mut *tx)
+                            .await?;
+                            *count += 1;
+                        }
+                    }
+                    tx.commit().await?;
+                    Ok((counts[0], counts[1]))
+                }
+                .await;
+                result.map_err(|err| err.during("reseal_secrets"))
             }
 
             async fn set_webhook_cursor(&self, webhook_id: i64, cursor_ms: i64) -> $crate::StoreResult<()> {

@@ -1,4 +1,4 @@
-//! `arbiter migrate`, `export`, `backup`, `retention` and `keygen`: the data an operator
+//! `arbiter migrate`, `export`, `backup`, `retention`, `keygen` and `rekey`: the data an operator
 //! keeps, moves and protects.
 
 use super::{open, redact};
@@ -133,5 +133,26 @@ async fn export_runs(
 /// `arbiter keygen`.
 pub fn keygen() -> anyhow::Result<()> {
     println!("{}", arbiter_engine::secrets::SecretBox::generate_key());
+    Ok(())
+}
+
+/// `arbiter rekey`.
+pub async fn rekey(args: crate::RekeyArgs) -> anyhow::Result<()> {
+    use arbiter_engine::secrets::SecretBox;
+    if args.old_key.trim() == args.new_key.trim() {
+        anyhow::bail!("the old and the new key are the same: make a new one with `arbiter keygen`");
+    }
+    let old = SecretBox::from_hex(&args.old_key)
+        .map_err(|problem| anyhow::anyhow!("the old key: {problem}"))?;
+    let new = SecretBox::from_hex(&args.new_key)
+        .map_err(|problem| anyhow::anyhow!("the new key: {problem}"))?;
+    let database = open(&args.database_url).await?;
+    let (endpoint_keys, webhook_secrets) =
+        arbiter_engine::secrets::rekey(database.store().as_ref(), &old, &new)
+            .await
+            .map_err(|problem| anyhow::anyhow!("{problem}"))?;
+    println!(
+        "re-sealed {endpoint_keys} endpoint keys and {webhook_secrets} webhook secrets; restart every server and worker with the new ARBITER_SECRET_KEY"
+    );
     Ok(())
 }

@@ -5,7 +5,7 @@
 //! - [`sim`]: `sim`, the simulated endpoint;
 //! - [`model`]: `model serve` and `model bench`, the bundled CPU model;
 //! - [`accounts`]: `user`, `team`, `token`;
-//! - [`data`]: `migrate`, `export`, `backup`, `retention`, `keygen`;
+//! - [`data`]: `migrate`, `export`, `backup`, `retention`, `keygen`, `rekey`;
 //! - [`ci`]: `submit`, `wait`, `report` against the REST API, with CI exit statuses;
 //! - [`bench`]: `bench` and the hidden `bench-dataset`.
 
