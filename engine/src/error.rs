@@ -21,6 +21,9 @@ pub enum ServiceError {
     /// request may succeed in a moment.
     #[error("{0}")]
     Busy(String),
+    /// Too many failed attempts lately (wrong passwords); says when to try again.
+    #[error("{0}")]
+    Throttled(String),
     #[error("something went wrong on the server; the details are in its log")]
     Internal,
 }
@@ -35,6 +38,7 @@ impl ServiceError {
             ServiceError::Forbidden(_) => 403,
             ServiceError::Unauthorized(_) => 401,
             ServiceError::Busy(_) => 503,
+            ServiceError::Throttled(_) => 429,
             ServiceError::Internal => 500,
         }
     }

@@ -158,6 +158,12 @@ pub async fn deliveries_seen_by(
         .map(|mut delivery| {
             if !managed.contains(&delivery.webhook_id) {
                 delivery.url = redacted_url(&delivery.url);
+                // Refusals and transport errors can quote the whole URL.
+                if delivery.last_error.is_some() {
+                    delivery.last_error = Some(
+                        "not delivered (the reason is shown to its creator and the leads)".into(),
+                    );
+                }
             }
             delivery
         })

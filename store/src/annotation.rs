@@ -915,11 +915,23 @@ macro_rules! annotation_sql {
                     .execute(&mut *tx)
                     .await?;
             }
-            sqlx::query("UPDATE labels SET review_state = $1 WHERE id = $2")
-                .bind(decision.as_str())
-                .bind(label_id)
-                .execute(&mut *tx)
-                .await?;
+            // Conditional, so a label served again to another reviewer since it was read
+            // above (PostgreSQL reads without locking) refuses this decision, and the review
+            // row above goes back with it. A lapsed hold not yet served again still counts.
+            let decided = sqlx::query(
+                "UPDATE labels SET review_state = $1 WHERE id = $2 AND review_state = 'pending' AND review_served_to = $3",
+            )
+            .bind(decision.as_str())
+            .bind(label_id)
+            .bind(reviewer_id.get())
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if decided != 1 {
+                return Err(StoreError::Conflict(
+                    "this label was served to another reviewer meanwhile; take your next item on the review page".into(),
+                ));
+            }
             let task_done: bool = sqlx::query_scalar::<_, String>("SELECT state FROM annotation_tasks WHERE id = $1")
                 .bind(task_id)
                 .fetch_one(&mut *tx)

@@ -111,8 +111,14 @@ pub async fn change_password(
     let Some((state, user)) = session_user().await?.filter(|(_, user)| user.active) else {
         return Err(fail(401, "you are not logged in"));
     };
+    let axum::Extension(throttle): axum::Extension<
+        std::sync::Arc<arbiter_engine::accounts::login_throttle::LoginThrottle>,
+    > = leptos_axum::extract()
+        .await
+        .map_err(|_| fail(500, "the sign-in throttle is missing"))?;
     let epoch = arbiter_engine::accounts::change_password(
         state.store.as_ref(),
+        &throttle,
         &user,
         &current,
         &new,

@@ -48,8 +48,11 @@ pub async fn reset_password(
 /// A user's own change: the current password must be right (checked under the same bound as
 /// sign-ins), the new one must differ and be confirmed. Every other session of the user ends;
 /// returns the epoch the caller's own session must carry to stay valid.
+/// Wrong current passwords count against the account in `throttle`, as failed sign-ins do,
+/// so a stolen session cannot guess its way to the password.
 pub async fn change_password(
     store: &dyn Store,
+    throttle: &login_throttle::LoginThrottle,
     user: &arbiter_domain::accounts::User,
     current: &str,
     new: &str,
@@ -70,12 +73,26 @@ pub async fn change_password(
         .await?
         .filter(|credentials| credentials.user.id == user.id)
         .ok_or_else(|| ServiceError::NotFound("your account is gone".into()))?;
+    let attempt = throttle
+        .reserve(&user.username, None, std::time::Instant::now())
+        .map_err(|locked| ServiceError::Throttled(locked.message()))?;
     let current = current.to_string();
-    let right = passwords::bounded(move || {
+    let checked = passwords::bounded(move || {
         passwords::verify_password(Some(&credentials.password_hash), &current)
     })
-    .await?;
-    if !right {
+    .await;
+    let right = match checked {
+        Ok(right) => right,
+        Err(busy) => {
+            attempt.not_tried();
+            return Err(busy);
+        }
+    };
+    if right {
+        attempt.succeeded();
+    } else {
+        // The reservation stays: a failure.
+        drop(attempt);
         return Err(ServiceError::Forbidden(
             "the current password is not right".into(),
         ));

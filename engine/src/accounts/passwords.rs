@@ -44,11 +44,16 @@ pub async fn bounded<T: Send + 'static>(
             "the server is checking many passwords at once; try again in a moment".into(),
         ));
     }
-    let _queued = Queued;
-    let _slot = slots.acquire().await.map_err(|_| ServiceError::Internal)?;
-    tokio::task::spawn_blocking(job)
-        .await
-        .map_err(|_| ServiceError::Internal)
+    let queued = Queued;
+    let slot = slots.acquire().await.map_err(|_| ServiceError::Internal)?;
+    // The slot and the count go with the job: a request dropped mid-check (its client went
+    // away) must not free them while Argon2 still runs on the blocking pool.
+    tokio::task::spawn_blocking(move || {
+        let _held = (queued, slot);
+        job()
+    })
+    .await
+    .map_err(|_| ServiceError::Internal)
 }
 
 /// Hashes a new password with Argon2id (default parameters). CPU-heavy: call from a blocking task.

@@ -44,6 +44,7 @@ const NON_PUBLIC_NETWORKS: &[&str] = &[
     "224.0.0.0/4",     // multicast
     "240.0.0.0/4",     // reserved, broadcast
     "::/128",          // unspecified
+    "::/96",           // IPv4-compatible (deprecated): embeds any IPv4 address
     "::1/128",         // loopback
     "64:ff9b::/96",    // NAT64: reaches IPv4 addresses, private ones too
     "64:ff9b:1::/48",  // local-use NAT64

@@ -93,6 +93,32 @@ async fn webhook_urls_and_deletion_belong_to_their_creator_and_the_leads(store: 
             .await
             .unwrap();
     }
+    // A failed attempt's error can quote the whole URL: others see only that it failed.
+    for delivery in store.recent_deliveries(10).await.unwrap() {
+        let attempt = arbiter_store::DeliveryAttempt {
+            delivered: false,
+            status: None,
+            error: Some(format!("not sent: {} is refused", delivery.url)),
+            retry_at: Some(60_000),
+        };
+        store
+            .finish_delivery(delivery.id, &attempt, 3_000)
+            .await
+            .unwrap();
+    }
+    for delivery in deliveries_seen_by(store, &sam, 10).await.unwrap() {
+        let error = delivery.last_error.unwrap();
+        assert!(!error.contains("secret"), "{error}");
+    }
+    let ritas_error = deliveries_seen_by(store, &rita, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|delivery| delivery.webhook_id == ritas_hook.id)
+        .unwrap()
+        .last_error
+        .unwrap();
+    assert!(ritas_error.contains(RITAS_HOOK), "{ritas_error}");
     let mut seen_by_sam: Vec<String> = deliveries_seen_by(store, &sam, 10)
         .await
         .unwrap()

@@ -176,3 +176,30 @@ async fn an_operators_reset_ends_the_users_sessions_and_revokes_their_tokens() {
         StatusCode::UNAUTHORIZED
     );
 }
+
+/// Before the fix the current password on the change form could be guessed without limit
+/// from a stolen session; now wrong ones count against the account like failed sign-ins.
+#[tokio::test]
+async fn the_current_password_cannot_be_guessed_from_a_session() {
+    let app = TestApp::spawn().await;
+    let stolen = app.client_as(Role::Researcher).await;
+    for guess in 0..10 {
+        assert_eq!(
+            change(
+                &app,
+                &stolen,
+                &format!("guess-{guess}"),
+                NEW_PASSWORD,
+                NEW_PASSWORD
+            )
+            .await,
+            StatusCode::FORBIDDEN,
+            "guess {guess}"
+        );
+    }
+    // The account is locked now, even for the right password.
+    assert_eq!(
+        change(&app, &stolen, PASSWORD, NEW_PASSWORD, NEW_PASSWORD).await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}
