@@ -259,8 +259,15 @@ fn check_key_binding(variable: &str, url: &str, hosts: Option<String>) -> Result
             let entry_port = has_port.then(|| parsed.port_or_known_default()).flatten();
             Some((parsed.host_str()?.to_ascii_lowercase(), entry_port))
         })
+        // A bare host takes the key over https only (any port), so that a researcher cannot
+        // send it in clear text to `http://` on the same name; `host:port` is the operator's
+        // own choice of server, in either scheme.
         .any(|(entry_host, entry_port)| {
-            entry_host == host && entry_port.is_none_or(|entry_port| Some(entry_port) == port)
+            entry_host == host
+                && match entry_port {
+                    Some(entry_port) => Some(entry_port) == port,
+                    None => parsed.scheme() == "https",
+                }
         });
     if bound {
         Ok(())
@@ -271,8 +278,6 @@ fn check_key_binding(variable: &str, url: &str, hosts: Option<String>) -> Result
     }
 }
 
-/// This process's box, from `ARBITER_SECRET_KEY` (servers check the key at start-up with
-/// [`SecretBox::from_env`], so a bad key stops them there rather than here).
 /// `arbiter rekey`: every sealed endpoint key and webhook secret opened with `old` and sealed
 /// with `new`, in one transaction (a secret that does not open leaves everything as it was).
 /// Returns how many endpoint keys and webhook secrets were re-sealed.
@@ -287,6 +292,8 @@ pub async fn rekey(
         .map_err(|err| err.to_string())
 }
 
+/// This process's box, from `ARBITER_SECRET_KEY` (servers check the key at start-up with
+/// [`SecretBox::from_env`], so a bad key stops them there rather than here).
 pub fn process() -> &'static SecretBox {
     static BOX: std::sync::OnceLock<SecretBox> = std::sync::OnceLock::new();
     BOX.get_or_init(|| {
@@ -357,7 +364,10 @@ mod tests {
             || Some("vllm.internal:8000, 10.0.0.5 [::1]:9000 plain.internal:80".to_string());
         assert!(check_key_binding(variable, "http://vllm.internal:8000/v1", hosts()).is_ok());
         assert!(check_key_binding(variable, "http://VLLM.internal:8000/v1", hosts()).is_ok());
-        assert!(check_key_binding(variable, "http://10.0.0.5:9999/v1", hosts()).is_ok());
+        assert!(check_key_binding(variable, "https://10.0.0.5:9999/v1", hosts()).is_ok());
+        // A bare host is bound over https only: never in clear text.
+        assert!(check_key_binding(variable, "http://10.0.0.5:9999/v1", hosts()).is_err());
+        assert!(check_key_binding(variable, "http://10.0.0.5/v1", hosts()).is_err());
         let elsewhere =
             check_key_binding(variable, "https://evil.example/v1", hosts()).unwrap_err();
         assert!(elsewhere.contains("evil.example"), "{elsewhere}");
