@@ -5,20 +5,19 @@
 //! text and do not display. Plain numbers (`-5`, `+2.5`) are left as they are: they are not
 //! formulas, and arithmetic targets must stay numbers.
 
-use std::borrow::Cow;
-
-/// The cell as written to a CSV file: unchanged, or with a leading `'` when a spreadsheet
-/// would take it for a formula.
-pub fn formula_safe(cell: &str) -> Cow<'_, str> {
-    let starts_a_formula = cell
-        .chars()
-        .next()
-        .is_some_and(|first| matches!(first, '=' | '+' | '-' | '@' | '\t' | '\r'));
-    if starts_a_formula && !is_plain_number(cell) {
-        Cow::Owned(format!("'{cell}"))
-    } else {
-        Cow::Borrowed(cell)
+/// Quotes, in place, every cell of a record that a spreadsheet would take for a formula (the
+/// others are left untouched, with no copy made).
+pub fn quote_formulas(record: &mut [String]) {
+    for cell in record.iter_mut().filter(|cell| starts_a_formula(cell)) {
+        cell.insert(0, '\'');
     }
+}
+
+fn starts_a_formula(cell: &str) -> bool {
+    cell.chars()
+        .next()
+        .is_some_and(|first| matches!(first, '=' | '+' | '-' | '@' | '\t' | '\r'))
+        && !is_plain_number(cell)
 }
 
 /// A signed decimal such as `-5` or `+2.50`: digits, at most one point, nothing else.
@@ -37,7 +36,7 @@ mod tests {
 
     #[test]
     fn formulas_become_text_and_numbers_stay_numbers() {
-        for (cell, written) in [
+        let cases = [
             (
                 "=HYPERLINK(\"http://x.test\",\"click\")",
                 "'=HYPERLINK(\"http://x.test\",\"click\")",
@@ -54,8 +53,11 @@ mod tests {
             ("Paris", "Paris"),
             ("a=b", "a=b"),
             ("", ""),
-        ] {
-            assert_eq!(formula_safe(cell), written, "{cell:?}");
+        ];
+        let mut record: Vec<String> = cases.iter().map(|(cell, _)| cell.to_string()).collect();
+        quote_formulas(&mut record);
+        for ((cell, written), quoted) in cases.iter().zip(&record) {
+            assert_eq!(quoted, written, "{cell:?}");
         }
     }
 }

@@ -5,7 +5,7 @@
 //! Pure: the store supplies the labels ([`RaterRecord`]).
 
 use crate::ids::UserId;
-use crate::spreadsheet::formula_safe;
+use crate::spreadsheet::quote_formulas;
 use serde::{Deserialize, Serialize};
 
 /// The setting that holds the quality threshold below which raters are flagged (and which a
@@ -178,7 +178,7 @@ pub fn stats_csv(stats: &[RaterStats]) -> String {
     ]);
     let optional = |value: Option<f64>| value.map(|v| format!("{v:.4}")).unwrap_or_default();
     for rater in stats {
-        let record = [
+        let mut record = [
             rater.username.clone(),
             rater.role.clone(),
             rater.active.to_string(),
@@ -202,7 +202,8 @@ pub fn stats_csv(stats: &[RaterStats]) -> String {
             rater.flag.clone().unwrap_or_default(),
         ];
         // Emails and skills are typed by people: nothing in them runs in a spreadsheet.
-        let _ = writer.write_record(record.iter().map(|cell| formula_safe(cell).into_owned()));
+        quote_formulas(&mut record);
+        let _ = writer.write_record(&record);
     }
     String::from_utf8(writer.into_inner().unwrap_or_default()).unwrap_or_default()
 }

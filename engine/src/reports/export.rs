@@ -9,7 +9,7 @@
 
 use crate::error::{ServiceError, ServiceResult};
 use arbiter_domain::ids::RunId;
-use arbiter_domain::spreadsheet::formula_safe;
+use arbiter_domain::spreadsheet::quote_formulas;
 use arbiter_store::{ExportRow, Store};
 use parquet::basic::Compression;
 use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DoubleType, Int64Type};
@@ -200,9 +200,10 @@ impl<W: Write + Send> ExportWriter<W> {
             ExportWriter::Csv(writer) => {
                 for row in &rows {
                     // Text from datasets and models is written so no spreadsheet runs it.
-                    let record = csv_record(row);
+                    let mut record = csv_record(row);
+                    quote_formulas(&mut record);
                     writer
-                        .write_record(record.iter().map(|cell| formula_safe(cell).into_owned()))
+                        .write_record(&record)
                         .map_err(|err| io_error(err.into()))?;
                 }
             }

@@ -119,25 +119,27 @@ async fn webhook_urls_and_deletion_belong_to_their_creator_and_the_leads(store: 
         .last_error
         .unwrap();
     assert!(ritas_error.contains(RITAS_HOOK), "{ritas_error}");
-    let mut seen_by_sam: Vec<String> = deliveries_seen_by(store, &sam, 10)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|delivery| delivery.url)
-        .collect();
-    seen_by_sam.sort();
+    let delivery_urls = |viewer: &User| {
+        let viewer = viewer.clone();
+        async move {
+            let mut urls: Vec<String> = deliveries_seen_by(store, &viewer, 10)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|delivery| delivery.url)
+                .collect();
+            urls.sort();
+            urls
+        }
+    };
     assert_eq!(
-        seen_by_sam,
+        delivery_urls(&sam).await,
         ["https://ci.example.test/…", "https://hooks.example.test/…"]
     );
-    let mut seen_by_rita: Vec<String> = deliveries_seen_by(store, &rita, 10)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|delivery| delivery.url)
-        .collect();
-    seen_by_rita.sort();
-    assert_eq!(seen_by_rita, [RITAS_HOOK, "https://hooks.example.test/…"]);
+    assert_eq!(
+        delivery_urls(&rita).await,
+        [RITAS_HOOK, "https://hooks.example.test/…"]
+    );
 
     // Another researcher deletes neither; the creator and a lead do.
     for id in [leads_hook.id, ritas_hook.id] {
