@@ -147,6 +147,20 @@ pub struct User {
     pub session_epoch: i64,
 }
 
+impl User {
+    /// Leads and admins act for every team: they may change any team's suites, runs and
+    /// checkpoints.
+    pub fn oversees_every_team(&self) -> bool {
+        matches!(self.role, Role::Lead | Role::Admin)
+    }
+
+    /// Whether this user may change what `team` owns: its own members may, and leads and
+    /// admins override. (Reading stays open to every researcher.)
+    pub fn acts_for_team(&self, team: &str) -> bool {
+        self.team == team || self.oversees_every_team()
+    }
+}
+
 /// A personal API token as its owner and the admins see it: never the token itself.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ApiToken {

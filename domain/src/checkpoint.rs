@@ -1,7 +1,8 @@
 //! A checkpoint as Arbiter knows it: the model behind an OpenAI-compatible endpoint, its
 //! replicas, what it costs and how much it may be asked at once.
 
-use crate::ids::CheckpointId;
+use crate::accounts::User;
+use crate::ids::{CheckpointId, UserId};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Default)]
@@ -65,11 +66,47 @@ pub struct Checkpoint {
     pub training_run: String,
     pub training_step: Option<i64>,
     pub created_at: i64,
+    /// The team of whoever registered it (`None`: registered by the operator or a watched
+    /// directory): its members change it, leads and admins override.
+    pub owner_team: Option<String>,
     /// How workers authenticate to its endpoint (`env:NAME` or `sealed:v1:…`), for the
     /// server's own use: never serialised to a browser or an API client.
     #[serde(skip)]
     #[schema(ignore)]
     pub api_key_ref: Option<String>,
+}
+
+impl Checkpoint {
+    /// Whether `user` may change this checkpoint (its prices): a member of the team that
+    /// registered it, or a lead or admin.
+    pub fn changeable_by(&self, user: &User) -> bool {
+        match &self.owner_team {
+            Some(team) => user.acts_for_team(team),
+            None => user.oversees_every_team(),
+        }
+    }
+}
+
+/// An OpenAI-compatible server as the Checkpoints page lists it: shared by every checkpoint
+/// registered on its URL, so its limits change only by an explicit edit of its owner or a lead.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Endpoint {
+    pub id: i64,
+    pub base_url: String,
+    pub max_in_flight: i64,
+    /// Whoever first registered a checkpoint on it (`None`: the operator).
+    pub owner_id: Option<UserId>,
+    pub owner: Option<String>,
+    /// Checkpoints served by it, as their endpoint or as a replica.
+    pub checkpoints: i64,
+}
+
+impl Endpoint {
+    /// Its owner, leads and admins may change its limits; nobody else, because every team's
+    /// runs on it share them.
+    pub fn editable_by(&self, user: &User) -> bool {
+        user.oversees_every_team() || self.owner_id == Some(user.id)
+    }
 }
 
 /// How much one endpoint may be asked at once, by all workers together.

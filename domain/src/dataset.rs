@@ -4,6 +4,7 @@
 //! parsed dataset in one transaction, so a bad file stores nothing.
 
 use crate::ids::{DatasetId, RevisionId};
+use crate::prompt::{describe_bytes, MAX_PROMPT_BYTES};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -236,6 +237,20 @@ fn validated_item(
     if input.trim().is_empty() {
         return Err(line_error(line, "field `input` is empty"));
     }
+    // A field longer than the longest prompt could never be sent (the input) or put before a
+    // judge (the target): refused here rather than at every launch.
+    for (name, value) in [("input", &input), ("target", &target)] {
+        if value.len() > MAX_PROMPT_BYTES {
+            return Err(line_error(
+                line,
+                format!(
+                    "field `{name}` is {}; the limit is {} (the longest prompt Arbiter sends)",
+                    describe_bytes(value.len()),
+                    describe_bytes(MAX_PROMPT_BYTES)
+                ),
+            ));
+        }
+    }
     Ok(DatasetItem {
         case_id,
         input,
@@ -364,6 +379,24 @@ mod tests {
         let huge = vec![b'a'; 50 * 1024 * 1024];
         let err = parse_dataset(&huge, DatasetFormat::Jsonl).unwrap_err();
         assert_eq!(err.to_string(), "the file is 50.0 MB; the limit is 20 MB");
+    }
+
+    #[test]
+    fn fields_longer_than_the_longest_prompt_name_line_and_limit() {
+        let long = "x".repeat(MAX_PROMPT_BYTES + 1);
+        let text = format!(
+            "{{\"id\":\"a\",\"input\":\"x\",\"target\":\"y\"}}\n{{\"id\":\"b\",\"input\":\"{long}\",\"target\":\"y\"}}\n"
+        );
+        assert_eq!(
+            jsonl(&text).unwrap_err().to_string(),
+            "line 2: field `input` is 1.0 MiB; the limit is 1.0 MiB (the longest prompt Arbiter sends)"
+        );
+        let csv = format!("id,input,target\na,x,{long}\n");
+        let err = parse_dataset(csv.as_bytes(), DatasetFormat::Csv).unwrap_err();
+        assert!(
+            err.to_string().starts_with("line 2: field `target` is"),
+            "{err}"
+        );
     }
 
     #[test]

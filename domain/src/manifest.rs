@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 
 use crate::grading::triage::FrozenTriage;
 use crate::grading::{GraderSpec, EXACT_MATCH_GRADER};
-use crate::prompt::INPUT_PLACEHOLDER;
+use crate::prompt::validate_template;
 
 /// Sampling settings sent with every generation request of a run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -46,11 +46,7 @@ impl EvalSpec {
         if self.name.trim().is_empty() || self.name.len() > 200 {
             return Err("an eval needs a name of 1 to 200 characters".into());
         }
-        if !self.prompt_template.contains(INPUT_PLACEHOLDER) {
-            return Err(format!(
-                "the prompt template must contain {INPUT_PLACEHOLDER}, where each item's input goes"
-            ));
-        }
+        validate_template(&self.prompt_template)?;
         self.grader
             .validate()
             .map_err(|problem| format!("the grader is invalid: {problem}"))?;

@@ -1,12 +1,14 @@
 //! Use cases of the catalog researchers build runs from: dataset uploads, checkpoints (with
 //! their endpoints, replicas, prices, fallback and key), and evals.
 //!
-//! Callers have already checked the session's role; this layer checks the input and maps store
+//! Callers have already checked the session's role; this layer checks the input, who owns a
+//! shared object being changed (a checkpoint's prices, an endpoint's limit), and maps store
 //! failures into [`ServiceError`], whose `Display` is safe to show to the user.
 
 use crate::clients::model::normalise_base_url;
 use crate::error::{ServiceError, ServiceResult};
-use arbiter_domain::checkpoint::{NewCheckpoint, TokenPrices};
+use arbiter_domain::accounts::User;
+use arbiter_domain::checkpoint::{Endpoint, NewCheckpoint, TokenPrices};
 use arbiter_domain::dataset::{parse_dataset, DatasetFormat, DatasetRevision};
 use arbiter_domain::grading::GraderSpec;
 use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId, UserId};
@@ -96,15 +98,75 @@ fn parse_prices(input: &str, output: &str) -> ServiceResult<TokenPrices> {
 }
 
 /// Sets what a checkpoint's model costs; calls made from now on are charged at these prices
-/// (workers read them when they first take work from a run).
+/// (workers read them when they first take work from a run). Prices decide what every team's
+/// runs on it are charged, so only the registering team, leads and admins change them.
 pub async fn set_checkpoint_prices(
     store: &dyn Store,
+    user: &User,
     checkpoint_id: CheckpointId,
     input_usd_per_mtok: &str,
     output_usd_per_mtok: &str,
 ) -> ServiceResult<()> {
     let prices = parse_prices(input_usd_per_mtok, output_usd_per_mtok)?;
+    let checkpoint = store
+        .list_checkpoints()
+        .await?
+        .into_iter()
+        .find(|checkpoint| checkpoint.id == checkpoint_id)
+        .ok_or_else(|| ServiceError::NotFound(format!("no checkpoint with id {checkpoint_id}")))?;
+    if !checkpoint.changeable_by(user) {
+        return Err(ServiceError::Forbidden(format!(
+            "the checkpoint `{}` belongs to {}; only its members, leads and admins may reprice it",
+            checkpoint.name,
+            match &checkpoint.owner_team {
+                Some(team) => format!("team `{team}`"),
+                None => "the operator".to_string(),
+            }
+        )));
+    }
     Ok(store.set_checkpoint_prices(checkpoint_id, &prices).await?)
+}
+
+/// Most requests in flight an endpoint may be given.
+const MAX_ENDPOINT_IN_FLIGHT: i64 = 100_000;
+
+fn parse_max_in_flight(text: &str) -> ServiceResult<i64> {
+    match text.trim().parse::<i64>() {
+        Ok(limit) if (1..=MAX_ENDPOINT_IN_FLIGHT).contains(&limit) => Ok(limit),
+        _ => Err(ServiceError::Invalid(format!(
+            "max in flight must be a whole number from 1 to {MAX_ENDPOINT_IN_FLIGHT}, not `{}`",
+            text.trim()
+        ))),
+    }
+}
+
+/// The explicit edit of a shared endpoint's in-flight limit: by its owner, a lead or an admin.
+/// Workers pick the new limit up at their next refresh.
+pub async fn set_endpoint_max_in_flight(
+    store: &dyn Store,
+    user: &User,
+    endpoint_id: i64,
+    max_in_flight: &str,
+) -> ServiceResult<Endpoint> {
+    let limit = parse_max_in_flight(max_in_flight)?;
+    let endpoint = store
+        .list_endpoints()
+        .await?
+        .into_iter()
+        .find(|endpoint| endpoint.id == endpoint_id)
+        .ok_or_else(|| ServiceError::NotFound(format!("no endpoint with id {endpoint_id}")))?;
+    if !endpoint.editable_by(user) {
+        return Err(ServiceError::Forbidden(format!(
+            "the endpoint {} is shared by every team's runs on it; only its owner ({}), leads and admins change its limit",
+            endpoint.base_url,
+            endpoint.owner.as_deref().unwrap_or("the operator")
+        )));
+    }
+    store.set_endpoint_max_in_flight(endpoint_id, limit).await?;
+    Ok(Endpoint {
+        max_in_flight: limit,
+        ..endpoint
+    })
 }
 
 pub async fn register_checkpoint(
@@ -123,14 +185,7 @@ pub async fn register_checkpoint(
         .collect::<ServiceResult<Vec<_>>>()?;
     let max_in_flight = match form.max_in_flight.trim() {
         "" => None,
-        text => match text.parse::<i64>() {
-            Ok(limit) if (1..=100_000).contains(&limit) => Some(limit),
-            _ => {
-                return Err(ServiceError::Invalid(format!(
-                    "max in flight must be a whole number from 1 to 100000, not `{text}`"
-                )))
-            }
-        },
+        text => Some(parse_max_in_flight(text)?),
     };
     let fallback = form.fallback_checkpoint.trim();
     let prices = parse_prices(&form.input_usd_per_mtok, &form.output_usd_per_mtok)?;
@@ -245,6 +300,15 @@ pub async fn define_eval(
         repetitions: form.repetitions,
     };
     spec.validate().map_err(ServiceError::Invalid)?;
+    // Checked against the dataset's newest revision now, and again at each launch (whose
+    // revision may be newer).
+    let dataset = store
+        .get_dataset(form.dataset_id)
+        .await?
+        .ok_or_else(|| ServiceError::NotFound(format!("no dataset with id {}", form.dataset_id)))?;
+    if let Some(revision) = &dataset.latest_revision {
+        crate::runs::check_prompts_fit(store, &spec.prompt_template, revision.id).await?;
+    }
     Ok(store
         .create_eval(form.dataset_id, &spec, created_by)
         .await?)

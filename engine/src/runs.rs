@@ -4,16 +4,21 @@
 
 use crate::clients::model::probe_fingerprint;
 use crate::error::{ServiceError, ServiceResult};
+use arbiter_domain::accounts::User;
 use arbiter_domain::expansion::{plan_identities, refined_cost};
 use arbiter_domain::grading::record::Grading;
 use arbiter_domain::grading::{Grade, Grader, Verdict};
 use arbiter_domain::ids::{CheckpointId, EvalId, RunId, UserId};
 use arbiter_domain::manifest::{EvalSpec, FallbackTarget, GenerationSettings, Manifest};
+use arbiter_domain::prompt::check_rendered_len;
 use arbiter_domain::run::{LaunchedRun, Priority, RunProgress, RunStatus};
 use arbiter_store::{CacheHit, NewIdentity, NewRun, Store};
 
 /// Dataset items planned per expansion step; bounds the launcher's memory on any dataset size.
 const EXPANSION_CHUNK: i64 = 2000;
+/// Bytes of inputs and targets read per expansion step: a chunk of long items is cut short,
+/// so a page never holds 2,000 one-megabyte inputs at once.
+const EXPANSION_CHUNK_BYTES: i64 = 64 * 1024 * 1024;
 
 /// The scheduling class named in a form: `promotion`, `scheduled` or `ablation`.
 pub fn parse_priority(text: &str) -> ServiceResult<Priority> {
@@ -35,6 +40,9 @@ pub async fn launch_run(
     let inputs = store.manifest_inputs(eval_id, checkpoint_id).await?;
     let eval = &inputs.eval;
     let checkpoint = &inputs.checkpoint;
+    // Every prompt is rendered one at a time as the run expands and again by a worker; the
+    // longest input says, before anything is stored, whether all of them fit.
+    check_prompts_fit(store, &eval.prompt_template, inputs.revision.id).await?;
     let manifest = Manifest {
         eval_id: eval.id,
         eval: EvalSpec {
@@ -95,6 +103,24 @@ pub async fn launch_run(
     Ok(LaunchedRun { status, ..launched })
 }
 
+/// Refuses a template whose prompt for the revision's longest input would exceed the prompt
+/// limit, naming the item; an unknown or empty revision passes (the launch reports it).
+pub async fn check_prompts_fit(
+    store: &dyn Store,
+    template: &str,
+    revision_id: arbiter_domain::ids::RevisionId,
+) -> ServiceResult<()> {
+    if let Some((case_id, bytes)) = store.longest_input(revision_id).await? {
+        check_rendered_len(
+            template,
+            &case_id,
+            usize::try_from(bytes).unwrap_or(usize::MAX),
+        )
+        .map_err(ServiceError::Invalid)?;
+    }
+    Ok(())
+}
+
 /// Writes a run's result identities chunk by chunk, repetition by repetition; cached
 /// generations are graded and stored as finished right away. Each chunk is written while the
 /// next one is read and planned, so the database's writer and its readers work side by side.
@@ -144,6 +170,7 @@ async fn plan_next_chunk(
                 manifest.dataset_revision_id,
                 cursor.after_position,
                 EXPANSION_CHUNK,
+                EXPANSION_CHUNK_BYTES,
             )
             .await?;
         match chunk.last() {
@@ -224,8 +251,14 @@ async fn plan_next_chunk(
 }
 
 /// Pause (`paused`), resume (`running`) or cancel (`cancelled`) a run. Requests already in
-/// flight finish and are recorded; nothing new is claimed while paused or cancelled.
-pub async fn change_run_state(store: &dyn Store, run_id: RunId, action: &str) -> ServiceResult<()> {
+/// flight finish and are recorded; nothing new is claimed while paused or cancelled. Only the
+/// members of the team the run is charged to, leads and admins may.
+pub async fn change_run_state(
+    store: &dyn Store,
+    user: &User,
+    run_id: RunId,
+    action: &str,
+) -> ServiceResult<()> {
     use RunStatus::{Cancelled, Expanding, Paused, Running};
     let (from, to): (&[RunStatus], RunStatus) = match action {
         "pause" => (&[Running], Paused),
@@ -237,6 +270,15 @@ pub async fn change_run_state(store: &dyn Store, run_id: RunId, action: &str) ->
             )))
         }
     };
+    let team = store
+        .run_team(run_id)
+        .await?
+        .ok_or_else(|| ServiceError::NotFound(format!("no run with id {run_id}")))?;
+    if !user.acts_for_team(&team) {
+        return Err(ServiceError::Forbidden(format!(
+            "run {run_id} belongs to team `{team}`; only its members, leads and admins may {action} it"
+        )));
+    }
     if store.set_run_status(run_id, from, to).await? {
         if to == Running {
             store.finish_run_if_done(run_id).await?;

@@ -37,6 +37,23 @@ impl ChatTemplate {
         })
     }
 
+    /// The template a model file carries (ChatML when it has none), with its tokenizer's
+    /// beginning and end tokens.
+    pub fn for_model(
+        source: Option<&str>,
+        tokenizer: &crate::tokenizer::TextTokenizer,
+    ) -> Result<ChatTemplate, Error> {
+        let token_name = |id: Option<u32>| {
+            id.and_then(|id| tokenizer.token_text(id))
+                .unwrap_or_default()
+        };
+        ChatTemplate::new(
+            source.unwrap_or(CHATML_TEMPLATE),
+            &token_name(tokenizer.bos),
+            &token_name(Some(tokenizer.eos)),
+        )
+    }
+
     /// The prompt for `messages`, ending where the assistant's reply begins.
     pub fn render(&self, messages: &[ChatMessage]) -> Result<String, Error> {
         self.environment

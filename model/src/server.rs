@@ -22,7 +22,7 @@ use futures::stream::StreamExt;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, Semaphore};
 
-use crate::chat::{ChatTemplate, CHATML_TEMPLATE};
+use crate::chat::ChatTemplate;
 use crate::generate::{generate, Finished, GenerateError, Piece};
 use crate::openai::{self, ApiError, Envelope, Format, Job, Prompt};
 use crate::weights::{self, LoadedModel};
@@ -81,16 +81,8 @@ impl ModelServer {
                 .map(|stem| stem.to_string_lossy().into_owned())
                 .context("the model file has no name")?,
         };
-        let token_name = |id: Option<u32>| {
-            id.and_then(|id| model.tokenizer.token_text(id))
-                .unwrap_or_default()
-        };
-        let template = ChatTemplate::new(
-            model.chat_template.as_deref().unwrap_or(CHATML_TEMPLATE),
-            &token_name(model.tokenizer.bos),
-            &token_name(Some(model.tokenizer.eos)),
-        )
-        .context("the model's chat template does not compile")?;
+        let template = ChatTemplate::for_model(model.chat_template.as_deref(), &model.tokenizer)
+            .context("the model's chat template does not compile")?;
         Ok(ModelServer {
             name,
             root: format!("{file_name}@sha256:{digest}"),

@@ -192,7 +192,8 @@ impl TextTokenizer {
         self.token_bytes.len()
     }
 
-    fn is_special(&self, id: u32) -> bool {
+    /// Whether `id` is a control token (a chat template's turn markers, the end token).
+    pub fn is_special(&self, id: u32) -> bool {
         self.special.get(id as usize).copied().unwrap_or(false)
     }
 }

@@ -52,8 +52,7 @@ pub fn load(path: &Path) -> anyhow::Result<LoadedModel> {
             path.display()
         );
     }
-    let tokenizer = TextTokenizer::from_gguf(&content)?;
-    let chat_template = metadata_string(&content, "tokenizer.chat_template");
+    let (tokenizer, chat_template) = text_side(&content)?;
     let context_length = content
         .metadata
         .get("llama.context_length")
@@ -73,6 +72,22 @@ pub fn load(path: &Path) -> anyhow::Result<LoadedModel> {
         description,
         load_time: started.elapsed(),
     })
+}
+
+/// The tokenizer and chat template of a GGUF file, without its weights: what a prompt becomes
+/// in tokens, for tools and tests that need no generation.
+pub fn read_text_side(path: &Path) -> anyhow::Result<(TextTokenizer, Option<String>)> {
+    let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let content = Content::read(&mut BufReader::new(file))
+        .with_context(|| format!("{} is not a readable GGUF file", path.display()))?;
+    text_side(&content)
+}
+
+fn text_side(content: &Content) -> anyhow::Result<(TextTokenizer, Option<String>)> {
+    Ok((
+        TextTokenizer::from_gguf(content)?,
+        metadata_string(content, "tokenizer.chat_template"),
+    ))
 }
 
 /// A copy of `content` whose tensors are all F32, with their data in memory.

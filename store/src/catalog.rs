@@ -1,6 +1,7 @@
 //! The catalog researchers build runs from: datasets and their content-addressed revisions
 //! (items in file order), checkpoints with their endpoints, prices and keys, and evals.
 
+use arbiter_domain::checkpoint::Endpoint;
 use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId, RevisionId, UserId};
 use async_trait::async_trait;
 
@@ -25,6 +26,12 @@ pub trait CatalogStore: Send + Sync + 'static {
         checkpoint_id: CheckpointId,
         prices: &TokenPrices,
     ) -> StoreResult<()>;
+
+    /// Every endpoint with its owner and how many checkpoints it serves, by URL.
+    async fn list_endpoints(&self) -> StoreResult<Vec<Endpoint>>;
+
+    /// Sets an endpoint's in-flight limit; `NotFound` for an unknown endpoint.
+    async fn set_endpoint_max_in_flight(&self, endpoint_id: i64, limit: i64) -> StoreResult<()>;
 
     /// The in-flight limit and token budget of the endpoint at `base_url` (defaults if unknown).
     async fn endpoint_limits(&self, base_url: &str) -> StoreResult<EndpointLimits>;
@@ -54,13 +61,20 @@ pub trait CatalogStore: Send + Sync + 'static {
         offset: i64,
     ) -> StoreResult<Vec<DatasetItem>>;
 
-    /// Items after `after_position` in file order: keyset pages for streaming expansion.
+    /// Items after `after_position` in file order: keyset pages for streaming expansion, of at
+    /// most `limit` items and, past the first, at most about `max_bytes` of inputs and targets
+    /// (so a page of long items stays small in memory).
     async fn items_after(
         &self,
         revision_id: RevisionId,
         after_position: i64,
         limit: i64,
+        max_bytes: i64,
     ) -> StoreResult<Vec<(i64, DatasetItem)>>;
+
+    /// The case id and input length in bytes of the revision's longest input (`None` for an
+    /// empty or unknown revision): what bounds the prompts a template renders from it.
+    async fn longest_input(&self, revision_id: RevisionId) -> StoreResult<Option<(String, i64)>>;
 
     // Evals.
     async fn create_eval(
@@ -83,7 +97,7 @@ macro_rules! catalog_sql {
     ($store:ident, $db:ty, $backend:literal, $begin:literal, $skip_locked:literal) => {
         use $crate::ReadColumn as _;
         use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId, RevisionId, UserId};
-        use arbiter_domain::checkpoint::{Checkpoint, EndpointLimits, NewCheckpoint, TokenPrices};
+        use arbiter_domain::checkpoint::{Checkpoint, Endpoint, EndpointLimits, NewCheckpoint, TokenPrices};
         use arbiter_domain::dataset::{DatasetItem, DatasetRevision, DatasetSummary, ParsedDataset};
         use arbiter_domain::manifest::EvalSummary;
         use $crate::{StoreError, StoreResult, now_ms};
@@ -128,8 +142,9 @@ macro_rules! catalog_sql {
 
         const CHECKPOINT_SELECT: &str = "SELECT c.id, c.name, e.base_url, c.model, c.engine_build, \
             c.parallel_layout, c.fallback_checkpoint_id, e.max_in_flight, c.input_usd_per_mtok, \
-            c.output_usd_per_mtok, c.training_run, c.training_step, c.created_at, e.api_key_ref \
-            FROM checkpoints c JOIN endpoints e ON e.id = c.endpoint_id";
+            c.output_usd_per_mtok, c.training_run, c.training_step, c.created_at, e.api_key_ref, \
+            u.team AS owner_team \
+            FROM checkpoints c JOIN endpoints e ON e.id = c.endpoint_id LEFT JOIN users u ON u.id = c.created_by";
 
         fn checkpoint_from_row(row: &<$db as sqlx::Database>::Row) -> Result<Checkpoint, sqlx::Error> {
             Ok(Checkpoint {
@@ -149,6 +164,7 @@ macro_rules! catalog_sql {
                 training_run: row.read("training_run")?,
                 training_step: row.read("training_step")?,
                 created_at: row.read("created_at")?,
+                owner_team: row.read("owner_team")?,
                 api_key_ref: row.read("api_key_ref")?,
             })
         }
@@ -161,17 +177,36 @@ macro_rules! catalog_sql {
                     let now = now_ms();
                     let mut endpoint_ids = Vec::with_capacity(1 + new.replica_urls.len());
                     for url in std::iter::once(&new.base_url).chain(&new.replica_urls) {
-                        sqlx::query("INSERT INTO endpoints (base_url, created_at) VALUES ($1, $2) ON CONFLICT (base_url) DO NOTHING")
-                            .bind(url)
-                            .bind(now)
-                            .execute(&mut *tx)
-                            .await?;
+                        let inserted = sqlx::query(
+                            "INSERT INTO endpoints (base_url, created_by, created_at) VALUES ($1, $2, $3) ON CONFLICT (base_url) DO NOTHING",
+                        )
+                        .bind(url)
+                        .bind(created_by.map(i64::from))
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected()
+                            == 1;
                         if let Some(limit) = new.max_in_flight {
-                            sqlx::query("UPDATE endpoints SET max_in_flight = $1 WHERE base_url = $2")
-                                .bind(limit)
+                            // A new endpoint takes the limit it is registered with. An existing
+                            // one is shared with other checkpoints (and teams): registering one
+                            // more may not change what they all get.
+                            let current: i64 = sqlx::query_scalar("SELECT max_in_flight FROM endpoints WHERE base_url = $1")
                                 .bind(url)
-                                .execute(&mut *tx)
+                                .fetch_one(&mut *tx)
                                 .await?;
+                            if inserted {
+                                sqlx::query("UPDATE endpoints SET max_in_flight = $1 WHERE base_url = $2")
+                                    .bind(limit)
+                                    .bind(url)
+                                    .execute(&mut *tx)
+                                    .await?;
+                            } else if current != limit {
+                                return Err(StoreError::Conflict(format!(
+                                    "the endpoint {url} is shared and allows {current} requests in flight, not {limit}; \
+                                     leave the limit empty, or have its owner or a lead change it under Endpoints"
+                                )));
+                            }
                         }
                         if let Some(key) = &new.api_key_ref {
                             // An endpoint's key is set once: a later checkpoint on the same
@@ -288,6 +323,50 @@ macro_rules! catalog_sql {
                 }
                 .await;
                 result.map_err(|err| err.during("set_checkpoint_prices"))
+            }
+
+            async fn list_endpoints(&self) -> StoreResult<Vec<Endpoint>> {
+                let result: StoreResult<Vec<Endpoint>> = async move {
+                    let rows = sqlx::query(
+                        "SELECT e.id, e.base_url, e.max_in_flight, e.created_by, u.username, \
+                         (SELECT COUNT(*) FROM checkpoints c WHERE c.endpoint_id = e.id) \
+                         + (SELECT COUNT(*) FROM checkpoint_replicas r WHERE r.endpoint_id = e.id) AS checkpoints \
+                         FROM endpoints e LEFT JOIN users u ON u.id = e.created_by ORDER BY e.base_url",
+                    )
+                    .fetch_all(&self.pool)
+                    .await?;
+                    rows.iter()
+                        .map(|row| {
+                            Ok(Endpoint {
+                                id: row.read("id")?,
+                                base_url: row.read("base_url")?,
+                                max_in_flight: row.read("max_in_flight")?,
+                                owner_id: row.read("created_by")?,
+                                owner: row.read("username")?,
+                                checkpoints: row.read("checkpoints")?,
+                            })
+                        })
+                        .collect::<Result<Vec<_>, sqlx::Error>>()
+                        .map_err(Into::into)
+                }
+                .await;
+                result.map_err(|err| err.during("list_endpoints"))
+            }
+
+            async fn set_endpoint_max_in_flight(&self, endpoint_id: i64, limit: i64) -> StoreResult<()> {
+                let result: StoreResult<()> = async move {
+                    let updated = sqlx::query("UPDATE endpoints SET max_in_flight = $1 WHERE id = $2")
+                        .bind(limit)
+                        .bind(endpoint_id)
+                        .execute(&self.writer)
+                        .await?;
+                    if updated.rows_affected() == 0 {
+                        return Err(StoreError::NotFound(format!("no endpoint with id {endpoint_id}")));
+                    }
+                    Ok(())
+                }
+                .await;
+                result.map_err(|err| err.during("set_endpoint_max_in_flight"))
             }
 
             async fn endpoint_limits(&self, base_url: &str) -> StoreResult<EndpointLimits> {
@@ -467,15 +546,24 @@ macro_rules! catalog_sql {
                 result.map_err(|err| err.during("list_items"))
             }
 
-            async fn items_after(&self, revision_id: RevisionId, after_position: i64, limit: i64) -> StoreResult<Vec<(i64, DatasetItem)>> {
+            async fn items_after(&self, revision_id: RevisionId, after_position: i64, limit: i64, max_bytes: i64) -> StoreResult<Vec<(i64, DatasetItem)>> {
                 let result: StoreResult<Vec<(i64, DatasetItem)>> = async move {
+                    // The page is cut to `limit` rows first and only then summed, so each page
+                    // costs its own rows, never the rest of the revision. A row is kept while the
+                    // bytes before it are under the budget: the first always is.
                     let rows = sqlx::query(
-                        "SELECT position, case_id, input, target, category FROM dataset_items \
-                         WHERE revision_id = $1 AND position > $2 ORDER BY position LIMIT $3",
+                        "SELECT position, case_id, input, target, category FROM ( \
+                           SELECT page.*, SUM(bytes) OVER (ORDER BY position) AS running FROM ( \
+                             SELECT position, case_id, input, target, category, \
+                                    octet_length(input) + octet_length(target) AS bytes \
+                             FROM dataset_items WHERE revision_id = $1 AND position > $2 \
+                             ORDER BY position LIMIT $3) page) sized \
+                         WHERE running - bytes < $4 ORDER BY position",
                     )
                     .bind(revision_id.get())
                     .bind(after_position)
                     .bind(limit)
+                    .bind(max_bytes)
                     .fetch_all(&self.pool)
                     .await?;
                     rows.iter()
@@ -495,6 +583,17 @@ macro_rules! catalog_sql {
                 }
                 .await;
                 result.map_err(|err| err.during("items_after"))
+            }
+
+            async fn longest_input(&self, revision_id: RevisionId) -> StoreResult<Option<(String, i64)>> {
+                sqlx::query_as::<_, (String, i64)>(
+                    "SELECT case_id, CAST(octet_length(input) AS BIGINT) AS bytes FROM dataset_items \
+                     WHERE revision_id = $1 ORDER BY bytes DESC, position LIMIT 1",
+                )
+                .bind(revision_id.get())
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(|err| StoreError::from(err).during("longest_input"))
             }
 
             async fn create_eval(&self, dataset_id: DatasetId, spec: &arbiter_domain::manifest::EvalSpec, created_by: Option<UserId>) -> StoreResult<EvalId> {

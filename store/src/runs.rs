@@ -54,6 +54,9 @@ pub trait RunStore: Send + Sync + 'static {
         identities: &[NewIdentity],
     ) -> StoreResult<()>;
 
+    /// The team a run is charged to (and owned by); `None` for an unknown run.
+    async fn run_team(&self, run_id: RunId) -> StoreResult<Option<String>>;
+
     /// Moves a run from one of `from` to `to`; false when it was in none of them.
     async fn set_run_status(
         &self,
@@ -297,6 +300,14 @@ macro_rules! runs_sql {
                 }
                 .await;
                 result.map_err(|err| err.during("insert_identities"))
+            }
+
+            async fn run_team(&self, run_id: RunId) -> StoreResult<Option<String>> {
+                sqlx::query_scalar("SELECT team FROM runs WHERE id = $1")
+                    .bind(run_id.get())
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(|err| StoreError::from(err).during("run_team"))
             }
 
             async fn set_run_status(&self, run_id: RunId, from: &[RunStatus], to: RunStatus) -> StoreResult<bool> {

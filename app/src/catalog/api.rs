@@ -2,7 +2,7 @@
 //! session and role, make one engine call, map the error — and has a fixed endpoint under
 //! `/api/` so that the HTTP tests can name it.
 
-use arbiter_domain::checkpoint::Checkpoint;
+use arbiter_domain::checkpoint::{Checkpoint, Endpoint};
 use arbiter_domain::dataset::{DatasetItem, DatasetRevision, DatasetSummary};
 use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId, RunId};
 use arbiter_domain::manifest::EvalSummary;
@@ -24,11 +24,24 @@ pub struct CheckpointView {
     pub fallback_name: Option<String>,
     /// "none", "stored encrypted", "from the environment (NAME)": never the key.
     pub api_key: String,
+    /// Whether the viewer may change it (its registering team, leads and admins).
+    pub may_change: bool,
+}
+
+/// A shared endpoint as the Checkpoints page lists it, and whether the viewer may edit its limit.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EndpointView {
+    #[serde(flatten)]
+    pub endpoint: Endpoint,
+    pub editable: bool,
 }
 
 /// Checkpoints with their fallbacks' names and how their keys are kept.
 #[cfg(feature = "ssr")]
-pub(crate) fn checkpoint_views(checkpoints: Vec<Checkpoint>) -> Vec<CheckpointView> {
+pub(crate) fn checkpoint_views(
+    checkpoints: Vec<Checkpoint>,
+    viewer: &arbiter_domain::accounts::User,
+) -> Vec<CheckpointView> {
     let names: std::collections::HashMap<CheckpointId, String> = checkpoints
         .iter()
         .map(|checkpoint| (checkpoint.id, checkpoint.name.clone()))
@@ -40,6 +53,7 @@ pub(crate) fn checkpoint_views(checkpoints: Vec<Checkpoint>) -> Vec<CheckpointVi
                 .fallback_checkpoint_id
                 .and_then(|id| names.get(&id).cloned()),
             api_key: arbiter_engine::secrets::describe(checkpoint.api_key_ref.as_deref()),
+            may_change: checkpoint.changeable_by(viewer),
             checkpoint,
         })
         .collect()
@@ -77,9 +91,40 @@ pub async fn dataset_detail(id: DatasetId) -> Result<DatasetPageData, ServerFnEr
 
 #[server(endpoint = "list_checkpoints")]
 pub async fn list_checkpoints() -> Result<Vec<CheckpointView>, ServerFnError> {
-    let (state, _) = require(Permission::ViewResults).await?;
+    let (state, user) = require(Permission::ViewResults).await?;
     let checkpoints = state.store.list_checkpoints().await.map_err(store_error)?;
-    Ok(checkpoint_views(checkpoints))
+    Ok(checkpoint_views(checkpoints, &user))
+}
+
+#[server(endpoint = "list_endpoints")]
+pub async fn list_endpoints() -> Result<Vec<EndpointView>, ServerFnError> {
+    let (state, user) = require(Permission::ViewResults).await?;
+    let endpoints = state.store.list_endpoints().await.map_err(store_error)?;
+    Ok(endpoints
+        .into_iter()
+        .map(|endpoint| EndpointView {
+            editable: endpoint.editable_by(&user),
+            endpoint,
+        })
+        .collect())
+}
+
+/// The explicit edit of a shared endpoint's in-flight limit (its owner, leads and admins).
+#[server(endpoint = "set_endpoint_limit")]
+pub async fn set_endpoint_limit(
+    endpoint_id: i64,
+    max_in_flight: String,
+) -> Result<(), ServerFnError> {
+    let (state, user) = require(Permission::ManageEvals).await?;
+    arbiter_engine::catalog::set_endpoint_max_in_flight(
+        state.store.as_ref(),
+        &user,
+        endpoint_id,
+        &max_in_flight,
+    )
+    .await
+    .map(|_| ())
+    .map_err(service_error)
 }
 
 /// Registers a checkpoint; `options` may be left out entirely.
@@ -134,9 +179,10 @@ pub async fn set_checkpoint_prices(
     input_usd_per_mtok: String,
     output_usd_per_mtok: String,
 ) -> Result<(), ServerFnError> {
-    let (state, _) = require(Permission::ManageEvals).await?;
+    let (state, user) = require(Permission::ManageEvals).await?;
     arbiter_engine::catalog::set_checkpoint_prices(
         state.store.as_ref(),
+        &user,
         checkpoint_id,
         &input_usd_per_mtok,
         &output_usd_per_mtok,
@@ -147,12 +193,12 @@ pub async fn set_checkpoint_prices(
 
 #[server(endpoint = "evals_page")]
 pub async fn evals_page() -> Result<EvalsPageData, ServerFnError> {
-    let (state, _) = require(Permission::ViewResults).await?;
+    let (state, user) = require(Permission::ViewResults).await?;
     let store = state.store.as_ref();
     Ok(EvalsPageData {
         evals: store.list_evals().await.map_err(store_error)?,
         datasets: store.list_datasets().await.map_err(store_error)?,
-        checkpoints: checkpoint_views(store.list_checkpoints().await.map_err(store_error)?),
+        checkpoints: checkpoint_views(store.list_checkpoints().await.map_err(store_error)?, &user),
     })
 }
 

@@ -1,7 +1,8 @@
 //! Checkpoints: a name, an OpenAI-compatible endpoint URL and the served model name.
 
 use crate::catalog::api::{
-    list_checkpoints, CheckpointView, RegisterCheckpoint, SetCheckpointPrices,
+    list_checkpoints, list_endpoints, CheckpointView, EndpointView, RegisterCheckpoint,
+    SetCheckpointPrices, SetEndpointLimit,
 };
 use crate::components::{ActionError, ErrorNote};
 use crate::operations::suites::SuitesSection;
@@ -76,7 +77,7 @@ pub fn CheckpointsPage() -> impl IntoView {
                         <table>
                             <thead><tr><th>"Name"</th><th>"Training run · step"</th><th>"Endpoints"</th><th>"Model"</th><th>"Fingerprint"</th><th>"API key"</th><th>"Limit"</th><th>"Price (USD / M tokens in · out)"</th><th>"Fallback"</th></tr></thead>
                             <tbody>
-                                {checkpoints.into_iter().map(|CheckpointView { checkpoint, fallback_name, api_key }| {
+                                {checkpoints.into_iter().map(|CheckpointView { checkpoint, fallback_name, api_key, may_change }| {
                                     let fingerprint = [checkpoint.engine_build.as_str(), checkpoint.parallel_layout.as_str()]
                                         .into_iter()
                                         .filter(|part| !part.is_empty())
@@ -101,6 +102,7 @@ pub fn CheckpointsPage() -> impl IntoView {
                                             <td>{api_key}</td>
                                             <td>{checkpoint.max_in_flight} " in flight"</td>
                                             <td>
+                                                {if may_change { view! {
                                                 <ActionForm action=set_prices attr:class="inline">
                                                     <input type="hidden" name="checkpoint_id" value=checkpoint.id.to_string()/>
                                                     <input name="input_usd_per_mtok" type="number" min="0" step="any" size="6"
@@ -109,6 +111,9 @@ pub fn CheckpointsPage() -> impl IntoView {
                                                         aria-label=format!("completion price of {}", checkpoint.name) value=checkpoint.prices.output_usd_per_mtok.to_string()/>
                                                     <button type="submit" class="secondary">"Set"</button>
                                                 </ActionForm>
+                                                }.into_any() } else {
+                                                    format!("{} · {}", checkpoint.prices.input_usd_per_mtok, checkpoint.prices.output_usd_per_mtok).into_any()
+                                                }}
                                             </td>
                                             <td>{fallback_name.unwrap_or_default()}</td>
                                         </tr>
@@ -121,6 +126,59 @@ pub fn CheckpointsPage() -> impl IntoView {
                 }
             })}
         </Transition>
+        <EndpointsSection refresh=register.version()/>
         <SuitesSection refresh=register.version()/>
+    }
+}
+
+/// The model servers checkpoints are registered on. Every checkpoint (and team) on one shares
+/// its limit, so the limit changes here, by its owner or a lead, never by registering one more.
+#[component]
+fn EndpointsSection(#[prop(into)] refresh: Signal<usize>) -> impl IntoView {
+    let set_limit = ServerAction::<SetEndpointLimit>::new();
+    let endpoints = Resource::new(
+        move || (refresh.get(), set_limit.version().get()),
+        |_| list_endpoints(),
+    );
+    view! {
+        <section class="card">
+            <h2>"Endpoints"</h2>
+            <p class="hint">"Requests in flight to each server from all workers together. Its owner (who first registered a checkpoint on it), leads and admins change the limit."</p>
+            <ActionError value=set_limit.value()/>
+            <Transition fallback=|| view! { <p>"Loading…"</p> }>
+                {move || Suspend::new(async move {
+                    match endpoints.await {
+                        Ok(endpoints) => view! {
+                            <table>
+                                <thead><tr><th>"URL"</th><th>"Owner"</th><th>"Checkpoints"</th><th>"Max in flight"</th></tr></thead>
+                                <tbody>
+                                    {endpoints.into_iter().map(|EndpointView { endpoint, editable }| {
+                                        let limit = endpoint.max_in_flight;
+                                        view! {
+                                            <tr>
+                                                <td><code>{endpoint.base_url.clone()}</code></td>
+                                                <td>{endpoint.owner.clone().unwrap_or_else(|| "operator".into())}</td>
+                                                <td>{endpoint.checkpoints}</td>
+                                                <td>
+                                                    {if editable { view! {
+                                                        <ActionForm action=set_limit attr:class="inline">
+                                                            <input type="hidden" name="endpoint_id" value=endpoint.id.to_string()/>
+                                                            <input name="max_in_flight" type="number" min="1" max="100000" size="6" required
+                                                                aria-label=format!("max in flight of {}", endpoint.base_url) value=limit.to_string()/>
+                                                            <button type="submit" class="secondary">"Set"</button>
+                                                        </ActionForm>
+                                                    }.into_any() } else { limit.to_string().into_any() }}
+                                                </td>
+                                            </tr>
+                                        }
+                                    }).collect_view()}
+                                </tbody>
+                            </table>
+                        }.into_any(),
+                        Err(error) => view! { <ErrorNote error/> }.into_any(),
+                    }
+                })}
+            </Transition>
+        </section>
     }
 }

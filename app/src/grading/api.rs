@@ -19,11 +19,11 @@ use {
 
 #[server(endpoint = "judges_page")]
 pub async fn judges_page() -> Result<JudgesPageData, ServerFnError> {
-    let (state, _) = require(Permission::ViewResults).await?;
+    let (state, user) = require(Permission::ViewResults).await?;
     let store = state.store.as_ref();
     Ok(JudgesPageData {
         judges: store.list_judges().await.map_err(store_error)?,
-        checkpoints: checkpoint_views(store.list_checkpoints().await.map_err(store_error)?),
+        checkpoints: checkpoint_views(store.list_checkpoints().await.map_err(store_error)?, &user),
         default_rubric: arbiter_domain::grading::judge::DEFAULT_RUBRIC.to_string(),
     })
 }

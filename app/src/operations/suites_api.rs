@@ -152,12 +152,10 @@ pub async fn create_suite(
 
 #[server(endpoint = "delete_suite")]
 pub async fn delete_suite(id: i64) -> Result<(), ServerFnError> {
-    let (state, _) = require(Permission::ManageEvals).await?;
-    if state.store.delete_suite(id).await.map_err(store_error)? {
-        Ok(())
-    } else {
-        Err(fail(404, format!("no suite with id {id}")))
-    }
+    let (state, user) = require(Permission::ManageEvals).await?;
+    arbiter_engine::suites::delete_suite(state.store.as_ref(), &user, id)
+        .await
+        .map_err(service_error)
 }
 
 /// Runs a suite on a checkpoint now, whatever its schedule.
@@ -175,10 +173,10 @@ pub async fn run_suite(
     let priority = arbiter_engine::runs::parse_priority(&priority).map_err(service_error)?;
     let runs = arbiter_engine::suites::run_suite_on_demand(
         state.store.as_ref(),
+        &user,
         checkpoint_id,
         &suite,
         priority,
-        Some(user.id),
     )
     .await
     .map_err(service_error)?;

@@ -34,8 +34,8 @@ pub async fn run_detail(id: RunId) -> Result<RunPageData, ServerFnError> {
 /// Pause, resume or cancel a run (`action` is `pause`, `resume` or `cancel`).
 #[server(endpoint = "change_run")]
 pub async fn change_run(id: RunId, action: String) -> Result<(), ServerFnError> {
-    let (state, _) = require(Permission::ManageEvals).await?;
-    arbiter_engine::runs::change_run_state(state.store.as_ref(), id, &action)
+    let (state, user) = require(Permission::ManageEvals).await?;
+    arbiter_engine::runs::change_run_state(state.store.as_ref(), &user, id, &action)
         .await
         .map_err(service_error)
 }

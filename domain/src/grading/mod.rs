@@ -8,6 +8,7 @@
 pub mod calibration;
 mod deterministic;
 pub mod judge;
+pub mod quoting;
 pub mod record;
 pub mod triage;
 

@@ -164,6 +164,35 @@ struct Asked {
     unavailable: Option<String>,
 }
 
+impl Asked {
+    /// A judge failure without a call: the judge could not be asked about this answer.
+    fn unasked(judge: &JudgeSpec, stage: Stage, why: String) -> Asked {
+        Asked {
+            record: GradeRecord {
+                stage,
+                grade: Grade {
+                    grader: judge.grader_id(),
+                    verdict: Verdict::Uncertain,
+                    extracted_answer: None,
+                    reason: format!("judge failure: {why}"),
+                },
+                confidence: None,
+                agreement: None,
+                cost_usd: None,
+                prompt_tokens: None,
+                completion_tokens: None,
+                latency_ms: None,
+                model_used: None,
+                fallback_used: false,
+                from_cache: false,
+            },
+            verdict: combine_samples(&[]),
+            new_calls: Vec::new(),
+            unavailable: None,
+        }
+    }
+}
+
 impl Judging<'_> {
     /// Asks one judge for `samples` verdicts on an answer, each from the grade cache when it was
     /// asked before.
@@ -178,7 +207,11 @@ impl Judging<'_> {
     ) -> Asked {
         let Judging { store, pool } = *self;
         let prompt =
-            render_judge_prompt(&judge.rubric, &job.input, &generation.output, &job.target);
+            match render_judge_prompt(&judge.rubric, &job.input, &generation.output, &job.target) {
+                Ok(prompt) => prompt,
+                // Too long to send: nothing is asked, and the failure routes to a human.
+                Err(too_long) => return Asked::unasked(judge, stage, too_long),
+            };
         // One sample is the judge's greedy answer; an ensemble needs samples that can differ.
         let temperature = if samples > 1 {
             ENSEMBLE_TEMPERATURE

@@ -5,6 +5,7 @@
 
 pub mod announcements;
 
+use arbiter_domain::accounts::User;
 use arbiter_domain::ids::{CheckpointId, EvalId, RunId, UserId};
 use arbiter_domain::run::Priority;
 use serde::{Deserialize, Serialize};
@@ -190,13 +191,14 @@ pub async fn trigger_new_checkpoint(
     launch_suites(store, checkpoint_id, &due, priority, launched_by).await
 }
 
-/// Runs one suite on a checkpoint now, whatever its tier and turn.
+/// Runs one suite on a checkpoint now, whatever its tier and turn. Its runs are charged to the
+/// suite's team, so only that team's members (and leads and admins) may start them.
 pub async fn run_suite_on_demand(
     store: &dyn Store,
+    user: &User,
     checkpoint_id: CheckpointId,
     suite_name: &str,
     priority: Priority,
-    launched_by: Option<UserId>,
 ) -> ServiceResult<Vec<TriggeredRun>> {
     store
         .checkpoint_position(checkpoint_id)
@@ -207,14 +209,43 @@ pub async fn run_suite_on_demand(
         .iter()
         .find(|suite| suite.name == suite_name.trim())
         .ok_or_else(|| ServiceError::NotFound(format!("no suite named `{suite_name}`")))?;
+    require_team(user, suite, "run it on demand")?;
     launch_suites(
         store,
         checkpoint_id,
         &[(suite, "on demand".to_string())],
         priority,
-        launched_by,
+        Some(user.id),
     )
     .await
+}
+
+/// Deletes a suite (its past runs stay), if `user` acts for its team.
+pub async fn delete_suite(store: &dyn Store, user: &User, suite_id: i64) -> ServiceResult<()> {
+    let suites = store.suites().await?;
+    let suite = suites
+        .iter()
+        .find(|suite| suite.id == suite_id)
+        .ok_or_else(|| ServiceError::NotFound(format!("no suite with id {suite_id}")))?;
+    require_team(user, suite, "delete it")?;
+    if store.delete_suite(suite_id).await? {
+        Ok(())
+    } else {
+        Err(ServiceError::NotFound(format!(
+            "no suite with id {suite_id}"
+        )))
+    }
+}
+
+fn require_team(user: &User, suite: &Suite, action: &str) -> ServiceResult<()> {
+    if user.acts_for_team(&suite.team) {
+        Ok(())
+    } else {
+        Err(ServiceError::Forbidden(format!(
+            "the suite `{}` belongs to team `{}`; only its members, leads and admins may {action}",
+            suite.name, suite.team
+        )))
+    }
 }
 
 /// A checkpoint as a training job announces it: through `POST /api/v1/checkpoints` or as a

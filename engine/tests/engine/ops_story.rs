@@ -566,12 +566,13 @@ async fn new_checkpoints_trigger_tiered_suites_from_the_api_or_a_watched_folder(
     assert_eq!(store.list_checkpoints().await.unwrap().len(), 2);
 
     // On demand: the full suite on the first checkpoint.
+    let researcher = user(store, "rhea", Role::Researcher).await;
     let on_demand = suites::run_suite_on_demand(
         store,
+        &researcher,
         first.checkpoint_id,
         "full",
         Priority::Promotion,
-        None,
     )
     .await
     .unwrap();
@@ -579,10 +580,10 @@ async fn new_checkpoints_trigger_tiered_suites_from_the_api_or_a_watched_folder(
     assert!(on_demand[0].run_id.is_some());
     assert!(suites::run_suite_on_demand(
         store,
+        &researcher,
         first.checkpoint_id,
         "nope",
         Priority::Scheduled,
-        None
     )
     .await
     .is_err());

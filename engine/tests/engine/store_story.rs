@@ -1645,7 +1645,17 @@ async fn the_scheduler_sees_only_running_runs_and_claims_longest_first(store: Ar
     ));
     assert_eq!(store.active_runs().await.unwrap()[0].team_weight, 2.5);
 
-    arbiter_engine::runs::change_run_state(store.as_ref(), run_id, "pause")
+    // Runs are paused, resumed and cancelled by their team (here `default`'s researcher).
+    let owner_id = store
+        .create_user(
+            "runner",
+            &arbiter_testkit::fixtures::stand_in_hash("runner"),
+            Role::Researcher,
+        )
+        .await
+        .unwrap();
+    let owner = store.get_user(owner_id).await.unwrap().unwrap();
+    arbiter_engine::runs::change_run_state(store.as_ref(), &owner, run_id, "pause")
         .await
         .unwrap();
     assert!(store.active_runs().await.unwrap().is_empty());
@@ -1666,10 +1676,10 @@ async fn the_scheduler_sees_only_running_runs_and_claims_longest_first(store: Ar
         "a paused run hands out nothing"
     );
     assert!(matches!(
-        arbiter_engine::runs::change_run_state(store.as_ref(), run_id, "pause").await,
+        arbiter_engine::runs::change_run_state(store.as_ref(), &owner, run_id, "pause").await,
         Err(ServiceError::Conflict(_))
     ));
-    arbiter_engine::runs::change_run_state(store.as_ref(), run_id, "resume")
+    arbiter_engine::runs::change_run_state(store.as_ref(), &owner, run_id, "resume")
         .await
         .unwrap();
 
@@ -1685,7 +1695,7 @@ async fn the_scheduler_sees_only_running_runs_and_claims_longest_first(store: Ar
         .as_ref()
         .is_some_and(|key| key.len() == 64)));
 
-    arbiter_engine::runs::change_run_state(store.as_ref(), run_id, "cancel")
+    arbiter_engine::runs::change_run_state(store.as_ref(), &owner, run_id, "cancel")
         .await
         .unwrap();
     assert!(store.active_runs().await.unwrap().is_empty());
@@ -1702,7 +1712,7 @@ async fn the_scheduler_sees_only_running_runs_and_claims_longest_first(store: Ar
         RunStatus::Cancelled
     );
     // A cancelled run can be picked up again, where it stopped.
-    arbiter_engine::runs::change_run_state(store.as_ref(), run_id, "resume")
+    arbiter_engine::runs::change_run_state(store.as_ref(), &owner, run_id, "resume")
         .await
         .unwrap();
     assert_eq!(store.active_runs().await.unwrap().len(), 1);

@@ -31,8 +31,12 @@ pub(crate) async fn send(
     let response = request.send().await.unwrap();
     let status = response.status();
     let text = response.text().await.unwrap();
-    let value = serde_json::from_str(&text)
-        .unwrap_or_else(|_| panic!("{path} answered {status} with non-JSON: {text}"));
+    // An empty body (204) reads as null; any other body must be JSON.
+    let value = match text.as_str() {
+        "" => Value::Null,
+        text => serde_json::from_str(text)
+            .unwrap_or_else(|_| panic!("{path} answered {status} with non-JSON: {text}")),
+    };
     (status, value)
 }
 
@@ -201,6 +205,14 @@ fn api_routes() -> Vec<(Method, &'static str, Option<Value>, bool, StatusCode)> 
         (Method::GET, "/datasets", None, false, StatusCode::OK),
         (Method::GET, "/datasets/1", None, false, StatusCode::OK),
         (Method::GET, "/checkpoints", None, false, StatusCode::OK),
+        (Method::GET, "/endpoints", None, false, StatusCode::OK),
+        (
+            Method::PATCH,
+            "/endpoints/999",
+            Some(json!({"max_in_flight": 8})),
+            false,
+            StatusCode::NOT_FOUND,
+        ),
         (Method::GET, "/evals", None, false, StatusCode::OK),
         (
             Method::GET,
@@ -329,6 +341,88 @@ async fn every_api_route_refuses_anonymous_callers_and_the_wrong_role() {
             }
         }
     }
+}
+
+/// The object-level rows: another team's researcher has the right role for each route and is
+/// still refused (403) on team `default`'s objects, which stay as they were; their owner is not.
+#[tokio::test]
+async fn api_routes_change_only_the_callers_teams_objects() {
+    let app = TestApp::spawn().await;
+    let objects = app.team_objects().await;
+    let routes = [
+        (
+            Method::PATCH,
+            format!("/endpoints/{}", objects.endpoint),
+            Some(json!({"max_in_flight": 512})),
+            StatusCode::OK,
+        ),
+        (
+            Method::POST,
+            format!(
+                "/checkpoints/{}/suites/ours?priority=promotion",
+                objects.checkpoint
+            ),
+            None,
+            StatusCode::OK,
+        ),
+        (
+            Method::POST,
+            format!("/runs/{}/cancel", objects.run),
+            None,
+            StatusCode::NO_CONTENT,
+        ),
+        (
+            Method::DELETE,
+            format!("/suites/{}", objects.suite),
+            None,
+            StatusCode::NO_CONTENT,
+        ),
+    ];
+    let runs_before = app.store.list_runs().await.unwrap().len();
+    let vera = {
+        let user = app
+            .store
+            .find_user_credentials("vera")
+            .await
+            .unwrap()
+            .unwrap()
+            .user;
+        arbiter_engine::accounts::api_tokens::create_token(
+            app.store.as_ref(),
+            &user,
+            "test",
+            None,
+            arbiter_store::now_ms(),
+        )
+        .await
+        .unwrap()
+        .1
+    };
+    for (method, path, body, _) in &routes {
+        let (status, answer) = send(&app, method.clone(), path, Some(&vera), body.clone()).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{method} {path}: {answer}");
+        assert!(
+            answer["error"].as_str().unwrap().contains("team `default`")
+                || answer["error"].as_str().unwrap().contains("owner"),
+            "{answer}"
+        );
+    }
+    assert_eq!(
+        app.store.list_endpoints().await.unwrap()[0].max_in_flight,
+        8
+    );
+    assert_eq!(app.store.list_runs().await.unwrap().len(), runs_before);
+    assert_eq!(app.store.suites().await.unwrap().len(), 1);
+
+    let owner = app.token_for(Role::Researcher).await;
+    for (method, path, body, success) in routes {
+        let (status, answer) = send(&app, method.clone(), &path, Some(&owner), body).await;
+        assert_eq!(status, success, "{method} {path}: {answer}");
+    }
+    assert_eq!(
+        app.store.list_endpoints().await.unwrap()[0].max_in_flight,
+        512
+    );
 }
 
 #[tokio::test]

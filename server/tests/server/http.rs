@@ -168,6 +168,12 @@ const SERVER_FUNCTIONS: &[(&str, Args, Allowed)] = &[
         ],
         Allowed::Researchers,
     ),
+    ("list_endpoints", &[], Allowed::Researchers),
+    (
+        "set_endpoint_limit",
+        &[("endpoint_id", "1"), ("max_in_flight", "16")],
+        Allowed::Researchers,
+    ),
     ("evals_page", &[], Allowed::Researchers),
     (
         "create_eval",
@@ -452,6 +458,99 @@ async fn every_server_function_refuses_the_wrong_role_and_anonymous_callers() {
             }
         }
     }
+}
+
+/// The object-level rows: a researcher of another team holds the right role for every one of
+/// these calls, and is still refused on objects that belong to team `default`; nothing changes
+/// until the owning team (or a lead) acts.
+#[tokio::test]
+async fn server_functions_change_only_the_callers_teams_objects() {
+    let app = TestApp::spawn().await;
+    let objects = app.team_objects().await;
+    let (checkpoint, endpoint, suite, run) = (
+        objects.checkpoint.to_string(),
+        objects.endpoint.to_string(),
+        objects.suite.to_string(),
+        objects.run.to_string(),
+    );
+    let calls: Vec<(&str, Vec<(&str, &str)>)> = vec![
+        (
+            "set_checkpoint_prices",
+            vec![
+                ("checkpoint_id", &checkpoint),
+                ("input_usd_per_mtok", "9"),
+                ("output_usd_per_mtok", "9"),
+            ],
+        ),
+        (
+            "set_endpoint_limit",
+            vec![("endpoint_id", &endpoint), ("max_in_flight", "512")],
+        ),
+        (
+            "run_suite",
+            vec![
+                ("checkpoint_id", &checkpoint),
+                ("suite", "ours"),
+                ("priority", "promotion"),
+            ],
+        ),
+        ("change_run", vec![("id", &run), ("action", "cancel")]),
+        ("delete_suite", vec![("id", &suite)]),
+    ];
+    let runs_before = app.store.list_runs().await.unwrap().len();
+    let vera = app.signed_in("vera").await;
+    for (endpoint, args) in &calls {
+        assert_eq!(
+            app.call(&vera, endpoint, args).await,
+            StatusCode::FORBIDDEN,
+            "another team's researcher must not {endpoint}"
+        );
+    }
+    // Registering one more checkpoint on the shared URL cannot change its limit either.
+    let other_limit = app
+        .call(
+            &vera,
+            "register_checkpoint",
+            &[
+                ("name", "theirs"),
+                ("endpoint_url", "http://127.0.0.1:9/v1"),
+                ("model", "m"),
+                ("options[max_in_flight]", "512"),
+            ],
+        )
+        .await;
+    assert_eq!(other_limit, StatusCode::CONFLICT);
+    let store = app.store.as_ref();
+    assert_eq!(store.list_endpoints().await.unwrap()[0].max_in_flight, 8);
+    assert_eq!(store.list_checkpoints().await.unwrap().len(), 1);
+    assert_eq!(
+        store.list_checkpoints().await.unwrap()[0]
+            .prices
+            .input_usd_per_mtok,
+        0.0
+    );
+    assert_eq!(store.list_runs().await.unwrap().len(), runs_before);
+    assert_ne!(
+        store
+            .run_progress(arbiter_domain::ids::RunId(objects.run))
+            .await
+            .unwrap()
+            .unwrap()
+            .status,
+        arbiter_domain::run::RunStatus::Cancelled
+    );
+    assert_eq!(store.suites().await.unwrap().len(), 1);
+
+    let owner = app.client_as(Role::Researcher).await;
+    for (endpoint, args) in &calls {
+        assert_eq!(
+            app.call(&owner, endpoint, args).await,
+            StatusCode::OK,
+            "the owning team may {endpoint}"
+        );
+    }
+    assert_eq!(store.list_endpoints().await.unwrap()[0].max_in_flight, 512);
+    assert!(store.suites().await.unwrap().is_empty());
 }
 
 #[tokio::test]

@@ -13,7 +13,7 @@
 
 // The model crate's lookup of the test model file, shared rather than copied.
 #[path = "../../../model/tests/model/common.rs"]
-mod common;
+pub(crate) mod common;
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -32,16 +32,16 @@ use arbiter_store::{Database, Store};
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
-const MODEL: &str = "smollm2";
+pub(crate) const MODEL: &str = "smollm2";
 
 /// `arbiter model serve` as a child process, killed when dropped.
-struct ModelProcess {
+pub(crate) struct ModelProcess {
     child: Child,
-    base_url: String,
+    pub(crate) base_url: String,
 }
 
 impl ModelProcess {
-    fn start(gguf: &PathBuf) -> ModelProcess {
+    pub(crate) fn start(gguf: &PathBuf) -> ModelProcess {
         let mut child = Command::new(env!("CARGO_BIN_EXE_arbiter"))
             .args(["model", "serve", "--addr", "127.0.0.1:0", "--name", MODEL])
             .args(["--parallel", "2", "--gguf"])

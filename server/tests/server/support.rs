@@ -101,10 +101,92 @@ impl TestApp {
 
     /// A client logged in as the user named after `role`.
     pub async fn client_as(&self, role: Role) -> reqwest::Client {
+        self.signed_in(role.as_str()).await
+    }
+
+    /// A client logged in as `username` (whose password is [`PASSWORD`]).
+    pub async fn signed_in(&self, username: &str) -> reqwest::Client {
         let client = Self::client();
-        let response = self.login(&client, role.as_str(), PASSWORD).await;
-        assert_eq!(response.status(), StatusCode::OK, "login as {role}");
+        let response = self.login(&client, username, PASSWORD).await;
+        assert_eq!(response.status(), StatusCode::OK, "login as {username}");
         client
+    }
+
+    /// Objects of team `default`, owned by `researcher`, and `vera`, a researcher of another
+    /// team (`vision`): for the object-level rows of the authorization matrices.
+    pub async fn team_objects(&self) -> TeamObjects {
+        use arbiter_engine::{catalog, runs, suites};
+        let store = self.store.as_ref();
+        let owner = store
+            .find_user_credentials("researcher")
+            .await
+            .unwrap()
+            .unwrap()
+            .user;
+        arbiter_engine::accounts::create_user(store, "vera", PASSWORD, Role::Researcher)
+            .await
+            .unwrap();
+        assert!(store.set_team("vera", "vision").await.unwrap());
+        let form = catalog::CheckpointForm {
+            name: "ours".into(),
+            endpoint_url: "http://127.0.0.1:9/v1".into(),
+            model: "m".into(),
+            max_in_flight: "8".into(),
+            ..catalog::CheckpointForm::default()
+        };
+        let checkpoint = catalog::register_checkpoint(store, &form, Some(owner.id))
+            .await
+            .unwrap();
+        let dataset = store.list_datasets().await.unwrap()[0].id;
+        let eval = catalog::define_eval(
+            store,
+            &catalog::EvalForm {
+                name: "ours".into(),
+                dataset_id: dataset,
+                prompt_template: "Q: {input}".into(),
+                max_tokens: 8,
+                temperature: 0.0,
+                repetitions: 1,
+                seed: 1,
+                grader: String::new(),
+            },
+            Some(owner.id),
+        )
+        .await
+        .unwrap();
+        let suite = suites::create_suite(
+            store,
+            &suites::SuiteForm {
+                name: "ours".into(),
+                tier: "full".into(),
+                every_nth: Some(0),
+                eval_ids: vec![eval],
+                ..suites::SuiteForm::default()
+            },
+            &owner.team,
+            false,
+            Some(owner.id),
+        )
+        .await
+        .unwrap();
+        let run = runs::launch_run(
+            store,
+            eval,
+            checkpoint,
+            arbiter_domain::run::Priority::Scheduled,
+            &owner.team,
+            Some(owner.id),
+        )
+        .await
+        .unwrap()
+        .run_id;
+        let endpoint = store.list_endpoints().await.unwrap()[0].id;
+        TeamObjects {
+            checkpoint: checkpoint.get(),
+            endpoint,
+            suite,
+            run: run.get(),
+        }
     }
 
     /// Uploads `body` as a dataset file through the form route, asking for a JSON answer.
@@ -146,4 +228,12 @@ impl TestApp {
             .unwrap()
             .status()
     }
+}
+
+/// Ids of the objects [`TestApp::team_objects`] makes.
+pub struct TeamObjects {
+    pub checkpoint: i64,
+    pub endpoint: i64,
+    pub suite: i64,
+    pub run: i64,
 }

@@ -142,6 +142,11 @@ pub fn routes(state: AppState) -> Router {
             "/checkpoints",
             get(resources::list_checkpoints).post(resources::register_checkpoint),
         )
+        .route("/endpoints", get(resources::list_endpoints))
+        .route(
+            "/endpoints/{id}",
+            axum::routing::patch(resources::edit_endpoint),
+        )
         .route(
             "/evals",
             get(resources::list_evals).post(resources::define_eval),

@@ -21,6 +21,8 @@ A token acts with its owner's role. Errors are JSON `{\"error\": \"…\"}` with 
         resources::upload_dataset,
         resources::list_checkpoints,
         resources::register_checkpoint,
+        resources::list_endpoints,
+        resources::edit_endpoint,
         resources::list_suites,
         resources::create_suite,
         resources::delete_suite,

@@ -3,7 +3,7 @@
 use super::{ApiError, ApiErrorBody, ApiJson, ApiPath, ApiQuery, ApiResult, ApiUser};
 use arbiter_app::guard::AppState;
 use arbiter_domain::accounts::{Permission, Role};
-use arbiter_domain::checkpoint::Checkpoint;
+use arbiter_domain::checkpoint::{Checkpoint, Endpoint};
 use arbiter_domain::dataset::{DatasetRevision, DatasetSummary};
 use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId, UserId};
 use arbiter_domain::manifest::EvalSummary;
@@ -130,6 +130,47 @@ pub async fn list_checkpoints(
     Ok(Json(state.store.list_checkpoints().await?))
 }
 
+#[utoipa::path(get, path = "/api/v1/endpoints", tag = "checkpoints",
+    responses((status = 200, description = "Every model server checkpoints are registered on, with its owner and limit", body = Vec<Endpoint>)))]
+pub async fn list_endpoints(
+    State(state): State<AppState>,
+    caller: ApiUser,
+) -> ApiResult<Json<Vec<Endpoint>>> {
+    caller.require(Permission::ViewResults)?;
+    Ok(Json(state.store.list_endpoints().await?))
+}
+
+/// The explicit edit of an endpoint's limits.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointEdit {
+    /// Requests in flight to it from all workers together (1 to 100000).
+    pub max_in_flight: i64,
+}
+
+#[utoipa::path(patch, path = "/api/v1/endpoints/{id}", tag = "checkpoints",
+    params(("id" = i64, Path, description = "Endpoint id")),
+    request_body = EndpointEdit,
+    responses((status = 200, body = Endpoint), (status = 400, body = ApiErrorBody),
+        (status = 403, description = "Neither its owner nor a lead or admin", body = ApiErrorBody), (status = 404, body = ApiErrorBody)))]
+pub async fn edit_endpoint(
+    State(state): State<AppState>,
+    caller: ApiUser,
+    ApiPath(id): ApiPath<i64>,
+    ApiJson(edit): ApiJson<EndpointEdit>,
+) -> ApiResult<Json<Endpoint>> {
+    let user = caller.require(Permission::ManageEvals)?;
+    Ok(Json(
+        arbiter_engine::catalog::set_endpoint_max_in_flight(
+            state.store.as_ref(),
+            &user,
+            id,
+            &edit.max_in_flight.to_string(),
+        )
+        .await?,
+    ))
+}
+
 /// The registered checkpoint and the suite runs it triggered.
 #[derive(Serialize, ToSchema)]
 pub struct RegisteredCheckpoint {
@@ -208,21 +249,15 @@ pub async fn create_suite(
 
 #[utoipa::path(delete, path = "/api/v1/suites/{id}", tag = "checkpoints",
     params(("id" = i64, Path, description = "Suite id")),
-    responses((status = 204, description = "Deleted (its past runs stay)"), (status = 404, body = ApiErrorBody)))]
+    responses((status = 204, description = "Deleted (its past runs stay)"), (status = 403, description = "The suite belongs to another team", body = ApiErrorBody), (status = 404, body = ApiErrorBody)))]
 pub async fn delete_suite(
     State(state): State<AppState>,
     caller: ApiUser,
     ApiPath(id): ApiPath<i64>,
 ) -> ApiResult<StatusCode> {
-    caller.require(Permission::ManageEvals)?;
-    if state.store.delete_suite(id).await? {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!("no suite with id {id}"),
-        ))
-    }
+    let user = caller.require(Permission::ManageEvals)?;
+    suites::delete_suite(state.store.as_ref(), &user, id).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -234,7 +269,7 @@ pub struct OnDemandParams {
 
 #[utoipa::path(post, path = "/api/v1/checkpoints/{id}/suites/{suite}", tag = "checkpoints",
     params(("id" = i64, Path, description = "Checkpoint id"), ("suite" = String, Path, description = "Suite name"), OnDemandParams),
-    responses((status = 200, description = "The suite's runs (refused launches carry their error)", body = Vec<TriggeredRun>), (status = 404, body = ApiErrorBody)))]
+    responses((status = 200, description = "The suite's runs (refused launches carry their error)", body = Vec<TriggeredRun>), (status = 403, description = "The suite belongs to another team", body = ApiErrorBody), (status = 404, body = ApiErrorBody)))]
 pub async fn run_suite(
     State(state): State<AppState>,
     caller: ApiUser,
@@ -245,8 +280,7 @@ pub async fn run_suite(
     let priority =
         arbiter_engine::runs::parse_priority(params.priority.as_deref().unwrap_or_default())?;
     Ok(Json(
-        suites::run_suite_on_demand(state.store.as_ref(), id, &suite, priority, Some(user.id))
-            .await?,
+        suites::run_suite_on_demand(state.store.as_ref(), &user, id, &suite, priority).await?,
     ))
 }
 

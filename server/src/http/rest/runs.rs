@@ -190,14 +190,14 @@ pub async fn run_report(
 
 #[utoipa::path(post, path = "/api/v1/runs/{id}/{action}", tag = "runs",
     params(("id" = i64, Path, description = "Run id"), ("action" = String, Path, description = "`pause`, `resume` or `cancel`")),
-    responses((status = 204, description = "Done"), (status = 400, body = ApiErrorBody), (status = 409, description = "Not possible in the run's state", body = ApiErrorBody)))]
+    responses((status = 204, description = "Done"), (status = 400, body = ApiErrorBody), (status = 403, description = "The run belongs to another team", body = ApiErrorBody), (status = 409, description = "Not possible in the run's state", body = ApiErrorBody)))]
 pub async fn change_run_state(
     State(state): State<AppState>,
     caller: ApiUser,
     ApiPath((id, action)): ApiPath<(RunId, String)>,
 ) -> ApiResult<StatusCode> {
-    caller.require(Permission::ManageEvals)?;
-    arbiter_engine::runs::change_run_state(state.store.as_ref(), id, &action).await?;
+    let user = caller.require(Permission::ManageEvals)?;
+    arbiter_engine::runs::change_run_state(state.store.as_ref(), &user, id, &action).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
