@@ -281,8 +281,9 @@ pub struct TeamArgs {
 /// Email to leads and invited raters, and the queue monitor that sends alerts.
 #[derive(clap::Args)]
 pub struct MailArgs {
-    /// Mail transport: smtp://user:password@host:587 (STARTTLS), smtps://…:465, file:DIRECTORY
-    /// (one .eml file per message) or log.
+    /// Mail transport: smtp://user:password@host:587 (STARTTLS, required), smtps://…:465,
+    /// smtp+cleartext://host:25 (a local relay without TLS, and without credentials),
+    /// file:DIRECTORY (one .eml file per message) or log.
     #[arg(
         long = "mail",
         env = "ARBITER_MAIL",
@@ -297,6 +298,9 @@ pub struct MailArgs {
         default_value = "Arbiter <arbiter@localhost>"
     )]
     pub mail_from: String,
+    /// PEM file of the CA that signed the mail server's certificate, when it is not a public one.
+    #[arg(long, env = "ARBITER_MAIL_CA_FILE")]
+    pub mail_ca_file: Option<std::path::PathBuf>,
     /// Seconds between rounds of the queue monitor (SLA escalation, alerts, email); 0 turns it
     /// off (run one `arbiter serve` with it on when several share a database).
     #[arg(long, default_value_t = 60)]

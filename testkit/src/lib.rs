@@ -5,7 +5,8 @@
 //! - [`fixtures`]: datasets, evals, launched runs, recorded answers, escalations;
 //! - [`egress`]: the egress policy of a test process (loopback allowed, for the simulator);
 //! - [`pipeline`]: the simulator on a random port, checkpoints on it, launches, and a worker
-//!   run until its runs complete.
+//!   run until its runs complete;
+//! - [`smtp`]: a local SMTP sink, with or without STARTTLS, that records what clients did.
 //!
 //! PostgreSQL: `eval "$(scripts/start-postgres)"` exports `ARBITER_TEST_POSTGRES_URL`, a
 //! superuser URL of a throwaway server. Without it the PostgreSQL tests fail; they never skip.
@@ -14,5 +15,6 @@ pub mod backend;
 pub mod egress;
 pub mod fixtures;
 pub mod pipeline;
+pub mod smtp;
 
 pub use backend::TestBackend;

@@ -27,7 +27,11 @@ pub async fn serve(args: crate::ServeArgs) -> anyhow::Result<()> {
     } = args;
     super::install_egress(&[])?;
     let database = open(&database_url).await?;
-    let mailer = Mailer::from_config(&mail.transport, &mail.mail_from)?;
+    let mailer = Mailer::from_settings(
+        &mail.transport,
+        &mail.mail_from,
+        mail.mail_ca_file.as_deref(),
+    )?;
     tracing::info!(transport = %mailer.describe(), "mail");
     let jobs = background_jobs(
         Arc::new(mailer),

@@ -3,6 +3,7 @@
 
 mod a_new_secret_key_keeps_sealed_secrets;
 mod leads_never_act_on_admins;
+mod mail_never_goes_out_in_clear_text;
 mod prompts_stay_within_their_bounds;
 mod raters_never_see_task_ids;
 mod researchers_change_only_their_teams_objects;
