@@ -9,11 +9,13 @@
 //! - [`annotators`]: many annotators labelling at once;
 //! - [`compare`]: comparing two million-identity runs;
 //! - [`soak`]: the demo under mixed HTTP load;
+//! - [`login_burst`]: sign-in bursts against the throttle and the bound on password checks;
 //! - [`support`]: what they share (the simulator process, scratch databases, fixtures,
 //!   memory and CPU readings, percentiles).
 
 pub mod annotators;
 pub mod compare;
+pub mod login_burst;
 pub mod pipeline;
 pub mod soak;
 pub mod support;
@@ -59,6 +61,10 @@ pub enum Scenario {
     /// annotators, dashboard readers) for `--items` minutes (default 10): requests, errors,
     /// latencies and memory.
     Soak,
+    /// `--items` (default 50) concurrent wrong passwords for one account, then ten times as many
+    /// sign-ins from as many addresses: passwords checked, refused and turned away, and the
+    /// peak resident memory of each burst.
+    LoginBurst,
 }
 
 /// Options of the `endpoint` scenario.
@@ -126,6 +132,7 @@ pub async fn run(
             crate::bench::compare::run(items.unwrap_or(1_000_000), postgres_url).await
         }
         Scenario::Soak => crate::bench::soak::run(items.unwrap_or(10) as u64).await,
+        Scenario::LoginBurst => crate::bench::login_burst::run(items.unwrap_or(50)).await,
         Scenario::Agreement => {
             agreement(items.unwrap_or(1_000_000));
             Ok(())
