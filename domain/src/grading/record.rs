@@ -99,8 +99,13 @@ pub struct GradeRecord {
 
 impl GradeRecord {
     pub fn deterministic(grade: Grade) -> GradeRecord {
+        GradeRecord::without_a_call(Stage::Deterministic, grade)
+    }
+
+    /// A grade reached without calling any model: nothing paid, timed or cached.
+    pub fn without_a_call(stage: Stage, grade: Grade) -> GradeRecord {
         GradeRecord {
-            stage: Stage::Deterministic,
+            stage,
             grade,
             confidence: None,
             agreement: None,

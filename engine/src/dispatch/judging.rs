@@ -168,24 +168,15 @@ impl Asked {
     /// A judge failure without a call: the judge could not be asked about this answer.
     fn unasked(judge: &JudgeSpec, stage: Stage, why: String) -> Asked {
         Asked {
-            record: GradeRecord {
+            record: GradeRecord::without_a_call(
                 stage,
-                grade: Grade {
+                Grade {
                     grader: judge.grader_id(),
                     verdict: Verdict::Uncertain,
                     extracted_answer: None,
                     reason: format!("judge failure: {why}"),
                 },
-                confidence: None,
-                agreement: None,
-                cost_usd: None,
-                prompt_tokens: None,
-                completion_tokens: None,
-                latency_ms: None,
-                model_used: None,
-                fallback_used: false,
-                from_cache: false,
-            },
+            ),
             verdict: combine_samples(&[]),
             new_calls: Vec::new(),
             unavailable: None,

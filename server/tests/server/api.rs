@@ -379,25 +379,7 @@ async fn api_routes_change_only_the_callers_teams_objects() {
         ),
     ];
     let runs_before = app.store.list_runs().await.unwrap().len();
-    let vera = {
-        let user = app
-            .store
-            .find_user_credentials("vera")
-            .await
-            .unwrap()
-            .unwrap()
-            .user;
-        arbiter_engine::accounts::api_tokens::create_token(
-            app.store.as_ref(),
-            &user,
-            "test",
-            None,
-            arbiter_store::now_ms(),
-        )
-        .await
-        .unwrap()
-        .1
-    };
+    let vera = app.token_of("vera").await;
     for (method, path, body, _) in &routes {
         let (status, answer) = send(&app, method.clone(), path, Some(&vera), body.clone()).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{method} {path}: {answer}");

@@ -80,9 +80,14 @@ impl TestApp {
 
     /// A personal API token for the user named after `role`.
     pub async fn token_for(&self, role: Role) -> String {
+        self.token_of(role.as_str()).await
+    }
+
+    /// A personal API token for the user `username`.
+    pub async fn token_of(&self, username: &str) -> String {
         let user = self
             .store
-            .find_user_credentials(role.as_str())
+            .find_user_credentials(username)
             .await
             .unwrap()
             .unwrap()
