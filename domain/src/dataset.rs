@@ -1,38 +1,160 @@
-//! Dataset files: parsing an upload (JSONL or CSV) into items, and the revision's content hash.
+//! Dataset files: parsing an upload (JSONL or CSV; the engine decodes gzip and Parquet into
+//! rows) into items, and the revision's content hash.
 //!
-//! Pure: bytes in, items or a precise error out. Nothing is stored here; the caller stores a
-//! parsed dataset in one transaction, so a bad file stores nothing.
+//! An item is a JSON object with any fields. Items of the original four-field shape (`id`,
+//! `input`, `target`, `category`) are kept as they always were, with the same revision
+//! hashes; any other item keeps all of its fields, and each eval's field mapping says which
+//! is which. Pure: bytes or rows in, items or a precise error out. Nothing is stored here;
+//! the caller stores a parsed dataset in one transaction, so a bad file stores nothing.
 
+use crate::fields::scalar_text;
 use crate::ids::{DatasetId, RevisionId};
 use crate::prompt::{describe_bytes, MAX_PROMPT_BYTES};
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 /// Uploads larger than this are refused before parsing.
 pub const MAX_UPLOAD_BYTES: usize = 20 * 1024 * 1024;
 /// Longest accepted case id, in bytes.
 const MAX_CASE_ID_BYTES: usize = 200;
+/// Largest item (its fields as JSON), in bytes: several fields of the longest prompt.
+pub const MAX_ITEM_BYTES: usize = 4 * MAX_PROMPT_BYTES;
+/// Most fields an item may have.
+const MAX_FIELDS: usize = 256;
+/// Field names that hold an item's id, in order of preference.
+const ID_FIELDS: [&str; 2] = ["id", "case_id"];
 
-/// One case of a dataset: the question put to the model and the reference answer.
+/// One case of a dataset.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DatasetItem {
     /// Stable id of the case within the dataset; part of every result identity.
     pub case_id: String,
-    /// Text substituted for `{input}` in the eval's prompt template.
+    /// Four-field items: the input. Others: the item's fields as readable text (for tables
+    /// and raters; evals read [`DatasetItem::fields`]).
     pub input: String,
-    /// Reference answer the graders compare against.
+    /// Four-field items: the reference answer. Others: the `target` or `answer` field as text,
+    /// if any.
     pub target: String,
     /// Optional grouping for per-category breakdowns ('' when absent).
     pub category: String,
+    /// All fields of an item that is not of the four-field shape (its id excepted); `None`
+    /// for four-field items, whose fields are `input`, `target` and `category`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured: Option<Map<String, Value>>,
+}
+
+impl DatasetItem {
+    /// An item of the original shape.
+    pub fn four_field(
+        case_id: impl Into<String>,
+        input: impl Into<String>,
+        target: impl Into<String>,
+        category: impl Into<String>,
+    ) -> DatasetItem {
+        DatasetItem {
+            case_id: case_id.into(),
+            input: input.into(),
+            target: target.into(),
+            category: category.into(),
+            structured: None,
+        }
+    }
+
+    /// An item with any fields; its display columns are derived from them.
+    pub fn structured(case_id: impl Into<String>, fields: Map<String, Value>) -> DatasetItem {
+        let target = ["target", "answer"]
+            .iter()
+            .find_map(|name| fields.get(*name))
+            .map(|value| scalar_text(value).unwrap_or_else(|| value.to_string()))
+            .unwrap_or_default();
+        let category = fields
+            .get("category")
+            .and_then(scalar_text)
+            .unwrap_or_default();
+        DatasetItem {
+            case_id: case_id.into(),
+            input: readable(&fields),
+            target,
+            category,
+            structured: Some(fields),
+        }
+    }
+
+    /// The item's fields as evals read them (four-field items: `input`, `target`, and
+    /// `category` when it has one).
+    pub fn fields(&self) -> Cow<'_, Map<String, Value>> {
+        match &self.structured {
+            Some(fields) => Cow::Borrowed(fields),
+            None => {
+                let mut fields = Map::new();
+                fields.insert("input".into(), Value::String(self.input.clone()));
+                fields.insert("target".into(), Value::String(self.target.clone()));
+                if !self.category.is_empty() {
+                    fields.insert("category".into(), Value::String(self.category.clone()));
+                }
+                Cow::Owned(fields)
+            }
+        }
+    }
+
+    /// The canonical line this item contributes to its revision's hash. Four-field items keep
+    /// the original encoding (struct field order), so their revisions keep their hashes; other
+    /// items are `{"case_id", "fields"}` with object keys sorted at every depth.
+    fn canonical_line(&self) -> String {
+        match &self.structured {
+            None => serde_json::to_string(self).expect("dataset items always serialize"),
+            Some(fields) => {
+                let mut line = Map::new();
+                line.insert("case_id".into(), Value::String(self.case_id.clone()));
+                line.insert("fields".into(), Value::Object(fields.clone()));
+                // serde_json's map is a BTreeMap (no `preserve_order` in this build), so keys
+                // serialize sorted; the hash test pins this.
+                serde_json::to_string(&line).expect("JSON values always serialize")
+            }
+        }
+    }
+}
+
+/// An item's fields as text a person reads: one `name: value` line per field, strings as they
+/// are, conversations as their turns, anything else as compact JSON.
+pub fn readable(fields: &Map<String, Value>) -> String {
+    fields
+        .iter()
+        .map(|(name, value)| match value {
+            Value::String(text) => format!("{name}: {text}"),
+            Value::Array(turns) if turns.iter().all(is_message) => {
+                let turns: Vec<String> = turns
+                    .iter()
+                    .map(|turn| {
+                        format!(
+                            "  {}: {}",
+                            turn["role"].as_str().unwrap_or(""),
+                            turn["content"].as_str().unwrap_or("")
+                        )
+                    })
+                    .collect();
+                format!("{name}:\n{}", turns.join("\n"))
+            }
+            other => format!("{name}: {other}"),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn is_message(value: &Value) -> bool {
+    value.get("role").is_some_and(Value::is_string)
+        && value.get("content").is_some_and(Value::is_string)
 }
 
 /// A fully validated upload: its items in file order and the revision's content hash.
 #[derive(Clone, Debug)]
 pub struct ParsedDataset {
     pub items: Vec<DatasetItem>,
-    /// `sha256:` + hex of the canonical JSONL of the items (field order fixed, file order kept),
-    /// so the same content uploaded as CSV or JSONL gets the same revision.
+    /// `sha256:` + hex over each item's canonical line (file order kept), so the same content
+    /// uploaded as CSV, JSONL or Parquet gets the same revision.
     pub content_hash: String,
 }
 
@@ -43,47 +165,50 @@ pub enum DatasetError {
     #[error("the file is {size_mb:.1} MB; the limit is {limit_mb} MB")]
     TooLarge { size_mb: f64, limit_mb: usize },
     #[error(
-        "the file is not text (it contains binary data near byte {offset}); upload JSONL or CSV"
+        "the file is not text (it contains binary data near byte {offset}); upload JSONL, CSV or Parquet"
     )]
     Binary { offset: usize },
-    #[error("line {line}: {message}")]
-    Line { line: usize, message: String },
+    /// A problem with one line (JSONL, CSV) or row (Parquet): `place` says which.
+    #[error("{place}: {message}")]
+    At { place: String, message: String },
 }
 
-/// The two accepted formats. CSV is chosen by a `.csv` file name; everything else is JSONL.
+/// The accepted formats, chosen by the file name's extension (`.csv`, `.parquet`,
+/// `.jsonl.gz`/`.json.gz`; anything else is JSONL).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DatasetFormat {
     Jsonl,
+    JsonlGzip,
     Csv,
+    Parquet,
 }
 
 impl DatasetFormat {
     pub fn from_file_name(name: &str) -> DatasetFormat {
-        if name.to_ascii_lowercase().ends_with(".csv") {
+        let name = name.to_ascii_lowercase();
+        if name.ends_with(".csv") {
             DatasetFormat::Csv
+        } else if name.ends_with(".parquet") || name.ends_with(".pq") {
+            DatasetFormat::Parquet
+        } else if name.ends_with(".gz") {
+            DatasetFormat::JsonlGzip
         } else {
             DatasetFormat::Jsonl
         }
     }
+
+    /// Whether this crate parses the format from text (the others are decoded by the engine).
+    pub fn is_text(self) -> bool {
+        matches!(self, DatasetFormat::Jsonl | DatasetFormat::Csv)
+    }
 }
 
-/// The JSON shape of one JSONL line. `id` may also be spelled `case_id`, `target` `answer`.
-#[derive(Deserialize)]
-struct JsonlLine {
-    #[serde(alias = "case_id")]
-    id: Option<serde_json::Value>,
-    input: Option<String>,
-    #[serde(alias = "answer")]
-    target: Option<serde_json::Value>,
-    category: Option<String>,
-}
-
-/// Parses an upload of at most [`MAX_UPLOAD_BYTES`].
+/// Parses an upload of at most [`MAX_UPLOAD_BYTES`] in a text format.
 pub fn parse_dataset(bytes: &[u8], format: DatasetFormat) -> Result<ParsedDataset, DatasetError> {
     parse_dataset_with_limit(bytes, format, MAX_UPLOAD_BYTES)
 }
 
-/// Parses a dataset of at most `limit` bytes (tools that load large datasets directly).
+/// Parses a text dataset (JSONL or CSV) of at most `limit` bytes.
 pub fn parse_dataset_with_limit(
     bytes: &[u8],
     format: DatasetFormat,
@@ -95,193 +220,292 @@ pub fn parse_dataset_with_limit(
             limit_mb: limit / (1024 * 1024),
         });
     }
+    let text = as_text(bytes)?;
+    let mut builder = DatasetBuilder::default();
+    match format {
+        DatasetFormat::Csv => parse_csv(text, &mut builder)?,
+        _ => parse_jsonl(text, &mut builder)?,
+    }
+    builder.finish()
+}
+
+/// The bytes as UTF-8 text without a byte-order mark; binary data is refused.
+pub fn as_text(bytes: &[u8]) -> Result<&str, DatasetError> {
     if let Some(offset) = bytes.iter().position(|&b| b == 0) {
         return Err(DatasetError::Binary { offset });
     }
-    let text = match std::str::from_utf8(bytes) {
-        Ok(text) => text,
-        Err(err) => {
-            return Err(DatasetError::Binary {
-                offset: err.valid_up_to(),
-            })
-        }
-    };
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    if text.trim().is_empty() {
-        return Err(DatasetError::Empty);
-    }
-    let items = match format {
-        DatasetFormat::Jsonl => parse_jsonl(text)?,
-        DatasetFormat::Csv => parse_csv(text)?,
-    };
-    let items_with_lines: Vec<(usize, DatasetItem)> = items;
-    check_unique_ids(&items_with_lines)?;
-    let items: Vec<DatasetItem> = items_with_lines.into_iter().map(|(_, item)| item).collect();
-    if items.is_empty() {
-        return Err(DatasetError::Empty);
-    }
-    let content_hash = content_hash(&items);
-    Ok(ParsedDataset {
-        items,
-        content_hash,
-    })
+    let text = std::str::from_utf8(bytes).map_err(|err| DatasetError::Binary {
+        offset: err.valid_up_to(),
+    })?;
+    Ok(text.strip_prefix('\u{feff}').unwrap_or(text))
 }
 
-fn line_error(line: usize, message: impl Into<String>) -> DatasetError {
-    DatasetError::Line {
-        line,
+fn at(place: &str, message: impl Into<String>) -> DatasetError {
+    DatasetError::At {
+        place: place.to_string(),
         message: message.into(),
     }
 }
 
-fn parse_jsonl(text: &str) -> Result<Vec<(usize, DatasetItem)>, DatasetError> {
-    let mut items = Vec::new();
+/// Reads JSONL text: one JSON object per non-blank line.
+pub fn parse_jsonl(text: &str, builder: &mut DatasetBuilder) -> Result<(), DatasetError> {
     for (index, raw_line) in text.lines().enumerate() {
-        let line = index + 1;
         if raw_line.trim().is_empty() {
             continue;
         }
-        let parsed: JsonlLine = serde_json::from_str(raw_line)
-            .map_err(|err| line_error(line, format!("invalid JSON: {err}")))?;
-        let case_id = match parsed.id {
-            Some(serde_json::Value::String(id)) => id,
-            Some(serde_json::Value::Number(id)) => id.to_string(),
-            Some(_) => return Err(line_error(line, "field `id` must be a string or a number")),
-            None => return Err(line_error(line, "missing field `id`")),
+        let place = format!("line {}", index + 1);
+        let object = match serde_json::from_str::<Value>(raw_line) {
+            Ok(Value::Object(object)) => object,
+            Ok(_) => return Err(at(&place, "each line must be a JSON object")),
+            Err(err) => return Err(at(&place, format!("invalid JSON: {err}"))),
         };
-        let input = parsed
-            .input
-            .ok_or_else(|| line_error(line, "missing field `input`"))?;
-        let target = match parsed.target {
-            Some(serde_json::Value::String(target)) => target,
-            Some(serde_json::Value::Number(target)) => target.to_string(),
-            Some(serde_json::Value::Bool(target)) => target.to_string(),
-            Some(_) => {
-                return Err(line_error(
-                    line,
-                    "field `target` must be a string, number or boolean",
-                ))
-            }
-            None => return Err(line_error(line, "missing field `target`")),
-        };
-        items.push((
-            line,
-            validated_item(line, case_id, input, target, parsed.category)?,
-        ));
+        builder.push(&place, object)?;
     }
-    Ok(items)
+    Ok(())
 }
 
-fn parse_csv(text: &str) -> Result<Vec<(usize, DatasetItem)>, DatasetError> {
+/// Reads CSV text with a header row; every value is a string.
+fn parse_csv(text: &str, builder: &mut DatasetBuilder) -> Result<(), DatasetError> {
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(true)
         .from_reader(text.as_bytes());
     let headers = reader
         .headers()
-        .map_err(|err| line_error(1, format!("unreadable CSV header: {err}")))?
+        .map_err(|err| at("line 1", format!("unreadable CSV header: {err}")))?
         .clone();
-    let column = |names: &[&str]| {
+    // Headers of the four-field shape are matched case-insensitively, as they always were;
+    // other headers are field names as written.
+    let lowered: Vec<String> = headers
+        .iter()
+        .map(|header| header.trim().to_ascii_lowercase())
+        .collect();
+    let four_field = lowered.iter().all(|name| is_four_field_key(name));
+    let names: Vec<String> = if four_field {
+        lowered
+    } else {
         headers
             .iter()
-            .position(|header| names.contains(&header.trim().to_ascii_lowercase().as_str()))
+            .map(|header| header.trim().to_string())
+            .collect()
     };
-    let id_column = column(&["id", "case_id"])
-        .ok_or_else(|| line_error(1, "the CSV header has no `id` column"))?;
-    let input_column =
-        column(&["input"]).ok_or_else(|| line_error(1, "the CSV header has no `input` column"))?;
-    let target_column = column(&["target", "answer"])
-        .ok_or_else(|| line_error(1, "the CSV header has no `target` column"))?;
-    let category_column = column(&["category"]);
-    let mut items = Vec::new();
+    let mut seen = HashMap::new();
+    for (column, name) in names.iter().enumerate() {
+        if name.is_empty() {
+            return Err(at(
+                "line 1",
+                format!("CSV column {} has no name", column + 1),
+            ));
+        }
+        if let Some(first) = seen.insert(name.as_str(), column) {
+            return Err(at(
+                "line 1",
+                format!(
+                    "the CSV header names `{name}` twice (columns {} and {})",
+                    first + 1,
+                    column + 1
+                ),
+            ));
+        }
+    }
     for record in reader.records() {
         let record = record.map_err(|err| {
             let line = err.position().map_or(0, |pos| pos.line() as usize);
-            line_error(line, format!("invalid CSV: {err}"))
+            at(&format!("line {line}"), format!("invalid CSV: {err}"))
         })?;
-        let line = record.position().map_or(0, |pos| pos.line() as usize);
-        let field = |index: usize, name: &str| {
-            record
-                .get(index)
-                .map(str::to_string)
-                .ok_or_else(|| line_error(line, format!("missing field `{name}`")))
-        };
-        let case_id = field(id_column, "id")?;
-        let input = field(input_column, "input")?;
-        let target = field(target_column, "target")?;
-        let category = category_column.and_then(|index| record.get(index).map(str::to_string));
-        items.push((
-            line,
-            validated_item(line, case_id, input, target, category)?,
-        ));
+        let place = format!("line {}", record.position().map_or(0, |pos| pos.line()));
+        let mut object = Map::new();
+        for (name, value) in names.iter().zip(record.iter()) {
+            object.insert(name.clone(), Value::String(value.to_string()));
+        }
+        builder.push(&place, object)?;
     }
-    Ok(items)
+    Ok(())
+}
+
+fn is_four_field_key(name: &str) -> bool {
+    matches!(
+        name,
+        "id" | "case_id" | "input" | "target" | "answer" | "category"
+    )
+}
+
+/// Where an item's id comes from, settled by the first item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum IdSource {
+    /// The `id` (or `case_id`) field.
+    Field(&'static str),
+    /// Items without an id field are numbered by position: 1, 2, 3…
+    Position,
+}
+
+/// Collects validated items one at a time (in file order) with the running content hash:
+/// every format feeds it the same way.
+#[derive(Default)]
+pub struct DatasetBuilder {
+    items: Vec<DatasetItem>,
+    ids: HashMap<String, String>,
+    hasher: Sha256,
+    id_source: Option<IdSource>,
+}
+
+impl DatasetBuilder {
+    /// Adds the item read at `place` ("line 3", "row 3").
+    pub fn push(
+        &mut self,
+        place: &str,
+        mut object: Map<String, Value>,
+    ) -> Result<(), DatasetError> {
+        let id_source = *self.id_source.get_or_insert_with(|| {
+            ID_FIELDS
+                .iter()
+                .find(|name| object.contains_key(**name))
+                .map_or(IdSource::Position, |name| IdSource::Field(name))
+        });
+        let case_id = match id_source {
+            IdSource::Position => (self.items.len() + 1).to_string(),
+            IdSource::Field(_) => {
+                let value = ID_FIELDS
+                    .iter()
+                    .find_map(|name| object.remove(*name))
+                    .ok_or_else(|| at(place, "missing field `id`"))?;
+                match value {
+                    Value::String(id) => id,
+                    Value::Number(id) => id.to_string(),
+                    _ => return Err(at(place, "field `id` must be a string or a number")),
+                }
+            }
+        };
+        let item = validated_item(place, case_id, object)?;
+        if let Some(first) = self.ids.insert(item.case_id.clone(), place.to_string()) {
+            return Err(at(
+                place,
+                format!(
+                    "duplicate case id `{}` (first seen on {first})",
+                    item.case_id
+                ),
+            ));
+        }
+        self.hasher.update(item.canonical_line().as_bytes());
+        self.hasher.update(b"\n");
+        self.items.push(item);
+        Ok(())
+    }
+
+    pub fn finish(self) -> Result<ParsedDataset, DatasetError> {
+        if self.items.is_empty() {
+            return Err(DatasetError::Empty);
+        }
+        Ok(ParsedDataset {
+            items: self.items,
+            content_hash: format!("sha256:{}", hex::encode(self.hasher.finalize())),
+        })
+    }
 }
 
 fn validated_item(
-    line: usize,
+    place: &str,
     case_id: String,
-    input: String,
-    target: String,
-    category: Option<String>,
+    fields: Map<String, Value>,
 ) -> Result<DatasetItem, DatasetError> {
     let case_id = case_id.trim().to_string();
     if case_id.is_empty() {
-        return Err(line_error(line, "field `id` is empty"));
+        return Err(at(place, "field `id` is empty"));
     }
     if case_id.len() > MAX_CASE_ID_BYTES {
-        return Err(line_error(
-            line,
+        return Err(at(
+            place,
             format!("field `id` is longer than {MAX_CASE_ID_BYTES} bytes"),
         ));
     }
-    if input.trim().is_empty() {
-        return Err(line_error(line, "field `input` is empty"));
+    if fields.len() > MAX_FIELDS {
+        return Err(at(
+            place,
+            format!("the item has more than {MAX_FIELDS} fields"),
+        ));
     }
-    // A field longer than the longest prompt could never be sent (the input) or put before a
-    // judge (the target): refused here rather than at every launch.
-    for (name, value) in [("input", &input), ("target", &target)] {
-        if value.len() > MAX_PROMPT_BYTES {
-            return Err(line_error(
-                line,
+    // A field longer than the longest prompt could never be sent or put before a judge:
+    // refused here rather than at every launch.
+    for (name, value) in &fields {
+        if let Some(longest) = longest_string(value).filter(|len| *len > MAX_PROMPT_BYTES) {
+            return Err(at(
+                place,
                 format!(
                     "field `{name}` is {}; the limit is {} (the longest prompt Arbiter sends)",
-                    describe_bytes(value.len()),
+                    describe_bytes(longest),
                     describe_bytes(MAX_PROMPT_BYTES)
                 ),
             ));
         }
     }
-    Ok(DatasetItem {
-        case_id,
-        input,
-        target,
-        category: category.unwrap_or_default().trim().to_string(),
-    })
-}
-
-fn check_unique_ids(items: &[(usize, DatasetItem)]) -> Result<(), DatasetError> {
-    let mut first_line: HashMap<&str, usize> = HashMap::with_capacity(items.len());
-    for (line, item) in items {
-        if let Some(first) = first_line.insert(item.case_id.as_str(), *line) {
-            return Err(line_error(
-                *line,
-                format!(
-                    "duplicate case id `{}` (first seen on line {first})",
-                    item.case_id
-                ),
-            ));
-        }
+    if let Some(item) = four_field_item(place, &case_id, &fields)? {
+        return Ok(item);
     }
-    Ok(())
+    let item = DatasetItem::structured(case_id, fields);
+    let size = item.canonical_line().len();
+    if size > MAX_ITEM_BYTES {
+        return Err(at(
+            place,
+            format!(
+                "the item is {}; the limit is {}",
+                describe_bytes(size),
+                describe_bytes(MAX_ITEM_BYTES)
+            ),
+        ));
+    }
+    Ok(item)
 }
 
-/// SHA-256 over one canonical JSON object per item, newline-terminated.
+/// The item as a four-field item, when it has that shape: only `input`, `target` (or
+/// `answer`) and `category`, with a text input and a scalar target. `None` otherwise.
+fn four_field_item(
+    place: &str,
+    case_id: &str,
+    fields: &Map<String, Value>,
+) -> Result<Option<DatasetItem>, DatasetError> {
+    let shaped = fields.keys().all(|key| is_four_field_key(key))
+        && !(fields.contains_key("target") && fields.contains_key("answer"));
+    let input = match fields.get("input") {
+        Some(Value::String(input)) if shaped => input,
+        _ => return Ok(None),
+    };
+    let Some(target) = fields
+        .get("target")
+        .or_else(|| fields.get("answer"))
+        .and_then(scalar_text)
+    else {
+        return Ok(None);
+    };
+    let category = match fields.get("category") {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(category)) => category.trim().to_string(),
+        Some(_) => return Ok(None),
+    };
+    if input.trim().is_empty() {
+        return Err(at(place, "field `input` is empty"));
+    }
+    Ok(Some(DatasetItem::four_field(
+        case_id,
+        input.clone(),
+        target,
+        category,
+    )))
+}
+
+/// The length of the longest string anywhere in a value.
+fn longest_string(value: &Value) -> Option<usize> {
+    match value {
+        Value::String(text) => Some(text.len()),
+        Value::Array(values) => values.iter().filter_map(longest_string).max(),
+        Value::Object(map) => map.values().filter_map(longest_string).max(),
+        _ => None,
+    }
+}
+
+/// SHA-256 over each item's canonical line, newline-terminated.
 pub fn content_hash(items: &[DatasetItem]) -> String {
     let mut hasher = Sha256::new();
     for item in items {
-        // serde_json keeps struct field order, so this encoding is canonical for our type.
-        let line = serde_json::to_string(item).expect("dataset items always serialize");
-        hasher.update(line.as_bytes());
+        hasher.update(item.canonical_line().as_bytes());
         hasher.update(b"\n");
     }
     format!("sha256:{}", hex::encode(hasher.finalize()))
@@ -348,11 +572,66 @@ mod tests {
     }
 
     #[test]
-    fn missing_fields_name_line_and_field() {
-        let err = jsonl("{\"id\":\"a\",\"input\":\"x\"}\n").unwrap_err();
-        assert_eq!(err.to_string(), "line 1: missing field `target`");
-        let err = jsonl("{\"input\":\"x\",\"target\":\"y\"}\n").unwrap_err();
-        assert_eq!(err.to_string(), "line 1: missing field `id`");
+    fn ids_come_from_the_first_item_or_positions() {
+        let err = jsonl("{\"id\":\"a\",\"input\":\"x\"}\n{\"input\":\"y\"}\n").unwrap_err();
+        assert_eq!(err.to_string(), "line 2: missing field `id`");
+        let numbered =
+            jsonl("{\"question\":\"x\"}\n{\"question\":\"y\",\"id\":\"kept\"}\n").unwrap();
+        assert_eq!(numbered.items[0].case_id, "1");
+        assert_eq!(numbered.items[1].case_id, "2");
+        assert_eq!(
+            numbered.items[1].fields()["id"],
+            Value::String("kept".into())
+        );
+    }
+
+    #[test]
+    fn structured_items_keep_every_field() {
+        let parsed = jsonl(
+            "{\"id\":\"q1\",\"question\":\"Capital of France?\",\"choices\":[\"Berlin\",\"Paris\"],\"answer\":1,\"subject\":\"geo\"}\n",
+        )
+        .unwrap();
+        let item = &parsed.items[0];
+        assert_eq!(item.case_id, "q1");
+        let fields = item.fields();
+        assert_eq!(fields["choices"][1], "Paris");
+        assert_eq!(fields["answer"], 1);
+        assert!(!fields.contains_key("id"));
+        // Display columns for tables and raters.
+        assert_eq!(item.target, "1");
+        assert!(
+            item.input.contains("question: Capital of France?"),
+            "{}",
+            item.input
+        );
+        // Four-field items read as their three fields.
+        let four = jsonl("{\"id\":\"a\",\"input\":\"x\",\"target\":\"y\"}\n").unwrap();
+        assert!(four.items[0].structured.is_none());
+        assert_eq!(four.items[0].fields().len(), 2);
+    }
+
+    #[test]
+    fn the_hash_is_over_content_not_key_order_or_format() {
+        let a = jsonl("{\"id\":\"1\",\"q\":\"x\",\"meta\":{\"b\":1,\"a\":2}}\n").unwrap();
+        let b = jsonl("{\"meta\":{\"a\":2,\"b\":1},\"q\":\"x\",\"id\":\"1\"}\n").unwrap();
+        assert_eq!(a.content_hash, b.content_hash);
+        let from_jsonl = jsonl("{\"id\":\"1\",\"q\":\"x\",\"a\":\"y\"}\n").unwrap();
+        let from_csv = parse_dataset(b"id,q,a\n1,x,y\n", DatasetFormat::Csv).unwrap();
+        assert_eq!(from_jsonl.items, from_csv.items);
+        assert_eq!(from_jsonl.content_hash, from_csv.content_hash);
+        let changed = jsonl("{\"id\":\"1\",\"q\":\"x\",\"a\":\"z\"}\n").unwrap();
+        assert_ne!(changed.content_hash, from_jsonl.content_hash);
+    }
+
+    /// The hash of a four-field revision as Arbiter computed it before items had fields.
+    #[test]
+    fn four_field_files_keep_their_revision_hash() {
+        let parsed =
+            jsonl("{\"id\":\"a\",\"input\":\"x\",\"target\":\"y\",\"category\":\"c\"}\n").unwrap();
+        assert_eq!(
+            parsed.content_hash,
+            "sha256:fee2a10a574d7a04f9db6b34ff1196ad77f7184f03dabf74beb7adb07c29394e"
+        );
     }
 
     #[test]
@@ -400,12 +679,14 @@ mod tests {
     }
 
     #[test]
-    fn csv_without_required_column_is_refused() {
-        let err = parse_dataset(b"id,question\n1,x\n", DatasetFormat::Csv).unwrap_err();
+    fn csv_headers_must_be_named_once() {
+        let err = parse_dataset(b"id,question,question\n1,x,y\n", DatasetFormat::Csv).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "line 1: the CSV header has no `input` column"
+            "line 1: the CSV header names `question` twice (columns 2 and 3)"
         );
+        let err = jsonl("[1, 2]\n").unwrap_err();
+        assert_eq!(err.to_string(), "line 1: each line must be a JSON object");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use crate::dataset::DatasetItem;
 use crate::manifest::{EndpointFingerprint, GenerationSettings, Manifest};
-use crate::prompt::render_prompt;
+use crate::prompt::{Api, PromptBody, PromptRenderer};
 use sha2::{Digest, Sha256};
 
 /// Shards a run's identities fall into (by a stable hash of the case id).
@@ -23,6 +23,8 @@ pub struct PlannedIdentity {
     pub cost: i64,
     pub shard: i64,
     pub generation_key: String,
+    /// The item's acceptable answers under the eval's mapping (for grading cached answers).
+    pub targets: Vec<String>,
 }
 
 /// The seed sent for repetition `r`: each repetition is its own sample.
@@ -55,6 +57,41 @@ pub fn generation_key(
     hex::encode(hasher.finalize())
 }
 
+/// The cache key of one rendered request. A request of the original shape (one user message,
+/// only the original three settings) keeps the key Arbiter has always given it, so answers
+/// cached before templates and sampling options existed are still found; any other request is
+/// keyed by its whole body (API, every message with its role, and every setting), so only an
+/// identical request ever hits the cache.
+pub fn request_key(
+    fingerprint: &EndpointFingerprint,
+    body: &PromptBody,
+    settings: &GenerationSettings,
+    repetition: i64,
+) -> String {
+    if let (Some(prompt), true) = (body.single_user_message(), settings.is_basic()) {
+        return generation_key(fingerprint, prompt, settings, repetition);
+    }
+    let mut hasher = Sha256::new();
+    let mut field = |bytes: &[u8]| {
+        hasher.update((bytes.len() as u64).to_le_bytes());
+        hasher.update(bytes);
+    };
+    field(b"arbiter-generation-v2");
+    field(&serde_json::to_vec(fingerprint).expect("fingerprints always serialize"));
+    let api = match body {
+        PromptBody::Chat(_) => Api::Chat,
+        PromptBody::Completion(_) => Api::Completions,
+    };
+    field(api.as_str().as_bytes());
+    // Serialized JSON is unambiguous (roles and contents are quoted and escaped), and maps
+    // serialize with sorted keys.
+    field(&serde_json::to_vec(body).expect("prompt bodies always serialize"));
+    field(&serde_json::to_vec(settings).expect("settings always serialize"));
+    field(&seed_for(settings, repetition).to_le_bytes());
+    field(&repetition.to_le_bytes());
+    hex::encode(hasher.finalize())
+}
+
 /// A stable shard for a case id: xxh3 (fixed seed), never a per-process randomised hash.
 pub fn shard_of(case_id: &str) -> i64 {
     (xxhash_rust::xxh3::xxh3_64(case_id.as_bytes()) % SHARD_COUNT) as i64
@@ -77,34 +114,44 @@ pub fn refined_cost(estimated: i64, max_tokens: u32, observed_completion: f64) -
     estimated - i64::from(max_tokens) + completion
 }
 
-/// The identities of `items` at one repetition under `manifest`. The launcher plans every
-/// item at repetition 0 before any at repetition 1, so that (cost being equal) every case gets
-/// a first answer before any gets a second.
+/// The identities of `items` at one repetition under `manifest`, each prompt rendered by
+/// `renderer` (the manifest's, compiled once). The launcher plans every item at repetition 0
+/// before any at repetition 1, so that (cost being equal) every case gets a first answer
+/// before any gets a second. An item that cannot be rendered is an error naming it.
 pub fn plan_identities(
     manifest: &Manifest,
+    renderer: &PromptRenderer,
     items: &[DatasetItem],
     repetition: i64,
-) -> Vec<PlannedIdentity> {
+) -> Result<Vec<PlannedIdentity>, String> {
     let settings = &manifest.eval.generation;
     items
         .iter()
         .map(|item| {
-            let prompt = render_prompt(&manifest.eval.prompt_template, &item.input);
-            PlannedIdentity {
+            let rendered = renderer
+                .render(&item.fields())
+                .map_err(|problem| format!("item `{}` {problem}", item.case_id))?;
+            Ok(PlannedIdentity {
                 case_id: item.case_id.clone(),
                 repetition,
-                category: item.category.clone(),
-                cost: estimated_cost(&prompt, settings.max_tokens),
+                category: rendered.item.category,
+                cost: estimated_cost_of(&rendered.body, settings.max_tokens),
                 shard: shard_of(&item.case_id),
-                generation_key: generation_key(
+                generation_key: request_key(
                     &manifest.fingerprint,
-                    &prompt,
+                    &rendered.body,
                     settings,
                     repetition,
                 ),
-            }
+                targets: rendered.item.targets,
+            })
         })
         .collect()
+}
+
+/// [`estimated_cost`] of a rendered request: its text bytes as the prompt.
+pub fn estimated_cost_of(body: &PromptBody, max_tokens: u32) -> i64 {
+    (body.text_len() as u64).div_ceil(4) as i64 + i64::from(max_tokens)
 }
 
 #[cfg(test)]
@@ -121,11 +168,51 @@ mod tests {
     }
 
     fn settings() -> GenerationSettings {
-        GenerationSettings {
-            max_tokens: 64,
-            temperature: 0.0,
-            seed: 7,
-        }
+        GenerationSettings::basic(64, 0.0, 7)
+    }
+
+    fn user(text: &str) -> PromptBody {
+        PromptBody::Chat(vec![crate::fields::ChatMessage {
+            role: crate::fields::Role::User,
+            content: text.into(),
+        }])
+    }
+
+    #[test]
+    fn requests_of_the_original_shape_keep_their_key_and_others_key_their_whole_body() {
+        let fingerprint = fingerprint("m");
+        assert_eq!(
+            request_key(&fingerprint, &user("Q: 1+1?"), &settings(), 0),
+            generation_key(&fingerprint, "Q: 1+1?", &settings(), 0)
+        );
+        let completion = PromptBody::Completion("Q: 1+1?".into());
+        let with_system = PromptBody::Chat(vec![
+            crate::fields::ChatMessage {
+                role: crate::fields::Role::System,
+                content: "Be brief.".into(),
+            },
+            crate::fields::ChatMessage {
+                role: crate::fields::Role::User,
+                content: "Q: 1+1?".into(),
+            },
+        ]);
+        let mut with_stop = settings();
+        with_stop.stop = vec!["\n".into()];
+        let keys = [
+            request_key(&fingerprint, &user("Q: 1+1?"), &settings(), 0),
+            request_key(&fingerprint, &completion, &settings(), 0),
+            request_key(&fingerprint, &with_system, &settings(), 0),
+            request_key(&fingerprint, &user("Q: 1+1?"), &with_stop, 0),
+            request_key(&fingerprint, &completion, &with_stop, 0),
+            request_key(&fingerprint, &completion, &with_stop, 1),
+        ];
+        let distinct: std::collections::HashSet<_> = keys.iter().collect();
+        assert_eq!(distinct.len(), keys.len(), "{keys:?}");
+        assert_eq!(
+            keys[4],
+            request_key(&fingerprint, &completion, &with_stop, 0),
+            "identical requests share a key"
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! - [`ids`]: one id type per stored thing (runs, evals, checkpoints, datasets, revisions,
 //!   users, result identities, human tasks).
 //! - [`dataset`]: parsing an upload into items, and the revision's content hash.
+//! - [`fields`]: an eval's field mapping (which item fields are input, target, choices).
 //! - [`checkpoint`]: a checkpoint and its endpoint, prices and limits.
 //! - [`manifest`], [`prompt`]: an eval's definition, the frozen manifest a run is launched
 //!   from (its hash is the run's identity), and prompt rendering.
@@ -32,6 +33,7 @@ pub mod checkpoint;
 pub mod dataset;
 pub mod expansion;
 pub mod fair_share;
+pub mod fields;
 pub mod grading;
 pub mod health;
 pub mod ids;
@@ -40,6 +42,7 @@ pub mod manifest;
 pub mod prompt;
 pub mod reports;
 pub mod run;
+pub mod sampling;
 pub mod spreadsheet;
 pub mod stats;
 pub mod suites;

@@ -112,6 +112,52 @@ impl ChatLogprobs<'_> {
     }
 }
 
+/// The `logprobs` object of an OpenAI (legacy) completion choice: parallel lists of tokens,
+/// their logprobs, and maps of the likeliest alternatives.
+#[derive(Deserialize, Debug, Default)]
+pub struct CompletionLogprobs<'a> {
+    #[serde(default, borrow)]
+    tokens: Vec<Cow<'a, str>>,
+    #[serde(default)]
+    token_logprobs: Vec<Option<f64>>,
+    #[serde(default, borrow)]
+    top_logprobs: Option<Vec<Option<Alternatives<'a>>>>,
+}
+
+/// One position's likeliest tokens and their logprobs, as a completion lists them.
+type Alternatives<'a> = std::collections::BTreeMap<Cow<'a, str>, f64>;
+
+impl CompletionLogprobs<'_> {
+    /// The compact binary form; `None` when the endpoint sent no token logprobs. Alternatives
+    /// are kept likeliest first.
+    pub fn encode(&self) -> Option<Vec<u8>> {
+        if self.tokens.is_empty() || self.tokens.len() != self.token_logprobs.len() {
+            return None;
+        }
+        let mut encoder = Encoder::new(self.tokens.len());
+        for (index, token) in self.tokens.iter().enumerate() {
+            let mut alternatives: Vec<(&str, f64)> = self
+                .top_logprobs
+                .as_ref()
+                .and_then(|top| top.get(index))
+                .and_then(Option::as_ref)
+                .map(|top| {
+                    top.iter()
+                        .map(|(text, logprob)| (text.as_ref(), *logprob))
+                        .collect()
+                })
+                .unwrap_or_default();
+            alternatives.sort_by(|a, b| b.1.total_cmp(&a.1));
+            let logprob = self.token_logprobs[index].unwrap_or(f64::NEG_INFINITY);
+            encoder.token(token.as_bytes(), logprob as f32, alternatives.len());
+            for (text, logprob) in alternatives {
+                encoder.alternative(text.as_bytes(), logprob as f32);
+            }
+        }
+        Some(encoder.out)
+    }
+}
+
 /// Encodes tokens in the compact form (for tests and for tools that build them directly).
 pub fn encode(tokens: &[TokenLogprob]) -> Vec<u8> {
     let mut encoder = Encoder::new(tokens.len());
@@ -254,6 +300,21 @@ impl Reader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn completion_logprobs_encode_like_chat_ones() {
+        let body = r#"{"tokens": ["Par", "is"], "token_logprobs": [-0.5, -0.1],
+            "top_logprobs": [{"Ber": -2.0, "Par": -0.5}, {"is": -0.1}]}"#;
+        let parsed: CompletionLogprobs<'_> = serde_json::from_str(body).unwrap();
+        let tokens = decode(&parsed.encode().unwrap()).unwrap();
+        assert_eq!(tokens.len(), 2);
+        assert_eq!(tokens[0].text(), "Par");
+        assert_eq!(tokens[0].logprob, -0.5);
+        assert_eq!(tokens[0].top[0].text(), "Par", "likeliest first");
+        assert_eq!(tokens[0].top[1].text(), "Ber");
+        let empty: CompletionLogprobs<'_> = serde_json::from_str("{}").unwrap();
+        assert!(empty.encode().is_none());
+    }
 
     fn parse(json: &str) -> Vec<TokenLogprob> {
         let logprobs: ChatLogprobs<'_> = serde_json::from_str(json).unwrap();

@@ -9,7 +9,8 @@ use sha2::{Digest, Sha256};
 
 use crate::grading::triage::FrozenTriage;
 use crate::grading::{GraderSpec, EXACT_MATCH_GRADER};
-use crate::prompt::validate_template;
+use crate::prompt::PromptSpec;
+use std::collections::BTreeMap;
 
 /// Sampling settings sent with every generation request of a run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -18,13 +19,47 @@ pub struct GenerationSettings {
     pub temperature: f64,
     /// Base seed; repetition `r` of a case is sampled with `seed + r`.
     pub seed: u64,
+    // The settings below are absent from manifests when unset, so manifests frozen before
+    // they existed keep their hashes.
+    /// Nucleus sampling; `None` leaves the endpoint's default (1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    /// Generation stops before any of these.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stop: Vec<String>,
+    /// Engine sampling parameters passed as they are (`top_k`, `min_p`, …; see
+    /// [`crate::sampling`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra: BTreeMap<String, serde_json::Value>,
+}
+
+impl GenerationSettings {
+    /// The original three settings, nothing else.
+    pub fn basic(max_tokens: u32, temperature: f64, seed: u64) -> GenerationSettings {
+        GenerationSettings {
+            max_tokens,
+            temperature,
+            seed,
+            top_p: None,
+            stop: Vec::new(),
+            extra: BTreeMap::new(),
+        }
+    }
+
+    /// Whether only the original three settings are set (such requests keep their cache key).
+    pub fn is_basic(&self) -> bool {
+        self.top_p.is_none() && self.stop.is_empty() && self.extra.is_empty()
+    }
 }
 
 /// What a researcher defines before launching: the eval without a checkpoint.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EvalSpec {
     pub name: String,
-    pub prompt_template: String,
+    /// The prompt template and its optional parts (system prompt, message list, API, field
+    /// mapping), written inline: an eval of the original shape serializes as it always did.
+    #[serde(flatten)]
+    pub prompt: PromptSpec,
     /// The deterministic grader that runs first on every answer. Exact match is written as its
     /// id, `exact_match@1`, as manifests were before graders were data: an unchanged eval keeps
     /// its manifest hash, so relaunching it still finds its run.
@@ -46,7 +81,7 @@ impl EvalSpec {
         if self.name.trim().is_empty() || self.name.len() > 200 {
             return Err("an eval needs a name of 1 to 200 characters".into());
         }
-        validate_template(&self.prompt_template)?;
+        self.prompt.validate()?;
         self.grader
             .validate()
             .map_err(|problem| format!("the grader is invalid: {problem}"))?;
@@ -58,6 +93,8 @@ impl EvalSpec {
         if !(0.0..=2.0).contains(&self.generation.temperature) {
             return Err("temperature must be between 0 and 2".into());
         }
+        crate::sampling::validate_core(&self.generation.stop, self.generation.top_p)?;
+        crate::sampling::validate_extra(&self.generation.extra)?;
         if self.repetitions == 0 || self.repetitions > MAX_REPETITIONS {
             return Err(format!(
                 "repetitions must be between 1 and {MAX_REPETITIONS}"
@@ -165,7 +202,9 @@ pub struct EvalSummary {
     pub name: String,
     pub dataset_id: DatasetId,
     pub dataset_name: String,
-    pub prompt_template: String,
+    /// The prompt template and its optional parts, as in the eval's manifest.
+    #[serde(flatten)]
+    pub prompt: PromptSpec,
     /// The grader spec (`{"kind": …}`), as stored.
     #[schema(value_type = Object)]
     pub grader: GraderSpec,
@@ -173,7 +212,63 @@ pub struct EvalSummary {
     pub temperature: f64,
     pub repetitions: i64,
     pub seed: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stop: Vec<String>,
+    /// Engine sampling parameters (`top_k`, `min_p`, …).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schema(value_type = Object)]
+    pub extra: BTreeMap<String, serde_json::Value>,
     pub created_at: i64,
+}
+
+impl EvalSummary {
+    /// The eval's generation settings as a manifest freezes them.
+    pub fn generation(&self) -> GenerationSettings {
+        GenerationSettings {
+            max_tokens: u32::try_from(self.max_tokens).unwrap_or(u32::MAX),
+            temperature: self.temperature,
+            seed: self.seed as u64,
+            top_p: self.top_p,
+            stop: self.stop.clone(),
+            extra: self.extra.clone(),
+        }
+    }
+}
+
+/// The sampling settings beyond the original three, as an eval row stores them (JSON; `None`
+/// when there are none).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SamplingOptions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stop: Vec<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra: BTreeMap<String, serde_json::Value>,
+}
+
+impl SamplingOptions {
+    pub fn of(settings: &GenerationSettings) -> SamplingOptions {
+        SamplingOptions {
+            top_p: settings.top_p,
+            stop: settings.stop.clone(),
+            extra: settings.extra.clone(),
+        }
+    }
+
+    /// The stored column: `None` when nothing beyond the original settings is set.
+    pub fn to_column(&self) -> Option<String> {
+        (*self != SamplingOptions::default())
+            .then(|| serde_json::to_string(self).expect("sampling options always serialize"))
+    }
+
+    pub fn from_column(column: Option<&str>) -> Result<SamplingOptions, String> {
+        column.map_or(Ok(SamplingOptions::default()), |text| {
+            serde_json::from_str(text).map_err(|err| format!("unreadable sampling options: {err}"))
+        })
+    }
 }
 
 #[cfg(test)]
@@ -183,13 +278,9 @@ mod tests {
     fn spec() -> EvalSpec {
         EvalSpec {
             name: "qa".into(),
-            prompt_template: "Q: {input}\nA:".into(),
+            prompt: PromptSpec::placeholder("Q: {input}\nA:"),
             grader: GraderSpec::ExactMatch {},
-            generation: GenerationSettings {
-                max_tokens: 64,
-                temperature: 0.0,
-                seed: 7,
-            },
+            generation: GenerationSettings::basic(64, 0.0, 7),
             repetitions: 2,
         }
     }
@@ -221,7 +312,7 @@ mod tests {
     fn validation_names_the_problem() {
         assert!(spec().validate().is_ok());
         let mut bad = spec();
-        bad.prompt_template = "no placeholder".into();
+        bad.prompt.template = "no placeholder".into();
         assert!(bad.validate().unwrap_err().contains("{input}"));
         let mut bad = spec();
         bad.repetitions = 0;

@@ -9,11 +9,14 @@ use crate::clients::model::normalise_base_url;
 use crate::error::{ServiceError, ServiceResult};
 use arbiter_domain::accounts::User;
 use arbiter_domain::checkpoint::{Endpoint, NewCheckpoint, TokenPrices};
-use arbiter_domain::dataset::{parse_dataset, DatasetFormat, DatasetRevision};
+use arbiter_domain::dataset::{DatasetFormat, DatasetRevision};
+use arbiter_domain::fields::FieldMapping;
 use arbiter_domain::grading::GraderSpec;
 use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId, UserId};
 use arbiter_domain::manifest::{EvalSpec, GenerationSettings};
+use arbiter_domain::prompt::{Api, MessageTemplate, PromptSpec, TemplateSyntax};
 use arbiter_store::Store;
+use std::collections::BTreeMap;
 
 fn required(value: &str, what: &str, max_chars: usize) -> ServiceResult<String> {
     let value = value.trim();
@@ -39,8 +42,8 @@ pub async fn upload_dataset(
 ) -> ServiceResult<DatasetRevision> {
     let name = required(name, "a dataset name", 200)?;
     let format = DatasetFormat::from_file_name(file_name);
-    let parsed =
-        parse_dataset(bytes, format).map_err(|err| ServiceError::Invalid(err.to_string()))?;
+    let parsed = crate::dataset_files::parse_upload(bytes, format)
+        .map_err(|err| ServiceError::Invalid(err.to_string()))?;
     Ok(store
         .store_dataset_revision(&name, file_name, &parsed, uploaded_by)
         .await?)
@@ -262,6 +265,23 @@ pub struct EvalForm {
     pub seed: u64,
     /// The deterministic grader as JSON (`{"kind": "numeric", …}`); '' for exact match.
     pub grader: String,
+    /// Everything beyond the original form: syntax, system prompt, message list, API, field
+    /// mapping, and sampling options.
+    pub options: EvalOptions,
+}
+
+/// The eval form's optional parts; the defaults give an eval of the original shape.
+#[derive(Clone, Debug, Default)]
+pub struct EvalOptions {
+    /// `None`: detected from the template (Jinja when it has a Jinja tag, else `{input}`).
+    pub template_syntax: Option<TemplateSyntax>,
+    pub system_prompt: String,
+    pub messages: Vec<MessageTemplate>,
+    pub api: Api,
+    pub mapping: Option<FieldMapping>,
+    pub top_p: Option<f64>,
+    pub stop: Vec<String>,
+    pub extra: BTreeMap<String, serde_json::Value>,
 }
 
 /// The grader typed into the eval form: '' is exact match; a grader without settings may be
@@ -283,31 +303,49 @@ pub fn parse_grader_form(text: &str) -> ServiceResult<GraderSpec> {
     Ok(spec)
 }
 
+/// The eval a form describes, validated alone (not yet against its dataset's items).
+pub fn eval_spec(form: &EvalForm) -> ServiceResult<EvalSpec> {
+    let options = &form.options;
+    let spec = EvalSpec {
+        name: form.name.trim().to_string(),
+        prompt: PromptSpec {
+            template: form.prompt_template.clone(),
+            syntax: options
+                .template_syntax
+                .unwrap_or_else(|| TemplateSyntax::detect(&form.prompt_template)),
+            system_prompt: options.system_prompt.clone(),
+            messages: options.messages.clone(),
+            api: options.api,
+            mapping: options.mapping.clone().unwrap_or_default(),
+        },
+        grader: parse_grader_form(&form.grader)?,
+        generation: GenerationSettings {
+            top_p: options.top_p,
+            stop: options.stop.clone(),
+            extra: options.extra.clone(),
+            ..GenerationSettings::basic(form.max_tokens, form.temperature, form.seed)
+        },
+        repetitions: form.repetitions,
+    };
+    spec.validate().map_err(ServiceError::Invalid)?;
+    Ok(spec)
+}
+
 pub async fn define_eval(
     store: &dyn Store,
     form: &EvalForm,
     created_by: Option<UserId>,
 ) -> ServiceResult<EvalId> {
-    let spec = EvalSpec {
-        name: form.name.trim().to_string(),
-        prompt_template: form.prompt_template.clone(),
-        grader: parse_grader_form(&form.grader)?,
-        generation: GenerationSettings {
-            max_tokens: form.max_tokens,
-            temperature: form.temperature,
-            seed: form.seed,
-        },
-        repetitions: form.repetitions,
-    };
-    spec.validate().map_err(ServiceError::Invalid)?;
-    // Checked against the dataset's newest revision now, and again at each launch (whose
-    // revision may be newer).
+    let spec = eval_spec(form)?;
+    // Every item of the dataset's newest revision is rendered now, and again at each launch
+    // (whose revision may be newer): a field the template or mapping needs and an item lacks
+    // is refused here, never rendered as an empty string at run time.
     let dataset = store
         .get_dataset(form.dataset_id)
         .await?
         .ok_or_else(|| ServiceError::NotFound(format!("no dataset with id {}", form.dataset_id)))?;
     if let Some(revision) = &dataset.latest_revision {
-        crate::runs::check_prompts_fit(store, &spec.prompt_template, revision.id).await?;
+        crate::runs::check_every_prompt_renders(store, &spec.prompt, revision.id).await?;
     }
     Ok(store
         .create_eval(form.dataset_id, &spec, created_by)

@@ -6,7 +6,7 @@
 //! # Layout
 //! Use cases (callers have checked the session's role; these check the input and return
 //! [`error::ServiceError`], whose message is safe to show):
-//! - [`catalog`]: datasets, checkpoints, evals;
+//! - [`catalog`]: datasets, checkpoints, evals; [`preview`]: the request an eval would send;
 //! - [`runs`]: launching a run from its frozen manifest, and controlling it;
 //! - [`dispatch`]: workers that claim result identities, answer, grade and record them;
 //! - [`grading`]: judges, triage policies, calibration, costs;
@@ -26,11 +26,13 @@ pub mod accounts;
 pub mod annotation;
 pub mod catalog;
 pub mod clients;
+pub mod dataset_files;
 pub mod dispatch;
 pub mod error;
 pub mod grading;
 pub mod health;
 pub mod jobs;
+pub mod preview;
 pub mod reports;
 pub mod retention;
 pub mod runs;

@@ -9,8 +9,8 @@ use arbiter_domain::expansion::{plan_identities, refined_cost};
 use arbiter_domain::grading::record::Grading;
 use arbiter_domain::grading::{Grade, Grader, Verdict};
 use arbiter_domain::ids::{CheckpointId, EvalId, RunId, UserId};
-use arbiter_domain::manifest::{EvalSpec, FallbackTarget, GenerationSettings, Manifest};
-use arbiter_domain::prompt::check_rendered_len;
+use arbiter_domain::manifest::{EvalSpec, FallbackTarget, Manifest};
+use arbiter_domain::prompt::{PromptRenderer, PromptSpec};
 use arbiter_domain::run::{LaunchedRun, Priority, RunProgress, RunStatus};
 use arbiter_store::{CacheHit, NewIdentity, NewRun, Store};
 
@@ -40,20 +40,17 @@ pub async fn launch_run(
     let inputs = store.manifest_inputs(eval_id, checkpoint_id).await?;
     let eval = &inputs.eval;
     let checkpoint = &inputs.checkpoint;
-    // Every prompt is rendered one at a time as the run expands and again by a worker; the
-    // longest input says, before anything is stored, whether all of them fit.
-    check_prompts_fit(store, &eval.prompt_template, inputs.revision.id).await?;
+    // Every prompt is rendered one at a time as the run expands and again by a worker; every
+    // item of the revision (which may be newer than the one the eval was checked against when
+    // saved) is rendered once first, so a bad item is refused before anything is stored.
+    check_every_prompt_renders(store, &eval.prompt, inputs.revision.id).await?;
     let manifest = Manifest {
         eval_id: eval.id,
         eval: EvalSpec {
             name: eval.name.clone(),
-            prompt_template: eval.prompt_template.clone(),
+            prompt: eval.prompt.clone(),
             grader: eval.grader.clone(),
-            generation: GenerationSettings {
-                max_tokens: u32::try_from(eval.max_tokens).unwrap_or(u32::MAX),
-                temperature: eval.temperature,
-                seed: eval.seed as u64,
-            },
+            generation: eval.generation(),
             repetitions: u32::try_from(eval.repetitions).unwrap_or(1),
         },
         dataset_id: eval.dataset_id,
@@ -103,22 +100,35 @@ pub async fn launch_run(
     Ok(LaunchedRun { status, ..launched })
 }
 
-/// Refuses a template whose prompt for the revision's longest input would exceed the prompt
-/// limit, naming the item; an unknown or empty revision passes (the launch reports it).
-pub async fn check_prompts_fit(
+/// Renders the prompt of every item of a revision (streamed page by page, nothing kept), and
+/// refuses the first that cannot be rendered, naming the item and what is wrong: a missing
+/// or ill-typed field, a template error, a prompt over the size limit.
+pub async fn check_every_prompt_renders(
     store: &dyn Store,
-    template: &str,
+    prompt: &PromptSpec,
     revision_id: arbiter_domain::ids::RevisionId,
 ) -> ServiceResult<()> {
-    if let Some((case_id, bytes)) = store.longest_input(revision_id).await? {
-        check_rendered_len(
-            template,
-            &case_id,
-            usize::try_from(bytes).unwrap_or(usize::MAX),
-        )
-        .map_err(ServiceError::Invalid)?;
+    let renderer = PromptRenderer::new(prompt).map_err(ServiceError::Invalid)?;
+    let mut after_position = -1;
+    loop {
+        let page = store
+            .items_after(
+                revision_id,
+                after_position,
+                EXPANSION_CHUNK,
+                EXPANSION_CHUNK_BYTES,
+            )
+            .await?;
+        let Some((last, _)) = page.last() else {
+            return Ok(());
+        };
+        after_position = *last;
+        for (_, item) in &page {
+            renderer.render(&item.fields()).map_err(|problem| {
+                ServiceError::Invalid(format!("item `{}` {problem}", item.case_id))
+            })?;
+        }
     }
-    Ok(())
 }
 
 /// Writes a run's result identities chunk by chunk, repetition by repetition; cached
@@ -132,17 +142,28 @@ async fn expand(store: &dyn Store, run_id: RunId, manifest: &Manifest) -> Servic
     // Checked when the eval was saved; a grader that no longer compiles grades nothing here,
     // and its workers report the problem on every item.
     let grader = manifest.eval.grader.compile().ok();
-    let grader = grader.as_ref();
-    let mut ready = plan_next_chunk(store, manifest, grader, &mut cursor).await?;
+    let planner = Planner {
+        manifest,
+        renderer: PromptRenderer::new(&manifest.eval.prompt).map_err(ServiceError::Invalid)?,
+        grader: grader.as_ref(),
+    };
+    let mut ready = plan_next_chunk(store, &planner, &mut cursor).await?;
     while let Some(identities) = ready.take() {
         let (written, next) = tokio::join!(
             store.insert_identities(run_id, manifest, &identities),
-            plan_next_chunk(store, manifest, grader, &mut cursor),
+            plan_next_chunk(store, &planner, &mut cursor),
         );
         written?;
         ready = next?;
     }
     Ok(())
+}
+
+/// What plans a run's identities: its manifest, with the prompt and grader compiled once.
+struct Planner<'a> {
+    manifest: &'a Manifest,
+    renderer: PromptRenderer,
+    grader: Option<&'a Grader>,
 }
 
 /// Where expansion has got to: the repetition, and the last dataset position planned in it.
@@ -157,10 +178,10 @@ struct ExpansionCursor {
 /// cache, so an unchanged judge costs nothing).
 async fn plan_next_chunk(
     store: &dyn Store,
-    manifest: &Manifest,
-    grader: Option<&Grader>,
+    planner: &Planner<'_>,
     cursor: &mut ExpansionCursor,
 ) -> ServiceResult<Option<Vec<NewIdentity>>> {
+    let manifest = planner.manifest;
     let chunk = loop {
         if cursor.repetition >= i64::from(manifest.eval.repetitions) {
             return Ok(None);
@@ -185,7 +206,10 @@ async fn plan_next_chunk(
         }
     };
     let items: Vec<_> = chunk.into_iter().map(|(_, item)| item).collect();
-    let mut planned = plan_identities(manifest, &items, cursor.repetition);
+    // Every item rendered when the launch began; an error now means the revision changed
+    // under a running launch, which stores cannot do (revisions are immutable).
+    let mut planned = plan_identities(manifest, &planner.renderer, &items, cursor.repetition)
+        .map_err(ServiceError::Invalid)?;
     let keys: Vec<String> = planned
         .iter()
         .map(|identity| identity.generation_key.clone())
@@ -196,14 +220,13 @@ async fn plan_next_chunk(
         .triage
         .as_ref()
         .is_some_and(|triage| triage.cheap_judge.is_some());
-    let graded: std::collections::HashMap<String, Grade> = match grader {
+    let graded: std::collections::HashMap<String, Grade> = match planner.grader {
         Some(grader) => planned
             .iter()
-            .zip(&items)
-            .filter_map(|(identity, item)| {
+            .filter_map(|identity| {
                 let hit = cached.get(&identity.generation_key)?;
-                let grade =
-                    (!hit.outcome.is_error()).then(|| grader.grade(&hit.output, &item.target))?;
+                let grade = (!hit.outcome.is_error())
+                    .then(|| grader.grade_any(&hit.output, &identity.targets))?;
                 Some((identity.generation_key.clone(), grade))
             })
             .collect(),

@@ -150,6 +150,7 @@ pub async fn seed(store: &dyn Store, sim_base_url: &str) -> anyhow::Result<DemoS
             repetitions: 2,
             seed: 0,
             grader: String::new(),
+            options: arbiter_engine::catalog::EvalOptions::default(),
         },
         lead,
     )
@@ -265,6 +266,7 @@ pub async fn seed_real_model(
             repetitions: 1,
             seed: 0,
             grader: String::new(),
+            options: arbiter_engine::catalog::EvalOptions::default(),
         },
         researcher,
     )

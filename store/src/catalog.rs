@@ -61,6 +61,13 @@ pub trait CatalogStore: Send + Sync + 'static {
         offset: i64,
     ) -> StoreResult<Vec<DatasetItem>>;
 
+    /// One item of a revision by its case id.
+    async fn dataset_item(
+        &self,
+        revision_id: RevisionId,
+        case_id: &str,
+    ) -> StoreResult<Option<DatasetItem>>;
+
     /// Items after `after_position` in file order: keyset pages for streaming expansion, of at
     /// most `limit` items and, past the first, at most about `max_bytes` of inputs and targets
     /// (so a page of long items stays small in memory).
@@ -71,10 +78,6 @@ pub trait CatalogStore: Send + Sync + 'static {
         limit: i64,
         max_bytes: i64,
     ) -> StoreResult<Vec<(i64, DatasetItem)>>;
-
-    /// The case id and input length in bytes of the revision's longest input (`None` for an
-    /// empty or unknown revision): what bounds the prompts a template renders from it.
-    async fn longest_input(&self, revision_id: RevisionId) -> StoreResult<Option<(String, i64)>>;
 
     // Evals.
     async fn create_eval(
@@ -117,16 +120,21 @@ macro_rules! catalog_sql {
         }
 
         pub(super) const EVAL_SELECT: &str = "SELECT e.id, e.name, e.dataset_id, d.name AS dataset_name, \
-            e.prompt_template, e.grader, e.max_tokens, e.temperature, e.repetitions, e.seed, \
-            e.created_at FROM evals e JOIN datasets d ON d.id = e.dataset_id";
+            e.prompt_template, e.prompt_options, e.grader, e.max_tokens, e.temperature, e.repetitions, e.seed, \
+            e.sampling_options, e.created_at FROM evals e JOIN datasets d ON d.id = e.dataset_id";
 
         pub(super) fn eval_from_row(row: &<$db as sqlx::Database>::Row) -> Result<EvalSummary, sqlx::Error> {
+            let options: Option<String> = row.read("prompt_options")?;
+            let sampling: Option<String> = row.read("sampling_options")?;
+            let sampling = arbiter_domain::manifest::SamplingOptions::from_column(sampling.as_deref())
+                .map_err(|err| sqlx::Error::Decode(err.into()))?;
             Ok(EvalSummary {
                 id: row.read("id")?,
                 name: row.read("name")?,
                 dataset_id: row.read("dataset_id")?,
                 dataset_name: row.read("dataset_name")?,
-                prompt_template: row.read("prompt_template")?,
+                prompt: arbiter_domain::prompt::PromptSpec::from_columns(row.read("prompt_template")?, options.as_deref())
+                    .map_err(|err| sqlx::Error::Decode(err.into()))?,
                 grader: {
                     let stored: String = row.read("grader")?;
                     arbiter_domain::manifest::parse_stored_grader(&stored)
@@ -136,6 +144,9 @@ macro_rules! catalog_sql {
                 temperature: row.read("temperature")?,
                 repetitions: row.read("repetitions")?,
                 seed: row.read("seed")?,
+                top_p: sampling.top_p,
+                stop: sampling.stop,
+                extra: sampling.extra,
                 created_at: row.read("created_at")?,
             })
         }
@@ -432,7 +443,7 @@ macro_rules! catalog_sql {
                         for (chunk_index, chunk) in parsed.items.chunks($crate::catalog::ITEM_INSERT_BATCH).enumerate() {
                             let offset = chunk_index * $crate::catalog::ITEM_INSERT_BATCH;
                             let mut insert = sqlx::QueryBuilder::<$db>::new(
-                                "INSERT INTO dataset_items (revision_id, case_id, position, input, target, category) ",
+                                "INSERT INTO dataset_items (revision_id, case_id, position, input, target, category, fields) ",
                             );
                             insert.push_values(chunk.iter().enumerate(), |mut row, (index, item)| {
                                 row.push_bind(revision_id)
@@ -440,7 +451,8 @@ macro_rules! catalog_sql {
                                     .push_bind((offset + index) as i64)
                                     .push_bind(item.input.clone())
                                     .push_bind(item.target.clone())
-                                    .push_bind(item.category.clone());
+                                    .push_bind(item.category.clone())
+                                    .push_bind(item.structured.as_ref().map(|fields| serde_json::Value::Object(fields.clone()).to_string()));
                             });
                             insert.build().execute(&mut *tx).await?;
                         }
@@ -522,7 +534,7 @@ macro_rules! catalog_sql {
             async fn list_items(&self, revision_id: RevisionId, limit: i64, offset: i64) -> StoreResult<Vec<DatasetItem>> {
                 let result: StoreResult<Vec<DatasetItem>> = async move {
                     let rows = sqlx::query(
-                        "SELECT case_id, input, target, category FROM dataset_items \
+                        "SELECT case_id, input, target, category, fields FROM dataset_items \
                          WHERE revision_id = $1 ORDER BY position LIMIT $2 OFFSET $3",
                     )
                     .bind(revision_id.get())
@@ -531,19 +543,31 @@ macro_rules! catalog_sql {
                     .fetch_all(&self.pool)
                     .await?;
                     rows.iter()
-                        .map(|row| {
-                            Ok($crate::read_columns!(row, DatasetItem {
-                                case_id,
-                                input,
-                                target,
-                                category,
-                            }))
-                        })
+                        .map(|row| Ok($crate::item_from_row!(row)))
                         .collect::<Result<_, sqlx::Error>>()
                         .map_err(StoreError::from)
                 }
                 .await;
                 result.map_err(|err| err.during("list_items"))
+            }
+
+            async fn dataset_item(&self, revision_id: RevisionId, case_id: &str) -> StoreResult<Option<DatasetItem>> {
+                let result: StoreResult<Option<DatasetItem>> = async move {
+                    let row = sqlx::query(
+                        "SELECT case_id, input, target, category, fields FROM dataset_items \
+                         WHERE revision_id = $1 AND case_id = $2",
+                    )
+                    .bind(revision_id.get())
+                    .bind(case_id)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                    Ok(match row {
+                        Some(row) => Some($crate::item_from_row!(row)),
+                        None => None,
+                    })
+                }
+                .await;
+                result.map_err(|err| err.during("dataset_item"))
             }
 
             async fn items_after(&self, revision_id: RevisionId, after_position: i64, limit: i64, max_bytes: i64) -> StoreResult<Vec<(i64, DatasetItem)>> {
@@ -552,10 +576,10 @@ macro_rules! catalog_sql {
                     // costs its own rows, never the rest of the revision. A row is kept while the
                     // bytes before it are under the budget: the first always is.
                     let rows = sqlx::query(
-                        "SELECT position, case_id, input, target, category FROM ( \
+                        "SELECT position, case_id, input, target, category, fields FROM ( \
                            SELECT page.*, SUM(bytes) OVER (ORDER BY position) AS running FROM ( \
-                             SELECT position, case_id, input, target, category, \
-                                    octet_length(input) + octet_length(target) AS bytes \
+                             SELECT position, case_id, input, target, category, fields, \
+                                    octet_length(input) + octet_length(target) + COALESCE(octet_length(fields), 0) AS bytes \
                              FROM dataset_items WHERE revision_id = $1 AND position > $2 \
                              ORDER BY position LIMIT $3) page) sized \
                          WHERE running - bytes < $4 ORDER BY position",
@@ -568,15 +592,7 @@ macro_rules! catalog_sql {
                     .await?;
                     rows.iter()
                         .map(|row| {
-                            Ok((
-                                row.read("position")?,
-                                $crate::read_columns!(row, DatasetItem {
-                                    case_id,
-                                    input,
-                                    target,
-                                    category,
-                                }),
-                            ))
+                            Ok((row.read("position")?, $crate::item_from_row!(row)))
                         })
                         .collect::<Result<_, sqlx::Error>>()
                         .map_err(StoreError::from)
@@ -585,26 +601,15 @@ macro_rules! catalog_sql {
                 result.map_err(|err| err.during("items_after"))
             }
 
-            async fn longest_input(&self, revision_id: RevisionId) -> StoreResult<Option<(String, i64)>> {
-                sqlx::query_as::<_, (String, i64)>(
-                    "SELECT case_id, CAST(octet_length(input) AS BIGINT) AS bytes FROM dataset_items \
-                     WHERE revision_id = $1 ORDER BY bytes DESC, position LIMIT 1",
-                )
-                .bind(revision_id.get())
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(|err| StoreError::from(err).during("longest_input"))
-            }
-
             async fn create_eval(&self, dataset_id: DatasetId, spec: &arbiter_domain::manifest::EvalSpec, created_by: Option<UserId>) -> StoreResult<EvalId> {
                 let result: StoreResult<i64> = async move {
                     let mut tx = self.writer.begin_with($begin).await?;
                     let inserted = sqlx::query_scalar::<_, i64>(
-                        "INSERT INTO evals (name, dataset_id, prompt_template, grader, max_tokens, temperature, repetitions, seed, created_by, created_at) \
-                         SELECT $1, d.id, $2, $3, $4, $5, $6, $7, $8, $9 FROM datasets d WHERE d.id = $10 RETURNING id",
+                        "INSERT INTO evals (name, dataset_id, prompt_template, grader, max_tokens, temperature, repetitions, seed, created_by, created_at, prompt_options, sampling_options) \
+                         SELECT $1, d.id, $2, $3, $4, $5, $6, $7, $8, $9, $11, $12 FROM datasets d WHERE d.id = $10 RETURNING id",
                     )
                     .bind(&spec.name)
-                    .bind(&spec.prompt_template)
+                    .bind(&spec.prompt.template)
                     .bind(serde_json::to_string(&spec.grader).expect("grader specs always serialize"))
                     .bind(i64::from(spec.generation.max_tokens))
                     .bind(spec.generation.temperature)
@@ -613,6 +618,8 @@ macro_rules! catalog_sql {
                     .bind(created_by.map(i64::from))
                     .bind(now_ms())
                     .bind(dataset_id.get())
+                    .bind(spec.prompt.options_column())
+                    .bind(arbiter_domain::manifest::SamplingOptions::of(&spec.generation).to_column())
                     .fetch_optional(&mut *tx)
                     .await
                     .map_err(|err| {

@@ -276,6 +276,31 @@ macro_rules! read_columns {
 }
 pub(crate) use read_columns;
 
+/// A dataset item's `fields` column: the JSON object of a structured item, `None` for a
+/// four-field item.
+pub(crate) fn structured_fields(
+    column: Option<String>,
+) -> Result<Option<serde_json::Map<String, serde_json::Value>>, sqlx::Error> {
+    column
+        .map(|text| serde_json::from_str(&text).map_err(|err| sqlx::Error::Decode(err.into())))
+        .transpose()
+}
+
+/// A dataset item from a row with `case_id`, `input`, `target`, `category` and `fields`.
+macro_rules! item_from_row {
+    ($row:expr) => {
+        $crate::read_columns!($row, DatasetItem {
+            case_id,
+            input,
+            target,
+            category,
+            ;
+            structured: $crate::structured_fields($row.read("fields")?)?,
+        })
+    };
+}
+pub(crate) use item_from_row;
+
 /// Implements every area for one backend: each area's SQL in a module of its own (so each
 /// keeps its own imports and helpers), sharing the backend's pools.
 macro_rules! backend_sql {

@@ -107,7 +107,7 @@ macro_rules! runs_sql {
 
         // Final results of a run with the latest grade's reason. The grade subquery picks the
         // newest grade, so a human label supersedes the automatic one.
-        const RESULT_SELECT: &str = "SELECT w.case_id, w.repetition, i.category, i.input, i.target, \
+        const RESULT_SELECT: &str = "SELECT w.case_id, w.repetition, w.category, i.input, i.target, \
             COALESCE(g.output, '') AS output, COALESCE(g.outcome, 'pending') AS outcome, \
             COALESCE(w.verdict, 'pending') AS verdict, w.decided_by, g.error, g.error_category, \
             COALESCE(g.attempts, 0) AS attempts, g.attempt_log, COALESCE(g.latency_ms, 0) AS latency_ms, \

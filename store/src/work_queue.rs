@@ -68,8 +68,8 @@ pub struct ClaimedIdentity {
     pub run_id: RunId,
     pub case_id: String,
     pub repetition: i64,
-    pub input: String,
-    pub target: String,
+    /// The dataset item, which the manifest's prompt renders.
+    pub item: arbiter_domain::dataset::DatasetItem,
     pub cost: i64,
     /// Times the identity has been claimed, this claim included.
     pub claims: i64,
@@ -518,7 +518,7 @@ macro_rules! work_queue_sql {
                         return Ok(Vec::new());
                     }
                     let mut select = sqlx::QueryBuilder::<$db>::new(
-                        "SELECT w.id, w.run_id, w.case_id, w.repetition, w.cost, w.attempts, w.generation_key, i.input, i.target, \
+                        "SELECT w.id, w.run_id, w.case_id, w.repetition, w.cost, w.attempts, w.generation_key, i.input, i.target, i.category, i.fields, \
                          c.work_item_id AS source_work_item_id, g.outcome, g.output, g.finish_reason, g.prompt_tokens, \
                          g.completion_tokens, g.model_used \
                          FROM work_items w JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
@@ -539,8 +539,10 @@ macro_rules! work_queue_sql {
                                 run_id: row.read("run_id")?,
                                 case_id: row.read("case_id")?,
                                 repetition: row.read("repetition")?,
-                                input: row.read("input")?,
-                                target: row.read("target")?,
+                                item: {
+                                    use arbiter_domain::dataset::DatasetItem;
+                                    $crate::item_from_row!(row)
+                                },
                                 cost: row.read("cost")?,
                                 claims: row.read("attempts")?,
                                 generation_key: row.read("generation_key")?,
@@ -608,7 +610,7 @@ macro_rules! work_queue_sql {
                         target,
                         ;
                         identity_id: row.read("id")?,
-                        prompt_template: manifest.eval.prompt_template,
+                        prompt_template: manifest.eval.prompt.template,
                         grader: manifest.eval.grader.id_version().to_string(),
                         max_tokens: i64::from(manifest.eval.generation.max_tokens),
                         temperature: manifest.eval.generation.temperature,

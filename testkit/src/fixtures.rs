@@ -7,7 +7,7 @@ use arbiter_domain::grading::grade_exact_match;
 use arbiter_domain::grading::record::Grading;
 use arbiter_domain::ids::{DatasetId, IdentityId, RunId};
 use arbiter_domain::run::{Priority, RunProgress};
-use arbiter_engine::catalog::EvalForm;
+use arbiter_engine::catalog::{EvalForm, EvalOptions};
 use arbiter_store::{FinishedIdentity, Store};
 
 /// The bundled sample: 60 cases in three categories.
@@ -51,6 +51,7 @@ pub fn eval_form(name: &str, dataset_id: DatasetId, repetitions: u32) -> EvalFor
         repetitions,
         seed: 7,
         grader: String::new(),
+        options: EvalOptions::default(),
     }
 }
 

@@ -231,6 +231,7 @@ pub async fn create_eval(
         repetitions: number(&repetitions, "repetitions")?,
         seed: number(&seed, "seed")?,
         grader,
+        options: arbiter_engine::catalog::EvalOptions::default(),
     };
     arbiter_engine::catalog::define_eval(state.store.as_ref(), &form, Some(user.id))
         .await

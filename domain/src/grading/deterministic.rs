@@ -290,6 +290,37 @@ impl Grader {
         self.id_version
     }
 
+    /// Grades one output against an item's acceptable answers: it passes when it passes
+    /// against any of them; otherwise the grade against the first is kept, and with several
+    /// answers its reason says none matched. An item without a target is graded against ''
+    /// (rubric checks ignore it; comparing graders then cannot find it and say so).
+    pub fn grade_any(&self, output: &str, targets: &[String]) -> Grade {
+        let Some((first, others)) = targets.split_first() else {
+            return self.grade(output, "");
+        };
+        let first_grade = self.grade(output, first);
+        if first_grade.verdict == Verdict::Pass || others.is_empty() {
+            return first_grade;
+        }
+        for target in others {
+            let grade = self.grade(output, target);
+            if grade.verdict == Verdict::Pass {
+                return grade;
+            }
+        }
+        if first_grade.verdict == Verdict::Fail {
+            return Grade {
+                reason: format!(
+                    "{} (and none of the other {} acceptable answers matched)",
+                    first_grade.reason,
+                    others.len()
+                ),
+                ..first_grade
+            };
+        }
+        first_grade
+    }
+
     /// Grades one model output against the item's target (ignored by rubric checks).
     pub fn grade(&self, output: &str, target: &str) -> Grade {
         let decision = match &self.check {
@@ -1122,6 +1153,29 @@ fn grade_any_of(graders: &[Grader], output: &str, target: &str) -> Decision {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn any_acceptable_answer_passes() {
+        let grader = GraderSpec::ExactMatch {}.compile().unwrap();
+        let answers = vec!["NYC".to_string(), "New York".to_string()];
+        assert_eq!(
+            grader.grade_any("Answer: new york", &answers).verdict,
+            Verdict::Pass
+        );
+        let failed = grader.grade_any("Answer: Boston", &answers);
+        assert_eq!(failed.verdict, Verdict::Fail);
+        assert!(
+            failed
+                .reason
+                .ends_with("(and none of the other 1 acceptable answers matched)"),
+            "{}",
+            failed.reason
+        );
+        assert_eq!(
+            grader.grade_any("Answer: NYC", &answers[..1]),
+            grader.grade("Answer: NYC", "NYC")
+        );
+    }
 
     /// Specs are written as the JSON a user would store, so the tests pin the data format too.
     fn spec(definition: serde_json::Value) -> GraderSpec {

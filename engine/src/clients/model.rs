@@ -8,19 +8,53 @@
 use crate::clients::egress::{self, BodyError, EgressPolicy, GuardedClient};
 use arbiter_domain::answer::{ErrorCategory, Generation, Outcome};
 use arbiter_domain::checkpoint::Checkpoint;
+use arbiter_domain::fields::{ChatMessage, Role};
+use arbiter_domain::logprobs::{ChatLogprobs, CompletionLogprobs};
 use arbiter_domain::manifest::EndpointFingerprint;
+use arbiter_domain::prompt::PromptBody;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// One request for one result identity.
+/// One request for one result identity (or one judge sample).
 #[derive(Clone, Debug)]
 pub struct GenerationRequest {
     pub model: String,
-    pub prompt: String,
+    /// A conversation for `/chat/completions`, or a prompt for `/completions`.
+    pub body: PromptBody,
     pub max_tokens: u32,
     pub temperature: f64,
     pub seed: u64,
+    pub top_p: Option<f64>,
+    pub stop: Vec<String>,
+    /// Engine sampling parameters, sent as top-level fields (checked when the eval was saved).
+    pub extra: BTreeMap<String, serde_json::Value>,
+}
+
+impl GenerationRequest {
+    /// One user message with the original three settings (judges ask this way).
+    pub fn user_message(
+        model: &str,
+        prompt: String,
+        max_tokens: u32,
+        temperature: f64,
+        seed: u64,
+    ) -> GenerationRequest {
+        GenerationRequest {
+            model: model.to_string(),
+            body: PromptBody::Chat(vec![ChatMessage {
+                role: Role::User,
+                content: prompt,
+            }]),
+            max_tokens,
+            temperature,
+            seed,
+            top_p: None,
+            stop: Vec::new(),
+            extra: BTreeMap::new(),
+        }
+    }
 }
 
 /// A failed attempt: what went wrong and whether the endpoint asked us to wait.
@@ -82,26 +116,17 @@ impl ModelClient {
         request: &GenerationRequest,
         timeout: Duration,
     ) -> Result<Generation, AttemptFailure> {
-        let url = format!("{}/chat/completions", base_url.trim_end_matches('/'));
-        let body = ChatRequest {
-            model: &request.model,
-            messages: [ChatMessage {
-                role: "user",
-                content: &request.prompt,
-            }],
-            max_tokens: request.max_tokens,
-            temperature: request.temperature,
-            seed: request.seed,
-            logprobs: true,
-            top_logprobs: TOP_LOGPROBS,
-            stream: false,
+        let route = match request.body {
+            PromptBody::Chat(_) => "chat/completions",
+            PromptBody::Completion(_) => "completions",
         };
+        let url = format!("{}/{route}", base_url.trim_end_matches('/'));
         let mut post = self
             .http
             .post(&url)
             .map_err(|refusal| egress_failure(refusal.0))?
             .timeout(timeout)
-            .json(&body);
+            .json(&RequestBody::of(request));
         if let Some(key) = api_key {
             post = post.bearer_auth(key);
         }
@@ -140,7 +165,11 @@ impl ModelClient {
                 },
                 BodyError::Read(err) => transport_failure(&url, err),
             })?;
-        let mut generation = parse_chat_completion(&bytes).map_err(|message| AttemptFailure {
+        let parsed = match request.body {
+            PromptBody::Chat(_) => parse_chat_completion(&bytes),
+            PromptBody::Completion(_) => parse_completion(&bytes),
+        };
+        let mut generation = parsed.map_err(|message| AttemptFailure {
             category: ErrorCategory::MalformedResponse,
             status: Some(status.as_u16()),
             message: format!("malformed response body from {url}: {message}"),
@@ -195,23 +224,59 @@ fn transport_failure(url: &str, err: reqwest::Error) -> AttemptFailure {
 /// Alternatives asked for at each token: judges and diverging-token views read them.
 const TOP_LOGPROBS: u8 = 5;
 
-/// An OpenAI chat completion request, serialized straight from borrowed fields.
+/// An OpenAI chat completion or completion request, serialized straight from borrowed fields.
 #[derive(Serialize)]
-struct ChatRequest<'a> {
+struct RequestBody<'a> {
     model: &'a str,
-    messages: [ChatMessage<'a>; 1],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    messages: Option<&'a [ChatMessage]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt: Option<&'a str>,
     max_tokens: u32,
     temperature: f64,
     seed: u64,
-    logprobs: bool,
-    top_logprobs: u8,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f64>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    stop: &'a [String],
+    /// `true` for chat (with `top_logprobs`), a count for completions.
+    logprobs: serde_json::Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_logprobs: Option<u8>,
     stream: bool,
+    #[serde(flatten)]
+    extra: &'a BTreeMap<String, serde_json::Value>,
 }
 
-#[derive(Serialize)]
-struct ChatMessage<'a> {
-    role: &'static str,
-    content: &'a str,
+impl<'a> RequestBody<'a> {
+    fn of(request: &'a GenerationRequest) -> RequestBody<'a> {
+        let (messages, prompt) = match &request.body {
+            PromptBody::Chat(messages) => (Some(&messages[..]), None),
+            PromptBody::Completion(prompt) => (None, Some(prompt.as_str())),
+        };
+        RequestBody {
+            model: &request.model,
+            messages,
+            prompt,
+            max_tokens: request.max_tokens,
+            temperature: request.temperature,
+            seed: request.seed,
+            top_p: request.top_p,
+            stop: &request.stop,
+            logprobs: match prompt {
+                None => serde_json::Value::Bool(true),
+                Some(_) => serde_json::Value::from(TOP_LOGPROBS),
+            },
+            top_logprobs: prompt.is_none().then_some(TOP_LOGPROBS),
+            stream: false,
+            extra: &request.extra,
+        }
+    }
+}
+
+/// The request body a generation request is sent as (the eval preview shows it).
+pub fn request_json(request: &GenerationRequest) -> serde_json::Value {
+    serde_json::to_value(RequestBody::of(request)).expect("requests always serialize")
 }
 
 /// The parts of an OpenAI chat completion Arbiter reads, borrowed from the body where possible.
@@ -229,7 +294,7 @@ struct Choice<'a> {
     message: Message,
     finish_reason: Option<String>,
     #[serde(default, borrow)]
-    logprobs: Option<arbiter_domain::logprobs::ChatLogprobs<'a>>,
+    logprobs: Option<ChatLogprobs<'a>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -258,15 +323,7 @@ fn parse_chat_completion(body: &[u8]) -> Result<Generation, String> {
         .refusal
         .is_some_and(|refusal| !refusal.trim().is_empty());
     let finish_reason = choice.finish_reason;
-    let outcome = if refusal || finish_reason.as_deref() == Some("content_filter") {
-        Outcome::Refused
-    } else if finish_reason.as_deref() == Some("length") {
-        Outcome::Truncated
-    } else if output.trim().is_empty() {
-        Outcome::Empty
-    } else {
-        Outcome::Ok
-    };
+    let outcome = outcome_of(refusal, finish_reason.as_deref(), &output);
     Ok(Generation {
         outcome,
         output,
@@ -286,6 +343,65 @@ fn parse_chat_completion(body: &[u8]) -> Result<Generation, String> {
             .and_then(|logprobs| logprobs.encode()),
         ..Generation::default()
     })
+}
+
+/// The parts of an OpenAI (legacy) completion Arbiter reads.
+#[derive(Deserialize)]
+struct Completion<'a> {
+    model: Option<String>,
+    #[serde(default, borrow)]
+    choices: Vec<CompletionChoice<'a>>,
+    usage: Option<Usage>,
+}
+
+#[derive(Deserialize)]
+struct CompletionChoice<'a> {
+    #[serde(default)]
+    text: String,
+    finish_reason: Option<String>,
+    #[serde(default, borrow)]
+    logprobs: Option<CompletionLogprobs<'a>>,
+}
+
+fn parse_completion(body: &[u8]) -> Result<Generation, String> {
+    let completion: Completion<'_> = serde_json::from_slice(body).map_err(|err| err.to_string())?;
+    let choice = completion
+        .choices
+        .into_iter()
+        .next()
+        .ok_or_else(|| "the response has no choices".to_string())?;
+    Ok(Generation {
+        outcome: outcome_of(false, choice.finish_reason.as_deref(), &choice.text),
+        logprobs: choice
+            .logprobs
+            .as_ref()
+            .and_then(CompletionLogprobs::encode),
+        output: choice.text,
+        finish_reason: choice.finish_reason,
+        model_used: completion.model,
+        prompt_tokens: completion
+            .usage
+            .as_ref()
+            .and_then(|usage| usage.prompt_tokens),
+        completion_tokens: completion
+            .usage
+            .as_ref()
+            .and_then(|usage| usage.completion_tokens),
+        ..Generation::default()
+    })
+}
+
+/// What an answer's finish reason and text say about it.
+fn outcome_of(refusal: bool, finish_reason: Option<&str>, output: &str) -> Outcome {
+    if refusal || finish_reason == Some("content_filter") {
+        Outcome::Refused
+    } else if finish_reason == Some("length") {
+        Outcome::Truncated
+    } else if output.trim().is_empty() {
+        Outcome::Empty
+    } else {
+        Outcome::Ok
+    }
 }
 
 /// Checks and tidies an endpoint's base URL: http(s) with a host, no credentials, query or
@@ -475,13 +591,7 @@ mod tests {
     }
 
     fn request() -> GenerationRequest {
-        GenerationRequest {
-            model: "m".into(),
-            prompt: "hi".into(),
-            max_tokens: 8,
-            temperature: 0.0,
-            seed: 1,
-        }
+        GenerationRequest::user_message("m", "hi".into(), 8, 0.0, 1)
     }
 
     /// A client allowed to reach one loopback port.

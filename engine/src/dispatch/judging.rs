@@ -9,6 +9,7 @@ use std::sync::Arc;
 use super::{EndpointPool, RunSpec, Target};
 use crate::clients::model::GenerationRequest;
 use arbiter_domain::answer::Generation;
+use arbiter_domain::fields::MappedInput;
 use arbiter_domain::grading::judge::JudgeCall;
 use arbiter_domain::grading::judge::{
     combine_samples, grade_cache_key, read_verdict, render_judge_prompt, EnsembleVerdict,
@@ -20,6 +21,7 @@ use arbiter_domain::grading::triage::{
     after_deterministic, after_judge, drawn_for_audit, HumanKind, Stage, Step,
 };
 use arbiter_domain::grading::{Grade, Verdict};
+use arbiter_domain::prompt::request::RenderedPrompt;
 use arbiter_store::{ClaimedIdentity, Store};
 
 /// Longest judge rationale kept on a grade; the full reply stays in the grade cache.
@@ -34,22 +36,26 @@ pub(super) struct Graded {
     pub judge_unavailable: Option<String>,
 }
 
-/// The store and endpoints a judge is asked through.
+/// The store and endpoints a judge is asked through, and what it is shown of the item: the
+/// prompt the model was sent, and the acceptable answers.
 struct Judging<'a> {
     store: &'a Arc<dyn Store>,
     pool: &'a Arc<EndpointPool>,
+    question: String,
+    target: String,
 }
 
 /// Grades an answer as the run's policy says, routing any human task as the policy says.
 /// Errors are never graded.
 pub(super) async fn grade_answer(
     job: &ClaimedIdentity,
+    rendered: Option<RenderedPrompt>,
     generation: &Generation,
     spec: &RunSpec,
     store: &Arc<dyn Store>,
     pool: &Arc<EndpointPool>,
 ) -> Graded {
-    let graded = triage_answer(job, generation, spec, store, pool).await;
+    let graded = triage_answer(job, rendered.as_ref(), generation, spec, store, pool).await;
     Graded {
         grading: graded.grading.route(spec.manifest.triage.as_ref()),
         ..graded
@@ -58,6 +64,7 @@ pub(super) async fn grade_answer(
 
 async fn triage_answer(
     job: &ClaimedIdentity,
+    rendered: Option<&RenderedPrompt>,
     generation: &Generation,
     spec: &RunSpec,
     store: &Arc<dyn Store>,
@@ -67,13 +74,24 @@ async fn triage_answer(
         grading: Grading::default(),
         judge_unavailable: None,
     };
-    if generation.outcome.is_error() {
+    // A prompt that could not be rendered was never sent: its error is not graded either.
+    let Some(rendered) = rendered.filter(|_| !generation.outcome.is_error()) else {
         return graded;
-    }
-    let judging = Judging { store, pool };
+    };
+    let judging = Judging {
+        store,
+        pool,
+        // The item's question as the judge has always seen it (not the eval's template around
+        // it, so an unchanged eval keeps its grade cache); a conversation as its turns.
+        question: match &rendered.item.input {
+            MappedInput::Text(text) => text.clone(),
+            MappedInput::Messages(_) => rendered.body.as_text(),
+        },
+        target: rendered.item.target_text(),
+    };
     let triage = spec.manifest.triage.as_ref();
     let grade = match &spec.grader {
-        Ok(grader) => grader.grade(&generation.output, &job.target),
+        Ok(grader) => grader.grade_any(&generation.output, &rendered.item.targets),
         Err(problem) => Grade {
             grader: "misconfigured".into(),
             verdict: Verdict::Uncertain,
@@ -133,7 +151,6 @@ async fn triage_answer(
                         target,
                         stage,
                         triage.policy.judge_samples,
-                        job,
                         generation,
                     )
                     .await;
@@ -193,12 +210,16 @@ impl Judging<'_> {
         target: &Target,
         stage: Stage,
         samples: u32,
-        job: &ClaimedIdentity,
         generation: &Generation,
     ) -> Asked {
-        let Judging { store, pool } = *self;
+        let Judging {
+            store,
+            pool,
+            question,
+            target: answer_key,
+        } = self;
         let prompt =
-            match render_judge_prompt(&judge.rubric, &job.input, &generation.output, &job.target) {
+            match render_judge_prompt(&judge.rubric, question, &generation.output, answer_key) {
                 Ok(prompt) => prompt,
                 // Too long to send: nothing is asked, and the failure routes to a human.
                 Err(too_long) => return Asked::unasked(judge, stage, too_long),
@@ -229,13 +250,13 @@ impl Judging<'_> {
             let call = match cached {
                 Some(call) => call,
                 None => {
-                    let request = GenerationRequest {
-                        model: judge.served_model.clone(),
-                        prompt: prompt.clone(),
-                        max_tokens: judge.max_tokens,
+                    let request = GenerationRequest::user_message(
+                        &judge.served_model,
+                        prompt.clone(),
+                        judge.max_tokens,
                         temperature,
                         seed,
-                    };
+                    );
                     let answer = pool.generate(target, &request, token_estimate).await;
                     usage.add(&answer);
                     if answer.outcome.is_error() {

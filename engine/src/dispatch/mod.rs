@@ -22,13 +22,14 @@ pub use endpoints::{prometheus_sum, EndpointPool, RetryPolicy, Target};
 pub use limiter::Limiter;
 
 use crate::clients::model::GenerationRequest;
-use arbiter_domain::answer::Generation;
+use arbiter_domain::answer::{ErrorCategory, Generation, Outcome};
 use arbiter_domain::checkpoint::TokenPrices;
 use arbiter_domain::expansion::seed_for;
 use arbiter_domain::grading::judge::JudgeSpec;
 use arbiter_domain::grading::Grader;
 use arbiter_domain::manifest::Manifest;
-use arbiter_domain::prompt::render_prompt;
+use arbiter_domain::prompt::request::RenderedPrompt;
+use arbiter_domain::prompt::PromptRenderer;
 use arbiter_store::{ActiveRun, ClaimedIdentity, FinishedIdentity, Store};
 use fair_share::Candidate;
 use std::collections::HashMap;
@@ -82,6 +83,8 @@ struct RunSpec {
     judge_targets: (Option<Target>, Option<Target>),
     /// The eval's deterministic grader, compiled once (checked when the eval was saved).
     grader: Result<Grader, String>,
+    /// The eval's prompt, compiled once (every item was rendered at launch).
+    renderer: Result<PromptRenderer, String>,
 }
 
 impl RunSpec {
@@ -123,12 +126,23 @@ impl RunSpec {
             .grader
             .compile()
             .map_err(|problem| problem.to_string());
+        let renderer = PromptRenderer::new(&manifest.eval.prompt);
         RunSpec {
             manifest,
             target,
             judge_targets,
             grader,
+            renderer,
         }
+    }
+
+    /// One identity's prompt and how the eval reads its item; an error says why it cannot be
+    /// rendered (which the launch's check makes all but impossible).
+    fn render(&self, job: &ClaimedIdentity) -> Result<RenderedPrompt, String> {
+        let renderer = self.renderer.as_ref().map_err(Clone::clone)?;
+        renderer
+            .render(&job.item.fields())
+            .map_err(|problem| format!("item `{}` {problem}", job.case_id))
     }
 }
 
@@ -136,18 +150,31 @@ impl RunSpec {
 async fn answer(
     job: &ClaimedIdentity,
     spec: &RunSpec,
+    rendered: &Result<RenderedPrompt, String>,
     pool: &Arc<EndpointPool>,
 ) -> (Generation, Option<IdentityId>) {
-    let (generation, cached_from) = match &job.cached {
-        Some(cached) => (cached.to_generation(), Some(cached.source_identity_id)),
-        None => {
+    let (generation, cached_from) = match (&job.cached, rendered) {
+        (Some(cached), _) => (cached.to_generation(), Some(cached.source_identity_id)),
+        (None, Err(problem)) => (
+            Generation {
+                outcome: Outcome::EndpointError,
+                error: Some(format!("not sent: {problem}")),
+                error_category: Some(ErrorCategory::BadRequest),
+                ..Generation::default()
+            },
+            None,
+        ),
+        (None, Ok(rendered)) => {
             let settings = &spec.manifest.eval.generation;
             let request = GenerationRequest {
                 model: spec.manifest.served_model.clone(),
-                prompt: render_prompt(&spec.manifest.eval.prompt_template, &job.input),
+                body: rendered.body.clone(),
                 max_tokens: settings.max_tokens,
                 temperature: settings.temperature,
                 seed: seed_for(settings, job.repetition),
+                top_p: settings.top_p,
+                stop: settings.stop.clone(),
+                extra: settings.extra.clone(),
             };
             // The planner's estimate, stored on the identity, is the request's token cost.
             let cost = u64::try_from(job.cost).unwrap_or(0);
@@ -338,12 +365,15 @@ pub async fn run_worker(
                 let run_id = job.run_id;
                 // The semaphore queues waiters in order, so claims start longest first.
                 let answering = running.acquire().await;
-                let (generation, cached_from) = answer(&job, &spec, &pool).await;
+                let rendered = spec.render(&job);
+                let (generation, cached_from) = answer(&job, &spec, &rendered, &pool).await;
                 // Judges are other endpoints with their own limits: while it is judged, the
                 // identity keeps its held slot but frees its request slot for the model under
                 // test.
                 drop(answering);
-                let graded = judging::grade_answer(&job, &generation, &spec, &store, &pool).await;
+                let graded =
+                    judging::grade_answer(&job, rendered.ok(), &generation, &spec, &store, &pool)
+                        .await;
                 let grading = match graded.judge_unavailable {
                     // A judge outage is not a reason for human work: the identity goes back to
                     // the queue to be answered and judged again, up to a few claims.

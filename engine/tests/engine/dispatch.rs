@@ -36,6 +36,7 @@ async fn eval(store: &dyn Store, name: &str) -> EvalId {
             repetitions: 2,
             seed: 0,
             grader: String::new(),
+            options: arbiter_engine::catalog::EvalOptions::default(),
         },
         None,
     )

@@ -147,6 +147,7 @@ async fn keys_from_the_environment_reach_the_endpoint_and_are_never_stored_in_cl
             repetitions: 1,
             seed: 0,
             grader: String::new(),
+            options: arbiter_engine::catalog::EvalOptions::default(),
         },
         None,
     )

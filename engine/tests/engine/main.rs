@@ -10,4 +10,5 @@ mod ops_story;
 mod quality_story;
 mod security;
 mod store_story;
+mod structured_suites;
 mod triage;

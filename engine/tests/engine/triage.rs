@@ -122,6 +122,7 @@ fn eval_form(dataset_id: DatasetId) -> EvalForm {
         repetitions: REPETITIONS,
         seed: 0,
         grader: UNDECIDING_GRADER.into(),
+        options: arbiter_engine::catalog::EvalOptions::default(),
     }
 }
 
@@ -598,6 +599,7 @@ async fn bad_policies_and_judges_are_refused_with_reasons_and_store_nothing() {
         temperature: 0.0,
         repetitions: 1,
         seed: 0,
+        options: arbiter_engine::catalog::EvalOptions::default(),
     };
     let error = arbiter_engine::catalog::define_eval(store.as_ref(), &form, None)
         .await

@@ -235,11 +235,11 @@ async fn fill(
             .map(|job| {
                 let index: usize = job.case_id.trim_start_matches('q').parse().unwrap_or(0);
                 let output = if passes(index, candidate) {
-                    format!("Answer: {}", job.target)
+                    format!("Answer: {}", job.item.target)
                 } else {
                     "Answer: something else".to_string()
                 };
-                let grade = grade_exact_match(&output, &job.target);
+                let grade = grade_exact_match(&output, &job.item.target);
                 FinishedIdentity {
                     identity_id: job.identity_id,
                     generation: Generation {

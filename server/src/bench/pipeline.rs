@@ -103,6 +103,7 @@ impl Bench {
                 repetitions: 1,
                 seed,
                 grader: String::new(),
+                options: arbiter_engine::catalog::EvalOptions::default(),
             },
             None,
         )
@@ -532,6 +533,7 @@ pub(crate) async fn triage(repetitions: usize) -> anyhow::Result<()> {
             repetitions: u32::try_from(repetitions)?,
             seed: 0,
             grader: String::new(),
+            options: arbiter_engine::catalog::EvalOptions::default(),
         },
         None,
     )

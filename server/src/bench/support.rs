@@ -162,6 +162,7 @@ pub(crate) async fn bench_eval(
             repetitions: 1,
             seed: 0,
             grader: String::new(),
+            options: arbiter_engine::catalog::EvalOptions::default(),
         },
         None,
     )

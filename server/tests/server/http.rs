@@ -599,9 +599,14 @@ async fn bad_dataset_files_get_a_clear_message_and_store_nothing() {
             "line 2: invalid JSON",
         ),
         (
-            "missing-field",
-            b"{\"id\":\"a\",\"input\":\"x\"}\n".to_vec(),
-            "line 1: missing field `target`",
+            "missing-id",
+            format!("{}{{\"input\":\"x\"}}\n", line("a")).into_bytes(),
+            "line 2: missing field `id`",
+        ),
+        (
+            "not-an-object",
+            b"[\"a\", \"b\"]\n".to_vec(),
+            "line 1: each line must be a JSON object",
         ),
         (
             "duplicate-ids",
@@ -1019,6 +1024,7 @@ async fn run_results_export_as_csv_jsonl_and_parquet() {
         repetitions: 1,
         seed: 0,
         grader: String::new(),
+        options: arbiter_engine::catalog::EvalOptions::default(),
     };
     let eval = arbiter_engine::catalog::define_eval(store, &form, None)
         .await

@@ -123,6 +123,7 @@ async fn scenario(database_url: &str) {
             repetitions: 2,
             seed: 0,
             grader: String::new(),
+            options: arbiter_engine::catalog::EvalOptions::default(),
         },
         None,
     )

@@ -398,6 +398,7 @@ async fn run_an_eval(base_url: &str) {
             repetitions: 1,
             seed: 0,
             grader: String::new(),
+            options: arbiter_engine::catalog::EvalOptions::default(),
         },
         None,
     )

@@ -154,6 +154,7 @@ impl TestApp {
                 repetitions: 1,
                 seed: 1,
                 grader: String::new(),
+                options: arbiter_engine::catalog::EvalOptions::default(),
             },
             Some(owner.id),
         )

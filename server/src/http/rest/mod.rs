@@ -152,6 +152,7 @@ pub fn routes(state: AppState) -> Router {
             get(resources::list_evals).post(resources::define_eval),
         )
         .route("/evals/{id}", get(resources::get_eval))
+        .route("/evals/{id}/preview", get(resources::preview_eval))
         .route(
             "/suites",
             get(resources::list_suites).post(resources::create_suite),

@@ -34,6 +34,7 @@ A token acts with its owner's role. Errors are JSON `{\"error\": \"…\"}` with 
         resources::list_evals,
         resources::get_eval,
         resources::define_eval,
+        resources::preview_eval,
         runs::list_runs,
         runs::launch_run,
         runs::get_run,

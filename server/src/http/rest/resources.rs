@@ -5,17 +5,21 @@ use arbiter_app::guard::AppState;
 use arbiter_domain::accounts::{Permission, Role};
 use arbiter_domain::checkpoint::{Checkpoint, Endpoint};
 use arbiter_domain::dataset::{DatasetRevision, DatasetSummary};
+use arbiter_domain::fields::FieldMapping;
 use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId, UserId};
 use arbiter_domain::manifest::EvalSummary;
+use arbiter_domain::prompt::request::RequestPreview;
+use arbiter_domain::prompt::{Api, MessageTemplate, TemplateSyntax};
 use arbiter_domain::suites::Suite;
 use arbiter_domain::webhooks::{DeliveryRecord, Webhook};
-use arbiter_engine::catalog::EvalForm;
+use arbiter_engine::catalog::{EvalForm, EvalOptions};
 use arbiter_engine::suites::{self, Announcement, SuiteForm, TriggeredRun};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use utoipa::{IntoParams, ToSchema};
 
 /// The caller, as the token identifies them.
@@ -77,14 +81,15 @@ pub async fn get_dataset(
 pub struct UploadParams {
     /// The dataset's name; uploading under an existing name adds a revision.
     name: String,
-    /// The file's name: its extension (`.jsonl`, `.json`, `.csv`) selects the parser.
+    /// The file's name: its extension selects the parser (`.csv`, `.parquet`, `.jsonl.gz`;
+    /// anything else is JSONL).
     file_name: String,
 }
 
 #[utoipa::path(post, path = "/api/v1/datasets", tag = "datasets",
     params(UploadParams),
     request_body(content = Vec<u8>, content_type = "application/octet-stream",
-        description = "The file's bytes: JSONL, JSON or CSV with `id`, `input`, `target` and optional `category`"),
+        description = "The file's bytes: JSONL (optionally gzip-compressed), CSV or Parquet; one item per line or row, with any fields. An `id` (or `case_id`) field names each item; without one, items are numbered by position. Items with only `input`, `target` and `category` keep the original four-field form and its revision hashes."),
     responses(
         (status = 201, description = "A new revision", body = DatasetRevision),
         (status = 200, description = "Identical content was uploaded before: that revision", body = DatasetRevision),
@@ -317,8 +322,32 @@ pub async fn get_eval(
 pub struct NewEvalRequest {
     pub name: String,
     pub dataset_id: DatasetId,
-    /// Jinja-style template over the item's fields, e.g. `Q: {{input}}\nA:`.
+    /// The user message (chat) or the prompt (completions): a Jinja template over the item's
+    /// fields (`Q: {{ question }}\n{{ choices | lettered }}\nA:`), or the original form where
+    /// `{input}` is replaced by the input. Empty with `messages`, or to send items'
+    /// conversations as they are.
+    #[serde(default)]
     pub prompt_template: String,
+    /// `jinja` or `placeholder`; absent: Jinja when the template has a Jinja tag (`{{`, `{%`,
+    /// `{#`) or no `{input}`, the original form otherwise.
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub template_syntax: Option<TemplateSyntax>,
+    /// Sent first as the system message (a template in the same syntax).
+    #[serde(default)]
+    pub system_prompt: String,
+    /// A whole conversation of `{"role", "content"}` templates, instead of `prompt_template`.
+    #[serde(default)]
+    pub messages: Vec<MessageTemplate>,
+    /// `chat` (the default: `/v1/chat/completions`) or `completions` (`/v1/completions`, for
+    /// base checkpoints).
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub api: Api,
+    /// Which item fields are `input`, `target`, `choices`, `category` and `metadata`; absent:
+    /// `input`, `target`, `category`.
+    #[serde(default)]
+    pub fields: Option<FieldMapping>,
     #[serde(default = "default_max_tokens")]
     pub max_tokens: u32,
     #[serde(default)]
@@ -332,6 +361,18 @@ pub struct NewEvalRequest {
     #[serde(default)]
     #[schema(value_type = Object)]
     pub grader: Option<serde_json::Value>,
+    /// Nucleus sampling (0 < top_p ≤ 1); absent leaves the endpoint's default.
+    #[serde(default)]
+    pub top_p: Option<f64>,
+    /// Stop sequences (at most 16, each 1 to 256 bytes).
+    #[serde(default)]
+    pub stop: Vec<String>,
+    /// Engine sampling parameters: `top_k`, `min_p`, `repetition_penalty`,
+    /// `presence_penalty`, `frequency_penalty`, `min_tokens`, `ignore_eos`,
+    /// `skip_special_tokens`, each checked against the range vLLM accepts.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub extra: BTreeMap<String, serde_json::Value>,
 }
 
 fn default_max_tokens() -> u32 {
@@ -365,6 +406,16 @@ pub async fn define_eval(
         repetitions: request.repetitions,
         seed: request.seed,
         grader,
+        options: EvalOptions {
+            template_syntax: request.template_syntax,
+            system_prompt: request.system_prompt,
+            messages: request.messages,
+            api: request.api,
+            mapping: request.fields,
+            top_p: request.top_p,
+            stop: request.stop,
+            extra: request.extra,
+        },
     };
     let id =
         arbiter_engine::catalog::define_eval(state.store.as_ref(), &form, Some(user.id)).await?;
@@ -374,6 +425,44 @@ pub async fn define_eval(
         .await?
         .ok_or_else(|| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "the eval vanished"))?;
     Ok((StatusCode::CREATED, Json(eval)))
+}
+
+/// Which item and checkpoint to preview.
+#[derive(Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct PreviewParams {
+    /// The item's case id; the first item of the newest revision when absent.
+    #[serde(default)]
+    case_id: Option<String>,
+    /// The checkpoint whose model and endpoint fingerprint the request would carry.
+    #[serde(default)]
+    checkpoint_id: Option<CheckpointId>,
+    /// The repetition (it picks the seed); 0 when absent.
+    #[serde(default)]
+    repetition: u32,
+}
+
+/// The exact request body a worker would send for one item, and its generation key.
+#[utoipa::path(get, path = "/api/v1/evals/{id}/preview", tag = "evals",
+    params(("id" = i64, Path, description = "Eval id"), PreviewParams),
+    responses((status = 200, body = RequestPreview), (status = 400, description = "The item cannot be rendered: the message says why", body = ApiErrorBody), (status = 404, body = ApiErrorBody)))]
+pub async fn preview_eval(
+    State(state): State<AppState>,
+    caller: ApiUser,
+    ApiPath(id): ApiPath<EvalId>,
+    ApiQuery(params): ApiQuery<PreviewParams>,
+) -> ApiResult<Json<RequestPreview>> {
+    caller.require(Permission::ViewResults)?;
+    Ok(Json(
+        arbiter_engine::preview::preview_request(
+            state.store.as_ref(),
+            id,
+            params.case_id.as_deref(),
+            params.checkpoint_id,
+            params.repetition,
+        )
+        .await?,
+    ))
 }
 
 /// Every webhook; the whole URL only on those you created (all of them for leads and admins),

@@ -3,6 +3,14 @@
 //!
 //! A template may repeat `{input}`, so the rendered size is checked from the lengths alone,
 //! before anything is rendered: a thousand copies of a large input are refused, never built.
+//!
+//! [`request`] holds an eval's prompt parts and renders them for one item; [`template`] is the
+//! Jinja engine under the `jinja` syntax.
+
+pub mod request;
+pub mod template;
+
+pub use request::{Api, MessageTemplate, PromptBody, PromptRenderer, PromptSpec, TemplateSyntax};
 
 /// The placeholder in a prompt template that receives a dataset item's `input`.
 pub const INPUT_PLACEHOLDER: &str = "{input}";
@@ -46,21 +54,19 @@ pub fn rendered_len(template: &str, input_bytes: usize) -> usize {
     fixed.saturating_add(placeholders.saturating_mul(input_bytes))
 }
 
-/// Refuses a template whose prompt for the item `case_id` (with an input of `input_bytes`)
-/// would exceed [`MAX_PROMPT_BYTES`], naming the item and the limit.
-pub fn check_rendered_len(template: &str, case_id: &str, input_bytes: usize) -> Result<(), String> {
+/// Why a template's prompt for an input of `input_bytes` would be too long, said of the item
+/// ("its prompt would be …"), or `None` when it fits within [`MAX_PROMPT_BYTES`].
+pub fn rendered_len_problem(template: &str, input_bytes: usize) -> Option<String> {
     let rendered = rendered_len(template, input_bytes);
-    if rendered > MAX_PROMPT_BYTES {
+    (rendered > MAX_PROMPT_BYTES).then(|| {
         let copies = template.matches(INPUT_PLACEHOLDER).count();
-        return Err(format!(
-            "the prompt for item `{case_id}` would be {} ({copies} × its {} input); the limit \
-             is {} per prompt",
+        format!(
+            "its prompt would be {} ({copies} × its {} input); the limit is {} per prompt",
             describe_bytes(rendered),
             describe_bytes(input_bytes),
             describe_bytes(MAX_PROMPT_BYTES)
-        ));
-    }
-    Ok(())
+        )
+    })
 }
 
 /// A size as people read it: bytes, KiB or MiB.
@@ -101,15 +107,16 @@ mod tests {
     }
 
     #[test]
-    fn a_template_repeating_a_large_input_is_refused_by_size_naming_the_item() {
+    fn a_template_repeating_a_large_input_is_refused_by_size() {
         let template = "{input}".repeat(1000);
         assert!(validate_template(&template).is_ok());
-        let refused = check_rendered_len(&template, "case-7", 2 * 1024).unwrap_err();
-        assert!(refused.contains("`case-7`"), "{refused}");
-        assert!(refused.contains("1000 ×"), "{refused}");
-        assert!(refused.contains("limit is 1.0 MiB"), "{refused}");
-        assert!(check_rendered_len(&template, "case-7", 1024).is_ok());
-        assert!(check_rendered_len("Q: {input}", "big", MAX_PROMPT_BYTES).is_err());
+        let refused = rendered_len_problem(&template, 2 * 1024).unwrap();
+        assert_eq!(
+            refused,
+            "its prompt would be 2.0 MiB (1000 × its 2.0 KiB input); the limit is 1.0 MiB per prompt"
+        );
+        assert!(rendered_len_problem(&template, 1024).is_none());
+        assert!(rendered_len_problem("Q: {input}", MAX_PROMPT_BYTES).is_some());
     }
 
     #[test]

@@ -1,0 +1,467 @@
+//! An eval's field mapping: which of an item's fields is the input, the target, the choices,
+//! the category and the metadata, and what one item reads as under it.
+//!
+//! A dataset item is a JSON object with any fields; the mapping belongs to the eval, so one
+//! dataset can serve several evals (MMLU as lettered multiple choice, or as free answers).
+//! The default mapping reads the four-field files Arbiter has always taken (`input`,
+//! `target`, `category`), so those evals are unchanged. Pure: no I/O.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Most choices an item may have: the letters A to Z.
+pub const MAX_CHOICES: usize = 26;
+
+/// Which fields of an item play which part. Field names are top-level keys of the item.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct FieldMapping {
+    /// The input: a string, or a list of chat messages (`{"role", "content"}`).
+    #[serde(default = "default_input")]
+    pub input: String,
+    /// The target: a string, a list of acceptable answers, or (with choices) the index (from 0)
+    /// or letter of the right choice. `None`: the eval has no reference answer.
+    #[serde(default = "default_target")]
+    pub target: Option<String>,
+    /// A list of answer options, shown lettered A, B, C… .
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub choices: Option<String>,
+    /// A grouping for per-category breakdowns.
+    #[serde(default = "default_category")]
+    pub category: Option<String>,
+    /// Fields shown beside each item in diffs and result tables.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metadata: Vec<String>,
+}
+
+fn default_input() -> String {
+    "input".into()
+}
+
+fn default_target() -> Option<String> {
+    Some("target".into())
+}
+
+fn default_category() -> Option<String> {
+    Some("category".into())
+}
+
+impl Default for FieldMapping {
+    fn default() -> FieldMapping {
+        FieldMapping {
+            input: default_input(),
+            target: default_target(),
+            choices: None,
+            category: default_category(),
+            metadata: Vec::new(),
+        }
+    }
+}
+
+/// Who says a chat message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
+}
+
+/// One message of a conversation sent to a chat endpoint.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    pub role: Role,
+    pub content: String,
+}
+
+/// An item's input under a mapping.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MappedInput {
+    Text(String),
+    Messages(Vec<ChatMessage>),
+}
+
+/// One item as an eval reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MappedItem {
+    pub input: MappedInput,
+    /// Acceptable answers (empty without a target). With choices, the right choice's letter.
+    pub targets: Vec<String>,
+    /// Answer options in the item's order.
+    pub choices: Vec<String>,
+    /// The right choice's position, when the target names one.
+    pub target_index: Option<usize>,
+    pub category: String,
+    /// (field, value as text) for each metadata field the item has.
+    pub metadata: Vec<(String, String)>,
+}
+
+impl MappedItem {
+    /// The target as one line for people and judges: the answers joined by " | ".
+    pub fn target_text(&self) -> String {
+        self.targets.join(" | ")
+    }
+}
+
+/// Why an item cannot be read under a mapping; callers name the item.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FieldError {
+    #[error("has no field `{0}`")]
+    Missing(String),
+    #[error("field `{field}` {problem}")]
+    Invalid { field: String, problem: String },
+}
+
+fn invalid(field: &str, problem: impl Into<String>) -> FieldError {
+    FieldError::Invalid {
+        field: field.to_string(),
+        problem: problem.into(),
+    }
+}
+
+/// The letter of choice `index` (0 → `A`).
+pub fn choice_letter(index: usize) -> Option<char> {
+    (index < MAX_CHOICES).then(|| char::from(b'A' + index as u8))
+}
+
+/// A scalar as text: strings as they are, numbers and booleans as JSON writes them.
+pub fn scalar_text(value: &Value) -> Option<String> {
+    match value {
+        Value::String(text) => Some(text.clone()),
+        Value::Number(number) => Some(number.to_string()),
+        Value::Bool(flag) => Some(flag.to_string()),
+        _ => None,
+    }
+}
+
+impl FieldMapping {
+    /// Checks the mapping itself: field names present and distinct where they must be.
+    pub fn validate(&self) -> Result<(), String> {
+        let names = [
+            Some(&self.input),
+            self.target.as_ref(),
+            self.choices.as_ref(),
+        ];
+        for name in names.into_iter().flatten().chain(self.category.iter()) {
+            if name.trim().is_empty() || name.len() > 200 {
+                return Err("field names in the mapping must be 1 to 200 characters".into());
+            }
+        }
+        if self.metadata.len() > 20 || self.metadata.iter().any(|name| name.trim().is_empty()) {
+            return Err("the mapping names at most 20 metadata fields, none of them blank".into());
+        }
+        if self.target.is_some() && self.target == self.choices {
+            return Err("the target and the choices must be different fields".into());
+        }
+        Ok(())
+    }
+
+    /// Reads one item's fields under this mapping.
+    pub fn apply(&self, fields: &Map<String, Value>) -> Result<MappedItem, FieldError> {
+        let input = read_input(&self.input, fields)?;
+        let choices = match &self.choices {
+            Some(name) => read_choices(name, fields)?,
+            None => Vec::new(),
+        };
+        let (targets, target_index) = match &self.target {
+            Some(name) => {
+                let value = fields
+                    .get(name)
+                    .ok_or_else(|| FieldError::Missing(name.clone()))?;
+                read_target(name, value, self.choices.is_some().then_some(&choices[..]))?
+            }
+            None => (Vec::new(), None),
+        };
+        let category = match &self.category {
+            // A missing category is no category, as in four-field files.
+            Some(name) => match fields.get(name) {
+                None | Some(Value::Null) => String::new(),
+                Some(value) => scalar_text(value)
+                    .ok_or_else(|| invalid(name, "must be a string or a number"))?
+                    .trim()
+                    .to_string(),
+            },
+            None => String::new(),
+        };
+        let metadata = self
+            .metadata
+            .iter()
+            .filter_map(|name| {
+                let value = fields.get(name)?;
+                Some((
+                    name.clone(),
+                    scalar_text(value).unwrap_or_else(|| value.to_string()),
+                ))
+            })
+            .collect();
+        Ok(MappedItem {
+            input,
+            targets,
+            choices,
+            target_index,
+            category,
+            metadata,
+        })
+    }
+}
+
+fn read_input(name: &str, fields: &Map<String, Value>) -> Result<MappedInput, FieldError> {
+    match fields.get(name) {
+        None | Some(Value::Null) => Err(FieldError::Missing(name.to_string())),
+        Some(Value::Array(messages)) => read_messages(name, messages).map(MappedInput::Messages),
+        Some(value) => scalar_text(value)
+            .map(MappedInput::Text)
+            .ok_or_else(|| invalid(name, "must be a string or a list of chat messages")),
+    }
+}
+
+/// A conversation: `{"role": "system"|"user"|"assistant", "content": "…"}` objects, the last
+/// one from the user (the model answers it).
+pub fn read_messages(name: &str, messages: &[Value]) -> Result<Vec<ChatMessage>, FieldError> {
+    if messages.is_empty() {
+        return Err(invalid(name, "is an empty list of messages"));
+    }
+    let read: Vec<ChatMessage> = messages
+        .iter()
+        .enumerate()
+        .map(|(index, message)| {
+            serde_json::from_value::<ChatMessage>(message.clone()).map_err(|_| {
+                invalid(
+                    name,
+                    format!(
+                        "message {} must be {{\"role\": \"system\", \"user\" or \"assistant\", \"content\": text}}",
+                        index + 1
+                    ),
+                )
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    if read.last().map(|message| message.role) != Some(Role::User) {
+        return Err(invalid(
+            name,
+            "must end with a user message, which the model answers",
+        ));
+    }
+    Ok(read)
+}
+
+fn read_choices(name: &str, fields: &Map<String, Value>) -> Result<Vec<String>, FieldError> {
+    let value = fields
+        .get(name)
+        .ok_or_else(|| FieldError::Missing(name.to_string()))?;
+    let Value::Array(options) = value else {
+        return Err(invalid(name, "must be a list of answer options"));
+    };
+    if options.len() < 2 || options.len() > MAX_CHOICES {
+        return Err(invalid(
+            name,
+            format!(
+                "has {} options; between 2 and {MAX_CHOICES} are needed",
+                options.len()
+            ),
+        ));
+    }
+    options
+        .iter()
+        .map(|option| {
+            scalar_text(option).ok_or_else(|| invalid(name, "must hold strings or numbers"))
+        })
+        .collect()
+}
+
+/// Targets from a target value: with choices, an index or a letter naming the right one
+/// (read as its letter); otherwise the value as text, or a list of acceptable answers.
+fn read_target(
+    name: &str,
+    value: &Value,
+    choices: Option<&[String]>,
+) -> Result<(Vec<String>, Option<usize>), FieldError> {
+    if let Some(choices) = choices {
+        let index = match value {
+            Value::Number(number) => {
+                number.as_u64().map(|index| index as usize).ok_or_else(|| {
+                    invalid(
+                        name,
+                        format!("is {number}; a choice index is a whole number from 0"),
+                    )
+                })?
+            }
+            Value::String(text) => letter_index(text).ok_or_else(|| {
+                invalid(
+                    name,
+                    format!("is `{text}`; with choices it must be an index or a letter"),
+                )
+            })?,
+            _ => return Err(invalid(name, "must be a choice index or letter")),
+        };
+        if index >= choices.len() {
+            return Err(invalid(
+                name,
+                format!(
+                    "is {index}, out of range for {} choices (indices start at 0)",
+                    choices.len()
+                ),
+            ));
+        }
+        let letter = choice_letter(index).expect("choices are at most 26");
+        return Ok((vec![letter.to_string()], Some(index)));
+    }
+    match value {
+        Value::Array(answers) => {
+            if answers.is_empty() {
+                return Err(invalid(name, "is an empty list of answers"));
+            }
+            let answers = answers
+                .iter()
+                .map(|answer| {
+                    scalar_text(answer).ok_or_else(|| invalid(name, "must list strings or numbers"))
+                })
+                .collect::<Result<_, _>>()?;
+            Ok((answers, None))
+        }
+        other => scalar_text(other)
+            .map(|text| (vec![text], None))
+            .ok_or_else(|| invalid(name, "must be a string, a number or a list of answers")),
+    }
+}
+
+/// `B` or `b` (trimmed, optionally `(B)` or `B.`) → 1.
+fn letter_index(text: &str) -> Option<usize> {
+    let trimmed = text
+        .trim()
+        .trim_start_matches('(')
+        .trim_end_matches([')', '.']);
+    let mut chars = trimmed.chars();
+    let letter = chars.next()?.to_ascii_uppercase();
+    (chars.next().is_none() && letter.is_ascii_uppercase()).then(|| (letter as u8 - b'A') as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn object(value: Value) -> Map<String, Value> {
+        match value {
+            Value::Object(map) => map,
+            _ => panic!("not an object"),
+        }
+    }
+
+    #[test]
+    fn the_default_mapping_reads_four_field_items() {
+        let mapped = FieldMapping::default()
+            .apply(&object(
+                json!({"input": "2+2?", "target": "4", "category": "math"}),
+            ))
+            .unwrap();
+        assert_eq!(mapped.input, MappedInput::Text("2+2?".into()));
+        assert_eq!(mapped.targets, vec!["4"]);
+        assert_eq!(mapped.category, "math");
+        let without_category = FieldMapping::default()
+            .apply(&object(json!({"input": "x", "target": 4})))
+            .unwrap();
+        assert_eq!(without_category.category, "");
+        assert_eq!(without_category.targets, vec!["4"]);
+    }
+
+    #[test]
+    fn mmlu_as_published_reads_as_lettered_choices() {
+        let mapping = FieldMapping {
+            input: "question".into(),
+            target: Some("answer".into()),
+            choices: Some("choices".into()),
+            category: Some("subject".into()),
+            metadata: vec!["subject".into()],
+        };
+        let item = object(json!({
+            "question": "Capital of France?",
+            "choices": ["Berlin", "Paris", "Rome", "Madrid"],
+            "answer": 1,
+            "subject": "geography"
+        }));
+        let mapped = mapping.apply(&item).unwrap();
+        assert_eq!(mapped.targets, vec!["B"]);
+        assert_eq!(mapped.target_index, Some(1));
+        assert_eq!(mapped.choices.len(), 4);
+        assert_eq!(
+            mapped.metadata,
+            vec![("subject".into(), "geography".into())]
+        );
+        let mut by_letter = item.clone();
+        by_letter.insert("answer".into(), json!("(c)"));
+        assert_eq!(mapping.apply(&by_letter).unwrap().targets, vec!["C"]);
+        let mut out_of_range = item.clone();
+        out_of_range.insert("answer".into(), json!(7));
+        assert_eq!(
+            mapping.apply(&out_of_range).unwrap_err().to_string(),
+            "field `answer` is 7, out of range for 4 choices (indices start at 0)"
+        );
+        let mut missing = item;
+        missing.remove("question");
+        assert_eq!(
+            mapping.apply(&missing).unwrap_err().to_string(),
+            "has no field `question`"
+        );
+    }
+
+    #[test]
+    fn targets_may_list_acceptable_answers() {
+        let mapped = FieldMapping::default()
+            .apply(&object(
+                json!({"input": "x", "target": ["NYC", "New York", 10001]}),
+            ))
+            .unwrap();
+        assert_eq!(mapped.targets, vec!["NYC", "New York", "10001"]);
+        assert_eq!(mapped.target_text(), "NYC | New York | 10001");
+    }
+
+    #[test]
+    fn conversations_are_messages_ending_with_the_user() {
+        let mapped = FieldMapping::default()
+            .apply(&object(json!({"input": [
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "Hi"}
+            ], "target": "hello"})))
+            .unwrap();
+        let MappedInput::Messages(messages) = mapped.input else {
+            panic!("a conversation")
+        };
+        assert_eq!(messages[0].role, Role::System);
+        let ends_with_assistant = FieldMapping::default().apply(&object(json!({"input": [
+            {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}
+        ], "target": "x"})));
+        assert!(ends_with_assistant
+            .unwrap_err()
+            .to_string()
+            .contains("must end with a user message"));
+        let bad_role = FieldMapping::default().apply(&object(
+            json!({"input": [{"role": "tool", "content": "x"}], "target": "x"}),
+        ));
+        assert!(bad_role
+            .unwrap_err()
+            .to_string()
+            .contains("message 1 must be"));
+    }
+
+    #[test]
+    fn mappings_name_distinct_fields() {
+        assert!(FieldMapping::default().validate().is_ok());
+        let same = FieldMapping {
+            choices: Some("target".into()),
+            ..FieldMapping::default()
+        };
+        assert!(same.validate().is_err());
+        assert_eq!(choice_letter(25), Some('Z'));
+        assert_eq!(choice_letter(26), None);
+    }
+}

@@ -1,0 +1,722 @@
+//! What an eval sends for one item: its prompt parts (template, system prompt, message list,
+//! API, field mapping) and their rendering into a chat conversation or a completion prompt.
+//!
+//! Two template syntaxes live side by side. `placeholder` is the original one, where `{input}`
+//! is replaced by the item's input and nothing else is special; evals saved before Jinja keep
+//! it, so their prompts, manifests and cache keys are unchanged. `jinja` is minijinja over all
+//! of the item's fields (see [`super::template`]). Pure: no I/O.
+
+use super::template::JinjaTemplates;
+use super::{
+    describe_bytes, render_prompt, rendered_len_problem, validate_template, INPUT_PLACEHOLDER,
+    MAX_PROMPT_BYTES, MAX_TEMPLATE_BYTES,
+};
+use crate::fields::{choice_letter, ChatMessage, FieldMapping, MappedInput, MappedItem, Role};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Most messages a message-list template may have.
+pub const MAX_TEMPLATE_MESSAGES: usize = 64;
+
+/// How a template marks where item fields go.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TemplateSyntax {
+    /// `{input}` is replaced by the input; nothing else is special.
+    #[default]
+    Placeholder,
+    /// Jinja over the item's fields: `{{ question }}`, `{{ choices | lettered }}`, `{% for %}`.
+    Jinja,
+}
+
+impl TemplateSyntax {
+    pub fn is_placeholder(&self) -> bool {
+        *self == TemplateSyntax::Placeholder
+    }
+
+    /// The syntax a template written without saying is in: Jinja when it has a Jinja tag, the
+    /// original `{input}` placeholder otherwise (so clients written before Jinja keep working).
+    pub fn detect(template: &str) -> TemplateSyntax {
+        if ["{{", "{%", "{#"].iter().any(|tag| template.contains(tag))
+            || !template.contains(INPUT_PLACEHOLDER)
+        {
+            TemplateSyntax::Jinja
+        } else {
+            TemplateSyntax::Placeholder
+        }
+    }
+}
+
+/// Which OpenAI-compatible route an eval's requests go to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Api {
+    /// `/v1/chat/completions`: a conversation, formatted by the server's chat template.
+    #[default]
+    Chat,
+    /// `/v1/completions`: raw text, for base checkpoints.
+    Completions,
+}
+
+impl Api {
+    pub fn is_chat(&self) -> bool {
+        *self == Api::Chat
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Api::Chat => "chat",
+            Api::Completions => "completions",
+        }
+    }
+}
+
+/// One message of a message-list template: its role and its content template.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct MessageTemplate {
+    pub role: Role,
+    pub content: String,
+}
+
+/// An eval's prompt parts. Everything but the template is optional and, when left at its
+/// default, absent from the frozen manifest, so evals saved before these existed keep their
+/// manifest hash.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct PromptSpec {
+    /// The user message (chat) or the whole prompt (completions). Empty when the eval uses a
+    /// message list, or sends items' conversations as they are.
+    #[serde(rename = "prompt_template")]
+    pub template: String,
+    #[serde(
+        default,
+        rename = "template_syntax",
+        skip_serializing_if = "TemplateSyntax::is_placeholder"
+    )]
+    pub syntax: TemplateSyntax,
+    /// Sent first, as the system message (a template in the eval's syntax).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub system_prompt: String,
+    /// A whole conversation of templates, sent instead of the single user message.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub messages: Vec<MessageTemplate>,
+    #[serde(default, skip_serializing_if = "Api::is_chat")]
+    pub api: Api,
+    /// Which item fields are the input, target, choices, category and metadata.
+    #[serde(default, rename = "fields", skip_serializing_if = "is_default_mapping")]
+    pub mapping: FieldMapping,
+}
+
+fn is_default_mapping(mapping: &FieldMapping) -> bool {
+    *mapping == FieldMapping::default()
+}
+
+impl PromptSpec {
+    /// The original shape: one `{input}` template sent as the user message.
+    pub fn placeholder(template: impl Into<String>) -> PromptSpec {
+        PromptSpec {
+            template: template.into(),
+            syntax: TemplateSyntax::Placeholder,
+            system_prompt: String::new(),
+            messages: Vec::new(),
+            api: Api::Chat,
+            mapping: FieldMapping::default(),
+        }
+    }
+
+    /// A Jinja template sent as the user message.
+    pub fn jinja(template: impl Into<String>) -> PromptSpec {
+        PromptSpec {
+            syntax: TemplateSyntax::Jinja,
+            ..PromptSpec::placeholder(template)
+        }
+    }
+
+    /// The parts beyond the template as an eval row stores them (JSON; `None` for the
+    /// original shape).
+    pub fn options_column(&self) -> Option<String> {
+        let mut json = match serde_json::to_value(self).expect("prompt specs always serialize") {
+            Value::Object(json) => json,
+            _ => unreachable!("a struct serializes as an object"),
+        };
+        json.remove("prompt_template");
+        (!json.is_empty()).then(|| Value::Object(json).to_string())
+    }
+
+    /// A spec from an eval row's template and options columns.
+    pub fn from_columns(template: String, options: Option<&str>) -> Result<PromptSpec, String> {
+        let mut json = match options {
+            None => Map::new(),
+            Some(text) => match serde_json::from_str::<Value>(text) {
+                Ok(Value::Object(json)) => json,
+                _ => return Err("unreadable prompt options".into()),
+            },
+        };
+        json.insert("prompt_template".into(), Value::String(template));
+        serde_json::from_value(Value::Object(json))
+            .map_err(|err| format!("unreadable prompt options: {err}"))
+    }
+
+    /// Checks the parts alone (not against items): sizes, syntax, and that they fit together.
+    pub fn validate(&self) -> Result<(), String> {
+        self.mapping
+            .validate()
+            .map_err(|problem| format!("the field mapping is invalid: {problem}"))?;
+        if !self.template.is_empty() && !self.messages.is_empty() {
+            return Err(
+                "give either a prompt template or a message list, not both (the message list \
+                 is the whole conversation)"
+                    .into(),
+            );
+        }
+        if self.messages.len() > MAX_TEMPLATE_MESSAGES {
+            return Err(format!(
+                "a message list has at most {MAX_TEMPLATE_MESSAGES} messages"
+            ));
+        }
+        if let Some(last) = self.messages.last() {
+            if last.role != Role::User {
+                return Err(
+                    "the message list must end with a user message, which the model answers".into(),
+                );
+            }
+            if self
+                .messages
+                .iter()
+                .any(|message| message.role == Role::System)
+                && !self.system_prompt.is_empty()
+            {
+                return Err(
+                    "the message list has its own system message; leave the system prompt empty"
+                        .into(),
+                );
+            }
+        }
+        if self.api == Api::Completions {
+            if !self.system_prompt.is_empty() || !self.messages.is_empty() {
+                return Err(
+                    "system prompts and message lists need the chat API; a completions eval \
+                     sends one text prompt"
+                        .into(),
+                );
+            }
+            if self.template.is_empty() {
+                return Err("a completions eval needs a prompt template".into());
+            }
+        }
+        match self.syntax {
+            TemplateSyntax::Placeholder => {
+                if !self.messages.is_empty() {
+                    return Err("message lists are written in the Jinja syntax".into());
+                }
+                if !self.template.is_empty() {
+                    validate_template(&self.template)?;
+                }
+                if self.system_prompt.len() > MAX_TEMPLATE_BYTES {
+                    return Err("the system prompt is longer than a template may be".into());
+                }
+            }
+            TemplateSyntax::Jinja => {
+                let compiled = self.compile_jinja()?;
+                let reads_the_item = compiled
+                    .names()
+                    .any(|name| !compiled.reads(name).is_empty());
+                let sends_conversations = self.template.is_empty() && self.messages.is_empty();
+                if !reads_the_item && !sends_conversations {
+                    return Err(
+                        "the prompt uses no field of the item, so every item would get the same \
+                         prompt: write `{{ input }}` (or `{input}` in the original form), or \
+                         another field, where each item's text goes"
+                            .into(),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn compile_jinja(&self) -> Result<JinjaTemplates, String> {
+        let mut sources: Vec<(String, &str)> = Vec::new();
+        if !self.template.is_empty() {
+            sources.push((PROMPT.into(), &self.template));
+        }
+        if !self.system_prompt.is_empty() {
+            sources.push((SYSTEM.into(), &self.system_prompt));
+        }
+        for (index, message) in self.messages.iter().enumerate() {
+            sources.push((message_name(index), &message.content));
+        }
+        let named: Vec<(&str, &str)> = sources
+            .iter()
+            .map(|(name, source)| (name.as_str(), *source))
+            .collect();
+        JinjaTemplates::compile(&named)
+    }
+}
+
+fn too_long(bytes: usize) -> String {
+    format!(
+        "its prompt would be {}; the limit is {} per prompt",
+        describe_bytes(bytes),
+        describe_bytes(MAX_PROMPT_BYTES)
+    )
+}
+
+const PROMPT: &str = "the prompt template";
+const SYSTEM: &str = "the system prompt";
+
+fn message_name(index: usize) -> String {
+    format!("message {} of the message list", index + 1)
+}
+
+/// What goes to the endpoint for one item, before sampling settings.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PromptBody {
+    /// `messages` of a chat completion.
+    Chat(Vec<ChatMessage>),
+    /// `prompt` of a completion.
+    Completion(String),
+}
+
+impl PromptBody {
+    /// Bytes of text sent (for cost estimates).
+    pub fn text_len(&self) -> usize {
+        match self {
+            PromptBody::Chat(messages) => messages.iter().map(|m| m.content.len()).sum(),
+            PromptBody::Completion(prompt) => prompt.len(),
+        }
+    }
+
+    /// The original request shape: one user message and nothing else. Its cache key is the
+    /// one Arbiter has always used, so answers cached before Jinja are still found.
+    pub fn single_user_message(&self) -> Option<&str> {
+        match self {
+            PromptBody::Chat(messages) => match &messages[..] {
+                [only] if only.role == Role::User => Some(&only.content),
+                _ => None,
+            },
+            PromptBody::Completion(_) => None,
+        }
+    }
+
+    /// The prompt as one text, for people: the conversation's turns, or the completion prompt.
+    pub fn as_text(&self) -> String {
+        match self {
+            PromptBody::Chat(messages) => match self.single_user_message() {
+                Some(text) => text.to_string(),
+                None => messages
+                    .iter()
+                    .map(|message| format!("[{}]\n{}", message.role.as_str(), message.content))
+                    .collect::<Vec<_>>()
+                    .join("\n\n"),
+            },
+            PromptBody::Completion(prompt) => prompt.clone(),
+        }
+    }
+}
+
+/// One item rendered: what is sent, and how the eval reads the item (targets, category).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RenderedPrompt {
+    pub body: PromptBody,
+    pub item: MappedItem,
+}
+
+/// The exact request an eval will send for one item, shown before launching.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct RequestPreview {
+    pub case_id: String,
+    /// The dataset revision the item comes from (the newest, as a launch would use).
+    pub dataset_revision: String,
+    /// Where it is posted, under the checkpoint's base URL: `chat/completions` or
+    /// `completions`.
+    pub route: String,
+    /// The JSON body, byte for byte as a worker sends it (the model is the checkpoint's).
+    #[schema(value_type = Object)]
+    pub body: Value,
+    /// The generation cache key; `None` without a checkpoint (the key covers the endpoint's
+    /// fingerprint, which only probing the endpoint tells).
+    pub generation_key: Option<String>,
+    pub checkpoint: Option<String>,
+    pub repetition: u32,
+    /// The item's acceptable answers under the eval's mapping.
+    pub targets: Vec<String>,
+    pub category: String,
+    /// Something the reader should know (the probe failed, no checkpoint was chosen).
+    pub note: Option<String>,
+}
+
+/// An eval's prompt parts, compiled once and rendered for each item.
+#[derive(Debug)]
+pub struct PromptRenderer {
+    spec: PromptSpec,
+    jinja: Option<JinjaTemplates>,
+}
+
+impl PromptRenderer {
+    pub fn new(spec: &PromptSpec) -> Result<PromptRenderer, String> {
+        spec.validate()?;
+        let jinja = match spec.syntax {
+            TemplateSyntax::Jinja => Some(spec.compile_jinja()?),
+            TemplateSyntax::Placeholder => None,
+        };
+        Ok(PromptRenderer {
+            spec: spec.clone(),
+            jinja,
+        })
+    }
+
+    pub fn spec(&self) -> &PromptSpec {
+        &self.spec
+    }
+
+    /// Renders one item (its fields as a JSON object); errors say what is wrong with the item
+    /// and are prefixed by the caller with the item's id.
+    pub fn render(&self, fields: &Map<String, Value>) -> Result<RenderedPrompt, String> {
+        let item = self
+            .spec
+            .mapping
+            .apply(fields)
+            .map_err(|err| err.to_string())?;
+        let body = match &self.jinja {
+            None => self.render_placeholder(&item)?,
+            Some(jinja) => self.render_jinja(jinja, fields, &item)?,
+        };
+        let total = body.text_len();
+        if total > MAX_PROMPT_BYTES {
+            return Err(too_long(total));
+        }
+        Ok(RenderedPrompt { body, item })
+    }
+
+    fn render_placeholder(&self, item: &MappedItem) -> Result<PromptBody, String> {
+        let text = match (&item.input, self.spec.template.is_empty()) {
+            (MappedInput::Messages(conversation), true) => {
+                return self.conversation_as_is(conversation, String::new())
+            }
+            (MappedInput::Messages(_), false) => {
+                return Err(format!(
+                    "its input `{}` is a conversation, which {INPUT_PLACEHOLDER} cannot hold; \
+                     leave the template empty to send it as it is",
+                    self.spec.mapping.input
+                ))
+            }
+            (MappedInput::Text(input), _) => {
+                // Measured before rendering: a template may repeat `{input}` many times.
+                if let Some(problem) = rendered_len_problem(&self.spec.template, input.len()) {
+                    return Err(problem);
+                }
+                render_prompt(&self.spec.template, input)
+            }
+        };
+        Ok(self.wrap(text, self.spec.system_prompt.clone()))
+    }
+
+    fn render_jinja(
+        &self,
+        jinja: &JinjaTemplates,
+        fields: &Map<String, Value>,
+        item: &MappedItem,
+    ) -> Result<PromptBody, String> {
+        let variables = variables_for(fields, item);
+        let system = if self.spec.system_prompt.is_empty() {
+            String::new()
+        } else {
+            jinja.render(SYSTEM, &variables)?
+        };
+        if !self.spec.messages.is_empty() {
+            let mut messages = Vec::with_capacity(self.spec.messages.len() + 1);
+            if !system.is_empty() {
+                messages.push(ChatMessage {
+                    role: Role::System,
+                    content: system,
+                });
+            }
+            for (index, message) in self.spec.messages.iter().enumerate() {
+                messages.push(ChatMessage {
+                    role: message.role,
+                    content: jinja.render(&message_name(index), &variables)?,
+                });
+            }
+            return Ok(PromptBody::Chat(messages));
+        }
+        if self.spec.template.is_empty() {
+            return match &item.input {
+                MappedInput::Messages(conversation) => {
+                    self.conversation_as_is(conversation, system)
+                }
+                MappedInput::Text(_) => Err(
+                    "the eval has no prompt template and its input is not a conversation".into(),
+                ),
+            };
+        }
+        let text = jinja.render(PROMPT, &variables)?;
+        Ok(self.wrap(text, system))
+    }
+
+    /// A single prompt as the API takes it: the user message after any system prompt, or the
+    /// completion prompt.
+    fn wrap(&self, text: String, system: String) -> PromptBody {
+        match self.spec.api {
+            Api::Completions => PromptBody::Completion(text),
+            Api::Chat => {
+                let mut messages = Vec::with_capacity(2);
+                if !system.is_empty() {
+                    messages.push(ChatMessage {
+                        role: Role::System,
+                        content: system,
+                    });
+                }
+                messages.push(ChatMessage {
+                    role: Role::User,
+                    content: text,
+                });
+                PromptBody::Chat(messages)
+            }
+        }
+    }
+
+    fn conversation_as_is(
+        &self,
+        conversation: &[ChatMessage],
+        system: String,
+    ) -> Result<PromptBody, String> {
+        if self.spec.api == Api::Completions {
+            return Err("its input is a conversation, which needs the chat API".into());
+        }
+        let mut messages = Vec::with_capacity(conversation.len() + 1);
+        if !system.is_empty() {
+            if conversation
+                .iter()
+                .any(|message| message.role == Role::System)
+            {
+                return Err(
+                    "its conversation has its own system message, and the eval has a system \
+                     prompt"
+                        .into(),
+                );
+            }
+            messages.push(ChatMessage {
+                role: Role::System,
+                content: system,
+            });
+        }
+        messages.extend(conversation.iter().cloned());
+        Ok(PromptBody::Chat(messages))
+    }
+}
+
+/// What a Jinja template sees: every field of the item by name, `item` (all of them, for
+/// fields whose names the mapped ones shadow), and the mapped `input`, `target` (the answers
+/// joined by " | "), `targets`, `choices` and `letters`.
+fn variables_for(fields: &Map<String, Value>, item: &MappedItem) -> Map<String, Value> {
+    let mut variables = fields.clone();
+    variables.insert("item".into(), Value::Object(fields.clone()));
+    let input = match &item.input {
+        MappedInput::Text(text) => Value::String(text.clone()),
+        MappedInput::Messages(messages) => {
+            serde_json::to_value(messages).expect("messages always serialize")
+        }
+    };
+    variables.insert("input".into(), input);
+    if !item.targets.is_empty() {
+        variables.insert("target".into(), Value::String(item.target_text()));
+        variables.insert("targets".into(), Value::from(item.targets.clone()));
+    }
+    if !item.choices.is_empty() {
+        variables.insert("choices".into(), Value::from(item.choices.clone()));
+        let letters: Vec<String> = (0..item.choices.len())
+            .filter_map(choice_letter)
+            .map(String::from)
+            .collect();
+        variables.insert("letters".into(), Value::from(letters));
+    }
+    variables
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn fields(value: Value) -> Map<String, Value> {
+        match value {
+            Value::Object(map) => map,
+            _ => panic!("not an object"),
+        }
+    }
+
+    fn mmlu() -> PromptSpec {
+        PromptSpec {
+            system_prompt: "You are answering {{ subject }} questions.".into(),
+            mapping: FieldMapping {
+                input: "question".into(),
+                target: Some("answer".into()),
+                choices: Some("choices".into()),
+                category: Some("subject".into()),
+                metadata: Vec::new(),
+            },
+            ..PromptSpec::jinja("{{ question }}\n{{ choices | lettered }}\nAnswer:")
+        }
+    }
+
+    fn mmlu_item() -> Map<String, Value> {
+        fields(json!({
+            "question": "Capital of France?",
+            "choices": ["Berlin", "Paris"],
+            "answer": 1,
+            "subject": "geography"
+        }))
+    }
+
+    #[test]
+    fn the_original_shape_renders_as_it_always_did() {
+        let renderer = PromptRenderer::new(&PromptSpec::placeholder("Q: {input}\nA:")).unwrap();
+        let rendered = renderer
+            .render(&fields(json!({"input": "2+2?", "target": "4"})))
+            .unwrap();
+        assert_eq!(rendered.body.single_user_message(), Some("Q: 2+2?\nA:"));
+        assert_eq!(rendered.item.targets, vec!["4"]);
+        // `{{input}}` is Jinja now, no longer the input wrapped in braces.
+        let jinja = PromptRenderer::new(&PromptSpec::jinja("Q: {{input}}")).unwrap();
+        let rendered = jinja
+            .render(&fields(json!({"input": "2+2?", "target": "4"})))
+            .unwrap();
+        assert_eq!(rendered.body.single_user_message(), Some("Q: 2+2?"));
+    }
+
+    #[test]
+    fn structured_items_render_with_a_system_prompt_and_lettered_choices() {
+        let rendered = PromptRenderer::new(&mmlu())
+            .unwrap()
+            .render(&mmlu_item())
+            .unwrap();
+        assert_eq!(
+            rendered.body,
+            PromptBody::Chat(vec![
+                ChatMessage {
+                    role: Role::System,
+                    content: "You are answering geography questions.".into()
+                },
+                ChatMessage {
+                    role: Role::User,
+                    content: "Capital of France?\nA. Berlin\nB. Paris\nAnswer:".into()
+                },
+            ])
+        );
+        assert_eq!(rendered.item.targets, vec!["B"]);
+        assert_eq!(rendered.item.category, "geography");
+    }
+
+    #[test]
+    fn completions_send_one_text_and_refuse_chat_only_parts() {
+        let spec = PromptSpec {
+            api: Api::Completions,
+            ..PromptSpec::jinja("Question: {{ input }}\nAnswer:")
+        };
+        let rendered = PromptRenderer::new(&spec)
+            .unwrap()
+            .render(&fields(json!({"input": "2+2?", "target": "4"})))
+            .unwrap();
+        assert_eq!(
+            rendered.body,
+            PromptBody::Completion("Question: 2+2?\nAnswer:".into())
+        );
+        let with_system = PromptSpec {
+            system_prompt: "Be brief.".into(),
+            ..spec
+        };
+        assert!(with_system.validate().unwrap_err().contains("chat API"));
+    }
+
+    #[test]
+    fn message_lists_render_every_turn() {
+        let spec = PromptSpec {
+            messages: vec![
+                MessageTemplate {
+                    role: Role::User,
+                    content: "What is 1+1?".into(),
+                },
+                MessageTemplate {
+                    role: Role::Assistant,
+                    content: "2".into(),
+                },
+                MessageTemplate {
+                    role: Role::User,
+                    content: "What is {{ input }}?".into(),
+                },
+            ],
+            ..PromptSpec::jinja("")
+        };
+        let rendered = PromptRenderer::new(&spec)
+            .unwrap()
+            .render(&fields(json!({"input": "2+2", "target": "4"})))
+            .unwrap();
+        let PromptBody::Chat(messages) = rendered.body else {
+            panic!("chat")
+        };
+        assert_eq!(messages.len(), 3);
+        assert_eq!(messages[2].content, "What is 2+2?");
+        let ends_with_assistant = PromptSpec {
+            messages: spec.messages[..2].to_vec(),
+            ..spec
+        };
+        assert!(ends_with_assistant.validate().is_err());
+    }
+
+    #[test]
+    fn conversations_in_items_are_sent_as_they_are() {
+        let renderer = PromptRenderer::new(&PromptSpec {
+            system_prompt: "Be kind.".into(),
+            ..PromptSpec::jinja("")
+        })
+        .unwrap();
+        let rendered = renderer
+            .render(&fields(json!({
+                "input": [{"role": "user", "content": "Hi"}],
+                "target": "hello"
+            })))
+            .unwrap();
+        assert_eq!(rendered.body.text_len(), "Be kind.".len() + 2);
+        assert!(rendered.body.single_user_message().is_none());
+        let placeholder = PromptRenderer::new(&PromptSpec::placeholder("Q: {input}")).unwrap();
+        let refused = placeholder
+            .render(&fields(
+                json!({"input": [{"role": "user", "content": "Hi"}], "target": "x"}),
+            ))
+            .unwrap_err();
+        assert!(refused.contains("is a conversation"), "{refused}");
+    }
+
+    #[test]
+    fn bad_items_are_refused_with_the_field_named() {
+        let renderer = PromptRenderer::new(&mmlu()).unwrap();
+        let mut item = mmlu_item();
+        item.remove("subject");
+        // The mapping reads a missing category as none, but the system prompt needs it.
+        assert_eq!(
+            renderer.render(&item).unwrap_err(),
+            "the system prompt uses `subject`, which the item does not have"
+        );
+        let mut item = mmlu_item();
+        item.insert("answer".into(), json!(5));
+        assert!(renderer
+            .render(&item)
+            .unwrap_err()
+            .contains("out of range for 2 choices"));
+    }
+
+    #[test]
+    fn syntax_is_detected_for_clients_that_do_not_say() {
+        assert_eq!(
+            TemplateSyntax::detect("Q: {input}\nA:"),
+            TemplateSyntax::Placeholder
+        );
+        assert_eq!(
+            TemplateSyntax::detect("Q: {{ input }}"),
+            TemplateSyntax::Jinja
+        );
+        assert_eq!(TemplateSyntax::detect("{{input}}"), TemplateSyntax::Jinja);
+        assert_eq!(TemplateSyntax::detect("Say hello."), TemplateSyntax::Jinja);
+    }
+}

@@ -1,0 +1,114 @@
+//! The eval preview: the exact request body a worker would send for one item of the eval's
+//! newest dataset revision, and (given a checkpoint) its generation cache key, before anything
+//! is launched.
+
+use crate::clients::model::{probe_fingerprint, request_json, GenerationRequest};
+use crate::error::{ServiceError, ServiceResult};
+use arbiter_domain::expansion::{request_key, seed_for};
+use arbiter_domain::ids::{CheckpointId, EvalId};
+use arbiter_domain::prompt::request::RequestPreview;
+use arbiter_domain::prompt::{PromptBody, PromptRenderer};
+use arbiter_store::Store;
+
+/// Renders one item (`case_id`, or the first item) of the eval's dataset as a worker would,
+/// at `repetition` (which picks the seed). With a checkpoint, its endpoint is probed as a
+/// launch would, so the generation key shown is the one a launch now would use.
+pub async fn preview_request(
+    store: &dyn Store,
+    eval_id: EvalId,
+    case_id: Option<&str>,
+    checkpoint_id: Option<CheckpointId>,
+    repetition: u32,
+) -> ServiceResult<RequestPreview> {
+    let eval = store
+        .get_eval(eval_id)
+        .await?
+        .ok_or_else(|| ServiceError::NotFound(format!("no eval with id {eval_id}")))?;
+    if i64::from(repetition) >= eval.repetitions {
+        return Err(ServiceError::Invalid(format!(
+            "repetition {repetition} does not exist: the eval has {} (numbered from 0)",
+            eval.repetitions
+        )));
+    }
+    let revision = store
+        .get_dataset(eval.dataset_id)
+        .await?
+        .and_then(|dataset| dataset.latest_revision)
+        .ok_or_else(|| {
+            ServiceError::Invalid(format!("dataset `{}` has no items yet", eval.dataset_name))
+        })?;
+    let item = match case_id.map(str::trim).filter(|id| !id.is_empty()) {
+        Some(case_id) => store
+            .dataset_item(revision.id, case_id)
+            .await?
+            .ok_or_else(|| {
+                ServiceError::NotFound(format!(
+                    "dataset `{}` has no item `{case_id}` in its newest revision",
+                    eval.dataset_name
+                ))
+            })?,
+        None => store
+            .list_items(revision.id, 1, 0)
+            .await?
+            .into_iter()
+            .next()
+            .ok_or_else(|| ServiceError::Invalid("the dataset has no items".into()))?,
+    };
+    let renderer = PromptRenderer::new(&eval.prompt).map_err(ServiceError::Invalid)?;
+    let rendered = renderer
+        .render(&item.fields())
+        .map_err(|problem| ServiceError::Invalid(format!("item `{}` {problem}", item.case_id)))?;
+    let settings = eval.generation();
+    let checkpoint = match checkpoint_id {
+        Some(id) => Some(store.manifest_inputs(eval_id, id).await?.checkpoint),
+        None => None,
+    };
+    let request = GenerationRequest {
+        model: checkpoint
+            .as_ref()
+            .map_or_else(String::new, |checkpoint| checkpoint.model.clone()),
+        body: rendered.body.clone(),
+        max_tokens: settings.max_tokens,
+        temperature: settings.temperature,
+        seed: seed_for(&settings, i64::from(repetition)),
+        top_p: settings.top_p,
+        stop: settings.stop.clone(),
+        extra: settings.extra.clone(),
+    };
+    let (generation_key, note) = match &checkpoint {
+        None => (
+            None,
+            Some("choose a checkpoint to see the model and the generation key".to_string()),
+        ),
+        Some(checkpoint) => {
+            let fingerprint = probe_fingerprint(checkpoint).await;
+            let note = fingerprint.probe_error.as_ref().map(|problem| {
+                format!("the endpoint's probe failed ({problem}); a launch now would key answers without its model id")
+            });
+            (
+                Some(request_key(
+                    &fingerprint,
+                    &rendered.body,
+                    &settings,
+                    i64::from(repetition),
+                )),
+                note,
+            )
+        }
+    };
+    Ok(RequestPreview {
+        case_id: item.case_id,
+        dataset_revision: revision.content_hash,
+        route: match rendered.body {
+            PromptBody::Chat(_) => "chat/completions".into(),
+            PromptBody::Completion(_) => "completions".into(),
+        },
+        body: request_json(&request),
+        generation_key,
+        checkpoint: checkpoint.map(|checkpoint| checkpoint.name),
+        repetition,
+        targets: rendered.item.targets,
+        category: rendered.item.category,
+        note,
+    })
+}

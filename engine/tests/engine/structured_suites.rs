@@ -1,0 +1,472 @@
+//! Real suites as researchers bring them: items with any fields in JSONL, gzip, CSV and
+//! Parquet; evals that map those fields and render Jinja templates with a system prompt and
+//! lettered choices; base checkpoints over `/v1/completions` with stop sequences and engine
+//! sampling parameters; and the preview that shows the exact request before launching. The
+//! requests are checked on the wire, at a recording endpoint.
+
+use arbiter_domain::fields::FieldMapping;
+use arbiter_domain::prompt::{Api, TemplateSyntax};
+use arbiter_engine::catalog::{self, EvalForm, EvalOptions};
+use arbiter_engine::error::ServiceError;
+use arbiter_store::Store;
+use arbiter_testkit::fixtures::*;
+use arbiter_testkit::pipeline::{checkpoint, launch, test_worker, work_until_complete};
+use arbiter_testkit::recorder::Recorder;
+use arbiter_testkit::stories;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+stories!(
+    structured_datasets_are_one_revision_in_every_format,
+    mapped_jinja_evals_send_what_the_preview_shows,
+    base_checkpoints_get_completions_with_stop_sequences_and_sampling_options
+);
+
+/// Three MMLU-style items, as published: a question, four choices, the answer's index.
+fn mmlu_jsonl() -> Vec<u8> {
+    [
+        json!({"id": "q1", "question": "Capital of France?", "choices": ["Berlin", "Paris", "Rome", "Madrid"], "answer": 1, "subject": "geography"}),
+        json!({"id": "q2", "question": "2 + 2 = ?", "choices": ["3", "4", "5", "22"], "answer": 1, "subject": "math"}),
+        json!({"id": "q3", "question": "Largest planet?", "choices": ["Jupiter", "Mars", "Venus", "Earth"], "answer": 0, "subject": "astronomy"}),
+    ]
+    .iter()
+    .map(|item| item.to_string() + "\n")
+    .collect::<String>()
+    .into_bytes()
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    encoder.write_all(bytes).unwrap();
+    encoder.finish().unwrap()
+}
+
+/// A Parquet file with a string `id`, a string `question` and an int64 `answer` column.
+fn parquet_file(rows: &[(&str, &str, i64)]) -> Vec<u8> {
+    use parquet::data_type::{ByteArray, ByteArrayType, Int64Type};
+    use parquet::file::properties::WriterProperties;
+    use parquet::file::writer::SerializedFileWriter;
+    let schema = Arc::new(
+        parquet::schema::parser::parse_message_type(
+            "message items { required binary id (UTF8); required binary question (UTF8); required int64 answer; }",
+        )
+        .unwrap(),
+    );
+    let mut out = Vec::new();
+    let mut writer =
+        SerializedFileWriter::new(&mut out, schema, Arc::new(WriterProperties::default())).unwrap();
+    let mut group = writer.next_row_group().unwrap();
+    let mut index = 0;
+    while let Some(mut column) = group.next_column().unwrap() {
+        let ids: Vec<ByteArray> = rows.iter().map(|row| ByteArray::from(row.0)).collect();
+        let questions: Vec<ByteArray> = rows.iter().map(|row| ByteArray::from(row.1)).collect();
+        match index {
+            0 => column
+                .typed::<ByteArrayType>()
+                .write_batch(&ids, None, None),
+            1 => column
+                .typed::<ByteArrayType>()
+                .write_batch(&questions, None, None),
+            _ => column.typed::<Int64Type>().write_batch(
+                &rows.iter().map(|row| row.2).collect::<Vec<_>>(),
+                None,
+                None,
+            ),
+        }
+        .unwrap();
+        column.close().unwrap();
+        index += 1;
+    }
+    group.close().unwrap();
+    writer.close().unwrap();
+    out
+}
+
+async fn structured_datasets_are_one_revision_in_every_format(store: Arc<dyn Store>) {
+    let store = store.as_ref();
+    let rows = [("a", "Capital of France?", 1), ("b", "2 + 2 = ?", 4)];
+    let jsonl: String = rows
+        .iter()
+        .map(|(id, question, answer)| {
+            json!({"id": id, "question": question, "answer": answer}).to_string() + "\n"
+        })
+        .collect();
+    let from_jsonl = catalog::upload_dataset(store, "flat", "flat.jsonl", jsonl.as_bytes(), None)
+        .await
+        .unwrap();
+    for (file_name, bytes) in [
+        ("flat.jsonl.gz", gzip(jsonl.as_bytes())),
+        ("flat.parquet", parquet_file(&rows)),
+    ] {
+        let again = catalog::upload_dataset(store, "flat", file_name, &bytes, None)
+            .await
+            .unwrap();
+        assert_eq!(again.id, from_jsonl.id, "{file_name} is the same revision");
+        assert_eq!(again.content_hash, from_jsonl.content_hash);
+    }
+    // CSV holds text only: the same items with text answers are one revision with JSONL.
+    let as_text: String = rows
+        .iter()
+        .map(|(id, question, answer)| {
+            json!({"id": id, "question": question, "answer": answer.to_string()}).to_string() + "\n"
+        })
+        .collect();
+    let text_revision =
+        catalog::upload_dataset(store, "text", "text.jsonl", as_text.as_bytes(), None)
+            .await
+            .unwrap();
+    let csv = catalog::upload_dataset(
+        store,
+        "text",
+        "text.csv",
+        b"id,question,answer\na,Capital of France?,1\nb,2 + 2 = ?,4\n",
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(csv.id, text_revision.id);
+    assert_ne!(text_revision.content_hash, from_jsonl.content_hash);
+
+    // Every field comes back as it was uploaded.
+    let mmlu = catalog::upload_dataset(store, "mmlu", "mmlu.jsonl", &mmlu_jsonl(), None)
+        .await
+        .unwrap();
+    let items = store.list_items(mmlu.id, 10, 0).await.unwrap();
+    assert_eq!(items.len(), 3);
+    let fields = items[0].fields();
+    assert_eq!(
+        fields["choices"],
+        json!(["Berlin", "Paris", "Rome", "Madrid"])
+    );
+    assert_eq!(fields["answer"], json!(1));
+    assert_eq!(
+        store
+            .dataset_item(mmlu.id, "q3")
+            .await
+            .unwrap()
+            .unwrap()
+            .fields()["subject"],
+        "astronomy"
+    );
+
+    // Refused files name the line or row, and store nothing.
+    let datasets_before = store.list_datasets().await.unwrap().len();
+    let refusals: [(&str, Vec<u8>, &str); 4] = [
+        (
+            "broken.jsonl",
+            b"{\"id\":\"a\",\"q\":\"x\"}\n{\"id\":\"b\",\"q\":\n".to_vec(),
+            "line 2: invalid JSON",
+        ),
+        (
+            "twice.parquet",
+            parquet_file(&[("a", "x", 1), ("a", "y", 2)]),
+            "row 2: duplicate case id `a` (first seen on row 1)",
+        ),
+        (
+            "junk.parquet",
+            b"PAR1 not really".to_vec(),
+            "the file: is not a readable Parquet file",
+        ),
+        (
+            "junk.jsonl.gz",
+            b"not gzip".to_vec(),
+            "the file: is not valid gzip",
+        ),
+    ];
+    for (file_name, bytes, message) in refusals {
+        match catalog::upload_dataset(store, "refused", file_name, &bytes, None).await {
+            Err(ServiceError::Invalid(refused)) => {
+                assert!(refused.starts_with(message), "{file_name}: {refused}")
+            }
+            other => panic!("{file_name} must be refused, got {other:?}"),
+        }
+    }
+    assert_eq!(store.list_datasets().await.unwrap().len(), datasets_before);
+}
+
+/// The MMLU items' mapping: question, lettered choices, the answer's index, the subject.
+fn mmlu_mapping() -> FieldMapping {
+    FieldMapping {
+        input: "question".into(),
+        target: Some("answer".into()),
+        choices: Some("choices".into()),
+        category: Some("subject".into()),
+        metadata: vec!["subject".into()],
+    }
+}
+
+fn mmlu_form(name: &str, dataset_id: arbiter_domain::ids::DatasetId, system: &str) -> EvalForm {
+    EvalForm {
+        prompt_template: "{{ question }}\n{{ choices | lettered }}\nAnswer with the letter.".into(),
+        grader: "multiple_choice@1".into(),
+        options: EvalOptions {
+            system_prompt: system.into(),
+            mapping: Some(mmlu_mapping()),
+            ..EvalOptions::default()
+        },
+        ..eval_form(name, dataset_id, 1)
+    }
+}
+
+/// The recorder answers every question with B.
+fn always_b(_: &Value) -> String {
+    "Answer: B".into()
+}
+
+async fn mapped_jinja_evals_send_what_the_preview_shows(store: Arc<dyn Store>) {
+    let recorder = Recorder::start("rec-model", always_b).await;
+    let revision =
+        catalog::upload_dataset(store.as_ref(), "mmlu", "mmlu.jsonl", &mmlu_jsonl(), None)
+            .await
+            .unwrap();
+
+    // A field some item lacks is refused when the eval is saved, naming the item and field;
+    // so is an answer index out of range. Nothing is stored.
+    let missing = EvalForm {
+        prompt_template: "{{ question }} ({{ explanation }})".into(),
+        ..mmlu_form("missing", revision.dataset_id, "")
+    };
+    match catalog::define_eval(store.as_ref(), &missing, None).await {
+        Err(ServiceError::Invalid(message)) => assert_eq!(
+            message,
+            "item `q1` the prompt template uses `explanation`, which the item does not have"
+        ),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    let wrong_choices = EvalForm {
+        options: EvalOptions {
+            mapping: Some(FieldMapping {
+                choices: Some("subject".into()),
+                ..mmlu_mapping()
+            }),
+            ..EvalOptions::default()
+        },
+        ..mmlu_form("wrong-choices", revision.dataset_id, "")
+    };
+    match catalog::define_eval(store.as_ref(), &wrong_choices, None).await {
+        Err(ServiceError::Invalid(message)) => assert_eq!(
+            message,
+            "item `q1` field `subject` must be a list of answer options"
+        ),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(store.list_evals().await.unwrap().is_empty());
+
+    let eval = catalog::define_eval(
+        store.as_ref(),
+        &mmlu_form(
+            "mmlu",
+            revision.dataset_id,
+            "You answer {{ subject }} questions.",
+        ),
+        None,
+    )
+    .await
+    .unwrap();
+    let stored = store.get_eval(eval).await.unwrap().unwrap();
+    assert_eq!(stored.prompt.syntax, TemplateSyntax::Jinja, "detected");
+    assert_eq!(stored.prompt.mapping, mmlu_mapping());
+    let checkpoint = checkpoint(store.as_ref(), "rec", &recorder.base_url, "rec-model", "").await;
+
+    // The preview, before any launch: the exact body, its key, the mapped answer.
+    let preview = arbiter_engine::preview::preview_request(
+        store.as_ref(),
+        eval,
+        Some("q3"),
+        Some(checkpoint),
+        0,
+    )
+    .await
+    .unwrap();
+    assert_eq!(preview.route, "chat/completions");
+    assert_eq!(preview.targets, vec!["A"]);
+    assert_eq!(preview.category, "astronomy");
+    assert_eq!(
+        preview.body["messages"],
+        json!([
+            {"role": "system", "content": "You answer astronomy questions."},
+            {"role": "user", "content": "Largest planet?\nA. Jupiter\nB. Mars\nC. Venus\nD. Earth\nAnswer with the letter."}
+        ])
+    );
+    assert_eq!(preview.body["model"], "rec-model");
+    let missing_item =
+        arbiter_engine::preview::preview_request(store.as_ref(), eval, Some("q9"), None, 0).await;
+    assert!(
+        matches!(missing_item, Err(ServiceError::NotFound(_))),
+        "{missing_item:?}"
+    );
+
+    let run = launch(store.as_ref(), eval, checkpoint).await;
+    let progress = work_until_complete(store.clone(), &[run], test_worker("w")).await;
+    assert_eq!(progress[0].passed, 2, "q1 and q2 are B; q3 is A");
+    assert_eq!(progress[0].failed, 1);
+    let requests = recorder.requests();
+    assert_eq!(requests.len(), 3);
+    // What the preview showed is what the worker sent, byte for byte.
+    let sent_q3 = requests
+        .iter()
+        .find(|request| {
+            request.body["messages"][1]["content"]
+                .as_str()
+                .unwrap()
+                .starts_with("Largest")
+        })
+        .unwrap();
+    assert_eq!(sent_q3.route, "chat/completions");
+    assert_eq!(sent_q3.body, preview.body);
+    let key = preview.generation_key.clone().unwrap();
+    assert_eq!(
+        store.cached_generations(&[key]).await.unwrap().len(),
+        1,
+        "the previewed key is the key the answer was cached under"
+    );
+    let results = store.run_results(run, 10).await.unwrap();
+    let q3 = results
+        .iter()
+        .find(|result| result.case_id == "q3")
+        .unwrap();
+    assert_eq!(q3.category, "astronomy", "categories follow the mapping");
+    assert_eq!(q3.verdict, "fail");
+
+    // The same requests under another eval come from the cache; another system prompt is a
+    // different request, sent again.
+    let same = catalog::define_eval(
+        store.as_ref(),
+        &mmlu_form(
+            "mmlu-again",
+            revision.dataset_id,
+            "You answer {{ subject }} questions.",
+        ),
+        None,
+    )
+    .await
+    .unwrap();
+    let other = catalog::define_eval(
+        store.as_ref(),
+        &mmlu_form("mmlu-terse", revision.dataset_id, "Be terse."),
+        None,
+    )
+    .await
+    .unwrap();
+    let runs = [
+        launch(store.as_ref(), same, checkpoint).await,
+        launch(store.as_ref(), other, checkpoint).await,
+    ];
+    let progress = work_until_complete(store.clone(), &runs, test_worker("w")).await;
+    assert_eq!(progress[0].from_cache, 3);
+    assert_eq!(progress[1].from_cache, 0);
+    assert_eq!(recorder.requests().len(), 6);
+}
+
+async fn base_checkpoints_get_completions_with_stop_sequences_and_sampling_options(
+    store: Arc<dyn Store>,
+) {
+    let recorder = Recorder::start("base-model", |body| {
+        // A base model continues the text; the answer is on the first line.
+        if body["prompt"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("6 times 7")
+        {
+            " 42".into()
+        } else {
+            " I do not know".into()
+        }
+    })
+    .await;
+    let revision = catalog::upload_dataset(
+        store.as_ref(),
+        "qa",
+        "qa.jsonl",
+        THREE_CASES.as_bytes(),
+        None,
+    )
+    .await
+    .unwrap();
+    let mut extra = std::collections::BTreeMap::new();
+    extra.insert("top_k".to_string(), json!(20));
+    extra.insert("repetition_penalty".to_string(), json!(1.1));
+    let form = EvalForm {
+        prompt_template: "Question: {{ input }}\nAnswer:".into(),
+        grader: r#"{"kind": "normalised_match"}"#.into(),
+        options: EvalOptions {
+            api: Api::Completions,
+            stop: vec!["\n".into(), "Question:".into()],
+            top_p: Some(0.9),
+            extra: extra.clone(),
+            ..EvalOptions::default()
+        },
+        ..eval_form("base", revision.dataset_id, 1)
+    };
+    // Sampling parameters out of the engines' ranges, and chat-only parts, are refused.
+    for (options, naming) in [
+        (
+            EvalOptions {
+                extra: [("top_k".to_string(), json!("many"))].into(),
+                ..form.options.clone()
+            },
+            "`top_k` is \"many\"",
+        ),
+        (
+            EvalOptions {
+                extra: [("temprature".to_string(), json!(0.5))].into(),
+                ..form.options.clone()
+            },
+            "`temprature` is not a sampling parameter",
+        ),
+        (
+            EvalOptions {
+                system_prompt: "Be brief.".into(),
+                ..form.options.clone()
+            },
+            "need the chat API",
+        ),
+    ] {
+        let refused = catalog::define_eval(
+            store.as_ref(),
+            &EvalForm {
+                options,
+                ..form.clone()
+            },
+            None,
+        )
+        .await;
+        match refused {
+            Err(ServiceError::Invalid(message)) => assert!(message.contains(naming), "{message}"),
+            other => panic!("expected a refusal naming {naming}, got {other:?}"),
+        }
+    }
+    let eval = catalog::define_eval(store.as_ref(), &form, None)
+        .await
+        .unwrap();
+    let stored = store.get_eval(eval).await.unwrap().unwrap();
+    assert_eq!(stored.extra, extra);
+    assert_eq!(stored.top_p, Some(0.9));
+    let checkpoint = checkpoint(store.as_ref(), "base", &recorder.base_url, "base-model", "").await;
+    let run = launch(store.as_ref(), eval, checkpoint).await;
+    let progress = work_until_complete(store.clone(), &[run], test_worker("w")).await;
+    assert_eq!(progress[0].done, 3);
+    let requests = recorder.requests();
+    assert_eq!(requests.len(), 3);
+    for request in &requests {
+        assert_eq!(request.route, "completions");
+        assert!(request.body.get("messages").is_none());
+        assert_eq!(request.body["stop"], json!(["\n", "Question:"]));
+        assert_eq!(request.body["top_p"], json!(0.9));
+        assert_eq!(request.body["top_k"], json!(20));
+        assert_eq!(request.body["repetition_penalty"], json!(1.1));
+        assert_eq!(request.body["logprobs"], json!(5));
+    }
+    assert!(requests
+        .iter()
+        .any(|request| request.body["prompt"] == "Question: What is 6 times 7?\nAnswer:"));
+    // The completion's text is graded: " 42" matches 42 once normalised.
+    let results = store.run_results(run, 10).await.unwrap();
+    let q1 = results
+        .iter()
+        .find(|result| result.case_id == "q1")
+        .unwrap();
+    assert_eq!(q1.output, " 42");
+    assert_eq!(q1.verdict, "pass", "{}", q1.grade_reason);
+}
