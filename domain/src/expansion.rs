@@ -129,7 +129,7 @@ pub fn plan_identities(
         .iter()
         .map(|item| {
             let rendered = renderer
-                .render(&item.fields())
+                .render(item)
                 .map_err(|problem| format!("item `{}` {problem}", item.case_id))?;
             Ok(PlannedIdentity {
                 case_id: item.case_id.clone(),

@@ -31,6 +31,10 @@ pub struct FieldMapping {
     /// Fields shown beside each item in diffs and result tables.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub metadata: Vec<String>,
+    /// Present the choices in a per-item order drawn with this seed (the target follows its
+    /// choice); `None` keeps the item's order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shuffle_choices: Option<u64>,
 }
 
 fn default_input() -> String {
@@ -53,6 +57,7 @@ impl Default for FieldMapping {
             choices: None,
             category: default_category(),
             metadata: Vec::new(),
+            shuffle_choices: None,
         }
     }
 }
@@ -96,8 +101,11 @@ pub struct MappedItem {
     pub input: MappedInput,
     /// Acceptable answers (empty without a target). With choices, the right choice's letter.
     pub targets: Vec<String>,
-    /// Answer options in the item's order.
+    /// Answer options in the order presented.
     pub choices: Vec<String>,
+    /// With shuffled choices: for each presented choice, its position in the item (so results
+    /// map back); empty when the item's order is kept.
+    pub choice_order: Vec<usize>,
     /// The right choice's position, when the target names one.
     pub target_index: Option<usize>,
     pub category: String,
@@ -165,14 +173,18 @@ impl FieldMapping {
         Ok(())
     }
 
-    /// Reads one item's fields under this mapping.
-    pub fn apply(&self, fields: &Map<String, Value>) -> Result<MappedItem, FieldError> {
+    /// Reads one item's fields under this mapping (`case_id` draws its choice order).
+    pub fn apply(
+        &self,
+        case_id: &str,
+        fields: &Map<String, Value>,
+    ) -> Result<MappedItem, FieldError> {
         let input = read_input(&self.input, fields)?;
-        let choices = match &self.choices {
+        let mut choices = match &self.choices {
             Some(name) => read_choices(name, fields)?,
             None => Vec::new(),
         };
-        let (targets, target_index) = match &self.target {
+        let (mut targets, mut target_index) = match &self.target {
             Some(name) => {
                 let value = fields
                     .get(name)
@@ -181,6 +193,24 @@ impl FieldMapping {
             }
             None => (Vec::new(), None),
         };
+        let mut choice_order = Vec::new();
+        if let (Some(seed), false) = (self.shuffle_choices, choices.is_empty()) {
+            choice_order = choice_permutation(seed, case_id, choices.len());
+            choices = choice_order
+                .iter()
+                .map(|&from| choices[from].clone())
+                .collect();
+            if let Some(index) = target_index {
+                let moved = choice_order
+                    .iter()
+                    .position(|&from| from == index)
+                    .expect("a permutation holds every index");
+                target_index = Some(moved);
+                targets = vec![choice_letter(moved)
+                    .expect("choices are at most 26")
+                    .to_string()];
+            }
+        }
         let category = match &self.category {
             // A missing category is no category, as in four-field files.
             Some(name) => match fields.get(name) {
@@ -207,6 +237,7 @@ impl FieldMapping {
             input,
             targets,
             choices,
+            choice_order,
             target_index,
             category,
             metadata,
@@ -334,6 +365,17 @@ fn read_target(
     }
 }
 
+/// The order an item's `count` choices are shown in under `seed`: for each position, the
+/// choice's index in the item. A pure function of the seed and the item's id, so the order is
+/// the same at every render and can be recomputed to map a result back.
+pub fn choice_permutation(seed: u64, case_id: &str, count: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..count).collect();
+    order.sort_by_key(|index| {
+        xxhash_rust::xxh3::xxh3_64_with_seed(format!("{case_id}\u{0}{index}").as_bytes(), seed)
+    });
+    order
+}
+
 /// `B` or `b` (trimmed, optionally `(B)` or `B.`) → 1.
 fn letter_index(text: &str) -> Option<usize> {
     let trimmed = text
@@ -360,15 +402,16 @@ mod tests {
     #[test]
     fn the_default_mapping_reads_four_field_items() {
         let mapped = FieldMapping::default()
-            .apply(&object(
-                json!({"input": "2+2?", "target": "4", "category": "math"}),
-            ))
+            .apply(
+                "t",
+                &object(json!({"input": "2+2?", "target": "4", "category": "math"})),
+            )
             .unwrap();
         assert_eq!(mapped.input, MappedInput::Text("2+2?".into()));
         assert_eq!(mapped.targets, vec!["4"]);
         assert_eq!(mapped.category, "math");
         let without_category = FieldMapping::default()
-            .apply(&object(json!({"input": "x", "target": 4})))
+            .apply("t", &object(json!({"input": "x", "target": 4})))
             .unwrap();
         assert_eq!(without_category.category, "");
         assert_eq!(without_category.targets, vec!["4"]);
@@ -382,6 +425,7 @@ mod tests {
             choices: Some("choices".into()),
             category: Some("subject".into()),
             metadata: vec!["subject".into()],
+            shuffle_choices: None,
         };
         let item = object(json!({
             "question": "Capital of France?",
@@ -389,7 +433,7 @@ mod tests {
             "answer": 1,
             "subject": "geography"
         }));
-        let mapped = mapping.apply(&item).unwrap();
+        let mapped = mapping.apply("t", &item).unwrap();
         assert_eq!(mapped.targets, vec!["B"]);
         assert_eq!(mapped.target_index, Some(1));
         assert_eq!(mapped.choices.len(), 4);
@@ -399,27 +443,62 @@ mod tests {
         );
         let mut by_letter = item.clone();
         by_letter.insert("answer".into(), json!("(c)"));
-        assert_eq!(mapping.apply(&by_letter).unwrap().targets, vec!["C"]);
+        assert_eq!(mapping.apply("t", &by_letter).unwrap().targets, vec!["C"]);
         let mut out_of_range = item.clone();
         out_of_range.insert("answer".into(), json!(7));
         assert_eq!(
-            mapping.apply(&out_of_range).unwrap_err().to_string(),
+            mapping.apply("t", &out_of_range).unwrap_err().to_string(),
             "field `answer` is 7, out of range for 4 choices (indices start at 0)"
         );
         let mut missing = item;
         missing.remove("question");
         assert_eq!(
-            mapping.apply(&missing).unwrap_err().to_string(),
+            mapping.apply("t", &missing).unwrap_err().to_string(),
             "has no field `question`"
         );
     }
 
     #[test]
+    fn shuffled_choices_keep_the_target_on_its_choice() {
+        let mapping = FieldMapping {
+            input: "question".into(),
+            target: Some("answer".into()),
+            choices: Some("choices".into()),
+            shuffle_choices: Some(3),
+            ..FieldMapping::default()
+        };
+        let item =
+            object(json!({"question": "q", "choices": ["w", "x", "right", "z"], "answer": 2}));
+        let mut orders = std::collections::HashSet::new();
+        for case_id in ["a", "b", "c", "d", "e", "f"] {
+            let mapped = mapping.apply(case_id, &item).unwrap();
+            let position = mapped.target_index.unwrap();
+            assert_eq!(mapped.choices[position], "right", "{case_id}");
+            assert_eq!(
+                mapped.targets,
+                vec![choice_letter(position).unwrap().to_string()]
+            );
+            assert_eq!(
+                mapped.choice_order[position], 2,
+                "maps back to the item's choice"
+            );
+            assert_eq!(
+                mapped,
+                mapping.apply(case_id, &item).unwrap(),
+                "the same every time"
+            );
+            orders.insert(mapped.choice_order);
+        }
+        assert!(orders.len() > 1, "items get different orders");
+    }
+
+    #[test]
     fn targets_may_list_acceptable_answers() {
         let mapped = FieldMapping::default()
-            .apply(&object(
-                json!({"input": "x", "target": ["NYC", "New York", 10001]}),
-            ))
+            .apply(
+                "t",
+                &object(json!({"input": "x", "target": ["NYC", "New York", 10001]})),
+            )
             .unwrap();
         assert_eq!(mapped.targets, vec!["NYC", "New York", "10001"]);
         assert_eq!(mapped.target_text(), "NYC | New York | 10001");
@@ -428,25 +507,32 @@ mod tests {
     #[test]
     fn conversations_are_messages_ending_with_the_user() {
         let mapped = FieldMapping::default()
-            .apply(&object(json!({"input": [
+            .apply(
+                "t",
+                &object(json!({"input": [
                 {"role": "system", "content": "Be brief."},
                 {"role": "user", "content": "Hi"}
-            ], "target": "hello"})))
+            ], "target": "hello"})),
+            )
             .unwrap();
         let MappedInput::Messages(messages) = mapped.input else {
             panic!("a conversation")
         };
         assert_eq!(messages[0].role, Role::System);
-        let ends_with_assistant = FieldMapping::default().apply(&object(json!({"input": [
+        let ends_with_assistant = FieldMapping::default().apply(
+            "t",
+            &object(json!({"input": [
             {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}
-        ], "target": "x"})));
+        ], "target": "x"})),
+        );
         assert!(ends_with_assistant
             .unwrap_err()
             .to_string()
             .contains("must end with a user message"));
-        let bad_role = FieldMapping::default().apply(&object(
-            json!({"input": [{"role": "tool", "content": "x"}], "target": "x"}),
-        ));
+        let bad_role = FieldMapping::default().apply(
+            "t",
+            &object(json!({"input": [{"role": "tool", "content": "x"}], "target": "x"})),
+        );
         assert!(bad_role
             .unwrap_err()
             .to_string()

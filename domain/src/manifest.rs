@@ -181,6 +181,10 @@ pub struct Manifest {
     /// then go straight to humans).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub triage: Option<FrozenTriage>,
+    /// The eval's few-shot exemplars as drawn at launch (the items themselves, so the run's
+    /// identity says exactly which shots were used); `None` without few-shot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exemplars: Option<crate::prompt::few_shot::Exemplars>,
 }
 
 impl Manifest {
@@ -305,6 +309,7 @@ mod tests {
             },
             fallback: None,
             triage: None,
+            exemplars: None,
         }
     }
 

@@ -14,6 +14,7 @@ use arbiter_domain::fields::FieldMapping;
 use arbiter_domain::grading::GraderSpec;
 use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId, UserId};
 use arbiter_domain::manifest::{EvalSpec, GenerationSettings};
+use arbiter_domain::prompt::few_shot::FewShotSpec;
 use arbiter_domain::prompt::{Api, MessageTemplate, PromptSpec, TemplateSyntax};
 use arbiter_store::Store;
 use std::collections::BTreeMap;
@@ -279,6 +280,7 @@ pub struct EvalOptions {
     pub messages: Vec<MessageTemplate>,
     pub api: Api,
     pub mapping: Option<FieldMapping>,
+    pub few_shot: Option<FewShotSpec>,
     pub top_p: Option<f64>,
     pub stop: Vec<String>,
     pub extra: BTreeMap<String, serde_json::Value>,
@@ -317,6 +319,7 @@ pub fn eval_spec(form: &EvalForm) -> ServiceResult<EvalSpec> {
             messages: options.messages.clone(),
             api: options.api,
             mapping: options.mapping.clone().unwrap_or_default(),
+            few_shot: options.few_shot.clone(),
         },
         grader: parse_grader_form(&form.grader)?,
         generation: GenerationSettings {
@@ -344,8 +347,10 @@ pub async fn define_eval(
         .get_dataset(form.dataset_id)
         .await?
         .ok_or_else(|| ServiceError::NotFound(format!("no dataset with id {}", form.dataset_id)))?;
+    let exemplars = crate::prompts::draw_exemplars(store, &spec.prompt).await?;
+    let renderer = crate::prompts::renderer(&spec.prompt, exemplars.as_ref(), form.dataset_id)?;
     if let Some(revision) = &dataset.latest_revision {
-        crate::runs::check_every_prompt_renders(store, &spec.prompt, revision.id).await?;
+        crate::prompts::check_every_item(store, &renderer, revision.id).await?;
     }
     Ok(store
         .create_eval(form.dataset_id, &spec, created_by)

@@ -7,7 +7,8 @@
 //! Use cases (callers have checked the session's role; these check the input and return
 //! [`error::ServiceError`], whose message is safe to show):
 //! - [`catalog`]: datasets, checkpoints, evals; [`preview`]: the request an eval would send;
-//! - [`runs`]: launching a run from its frozen manifest, and controlling it;
+//! - [`runs`]: launching a run from its frozen manifest, and controlling it; [`prompts`]: an
+//!   eval's prompt made ready to render (exemplars drawn, every item checked);
 //! - [`dispatch`]: workers that claim result identities, answer, grade and record them;
 //! - [`grading`]: judges, triage policies, calibration, costs;
 //! - [`annotation`]: review, gold items, the rater pool, agreement, the queue report;
@@ -33,6 +34,7 @@ pub mod grading;
 pub mod health;
 pub mod jobs;
 pub mod preview;
+pub mod prompts;
 pub mod reports;
 pub mod retention;
 pub mod runs;

@@ -7,7 +7,7 @@ use crate::error::{ServiceError, ServiceResult};
 use arbiter_domain::expansion::{request_key, seed_for};
 use arbiter_domain::ids::{CheckpointId, EvalId};
 use arbiter_domain::prompt::request::RequestPreview;
-use arbiter_domain::prompt::{PromptBody, PromptRenderer};
+use arbiter_domain::prompt::PromptBody;
 use arbiter_store::Store;
 
 /// Renders one item (`case_id`, or the first item) of the eval's dataset as a worker would,
@@ -54,9 +54,10 @@ pub async fn preview_request(
             .next()
             .ok_or_else(|| ServiceError::Invalid("the dataset has no items".into()))?,
     };
-    let renderer = PromptRenderer::new(&eval.prompt).map_err(ServiceError::Invalid)?;
+    let exemplars = crate::prompts::draw_exemplars(store, &eval.prompt).await?;
+    let renderer = crate::prompts::renderer(&eval.prompt, exemplars.as_ref(), eval.dataset_id)?;
     let rendered = renderer
-        .render(&item.fields())
+        .render(&item)
         .map_err(|problem| ServiceError::Invalid(format!("item `{}` {problem}", item.case_id)))?;
     let settings = eval.generation();
     let checkpoint = match checkpoint_id {

@@ -10,15 +10,15 @@ use arbiter_domain::grading::record::Grading;
 use arbiter_domain::grading::{Grade, Grader, Verdict};
 use arbiter_domain::ids::{CheckpointId, EvalId, RunId, UserId};
 use arbiter_domain::manifest::{EvalSpec, FallbackTarget, Manifest};
-use arbiter_domain::prompt::{PromptRenderer, PromptSpec};
+use arbiter_domain::prompt::PromptRenderer;
 use arbiter_domain::run::{LaunchedRun, Priority, RunProgress, RunStatus};
 use arbiter_store::{CacheHit, NewIdentity, NewRun, Store};
 
 /// Dataset items planned per expansion step; bounds the launcher's memory on any dataset size.
-const EXPANSION_CHUNK: i64 = 2000;
+pub(crate) const EXPANSION_CHUNK: i64 = 2000;
 /// Bytes of inputs and targets read per expansion step: a chunk of long items is cut short,
 /// so a page never holds 2,000 one-megabyte inputs at once.
-const EXPANSION_CHUNK_BYTES: i64 = 64 * 1024 * 1024;
+pub(crate) const EXPANSION_CHUNK_BYTES: i64 = 64 * 1024 * 1024;
 
 /// The scheduling class named in a form: `promotion`, `scheduled` or `ablation`.
 pub fn parse_priority(text: &str) -> ServiceResult<Priority> {
@@ -43,7 +43,9 @@ pub async fn launch_run(
     // Every prompt is rendered one at a time as the run expands and again by a worker; every
     // item of the revision (which may be newer than the one the eval was checked against when
     // saved) is rendered once first, so a bad item is refused before anything is stored.
-    check_every_prompt_renders(store, &eval.prompt, inputs.revision.id).await?;
+    let exemplars = crate::prompts::draw_exemplars(store, &eval.prompt).await?;
+    let renderer = crate::prompts::renderer(&eval.prompt, exemplars.as_ref(), eval.dataset_id)?;
+    crate::prompts::check_every_item(store, &renderer, inputs.revision.id).await?;
     let manifest = Manifest {
         eval_id: eval.id,
         eval: EvalSpec {
@@ -70,6 +72,7 @@ pub async fn launch_run(
             served_model: fallback.model.clone(),
         }),
         triage: crate::grading::freeze_triage(store, eval.id).await?,
+        exemplars,
     };
     let launched = store
         .create_run(&NewRun {
@@ -84,7 +87,7 @@ pub async fn launch_run(
     let status = match launched.status {
         RunStatus::Expanding | RunStatus::Cancelled => {
             if launched.status == RunStatus::Expanding {
-                expand(store, launched.run_id, &manifest).await?;
+                expand(store, launched.run_id, &manifest, renderer).await?;
             }
             store
                 .set_run_status(launched.run_id, &[launched.status], RunStatus::Running)
@@ -100,41 +103,15 @@ pub async fn launch_run(
     Ok(LaunchedRun { status, ..launched })
 }
 
-/// Renders the prompt of every item of a revision (streamed page by page, nothing kept), and
-/// refuses the first that cannot be rendered, naming the item and what is wrong: a missing
-/// or ill-typed field, a template error, a prompt over the size limit.
-pub async fn check_every_prompt_renders(
-    store: &dyn Store,
-    prompt: &PromptSpec,
-    revision_id: arbiter_domain::ids::RevisionId,
-) -> ServiceResult<()> {
-    let renderer = PromptRenderer::new(prompt).map_err(ServiceError::Invalid)?;
-    let mut after_position = -1;
-    loop {
-        let page = store
-            .items_after(
-                revision_id,
-                after_position,
-                EXPANSION_CHUNK,
-                EXPANSION_CHUNK_BYTES,
-            )
-            .await?;
-        let Some((last, _)) = page.last() else {
-            return Ok(());
-        };
-        after_position = *last;
-        for (_, item) in &page {
-            renderer.render(&item.fields()).map_err(|problem| {
-                ServiceError::Invalid(format!("item `{}` {problem}", item.case_id))
-            })?;
-        }
-    }
-}
-
 /// Writes a run's result identities chunk by chunk, repetition by repetition; cached
 /// generations are graded and stored as finished right away. Each chunk is written while the
 /// next one is read and planned, so the database's writer and its readers work side by side.
-async fn expand(store: &dyn Store, run_id: RunId, manifest: &Manifest) -> ServiceResult<()> {
+async fn expand(
+    store: &dyn Store,
+    run_id: RunId,
+    manifest: &Manifest,
+    renderer: PromptRenderer,
+) -> ServiceResult<()> {
     let mut cursor = ExpansionCursor {
         repetition: 0,
         after_position: -1,
@@ -144,7 +121,7 @@ async fn expand(store: &dyn Store, run_id: RunId, manifest: &Manifest) -> Servic
     let grader = manifest.eval.grader.compile().ok();
     let planner = Planner {
         manifest,
-        renderer: PromptRenderer::new(&manifest.eval.prompt).map_err(ServiceError::Invalid)?,
+        renderer,
         grader: grader.as_ref(),
     };
     let mut ready = plan_next_chunk(store, &planner, &mut cursor).await?;

@@ -7,6 +7,7 @@
 //! [`request`] holds an eval's prompt parts and renders them for one item; [`template`] is the
 //! Jinja engine under the `jinja` syntax.
 
+pub mod few_shot;
 pub mod request;
 pub mod template;
 

@@ -6,11 +6,13 @@
 //! it, so their prompts, manifests and cache keys are unchanged. `jinja` is minijinja over all
 //! of the item's fields (see [`super::template`]). Pure: no I/O.
 
+use super::few_shot::{Exemplars, FewShotSpec, FewShotStyle};
 use super::template::JinjaTemplates;
 use super::{
     describe_bytes, render_prompt, rendered_len_problem, validate_template, INPUT_PLACEHOLDER,
     MAX_PROMPT_BYTES, MAX_TEMPLATE_BYTES,
 };
+use crate::dataset::DatasetItem;
 use crate::fields::{choice_letter, ChatMessage, FieldMapping, MappedInput, MappedItem, Role};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -104,6 +106,9 @@ pub struct PromptSpec {
     /// Which item fields are the input, target, choices, category and metadata.
     #[serde(default, rename = "fields", skip_serializing_if = "is_default_mapping")]
     pub mapping: FieldMapping,
+    /// Exemplars shown before each question.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub few_shot: Option<FewShotSpec>,
 }
 
 fn is_default_mapping(mapping: &FieldMapping) -> bool {
@@ -120,6 +125,7 @@ impl PromptSpec {
             messages: Vec::new(),
             api: Api::Chat,
             mapping: FieldMapping::default(),
+            few_shot: None,
         }
     }
 
@@ -201,6 +207,19 @@ impl PromptSpec {
             }
             if self.template.is_empty() {
                 return Err("a completions eval needs a prompt template".into());
+            }
+        }
+        if let Some(few_shot) = &self.few_shot {
+            few_shot.validate()?;
+            if self.template.is_empty() {
+                return Err(
+                    "few-shot exemplars need a prompt template (each shot is the template \
+                     rendered for an exemplar)"
+                        .into(),
+                );
+            }
+            if few_shot.style == FewShotStyle::Turns && self.api == Api::Completions {
+                return Err("few-shot turns need the chat API; use the text style".into());
             }
         }
         match self.syntax {
@@ -351,6 +370,24 @@ pub struct RequestPreview {
 pub struct PromptRenderer {
     spec: PromptSpec,
     jinja: Option<JinjaTemplates>,
+    /// The shots, each as its prompt text and answer, in the order drawn (spare last).
+    shots: Vec<Shot>,
+    /// Whether the shots come from the evaluated dataset (an item never sees itself).
+    shots_from_same_dataset: bool,
+}
+
+#[derive(Debug)]
+struct Shot {
+    case_id: String,
+    text: String,
+    answer: String,
+}
+
+/// A prompt before few-shot exemplars are laid out: one text with its system prompt, or a
+/// whole conversation.
+enum Parts {
+    Text { system: String, text: String },
+    Chat(Vec<ChatMessage>),
 }
 
 impl PromptRenderer {
@@ -363,24 +400,75 @@ impl PromptRenderer {
         Ok(PromptRenderer {
             spec: spec.clone(),
             jinja,
+            shots: Vec::new(),
+            shots_from_same_dataset: false,
         })
+    }
+
+    /// The renderer with its few-shot exemplars (a launch's frozen draw), each rendered once
+    /// here: an exemplar the template cannot render, or without an answer, is refused by id.
+    pub fn with_exemplars(
+        mut self,
+        exemplars: &Exemplars,
+        evaluated_dataset: crate::ids::DatasetId,
+    ) -> Result<PromptRenderer, String> {
+        let mut shots = Vec::with_capacity(exemplars.items.len());
+        for exemplar in &exemplars.items {
+            let refused =
+                |problem: String| format!("few-shot exemplar `{}` {problem}", exemplar.case_id);
+            let fields = exemplar.fields();
+            let item = self
+                .spec
+                .mapping
+                .apply(&exemplar.case_id, &fields)
+                .map_err(|err| refused(err.to_string()))?;
+            let text = match self.parts(&fields, &item).map_err(refused)? {
+                Parts::Text { text, .. } => text,
+                Parts::Chat(_) => {
+                    return Err(refused("is a conversation; shots must be text".into()))
+                }
+            };
+            let answer = item
+                .targets
+                .first()
+                .cloned()
+                .ok_or_else(|| refused("has no target to show as its answer".into()))?;
+            shots.push(Shot {
+                case_id: exemplar.case_id.clone(),
+                text,
+                answer,
+            });
+        }
+        self.shots = shots;
+        self.shots_from_same_dataset = exemplars.dataset_id == evaluated_dataset;
+        Ok(self)
     }
 
     pub fn spec(&self) -> &PromptSpec {
         &self.spec
     }
 
-    /// Renders one item (its fields as a JSON object); errors say what is wrong with the item
-    /// and are prefixed by the caller with the item's id.
-    pub fn render(&self, fields: &Map<String, Value>) -> Result<RenderedPrompt, String> {
+    /// Renders one item; errors say what is wrong with the item and are prefixed by the caller
+    /// with the item's id.
+    pub fn render(&self, dataset_item: &DatasetItem) -> Result<RenderedPrompt, String> {
+        let fields = dataset_item.fields();
         let item = self
             .spec
             .mapping
-            .apply(fields)
+            .apply(&dataset_item.case_id, &fields)
             .map_err(|err| err.to_string())?;
-        let body = match &self.jinja {
-            None => self.render_placeholder(&item)?,
-            Some(jinja) => self.render_jinja(jinja, fields, &item)?,
+        let parts = self.parts(&fields, &item)?;
+        let body = match (&self.spec.few_shot, parts) {
+            (None, Parts::Text { system, text }) => self.wrap(text, system),
+            (None, Parts::Chat(messages)) => PromptBody::Chat(messages),
+            (Some(few_shot), Parts::Text { system, text }) => {
+                self.with_shots(few_shot, &dataset_item.case_id, system, text)?
+            }
+            (Some(_), Parts::Chat(_)) => {
+                return Err(
+                    "its input is a conversation, which few-shot prompts cannot hold".into(),
+                )
+            }
         };
         let total = body.text_len();
         if total > MAX_PROMPT_BYTES {
@@ -389,35 +477,107 @@ impl PromptRenderer {
         Ok(RenderedPrompt { body, item })
     }
 
-    fn render_placeholder(&self, item: &MappedItem) -> Result<PromptBody, String> {
-        let text = match (&item.input, self.spec.template.is_empty()) {
+    /// The shots an item sees: the first `count` of the draw that are not the item itself.
+    fn shots_for(&self, few_shot: &FewShotSpec, case_id: &str) -> Result<Vec<&Shot>, String> {
+        let chosen: Vec<&Shot> = self
+            .shots
+            .iter()
+            .filter(|shot| !(self.shots_from_same_dataset && shot.case_id == case_id))
+            .take(few_shot.count as usize)
+            .collect();
+        if chosen.len() < few_shot.count as usize {
+            return Err(format!(
+                "needs {} few-shot exemplars; the exemplar dataset has {} to offer it",
+                few_shot.count,
+                chosen.len()
+            ));
+        }
+        Ok(chosen)
+    }
+
+    fn with_shots(
+        &self,
+        few_shot: &FewShotSpec,
+        case_id: &str,
+        system: String,
+        text: String,
+    ) -> Result<PromptBody, String> {
+        let shots = self.shots_for(few_shot, case_id)?;
+        Ok(match few_shot.style {
+            FewShotStyle::Text => {
+                let mut prompt = String::new();
+                for shot in shots {
+                    prompt.push_str(&shot.text);
+                    prompt.push_str(&few_shot.target_delimiter);
+                    prompt.push_str(&shot.answer);
+                    prompt.push_str(&few_shot.delimiter);
+                }
+                prompt.push_str(&text);
+                self.wrap(prompt, system)
+            }
+            FewShotStyle::Turns => {
+                let mut messages = Vec::with_capacity(2 * shots.len() + 2);
+                if !system.is_empty() {
+                    messages.push(ChatMessage {
+                        role: Role::System,
+                        content: system,
+                    });
+                }
+                for shot in shots {
+                    messages.push(ChatMessage {
+                        role: Role::User,
+                        content: shot.text.clone(),
+                    });
+                    messages.push(ChatMessage {
+                        role: Role::Assistant,
+                        content: shot.answer.clone(),
+                    });
+                }
+                messages.push(ChatMessage {
+                    role: Role::User,
+                    content: text,
+                });
+                PromptBody::Chat(messages)
+            }
+        })
+    }
+
+    fn parts(&self, fields: &Map<String, Value>, item: &MappedItem) -> Result<Parts, String> {
+        match &self.jinja {
+            None => self.placeholder_parts(item),
+            Some(jinja) => self.jinja_parts(jinja, fields, item),
+        }
+    }
+
+    fn placeholder_parts(&self, item: &MappedItem) -> Result<Parts, String> {
+        match (&item.input, self.spec.template.is_empty()) {
             (MappedInput::Messages(conversation), true) => {
-                return self.conversation_as_is(conversation, String::new())
+                self.conversation_as_is(conversation, String::new())
             }
-            (MappedInput::Messages(_), false) => {
-                return Err(format!(
-                    "its input `{}` is a conversation, which {INPUT_PLACEHOLDER} cannot hold; \
-                     leave the template empty to send it as it is",
-                    self.spec.mapping.input
-                ))
-            }
+            (MappedInput::Messages(_), false) => Err(format!(
+                "its input `{}` is a conversation, which {INPUT_PLACEHOLDER} cannot hold; \
+                 leave the template empty to send it as it is",
+                self.spec.mapping.input
+            )),
             (MappedInput::Text(input), _) => {
                 // Measured before rendering: a template may repeat `{input}` many times.
                 if let Some(problem) = rendered_len_problem(&self.spec.template, input.len()) {
                     return Err(problem);
                 }
-                render_prompt(&self.spec.template, input)
+                Ok(Parts::Text {
+                    system: self.spec.system_prompt.clone(),
+                    text: render_prompt(&self.spec.template, input),
+                })
             }
-        };
-        Ok(self.wrap(text, self.spec.system_prompt.clone()))
+        }
     }
 
-    fn render_jinja(
+    fn jinja_parts(
         &self,
         jinja: &JinjaTemplates,
         fields: &Map<String, Value>,
         item: &MappedItem,
-    ) -> Result<PromptBody, String> {
+    ) -> Result<Parts, String> {
         let variables = variables_for(fields, item);
         let system = if self.spec.system_prompt.is_empty() {
             String::new()
@@ -438,7 +598,7 @@ impl PromptRenderer {
                     content: jinja.render(&message_name(index), &variables)?,
                 });
             }
-            return Ok(PromptBody::Chat(messages));
+            return Ok(Parts::Chat(messages));
         }
         if self.spec.template.is_empty() {
             return match &item.input {
@@ -450,8 +610,10 @@ impl PromptRenderer {
                 ),
             };
         }
-        let text = jinja.render(PROMPT, &variables)?;
-        Ok(self.wrap(text, system))
+        Ok(Parts::Text {
+            system,
+            text: jinja.render(PROMPT, &variables)?,
+        })
     }
 
     /// A single prompt as the API takes it: the user message after any system prompt, or the
@@ -480,7 +642,7 @@ impl PromptRenderer {
         &self,
         conversation: &[ChatMessage],
         system: String,
-    ) -> Result<PromptBody, String> {
+    ) -> Result<Parts, String> {
         if self.spec.api == Api::Completions {
             return Err("its input is a conversation, which needs the chat API".into());
         }
@@ -502,7 +664,7 @@ impl PromptRenderer {
             });
         }
         messages.extend(conversation.iter().cloned());
-        Ok(PromptBody::Chat(messages))
+        Ok(Parts::Chat(messages))
     }
 }
 
@@ -546,6 +708,10 @@ mod tests {
         }
     }
 
+    fn item_of(value: Value) -> DatasetItem {
+        DatasetItem::structured("t", fields(value))
+    }
+
     fn mmlu() -> PromptSpec {
         PromptSpec {
             system_prompt: "You are answering {{ subject }} questions.".into(),
@@ -555,6 +721,7 @@ mod tests {
                 choices: Some("choices".into()),
                 category: Some("subject".into()),
                 metadata: Vec::new(),
+                shuffle_choices: None,
             },
             ..PromptSpec::jinja("{{ question }}\n{{ choices | lettered }}\nAnswer:")
         }
@@ -573,14 +740,14 @@ mod tests {
     fn the_original_shape_renders_as_it_always_did() {
         let renderer = PromptRenderer::new(&PromptSpec::placeholder("Q: {input}\nA:")).unwrap();
         let rendered = renderer
-            .render(&fields(json!({"input": "2+2?", "target": "4"})))
+            .render(&item_of(json!({"input": "2+2?", "target": "4"})))
             .unwrap();
         assert_eq!(rendered.body.single_user_message(), Some("Q: 2+2?\nA:"));
         assert_eq!(rendered.item.targets, vec!["4"]);
         // `{{input}}` is Jinja now, no longer the input wrapped in braces.
         let jinja = PromptRenderer::new(&PromptSpec::jinja("Q: {{input}}")).unwrap();
         let rendered = jinja
-            .render(&fields(json!({"input": "2+2?", "target": "4"})))
+            .render(&item_of(json!({"input": "2+2?", "target": "4"})))
             .unwrap();
         assert_eq!(rendered.body.single_user_message(), Some("Q: 2+2?"));
     }
@@ -589,7 +756,7 @@ mod tests {
     fn structured_items_render_with_a_system_prompt_and_lettered_choices() {
         let rendered = PromptRenderer::new(&mmlu())
             .unwrap()
-            .render(&mmlu_item())
+            .render(&DatasetItem::structured("t", mmlu_item()))
             .unwrap();
         assert_eq!(
             rendered.body,
@@ -616,7 +783,7 @@ mod tests {
         };
         let rendered = PromptRenderer::new(&spec)
             .unwrap()
-            .render(&fields(json!({"input": "2+2?", "target": "4"})))
+            .render(&item_of(json!({"input": "2+2?", "target": "4"})))
             .unwrap();
         assert_eq!(
             rendered.body,
@@ -650,7 +817,7 @@ mod tests {
         };
         let rendered = PromptRenderer::new(&spec)
             .unwrap()
-            .render(&fields(json!({"input": "2+2", "target": "4"})))
+            .render(&item_of(json!({"input": "2+2", "target": "4"})))
             .unwrap();
         let PromptBody::Chat(messages) = rendered.body else {
             panic!("chat")
@@ -672,7 +839,7 @@ mod tests {
         })
         .unwrap();
         let rendered = renderer
-            .render(&fields(json!({
+            .render(&item_of(json!({
                 "input": [{"role": "user", "content": "Hi"}],
                 "target": "hello"
             })))
@@ -681,7 +848,7 @@ mod tests {
         assert!(rendered.body.single_user_message().is_none());
         let placeholder = PromptRenderer::new(&PromptSpec::placeholder("Q: {input}")).unwrap();
         let refused = placeholder
-            .render(&fields(
+            .render(&item_of(
                 json!({"input": [{"role": "user", "content": "Hi"}], "target": "x"}),
             ))
             .unwrap_err();
@@ -695,15 +862,100 @@ mod tests {
         item.remove("subject");
         // The mapping reads a missing category as none, but the system prompt needs it.
         assert_eq!(
-            renderer.render(&item).unwrap_err(),
+            renderer
+                .render(&DatasetItem::structured("t", item))
+                .unwrap_err(),
             "the system prompt uses `subject`, which the item does not have"
         );
         let mut item = mmlu_item();
         item.insert("answer".into(), json!(5));
         assert!(renderer
-            .render(&item)
+            .render(&DatasetItem::structured("t", item))
             .unwrap_err()
             .contains("out of range for 2 choices"));
+    }
+
+    fn shots(count: u32, style: FewShotStyle) -> (PromptSpec, Exemplars) {
+        let spec = PromptSpec {
+            few_shot: Some(FewShotSpec {
+                dataset_id: crate::ids::DatasetId(1),
+                count,
+                seed: 0,
+                style,
+                delimiter: "\n\n".into(),
+                target_delimiter: " ".into(),
+            }),
+            ..PromptSpec::jinja("Q: {{ input }}\nA:")
+        };
+        let exemplars = Exemplars {
+            dataset_id: crate::ids::DatasetId(1),
+            dataset_revision: "sha256:x".into(),
+            items: ["e1", "e2", "e3"]
+                .iter()
+                .map(|id| {
+                    DatasetItem::four_field(
+                        *id,
+                        format!("question {id}"),
+                        format!("answer {id}"),
+                        "",
+                    )
+                })
+                .collect(),
+        };
+        (spec, exemplars)
+    }
+
+    #[test]
+    fn few_shot_text_follows_the_harness_layout() {
+        let (spec, exemplars) = shots(2, FewShotStyle::Text);
+        let renderer = PromptRenderer::new(&spec)
+            .unwrap()
+            .with_exemplars(&exemplars, crate::ids::DatasetId(2))
+            .unwrap();
+        let rendered = renderer
+            .render(&DatasetItem::four_field("x", "2+2?", "4", ""))
+            .unwrap();
+        assert_eq!(
+            rendered.body.single_user_message(),
+            Some("Q: question e1\nA: answer e1\n\nQ: question e2\nA: answer e2\n\nQ: 2+2?\nA:")
+        );
+        // Without the frozen draw, a few-shot eval renders nothing.
+        assert!(PromptRenderer::new(&spec)
+            .unwrap()
+            .render(&DatasetItem::four_field("x", "2+2?", "4", ""))
+            .unwrap_err()
+            .contains("needs 2 few-shot exemplars"));
+    }
+
+    #[test]
+    fn few_shot_turns_are_earlier_messages_and_an_item_never_sees_itself() {
+        let (spec, exemplars) = shots(2, FewShotStyle::Turns);
+        // Drawn from the evaluated dataset: e1 is asked with e2 and the spare e3.
+        let renderer = PromptRenderer::new(&spec)
+            .unwrap()
+            .with_exemplars(&exemplars, crate::ids::DatasetId(1))
+            .unwrap();
+        let rendered = renderer.render(&exemplars.items[0]).unwrap();
+        let PromptBody::Chat(messages) = rendered.body else {
+            panic!("chat")
+        };
+        let contents: Vec<&str> = messages.iter().map(|m| m.content.as_str()).collect();
+        assert_eq!(
+            contents,
+            [
+                "Q: question e2\nA:",
+                "answer e2",
+                "Q: question e3\nA:",
+                "answer e3",
+                "Q: question e1\nA:"
+            ]
+        );
+        assert_eq!(messages[1].role, Role::Assistant);
+        let completions = PromptSpec {
+            api: Api::Completions,
+            ..spec
+        };
+        assert!(completions.validate().unwrap_err().contains("chat API"));
     }
 
     #[test]

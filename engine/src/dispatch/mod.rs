@@ -126,7 +126,12 @@ impl RunSpec {
             .grader
             .compile()
             .map_err(|problem| problem.to_string());
-        let renderer = PromptRenderer::new(&manifest.eval.prompt);
+        let renderer = PromptRenderer::new(&manifest.eval.prompt).and_then(|renderer| {
+            match &manifest.exemplars {
+                Some(exemplars) => renderer.with_exemplars(exemplars, manifest.dataset_id),
+                None => Ok(renderer),
+            }
+        });
         RunSpec {
             manifest,
             target,
@@ -141,7 +146,7 @@ impl RunSpec {
     fn render(&self, job: &ClaimedIdentity) -> Result<RenderedPrompt, String> {
         let renderer = self.renderer.as_ref().map_err(Clone::clone)?;
         renderer
-            .render(&job.item.fields())
+            .render(&job.item)
             .map_err(|problem| format!("item `{}` {problem}", job.case_id))
     }
 }

@@ -19,7 +19,8 @@ use std::sync::Arc;
 stories!(
     structured_datasets_are_one_revision_in_every_format,
     mapped_jinja_evals_send_what_the_preview_shows,
-    base_checkpoints_get_completions_with_stop_sequences_and_sampling_options
+    base_checkpoints_get_completions_with_stop_sequences_and_sampling_options,
+    few_shot_exemplars_are_frozen_into_the_manifest
 );
 
 /// Three MMLU-style items, as published: a question, four choices, the answer's index.
@@ -193,6 +194,7 @@ fn mmlu_mapping() -> FieldMapping {
         choices: Some("choices".into()),
         category: Some("subject".into()),
         metadata: vec!["subject".into()],
+        shuffle_choices: None,
     }
 }
 
@@ -357,6 +359,41 @@ async fn mapped_jinja_evals_send_what_the_preview_shows(store: Arc<dyn Store>) {
     assert_eq!(progress[0].from_cache, 3);
     assert_eq!(progress[1].from_cache, 0);
     assert_eq!(recorder.requests().len(), 6);
+
+    // Shuffled choices: the target letter follows the right choice to its new place.
+    let shuffled = catalog::define_eval(
+        store.as_ref(),
+        &EvalForm {
+            options: EvalOptions {
+                mapping: Some(FieldMapping {
+                    shuffle_choices: Some(11),
+                    ..mmlu_mapping()
+                }),
+                ..EvalOptions::default()
+            },
+            ..mmlu_form("mmlu-shuffled", revision.dataset_id, "")
+        },
+        None,
+    )
+    .await
+    .unwrap();
+    for (case_id, right) in [("q1", "Paris"), ("q2", "4"), ("q3", "Jupiter")] {
+        let preview = arbiter_engine::preview::preview_request(
+            store.as_ref(),
+            shuffled,
+            Some(case_id),
+            None,
+            0,
+        )
+        .await
+        .unwrap();
+        let prompt = preview.body["messages"][0]["content"].as_str().unwrap();
+        let letter = &preview.targets[0];
+        assert!(
+            prompt.contains(&format!("\n{letter}. {right}\n")),
+            "{case_id}: target {letter} in {prompt}"
+        );
+    }
 }
 
 async fn base_checkpoints_get_completions_with_stop_sequences_and_sampling_options(
@@ -469,4 +506,94 @@ async fn base_checkpoints_get_completions_with_stop_sequences_and_sampling_optio
         .unwrap();
     assert_eq!(q1.output, " 42");
     assert_eq!(q1.verdict, "pass", "{}", q1.grade_reason);
+}
+
+async fn few_shot_exemplars_are_frozen_into_the_manifest(store: Arc<dyn Store>) {
+    let recorder = Recorder::start("rec-model", always_b).await;
+    let train = |count: usize| -> Vec<u8> {
+        (0..count)
+            .map(|index| {
+                json!({"id": format!("train-{index}"), "input": format!("How many numbers in {index} {index}?"), "target": "2"})
+                    .to_string()
+                    + "\n"
+            })
+            .collect::<String>()
+            .into_bytes()
+    };
+    let shots = catalog::upload_dataset(store.as_ref(), "train", "train.jsonl", &train(20), None)
+        .await
+        .unwrap();
+    let test = catalog::upload_dataset(
+        store.as_ref(),
+        "test",
+        "test.jsonl",
+        THREE_CASES.as_bytes(),
+        None,
+    )
+    .await
+    .unwrap();
+    let few_shot = |count: u32, seed: u64| arbiter_domain::prompt::few_shot::FewShotSpec {
+        dataset_id: shots.dataset_id,
+        count,
+        seed,
+        style: arbiter_domain::prompt::few_shot::FewShotStyle::Text,
+        delimiter: "\n\n".into(),
+        target_delimiter: " ".into(),
+    };
+    let form = |name: &str, spec| EvalForm {
+        prompt_template: "Q: {{ input }}\nA:".into(),
+        options: EvalOptions {
+            few_shot: Some(spec),
+            ..EvalOptions::default()
+        },
+        ..eval_form(name, test.dataset_id, 1)
+    };
+    // More shots than the dataset has is refused, naming both numbers; nothing is stored.
+    match catalog::define_eval(store.as_ref(), &form("too-many", few_shot(30, 1)), None).await {
+        Err(ServiceError::Invalid(message)) => assert_eq!(
+            message,
+            "the few-shot dataset `train` has 20 items; 30 shots were asked for"
+        ),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(store.list_evals().await.unwrap().is_empty());
+
+    let eval = catalog::define_eval(store.as_ref(), &form("three-shot", few_shot(3, 1)), None)
+        .await
+        .unwrap();
+    let checkpoint = checkpoint(store.as_ref(), "rec", &recorder.base_url, "rec-model", "").await;
+    let run = launch(store.as_ref(), eval, checkpoint).await;
+    work_until_complete(store.clone(), &[run], test_worker("w")).await;
+    let manifest = store.run_manifest(run).await.unwrap().unwrap();
+    let exemplars = manifest.exemplars.clone().expect("the shots are frozen");
+    assert_eq!(exemplars.items.len(), 4, "three shots and a spare");
+    assert_eq!(exemplars.dataset_revision, shots.content_hash);
+    let requests = recorder.requests();
+    assert_eq!(requests.len(), 3);
+    let prompt = requests[0].body["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for shot in &exemplars.items[..3] {
+        assert!(
+            prompt.contains(&format!("Q: {}\nA: 2\n\n", shot.input)),
+            "{prompt}"
+        );
+    }
+    assert!(
+        !prompt.contains(&exemplars.items[3].input),
+        "the spare is not shown"
+    );
+
+    // An unchanged launch finds its run; new shots (a new revision of the exemplar dataset
+    // whose draw differs) are a new manifest and a new run.
+    assert_eq!(launch(store.as_ref(), eval, checkpoint).await, run);
+    catalog::upload_dataset(store.as_ref(), "train", "train.jsonl", &train(400), None)
+        .await
+        .unwrap();
+    let rerun = launch(store.as_ref(), eval, checkpoint).await;
+    assert_ne!(rerun, run);
+    let new_manifest = store.run_manifest(rerun).await.unwrap().unwrap();
+    assert_ne!(new_manifest.exemplars, manifest.exemplars);
+    assert_ne!(new_manifest.content_hash(), manifest.content_hash());
 }

@@ -8,6 +8,7 @@ use arbiter_domain::dataset::{DatasetRevision, DatasetSummary};
 use arbiter_domain::fields::FieldMapping;
 use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId, UserId};
 use arbiter_domain::manifest::EvalSummary;
+use arbiter_domain::prompt::few_shot::FewShotSpec;
 use arbiter_domain::prompt::request::RequestPreview;
 use arbiter_domain::prompt::{Api, MessageTemplate, TemplateSyntax};
 use arbiter_domain::suites::Suite;
@@ -348,6 +349,11 @@ pub struct NewEvalRequest {
     /// `input`, `target`, `category`.
     #[serde(default)]
     pub fields: Option<FieldMapping>,
+    /// Exemplars shown before each question: `{"dataset_id", "count", "seed", "style": "text"
+    /// | "turns", "delimiter", "target_delimiter"}`, drawn from that dataset's newest revision
+    /// and frozen into each run's manifest.
+    #[serde(default)]
+    pub few_shot: Option<FewShotSpec>,
     #[serde(default = "default_max_tokens")]
     pub max_tokens: u32,
     #[serde(default)]
@@ -412,6 +418,7 @@ pub async fn define_eval(
             messages: request.messages,
             api: request.api,
             mapping: request.fields,
+            few_shot: request.few_shot,
             top_p: request.top_p,
             stop: request.stop,
             extra: request.extra,

@@ -1,0 +1,115 @@
+//! An eval's prompt made ready to render: its few-shot exemplars drawn from their dataset's
+//! newest revision, the renderer compiled with them, and every item of a revision rendered
+//! once to refuse a bad one before anything is stored (when an eval is saved, and at each
+//! launch, whose revision may be newer).
+
+use crate::error::{ServiceError, ServiceResult};
+use crate::runs::{EXPANSION_CHUNK, EXPANSION_CHUNK_BYTES};
+use arbiter_domain::ids::{DatasetId, RevisionId};
+use arbiter_domain::prompt::few_shot::{ExemplarDraw, Exemplars};
+use arbiter_domain::prompt::{PromptRenderer, PromptSpec};
+use arbiter_store::Store;
+
+/// Draws the eval's few-shot exemplars (`None` without few-shot), streaming over the
+/// exemplar dataset's newest revision page by page.
+pub async fn draw_exemplars(
+    store: &dyn Store,
+    prompt: &PromptSpec,
+) -> ServiceResult<Option<Exemplars>> {
+    let Some(few_shot) = &prompt.few_shot else {
+        return Ok(None);
+    };
+    let dataset = store
+        .get_dataset(few_shot.dataset_id)
+        .await?
+        .ok_or_else(|| {
+            ServiceError::Invalid(format!(
+                "the few-shot dataset (id {}) does not exist",
+                few_shot.dataset_id
+            ))
+        })?;
+    let revision = dataset.latest_revision.ok_or_else(|| {
+        ServiceError::Invalid(format!(
+            "the few-shot dataset `{}` has no items",
+            dataset.name
+        ))
+    })?;
+    let mut draw = ExemplarDraw::new(few_shot);
+    let mut after_position = -1;
+    loop {
+        let page = store
+            .items_after(
+                revision.id,
+                after_position,
+                EXPANSION_CHUNK,
+                EXPANSION_CHUNK_BYTES,
+            )
+            .await?;
+        let Some((last, _)) = page.last() else {
+            break;
+        };
+        after_position = *last;
+        for (_, item) in &page {
+            draw.offer(item);
+        }
+    }
+    let items = draw.finish();
+    if items.len() < few_shot.count as usize {
+        return Err(ServiceError::Invalid(format!(
+            "the few-shot dataset `{}` has {} items; {} shots were asked for",
+            dataset.name,
+            items.len(),
+            few_shot.count
+        )));
+    }
+    Ok(Some(Exemplars {
+        dataset_id: few_shot.dataset_id,
+        dataset_revision: revision.content_hash,
+        items,
+    }))
+}
+
+/// The eval's renderer, with its exemplars when it has any.
+pub fn renderer(
+    prompt: &PromptSpec,
+    exemplars: Option<&Exemplars>,
+    evaluated_dataset: DatasetId,
+) -> ServiceResult<PromptRenderer> {
+    let renderer = PromptRenderer::new(prompt).map_err(ServiceError::Invalid)?;
+    match exemplars {
+        Some(exemplars) => renderer
+            .with_exemplars(exemplars, evaluated_dataset)
+            .map_err(ServiceError::Invalid),
+        None => Ok(renderer),
+    }
+}
+
+/// Renders the prompt of every item of a revision (streamed page by page, nothing kept), and
+/// refuses the first that cannot be rendered, naming the item and what is wrong: a missing
+/// or ill-typed field, a template error, a prompt over the size limit.
+pub async fn check_every_item(
+    store: &dyn Store,
+    renderer: &PromptRenderer,
+    revision_id: RevisionId,
+) -> ServiceResult<()> {
+    let mut after_position = -1;
+    loop {
+        let page = store
+            .items_after(
+                revision_id,
+                after_position,
+                EXPANSION_CHUNK,
+                EXPANSION_CHUNK_BYTES,
+            )
+            .await?;
+        let Some((last, _)) = page.last() else {
+            return Ok(());
+        };
+        after_position = *last;
+        for (_, item) in &page {
+            renderer.render(item).map_err(|problem| {
+                ServiceError::Invalid(format!("item `{}` {problem}", item.case_id))
+            })?;
+        }
+    }
+}
