@@ -31,6 +31,7 @@ pub mod annotation;
 pub mod answer;
 pub mod checkpoint;
 pub mod dataset;
+pub mod eval_form;
 pub mod expansion;
 pub mod fair_share;
 pub mod fields;

@@ -1,6 +1,7 @@
 // The researcher's path: upload a dataset, define an eval, launch it, watch it finish.
 import {
   defineEval,
+  evalRow,
   expect,
   jsonl,
   launchRun,
@@ -129,4 +130,64 @@ test('a run against an unreachable endpoint fails and says why', async ({ page }
   expect(await waitForRunToFinish(page, runId)).toBe('failed');
   await expect(page.getByTestId('run-error')).toContainText('could not connect');
   await expect(page.getByTestId('count-errors')).toHaveText('2');
+});
+
+test('a structured suite is mapped, checked as typed, previewed and run', async ({ page }) => {
+  const dataset = uniqueName('mmlu-style');
+  const items = [
+    { id: 'q1', question: 'Capital of France?', choices: ['Berlin', 'Paris', 'Rome', 'Madrid'], answer: 1, subject: 'geography' },
+    { id: 'q2', question: 'Smallest prime?', choices: ['1', '2', '3', '4'], answer: 1, subject: 'math' },
+    { id: 'q3', question: 'Largest planet?', choices: ['Jupiter', 'Mars', 'Venus', 'Earth'], answer: 0, subject: 'astronomy' },
+  ];
+  await uploadDatasetDirectly(page, dataset, items.map((item) => JSON.stringify(item)).join('\n') + '\n');
+  const evalName = uniqueName('mmlu mapped');
+
+  await page.goto('/evals');
+  await waitForHydration(page);
+  const form = page.locator('form').filter({ has: page.getByRole('button', { name: 'Define eval' }) });
+  await form.getByLabel('Name').fill(evalName);
+  await form.getByLabel('Dataset').selectOption({ label: dataset });
+  // The dataset's fields are listed, and a field no item has is named as the researcher types.
+  await expect(page.getByTestId('dataset-fields')).toContainText('question');
+  await expect(page.getByTestId('dataset-fields')).toContainText('choices');
+  // Under the default mapping the input is the field `input`, which these items lack.
+  await expect(page.getByTestId('prompt-problem')).toContainText('has no field `input`');
+  await form.getByText('System prompt, API, field mapping').click();
+  await form.getByLabel('Input field').fill('question');
+  await form.getByLabel('Target field').fill('answer');
+  await form.getByLabel('Choices field').fill('choices');
+  await form.getByLabel('Category field').fill('subject');
+  const template = form.getByTestId('prompt-template');
+  await template.fill('{{ question }} {{ explanation }}');
+  await expect(page.getByTestId('prompt-problem')).toContainText('uses `explanation`, which the item does not have');
+  await template.fill('{{ question }}\n{{ choices | lettered }}\nAnswer with the letter.');
+  await form.getByLabel('System prompt (a template too)').fill('You answer {{ subject }} questions.');
+  const sample = page.getByTestId('prompt-sample');
+  await expect(sample).toContainText('[system]\nYou answer geography questions.');
+  await expect(sample).toContainText('A. Berlin\nB. Paris');
+  await expect(page.getByTestId('prompt-check')).toContainText('Target: B');
+  await form.getByText('Few-shot exemplars').click();
+  await form.getByLabel('Exemplars from').selectOption({ label: dataset });
+  await form.getByLabel('Shots').fill('1');
+  await form.getByLabel('grader').selectOption('multiple_choice');
+  await form.getByRole('button', { name: 'Define eval' }).click();
+  await expect(evalRow(page, evalName)).toContainText('multiple_choice@1');
+
+  // The eval's page shows its parts and previews the exact request for an item.
+  await evalRow(page, evalName).getByRole('link', { name: evalName }).click();
+  await waitForHydration(page);
+  await expect(page.getByTestId('eval-prompt-shape')).toContainText('choices ← choices');
+  await page.getByTestId('preview-case').fill('q3');
+  await page.getByLabel('Checkpoint').selectOption({ label: 'simulator/ckpt-a' });
+  await page.getByRole('button', { name: 'Preview request' }).click();
+  const body = page.getByTestId('preview-body');
+  await expect(body).toContainText('"content": "You answer astronomy questions."');
+  await expect(body).toContainText('Largest planet?');
+  // One shot, drawn from the same dataset, never the item itself.
+  await expect(body).toContainText('Answer with the letter. ');
+  await expect(page.getByTestId('preview-key')).toHaveText(/^[0-9a-f]{64}$/);
+
+  const runId = await launchRun(page, evalName, 'simulator/ckpt-a');
+  expect(await waitForRunToFinish(page, runId)).toBe('completed');
+  await expect(page.getByTestId('count-errors')).toHaveText('0');
 });

@@ -30,6 +30,7 @@ pub mod clients;
 pub mod dataset_files;
 pub mod dispatch;
 pub mod error;
+pub mod eval_form;
 pub mod grading;
 pub mod health;
 pub mod jobs;

@@ -1,13 +1,13 @@
 //! The eval preview: the exact request body a worker would send for one item of the eval's
 //! newest dataset revision, and (given a checkpoint) its generation cache key, before anything
-//! is launched.
+//! is launched; and the eval form's live check of a template against a sample item.
 
 use crate::clients::model::{probe_fingerprint, request_json, GenerationRequest};
 use crate::error::{ServiceError, ServiceResult};
 use arbiter_domain::expansion::{request_key, seed_for};
-use arbiter_domain::ids::{CheckpointId, EvalId};
-use arbiter_domain::prompt::request::RequestPreview;
-use arbiter_domain::prompt::PromptBody;
+use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId};
+use arbiter_domain::prompt::request::{PromptSample, RequestPreview};
+use arbiter_domain::prompt::{PromptBody, PromptSpec};
 use arbiter_store::Store;
 
 /// Renders one item (`case_id`, or the first item) of the eval's dataset as a worker would,
@@ -112,4 +112,55 @@ pub async fn preview_request(
         category: rendered.item.category,
         note,
     })
+}
+
+/// Items whose field names the eval form lists.
+const FIELD_SAMPLE: i64 = 50;
+
+/// The eval form's live check: the dataset's field names, and its first item rendered under
+/// `prompt` (a problem with the prompt or the item is reported in the sample, not as an
+/// error, since the researcher is still typing).
+pub async fn sample_prompt(
+    store: &dyn Store,
+    dataset_id: DatasetId,
+    prompt: &PromptSpec,
+) -> ServiceResult<PromptSample> {
+    let dataset = store
+        .get_dataset(dataset_id)
+        .await?
+        .ok_or_else(|| ServiceError::NotFound(format!("no dataset with id {dataset_id}")))?;
+    let Some(revision) = dataset.latest_revision else {
+        return Ok(PromptSample::default());
+    };
+    let items = store.list_items(revision.id, FIELD_SAMPLE, 0).await?;
+    let mut fields: Vec<String> = Vec::new();
+    for item in &items {
+        for name in item.fields().keys() {
+            if !fields.contains(name) {
+                fields.push(name.clone());
+            }
+        }
+    }
+    let Some(first) = items.first() else {
+        return Ok(PromptSample::default());
+    };
+    let mut sample = PromptSample {
+        fields,
+        case_id: first.case_id.clone(),
+        item_text: arbiter_domain::dataset::readable(&first.fields()),
+        ..PromptSample::default()
+    };
+    let rendered = match crate::prompts::draw_exemplars(store, prompt).await {
+        Ok(exemplars) => crate::prompts::renderer(prompt, exemplars.as_ref(), dataset_id)
+            .and_then(|renderer| renderer.render(first).map_err(ServiceError::Invalid)),
+        Err(err) => Err(err),
+    };
+    match rendered {
+        Ok(rendered) => {
+            sample.prompt = Some(rendered.body.as_text());
+            sample.targets = rendered.item.targets;
+        }
+        Err(err) => sample.problem = Some(err.to_string()),
+    }
+    Ok(sample)
 }

@@ -4,8 +4,10 @@
 
 use arbiter_domain::checkpoint::{Checkpoint, Endpoint};
 use arbiter_domain::dataset::{DatasetItem, DatasetRevision, DatasetSummary};
+use arbiter_domain::eval_form::EvalFormText;
 use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId, RunId};
 use arbiter_domain::manifest::EvalSummary;
+use arbiter_domain::prompt::request::{PromptSample, RequestPreview};
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 #[cfg(feature = "ssr")]
@@ -13,6 +15,7 @@ use {
     crate::format::PAGE_ROWS,
     crate::guard::{fail, require, service_error, store_error},
     arbiter_domain::accounts::Permission,
+    arbiter_domain::prompt::{PromptSpec, TemplateSyntax},
 };
 
 /// A checkpoint as its page shows it: the record, the name of its fallback, and how its
@@ -214,6 +217,7 @@ pub async fn create_eval(
     repetitions: String,
     seed: String,
     #[server(default)] grader: String,
+    #[server(default)] options: EvalFormText,
 ) -> Result<EvalId, ServerFnError> {
     let (state, user) = require(Permission::ManageEvals).await?;
     fn number<T: std::str::FromStr>(value: &str, what: &str) -> Result<T, ServerFnError> {
@@ -230,12 +234,72 @@ pub async fn create_eval(
         temperature: number(&temperature, "temperature")?,
         repetitions: number(&repetitions, "repetitions")?,
         seed: number(&seed, "seed")?,
-        grader,
-        options: arbiter_engine::catalog::EvalOptions::default(),
+        grader: arbiter_engine::eval_form::grader(&options, &grader).map_err(service_error)?,
+        options: arbiter_engine::eval_form::options(&options).map_err(service_error)?,
     };
     arbiter_engine::catalog::define_eval(state.store.as_ref(), &form, Some(user.id))
         .await
         .map_err(service_error)
+}
+
+/// The eval form's live check: the dataset's fields and its first item's prompt under the
+/// template as typed so far.
+#[server(endpoint = "check_prompt")]
+pub async fn check_prompt(
+    dataset_id: DatasetId,
+    prompt_template: String,
+    #[server(default)] options: EvalFormText,
+) -> Result<PromptSample, ServerFnError> {
+    let (state, _) = require(Permission::ManageEvals).await?;
+    let options = match arbiter_engine::eval_form::options(&options) {
+        Ok(options) => options,
+        Err(problem) => {
+            return Ok(PromptSample {
+                problem: Some(problem.to_string()),
+                ..PromptSample::default()
+            })
+        }
+    };
+    let prompt = PromptSpec {
+        syntax: options
+            .template_syntax
+            .unwrap_or_else(|| TemplateSyntax::detect(&prompt_template)),
+        template: prompt_template,
+        system_prompt: options.system_prompt,
+        messages: options.messages,
+        api: options.api,
+        mapping: options.mapping.unwrap_or_default(),
+        few_shot: options.few_shot,
+    };
+    arbiter_engine::preview::sample_prompt(state.store.as_ref(), dataset_id, &prompt)
+        .await
+        .map_err(service_error)
+}
+
+/// The exact request an eval would send for one item ('' for the first), with the model and
+/// generation key of a checkpoint ('' for none).
+#[server(endpoint = "preview_eval")]
+pub async fn preview_eval(
+    eval_id: EvalId,
+    #[server(default)] case_id: String,
+    #[server(default)] checkpoint_id: String,
+) -> Result<RequestPreview, ServerFnError> {
+    let (state, _) = require(Permission::ViewResults).await?;
+    let checkpoint = match checkpoint_id.trim() {
+        "" => None,
+        text => Some(CheckpointId(text.parse().map_err(|_| {
+            fail(400, format!("the checkpoint must be an id, not `{text}`"))
+        })?)),
+    };
+    arbiter_engine::preview::preview_request(
+        state.store.as_ref(),
+        eval_id,
+        Some(case_id.as_str()),
+        checkpoint,
+        0,
+    )
+    .await
+    .map_err(service_error)
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

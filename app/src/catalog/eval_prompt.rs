@@ -1,7 +1,10 @@
 //! What an eval sends, as its page shows it: the API, the template syntax, the system prompt,
 //! the template or message list, the field mapping, and the sampling settings beyond the
-//! basic three.
+//! basic three; and the preview of the exact request for any item.
 
+use crate::catalog::api::PreviewEval;
+use crate::components::ActionError;
+use arbiter_domain::ids::{CheckpointId, EvalId};
 use arbiter_domain::manifest::EvalSummary;
 use arbiter_domain::prompt::{Api, TemplateSyntax};
 use leptos::prelude::*;
@@ -78,6 +81,38 @@ pub fn EvalPrompt(eval: EvalSummary) -> impl IntoView {
         })}
         {(prompt.template.is_empty() && prompt.messages.is_empty()).then(|| view! {
             <p class="hint">"Each item's conversation is sent as it is."</p>
+        })}
+    }
+}
+
+/// Pick an item (and a checkpoint) and see the exact request body and its generation key.
+#[component]
+pub fn EvalPreview(eval_id: EvalId, checkpoints: Vec<(CheckpointId, String)>) -> impl IntoView {
+    let preview = ServerAction::<PreviewEval>::new();
+    view! {
+        <ActionForm action=preview attr:class="inline">
+            <input type="hidden" name="eval_id" value=eval_id.to_string()/>
+            <label>"Item id" <input name="case_id" placeholder="first item" data-testid="preview-case"/></label>
+            <label>"Checkpoint"
+                <select name="checkpoint_id">
+                    <option value="">"none"</option>
+                    {checkpoints.into_iter().map(|(id, name)| view! {
+                        <option value=id.to_string()>{name}</option>
+                    }).collect_view()}
+                </select>
+            </label>
+            <button type="submit" class="secondary">"Preview request"</button>
+        </ActionForm>
+        <ActionError value=preview.value()/>
+        {move || preview.value().get().and_then(Result::ok).map(|shown| view! {
+            <div data-testid="request-preview">
+                <p>"Item " <strong>{shown.case_id.clone()}</strong> " · POST " <code>{shown.route.clone()}</code>
+                   " · target " <strong>{shown.targets.join(" | ")}</strong>
+                   {(!shown.category.is_empty()).then(|| format!(" · category {}", shown.category))}</p>
+                <p>"Generation key: " <code data-testid="preview-key">{shown.generation_key.clone().unwrap_or_else(|| "–".into())}</code></p>
+                {shown.note.clone().map(|note| view! { <p class="hint">{note}</p> })}
+                <pre class="output" data-testid="preview-body">{serde_json::to_string_pretty(&shown.body).unwrap_or_default()}</pre>
+            </div>
         })}
     }
 }

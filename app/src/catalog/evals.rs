@@ -1,14 +1,12 @@
-//! Evals: define one (prompt template, generation settings, exact-match grader, repetitions)
-//! and launch it against a registered checkpoint.
+//! Evals: define one (the form is [`DefineEval`]) and launch it against a registered
+//! checkpoint.
 
 use crate::catalog::api::LaunchRun;
 use crate::catalog::api::{evals_page, CheckpointView, CreateEval};
+use crate::catalog::eval_form::DefineEval;
 use crate::components::{ActionError, ErrorNote};
 use arbiter_domain::manifest::EvalSummary;
 use leptos::prelude::*;
-
-const DEFAULT_TEMPLATE: &str =
-    "Answer the question. End your reply with a final line `Answer: <answer>`.\n\nQuestion: {input}";
 
 #[component]
 pub fn EvalsPage() -> impl IntoView {
@@ -37,35 +35,7 @@ pub fn EvalsPage() -> impl IntoView {
                             </section>
                             <section class="card">
                                 <h2>"Define an eval"</h2>
-                                <ActionForm action=create attr:class="stack">
-                                    <label>"Name" <input name="name" required maxlength="200"/></label>
-                                    <label>
-                                        "Dataset"
-                                        <select name="dataset_id" required>
-                                            {data.datasets.into_iter().map(|dataset| view! {
-                                                <option value=dataset.id.to_string()>{dataset.name}</option>
-                                            }).collect_view()}
-                                        </select>
-                                    </label>
-                                    <label>
-                                        "Prompt template (" <code>"{input}"</code> " is replaced by each item's input)"
-                                        <textarea name="prompt_template" rows="4" required>{DEFAULT_TEMPLATE}</textarea>
-                                    </label>
-                                    <div class="row">
-                                        <label>"Max tokens" <input name="max_tokens" type="number" value="128" min="1"/></label>
-                                        <label>"Temperature" <input name="temperature" type="number" value="0" min="0" max="2" step="0.1"/></label>
-                                        <label>"Repetitions" <input name="repetitions" type="number" value="1" min="1" max="100"/></label>
-                                        <label>"Seed" <input name="seed" type="number" value="0" min="0"/></label>
-                                    </div>
-                                    <label>
-                                        "Deterministic grader as JSON (empty: exact match on the final " <code>"Answer:"</code> " line), e.g. "
-                                        <code>"{\"kind\": \"numeric\", \"relative_tolerance\": 0.01}"</code>
-                                        <textarea name="grader" rows="2" placeholder="{\"kind\": \"exact_match\"}"></textarea>
-                                    </label>
-                                    <p class="hint">"Kinds: exact_match, normalised_match, regex_match, numeric, multiple_choice, contains, not_contains, json_valid, json_schema, length, all_of, any_of. Answers it cannot decide go to the eval's judges (set on the eval's page), else to the human annotation queue."</p>
-                                    <button type="submit">"Define eval"</button>
-                                </ActionForm>
-                                <ActionError value=create.value()/>
+                                <DefineEval datasets=data.datasets create/>
                             </section>
                         }.into_any()
                     }

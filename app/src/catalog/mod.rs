@@ -3,6 +3,7 @@
 pub mod api;
 pub(crate) mod checkpoints;
 pub(crate) mod datasets;
+pub(crate) mod eval_form;
 pub(crate) mod eval_prompt;
 pub(crate) mod evals;
 

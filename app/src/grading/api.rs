@@ -99,6 +99,13 @@ pub async fn eval_detail(id: EvalId) -> Result<EvalPageData, ServerFnError> {
             created_at: 0,
         },
         judges: store.list_judges().await.map_err(store_error)?,
+        checkpoints: store
+            .list_checkpoints()
+            .await
+            .map_err(store_error)?
+            .into_iter()
+            .map(|checkpoint| (checkpoint.id, checkpoint.name))
+            .collect(),
         runs,
     })
 }
@@ -187,6 +194,8 @@ pub struct EvalPageData {
     pub judges: Vec<Judge>,
     /// The eval's runs, newest first, with their cost by stage.
     pub runs: Vec<EvalRunCost>,
+    /// Checkpoints a preview may name: (id, name).
+    pub checkpoints: Vec<(arbiter_domain::ids::CheckpointId, String)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

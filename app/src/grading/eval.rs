@@ -1,7 +1,7 @@
 //! One eval: its definition, its triage policy (edited as new versions, each kept with who
 //! changed it and why) and recalibration of the accept threshold from human labels.
 
-use crate::catalog::eval_prompt::EvalPrompt;
+use crate::catalog::eval_prompt::{EvalPreview, EvalPrompt};
 use crate::components::{ActionError, ErrorNote};
 use crate::format::{format_time, route_id};
 use crate::grading::api::{eval_detail, EvalPageData, RecalibratePolicy, SavePolicy};
@@ -72,6 +72,8 @@ fn EvalDetail(
                {eval.temperature} " · " {eval.repetitions} " rep(s) · seed " {eval.seed}</p>
             <p>"Deterministic grader " <code data-testid="eval-grader">{eval.grader.id_version()}</code> " " <code class="hint">{serde_json::to_string(&eval.grader).unwrap_or_default()}</code></p>
             <EvalPrompt eval=eval.clone()/>
+            <h3>"Preview a request"</h3>
+            <EvalPreview eval_id=eval.id checkpoints=data.checkpoints.clone()/>
         </section>
         <section class="card">
             <h2>"Triage policy"</h2>

@@ -365,6 +365,22 @@ pub struct RequestPreview {
     pub note: Option<String>,
 }
 
+/// The eval form's live check: the dataset's fields, and one sample item's prompt under the
+/// template being typed (or why it cannot be rendered).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PromptSample {
+    /// Field names of the dataset's first items, in order of first appearance.
+    pub fields: Vec<String>,
+    /// The sample item's id, and its fields as text.
+    pub case_id: String,
+    pub item_text: String,
+    /// The rendered prompt as one text (a conversation as its turns), when it renders.
+    pub prompt: Option<String>,
+    pub targets: Vec<String>,
+    /// Why the sample cannot be rendered, when it cannot.
+    pub problem: Option<String>,
+}
+
 /// An eval's prompt parts, compiled once and rendered for each item.
 #[derive(Debug)]
 pub struct PromptRenderer {

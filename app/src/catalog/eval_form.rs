@@ -1,0 +1,222 @@
+//! The eval form as a researcher meets it: the dataset's fields listed beside the template,
+//! the template checked against a sample item as it is typed, the grader picked from a list
+//! with its settings as fields (raw JSON stays as an advanced option), and the optional parts
+//! (system prompt, API, field mapping, few-shot, sampling) folded away until wanted.
+
+use crate::catalog::api::{check_prompt, CreateEval};
+use crate::components::ActionError;
+use arbiter_domain::dataset::DatasetSummary;
+use arbiter_domain::eval_form::EvalFormText;
+use arbiter_domain::ids::DatasetId;
+use leptos::prelude::*;
+
+const DEFAULT_TEMPLATE: &str =
+    "Answer the question. End your reply with a final line `Answer: <answer>`.\n\nQuestion: {{ input }}";
+
+/// Graders offered in the list: (kind, what it does).
+const GRADERS: [(&str, &str); 10] = [
+    ("exact_match", "exact match on the final `Answer:` line"),
+    (
+        "normalised_match",
+        "match ignoring case, punctuation and articles",
+    ),
+    ("multiple_choice", "the option letter chosen (A, B, C…)"),
+    ("numeric", "a number, within a relative tolerance"),
+    ("regex_match", "a pattern's capture group equals the target"),
+    ("contains", "the output contains every listed string"),
+    (
+        "not_contains",
+        "the output contains none of the listed strings",
+    ),
+    ("json_valid", "the output is one JSON document"),
+    ("length", "at most so many words"),
+    ("json", "advanced: a grader spec as JSON (below)"),
+];
+
+#[component]
+pub fn DefineEval(
+    datasets: Vec<DatasetSummary>,
+    create: ServerAction<CreateEval>,
+) -> impl IntoView {
+    let first = datasets
+        .first()
+        .map(|dataset| dataset.id.to_string())
+        .unwrap_or_default();
+    let exemplar_datasets = datasets.clone();
+    let dataset = RwSignal::new(first);
+    let template = RwSignal::new(DEFAULT_TEMPLATE.to_string());
+    let system_prompt = RwSignal::new(String::new());
+    let api = RwSignal::new(String::new());
+    let input_field = RwSignal::new(String::new());
+    let target_field = RwSignal::new(String::new());
+    let choices_field = RwSignal::new(String::new());
+    let category_field = RwSignal::new(String::new());
+    let sample = Resource::new(
+        move || {
+            (
+                dataset.get(),
+                template.get(),
+                EvalFormText {
+                    system_prompt: system_prompt.get(),
+                    api: api.get(),
+                    input_field: input_field.get(),
+                    target_field: target_field.get(),
+                    choices_field: choices_field.get(),
+                    category_field: category_field.get(),
+                    ..EvalFormText::default()
+                },
+            )
+        },
+        |(dataset, template, options)| async move {
+            match dataset.parse::<DatasetId>() {
+                Ok(dataset) => check_prompt(dataset, template, options).await.ok(),
+                Err(_) => None,
+            }
+        },
+    );
+    let bind = |signal: RwSignal<String>| move |ev| signal.set(event_target_value(&ev));
+    view! {
+        <ActionForm action=create attr:class="stack">
+            <label>"Name" <input name="name" required maxlength="200"/></label>
+            <label>
+                "Dataset"
+                <select name="dataset_id" required on:change=bind(dataset)>
+                    {datasets.into_iter().map(|dataset| view! {
+                        <option value=dataset.id.to_string()>{dataset.name}</option>
+                    }).collect_view()}
+                </select>
+            </label>
+            <div class="row">
+                <div class="grow">
+                    <label>
+                        "Prompt template"
+                        <textarea name="prompt_template" rows="5" data-testid="prompt-template"
+                            prop:value=move || template.get() on:input=bind(template)>{DEFAULT_TEMPLATE}</textarea>
+                    </label>
+                    <p class="hint">
+                        "Jinja over the item's fields: " <code>"{{ question }}"</code> ", " <code>"{{ choices | lettered }}"</code>
+                        " (A. …, B. …), " <code>"{{ letter(0) }}"</code> ". A field an item lacks is an error when the eval is saved, "
+                        "never an empty string. Templates with " <code>"{input}"</code> " and no Jinja tag keep the original form."
+                    </p>
+                </div>
+                <aside class="card" data-testid="prompt-check">
+                    <Transition fallback=|| view! { <p class="hint">"Checking…"</p> }>
+                        {move || Suspend::new(async move {
+                            match sample.await {
+                                None => view! { <p class="hint">"Choose a dataset to see its fields."</p> }.into_any(),
+                                Some(sample) => view! { <PromptCheck sample/> }.into_any(),
+                            }
+                        })}
+                    </Transition>
+                </aside>
+            </div>
+            <details>
+                <summary>"System prompt, API, field mapping"</summary>
+                <label>"System prompt (a template too)"
+                    <textarea name="options[system_prompt]" rows="2" on:input=bind(system_prompt)></textarea>
+                </label>
+                <div class="row">
+                    <label>"API"
+                        <select name="options[api]" on:change=bind(api)>
+                            <option value="chat">"chat completions"</option>
+                            <option value="completions">"completions (base checkpoints)"</option>
+                        </select>
+                    </label>
+                    <label>"Template syntax"
+                        <select name="options[template_syntax]">
+                            <option value="">"detect"</option>
+                            <option value="jinja">"Jinja"</option>
+                            <option value="placeholder">"{input} only"</option>
+                        </select>
+                    </label>
+                </div>
+                <div class="row">
+                    <label>"Input field" <input name="options[input_field]" placeholder="input" on:input=bind(input_field)/></label>
+                    <label>"Target field" <input name="options[target_field]" placeholder="target" on:input=bind(target_field)/></label>
+                    <label>"Choices field" <input name="options[choices_field]" placeholder="none" on:input=bind(choices_field)/></label>
+                    <label>"Category field" <input name="options[category_field]" placeholder="category" on:input=bind(category_field)/></label>
+                </div>
+                <div class="row">
+                    <label>"Metadata fields (comma-separated)" <input name="options[metadata_fields]"/></label>
+                    <label>"Shuffle choices (a seed; empty keeps the order)" <input name="options[shuffle_seed]" type="number" min="0"/></label>
+                </div>
+            </details>
+            <details>
+                <summary>"Few-shot exemplars"</summary>
+                <div class="row">
+                    <label>"Exemplars from"
+                        <select name="options[few_shot_dataset]">
+                            <option value="">"none"</option>
+                            {exemplar_datasets.into_iter().map(|dataset| view! {
+                                <option value=dataset.id.to_string()>{dataset.name}</option>
+                            }).collect_view()}
+                        </select>
+                    </label>
+                    <label>"Shots" <input name="options[few_shot_count]" type="number" min="1" max="64" value="5"/></label>
+                    <label>"Draw seed" <input name="options[few_shot_seed]" type="number" min="0" value="0"/></label>
+                    <label>"As"
+                        <select name="options[few_shot_style]">
+                            <option value="text">"text before the question"</option>
+                            <option value="turns">"earlier chat turns"</option>
+                        </select>
+                    </label>
+                </div>
+            </details>
+            <div class="row">
+                <label>"Max tokens" <input name="max_tokens" type="number" value="128" min="1"/></label>
+                <label>"Temperature" <input name="temperature" type="number" value="0" min="0" max="2" step="0.1"/></label>
+                <label>"Repetitions" <input name="repetitions" type="number" value="1" min="1" max="100"/></label>
+                <label>"Seed" <input name="seed" type="number" value="0" min="0"/></label>
+            </div>
+            <details>
+                <summary>"Sampling options"</summary>
+                <div class="row">
+                    <label>"top_p" <input name="options[top_p]" type="number" min="0" max="1" step="0.01"/></label>
+                    <label>"Stop sequences (one per line; \\n for a newline)" <textarea name="options[stop]" rows="2"></textarea></label>
+                    <label>"Engine parameters (JSON: top_k, min_p, repetition_penalty, …)" <input name="options[extra]" placeholder="{\"top_k\": 20}"/></label>
+                </div>
+            </details>
+            <fieldset>
+                <legend>"Grader"</legend>
+                <select name="options[grader_kind]" aria-label="grader">
+                    {GRADERS.iter().map(|(kind, what)| view! {
+                        <option value=*kind>{format!("{kind}: {what}")}</option>
+                    }).collect_view()}
+                </select>
+                <div class="row">
+                    <label>"Relative tolerance (numeric)" <input name="options[grader_tolerance]" type="number" min="0" step="any"/></label>
+                    <label>"Pattern (regex_match)" <input name="options[grader_pattern]" placeholder="Answer: (\\w+)"/></label>
+                    <label>"Strings, one per line (contains)" <textarea name="options[grader_strings]" rows="2"></textarea></label>
+                    <label>"Most words (length)" <input name="options[grader_max_words]" type="number" min="1"/></label>
+                </div>
+                <details>
+                    <summary>"Advanced: grader as JSON"</summary>
+                    <textarea name="grader" rows="2" placeholder="{\"kind\": \"all_of\", \"graders\": […]}"></textarea>
+                </details>
+                <p class="hint">"Answers the grader cannot decide go to the eval's judges (set on the eval's page), else to the human annotation queue."</p>
+            </fieldset>
+            <button type="submit">"Define eval"</button>
+        </ActionForm>
+        <ActionError value=create.value()/>
+    }
+}
+
+#[component]
+fn PromptCheck(sample: arbiter_domain::prompt::request::PromptSample) -> impl IntoView {
+    view! {
+        <p data-testid="dataset-fields">"Fields: "
+            {sample.fields.iter().map(|field| view! { <code>{field.clone()}</code> " " }).collect_view()}
+        </p>
+        {match (sample.prompt, sample.problem) {
+            (_, Some(problem)) => view! {
+                <p class="error" data-testid="prompt-problem">{format!("Item {}: {problem}", sample.case_id)}</p>
+            }.into_any(),
+            (Some(prompt), None) => view! {
+                <p class="hint">{format!("Item {} renders as:", sample.case_id)}</p>
+                <pre class="output" data-testid="prompt-sample">{prompt}</pre>
+                <p class="hint">{format!("Target: {}", sample.targets.join(" | "))}</p>
+            }.into_any(),
+            (None, None) => view! { <p class="hint">"The dataset has no items yet."</p> }.into_any(),
+        }}
+    }
+}

@@ -1,0 +1,45 @@
+//! The eval form as a researcher fills it in: every optional field as text ('' is the
+//! default), shared by the page and the server function that parses it (the engine's
+//! `eval_form`), so a problem is named by its field.
+
+use serde::{Deserialize, Serialize};
+
+/// The optional fields of the eval form, as typed ('' everywhere means the default).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct EvalFormText {
+    /// '' (detect), `jinja` or `placeholder`.
+    pub template_syntax: String,
+    pub system_prompt: String,
+    /// '' or `chat`, or `completions`.
+    pub api: String,
+    pub input_field: String,
+    pub target_field: String,
+    pub choices_field: String,
+    pub category_field: String,
+    /// Comma-separated.
+    pub metadata_fields: String,
+    /// '' keeps the items' order; a number shuffles choices with that seed.
+    pub shuffle_seed: String,
+    /// One stop sequence per line (`\n` written as the two characters).
+    pub stop: String,
+    pub top_p: String,
+    /// A JSON object of engine sampling parameters.
+    pub extra: String,
+    /// '' for none, else the exemplar dataset's id.
+    pub few_shot_dataset: String,
+    pub few_shot_count: String,
+    pub few_shot_seed: String,
+    /// '' or `text`, or `turns`.
+    pub few_shot_style: String,
+    /// The grader picked from the list: '' (exact match), a kind, or `json` for the raw spec.
+    pub grader_kind: String,
+    /// `numeric`: relative tolerance.
+    pub grader_tolerance: String,
+    /// `regex_match`: the pattern.
+    pub grader_pattern: String,
+    /// `contains`, `not_contains`: one string per line.
+    pub grader_strings: String,
+    /// `length`: most words.
+    pub grader_max_words: String,
+}
