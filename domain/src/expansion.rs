@@ -197,7 +197,7 @@ mod tests {
             },
         ]);
         let mut with_stop = settings();
-        with_stop.stop = vec!["\n".into()];
+        with_stop.sampling.stop = vec!["\n".into()];
         let keys = [
             request_key(&fingerprint, &user("Q: 1+1?"), &settings(), 0),
             request_key(&fingerprint, &completion, &settings(), 0),

@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 use crate::grading::triage::FrozenTriage;
 use crate::grading::{GraderSpec, EXACT_MATCH_GRADER};
 use crate::prompt::PromptSpec;
-use std::collections::BTreeMap;
+pub use crate::sampling::SamplingOptions;
 
 /// Sampling settings sent with every generation request of a run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -19,18 +19,10 @@ pub struct GenerationSettings {
     pub temperature: f64,
     /// Base seed; repetition `r` of a case is sampled with `seed + r`.
     pub seed: u64,
-    // The settings below are absent from manifests when unset, so manifests frozen before
-    // they existed keep their hashes.
-    /// Nucleus sampling; `None` leaves the endpoint's default (1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub top_p: Option<f64>,
-    /// Generation stops before any of these.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub stop: Vec<String>,
-    /// Engine sampling parameters passed as they are (`top_k`, `min_p`, …; see
-    /// [`crate::sampling`]).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub extra: BTreeMap<String, serde_json::Value>,
+    /// Settings beyond the original three, absent from manifests when unset (so manifests
+    /// frozen before they existed keep their hashes).
+    #[serde(flatten)]
+    pub sampling: SamplingOptions,
 }
 
 impl GenerationSettings {
@@ -40,15 +32,13 @@ impl GenerationSettings {
             max_tokens,
             temperature,
             seed,
-            top_p: None,
-            stop: Vec::new(),
-            extra: BTreeMap::new(),
+            sampling: SamplingOptions::default(),
         }
     }
 
     /// Whether only the original three settings are set (such requests keep their cache key).
     pub fn is_basic(&self) -> bool {
-        self.top_p.is_none() && self.stop.is_empty() && self.extra.is_empty()
+        self.sampling == SamplingOptions::default()
     }
 }
 
@@ -93,8 +83,7 @@ impl EvalSpec {
         if !(0.0..=2.0).contains(&self.generation.temperature) {
             return Err("temperature must be between 0 and 2".into());
         }
-        crate::sampling::validate_core(&self.generation.stop, self.generation.top_p)?;
-        crate::sampling::validate_extra(&self.generation.extra)?;
+        self.generation.sampling.validate()?;
         if self.repetitions == 0 || self.repetitions > MAX_REPETITIONS {
             return Err(format!(
                 "repetitions must be between 1 and {MAX_REPETITIONS}"
@@ -216,14 +205,9 @@ pub struct EvalSummary {
     pub temperature: f64,
     pub repetitions: i64,
     pub seed: i64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub top_p: Option<f64>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub stop: Vec<String>,
-    /// Engine sampling parameters (`top_k`, `min_p`, …).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    #[schema(value_type = Object)]
-    pub extra: BTreeMap<String, serde_json::Value>,
+    /// `top_p`, `stop` and engine sampling parameters, when set.
+    #[serde(flatten)]
+    pub sampling: SamplingOptions,
     pub created_at: i64,
 }
 
@@ -234,44 +218,8 @@ impl EvalSummary {
             max_tokens: u32::try_from(self.max_tokens).unwrap_or(u32::MAX),
             temperature: self.temperature,
             seed: self.seed as u64,
-            top_p: self.top_p,
-            stop: self.stop.clone(),
-            extra: self.extra.clone(),
+            sampling: self.sampling.clone(),
         }
-    }
-}
-
-/// The sampling settings beyond the original three, as an eval row stores them (JSON; `None`
-/// when there are none).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct SamplingOptions {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub top_p: Option<f64>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub stop: Vec<String>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub extra: BTreeMap<String, serde_json::Value>,
-}
-
-impl SamplingOptions {
-    pub fn of(settings: &GenerationSettings) -> SamplingOptions {
-        SamplingOptions {
-            top_p: settings.top_p,
-            stop: settings.stop.clone(),
-            extra: settings.extra.clone(),
-        }
-    }
-
-    /// The stored column: `None` when nothing beyond the original settings is set.
-    pub fn to_column(&self) -> Option<String> {
-        (*self != SamplingOptions::default())
-            .then(|| serde_json::to_string(self).expect("sampling options always serialize"))
-    }
-
-    pub fn from_column(column: Option<&str>) -> Result<SamplingOptions, String> {
-        column.map_or(Ok(SamplingOptions::default()), |text| {
-            serde_json::from_str(text).map_err(|err| format!("unreadable sampling options: {err}"))
-        })
     }
 }
 

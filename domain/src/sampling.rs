@@ -3,8 +3,45 @@
 //! against the range the engines accept, so a typo or an out-of-range value is refused when
 //! the eval is saved instead of failing every request of a run. Pure: no I/O.
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
+
+/// The sampling settings beyond `max_tokens`, `temperature` and `seed`. Each is absent from
+/// JSON when unset; an eval row stores them as one JSON column (`None` when none is set).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct SamplingOptions {
+    /// Nucleus sampling; `None` leaves the endpoint's default (1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    /// Generation stops before any of these.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stop: Vec<String>,
+    /// Engine sampling parameters passed as they are (`top_k`, `min_p`, …).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schema(value_type = Object)]
+    pub extra: BTreeMap<String, Value>,
+}
+
+impl SamplingOptions {
+    /// Checks every setting against the ranges the engines accept.
+    pub fn validate(&self) -> Result<(), String> {
+        validate_core(&self.stop, self.top_p)?;
+        validate_extra(&self.extra)
+    }
+
+    /// The stored column: `None` when nothing is set.
+    pub fn to_column(&self) -> Option<String> {
+        (*self != SamplingOptions::default())
+            .then(|| serde_json::to_string(self).expect("sampling options always serialize"))
+    }
+
+    pub fn from_column(column: Option<&str>) -> Result<SamplingOptions, String> {
+        column.map_or(Ok(SamplingOptions::default()), |text| {
+            serde_json::from_str(text).map_err(|err| format!("unreadable sampling options: {err}"))
+        })
+    }
+}
 
 /// Most stop sequences, and the longest (the bundled model server's limits; vLLM has none,
 /// OpenAI allows four).

@@ -13,11 +13,10 @@ use arbiter_domain::dataset::{DatasetFormat, DatasetRevision};
 use arbiter_domain::fields::FieldMapping;
 use arbiter_domain::grading::GraderSpec;
 use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId, UserId};
-use arbiter_domain::manifest::{EvalSpec, GenerationSettings};
+use arbiter_domain::manifest::{EvalSpec, GenerationSettings, SamplingOptions};
 use arbiter_domain::prompt::few_shot::FewShotSpec;
 use arbiter_domain::prompt::{Api, MessageTemplate, PromptSpec, TemplateSyntax};
 use arbiter_store::Store;
-use std::collections::BTreeMap;
 
 fn required(value: &str, what: &str, max_chars: usize) -> ServiceResult<String> {
     let value = value.trim();
@@ -281,9 +280,7 @@ pub struct EvalOptions {
     pub api: Api,
     pub mapping: Option<FieldMapping>,
     pub few_shot: Option<FewShotSpec>,
-    pub top_p: Option<f64>,
-    pub stop: Vec<String>,
-    pub extra: BTreeMap<String, serde_json::Value>,
+    pub sampling: SamplingOptions,
 }
 
 /// The grader typed into the eval form: '' is exact match; a grader without settings may be
@@ -323,9 +320,7 @@ pub fn eval_spec(form: &EvalForm) -> ServiceResult<EvalSpec> {
         },
         grader: parse_grader_form(&form.grader)?,
         generation: GenerationSettings {
-            top_p: options.top_p,
-            stop: options.stop.clone(),
-            extra: options.extra.clone(),
+            sampling: options.sampling.clone(),
             ..GenerationSettings::basic(form.max_tokens, form.temperature, form.seed)
         },
         repetitions: form.repetitions,

@@ -8,6 +8,7 @@ use arbiter_domain::eval_form::EvalFormText;
 use arbiter_domain::fields::FieldMapping;
 use arbiter_domain::grading::{GraderSpec, Require};
 use arbiter_domain::ids::DatasetId;
+use arbiter_domain::manifest::SamplingOptions;
 use arbiter_domain::prompt::few_shot::{FewShotSpec, FewShotStyle};
 use arbiter_domain::prompt::{Api, TemplateSyntax};
 use std::collections::BTreeMap;
@@ -114,9 +115,11 @@ impl Parse for EvalFormText {
             api,
             mapping: (mapping != defaults).then_some(mapping),
             few_shot,
-            top_p: optional_number(&self.top_p, "top_p")?,
-            stop,
-            extra,
+            sampling: SamplingOptions {
+                top_p: optional_number(&self.top_p, "top_p")?,
+                stop,
+                extra,
+            },
         })
     }
 
@@ -173,7 +176,7 @@ mod tests {
         let options = EvalFormText::default().options().unwrap();
         assert_eq!(options.template_syntax, None);
         assert_eq!(options.mapping, None);
-        assert!(options.few_shot.is_none() && options.stop.is_empty() && options.extra.is_empty());
+        assert!(options.few_shot.is_none() && options.sampling == SamplingOptions::default());
         assert_eq!(EvalFormText::default().grader("").unwrap(), "");
     }
 
@@ -194,7 +197,7 @@ mod tests {
         let options = form.options().unwrap();
         let mapping = options.mapping.unwrap();
         assert_eq!(mapping.metadata, vec!["subject", "source"]);
-        assert_eq!(options.stop, vec!["\n\nQuestion:", "###"]);
+        assert_eq!(options.sampling.stop, vec!["\n\nQuestion:", "###"]);
         assert_eq!(options.few_shot.unwrap().count, 3);
         assert_eq!(
             form.grader("").unwrap(),

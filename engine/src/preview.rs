@@ -72,9 +72,7 @@ pub async fn preview_request(
         max_tokens: settings.max_tokens,
         temperature: settings.temperature,
         seed: seed_for(&settings, i64::from(repetition)),
-        top_p: settings.top_p,
-        stop: settings.stop.clone(),
-        extra: settings.extra.clone(),
+        sampling: settings.sampling.clone(),
     };
     let (generation_key, note) = match &checkpoint {
         None => (

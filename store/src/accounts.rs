@@ -181,8 +181,8 @@ macro_rules! accounts_sql {
                 let result: StoreResult<Option<u64>> = async move {
                     let mut tx = self.writer.begin_with($begin).await?;
                     let id: Option<i64> = sqlx::query_scalar(
-                        "UPDATE users SET password_hash = $1, session_epoch = session_epoch + 1 \
-                         WHERE username = $2 RETURNING id",
+                        "UPDATE users SET password_hash = $1, session_epoch = session_epoch + 1, \
+                         must_change_password = TRUE WHERE username = $2 RETURNING id",
                     )
                     .bind(hash.as_phc())
                     .bind(username)

@@ -144,9 +144,7 @@ macro_rules! catalog_sql {
                 temperature: row.read("temperature")?,
                 repetitions: row.read("repetitions")?,
                 seed: row.read("seed")?,
-                top_p: sampling.top_p,
-                stop: sampling.stop,
-                extra: sampling.extra,
+                sampling,
                 created_at: row.read("created_at")?,
             })
         }
@@ -619,7 +617,7 @@ macro_rules! catalog_sql {
                     .bind(now_ms())
                     .bind(dataset_id.get())
                     .bind(spec.prompt.options_column())
-                    .bind(arbiter_domain::manifest::SamplingOptions::of(&spec.generation).to_column())
+                    .bind(spec.generation.sampling.to_column())
                     .fetch_optional(&mut *tx)
                     .await
                     .map_err(|err| {

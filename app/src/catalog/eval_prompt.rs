@@ -46,16 +46,16 @@ pub fn EvalPrompt(eval: EvalSummary) -> impl IntoView {
         },
     );
     let mut sampling = Vec::new();
-    if let Some(top_p) = eval.top_p {
+    if let Some(top_p) = eval.sampling.top_p {
         sampling.push(format!("top_p {top_p}"));
     }
-    if !eval.stop.is_empty() {
+    if !eval.sampling.stop.is_empty() {
         sampling.push(format!(
             "stop {}",
-            serde_json::to_string(&eval.stop).unwrap_or_default()
+            serde_json::to_string(&eval.sampling.stop).unwrap_or_default()
         ));
     }
-    for (name, value) in &eval.extra {
+    for (name, value) in &eval.sampling.extra {
         sampling.push(format!("{name} {value}"));
     }
     view! {

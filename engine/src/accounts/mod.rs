@@ -26,9 +26,10 @@ pub async fn create_user(
     Ok(store.create_user(username.as_str(), &hash, role).await?)
 }
 
-/// An operator's reset: the new password, every session of the user ended and every API
-/// token of theirs revoked (whoever knew the old password may have made one). Returns how
-/// many tokens were revoked.
+/// An operator's reset: the new password, every session of the user ended, every API token
+/// of theirs revoked (whoever knew the old password may have made one), and a change of
+/// password required at the next sign-in (the operator knows this one). Returns how many
+/// tokens were revoked.
 pub async fn reset_password(
     store: &dyn Store,
     username: &str,

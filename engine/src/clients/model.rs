@@ -11,6 +11,7 @@ use arbiter_domain::checkpoint::Checkpoint;
 use arbiter_domain::fields::{ChatMessage, Role};
 use arbiter_domain::logprobs::{ChatLogprobs, CompletionLogprobs};
 use arbiter_domain::manifest::EndpointFingerprint;
+use arbiter_domain::manifest::SamplingOptions;
 use arbiter_domain::prompt::PromptBody;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -26,10 +27,9 @@ pub struct GenerationRequest {
     pub max_tokens: u32,
     pub temperature: f64,
     pub seed: u64,
-    pub top_p: Option<f64>,
-    pub stop: Vec<String>,
-    /// Engine sampling parameters, sent as top-level fields (checked when the eval was saved).
-    pub extra: BTreeMap<String, serde_json::Value>,
+    /// `top_p`, `stop` and engine parameters (sent as top-level fields; checked when the eval
+    /// was saved).
+    pub sampling: SamplingOptions,
 }
 
 impl GenerationRequest {
@@ -50,9 +50,7 @@ impl GenerationRequest {
             max_tokens,
             temperature,
             seed,
-            top_p: None,
-            stop: Vec::new(),
-            extra: BTreeMap::new(),
+            sampling: SamplingOptions::default(),
         }
     }
 }
@@ -261,15 +259,15 @@ impl<'a> RequestBody<'a> {
             max_tokens: request.max_tokens,
             temperature: request.temperature,
             seed: request.seed,
-            top_p: request.top_p,
-            stop: &request.stop,
+            top_p: request.sampling.top_p,
+            stop: &request.sampling.stop,
             logprobs: match prompt {
                 None => serde_json::Value::Bool(true),
                 Some(_) => serde_json::Value::from(TOP_LOGPROBS),
             },
             top_logprobs: prompt.is_none().then_some(TOP_LOGPROBS),
             stream: false,
-            extra: &request.extra,
+            extra: &request.sampling.extra,
         }
     }
 }

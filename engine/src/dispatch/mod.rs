@@ -177,9 +177,7 @@ async fn answer(
                 max_tokens: settings.max_tokens,
                 temperature: settings.temperature,
                 seed: seed_for(settings, job.repetition),
-                top_p: settings.top_p,
-                stop: settings.stop.clone(),
-                extra: settings.extra.clone(),
+                sampling: settings.sampling.clone(),
             };
             // The planner's estimate, stored on the identity, is the request's token cost.
             let cost = u64::try_from(job.cost).unwrap_or(0);

@@ -165,6 +165,8 @@ async fn users_sign_up_and_reset_passwords(store: Arc<dyn Store>) {
     let revoked = store.api_tokens(Some(alice)).await.unwrap();
     assert_eq!((revoked[0].id, revoked[0].revoked_at), (token.id, Some(2)));
     alice_user.session_epoch = 1;
+    // The operator chose the new password: alice must choose her own at sign-in.
+    alice_user.must_change_password = true;
     let credentials = store.find_user_credentials("alice").await.unwrap().unwrap();
     assert_eq!(
         credentials.password_hash.as_phc(),

@@ -5,6 +5,7 @@
 //! requests are checked on the wire, at a recording endpoint.
 
 use arbiter_domain::fields::FieldMapping;
+use arbiter_domain::manifest::SamplingOptions;
 use arbiter_domain::prompt::{Api, TemplateSyntax};
 use arbiter_engine::catalog::{self, EvalForm, EvalOptions};
 use arbiter_engine::error::ServiceError;
@@ -429,9 +430,11 @@ async fn base_checkpoints_get_completions_with_stop_sequences_and_sampling_optio
         grader: r#"{"kind": "normalised_match"}"#.into(),
         options: EvalOptions {
             api: Api::Completions,
-            stop: vec!["\n".into(), "Question:".into()],
-            top_p: Some(0.9),
-            extra: extra.clone(),
+            sampling: SamplingOptions {
+                stop: vec!["\n".into(), "Question:".into()],
+                top_p: Some(0.9),
+                extra: extra.clone(),
+            },
             ..EvalOptions::default()
         },
         ..eval_form("base", revision.dataset_id, 1)
@@ -440,14 +443,20 @@ async fn base_checkpoints_get_completions_with_stop_sequences_and_sampling_optio
     for (options, naming) in [
         (
             EvalOptions {
-                extra: [("top_k".to_string(), json!("many"))].into(),
+                sampling: SamplingOptions {
+                    extra: [("top_k".to_string(), json!("many"))].into(),
+                    ..form.options.sampling.clone()
+                },
                 ..form.options.clone()
             },
             "`top_k` is \"many\"",
         ),
         (
             EvalOptions {
-                extra: [("temprature".to_string(), json!(0.5))].into(),
+                sampling: SamplingOptions {
+                    extra: [("temprature".to_string(), json!(0.5))].into(),
+                    ..form.options.sampling.clone()
+                },
                 ..form.options.clone()
             },
             "`temprature` is not a sampling parameter",
@@ -478,8 +487,8 @@ async fn base_checkpoints_get_completions_with_stop_sequences_and_sampling_optio
         .await
         .unwrap();
     let stored = store.get_eval(eval).await.unwrap().unwrap();
-    assert_eq!(stored.extra, extra);
-    assert_eq!(stored.top_p, Some(0.9));
+    assert_eq!(stored.sampling.extra, extra);
+    assert_eq!(stored.sampling.top_p, Some(0.9));
     let checkpoint = checkpoint(store.as_ref(), "base", &recorder.base_url, "base-model", "").await;
     let run = launch(store.as_ref(), eval, checkpoint).await;
     let progress = work_until_complete(store.clone(), &[run], test_worker("w")).await;

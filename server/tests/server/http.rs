@@ -189,6 +189,12 @@ const SERVER_FUNCTIONS: &[(&str, Args, Allowed)] = &[
         Allowed::Researchers,
     ),
     (
+        "check_prompt",
+        &[("dataset_id", "1"), ("prompt_template", "Q: {{ input }}")],
+        Allowed::Researchers,
+    ),
+    ("preview_eval", &[("eval_id", "1")], Allowed::Researchers),
+    (
         "launch_run",
         &[("eval_id", "1"), ("checkpoint_id", "1")],
         Allowed::Researchers,

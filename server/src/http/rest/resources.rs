@@ -7,7 +7,7 @@ use arbiter_domain::checkpoint::{Checkpoint, Endpoint};
 use arbiter_domain::dataset::{DatasetRevision, DatasetSummary};
 use arbiter_domain::fields::FieldMapping;
 use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId, UserId};
-use arbiter_domain::manifest::EvalSummary;
+use arbiter_domain::manifest::{EvalSummary, SamplingOptions};
 use arbiter_domain::prompt::few_shot::FewShotSpec;
 use arbiter_domain::prompt::request::RequestPreview;
 use arbiter_domain::prompt::{Api, MessageTemplate, TemplateSyntax};
@@ -419,9 +419,11 @@ pub async fn define_eval(
             api: request.api,
             mapping: request.fields,
             few_shot: request.few_shot,
-            top_p: request.top_p,
-            stop: request.stop,
-            extra: request.extra,
+            sampling: SamplingOptions {
+                top_p: request.top_p,
+                stop: request.stop,
+                extra: request.extra,
+            },
         },
     };
     let id =

@@ -175,6 +175,14 @@ async fn an_operators_reset_ends_the_users_sessions_and_revokes_their_tokens() {
         app.call(&client, "api_tokens", &[]).await,
         StatusCode::UNAUTHORIZED
     );
+    // The operator knows the new password, so the user must choose their own at sign-in.
+    let credentials = app
+        .store
+        .find_user_credentials("researcher")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(credentials.user.must_change_password);
 }
 
 /// Before the fix the current password on the change form could be guessed without limit
