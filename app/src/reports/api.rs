@@ -48,6 +48,8 @@ pub struct ReportView {
     /// Answers per latency bucket: ("0.5–1 s", 120), …; empty before any answer.
     pub latency: Vec<(String, u64)>,
     pub latency_chart_svg: String,
+    /// With several repetitions: pass@k and pass^k for each k.
+    pub sample_metrics: Vec<arbiter_domain::stats::sampling::SampleMetricRow>,
 }
 
 /// One paired test of a candidate against the baseline.
@@ -255,6 +257,7 @@ mod convert {
                 })
                 .collect(),
             latency_chart_svg: String::new(),
+            sample_metrics: report.sample_metrics.clone(),
         }
     }
 

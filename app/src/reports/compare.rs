@@ -196,6 +196,23 @@ pub fn ReportCard(title: &'static str, report: ReportView) -> impl IntoView {
                     })}
                 </details>
             })}
+            {(!report.sample_metrics.is_empty()).then(|| view! {
+                <table class="sample-metrics" data-testid="sample-metrics">
+                    <thead><tr><th>"Metric"</th><th>"Value"</th><th>"95% interval (bootstrap over cases)"</th><th>"Cases"</th><th>"Samples used"</th><th>"Cases with fewer samples"</th></tr></thead>
+                    <tbody>
+                        {report.sample_metrics.iter().map(|row| view! {
+                            <tr>
+                                <td>{row.metric.label(row.k)}</td>
+                                <td>{format!("{:.1}%", row.value * 100.0)}</td>
+                                <td>{row.interval.map(|interval| format!("{:.1}–{:.1}%", interval.lower * 100.0, interval.upper * 100.0)).unwrap_or_default()}</td>
+                                <td>{row.items}</td>
+                                <td>{row.samples}</td>
+                                <td>{row.short_items}</td>
+                            </tr>
+                        }).collect_view()}
+                    </tbody>
+                </table>
+            })}
             {(!report.categories.is_empty()).then(|| view! {
                 <table class="categories">
                     <thead><tr><th>"Category"</th><th>"Pass rate"</th><th>"95% interval"</th><th>"Passed / graded"</th><th>"Uncertain"</th><th>"Errors"</th></tr></thead>

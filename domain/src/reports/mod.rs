@@ -215,6 +215,10 @@ pub struct Report {
     /// Answers per latency bucket ([`crate::reports::latency::LATENCY_EDGES_MS`]), from the
     /// snapshot; empty before any answer.
     pub latency: Vec<u64>,
+    /// With several repetitions: pass@k and pass^k for every k up to the samples per case,
+    /// each saying how many cases and samples it used. Empty with one repetition.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sample_metrics: Vec<crate::stats::sampling::SampleMetricRow>,
 }
 
 impl Report {
@@ -307,6 +311,7 @@ pub fn build_report(
         categories,
         problems,
         latency: Vec::new(),
+        sample_metrics: Vec::new(),
     }
 }
 

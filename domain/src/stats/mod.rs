@@ -6,10 +6,12 @@
 //! - [`paired`]: tests on the items two runs share (exact McNemar for pass/fail, a paired
 //!   bootstrap for scores).
 //! - [`correction`]: adjusted p-values when many evals or categories are compared at once.
+//! - [`sampling`]: pass@k, pass^k and maj@k over several samples per item.
 
 pub mod correction;
 pub mod paired;
 pub mod proportion;
+pub mod sampling;
 
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, Normal};

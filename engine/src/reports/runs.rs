@@ -4,10 +4,13 @@
 use crate::error::{ServiceError, ServiceResult};
 use arbiter_domain::ids::RunId;
 use arbiter_domain::manifest::Manifest;
-use arbiter_domain::reports::snapshot::{Expectation, Snapshot, SnapshotBuilder};
+use arbiter_domain::reports::snapshot::{
+    Expectation, Snapshot, SnapshotBuilder, VERDICT_FAIL, VERDICT_PASS,
+};
 use arbiter_domain::reports::{build_report, Report, RunFacts, TallyRow};
 use arbiter_domain::run::RunProgress;
 use arbiter_domain::stats::proportion::ClusterSums;
+use arbiter_domain::stats::sampling::sample_metrics;
 use arbiter_store::{Store, StoredSnapshot};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -128,7 +131,28 @@ pub(crate) async fn report_and_snapshot(
     };
     let mut report = build_report(&facts, &tallies, &snapshot.header.problems, &clusters);
     report.latency = snapshot.header.latency.clone();
+    if let Some(per_item) = samples_per_item(&snapshot) {
+        report.sample_metrics = sample_metrics(&per_item, run_id.get() as u64);
+    }
     Ok((progress, report, snapshot))
+}
+
+/// Each case's (graded samples, correct samples), when the run has several repetitions laid
+/// out repetition by repetition (the snapshot's `cases`; position p is case p % cases).
+fn samples_per_item(snapshot: &Snapshot) -> Option<Vec<(u64, u64)>> {
+    let cases = usize::try_from(snapshot.header.cases?)
+        .ok()
+        .filter(|cases| *cases > 0)?;
+    let mut per_item = vec![(0u64, 0u64); cases];
+    for (position, verdict) in snapshot.verdicts.iter().enumerate() {
+        let item = &mut per_item[position % cases];
+        match *verdict {
+            VERDICT_PASS => *item = (item.0 + 1, item.1 + 1),
+            VERDICT_FAIL => item.0 += 1,
+            _ => {}
+        }
+    }
+    Some(per_item)
 }
 
 #[cfg(test)]

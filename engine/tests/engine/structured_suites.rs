@@ -7,6 +7,7 @@
 use arbiter_domain::fields::FieldMapping;
 use arbiter_domain::manifest::SamplingOptions;
 use arbiter_domain::prompt::{Api, TemplateSyntax};
+use arbiter_domain::stats::sampling::SampleMetric;
 use arbiter_engine::catalog::{self, EvalForm, EvalOptions};
 use arbiter_engine::error::ServiceError;
 use arbiter_store::Store;
@@ -21,7 +22,8 @@ stories!(
     structured_datasets_are_one_revision_in_every_format,
     mapped_jinja_evals_send_what_the_preview_shows,
     base_checkpoints_get_completions_with_stop_sequences_and_sampling_options,
-    few_shot_exemplars_are_frozen_into_the_manifest
+    few_shot_exemplars_are_frozen_into_the_manifest,
+    reports_give_pass_at_k_over_repetitions
 );
 
 /// Three MMLU-style items, as published: a question, four choices, the answer's index.
@@ -605,4 +607,67 @@ async fn few_shot_exemplars_are_frozen_into_the_manifest(store: Arc<dyn Store>) 
     let new_manifest = store.run_manifest(rerun).await.unwrap().unwrap();
     assert_ne!(new_manifest.exemplars, manifest.exemplars);
     assert_ne!(new_manifest.content_hash(), manifest.content_hash());
+}
+
+/// Right on even seeds only: each item, sampled at seeds 7, 8, 9 and 10, is right twice.
+fn right_on_even_seeds(body: &Value) -> String {
+    if body["seed"].as_u64().unwrap_or(1) % 2 == 0 {
+        "Answer: yes".into()
+    } else {
+        "Answer: no".into()
+    }
+}
+
+async fn reports_give_pass_at_k_over_repetitions(store: Arc<dyn Store>) {
+    let recorder = Recorder::start("rec-model", right_on_even_seeds).await;
+    let items: String = (0..5)
+        .map(|index| json!({"id": format!("c{index}"), "input": format!("Is {index} a number?"), "target": "yes"}).to_string() + "\n")
+        .collect();
+    let revision =
+        catalog::upload_dataset(store.as_ref(), "yes", "yes.jsonl", items.as_bytes(), None)
+            .await
+            .unwrap();
+    let eval = catalog::define_eval(
+        store.as_ref(),
+        &eval_form("sampled", revision.dataset_id, 4),
+        None,
+    )
+    .await
+    .unwrap();
+    let checkpoint = checkpoint(store.as_ref(), "rec", &recorder.base_url, "rec-model", "").await;
+    let run = launch(store.as_ref(), eval, checkpoint).await;
+    work_until_complete(store.clone(), &[run], test_worker("w")).await;
+    let (_, report) = arbiter_engine::reports::runs::run_report(store.as_ref(), run)
+        .await
+        .unwrap();
+    let row = |metric: SampleMetric, k: u64| {
+        report
+            .sample_metrics
+            .iter()
+            .find(|row| row.metric == metric && row.k == k)
+            .unwrap_or_else(|| panic!("{metric:?}@{k} in {:?}", report.sample_metrics))
+            .clone()
+    };
+    // n = 4, c = 2 for every item: pass@1 = 1/2, pass@2 = 1 − C(2,2)/C(4,2) = 5/6,
+    // pass@3 = 1, pass^2 = C(2,2)/C(4,2) = 1/6, pass^3 = 0.
+    for (metric, k, expected) in [
+        (SampleMetric::PassAtK, 1, 0.5),
+        (SampleMetric::PassAtK, 2, 5.0 / 6.0),
+        (SampleMetric::PassAtK, 3, 1.0),
+        (SampleMetric::PassAllK, 2, 1.0 / 6.0),
+        (SampleMetric::PassAllK, 3, 0.0),
+    ] {
+        let found = row(metric, k);
+        assert!(
+            (found.value - expected).abs() < 1e-9,
+            "{metric:?}@{k}: {}",
+            found.value
+        );
+        assert_eq!((found.items, found.samples, found.short_items), (5, 20, 0));
+    }
+    assert_eq!(
+        report.sample_metrics.len(),
+        8,
+        "k = 1 to 4 for both metrics"
+    );
 }

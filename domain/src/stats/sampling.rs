@@ -1,0 +1,277 @@
+//! Metrics over several samples per item: pass@k (Chen et al., 2021, "Evaluating Large
+//! Language Models Trained on Code", the unbiased estimator), pass^k (all of k samples
+//! correct, as τ-bench reports it), and maj@k (a vote over the extracted answers), each
+//! averaged over items with a percentile bootstrap over items for its interval.
+//!
+//! With n samples of an item of which c are correct:
+//! - pass@k = 1 − C(n−c, k) / C(n, k): the chance that at least one of k samples drawn
+//!   without replacement is correct. Computed as 1 − Π_{i=n−c+1..n} (1 − k/i), the paper's
+//!   numerically stable form.
+//! - pass^k = C(c, k) / C(n, k): the chance that all k drawn samples are correct, computed as
+//!   Π_{i=0..k−1} (c − i)/(n − i).
+//!
+//! Items with fewer than k graded samples are left out of that k's figure and counted.
+
+use super::Interval;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+/// Bootstrap resamples behind each interval.
+const BOOTSTRAP_RESAMPLES: usize = 1000;
+
+/// The unbiased pass@k estimate for one item; `None` when k is 0 or more than n.
+pub fn pass_at_k(n: u64, c: u64, k: u64) -> Option<f64> {
+    if k == 0 || k > n || c > n {
+        return None;
+    }
+    if n - c < k {
+        return Some(1.0);
+    }
+    let mut all_wrong = 1.0;
+    for i in (n - c + 1)..=n {
+        all_wrong *= 1.0 - k as f64 / i as f64;
+    }
+    Some(1.0 - all_wrong)
+}
+
+/// The pass^k estimate for one item (all of k samples correct); `None` when k is 0 or more
+/// than n.
+pub fn pass_all_k(n: u64, c: u64, k: u64) -> Option<f64> {
+    if k == 0 || k > n || c > n {
+        return None;
+    }
+    let mut all_right = 1.0;
+    for i in 0..k {
+        if c < i + 1 {
+            return Some(0.0);
+        }
+        all_right *= (c - i) as f64 / (n - i) as f64;
+    }
+    Some(all_right)
+}
+
+/// The outcome of a majority vote over extracted answers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Vote {
+    /// The most frequent answer; on a tie, the one that reached that count first (as
+    /// lm-evaluation-harness's `majority_vote` takes `Counter.most_common`).
+    pub answer: String,
+    /// Whether another answer had as many votes.
+    pub tied: bool,
+}
+
+/// The majority of `answers` (samples without an extracted answer are left out); `None` when
+/// no sample has one.
+pub fn majority_vote<'a>(answers: impl IntoIterator<Item = &'a str>) -> Option<Vote> {
+    let mut counts: Vec<(&str, u64)> = Vec::new();
+    for answer in answers {
+        match counts.iter_mut().find(|(seen, _)| *seen == answer) {
+            Some((_, count)) => *count += 1,
+            None => counts.push((answer, 1)),
+        }
+    }
+    let best = counts.iter().map(|(_, count)| *count).max()?;
+    let mut leaders = counts.iter().filter(|(_, count)| *count == best);
+    let (answer, _) = leaders.next()?;
+    Some(Vote {
+        answer: answer.to_string(),
+        tied: leaders.next().is_some(),
+    })
+}
+
+/// Which metric a row reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SampleMetric {
+    PassAtK,
+    PassAllK,
+}
+
+impl SampleMetric {
+    pub fn label(self, k: u64) -> String {
+        match self {
+            SampleMetric::PassAtK => format!("pass@{k}"),
+            SampleMetric::PassAllK => format!("pass^{k}"),
+        }
+    }
+
+    fn of(self, n: u64, c: u64, k: u64) -> Option<f64> {
+        match self {
+            SampleMetric::PassAtK => pass_at_k(n, c, k),
+            SampleMetric::PassAllK => pass_all_k(n, c, k),
+        }
+    }
+}
+
+/// One metric at one k over a run's items.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct SampleMetricRow {
+    pub metric: SampleMetric,
+    pub k: u64,
+    /// The mean over items with at least k graded samples.
+    pub value: f64,
+    pub interval: Option<Interval>,
+    /// Items in the figure, and the graded samples they contributed.
+    pub items: u64,
+    pub samples: u64,
+    /// Items left out for having fewer than k graded samples.
+    pub short_items: u64,
+}
+
+/// pass@k and pass^k for every k from 1 to the most samples any item has, from per-item
+/// (graded samples, correct samples). The bootstrap is seeded, so a report is reproducible.
+pub fn sample_metrics(per_item: &[(u64, u64)], seed: u64) -> Vec<SampleMetricRow> {
+    let most = per_item.iter().map(|(n, _)| *n).max().unwrap_or(0);
+    let mut rows = Vec::new();
+    for metric in [SampleMetric::PassAtK, SampleMetric::PassAllK] {
+        for k in 1..=most {
+            let scores: Vec<(f64, u64)> = per_item
+                .iter()
+                .filter_map(|&(n, c)| metric.of(n, c, k).map(|score| (score, n)))
+                .collect();
+            if scores.is_empty() {
+                continue;
+            }
+            let values: Vec<f64> = scores.iter().map(|(score, _)| *score).collect();
+            rows.push(SampleMetricRow {
+                metric,
+                k,
+                value: mean(&values),
+                interval: bootstrap_mean(&values, seed ^ k),
+                items: values.len() as u64,
+                samples: scores.iter().map(|(_, n)| n).sum(),
+                short_items: (per_item.len() - values.len()) as u64,
+            });
+        }
+    }
+    rows
+}
+
+fn mean(values: &[f64]) -> f64 {
+    values.iter().sum::<f64>() / values.len() as f64
+}
+
+/// A 95% percentile bootstrap interval of the mean, resampling items; `None` for fewer than
+/// two items.
+fn bootstrap_mean(values: &[f64], seed: u64) -> Option<Interval> {
+    if values.len() < 2 {
+        return None;
+    }
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut means: Vec<f64> = (0..BOOTSTRAP_RESAMPLES)
+        .map(|_| {
+            let total: f64 = (0..values.len())
+                .map(|_| values[rng.gen_range(0..values.len())])
+                .sum();
+            total / values.len() as f64
+        })
+        .collect();
+    means.sort_by(f64::total_cmp);
+    let at = |quantile: f64| means[((means.len() - 1) as f64 * quantile).round() as usize];
+    Some(Interval {
+        lower: at(0.025),
+        upper: at(0.975),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// C(n, k) as a float, from the product formula (exact for the small cases used here).
+    fn choose(n: u64, k: u64) -> f64 {
+        if k > n {
+            return 0.0;
+        }
+        (0..k).fold(1.0, |acc, i| acc * (n - i) as f64 / (i + 1) as f64)
+    }
+
+    #[test]
+    fn pass_at_k_matches_the_closed_form() {
+        for n in 1..=12 {
+            for c in 0..=n {
+                for k in 1..=n {
+                    let closed = 1.0 - choose(n - c, k) / choose(n, k);
+                    let estimate = pass_at_k(n, c, k).unwrap();
+                    assert!((estimate - closed).abs() < 1e-12, "n={n} c={c} k={k}");
+                    let all = choose(c, k) / choose(n, k);
+                    assert!((pass_all_k(n, c, k).unwrap() - all).abs() < 1e-12);
+                }
+            }
+        }
+        assert_eq!(pass_at_k(5, 2, 6), None, "k above n");
+        assert_eq!(pass_at_k(5, 2, 0), None);
+    }
+
+    /// Values of the paper's estimator (`1 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1))`)
+    /// at the paper's n = 200, worked out by hand from the closed form.
+    #[test]
+    fn pass_at_k_agrees_with_the_papers_estimator_at_n_200() {
+        // c = 1: pass@k = k / n exactly.
+        assert!((pass_at_k(200, 1, 1).unwrap() - 0.005).abs() < 1e-12);
+        assert!((pass_at_k(200, 1, 100).unwrap() - 0.5).abs() < 1e-12);
+        // c = 2, k = 10: 1 − (190·189)/(200·199).
+        let expected = 1.0 - (190.0 * 189.0) / (200.0 * 199.0);
+        assert!((pass_at_k(200, 2, 10).unwrap() - expected).abs() < 1e-12);
+        // More than n − k correct: certain.
+        assert_eq!(pass_at_k(200, 195, 10), Some(1.0));
+        // pass@1 is the plain pass rate.
+        assert!((pass_at_k(200, 37, 1).unwrap() - 37.0 / 200.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn majority_votes_state_their_ties() {
+        let vote = majority_vote(["4", "5", "4"]).unwrap();
+        assert_eq!(
+            vote,
+            Vote {
+                answer: "4".into(),
+                tied: false
+            }
+        );
+        let tie = majority_vote(["5", "4", "4", "5"]).unwrap();
+        assert_eq!(
+            tie,
+            Vote {
+                answer: "5".into(),
+                tied: true
+            },
+            "first to the top count"
+        );
+        assert!(majority_vote(std::iter::empty()).is_none());
+    }
+
+    #[test]
+    fn metrics_cover_every_k_and_count_short_items() {
+        // Two items with four samples, one with two.
+        let rows = sample_metrics(&[(4, 1), (4, 4), (2, 0)], 7);
+        let pass_at = |k| {
+            rows.iter()
+                .find(|row| row.metric == SampleMetric::PassAtK && row.k == k)
+                .unwrap()
+                .clone()
+        };
+        assert_eq!(pass_at(1).items, 3);
+        assert!((pass_at(1).value - (0.25 + 1.0 + 0.0) / 3.0).abs() < 1e-12);
+        assert_eq!(pass_at(4).items, 2);
+        assert_eq!(pass_at(4).short_items, 1);
+        assert_eq!(pass_at(4).samples, 8);
+        assert!((pass_at(4).value - 1.0).abs() < 1e-12);
+        let interval = pass_at(1).interval.unwrap();
+        assert!(interval.lower <= pass_at(1).value && pass_at(1).value <= interval.upper);
+        let all4 = rows
+            .iter()
+            .find(|row| row.metric == SampleMetric::PassAllK && row.k == 4)
+            .unwrap();
+        assert!(
+            (all4.value - 0.5).abs() < 1e-12,
+            "only the all-correct item"
+        );
+        assert_eq!(
+            rows,
+            sample_metrics(&[(4, 1), (4, 4), (2, 0)], 7),
+            "reproducible"
+        );
+    }
+}
