@@ -611,7 +611,7 @@ async fn few_shot_exemplars_are_frozen_into_the_manifest(store: Arc<dyn Store>) 
 
 /// Right on even seeds only: each item, sampled at seeds 7, 8, 9 and 10, is right twice.
 fn right_on_even_seeds(body: &Value) -> String {
-    if body["seed"].as_u64().unwrap_or(1) % 2 == 0 {
+    if body["seed"].as_u64().unwrap_or(1).is_multiple_of(2) {
         "Answer: yes".into()
     } else {
         "Answer: no".into()
