@@ -169,9 +169,12 @@ test('a structured suite is mapped, checked as typed, previewed and run', async 
   await form.getByText('Few-shot exemplars').click();
   await form.getByLabel('Exemplars from').selectOption({ label: dataset });
   await form.getByLabel('Shots').fill('1');
-  await form.getByLabel('grader').selectOption('multiple_choice');
+  // The simulator does not know these questions: exact match grades its replies as wrong
+  // (where the multiple-choice grader would leave them to humans).
+  await form.getByLabel('grader').selectOption('normalised_match');
+  await form.getByLabel('Repetitions').fill('3');
   await form.getByRole('button', { name: 'Define eval' }).click();
-  await expect(evalRow(page, evalName)).toContainText('multiple_choice@1');
+  await expect(evalRow(page, evalName)).toContainText('normalised_match@1');
 
   // The eval's page shows its parts and previews the exact request for an item.
   await evalRow(page, evalName).getByRole('link', { name: evalName }).click();
@@ -190,4 +193,14 @@ test('a structured suite is mapped, checked as typed, previewed and run', async 
   const runId = await launchRun(page, evalName, 'simulator/ckpt-a');
   expect(await waitForRunToFinish(page, runId)).toBe('completed');
   await expect(page.getByTestId('count-errors')).toHaveText('0');
+  // Three samples per case: pass@k and pass^k, each saying how many cases and samples it
+  // used (replies the grader could not decide are left to humans, not counted).
+  const metrics = page.getByTestId('sample-metrics');
+  await expect(metrics).toContainText('Samples used');
+  for (const label of ['pass@1', 'pass^1']) {
+    const cells = metrics.getByRole('row').filter({ hasText: label }).getByRole('cell');
+    const cases = Number(await cells.nth(3).innerText());
+    const short = Number(await cells.nth(5).innerText());
+    expect(cases + short, `${label}: cases with and without enough samples`).toBe(3);
+  }
 });
