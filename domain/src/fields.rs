@@ -136,6 +136,20 @@ fn invalid(field: &str, problem: impl Into<String>) -> FieldError {
     }
 }
 
+/// A mapped field: the item's field of that name, or else a dotted path into nested objects
+/// (`metadata.subject`, as Inspect samples keep their metadata).
+pub fn lookup<'a>(fields: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
+    if let Some(value) = fields.get(name) {
+        return Some(value);
+    }
+    let mut parts = name.split('.');
+    let mut value = fields.get(parts.next()?)?;
+    for part in parts {
+        value = value.as_object()?.get(part)?;
+    }
+    Some(value)
+}
+
 /// The letter of choice `index` (0 → `A`).
 pub fn choice_letter(index: usize) -> Option<char> {
     (index < MAX_CHOICES).then(|| char::from(b'A' + index as u8))
@@ -186,9 +200,8 @@ impl FieldMapping {
         };
         let (mut targets, mut target_index) = match &self.target {
             Some(name) => {
-                let value = fields
-                    .get(name)
-                    .ok_or_else(|| FieldError::Missing(name.clone()))?;
+                let value =
+                    lookup(fields, name).ok_or_else(|| FieldError::Missing(name.clone()))?;
                 read_target(name, value, self.choices.is_some().then_some(&choices[..]))?
             }
             None => (Vec::new(), None),
@@ -213,7 +226,7 @@ impl FieldMapping {
         }
         let category = match &self.category {
             // A missing category is no category, as in four-field files.
-            Some(name) => match fields.get(name) {
+            Some(name) => match lookup(fields, name) {
                 None | Some(Value::Null) => String::new(),
                 Some(value) => scalar_text(value)
                     .ok_or_else(|| invalid(name, "must be a string or a number"))?
@@ -226,7 +239,7 @@ impl FieldMapping {
             .metadata
             .iter()
             .filter_map(|name| {
-                let value = fields.get(name)?;
+                let value = lookup(fields, name)?;
                 Some((
                     name.clone(),
                     scalar_text(value).unwrap_or_else(|| value.to_string()),
@@ -246,7 +259,7 @@ impl FieldMapping {
 }
 
 fn read_input(name: &str, fields: &Map<String, Value>) -> Result<MappedInput, FieldError> {
-    match fields.get(name) {
+    match lookup(fields, name) {
         None | Some(Value::Null) => Err(FieldError::Missing(name.to_string())),
         Some(Value::Array(messages)) => read_messages(name, messages).map(MappedInput::Messages),
         Some(value) => scalar_text(value)
@@ -286,9 +299,7 @@ pub fn read_messages(name: &str, messages: &[Value]) -> Result<Vec<ChatMessage>,
 }
 
 fn read_choices(name: &str, fields: &Map<String, Value>) -> Result<Vec<String>, FieldError> {
-    let value = fields
-        .get(name)
-        .ok_or_else(|| FieldError::Missing(name.to_string()))?;
+    let value = lookup(fields, name).ok_or_else(|| FieldError::Missing(name.to_string()))?;
     let Value::Array(options) = value else {
         return Err(invalid(name, "must be a list of answer options"));
     };
@@ -490,6 +501,40 @@ mod tests {
             orders.insert(mapped.choice_order);
         }
         assert!(orders.len() > 1, "items get different orders");
+    }
+
+    /// An Inspect AI sample as its JSONL files hold it: `input`, `target` (a letter),
+    /// `choices`, and `metadata` with nested fields.
+    #[test]
+    fn inspect_samples_read_with_dotted_metadata_paths() {
+        let mapping = FieldMapping {
+            choices: Some("choices".into()),
+            category: Some("metadata.subject".into()),
+            metadata: vec!["metadata.source".into()],
+            ..FieldMapping::default()
+        };
+        let sample = object(json!({
+            "input": "Capital of France?",
+            "target": "B",
+            "choices": ["Berlin", "Paris"],
+            "metadata": {"subject": "geography", "source": "atlas"}
+        }));
+        let mapped = mapping.apply("s1", &sample).unwrap();
+        assert_eq!(mapped.targets, vec!["B"]);
+        assert_eq!(mapped.category, "geography");
+        assert_eq!(
+            mapped.metadata,
+            vec![("metadata.source".into(), "atlas".into())]
+        );
+        let missing = FieldMapping {
+            category: None,
+            input: "metadata.question".into(),
+            ..mapping
+        };
+        assert_eq!(
+            missing.apply("s1", &sample).unwrap_err().to_string(),
+            "has no field `metadata.question`"
+        );
     }
 
     #[test]
