@@ -125,3 +125,17 @@ impl Default for EndpointLimits {
         }
     }
 }
+
+/// An operator's endpoint key (`ARBITER_ENDPOINT_KEY_…`) and the hosts it may be sent to, as
+/// the Checkpoints page shows it to leads and admins. The key itself never leaves the
+/// environment.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyBinding {
+    pub variable: String,
+    /// Host or host:port entries; empty when the key is bound to nothing (and so never sent).
+    pub hosts: String,
+    /// "the operator" (its `…_HOSTS` variable, which wins), "a lead", or "" when unbound.
+    pub set_by: String,
+    /// Whether a lead or admin may change it here (not when the operator's variable is set).
+    pub editable: bool,
+}

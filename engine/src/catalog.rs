@@ -8,7 +8,7 @@
 use crate::clients::model::normalise_base_url;
 use crate::error::{ServiceError, ServiceResult};
 use arbiter_domain::accounts::User;
-use arbiter_domain::checkpoint::{Endpoint, NewCheckpoint, TokenPrices};
+use arbiter_domain::checkpoint::{Endpoint, KeyBinding, NewCheckpoint, TokenPrices};
 use arbiter_domain::dataset::{DatasetFormat, DatasetRevision};
 use arbiter_domain::fields::FieldMapping;
 use arbiter_domain::grading::GraderSpec;
@@ -350,4 +350,85 @@ pub async fn define_eval(
     Ok(store
         .create_eval(form.dataset_id, &spec, created_by)
         .await?)
+}
+
+/// The operator keys in use (named by checkpoints) or bound, with the hosts each may go to.
+pub async fn key_bindings(store: &dyn Store) -> ServiceResult<Vec<KeyBinding>> {
+    refresh_key_bindings(store).await?;
+    let mut variables: std::collections::BTreeSet<String> = store
+        .key_bindings()
+        .await?
+        .into_iter()
+        .map(|(variable, _)| variable)
+        .collect();
+    for checkpoint in store.list_checkpoints().await? {
+        if let Some(variable) = checkpoint
+            .api_key_ref
+            .as_deref()
+            .and_then(|stored| stored.strip_prefix("env:"))
+        {
+            variables.insert(variable.to_string());
+        }
+    }
+    Ok(variables
+        .into_iter()
+        .map(|variable| {
+            let (hosts, set_by) = crate::secrets::bound_hosts(&variable);
+            let by_operator = set_by == "the operator";
+            KeyBinding {
+                set_by: if hosts.is_some() {
+                    set_by.to_string()
+                } else {
+                    String::new()
+                },
+                hosts: hosts.unwrap_or_default(),
+                editable: !by_operator,
+                variable,
+            }
+        })
+        .collect())
+}
+
+/// A lead's or admin's binding of an operator key to hosts (`hosts` '' removes it). The
+/// operator's `…_HOSTS` variable, when set, wins and cannot be changed here.
+pub async fn bind_endpoint_key(
+    store: &dyn Store,
+    user: &User,
+    variable: &str,
+    hosts: &str,
+) -> ServiceResult<()> {
+    if !matches!(
+        user.role,
+        arbiter_domain::accounts::Role::Lead | arbiter_domain::accounts::Role::Admin
+    ) {
+        return Err(ServiceError::Forbidden(
+            "only leads and admins bind endpoint keys to hosts".into(),
+        ));
+    }
+    let variable = variable.trim();
+    if !crate::secrets::is_endpoint_key_variable(variable) {
+        return Err(ServiceError::Invalid(format!(
+            "`{variable}` is not an endpoint key variable (ARBITER_ENDPOINT_KEY_…)"
+        )));
+    }
+    if crate::secrets::bound_hosts(variable).1 == "the operator" {
+        return Err(ServiceError::Conflict(format!(
+            "the operator binds {variable} in {variable}_HOSTS; change it there"
+        )));
+    }
+    let hosts = match hosts.trim() {
+        "" => None,
+        typed => Some(crate::secrets::parse_host_list(typed).map_err(ServiceError::Invalid)?),
+    };
+    store
+        .set_key_binding(variable, hosts.as_deref(), Some(user.id))
+        .await?;
+    refresh_key_bindings(store).await
+}
+
+/// Reads the bindings leads and admins set into this process (at start, in workers'
+/// heartbeats, and after every edit).
+pub async fn refresh_key_bindings(store: &dyn Store) -> ServiceResult<()> {
+    crate::secrets::set_ui_bindings(store.key_bindings().await?);
+    Ok(())
 }

@@ -217,17 +217,71 @@ impl SecretBox {
     }
 }
 
+/// Host lists leads and admins bound operator keys to in the UI, by variable: this process's
+/// copy of the store's table (refreshed at start, by workers' heartbeats, and on every edit).
+fn ui_bindings() -> &'static HostLists {
+    static BINDINGS: std::sync::OnceLock<HostLists> = std::sync::OnceLock::new();
+    BINDINGS.get_or_init(Default::default)
+}
+
+/// Host lists by key variable.
+type HostLists = std::sync::RwLock<std::collections::HashMap<String, String>>;
+
+/// Replaces this process's copy of the UI bindings.
+pub fn set_ui_bindings(bindings: impl IntoIterator<Item = (String, String)>) {
+    if let Ok(mut map) = ui_bindings().write() {
+        *map = bindings.into_iter().collect();
+    }
+}
+
+/// The hosts an operator key may go to, and who set them: the operator's `…_HOSTS` variable
+/// when set (it always wins), else a lead's or admin's binding.
+pub fn bound_hosts(variable: &str) -> (Option<String>, &'static str) {
+    if let Ok(hosts) = std::env::var(host_list_variable(variable)) {
+        if !hosts.trim().is_empty() {
+            return (Some(hosts), "the operator");
+        }
+    }
+    let from_ui = ui_bindings()
+        .read()
+        .ok()
+        .and_then(|map| map.get(variable).cloned());
+    (from_ui, "a lead")
+}
+
 /// Whether the stored key may be sent to `url`: a key from the environment only to the hosts
-/// its `…_HOSTS` variable lists; a sealed key (typed for its endpoint) or none always.
+/// it is bound to ([`bound_hosts`]); a sealed key (typed for its endpoint) or none always.
 pub fn check_endpoint_key_binding(stored: Option<&str>, url: &str) -> Result<(), String> {
     match stored.and_then(|stored| stored.strip_prefix(ENV_PREFIX)) {
-        Some(variable) => check_key_binding(
-            variable,
-            url,
-            std::env::var(host_list_variable(variable)).ok(),
-        ),
+        Some(variable) => check_key_binding(variable, url, bound_hosts(variable).0),
         None => Ok(()),
     }
+}
+
+/// Checks a host list as a lead types it: host or host:port entries, separated by commas or
+/// spaces, each a valid URL authority. Returns the list tidied (one comma between entries).
+pub fn parse_host_list(hosts: &str) -> Result<String, String> {
+    let entries: Vec<&str> = hosts
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|entry| !entry.is_empty())
+        .collect();
+    if entries.is_empty() {
+        return Err("name at least one host (host or host:port)".into());
+    }
+    for entry in &entries {
+        let parsed = reqwest::Url::parse(&format!("http://{entry}"))
+            .ok()
+            .filter(|url| url.path() == "/" && url.username().is_empty() && url.query().is_none());
+        if parsed.is_none() || entry.contains('/') {
+            return Err(format!("`{entry}` is not a host or host:port"));
+        }
+    }
+    Ok(entries.join(","))
+}
+
+/// Whether a variable may name an operator's endpoint key (for bindings typed in the UI).
+pub fn is_endpoint_key_variable(variable: &str) -> bool {
+    allowed_variable(variable)
 }
 
 fn host_list_variable(variable: &str) -> String {
@@ -242,7 +296,7 @@ fn check_key_binding(variable: &str, url: &str, hosts: Option<String>) -> Result
     let port = parsed.port_or_known_default();
     let Some(hosts) = hosts.filter(|hosts| !hosts.trim().is_empty()) else {
         return Err(format!(
-            "the key in {variable} is bound to no host: the operator lists the hosts it may be sent to in {list_variable}"
+            "the key in {variable} is bound to no host: the operator lists the hosts it may be sent to in {list_variable}, or a lead or admin binds it under Checkpoints"
         ));
     };
     // Each entry is read as a URL's authority, so case, IPv6 brackets and ports compare as

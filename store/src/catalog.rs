@@ -93,6 +93,17 @@ pub trait CatalogStore: Send + Sync + 'static {
 
     /// The stored reference to the API key of the endpoint at `base_url` (`None`: no key).
     async fn endpoint_api_key_ref(&self, base_url: &str) -> StoreResult<Option<String>>;
+
+    /// Host lists leads and admins bound operator keys to: (variable, hosts).
+    async fn key_bindings(&self) -> StoreResult<Vec<(String, String)>>;
+
+    /// Binds an operator key's variable to hosts (`None` removes the binding).
+    async fn set_key_binding(
+        &self,
+        variable: &str,
+        hosts: Option<&str>,
+        set_by: Option<UserId>,
+    ) -> StoreResult<()>;
 }
 
 /// The SQL of [`CatalogStore`], for both backends (expanded once per backend by `backend_sql!`).
@@ -665,6 +676,41 @@ macro_rules! catalog_sql {
                 }
                 .await;
                 result.map_err(|err| err.during("endpoint_api_key_ref"))
+            }
+
+            async fn key_bindings(&self) -> $crate::StoreResult<Vec<(String, String)>> {
+                sqlx::query_as::<_, (String, String)>("SELECT variable, hosts FROM endpoint_key_bindings ORDER BY variable")
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(|err| $crate::StoreError::from(err).during("key_bindings"))
+            }
+
+            async fn set_key_binding(&self, variable: &str, hosts: Option<&str>, set_by: Option<UserId>) -> $crate::StoreResult<()> {
+                let result: $crate::StoreResult<()> = async move {
+                    match hosts {
+                        Some(hosts) => {
+                            sqlx::query(
+                                "INSERT INTO endpoint_key_bindings (variable, hosts, set_by, set_at) VALUES ($1, $2, $3, $4) \
+                                 ON CONFLICT (variable) DO UPDATE SET hosts = excluded.hosts, set_by = excluded.set_by, set_at = excluded.set_at",
+                            )
+                            .bind(variable)
+                            .bind(hosts)
+                            .bind(set_by.map(i64::from))
+                            .bind(now_ms())
+                            .execute(&self.writer)
+                            .await?;
+                        }
+                        None => {
+                            sqlx::query("DELETE FROM endpoint_key_bindings WHERE variable = $1")
+                                .bind(variable)
+                                .execute(&self.writer)
+                                .await?;
+                        }
+                    }
+                    Ok(())
+                }
+                .await;
+                result.map_err(|err| err.during("set_key_binding"))
             }
         }
     };

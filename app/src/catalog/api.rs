@@ -2,7 +2,7 @@
 //! session and role, make one engine call, map the error — and has a fixed endpoint under
 //! `/api/` so that the HTTP tests can name it.
 
-use arbiter_domain::checkpoint::{Checkpoint, Endpoint};
+use arbiter_domain::checkpoint::{Checkpoint, Endpoint, KeyBinding};
 use arbiter_domain::dataset::{DatasetItem, DatasetRevision, DatasetSummary};
 use arbiter_domain::eval_form::EvalFormText;
 use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId, RunId};
@@ -110,6 +110,24 @@ pub async fn list_endpoints() -> Result<Vec<EndpointView>, ServerFnError> {
             endpoint,
         })
         .collect())
+}
+
+/// Operator keys in use and the hosts each may go to (leads and admins, who bind them).
+#[server(endpoint = "key_bindings")]
+pub async fn key_bindings() -> Result<Vec<KeyBinding>, ServerFnError> {
+    let (state, _) = require(Permission::ManageUsers).await?;
+    arbiter_engine::catalog::key_bindings(state.store.as_ref())
+        .await
+        .map_err(service_error)
+}
+
+/// Binds an operator key to hosts ('' removes the binding): leads and admins.
+#[server(endpoint = "bind_endpoint_key")]
+pub async fn bind_endpoint_key(variable: String, hosts: String) -> Result<(), ServerFnError> {
+    let (state, user) = require(Permission::ManageUsers).await?;
+    arbiter_engine::catalog::bind_endpoint_key(state.store.as_ref(), &user, &variable, &hosts)
+        .await
+        .map_err(service_error)
 }
 
 /// The explicit edit of a shared endpoint's in-flight limit (its owner, leads and admins).

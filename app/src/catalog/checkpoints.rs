@@ -1,8 +1,8 @@
 //! Checkpoints: a name, an OpenAI-compatible endpoint URL and the served model name.
 
 use crate::catalog::api::{
-    list_checkpoints, list_endpoints, CheckpointView, EndpointView, RegisterCheckpoint,
-    SetCheckpointPrices, SetEndpointLimit,
+    key_bindings, list_checkpoints, list_endpoints, BindEndpointKey, CheckpointView, EndpointView,
+    RegisterCheckpoint, SetCheckpointPrices, SetEndpointLimit,
 };
 use crate::components::{ActionError, ErrorNote};
 use crate::operations::suites::SuitesSection;
@@ -127,6 +127,7 @@ pub fn CheckpointsPage() -> impl IntoView {
             })}
         </Transition>
         <EndpointsSection refresh=register.version()/>
+        <KeyBindingsSection refresh=register.version()/>
         <SuitesSection refresh=register.version()/>
     }
 }
@@ -180,5 +181,51 @@ fn EndpointsSection(#[prop(into)] refresh: Signal<usize>) -> impl IntoView {
                 })}
             </Transition>
         </section>
+    }
+}
+
+/// Operator keys (`env:ARBITER_ENDPOINT_KEY_…`) go only to the hosts they are bound to: the
+/// operator's `…_HOSTS` variable, or else what a lead or admin sets here. Shown to leads and
+/// admins only (others get nothing, and the section stays empty).
+#[component]
+fn KeyBindingsSection(#[prop(into)] refresh: Signal<usize>) -> impl IntoView {
+    let bind = ServerAction::<BindEndpointKey>::new();
+    let bindings = Resource::new(
+        move || (refresh.get(), bind.version().get()),
+        |_| key_bindings(),
+    );
+    view! {
+        <Transition fallback=|| ()>
+            {move || Suspend::new(async move {
+                bindings.await.ok().map(|bindings| view! {
+                    <section class="card" data-testid="key-bindings">
+                        <h2>"Endpoint keys from the environment"</h2>
+                        <p class="hint">"Each operator key is sent only to the hosts it is bound to (host or host:port, comma-separated). The operator's …_HOSTS variable wins when set; otherwise a lead or admin binds it here. An unbound key is never sent."</p>
+                        <ActionError value=bind.value()/>
+                        <table>
+                            <thead><tr><th>"Variable"</th><th>"Bound to"</th><th>"Set by"</th></tr></thead>
+                            <tbody>
+                                {bindings.into_iter().map(|binding| view! {
+                                    <tr>
+                                        <td><code>{binding.variable.clone()}</code></td>
+                                        <td>
+                                            {if binding.editable { view! {
+                                                <ActionForm action=bind attr:class="inline">
+                                                    <input type="hidden" name="variable" value=binding.variable.clone()/>
+                                                    <input name="hosts" size="40" placeholder="vllm.internal:8000"
+                                                        aria-label=format!("hosts of {}", binding.variable) value=binding.hosts.clone()/>
+                                                    <button type="submit" class="secondary">"Bind"</button>
+                                                </ActionForm>
+                                            }.into_any() } else { view! { <code>{binding.hosts.clone()}</code> }.into_any() }}
+                                        </td>
+                                        <td>{if binding.set_by.is_empty() { "unbound: never sent".to_string() } else { binding.set_by.clone() }}</td>
+                                    </tr>
+                                }).collect_view()}
+                            </tbody>
+                        </table>
+                    </section>
+                })
+            })}
+        </Transition>
     }
 }

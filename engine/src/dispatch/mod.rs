@@ -252,6 +252,10 @@ async fn heartbeat_loop(
             Ok(live) => pool.set_live_workers(live as usize),
             Err(err) => tracing::warn!(error = %err, "heartbeat failed"),
         }
+        // Keys bound to hosts by a lead since the last beat apply to this worker's requests.
+        if let Err(err) = crate::catalog::refresh_key_bindings(store.as_ref()).await {
+            tracing::warn!(error = %err, "could not read endpoint key bindings");
+        }
         match store.reap_expired_leases().await {
             Ok(0) => {}
             Ok(reaped) => tracing::info!(reaped, "returned expired leases to the queue"),

@@ -54,6 +54,9 @@ pub async fn worker(args: crate::WorkerArgs) -> anyhow::Result<()> {
     // Workers open sealed endpoint keys: check the key before taking any work.
     arbiter_engine::secrets::SecretBox::from_env().map_err(anyhow::Error::msg)?;
     let database = open(&database_url).await?;
+    arbiter_engine::catalog::refresh_key_bindings(database.store().as_ref())
+        .await
+        .map_err(|err| anyhow::anyhow!("cannot read endpoint key bindings: {err}"))?;
     let (shutdown_tx, shutdown) = watch::channel(false);
     let worker = tokio::spawn(run_worker(
         database.store(),
@@ -101,6 +104,10 @@ pub(crate) async fn run_server(
     jobs: JobsConfig,
 ) -> anyhow::Result<()> {
     let mailer = jobs.mailer.clone();
+    // Keys leads bound to hosts apply from the first request (workers re-read them as they beat).
+    arbiter_engine::catalog::refresh_key_bindings(database.store().as_ref())
+        .await
+        .map_err(|err| anyhow::anyhow!("cannot read endpoint key bindings: {err}"))?;
     let jobs = Jobs::start(database.store(), jobs);
     let app = http::router(database, http::leptos_options(site_root, addr), mailer).await?;
     let listener = tokio::net::TcpListener::bind(addr)

@@ -169,6 +169,15 @@ const SERVER_FUNCTIONS: &[(&str, Args, Allowed)] = &[
         Allowed::Researchers,
     ),
     ("list_endpoints", &[], Allowed::Researchers),
+    ("key_bindings", &[], Allowed::Leads),
+    (
+        "bind_endpoint_key",
+        &[
+            ("variable", "ARBITER_ENDPOINT_KEY_MATRIX"),
+            ("hosts", "vllm.internal:8000"),
+        ],
+        Allowed::Leads,
+    ),
     (
         "set_endpoint_limit",
         &[("endpoint_id", "1"), ("max_in_flight", "16")],

@@ -2,6 +2,7 @@
 //! before its fix. Those that involve the store run on both backends.
 
 mod a_new_secret_key_keeps_sealed_secrets;
+mod leads_bind_operator_keys_to_hosts;
 mod leads_never_act_on_admins;
 mod mail_never_goes_out_in_clear_text;
 mod prompts_stay_within_their_bounds;
