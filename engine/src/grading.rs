@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::clients::model::probe_fingerprint;
 use crate::error::{ServiceError, ServiceResult};
 use crate::reports::charts::reliability_diagram_svg;
+use arbiter_domain::accounts::User;
 use arbiter_domain::grading::calibration::{
     judge_accuracy, recalibrate_accept_threshold, reliability_bins, LabelledJudgement,
     Recalibration,
@@ -123,6 +124,33 @@ impl PolicyForm {
 }
 
 /// Saves the next version of an eval's policy; runs launched from now on use it.
+/// Refuses `user` changing how an eval is graded unless they act for the team of whoever
+/// defined it (leads and admins for every team; only they for evals the operator or a tool
+/// defined). The policy is frozen into every later launch, that team's suites included.
+pub async fn check_eval_owner(
+    store: &dyn Store,
+    user: &User,
+    eval_id: EvalId,
+) -> ServiceResult<()> {
+    let team = store
+        .eval_team(eval_id)
+        .await?
+        .ok_or_else(|| ServiceError::NotFound(format!("no eval with id {eval_id}")))?;
+    let allowed = match &team {
+        Some(team) => user.acts_for_team(team),
+        None => user.oversees_every_team(),
+    };
+    if allowed {
+        return Ok(());
+    }
+    Err(ServiceError::Forbidden(match team {
+        Some(team) => format!(
+            "eval {eval_id} belongs to team `{team}`; only its members, leads and admins change its triage policy"
+        ),
+        None => format!("eval {eval_id} was defined by the operator; only leads and admins change its triage policy"),
+    }))
+}
+
 pub async fn save_policy(
     store: &dyn Store,
     eval_id: EvalId,

@@ -82,6 +82,18 @@ pub async fn launch_run(
             created_by: launched_by,
         })
         .await?;
+    // A cancelled run of another team stays cancelled: relaunching its manifest must not undo
+    // that team's decision (its members, leads and admins resume it on its page).
+    if launched.status == RunStatus::Cancelled {
+        let owner = store.run_team(launched.run_id).await?.unwrap_or_default();
+        if owner != team {
+            return Err(ServiceError::Forbidden(format!(
+                "run {} of this eval and checkpoint was cancelled by team `{owner}`; its members, \
+                 leads and admins may resume it on its page",
+                launched.run_id
+            )));
+        }
+    }
     // A new (or interrupted) launch is expanded; a cancelled one is picked up where it
     // stopped. Either way it runs now, unless every identity is already answered.
     let status = match launched.status {

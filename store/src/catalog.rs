@@ -94,6 +94,10 @@ pub trait CatalogStore: Send + Sync + 'static {
     /// The stored reference to the API key of the endpoint at `base_url` (`None`: no key).
     async fn endpoint_api_key_ref(&self, base_url: &str) -> StoreResult<Option<String>>;
 
+    /// The team of whoever defined the eval: `None` for an unknown eval, `Some(None)` for one
+    /// defined by the operator or a tool (no user).
+    async fn eval_team(&self, eval_id: EvalId) -> StoreResult<Option<Option<String>>>;
+
     /// Host lists leads and admins bound operator keys to: (variable, hosts).
     async fn key_bindings(&self) -> StoreResult<Vec<(String, String)>>;
 
@@ -676,6 +680,16 @@ macro_rules! catalog_sql {
                 }
                 .await;
                 result.map_err(|err| err.during("endpoint_api_key_ref"))
+            }
+
+            async fn eval_team(&self, eval_id: EvalId) -> $crate::StoreResult<Option<Option<String>>> {
+                sqlx::query_scalar::<_, Option<String>>(
+                    "SELECT u.team FROM evals e LEFT JOIN users u ON u.id = e.created_by WHERE e.id = $1",
+                )
+                .bind(eval_id.get())
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(|err| $crate::StoreError::from(err).during("eval_team"))
             }
 
             async fn key_bindings(&self) -> $crate::StoreResult<Vec<(String, String)>> {

@@ -140,6 +140,9 @@ pub async fn save_policy(
         required_skill,
         note,
     };
+    grading::check_eval_owner(state.store.as_ref(), &user, eval_id)
+        .await
+        .map_err(service_error)?;
     grading::save_policy(state.store.as_ref(), eval_id, &form, Some(user.id))
         .await
         .map_err(service_error)
@@ -152,6 +155,9 @@ pub async fn recalibrate_policy(
     target_error_percent: String,
 ) -> Result<i64, ServerFnError> {
     let (state, user) = require(Permission::ManageEvals).await?;
+    grading::check_eval_owner(state.store.as_ref(), &user, eval_id)
+        .await
+        .map_err(service_error)?;
     let percent: f64 = target_error_percent.trim().parse().map_err(|_| {
         fail(
             400,

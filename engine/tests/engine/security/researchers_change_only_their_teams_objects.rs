@@ -61,6 +61,57 @@ async fn only_the_owning_team_changes_suites_runs_and_checkpoints(store: Arc<dyn
     runs::change_run_state(store, &lead, run_id, "resume")
         .await
         .unwrap();
+    // A cancelled run is not resumed by another team relaunching its manifest: the launch is
+    // refused and the run stays cancelled; its own team's relaunch resumes it.
+    runs::change_run_state(store, &ours, run_id, "cancel")
+        .await
+        .unwrap();
+    let manifest = store.run_manifest(run_id).await.unwrap().unwrap();
+    let relaunch = |team: &'static str| {
+        runs::launch_run(
+            store,
+            manifest.eval_id,
+            manifest.checkpoint_id,
+            arbiter_domain::run::Priority::Promotion,
+            team,
+            None,
+        )
+    };
+    forbidden(relaunch("vision").await, "cancelled by team `default`");
+    assert_eq!(progress(store, run_id).await.status, RunStatus::Cancelled);
+    assert_eq!(relaunch("default").await.unwrap().run_id, run_id);
+    assert_ne!(progress(store, run_id).await.status, RunStatus::Cancelled);
+    // Triage policies: frozen into every later launch of the eval, so they belong to the
+    // team of whoever defined it (the fixture's eval: the operator, so leads and admins).
+    let eval_id = manifest.eval_id;
+    forbidden(
+        arbiter_engine::grading::check_eval_owner(store, &ours, eval_id).await,
+        "defined by the operator",
+    );
+    arbiter_engine::grading::check_eval_owner(store, &lead, eval_id)
+        .await
+        .unwrap();
+    let revision = store
+        .get_dataset(manifest.dataset_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .latest_revision
+        .unwrap();
+    let our_eval = arbiter_engine::catalog::define_eval(
+        store,
+        &eval_form("ours", revision.dataset_id, 1),
+        Some(ours.id),
+    )
+    .await
+    .unwrap();
+    forbidden(
+        arbiter_engine::grading::check_eval_owner(store, &theirs, our_eval).await,
+        "team `default`",
+    );
+    arbiter_engine::grading::check_eval_owner(store, &ours, our_eval)
+        .await
+        .unwrap();
     // Unknown runs and actions are told apart from refusals.
     assert!(matches!(
         runs::change_run_state(store, &ours, arbiter_domain::ids::RunId(999_999), "pause").await,
