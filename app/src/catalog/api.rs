@@ -184,7 +184,7 @@ pub async fn register_checkpoint(
         state.store.as_ref(),
         id,
         priority,
-        Some(user.id),
+        Some(&user),
     )
     .await
     {

@@ -175,20 +175,32 @@ async fn launch_suites(
 }
 
 /// Runs what a newly registered checkpoint is due: its smoke suites and the full suites whose
-/// turn it is.
+/// turn it is. A person's registration starts only the suites of teams they act for (a suite's
+/// runs are charged to its team, at the priority the registrant picks); the operator's
+/// announcements (`registrant` `None`: a watched folder) start every team's.
 pub async fn trigger_new_checkpoint(
     store: &dyn Store,
     checkpoint_id: CheckpointId,
     priority: Priority,
-    launched_by: Option<UserId>,
+    registrant: Option<&User>,
 ) -> ServiceResult<Vec<TriggeredRun>> {
     let (training_run, position) = store
         .checkpoint_position(checkpoint_id)
         .await?
         .ok_or_else(|| ServiceError::NotFound(format!("no checkpoint with id {checkpoint_id}")))?;
     let suites = store.suites().await?;
-    let due = suites_due(&suites, &training_run, position);
-    launch_suites(store, checkpoint_id, &due, priority, launched_by).await
+    let mut due = suites_due(&suites, &training_run, position);
+    if let Some(user) = registrant {
+        due.retain(|(suite, _)| user.acts_for_team(&suite.team));
+    }
+    launch_suites(
+        store,
+        checkpoint_id,
+        &due,
+        priority,
+        registrant.map(|user| user.id),
+    )
+    .await
 }
 
 /// Runs one suite on a checkpoint now, whatever its tier and turn. Its runs are charged to the
@@ -334,8 +346,9 @@ pub struct Registered {
 pub async fn register_announced(
     store: &dyn Store,
     announcement: &Announcement,
-    created_by: Option<UserId>,
+    registrant: Option<&User>,
 ) -> ServiceResult<Registered> {
+    let created_by = registrant.map(|user| user.id);
     let priority = crate::runs::parse_priority(
         announcement.decision.as_deref().unwrap_or_default(),
     )
@@ -357,7 +370,7 @@ pub async fn register_announced(
     // The checkpoint is stored: a failure to launch its suites is reported, not turned into a
     // failed registration that a retry would then find taken.
     Ok(
-        match trigger_new_checkpoint(store, checkpoint_id, priority, created_by).await {
+        match trigger_new_checkpoint(store, checkpoint_id, priority, registrant).await {
             Ok(runs) => Registered {
                 checkpoint_id,
                 runs,

@@ -160,6 +160,53 @@ async fn only_the_owning_team_changes_suites_runs_and_checkpoints(store: Arc<dyn
         vec![("base".to_string(), 3.0), ("otto-step-1".to_string(), 1.0)]
     );
 
+    // A smoke suite of team `vision` on its training run: registering a checkpoint of that run
+    // starts it when `vision` (or the operator's announcement) registers, never when another
+    // team's researcher does (it would be charged to `vision` at a priority of their choosing).
+    let smoke = SuiteForm {
+        name: "vision-smoke".into(),
+        tier: "smoke".into(),
+        training_run: "vision-run".into(),
+        eval_ids: vec![store.list_evals().await.unwrap()[0].id],
+        ..SuiteForm::default()
+    };
+    suites::create_suite(store, &smoke, &theirs.team, false, Some(theirs.id))
+        .await
+        .unwrap();
+    let in_their_run = |name: &'static str| CheckpointForm {
+        name: name.into(),
+        endpoint_url: ENDPOINT.into(),
+        model: "m".into(),
+        training_run: "vision-run".into(),
+        training_step: "1".into(),
+        ..CheckpointForm::default()
+    };
+    let planted = catalog::register_checkpoint(store, &in_their_run("planted"), Some(ours.id))
+        .await
+        .unwrap();
+    let started = suites::trigger_new_checkpoint(
+        store,
+        planted,
+        arbiter_domain::run::Priority::Promotion,
+        Some(&ours),
+    )
+    .await
+    .unwrap();
+    assert!(started.is_empty(), "{started:?}");
+    let announced = catalog::register_checkpoint(store, &in_their_run("announced"), None)
+        .await
+        .unwrap();
+    let started = suites::trigger_new_checkpoint(
+        store,
+        announced,
+        arbiter_domain::run::Priority::Scheduled,
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(started.len(), 1, "{started:?}");
+    assert_eq!(started[0].suite, "vision-smoke");
+
     // Suites: another team may neither run ours on demand (it would be charged to us) nor
     // delete it; its members and leads may.
     let eval_id = store.list_evals().await.unwrap()[0].id;
@@ -190,14 +237,14 @@ async fn only_the_owning_team_changes_suites_runs_and_checkpoints(store: Arc<dyn
         suites::delete_suite(store, &theirs, suite_id).await,
         "team `default`",
     );
-    assert_eq!(store.suites().await.unwrap().len(), 1);
+    assert_eq!(store.suites().await.unwrap().len(), 2, "nightly and vision-smoke");
     let launched =
         suites::run_suite_on_demand(store, &ours, own_checkpoint, "nightly", Priority::Scheduled)
             .await
             .unwrap();
     assert!(launched[0].run_id.is_some(), "{launched:?}");
     suites::delete_suite(store, &lead, suite_id).await.unwrap();
-    assert!(store.suites().await.unwrap().is_empty());
+    assert_eq!(store.suites().await.unwrap().len(), 1, "vision-smoke is left");
     assert!(matches!(
         suites::delete_suite(store, &lead, suite_id).await,
         Err(ServiceError::NotFound(_))

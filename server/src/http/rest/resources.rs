@@ -197,7 +197,7 @@ pub async fn register_checkpoint(
 ) -> ApiResult<(StatusCode, Json<RegisteredCheckpoint>)> {
     let user = caller.require(Permission::ManageEvals)?;
     let registered =
-        suites::register_announced(state.store.as_ref(), &announcement, Some(user.id)).await?;
+        suites::register_announced(state.store.as_ref(), &announcement, Some(&user)).await?;
     let checkpoint = state
         .store
         .list_checkpoints()
