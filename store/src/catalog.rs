@@ -247,6 +247,25 @@ macro_rules! catalog_sql {
                                     )));
                                 }
                                 Some(_) => {}
+                                None if !inserted => {
+                                    // A shared endpoint's key goes to every checkpoint and team
+                                    // on it: only its owner adds one by registering.
+                                    let owner: Option<i64> = sqlx::query_scalar("SELECT created_by FROM endpoints WHERE base_url = $1")
+                                        .bind(url)
+                                        .fetch_one(&mut *tx)
+                                        .await?;
+                                    if owner != created_by.map(i64::from) {
+                                        return Err(StoreError::Conflict(format!(
+                                            "the endpoint {url} is shared and has no API key; only its owner may give it one \
+                                             (register this checkpoint without a key, or on a URL of its own)"
+                                        )));
+                                    }
+                                    sqlx::query("UPDATE endpoints SET api_key_ref = $1 WHERE base_url = $2")
+                                        .bind(key)
+                                        .bind(url)
+                                        .execute(&mut *tx)
+                                        .await?;
+                                }
                                 None => {
                                     sqlx::query("UPDATE endpoints SET api_key_ref = $1 WHERE base_url = $2")
                                         .bind(key)

@@ -32,8 +32,9 @@ async fn operator_keys_go_only_where_a_lead_bound_them(store: Arc<dyn Store>) {
         user("lea", Role::Lead).await,
         user("rita", Role::Researcher).await,
     );
-    let register = |name: &'static str, url: &'static str| {
+    let register_as = |name: &'static str, url: &'static str, by: Option<&User>| {
         let key = format!("env:{variable}");
+        let by = by.map(|user| user.id);
         async move {
             catalog::register_checkpoint(
                 store,
@@ -44,11 +45,12 @@ async fn operator_keys_go_only_where_a_lead_bound_them(store: Arc<dyn Store>) {
                     api_key: key.as_str().into(),
                     ..CheckpointForm::default()
                 },
-                None,
+                by,
             )
             .await
         }
     };
+    let register = |name: &'static str, url: &'static str| register_as(name, url, None);
 
     // Unbound, the key goes nowhere, and the refusal says who may bind it.
     let refused = register("first", "http://127.0.0.1:9/v1")
@@ -80,11 +82,35 @@ async fn operator_keys_go_only_where_a_lead_bound_them(store: Arc<dyn Store>) {
     }
     assert!(store.key_bindings().await.unwrap().is_empty());
 
-    // A lead binds it to one server: that server may have it, no other.
+    // A lead binds it to one server: that server may have it, no other. The server was first
+    // registered by rita without a key, so only rita (its owner) may give it one: the key would
+    // go to every checkpoint and team on it.
+    catalog::register_checkpoint(
+        store,
+        &CheckpointForm {
+            name: "keyless".into(),
+            endpoint_url: "http://127.0.0.1:9/v1".into(),
+            model: "m".into(),
+            ..CheckpointForm::default()
+        },
+        Some(rita.id),
+    )
+    .await
+    .unwrap();
     catalog::bind_endpoint_key(store, &lea, &variable, "127.0.0.1:9")
         .await
         .unwrap();
-    register("bound", "http://127.0.0.1:9/v1").await.unwrap();
+    let taken = register("not-the-owner", "http://127.0.0.1:9/v1")
+        .await
+        .unwrap_err();
+    assert_eq!(taken.status_code(), 409, "{taken}");
+    assert!(
+        taken.to_string().contains("only its owner may give it one"),
+        "{taken}"
+    );
+    register_as("bound", "http://127.0.0.1:9/v1", Some(&rita))
+        .await
+        .unwrap();
     let elsewhere = register("elsewhere", "http://localhost:9/v1")
         .await
         .unwrap_err();

@@ -237,14 +237,22 @@ async fn only_the_owning_team_changes_suites_runs_and_checkpoints(store: Arc<dyn
         suites::delete_suite(store, &theirs, suite_id).await,
         "team `default`",
     );
-    assert_eq!(store.suites().await.unwrap().len(), 2, "nightly and vision-smoke");
+    assert_eq!(
+        store.suites().await.unwrap().len(),
+        2,
+        "nightly and vision-smoke"
+    );
     let launched =
         suites::run_suite_on_demand(store, &ours, own_checkpoint, "nightly", Priority::Scheduled)
             .await
             .unwrap();
     assert!(launched[0].run_id.is_some(), "{launched:?}");
     suites::delete_suite(store, &lead, suite_id).await.unwrap();
-    assert_eq!(store.suites().await.unwrap().len(), 1, "vision-smoke is left");
+    assert_eq!(
+        store.suites().await.unwrap().len(),
+        1,
+        "vision-smoke is left"
+    );
     assert!(matches!(
         suites::delete_suite(store, &lead, suite_id).await,
         Err(ServiceError::NotFound(_))
