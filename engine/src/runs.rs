@@ -262,6 +262,26 @@ async fn plan_next_chunk(
     ))
 }
 
+/// Refuses `user` acting on a run (`action`, e.g. "pause") unless they act for the team it is
+/// charged to: its members, leads and admins.
+pub async fn require_run_team(
+    store: &dyn Store,
+    user: &User,
+    run_id: RunId,
+    action: &str,
+) -> ServiceResult<()> {
+    let team = store
+        .run_team(run_id)
+        .await?
+        .ok_or_else(|| ServiceError::NotFound(format!("no run with id {run_id}")))?;
+    if !user.acts_for_team(&team) {
+        return Err(ServiceError::Forbidden(format!(
+            "run {run_id} belongs to team `{team}`; only its members, leads and admins may {action} it"
+        )));
+    }
+    Ok(())
+}
+
 /// Pause (`paused`), resume (`running`) or cancel (`cancelled`) a run. Requests already in
 /// flight finish and are recorded; nothing new is claimed while paused or cancelled. Only the
 /// members of the team the run is charged to, leads and admins may.
@@ -282,15 +302,7 @@ pub async fn change_run_state(
             )))
         }
     };
-    let team = store
-        .run_team(run_id)
-        .await?
-        .ok_or_else(|| ServiceError::NotFound(format!("no run with id {run_id}")))?;
-    if !user.acts_for_team(&team) {
-        return Err(ServiceError::Forbidden(format!(
-            "run {run_id} belongs to team `{team}`; only its members, leads and admins may {action} it"
-        )));
-    }
+    require_run_team(store, user, run_id, action).await?;
     if store.set_run_status(run_id, from, to).await? {
         if to == Running {
             store.finish_run_if_done(run_id).await?;

@@ -611,6 +611,10 @@ pub async fn decide_promotion(
             ))
         }
     };
+    // A promotion decision is recorded on the candidate run: its team's (or a lead's) to make.
+    arbiter_engine::runs::require_run_team(state.store.as_ref(), &user, candidate, "decide on")
+        .await
+        .map_err(service_error)?;
     arbiter_engine::reports::compare::decide_promotion(
         state.store.as_ref(),
         baseline,

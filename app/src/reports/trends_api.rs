@@ -374,6 +374,9 @@ pub async fn watch_trend(
     #[server(default)] pinned: String,
 ) -> Result<(), ServerFnError> {
     let (state, user) = require(Permission::ManageEvals).await?;
+    arbiter_engine::grading::check_eval_owner(state.store.as_ref(), &user, eval)
+        .await
+        .map_err(service_error)?;
     let policy = policy_of(&policy, &pinned)?;
     trends::watch_trend(
         state.store.as_ref(),
@@ -388,7 +391,11 @@ pub async fn watch_trend(
 
 #[server(endpoint = "unwatch_trend")]
 pub async fn unwatch_trend(eval: EvalId, training_run: String) -> Result<(), ServerFnError> {
-    let (state, _) = require(Permission::ManageEvals).await?;
+    let (state, user) = require(Permission::ManageEvals).await?;
+    // Watches raise the leads' regression alerts: the eval's team (or a lead) removes them.
+    arbiter_engine::grading::check_eval_owner(state.store.as_ref(), &user, eval)
+        .await
+        .map_err(service_error)?;
     state
         .store
         .delete_trend_watch(eval, &training_run)

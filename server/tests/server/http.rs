@@ -482,6 +482,7 @@ async fn every_server_function_refuses_the_wrong_role_and_anonymous_callers() {
 async fn server_functions_change_only_the_callers_teams_objects() {
     let app = TestApp::spawn().await;
     let objects = app.team_objects().await;
+    let eval = objects.eval.to_string();
     let (checkpoint, endpoint, suite, run) = (
         objects.checkpoint.to_string(),
         objects.endpoint.to_string(),
@@ -510,10 +511,40 @@ async fn server_functions_change_only_the_callers_teams_objects() {
             ],
         ),
         ("change_run", vec![("id", &run), ("action", "cancel")]),
+        (
+            "save_policy",
+            vec![
+                ("eval_id", &eval),
+                ("cheap_judge", ""),
+                ("accept_threshold", "0.9"),
+                ("escalate_threshold", "0.5"),
+                ("audit_rate", "0"),
+                ("judge_samples", "1"),
+                ("human_usd_per_label", "0"),
+            ],
+        ),
+        (
+            "unwatch_trend",
+            vec![("eval", &eval), ("training_run", "run-a")],
+        ),
         ("delete_suite", vec![("id", &suite)]),
     ];
     let runs_before = app.store.list_runs().await.unwrap().len();
     let vera = app.signed_in("vera").await;
+    // A promotion decision on the team's run is the team's to record.
+    assert_eq!(
+        app.call(
+            &vera,
+            "decide_promotion",
+            &[
+                ("baseline", &run),
+                ("candidate", &run),
+                ("decision", "promote")
+            ]
+        )
+        .await,
+        StatusCode::FORBIDDEN
+    );
     for (endpoint, args) in &calls {
         assert_eq!(
             app.call(&vera, endpoint, args).await,

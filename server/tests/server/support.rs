@@ -188,6 +188,7 @@ impl TestApp {
         .run_id;
         let endpoint = store.list_endpoints().await.unwrap()[0].id;
         TeamObjects {
+            eval: eval.get(),
             checkpoint: checkpoint.get(),
             endpoint,
             suite,
@@ -238,6 +239,7 @@ impl TestApp {
 
 /// Ids of the objects [`TestApp::team_objects`] makes.
 pub struct TeamObjects {
+    pub eval: i64,
     pub checkpoint: i64,
     pub endpoint: i64,
     pub suite: i64,
