@@ -24,6 +24,11 @@ const MAX_CASE_ID_BYTES: usize = 200;
 pub const MAX_ITEM_BYTES: usize = 4 * MAX_PROMPT_BYTES;
 /// Most fields an item may have.
 const MAX_FIELDS: usize = 256;
+/// Most bytes of items (their canonical form) one upload may hold, whatever its file size: a
+/// compressed or dictionary-encoded file can expand far beyond its own size.
+pub const MAX_DECODED_BYTES: usize = 256 * 1024 * 1024;
+/// Most items one upload may hold.
+pub const MAX_ITEMS: usize = 2_000_000;
 /// Field names that hold an item's id, in order of preference.
 const ID_FIELDS: [&str; 2] = ["id", "case_id"];
 
@@ -173,13 +178,14 @@ pub enum DatasetError {
     At { place: String, message: String },
 }
 
-/// The accepted formats, chosen by the file name's extension (`.csv`, `.parquet`,
+/// The accepted formats, chosen by the file name's extension (`.csv`, `.csv.gz`, `.parquet`,
 /// `.jsonl.gz`/`.json.gz`; anything else is JSONL).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DatasetFormat {
     Jsonl,
     JsonlGzip,
     Csv,
+    CsvGzip,
     Parquet,
 }
 
@@ -188,6 +194,8 @@ impl DatasetFormat {
         let name = name.to_ascii_lowercase();
         if name.ends_with(".csv") {
             DatasetFormat::Csv
+        } else if name.ends_with(".csv.gz") {
+            DatasetFormat::CsvGzip
         } else if name.ends_with(".parquet") || name.ends_with(".pq") {
             DatasetFormat::Parquet
         } else if name.ends_with(".gz") {
@@ -195,11 +203,6 @@ impl DatasetFormat {
         } else {
             DatasetFormat::Jsonl
         }
-    }
-
-    /// Whether this crate parses the format from text (the others are decoded by the engine).
-    pub fn is_text(self) -> bool {
-        matches!(self, DatasetFormat::Jsonl | DatasetFormat::Csv)
     }
 }
 
@@ -224,7 +227,13 @@ pub fn parse_dataset_with_limit(
     let mut builder = DatasetBuilder::default();
     match format {
         DatasetFormat::Csv => parse_csv(text, &mut builder)?,
-        _ => parse_jsonl(text, &mut builder)?,
+        DatasetFormat::Jsonl => parse_jsonl(text, &mut builder)?,
+        DatasetFormat::JsonlGzip | DatasetFormat::CsvGzip | DatasetFormat::Parquet => {
+            return Err(at(
+                "the file",
+                "is compressed or binary; the engine decodes it before parsing",
+            ))
+        }
     }
     builder.finish()
 }
@@ -273,21 +282,19 @@ fn parse_csv(text: &str, builder: &mut DatasetBuilder) -> Result<(), DatasetErro
         .headers()
         .map_err(|err| at("line 1", format!("unreadable CSV header: {err}")))?
         .clone();
-    // Headers of the four-field shape are matched case-insensitively, as they always were;
-    // other headers are field names as written.
-    let lowered: Vec<String> = headers
+    // Headers naming a four-field key in any case (`ID`, `Input`) are that key, as they always
+    // were; other headers are field names as written.
+    let names: Vec<String> = headers
         .iter()
-        .map(|header| header.trim().to_ascii_lowercase())
+        .map(|header| {
+            let lower = header.trim().to_ascii_lowercase();
+            if is_four_field_key(&lower) {
+                lower
+            } else {
+                header.trim().to_string()
+            }
+        })
         .collect();
-    let four_field = lowered.iter().all(|name| is_four_field_key(name));
-    let names: Vec<String> = if four_field {
-        lowered
-    } else {
-        headers
-            .iter()
-            .map(|header| header.trim().to_string())
-            .collect()
-    };
     let mut seen = HashMap::new();
     for (column, name) in names.iter().enumerate() {
         if name.is_empty() {
@@ -343,6 +350,7 @@ enum IdSource {
 #[derive(Default)]
 pub struct DatasetBuilder {
     items: Vec<DatasetItem>,
+    decoded_bytes: usize,
     ids: HashMap<String, String>,
     hasher: Sha256,
     id_source: Option<IdSource>,
@@ -355,6 +363,12 @@ impl DatasetBuilder {
         place: &str,
         mut object: Map<String, Value>,
     ) -> Result<(), DatasetError> {
+        if self.items.len() >= MAX_ITEMS {
+            return Err(at(
+                place,
+                format!("the file has more than {MAX_ITEMS} items"),
+            ));
+        }
         let id_source = *self.id_source.get_or_insert_with(|| {
             ID_FIELDS
                 .iter()
@@ -362,7 +376,17 @@ impl DatasetBuilder {
                 .map_or(IdSource::Position, |name| IdSource::Field(name))
         });
         let case_id = match id_source {
-            IdSource::Position => (self.items.len() + 1).to_string(),
+            IdSource::Position => {
+                // Ids come from every item or from none: a file that has them on some lines
+                // only is a mistake, never silently renumbered.
+                if let Some(name) = ID_FIELDS.iter().find(|name| object.contains_key(**name)) {
+                    return Err(at(
+                        place,
+                        format!("this item has an `{name}`, but the first item has none (give every item an id, or none)"),
+                    ));
+                }
+                (self.items.len() + 1).to_string()
+            }
             IdSource::Field(_) => {
                 let value = ID_FIELDS
                     .iter()
@@ -375,7 +399,21 @@ impl DatasetBuilder {
                 }
             }
         };
+        if object.is_empty() {
+            return Err(at(place, "the item has no fields"));
+        }
         let item = validated_item(place, case_id, object)?;
+        let line = item.canonical_line();
+        self.decoded_bytes += line.len() + 1;
+        if self.decoded_bytes > MAX_DECODED_BYTES {
+            return Err(at(
+                place,
+                format!(
+                    "the items so far hold more than {} (the limit for one upload)",
+                    describe_bytes(MAX_DECODED_BYTES)
+                ),
+            ));
+        }
         if let Some(first) = self.ids.insert(item.case_id.clone(), place.to_string()) {
             return Err(at(
                 place,
@@ -385,7 +423,7 @@ impl DatasetBuilder {
                 ),
             ));
         }
-        self.hasher.update(item.canonical_line().as_bytes());
+        self.hasher.update(line.as_bytes());
         self.hasher.update(b"\n");
         self.items.push(item);
         Ok(())
@@ -575,14 +613,26 @@ mod tests {
     fn ids_come_from_the_first_item_or_positions() {
         let err = jsonl("{\"id\":\"a\",\"input\":\"x\"}\n{\"input\":\"y\"}\n").unwrap_err();
         assert_eq!(err.to_string(), "line 2: missing field `id`");
-        let numbered =
-            jsonl("{\"question\":\"x\"}\n{\"question\":\"y\",\"id\":\"kept\"}\n").unwrap();
+        let numbered = jsonl("{\"question\":\"x\"}\n{\"question\":\"y\"}\n").unwrap();
         assert_eq!(numbered.items[0].case_id, "1");
         assert_eq!(numbered.items[1].case_id, "2");
-        assert_eq!(
-            numbered.items[1].fields()["id"],
-            Value::String("kept".into())
+        // Ids on some lines only are a mistake, never silently replaced by positions.
+        let mixed = jsonl("{\"question\":\"x\"}\n{\"question\":\"y\",\"id\":\"b\"}\n").unwrap_err();
+        assert!(
+            mixed
+                .to_string()
+                .starts_with("line 2: this item has an `id`"),
+            "{mixed}"
         );
+        assert_eq!(
+            jsonl("{}\n").unwrap_err().to_string(),
+            "line 1: the item has no fields"
+        );
+        // CSV headers naming the four fields in any case are those fields.
+        let csv = parse_dataset(b"ID,Input,Answer,Notes\n1,x,y,z\n", DatasetFormat::Csv).unwrap();
+        assert_eq!(csv.items[0].case_id, "1");
+        assert_eq!(csv.items[0].fields()["input"], "x");
+        assert_eq!(csv.items[0].fields()["Notes"], "z");
     }
 
     #[test]

@@ -200,8 +200,10 @@ impl FieldMapping {
         };
         let (mut targets, mut target_index) = match &self.target {
             Some(name) => {
-                let value =
-                    lookup(fields, name).ok_or_else(|| FieldError::Missing(name.clone()))?;
+                // Four-field files have always spelled the target `answer` too.
+                let value = lookup(fields, name)
+                    .or_else(|| (name == "target").then(|| fields.get("answer")).flatten())
+                    .ok_or_else(|| FieldError::Missing(name.clone()))?;
                 read_target(name, value, self.choices.is_some().then_some(&choices[..]))?
             }
             None => (Vec::new(), None),

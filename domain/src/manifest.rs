@@ -84,6 +84,14 @@ impl EvalSpec {
             return Err("temperature must be between 0 and 2".into());
         }
         self.generation.sampling.validate()?;
+        if let Some(min_tokens) = self.generation.sampling.extra.get("min_tokens") {
+            if min_tokens.as_u64().unwrap_or(0) > u64::from(self.generation.max_tokens) {
+                return Err(format!(
+                    "min_tokens ({min_tokens}) is more than max tokens ({}); every request would be refused",
+                    self.generation.max_tokens
+                ));
+            }
+        }
         if self.repetitions == 0 || self.repetitions > MAX_REPETITIONS {
             return Err(format!(
                 "repetitions must be between 1 and {MAX_REPETITIONS}"

@@ -309,9 +309,18 @@ pub fn eval_spec(form: &EvalForm) -> ServiceResult<EvalSpec> {
         name: form.name.trim().to_string(),
         prompt: PromptSpec {
             template: form.prompt_template.clone(),
-            syntax: options
-                .template_syntax
-                .unwrap_or_else(|| TemplateSyntax::detect(&form.prompt_template)),
+            syntax: options.template_syntax.unwrap_or_else(|| {
+                TemplateSyntax::detect_in(
+                    std::iter::once(form.prompt_template.as_str())
+                        .chain(std::iter::once(options.system_prompt.as_str()))
+                        .chain(
+                            options
+                                .messages
+                                .iter()
+                                .map(|message| message.content.as_str()),
+                        ),
+                )
+            }),
             system_prompt: options.system_prompt.clone(),
             messages: options.messages.clone(),
             api: options.api,

@@ -16,6 +16,10 @@ pub fn parse_upload(bytes: &[u8], format: DatasetFormat) -> Result<ParsedDataset
             let text = gunzip(bytes, MAX_UPLOAD_BYTES)?;
             parse_dataset(&text, DatasetFormat::Jsonl)
         }
+        DatasetFormat::CsvGzip => {
+            let text = gunzip(bytes, MAX_UPLOAD_BYTES)?;
+            parse_dataset(&text, DatasetFormat::Csv)
+        }
         DatasetFormat::Parquet => parse_parquet(bytes),
     }
 }

@@ -10,6 +10,9 @@ use arbiter_domain::prompt::few_shot::{ExemplarDraw, Exemplars};
 use arbiter_domain::prompt::{PromptRenderer, PromptSpec};
 use arbiter_store::Store;
 
+/// Most bytes of exemplar items a manifest may freeze: every shot must fit one prompt anyway.
+const MAX_EXEMPLAR_BYTES: usize = 2 * arbiter_domain::prompt::MAX_PROMPT_BYTES;
+
 /// Draws the eval's few-shot exemplars (`None` without few-shot), streaming over the
 /// exemplar dataset's newest revision page by page.
 pub async fn draw_exemplars(
@@ -54,6 +57,20 @@ pub async fn draw_exemplars(
         }
     }
     let items = draw.finish();
+    // The drawn items are frozen into every run's manifest, which each worker reads.
+    let frozen: usize = items
+        .iter()
+        .map(|item| serde_json::to_string(item).map_or(0, |json| json.len()))
+        .sum();
+    if frozen > MAX_EXEMPLAR_BYTES {
+        return Err(ServiceError::Invalid(format!(
+            "the {} drawn few-shot exemplars hold {}; the limit is {} (use fewer shots, or a \
+             dataset of shorter items)",
+            items.len(),
+            arbiter_domain::prompt::describe_bytes(frozen),
+            arbiter_domain::prompt::describe_bytes(MAX_EXEMPLAR_BYTES)
+        )));
+    }
     if items.len() < few_shot.count as usize {
         return Err(ServiceError::Invalid(format!(
             "the few-shot dataset `{}` has {} items; {} shots were asked for",

@@ -279,9 +279,9 @@ pub async fn check_prompt(
         }
     };
     let prompt = PromptSpec {
-        syntax: options
-            .template_syntax
-            .unwrap_or_else(|| TemplateSyntax::detect(&prompt_template)),
+        syntax: options.template_syntax.unwrap_or_else(|| {
+            TemplateSyntax::detect_in([prompt_template.as_str(), options.system_prompt.as_str()])
+        }),
         template: prompt_template,
         system_prompt: options.system_prompt,
         messages: options.messages,

@@ -14,7 +14,11 @@ const DEFAULT_TEMPLATE: &str =
     "Answer the question. End your reply with a final line `Answer: <answer>`.\n\nQuestion: {{ input }}";
 
 /// Graders offered in the list: (kind, what it does).
-const GRADERS: [(&str, &str); 10] = [
+const GRADERS: [(&str, &str); 11] = [
+    (
+        "",
+        "exact match on the final `Answer:` line, or the JSON spec below when given",
+    ),
     ("exact_match", "exact match on the final `Answer:` line"),
     (
         "normalised_match",
@@ -51,12 +55,20 @@ pub fn DefineEval(
     let target_field = RwSignal::new(String::new());
     let choices_field = RwSignal::new(String::new());
     let category_field = RwSignal::new(String::new());
+    let template_syntax = RwSignal::new(String::new());
+    let few_shot_dataset = RwSignal::new(String::new());
+    let few_shot_count = RwSignal::new("5".to_string());
+    let few_shot_style = RwSignal::new(String::new());
     let sample = Resource::new(
         move || {
             (
                 dataset.get(),
                 template.get(),
                 EvalFormText {
+                    template_syntax: template_syntax.get(),
+                    few_shot_dataset: few_shot_dataset.get(),
+                    few_shot_count: few_shot_count.get(),
+                    few_shot_style: few_shot_style.get(),
                     system_prompt: system_prompt.get(),
                     api: api.get(),
                     input_field: input_field.get(),
@@ -123,7 +135,7 @@ pub fn DefineEval(
                         </select>
                     </label>
                     <label>"Template syntax"
-                        <select name="options[template_syntax]">
+                        <select name="options[template_syntax]" on:change=bind(template_syntax)>
                             <option value="">"detect"</option>
                             <option value="jinja">"Jinja"</option>
                             <option value="placeholder">"{input} only"</option>
@@ -145,17 +157,17 @@ pub fn DefineEval(
                 <summary>"Few-shot exemplars"</summary>
                 <div class="row">
                     <label>"Exemplars from"
-                        <select name="options[few_shot_dataset]">
+                        <select name="options[few_shot_dataset]" on:change=bind(few_shot_dataset)>
                             <option value="">"none"</option>
                             {exemplar_datasets.into_iter().map(|dataset| view! {
                                 <option value=dataset.id.to_string()>{dataset.name}</option>
                             }).collect_view()}
                         </select>
                     </label>
-                    <label>"Shots" <input name="options[few_shot_count]" type="number" min="1" max="64" value="5"/></label>
+                    <label>"Shots" <input name="options[few_shot_count]" type="number" min="1" max="64" value="5" on:input=bind(few_shot_count)/></label>
                     <label>"Draw seed" <input name="options[few_shot_seed]" type="number" min="0" value="0"/></label>
                     <label>"As"
-                        <select name="options[few_shot_style]">
+                        <select name="options[few_shot_style]" on:change=bind(few_shot_style)>
                             <option value="text">"text before the question"</option>
                             <option value="turns">"earlier chat turns"</option>
                         </select>
@@ -180,7 +192,7 @@ pub fn DefineEval(
                 <legend>"Grader"</legend>
                 <select name="options[grader_kind]" aria-label="grader">
                     {GRADERS.iter().map(|(kind, what)| view! {
-                        <option value=*kind>{format!("{kind}: {what}")}</option>
+                        <option value=*kind>{if kind.is_empty() { (*what).to_string() } else { format!("{kind}: {what}") }}</option>
                     }).collect_view()}
                 </select>
                 <div class="row">

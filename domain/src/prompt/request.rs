@@ -36,6 +36,17 @@ impl TemplateSyntax {
         *self == TemplateSyntax::Placeholder
     }
 
+    /// The syntax of an eval's parts written without saying (the template first): Jinja when
+    /// any has a Jinja tag, else as the template alone says ([`TemplateSyntax::detect`]).
+    pub fn detect_in<'a>(parts: impl IntoIterator<Item = &'a str>) -> TemplateSyntax {
+        let mut parts = parts.into_iter();
+        let template = parts.next().unwrap_or_default();
+        if parts.any(|part| ["{{", "{%", "{#"].iter().any(|tag| part.contains(tag))) {
+            return TemplateSyntax::Jinja;
+        }
+        TemplateSyntax::detect(template)
+    }
+
     /// The syntax a template written without saying is in: Jinja when it has a Jinja tag, the
     /// original `{input}` placeholder otherwise (so clients written before Jinja keep working).
     pub fn detect(template: &str) -> TemplateSyntax {
@@ -986,5 +997,14 @@ mod tests {
         );
         assert_eq!(TemplateSyntax::detect("{{input}}"), TemplateSyntax::Jinja);
         assert_eq!(TemplateSyntax::detect("Say hello."), TemplateSyntax::Jinja);
+        assert_eq!(
+            TemplateSyntax::detect_in(["Q: {input}", "You answer {{ subject }} questions."]),
+            TemplateSyntax::Jinja,
+            "a Jinja system prompt makes the eval Jinja"
+        );
+        assert_eq!(
+            TemplateSyntax::detect_in(["Q: {input}", "Be brief."]),
+            TemplateSyntax::Placeholder
+        );
     }
 }

@@ -93,22 +93,26 @@ impl JinjaTemplates {
         what: &str,
         variables: &serde_json::Map<String, serde_json::Value>,
     ) -> Result<String, String> {
-        if let Some(missing) = self
-            .reads(what)
-            .iter()
-            .find(|name| !variables.contains_key(name.as_str()))
-        {
-            return Err(format!(
-                "{what} uses `{missing}`, which the item does not have"
-            ));
-        }
         let template = self
             .env
             .get_template(what)
             .map_err(|err| format!("{what}: {}", describe(&err)))?;
+        // Strict undefined refuses a missing field where it is used, while `is defined` and
+        // `default` still serve optional ones; a failure then names the field when it can.
         let rendered = template
             .render(Value::from(minijinja::value::Serde(variables)))
-            .map_err(|err| format!("{what} could not be rendered: {}", describe(&err)))?;
+            .map_err(|err| {
+                let missing = self
+                    .reads(what)
+                    .iter()
+                    .find(|name| !variables.contains_key(name.as_str()));
+                match (err.kind(), missing) {
+                    (minijinja::ErrorKind::UndefinedError, Some(missing)) => {
+                        format!("{what} uses `{missing}`, which the item does not have")
+                    }
+                    _ => format!("{what} could not be rendered: {}", describe(&err)),
+                }
+            })?;
         if rendered.len() > MAX_PROMPT_BYTES {
             return Err(format!(
                 "{what} renders to {}; the limit is {} per prompt",
@@ -223,6 +227,28 @@ mod tests {
     }
 
     #[test]
+    fn optional_fields_may_be_tested_or_defaulted() {
+        let templates = one(
+            "{{ question }}{% if hint is defined %} (hint: {{ hint }}){% endif %}{{ note | default('') }}",
+        );
+        assert_eq!(
+            templates
+                .render("the prompt template", &vars(json!({"question": "Q"})))
+                .unwrap(),
+            "Q"
+        );
+        assert_eq!(
+            templates
+                .render(
+                    "the prompt template",
+                    &vars(json!({"question": "Q", "hint": "h"}))
+                )
+                .unwrap(),
+            "Q (hint: h)"
+        );
+    }
+
+    #[test]
     fn syntax_errors_name_the_template_and_line() {
         let refused =
             JinjaTemplates::compile(&[("the system prompt", "ok\n{{ unclosed")]).unwrap_err();
@@ -262,11 +288,18 @@ mod tests {
 
     #[test]
     fn templates_cannot_load_files() {
-        // Refused when compiled, or (where another crate enables includes) when rendered:
-        // there is no loader, so nothing outside the eval's own templates can be read.
-        let loaded =
-            JinjaTemplates::compile(&[("the prompt template", "{% include '/etc/passwd' %}")])
-                .and_then(|templates| templates.render("the prompt template", &vars(json!({}))));
-        assert!(loaded.is_err(), "{loaded:?}");
+        // There is no loader: an include names only the eval's own templates.
+        let templates = JinjaTemplates::compile(&[
+            ("the prompt template", "{% include '/etc/passwd' %}"),
+            ("the system prompt", "[{% include 'the prompt template' %}]"),
+        ])
+        .unwrap();
+        let loaded = templates.render("the prompt template", &vars(json!({})));
+        assert!(
+            loaded
+                .as_ref()
+                .is_err_and(|problem| problem.contains("could not be rendered")),
+            "{loaded:?}"
+        );
     }
 }

@@ -81,11 +81,12 @@ async fn triage_answer(
     let judging = Judging {
         store,
         pool,
-        // The item's question as the judge has always seen it (not the eval's template around
-        // it, so an unchanged eval keeps its grade cache); a conversation as its turns.
-        question: match &rendered.item.input {
-            MappedInput::Text(text) => text.clone(),
-            MappedInput::Messages(_) => rendered.body.as_text(),
+        // An eval of the original shape shows the judge the item's input, as it always has (so
+        // its grade cache still holds); any other shows what the model was asked (choices,
+        // system prompt, shots and all), a conversation as its turns.
+        question: match (&rendered.item.input, spec.original_shape) {
+            (MappedInput::Text(text), true) => text.clone(),
+            _ => rendered.body.as_text(),
         },
         target: rendered.item.target_text(),
     };

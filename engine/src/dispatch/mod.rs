@@ -85,6 +85,8 @@ struct RunSpec {
     grader: Result<Grader, String>,
     /// The eval's prompt, compiled once (every item was rendered at launch).
     renderer: Result<PromptRenderer, String>,
+    /// Whether the eval is of the original shape (an `{input}` template over four fields).
+    original_shape: bool,
 }
 
 impl RunSpec {
@@ -132,12 +134,18 @@ impl RunSpec {
                 None => Ok(renderer),
             }
         });
+        let prompt = &manifest.eval.prompt;
+        let original_shape = prompt.syntax.is_placeholder()
+            && prompt.system_prompt.is_empty()
+            && prompt.few_shot.is_none()
+            && prompt.mapping == arbiter_domain::fields::FieldMapping::default();
         RunSpec {
             manifest,
             target,
             judge_targets,
             grader,
             renderer,
+            original_shape,
         }
     }
 
