@@ -34,7 +34,8 @@ async function launchReviewedRun(page: Page) {
   await form.getByLabel('Name').fill(evalName);
   await form.getByLabel('Dataset').selectOption({ label: dataset });
   await form.getByLabel('Repetitions').fill('1');
-  await form.getByLabel('Deterministic grader as JSON', { exact: false }).fill(NEVER_DECIDES);
+  await form.getByText('Advanced: grader as JSON').click();
+  await form.getByLabel('Grader spec as JSON', { exact: false }).fill(NEVER_DECIDES);
   await form.getByRole('button', { name: 'Define eval' }).click();
 
   await page.getByRole('link', { name: evalName }).click();

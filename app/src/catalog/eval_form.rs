@@ -203,7 +203,9 @@ pub fn DefineEval(
                 </div>
                 <details>
                     <summary>"Advanced: grader as JSON"</summary>
-                    <textarea name="grader" rows="2" placeholder="{\"kind\": \"all_of\", \"graders\": […]}"></textarea>
+                    <label>"Grader spec as JSON (used when no grader is picked above)"
+                        <textarea name="grader" rows="2" placeholder="{\"kind\": \"all_of\", \"graders\": […]}"></textarea>
+                    </label>
                 </details>
                 <p class="hint">"Answers the grader cannot decide go to the eval's judges (set on the eval's page), else to the human annotation queue."</p>
             </fieldset>
