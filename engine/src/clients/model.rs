@@ -320,27 +320,39 @@ fn parse_chat_completion(body: &[u8]) -> Result<Generation, String> {
         .message
         .refusal
         .is_some_and(|refusal| !refusal.trim().is_empty());
-    let finish_reason = choice.finish_reason;
-    let outcome = outcome_of(refusal, finish_reason.as_deref(), &output);
-    Ok(Generation {
+    let logprobs = choice
+        .logprobs
+        .as_ref()
+        .and_then(|logprobs| logprobs.encode());
+    Ok(answered(
+        outcome_of(refusal, choice.finish_reason.as_deref(), &output),
+        output,
+        choice.finish_reason,
+        completion.model,
+        completion.usage,
+        logprobs,
+    ))
+}
+
+/// A parsed answer of either API as a [`Generation`].
+fn answered(
+    outcome: Outcome,
+    output: String,
+    finish_reason: Option<String>,
+    model_used: Option<String>,
+    usage: Option<Usage>,
+    logprobs: Option<Vec<u8>>,
+) -> Generation {
+    Generation {
         outcome,
         output,
         finish_reason,
-        model_used: completion.model,
-        prompt_tokens: completion
-            .usage
-            .as_ref()
-            .and_then(|usage| usage.prompt_tokens),
-        completion_tokens: completion
-            .usage
-            .as_ref()
-            .and_then(|usage| usage.completion_tokens),
-        logprobs: choice
-            .logprobs
-            .as_ref()
-            .and_then(|logprobs| logprobs.encode()),
+        model_used,
+        prompt_tokens: usage.as_ref().and_then(|usage| usage.prompt_tokens),
+        completion_tokens: usage.as_ref().and_then(|usage| usage.completion_tokens),
+        logprobs,
         ..Generation::default()
-    })
+    }
 }
 
 /// The parts of an OpenAI (legacy) completion Arbiter reads.
@@ -368,25 +380,18 @@ fn parse_completion(body: &[u8]) -> Result<Generation, String> {
         .into_iter()
         .next()
         .ok_or_else(|| "the response has no choices".to_string())?;
-    Ok(Generation {
-        outcome: outcome_of(false, choice.finish_reason.as_deref(), &choice.text),
-        logprobs: choice
-            .logprobs
-            .as_ref()
-            .and_then(CompletionLogprobs::encode),
-        output: choice.text,
-        finish_reason: choice.finish_reason,
-        model_used: completion.model,
-        prompt_tokens: completion
-            .usage
-            .as_ref()
-            .and_then(|usage| usage.prompt_tokens),
-        completion_tokens: completion
-            .usage
-            .as_ref()
-            .and_then(|usage| usage.completion_tokens),
-        ..Generation::default()
-    })
+    let logprobs = choice
+        .logprobs
+        .as_ref()
+        .and_then(CompletionLogprobs::encode);
+    Ok(answered(
+        outcome_of(false, choice.finish_reason.as_deref(), &choice.text),
+        choice.text,
+        choice.finish_reason,
+        completion.model,
+        completion.usage,
+        logprobs,
+    ))
 }
 
 /// What an answer's finish reason and text say about it.
