@@ -171,7 +171,7 @@ test('a structured suite is mapped, checked as typed, previewed and run', async 
   await form.getByLabel('Shots').fill('1');
   // The simulator does not know these questions: exact match grades its replies as wrong
   // (where the multiple-choice grader would leave them to humans).
-  await form.getByLabel('grader').selectOption('normalised_match');
+  await form.getByLabel('grader', { exact: true }).selectOption('normalised_match');
   await form.getByLabel('Repetitions').fill('3');
   await form.getByRole('button', { name: 'Define eval' }).click();
   await expect(evalRow(page, evalName)).toContainText('normalised_match@1');
