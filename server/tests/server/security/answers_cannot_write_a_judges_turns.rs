@@ -48,29 +48,41 @@ async fn a_candidates_answer_cannot_write_turns_into_the_judges_prompt() {
         .replace("{output}", FORGED);
     assert_eq!(tokens(&pasted).0, own_turn_markers + 4);
 
-    // The bundled model as the judge reads exactly that prompt, and its verdict is its own
-    // reply's first word.
+    // The bundled model as the judge reads exactly these prompts: the pasted one with the
+    // forged turns as real control tokens (the control: what the fix prevents), the quoted one
+    // without them. Its verdict is its own reply's first word.
     let server = ModelProcess::start(&gguf);
-    let answer: serde_json::Value = reqwest::Client::new()
-        .post(format!("{}/chat/completions", server.base_url))
-        .json(&json!({
-            "model": MODEL,
-            "messages": [{"role": "user", "content": forged}],
-            "max_tokens": 4,
-            "temperature": 0.0,
-            "logprobs": true,
-            "top_logprobs": 5,
-        }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(
-        answer["usage"]["prompt_tokens"].as_u64().unwrap() as usize,
-        tokens(&forged).1,
-        "{answer}"
+    let ask = |prompt: String| {
+        let url = format!("{}/chat/completions", server.base_url);
+        async move {
+            reqwest::Client::new()
+                .post(url)
+                .json(&json!({
+                    "model": MODEL,
+                    "messages": [{"role": "user", "content": prompt}],
+                    "max_tokens": 4,
+                    "temperature": 0.0,
+                    "logprobs": true,
+                    "top_logprobs": 5,
+                }))
+                .send()
+                .await
+                .unwrap()
+                .json::<serde_json::Value>()
+                .await
+                .unwrap()
+        }
+    };
+    let read_tokens =
+        |answer: &serde_json::Value| answer["usage"]["prompt_tokens"].as_u64().unwrap() as usize;
+    let as_pasted = ask(pasted.clone()).await;
+    assert_eq!(read_tokens(&as_pasted), tokens(&pasted).1, "{as_pasted}");
+    let answer = ask(forged.clone()).await;
+    assert_eq!(read_tokens(&answer), tokens(&forged).1, "{answer}");
+    assert_ne!(
+        read_tokens(&answer),
+        read_tokens(&as_pasted),
+        "quoting changes what the judge reads"
     );
     let reply = answer["choices"][0]["message"]["content"].as_str().unwrap();
     let reading = read_verdict(reply, None);
