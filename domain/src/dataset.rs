@@ -9,7 +9,7 @@
 
 use crate::fields::scalar_text;
 use crate::ids::{DatasetId, RevisionId};
-use crate::prompt::{describe_bytes, MAX_PROMPT_BYTES};
+use crate::prompt::{describe_bytes, describe_excess, MAX_PROMPT_BYTES};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -465,12 +465,11 @@ fn validated_item(
     // refused here rather than at every launch.
     for (name, value) in &fields {
         if let Some(longest) = longest_string(value).filter(|len| *len > MAX_PROMPT_BYTES) {
+            let (size, limit) = describe_excess(longest, MAX_PROMPT_BYTES);
             return Err(at(
                 place,
                 format!(
-                    "field `{name}` is {}; the limit is {} (the longest prompt Arbiter sends)",
-                    describe_bytes(longest),
-                    describe_bytes(MAX_PROMPT_BYTES)
+                    "field `{name}` is {size}; the limit is {limit} (the longest prompt Arbiter sends)"
                 ),
             ));
         }
@@ -718,7 +717,7 @@ mod tests {
         );
         assert_eq!(
             jsonl(&text).unwrap_err().to_string(),
-            "line 2: field `input` is 1.0 MiB; the limit is 1.0 MiB (the longest prompt Arbiter sends)"
+            "line 2: field `input` is 1048577 bytes; the limit is 1048576 bytes (the longest prompt Arbiter sends)"
         );
         let csv = format!("id,input,target\na,x,{long}\n");
         let err = parse_dataset(csv.as_bytes(), DatasetFormat::Csv).unwrap_err();

@@ -70,6 +70,17 @@ pub fn rendered_len_problem(template: &str, input_bytes: usize) -> Option<String
     })
 }
 
+/// A size over a limit as people read them: rounded, or exact in bytes when rounding would
+/// show the two as equal ("1.0 MiB; the limit is 1.0 MiB" says nothing).
+pub fn describe_excess(size: usize, limit: usize) -> (String, String) {
+    let (size_text, limit_text) = (describe_bytes(size), describe_bytes(limit));
+    if size_text == limit_text && size != limit {
+        (format!("{size} bytes"), format!("{limit} bytes"))
+    } else {
+        (size_text, limit_text)
+    }
+}
+
 /// A size as people read it: bytes, KiB or MiB.
 pub fn describe_bytes(bytes: usize) -> String {
     const KIB: usize = 1024;
@@ -127,5 +138,13 @@ mod tests {
         assert!(refused.contains("the limit is 64.0 KiB"), "{refused}");
         assert!(validate_template("no placeholder").is_err());
         assert_eq!(describe_bytes(12), "12 bytes");
+        assert_eq!(
+            describe_excess(MAX_PROMPT_BYTES + 1, MAX_PROMPT_BYTES),
+            ("1048577 bytes".to_string(), "1048576 bytes".to_string())
+        );
+        assert_eq!(
+            describe_excess(2 * 1024 * 1024, MAX_PROMPT_BYTES).0,
+            "2.0 MiB"
+        );
     }
 }

@@ -82,7 +82,7 @@ async fn templates_and_their_prompts_are_bounded_when_saved_and_launched(store: 
             None,
         )
         .await,
-        &["line 2", "field `input`", "the limit is 1.0 MiB"],
+        &["line 2", "field `input`", "the limit is 1048576 bytes"],
     );
     assert_eq!(
         store
