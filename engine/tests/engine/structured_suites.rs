@@ -130,6 +130,16 @@ async fn structured_datasets_are_one_revision_in_every_format(store: Arc<dyn Sto
     .await
     .unwrap();
     assert_eq!(csv.id, text_revision.id);
+    let csv_gz = catalog::upload_dataset(
+        store,
+        "text",
+        "text.csv.gz",
+        &gzip(b"id,question,answer\na,Capital of France?,1\nb,2 + 2 = ?,4\n"),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(csv_gz.id, text_revision.id, "gzip-compressed CSV is CSV");
     assert_ne!(text_revision.content_hash, from_jsonl.content_hash);
 
     // Every field comes back as it was uploaded.
