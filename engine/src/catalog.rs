@@ -7,6 +7,7 @@
 
 use crate::clients::model::normalise_base_url;
 use crate::error::{ServiceError, ServiceResult};
+use crate::secrets::BoundBy;
 use arbiter_domain::accounts::User;
 use arbiter_domain::checkpoint::{Endpoint, KeyBinding, NewCheckpoint, TokenPrices};
 use arbiter_domain::dataset::{DatasetFormat, DatasetRevision};
@@ -302,31 +303,37 @@ pub fn parse_grader_form(text: &str) -> ServiceResult<GraderSpec> {
     Ok(spec)
 }
 
+/// The prompt parts a form describes: its template with the options' parts, in the syntax
+/// they say or (unsaid) the one their text shows.
+pub fn prompt_spec(template: &str, options: &EvalOptions) -> PromptSpec {
+    PromptSpec {
+        template: template.to_string(),
+        syntax: options.template_syntax.unwrap_or_else(|| {
+            TemplateSyntax::detect_in(
+                std::iter::once(template)
+                    .chain(std::iter::once(options.system_prompt.as_str()))
+                    .chain(
+                        options
+                            .messages
+                            .iter()
+                            .map(|message| message.content.as_str()),
+                    ),
+            )
+        }),
+        system_prompt: options.system_prompt.clone(),
+        messages: options.messages.clone(),
+        api: options.api,
+        mapping: options.mapping.clone().unwrap_or_default(),
+        few_shot: options.few_shot.clone(),
+    }
+}
+
 /// The eval a form describes, validated alone (not yet against its dataset's items).
 pub fn eval_spec(form: &EvalForm) -> ServiceResult<EvalSpec> {
     let options = &form.options;
     let spec = EvalSpec {
         name: form.name.trim().to_string(),
-        prompt: PromptSpec {
-            template: form.prompt_template.clone(),
-            syntax: options.template_syntax.unwrap_or_else(|| {
-                TemplateSyntax::detect_in(
-                    std::iter::once(form.prompt_template.as_str())
-                        .chain(std::iter::once(options.system_prompt.as_str()))
-                        .chain(
-                            options
-                                .messages
-                                .iter()
-                                .map(|message| message.content.as_str()),
-                        ),
-                )
-            }),
-            system_prompt: options.system_prompt.clone(),
-            messages: options.messages.clone(),
-            api: options.api,
-            mapping: options.mapping.clone().unwrap_or_default(),
-            few_shot: options.few_shot.clone(),
-        },
+        prompt: prompt_spec(&form.prompt_template, options),
         grader: parse_grader_form(&form.grader)?,
         generation: GenerationSettings {
             sampling: options.sampling.clone(),
@@ -382,16 +389,13 @@ pub async fn key_bindings(store: &dyn Store) -> ServiceResult<Vec<KeyBinding>> {
     Ok(variables
         .into_iter()
         .map(|variable| {
-            let (hosts, set_by) = crate::secrets::bound_hosts(&variable);
-            let by_operator = set_by == "the operator";
+            let bound = crate::secrets::bound_hosts(&variable);
             KeyBinding {
-                set_by: if hosts.is_some() {
-                    set_by.to_string()
-                } else {
-                    String::new()
-                },
-                hosts: hosts.unwrap_or_default(),
-                editable: !by_operator,
+                set_by: bound
+                    .as_ref()
+                    .map_or_else(String::new, |(_, by)| by.describe().to_string()),
+                editable: !matches!(bound, Some((_, BoundBy::Operator))),
+                hosts: bound.map(|(hosts, _)| hosts).unwrap_or_default(),
                 variable,
             }
         })
@@ -420,7 +424,7 @@ pub async fn bind_endpoint_key(
             "`{variable}` is not an endpoint key variable (ARBITER_ENDPOINT_KEY_…)"
         )));
     }
-    if crate::secrets::bound_hosts(variable).1 == "the operator" {
+    if let Some((_, BoundBy::Operator)) = crate::secrets::bound_hosts(variable) {
         return Err(ServiceError::Conflict(format!(
             "the operator binds {variable} in {variable}_HOSTS; change it there"
         )));

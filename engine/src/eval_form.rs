@@ -34,137 +34,121 @@ fn field_name(text: &str) -> Option<String> {
 
 /// The eval's options, or the first field that does not parse.
 pub fn options(form: &EvalFormText) -> ServiceResult<EvalOptions> {
-    form.options()
+    let template_syntax = match form.template_syntax.trim() {
+        "" => None,
+        "jinja" => Some(TemplateSyntax::Jinja),
+        "placeholder" => Some(TemplateSyntax::Placeholder),
+        other => return Err(invalid(format!("unknown template syntax `{other}`"))),
+    };
+    let api = match form.api.trim() {
+        "" | "chat" => Api::Chat,
+        "completions" => Api::Completions,
+        other => {
+            return Err(invalid(format!(
+                "unknown API `{other}`; use chat or completions"
+            )))
+        }
+    };
+    let defaults = FieldMapping::default();
+    let mapping = FieldMapping {
+        input: field_name(&form.input_field).unwrap_or_else(|| defaults.input.clone()),
+        target: field_name(&form.target_field).or_else(|| defaults.target.clone()),
+        choices: field_name(&form.choices_field),
+        category: field_name(&form.category_field).or_else(|| defaults.category.clone()),
+        metadata: form
+            .metadata_fields
+            .split(',')
+            .filter_map(field_name)
+            .collect(),
+        shuffle_choices: optional_number(&form.shuffle_seed, "the choice shuffling seed")?,
+    };
+    let stop = form
+        .stop
+        .lines()
+        .filter(|line| !line.is_empty())
+        .map(|line| line.replace("\\n", "\n").replace("\\t", "\t"))
+        .collect();
+    let extra: BTreeMap<String, serde_json::Value> = match form.extra.trim() {
+        "" => BTreeMap::new(),
+        text => serde_json::from_str(text).map_err(|err| {
+            invalid(format!(
+                "extra sampling parameters must be a JSON object: {err}"
+            ))
+        })?,
+    };
+    let few_shot = match optional_number::<i64>(&form.few_shot_dataset, "the few-shot dataset")? {
+        None => None,
+        Some(dataset) => Some(FewShotSpec {
+            dataset_id: DatasetId(dataset),
+            count: optional_number(&form.few_shot_count, "the number of shots")?.unwrap_or(5),
+            seed: optional_number(&form.few_shot_seed, "the few-shot seed")?.unwrap_or(0),
+            style: match form.few_shot_style.trim() {
+                "" | "text" => FewShotStyle::Text,
+                "turns" => FewShotStyle::Turns,
+                other => return Err(invalid(format!("unknown few-shot style `{other}`"))),
+            },
+            delimiter: "\n\n".into(),
+            target_delimiter: " ".into(),
+        }),
+    };
+    Ok(EvalOptions {
+        template_syntax,
+        system_prompt: form.system_prompt.clone(),
+        messages: Vec::new(),
+        api,
+        mapping: (mapping != defaults).then_some(mapping),
+        few_shot,
+        sampling: SamplingOptions {
+            top_p: optional_number(&form.top_p, "top_p")?,
+            stop,
+            extra,
+        },
+    })
 }
 
 /// The grader picked from the list with its settings, as the JSON the eval stores; `raw`
 /// (the advanced JSON box) when nothing or `json` is picked.
 pub fn grader(form: &EvalFormText, raw: &str) -> ServiceResult<String> {
-    form.grader(raw)
-}
-
-trait Parse {
-    fn options(&self) -> ServiceResult<EvalOptions>;
-    fn grader(&self, raw: &str) -> ServiceResult<String>;
-}
-
-impl Parse for EvalFormText {
-    fn options(&self) -> ServiceResult<EvalOptions> {
-        let template_syntax = match self.template_syntax.trim() {
-            "" => None,
-            "jinja" => Some(TemplateSyntax::Jinja),
-            "placeholder" => Some(TemplateSyntax::Placeholder),
-            other => return Err(invalid(format!("unknown template syntax `{other}`"))),
-        };
-        let api = match self.api.trim() {
-            "" | "chat" => Api::Chat,
-            "completions" => Api::Completions,
-            other => {
-                return Err(invalid(format!(
-                    "unknown API `{other}`; use chat or completions"
-                )))
-            }
-        };
-        let defaults = FieldMapping::default();
-        let mapping = FieldMapping {
-            input: field_name(&self.input_field).unwrap_or_else(|| defaults.input.clone()),
-            target: field_name(&self.target_field).or_else(|| defaults.target.clone()),
-            choices: field_name(&self.choices_field),
-            category: field_name(&self.category_field).or_else(|| defaults.category.clone()),
-            metadata: self
-                .metadata_fields
-                .split(',')
-                .filter_map(field_name)
-                .collect(),
-            shuffle_choices: optional_number(&self.shuffle_seed, "the choice shuffling seed")?,
-        };
-        let stop = self
-            .stop
-            .lines()
+    let lines = |text: &str| -> Vec<String> {
+        text.lines()
+            .map(str::trim)
             .filter(|line| !line.is_empty())
-            .map(|line| line.replace("\\n", "\n").replace("\\t", "\t"))
-            .collect();
-        let extra: BTreeMap<String, serde_json::Value> = match self.extra.trim() {
-            "" => BTreeMap::new(),
-            text => serde_json::from_str(text).map_err(|err| {
-                invalid(format!(
-                    "extra sampling parameters must be a JSON object: {err}"
-                ))
-            })?,
-        };
-        let few_shot = match optional_number::<i64>(&self.few_shot_dataset, "the few-shot dataset")?
-        {
-            None => None,
-            Some(dataset) => Some(FewShotSpec {
-                dataset_id: DatasetId(dataset),
-                count: optional_number(&self.few_shot_count, "the number of shots")?.unwrap_or(5),
-                seed: optional_number(&self.few_shot_seed, "the few-shot seed")?.unwrap_or(0),
-                style: match self.few_shot_style.trim() {
-                    "" | "text" => FewShotStyle::Text,
-                    "turns" => FewShotStyle::Turns,
-                    other => return Err(invalid(format!("unknown few-shot style `{other}`"))),
-                },
-                delimiter: "\n\n".into(),
-                target_delimiter: " ".into(),
-            }),
-        };
-        Ok(EvalOptions {
-            template_syntax,
-            system_prompt: self.system_prompt.clone(),
-            messages: Vec::new(),
-            api,
-            mapping: (mapping != defaults).then_some(mapping),
-            few_shot,
-            sampling: SamplingOptions {
-                top_p: optional_number(&self.top_p, "top_p")?,
-                stop,
-                extra,
-            },
-        })
-    }
-
-    fn grader(&self, raw: &str) -> ServiceResult<String> {
-        let lines = |text: &str| -> Vec<String> {
-            text.lines()
-                .map(str::trim)
-                .filter(|line| !line.is_empty())
-                .map(str::to_string)
-                .collect()
-        };
-        let spec = match self.grader_kind.trim() {
-            "" => return Ok(raw.to_string()),
-            "json" => return Ok(raw.to_string()),
-            "exact_match" => GraderSpec::ExactMatch {},
-            "normalised_match" => GraderSpec::NormalisedMatch {},
-            "multiple_choice" => GraderSpec::MultipleChoice {},
-            "json_valid" => GraderSpec::JsonValid {},
-            "numeric" => GraderSpec::Numeric {
-                absolute_tolerance: None,
-                relative_tolerance: optional_number(&self.grader_tolerance, "the tolerance")?,
-            },
-            "regex_match" => GraderSpec::RegexMatch {
-                pattern: self.grader_pattern.clone(),
-                occurrence: Default::default(),
-            },
-            "contains" => GraderSpec::Contains {
-                strings: lines(&self.grader_strings),
-                case_sensitive: false,
-                require: Require::All,
-            },
-            "not_contains" => GraderSpec::NotContains {
-                strings: lines(&self.grader_strings),
-                case_sensitive: false,
-            },
-            "length" => GraderSpec::Length {
-                min_chars: None,
-                max_chars: None,
-                min_words: None,
-                max_words: optional_number(&self.grader_max_words, "the most words")?,
-            },
-            other => return Err(invalid(format!("unknown grader `{other}`"))),
-        };
-        Ok(serde_json::to_string(&spec).expect("grader specs always serialize"))
-    }
+            .map(str::to_string)
+            .collect()
+    };
+    let spec = match form.grader_kind.trim() {
+        "" => return Ok(raw.to_string()),
+        "json" => return Ok(raw.to_string()),
+        "exact_match" => GraderSpec::ExactMatch {},
+        "normalised_match" => GraderSpec::NormalisedMatch {},
+        "multiple_choice" => GraderSpec::MultipleChoice {},
+        "json_valid" => GraderSpec::JsonValid {},
+        "numeric" => GraderSpec::Numeric {
+            absolute_tolerance: None,
+            relative_tolerance: optional_number(&form.grader_tolerance, "the tolerance")?,
+        },
+        "regex_match" => GraderSpec::RegexMatch {
+            pattern: form.grader_pattern.clone(),
+            occurrence: Default::default(),
+        },
+        "contains" => GraderSpec::Contains {
+            strings: lines(&form.grader_strings),
+            case_sensitive: false,
+            require: Require::All,
+        },
+        "not_contains" => GraderSpec::NotContains {
+            strings: lines(&form.grader_strings),
+            case_sensitive: false,
+        },
+        "length" => GraderSpec::Length {
+            min_chars: None,
+            max_chars: None,
+            min_words: None,
+            max_words: optional_number(&form.grader_max_words, "the most words")?,
+        },
+        other => return Err(invalid(format!("unknown grader `{other}`"))),
+    };
+    Ok(serde_json::to_string(&spec).expect("grader specs always serialize"))
 }
 
 #[cfg(test)]
@@ -173,11 +157,11 @@ mod tests {
 
     #[test]
     fn an_empty_form_is_an_eval_of_the_original_shape() {
-        let options = EvalFormText::default().options().unwrap();
-        assert_eq!(options.template_syntax, None);
-        assert_eq!(options.mapping, None);
-        assert!(options.few_shot.is_none() && options.sampling == SamplingOptions::default());
-        assert_eq!(EvalFormText::default().grader("").unwrap(), "");
+        let parsed = options(&EvalFormText::default()).unwrap();
+        assert_eq!(parsed.template_syntax, None);
+        assert_eq!(parsed.mapping, None);
+        assert!(parsed.few_shot.is_none() && parsed.sampling == SamplingOptions::default());
+        assert_eq!(grader(&EvalFormText::default(), "").unwrap(), "");
     }
 
     #[test]
@@ -194,13 +178,13 @@ mod tests {
             grader_tolerance: "0.01".into(),
             ..EvalFormText::default()
         };
-        let options = form.options().unwrap();
-        let mapping = options.mapping.unwrap();
+        let parsed = options(&form).unwrap();
+        let mapping = parsed.mapping.unwrap();
         assert_eq!(mapping.metadata, vec!["subject", "source"]);
-        assert_eq!(options.sampling.stop, vec!["\n\nQuestion:", "###"]);
-        assert_eq!(options.few_shot.unwrap().count, 3);
+        assert_eq!(parsed.sampling.stop, vec!["\n\nQuestion:", "###"]);
+        assert_eq!(parsed.few_shot.unwrap().count, 3);
         assert_eq!(
-            form.grader("").unwrap(),
+            grader(&form, "").unwrap(),
             r#"{"kind":"numeric","relative_tolerance":0.01}"#
         );
         let bad = EvalFormText {
@@ -208,15 +192,14 @@ mod tests {
             ..EvalFormText::default()
         };
         assert_eq!(
-            bad.options().unwrap_err().to_string(),
+            options(&bad).unwrap_err().to_string(),
             "top_p must be a number, not `most`"
         );
         let bad_extra = EvalFormText {
             extra: "top_k=5".into(),
             ..EvalFormText::default()
         };
-        assert!(bad_extra
-            .options()
+        assert!(options(&bad_extra)
             .unwrap_err()
             .to_string()
             .starts_with("extra sampling parameters must be a JSON object"));

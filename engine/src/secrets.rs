@@ -234,26 +234,46 @@ pub fn set_ui_bindings(bindings: impl IntoIterator<Item = (String, String)>) {
     }
 }
 
-/// The hosts an operator key may go to, and who set them: the operator's `…_HOSTS` variable
-/// when set (it always wins), else a lead's or admin's binding.
-pub fn bound_hosts(variable: &str) -> (Option<String>, &'static str) {
-    if let Ok(hosts) = std::env::var(host_list_variable(variable)) {
-        if !hosts.trim().is_empty() {
-            return (Some(hosts), "the operator");
+/// Who bound an operator key to its hosts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BoundBy {
+    /// Its `…_HOSTS` variable: it always wins, and only the operator changes it.
+    Operator,
+    /// A lead's or admin's binding under Checkpoints.
+    Lead,
+}
+
+impl BoundBy {
+    pub fn describe(self) -> &'static str {
+        match self {
+            BoundBy::Operator => "the operator",
+            BoundBy::Lead => "a lead",
         }
     }
-    let from_ui = ui_bindings()
+}
+
+/// The hosts an operator key may go to, and who set them: the operator's `…_HOSTS` variable
+/// when set (it always wins), else a lead's or admin's binding; `None` when unbound.
+pub fn bound_hosts(variable: &str) -> Option<(String, BoundBy)> {
+    if let Ok(hosts) = std::env::var(host_list_variable(variable)) {
+        if !hosts.trim().is_empty() {
+            return Some((hosts, BoundBy::Operator));
+        }
+    }
+    ui_bindings()
         .read()
         .ok()
-        .and_then(|map| map.get(variable).cloned());
-    (from_ui, "a lead")
+        .and_then(|map| map.get(variable).cloned())
+        .map(|hosts| (hosts, BoundBy::Lead))
 }
 
 /// Whether the stored key may be sent to `url`: a key from the environment only to the hosts
 /// it is bound to ([`bound_hosts`]); a sealed key (typed for its endpoint) or none always.
 pub fn check_endpoint_key_binding(stored: Option<&str>, url: &str) -> Result<(), String> {
     match stored.and_then(|stored| stored.strip_prefix(ENV_PREFIX)) {
-        Some(variable) => check_key_binding(variable, url, bound_hosts(variable).0),
+        Some(variable) => {
+            check_key_binding(variable, url, bound_hosts(variable).map(|(hosts, _)| hosts))
+        }
         None => Ok(()),
     }
 }

@@ -15,7 +15,6 @@ use {
     crate::format::PAGE_ROWS,
     crate::guard::{fail, require, service_error, store_error},
     arbiter_domain::accounts::Permission,
-    arbiter_domain::prompt::{PromptSpec, TemplateSyntax},
 };
 
 /// A checkpoint as its page shows it: the record, the name of its fallback, and how its
@@ -278,17 +277,7 @@ pub async fn check_prompt(
             })
         }
     };
-    let prompt = PromptSpec {
-        syntax: options.template_syntax.unwrap_or_else(|| {
-            TemplateSyntax::detect_in([prompt_template.as_str(), options.system_prompt.as_str()])
-        }),
-        template: prompt_template,
-        system_prompt: options.system_prompt,
-        messages: options.messages,
-        api: options.api,
-        mapping: options.mapping.unwrap_or_default(),
-        few_shot: options.few_shot,
-    };
+    let prompt = arbiter_engine::catalog::prompt_spec(&prompt_template, &options);
     arbiter_engine::preview::sample_prompt(state.store.as_ref(), dataset_id, &prompt)
         .await
         .map_err(service_error)

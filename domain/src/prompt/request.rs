@@ -41,7 +41,7 @@ impl TemplateSyntax {
     pub fn detect_in<'a>(parts: impl IntoIterator<Item = &'a str>) -> TemplateSyntax {
         let mut parts = parts.into_iter();
         let template = parts.next().unwrap_or_default();
-        if parts.any(|part| ["{{", "{%", "{#"].iter().any(|tag| part.contains(tag))) {
+        if parts.any(has_jinja_tag) {
             return TemplateSyntax::Jinja;
         }
         TemplateSyntax::detect(template)
@@ -50,14 +50,17 @@ impl TemplateSyntax {
     /// The syntax a template written without saying is in: Jinja when it has a Jinja tag, the
     /// original `{input}` placeholder otherwise (so clients written before Jinja keep working).
     pub fn detect(template: &str) -> TemplateSyntax {
-        if ["{{", "{%", "{#"].iter().any(|tag| template.contains(tag))
-            || !template.contains(INPUT_PLACEHOLDER)
-        {
+        if has_jinja_tag(template) || !template.contains(INPUT_PLACEHOLDER) {
             TemplateSyntax::Jinja
         } else {
             TemplateSyntax::Placeholder
         }
     }
+}
+
+/// Whether a text holds a Jinja tag (`{{`, `{%` or `{#`).
+fn has_jinja_tag(text: &str) -> bool {
+    ["{{", "{%", "{#"].iter().any(|tag| text.contains(tag))
 }
 
 /// Which OpenAI-compatible route an eval's requests go to.
