@@ -17,17 +17,21 @@ pub enum Outcome {
     #[default]
     EndpointError,
     Timeout,
+    /// A later turn of a conversation whose earlier turn got no answer (an endpoint error or a
+    /// timeout): never sent, rather than sent with a placeholder for the missing answer.
+    Stopped,
 }
 
 impl Outcome {
     /// Every outcome, in the order reports list them.
-    pub const ALL: [Outcome; 6] = [
+    pub const ALL: [Outcome; 7] = [
         Outcome::Ok,
         Outcome::Truncated,
         Outcome::Empty,
         Outcome::Refused,
         Outcome::EndpointError,
         Outcome::Timeout,
+        Outcome::Stopped,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -38,6 +42,7 @@ impl Outcome {
             Outcome::Refused => "refused",
             Outcome::EndpointError => "endpoint_error",
             Outcome::Timeout => "timeout",
+            Outcome::Stopped => "stopped",
         }
     }
 
@@ -48,7 +53,10 @@ impl Outcome {
     }
 
     pub fn is_error(self) -> bool {
-        matches!(self, Outcome::EndpointError | Outcome::Timeout)
+        matches!(
+            self,
+            Outcome::EndpointError | Outcome::Timeout | Outcome::Stopped
+        )
     }
 }
 

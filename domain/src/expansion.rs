@@ -22,9 +22,15 @@ pub struct PlannedIdentity {
     /// first.
     pub cost: i64,
     pub shard: i64,
-    pub generation_key: String,
+    /// The request's cache key; `None` for later turns of a conversation, whose requests carry
+    /// the model's earlier answers and are keyed by the worker that sends them.
+    pub generation_key: Option<String>,
     /// The item's acceptable answers under the eval's mapping (for grading cached answers).
     pub targets: Vec<String>,
+    /// The turn of a conversation (from 1; 1 for items that are not conversations), and how
+    /// many turns the conversation has.
+    pub turn: i64,
+    pub turns: i64,
 }
 
 /// The seed sent for repetition `r`: each repetition is its own sample.
@@ -117,7 +123,9 @@ pub fn refined_cost(estimated: i64, max_tokens: u32, observed_completion: f64) -
 /// The identities of `items` at one repetition under `manifest`, each prompt rendered by
 /// `renderer` (the manifest's, compiled once). The launcher plans every item at repetition 0
 /// before any at repetition 1, so that (cost being equal) every case gets a first answer
-/// before any gets a second. An item that cannot be rendered is an error naming it.
+/// before any gets a second. A conversation makes one identity per turn, in turn order; only
+/// its first turn's request is known now. An item that cannot be rendered is an error naming
+/// it.
 pub fn plan_identities(
     manifest: &Manifest,
     renderer: &PromptRenderer,
@@ -125,28 +133,47 @@ pub fn plan_identities(
     repetition: i64,
 ) -> Result<Vec<PlannedIdentity>, String> {
     let settings = &manifest.eval.generation;
-    items
-        .iter()
-        .map(|item| {
-            let rendered = renderer
-                .render(item)
-                .map_err(|problem| format!("item `{}` {problem}", item.case_id))?;
-            Ok(PlannedIdentity {
-                case_id: item.case_id.clone(),
+    let mut planned = Vec::with_capacity(items.len());
+    for item in items {
+        let rendered = renderer
+            .render(item)
+            .map_err(|problem| format!("item `{}` {problem}", item.case_id))?;
+        let first = PlannedIdentity {
+            case_id: item.case_id.clone(),
+            repetition,
+            category: rendered.item.category.clone(),
+            cost: estimated_cost_of(&rendered.body, settings.max_tokens),
+            shard: shard_of(&item.case_id),
+            generation_key: Some(request_key(
+                &manifest.fingerprint,
+                &rendered.body,
+                settings,
                 repetition,
-                category: rendered.item.category,
-                cost: estimated_cost_of(&rendered.body, settings.max_tokens),
-                shard: shard_of(&item.case_id),
-                generation_key: request_key(
-                    &manifest.fingerprint,
-                    &rendered.body,
-                    settings,
-                    repetition,
-                ),
-                targets: rendered.item.targets,
+            )),
+            targets: rendered.item.targets.clone(),
+            turn: 1,
+            turns: rendered.item.input.turn_count() as i64,
+        };
+        // A later turn costs its conversation so far: every earlier turn and a full answer to
+        // each (the budget, as for any unseen case).
+        let later_turns: Vec<PlannedIdentity> = rendered
+            .item
+            .turn_targets
+            .iter()
+            .enumerate()
+            .skip(1)
+            .map(|(index, targets)| PlannedIdentity {
+                cost: first.cost * (index as i64 + 1),
+                generation_key: None,
+                targets: targets.clone(),
+                turn: index as i64 + 1,
+                ..first.clone()
             })
-        })
-        .collect()
+            .collect();
+        planned.push(first);
+        planned.extend(later_turns);
+    }
+    Ok(planned)
 }
 
 /// [`estimated_cost`] of a rendered request: its text bytes as the prompt.
@@ -247,6 +274,59 @@ mod tests {
             base,
             generation_key(&other_build, "Q: 1+1?", &settings(), 0)
         );
+    }
+
+    #[test]
+    fn a_conversation_plans_one_identity_per_turn_and_keys_only_the_first() {
+        let manifest = Manifest::example();
+        let spec = crate::prompt::PromptSpec {
+            mapping: crate::fields::FieldMapping {
+                input: "turns".into(),
+                target: Some("reference".into()),
+                ..crate::fields::FieldMapping::default()
+            },
+            ..crate::prompt::PromptSpec::jinja("")
+        };
+        let renderer = PromptRenderer::new(&spec).unwrap();
+        let fields = |value: serde_json::Value| match value {
+            serde_json::Value::Object(map) => map,
+            _ => unreachable!(),
+        };
+        let items = [
+            DatasetItem::structured(
+                "c1",
+                fields(
+                    serde_json::json!({"turns": ["a", "b", "c"], "reference": ["1", null, "3"]}),
+                ),
+            ),
+            DatasetItem::structured("c2", fields(serde_json::json!({"turns": ["only"]}))),
+        ];
+        let planned = plan_identities(&manifest, &renderer, &items, 1).unwrap();
+        let turns: Vec<(&str, i64, i64, bool)> = planned
+            .iter()
+            .map(|p| {
+                (
+                    p.case_id.as_str(),
+                    p.turn,
+                    p.turns,
+                    p.generation_key.is_some(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            turns,
+            vec![
+                ("c1", 1, 3, true),
+                ("c1", 2, 3, false),
+                ("c1", 3, 3, false),
+                ("c2", 1, 1, true)
+            ]
+        );
+        assert_eq!(planned[0].targets, vec!["1"]);
+        assert!(planned[1].targets.is_empty());
+        assert_eq!(planned[2].targets, vec!["3"]);
+        assert!(planned[2].cost > planned[1].cost && planned[1].cost > planned[0].cost);
+        assert!(planned.iter().all(|p| p.repetition == 1));
     }
 
     #[test]

@@ -12,10 +12,16 @@ use serde_json::{Map, Value};
 /// Most choices an item may have: the letters A to Z.
 pub const MAX_CHOICES: usize = 26;
 
+/// Most user turns a conversation item may have (MT-Bench has two; long dialogues a few
+/// dozen): each turn is its own request carrying every earlier one.
+pub const MAX_TURNS: usize = 32;
+
 /// Which fields of an item play which part. Field names are top-level keys of the item.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct FieldMapping {
-    /// The input: a string, or a list of chat messages (`{"role", "content"}`).
+    /// The input: a string, a list of chat messages (`{"role", "content"}`) sent as they are,
+    /// or a list of strings: the user turns of a multi-turn conversation, each answered in
+    /// its own request that carries the model's own earlier answers.
     #[serde(default = "default_input")]
     pub input: String,
     /// The target: a string, a list of acceptable answers, or (with choices) the index (from 0)
@@ -93,6 +99,18 @@ pub struct ChatMessage {
 pub enum MappedInput {
     Text(String),
     Messages(Vec<ChatMessage>),
+    /// User turns of a conversation, in order.
+    Turns(Vec<String>),
+}
+
+impl MappedInput {
+    /// Result identities the input makes per repetition: one per turn of a conversation.
+    pub fn turn_count(&self) -> usize {
+        match self {
+            MappedInput::Turns(turns) => turns.len(),
+            _ => 1,
+        }
+    }
 }
 
 /// One item as an eval reads it.
@@ -100,7 +118,10 @@ pub enum MappedInput {
 pub struct MappedItem {
     pub input: MappedInput,
     /// Acceptable answers (empty without a target). With choices, the right choice's letter.
+    /// For a conversation, those of its first turn.
     pub targets: Vec<String>,
+    /// For a conversation: each turn's acceptable answers (empty where a turn has none).
+    pub turn_targets: Vec<Vec<String>>,
     /// Answer options in the order presented.
     pub choices: Vec<String>,
     /// With shuffled choices: for each presented choice, its position in the item (so results
@@ -194,6 +215,9 @@ impl FieldMapping {
         fields: &Map<String, Value>,
     ) -> Result<MappedItem, FieldError> {
         let input = read_input(&self.input, fields)?;
+        if let MappedInput::Turns(turns) = &input {
+            return self.apply_to_turns(turns.len(), input.clone(), fields);
+        }
         let mut choices = match &self.choices {
             Some(name) => read_choices(name, fields)?,
             None => Vec::new(),
@@ -226,7 +250,70 @@ impl FieldMapping {
                     .to_string()];
             }
         }
-        let category = match &self.category {
+        Ok(MappedItem {
+            input,
+            targets,
+            turn_targets: Vec::new(),
+            choices,
+            choice_order,
+            target_index,
+            category: self.read_category(fields)?,
+            metadata: self.read_metadata(fields),
+        })
+    }
+
+    /// A conversation of `turns` user turns: its target, when the item has one, lists one
+    /// entry per turn (a string, a list of acceptable answers, or null where the turn has no
+    /// reference); a conversation without one (as MT-Bench's are) has no targets.
+    fn apply_to_turns(
+        &self,
+        turns: usize,
+        input: MappedInput,
+        fields: &Map<String, Value>,
+    ) -> Result<MappedItem, FieldError> {
+        if let Some(name) = &self.choices {
+            return Err(invalid(
+                name,
+                "cannot be combined with an input of several turns; map the choices of a \
+                 multiple-choice item whose input is one text",
+            ));
+        }
+        let turn_targets = match &self.target {
+            Some(name) => match lookup(fields, name) {
+                None | Some(Value::Null) => vec![Vec::new(); turns],
+                Some(Value::Array(entries)) if entries.len() == turns => entries
+                    .iter()
+                    .map(|entry| match entry {
+                        Value::Null => Ok(Vec::new()),
+                        other => read_target(name, other, None).map(|(answers, _)| answers),
+                    })
+                    .collect::<Result<_, _>>()?,
+                Some(_) => {
+                    return Err(invalid(
+                        name,
+                        format!(
+                            "must list one entry per turn ({turns} here): a string, a list of \
+                             acceptable answers, or null where a turn has no reference"
+                        ),
+                    ))
+                }
+            },
+            None => vec![Vec::new(); turns],
+        };
+        Ok(MappedItem {
+            input,
+            targets: turn_targets.first().cloned().unwrap_or_default(),
+            turn_targets,
+            choices: Vec::new(),
+            choice_order: Vec::new(),
+            target_index: None,
+            category: self.read_category(fields)?,
+            metadata: self.read_metadata(fields),
+        })
+    }
+
+    fn read_category(&self, fields: &Map<String, Value>) -> Result<String, FieldError> {
+        Ok(match &self.category {
             // A missing category is no category, as in four-field files.
             Some(name) => match lookup(fields, name) {
                 None | Some(Value::Null) => String::new(),
@@ -236,9 +323,11 @@ impl FieldMapping {
                     .to_string(),
             },
             None => String::new(),
-        };
-        let metadata = self
-            .metadata
+        })
+    }
+
+    fn read_metadata(&self, fields: &Map<String, Value>) -> Vec<(String, String)> {
+        self.metadata
             .iter()
             .filter_map(|name| {
                 let value = lookup(fields, name)?;
@@ -247,27 +336,50 @@ impl FieldMapping {
                     scalar_text(value).unwrap_or_else(|| value.to_string()),
                 ))
             })
-            .collect();
-        Ok(MappedItem {
-            input,
-            targets,
-            choices,
-            choice_order,
-            target_index,
-            category,
-            metadata,
-        })
+            .collect()
     }
 }
 
 fn read_input(name: &str, fields: &Map<String, Value>) -> Result<MappedInput, FieldError> {
     match lookup(fields, name) {
         None | Some(Value::Null) => Err(FieldError::Missing(name.to_string())),
+        Some(Value::Array(entries)) if entries.iter().any(Value::is_string) => {
+            read_turns(name, entries).map(MappedInput::Turns)
+        }
         Some(Value::Array(messages)) => read_messages(name, messages).map(MappedInput::Messages),
         Some(value) => scalar_text(value)
             .map(MappedInput::Text)
             .ok_or_else(|| invalid(name, "must be a string or a list of chat messages")),
     }
+}
+
+/// User turns: a list of 1 to [`MAX_TURNS`] strings, none blank.
+fn read_turns(name: &str, entries: &[Value]) -> Result<Vec<String>, FieldError> {
+    if entries.len() > MAX_TURNS {
+        return Err(invalid(
+            name,
+            format!(
+                "has {} turns; a conversation has at most {MAX_TURNS}",
+                entries.len()
+            ),
+        ));
+    }
+    entries
+        .iter()
+        .enumerate()
+        .map(|(index, entry)| match entry {
+            Value::String(text) if !text.trim().is_empty() => Ok(text.clone()),
+            Value::String(_) => Err(invalid(name, format!("turn {} is blank", index + 1))),
+            _ => Err(invalid(
+                name,
+                format!(
+                    "turn {} is not a string; a list of turns holds the user's messages as \
+                     strings (a list of chat messages holds objects with a role and content)",
+                    index + 1
+                ),
+            )),
+        })
+        .collect()
 }
 
 /// A conversation: `{"role": "system"|"user"|"assistant", "content": "…"}` objects, the last
@@ -584,6 +696,67 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("message 1 must be"));
+    }
+
+    #[test]
+    fn a_list_of_strings_is_a_conversation_of_turns_with_a_target_per_turn() {
+        let mapping = FieldMapping {
+            input: "turns".into(),
+            target: Some("reference".into()),
+            ..FieldMapping::default()
+        };
+        let mt_bench = object(json!({
+            "question_id": 81,
+            "category": "math",
+            "turns": ["What is 2+2?", "Now double it."],
+            "reference": ["4", ["8", "eight"]]
+        }));
+        let mapped = mapping.apply("81", &mt_bench).unwrap();
+        assert_eq!(
+            mapped.input,
+            MappedInput::Turns(vec!["What is 2+2?".into(), "Now double it.".into()])
+        );
+        assert_eq!(mapped.input.turn_count(), 2);
+        assert_eq!(mapped.turn_targets, vec![vec!["4"], vec!["8", "eight"]]);
+        assert_eq!(mapped.targets, vec!["4"]);
+        assert_eq!(mapped.category, "math");
+
+        let mut without_reference = mt_bench.clone();
+        without_reference.remove("reference");
+        let mapped = mapping.apply("81", &without_reference).unwrap();
+        assert_eq!(mapped.turn_targets, vec![Vec::<String>::new(); 2]);
+
+        let mut one_reference = mt_bench.clone();
+        one_reference.insert("reference".into(), json!("4"));
+        assert_eq!(
+            mapping.apply("81", &one_reference).unwrap_err().to_string(),
+            "field `reference` must list one entry per turn (2 here): a string, a list of \
+             acceptable answers, or null where a turn has no reference"
+        );
+        let mut mixed = mt_bench.clone();
+        mixed.insert(
+            "turns".into(),
+            json!(["Hi", {"role": "user", "content": "x"}]),
+        );
+        assert!(mapping
+            .apply("81", &mixed)
+            .unwrap_err()
+            .to_string()
+            .contains("turn 2 is not a string"));
+        let mut blank = mt_bench.clone();
+        blank.insert("turns".into(), json!(["Hi", "  "]));
+        assert_eq!(
+            mapping.apply("81", &blank).unwrap_err().to_string(),
+            "field `turns` turn 2 is blank"
+        );
+        let mut long = mt_bench;
+        long.insert("turns".into(), json!(vec!["x"; MAX_TURNS + 1]));
+        long.remove("reference");
+        assert!(mapping
+            .apply("81", &long)
+            .unwrap_err()
+            .to_string()
+            .contains("a conversation has at most 32"));
     }
 
     #[test]

@@ -182,12 +182,17 @@ pub struct Manifest {
     /// identity says exactly which shots were used); `None` without few-shot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exemplars: Option<crate::prompt::few_shot::Exemplars>,
+    /// When the items are conversations: their turns in all, each its own result identity at
+    /// every repetition; `None` when every item is one request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_turns: Option<u64>,
 }
 
 impl Manifest {
-    /// Number of result identities: every case at every repetition.
+    /// Number of result identities: every case (every turn of a conversation) at every
+    /// repetition.
     pub fn expected_results(&self) -> u64 {
-        self.case_count * u64::from(self.eval.repetitions)
+        self.conversation_turns.unwrap_or(self.case_count) * u64::from(self.eval.repetitions)
     }
 
     /// `sha256:` + hex over the manifest's JSON (struct field order is fixed, so it is canonical).
@@ -232,6 +237,14 @@ impl EvalSummary {
 }
 
 #[cfg(test)]
+impl Manifest {
+    /// A manifest for the crate's unit tests.
+    pub(crate) fn example() -> Manifest {
+        tests::manifest()
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -245,7 +258,7 @@ mod tests {
         }
     }
 
-    fn manifest() -> Manifest {
+    pub(super) fn manifest() -> Manifest {
         Manifest {
             eval_id: EvalId(1),
             eval: spec(),
@@ -266,6 +279,7 @@ mod tests {
             fallback: None,
             triage: None,
             exemplars: None,
+            conversation_turns: None,
         }
     }
 

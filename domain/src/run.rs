@@ -204,11 +204,18 @@ impl RunProgress {
     }
 }
 
+fn first_turn() -> i64 {
+    1
+}
+
 /// One result identity with its answer and current verdict.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct IdentityResult {
     pub case_id: String,
     pub repetition: i64,
+    /// The turn of a conversation (from 1; 1 for items that are not conversations).
+    #[serde(default = "first_turn")]
+    pub turn: i64,
     pub category: String,
     pub input: String,
     pub target: String,

@@ -204,3 +204,38 @@ test('a structured suite is mapped, checked as typed, previewed and run', async 
     expect(cases + short, `${label}: cases with and without enough samples`).toBe(3);
   }
 });
+
+test('a multi-turn suite is previewed, run turn after turn, and reported by turn', async ({ page }) => {
+  // The demo's conversations: 8 of them, 3 with a third turn, a reference per turn.
+  const evalName = 'qa-dialogues by turn';
+  await page.goto('/evals');
+  await waitForHydration(page);
+  await evalRow(page, evalName).getByRole('link', { name: evalName }).click();
+  await waitForHydration(page);
+  await expect(page.getByTestId('eval-prompt-shape')).toContainText('input ← turns');
+  await page.getByTestId('preview-case').fill('dlg-02');
+  await page.getByLabel('Checkpoint').selectOption({ label: 'simulator/ckpt-a' });
+  await page.getByRole('button', { name: 'Preview request' }).click();
+  await expect(page.getByTestId('preview-body')).toContainText('Question: What is 12 * 11?');
+  await expect(page.getByTestId('preview-body')).not.toContainText('What is 23 * 4?');
+  await expect(page.getByTestId('preview-note')).toContainText('this is turn 1 of 3');
+
+  const runId = await launchRun(page, evalName, 'simulator/ckpt-a');
+  expect(await waitForRunToFinish(page, runId)).toBe('completed');
+  // Each turn is its own result: 8 + 8 + 3 of them, each turn's row accounting for every
+  // conversation that reached it (answered, undecided, errored or stopped).
+  const turns = page.getByTestId('turn-results');
+  await expect(turns.locator('tbody tr')).toHaveCount(3);
+  for (const [index, conversations] of [8, 8, 3].entries()) {
+    const cells = turns.locator('tbody tr').nth(index).getByRole('cell');
+    await expect(cells.nth(0)).toHaveText(String(index + 1));
+    const graded = Number((await cells.nth(3).innerText()).split('/')[1]);
+    const uncertain = Number(await cells.nth(4).innerText());
+    const errors = Number(await cells.nth(5).innerText());
+    expect(graded + uncertain + errors, `turn ${index + 1}`).toBe(conversations);
+  }
+  // The results list each conversation's turns in order.
+  const turnCells = page.getByTestId('result-turn');
+  await expect(turnCells.first()).toHaveText('1');
+  await expect(turnCells).toHaveCount(19);
+});

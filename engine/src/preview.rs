@@ -95,6 +95,18 @@ pub async fn preview_request(
             )
         }
     };
+    // A conversation's later turns carry answers not given yet: the preview is its first.
+    let turns = rendered.item.input.turn_count();
+    let note = match (turns > 1, note) {
+        (true, note) => Some(
+            [Some(turn_note(turns)), note]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join("; "),
+        ),
+        (false, note) => note,
+    };
     Ok(RequestPreview {
         case_id: item.case_id,
         dataset_revision: revision.content_hash,
@@ -110,6 +122,14 @@ pub async fn preview_request(
         category: rendered.item.category,
         note,
     })
+}
+
+/// What a preview of a conversation's first turn says about the rest.
+fn turn_note(turns: usize) -> String {
+    format!(
+        "this is turn 1 of {turns}: each later turn is sent, with its own generation key, \
+         once the turn before it is answered, carrying the model's own earlier answers"
+    )
 }
 
 /// Items whose field names the eval form lists.
@@ -155,7 +175,12 @@ pub async fn sample_prompt(
     };
     match rendered {
         Ok(rendered) => {
-            sample.prompt = Some(rendered.body.as_text());
+            let turns = rendered.item.input.turn_count();
+            let mut prompt = rendered.body.as_text();
+            if turns > 1 {
+                prompt.push_str(&format!("\n\n({})", turn_note(turns)));
+            }
+            sample.prompt = Some(prompt);
             sample.targets = rendered.item.targets;
         }
         Err(err) => sample.problem = Some(err.to_string()),

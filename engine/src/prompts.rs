@@ -101,14 +101,31 @@ pub fn renderer(
     }
 }
 
-/// Renders the prompt of every item of a revision (streamed page by page, nothing kept), and
-/// refuses the first that cannot be rendered, naming the item and what is wrong: a missing
-/// or ill-typed field, a template error, a prompt over the size limit.
+/// What rendering every item of a revision found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ItemsChecked {
+    pub items: u64,
+    /// Turns of the items in all (equal to `items` unless some are conversations).
+    pub turns: u64,
+}
+
+impl ItemsChecked {
+    /// The manifest's count of conversation turns: `None` unless some item is a conversation.
+    pub fn conversation_turns(&self) -> Option<u64> {
+        (self.turns != self.items).then_some(self.turns)
+    }
+}
+
+/// Renders the prompt of every item of a revision (every turn of a conversation; streamed
+/// page by page, nothing kept), and refuses the first that cannot be rendered, naming the
+/// item and what is wrong: a missing or ill-typed field, a template error, a prompt over the
+/// size limit.
 pub async fn check_every_item(
     store: &dyn Store,
     renderer: &PromptRenderer,
     revision_id: RevisionId,
-) -> ServiceResult<()> {
+) -> ServiceResult<ItemsChecked> {
+    let mut checked = ItemsChecked::default();
     let mut after_position = -1;
     loop {
         let page = store
@@ -120,13 +137,15 @@ pub async fn check_every_item(
             )
             .await?;
         let Some((last, _)) = page.last() else {
-            return Ok(());
+            return Ok(checked);
         };
         after_position = *last;
         for (_, item) in &page {
-            renderer.render(item).map_err(|problem| {
+            let turns = renderer.check_turns(item).map_err(|problem| {
                 ServiceError::Invalid(format!("item `{}` {problem}", item.case_id))
             })?;
+            checked.items += 1;
+            checked.turns += turns as u64;
         }
     }
 }

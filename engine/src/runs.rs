@@ -5,13 +5,14 @@
 use crate::clients::model::probe_fingerprint;
 use crate::error::{ServiceError, ServiceResult};
 use arbiter_domain::accounts::User;
+use arbiter_domain::dataset::DatasetItem;
 use arbiter_domain::expansion::{plan_identities, refined_cost};
 use arbiter_domain::grading::record::Grading;
 use arbiter_domain::grading::{Grade, Grader, Verdict};
 use arbiter_domain::ids::{CheckpointId, EvalId, RunId, UserId};
 use arbiter_domain::manifest::{EvalSpec, FallbackTarget, Manifest};
-use arbiter_domain::prompt::PromptRenderer;
-use arbiter_domain::run::{LaunchedRun, Priority, RunProgress, RunStatus};
+use arbiter_domain::prompt::{PromptBody, PromptRenderer};
+use arbiter_domain::run::{IdentityResult, LaunchedRun, Priority, RunProgress, RunStatus};
 use arbiter_store::{CacheHit, NewIdentity, NewRun, Store};
 
 /// Dataset items planned per expansion step; bounds the launcher's memory on any dataset size.
@@ -45,7 +46,7 @@ pub async fn launch_run(
     // saved) is rendered once first, so a bad item is refused before anything is stored.
     let exemplars = crate::prompts::draw_exemplars(store, &eval.prompt).await?;
     let renderer = crate::prompts::renderer(&eval.prompt, exemplars.as_ref(), eval.dataset_id)?;
-    crate::prompts::check_every_item(store, &renderer, inputs.revision.id).await?;
+    let checked = crate::prompts::check_every_item(store, &renderer, inputs.revision.id).await?;
     let manifest = Manifest {
         eval_id: eval.id,
         eval: EvalSpec {
@@ -73,6 +74,7 @@ pub async fn launch_run(
         }),
         triage: crate::grading::freeze_triage(store, eval.id).await?,
         exemplars,
+        conversation_turns: checked.conversation_turns(),
     };
     let launched = store
         .create_run(&NewRun {
@@ -199,9 +201,10 @@ async fn plan_next_chunk(
     // under a running launch, which stores cannot do (revisions are immutable).
     let mut planned = plan_identities(manifest, &planner.renderer, &items, cursor.repetition)
         .map_err(ServiceError::Invalid)?;
+    // Later turns of conversations have no key yet: their requests hold earlier answers.
     let keys: Vec<String> = planned
         .iter()
-        .map(|identity| identity.generation_key.clone())
+        .filter_map(|identity| identity.generation_key.clone())
         .collect();
     let mut cached: std::collections::HashMap<String, arbiter_store::CachedGeneration> =
         store.cached_generations(&keys).await?.into_iter().collect();
@@ -213,10 +216,11 @@ async fn plan_next_chunk(
         Some(grader) => planned
             .iter()
             .filter_map(|identity| {
-                let hit = cached.get(&identity.generation_key)?;
+                let key = identity.generation_key.as_ref()?;
+                let hit = cached.get(key)?;
                 let grade = (!hit.outcome.is_error())
                     .then(|| grader.grade_any(&hit.output, &identity.targets))?;
-                Some((identity.generation_key.clone(), grade))
+                Some((key.clone(), grade))
             })
             .collect(),
         None => std::collections::HashMap::new(),
@@ -230,7 +234,12 @@ async fn plan_next_chunk(
     // their cases were seen to take (a re-run answered from the cache skips this read).
     let to_queue: Vec<String> = planned
         .iter()
-        .filter(|identity| !cached.contains_key(&identity.generation_key))
+        .filter(|identity| {
+            identity
+                .generation_key
+                .as_ref()
+                .is_none_or(|key| !cached.contains_key(key))
+        })
         .map(|identity| identity.case_id.clone())
         .collect();
     if !to_queue.is_empty() {
@@ -248,13 +257,14 @@ async fn plan_next_chunk(
         planned
             .into_iter()
             .map(|planned| {
-                let cached = cached.get(&planned.generation_key).map(|hit| CacheHit {
-                    source_identity_id: hit.source_identity_id,
-                    generation: hit.to_generation(),
-                    grading: Grading::deterministic_only(
-                        graded.get(&planned.generation_key).cloned(),
-                    )
-                    .route(manifest.triage.as_ref()),
+                let cached = planned.generation_key.as_ref().and_then(|key| {
+                    let hit = cached.get(key)?;
+                    Some(CacheHit {
+                        source_identity_id: hit.source_identity_id,
+                        generation: hit.to_generation(),
+                        grading: Grading::deterministic_only(graded.get(key).cloned())
+                            .route(manifest.triage.as_ref()),
+                    })
                 });
                 NewIdentity { planned, cached }
             })
@@ -321,6 +331,61 @@ pub async fn change_run_state(
             }
         )))
     }
+}
+
+/// The first `limit` results of a run as people read them. An eval of the original shape
+/// shows each item's input and target as they are; any other shows what the eval made of the
+/// item: the prompt it sent (for a conversation's turn, that turn's message) and the turn's
+/// acceptable answers under the mapping (a shuffled choice's letter, not the item's index).
+pub async fn run_results(
+    store: &dyn Store,
+    run_id: RunId,
+    limit: i64,
+) -> ServiceResult<Vec<IdentityResult>> {
+    let mut results = store.run_results(run_id, limit).await?;
+    let Some(manifest) = store.run_manifest(run_id).await? else {
+        return Ok(results);
+    };
+    if manifest.eval.prompt
+        == arbiter_domain::prompt::PromptSpec::placeholder(&manifest.eval.prompt.template)
+    {
+        return Ok(results);
+    }
+    let renderer = crate::prompts::renderer(
+        &manifest.eval.prompt,
+        manifest.exemplars.as_ref(),
+        manifest.dataset_id,
+    )?;
+    // Results come in dataset order, so the page's items are the revision's first ones.
+    let items: std::collections::HashMap<String, DatasetItem> = store
+        .list_items(manifest.dataset_revision_id, limit, 0)
+        .await?
+        .into_iter()
+        .map(|item| (item.case_id.clone(), item))
+        .collect();
+    for result in &mut results {
+        let Some(item) = items.get(&result.case_id) else {
+            continue;
+        };
+        if let Some((prompt, target)) = as_sent(&renderer, item, result.turn) {
+            result.input = prompt;
+            result.target = target;
+        }
+    }
+    Ok(results)
+}
+
+/// An item's prompt as its eval sent it, and the acceptable answers, for turn `turn`: a later
+/// turn of a conversation shows its own message (the earlier ones are the rows before it).
+fn as_sent(renderer: &PromptRenderer, item: &DatasetItem, turn: i64) -> Option<(String, String)> {
+    let turn = usize::try_from(turn).ok().filter(|turn| *turn >= 1)?;
+    let no_answers = vec![String::new(); turn - 1];
+    let rendered = renderer.render_turn(item, turn, &no_answers).ok()?;
+    let prompt = match (&rendered.body, turn) {
+        (PromptBody::Chat(messages), turn) if turn > 1 => messages.last()?.content.clone(),
+        (body, _) => body.as_text(),
+    };
+    Some((prompt, rendered.item.target_text()))
 }
 
 pub async fn run_progress(store: &dyn Store, run_id: RunId) -> ServiceResult<RunProgress> {

@@ -32,6 +32,15 @@ pub const SAMPLE_DATASET: &[u8] = include_bytes!("../../public/samples/qa-basic.
 pub const SAMPLE_DATASET_NAME: &str = "qa-basic";
 pub const DEMO_EVAL_NAME: &str = "qa-basic exact match";
 
+/// Multi-turn conversations over the sample questions (written for this project): each turn
+/// asks one question, with a reference answer per turn.
+pub const DIALOGUE_DATASET: &[u8] = include_bytes!("../../public/samples/qa-dialogues.jsonl");
+pub const DIALOGUE_DATASET_NAME: &str = "qa-dialogues";
+pub const DIALOGUE_EVAL_NAME: &str = "qa-dialogues by turn";
+/// Each turn in the demo eval's wording; the turn's text is `input`.
+const DIALOGUE_PROMPT: &str =
+    "Answer the question. End your reply with a final line `Answer: <answer>`.\n\nQuestion: {{ input }}";
+
 /// The demo's checkpoints: (checkpoint name, served model name in `arbiter sim`, USD per
 /// million prompt and completion tokens). Prices are illustrative: a small model under test, a
 /// cheap judge and a strong judge that costs about fifteen times as much.
@@ -155,6 +164,7 @@ pub async fn seed(store: &dyn Store, sim_base_url: &str) -> anyhow::Result<DemoS
         lead,
     )
     .await?;
+    seed_dialogues(store, lead).await?;
     let mut judge_ids = Vec::new();
     for (name, checkpoint_id) in [
         ("qa-judge", checkpoint_ids[2]),
@@ -214,6 +224,46 @@ pub async fn seed(store: &dyn Store, sim_base_url: &str) -> anyhow::Result<DemoS
         answering_checkpoint_id: checkpoint_ids[0],
         strong_judge_id: judge_ids[1],
     })
+}
+
+/// The multi-turn suite: its dataset and an eval mapping its turns and per-turn references,
+/// ready to launch (each turn is sent with the model's own answers to the turns before it).
+async fn seed_dialogues(
+    store: &dyn Store,
+    lead: Option<arbiter_domain::ids::UserId>,
+) -> anyhow::Result<EvalId> {
+    let revision = arbiter_engine::catalog::upload_dataset(
+        store,
+        DIALOGUE_DATASET_NAME,
+        "qa-dialogues.jsonl",
+        DIALOGUE_DATASET,
+        lead,
+    )
+    .await?;
+    let eval_id = arbiter_engine::catalog::define_eval(
+        store,
+        &EvalForm {
+            name: DIALOGUE_EVAL_NAME.into(),
+            dataset_id: revision.dataset_id,
+            prompt_template: DIALOGUE_PROMPT.into(),
+            max_tokens: 128,
+            temperature: 0.0,
+            repetitions: 1,
+            seed: 0,
+            grader: String::new(),
+            options: arbiter_engine::catalog::EvalOptions {
+                mapping: Some(arbiter_domain::fields::FieldMapping {
+                    input: "turns".into(),
+                    target: Some("reference".into()),
+                    ..arbiter_domain::fields::FieldMapping::default()
+                }),
+                ..arbiter_engine::catalog::EvalOptions::default()
+            },
+        },
+        lead,
+    )
+    .await?;
+    Ok(eval_id)
 }
 
 /// Adds the real model to a seeded demo: as a checkpoint answering the demo eval, and as the

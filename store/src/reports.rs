@@ -27,6 +27,8 @@ pub struct ExportRow {
     pub identity_id: IdentityId,
     pub case_id: String,
     pub repetition: i64,
+    /// The turn of a conversation (from 1; 1 for items that are not conversations).
+    pub turn: i64,
     pub category: String,
     pub checkpoint: String,
     pub input: String,
@@ -381,8 +383,8 @@ macro_rules! reports_sql {
                     use futures::TryStreamExt;
                     // Identity order is id order: a run's identities are inserted in expansion order.
                     let mut rows = sqlx::query(
-                        "SELECT w.id, w.case_id, w.repetition, w.revision_id, w.category, w.verdict, \
-                         g.outcome, g.model_used, g.fallback_used, g.latency_ms \
+                        "SELECT w.id, w.case_id, w.repetition, w.turn, w.revision_id, w.category, w.verdict, \
+                         CASE WHEN w.state = 'stopped' THEN 'stopped' ELSE g.outcome END AS outcome, g.model_used, g.fallback_used, g.latency_ms \
                          FROM work_items w LEFT JOIN generations g ON g.work_item_id = w.id \
                          WHERE w.run_id = $1 ORDER BY w.id",
                     )
@@ -393,6 +395,7 @@ macro_rules! reports_sql {
                             identity_id: row.read("id")?,
                             case_id: row.read("case_id")?,
                             repetition: row.read("repetition")?,
+                            turn: row.read("turn")?,
                             revision_id: row.read("revision_id")?,
                             category: row.read("category")?,
                             verdict: row.read("verdict")?,
@@ -425,9 +428,9 @@ macro_rules! reports_sql {
                 let result: StoreResult<Vec<$crate::ExportRow>> = async move {
                     // Columns named and defaulted as the export's fields (FromRow reads them by name).
                     Ok(sqlx::query_as::<_, $crate::ExportRow>(
-                        "SELECT w.run_id, w.id AS identity_id, w.case_id, w.repetition, w.category, c.name AS checkpoint, \
+                        "SELECT w.run_id, w.id AS identity_id, w.case_id, w.repetition, w.turn, w.category, c.name AS checkpoint, \
                          i.input, i.target, COALESCE(w.verdict, '') AS verdict, COALESCE(w.decided_by, '') AS decided_by, \
-                         COALESCE(g.outcome, '') AS outcome, COALESCE(g.output, '') AS output, g.finish_reason, g.error, \
+                         CASE WHEN w.state = 'stopped' THEN 'stopped' ELSE COALESCE(g.outcome, '') END AS outcome, COALESCE(g.output, '') AS output, g.finish_reason, g.error, \
                          g.error_category, g.model_used, COALESCE(g.fallback_used, FALSE) AS fallback_used, \
                          COALESCE(g.from_cache, FALSE) AS from_cache, g.latency_ms, g.attempts, g.prompt_tokens, \
                          g.completion_tokens, g.cost_usd, g.created_at AS answered_at \
@@ -452,8 +455,8 @@ macro_rules! reports_sql {
                         return Ok(Vec::new());
                     }
                     let mut select = sqlx::QueryBuilder::<$db>::new(
-                        "SELECT w.id, w.case_id, w.repetition, w.category, w.verdict, w.decided_by, i.input, i.target, \
-                         g.output, g.outcome, g.error, g.model_used, g.latency_ms, \
+                        "SELECT w.id, w.case_id, w.repetition, w.turn, w.category, w.verdict, w.decided_by, i.input, i.target, \
+                         g.output, CASE WHEN w.state = 'stopped' THEN 'stopped' ELSE g.outcome END AS outcome, g.error, g.model_used, g.latency_ms, \
                          COALESCE(g.source_work_item_id, g.work_item_id) AS logprobs_id \
                          FROM work_items w JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
                          LEFT JOIN generations g ON g.work_item_id = w.id WHERE w.id IN (",
@@ -470,6 +473,7 @@ macro_rules! reports_sql {
                             identity_id: row.read("id")?,
                             case_id: row.read("case_id")?,
                             repetition: row.read("repetition")?,
+                            turn: row.read("turn")?,
                             category: row.read("category")?,
                             verdict: row.try_get::<Option<String>, _>("verdict")?.unwrap_or_else(|| "pending".into()),
                             decided_by: row.try_get::<Option<String>, _>("decided_by")?.unwrap_or_default(),

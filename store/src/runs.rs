@@ -107,8 +107,9 @@ macro_rules! runs_sql {
 
         // Final results of a run with the latest grade's reason. The grade subquery picks the
         // newest grade, so a human label supersedes the automatic one.
-        const RESULT_SELECT: &str = "SELECT w.case_id, w.repetition, w.category, i.input, i.target, \
-            COALESCE(g.output, '') AS output, COALESCE(g.outcome, 'pending') AS outcome, \
+        const RESULT_SELECT: &str = "SELECT w.case_id, w.repetition, w.turn, w.category, i.input, i.target, \
+            COALESCE(g.output, '') AS output, \
+            CASE WHEN w.state = 'stopped' THEN 'stopped' ELSE COALESCE(g.outcome, 'pending') END AS outcome, \
             COALESCE(w.verdict, 'pending') AS verdict, w.decided_by, g.error, g.error_category, \
             COALESCE(g.attempts, 0) AS attempts, g.attempt_log, COALESCE(g.latency_ms, 0) AS latency_ms, \
             g.served_by, g.model_used, COALESCE(g.fallback_used, FALSE) AS fallback_used, \
@@ -118,12 +119,13 @@ macro_rules! runs_sql {
             FROM work_items w \
             JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
             LEFT JOIN generations g ON g.work_item_id = w.id \
-            WHERE w.run_id = $1 ORDER BY i.position, w.repetition";
+            WHERE w.run_id = $1 ORDER BY i.position, w.repetition, w.turn";
 
         fn identity_result_from_row(row: &<$db as sqlx::Database>::Row) -> Result<IdentityResult, sqlx::Error> {
             Ok($crate::read_columns!(row, IdentityResult {
                 case_id,
                 repetition,
+                turn,
                 category,
                 input,
                 target,
@@ -244,9 +246,10 @@ macro_rules! runs_sql {
                 let result: StoreResult<()> = async move {
                     let now = now_ms();
                     let mut tx = self.writer.begin_with($begin).await?;
+                    let mut created_ids: std::collections::HashMap<(String, i64, i64), i64> = std::collections::HashMap::new();
                     for chunk in identities.chunks($crate::runs::IDENTITY_INSERT_BATCH) {
                         let mut insert = sqlx::QueryBuilder::<$db>::new(
-                            "INSERT INTO work_items (run_id, revision_id, case_id, checkpoint_id, repetition, state, verdict, decided_by, cost, shard, generation_key, category) ",
+                            "INSERT INTO work_items (run_id, revision_id, case_id, checkpoint_id, repetition, turn, state, verdict, decided_by, cost, shard, generation_key, category) ",
                         );
                         insert.push_values(chunk, |mut row, identity| {
                             let (state, verdict, decided_by) = match &identity.cached {
@@ -255,6 +258,8 @@ macro_rules! runs_sql {
                                     hit.grading.verdict.map(|verdict| verdict.as_str()),
                                     Some(hit.grading.decided_by_label()),
                                 ),
+                                // A later turn waits for the answer to the turn before it.
+                                None if identity.planned.turn > 1 => ("waiting", None, None),
                                 None => ("queued", None, None),
                             };
                             row.push_bind(run_id.get())
@@ -262,6 +267,7 @@ macro_rules! runs_sql {
                                 .push_bind(identity.planned.case_id.clone())
                                 .push_bind(manifest.checkpoint_id.get())
                                 .push_bind(identity.planned.repetition)
+                                .push_bind(identity.planned.turn)
                                 .push_bind(state)
                                 .push_bind(verdict)
                                 .push_bind(decided_by)
@@ -270,29 +276,32 @@ macro_rules! runs_sql {
                                 .push_bind(identity.planned.generation_key.clone())
                                 .push_bind(identity.planned.category.clone());
                         });
-                        insert.push(" ON CONFLICT (run_id, revision_id, case_id, checkpoint_id, repetition) DO NOTHING RETURNING id, case_id, repetition");
-                        let created: Vec<(i64, String, i64)> = insert.build_query_as().fetch_all(&mut *tx).await?;
-                        // Identities answered from the cache get their generation and grade now.
-                        let by_identity: std::collections::HashMap<(&str, i64), i64> = created
-                            .iter()
-                            .map(|(id, case_id, repetition)| ((case_id.as_str(), *repetition), *id))
-                            .collect();
-                        let finished: Vec<FinishedIdentity> = chunk
-                            .iter()
-                            .filter_map(|identity| {
-                                let hit = identity.cached.as_ref()?;
-                                let id = by_identity.get(&(identity.planned.case_id.as_str(), identity.planned.repetition))?;
-                                Some(FinishedIdentity {
-                                    identity_id: IdentityId(*id),
-                                    generation: hit.generation.clone(),
-                                    grading: hit.grading.clone(),
-                                    generation_key: None,
-                                    cached_from: Some(hit.source_identity_id),
-                                })
+                        insert.push(" ON CONFLICT (run_id, revision_id, case_id, checkpoint_id, repetition, turn) DO NOTHING RETURNING id, case_id, repetition, turn");
+                        let created: Vec<(i64, String, i64, i64)> = insert.build_query_as().fetch_all(&mut *tx).await?;
+                        created_ids.extend(created.into_iter().map(|(id, case_id, repetition, turn)| ((case_id, repetition, turn), id)));
+                    }
+                    // Identities answered from the cache get their generation and grade now, once
+                    // every turn of their conversations exists (a cached first turn lets its next
+                    // turn be claimed).
+                    let finished: Vec<FinishedIdentity> = identities
+                        .iter()
+                        .filter_map(|identity| {
+                            let hit = identity.cached.as_ref()?;
+                            let planned = &identity.planned;
+                            let id = created_ids.get(&(planned.case_id.clone(), planned.repetition, planned.turn))?;
+                            Some(FinishedIdentity {
+                                identity_id: IdentityId(*id),
+                                generation: hit.generation.clone(),
+                                grading: hit.grading.clone(),
+                                generation_key: None,
+                                cached_from: Some(hit.source_identity_id),
+                                next_turn_waits: planned.turn < planned.turns,
                             })
-                            .collect();
+                        })
+                        .collect();
+                    for chunk in finished.chunks($crate::work_queue::RESULT_INSERT_BATCH) {
                         // These identities were inserted finished; only their answers are missing.
-                        let recorded = insert_results(&mut tx, &finished, now, false).await?;
+                        let recorded = insert_results(&mut tx, chunk, now, false).await?;
                         add_done(&mut tx, run_id, recorded.inserted as i64).await?;
                     }
                     tx.commit().await?;
@@ -435,7 +444,7 @@ macro_rules! runs_sql {
                     // The heading, then live counts over the run's rows on top of it.
                     let Some(header) = self.run_header(run_id).await? else { return Ok(None) };
                     let counts = sqlx::query(
-                        "SELECT COUNT(*) FILTER (WHERE state = 'done') AS done, \
+                        "SELECT COUNT(*) FILTER (WHERE state IN ('done', 'stopped')) AS done, \
                          COUNT(*) FILTER (WHERE state = 'leased') AS in_flight, \
                          COUNT(*) FILTER (WHERE verdict = 'pass') AS passed, \
                          COUNT(*) FILTER (WHERE verdict = 'fail') AS failed, \

@@ -68,6 +68,10 @@ pub struct ClaimedIdentity {
     pub run_id: RunId,
     pub case_id: String,
     pub repetition: i64,
+    /// The turn of a conversation (from 1; 1 for an item that is not a conversation).
+    pub turn: i64,
+    /// The model's answers to the conversation's earlier turns, in order (empty for turn 1).
+    pub earlier_answers: Vec<String>,
     /// The dataset item, which the manifest's prompt renders.
     pub item: arbiter_domain::dataset::DatasetItem,
     pub cost: i64,
@@ -87,6 +91,9 @@ pub struct FinishedIdentity {
     pub generation_key: Option<String>,
     /// The generation this answer was copied from, when it came from the cache.
     pub cached_from: Option<IdentityId>,
+    /// A later turn of the same conversation waits for this one: recording it lets that turn
+    /// be claimed, or stops the rest of the conversation when this turn got no answer.
+    pub next_turn_waits: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -173,6 +180,7 @@ pub trait WorkQueueStore: Send + Sync + 'static {
                 grading: Grading::deterministic_only(grade.cloned()),
                 generation_key: None,
                 cached_from: None,
+                next_turn_waits: false,
             }])
             .await?;
         Ok(outcome.inserted == 1)
@@ -236,6 +244,67 @@ macro_rules! work_queue_sql {
                     .await?;
             }
             Ok(())
+        }
+
+        /// Moves the conversations of just-recorded turns on: the next turn after an answered
+        /// one becomes claimable; every later turn after one that got no answer stops (counted
+        /// done, verdict `error`, outcome `stopped`), never to be sent with a missing answer.
+        /// Returns the runs whose stopped turns count as done now.
+        async fn advance_conversations(
+            tx: &mut sqlx::Transaction<'_, $db>,
+            answered: &[&FinishedIdentity],
+            unanswered: &[&FinishedIdentity],
+        ) -> Result<Vec<RunId>, sqlx::Error> {
+            if !answered.is_empty() {
+                let mut unlock = sqlx::QueryBuilder::<$db>::new(
+                    "UPDATE work_items SET state = 'queued' WHERE state = 'waiting' AND \
+                     (run_id, revision_id, case_id, checkpoint_id, repetition, turn) IN \
+                     (SELECT run_id, revision_id, case_id, checkpoint_id, repetition, turn + 1 FROM work_items WHERE id IN (",
+                );
+                let mut ids = unlock.separated(", ");
+                for item in answered {
+                    ids.push_bind(item.identity_id.get());
+                }
+                ids.push_unseparated("))");
+                unlock.build().execute(&mut **tx).await?;
+            }
+            let mut stopped_runs = Vec::new();
+            for item in unanswered {
+                // Rare (a turn that failed for good): one statement per conversation, on the
+                // identity key's index.
+                let stopped: Vec<(i64, String)> = sqlx::query_as(
+                    "UPDATE work_items SET state = 'stopped', verdict = 'error', decided_by = 'error' \
+                     WHERE state = 'waiting' AND (run_id, revision_id, case_id, checkpoint_id, repetition) = \
+                     (SELECT run_id, revision_id, case_id, checkpoint_id, repetition FROM work_items WHERE id = $1) \
+                     AND turn > (SELECT turn FROM work_items WHERE id = $1) RETURNING run_id, category",
+                )
+                .bind(item.identity_id.get())
+                .fetch_all(&mut **tx)
+                .await?;
+                let mut per_category: Vec<((i64, String), i64)> = Vec::new();
+                for key in stopped {
+                    match per_category.iter_mut().find(|(known, _)| *known == key) {
+                        Some((_, count)) => *count += 1,
+                        None => per_category.push((key, 1)),
+                    }
+                }
+                for ((run, category), count) in per_category {
+                    add_done(tx, RunId(run), count).await?;
+                    sqlx::query(
+                        "INSERT INTO run_tallies (run_id, category, field, value, count) VALUES ($1, $2, 'outcome', 'stopped', $3) \
+                         ON CONFLICT (run_id, category, field, value) DO UPDATE SET count = run_tallies.count + excluded.count",
+                    )
+                    .bind(run)
+                    .bind(&category)
+                    .bind(count)
+                    .execute(&mut **tx)
+                    .await?;
+                    if !stopped_runs.contains(&RunId(run)) {
+                        stopped_runs.push(RunId(run));
+                    }
+                }
+            }
+            Ok(stopped_runs)
         }
 
         /// Writes finished identities inside `tx`: generations first (the unique key drops
@@ -400,6 +469,17 @@ macro_rules! work_queue_sql {
                 schedule.build().execute(&mut **tx).await?;
             }
 
+            let (answered, unanswered): (Vec<&FinishedIdentity>, Vec<&FinishedIdentity>) = recorded
+                .iter()
+                .filter(|item| item.next_turn_waits)
+                .partition(|item| !item.generation.outcome.is_error());
+            let mut runs = runs;
+            for run in advance_conversations(tx, &answered, &unanswered).await? {
+                if !runs.contains(&run) {
+                    runs.push(run);
+                }
+            }
+
             // Judge calls enter the grade cache (the first answer under a key stays).
             let judge_calls: Vec<&arbiter_domain::grading::judge::JudgeCall> =
                 recorded.iter().flat_map(|item| &item.grading.judge_calls).collect();
@@ -438,6 +518,40 @@ macro_rules! work_queue_sql {
                 cache.build().execute(&mut **tx).await?;
             }
             Ok(RecordOutcome { inserted: recorded.len(), runs })
+        }
+
+        /// The answers to the earlier turns of the claimed identities that are later turns of
+        /// conversations, by identity, in turn order (one query, only when there are any).
+        async fn earlier_answers(
+            pool: &sqlx::Pool<$db>,
+            claimed: &[<$db as sqlx::Database>::Row],
+        ) -> Result<std::collections::HashMap<i64, Vec<String>>, sqlx::Error> {
+            let mut later_turns = Vec::new();
+            for row in claimed {
+                if row.read::<i64>("turn")? > 1 {
+                    later_turns.push(row.read::<i64>("id")?);
+                }
+            }
+            let mut answers: std::collections::HashMap<i64, Vec<String>> = std::collections::HashMap::new();
+            if later_turns.is_empty() {
+                return Ok(answers);
+            }
+            let mut select = sqlx::QueryBuilder::<$db>::new(
+                "SELECT w.id, g.output FROM work_items w JOIN work_items p ON p.run_id = w.run_id \
+                 AND p.revision_id = w.revision_id AND p.case_id = w.case_id AND p.checkpoint_id = w.checkpoint_id \
+                 AND p.repetition = w.repetition AND p.turn < w.turn \
+                 JOIN generations g ON g.work_item_id = p.id WHERE w.id IN (",
+            );
+            let mut ids = select.separated(", ");
+            for id in &later_turns {
+                ids.push_bind(*id);
+            }
+            ids.push_unseparated(") ORDER BY w.id, p.turn");
+            let rows: Vec<(i64, String)> = select.build_query_as().fetch_all(pool).await?;
+            for (id, output) in rows {
+                answers.entry(id).or_default().push(output);
+            }
+            Ok(answers)
         }
 
         #[async_trait::async_trait]
@@ -518,7 +632,7 @@ macro_rules! work_queue_sql {
                         return Ok(Vec::new());
                     }
                     let mut select = sqlx::QueryBuilder::<$db>::new(
-                        "SELECT w.id, w.run_id, w.case_id, w.repetition, w.cost, w.attempts, w.generation_key, i.input, i.target, i.category, i.fields, \
+                        "SELECT w.id, w.run_id, w.case_id, w.repetition, w.turn, w.cost, w.attempts, w.generation_key, i.input, i.target, i.category, i.fields, \
                          c.work_item_id AS source_work_item_id, g.outcome, g.output, g.finish_reason, g.prompt_tokens, \
                          g.completion_tokens, g.model_used \
                          FROM work_items w JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
@@ -531,14 +645,18 @@ macro_rules! work_queue_sql {
                     }
                     list.push_unseparated(") ORDER BY w.cost DESC, w.id");
                     let rows = select.build().fetch_all(&self.pool).await?;
+                    let mut earlier = earlier_answers(&self.pool, &rows).await?;
                     rows.iter()
                         .map(|row| {
                             let cached_outcome: Option<String> = row.read("outcome")?;
+                            let identity_id: i64 = row.read("id")?;
                             Ok(ClaimedIdentity {
-                                identity_id: row.read("id")?,
+                                identity_id: IdentityId(identity_id),
                                 run_id: row.read("run_id")?,
                                 case_id: row.read("case_id")?,
                                 repetition: row.read("repetition")?,
+                                turn: row.read("turn")?,
+                                earlier_answers: earlier.remove(&identity_id).unwrap_or_default(),
                                 item: {
                                     use arbiter_domain::dataset::DatasetItem;
                                     $crate::item_from_row!(row)

@@ -176,6 +176,7 @@ pub async fn escalate_to_humans(store: &dyn Store, ids: &[IdentityId], raters: i
                 grading,
                 generation_key: None,
                 cached_from: None,
+                next_turn_waits: false,
             }
         })
         .collect();

@@ -6,6 +6,10 @@
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 
+/// A reply that makes the recorder refuse the request with HTTP 400 (recorded all the same):
+/// a failure no retry can help, for tests of what follows an endpoint error.
+pub const REFUSE: &str = "\u{0}refuse with 400";
+
 /// One request as received: the route after `/v1/`, and the JSON body.
 #[derive(Clone, Debug)]
 pub struct Recorded {
@@ -92,6 +96,7 @@ async fn serve_one(
             return;
         }
         let route = path.trim_start_matches("/v1/").to_string();
+        let mut status = "200 OK";
         let response = match route.as_str() {
             "models" => json!({"object": "list", "data": [{"id": model, "object": "model"}]}),
             "chat/completions" | "completions" => {
@@ -101,6 +106,9 @@ async fn serve_one(
                     route: route.clone(),
                     body,
                 });
+                if text == REFUSE {
+                    status = "400 Bad Request";
+                }
                 let choice = if route == "completions" {
                     json!({"index": 0, "text": text, "finish_reason": "stop"})
                 } else {
@@ -113,7 +121,7 @@ async fn serve_one(
         };
         let payload = response.to_string();
         let head = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
             payload.len()
         );
         if write.write_all(head.as_bytes()).await.is_err()

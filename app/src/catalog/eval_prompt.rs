@@ -110,7 +110,7 @@ pub fn EvalPreview(eval_id: EvalId, checkpoints: Vec<(CheckpointId, String)>) ->
                    " · target " <strong>{shown.targets.join(" | ")}</strong>
                    {(!shown.category.is_empty()).then(|| format!(" · category {}", shown.category))}</p>
                 <p>"Generation key: " <code data-testid="preview-key">{shown.generation_key.clone().unwrap_or_else(|| "–".into())}</code></p>
-                {shown.note.clone().map(|note| view! { <p class="hint">{note}</p> })}
+                {shown.note.clone().map(|note| view! { <p class="hint" data-testid="preview-note">{note}</p> })}
                 <pre class="output" data-testid="preview-body">{serde_json::to_string_pretty(&shown.body).unwrap_or_default()}</pre>
             </div>
         })}

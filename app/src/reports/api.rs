@@ -50,6 +50,8 @@ pub struct ReportView {
     pub latency_chart_svg: String,
     /// With several repetitions: pass@k and pass^k for each k.
     pub sample_metrics: Vec<arbiter_domain::stats::sampling::SampleMetricRow>,
+    /// For conversations: each turn's results; empty when every item is one request.
+    pub turns: Vec<arbiter_domain::reports::TurnReport>,
 }
 
 /// One paired test of a candidate against the baseline.
@@ -258,6 +260,7 @@ mod convert {
                 .collect(),
             latency_chart_svg: String::new(),
             sample_metrics: report.sample_metrics.clone(),
+            turns: report.turns.clone(),
         }
     }
 

@@ -213,6 +213,25 @@ pub fn ReportCard(title: &'static str, report: ReportView) -> impl IntoView {
                     </tbody>
                 </table>
             })}
+            {(!report.turns.is_empty()).then(|| view! {
+                <table class="turns" data-testid="turn-results">
+                    <caption>"By turn of the conversations (a turn after one that got no answer is stopped: never sent)"</caption>
+                    <thead><tr><th>"Turn"</th><th>"Pass rate"</th><th>"95% interval"</th><th>"Passed / graded"</th><th>"Uncertain"</th><th>"Errors"</th><th>"Stopped"</th></tr></thead>
+                    <tbody>
+                        {report.turns.iter().map(|turn| view! {
+                            <tr>
+                                <td>{turn.turn}</td>
+                                <td>{turn.pass_rate.map(|rate| format!("{:.1}%", rate * 100.0)).unwrap_or_else(|| "–".into())}</td>
+                                <td>{turn.interval.map(|interval| format!("{:.1}–{:.1}%", interval.lower * 100.0, interval.upper * 100.0)).unwrap_or_default()}</td>
+                                <td>{turn.passed} " / " {turn.passed + turn.failed}</td>
+                                <td>{turn.uncertain}</td>
+                                <td>{turn.errors}</td>
+                                <td>{turn.stopped}</td>
+                            </tr>
+                        }).collect_view()}
+                    </tbody>
+                </table>
+            })}
             {(!report.categories.is_empty()).then(|| view! {
                 <table class="categories">
                     <thead><tr><th>"Category"</th><th>"Pass rate"</th><th>"95% interval"</th><th>"Passed / graded"</th><th>"Uncertain"</th><th>"Errors"</th></tr></thead>

@@ -23,11 +23,9 @@ pub async fn run_detail(id: RunId) -> Result<RunPageData, ServerFnError> {
     let progress = arbiter_engine::runs::run_progress(state.store.as_ref(), id)
         .await
         .map_err(service_error)?;
-    let results = state
-        .store
-        .run_results(id, PAGE_ROWS)
+    let results = arbiter_engine::runs::run_results(state.store.as_ref(), id, PAGE_ROWS)
         .await
-        .map_err(store_error)?;
+        .map_err(service_error)?;
     Ok(RunPageData { progress, results })
 }
 

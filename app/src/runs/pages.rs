@@ -294,9 +294,11 @@ fn Progress(progress: RunProgress) -> impl IntoView {
 
 #[component]
 fn Results(results: Vec<IdentityResult>) -> impl IntoView {
+    // Conversations show each turn's row with its number.
+    let conversations = results.iter().any(|result| result.turn > 1);
     view! {
         <table class="results">
-            <thead><tr><th>"Case"</th><th>"Rep"</th><th>"Input"</th><th>"Target"</th><th>"Output"</th><th>"Outcome"</th><th>"Verdict"</th></tr></thead>
+            <thead><tr><th>"Case"</th><th>"Rep"</th>{conversations.then(|| view! { <th>"Turn"</th> })}<th>"Input"</th><th>"Target"</th><th>"Output"</th><th>"Outcome"</th><th>"Verdict"</th></tr></thead>
             <tbody>
                 {results.into_iter().map(|result| {
                     let verdict_class = format!("verdict verdict-{}", result.verdict);
@@ -306,6 +308,7 @@ fn Results(results: Vec<IdentityResult>) -> impl IntoView {
                         <tr>
                             <td><code>{result.case_id}</code></td>
                             <td>{result.repetition}</td>
+                            {conversations.then(|| view! { <td data-testid="result-turn">{result.turn}</td> })}
                             <td>{result.input}</td>
                             <td>{result.target}</td>
                             <td><pre class="output">{result.output}</pre></td>

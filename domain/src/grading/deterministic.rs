@@ -296,6 +296,18 @@ impl Grader {
     /// (rubric checks ignore it; comparing graders then cannot find it and say so).
     pub fn grade_any(&self, output: &str, targets: &[String]) -> Grade {
         let Some((first, others)) = targets.split_first() else {
+            // No reference (a conversation turn without one, an eval mapping no target): a
+            // check against the reference cannot decide, and says so rather than failing.
+            if self.needs_target() {
+                return Grade {
+                    grader: self.id_version.to_string(),
+                    verdict: Verdict::Uncertain,
+                    extracted_answer: None,
+                    reason: "the item has no reference answer to compare with; left to \
+                             judges or people"
+                        .into(),
+                };
+            }
             return self.grade(output, "");
         };
         let first_grade = self.grade(output, first);
@@ -319,6 +331,25 @@ impl Grader {
             };
         }
         first_grade
+    }
+
+    /// Whether the check compares the answer with the item's reference.
+    fn needs_target(&self) -> bool {
+        match &self.check {
+            Check::ExactMatch
+            | Check::NormalisedMatch
+            | Check::RegexMatch { .. }
+            | Check::Numeric(_)
+            | Check::MultipleChoice => true,
+            Check::Contains { .. }
+            | Check::NotContains(_)
+            | Check::JsonValid
+            | Check::JsonSchema(_)
+            | Check::Length(_) => false,
+            Check::AllOf(graders) | Check::AnyOf(graders) => {
+                graders.iter().any(Grader::needs_target)
+            }
+        }
     }
 
     /// Grades one model output against the item's target (ignored by rubric checks).
@@ -1153,6 +1184,31 @@ fn grade_any_of(graders: &[Grader], output: &str, target: &str) -> Decision {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn without_a_reference_only_checks_that_need_none_decide() {
+        let exact = GraderSpec::ExactMatch {}.compile().unwrap();
+        let undecided = exact.grade_any("Answer: 4", &[]);
+        assert_eq!(undecided.verdict, Verdict::Uncertain);
+        assert!(
+            undecided.reason.contains("no reference answer"),
+            "{}",
+            undecided.reason
+        );
+        // An empty reference is still a reference (four-field files have always had them).
+        assert_eq!(
+            exact.grade_any("Answer: 4", &[String::new()]).verdict,
+            Verdict::Fail
+        );
+        let json_valid = GraderSpec::JsonValid {}.compile().unwrap();
+        assert_eq!(json_valid.grade_any("{}", &[]).verdict, Verdict::Pass);
+        let combined = GraderSpec::AllOf {
+            graders: vec![GraderSpec::JsonValid {}, GraderSpec::ExactMatch {}],
+        }
+        .compile()
+        .unwrap();
+        assert_eq!(combined.grade_any("{}", &[]).verdict, Verdict::Uncertain);
+    }
 
     #[test]
     fn any_acceptable_answer_passes() {

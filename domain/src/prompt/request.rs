@@ -416,8 +416,16 @@ struct Shot {
 /// A prompt before few-shot exemplars are laid out: one text with its system prompt, or a
 /// whole conversation.
 enum Parts {
-    Text { system: String, text: String },
+    Text {
+        system: String,
+        text: String,
+    },
     Chat(Vec<ChatMessage>),
+    /// A conversation's user turns, each rendered by the template.
+    Turns {
+        system: String,
+        texts: Vec<String>,
+    },
 }
 
 impl PromptRenderer {
@@ -454,7 +462,7 @@ impl PromptRenderer {
                 .map_err(|err| refused(err.to_string()))?;
             let text = match self.parts(&fields, &item).map_err(refused)? {
                 Parts::Text { text, .. } => text,
-                Parts::Chat(_) => {
+                Parts::Chat(_) | Parts::Turns { .. } => {
                     return Err(refused("is a conversation; shots must be text".into()))
                 }
             };
@@ -478,23 +486,46 @@ impl PromptRenderer {
         &self.spec
     }
 
-    /// Renders one item; errors say what is wrong with the item and are prefixed by the caller
-    /// with the item's id.
+    /// Renders one item (the first turn of a conversation); errors say what is wrong with the
+    /// item and are prefixed by the caller with the item's id.
     pub fn render(&self, dataset_item: &DatasetItem) -> Result<RenderedPrompt, String> {
+        self.render_turn(dataset_item, 1, &[])
+    }
+
+    /// Renders turn `turn` (from 1) of an item: for a conversation, every earlier user turn
+    /// followed by the model's own answer to it (`earlier_answers`, one per earlier turn), then
+    /// this turn. The rendered item's targets are this turn's. Items that are not
+    /// conversations have only turn 1.
+    pub fn render_turn(
+        &self,
+        dataset_item: &DatasetItem,
+        turn: usize,
+        earlier_answers: &[String],
+    ) -> Result<RenderedPrompt, String> {
         let fields = dataset_item.fields();
-        let item = self
+        let mut item = self
             .spec
             .mapping
             .apply(&dataset_item.case_id, &fields)
             .map_err(|err| err.to_string())?;
+        let turns = item.input.turn_count();
+        if turn == 0 || turn > turns || earlier_answers.len() != turn - 1 {
+            return Err(format!(
+                "has {turns} turn(s); turn {turn} with {} earlier answer(s) cannot be rendered",
+                earlier_answers.len()
+            ));
+        }
         let parts = self.parts(&fields, &item)?;
         let body = match (&self.spec.few_shot, parts) {
             (None, Parts::Text { system, text }) => self.wrap(text, system),
             (None, Parts::Chat(messages)) => PromptBody::Chat(messages),
+            (None, Parts::Turns { system, texts }) => {
+                conversation_so_far(system, &texts[..turn], earlier_answers)
+            }
             (Some(few_shot), Parts::Text { system, text }) => {
                 self.with_shots(few_shot, &dataset_item.case_id, system, text)?
             }
-            (Some(_), Parts::Chat(_)) => {
+            (Some(_), Parts::Chat(_) | Parts::Turns { .. }) => {
                 return Err(
                     "its input is a conversation, which few-shot prompts cannot hold".into(),
                 )
@@ -504,7 +535,22 @@ impl PromptRenderer {
         if total > MAX_PROMPT_BYTES {
             return Err(too_long(total));
         }
+        if let Some(targets) = item.turn_targets.get(turn - 1) {
+            item.targets = targets.clone();
+        }
         Ok(RenderedPrompt { body, item })
+    }
+
+    /// Renders every turn of an item (earlier answers left empty: a check of the item and the
+    /// template, not of answers yet to come) and returns how many there are.
+    pub fn check_turns(&self, dataset_item: &DatasetItem) -> Result<usize, String> {
+        let first = self.render(dataset_item)?;
+        let turns = first.item.input.turn_count();
+        let no_answers = vec![String::new(); turns];
+        for turn in 2..=turns {
+            self.render_turn(dataset_item, turn, &no_answers[..turn - 1])?;
+        }
+        Ok(turns)
     }
 
     /// The shots an item sees: the first `count` of the draw that are not the item itself.
@@ -589,16 +635,42 @@ impl PromptRenderer {
                  leave the template empty to send it as it is",
                 self.spec.mapping.input
             )),
-            (MappedInput::Text(input), _) => {
-                // Measured before rendering: a template may repeat `{input}` many times.
-                if let Some(problem) = rendered_len_problem(&self.spec.template, input.len()) {
-                    return Err(problem);
-                }
-                Ok(Parts::Text {
+            (MappedInput::Text(input), _) => Ok(Parts::Text {
+                system: self.spec.system_prompt.clone(),
+                text: self.placeholder_text(input)?,
+            }),
+            (MappedInput::Turns(turns), template_is_empty) => {
+                self.chat_only("a conversation of turns")?;
+                let texts = if template_is_empty {
+                    turns.clone()
+                } else {
+                    turns
+                        .iter()
+                        .map(|turn| self.placeholder_text(turn))
+                        .collect::<Result<_, _>>()?
+                };
+                Ok(Parts::Turns {
                     system: self.spec.system_prompt.clone(),
-                    text: render_prompt(&self.spec.template, input),
+                    texts,
                 })
             }
+        }
+    }
+
+    /// The `{input}` template filled with one text, its length measured before rendering (a
+    /// template may repeat `{input}` many times).
+    fn placeholder_text(&self, input: &str) -> Result<String, String> {
+        if let Some(problem) = rendered_len_problem(&self.spec.template, input.len()) {
+            return Err(problem);
+        }
+        Ok(render_prompt(&self.spec.template, input))
+    }
+
+    /// Refuses an input only the chat API can carry, when the eval sends completions.
+    fn chat_only(&self, what: &str) -> Result<(), String> {
+        match self.spec.api {
+            Api::Completions => Err(format!("its input is {what}, which needs the chat API")),
+            Api::Chat => Ok(()),
         }
     }
 
@@ -614,6 +686,9 @@ impl PromptRenderer {
         } else {
             jinja.render(SYSTEM, &variables)?
         };
+        if let MappedInput::Turns(turns) = &item.input {
+            return self.jinja_turns(jinja, variables, system, turns);
+        }
         if !self.spec.messages.is_empty() {
             let mut messages = Vec::with_capacity(self.spec.messages.len() + 1);
             if !system.is_empty() {
@@ -635,7 +710,7 @@ impl PromptRenderer {
                 MappedInput::Messages(conversation) => {
                     self.conversation_as_is(conversation, system)
                 }
-                MappedInput::Text(_) => Err(
+                MappedInput::Text(_) | MappedInput::Turns(_) => Err(
                     "the eval has no prompt template and its input is not a conversation".into(),
                 ),
             };
@@ -644,6 +719,40 @@ impl PromptRenderer {
             system,
             text: jinja.render(PROMPT, &variables)?,
         })
+    }
+
+    /// A conversation's turns under a Jinja template: each turn rendered with `input` bound to
+    /// its text, `turn` to its number (from 1) and `turn_count` to the number of turns; with no
+    /// template, the turns as they are.
+    fn jinja_turns(
+        &self,
+        jinja: &JinjaTemplates,
+        mut variables: Map<String, Value>,
+        system: String,
+        turns: &[String],
+    ) -> Result<Parts, String> {
+        self.chat_only("a conversation of turns")?;
+        if !self.spec.messages.is_empty() {
+            return Err(format!(
+                "its input `{}` is a conversation of turns, which a message-list template \
+                 cannot hold; use a prompt template (applied to each turn) or none",
+                self.spec.mapping.input
+            ));
+        }
+        if self.spec.template.is_empty() {
+            return Ok(Parts::Turns {
+                system,
+                texts: turns.to_vec(),
+            });
+        }
+        variables.insert("turn_count".into(), Value::from(turns.len()));
+        let mut texts = Vec::with_capacity(turns.len());
+        for (index, turn) in turns.iter().enumerate() {
+            variables.insert("input".into(), Value::String(turn.clone()));
+            variables.insert("turn".into(), Value::from(index + 1));
+            texts.push(jinja.render(PROMPT, &variables)?);
+        }
+        Ok(Parts::Turns { system, texts })
     }
 
     /// A single prompt as the API takes it: the user message after any system prompt, or the
@@ -698,6 +807,31 @@ impl PromptRenderer {
     }
 }
 
+/// The request for the last of `texts`: the system prompt, then each earlier user turn with
+/// the model's answer to it, then the turn itself.
+fn conversation_so_far(system: String, texts: &[String], earlier_answers: &[String]) -> PromptBody {
+    let mut messages = Vec::with_capacity(2 * texts.len() + 1);
+    if !system.is_empty() {
+        messages.push(ChatMessage {
+            role: Role::System,
+            content: system,
+        });
+    }
+    for (index, text) in texts.iter().enumerate() {
+        messages.push(ChatMessage {
+            role: Role::User,
+            content: text.clone(),
+        });
+        if let Some(answer) = earlier_answers.get(index) {
+            messages.push(ChatMessage {
+                role: Role::Assistant,
+                content: answer.clone(),
+            });
+        }
+    }
+    PromptBody::Chat(messages)
+}
+
 /// What a Jinja template sees: every field of the item by name, `item` (all of them, for
 /// fields whose names the mapped ones shadow), and the mapped `input`, `target` (the answers
 /// joined by " | "), `targets`, `choices` and `letters`.
@@ -709,6 +843,8 @@ fn variables_for(fields: &Map<String, Value>, item: &MappedItem) -> Map<String, 
         MappedInput::Messages(messages) => {
             serde_json::to_value(messages).expect("messages always serialize")
         }
+        // Each turn's own text is bound when the turn is rendered.
+        MappedInput::Turns(turns) => Value::from(turns.clone()),
     };
     variables.insert("input".into(), input);
     if !item.targets.is_empty() {
@@ -883,6 +1019,120 @@ mod tests {
             ))
             .unwrap_err();
         assert!(refused.contains("is a conversation"), "{refused}");
+    }
+
+    fn mt_bench_item() -> DatasetItem {
+        item_of(json!({
+            "turns": ["Write a haiku about rain.", "Now make it about snow."],
+            "category": "writing"
+        }))
+    }
+
+    fn conversation_spec(spec: PromptSpec) -> PromptSpec {
+        PromptSpec {
+            system_prompt: "Be brief.".into(),
+            mapping: FieldMapping {
+                input: "turns".into(),
+                ..FieldMapping::default()
+            },
+            ..spec
+        }
+    }
+
+    #[test]
+    fn later_turns_carry_the_models_own_earlier_answers() {
+        let renderer = PromptRenderer::new(&conversation_spec(PromptSpec::jinja(""))).unwrap();
+        let item = mt_bench_item();
+        let first = renderer.render(&item).unwrap();
+        assert_eq!(first.item.input.turn_count(), 2);
+        let message = |role, content: &str| ChatMessage {
+            role,
+            content: content.into(),
+        };
+        assert_eq!(
+            first.body,
+            PromptBody::Chat(vec![
+                message(Role::System, "Be brief."),
+                message(Role::User, "Write a haiku about rain."),
+            ])
+        );
+        let second = renderer
+            .render_turn(&item, 2, &["Drops on the window".into()])
+            .unwrap();
+        assert_eq!(
+            second.body,
+            PromptBody::Chat(vec![
+                message(Role::System, "Be brief."),
+                message(Role::User, "Write a haiku about rain."),
+                message(Role::Assistant, "Drops on the window"),
+                message(Role::User, "Now make it about snow."),
+            ])
+        );
+        // A turn needs exactly its earlier answers, and exists.
+        assert!(renderer.render_turn(&item, 2, &[]).is_err());
+        assert!(renderer
+            .render_turn(&item, 3, &["a".into(), "b".into()])
+            .is_err());
+        assert_eq!(renderer.check_turns(&item).unwrap(), 2);
+    }
+
+    #[test]
+    fn each_turn_is_rendered_by_the_template_with_its_number() {
+        let jinja = PromptRenderer::new(&conversation_spec(PromptSpec::jinja(
+            "[{{ category }} {{ turn }}/{{ turn_count }}] {{ input }}",
+        )))
+        .unwrap();
+        let second = jinja
+            .render_turn(&mt_bench_item(), 2, &["rain haiku".into()])
+            .unwrap();
+        let PromptBody::Chat(messages) = second.body else {
+            panic!("a chat")
+        };
+        assert_eq!(
+            messages[1].content,
+            "[writing 1/2] Write a haiku about rain."
+        );
+        assert_eq!(messages[3].content, "[writing 2/2] Now make it about snow.");
+        let placeholder =
+            PromptRenderer::new(&conversation_spec(PromptSpec::placeholder("Q: {input}"))).unwrap();
+        let first = placeholder.render(&mt_bench_item()).unwrap();
+        let PromptBody::Chat(messages) = first.body else {
+            panic!("a chat")
+        };
+        assert_eq!(messages[1].content, "Q: Write a haiku about rain.");
+    }
+
+    #[test]
+    fn conversations_of_turns_need_the_chat_api_and_no_message_list() {
+        let completions = PromptSpec {
+            api: Api::Completions,
+            system_prompt: String::new(),
+            ..conversation_spec(PromptSpec::jinja("{{ input }}"))
+        };
+        let refused = PromptRenderer::new(&completions)
+            .unwrap()
+            .render(&mt_bench_item())
+            .unwrap_err();
+        assert_eq!(
+            refused,
+            "its input is a conversation of turns, which needs the chat API"
+        );
+        let message_list = PromptSpec {
+            messages: vec![MessageTemplate {
+                role: Role::User,
+                content: "{{ input }}".into(),
+            }],
+            system_prompt: String::new(),
+            ..conversation_spec(PromptSpec::jinja(""))
+        };
+        let refused = PromptRenderer::new(&message_list)
+            .unwrap()
+            .render(&mt_bench_item())
+            .unwrap_err();
+        assert!(
+            refused.contains("a message-list template cannot hold"),
+            "{refused}"
+        );
     }
 
     #[test]

@@ -9,6 +9,8 @@ pub struct DiffSide {
     pub identity_id: IdentityId,
     pub case_id: String,
     pub repetition: i64,
+    /// The turn of a conversation (from 1; 1 for items that are not conversations).
+    pub turn: i64,
     pub category: String,
     pub verdict: String,
     pub decided_by: String,

@@ -219,6 +219,49 @@ pub struct Report {
     /// each saying how many cases and samples it used. Empty with one repetition.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sample_metrics: Vec<crate::stats::sampling::SampleMetricRow>,
+    /// For conversations: each turn's results (turn 1 first); empty when every item is one
+    /// request.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub turns: Vec<TurnReport>,
+}
+
+/// One turn's results across a run's conversations, with its pass rate and Wilson interval.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct TurnReport {
+    /// From 1.
+    pub turn: u32,
+    pub passed: u64,
+    pub failed: u64,
+    pub uncertain: u64,
+    /// Errors, the stopped turns among them.
+    pub errors: u64,
+    /// Never sent: an earlier turn of the conversation got no answer.
+    pub stopped: u64,
+    pub pending: u64,
+    pub pass_rate: Option<f64>,
+    pub interval: Option<Interval>,
+}
+
+/// Per-turn rows from a snapshot's turn tallies.
+pub fn turn_reports(turns: &[snapshot::TurnTally]) -> Vec<TurnReport> {
+    turns
+        .iter()
+        .enumerate()
+        .map(|(index, tally)| {
+            let graded = tally.passed + tally.failed;
+            TurnReport {
+                turn: index as u32 + 1,
+                passed: tally.passed,
+                failed: tally.failed,
+                uncertain: tally.uncertain,
+                errors: tally.errors,
+                stopped: tally.stopped,
+                pending: tally.pending,
+                pass_rate: (graded > 0).then(|| tally.passed as f64 / graded as f64),
+                interval: wilson(tally.passed, graded, DEFAULT_CONFIDENCE),
+            }
+        })
+        .collect()
 }
 
 impl Report {
@@ -312,6 +355,7 @@ pub fn build_report(
         problems,
         latency: Vec::new(),
         sample_metrics: Vec::new(),
+        turns: Vec::new(),
     }
 }
 

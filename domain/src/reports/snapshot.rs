@@ -13,6 +13,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use xxhash_rust::xxh3::{xxh3_64, Xxh3};
 
+/// Turns tallied per turn in a snapshot's header: items have at most this many.
+const MAX_TALLIED_TURNS: usize = crate::fields::MAX_TURNS;
+
 /// Verdict codes: 0 = not decided yet, then `VERDICTS` in order.
 pub const VERDICT_NONE: u8 = 0;
 pub const VERDICT_PASS: u8 = 1;
@@ -57,6 +60,8 @@ pub struct ScanRow {
     pub identity_id: IdentityId,
     pub case_id: String,
     pub repetition: i64,
+    /// The turn of a conversation (from 1; 1 for items that are not conversations).
+    pub turn: i64,
     pub revision_id: RevisionId,
     pub category: String,
     pub verdict: Option<String>,
@@ -91,6 +96,39 @@ pub struct SnapshotHeader {
     /// position p is p % cases). Checked while building; `None` when the layout differs or
     /// there is one repetition.
     pub cases: Option<u64>,
+    /// For conversations: verdict counts per turn (turn 1 first); empty when every item is
+    /// one request.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub turns: Vec<TurnTally>,
+}
+
+/// One turn's results across a run's conversations.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnTally {
+    pub passed: u64,
+    pub failed: u64,
+    pub uncertain: u64,
+    /// Errors, the stopped turns among them.
+    pub errors: u64,
+    /// Never sent: an earlier turn of the conversation got no answer.
+    pub stopped: u64,
+    /// Not decided yet.
+    pub pending: u64,
+}
+
+impl TurnTally {
+    fn add(&mut self, verdict: u8, outcome: Option<&str>) {
+        match verdict_name(verdict) {
+            "pass" => self.passed += 1,
+            "fail" => self.failed += 1,
+            "uncertain" => self.uncertain += 1,
+            "error" => self.errors += 1,
+            _ => self.pending += 1,
+        }
+        if outcome == Some(Outcome::Stopped.as_str()) {
+            self.stopped += 1;
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -282,7 +320,12 @@ impl SnapshotBuilder {
 
     pub fn push(&mut self, row: &ScanRow) {
         let verdict = verdict_code(row.verdict.as_deref());
-        let identity = format!("{}#{}", row.case_id, row.repetition);
+        // Turns after the first are named by their turn too; single requests keep the name (and
+        // so the identity hash) they always had.
+        let identity = match row.turn {
+            turn if turn > 1 => format!("{}#{}#t{turn}", row.case_id, row.repetition),
+            _ => format!("{}#{}", row.case_id, row.repetition),
+        };
         let identity_hash = xxh3_64(identity.as_bytes());
         if let Some(previous) = self.seen.insert(identity_hash, verdict) {
             if previous == verdict {
@@ -297,6 +340,18 @@ impl SnapshotBuilder {
         self.identity_hasher.update(row.case_id.as_bytes());
         self.identity_hasher.update(&[0]);
         self.identity_hasher.update(&row.repetition.to_le_bytes());
+        if row.turn > 1 {
+            self.identity_hasher.update(b"t");
+            self.identity_hasher.update(&row.turn.to_le_bytes());
+        }
+        let turn_index = usize::try_from(row.turn.max(1) - 1).unwrap_or(0);
+        let turns = &mut self.snapshot.header.turns;
+        if turn_index < MAX_TALLIED_TURNS {
+            if turns.len() <= turn_index {
+                turns.resize(turn_index + 1, TurnTally::default());
+            }
+            turns[turn_index].add(verdict, row.outcome.as_deref());
+        }
         if !self.revisions.contains(&row.revision_id) {
             self.revisions.push(row.revision_id);
         }
@@ -315,9 +370,15 @@ impl SnapshotBuilder {
                 self.snapshot.header.categories.push(row.category.clone());
                 next
             });
+        // A conversation's turns are one cluster (they are not independent), but each turn is
+        // its own unit of the repetition layout (pass@k is per turn).
         let case_hash = xxh3_64(row.case_id.as_bytes());
         if self.expectation.repetitions > 1 {
-            self.layout.push(case_hash, row.repetition);
+            let unit_hash = match row.turn {
+                turn if turn > 1 => xxh3_64(format!("{}#t{turn}", row.case_id).as_bytes()),
+                _ => case_hash,
+            };
+            self.layout.push(unit_hash, row.repetition);
         }
         if verdict == VERDICT_PASS || verdict == VERDICT_FAIL {
             let item = self.items.entry(case_hash).or_insert((0, 0, category));
@@ -393,6 +454,9 @@ impl SnapshotBuilder {
         }
         self.snapshot.header.clusters = clusters;
         self.snapshot.header.cases = self.layout.cases(self.expectation.repetitions);
+        if self.snapshot.header.turns.len() < 2 {
+            self.snapshot.header.turns.clear();
+        }
         self.snapshot.identity_hash = format!("{:016x}", self.identity_hasher.digest());
         self.snapshot
     }

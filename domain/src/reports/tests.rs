@@ -26,6 +26,7 @@ fn row(id: i64, case: &str, repetition: i64, category: &str, verdict: &str) -> S
         identity_id: IdentityId(id),
         case_id: case.into(),
         repetition,
+        turn: 1,
         revision_id: RevisionId(7),
         category: category.into(),
         verdict: (!verdict.is_empty()).then(|| verdict.into()),

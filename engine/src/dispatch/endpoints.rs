@@ -194,6 +194,16 @@ impl EndpointPool {
         endpoint
     }
 
+    /// The replica a conversation keeps to: highest random weight (rendezvous hashing) of the
+    /// affinity and each URL, so it stays put as long as its replica is listed.
+    async fn pick_for(self: &Arc<Self>, urls: &[String], affinity: u64) -> Arc<Endpoint> {
+        let preferred = urls
+            .iter()
+            .max_by_key(|url| xxhash_rust::xxh3::xxh3_64_with_seed(url.as_bytes(), affinity))
+            .expect("a run has at least one endpoint");
+        self.endpoint(preferred).await
+    }
+
     /// The least loaded of a checkpoint's endpoints.
     async fn pick(self: &Arc<Self>, urls: &[String]) -> Arc<Endpoint> {
         let mut best: Option<Arc<Endpoint>> = None;
@@ -249,12 +259,15 @@ impl EndpointPool {
     }
 
     /// Answers one request: retries transient failures on the least loaded replica, then tries
-    /// the fallback once; returns the final generation with every failed attempt logged.
+    /// the fallback once; returns the final generation with every failed attempt logged. With
+    /// an `affinity` (the turns of one conversation), the first attempt goes to the replica
+    /// that affinity keeps to, and retries to the least loaded.
     pub async fn generate(
         self: &Arc<Self>,
         target: &Target,
         request: &GenerationRequest,
         cost: u64,
+        affinity: Option<u64>,
     ) -> Generation {
         let started = Instant::now();
         let deadline = started + self.policy.item_timeout;
@@ -263,7 +276,12 @@ impl EndpointPool {
         let mut attempts: u32 = 0;
         while attempts < self.policy.max_attempts && Instant::now() < deadline {
             attempts += 1;
-            let endpoint = self.pick(&target.endpoint_urls).await;
+            let endpoint = match affinity {
+                Some(affinity) if attempts == 1 => {
+                    self.pick_for(&target.endpoint_urls, affinity).await
+                }
+                _ => self.pick(&target.endpoint_urls).await,
+            };
             let attempt_started = Instant::now();
             match self.attempt(&endpoint, request, cost, deadline).await {
                 Ok(generation) => {

@@ -258,7 +258,7 @@ impl Judging<'_> {
                         temperature,
                         seed,
                     );
-                    let answer = pool.generate(target, &request, token_estimate).await;
+                    let answer = pool.generate(target, &request, token_estimate, None).await;
                     usage.add(&answer);
                     if answer.outcome.is_error() {
                         failed_samples += 1;

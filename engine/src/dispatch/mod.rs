@@ -24,13 +24,13 @@ pub use limiter::Limiter;
 use crate::clients::model::GenerationRequest;
 use arbiter_domain::answer::{ErrorCategory, Generation, Outcome};
 use arbiter_domain::checkpoint::TokenPrices;
-use arbiter_domain::expansion::seed_for;
+use arbiter_domain::expansion::{request_key, seed_for};
 use arbiter_domain::grading::judge::JudgeSpec;
 use arbiter_domain::grading::Grader;
 use arbiter_domain::manifest::Manifest;
 use arbiter_domain::prompt::request::RenderedPrompt;
 use arbiter_domain::prompt::PromptRenderer;
-use arbiter_store::{ActiveRun, ClaimedIdentity, FinishedIdentity, Store};
+use arbiter_store::{ActiveRun, CachedGeneration, ClaimedIdentity, FinishedIdentity, Store};
 use fair_share::Candidate;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -149,24 +149,67 @@ impl RunSpec {
         }
     }
 
-    /// One identity's prompt and how the eval reads its item; an error says why it cannot be
-    /// rendered (which the launch's check makes all but impossible).
+    /// One identity's prompt (a later turn of a conversation with the model's own earlier
+    /// answers) and how the eval reads its item; an error says why it cannot be rendered
+    /// (which the launch's check makes all but impossible, short of answers too long to send).
     fn render(&self, job: &ClaimedIdentity) -> Result<RenderedPrompt, String> {
         let renderer = self.renderer.as_ref().map_err(Clone::clone)?;
+        let turn = usize::try_from(job.turn).unwrap_or(0);
         renderer
-            .render(&job.item)
-            .map_err(|problem| format!("item `{}` {problem}", job.case_id))
+            .render_turn(&job.item, turn, &job.earlier_answers)
+            .map_err(|problem| match job.turn {
+                1 => format!("item `{}` {problem}", job.case_id),
+                turn => format!("turn {turn} of item `{}` {problem}", job.case_id),
+            })
     }
+}
+
+/// An identity's cache key and cached answer. A first turn's were found at launch; a later
+/// turn of a conversation is keyed here, now that its request (holding the model's earlier
+/// answers) is known, and answered from the cache when an identical request was.
+async fn cache_entry(
+    job: &ClaimedIdentity,
+    spec: &RunSpec,
+    rendered: &Result<RenderedPrompt, String>,
+    store: &Arc<dyn Store>,
+) -> (Option<String>, Option<CachedGeneration>) {
+    let (None, Ok(rendered)) = (&job.generation_key, rendered) else {
+        return (job.generation_key.clone(), job.cached.clone());
+    };
+    let settings = &spec.manifest.eval.generation;
+    let key = request_key(
+        &spec.manifest.fingerprint,
+        &rendered.body,
+        settings,
+        job.repetition,
+    );
+    let cached = match store.cached_generations(std::slice::from_ref(&key)).await {
+        Ok(found) => found.into_iter().next().map(|(_, hit)| hit),
+        Err(err) => {
+            tracing::warn!(error = %err, "could not read the generation cache; sending the request");
+            None
+        }
+    };
+    (Some(key), cached)
+}
+
+/// The replica affinity of a conversation: every turn of one conversation (case and
+/// repetition) prefers the same replica, so the server's prefix cache holds its earlier turns.
+fn conversation_affinity(job: &ClaimedIdentity, rendered: &RenderedPrompt) -> Option<u64> {
+    (rendered.item.input.turn_count() > 1).then(|| {
+        xxhash_rust::xxh3::xxh3_64(format!("{}\u{0}{}", job.case_id, job.repetition).as_bytes())
+    })
 }
 
 /// Answers one identity: from the generation cache, or through the endpoint pool.
 async fn answer(
     job: &ClaimedIdentity,
+    cached: Option<&CachedGeneration>,
     spec: &RunSpec,
     rendered: &Result<RenderedPrompt, String>,
     pool: &Arc<EndpointPool>,
 ) -> (Generation, Option<IdentityId>) {
-    let (generation, cached_from) = match (&job.cached, rendered) {
+    let (generation, cached_from) = match (cached, rendered) {
         (Some(cached), _) => (cached.to_generation(), Some(cached.source_identity_id)),
         (None, Err(problem)) => (
             Generation {
@@ -189,7 +232,11 @@ async fn answer(
             };
             // The planner's estimate, stored on the identity, is the request's token cost.
             let cost = u64::try_from(job.cost).unwrap_or(0);
-            (pool.generate(&spec.target, &request, cost).await, None)
+            let affinity = conversation_affinity(job, rendered);
+            (
+                pool.generate(&spec.target, &request, cost, affinity).await,
+                None,
+            )
         }
     };
     (generation, cached_from)
@@ -381,7 +428,14 @@ pub async fn run_worker(
                 // The semaphore queues waiters in order, so claims start longest first.
                 let answering = running.acquire().await;
                 let rendered = spec.render(&job);
-                let (generation, cached_from) = answer(&job, &spec, &rendered, &pool).await;
+                let (generation_key, cached) = cache_entry(&job, &spec, &rendered, &store).await;
+                let (generation, cached_from) =
+                    answer(&job, cached.as_ref(), &spec, &rendered, &pool).await;
+                // A later turn waits on this one when the item is a conversation with turns
+                // left (unknown when it could not be rendered: then any later turn stops).
+                let next_turn_waits = rendered.as_ref().map_or(true, |rendered| {
+                    usize::try_from(job.turn).unwrap_or(0) < rendered.item.input.turn_count()
+                });
                 // Judges are other endpoints with their own limits: while it is judged, the
                 // identity keeps its held slot but frees its request slot for the model under
                 // test.
@@ -417,8 +471,9 @@ pub async fn run_worker(
                     identity_id: job.identity_id,
                     generation,
                     grading,
-                    generation_key: job.generation_key,
+                    generation_key,
                     cached_from,
+                    next_turn_waits,
                 };
                 let _ = finished_tx.send(finished).await;
                 release_slot(&in_flight, run_id);

@@ -59,7 +59,7 @@ impl ExportFormat {
     }
 }
 
-const CSV_HEADER: [&str; 24] = [
+const CSV_HEADER: [&str; 25] = [
     "run_id",
     "work_item_id",
     "case_id",
@@ -84,13 +84,14 @@ const CSV_HEADER: [&str; 24] = [
     "completion_tokens",
     "cost_usd",
     "answered_at",
+    "turn",
 ];
 
 fn optional<T: ToString>(value: &Option<T>) -> String {
     value.as_ref().map(ToString::to_string).unwrap_or_default()
 }
 
-fn csv_record(row: &ExportRow) -> [String; 24] {
+fn csv_record(row: &ExportRow) -> [String; 25] {
     [
         row.run_id.to_string(),
         row.identity_id.to_string(),
@@ -116,6 +117,7 @@ fn csv_record(row: &ExportRow) -> [String; 24] {
         optional(&row.completion_tokens),
         optional(&row.cost_usd),
         optional(&row.answered_at),
+        row.turn.to_string(),
     ]
 }
 
@@ -145,6 +147,7 @@ const PARQUET_SCHEMA: &str = "message arbiter_result {
     optional int64 completion_tokens;
     optional double cost_usd;
     optional int64 answered_at (TIMESTAMP(MILLIS,true));
+    required int64 turn;
 }";
 
 fn parquet_error(err: parquet::errors::ParquetError) -> ServiceError {
@@ -383,6 +386,11 @@ fn write_row_group<W: Write + Send>(
                     .typed::<DoubleType>()
                     .write_batch(&values, Some(&levels), None)
             }
+            24 => column.typed::<Int64Type>().write_batch(
+                &rows.iter().map(|r| r.turn).collect::<Vec<_>>(),
+                None,
+                None,
+            ),
             _ => Ok(0),
         };
         result.map_err(parquet_error)?;
@@ -482,6 +490,7 @@ mod tests {
             latency_ms: Some(12),
             cost_usd: error.is_none().then_some(0.001),
             answered_at: Some(1_764_547_200_000),
+            turn: 1,
             ..ExportRow::default()
         }
     }
@@ -502,12 +511,14 @@ mod tests {
             ],
         );
         let mut reader = csv::Reader::from_reader(bytes.as_slice());
-        assert_eq!(reader.headers().unwrap().len(), 24);
+        assert_eq!(reader.headers().unwrap().len(), 25);
+        assert_eq!(&reader.headers().unwrap()[24], "turn");
         let records: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
         assert_eq!(records.len(), 2);
         assert_eq!(&records[0][6], "What is 2, \"plus\" 2?\nThink.");
         assert_eq!(&records[0][13], "");
         assert_eq!(&records[1][13], "connect refused");
+        assert_eq!(&records[1][24], "1");
     }
 
     /// Before the fix a dataset's or a model's `=HYPERLINK(…)` became a live formula in the

@@ -131,6 +131,7 @@ pub(crate) async fn report_and_snapshot(
     };
     let mut report = build_report(&facts, &tallies, &snapshot.header.problems, &clusters);
     report.latency = snapshot.header.latency.clone();
+    report.turns = arbiter_domain::reports::turn_reports(&snapshot.header.turns);
     if let Some(per_item) = samples_per_item(&snapshot) {
         report.sample_metrics = sample_metrics(&per_item, run_id.get() as u64);
     }

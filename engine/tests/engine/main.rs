@@ -3,6 +3,7 @@
 //! quality control, operations, backups and property tests over user input.
 
 mod backup_restore;
+mod conversations;
 mod dispatch;
 mod endpoint_keys;
 mod fuzz_inputs;

@@ -944,6 +944,7 @@ async fn retention_clears_raw_answers_then_deletes_expired_runs(store: Arc<dyn S
                 grading: Grading::deterministic_only(Some(grade_exact_match(&output, &job.target))),
                 generation_key: Some(format!("key-{id}")),
                 cached_from: None,
+                next_turn_waits: false,
             }])
             .await
             .unwrap();
@@ -991,6 +992,7 @@ async fn retention_clears_raw_answers_then_deletes_expired_runs(store: Arc<dyn S
             ))),
             generation_key: None,
             cached_from: Some(old_items[0]),
+            next_turn_waits: false,
         }])
         .await
         .unwrap();

@@ -781,6 +781,7 @@ async fn batched_commits_across_categories_never_deadlock(store: Arc<dyn Store>)
                         generation: answered(&output),
                         generation_key: None,
                         cached_from: None,
+                        next_turn_waits: false,
                     }
                 })
                 .collect(),
@@ -1577,6 +1578,7 @@ async fn racing_workers_never_both_commit_one_identity(store: Arc<dyn Store>) {
                 grading: Grading::deterministic_only(Some(grade_exact_match(output, "2"))),
                 generation_key: None,
                 cached_from: None,
+                next_turn_waits: false,
             })
             .collect()
     };
@@ -1748,6 +1750,7 @@ async fn the_scheduler_sees_only_running_runs_and_claims_longest_first(store: Ar
             grading: Grading::deterministic_only(Some(grade_exact_match("Answer: x", "x"))),
             generation_key: job.generation_key.clone(),
             cached_from: None,
+            next_turn_waits: false,
         })
         .collect();
     store.record_results(&finished).await.unwrap();
@@ -1989,6 +1992,7 @@ async fn judges_policies_and_the_grade_cache(store: Arc<dyn Store>) {
             grading: audited,
             generation_key: None,
             cached_from: None,
+            next_turn_waits: false,
         }])
         .await
         .unwrap();
@@ -2023,6 +2027,7 @@ async fn judges_policies_and_the_grade_cache(store: Arc<dyn Store>) {
             grading: escalated,
             generation_key: None,
             cached_from: None,
+            next_turn_waits: false,
         }])
         .await
         .unwrap();

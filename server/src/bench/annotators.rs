@@ -202,6 +202,7 @@ async fn fill_queue(store: &dyn Store, tasks: usize) -> anyhow::Result<RunId> {
                     grading,
                     generation_key: None,
                     cached_from: None,
+                    next_turn_waits: false,
                 }
             })
             .collect();

@@ -253,6 +253,7 @@ async fn fill(
                     grading: Grading::deterministic_only(Some(grade)),
                     generation_key: None,
                     cached_from: None,
+                    next_turn_waits: false,
                 }
             })
             .collect();
