@@ -32,6 +32,37 @@ pub const MAX_ITEMS: usize = 2_000_000;
 /// Field names that hold an item's id, in order of preference.
 const ID_FIELDS: [&str; 2] = ["id", "case_id"];
 
+/// What one upload may hold: the operator's settings, or these defaults (a file of a few
+/// million items, far beyond any benchmark suite). Streamed uploads are bounded by them, not
+/// by memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UploadLimits {
+    /// Bytes of the file as sent, and of what it decodes to (gzip, or the items' canonical
+    /// form: a compressed or dictionary-encoded file can expand far beyond its own size).
+    pub max_bytes: usize,
+    pub max_items: usize,
+}
+
+impl Default for UploadLimits {
+    fn default() -> UploadLimits {
+        UploadLimits {
+            max_bytes: MAX_DECODED_BYTES,
+            max_items: MAX_ITEMS,
+        }
+    }
+}
+
+/// A streamed upload once every item has gone to its sink: the revision's content hash and
+/// how many items it holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamedDataset {
+    pub content_hash: String,
+    pub item_count: usize,
+}
+
+/// Where a streaming builder sends each chunk of validated items; an error stops the parse.
+pub type ItemSink = Box<dyn FnMut(Vec<DatasetItem>) -> Result<(), DatasetError> + Send>;
+
 /// One case of a dataset.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DatasetItem {
@@ -259,25 +290,77 @@ fn at(place: &str, message: impl Into<String>) -> DatasetError {
 /// Reads JSONL text: one JSON object per non-blank line.
 pub fn parse_jsonl(text: &str, builder: &mut DatasetBuilder) -> Result<(), DatasetError> {
     for (index, raw_line) in text.lines().enumerate() {
-        if raw_line.trim().is_empty() {
-            continue;
-        }
-        let place = format!("line {}", index + 1);
-        let object = match serde_json::from_str::<Value>(raw_line) {
-            Ok(Value::Object(object)) => object,
-            Ok(_) => return Err(at(&place, "each line must be a JSON object")),
-            Err(err) => return Err(at(&place, format!("invalid JSON: {err}"))),
-        };
-        builder.push(&place, object)?;
+        push_json_line(builder, index + 1, raw_line)?;
     }
     Ok(())
 }
 
+/// Reads JSONL as it streams in, a line at a time (nothing else is held): text as
+/// [`parse_jsonl`] takes it, refused as binary at the first NUL byte or invalid UTF-8.
+pub fn parse_jsonl_reader(
+    mut reader: impl std::io::BufRead,
+    builder: &mut DatasetBuilder,
+) -> Result<(), DatasetError> {
+    let mut line = Vec::new();
+    let mut offset = 0usize;
+    for number in 1.. {
+        line.clear();
+        let read = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|err| at(&format!("line {number}"), format!("unreadable: {err}")))?;
+        if read == 0 {
+            return Ok(());
+        }
+        if let Some(at_byte) = line.iter().position(|&byte| byte == 0) {
+            return Err(DatasetError::Binary {
+                offset: offset + at_byte,
+            });
+        }
+        let text = std::str::from_utf8(&line).map_err(|err| DatasetError::Binary {
+            offset: offset + err.valid_up_to(),
+        })?;
+        let text = if number == 1 {
+            text.strip_prefix('\u{feff}').unwrap_or(text)
+        } else {
+            text
+        };
+        push_json_line(builder, number, text.trim_end_matches(['\n', '\r']))?;
+        offset += read;
+    }
+    Ok(())
+}
+
+/// One JSONL line (`number` from 1): blank lines are skipped, anything else must be an object.
+fn push_json_line(
+    builder: &mut DatasetBuilder,
+    number: usize,
+    raw_line: &str,
+) -> Result<(), DatasetError> {
+    if raw_line.trim().is_empty() {
+        return Ok(());
+    }
+    let place = format!("line {number}");
+    let object = match serde_json::from_str::<Value>(raw_line) {
+        Ok(Value::Object(object)) => object,
+        Ok(_) => return Err(at(&place, "each line must be a JSON object")),
+        Err(err) => return Err(at(&place, format!("invalid JSON: {err}"))),
+    };
+    builder.push(&place, object)
+}
+
 /// Reads CSV text with a header row; every value is a string.
 fn parse_csv(text: &str, builder: &mut DatasetBuilder) -> Result<(), DatasetError> {
+    parse_csv_reader(text.as_bytes(), builder)
+}
+
+/// Reads CSV with a header row as it streams in, a record at a time; every value is a string.
+pub fn parse_csv_reader(
+    input: impl std::io::Read,
+    builder: &mut DatasetBuilder,
+) -> Result<(), DatasetError> {
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(true)
-        .from_reader(text.as_bytes());
+        .from_reader(input);
     let headers = reader
         .headers()
         .map_err(|err| at("line 1", format!("unreadable CSV header: {err}")))?
@@ -346,27 +429,71 @@ enum IdSource {
 }
 
 /// Collects validated items one at a time (in file order) with the running content hash:
-/// every format feeds it the same way.
+/// every format feeds it the same way. A streaming builder hands its items to a sink in
+/// chunks instead of keeping them; only the ids stay (to refuse a duplicate anywhere).
 #[derive(Default)]
 pub struct DatasetBuilder {
     items: Vec<DatasetItem>,
+    count: usize,
     decoded_bytes: usize,
-    ids: HashMap<String, String>,
+    /// Each id, with the line or row (from 1) it was first seen on.
+    ids: HashMap<String, u64>,
     hasher: Sha256,
     id_source: Option<IdSource>,
+    limits: UploadLimits,
+    sink: Option<(usize, ItemSink)>,
 }
 
 impl DatasetBuilder {
+    /// A builder that sends its items to `sink` in chunks of `chunk` items, within `limits`.
+    pub fn streaming(limits: UploadLimits, chunk: usize, sink: ItemSink) -> DatasetBuilder {
+        DatasetBuilder {
+            limits,
+            sink: Some((chunk.max(1), sink)),
+            ..DatasetBuilder::default()
+        }
+    }
+
+    /// The limits this builder enforces.
+    pub fn limits(&self) -> UploadLimits {
+        self.limits
+    }
+
+    /// Sends the items gathered so far to the sink (a streaming builder only).
+    fn flush(&mut self) -> Result<(), DatasetError> {
+        if let Some((_, sink)) = self.sink.as_mut() {
+            if !self.items.is_empty() {
+                sink(std::mem::take(&mut self.items))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Finishes a streaming upload: the last chunk goes to the sink.
+    pub fn finish_streaming(mut self) -> Result<StreamedDataset, DatasetError> {
+        self.flush()?;
+        if self.count == 0 {
+            return Err(DatasetError::Empty);
+        }
+        Ok(StreamedDataset {
+            content_hash: format!("sha256:{}", hex::encode(self.hasher.finalize())),
+            item_count: self.count,
+        })
+    }
+
     /// Adds the item read at `place` ("line 3", "row 3").
     pub fn push(
         &mut self,
         place: &str,
         mut object: Map<String, Value>,
     ) -> Result<(), DatasetError> {
-        if self.items.len() >= MAX_ITEMS {
+        if self.count >= self.limits.max_items {
             return Err(at(
                 place,
-                format!("the file has more than {MAX_ITEMS} items"),
+                format!(
+                    "the file has more than {} items (the limit for one upload)",
+                    self.limits.max_items
+                ),
             ));
         }
         let id_source = *self.id_source.get_or_insert_with(|| {
@@ -385,7 +512,7 @@ impl DatasetBuilder {
                         format!("this item has an `{name}`, but the first item has none (give every item an id, or none)"),
                     ));
                 }
-                (self.items.len() + 1).to_string()
+                (self.count + 1).to_string()
             }
             IdSource::Field(_) => {
                 let value = ID_FIELDS
@@ -405,20 +532,22 @@ impl DatasetBuilder {
         let item = validated_item(place, case_id, object)?;
         let line = item.canonical_line();
         self.decoded_bytes += line.len() + 1;
-        if self.decoded_bytes > MAX_DECODED_BYTES {
+        if self.decoded_bytes > self.limits.max_bytes {
             return Err(at(
                 place,
                 format!(
                     "the items so far hold more than {} (the limit for one upload)",
-                    describe_bytes(MAX_DECODED_BYTES)
+                    describe_bytes(self.limits.max_bytes)
                 ),
             ));
         }
-        if let Some(first) = self.ids.insert(item.case_id.clone(), place.to_string()) {
+        let (unit, number) = place.split_once(' ').unwrap_or((place, ""));
+        let number = number.parse::<u64>().unwrap_or(0);
+        if let Some(first) = self.ids.insert(item.case_id.clone(), number) {
             return Err(at(
                 place,
                 format!(
-                    "duplicate case id `{}` (first seen on {first})",
+                    "duplicate case id `{}` (first seen on {unit} {first})",
                     item.case_id
                 ),
             ));
@@ -426,6 +555,12 @@ impl DatasetBuilder {
         self.hasher.update(line.as_bytes());
         self.hasher.update(b"\n");
         self.items.push(item);
+        self.count += 1;
+        if let Some((chunk, _)) = &self.sink {
+            if self.items.len() >= *chunk {
+                self.flush()?;
+            }
+        }
         Ok(())
     }
 

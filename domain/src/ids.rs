@@ -75,6 +75,8 @@ id_types! {
     DatasetId;
     /// One immutable revision of a dataset.
     RevisionId;
+    /// A streamed upload whose items are staged until the whole file is read.
+    UploadId;
     /// A user account; raters, reviewers and leads are users.
     UserId;
     /// A result identity: one case, repetition and grader stage of a run, committed once.

@@ -10,7 +10,10 @@ use crate::error::{ServiceError, ServiceResult};
 use crate::secrets::BoundBy;
 use arbiter_domain::accounts::User;
 use arbiter_domain::checkpoint::{Endpoint, KeyBinding, NewCheckpoint, TokenPrices};
-use arbiter_domain::dataset::{DatasetFormat, DatasetRevision};
+use arbiter_domain::dataset::{
+    DatasetBuilder, DatasetError, DatasetFormat, DatasetItem, DatasetRevision, ItemSink,
+    UploadLimits,
+};
 use arbiter_domain::fields::FieldMapping;
 use arbiter_domain::grading::GraderSpec;
 use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId, UserId};
@@ -48,6 +51,95 @@ pub async fn upload_dataset(
     Ok(store
         .store_dataset_revision(&name, file_name, &parsed, uploaded_by)
         .await?)
+}
+
+/// Items staged per store transaction while a file streams in.
+const STAGE_CHUNK: usize = 5000;
+
+/// Default largest upload (as sent, and as decoded) when `ARBITER_MAX_UPLOAD_MB` is unset.
+const DEFAULT_MAX_UPLOAD_MB: usize = 1024;
+/// Default most items per upload when `ARBITER_MAX_UPLOAD_ITEMS` is unset.
+const DEFAULT_MAX_UPLOAD_ITEMS: usize = 5_000_000;
+
+/// The operator's upload limits: `ARBITER_MAX_UPLOAD_MB` (the file as sent and as decoded,
+/// 1024 by default) and `ARBITER_MAX_UPLOAD_ITEMS` (5,000,000). A value that is not a whole
+/// number keeps the default, with a warning.
+pub fn upload_limits() -> UploadLimits {
+    let setting = |name: &str, default: usize| match std::env::var(name) {
+        Err(_) => default,
+        Ok(text) => text.trim().parse::<usize>().unwrap_or_else(|_| {
+            tracing::warn!(%name, value = %text, "not a whole number; using the default {default}");
+            default
+        }),
+    };
+    UploadLimits {
+        max_bytes: setting("ARBITER_MAX_UPLOAD_MB", DEFAULT_MAX_UPLOAD_MB)
+            .saturating_mul(1024 * 1024),
+        max_items: setting("ARBITER_MAX_UPLOAD_ITEMS", DEFAULT_MAX_UPLOAD_ITEMS),
+    }
+}
+
+/// Uploads the file at `path` (named `file_name`, whose extension selects the parser) as a
+/// revision of dataset `name`, streaming: the file is parsed as it is read, its items staged
+/// in chunks, and the revision made visible in one transaction once the whole file has been
+/// read and checked. A refused file stores nothing; memory stays bounded whatever its size.
+pub async fn upload_dataset_file(
+    store: &dyn Store,
+    name: &str,
+    file_name: &str,
+    path: &std::path::Path,
+    uploaded_by: Option<UserId>,
+    limits: UploadLimits,
+) -> ServiceResult<DatasetRevision> {
+    let name = required(name, "a dataset name", 200)?;
+    let format = DatasetFormat::from_file_name(file_name);
+    let upload = store.begin_upload(file_name, uploaded_by).await?;
+    let (chunks, mut staged) = tokio::sync::mpsc::channel::<Vec<DatasetItem>>(2);
+    let path = path.to_path_buf();
+    let parse = tokio::task::spawn_blocking(move || {
+        let sink: ItemSink = Box::new(move |chunk| {
+            chunks.blocking_send(chunk).map_err(|_| DatasetError::At {
+                place: "the upload".into(),
+                message: "was interrupted while its items were being stored".into(),
+            })
+        });
+        crate::dataset_files::parse_file(
+            &path,
+            format,
+            DatasetBuilder::streaming(limits, STAGE_CHUNK, sink),
+        )
+    });
+    let mut position = 0i64;
+    let mut staging_failed = None;
+    while let Some(chunk) = staged.recv().await {
+        match store.stage_items(upload, position, &chunk).await {
+            Ok(()) => position += chunk.len() as i64,
+            Err(err) => {
+                // Dropping the receiver stops the parser at its next chunk.
+                staging_failed = Some(err);
+                break;
+            }
+        }
+    }
+    drop(staged);
+    let parsed = parse.await.map_err(|err| {
+        tracing::error!(error = %err, "the upload's parser stopped unexpectedly");
+        ServiceError::Internal
+    })?;
+    let outcome = match (staging_failed, parsed) {
+        (Some(err), _) => Err(ServiceError::from(err)),
+        (None, Err(err)) => Err(ServiceError::Invalid(err.to_string())),
+        (None, Ok(content)) => store
+            .finish_upload(upload, &name, &content, uploaded_by)
+            .await
+            .map_err(ServiceError::from),
+    };
+    if outcome.is_err() {
+        if let Err(err) = store.abandon_upload(upload).await {
+            tracing::warn!(error = %err, upload = upload.get(), "could not clear a refused upload's stage; the next upload a day later will");
+        }
+    }
+    outcome
 }
 
 /// A checkpoint as typed into the form, before validation.

@@ -1,11 +1,79 @@
 //! Dataset files in the formats the domain does not read from text: gzip-compressed JSONL and
 //! Parquet. Both are decoded into what the domain's [`DatasetBuilder`] takes, so every format
-//! is validated, hashed and refused the same way (a Parquet problem names its row).
+//! is validated, hashed and refused the same way (a Parquet problem names its row). Files on
+//! disk are read as they stream, so an upload of any size within the operator's limits is
+//! parsed in bounded memory.
 
 use arbiter_domain::dataset::{
-    parse_dataset, DatasetBuilder, DatasetError, DatasetFormat, ParsedDataset, MAX_UPLOAD_BYTES,
+    parse_csv_reader, parse_dataset, parse_jsonl_reader, DatasetBuilder, DatasetError,
+    DatasetFormat, ParsedDataset, StreamedDataset, MAX_UPLOAD_BYTES,
 };
-use std::io::Read;
+use std::io::{BufReader, Read};
+use std::path::Path;
+
+/// Parses the file at `path` into a streaming `builder` (which sends its items on in chunks):
+/// the file within the builder's byte limit, and what a gzip file expands to within it too.
+pub fn parse_file(
+    path: &Path,
+    format: DatasetFormat,
+    mut builder: DatasetBuilder,
+) -> Result<StreamedDataset, DatasetError> {
+    let limit = builder.limits().max_bytes;
+    let unreadable = |err: std::io::Error| DatasetError::At {
+        place: "the file".into(),
+        message: format!("could not be read: {err}"),
+    };
+    let file = std::fs::File::open(path).map_err(unreadable)?;
+    let size = file.metadata().map_err(unreadable)?.len();
+    if size > limit as u64 {
+        return Err(DatasetError::TooLarge {
+            size_mb: size as f64 / (1024.0 * 1024.0),
+            limit_mb: limit / (1024 * 1024),
+        });
+    }
+    let inflated =
+        |file| BufReader::new(Limited::new(flate2::read::MultiGzDecoder::new(file), limit));
+    match format {
+        DatasetFormat::Jsonl => parse_jsonl_reader(BufReader::new(file), &mut builder)?,
+        DatasetFormat::Csv => parse_csv_reader(BufReader::new(file), &mut builder)?,
+        DatasetFormat::JsonlGzip => parse_jsonl_reader(inflated(file), &mut builder)?,
+        DatasetFormat::CsvGzip => parse_csv_reader(inflated(file), &mut builder)?,
+        DatasetFormat::Parquet => parse_parquet_rows(file, &mut builder)?,
+    }
+    builder.finish_streaming()
+}
+
+/// A reader that fails once more than `limit` bytes came through: a small gzip file must not
+/// inflate into gigabytes.
+struct Limited<R> {
+    inner: R,
+    left: usize,
+    limit: usize,
+}
+
+impl<R> Limited<R> {
+    fn new(inner: R, limit: usize) -> Limited<R> {
+        Limited {
+            inner,
+            left: limit,
+            limit,
+        }
+    }
+}
+
+impl<R: Read> Read for Limited<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let read = self.inner.read(buf)?;
+        self.left = self.left.checked_sub(read).ok_or_else(|| {
+            std::io::Error::other(format!(
+                "the file expands to more than {} MB; the limit is {} MB",
+                self.limit / (1024 * 1024),
+                self.limit / (1024 * 1024)
+            ))
+        })?;
+        Ok(read)
+    }
+}
 
 /// Parses an upload in any accepted format. The size limit applies to the file as sent and,
 /// for gzip, to what it expands to (a small file must not inflate into gigabytes).
@@ -60,17 +128,25 @@ fn gunzip(bytes: &[u8], limit: usize) -> Result<Vec<u8>, DatasetError> {
 /// Reads every row of a Parquet file as a JSON object (lists become arrays, nested groups
 /// objects).
 fn parse_parquet(bytes: &[u8]) -> Result<ParsedDataset, DatasetError> {
-    use parquet::file::reader::{FileReader, SerializedFileReader};
     if bytes.len() > MAX_UPLOAD_BYTES {
         return Err(too_large(bytes.len()));
     }
+    let mut builder = DatasetBuilder::default();
+    parse_parquet_rows(bytes::Bytes::copy_from_slice(bytes), &mut builder)?;
+    builder.finish()
+}
+
+/// Reads every row of a Parquet file (in memory or on disk, read a row group at a time).
+fn parse_parquet_rows<R: parquet::file::reader::ChunkReader + 'static>(
+    source: R,
+    builder: &mut DatasetBuilder,
+) -> Result<(), DatasetError> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
     let unreadable = |err: parquet::errors::ParquetError| DatasetError::At {
         place: "the file".into(),
         message: format!("is not a readable Parquet file: {err}"),
     };
-    let reader =
-        SerializedFileReader::new(bytes::Bytes::copy_from_slice(bytes)).map_err(unreadable)?;
-    let mut builder = DatasetBuilder::default();
+    let reader = SerializedFileReader::new(source).map_err(unreadable)?;
     let rows = reader.get_row_iter(None).map_err(unreadable)?;
     for (index, row) in rows.enumerate() {
         let place = format!("row {}", index + 1);
@@ -83,5 +159,5 @@ fn parse_parquet(bytes: &[u8]) -> Result<ParsedDataset, DatasetError> {
             _ => unreachable!("a Parquet row converts to a JSON object"),
         }
     }
-    builder.finish()
+    Ok(())
 }

@@ -73,3 +73,14 @@ BEGIN
 END;
 
 PRAGMA legacy_alter_table = OFF;
+
+-- Every reference into the rebuilt table still holds; checked here, where a failure undoes the
+-- whole migration (the guard's CHECK fails on the first broken reference).
+CREATE TEMP TABLE work_items_rebuild_check (broken INTEGER CHECK (broken = 0));
+INSERT INTO work_items_rebuild_check
+    SELECT 1 FROM (
+        SELECT parent FROM pragma_foreign_key_check('generations')
+        UNION ALL SELECT parent FROM pragma_foreign_key_check('grades')
+        UNION ALL SELECT parent FROM pragma_foreign_key_check('annotation_tasks')
+    ) WHERE parent = 'work_items' LIMIT 1;
+DROP TABLE work_items_rebuild_check;

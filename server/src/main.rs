@@ -57,6 +57,9 @@ enum Command {
     Rekey(RekeyArgs),
     /// Apply database migrations and exit.
     Migrate(MigrateArgs),
+    /// Manage datasets: `upload FILE --name NAME` streams a file of any size (within
+    /// ARBITER_MAX_UPLOAD_MB and ARBITER_MAX_UPLOAD_ITEMS) into a new revision.
+    Dataset(DatasetArgs),
     /// Manage user accounts.
     User(UserArgs),
     /// Make, list or revoke personal API tokens (on the server's host; users can also make
@@ -249,6 +252,26 @@ pub struct BackupArgs {
 }
 
 #[derive(clap::Args)]
+pub struct DatasetArgs {
+    #[arg(long, env = "DATABASE_URL", default_value = "sqlite://arbiter.db")]
+    pub database_url: String,
+    #[command(subcommand)]
+    pub action: DatasetAction,
+}
+
+#[derive(Subcommand)]
+pub enum DatasetAction {
+    /// Upload a file (JSONL, JSONL.gz, CSV, CSV.gz or Parquet, by its extension) as a new
+    /// revision of the dataset; identical content returns the revision it already is.
+    Upload {
+        file: PathBuf,
+        /// The dataset's name (a new dataset on first upload).
+        #[arg(long)]
+        name: String,
+    },
+}
+
+#[derive(clap::Args)]
 pub struct MigrateArgs {
     #[arg(long, env = "DATABASE_URL")]
     pub database_url: String,
@@ -378,6 +401,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Demo(args) => commands::demo::demo(args).await,
         Command::Model(args) => commands::model::run(args.action).await,
         Command::Export(args) => commands::data::export(args).await,
+        Command::Dataset(args) => commands::data::dataset(args).await,
         Command::Migrate(args) => commands::data::migrate(args).await,
         Command::User(args) => commands::accounts::user(args).await,
         Command::Team(args) => commands::accounts::team(args).await,

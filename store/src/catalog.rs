@@ -2,7 +2,8 @@
 //! (items in file order), checkpoints with their endpoints, prices and keys, and evals.
 
 use arbiter_domain::checkpoint::Endpoint;
-use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId, RevisionId, UserId};
+use arbiter_domain::dataset::{DatasetItem, DatasetRevision, StreamedDataset};
+use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId, RevisionId, UploadId, UserId};
 use async_trait::async_trait;
 
 /// Rows per multi-row statement. SQLite allows 32,766 bound variables per statement; each
@@ -37,6 +38,39 @@ pub trait CatalogStore: Send + Sync + 'static {
     async fn endpoint_limits(&self, base_url: &str) -> StoreResult<EndpointLimits>;
 
     // Datasets.
+    /// Starts a streamed upload: its items are staged, invisible, until [`finish_upload`]
+    /// makes them a revision. Clears the stages of uploads abandoned more than a day ago.
+    ///
+    /// [`finish_upload`]: CatalogStore::finish_upload
+    async fn begin_upload(
+        &self,
+        source_name: &str,
+        created_by: Option<UserId>,
+    ) -> StoreResult<UploadId>;
+
+    /// Stages a chunk of an upload's items, the first at `first_position` (file order).
+    async fn stage_items(
+        &self,
+        upload: UploadId,
+        first_position: i64,
+        items: &[DatasetItem],
+    ) -> StoreResult<()>;
+
+    /// Makes a fully staged upload a revision of the named dataset, in one transaction (as
+    /// [`store_dataset_revision`] does for a parsed one), and clears its stage.
+    ///
+    /// [`store_dataset_revision`]: CatalogStore::store_dataset_revision
+    async fn finish_upload(
+        &self,
+        upload: UploadId,
+        name: &str,
+        content: &StreamedDataset,
+        created_by: Option<UserId>,
+    ) -> StoreResult<DatasetRevision>;
+
+    /// Clears the stage of a refused or interrupted upload.
+    async fn abandon_upload(&self, upload: UploadId) -> StoreResult<()>;
+
     /// Stores a parsed upload as a revision of the named dataset (creating the dataset on first
     /// upload). Re-uploading identical content returns the existing revision and makes it the
     /// latest again.
@@ -114,7 +148,7 @@ pub trait CatalogStore: Send + Sync + 'static {
 macro_rules! catalog_sql {
     ($store:ident, $db:ty, $backend:literal, $begin:literal, $skip_locked:literal) => {
         use $crate::ReadColumn as _;
-        use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId, RevisionId, UserId};
+        use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId, RevisionId, UploadId, UserId};
         use arbiter_domain::checkpoint::{Checkpoint, Endpoint, EndpointLimits, NewCheckpoint, TokenPrices};
         use arbiter_domain::dataset::{DatasetItem, DatasetRevision, DatasetSummary, ParsedDataset};
         use arbiter_domain::manifest::EvalSummary;
@@ -122,6 +156,105 @@ macro_rules! catalog_sql {
 
         pub(super) const REVISION_COLUMNS: &str =
             "id, dataset_id, content_hash, item_count, source_name, created_at";
+
+        /// Creates the named dataset if it is new, and a revision of it for this content unless
+        /// one exists (which then becomes current again: a revert). Returns the dataset and the
+        /// new revision's id (`None` for known content).
+        async fn create_revision(
+            tx: &mut sqlx::Transaction<'_, $db>,
+            name: &str,
+            source_name: &str,
+            content_hash: &str,
+            item_count: i64,
+            created_by: Option<UserId>,
+        ) -> Result<(DatasetId, Option<i64>), sqlx::Error> {
+            let now = now_ms();
+            sqlx::query("INSERT INTO datasets (name, created_by, created_at) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING")
+                .bind(name)
+                .bind(created_by.map(i64::from))
+                .bind(now)
+                .execute(&mut **tx)
+                .await?;
+            let dataset_id = DatasetId(
+                sqlx::query_scalar("SELECT id FROM datasets WHERE name = $1")
+                    .bind(name)
+                    .fetch_one(&mut **tx)
+                    .await?,
+            );
+            let inserted: Option<i64> = sqlx::query_scalar(
+                "INSERT INTO dataset_revisions (dataset_id, content_hash, item_count, source_name, created_by, created_at, uploaded_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT (dataset_id, content_hash) DO NOTHING RETURNING id",
+            )
+            .bind(dataset_id.get())
+            .bind(content_hash)
+            .bind(item_count)
+            .bind(source_name)
+            .bind(created_by.map(i64::from))
+            .bind(now)
+            .fetch_optional(&mut **tx)
+            .await?;
+            if inserted.is_none() {
+                sqlx::query("UPDATE dataset_revisions SET uploaded_at = $1 WHERE dataset_id = $2 AND content_hash = $3")
+                    .bind(now)
+                    .bind(dataset_id.get())
+                    .bind(content_hash)
+                    .execute(&mut **tx)
+                    .await?;
+            }
+            Ok((dataset_id, inserted))
+        }
+
+        /// Inserts items into `table_and_key` (`dataset_items (revision_id` or
+        /// `staged_items (upload_id`) under `key`, the first at `first_position`.
+        async fn insert_items(
+            tx: &mut sqlx::Transaction<'_, $db>,
+            table_and_key: &str,
+            key: i64,
+            first_position: i64,
+            items: &[DatasetItem],
+        ) -> Result<(), sqlx::Error> {
+            let mut insert = sqlx::QueryBuilder::<$db>::new(format!(
+                "INSERT INTO {table_and_key}, case_id, position, input, target, category, fields) "
+            ));
+            insert.push_values(items.iter().enumerate(), |mut row, (index, item)| {
+                row.push_bind(key)
+                    .push_bind(item.case_id.clone())
+                    .push_bind(first_position + index as i64)
+                    .push_bind(item.input.clone())
+                    .push_bind(item.target.clone())
+                    .push_bind(item.category.clone())
+                    .push_bind(item.structured.as_ref().map(|fields| serde_json::Value::Object(fields.clone()).to_string()));
+            });
+            insert.build().execute(&mut **tx).await?;
+            Ok(())
+        }
+
+        async fn revision_by_hash(
+            tx: &mut sqlx::Transaction<'_, $db>,
+            dataset_id: DatasetId,
+            content_hash: &str,
+        ) -> Result<DatasetRevision, sqlx::Error> {
+            let row = sqlx::query(&format!(
+                "SELECT {REVISION_COLUMNS} FROM dataset_revisions WHERE dataset_id = $1 AND content_hash = $2"
+            ))
+            .bind(dataset_id.get())
+            .bind(content_hash)
+            .fetch_one(&mut **tx)
+            .await?;
+            revision_from_row(&row)
+        }
+
+        async fn clear_upload(tx: &mut sqlx::Transaction<'_, $db>, upload: arbiter_domain::ids::UploadId) -> Result<(), sqlx::Error> {
+            sqlx::query("DELETE FROM staged_items WHERE upload_id = $1")
+                .bind(upload.get())
+                .execute(&mut **tx)
+                .await?;
+            sqlx::query("DELETE FROM dataset_uploads WHERE id = $1")
+                .bind(upload.get())
+                .execute(&mut **tx)
+                .await?;
+            Ok(())
+        }
 
         pub(super) fn revision_from_row(row: &<$db as sqlx::Database>::Row) -> Result<DatasetRevision, sqlx::Error> {
             Ok($crate::read_columns!(row, DatasetRevision {
@@ -437,71 +570,120 @@ macro_rules! catalog_sql {
             ) -> StoreResult<DatasetRevision> {
                 let result: StoreResult<DatasetRevision> = async move {
                     let mut tx = self.writer.begin_with($begin).await?;
-                    let now = now_ms();
-                    sqlx::query("INSERT INTO datasets (name, created_by, created_at) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING")
-                        .bind(name)
-                        .bind(created_by.map(i64::from))
-                        .bind(now)
-                        .execute(&mut *tx)
-                        .await?;
-                    let dataset_id = DatasetId(
-                        sqlx::query_scalar("SELECT id FROM datasets WHERE name = $1")
-                            .bind(name)
-                            .fetch_one(&mut *tx)
-                            .await?,
-                    );
-                    let inserted: Option<i64> = sqlx::query_scalar(
-                        "INSERT INTO dataset_revisions (dataset_id, content_hash, item_count, source_name, created_by, created_at, uploaded_at) \
-                         VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT (dataset_id, content_hash) DO NOTHING RETURNING id",
+                    let (dataset_id, inserted) = create_revision(
+                        &mut tx, name, source_name, &parsed.content_hash, parsed.items.len() as i64, created_by,
                     )
-                    .bind(dataset_id.get())
-                    .bind(&parsed.content_hash)
-                    .bind(parsed.items.len() as i64)
-                    .bind(source_name)
-                    .bind(created_by.map(i64::from))
-                    .bind(now)
-                    .fetch_optional(&mut *tx)
                     .await?;
-                    if inserted.is_none() {
-                        // Known content: it becomes the current revision again (a revert).
-                        sqlx::query("UPDATE dataset_revisions SET uploaded_at = $1 WHERE dataset_id = $2 AND content_hash = $3")
-                            .bind(now)
-                            .bind(dataset_id.get())
-                            .bind(&parsed.content_hash)
-                            .execute(&mut *tx)
-                            .await?;
-                    }
                     if let Some(revision_id) = inserted {
                         for (chunk_index, chunk) in parsed.items.chunks($crate::catalog::ITEM_INSERT_BATCH).enumerate() {
-                            let offset = chunk_index * $crate::catalog::ITEM_INSERT_BATCH;
-                            let mut insert = sqlx::QueryBuilder::<$db>::new(
-                                "INSERT INTO dataset_items (revision_id, case_id, position, input, target, category, fields) ",
-                            );
-                            insert.push_values(chunk.iter().enumerate(), |mut row, (index, item)| {
-                                row.push_bind(revision_id)
-                                    .push_bind(item.case_id.clone())
-                                    .push_bind((offset + index) as i64)
-                                    .push_bind(item.input.clone())
-                                    .push_bind(item.target.clone())
-                                    .push_bind(item.category.clone())
-                                    .push_bind(item.structured.as_ref().map(|fields| serde_json::Value::Object(fields.clone()).to_string()));
-                            });
-                            insert.build().execute(&mut *tx).await?;
+                            let offset = (chunk_index * $crate::catalog::ITEM_INSERT_BATCH) as i64;
+                            insert_items(&mut tx, "dataset_items (revision_id", revision_id, offset, chunk).await?;
                         }
                     }
-                    let row = sqlx::query(&format!(
-                        "SELECT {REVISION_COLUMNS} FROM dataset_revisions WHERE dataset_id = $1 AND content_hash = $2"
-                    ))
-                    .bind(dataset_id.get())
-                    .bind(&parsed.content_hash)
-                    .fetch_one(&mut *tx)
-                    .await?;
-                    let revision = revision_from_row(&row)?;
+                    let revision = revision_by_hash(&mut tx, dataset_id, &parsed.content_hash).await?;
                     tx.commit().await?;
                     Ok(revision)
                 }
                 .await;
                 result.map_err(|err| err.during("store_dataset_revision"))
+            }
+
+            async fn begin_upload(&self, source_name: &str, created_by: Option<UserId>) -> StoreResult<UploadId> {
+                let result: StoreResult<UploadId> = async move {
+                    let now = now_ms();
+                    let mut tx = self.writer.begin_with($begin).await?;
+                    // Stages a crashed process left behind.
+                    let stale = "SELECT id FROM dataset_uploads WHERE started_at < $1";
+                    sqlx::query(&format!("DELETE FROM staged_items WHERE upload_id IN ({stale})"))
+                        .bind(now - 24 * 3_600_000)
+                        .execute(&mut *tx)
+                        .await?;
+                    sqlx::query("DELETE FROM dataset_uploads WHERE started_at < $1")
+                        .bind(now - 24 * 3_600_000)
+                        .execute(&mut *tx)
+                        .await?;
+                    let id: i64 = sqlx::query_scalar(
+                        "INSERT INTO dataset_uploads (source_name, created_by, started_at) VALUES ($1, $2, $3) RETURNING id",
+                    )
+                    .bind(source_name)
+                    .bind(created_by.map(i64::from))
+                    .bind(now)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    tx.commit().await?;
+                    Ok(UploadId(id))
+                }
+                .await;
+                result.map_err(|err| err.during("begin_upload"))
+            }
+
+            async fn stage_items(&self, upload: UploadId, first_position: i64, items: &[DatasetItem]) -> StoreResult<()> {
+                let result: StoreResult<()> = async move {
+                    let mut tx = self.writer.begin_with($begin).await?;
+                    for (chunk_index, chunk) in items.chunks($crate::catalog::ITEM_INSERT_BATCH).enumerate() {
+                        let offset = first_position + (chunk_index * $crate::catalog::ITEM_INSERT_BATCH) as i64;
+                        insert_items(&mut tx, "staged_items (upload_id", upload.get(), offset, chunk).await?;
+                    }
+                    tx.commit().await?;
+                    Ok(())
+                }
+                .await;
+                result.map_err(|err| err.during("stage_items"))
+            }
+
+            async fn finish_upload(
+                &self,
+                upload: UploadId,
+                name: &str,
+                content: &arbiter_domain::dataset::StreamedDataset,
+                created_by: Option<UserId>,
+            ) -> StoreResult<DatasetRevision> {
+                let result: StoreResult<DatasetRevision> = async move {
+                    let mut tx = self.writer.begin_with($begin).await?;
+                    let source_name: String = sqlx::query_scalar("SELECT source_name FROM dataset_uploads WHERE id = $1")
+                        .bind(upload.get())
+                        .fetch_optional(&mut *tx)
+                        .await?
+                        .ok_or_else(|| StoreError::NotFound(format!("no upload {upload} in progress")))?;
+                    let (dataset_id, inserted) = create_revision(
+                        &mut tx, name, &source_name, &content.content_hash, content.item_count as i64, created_by,
+                    )
+                    .await?;
+                    if let Some(revision_id) = inserted {
+                        let copied = sqlx::query(
+                            "INSERT INTO dataset_items (revision_id, case_id, position, input, target, category, fields) \
+                             SELECT $1, case_id, position, input, target, category, fields FROM staged_items WHERE upload_id = $2",
+                        )
+                        .bind(revision_id)
+                        .bind(upload.get())
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected();
+                        if copied != content.item_count as u64 {
+                            return Err(StoreError::Conflict(format!(
+                                "upload {upload} staged {copied} items of {}; nothing was stored",
+                                content.item_count
+                            )));
+                        }
+                    }
+                    clear_upload(&mut tx, upload).await?;
+                    let revision = revision_by_hash(&mut tx, dataset_id, &content.content_hash).await?;
+                    tx.commit().await?;
+                    Ok(revision)
+                }
+                .await;
+                result.map_err(|err| err.during("finish_upload"))
+            }
+
+            async fn abandon_upload(&self, upload: UploadId) -> StoreResult<()> {
+                let result: StoreResult<()> = async move {
+                    let mut tx = self.writer.begin_with($begin).await?;
+                    clear_upload(&mut tx, upload).await?;
+                    tx.commit().await?;
+                    Ok(())
+                }
+                .await;
+                result.map_err(|err| err.during("abandon_upload"))
             }
 
             async fn list_datasets(&self) -> StoreResult<Vec<DatasetSummary>> {
@@ -751,6 +933,6 @@ macro_rules! catalog_sql {
 
 use crate::StoreResult;
 use arbiter_domain::checkpoint::{Checkpoint, EndpointLimits, NewCheckpoint, TokenPrices};
-use arbiter_domain::dataset::{DatasetItem, DatasetRevision, DatasetSummary, ParsedDataset};
+use arbiter_domain::dataset::{DatasetSummary, ParsedDataset};
 use arbiter_domain::manifest::{EvalSpec, EvalSummary};
 pub(crate) use catalog_sql;

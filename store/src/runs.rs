@@ -445,6 +445,7 @@ macro_rules! runs_sql {
                     let Some(header) = self.run_header(run_id).await? else { return Ok(None) };
                     let counts = sqlx::query(
                         "SELECT COUNT(*) FILTER (WHERE state IN ('done', 'stopped')) AS done, \
+                         COUNT(*) FILTER (WHERE state = 'stopped') AS stopped, \
                          COUNT(*) FILTER (WHERE state = 'leased') AS in_flight, \
                          COUNT(*) FILTER (WHERE verdict = 'pass') AS passed, \
                          COUNT(*) FILTER (WHERE verdict = 'fail') AS failed, \
@@ -495,6 +496,11 @@ macro_rules! runs_sql {
                     let mut outcome_mix: Vec<(String, i64)> = Vec::new();
                     let mut error_mix: Vec<(String, i64)> = Vec::new();
                     let mut from_cache = 0;
+                    // Stopped turns have no answer, so no generation: counted from their state.
+                    let stopped: i64 = counts.read("stopped")?;
+                    if stopped > 0 {
+                        add_count(&mut outcome_mix, "stopped".into(), stopped);
+                    }
                     for (outcome, category, cached, count) in mix {
                         add_count(&mut outcome_mix, outcome, count);
                         if let Some(category) = category {
@@ -558,7 +564,7 @@ macro_rules! runs_sql {
                             "INSERT INTO case_lengths (revision_id, case_id, completion_tokens, samples) \
                              SELECT w.revision_id, w.case_id, CAST(AVG(g.completion_tokens) AS DOUBLE PRECISION), COUNT(*) \
                              FROM work_items w JOIN generations g ON g.work_item_id = w.id \
-                             WHERE w.run_id = $1 AND g.completion_tokens IS NOT NULL AND g.from_cache = FALSE \
+                             WHERE w.run_id = $1 AND w.turn = 1 AND g.completion_tokens IS NOT NULL AND g.from_cache = FALSE \
                              GROUP BY w.revision_id, w.case_id \
                              ON CONFLICT (revision_id, case_id) DO UPDATE SET \
                              completion_tokens = (case_lengths.completion_tokens * case_lengths.samples \

@@ -134,6 +134,8 @@ pub struct DiffRowView {
     pub change_label: String,
     pub case_id: String,
     pub repetition: i64,
+    /// The turn of a conversation (from 1; 1 for items that are not conversations).
+    pub turn: i64,
     pub category: String,
     pub input: String,
     pub target: String,
@@ -377,6 +379,7 @@ mod convert {
             change_label: row.change.label().into(),
             case_id: row.baseline.case_id.clone(),
             repetition: row.baseline.repetition,
+            turn: row.baseline.turn,
             category: row.baseline.category.clone(),
             input: row.baseline.input.clone(),
             target: row.baseline.target.clone(),

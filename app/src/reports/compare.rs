@@ -443,7 +443,7 @@ fn DiffRow(row: DiffRowView) -> impl IntoView {
         <tr class=class>
             <td><strong>{row.change_label.clone()}</strong></td>
             <td><code>{row.case_id.clone()}</code></td>
-            <td>{row.repetition}</td>
+            <td>{row.repetition}{(row.turn > 1).then(|| format!(" · turn {}", row.turn))}</td>
             <td>{row.category.clone()}</td>
             <td>
                 <details>

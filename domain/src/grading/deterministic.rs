@@ -299,6 +299,20 @@ impl Grader {
             // No reference (a conversation turn without one, an eval mapping no target): a
             // check against the reference cannot decide, and says so rather than failing.
             if self.needs_target() {
+                // Any-of passes on a member that needs no reference, if one passes.
+                if let Check::AnyOf(graders) = &self.check {
+                    let passed = graders
+                        .iter()
+                        .filter(|grader| !grader.needs_target())
+                        .map(|grader| grader.grade(output, ""))
+                        .find(|grade| grade.verdict == Verdict::Pass);
+                    if let Some(passed) = passed {
+                        return Grade {
+                            grader: self.id_version.to_string(),
+                            ..passed
+                        };
+                    }
+                }
                 return Grade {
                     grader: self.id_version.to_string(),
                     verdict: Verdict::Uncertain,
@@ -1208,6 +1222,16 @@ mod tests {
         .compile()
         .unwrap();
         assert_eq!(combined.grade_any("{}", &[]).verdict, Verdict::Uncertain);
+        let either = GraderSpec::AnyOf {
+            graders: vec![GraderSpec::ExactMatch {}, GraderSpec::JsonValid {}],
+        }
+        .compile()
+        .unwrap();
+        assert_eq!(either.grade_any("{}", &[]).verdict, Verdict::Pass);
+        assert_eq!(
+            either.grade_any("not json", &[]).verdict,
+            Verdict::Uncertain
+        );
     }
 
     #[test]

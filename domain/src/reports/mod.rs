@@ -142,7 +142,8 @@ pub struct CategoryReport {
     /// from a snapshot; zero otherwise).
     pub pending: u64,
     /// Outcome of the answers, `Outcome::ALL` order: ok, truncated, empty, refused,
-    /// endpoint_error, timeout.
+    /// endpoint_error, timeout. Stopped turns (no answer) are counted under errors and by turn
+    /// (`Report::turns`), not here: reports stored before conversations keep this shape.
     pub outcomes: [u64; 6],
     /// Passes over pass + fail: uncertain and errored results are shown beside, never counted
     /// as wrong.

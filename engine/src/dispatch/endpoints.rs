@@ -195,13 +195,21 @@ impl EndpointPool {
     }
 
     /// The replica a conversation keeps to: highest random weight (rendezvous hashing) of the
-    /// affinity and each URL, so it stays put as long as its replica is listed.
+    /// affinity and each URL, so it stays put as long as its replica is listed; while that
+    /// replica is saturated, the least loaded instead (a turn never queues behind a busy
+    /// replica while another is idle, where waiting out its deadline would stop the rest of
+    /// the conversation).
     async fn pick_for(self: &Arc<Self>, urls: &[String], affinity: u64) -> Arc<Endpoint> {
         let preferred = urls
             .iter()
             .max_by_key(|url| xxhash_rust::xxh3::xxh3_64_with_seed(url.as_bytes(), affinity))
             .expect("a run has at least one endpoint");
-        self.endpoint(preferred).await
+        let preferred = self.endpoint(preferred).await;
+        if preferred.outstanding() < preferred.limiter.limit().max(1) {
+            preferred
+        } else {
+            self.pick(urls).await
+        }
     }
 
     /// The least loaded of a checkpoint's endpoints.

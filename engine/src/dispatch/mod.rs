@@ -429,6 +429,9 @@ pub async fn run_worker(
                 let answering = running.acquire().await;
                 let rendered = spec.render(&job);
                 let (generation_key, cached) = cache_entry(&job, &spec, &rendered, &store).await;
+                // A later turn's key is known only now; audit sampling draws by it too.
+                let mut job = job;
+                job.generation_key = generation_key;
                 let (generation, cached_from) =
                     answer(&job, cached.as_ref(), &spec, &rendered, &pool).await;
                 // A later turn waits on this one when the item is a conversation with turns
@@ -471,7 +474,7 @@ pub async fn run_worker(
                     identity_id: job.identity_id,
                     generation,
                     grading,
-                    generation_key,
+                    generation_key: job.generation_key,
                     cached_from,
                     next_turn_waits,
                 };

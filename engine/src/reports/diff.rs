@@ -227,7 +227,10 @@ pub async fn diff_detail(
             .ok_or_else(|| ServiceError::NotFound(format!("no result with id {id}")))
     };
     let (baseline, candidate) = (side(baseline_item)?, side(candidate_item)?);
-    if baseline.case_id != candidate.case_id || baseline.repetition != candidate.repetition {
+    if baseline.case_id != candidate.case_id
+        || baseline.repetition != candidate.repetition
+        || baseline.turn != candidate.turn
+    {
         return Err(ServiceError::Invalid(
             "these two results are not the same item on two checkpoints".into(),
         ));

@@ -23,7 +23,8 @@ stories!(
     mapped_jinja_evals_send_what_the_preview_shows,
     base_checkpoints_get_completions_with_stop_sequences_and_sampling_options,
     few_shot_exemplars_are_frozen_into_the_manifest,
-    reports_give_pass_at_k_over_repetitions
+    reports_give_pass_at_k_over_repetitions,
+    files_stream_into_one_revision_and_refused_ones_store_nothing
 );
 
 /// Three MMLU-style items, as published: a question, four choices, the answer's index.
@@ -680,4 +681,104 @@ async fn reports_give_pass_at_k_over_repetitions(store: Arc<dyn Store>) {
         8,
         "k = 1 to 4 for both metrics"
     );
+}
+
+/// `count` structured items, one JSON object per line; `duplicate_at` repeats the first id on
+/// that (1-based) line.
+fn many_items(count: usize, duplicate_at: Option<usize>) -> String {
+    (1..=count)
+        .map(|line| {
+            let id = match duplicate_at {
+                Some(at) if at == line => "item-1".to_string(),
+                _ => format!("item-{line}"),
+            };
+            json!({"id": id, "question": format!("What is {line} + 1?"), "answer": line + 1, "tags": ["sum", line % 7]})
+                .to_string()
+                + "\n"
+        })
+        .collect()
+}
+
+async fn files_stream_into_one_revision_and_refused_ones_store_nothing(store: Arc<dyn Store>) {
+    use arbiter_domain::dataset::UploadLimits;
+    let store = store.as_ref();
+    let directory = tempfile::tempdir().unwrap();
+    let limits = UploadLimits {
+        max_bytes: 64 * 1024 * 1024,
+        max_items: 100_000,
+    };
+    // 12,000 items: staged in several chunks, made one revision at the end.
+    let text = many_items(12_000, None);
+    let path = directory.path().join("many.jsonl");
+    std::fs::write(&path, &text).unwrap();
+    let streamed = catalog::upload_dataset_file(store, "many", "many.jsonl", &path, None, limits)
+        .await
+        .unwrap();
+    assert_eq!(streamed.item_count, 12_000);
+    // The same content in memory, and gzip-compressed from disk, is the same revision.
+    let in_memory = catalog::upload_dataset(store, "many", "many.jsonl", text.as_bytes(), None)
+        .await
+        .unwrap();
+    assert_eq!(in_memory.id, streamed.id);
+    let gz_path = directory.path().join("many.jsonl.gz");
+    std::fs::write(&gz_path, gzip(text.as_bytes())).unwrap();
+    let from_gzip =
+        catalog::upload_dataset_file(store, "many", "many.jsonl.gz", &gz_path, None, limits)
+            .await
+            .unwrap();
+    assert_eq!(from_gzip.id, streamed.id);
+    let items = store.list_items(streamed.id, 3, 11_998).await.unwrap();
+    let ids: Vec<&str> = items.iter().map(|item| item.case_id.as_str()).collect();
+    assert_eq!(ids, vec!["item-11999", "item-12000"], "file order kept");
+
+    // A duplicate id after two chunks were staged: refused by line, nothing stored.
+    let duplicate = directory.path().join("duplicate.jsonl");
+    std::fs::write(&duplicate, many_items(11_000, Some(10_999))).unwrap();
+    match catalog::upload_dataset_file(store, "many", "dup.jsonl", &duplicate, None, limits).await {
+        Err(ServiceError::Invalid(message)) => assert_eq!(
+            message,
+            "line 10999: duplicate case id `item-1` (first seen on line 1)"
+        ),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    // Over the operator's limits: refused before (or while) reading, by size or count.
+    let small = UploadLimits {
+        max_bytes: 1024 * 1024,
+        max_items: 100_000,
+    };
+    match catalog::upload_dataset_file(store, "many", "many.jsonl", &path, None, small).await {
+        Err(ServiceError::Invalid(message)) => {
+            assert!(
+                message.ends_with(
+                    "the items so far hold more than 1.0 MiB (the limit for one upload)"
+                ),
+                "{message}"
+            )
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    let few = UploadLimits {
+        max_bytes: 64 * 1024 * 1024,
+        max_items: 10_000,
+    };
+    match catalog::upload_dataset_file(store, "many", "many.jsonl.gz", &gz_path, None, few).await {
+        Err(ServiceError::Invalid(message)) => assert_eq!(
+            message,
+            "line 10001: the file has more than 10000 items (the limit for one upload)"
+        ),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    let dataset = store
+        .get_dataset(streamed.dataset_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(dataset.revision_count, 1, "refused files made no revision");
+    assert_eq!(dataset.latest_revision.unwrap().id, streamed.id);
+    // Their stages were cleared: a new dataset from the same stage numbering starts clean.
+    let again = catalog::upload_dataset_file(store, "again", "many.jsonl", &path, None, limits)
+        .await
+        .unwrap();
+    assert_eq!(again.content_hash, streamed.content_hash);
+    assert_eq!(again.item_count, 12_000);
 }

@@ -18,6 +18,7 @@ pub mod compare;
 pub mod login_burst;
 pub mod pipeline;
 pub mod soak;
+pub mod structured;
 pub mod support;
 
 use anyhow::Context;
@@ -37,6 +38,9 @@ pub enum Scenario {
     LongTail,
     /// A 1,000,000-item run: the process's peak resident memory.
     Memory,
+    /// 1,000,000 MMLU-style items (about 500 MB of JSONL) streamed in by `arbiter dataset
+    /// upload`, then a templated chat eval defined and launched: time and peak memory of each.
+    Structured,
     /// Three `arbiter worker` processes sharing one PostgreSQL.
     Postgres,
     /// Overhead (with re-run), saturation and long tail.
@@ -117,6 +121,7 @@ pub async fn run(
         Scenario::Saturation => saturation(items.unwrap_or(25_600)).await,
         Scenario::LongTail => long_tail(items.unwrap_or(5_000)).await,
         Scenario::Memory => memory(items.unwrap_or(1_000_000)).await,
+        Scenario::Structured => structured::structured(items.unwrap_or(1_000_000)).await,
         Scenario::Postgres => {
             let url = postgres_url.context(
                 "set --database-url (or ARBITER_TEST_POSTGRES_URL) to a PostgreSQL server URL",

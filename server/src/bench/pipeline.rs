@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 pub(crate) struct Bench {
-    store: Arc<dyn Store>,
+    pub(crate) store: Arc<dyn Store>,
     _directory: Option<tempfile::TempDir>,
 }
 
@@ -37,6 +37,14 @@ pub(crate) struct RunFigures {
 }
 
 impl Bench {
+    /// A bench over a store whose scratch space the caller keeps.
+    pub(crate) fn on(store: Arc<dyn Store>) -> Bench {
+        Bench {
+            store,
+            _directory: None,
+        }
+    }
+
     async fn sqlite() -> anyhow::Result<Bench> {
         let directory = tempfile::tempdir()?;
         let url = format!("sqlite://{}", directory.path().join("bench.db").display());
@@ -72,7 +80,7 @@ impl Bench {
     }
 
     /// Registers `model` served at `base_url` as checkpoint `{name}-ckpt`.
-    async fn register(
+    pub(crate) async fn register(
         &self,
         base_url: &str,
         model: &str,
@@ -113,7 +121,11 @@ impl Bench {
 
     /// Launches `eval` on `checkpoint`; returns the run and the seconds the launch (freezing
     /// and expansion) took.
-    async fn launch(&self, eval: EvalId, checkpoint: CheckpointId) -> anyhow::Result<(RunId, f64)> {
+    pub(crate) async fn launch(
+        &self,
+        eval: EvalId,
+        checkpoint: CheckpointId,
+    ) -> anyhow::Result<(RunId, f64)> {
         let started = Instant::now();
         let launched = arbiter_engine::runs::launch_run(
             self.store.as_ref(),

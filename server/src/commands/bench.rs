@@ -19,5 +19,7 @@ pub async fn bench(args: crate::BenchArgs) -> anyhow::Result<()> {
         database_url,
         endpoint,
     } = args;
+    // The benchmarks' simulators listen on loopback, which the default policy refuses.
+    super::install_egress(&["127.0.0.1".to_string()])?;
     server::bench::run(scenario, items, database_url, endpoint).await
 }

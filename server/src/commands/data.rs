@@ -55,6 +55,40 @@ pub async fn export(args: crate::ExportArgs) -> anyhow::Result<()> {
     export_runs(&database_url, &runs, &format, out.as_deref()).await
 }
 
+/// `arbiter dataset upload FILE --name NAME`: streams the file into the store (bounded
+/// memory whatever its size) and prints the revision.
+pub async fn dataset(args: crate::DatasetArgs) -> anyhow::Result<()> {
+    let crate::DatasetArgs {
+        database_url,
+        action,
+    } = args;
+    let crate::DatasetAction::Upload { file, name } = action;
+    let database = open(&database_url).await?;
+    let file_name = file
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let started = std::time::Instant::now();
+    let revision = arbiter_engine::catalog::upload_dataset_file(
+        database.store().as_ref(),
+        &name,
+        &file_name,
+        &file,
+        None,
+        arbiter_engine::catalog::upload_limits(),
+    )
+    .await
+    .map_err(|err| anyhow::anyhow!("{}: {err}", file.display()))?;
+    println!(
+        "dataset `{name}` revision {} ({}): {} items in {:.1} s",
+        revision.id,
+        revision.content_hash,
+        revision.item_count,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
 /// `arbiter migrate`.
 pub async fn migrate(args: crate::MigrateArgs) -> anyhow::Result<()> {
     let crate::MigrateArgs { database_url } = args;

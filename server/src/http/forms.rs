@@ -186,16 +186,18 @@ pub async fn upload_dataset(
             &format!("your role ({}) cannot upload datasets", user.role),
         );
     }
-    let (name, file_name, bytes) = match read_upload(multipart).await {
+    let limits = arbiter_engine::catalog::upload_limits();
+    let (name, file_name, spooled) = match read_upload(multipart, limits.max_bytes).await {
         Ok(upload) => upload,
         Err((status, message)) => return fail(status, &message),
     };
-    match arbiter_engine::catalog::upload_dataset(
+    match arbiter_engine::catalog::upload_dataset_file(
         state.store.as_ref(),
         &name,
         &file_name,
-        &bytes,
+        spooled.path(),
         Some(user.id),
+        limits,
     )
     .await
     {
@@ -224,28 +226,27 @@ pub async fn upload_dataset(
 /// Reads the `name` and `file` fields of an upload form.
 async fn read_upload(
     mut multipart: Multipart,
-) -> Result<(String, String, Vec<u8>), (StatusCode, String)> {
-    let too_large = |err: axum::extract::multipart::MultipartError| {
-        if err.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            (
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("the upload is larger than {} MB", super::max_body_mb()),
-            )
-        } else {
-            (
-                StatusCode::BAD_REQUEST,
-                format!("the upload could not be read: {err}"),
-            )
-        }
+    limit: usize,
+) -> Result<(String, String, tempfile::NamedTempFile), (StatusCode, String)> {
+    let unreadable = |err: axum::extract::multipart::MultipartError| {
+        (
+            StatusCode::BAD_REQUEST,
+            format!("the upload could not be read: {err}"),
+        )
     };
     let mut name = None;
     let mut file = None;
-    while let Some(field) = multipart.next_field().await.map_err(too_large)? {
+    while let Some(mut field) = multipart.next_field().await.map_err(unreadable)? {
         match field.name() {
-            Some("name") => name = Some(field.text().await.map_err(too_large)?),
+            Some("name") => name = Some(field.text().await.map_err(unreadable)?),
             Some("file") => {
                 let file_name = field.file_name().unwrap_or("upload.jsonl").to_string();
-                file = Some((file_name, field.bytes().await.map_err(too_large)?.to_vec()));
+                // Spooled to disk as it arrives: never the whole file in memory.
+                let mut spool = super::uploads::Spool::new(limit)?;
+                while let Some(piece) = field.chunk().await.map_err(unreadable)? {
+                    spool.write(&piece)?;
+                }
+                file = Some((file_name, spool.finish()?));
             }
             _ => {}
         }
@@ -254,9 +255,9 @@ async fn read_upload(
         StatusCode::BAD_REQUEST,
         "a dataset name is required".to_string(),
     ))?;
-    let (file_name, bytes) = file.ok_or((
+    let (file_name, spooled) = file.ok_or((
         StatusCode::BAD_REQUEST,
         "choose a file to upload".to_string(),
     ))?;
-    Ok((name, file_name, bytes))
+    Ok((name, file_name, spooled))
 }

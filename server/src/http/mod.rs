@@ -12,6 +12,7 @@ pub mod downloads;
 pub mod forms;
 pub mod metrics;
 pub mod rest;
+pub mod uploads;
 
 use arbiter_app::guard::AppState;
 use arbiter_app::{shell, App};
@@ -115,7 +116,8 @@ where
         .route("/runs/{id}/export/{format}", get(downloads::export_results))
         .route(
             "/datasets/upload",
-            post(forms::upload_dataset).layer(DefaultBodyLimit::max(MAX_BODY_BYTES)),
+            // The file is spooled to disk within the operator's limit (see `uploads`).
+            post(forms::upload_dataset).layer(DefaultBodyLimit::disable()),
         )
         .with_state(state);
     Router::new()

@@ -665,10 +665,18 @@ async fn bad_dataset_files_get_a_clear_message_and_store_nothing() {
             vec![0x89, b'P', b'N', b'G', 0, 0, 0xff, 0xfe],
             "the file is not text",
         ),
+        // 50 MB, beyond the 20 MB the form once took: streamed to disk and read through (the
+        // operator's limit, ARBITER_MAX_UPLOAD_MB, is 1 GB by default), only to hold no item.
         (
-            "huge",
-            vec![b' '; 50 * 1024 * 1024],
-            "the file is 50.0 MB; the limit is 20 MB",
+            "large-and-blank",
+            [b' '; 1023]
+                .iter()
+                .chain(b"\n")
+                .copied()
+                .cycle()
+                .take(50 * 1024 * 1024)
+                .collect(),
+            "the file is empty",
         ),
     ];
     for (name, body, expected) in cases {

@@ -123,9 +123,6 @@ impl From<axum::extract::rejection::QueryRejection> for ApiError {
     }
 }
 
-/// Largest dataset upload through the API, as for the browser's form.
-const MAX_UPLOAD_BYTES: usize = 64 * 1024 * 1024;
-
 /// The API's routes, to be merged into the app's router.
 pub fn routes(state: AppState) -> Router {
     let api = Router::new()
@@ -135,7 +132,8 @@ pub fn routes(state: AppState) -> Router {
             "/datasets",
             get(resources::list_datasets)
                 .post(resources::upload_dataset)
-                .layer(DefaultBodyLimit::max(MAX_UPLOAD_BYTES)),
+                // The upload is spooled to disk within the operator's limit (see `uploads`).
+                .layer(DefaultBodyLimit::disable()),
         )
         .route("/datasets/{id}", get(resources::get_dataset))
         .route(

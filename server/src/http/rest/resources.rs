@@ -15,7 +15,6 @@ use arbiter_domain::suites::Suite;
 use arbiter_domain::webhooks::{DeliveryRecord, Webhook};
 use arbiter_engine::catalog::{EvalForm, EvalOptions};
 use arbiter_engine::suites::{self, Announcement, SuiteForm, TriggeredRun};
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
@@ -99,16 +98,23 @@ pub async fn upload_dataset(
     State(state): State<AppState>,
     caller: ApiUser,
     ApiQuery(params): ApiQuery<UploadParams>,
-    body: Bytes,
+    body: axum::body::Body,
 ) -> ApiResult<(StatusCode, Json<DatasetRevision>)> {
     let user = caller.require(Permission::ManageEvals)?;
     let started = arbiter_store::now_ms();
-    let revision = arbiter_engine::catalog::upload_dataset(
+    let limits = arbiter_engine::catalog::upload_limits();
+    let file = crate::http::uploads::spool_body(body, limits.max_bytes)
+        .await
+        .map_err(|(status, message)| {
+            ApiError::new(status, format!("{}: {message}", params.file_name))
+        })?;
+    let revision = arbiter_engine::catalog::upload_dataset_file(
         state.store.as_ref(),
         &params.name,
         &params.file_name,
-        &body,
+        file.path(),
         Some(user.id),
+        limits,
     )
     .await
     .map_err(|err| match err {
