@@ -22,6 +22,12 @@ pub const MAX_UPLOAD_BYTES: usize = 20 * 1024 * 1024;
 const MAX_CASE_ID_BYTES: usize = 200;
 /// Largest item (its fields as JSON), in bytes: several fields of the longest prompt.
 pub const MAX_ITEM_BYTES: usize = 4 * MAX_PROMPT_BYTES;
+/// Longest line read from a streamed JSONL file: room for the largest item with generous
+/// whitespace and escapes.
+const MAX_LINE_BYTES: usize = 2 * MAX_ITEM_BYTES;
+/// Canonical bytes of items a streaming builder gathers before handing them on, whatever
+/// their count.
+const MAX_CHUNK_BYTES: usize = 16 * 1024 * 1024;
 /// Most fields an item may have.
 const MAX_FIELDS: usize = 256;
 /// Most bytes of items (their canonical form) one upload may hold, whatever its file size: a
@@ -301,15 +307,34 @@ pub fn parse_jsonl_reader(
     mut reader: impl std::io::BufRead,
     builder: &mut DatasetBuilder,
 ) -> Result<(), DatasetError> {
+    use std::io::{BufRead, Read};
     let mut line = Vec::new();
     let mut offset = 0usize;
     for number in 1.. {
         line.clear();
-        let read = reader
+        // A line is read up to its cap, never whole: a file without newlines must not fill
+        // memory before it is refused.
+        let read = (&mut reader)
+            .take(MAX_LINE_BYTES as u64 + 1)
             .read_until(b'\n', &mut line)
-            .map_err(|err| at(&format!("line {number}"), format!("unreadable: {err}")))?;
+            .map_err(|err| {
+                at(
+                    "the file",
+                    format!("could not be read (line {number}): {err}"),
+                )
+            })?;
         if read == 0 {
             return Ok(());
+        }
+        if read > MAX_LINE_BYTES {
+            return Err(at(
+                &format!("line {number}"),
+                format!(
+                    "is longer than {} (an item holds at most {})",
+                    describe_bytes(MAX_LINE_BYTES),
+                    describe_bytes(MAX_ITEM_BYTES)
+                ),
+            ));
         }
         if let Some(at_byte) = line.iter().position(|&byte| byte == 0) {
             return Err(DatasetError::Binary {
@@ -398,9 +423,13 @@ pub fn parse_csv_reader(
         }
     }
     for record in reader.records() {
-        let record = record.map_err(|err| {
-            let line = err.position().map_or(0, |pos| pos.line() as usize);
-            at(&format!("line {line}"), format!("invalid CSV: {err}"))
+        let record = record.map_err(|err| match err.position() {
+            Some(position) => at(
+                &format!("line {}", position.line()),
+                format!("invalid CSV: {err}"),
+            ),
+            // Reading failed (a corrupt or oversized gzip stream), not the CSV.
+            None => at("the file", format!("could not be read: {err}")),
         })?;
         let place = format!("line {}", record.position().map_or(0, |pos| pos.line()));
         let mut object = Map::new();
@@ -434,10 +463,13 @@ enum IdSource {
 #[derive(Default)]
 pub struct DatasetBuilder {
     items: Vec<DatasetItem>,
+    /// Canonical bytes of the items gathered since the last chunk.
+    chunk_bytes: usize,
     count: usize,
     decoded_bytes: usize,
-    /// Each id, with the line or row (from 1) it was first seen on.
-    ids: HashMap<String, u64>,
+    /// Each id's 128-bit hash (a few million ids in tens of megabytes, not their text), with
+    /// the line or row (from 1) it was first seen on. Ids numbered by position need none.
+    ids: HashMap<u128, u64>,
     hasher: Sha256,
     id_source: Option<IdSource>,
     limits: UploadLimits,
@@ -463,6 +495,7 @@ impl DatasetBuilder {
     fn flush(&mut self) -> Result<(), DatasetError> {
         if let Some((_, sink)) = self.sink.as_mut() {
             if !self.items.is_empty() {
+                self.chunk_bytes = 0;
                 sink(std::mem::take(&mut self.items))?;
             }
         }
@@ -541,23 +574,27 @@ impl DatasetBuilder {
                 ),
             ));
         }
-        let (unit, number) = place.split_once(' ').unwrap_or((place, ""));
-        let number = number.parse::<u64>().unwrap_or(0);
-        if let Some(first) = self.ids.insert(item.case_id.clone(), number) {
-            return Err(at(
-                place,
-                format!(
-                    "duplicate case id `{}` (first seen on {unit} {first})",
-                    item.case_id
-                ),
-            ));
+        if id_source != IdSource::Position {
+            let (unit, number) = place.split_once(' ').unwrap_or((place, ""));
+            let number = number.parse::<u64>().unwrap_or(0);
+            let id_hash = xxhash_rust::xxh3::xxh3_128(item.case_id.as_bytes());
+            if let Some(first) = self.ids.insert(id_hash, number) {
+                return Err(at(
+                    place,
+                    format!(
+                        "duplicate case id `{}` (first seen on {unit} {first})",
+                        item.case_id
+                    ),
+                ));
+            }
         }
+        self.chunk_bytes += line.len();
         self.hasher.update(line.as_bytes());
         self.hasher.update(b"\n");
         self.items.push(item);
         self.count += 1;
         if let Some((chunk, _)) = &self.sink {
-            if self.items.len() >= *chunk {
+            if self.items.len() >= *chunk || self.chunk_bytes >= MAX_CHUNK_BYTES {
                 self.flush()?;
             }
         }
@@ -599,6 +636,13 @@ fn validated_item(
     // A field longer than the longest prompt could never be sent or put before a judge:
     // refused here rather than at every launch.
     for (name, value) in &fields {
+        // Text with a NUL byte is binary, and PostgreSQL cannot store it.
+        if has_nul(value) {
+            return Err(at(
+                place,
+                format!("field `{name}` contains a NUL character (the file is binary, or corrupt)"),
+            ));
+        }
         if let Some(longest) = longest_string(value).filter(|len| *len > MAX_PROMPT_BYTES) {
             let (size, limit) = describe_excess(longest, MAX_PROMPT_BYTES);
             return Err(at(
@@ -661,6 +705,18 @@ fn four_field_item(
         target,
         category,
     )))
+}
+
+/// Whether any string anywhere in a value holds a NUL character.
+fn has_nul(value: &Value) -> bool {
+    match value {
+        Value::String(text) => text.contains('\0'),
+        Value::Array(values) => values.iter().any(has_nul),
+        Value::Object(map) => map
+            .iter()
+            .any(|(key, value)| key.contains('\0') || has_nul(value)),
+        _ => false,
+    }
 }
 
 /// The length of the longest string anywhere in a value.
@@ -881,5 +937,38 @@ mod tests {
         )
         .unwrap();
         assert_eq!(parsed.items.len(), 60);
+    }
+
+    #[test]
+    fn streamed_lines_are_capped_and_nul_characters_refused() {
+        let long = format!("{{\"input\": \"{}\"", "x".repeat(MAX_LINE_BYTES + 10));
+        let mut builder = DatasetBuilder::default();
+        let refused = parse_jsonl_reader(long.as_bytes(), &mut builder).unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "line 1: is longer than 8.0 MiB (an item holds at most 4.0 MiB)"
+        );
+        let mut builder = DatasetBuilder::default();
+        let nul = "{\"id\": \"a\", \"input\": \"x\\u0000y\", \"target\": \"1\"}\n";
+        let refused = parse_jsonl_reader(nul.as_bytes(), &mut builder).unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "line 1: field `input` contains a NUL character (the file is binary, or corrupt)"
+        );
+        // A streaming builder hands items on in chunks and keeps only their count and hash.
+        let chunks = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = chunks.clone();
+        let sink: ItemSink = Box::new(move |chunk: Vec<DatasetItem>| {
+            seen.lock().unwrap().push(chunk.len());
+            Ok(())
+        });
+        let mut builder = DatasetBuilder::streaming(UploadLimits::default(), 2, sink);
+        let text = "{\"input\": \"a\", \"target\": \"1\"}\n\n{\"input\": \"b\", \"target\": \"2\"}\n{\"input\": \"c\", \"target\": \"3\"}\n";
+        parse_jsonl_reader(text.as_bytes(), &mut builder).unwrap();
+        let streamed = builder.finish_streaming().unwrap();
+        assert_eq!(streamed.item_count, 3);
+        assert_eq!(*chunks.lock().unwrap(), vec![2, 1]);
+        let whole = parse_dataset(text.as_bytes(), DatasetFormat::Jsonl).unwrap();
+        assert_eq!(streamed.content_hash, whole.content_hash);
     }
 }

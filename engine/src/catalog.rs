@@ -93,6 +93,13 @@ pub async fn upload_dataset_file(
 ) -> ServiceResult<DatasetRevision> {
     let name = required(name, "a dataset name", 200)?;
     let format = DatasetFormat::from_file_name(file_name);
+    // One upload is staged and made a revision at a time: on SQLite each holds the single
+    // writer in turn, and many at once would starve everything else of it.
+    static UPLOADS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
+    let _turn = UPLOADS
+        .acquire()
+        .await
+        .map_err(|_| ServiceError::Internal)?;
     let upload = store.begin_upload(file_name, uploaded_by).await?;
     let (chunks, mut staged) = tokio::sync::mpsc::channel::<Vec<DatasetItem>>(2);
     let path = path.to_path_buf();
@@ -122,10 +129,14 @@ pub async fn upload_dataset_file(
         }
     }
     drop(staged);
-    let parsed = parse.await.map_err(|err| {
+    let parsed = parse.await.unwrap_or_else(|err| {
+        // A parser that panicked (a malformed Parquet file can do that) refuses the file.
         tracing::error!(error = %err, "the upload's parser stopped unexpectedly");
-        ServiceError::Internal
-    })?;
+        Err(DatasetError::At {
+            place: "the file".into(),
+            message: "could not be parsed (the parser failed on it)".into(),
+        })
+    });
     let outcome = match (staging_failed, parsed) {
         (Some(err), _) => Err(ServiceError::from(err)),
         (None, Err(err)) => Err(ServiceError::Invalid(err.to_string())),

@@ -31,11 +31,19 @@ pub fn parse_file(
             limit_mb: limit / (1024 * 1024),
         });
     }
+    if !file.metadata().map_err(unreadable)?.is_file() {
+        return Err(DatasetError::At {
+            place: "the file".into(),
+            message: "is not a regular file".into(),
+        });
+    }
     let inflated =
         |file| BufReader::new(Limited::new(flate2::read::MultiGzDecoder::new(file), limit));
+    // A file that grows while it is read is bounded all the same.
+    let plain = |file| BufReader::new(Limited::new(file, limit));
     match format {
-        DatasetFormat::Jsonl => parse_jsonl_reader(BufReader::new(file), &mut builder)?,
-        DatasetFormat::Csv => parse_csv_reader(BufReader::new(file), &mut builder)?,
+        DatasetFormat::Jsonl => parse_jsonl_reader(plain(file), &mut builder)?,
+        DatasetFormat::Csv => parse_csv_reader(plain(file), &mut builder)?,
         DatasetFormat::JsonlGzip => parse_jsonl_reader(inflated(file), &mut builder)?,
         DatasetFormat::CsvGzip => parse_csv_reader(inflated(file), &mut builder)?,
         DatasetFormat::Parquet => parse_parquet_rows(file, &mut builder)?,

@@ -5,6 +5,7 @@
 use crate::clients::model::probe_fingerprint;
 use crate::error::{ServiceError, ServiceResult};
 use arbiter_domain::accounts::User;
+use arbiter_domain::annotation::task::AnnotationTask;
 use arbiter_domain::dataset::DatasetItem;
 use arbiter_domain::expansion::{plan_identities, refined_cost};
 use arbiter_domain::grading::record::Grading;
@@ -346,16 +347,9 @@ pub async fn run_results(
     let Some(manifest) = store.run_manifest(run_id).await? else {
         return Ok(results);
     };
-    if manifest.eval.prompt
-        == arbiter_domain::prompt::PromptSpec::placeholder(&manifest.eval.prompt.template)
-    {
+    let Some(renderer) = renderer_to_show(&manifest)? else {
         return Ok(results);
-    }
-    let renderer = crate::prompts::renderer(
-        &manifest.eval.prompt,
-        manifest.exemplars.as_ref(),
-        manifest.dataset_id,
-    )?;
+    };
     // Results come in dataset order, so the page's items are the revision's first ones.
     let items: std::collections::HashMap<String, DatasetItem> = store
         .list_items(manifest.dataset_revision_id, limit, 0)
@@ -373,6 +367,47 @@ pub async fn run_results(
         }
     }
     Ok(results)
+}
+
+/// The renderer that shows a run's items as its eval sent them; `None` for an eval of the
+/// original shape, whose items' input and target are what was sent and expected.
+fn renderer_to_show(
+    manifest: &arbiter_domain::manifest::Manifest,
+) -> ServiceResult<Option<PromptRenderer>> {
+    let prompt = &manifest.eval.prompt;
+    if *prompt == arbiter_domain::prompt::PromptSpec::placeholder(&prompt.template) {
+        return Ok(None);
+    }
+    crate::prompts::renderer(prompt, manifest.exemplars.as_ref(), manifest.dataset_id).map(Some)
+}
+
+/// Shows an annotation task's item as its eval sent it: the whole request as text (for a later
+/// turn of a conversation, every earlier turn with the model's own answer, then this turn) and
+/// this turn's acceptable answers; an eval of the original shape keeps the item's input and
+/// target. Raters judge the answer in the context the model had.
+pub async fn show_task_as_sent(store: &dyn Store, task: &mut AnnotationTask) -> ServiceResult<()> {
+    let Some(context) = store.identity_context(task.identity_id).await? else {
+        return Ok(());
+    };
+    let Some(manifest) = store.run_manifest(context.run_id).await? else {
+        return Ok(());
+    };
+    // A prompt that no longer compiles leaves the item as stored (logged), never the rater's
+    // queue stuck on an error.
+    let renderer = match renderer_to_show(&manifest) {
+        Ok(Some(renderer)) => renderer,
+        Ok(None) => return Ok(()),
+        Err(err) => {
+            tracing::warn!(error = %err, run = context.run_id.get(), "cannot show an item as its eval sent it");
+            return Ok(());
+        }
+    };
+    let turn = usize::try_from(context.turn).unwrap_or(1);
+    if let Ok(rendered) = renderer.render_turn(&context.item, turn, &context.earlier_answers) {
+        task.input = rendered.body.as_text();
+        task.target = rendered.item.target_text();
+    }
+    Ok(())
 }
 
 /// An item's prompt as its eval sent it, and the acceptable answers, for turn `turn`: a later

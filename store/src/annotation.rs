@@ -343,7 +343,7 @@ macro_rules! annotation_sql {
                 return Ok(None);
             };
             let row = sqlx::query(
-                "SELECT i.input, i.target, g.output FROM annotation_tasks t \
+                "SELECT w.id AS identity_id, i.input, i.target, g.output FROM annotation_tasks t \
                  JOIN work_items w ON w.id = t.work_item_id \
                  JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
                  JOIN generations g ON g.work_item_id = w.id WHERE t.id = $1",
@@ -355,6 +355,7 @@ macro_rules! annotation_sql {
             Ok(Some(AnnotationTask {
                 handle: ClaimHandle(handle),
                 task_id: TaskId(task_id),
+                identity_id: row.read("identity_id")?,
                 input: row.read("input")?,
                 target: row.read("target")?,
                 output: row.read("output")?,

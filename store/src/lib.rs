@@ -46,8 +46,8 @@ pub use reports::{ExportRow, ReportStore, StoredSnapshot};
 pub use runs::{ManifestInputs, NewRun, RunStore};
 pub use sqlite::SqliteStore;
 pub use work_queue::{
-    ActiveRun, CacheHit, CachedGeneration, ClaimedIdentity, FinishedIdentity, IdentityInputs,
-    NewIdentity, RecordOutcome, WorkQueueStore,
+    ActiveRun, CacheHit, CachedGeneration, ClaimedIdentity, FinishedIdentity, IdentityContext,
+    IdentityInputs, NewIdentity, RecordOutcome, WorkQueueStore,
 };
 
 use std::sync::Arc;

@@ -104,6 +104,16 @@ pub struct RecordOutcome {
     pub runs: Vec<RunId>,
 }
 
+/// One result identity's item and place in its conversation, to show it as its eval sent it.
+#[derive(Clone, Debug)]
+pub struct IdentityContext {
+    pub run_id: RunId,
+    pub item: arbiter_domain::dataset::DatasetItem,
+    pub turn: i64,
+    /// The model's answers to the conversation's earlier turns, in order.
+    pub earlier_answers: Vec<String>,
+}
+
 /// What a worker needs to run one result identity.
 #[derive(Clone, Debug)]
 pub struct IdentityInputs {
@@ -160,6 +170,12 @@ pub trait WorkQueueStore: Send + Sync + 'static {
     ) -> StoreResult<Vec<IdentityId>>;
 
     async fn load_identity(&self, identity_id: IdentityId) -> StoreResult<IdentityInputs>;
+
+    /// A result identity's item, turn and earlier answers; `None` for an unknown identity.
+    async fn identity_context(
+        &self,
+        identity_id: IdentityId,
+    ) -> StoreResult<Option<IdentityContext>>;
 
     /// Records finished identities in one transaction: generation, grade, work item, annotation
     /// task and cache entry each. An identity that already has a result is skipped (a duplicate
@@ -739,6 +755,34 @@ macro_rules! work_queue_sql {
                 }
                 .await;
                 result.map_err(|err| err.during("load_identity"))
+            }
+
+            async fn identity_context(&self, identity_id: IdentityId) -> StoreResult<Option<$crate::IdentityContext>> {
+                let result: StoreResult<Option<$crate::IdentityContext>> = async move {
+                    let rows = sqlx::query(
+                        "SELECT w.id, w.run_id, w.turn, w.case_id, i.input, i.target, i.category, i.fields \
+                         FROM work_items w JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
+                         WHERE w.id = $1",
+                    )
+                    .bind(identity_id.get())
+                    .fetch_all(&self.pool)
+                    .await?;
+                    let Some(row) = rows.first() else {
+                        return Ok(None);
+                    };
+                    let mut earlier = earlier_answers(&self.pool, &rows).await?;
+                    Ok(Some($crate::IdentityContext {
+                        run_id: row.read("run_id")?,
+                        item: {
+                            use arbiter_domain::dataset::DatasetItem;
+                            $crate::item_from_row!(row)
+                        },
+                        turn: row.read("turn")?,
+                        earlier_answers: earlier.remove(&identity_id.get()).unwrap_or_default(),
+                    }))
+                }
+                .await;
+                result.map_err(|err| err.during("identity_context"))
             }
 
             async fn record_results(&self, finished: &[FinishedIdentity]) -> StoreResult<RecordOutcome> {

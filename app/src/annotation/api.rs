@@ -318,10 +318,15 @@ const ANNOTATION_LEASE_MS: i64 = 10 * 60 * 1000;
 pub async fn next_task() -> Result<Option<TaskView>, ServerFnError> {
     let (state, user) = require(Permission::Annotate).await?;
     let store = state.store.as_ref();
-    let task = store
+    let mut task = store
         .next_annotation_task(user.id, ANNOTATION_LEASE_MS)
         .await
         .map_err(store_error)?;
+    if let Some(task) = task.as_mut() {
+        arbiter_engine::runs::show_task_as_sent(store, task)
+            .await
+            .map_err(service_error)?;
+    }
     let counts = store.annotation_queue_counts().await.map_err(store_error)?;
     // Leads make gold items by item id, so they see it; raters never do (a gold item's id
     // would give it away).

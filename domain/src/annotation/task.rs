@@ -50,6 +50,10 @@ pub struct AnnotationTask {
     /// The server's own key for the item; never sent to the browser.
     #[serde(skip)]
     pub task_id: TaskId,
+    /// The result identity being labelled (the server's too): how its eval showed the item to
+    /// the model is rebuilt from it.
+    #[serde(skip)]
+    pub identity_id: crate::ids::IdentityId,
     pub input: String,
     pub target: String,
     pub output: String,

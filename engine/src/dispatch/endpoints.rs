@@ -206,9 +206,15 @@ impl EndpointPool {
             .expect("a run has at least one endpoint");
         let preferred = self.endpoint(preferred).await;
         if preferred.outstanding() < preferred.limiter.limit().max(1) {
-            preferred
+            return preferred;
+        }
+        // Saturated: another replica only when it is less loaded (when all are full, moving
+        // gains nothing and loses the prefix cache).
+        let least = self.pick(urls).await;
+        if least.outstanding() < preferred.outstanding() {
+            least
         } else {
-            self.pick(urls).await
+            preferred
         }
     }
 

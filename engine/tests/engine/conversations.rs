@@ -301,6 +301,37 @@ async fn conversations_wait_for_their_earlier_turns_and_carry_the_models_answers
         .collect();
     assert_eq!(by_turn, vec![(1, 1, 1, 0), (2, 1, 1, 1), (3, 1, 0, 0)]);
 
+    // A rater labelling an undecided turn sees the conversation as the model had it: every
+    // earlier turn with the model's own answer, then the turn, and the turn's reference.
+    let rater = store
+        .create_user(
+            "rater",
+            &stand_in_hash("rater"),
+            arbiter_domain::accounts::Role::Annotator,
+        )
+        .await
+        .unwrap();
+    let mut shown = None;
+    for _ in 0..10 {
+        let Some(mut task) = store.next_annotation_task(rater, 60_000).await.unwrap() else {
+            break;
+        };
+        if task.output == "blue" {
+            arbiter_engine::runs::show_task_as_sent(store.as_ref(), &mut task)
+                .await
+                .unwrap();
+            shown = Some(task);
+            break;
+        }
+        store.skip_task(&task.handle, rater).await.unwrap();
+    }
+    let shown = shown.expect("c2's undecided second turn went to people");
+    assert_eq!(
+        shown.input,
+        "[system]\nAnswer in one word.\n\n[user]\nName a color.\n\n[assistant]\nred\n\n[user]\nAnother one."
+    );
+    assert_eq!(shown.target, "", "the second turn has no reference");
+
     // The same conversations under another eval name: every answered turn comes from the
     // cache (later turns keyed once their earlier answers are known); only c3's refused
     // first turn, never cached, is sent again.

@@ -224,6 +224,9 @@ pub async fn upload_dataset(
 }
 
 /// Reads the `name` and `file` fields of an upload form.
+/// Longest `name` field the upload form reads.
+const MAX_NAME_FIELD_BYTES: usize = 4096;
+
 async fn read_upload(
     mut multipart: Multipart,
     limit: usize,
@@ -238,7 +241,20 @@ async fn read_upload(
     let mut file = None;
     while let Some(mut field) = multipart.next_field().await.map_err(unreadable)? {
         match field.name() {
-            Some("name") => name = Some(field.text().await.map_err(unreadable)?),
+            Some("name") => {
+                // A name is short; a huge one is refused, never buffered.
+                let mut text = Vec::new();
+                while let Some(piece) = field.chunk().await.map_err(unreadable)? {
+                    text.extend_from_slice(&piece);
+                    if text.len() > MAX_NAME_FIELD_BYTES {
+                        return Err((
+                            StatusCode::BAD_REQUEST,
+                            "the dataset name is too long".to_string(),
+                        ));
+                    }
+                }
+                name = Some(String::from_utf8_lossy(&text).into_owned());
+            }
             Some("file") => {
                 let file_name = field.file_name().unwrap_or("upload.jsonl").to_string();
                 // Spooled to disk as it arrives: never the whole file in memory.

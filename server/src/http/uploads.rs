@@ -18,8 +18,14 @@ pub struct Spool {
 }
 
 impl Spool {
+    /// A spool in `ARBITER_UPLOAD_DIR` when the operator set it (the system's temporary
+    /// directory may be memory-backed, or small), else the system's.
     pub fn new(limit: usize) -> Result<Spool, Refusal> {
-        let file = NamedTempFile::new().map_err(|err| {
+        let file = match std::env::var_os("ARBITER_UPLOAD_DIR") {
+            Some(directory) => NamedTempFile::new_in(directory),
+            None => NamedTempFile::new(),
+        }
+        .map_err(|err| {
             tracing::error!(error = %err, "could not create an upload's temporary file");
             (
                 StatusCode::INTERNAL_SERVER_ERROR,
