@@ -197,6 +197,8 @@ test('a structured suite is mapped, checked as typed, previewed and run', async 
   // used (replies the grader could not decide are left to humans, not counted).
   const metrics = page.getByTestId('sample-metrics');
   await expect(metrics).toContainText('Samples used');
+  // maj@k votes over the samples' extracted answers, for every k up to three.
+  await expect(metrics.getByRole('row').filter({ hasText: 'maj@3' })).toHaveCount(1);
   for (const label of ['pass@1', 'pass^1']) {
     const cells = metrics.getByRole('row').filter({ hasText: label }).getByRole('cell');
     const cases = Number(await cells.nth(3).innerText());

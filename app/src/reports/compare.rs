@@ -202,7 +202,7 @@ pub fn ReportCard(title: &'static str, report: ReportView) -> impl IntoView {
                     <tbody>
                         {report.sample_metrics.iter().map(|row| view! {
                             <tr>
-                                <td>{row.metric.label(row.k)}</td>
+                                <td>{row.metric.label(row.k)}{row.ties.filter(|ties| *ties > 0).map(|ties| format!(" ({ties} tied votes)"))}</td>
                                 <td>{format!("{:.1}%", row.value * 100.0)}</td>
                                 <td>{row.interval.map(|interval| format!("{:.1}–{:.1}%", interval.lower * 100.0, interval.upper * 100.0)).unwrap_or_default()}</td>
                                 <td>{row.items}</td>

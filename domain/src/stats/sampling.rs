@@ -86,6 +86,8 @@ pub fn majority_vote<'a>(answers: impl IntoIterator<Item = &'a str>) -> Option<V
 pub enum SampleMetric {
     PassAtK,
     PassAllK,
+    /// The majority of the first k samples' extracted answers is right.
+    MajAtK,
 }
 
 impl SampleMetric {
@@ -93,6 +95,7 @@ impl SampleMetric {
         match self {
             SampleMetric::PassAtK => format!("pass@{k}"),
             SampleMetric::PassAllK => format!("pass^{k}"),
+            SampleMetric::MajAtK => format!("maj@{k}"),
         }
     }
 
@@ -100,6 +103,8 @@ impl SampleMetric {
         match self {
             SampleMetric::PassAtK => pass_at_k(n, c, k),
             SampleMetric::PassAllK => pass_all_k(n, c, k),
+            // From the samples' answers, not their counts: see `majority_metrics`.
+            SampleMetric::MajAtK => None,
         }
     }
 }
@@ -117,6 +122,9 @@ pub struct SampleMetricRow {
     pub samples: u64,
     /// Items left out for having fewer than k graded samples.
     pub short_items: u64,
+    /// maj@k: items whose vote tied (the answer that reached the top count first won).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ties: Option<u64>,
 }
 
 /// pass@k and pass^k for every k from 1 to the most samples any item has, from per-item
@@ -142,8 +150,53 @@ pub fn sample_metrics(per_item: &[(u64, u64)], seed: u64) -> Vec<SampleMetricRow
                 items: values.len() as u64,
                 samples: scores.iter().map(|(_, n)| n).sum(),
                 short_items: (per_item.len() - values.len()) as u64,
+                ties: None,
             });
         }
+    }
+    rows
+}
+
+/// One sample as a majority vote sees it: its extracted answer (`None` when none could be
+/// read) and whether that answer was graded right.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VotedSample {
+    pub answer: Option<String>,
+    pub correct: bool,
+}
+
+/// maj@k for every k from 1 to the most samples any item has: for each item with at least k
+/// samples, the majority of its first k samples' extracted answers (in repetition order;
+/// samples without one are left out of the vote, an item without any counts as wrong) is
+/// right when a sample with that answer was graded right. Ties are counted and stated.
+pub fn majority_metrics(per_item: &[Vec<VotedSample>], seed: u64) -> Vec<SampleMetricRow> {
+    let most = per_item.iter().map(Vec::len).max().unwrap_or(0);
+    let mut rows = Vec::new();
+    for k in 1..=most {
+        let mut values = Vec::new();
+        let mut ties = 0;
+        for samples in per_item.iter().filter(|samples| samples.len() >= k) {
+            let first = &samples[..k];
+            let vote = majority_vote(first.iter().filter_map(|sample| sample.answer.as_deref()));
+            let correct = vote.as_ref().is_some_and(|vote| {
+                first
+                    .iter()
+                    .find(|sample| sample.answer.as_deref() == Some(vote.answer.as_str()))
+                    .is_some_and(|sample| sample.correct)
+            });
+            ties += u64::from(vote.is_some_and(|vote| vote.tied));
+            values.push(if correct { 1.0 } else { 0.0 });
+        }
+        rows.push(SampleMetricRow {
+            metric: SampleMetric::MajAtK,
+            k: k as u64,
+            value: mean(&values),
+            interval: bootstrap_mean(&values, seed ^ (k as u64) ^ 0x6d61_6a00),
+            items: values.len() as u64,
+            samples: (values.len() * k) as u64,
+            short_items: (per_item.len() - values.len()) as u64,
+            ties: Some(ties),
+        });
     }
     rows
 }
@@ -272,6 +325,55 @@ mod tests {
             rows,
             sample_metrics(&[(4, 1), (4, 4), (2, 0)], 7),
             "reproducible"
+        );
+    }
+
+    fn sample(answer: Option<&str>, correct: bool) -> VotedSample {
+        VotedSample {
+            answer: answer.map(String::from),
+            correct,
+        }
+    }
+
+    #[test]
+    fn maj_at_k_votes_over_the_first_k_answers_and_states_ties() {
+        let items = vec![
+            // 4, 4, 5: the majority is right at k = 3; at k = 1 the first answer is.
+            vec![
+                sample(Some("4"), true),
+                sample(Some("5"), false),
+                sample(Some("4"), true),
+            ],
+            // No answer read at first, then two wrong ones.
+            vec![
+                sample(None, false),
+                sample(Some("7"), false),
+                sample(Some("7"), false),
+            ],
+            // A tie at k = 2: the answer that reached the top count first wins (5, wrong).
+            vec![sample(Some("5"), false), sample(Some("4"), true)],
+        ];
+        let rows = majority_metrics(&items, 1);
+        let summary: Vec<(String, f64, u64, u64, Option<u64>)> = rows
+            .iter()
+            .map(|row| {
+                (
+                    row.metric.label(row.k),
+                    row.value,
+                    row.items,
+                    row.short_items,
+                    row.ties,
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            vec![
+                ("maj@1".to_string(), 1.0 / 3.0, 3, 0, Some(0)),
+                // Two ties: 4 against 5 (4 came first: right) and 5 against 4 (wrong).
+                ("maj@2".to_string(), 1.0 / 3.0, 3, 0, Some(2)),
+                ("maj@3".to_string(), 0.5, 2, 1, Some(0)),
+            ]
         );
     }
 }

@@ -10,7 +10,7 @@ use arbiter_domain::reports::snapshot::{
 use arbiter_domain::reports::{build_report, Report, RunFacts, TallyRow};
 use arbiter_domain::run::RunProgress;
 use arbiter_domain::stats::proportion::ClusterSums;
-use arbiter_domain::stats::sampling::sample_metrics;
+use arbiter_domain::stats::sampling::{majority_metrics, sample_metrics, VotedSample};
 use arbiter_store::{Store, StoredSnapshot};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -134,8 +134,29 @@ pub(crate) async fn report_and_snapshot(
     report.turns = arbiter_domain::reports::turn_reports(&snapshot.header.turns);
     if let Some(per_item) = samples_per_item(&snapshot) {
         report.sample_metrics = sample_metrics(&per_item, run_id.get() as u64);
+        report.sample_metrics.extend(majority_metrics(
+            &votes_per_item(store, run_id).await?,
+            run_id.get() as u64,
+        ));
     }
     Ok((progress, report, snapshot))
+}
+
+/// Each case's (and turn's) samples as a majority vote sees them, in repetition order.
+async fn votes_per_item(store: &dyn Store, run_id: RunId) -> ServiceResult<Vec<Vec<VotedSample>>> {
+    let mut items: Vec<Vec<VotedSample>> = Vec::new();
+    let mut current: Option<(String, i64)> = None;
+    for (case_id, turn, answer, correct) in store.run_votes(run_id).await? {
+        let key = (case_id, turn);
+        if current.as_ref() != Some(&key) {
+            items.push(Vec::new());
+            current = Some(key);
+        }
+        if let Some(samples) = items.last_mut() {
+            samples.push(VotedSample { answer, correct });
+        }
+    }
+    Ok(items)
 }
 
 /// Each case's (graded samples, correct samples), when the run has several repetitions laid

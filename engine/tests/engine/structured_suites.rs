@@ -676,10 +676,18 @@ async fn reports_give_pass_at_k_over_repetitions(store: Arc<dyn Store>) {
         );
         assert_eq!((found.items, found.samples, found.short_items), (5, 20, 0));
     }
+    // maj@k votes over the extracted answers in repetition order: no, yes, no, yes. An even
+    // k ties (no reached the top count first, and is wrong); an odd k votes no.
+    for (k, ties) in [(1, 0), (2, 5), (3, 0), (4, 5)] {
+        let found = row(SampleMetric::MajAtK, k);
+        assert_eq!(found.value, 0.0, "maj@{k}");
+        assert_eq!(found.ties, Some(ties), "maj@{k}");
+        assert_eq!((found.items, found.samples), (5, 5 * k));
+    }
     assert_eq!(
         report.sample_metrics.len(),
-        8,
-        "k = 1 to 4 for both metrics"
+        12,
+        "k = 1 to 4 for pass@k, pass^k and maj@k"
     );
 }
 
