@@ -37,6 +37,15 @@ pub const DEMO_EVAL_NAME: &str = "qa-basic exact match";
 pub const DIALOGUE_DATASET: &[u8] = include_bytes!("../../public/samples/qa-dialogues.jsonl");
 pub const DIALOGUE_DATASET_NAME: &str = "qa-dialogues";
 pub const DIALOGUE_EVAL_NAME: &str = "qa-dialogues by turn";
+/// Multiple choice as MMLU publishes it (question, four choices, the right one's index, a
+/// subject), over the sample questions; written for this project.
+pub const CHOICE_DATASET: &[u8] = include_bytes!("../../public/samples/qa-choice.jsonl");
+pub const CHOICE_EVAL_NAME: &str = "qa-choice lettered, shuffled";
+/// Arithmetic questions with a worked solution and the final answer, asked GSM8K-style after
+/// three solved examples; written for this project.
+pub const SHOTS_DATASET: &[u8] = include_bytes!("../../public/samples/qa-arith-shots.jsonl");
+pub const SHOTS_EVAL_NAME: &str = "qa-arith 3-shot";
+
 /// Each turn in the demo eval's wording; the turn's text is `input`.
 const DIALOGUE_PROMPT: &str =
     "Answer the question. End your reply with a final line `Answer: <answer>`.\n\nQuestion: {{ input }}";
@@ -165,6 +174,7 @@ pub async fn seed(store: &dyn Store, sim_base_url: &str) -> anyhow::Result<DemoS
     )
     .await?;
     seed_dialogues(store, lead).await?;
+    seed_choice_and_shots(store, lead).await?;
     let mut judge_ids = Vec::new();
     for (name, checkpoint_id) in [
         ("qa-judge", checkpoint_ids[2]),
@@ -264,6 +274,91 @@ async fn seed_dialogues(
     )
     .await?;
     Ok(eval_id)
+}
+
+/// The multiple-choice suite (choices lettered and shuffled per item with a seed, the target
+/// following its choice) and the few-shot suite (three solved examples drawn with a seed from
+/// the same dataset, never the item itself), ready to launch.
+async fn seed_choice_and_shots(
+    store: &dyn Store,
+    lead: Option<arbiter_domain::ids::UserId>,
+) -> anyhow::Result<()> {
+    use arbiter_domain::fields::FieldMapping;
+    use arbiter_domain::prompt::few_shot::{FewShotSpec, FewShotStyle};
+    use arbiter_engine::catalog::{define_eval, upload_dataset, EvalOptions};
+    let form = |name: &str, dataset_id, template: &str, grader: &str, options| EvalForm {
+        name: name.into(),
+        dataset_id,
+        prompt_template: template.into(),
+        max_tokens: 128,
+        temperature: 0.0,
+        repetitions: 1,
+        seed: 0,
+        grader: grader.into(),
+        options,
+    };
+    let choice =
+        upload_dataset(store, "qa-choice", "qa-choice.jsonl", CHOICE_DATASET, lead).await?;
+    define_eval(
+        store,
+        &form(
+            CHOICE_EVAL_NAME,
+            choice.dataset_id,
+            "{{ question }}\n{{ choices | lettered }}\nAnswer with the letter of the right option.",
+            "multiple_choice@1",
+            EvalOptions {
+                system_prompt: "You answer {{ subject }} questions.".into(),
+                mapping: Some(FieldMapping {
+                    input: "question".into(),
+                    target: Some("answer".into()),
+                    choices: Some("choices".into()),
+                    category: Some("subject".into()),
+                    metadata: Vec::new(),
+                    shuffle_choices: Some(7),
+                }),
+                ..EvalOptions::default()
+            },
+        ),
+        lead,
+    )
+    .await?;
+    let shots = upload_dataset(
+        store,
+        "qa-arith-shots",
+        "qa-arith-shots.jsonl",
+        SHOTS_DATASET,
+        lead,
+    )
+    .await?;
+    define_eval(
+        store,
+        &form(
+            SHOTS_EVAL_NAME,
+            shots.dataset_id,
+            "Question: {{ question }}\nAnswer:",
+            "",
+            EvalOptions {
+                mapping: Some(FieldMapping {
+                    input: "question".into(),
+                    target: Some("answer".into()),
+                    metadata: vec!["solution".into()],
+                    ..FieldMapping::default()
+                }),
+                few_shot: Some(FewShotSpec {
+                    dataset_id: shots.dataset_id,
+                    count: 3,
+                    seed: 1,
+                    style: FewShotStyle::Text,
+                    delimiter: "\n\n".into(),
+                    target_delimiter: " ".into(),
+                }),
+                ..EvalOptions::default()
+            },
+        ),
+        lead,
+    )
+    .await?;
+    Ok(())
 }
 
 /// Adds the real model to a seeded demo: as a checkpoint answering the demo eval, and as the

@@ -198,8 +198,38 @@ fn answer(generation: Generation<'_>) -> String {
     } else {
         wrong_answer(generation, item)
     };
+    let final_answer = as_letter(generation.prompt, item, &final_answer).unwrap_or(final_answer);
     // Right and wrong replies share the reasoning line, so only the answer tells them apart.
     format!("{}\nAnswer: {final_answer}", reasoning_line(&item.category))
+}
+
+/// With lettered options in the prompt (`A. Paris`, as a multiple-choice eval shows them), the
+/// answer as a letter: that of the option the answer is, or else of an option that is not the
+/// right one (a wrong answer stays wrong). The last block of options is the question's.
+fn as_letter(prompt: &str, item: &SampleItem, answer: &str) -> Option<String> {
+    let mut options: Vec<(char, &str)> = Vec::new();
+    for line in prompt.lines() {
+        let mut chars = line.chars();
+        let (Some(letter), Some('.'), Some(' ')) = (chars.next(), chars.next(), chars.next())
+        else {
+            continue;
+        };
+        if !letter.is_ascii_uppercase() {
+            continue;
+        }
+        if letter == 'A' {
+            options.clear();
+        }
+        options.push((letter, line[3..].trim()));
+    }
+    if options.len() < 2 {
+        return None;
+    }
+    options
+        .iter()
+        .find(|(_, text)| *text == answer)
+        .or_else(|| options.iter().find(|(_, text)| *text != item.target))
+        .map(|(letter, _)| letter.to_string())
 }
 
 fn reasoning_line(category: &str) -> &'static str {
@@ -701,5 +731,21 @@ mod tests {
             let delay = latency(generation, 20, 120);
             assert!((20..=120).contains(&delay.as_millis()));
         }
+    }
+
+    #[test]
+    fn lettered_options_are_answered_with_a_letter() {
+        let item = sample_items()
+            .iter()
+            .find(|item| item.input == "What is 17 + 25?")
+            .unwrap();
+        let prompt = "What is 17 + 25?\nA. 37\nB. 42\nC. 127\nAnswer with the letter.";
+        assert_eq!(as_letter(prompt, item, "42").as_deref(), Some("B"));
+        assert_eq!(
+            as_letter(prompt, item, "41").as_deref(),
+            Some("A"),
+            "wrong stays wrong"
+        );
+        assert_eq!(as_letter("What is 17 + 25?", item, "42"), None);
     }
 }
