@@ -80,7 +80,7 @@ pub async fn preview_request(
             Some("choose a checkpoint to see the model and the generation key".to_string()),
         ),
         Some(checkpoint) => {
-            let fingerprint = probe_fingerprint(checkpoint).await;
+            let fingerprint = recent_fingerprint(checkpoint).await;
             let note = fingerprint.probe_error.as_ref().map(|problem| {
                 format!("the endpoint's probe failed ({problem}); a launch now would key answers without its model id")
             });
@@ -122,6 +122,45 @@ pub async fn preview_request(
         category: rendered.item.category,
         note,
     })
+}
+
+/// How long a preview reuses a checkpoint's probe: previews are clicked again and again, and
+/// each must not be a request to the endpoint (a launch always probes afresh).
+const PROBE_REUSE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The checkpoint's fingerprint, probed at most once a minute for previews (per endpoint URL,
+/// model and key reference, so an edited checkpoint is probed anew).
+async fn recent_fingerprint(
+    checkpoint: &arbiter_domain::checkpoint::Checkpoint,
+) -> arbiter_domain::manifest::EndpointFingerprint {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    use std::time::Instant;
+    type Probes = HashMap<String, (Instant, arbiter_domain::manifest::EndpointFingerprint)>;
+    static PROBES: Mutex<Option<Probes>> = Mutex::new(None);
+    let key = format!(
+        "{}\u{0}{}\u{0}{}\u{0}{}",
+        checkpoint.base_url,
+        checkpoint.model,
+        checkpoint.api_key_ref.as_deref().unwrap_or_default(),
+        serde_json::to_string(&(&checkpoint.engine_build, &checkpoint.parallel_layout))
+            .unwrap_or_default()
+    );
+    let now = Instant::now();
+    if let Ok(mut probes) = PROBES.lock() {
+        let probes = probes.get_or_insert_with(HashMap::new);
+        probes.retain(|_, (at, _)| now.duration_since(*at) < PROBE_REUSE);
+        if let Some((_, fingerprint)) = probes.get(&key) {
+            return fingerprint.clone();
+        }
+    }
+    let fingerprint = probe_fingerprint(checkpoint).await;
+    if let Ok(mut probes) = PROBES.lock() {
+        probes
+            .get_or_insert_with(HashMap::new)
+            .insert(key, (now, fingerprint.clone()));
+    }
+    fingerprint
 }
 
 /// What a preview of a conversation's first turn says about the rest.

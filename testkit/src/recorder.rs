@@ -21,6 +21,7 @@ pub struct Recorded {
 pub struct Recorder {
     pub base_url: String,
     requests: Arc<Mutex<Vec<Recorded>>>,
+    probes: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Recorder {
@@ -28,6 +29,8 @@ impl Recorder {
     pub async fn start(model: &str, reply: fn(&Value) -> String) -> Recorder {
         crate::egress::allow_loopback();
         let requests: Arc<Mutex<Vec<Recorded>>> = Arc::default();
+        let probes: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
+        let probed = probes.clone();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         let model = model.to_string();
@@ -39,13 +42,20 @@ impl Recorder {
                 };
                 let seen = seen.clone();
                 let model = model.clone();
-                tokio::spawn(serve_one(stream, seen, model, reply));
+                let probed = probed.clone();
+                tokio::spawn(serve_one(stream, seen, probed, model, reply));
             }
         });
         Recorder {
             base_url: format!("http://{address}/v1"),
             requests,
+            probes,
         }
+    }
+
+    /// How many times `/v1/models` was asked (probes of the endpoint).
+    pub fn probes(&self) -> usize {
+        self.probes.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Every request received so far, in arrival order.
@@ -59,6 +69,7 @@ impl Recorder {
 async fn serve_one(
     stream: tokio::net::TcpStream,
     seen: Arc<Mutex<Vec<Recorded>>>,
+    probed: Arc<std::sync::atomic::AtomicUsize>,
     model: String,
     reply: fn(&Value) -> String,
 ) {
@@ -98,7 +109,10 @@ async fn serve_one(
         let route = path.trim_start_matches("/v1/").to_string();
         let mut status = "200 OK";
         let response = match route.as_str() {
-            "models" => json!({"object": "list", "data": [{"id": model, "object": "model"}]}),
+            "models" => {
+                probed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                json!({"object": "list", "data": [{"id": model, "object": "model"}]})
+            }
             "chat/completions" | "completions" => {
                 let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
                 let text = reply(&body);

@@ -223,10 +223,10 @@ pub fn ReportCard(title: &'static str, report: ReportView) -> impl IntoView {
                                 <td>{turn.turn}</td>
                                 <td>{turn.pass_rate.map(|rate| format!("{:.1}%", rate * 100.0)).unwrap_or_else(|| "–".into())}</td>
                                 <td>{turn.interval.map(|interval| format!("{:.1}–{:.1}%", interval.lower * 100.0, interval.upper * 100.0)).unwrap_or_default()}</td>
-                                <td>{turn.passed} " / " {turn.passed + turn.failed}</td>
-                                <td>{turn.uncertain}</td>
-                                <td>{turn.errors}</td>
-                                <td>{turn.stopped}</td>
+                                <td>{turn.counts.passed} " / " {turn.counts.passed + turn.counts.failed}</td>
+                                <td>{turn.counts.uncertain}</td>
+                                <td>{turn.counts.errors}</td>
+                                <td>{turn.counts.stopped}</td>
                             </tr>
                         }).collect_view()}
                     </tbody>

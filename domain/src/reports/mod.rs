@@ -231,14 +231,8 @@ pub struct Report {
 pub struct TurnReport {
     /// From 1.
     pub turn: u32,
-    pub passed: u64,
-    pub failed: u64,
-    pub uncertain: u64,
-    /// Errors, the stopped turns among them.
-    pub errors: u64,
-    /// Never sent: an earlier turn of the conversation got no answer.
-    pub stopped: u64,
-    pub pending: u64,
+    #[serde(flatten)]
+    pub counts: snapshot::TurnTally,
     pub pass_rate: Option<f64>,
     pub interval: Option<Interval>,
 }
@@ -252,12 +246,7 @@ pub fn turn_reports(turns: &[snapshot::TurnTally]) -> Vec<TurnReport> {
             let graded = tally.passed + tally.failed;
             TurnReport {
                 turn: index as u32 + 1,
-                passed: tally.passed,
-                failed: tally.failed,
-                uncertain: tally.uncertain,
-                errors: tally.errors,
-                stopped: tally.stopped,
-                pending: tally.pending,
+                counts: tally.clone(),
                 pass_rate: (graded > 0).then(|| tally.passed as f64 / graded as f64),
                 interval: wilson(tally.passed, graded, DEFAULT_CONFIDENCE),
             }

@@ -103,7 +103,7 @@ pub struct SnapshotHeader {
 }
 
 /// One turn's results across a run's conversations.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TurnTally {
     pub passed: u64,
     pub failed: u64,

@@ -297,7 +297,14 @@ async fn conversations_wait_for_their_earlier_turns_and_carry_the_models_answers
     let by_turn: Vec<(u32, u64, u64, u64)> = report
         .turns
         .iter()
-        .map(|turn| (turn.turn, turn.passed, turn.errors, turn.stopped))
+        .map(|turn| {
+            (
+                turn.turn,
+                turn.counts.passed,
+                turn.counts.errors,
+                turn.counts.stopped,
+            )
+        })
         .collect();
     assert_eq!(by_turn, vec![(1, 1, 1, 0), (2, 1, 1, 1), (3, 1, 0, 0)]);
 

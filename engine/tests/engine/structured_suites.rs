@@ -285,7 +285,25 @@ async fn mapped_jinja_evals_send_what_the_preview_shows(store: Arc<dyn Store>) {
     assert_eq!(stored.prompt.mapping, mmlu_mapping());
     let checkpoint = checkpoint(store.as_ref(), "rec", &recorder.base_url, "rec-model", "").await;
 
-    // The preview, before any launch: the exact body, its key, the mapped answer.
+    // The preview, before any launch: the exact body, its key, the mapped answer. Previews
+    // reuse a recent probe of the endpoint: clicking again asks the endpoint nothing.
+    let probes_before = recorder.probes();
+    for case in ["q1", "q2"] {
+        arbiter_engine::preview::preview_request(
+            store.as_ref(),
+            eval,
+            Some(case),
+            Some(checkpoint),
+            0,
+        )
+        .await
+        .unwrap();
+    }
+    assert_eq!(
+        recorder.probes() - probes_before,
+        1,
+        "one probe for two previews"
+    );
     let preview = arbiter_engine::preview::preview_request(
         store.as_ref(),
         eval,
