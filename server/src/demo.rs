@@ -276,6 +276,27 @@ async fn seed_dialogues(
     Ok(eval_id)
 }
 
+/// The prompt of multiple choice as MMLU publishes it: the question, its lettered choices.
+pub const CHOICE_TEMPLATE: &str =
+    "{{ question }}\n{{ choices | lettered }}\nAnswer with the letter of the right option.";
+
+/// How an eval reads MMLU's items (question, choices, the answer's index, subject): choices
+/// shuffled per item with a seed, and a system prompt naming the subject.
+pub fn choice_options() -> arbiter_engine::catalog::EvalOptions {
+    arbiter_engine::catalog::EvalOptions {
+        system_prompt: "You answer {{ subject }} questions.".into(),
+        mapping: Some(arbiter_domain::fields::FieldMapping {
+            input: "question".into(),
+            target: Some("answer".into()),
+            choices: Some("choices".into()),
+            category: Some("subject".into()),
+            metadata: Vec::new(),
+            shuffle_choices: Some(7),
+        }),
+        ..arbiter_engine::catalog::EvalOptions::default()
+    }
+}
+
 /// The multiple-choice suite (choices lettered and shuffled per item with a seed, the target
 /// following its choice) and the few-shot suite (three solved examples drawn with a seed from
 /// the same dataset, never the item itself), ready to launch.
@@ -304,20 +325,9 @@ async fn seed_choice_and_shots(
         &form(
             CHOICE_EVAL_NAME,
             choice.dataset_id,
-            "{{ question }}\n{{ choices | lettered }}\nAnswer with the letter of the right option.",
+            CHOICE_TEMPLATE,
             "multiple_choice@1",
-            EvalOptions {
-                system_prompt: "You answer {{ subject }} questions.".into(),
-                mapping: Some(FieldMapping {
-                    input: "question".into(),
-                    target: Some("answer".into()),
-                    choices: Some("choices".into()),
-                    category: Some("subject".into()),
-                    metadata: Vec::new(),
-                    shuffle_choices: Some(7),
-                }),
-                ..EvalOptions::default()
-            },
+            choice_options(),
         ),
         lead,
     )

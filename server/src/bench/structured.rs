@@ -8,8 +8,7 @@
 use super::pipeline::Bench;
 use super::support::{memory_mib, start_sim};
 use anyhow::{bail, Context};
-use arbiter_domain::fields::FieldMapping;
-use arbiter_engine::catalog::{EvalForm, EvalOptions};
+use arbiter_engine::catalog::EvalForm;
 use arbiter_store::Database;
 use std::io::Write;
 use std::process::Command;
@@ -118,25 +117,13 @@ pub(crate) async fn structured(items: usize) -> anyhow::Result<()> {
         &EvalForm {
             name: "mmlu templated".into(),
             dataset_id,
-            prompt_template: "{{ question }}\n{{ choices | lettered }}\nAnswer with the letter."
-                .into(),
+            prompt_template: crate::demo::CHOICE_TEMPLATE.into(),
             max_tokens: 8,
             temperature: 0.0,
             repetitions: 1,
             seed: 0,
             grader: "multiple_choice@1".into(),
-            options: EvalOptions {
-                system_prompt: "You answer {{ subject }} questions.".into(),
-                mapping: Some(FieldMapping {
-                    input: "question".into(),
-                    target: Some("answer".into()),
-                    choices: Some("choices".into()),
-                    category: Some("subject".into()),
-                    metadata: Vec::new(),
-                    shuffle_choices: Some(1),
-                }),
-                ..EvalOptions::default()
-            },
+            options: crate::demo::choice_options(),
         },
         None,
     )
