@@ -77,11 +77,29 @@ pub struct PairedView {
     pub method: String,
 }
 
+/// A metric over samples (pass@k, pass^k, maj@k) compared against the baseline.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SampleTestView {
+    /// "pass@10".
+    pub metric: String,
+    pub items: u64,
+    pub samples: u64,
+    pub baseline: String,
+    pub candidate: String,
+    pub delta: String,
+    pub interval: String,
+    pub p_value: String,
+    pub adjusted_p: String,
+    /// "regression", "improvement" or "".
+    pub finding: String,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CandidateView {
     pub report: ReportView,
     pub overall: PairedView,
     pub categories: Vec<PairedView>,
+    pub sample_tests: Vec<SampleTestView>,
     pub changed: u64,
 }
 
@@ -200,7 +218,7 @@ fn p_text(p: f64) -> String {
 mod convert {
     use super::*;
     use arbiter_domain::answer::Outcome;
-    use arbiter_domain::reports::compare::PairedCategory;
+    use arbiter_domain::reports::compare::{PairedCategory, SampleMetricTest};
     use arbiter_domain::reports::diff::DiffSide;
     use arbiter_domain::reports::{CategoryReport, Report};
     use arbiter_domain::run::RunProgress;
@@ -229,6 +247,17 @@ mod convert {
                 format!("{:.1}–{:.1}%", i.lower * 100.0, i.upper * 100.0)
             }),
             interval_method: report.interval_method.clone(),
+        }
+    }
+
+    /// A test's finding as the views name it.
+    fn finding(regression: bool, improvement: bool) -> String {
+        if regression {
+            "regression".into()
+        } else if improvement {
+            "improvement".into()
+        } else {
+            String::new()
         }
     }
 
@@ -337,13 +366,24 @@ mod convert {
             p_value: p_text(test.p_value),
             adjusted_p: p_text(test.adjusted_p),
             method: test.method().to_string(),
-            finding: if test.is_regression() {
-                "regression".into()
-            } else if test.is_improvement() {
-                "improvement".into()
-            } else {
-                String::new()
-            },
+            finding: finding(test.is_regression(), test.is_improvement()),
+        }
+    }
+
+    pub fn sample_test(test: &SampleMetricTest) -> SampleTestView {
+        SampleTestView {
+            metric: test.label(),
+            items: test.items,
+            samples: test.samples,
+            baseline: percent(Some(test.baseline)),
+            candidate: percent(Some(test.candidate)),
+            delta: points(test.difference()),
+            interval: test.bootstrap.map_or_else(String::new, |b| {
+                format!("{} to {}", points(b.interval.lower), points(b.interval.upper))
+            }),
+            p_value: p_text(test.p_value),
+            adjusted_p: p_text(test.adjusted_p),
+            finding: finding(test.is_regression(), test.is_improvement()),
         }
     }
 
@@ -457,6 +497,12 @@ pub async fn compare_checkpoints(
                     .categories
                     .iter()
                     .map(convert::paired)
+                    .collect(),
+                sample_tests: c
+                    .comparison
+                    .sample_metrics
+                    .iter()
+                    .map(convert::sample_test)
                     .collect(),
                 changed: c.comparison.changed,
             })

@@ -333,9 +333,43 @@ fn PairedSection(candidate: CandidateView, correction: String) -> impl IntoView 
                     {candidate.categories.into_iter().map(|test| view! { <PairedRow test strong=false/> }).collect_view()}
                 </tbody>
             </table>
+            {(!candidate.sample_tests.is_empty()).then(|| view! {
+                <table class="paired" data-testid="sample-tests">
+                    <caption>"Metrics over samples, on the cases both runs sampled k times (paired bootstrap over cases; corrected with the tests above)"</caption>
+                    <thead><tr>
+                        <th>"Metric"</th><th>"Baseline"</th><th>"Candidate"</th><th>"Δ"</th><th>"95% interval"</th>
+                        <th>"Cases"</th><th>"Samples per side"</th><th>"p"</th><th>"adjusted p"</th><th>"Finding"</th>
+                    </tr></thead>
+                    <tbody>
+                        {candidate.sample_tests.iter().map(|test| view! {
+                            <tr class=test.finding.clone()>
+                                <td>{test.metric.clone()}</td>
+                                <td>{test.baseline.clone()}</td>
+                                <td>{test.candidate.clone()}</td>
+                                <td>{test.delta.clone()}</td>
+                                <td>{test.interval.clone()}</td>
+                                <td>{test.items}</td>
+                                <td>{test.samples}</td>
+                                <td>{test.p_value.clone()}</td>
+                                <td>{test.adjusted_p.clone()}</td>
+                                <td>{finding_text(&test.finding)}</td>
+                            </tr>
+                        }).collect_view()}
+                    </tbody>
+                </table>
+            })}
         </section>
     }
     .into_any()
+}
+
+/// A finding in words.
+fn finding_text(finding: &str) -> &'static str {
+    match finding {
+        "regression" => "▼ significant regression",
+        "improvement" => "▲ significant improvement",
+        _ => "no significant change",
+    }
 }
 
 #[component]
@@ -345,11 +379,7 @@ fn PairedRow(test: PairedView, strong: bool) -> impl IntoView {
         "improvement" => "improvement",
         _ => "",
     };
-    let finding = match test.finding.as_str() {
-        "regression" => "▼ significant regression",
-        "improvement" => "▲ significant improvement",
-        _ => "no significant change",
-    };
+    let finding = finding_text(&test.finding);
     let name = if strong {
         "all items".to_string()
     } else {

@@ -176,7 +176,7 @@ fn TrendSection(
             <p class="hint">
                 "Each checkpoint's latest run, compared on shared items with "
                 {trend.policy_description.clone()}
-                " (exact McNemar tests, or a paired bootstrap over cases when the runs have repetitions; Holm-corrected over its categories). ▼ marks a significant regression. "
+                " (exact McNemar tests, or a paired bootstrap over cases when the runs have repetitions, which also compares pass@k, pass^k and maj@k; Holm-corrected over its categories and metrics). ▼ marks a significant regression. "
                 {(trend.omitted > 0).then(|| format!("{} earlier checkpoints are not shown. ", trend.omitted))}
                 "Computed in " {trend.elapsed_ms} " ms."
             </p>
@@ -204,6 +204,7 @@ fn TrendSection(
                 <thead><tr>
                     <th>"Checkpoint"</th><th>"Step"</th><th>"Report"</th><th>"Pass rate"</th><th>"95% interval"</th>
                     {trend.categories.iter().map(|c| view! { <th>{c.clone()}</th> }).collect_view()}
+                    {trend.sample_metrics.iter().map(|m| view! { <th>{m.clone()}</th> }).collect_view()}
                     <th>"Baseline"</th><th>"Δ"</th><th>"Finding"</th>
                 </tr></thead>
                 <tbody>
@@ -230,6 +231,7 @@ fn TrendSection(
                                 <td>{point.rate.clone()}</td>
                                 <td>{point.interval.clone()}</td>
                                 {point.category_rates.iter().map(|r| view! { <td>{r.clone()}</td> }).collect_view()}
+                                {point.sample_values.iter().map(|r| view! { <td>{r.clone()}</td> }).collect_view()}
                                 <td>
                                     {match compare {
                                         Some(href) => view! { <a href=href>{point.baseline.clone()}</a> }.into_any(),

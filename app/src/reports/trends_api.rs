@@ -47,6 +47,8 @@ pub struct TrendPointView {
     pub interval: String,
     /// Per category of the trend (same order): "63.3% (51.4–73.8%)" or "–".
     pub category_rates: Vec<String>,
+    /// Per metric over samples of the trend (same order): "81.0% (74.2–86.9%)" or "–".
+    pub sample_values: Vec<String>,
     pub baseline_run_id: Option<RunId>,
     pub baseline: String,
     /// Overall change against the baseline on shared items, "+2.0 pts", or "".
@@ -63,6 +65,8 @@ pub struct TrendView {
     pub policy: String,
     pub policy_description: String,
     pub categories: Vec<String>,
+    /// With several samples per item: the metrics the trend compares ("pass@10", "maj@10").
+    pub sample_metrics: Vec<String>,
     pub points: Vec<TrendPointView>,
     pub omitted: usize,
     pub elapsed_ms: u64,
@@ -109,7 +113,37 @@ fn policy_of(policy: &str, pinned: &str) -> Result<BaselinePolicy, ServerFnError
 mod convert {
     use super::*;
     use arbiter_domain::reports::CategoryReport;
+    use arbiter_domain::stats::sampling::{compared_ks, SampleMetric, SampleMetricRow};
     use arbiter_engine::reports::trends::{FlakyReport, Trend, TrendPoint};
+
+    /// The metrics over samples a trend shows: at each point, the k its comparisons test
+    /// (10, 100, … and the number of samples), pass@k first, then pass^k and maj@k.
+    pub fn sample_metrics(trend: &Trend) -> Vec<(SampleMetric, u64)> {
+        let mut shown: Vec<(SampleMetric, u64)> = Vec::new();
+        for point in &trend.points {
+            let most = point.sample_metrics.iter().map(|row| row.k).max().unwrap_or(0);
+            let ks = compared_ks(most);
+            for row in &point.sample_metrics {
+                if ks.contains(&row.k) && !shown.contains(&(row.metric, row.k)) {
+                    shown.push((row.metric, row.k));
+                }
+            }
+        }
+        let order = |metric: SampleMetric| match metric {
+            SampleMetric::PassAtK => 0,
+            SampleMetric::PassAllK => 1,
+            SampleMetric::MajAtK => 2,
+        };
+        shown.sort_by_key(|(metric, k)| (order(*metric), *k));
+        shown
+    }
+
+    fn sample_row(point: &TrendPoint, metric: SampleMetric, k: u64) -> Option<&SampleMetricRow> {
+        point
+            .sample_metrics
+            .iter()
+            .find(|row| row.metric == metric && row.k == k)
+    }
 
     fn rate_with_interval(report: Option<&CategoryReport>) -> String {
         match report {
@@ -134,7 +168,11 @@ mod convert {
         }
     }
 
-    pub fn point(point: &TrendPoint, categories: &[String]) -> TrendPointView {
+    pub fn point(
+        point: &TrendPoint,
+        categories: &[String],
+        metrics: &[(SampleMetric, u64)],
+    ) -> TrendPointView {
         TrendPointView {
             run_id: point.run_id,
             checkpoint_name: point.checkpoint_name.clone(),
@@ -153,6 +191,21 @@ mod convert {
                 .iter()
                 .map(|name| {
                     rate_with_interval(point.categories.iter().find(|c| &c.category == name))
+                })
+                .collect(),
+            sample_values: metrics
+                .iter()
+                .map(|&(metric, k)| match sample_row(point, metric, k) {
+                    Some(row) => match row.interval {
+                        Some(i) => format!(
+                            "{} ({:.1}–{:.1}%)",
+                            percent(Some(row.value)),
+                            i.lower * 100.0,
+                            i.upper * 100.0
+                        ),
+                        None => percent(Some(row.value)),
+                    },
+                    None => "–".into(),
                 })
                 .collect(),
             baseline_run_id: point.baseline.as_ref().map(|(run, _)| *run),
@@ -203,6 +256,26 @@ mod convert {
                 .collect(),
             regressions: flagged("all"),
         }];
+        // The headline metric over samples: pass@k at the most samples compared.
+        if let Some(&(metric, k)) = sample_metrics(trend)
+            .iter()
+            .filter(|(metric, _)| *metric == SampleMetric::PassAtK)
+            .max_by_key(|(_, k)| *k)
+        {
+            let label = metric.label(k);
+            series.push(TrendSeries {
+                label: label.clone(),
+                points: trend
+                    .points
+                    .iter()
+                    .map(|p| {
+                        let row = sample_row(p, metric, k)?;
+                        Some((row.value, row.interval))
+                    })
+                    .collect(),
+                regressions: flagged(&label),
+            });
+        }
         let chosen: Vec<&String> = if focus.is_empty() {
             trend
                 .categories
@@ -321,6 +394,7 @@ pub async fn trend(
         .map_err(store_error)?
         .iter()
         .any(|w| w.eval_id == eval && w.training_run == training_run);
+    let sample_metrics = convert::sample_metrics(&trend);
     Ok(TrendView {
         eval_id: eval,
         training_run: trend.training_run.clone(),
@@ -337,10 +411,14 @@ pub async fn trend(
                 }
             })
             .collect(),
+        sample_metrics: sample_metrics
+            .iter()
+            .map(|(metric, k)| metric.label(*k))
+            .collect(),
         points: trend
             .points
             .iter()
-            .map(|p| convert::point(p, &trend.categories))
+            .map(|p| convert::point(p, &trend.categories, &sample_metrics))
             .collect(),
         omitted: trend.omitted,
         elapsed_ms: trend.elapsed_ms,

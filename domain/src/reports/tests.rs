@@ -1,4 +1,7 @@
-use super::compare::{apply_correction, changed_items, compare_snapshots, Change, DiffFilter};
+use super::compare::{
+    apply_correction, changed_items, compare_sample_metrics, compare_snapshots, Change, DiffFilter,
+    PairedComparison, RunSamples,
+};
 use super::snapshot::{Expectation, ScanRow, Snapshot, SnapshotBuilder};
 use super::*;
 use crate::ids::{IdentityId, RevisionId};
@@ -380,4 +383,70 @@ fn with_repetitions_cases_are_resampled_together() {
     assert_eq!(shuffled.header.cases, None);
     let comparison = compare_snapshots(&shuffled, &shuffled).unwrap();
     assert_eq!(comparison.overall.method(), "exact McNemar");
+}
+
+/// Samples of `items` cases with `samples` each: case i has `correct(i)` right answers, and
+/// the first `correct(i)` samples answer "right" (graded right), the rest "wrong".
+fn run_samples(items: usize, samples: u64, correct: impl Fn(usize) -> u64) -> RunSamples {
+    use crate::stats::sampling::VotedSample;
+    let mut run = RunSamples::default();
+    for item in 0..items {
+        let right = correct(item).min(samples);
+        run.counts.push((samples, right));
+        let votes = (0..samples)
+            .map(|sample| VotedSample {
+                answer: Some(if sample < right { "right" } else { "wrong" }.into()),
+                correct: sample < right,
+            })
+            .collect();
+        run.votes.insert((format!("c{item}"), 1), votes);
+    }
+    run
+}
+
+#[test]
+fn metrics_over_samples_are_compared_pairwise_and_corrected_with_the_page() {
+    use crate::stats::sampling::SampleMetric;
+    // 300 cases, 4 samples each. The baseline gets one sample right on every case; the
+    // candidate three on the first 150 and one on the rest: pass@4 is 1 on both sides, while
+    // pass^4 is 0 on both and maj@4 (a tie at 1 vs 3, or a majority) improves.
+    let baseline = run_samples(300, 4, |_| 1);
+    let candidate = run_samples(300, 4, |item| if item < 150 { 3 } else { 1 });
+    let tests = compare_sample_metrics(&baseline, &candidate);
+    let labels: Vec<String> = tests.iter().map(|test| test.label()).collect();
+    assert_eq!(labels, ["pass@4", "pass^4", "maj@4"], "k = the samples both have");
+    let find = |metric: SampleMetric| tests.iter().find(|t| t.metric == metric).unwrap();
+    let pass_at = find(SampleMetric::PassAtK);
+    assert_eq!((pass_at.items, pass_at.samples), (300, 1200));
+    assert_eq!((pass_at.baseline, pass_at.candidate), (1.0, 1.0));
+    assert!(!pass_at.is_improvement() && !pass_at.is_regression());
+    let majority = find(SampleMetric::MajAtK);
+    // Baseline: one "right" and three "wrong": wrong. Candidate: three right on half.
+    assert_eq!((majority.baseline, majority.candidate), (0.0, 0.5));
+    assert!(majority.p_value < 0.01, "{majority:?}");
+    let interval = majority.bootstrap.unwrap().interval;
+    assert!(interval.lower > 0.4 && interval.upper < 0.6, "{interval:?}");
+
+    // The page's correction sees the overall test, the categories and these three: the
+    // smallest of four p-values is multiplied by four under Holm.
+    let mut comparison = PairedComparison {
+        sample_metrics: tests,
+        ..PairedComparison::default()
+    };
+    comparison.overall.p_value = 0.5;
+    let mut comparisons = [comparison];
+    apply_correction(&mut comparisons, Correction::Holm);
+    let majority = &comparisons[0].sample_metrics[2];
+    assert!((majority.adjusted_p - (majority.p_value * 4.0).min(1.0)).abs() < 1e-12);
+    assert!(majority.is_improvement());
+
+    // Runs with one sample per item have nothing to compare over samples.
+    assert!(compare_sample_metrics(&run_samples(10, 1, |_| 1), &run_samples(10, 1, |_| 0)).is_empty());
+    // k = 10 and 12 with twelve samples; cases only one side sampled do not enter maj@k.
+    let mut twelve = run_samples(20, 12, |item| item as u64 % 13);
+    let tests = compare_sample_metrics(&twelve, &run_samples(20, 12, |_| 6));
+    assert_eq!(tests.iter().filter(|t| t.metric == SampleMetric::PassAtK).map(|t| t.k).collect::<Vec<_>>(), [10, 12]);
+    twelve.votes.retain(|(case, _), _| case != "c0");
+    let tests = compare_sample_metrics(&twelve, &run_samples(20, 12, |_| 6));
+    assert_eq!(tests.iter().find(|t| t.metric == SampleMetric::MajAtK).unwrap().items, 19);
 }

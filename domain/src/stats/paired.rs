@@ -95,33 +95,79 @@ pub struct CaseGroup {
 /// Paired bootstrap over cases, for runs with repetitions: the case is the unit that is
 /// resampled (its repetitions are not independent), and the statistic is the pooled
 /// difference in pass rate, Σ difference / Σ paired, so it agrees with the rates shown.
-///
-/// A case contributes one of few (difference, paired) values, so drawing N cases with
-/// replacement is the same as drawing how many cases of each group are drawn from a
-/// multinomial. Each resample then costs one binomial draw per group instead of one draw per
-/// case, which keeps a million cases fast. The p-value counts the resamples on the far side
-/// of zero with the usual +1 correction, so it is never exactly zero. `None` without cases.
+/// The p-value counts the resamples on the far side of zero with the usual +1 correction, so
+/// it is never exactly zero. `None` without cases.
 pub fn paired_cluster_bootstrap(
     groups: &[CaseGroup],
     resamples: usize,
     confidence: f64,
     seed: u64,
 ) -> Option<BootstrapResult> {
-    let total_cases: u64 = groups.iter().map(|g| g.cases).sum();
-    let total_paired: u64 = groups.iter().map(|g| g.cases * g.paired).sum();
-    if total_cases == 0 || total_paired == 0 || resamples == 0 {
-        return None;
-    }
-    if !(confidence > 0.0 && confidence < 1.0) {
-        return None;
-    }
-    let pooled = |counts: &mut dyn Iterator<Item = (&CaseGroup, u64)>| {
-        let (mut difference, mut paired) = (0i64, 0u64);
-        for (group, drawn) in counts {
-            difference += group.difference * drawn as i64;
-            paired += group.paired * drawn;
+    let groups: Vec<ScoreGroup> = groups
+        .iter()
+        .map(|group| ScoreGroup {
+            score: group.difference as f64,
+            weight: group.paired as f64,
+            cases: group.cases,
+        })
+        .collect();
+    grouped_bootstrap(&groups, resamples, confidence, seed)
+}
+
+/// Cases that contribute the same to a resampled statistic: each adds `score` to the
+/// numerator and `weight` to the denominator of Σ score / Σ weight.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ScoreGroup {
+    pub score: f64,
+    pub weight: f64,
+    pub cases: u64,
+}
+
+impl ScoreGroup {
+    /// Groups per-case scores (a weight of one each, so the statistic is their mean) by value,
+    /// in a stable order.
+    pub fn of_scores(scores: &[f64]) -> Vec<ScoreGroup> {
+        let mut sorted = scores.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let mut groups: Vec<ScoreGroup> = Vec::new();
+        for score in sorted {
+            match groups.last_mut() {
+                Some(group) if group.score.to_bits() == score.to_bits() => group.cases += 1,
+                _ => groups.push(ScoreGroup {
+                    score,
+                    weight: 1.0,
+                    cases: 1,
+                }),
+            }
         }
-        (paired > 0).then(|| difference as f64 / paired as f64)
+        groups
+    }
+}
+
+/// Percentile bootstrap over cases of Σ score / Σ weight, for cases that fall into few groups
+/// (a case's score over its repetitions, or a metric over samples, takes few values). Drawing
+/// N cases with replacement is the same as drawing how many cases of each group are drawn
+/// from a multinomial, so each resample costs one binomial draw per group instead of one draw
+/// per case, which keeps a million cases fast. The p-value (for a difference: against zero)
+/// counts the resamples on the far side of zero with the +1 correction. `None` without cases
+/// or weight, without resamples, or with a level out of range.
+pub fn grouped_bootstrap(
+    groups: &[ScoreGroup],
+    resamples: usize,
+    confidence: f64,
+    seed: u64,
+) -> Option<BootstrapResult> {
+    let total_cases: u64 = groups.iter().map(|g| g.cases).sum();
+    if total_cases == 0 || resamples == 0 || !(confidence > 0.0 && confidence < 1.0) {
+        return None;
+    }
+    let pooled = |counts: &mut dyn Iterator<Item = (&ScoreGroup, u64)>| {
+        let (mut score, mut weight) = (0.0, 0.0);
+        for (group, drawn) in counts {
+            score += group.score * drawn as f64;
+            weight += group.weight * drawn as f64;
+        }
+        (weight > 0.0).then(|| score / weight)
     };
     let mean_difference = pooled(&mut groups.iter().map(|g| (g, g.cases)))?;
     let mut rng = StdRng::seed_from_u64(seed);

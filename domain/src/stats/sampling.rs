@@ -12,9 +12,8 @@
 //!
 //! Items with fewer than k graded samples are left out of that k's figure and counted.
 
-use super::Interval;
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use super::paired::{grouped_bootstrap, ScoreGroup};
+use super::{Interval, DEFAULT_CONFIDENCE};
 use serde::{Deserialize, Serialize};
 
 /// Bootstrap resamples behind each interval.
@@ -170,35 +169,41 @@ pub struct VotedSample {
 /// samples without one are left out of the vote, an item without any counts as wrong) is
 /// right when a sample with that answer was graded right. Ties are counted and stated.
 pub fn majority_metrics(per_item: &[Vec<VotedSample>], seed: u64) -> Vec<SampleMetricRow> {
-    let most = per_item.iter().map(Vec::len).max().unwrap_or(0);
+    let most = per_item.iter().map(Vec::len).max().unwrap_or(0) as u64;
     let mut rows = Vec::new();
     for k in 1..=most {
         let mut values = Vec::new();
         let mut ties = 0;
-        for samples in per_item.iter().filter(|samples| samples.len() >= k) {
-            let first = &samples[..k];
-            let vote = majority_vote(first.iter().filter_map(|sample| sample.answer.as_deref()));
-            let correct = vote.as_ref().is_some_and(|vote| {
-                first
-                    .iter()
-                    .find(|sample| sample.answer.as_deref() == Some(vote.answer.as_str()))
-                    .is_some_and(|sample| sample.correct)
-            });
-            ties += u64::from(vote.is_some_and(|vote| vote.tied));
+        for (correct, tied) in per_item.iter().filter_map(|samples| majority_at(samples, k)) {
+            ties += u64::from(tied);
             values.push(if correct { 1.0 } else { 0.0 });
         }
         rows.push(SampleMetricRow {
             metric: SampleMetric::MajAtK,
-            k: k as u64,
+            k,
             value: mean(&values),
-            interval: bootstrap_mean(&values, seed ^ (k as u64) ^ 0x6d61_6a00),
+            interval: bootstrap_mean(&values, seed ^ k ^ 0x6d61_6a00),
             items: values.len() as u64,
-            samples: (values.len() * k) as u64,
+            samples: values.len() as u64 * k,
             short_items: (per_item.len() - values.len()) as u64,
             ties: Some(ties),
         });
     }
     rows
+}
+
+/// One item's maj@k: whether the majority of its first k samples' answers is right, and
+/// whether the vote tied; `None` when it has fewer than k samples.
+fn majority_at(samples: &[VotedSample], k: u64) -> Option<(bool, bool)> {
+    let first = samples.get(..usize::try_from(k).ok()?)?;
+    let vote = majority_vote(first.iter().filter_map(|sample| sample.answer.as_deref()));
+    let correct = vote.as_ref().is_some_and(|vote| {
+        first
+            .iter()
+            .find(|sample| sample.answer.as_deref() == Some(vote.answer.as_str()))
+            .is_some_and(|sample| sample.correct)
+    });
+    Some((correct, vote.is_some_and(|vote| vote.tied)))
 }
 
 fn mean(values: &[f64]) -> f64 {
@@ -211,21 +216,91 @@ fn bootstrap_mean(values: &[f64], seed: u64) -> Option<Interval> {
     if values.len() < 2 {
         return None;
     }
-    let mut rng = StdRng::seed_from_u64(seed);
-    let mut means: Vec<f64> = (0..BOOTSTRAP_RESAMPLES)
-        .map(|_| {
-            let total: f64 = (0..values.len())
-                .map(|_| values[rng.gen_range(0..values.len())])
-                .sum();
-            total / values.len() as f64
-        })
+    grouped_bootstrap(
+        &ScoreGroup::of_scores(values),
+        BOOTSTRAP_RESAMPLES,
+        DEFAULT_CONFIDENCE,
+        seed,
+    )
+    .map(|result| result.interval)
+}
+
+/// The k at which two runs are compared on a metric over samples: 10, 100, … and the number of
+/// samples both runs have, never below 2 (at k = 1, pass@k is the pass rate the page already
+/// tests) and never above that number. A handful of tests, so the page's correction keeps its
+/// power.
+pub fn compared_ks(samples: u64) -> Vec<u64> {
+    let mut ks: Vec<u64> = std::iter::successors(Some(10u64), |k| k.checked_mul(10))
+        .take_while(|k| *k < samples)
         .collect();
-    means.sort_by(f64::total_cmp);
-    let at = |quantile: f64| means[((means.len() - 1) as f64 * quantile).round() as usize];
-    Some(Interval {
-        lower: at(0.025),
-        upper: at(0.975),
+    if samples >= 2 {
+        ks.push(samples);
+    }
+    ks
+}
+
+/// Per-item scores of one metric at one k on the items both runs can score (in the same
+/// order on both sides), for a paired comparison.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PairedScores {
+    pub metric: SampleMetric,
+    pub k: u64,
+    pub baseline: Vec<f64>,
+    pub candidate: Vec<f64>,
+}
+
+impl PairedScores {
+    fn new(metric: SampleMetric, k: u64) -> PairedScores {
+        PairedScores {
+            metric,
+            k,
+            baseline: Vec::new(),
+            candidate: Vec::new(),
+        }
+    }
+
+    /// Candidate minus baseline, item by item.
+    pub fn differences(&self) -> Vec<f64> {
+        self.candidate
+            .iter()
+            .zip(&self.baseline)
+            .map(|(candidate, baseline)| candidate - baseline)
+            .collect()
+    }
+}
+
+/// pass@k and pass^k of the same items in two runs, from per-item (graded, correct) samples
+/// paired position by position; an item enters a k only when both sides have k samples.
+pub fn paired_count_scores(
+    baseline: &[(u64, u64)],
+    candidate: &[(u64, u64)],
+    k: u64,
+) -> [PairedScores; 2] {
+    [SampleMetric::PassAtK, SampleMetric::PassAllK].map(|metric| {
+        let mut scores = PairedScores::new(metric, k);
+        for (&(nb, cb), &(nc, cc)) in baseline.iter().zip(candidate) {
+            if let (Some(base), Some(cand)) = (metric.of(nb, cb, k), metric.of(nc, cc, k)) {
+                scores.baseline.push(base);
+                scores.candidate.push(cand);
+            }
+        }
+        scores
     })
+}
+
+/// maj@k of the same items in two runs (each pair: the baseline's and the candidate's samples
+/// of one item, in repetition order); an item enters only when both sides have k samples.
+pub fn paired_majority_scores(pairs: &[(&[VotedSample], &[VotedSample])], k: u64) -> PairedScores {
+    let mut scores = PairedScores::new(SampleMetric::MajAtK, k);
+    for (baseline, candidate) in pairs {
+        if let (Some((base, _)), Some((cand, _))) =
+            (majority_at(baseline, k), majority_at(candidate, k))
+        {
+            scores.baseline.push(if base { 1.0 } else { 0.0 });
+            scores.candidate.push(if cand { 1.0 } else { 0.0 });
+        }
+    }
+    scores
 }
 
 #[cfg(test)]

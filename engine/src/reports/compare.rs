@@ -2,9 +2,12 @@
 //! two complete reports.
 
 use crate::error::{ServiceError, ServiceResult};
-use crate::reports::runs::report_and_snapshot;
+use crate::reports::runs::{report_and_snapshot, RunView};
 use arbiter_domain::ids::{RunId, UserId};
-use arbiter_domain::reports::compare::{apply_correction, compare_snapshots, PairedComparison};
+use arbiter_domain::reports::compare::{
+    apply_correction, compare_sample_metrics, compare_snapshots, PairedComparison, RunSamples,
+};
+use arbiter_domain::reports::snapshot::Snapshot;
 use arbiter_domain::reports::decision::NewPromotionDecision;
 use arbiter_domain::reports::{Completeness, Report};
 use arbiter_domain::run::RunProgress;
@@ -52,6 +55,20 @@ pub(crate) fn check_runs(baseline: RunId, candidates: &[RunId]) -> ServiceResult
     Ok(())
 }
 
+/// The paired tests of a candidate against the baseline: verdicts identity by identity, and
+/// with several samples per item, the metrics over samples. `Err` says why they cannot pair.
+pub(crate) fn compare_runs(
+    baseline: &RunView,
+    candidate: &Snapshot,
+    candidate_samples: Option<&RunSamples>,
+) -> Result<PairedComparison, String> {
+    let mut comparison = compare_snapshots(&baseline.snapshot, candidate)?;
+    if let (Some(base), Some(cand)) = (&baseline.samples, candidate_samples) {
+        comparison.sample_metrics = compare_sample_metrics(base, cand);
+    }
+    Ok(comparison)
+}
+
 /// Baseline against one or more candidates of the same eval: reports, paired tests per
 /// category, corrected together.
 pub async fn compare_checkpoints(
@@ -62,21 +79,24 @@ pub async fn compare_checkpoints(
 ) -> ServiceResult<CheckpointComparison> {
     check_runs(baseline_run, candidate_runs)?;
     let started = Instant::now();
-    let (baseline, baseline_report, baseline_snapshot) =
-        report_and_snapshot(store, baseline_run).await?;
+    let baseline_view = report_and_snapshot(store, baseline_run).await?;
+    let baseline = &baseline_view.progress;
     let mut runs = Vec::new();
     let mut comparisons = Vec::new();
     for &candidate_run in candidate_runs {
-        let (run, report, snapshot) = report_and_snapshot(store, candidate_run).await?;
+        let view = report_and_snapshot(store, candidate_run).await?;
+        let run = view.progress;
         if run.eval_id != baseline.eval_id {
             return Err(ServiceError::Invalid(format!(
                 "run {} evaluates `{}` and run {} evaluates `{}`: only runs of the same eval can be compared",
                 baseline.id, baseline.eval_name, run.id, run.eval_name
             )));
         }
-        comparisons
-            .push(compare_snapshots(&baseline_snapshot, &snapshot).map_err(ServiceError::Invalid)?);
-        runs.push((run, report));
+        comparisons.push(
+            compare_runs(&baseline_view, &view.snapshot, view.samples.as_ref())
+                .map_err(ServiceError::Invalid)?,
+        );
+        runs.push((run, view.report));
     }
     apply_correction(&mut comparisons, correction);
     let candidates = runs
@@ -89,8 +109,8 @@ pub async fn compare_checkpoints(
         })
         .collect();
     Ok(CheckpointComparison {
-        baseline,
-        baseline_report,
+        baseline: baseline_view.progress,
+        baseline_report: baseline_view.report,
         candidates,
         correction,
         elapsed_ms: started.elapsed().as_millis() as u64,

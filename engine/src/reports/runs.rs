@@ -7,6 +7,7 @@ use arbiter_domain::manifest::Manifest;
 use arbiter_domain::reports::snapshot::{
     Expectation, Snapshot, SnapshotBuilder, VERDICT_FAIL, VERDICT_PASS,
 };
+use arbiter_domain::reports::compare::RunSamples;
 use arbiter_domain::reports::{build_report, Report, RunFacts, TallyRow};
 use arbiter_domain::run::RunProgress;
 use arbiter_domain::stats::proportion::ClusterSums;
@@ -101,16 +102,21 @@ pub async fn warm_snapshots(store: &dyn Store, limit: i64) -> ServiceResult<usiz
 /// A run's report: counts from the tallies; completeness checks and, with repetitions,
 /// clustered intervals from the snapshot.
 pub async fn run_report(store: &dyn Store, run_id: RunId) -> ServiceResult<(RunProgress, Report)> {
-    let (progress, report, _) = report_and_snapshot(store, run_id).await?;
-    Ok((progress, report))
+    let view = report_and_snapshot(store, run_id).await?;
+    Ok((view.progress, view.report))
 }
 
-/// The report with the snapshot it was checked against (a comparison pairs that snapshot).
+/// A run's report with what a comparison pairs: the snapshot it was checked against, and
+/// with several samples per item the samples behind pass@k and maj@k.
+pub(crate) struct RunView {
+    pub progress: RunProgress,
+    pub report: Report,
+    pub snapshot: Snapshot,
+    pub samples: Option<RunSamples>,
+}
+
 /// Reads the run's heading and tallies, never counts its rows.
-pub(crate) async fn report_and_snapshot(
-    store: &dyn Store,
-    run_id: RunId,
-) -> ServiceResult<(RunProgress, Report, Snapshot)> {
+pub(crate) async fn report_and_snapshot(store: &dyn Store, run_id: RunId) -> ServiceResult<RunView> {
     let progress = store
         .run_header(run_id)
         .await?
@@ -132,31 +138,48 @@ pub(crate) async fn report_and_snapshot(
     let mut report = build_report(&facts, &tallies, &snapshot.header.problems, &clusters);
     report.latency = snapshot.header.latency.clone();
     report.turns = arbiter_domain::reports::turn_reports(&snapshot.header.turns);
-    if let Some(per_item) = samples_per_item(&snapshot) {
-        report.sample_metrics = sample_metrics(&per_item, run_id.get() as u64);
-        report.sample_metrics.extend(majority_metrics(
-            &votes_per_item(store, run_id).await?,
-            run_id.get() as u64,
-        ));
+    let mut samples = None;
+    if let Some(counts) = samples_per_item(&snapshot) {
+        let (keys, votes) = votes_per_item(store, run_id).await?;
+        let seed = run_id.get() as u64;
+        report.sample_metrics = sample_metrics(&counts, seed);
+        report.sample_metrics.extend(majority_metrics(&votes, seed));
+        samples = Some(RunSamples {
+            counts,
+            votes: keys.into_iter().zip(votes).collect(),
+        });
     }
-    Ok((progress, report, snapshot))
+    Ok(RunView {
+        progress,
+        report,
+        snapshot,
+        samples,
+    })
 }
 
-/// Each case's (and turn's) samples as a majority vote sees them, in repetition order.
-async fn votes_per_item(store: &dyn Store, run_id: RunId) -> ServiceResult<Vec<Vec<VotedSample>>> {
+/// Each case's (and turn's) samples as a majority vote sees them, in repetition order, and
+/// the (case id, turn) of each.
+async fn votes_per_item(
+    store: &dyn Store,
+    run_id: RunId,
+) -> ServiceResult<(Vec<(String, i64)>, Vec<Vec<VotedSample>>)> {
+    let mut keys: Vec<(String, i64)> = Vec::new();
     let mut items: Vec<Vec<VotedSample>> = Vec::new();
-    let mut current: Option<(String, i64)> = None;
     for (case_id, turn, answer, correct) in store.run_votes(run_id).await? {
-        let key = (case_id, turn);
-        if current.as_ref() != Some(&key) {
-            items.push(Vec::new());
-            current = Some(key);
-        }
-        if let Some(samples) = items.last_mut() {
-            samples.push(VotedSample { answer, correct });
+        let sample = VotedSample { answer, correct };
+        match (keys.last(), items.last_mut()) {
+            (Some((last_case, last_turn)), Some(samples))
+                if *last_case == case_id && *last_turn == turn =>
+            {
+                samples.push(sample)
+            }
+            _ => {
+                keys.push((case_id, turn));
+                items.push(vec![sample]);
+            }
         }
     }
-    Ok(items)
+    Ok((keys, items))
 }
 
 /// Each case's (graded samples, correct samples), when the run has several repetitions laid

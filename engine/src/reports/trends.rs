@@ -5,11 +5,14 @@
 //! stays at a few snapshots whatever the number of checkpoints.
 
 use crate::error::{ServiceError, ServiceResult};
-use crate::reports::runs::{manifest_of, report_and_snapshot};
+use crate::reports::compare::compare_runs;
+use crate::reports::runs::{manifest_of, report_and_snapshot, snapshot_of, RunView};
 use arbiter_domain::health::ALERT_REGRESSION;
 use arbiter_domain::ids::{CheckpointId, EvalId, IdentityId, RunId, UserId};
-use arbiter_domain::reports::compare::{apply_correction, compare_snapshots, PairedComparison};
-use arbiter_domain::reports::snapshot::Snapshot;
+use arbiter_domain::reports::compare::{
+    apply_correction, PairedCategory, PairedComparison, SampleMetricTest,
+};
+use arbiter_domain::stats::sampling::SampleMetricRow;
 use arbiter_domain::reports::trend::{
     baseline_index, BaselinePolicy, EarlierPoint, FlakyCase, FlakyTracker, MAX_TREND_POINTS,
 };
@@ -36,6 +39,9 @@ pub struct TrendPoint {
     pub expected: u64,
     pub overall: CategoryReport,
     pub categories: Vec<CategoryReport>,
+    /// With several samples per item: pass@k, pass^k and maj@k at every k.
+    #[serde(default)]
+    pub sample_metrics: Vec<SampleMetricRow>,
     /// The run it was compared against, and that comparison (Holm-corrected over its
     /// categories); `None` with `note` saying why when there was nothing to compare against.
     pub baseline: Option<(RunId, String)>,
@@ -44,26 +50,35 @@ pub struct TrendPoint {
 }
 
 impl TrendPoint {
-    /// Categories ("all" for the whole run) significantly worse than the baseline.
+    /// Categories ("all" for the whole run) and metrics over samples ("pass@10") significantly
+    /// worse than the baseline.
     pub fn regressions(&self) -> Vec<String> {
-        self.findings(|category| category.is_regression())
+        self.findings(PairedCategory::is_regression, SampleMetricTest::is_regression)
     }
 
     pub fn improvements(&self) -> Vec<String> {
-        self.findings(|category| category.is_improvement())
+        self.findings(PairedCategory::is_improvement, SampleMetricTest::is_improvement)
     }
 
     fn findings(
         &self,
-        keep: impl Fn(&arbiter_domain::reports::compare::PairedCategory) -> bool,
+        keep_category: impl Fn(&PairedCategory) -> bool,
+        keep_metric: impl Fn(&SampleMetricTest) -> bool,
     ) -> Vec<String> {
         let Some(comparison) = &self.comparison else {
             return Vec::new();
         };
         std::iter::once(&comparison.overall)
             .chain(&comparison.categories)
-            .filter(|category| keep(category))
+            .filter(|category| keep_category(category))
             .map(|category| category.category.clone())
+            .chain(
+                comparison
+                    .sample_metrics
+                    .iter()
+                    .filter(|test| keep_metric(test))
+                    .map(SampleMetricTest::label),
+            )
             .collect()
     }
 }
@@ -112,7 +127,7 @@ pub async fn trend(
     let (runs, omitted) = latest_trend_runs(store, eval_id, training_run).await?;
     // A pinned baseline may come later in training order (or sit outside the shown window of
     // the same trend); read it first.
-    let mut pinned: Option<(RunId, String, Snapshot)> = None;
+    let mut pinned: Option<(RunId, String, RunView)> = None;
     if let BaselinePolicy::Pinned(checkpoint_id) = policy {
         let run = runs
             .iter()
@@ -123,30 +138,31 @@ pub async fn trend(
                         .into(),
                 )
             })?;
-        let (_, report, snapshot) = report_and_snapshot(store, run.run_id).await?;
-        if report.completeness != Completeness::Complete {
+        let view = report_and_snapshot(store, run.run_id).await?;
+        if view.report.completeness != Completeness::Complete {
             return Err(ServiceError::Invalid(format!(
                 "the pinned checkpoint `{}` has a {} report: pin a checkpoint whose run is complete",
                 run.checkpoint_name,
-                report.completeness.label()
+                view.report.completeness.label()
             )));
         }
-        pinned = Some((run.run_id, run.checkpoint_name.clone(), snapshot));
+        pinned = Some((run.run_id, run.checkpoint_name.clone(), view));
     }
     let mut categories: Vec<String> = Vec::new();
     let mut earlier: Vec<EarlierPoint> = Vec::new();
     // Snapshots of earlier points a later point may still be compared against.
-    let mut kept: HashMap<usize, Snapshot> = HashMap::new();
+    let mut kept: HashMap<usize, RunView> = HashMap::new();
     let mut points = Vec::new();
     for run in &runs {
-        let (_, report, snapshot) = report_and_snapshot(store, run.run_id).await?;
+        let view = report_and_snapshot(store, run.run_id).await?;
+        let report = &view.report;
         for category in &report.categories {
             if !categories.contains(&category.category) {
                 categories.push(category.category.clone());
             }
         }
-        let mut point = point_of(run, &report);
-        let baseline: Option<(RunId, String, &Snapshot)> = match &pinned {
+        let mut point = point_of(run, report);
+        let baseline: Option<(RunId, String, &RunView)> = match &pinned {
             Some((run_id, name, snapshot)) => Some((*run_id, name.clone(), snapshot)),
             None => baseline_index(policy, &earlier).and_then(|index| {
                 kept.get(&index).map(|snapshot| {
@@ -162,8 +178,8 @@ pub async fn trend(
             Some((baseline_run, _, _)) if baseline_run == run.run_id => {
                 point.note = "this is the baseline".into();
             }
-            Some((baseline_run, name, baseline_snapshot)) => {
-                match compare_snapshots(baseline_snapshot, &snapshot) {
+            Some((baseline_run, name, baseline_view)) => {
+                match compare_runs(baseline_view, &view.snapshot, view.samples.as_ref()) {
                     Ok(comparison) => {
                         let mut comparisons = [comparison];
                         apply_correction(&mut comparisons, Correction::Holm);
@@ -183,7 +199,7 @@ pub async fn trend(
             complete: report.completeness == Completeness::Complete,
             overall_rate: report.overall.pass_rate,
         });
-        kept.insert(earlier.len() - 1, snapshot);
+        kept.insert(earlier.len() - 1, view);
         // Every later point's baseline is the one the policy names now or a point not seen
         // yet (first stays first; previous and best only move forward), so keep just that.
         let needed = baseline_index(policy, &earlier).filter(|_| pinned.is_none());
@@ -212,6 +228,7 @@ fn point_of(run: &TrendRun, report: &Report) -> TrendPoint {
         expected: report.expected,
         overall: report.overall.clone(),
         categories: report.categories.clone(),
+        sample_metrics: report.sample_metrics.clone(),
         baseline: None,
         comparison: None,
         note: String::new(),
@@ -254,7 +271,7 @@ pub async fn flaky_prompts(
     let mut checkpoints = Vec::new();
     let mut skipped = Vec::new();
     for run in &runs {
-        let (_, _, snapshot) = report_and_snapshot(store, run.run_id).await?;
+        let snapshot = snapshot_of(store, run.run_id).await?;
         if tracker.is_none() {
             let repetitions = manifest_of(store, run.run_id).await?.eval.repetitions;
             first_ids = snapshot.identity_ids.clone();

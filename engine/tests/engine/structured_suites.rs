@@ -707,6 +707,48 @@ async fn reports_give_pass_at_k_over_repetitions(store: Arc<dyn Store>) {
         12,
         "k = 1 to 4 for pass@k, pass^k and maj@k"
     );
+
+    // Against a checkpoint that is always right, the comparison tests the metrics over
+    // samples at k = 4 (the samples both runs have), on the cases both runs share.
+    let always = Recorder::start("always-model", |_: &Value| "Answer: yes".to_string()).await;
+    let better = arbiter_testkit::pipeline::checkpoint(store.as_ref(), "always", &always.base_url, "always-model", "").await;
+    let better_run = launch(store.as_ref(), eval, better).await;
+    work_until_complete(store.clone(), &[better_run], test_worker("w")).await;
+    let comparison = arbiter_engine::reports::compare::compare_checkpoints(
+        store.as_ref(),
+        run,
+        &[better_run],
+        Default::default(),
+    )
+    .await
+    .unwrap();
+    let tests = &comparison.candidates[0].comparison.sample_metrics;
+    let summary: Vec<(String, f64, f64, u64)> = tests
+        .iter()
+        .map(|test| (test.label(), test.baseline, test.candidate, test.items))
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            ("pass@4".to_string(), 1.0, 1.0, 5),
+            ("pass^4".to_string(), 0.0, 1.0, 5),
+            ("maj@4".to_string(), 0.0, 1.0, 5),
+        ]
+    );
+    assert!(tests.iter().all(|test| test.adjusted_p >= test.p_value));
+    // The trend shows them per checkpoint.
+    let trend = arbiter_engine::reports::trends::trend(
+        store.as_ref(),
+        eval,
+        "",
+        arbiter_domain::reports::trend::BaselinePolicy::First,
+    )
+    .await
+    .unwrap();
+    assert_eq!(trend.points.len(), 2);
+    assert_eq!(trend.points[1].sample_metrics.len(), 12);
+    let compared = trend.points[1].comparison.as_ref().unwrap();
+    assert_eq!(compared.sample_metrics.len(), 3);
 }
 
 /// `count` structured items, one JSON object per line; `duplicate_at` repeats the first id on
