@@ -25,6 +25,7 @@
 //!   per-prompt diffs, trends along a training run, and the statistics behind them.
 //! - [`health`]: system figures and the alert rules over them.
 //! - [`suites`], [`webhooks`]: suites that new checkpoints trigger, and event receivers.
+//! - [`import`]: peers' task files (lm-evaluation-harness) read into datasets and evals.
 
 pub mod accounts;
 pub mod annotation;
@@ -38,6 +39,7 @@ pub mod fields;
 pub mod grading;
 pub mod health;
 pub mod ids;
+pub mod import;
 pub mod logprobs;
 pub mod manifest;
 pub mod prompt;

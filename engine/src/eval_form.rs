@@ -89,6 +89,7 @@ pub fn options(form: &EvalFormText) -> ServiceResult<EvalOptions> {
             },
             delimiter: "\n\n".into(),
             target_delimiter: " ".into(),
+            in_order: false,
         }),
     };
     Ok(EvalOptions {

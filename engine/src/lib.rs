@@ -7,6 +7,7 @@
 //! Use cases (callers have checked the session's role; these check the input and return
 //! [`error::ServiceError`], whose message is safe to show):
 //! - [`catalog`]: datasets, checkpoints, evals; [`preview`]: the request an eval would send;
+//!   [`import`]: an lm-evaluation-harness task file made into datasets and evals;
 //! - [`runs`]: launching a run from its frozen manifest, and controlling it; [`prompts`]: an
 //!   eval's prompt made ready to render (exemplars drawn, every item checked);
 //! - [`dispatch`]: workers that claim result identities, answer, grade and record them;
@@ -33,6 +34,7 @@ pub mod error;
 pub mod eval_form;
 pub mod grading;
 pub mod health;
+pub mod import;
 pub mod jobs;
 pub mod preview;
 pub mod prompts;

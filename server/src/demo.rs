@@ -361,6 +361,7 @@ async fn seed_choice_and_shots(
                     style: FewShotStyle::Text,
                     delimiter: "\n\n".into(),
                     target_delimiter: " ".into(),
+                    in_order: false,
                 }),
                 ..EvalOptions::default()
             },

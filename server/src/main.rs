@@ -60,6 +60,9 @@ enum Command {
     /// Manage datasets: `upload FILE --name NAME` streams a file of any size (within
     /// ARBITER_MAX_UPLOAD_MB and ARBITER_MAX_UPLOAD_ITEMS) into a new revision.
     Dataset(DatasetArgs),
+    /// Import a peer's task: `lm-eval TASK.yaml` makes an lm-evaluation-harness task (its
+    /// declarative part, with local data files) into datasets and one eval per filter.
+    Import(ImportArgs),
     /// Manage user accounts.
     User(UserArgs),
     /// Make, list or revoke personal API tokens (on the server's host; users can also make
@@ -272,6 +275,31 @@ pub enum DatasetAction {
 }
 
 #[derive(clap::Args)]
+pub struct ImportArgs {
+    #[arg(long, env = "DATABASE_URL", default_value = "sqlite://arbiter.db")]
+    pub database_url: String,
+    #[command(subcommand)]
+    pub source: ImportSource,
+}
+
+#[derive(Subcommand)]
+pub enum ImportSource {
+    /// An lm-evaluation-harness task YAML (generate_until, dataset_path json|csv|parquet with
+    /// local data_files). Keys it cannot express (`!function`, remote datasets) are refused
+    /// by name, and nothing is stored.
+    LmEval {
+        task: PathBuf,
+        /// Names the datasets and evals (default: the task's name).
+        #[arg(long, default_value = "")]
+        name: String,
+        /// `completions` (base checkpoints, as `local-completions`) or `chat` (the same text
+        /// as one user message).
+        #[arg(long, default_value = "completions")]
+        api: String,
+    },
+}
+
+#[derive(clap::Args)]
 pub struct MigrateArgs {
     #[arg(long, env = "DATABASE_URL")]
     pub database_url: String,
@@ -402,6 +430,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Model(args) => commands::model::run(args.action).await,
         Command::Export(args) => commands::data::export(args).await,
         Command::Dataset(args) => commands::data::dataset(args).await,
+        Command::Import(args) => commands::data::import(args).await,
         Command::Migrate(args) => commands::data::migrate(args).await,
         Command::User(args) => commands::accounts::user(args).await,
         Command::Team(args) => commands::accounts::team(args).await,

@@ -17,6 +17,7 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 use unicode_normalization::UnicodeNormalization;
 
+use super::harness_match::{HarnessMatch, MatchFolding, RegexFilter};
 use super::{extract_answer, grade_exact_match, normalise, Grade, Verdict};
 
 /// Most combinators (`all_of`, `any_of`) allowed inside one another: deeper rubrics are a mistake
@@ -109,6 +110,15 @@ pub enum GraderSpec {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         max_words: Option<usize>,
     },
+    /// Exact match as lm-evaluation-harness scores a generated answer (a task imported from
+    /// it): the filter's reading of the whole output, folded as `folding` says, equals the
+    /// folded target. Never uncertain: an answer the filter cannot read is its fallback, a miss.
+    HarnessMatch {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        filter: Option<RegexFilter>,
+        #[serde(default)]
+        folding: MatchFolding,
+    },
     /// Passes when every grader passes; fails when any fails; otherwise uncertain.
     AllOf { graders: Vec<GraderSpec> },
     /// Passes when any grader passes; fails when all fail; otherwise uncertain.
@@ -190,6 +200,7 @@ impl GraderSpec {
             GraderSpec::JsonValid {} => "json_valid@1",
             GraderSpec::JsonSchema { .. } => "json_schema@1",
             GraderSpec::Length { .. } => "length@1",
+            GraderSpec::HarnessMatch { .. } => "harness_match@1",
             GraderSpec::AllOf { .. } => "all_of@1",
             GraderSpec::AnyOf { .. } => "any_of@1",
         }
@@ -260,6 +271,7 @@ enum Check {
     // Boxed: a compiled schema is large and most graders are not schema graders.
     JsonSchema(Box<jsonschema::Validator>),
     Length(LengthLimits),
+    HarnessMatch(Box<HarnessMatch>),
     AllOf(Vec<Grader>),
     AnyOf(Vec<Grader>),
 }
@@ -354,7 +366,8 @@ impl Grader {
             | Check::NormalisedMatch
             | Check::RegexMatch { .. }
             | Check::Numeric(_)
-            | Check::MultipleChoice => true,
+            | Check::MultipleChoice
+            | Check::HarnessMatch(_) => true,
             Check::Contains { .. }
             | Check::NotContains(_)
             | Check::JsonValid
@@ -382,6 +395,7 @@ impl Grader {
             Check::JsonValid => grade_json_valid(output),
             Check::JsonSchema(validator) => grade_json_schema(validator, output),
             Check::Length(limits) => grade_length(limits, output),
+            Check::HarnessMatch(check) => grade_harness_match(check, output, target),
             Check::AllOf(graders) => grade_all_of(graders, output, target),
             Check::AnyOf(graders) => grade_any_of(graders, output, target),
         };
@@ -439,6 +453,11 @@ fn compile_nested(spec: &GraderSpec, depth: usize) -> Result<Grader, GraderSpecE
         } => Check::Length(LengthLimits::new(
             *min_chars, *max_chars, *min_words, *max_words,
         )?),
+        GraderSpec::HarnessMatch { filter, folding } => Check::HarnessMatch(Box::new(
+            HarnessMatch::compile(filter.as_ref(), folding, compile_pattern).map_err(
+                |(pattern, message)| GraderSpecError::InvalidRegex { pattern, message },
+            )?,
+        )),
         GraderSpec::AllOf { graders } => Check::AllOf(compile_children("all_of", graders, depth)?),
         GraderSpec::AnyOf { graders } => Check::AnyOf(compile_children("any_of", graders, depth)?),
     };
@@ -470,6 +489,17 @@ fn compile_children(
             })
         })
         .collect()
+}
+
+/// A pattern of any number of groups, within the length limit.
+fn compile_pattern(pattern: &str) -> Result<Regex, String> {
+    let chars = pattern.chars().count();
+    if chars > MAX_PATTERN_CHARS {
+        return Err(format!(
+            "it is {chars} characters long; the limit is {MAX_PATTERN_CHARS}"
+        ));
+    }
+    Regex::new(pattern).map_err(|error| error.to_string())
 }
 
 fn compile_answer_pattern(pattern: &str) -> Result<Regex, GraderSpecError> {
@@ -690,6 +720,21 @@ fn grade_normalised_match(output: &str, target: &str) -> Decision {
         )
     };
     Decision::pass_or_fail(got == wanted, Some(answer), reason)
+}
+
+fn grade_harness_match(check: &HarnessMatch, output: &str, target: &str) -> Decision {
+    let answer = check.filtered(output);
+    let matched = check.fold(&answer) == check.fold(target);
+    let reason = if matched {
+        format!("filtered answer {} matches the target", quoted(&answer))
+    } else {
+        format!(
+            "filtered answer {} differs from the target {}",
+            quoted(&answer),
+            quoted(target)
+        )
+    };
+    Decision::pass_or_fail(matched, Some(answer), reason)
 }
 
 fn grade_regex_match(

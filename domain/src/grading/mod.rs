@@ -7,6 +7,7 @@
 
 pub mod calibration;
 mod deterministic;
+pub mod harness_match;
 pub mod judge;
 pub mod quoting;
 pub mod record;

@@ -48,6 +48,10 @@ pub struct FewShotSpec {
     /// Between a shot's prompt and its answer (text style).
     #[serde(default = "default_target_delimiter")]
     pub target_delimiter: String,
+    /// The dataset's first `count` items, in its order (lm-evaluation-harness's `first_n`
+    /// sampler), instead of the seeded draw.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_order: bool,
 }
 
 fn default_delimiter() -> String {
@@ -95,10 +99,14 @@ pub fn draw_rank(seed: u64, case_id: &str) -> u64 {
     xxhash_rust::xxh3::xxh3_64_with_seed(case_id.as_bytes(), seed)
 }
 
-/// A streaming draw: offer every item of a revision, then take the `keep` lowest-ranked.
+/// A streaming draw: offer every item of a revision (in its order), then take the `keep`
+/// lowest-ranked, or with `in_order` the first `keep`.
 pub struct ExemplarDraw {
     seed: u64,
     keep: usize,
+    in_order: bool,
+    /// Items offered so far: with `in_order`, an item's rank.
+    offered: u64,
     /// Max-heap on rank: the worst kept item is on top, dropped when a better one comes.
     best: BinaryHeap<(u64, String, Ranked)>,
 }
@@ -129,12 +137,19 @@ impl ExemplarDraw {
         ExemplarDraw {
             seed: spec.seed,
             keep: spec.count as usize + 1,
+            in_order: spec.in_order,
+            offered: 0,
             best: BinaryHeap::new(),
         }
     }
 
     pub fn offer(&mut self, item: &DatasetItem) {
-        let rank = draw_rank(self.seed, &item.case_id);
+        let rank = if self.in_order {
+            self.offered
+        } else {
+            draw_rank(self.seed, &item.case_id)
+        };
+        self.offered += 1;
         if self.best.len() < self.keep {
             self.best
                 .push((rank, item.case_id.clone(), Ranked(item.clone())));
@@ -173,6 +188,7 @@ mod tests {
             style: FewShotStyle::Text,
             delimiter: default_delimiter(),
             target_delimiter: default_target_delimiter(),
+            in_order: false,
         }
     }
 
@@ -198,6 +214,19 @@ mod tests {
         let mut by_rank = ids.clone();
         by_rank.sort_by_key(|id| (draw_rank(7, id), id.to_string()));
         assert_eq!(drawn, by_rank[..4].to_vec());
+    }
+
+    #[test]
+    fn in_order_takes_the_first_items_as_offered() {
+        let mut draw = ExemplarDraw::new(&FewShotSpec {
+            in_order: true,
+            ..spec(2, 7)
+        });
+        for id in ["z", "b", "m", "a"] {
+            draw.offer(&item(id));
+        }
+        let ids: Vec<String> = draw.finish().into_iter().map(|item| item.case_id).collect();
+        assert_eq!(ids, ["z", "b", "m"], "two shots and a spare, in dataset order");
     }
 
     #[test]

@@ -1164,6 +1164,7 @@ mod tests {
                 style,
                 delimiter: "\n\n".into(),
                 target_delimiter: " ".into(),
+                in_order: false,
             }),
             ..PromptSpec::jinja("Q: {{ input }}\nA:")
         };

@@ -53,6 +53,7 @@ impl JinjaTemplates {
         env.set_recursion_limit(RECURSION_LIMIT);
         env.add_filter("lettered", lettered);
         env.add_function("letter", letter);
+        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         let mut reads = BTreeMap::new();
         for (what, source) in sources {
             if source.len() > MAX_TEMPLATE_BYTES {
@@ -206,6 +207,19 @@ mod tests {
             templates.reads("the prompt template"),
             ["choices", "question"]
         );
+    }
+
+    #[test]
+    fn python_string_methods_work_as_in_jinja2_templates() {
+        // lm-evaluation-harness's and promptfoo's templates call Python's methods.
+        let templates = one("{{ question.strip() }}|{{ answer.split('####')[-1].strip() }}");
+        let rendered = templates
+            .render(
+                "the prompt template",
+                &vars(json!({"question": "  Q?\n", "answer": "3 + 4 = 7\n#### 7"})),
+            )
+            .unwrap();
+        assert_eq!(rendered, "Q?|7");
     }
 
     #[test]

@@ -579,6 +579,7 @@ async fn few_shot_exemplars_are_frozen_into_the_manifest(store: Arc<dyn Store>) 
         style: arbiter_domain::prompt::few_shot::FewShotStyle::Text,
         delimiter: "\n\n".into(),
         target_delimiter: " ".into(),
+        in_order: false,
     };
     let form = |name: &str, spec| EvalForm {
         prompt_template: "Q: {{ input }}\nA:".into(),

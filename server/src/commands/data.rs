@@ -55,6 +55,39 @@ pub async fn export(args: crate::ExportArgs) -> anyhow::Result<()> {
     export_runs(&database_url, &runs, &format, out.as_deref()).await
 }
 
+/// `arbiter import lm-eval TASK.yaml`: prints the datasets and evals it made, and what differs
+/// from the harness.
+pub async fn import(args: crate::ImportArgs) -> anyhow::Result<()> {
+    let crate::ImportArgs {
+        database_url,
+        source,
+    } = args;
+    let crate::ImportSource::LmEval { task, name, api } = source;
+    let api = match api.as_str() {
+        "completions" => arbiter_domain::prompt::Api::Completions,
+        "chat" => arbiter_domain::prompt::Api::Chat,
+        other => anyhow::bail!("--api is completions or chat, not `{other}`"),
+    };
+    let database = open(&database_url).await?;
+    let imported = arbiter_engine::import::import_lm_eval_task(
+        database.store().as_ref(),
+        &task,
+        &arbiter_engine::import::ImportOptions { api, name },
+        None,
+    )
+    .await?;
+    for (name, hash, items) in &imported.datasets {
+        println!("dataset `{name}`: revision {hash} ({items} items)");
+    }
+    for (id, name) in &imported.evals {
+        println!("eval {id} `{name}`");
+    }
+    for note in &imported.notes {
+        println!("note: {note}");
+    }
+    Ok(())
+}
+
 /// `arbiter dataset upload FILE --name NAME`: streams the file into the store (bounded
 /// memory whatever its size) and prints the revision.
 pub async fn dataset(args: crate::DatasetArgs) -> anyhow::Result<()> {

@@ -1,0 +1,758 @@
+//! Reading an lm-evaluation-harness task file (its YAML, already parsed into JSON values) into
+//! what Arbiter makes of it: the data files of the evaluated split and of the few-shot split,
+//! the prompt template, the target field, generation settings, and one grader per filter
+//! pipeline. Only the declarative part is read. Anything Arbiter cannot express the same way
+//! (`!function`, remote datasets, likelihood output types, computed targets) is refused with
+//! the key named, so an imported task never scores differently without saying so.
+//!
+//! The harness's rules followed here (lm-eval 0.4, `api/task.py`, `api/samplers.py`,
+//! `filters/extraction.py`, `api/metrics.py`):
+//! - the evaluated split is `test_split`, else `validation_split`; shots come from
+//!   `fewshot_split`, else `training_split`, else `validation_split`;
+//! - a prompt is the shots, each `doc_to_text + target_delimiter + doc_to_target`, joined and
+//!   followed by `fewshot_delimiter`, then the document's `doc_to_text`;
+//! - `doc_to_text` and `doc_to_target` name a field or are Jinja templates, rendered with
+//!   trailing newlines kept;
+//! - without `until`, generation stops at the few-shot delimiter; `max_gen_toks` defaults to
+//!   256 and the temperature to 0;
+//! - each filter pipeline scores the same answers once more: here each becomes its own eval
+//!   over the same requests (served from the cache after the first).
+
+use crate::grading::harness_match::{MatchFolding, RegexFilter};
+use crate::grading::GraderSpec;
+use crate::prompt::few_shot::MAX_SHOTS;
+use crate::sampling::SamplingOptions;
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+/// The harness's defaults.
+const DEFAULT_MAX_GEN_TOKS: u32 = 256;
+const DEFAULT_FEWSHOT_DELIMITER: &str = "\n\n";
+const DEFAULT_TARGET_DELIMITER: &str = " ";
+/// The seed the harness sends with every generation request, and draws shots with.
+pub const HARNESS_SEED: u64 = 1234;
+
+/// The file format of a task's local data files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DataFormat {
+    Json,
+    Csv,
+    Parquet,
+}
+
+/// Where a split's documents are: paths as the task file writes them (relative to it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SplitFiles {
+    pub split: String,
+    pub files: Vec<String>,
+}
+
+/// The few-shot part of a task.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShotsPlan {
+    pub source: SplitFiles,
+    pub count: u32,
+    /// The harness's `first_n` sampler: the split's first documents, in order. Otherwise its
+    /// default sampler draws at random per document; Arbiter draws once, with the seed.
+    pub in_order: bool,
+    pub seed: u64,
+    pub delimiter: String,
+    pub target_delimiter: String,
+    /// The shots come from the evaluated split itself (a document never sees itself).
+    pub same_split: bool,
+}
+
+/// One filter pipeline and the grader that scores through it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScoredPipeline {
+    /// The pipeline's name (`strict-match`), or "" for the task without filters.
+    pub name: String,
+    pub grader: GraderSpec,
+}
+
+/// What Arbiter makes of a task.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LmEvalTask {
+    pub name: String,
+    pub format: DataFormat,
+    pub evaluated: SplitFiles,
+    pub shots: Option<ShotsPlan>,
+    /// A Jinja template over the document's fields.
+    pub prompt_template: String,
+    /// The field shown as an item's input (to raters, in diffs): the first the prompt uses.
+    pub input_field: String,
+    pub target_field: String,
+    pub max_tokens: u32,
+    pub temperature: f64,
+    pub repetitions: u32,
+    pub sampling: SamplingOptions,
+    pub pipelines: Vec<ScoredPipeline>,
+    /// What is translated with a difference the user should know of.
+    pub notes: Vec<String>,
+}
+
+/// Keys read (or knowingly ignored: they change no request and no verdict).
+const KNOWN_KEYS: &[&str] = &[
+    "task",
+    "tag",
+    "group",
+    "task_alias",
+    "dataset_path",
+    "dataset_name",
+    "dataset_kwargs",
+    "test_split",
+    "validation_split",
+    "training_split",
+    "fewshot_split",
+    "output_type",
+    "doc_to_text",
+    "doc_to_target",
+    "doc_to_choice",
+    "description",
+    "target_delimiter",
+    "fewshot_delimiter",
+    "fewshot_config",
+    "num_fewshot",
+    "generation_kwargs",
+    "filter_list",
+    "metric_list",
+    "repeats",
+    "metadata",
+    "should_decontaminate",
+    "doc_to_decontamination_query",
+];
+
+/// Reads a task. `Err` names the key (with its path, `generation_kwargs.until`) and why.
+pub fn read_task(task: &Value) -> Result<LmEvalTask, String> {
+    let task = task
+        .as_object()
+        .ok_or("the task file must be a mapping of keys (task, dataset_path, doc_to_text, …)")?;
+    if let Some(key) = task.keys().find(|key| !KNOWN_KEYS.contains(&key.as_str())) {
+        return Err(match key.as_str() {
+            "include" => "`include`: the task includes another file; import a task file with every key written out".into(),
+            "process_docs" | "process_results" | "custom_dataset" => format!(
+                "`{key}` runs Python code of the task, which Arbiter does not run; put the processed documents in the data files instead"
+            ),
+            "use_prompt" => "`use_prompt` takes a prompt from promptsource, which needs the hub; write doc_to_text out".into(),
+            _ => format!("`{key}` is not a task key Arbiter reads; remove it or import by hand"),
+        });
+    }
+    let name = string(task, "task")?.ok_or("`task`: the task needs a name")?;
+    let output_type = string(task, "output_type")?.unwrap_or_else(|| "generate_until".into());
+    if output_type != "generate_until" {
+        return Err(format!(
+            "`output_type: {output_type}` scores by likelihood, which Arbiter cannot do yet; only generate_until tasks import"
+        ));
+    }
+    if task.contains_key("doc_to_choice") {
+        return Err("`doc_to_choice`: choices in a generated-answer task are read by likelihood tasks; remove it (Arbiter maps choices in its eval form)".into());
+    }
+    let format = match string(task, "dataset_path")?.as_deref() {
+        Some("json") => DataFormat::Json,
+        Some("csv") => DataFormat::Csv,
+        Some("parquet") => DataFormat::Parquet,
+        Some(other) => {
+            return Err(format!(
+                "`dataset_path: {other}` is a remote dataset, which cannot be fetched here; use json, csv or parquet with local data_files"
+            ))
+        }
+        None => return Err("`dataset_path`: say json, csv or parquet, with local data_files".into()),
+    };
+    if string(task, "dataset_name")?.is_some_and(|name| !name.is_empty()) {
+        return Err("`dataset_name` picks a configuration of a hub dataset; local files have none".into());
+    }
+    let splits = data_files(task)?;
+    let split_files = |key: &str, split: &str| -> Result<SplitFiles, String> {
+        splits
+            .get(split)
+            .map(|files| SplitFiles {
+                split: split.to_string(),
+                files: files.clone(),
+            })
+            .ok_or_else(|| {
+                format!(
+                    "`{key}: {split}` names a split the data_files do not list (they list {})",
+                    splits.keys().cloned().collect::<Vec<_>>().join(", ")
+                )
+            })
+    };
+    let (evaluated_key, evaluated_split) = match (
+        string(task, "test_split")?,
+        string(task, "validation_split")?,
+    ) {
+        (Some(split), _) => ("test_split", split),
+        (None, Some(split)) => ("validation_split", split),
+        (None, None) => {
+            return Err("`test_split`: say which split is evaluated (test_split or validation_split)".into())
+        }
+    };
+    let evaluated = split_files(evaluated_key, &evaluated_split)?;
+
+    let mut notes = Vec::new();
+    let description = string(task, "description")?.unwrap_or_default();
+    let doc_to_text = template(task, "doc_to_text")?;
+    let target_field = target_field(task)?;
+    let target_delimiter =
+        string(task, "target_delimiter")?.unwrap_or_else(|| DEFAULT_TARGET_DELIMITER.into());
+    let fewshot_delimiter =
+        string(task, "fewshot_delimiter")?.unwrap_or_else(|| DEFAULT_FEWSHOT_DELIMITER.into());
+    let count = match task.get("num_fewshot") {
+        None | Some(Value::Null) => 0,
+        Some(value) => value
+            .as_u64()
+            .filter(|count| *count <= u64::from(MAX_SHOTS))
+            .ok_or_else(|| format!("`num_fewshot` must be a whole number from 0 to {MAX_SHOTS}"))?
+            as u32,
+    };
+    let shots = if count == 0 {
+        None
+    } else {
+        if !description.is_empty() {
+            return Err("`description` with few-shot: Arbiter's shots are not preceded by a description; drop it or fold it into doc_to_text".into());
+        }
+        let (key, split) = [
+            ("fewshot_split", string(task, "fewshot_split")?),
+            ("training_split", string(task, "training_split")?),
+            ("validation_split", string(task, "validation_split")?),
+        ]
+        .into_iter()
+        .find_map(|(key, split)| split.map(|split| (key, split)))
+        .ok_or("`num_fewshot` needs a split to draw shots from: set fewshot_split")?;
+        let (in_order, seed) = sampler(task, &mut notes)?;
+        Some(ShotsPlan {
+            same_split: split == evaluated.split,
+            source: split_files(key, &split)?,
+            count,
+            in_order,
+            seed,
+            delimiter: fewshot_delimiter.clone(),
+            target_delimiter,
+        })
+    };
+    let input_field = first_field(&doc_to_text)
+        .ok_or("`doc_to_text` uses no field of the documents")?;
+    let prompt_template = keep_trailing_newline(&format!("{description}{doc_to_text}"));
+    let generation = generation(task, &fewshot_delimiter)?;
+    let repetitions = match task.get("repeats") {
+        None => 1,
+        Some(value) => value
+            .as_u64()
+            .filter(|repeats| (1..=1000).contains(repeats))
+            .ok_or("`repeats` must be a whole number from 1 to 1000")? as u32,
+    };
+    let pipelines = pipelines(task, repetitions, &mut notes)?;
+    Ok(LmEvalTask {
+        name,
+        format,
+        evaluated,
+        shots,
+        prompt_template,
+        input_field,
+        target_field,
+        max_tokens: generation.max_tokens,
+        temperature: generation.temperature,
+        repetitions,
+        sampling: generation.sampling,
+        pipelines,
+        notes,
+    })
+}
+
+fn string(task: &Map<String, Value>, key: &str) -> Result<Option<String>, String> {
+    match task.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) => Ok(Some(text.clone())),
+        Some(Value::Number(number)) => Ok(Some(number.to_string())),
+        Some(_) => Err(format!("`{key}` must be text")),
+    }
+}
+
+/// `dataset_kwargs.data_files`: one path or a list (the split `train`, as the `datasets`
+/// loader names it), or a mapping of split names to a path or a list.
+fn data_files(task: &Map<String, Value>) -> Result<BTreeMap<String, Vec<String>>, String> {
+    let files = task
+        .get("dataset_kwargs")
+        .and_then(|kwargs| kwargs.get("data_files"))
+        .ok_or("`dataset_kwargs.data_files`: list the local data files (a path, a list, or split: path)")?;
+    if let Some(kwargs) = task.get("dataset_kwargs").and_then(Value::as_object) {
+        if let Some(key) = kwargs.keys().find(|key| *key != "data_files") {
+            return Err(format!(
+                "`dataset_kwargs.{key}` is not read; only data_files is"
+            ));
+        }
+    }
+    let paths = |key: &str, value: &Value| -> Result<Vec<String>, String> {
+        match value {
+            Value::String(path) => Ok(vec![path.clone()]),
+            Value::Array(paths) if !paths.is_empty() => paths
+                .iter()
+                .map(|path| {
+                    path.as_str()
+                        .map(String::from)
+                        .ok_or_else(|| format!("`{key}` must list file paths"))
+                })
+                .collect(),
+            _ => Err(format!("`{key}` must be a file path or a list of them")),
+        }
+    };
+    let mut splits = BTreeMap::new();
+    match files {
+        Value::Object(by_split) => {
+            for (split, value) in by_split {
+                let key = format!("dataset_kwargs.data_files.{split}");
+                splits.insert(split.clone(), paths(&key, value)?);
+            }
+        }
+        other => {
+            splits.insert("train".to_string(), paths("dataset_kwargs.data_files", other)?);
+        }
+    }
+    for path in splits.values().flatten() {
+        if path.contains("://") {
+            return Err(format!(
+                "`dataset_kwargs.data_files`: `{path}` is remote; only local files import"
+            ));
+        }
+    }
+    Ok(splits)
+}
+
+/// `doc_to_text` as a Jinja template: a field name becomes `{{ field }}`.
+fn template(task: &Map<String, Value>, key: &str) -> Result<String, String> {
+    let text = string(task, key)?.ok_or_else(|| format!("`{key}` is needed"))?;
+    Ok(if is_field_name(&text) {
+        format!("{{{{ {text} }}}}")
+    } else {
+        text
+    })
+}
+
+/// The harness renders with `keep_trailing_newline`; Arbiter's templates drop one final
+/// newline as Jinja's default does, so one more keeps the text the same.
+fn keep_trailing_newline(text: &str) -> String {
+    if text.ends_with('\n') {
+        format!("{text}\n")
+    } else {
+        text.to_string()
+    }
+}
+
+/// The first variable a template prints (`{{ question }}`, `{{ question.strip() }}`).
+fn first_field(template: &str) -> Option<String> {
+    template.split("{{").skip(1).find_map(|rest| {
+        let rest = rest.trim_start_matches('-').trim_start();
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        is_field_name(&name).then_some(name)
+    })
+}
+
+fn is_field_name(text: &str) -> bool {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .is_some_and(|first| first.is_alphabetic() || first == '_')
+        && chars.all(|c| c.is_alphanumeric() || c == '_')
+}
+
+/// `doc_to_target`: a field name or `{{ field }}`. A computed target has no field to map.
+fn target_field(task: &Map<String, Value>) -> Result<String, String> {
+    let text = match task.get("doc_to_target") {
+        Some(Value::String(text)) => text.trim().to_string(),
+        Some(Value::Number(_)) => {
+            return Err("`doc_to_target` is a choice index, which needs doc_to_choice (likelihood tasks)".into())
+        }
+        _ => return Err("`doc_to_target` is needed: the field holding the reference answer".into()),
+    };
+    let inner = text
+        .strip_prefix("{{")
+        .and_then(|rest| rest.strip_suffix("}}"))
+        .map(str::trim)
+        .unwrap_or(&text);
+    if is_field_name(inner) {
+        Ok(inner.to_string())
+    } else {
+        Err(format!(
+            "`doc_to_target: {text}` computes the target; Arbiter reads it from one field. Add the computed answer to the data files as a field and name it here"
+        ))
+    }
+}
+
+/// `fewshot_config.sampler`: `first_n` keeps the split's order; the default sampler draws at
+/// random, differently for each document, which Arbiter does once for the whole run.
+fn sampler(task: &Map<String, Value>, notes: &mut Vec<String>) -> Result<(bool, u64), String> {
+    let config = match task.get("fewshot_config") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(config)) => config.clone(),
+        Some(_) => return Err("`fewshot_config` must be a mapping".into()),
+    };
+    if let Some(key) = config.keys().find(|key| !["sampler", "samples"].contains(&key.as_str())) {
+        return Err(format!("`fewshot_config.{key}` is not read; only sampler is"));
+    }
+    if config.contains_key("samples") {
+        return Err("`fewshot_config.samples` lists shots inline (or in Python); put them in a split of the data files".into());
+    }
+    match config.get("sampler").and_then(Value::as_str).unwrap_or("default") {
+        "first_n" => Ok((true, HARNESS_SEED)),
+        "default" => {
+            notes.push(
+                "the harness draws shots at random for each document; Arbiter draws one set for the run with seed 1234, so the shots differ from the harness's (use fewshot_config.sampler: first_n for the same shots)"
+                    .into(),
+            );
+            Ok((false, HARNESS_SEED))
+        }
+        other => Err(format!(
+            "`fewshot_config.sampler: {other}` is not a sampler Arbiter follows (first_n or default)"
+        )),
+    }
+}
+
+struct Generation {
+    max_tokens: u32,
+    temperature: f64,
+    sampling: SamplingOptions,
+}
+
+/// `generation_kwargs`: `until` → stop sequences, `max_gen_toks` → max tokens, `do_sample:
+/// false` → temperature 0, and engine sampling parameters as they are.
+fn generation(task: &Map<String, Value>, fewshot_delimiter: &str) -> Result<Generation, String> {
+    let kwargs = match task.get("generation_kwargs") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(kwargs)) => kwargs.clone(),
+        Some(_) => return Err("`generation_kwargs` must be a mapping".into()),
+    };
+    let mut sampling = SamplingOptions::default();
+    let mut max_tokens = DEFAULT_MAX_GEN_TOKS;
+    let mut temperature = 0.0;
+    let mut do_sample = None;
+    for (key, value) in &kwargs {
+        let path = format!("generation_kwargs.{key}");
+        match key.as_str() {
+            "until" => {
+                sampling.stop = match value {
+                    Value::String(stop) => vec![stop.clone()],
+                    Value::Array(stops) => stops
+                        .iter()
+                        .map(|stop| {
+                            stop.as_str()
+                                .map(String::from)
+                                .ok_or_else(|| format!("`{path}` must list strings"))
+                        })
+                        .collect::<Result<_, _>>()?,
+                    _ => return Err(format!("`{path}` must be a string or a list of them")),
+                }
+            }
+            "max_gen_toks" => {
+                max_tokens = value
+                    .as_u64()
+                    .and_then(|tokens| u32::try_from(tokens).ok())
+                    .filter(|tokens| *tokens > 0)
+                    .ok_or_else(|| format!("`{path}` must be a positive whole number"))?
+            }
+            "temperature" => {
+                temperature = value
+                    .as_f64()
+                    .filter(|t| (0.0..=2.0).contains(t))
+                    .ok_or_else(|| format!("`{path}` must be a number from 0 to 2"))?
+            }
+            "do_sample" => {
+                do_sample = Some(
+                    value
+                        .as_bool()
+                        .ok_or_else(|| format!("`{path}` must be true or false"))?,
+                )
+            }
+            "top_p" => {
+                sampling.top_p = Some(
+                    value
+                        .as_f64()
+                        .ok_or_else(|| format!("`{path}` must be a number"))?,
+                )
+            }
+            _ => {
+                sampling.extra.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    if !kwargs.contains_key("until") {
+        sampling.stop = vec![fewshot_delimiter.to_string()];
+    }
+    if do_sample == Some(false) && temperature > 0.0 {
+        return Err("`generation_kwargs`: do_sample is false but the temperature is above 0".into());
+    }
+    sampling
+        .validate()
+        .map_err(|problem| format!("`generation_kwargs`: {problem}"))?;
+    Ok(Generation {
+        max_tokens,
+        temperature,
+        sampling,
+    })
+}
+
+/// One grader per filter pipeline (`filter_list`), from the `exact_match` metric's options.
+fn pipelines(
+    task: &Map<String, Value>,
+    repetitions: u32,
+    notes: &mut Vec<String>,
+) -> Result<Vec<ScoredPipeline>, String> {
+    let folding = folding(task)?;
+    let filter_list = match task.get("filter_list") {
+        None | Some(Value::Null) => {
+            return Ok(vec![ScoredPipeline {
+                name: String::new(),
+                grader: GraderSpec::HarnessMatch {
+                    filter: None,
+                    folding,
+                },
+            }])
+        }
+        Some(Value::Array(list)) if !list.is_empty() => list,
+        Some(_) => return Err("`filter_list` must list filter pipelines".into()),
+    };
+    let mut pipelines = Vec::new();
+    for (index, pipeline) in filter_list.iter().enumerate() {
+        let at = format!("filter_list[{index}]");
+        let name = pipeline
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| format!("`{at}.name` is needed"))?
+            .to_string();
+        let steps = pipeline
+            .get("filter")
+            .and_then(Value::as_array)
+            .ok_or_else(|| format!("`{at}.filter` must list filter steps"))?;
+        let mut regex = None;
+        for (step_index, step) in steps.iter().enumerate() {
+            let step_at = format!("{at}.filter[{step_index}]");
+            match step.get("function").and_then(Value::as_str) {
+                Some("regex") if regex.is_none() => {
+                    regex = Some(RegexFilter {
+                        pattern: step
+                            .get("regex_pattern")
+                            .and_then(Value::as_str)
+                            .ok_or_else(|| format!("`{step_at}.regex_pattern` is needed"))?
+                            .to_string(),
+                        group_select: match step.get("group_select") {
+                            None => 0,
+                            Some(value) => value
+                                .as_i64()
+                                .ok_or_else(|| format!("`{step_at}.group_select` must be a whole number"))?,
+                        },
+                        fallback: match step.get("fallback") {
+                            None => "[invalid]".into(),
+                            Some(value) => value
+                                .as_str()
+                                .ok_or_else(|| format!("`{step_at}.fallback` must be text"))?
+                                .to_string(),
+                        },
+                    })
+                }
+                Some("take_first") => {}
+                Some("majority_vote") => notes.push(format!(
+                    "`{step_at}`: majority_vote is reported as maj@k over the run's {repetitions} samples per item"
+                )),
+                Some(other) => {
+                    return Err(format!(
+                        "`{step_at}.function: {other}` is not a filter Arbiter follows (regex, take_first, majority_vote)"
+                    ))
+                }
+                None => return Err(format!("`{step_at}.function` is needed")),
+            }
+        }
+        pipelines.push(ScoredPipeline {
+            name,
+            grader: GraderSpec::HarnessMatch {
+                filter: regex,
+                folding: folding.clone(),
+            },
+        });
+    }
+    for pipeline in &pipelines {
+        pipeline
+            .grader
+            .validate()
+            .map_err(|problem| format!("`filter_list` pipeline `{}`: {problem}", pipeline.name))?;
+    }
+    Ok(pipelines)
+}
+
+/// The `exact_match` metric's options; other metrics are refused.
+fn folding(task: &Map<String, Value>) -> Result<MatchFolding, String> {
+    let metrics = match task.get("metric_list") {
+        None | Some(Value::Null) => return Ok(MatchFolding::default()),
+        Some(Value::Array(metrics)) => metrics,
+        Some(_) => return Err("`metric_list` must list metrics".into()),
+    };
+    let mut folding = None;
+    for (index, metric) in metrics.iter().enumerate() {
+        let at = format!("metric_list[{index}]");
+        let name = metric
+            .get("metric")
+            .and_then(Value::as_str)
+            .ok_or_else(|| format!("`{at}.metric` must name a metric"))?;
+        if name != "exact_match" {
+            return Err(format!(
+                "`{at}.metric: {name}` is not a metric Arbiter computes the harness's way; only exact_match imports"
+            ));
+        }
+        let mut options = MatchFolding::default();
+        for (key, value) in metric.as_object().into_iter().flatten() {
+            let flag = || {
+                value
+                    .as_bool()
+                    .ok_or_else(|| format!("`{at}.{key}` must be true or false"))
+            };
+            match key.as_str() {
+                "metric" | "aggregation" | "higher_is_better" => {}
+                "ignore_case" => options.ignore_case = flag()?,
+                "ignore_punctuation" => options.ignore_punctuation = flag()?,
+                "ignore_numbers" => options.ignore_numbers = flag()?,
+                "regexes_to_ignore" => {
+                    options.regexes_to_ignore = value
+                        .as_array()
+                        .ok_or_else(|| format!("`{at}.regexes_to_ignore` must list patterns"))?
+                        .iter()
+                        .map(|pattern| {
+                            pattern
+                                .as_str()
+                                .map(String::from)
+                                .ok_or_else(|| format!("`{at}.regexes_to_ignore` must list patterns"))
+                        })
+                        .collect::<Result<_, _>>()?
+                }
+                other => return Err(format!("`{at}.{other}` is not an exact_match option")),
+            }
+        }
+        if let Some(aggregation) = metric.get("aggregation").and_then(Value::as_str) {
+            if aggregation != "mean" {
+                return Err(format!(
+                    "`{at}.aggregation: {aggregation}`: Arbiter reports the mean (pass rate)"
+                ));
+            }
+        }
+        folding = Some(options);
+    }
+    Ok(folding.unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A GSM8K-style task as the harness writes it, with local files.
+    fn gsm8k_like() -> Value {
+        json!({
+            "task": "arith",
+            "dataset_path": "json",
+            "dataset_kwargs": {"data_files": {"test": "test.jsonl", "train": ["train.jsonl"]}},
+            "output_type": "generate_until",
+            "test_split": "test",
+            "fewshot_split": "train",
+            "num_fewshot": 3,
+            "fewshot_config": {"sampler": "first_n"},
+            "doc_to_text": "Question: {{question}}\nAnswer:",
+            "doc_to_target": "{{answer}}",
+            "generation_kwargs": {"until": ["\n\n", "Question:"], "do_sample": false, "temperature": 0.0, "max_gen_toks": 32},
+            "filter_list": [
+                {"name": "strict-match", "filter": [{"function": "regex", "regex_pattern": "#### (\\-?[0-9\\.\\,]+)"}, {"function": "take_first"}]},
+                {"name": "flexible-extract", "filter": [{"function": "regex", "group_select": -1, "regex_pattern": "(-?[$0-9.,]{2,})|(-?[0-9]+)"}, {"function": "take_first"}]}
+            ],
+            "metric_list": [{"metric": "exact_match", "aggregation": "mean", "higher_is_better": true, "ignore_case": true, "regexes_to_ignore": [",", "\\$"]}],
+            "metadata": {"version": 3.0}
+        })
+    }
+
+    #[test]
+    fn a_declarative_task_reads_whole() {
+        let task = read_task(&gsm8k_like()).unwrap();
+        assert_eq!(task.name, "arith");
+        assert_eq!(task.format, DataFormat::Json);
+        assert_eq!(
+            task.evaluated,
+            SplitFiles {
+                split: "test".into(),
+                files: vec!["test.jsonl".into()]
+            }
+        );
+        let shots = task.shots.clone().unwrap();
+        assert_eq!(shots.source.files, vec!["train.jsonl"]);
+        assert!(shots.in_order && !shots.same_split);
+        assert_eq!((shots.count, shots.delimiter.as_str(), shots.target_delimiter.as_str()), (3, "\n\n", " "));
+        assert_eq!(task.prompt_template, "Question: {{question}}\nAnswer:");
+        assert_eq!(task.input_field, "question");
+        assert_eq!(task.target_field, "answer");
+        assert_eq!((task.max_tokens, task.temperature, task.repetitions), (32, 0.0, 1));
+        assert_eq!(task.sampling.stop, vec!["\n\n", "Question:"]);
+        assert!(task.sampling.extra.is_empty(), "do_sample is not sent");
+        let names: Vec<&str> = task.pipelines.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["strict-match", "flexible-extract"]);
+        let GraderSpec::HarnessMatch { filter, folding } = &task.pipelines[1].grader else {
+            panic!("{:?}", task.pipelines[1]);
+        };
+        assert_eq!(filter.as_ref().unwrap().group_select, -1);
+        assert!(folding.ignore_case && folding.regexes_to_ignore.len() == 2);
+        assert!(task.notes.is_empty());
+    }
+
+    #[test]
+    fn defaults_follow_the_harness() {
+        let mut doc = gsm8k_like();
+        let task = doc.as_object_mut().unwrap();
+        for key in ["generation_kwargs", "filter_list", "metric_list", "fewshot_config", "fewshot_split"] {
+            task.remove(key);
+        }
+        task.insert("training_split".into(), json!("train"));
+        task.insert("doc_to_text".into(), json!("question"));
+        task.insert("doc_to_target".into(), json!("answer"));
+        let task = read_task(&doc).unwrap();
+        assert_eq!(task.prompt_template, "{{ question }}");
+        assert_eq!(task.target_field, "answer");
+        assert_eq!(task.max_tokens, 256);
+        assert_eq!(task.sampling.stop, vec!["\n\n"], "until defaults to the shot delimiter");
+        assert_eq!(task.pipelines.len(), 1);
+        let shots = task.shots.unwrap();
+        assert!(!shots.in_order && shots.seed == HARNESS_SEED);
+        assert_eq!(task.notes.len(), 1, "the random sampler is noted");
+    }
+
+    #[test]
+    fn what_cannot_be_expressed_is_refused_with_its_key() {
+        let refused = |key: &str, value: Value| {
+            let mut doc = gsm8k_like();
+            doc.as_object_mut().unwrap().insert(key.into(), value);
+            read_task(&doc).unwrap_err()
+        };
+        assert!(refused("process_docs", json!("!function utils.process_docs")).contains("`process_docs`"));
+        assert!(refused("dataset_path", json!("gsm8k")).contains("remote dataset"));
+        assert!(refused("output_type", json!("multiple_choice")).contains("likelihood"));
+        assert!(refused("doc_to_target", json!("{{answer.split('####')[-1]}}")).contains("`doc_to_target"));
+        assert!(refused("doc_to_choice", json!(["A", "B"])).contains("`doc_to_choice`"));
+        assert!(refused("num_fewshot", json!(500)).contains("`num_fewshot`"));
+        assert!(refused("test_split", json!("dev")).contains("`test_split: dev`"));
+        assert!(refused("fewshot_config", json!({"sampler": "balanced"})).contains("balanced"));
+        assert!(refused("metric_list", json!([{"metric": "bleu"}])).contains("metric_list[0].metric: bleu"));
+        assert!(refused("filter_list", json!([{"name": "x", "filter": [{"function": "lowercase"}]}]))
+            .contains("filter_list[0].filter[0].function: lowercase"));
+        assert!(refused("filter_list", json!([{"name": "x", "filter": [{"function": "regex", "regex_pattern": "(?<=a)b"}]}]))
+            .contains("pipeline `x`"));
+        assert!(refused("dataset_kwargs", json!({"data_files": "https://example.com/x.jsonl"})).contains("remote"));
+        assert!(refused("include", json!("_default.yaml")).contains("`include`"));
+        assert!(refused("generation_kwargs", json!({"until": 5})).contains("`generation_kwargs.until`"));
+        assert!(refused("description", json!("Solve:\n")).contains("`description`"));
+    }
+
+    #[test]
+    fn a_trailing_newline_survives_the_template() {
+        let mut doc = gsm8k_like();
+        doc["doc_to_text"] = json!("Q: {{question}}\n");
+        doc["num_fewshot"] = json!(0);
+        doc["description"] = json!("Solve these.\n\n");
+        let task = read_task(&doc).unwrap();
+        assert_eq!(task.prompt_template, "Solve these.\n\nQ: {{question}}\n\n");
+        assert!(task.shots.is_none());
+    }
+}

@@ -1,0 +1,386 @@
+//! Importing an lm-evaluation-harness task file: its local data files become dataset
+//! revisions and each of its filter pipelines an eval, prompts checked against every document
+//! before anything is stored, so a task that cannot be imported leaves nothing behind.
+
+use crate::catalog::{self, EvalForm, EvalOptions};
+use crate::dataset_files::parse_file;
+use crate::error::{ServiceError, ServiceResult};
+use arbiter_domain::dataset::{DatasetBuilder, DatasetError, DatasetFormat, ItemSink};
+use arbiter_domain::fields::FieldMapping;
+use arbiter_domain::ids::{DatasetId, EvalId, UserId};
+use arbiter_domain::import::lm_eval::{read_task, DataFormat, LmEvalTask, SplitFiles};
+use arbiter_domain::prompt::few_shot::{ExemplarDraw, Exemplars, FewShotSpec, FewShotStyle};
+use arbiter_domain::prompt::{Api, PromptRenderer, TemplateSyntax};
+use arbiter_store::Store;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// Largest task file read (they are a few kilobytes).
+const MAX_TASK_FILE_BYTES: u64 = 1024 * 1024;
+
+/// How the imported evals send their prompts.
+#[derive(Clone, Debug)]
+pub struct ImportOptions {
+    /// Completions for base checkpoints (as the harness's `local-completions`), or chat (the
+    /// same text as one user message).
+    pub api: Api,
+    /// Names the datasets and evals; the task's name when empty.
+    pub name: String,
+}
+
+/// What an import stored.
+#[derive(Clone, Debug)]
+pub struct ImportedTask {
+    /// (dataset name, revision hash, items) of each dataset written.
+    pub datasets: Vec<(String, String, i64)>,
+    /// (id, name) of each eval defined: one per filter pipeline.
+    pub evals: Vec<(EvalId, String)>,
+    /// Differences from the harness the user should know of.
+    pub notes: Vec<String>,
+}
+
+/// Imports the task file at `path` (its data files are read relative to it).
+pub async fn import_lm_eval_task(
+    store: &dyn Store,
+    path: &Path,
+    options: &ImportOptions,
+    created_by: Option<UserId>,
+) -> ServiceResult<ImportedTask> {
+    let task = read_task_file(path)?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    let name = match options.name.trim() {
+        "" => task.name.clone(),
+        name => name.to_string(),
+    };
+    let evaluated_file = one_file(base, &task.evaluated)?;
+    let shots_file = match &task.shots {
+        Some(shots) if !shots.same_split => Some(one_file(base, &shots.source)?),
+        _ => None,
+    };
+    let eval_names: Vec<String> = task
+        .pipelines
+        .iter()
+        .map(|pipeline| match (task.pipelines.len(), pipeline.name.as_str()) {
+            (1, _) | (_, "") => name.clone(),
+            (_, pipeline) => format!("{name} ({pipeline})"),
+        })
+        .collect();
+    let existing = store.list_evals().await?;
+    if let Some(clash) = eval_names
+        .iter()
+        .find(|wanted| existing.iter().any(|eval| &eval.name == *wanted))
+    {
+        return Err(ServiceError::Invalid(format!(
+            "an eval named `{clash}` exists already: import under another name (--name)"
+        )));
+    }
+
+    // Everything is checked before anything is stored: shots drawn from their file, every
+    // document rendered with them.
+    let placeholder = |dataset: i64| DatasetId(dataset);
+    let forms: Vec<EvalForm> = task
+        .pipelines
+        .iter()
+        .zip(&eval_names)
+        .map(|(pipeline, eval_name)| {
+            eval_form(&task, options, eval_name, &pipeline.grader, placeholder(1), placeholder(2))
+        })
+        .collect::<ServiceResult<_>>()?;
+    let Some(first_form) = forms.first() else {
+        return Err(ServiceError::Invalid("the task scores nothing".into()));
+    };
+    let prompt = catalog::eval_spec(first_form)?.prompt;
+    let format = file_format(task.format, &evaluated_file);
+    let exemplars = match (&task.shots, &shots_file) {
+        (Some(_), Some(file)) => Some(draw_from_file(
+            file,
+            file_format(task.format, file),
+            &prompt,
+            placeholder(2),
+        )?),
+        (Some(_), None) => Some(draw_from_file(
+            &evaluated_file,
+            format,
+            &prompt,
+            placeholder(1),
+        )?),
+        (None, _) => None,
+    };
+    let renderer = crate::prompts::renderer(&prompt, exemplars.as_ref(), placeholder(1))?;
+    check_documents(&evaluated_file, format, renderer)?;
+
+    let mut imported = ImportedTask {
+        datasets: Vec::new(),
+        evals: Vec::new(),
+        notes: task.notes.clone(),
+    };
+    let evaluated =
+        upload(store, &name, &evaluated_file, created_by, &mut imported.datasets).await?;
+    let shots_dataset = match &shots_file {
+        Some(file) => {
+            let split = task.shots.as_ref().map_or("train", |s| s.source.split.as_str());
+            upload(
+                store,
+                &format!("{name} ({split} split)"),
+                file,
+                created_by,
+                &mut imported.datasets,
+            )
+            .await?
+        }
+        None => evaluated,
+    };
+    for (pipeline, eval_name) in task.pipelines.iter().zip(&eval_names) {
+        let form = eval_form(
+            &task,
+            options,
+            eval_name,
+            &pipeline.grader,
+            evaluated,
+            shots_dataset,
+        )?;
+        let id = catalog::define_eval(store, &form, created_by).await?;
+        imported.evals.push((id, eval_name.clone()));
+    }
+    Ok(imported)
+}
+
+/// Reads and parses the YAML, refusing a tagged value (`!function …`) by its key.
+fn read_task_file(path: &Path) -> ServiceResult<LmEvalTask> {
+    let shown = path.display();
+    let unreadable =
+        |err: std::io::Error| ServiceError::Invalid(format!("{shown} could not be read: {err}"));
+    let size = std::fs::metadata(path).map_err(unreadable)?.len();
+    if size > MAX_TASK_FILE_BYTES {
+        return Err(ServiceError::Invalid(format!(
+            "{shown} is {size} bytes; a task file is at most {MAX_TASK_FILE_BYTES}"
+        )));
+    }
+    let text = std::fs::read_to_string(path).map_err(unreadable)?;
+    let yaml: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text)
+        .map_err(|err| ServiceError::Invalid(format!("{shown} is not valid YAML: {err}")))?;
+    let json = yaml_to_json(&yaml, "")
+        .map_err(|problem| ServiceError::Invalid(format!("{shown}: {problem}")))?;
+    read_task(&json).map_err(|problem| ServiceError::Invalid(format!("{shown}: {problem}")))
+}
+
+/// The YAML as JSON. Tags run code (`!function utils.doc_to_text`) or build Python objects in
+/// the harness: refused with the key that holds one.
+fn yaml_to_json(value: &serde_yaml_ng::Value, at: &str) -> Result<serde_json::Value, String> {
+    use serde_yaml_ng::Value as Yaml;
+    let key_path = |key: &str| {
+        if at.is_empty() {
+            key.to_string()
+        } else {
+            format!("{at}.{key}")
+        }
+    };
+    Ok(match value {
+        Yaml::Null => serde_json::Value::Null,
+        Yaml::Bool(flag) => serde_json::Value::Bool(*flag),
+        Yaml::Number(number) => serde_json::to_value(number).map_err(|err| err.to_string())?,
+        Yaml::String(text) => serde_json::Value::String(text.clone()),
+        Yaml::Sequence(items) => serde_json::Value::Array(
+            items
+                .iter()
+                .enumerate()
+                .map(|(index, item)| yaml_to_json(item, &format!("{at}[{index}]")))
+                .collect::<Result<_, _>>()?,
+        ),
+        Yaml::Mapping(mapping) => {
+            let mut object = serde_json::Map::new();
+            for (key, item) in mapping {
+                let key = match key {
+                    Yaml::String(key) => key.clone(),
+                    Yaml::Number(number) => number.to_string(),
+                    Yaml::Bool(flag) => flag.to_string(),
+                    _ => return Err(format!("`{at}` has a key that is not text")),
+                };
+                let value = yaml_to_json(item, &key_path(&key))?;
+                object.insert(key, value);
+            }
+            serde_json::Value::Object(object)
+        }
+        Yaml::Tagged(tagged) => {
+            let place = if at.is_empty() { "the task" } else { at };
+            return Err(format!(
+                "`{place}` is `{} …`, which runs Python code of the task; Arbiter imports only what the YAML declares",
+                tagged.tag
+            ));
+        }
+    })
+}
+
+/// A split's one data file, relative to the task file.
+fn one_file(base: &Path, split: &SplitFiles) -> ServiceResult<PathBuf> {
+    match split.files.as_slice() {
+        [file] => Ok(base.join(file)),
+        files => Err(ServiceError::Invalid(format!(
+            "`dataset_kwargs.data_files.{}` lists {} files; list one file per split (join them first)",
+            split.split,
+            files.len()
+        ))),
+    }
+}
+
+/// The format of a data file: by its extension, within the task's `dataset_path` (the
+/// `datasets` json loader reads JSON Lines whatever the extension).
+fn file_format(format: DataFormat, path: &Path) -> DatasetFormat {
+    let by_name = DatasetFormat::from_file_name(&path.to_string_lossy());
+    match (format, by_name) {
+        (DataFormat::Json, DatasetFormat::JsonlGzip) => DatasetFormat::JsonlGzip,
+        (DataFormat::Json, _) => DatasetFormat::Jsonl,
+        (DataFormat::Csv, DatasetFormat::CsvGzip) => DatasetFormat::CsvGzip,
+        (DataFormat::Csv, _) => DatasetFormat::Csv,
+        (DataFormat::Parquet, _) => DatasetFormat::Parquet,
+    }
+}
+
+/// The eval form of one pipeline over the stored (or, while checking, placeholder) datasets.
+fn eval_form(
+    task: &LmEvalTask,
+    options: &ImportOptions,
+    name: &str,
+    grader: &arbiter_domain::grading::GraderSpec,
+    evaluated: DatasetId,
+    shots_dataset: DatasetId,
+) -> ServiceResult<EvalForm> {
+    let grader = serde_json::to_string(grader).map_err(|_| ServiceError::Internal)?;
+    Ok(EvalForm {
+        name: name.to_string(),
+        dataset_id: evaluated,
+        prompt_template: task.prompt_template.clone(),
+        max_tokens: task.max_tokens,
+        temperature: task.temperature,
+        repetitions: task.repetitions,
+        seed: arbiter_domain::import::lm_eval::HARNESS_SEED,
+        grader,
+        options: EvalOptions {
+            template_syntax: Some(TemplateSyntax::Jinja),
+            system_prompt: String::new(),
+            messages: Vec::new(),
+            api: options.api,
+            mapping: Some(FieldMapping {
+                input: task.input_field.clone(),
+                target: Some(task.target_field.clone()),
+                choices: None,
+                category: None,
+                metadata: Vec::new(),
+                shuffle_choices: None,
+            }),
+            few_shot: task.shots.as_ref().map(|shots| FewShotSpec {
+                dataset_id: shots_dataset,
+                count: shots.count,
+                seed: shots.seed,
+                style: FewShotStyle::Text,
+                delimiter: shots.delimiter.clone(),
+                target_delimiter: shots.target_delimiter.clone(),
+                in_order: shots.in_order,
+            }),
+            sampling: task.sampling.clone(),
+        },
+    })
+}
+
+/// The shots as a launch would draw them, from the file instead of the store.
+fn draw_from_file(
+    path: &Path,
+    format: DatasetFormat,
+    prompt: &arbiter_domain::prompt::PromptSpec,
+    dataset_id: DatasetId,
+) -> ServiceResult<Exemplars> {
+    let Some(few_shot) = &prompt.few_shot else {
+        return Err(ServiceError::Internal);
+    };
+    let draw = Arc::new(Mutex::new(ExemplarDraw::new(few_shot)));
+    let offered = draw.clone();
+    let sink: ItemSink = Box::new(move |chunk| {
+        let mut draw = offered.lock().map_err(|_| poisoned())?;
+        for item in &chunk {
+            draw.offer(item);
+        }
+        Ok(())
+    });
+    stream(path, format, sink)?;
+    let draw = Arc::into_inner(draw)
+        .and_then(|draw| draw.into_inner().ok())
+        .ok_or(ServiceError::Internal)?;
+    let items = draw.finish();
+    if items.len() < few_shot.count as usize {
+        return Err(ServiceError::Invalid(format!(
+            "{} has {} documents; num_fewshot asks for {}",
+            path.display(),
+            items.len(),
+            few_shot.count
+        )));
+    }
+    Ok(Exemplars {
+        dataset_id,
+        dataset_revision: String::new(),
+        items,
+    })
+}
+
+/// Renders every document of the file, as saving the eval will over the stored revision.
+fn check_documents(
+    path: &Path,
+    format: DatasetFormat,
+    renderer: PromptRenderer,
+) -> ServiceResult<()> {
+    let sink: ItemSink = Box::new(move |chunk| {
+        for item in &chunk {
+            renderer
+                .check_turns(item)
+                .map_err(|problem| DatasetError::At {
+                    place: format!("document `{}`", item.case_id),
+                    message: problem,
+                })?;
+        }
+        Ok(())
+    });
+    stream(path, format, sink)
+}
+
+fn poisoned() -> DatasetError {
+    DatasetError::At {
+        place: "the import".into(),
+        message: "failed while drawing shots".into(),
+    }
+}
+
+/// Streams a data file's documents into `sink` within the upload limits.
+fn stream(path: &Path, format: DatasetFormat, sink: ItemSink) -> ServiceResult<()> {
+    let builder = DatasetBuilder::streaming(catalog::upload_limits(), 5_000, sink);
+    parse_file(path, format, builder)
+        .map(|_| ())
+        .map_err(|err| ServiceError::Invalid(format!("{}: {err}", path.display())))
+}
+
+/// Uploads a data file as a revision of the named dataset and records it.
+async fn upload(
+    store: &dyn Store,
+    name: &str,
+    path: &Path,
+    created_by: Option<UserId>,
+    written: &mut Vec<(String, String, i64)>,
+) -> ServiceResult<DatasetId> {
+    let file_name = path
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let revision = catalog::upload_dataset_file(
+        store,
+        name,
+        &file_name,
+        path,
+        created_by,
+        catalog::upload_limits(),
+    )
+    .await?;
+    written.push((
+        name.to_string(),
+        revision.content_hash.clone(),
+        revision.item_count,
+    ));
+    Ok(revision.dataset_id)
+}

@@ -1,0 +1,194 @@
+//! Importing a peer's task: an lm-evaluation-harness task file with local data becomes datasets
+//! and evals that send the prompts the harness renders and score the way it scores; a task
+//! that cannot be expressed stores nothing.
+
+use arbiter_domain::prompt::Api;
+use arbiter_engine::error::ServiceError;
+use arbiter_engine::import::{import_lm_eval_task, ImportOptions};
+use arbiter_store::Store;
+use arbiter_testkit::pipeline::{checkpoint, launch, test_worker, work_until_complete};
+use arbiter_testkit::recorder::Recorder;
+use arbiter_testkit::stories;
+use serde_json::{json, Value};
+use std::path::Path;
+use std::sync::Arc;
+
+stories!(
+    an_lm_eval_task_imports_as_the_harness_renders_and_scores_it,
+    a_task_that_cannot_be_imported_stores_nothing
+);
+
+/// The task as the harness would read it: shots from the first two training documents, a
+/// strict and a flexible filter, GSM8K's folding.
+const TASK: &str = r#####"
+task: sums
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: sums-test.jsonl
+    train: sums-train.jsonl
+output_type: generate_until
+test_split: test
+fewshot_split: train
+num_fewshot: 2
+fewshot_config:
+  sampler: first_n
+doc_to_text: "Question: {{question.strip()}}\nAnswer:"
+doc_to_target: "{{answer}}"
+generation_kwargs:
+  until: ["\n\n", "Question:"]
+  do_sample: false
+  temperature: 0.0
+  max_gen_toks: 24
+filter_list:
+  - name: strict-match
+    filter:
+      - function: regex
+        regex_pattern: "#### (\\-?[0-9\\.\\,]+)"
+      - function: take_first
+  - name: flexible-extract
+    filter:
+      - function: regex
+        group_select: -1
+        regex_pattern: "(-?[$0-9.,]{2,})|(-?[0-9]+)"
+      - function: take_first
+metric_list:
+  - metric: exact_match
+    aggregation: mean
+    higher_is_better: true
+    ignore_case: true
+    regexes_to_ignore: [",", "\\$", "(?s).*#### ", "\\.$"]
+metadata:
+  version: 1.0
+"#####;
+
+fn write_task(directory: &Path, task: &str) -> std::path::PathBuf {
+    let line = |id: &str, question: &str, answer: &str| {
+        json!({"id": id, "question": question, "answer": answer}).to_string() + "\n"
+    };
+    std::fs::write(
+        directory.join("sums-train.jsonl"),
+        [
+            line("t1", "What is 1 + 1? ", "1 + 1 = 2\n#### 2"),
+            line("t2", "What is 2 + 5?", "2 + 5 = 7\n#### 7"),
+            line("t3", "What is 9 + 9?", "9 + 9 = 18\n#### 18"),
+        ]
+        .concat(),
+    )
+    .unwrap();
+    std::fs::write(
+        directory.join("sums-test.jsonl"),
+        [
+            line("s1", "What is 3 + 4?", "3 + 4 = 7\n#### 7"),
+            line("s2", "What is 10 + 20?", "10 + 20 = 30\n#### 30"),
+            line("s3", "What is 6 + 6?", "6 + 6 = 12\n#### 12"),
+        ]
+        .concat(),
+    )
+    .unwrap();
+    let path = directory.join("sums.yaml");
+    std::fs::write(&path, task).unwrap();
+    path
+}
+
+/// Answers as a model might: the worked form for 3 + 4, a bare number for 10 + 20, a wrong
+/// worked answer for 6 + 6.
+fn answer(body: &Value) -> String {
+    let prompt = body["prompt"].as_str().unwrap_or_default();
+    let question = prompt.rsplit("Question: ").next().unwrap_or_default();
+    if question.starts_with("What is 3 + 4?") {
+        " 3 + 4 = 7\n#### 7".into()
+    } else if question.starts_with("What is 10 + 20?") {
+        " The sum is 30.".into()
+    } else {
+        " 6 + 6 = 13\n#### 13".into()
+    }
+}
+
+async fn an_lm_eval_task_imports_as_the_harness_renders_and_scores_it(store: Arc<dyn Store>) {
+    let directory = tempfile::tempdir().unwrap();
+    let path = write_task(directory.path(), TASK);
+    let options = ImportOptions {
+        api: Api::Completions,
+        name: String::new(),
+    };
+    let imported = import_lm_eval_task(store.as_ref(), &path, &options, None)
+        .await
+        .unwrap();
+    let dataset_names: Vec<&str> = imported.datasets.iter().map(|d| d.0.as_str()).collect();
+    assert_eq!(dataset_names, ["sums", "sums (train split)"]);
+    let eval_names: Vec<&str> = imported.evals.iter().map(|e| e.1.as_str()).collect();
+    assert_eq!(eval_names, ["sums (strict-match)", "sums (flexible-extract)"]);
+    assert!(imported.notes.is_empty(), "{:?}", imported.notes);
+
+    let recorder = Recorder::start("base-model", answer).await;
+    let base = checkpoint(store.as_ref(), "base", &recorder.base_url, "base-model", "").await;
+    let strict = launch(store.as_ref(), imported.evals[0].0, base).await;
+    work_until_complete(store.clone(), &[strict], test_worker("w")).await;
+    let flexible = launch(store.as_ref(), imported.evals[1].0, base).await;
+    work_until_complete(store.clone(), &[flexible], test_worker("w")).await;
+
+    // The harness's layout: the first two training documents as shots (question, target
+    // delimiter, full answer), the shot delimiter, then the question; its stop sequences.
+    let requests = recorder.requests();
+    let first = requests
+        .iter()
+        .find(|request| request.body["prompt"].as_str().unwrap().ends_with("What is 3 + 4?\nAnswer:"))
+        .expect("the first document was asked");
+    assert_eq!(
+        first.body["prompt"],
+        "Question: What is 1 + 1?\nAnswer: 1 + 1 = 2\n#### 2\n\nQuestion: What is 2 + 5?\nAnswer: 2 + 5 = 7\n#### 7\n\nQuestion: What is 3 + 4?\nAnswer:"
+    );
+    assert_eq!(first.body["stop"], json!(["\n\n", "Question:"]));
+    assert_eq!(first.body["max_tokens"], 24);
+    assert_eq!(first.body["temperature"], 0.0);
+    assert_eq!(first.body["seed"], 1234);
+    assert_eq!(
+        requests.len(),
+        3,
+        "the second pipeline's eval sends identical requests, answered from the cache"
+    );
+
+    // Strict: only the worked 3 + 4 has `#### n`. Flexible: the last number, so 30 passes.
+    for (run, expected) in [(strict, [true, false, false]), (flexible, [true, true, false])] {
+        let results = store.run_results(run, 10).await.unwrap();
+        let mut verdicts: Vec<(String, bool)> = results
+            .iter()
+            .map(|result| (result.case_id.clone(), result.verdict == "pass"))
+            .collect();
+        verdicts.sort();
+        let passed: Vec<bool> = verdicts.iter().map(|(_, pass)| *pass).collect();
+        assert_eq!(passed, expected, "run {run}: {verdicts:?}");
+    }
+}
+
+async fn a_task_that_cannot_be_imported_stores_nothing(store: Arc<dyn Store>) {
+    let directory = tempfile::tempdir().unwrap();
+    let options = ImportOptions {
+        api: Api::Completions,
+        name: String::new(),
+    };
+    for (task, expected) in [
+        (
+            TASK.replace("doc_to_text: \"Question", "doc_to_text: !function utils.doc_to_text\nx: \"Question"),
+            "`doc_to_text` is `!function",
+        ),
+        (
+            TASK.replace("{{question.strip()}}", "{{ problem }}"),
+            "`problem`",
+        ),
+        (TASK.replace("dataset_path: json", "dataset_path: gsm8k"), "remote dataset"),
+        (TASK.replace("num_fewshot: 2", "num_fewshot: 5"), "num_fewshot asks for 5"),
+    ] {
+        let path = write_task(directory.path(), &task);
+        let refused = import_lm_eval_task(store.as_ref(), &path, &options, None)
+            .await
+            .unwrap_err();
+        let ServiceError::Invalid(message) = refused else {
+            panic!("{refused:?}");
+        };
+        assert!(message.contains(expected), "{message}");
+    }
+    assert!(store.list_datasets().await.unwrap().is_empty(), "no dataset stored");
+    assert!(store.list_evals().await.unwrap().is_empty(), "no eval stored");
+}
