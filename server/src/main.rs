@@ -61,7 +61,8 @@ enum Command {
     /// ARBITER_MAX_UPLOAD_MB and ARBITER_MAX_UPLOAD_ITEMS) into a new revision.
     Dataset(DatasetArgs),
     /// Import a peer's task: `lm-eval TASK.yaml` makes an lm-evaluation-harness task (its
-    /// declarative part, with local data files) into datasets and one eval per filter.
+    /// declarative part, with local data files) into datasets and one eval per filter;
+    /// `inspect SAMPLES.jsonl` makes Inspect AI samples into a dataset and an eval.
     Import(ImportArgs),
     /// Manage user accounts.
     User(UserArgs),
@@ -295,6 +296,21 @@ pub enum ImportSource {
         /// `completions` (base checkpoints, as `local-completions`) or `chat` (the same text
         /// as one user message).
         #[arg(long, default_value = "completions")]
+        api: String,
+    },
+    /// Inspect AI samples (JSONL: `input` a string or chat messages, `target`, `choices`,
+    /// `id`, `metadata`): one dataset and one eval. With choices the letter chosen is graded,
+    /// otherwise the final answer is matched exactly.
+    Inspect {
+        samples: PathBuf,
+        /// Names the dataset and the eval (default: the file's name).
+        #[arg(long, default_value = "")]
+        name: String,
+        /// The grader instead, as the eval form takes it (`normalised_match@1`, or JSON).
+        #[arg(long)]
+        grader: Option<String>,
+        /// `chat` (default) or `completions`.
+        #[arg(long, default_value = "chat")]
         api: String,
     },
 }

@@ -379,7 +379,11 @@ mod convert {
             candidate: percent(Some(test.candidate)),
             delta: points(test.difference()),
             interval: test.bootstrap.map_or_else(String::new, |b| {
-                format!("{} to {}", points(b.interval.lower), points(b.interval.upper))
+                format!(
+                    "{} to {}",
+                    points(b.interval.lower),
+                    points(b.interval.upper)
+                )
             }),
             p_value: p_text(test.p_value),
             adjusted_p: p_text(test.adjusted_p),

@@ -121,7 +121,12 @@ mod convert {
     pub fn sample_metrics(trend: &Trend) -> Vec<(SampleMetric, u64)> {
         let mut shown: Vec<(SampleMetric, u64)> = Vec::new();
         for point in &trend.points {
-            let most = point.sample_metrics.iter().map(|row| row.k).max().unwrap_or(0);
+            let most = point
+                .sample_metrics
+                .iter()
+                .map(|row| row.k)
+                .max()
+                .unwrap_or(0);
             let ks = compared_ks(most);
             for row in &point.sample_metrics {
                 if ks.contains(&row.k) && !shown.contains(&(row.metric, row.k)) {

@@ -454,9 +454,8 @@ fn compile_nested(spec: &GraderSpec, depth: usize) -> Result<Grader, GraderSpecE
             *min_chars, *max_chars, *min_words, *max_words,
         )?),
         GraderSpec::HarnessMatch { filter, folding } => Check::HarnessMatch(Box::new(
-            HarnessMatch::compile(filter.as_ref(), folding, compile_pattern).map_err(
-                |(pattern, message)| GraderSpecError::InvalidRegex { pattern, message },
-            )?,
+            HarnessMatch::compile(filter.as_ref(), folding, compile_pattern)
+                .map_err(|(pattern, message)| GraderSpecError::InvalidRegex { pattern, message })?,
         )),
         GraderSpec::AllOf { graders } => Check::AllOf(compile_children("all_of", graders, depth)?),
         GraderSpec::AnyOf { graders } => Check::AnyOf(compile_children("any_of", graders, depth)?),

@@ -61,7 +61,8 @@ impl HarnessMatch {
         folding: &MatchFolding,
         compile: impl Fn(&str) -> Result<Regex, String>,
     ) -> Result<HarnessMatch, (String, String)> {
-        let regex = |pattern: &str| compile(pattern).map_err(|message| (pattern.to_string(), message));
+        let regex =
+            |pattern: &str| compile(pattern).map_err(|message| (pattern.to_string(), message));
         Ok(HarnessMatch {
             filter: match filter {
                 Some(filter) => Some((
@@ -158,10 +159,16 @@ mod tests {
     /// Values worked out with Python 3.11's `re.findall` on the same strings.
     #[test]
     fn the_filter_reads_like_python_findall() {
-        let gsm8k_strict = check(Some(("#### (\\-?[0-9\\.\\,]+)", 0)), MatchFolding::default());
+        let gsm8k_strict = check(
+            Some(("#### (\\-?[0-9\\.\\,]+)", 0)),
+            MatchFolding::default(),
+        );
         assert_eq!(gsm8k_strict.filtered("so 3 + 4 = 7\n#### 7"), "7");
         assert_eq!(gsm8k_strict.filtered("7"), "[invalid]");
-        let flexible = check(Some(("(-?[$0-9.,]{2,})|(-?[0-9]+)", -1)), MatchFolding::default());
+        let flexible = check(
+            Some(("(-?[$0-9.,]{2,})|(-?[0-9]+)", -1)),
+            MatchFolding::default(),
+        );
         // findall gives ('', '3'), ('', '4'), ('12', ''): the last, first non-empty group.
         assert_eq!(flexible.filtered("3 and 4 make 12"), "12");
         assert_eq!(flexible.filtered("no digits"), "[invalid]");
@@ -170,19 +177,30 @@ mod tests {
         assert_eq!(whole.filtered("only B"), "[invalid]", "index out of range");
         let stripped = check(Some(("Answer:(.*)", 0)), MatchFolding::default());
         assert_eq!(stripped.filtered("Answer:  42 \n"), "42");
-        assert_eq!(check(None, MatchFolding::default()).filtered(" 42 "), " 42 ");
+        assert_eq!(
+            check(None, MatchFolding::default()).filtered(" 42 "),
+            " 42 "
+        );
     }
 
     #[test]
     fn folding_follows_the_harness_order() {
         let folding = MatchFolding {
-            regexes_to_ignore: vec![",".into(), "\\$".into(), "(?s).*#### ".into(), "\\.$".into()],
+            regexes_to_ignore: vec![
+                ",".into(),
+                "\\$".into(),
+                "(?s).*#### ".into(),
+                "\\.$".into(),
+            ],
             ignore_case: true,
             ignore_punctuation: false,
             ignore_numbers: false,
         };
         let gsm8k = check(None, folding);
-        assert_eq!(gsm8k.fold("Natalia sold 48 + 24 = 72 clips.\n#### 72"), "72");
+        assert_eq!(
+            gsm8k.fold("Natalia sold 48 + 24 = 72 clips.\n#### 72"),
+            "72"
+        );
         assert_eq!(gsm8k.fold("$1,200."), "1200");
         let punctuation = check(
             None,

@@ -159,7 +159,9 @@ pub fn read_task(task: &Value) -> Result<LmEvalTask, String> {
         None => return Err("`dataset_path`: say json, csv or parquet, with local data_files".into()),
     };
     if string(task, "dataset_name")?.is_some_and(|name| !name.is_empty()) {
-        return Err("`dataset_name` picks a configuration of a hub dataset; local files have none".into());
+        return Err(
+            "`dataset_name` picks a configuration of a hub dataset; local files have none".into(),
+        );
     }
     let splits = data_files(task)?;
     let split_files = |key: &str, split: &str| -> Result<SplitFiles, String> {
@@ -183,7 +185,10 @@ pub fn read_task(task: &Value) -> Result<LmEvalTask, String> {
         (Some(split), _) => ("test_split", split),
         (None, Some(split)) => ("validation_split", split),
         (None, None) => {
-            return Err("`test_split`: say which split is evaluated (test_split or validation_split)".into())
+            return Err(
+                "`test_split`: say which split is evaluated (test_split or validation_split)"
+                    .into(),
+            )
         }
     };
     let evaluated = split_files(evaluated_key, &evaluated_split)?;
@@ -229,8 +234,8 @@ pub fn read_task(task: &Value) -> Result<LmEvalTask, String> {
             target_delimiter,
         })
     };
-    let input_field = first_field(&doc_to_text)
-        .ok_or("`doc_to_text` uses no field of the documents")?;
+    let input_field =
+        first_field(&doc_to_text).ok_or("`doc_to_text` uses no field of the documents")?;
     let prompt_template = keep_trailing_newline(&format!("{description}{doc_to_text}"));
     let generation = generation(task, &fewshot_delimiter)?;
     let repetitions = match task.get("repeats") {
@@ -238,7 +243,8 @@ pub fn read_task(task: &Value) -> Result<LmEvalTask, String> {
         Some(value) => value
             .as_u64()
             .filter(|repeats| (1..=1000).contains(repeats))
-            .ok_or("`repeats` must be a whole number from 1 to 1000")? as u32,
+            .ok_or("`repeats` must be a whole number from 1 to 1000")?
+            as u32,
     };
     let pipelines = pipelines(task, repetitions, &mut notes)?;
     Ok(LmEvalTask {
@@ -304,7 +310,10 @@ fn data_files(task: &Map<String, Value>) -> Result<BTreeMap<String, Vec<String>>
             }
         }
         other => {
-            splits.insert("train".to_string(), paths("dataset_kwargs.data_files", other)?);
+            splits.insert(
+                "train".to_string(),
+                paths("dataset_kwargs.data_files", other)?,
+            );
         }
     }
     for path in splits.values().flatten() {
@@ -362,9 +371,14 @@ fn target_field(task: &Map<String, Value>) -> Result<String, String> {
     let text = match task.get("doc_to_target") {
         Some(Value::String(text)) => text.trim().to_string(),
         Some(Value::Number(_)) => {
-            return Err("`doc_to_target` is a choice index, which needs doc_to_choice (likelihood tasks)".into())
+            return Err(
+                "`doc_to_target` is a choice index, which needs doc_to_choice (likelihood tasks)"
+                    .into(),
+            )
         }
-        _ => return Err("`doc_to_target` is needed: the field holding the reference answer".into()),
+        _ => {
+            return Err("`doc_to_target` is needed: the field holding the reference answer".into())
+        }
     };
     let inner = text
         .strip_prefix("{{")
@@ -388,8 +402,13 @@ fn sampler(task: &Map<String, Value>, notes: &mut Vec<String>) -> Result<(bool, 
         Some(Value::Object(config)) => config.clone(),
         Some(_) => return Err("`fewshot_config` must be a mapping".into()),
     };
-    if let Some(key) = config.keys().find(|key| !["sampler", "samples"].contains(&key.as_str())) {
-        return Err(format!("`fewshot_config.{key}` is not read; only sampler is"));
+    if let Some(key) = config
+        .keys()
+        .find(|key| !["sampler", "samples"].contains(&key.as_str()))
+    {
+        return Err(format!(
+            "`fewshot_config.{key}` is not read; only sampler is"
+        ));
     }
     if config.contains_key("samples") {
         return Err("`fewshot_config.samples` lists shots inline (or in Python); put them in a split of the data files".into());
@@ -480,7 +499,9 @@ fn generation(task: &Map<String, Value>, fewshot_delimiter: &str) -> Result<Gene
         sampling.stop = vec![fewshot_delimiter.to_string()];
     }
     if do_sample == Some(false) && temperature > 0.0 {
-        return Err("`generation_kwargs`: do_sample is false but the temperature is above 0".into());
+        return Err(
+            "`generation_kwargs`: do_sample is false but the temperature is above 0".into(),
+        );
     }
     sampling
         .validate()
@@ -616,10 +637,9 @@ fn folding(task: &Map<String, Value>) -> Result<MatchFolding, String> {
                         .ok_or_else(|| format!("`{at}.regexes_to_ignore` must list patterns"))?
                         .iter()
                         .map(|pattern| {
-                            pattern
-                                .as_str()
-                                .map(String::from)
-                                .ok_or_else(|| format!("`{at}.regexes_to_ignore` must list patterns"))
+                            pattern.as_str().map(String::from).ok_or_else(|| {
+                                format!("`{at}.regexes_to_ignore` must list patterns")
+                            })
                         })
                         .collect::<Result<_, _>>()?
                 }
@@ -681,11 +701,21 @@ mod tests {
         let shots = task.shots.clone().unwrap();
         assert_eq!(shots.source.files, vec!["train.jsonl"]);
         assert!(shots.in_order && !shots.same_split);
-        assert_eq!((shots.count, shots.delimiter.as_str(), shots.target_delimiter.as_str()), (3, "\n\n", " "));
+        assert_eq!(
+            (
+                shots.count,
+                shots.delimiter.as_str(),
+                shots.target_delimiter.as_str()
+            ),
+            (3, "\n\n", " ")
+        );
         assert_eq!(task.prompt_template, "Question: {{question}}\nAnswer:");
         assert_eq!(task.input_field, "question");
         assert_eq!(task.target_field, "answer");
-        assert_eq!((task.max_tokens, task.temperature, task.repetitions), (32, 0.0, 1));
+        assert_eq!(
+            (task.max_tokens, task.temperature, task.repetitions),
+            (32, 0.0, 1)
+        );
         assert_eq!(task.sampling.stop, vec!["\n\n", "Question:"]);
         assert!(task.sampling.extra.is_empty(), "do_sample is not sent");
         let names: Vec<&str> = task.pipelines.iter().map(|p| p.name.as_str()).collect();
@@ -702,7 +732,13 @@ mod tests {
     fn defaults_follow_the_harness() {
         let mut doc = gsm8k_like();
         let task = doc.as_object_mut().unwrap();
-        for key in ["generation_kwargs", "filter_list", "metric_list", "fewshot_config", "fewshot_split"] {
+        for key in [
+            "generation_kwargs",
+            "filter_list",
+            "metric_list",
+            "fewshot_config",
+            "fewshot_split",
+        ] {
             task.remove(key);
         }
         task.insert("training_split".into(), json!("train"));
@@ -712,7 +748,11 @@ mod tests {
         assert_eq!(task.prompt_template, "{{ question }}");
         assert_eq!(task.target_field, "answer");
         assert_eq!(task.max_tokens, 256);
-        assert_eq!(task.sampling.stop, vec!["\n\n"], "until defaults to the shot delimiter");
+        assert_eq!(
+            task.sampling.stop,
+            vec!["\n\n"],
+            "until defaults to the shot delimiter"
+        );
         assert_eq!(task.pipelines.len(), 1);
         let shots = task.shots.unwrap();
         assert!(!shots.in_order && shots.seed == HARNESS_SEED);
@@ -726,22 +766,41 @@ mod tests {
             doc.as_object_mut().unwrap().insert(key.into(), value);
             read_task(&doc).unwrap_err()
         };
-        assert!(refused("process_docs", json!("!function utils.process_docs")).contains("`process_docs`"));
+        assert!(
+            refused("process_docs", json!("!function utils.process_docs"))
+                .contains("`process_docs`")
+        );
         assert!(refused("dataset_path", json!("gsm8k")).contains("remote dataset"));
         assert!(refused("output_type", json!("multiple_choice")).contains("likelihood"));
-        assert!(refused("doc_to_target", json!("{{answer.split('####')[-1]}}")).contains("`doc_to_target"));
+        assert!(
+            refused("doc_to_target", json!("{{answer.split('####')[-1]}}"))
+                .contains("`doc_to_target")
+        );
         assert!(refused("doc_to_choice", json!(["A", "B"])).contains("`doc_to_choice`"));
         assert!(refused("num_fewshot", json!(500)).contains("`num_fewshot`"));
         assert!(refused("test_split", json!("dev")).contains("`test_split: dev`"));
         assert!(refused("fewshot_config", json!({"sampler": "balanced"})).contains("balanced"));
-        assert!(refused("metric_list", json!([{"metric": "bleu"}])).contains("metric_list[0].metric: bleu"));
-        assert!(refused("filter_list", json!([{"name": "x", "filter": [{"function": "lowercase"}]}]))
-            .contains("filter_list[0].filter[0].function: lowercase"));
-        assert!(refused("filter_list", json!([{"name": "x", "filter": [{"function": "regex", "regex_pattern": "(?<=a)b"}]}]))
-            .contains("pipeline `x`"));
-        assert!(refused("dataset_kwargs", json!({"data_files": "https://example.com/x.jsonl"})).contains("remote"));
+        assert!(refused("metric_list", json!([{"metric": "bleu"}]))
+            .contains("metric_list[0].metric: bleu"));
+        assert!(refused(
+            "filter_list",
+            json!([{"name": "x", "filter": [{"function": "lowercase"}]}])
+        )
+        .contains("filter_list[0].filter[0].function: lowercase"));
+        assert!(refused(
+            "filter_list",
+            json!([{"name": "x", "filter": [{"function": "regex", "regex_pattern": "(?<=a)b"}]}])
+        )
+        .contains("pipeline `x`"));
+        assert!(refused(
+            "dataset_kwargs",
+            json!({"data_files": "https://example.com/x.jsonl"})
+        )
+        .contains("remote"));
         assert!(refused("include", json!("_default.yaml")).contains("`include`"));
-        assert!(refused("generation_kwargs", json!({"until": 5})).contains("`generation_kwargs.until`"));
+        assert!(
+            refused("generation_kwargs", json!({"until": 5})).contains("`generation_kwargs.until`")
+        );
         assert!(refused("description", json!("Solve:\n")).contains("`description`"));
     }
 

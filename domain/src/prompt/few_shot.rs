@@ -226,7 +226,11 @@ mod tests {
             draw.offer(&item(id));
         }
         let ids: Vec<String> = draw.finish().into_iter().map(|item| item.case_id).collect();
-        assert_eq!(ids, ["z", "b", "m"], "two shots and a spare, in dataset order");
+        assert_eq!(
+            ids,
+            ["z", "b", "m"],
+            "two shots and a spare, in dataset order"
+        );
     }
 
     #[test]

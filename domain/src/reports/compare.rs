@@ -166,7 +166,10 @@ pub struct RunSamples {
 /// pass@k, pass^k and maj@k of two runs of the same identities compared at the k of
 /// [`compared_ks`]; empty when the runs have one sample per item. Adjusted p-values are set by
 /// [`apply_correction`].
-pub fn compare_sample_metrics(baseline: &RunSamples, candidate: &RunSamples) -> Vec<SampleMetricTest> {
+pub fn compare_sample_metrics(
+    baseline: &RunSamples,
+    candidate: &RunSamples,
+) -> Vec<SampleMetricTest> {
     let shared = baseline
         .counts
         .iter()
@@ -182,14 +185,22 @@ pub fn compare_sample_metrics(baseline: &RunSamples, candidate: &RunSamples) -> 
     keys.sort();
     let vote_pairs: Vec<(&[VotedSample], &[VotedSample])> = keys
         .iter()
-        .filter_map(|key| Some((baseline.votes.get(*key)?.as_slice(), candidate.votes.get(*key)?.as_slice())))
+        .filter_map(|key| {
+            Some((
+                baseline.votes.get(*key)?.as_slice(),
+                candidate.votes.get(*key)?.as_slice(),
+            ))
+        })
         .collect();
     let mut tests = Vec::new();
     for k in compared_ks(shared) {
         let [pass_at, pass_all] = paired_count_scores(&baseline.counts, &candidate.counts, k);
         let majority = paired_majority_scores(&vote_pairs, k);
         for (offset, scores) in [pass_at, pass_all, majority].iter().enumerate() {
-            tests.extend(SampleMetricTest::of(scores, BOOTSTRAP_SEED ^ k ^ ((offset as u64) << 32)));
+            tests.extend(SampleMetricTest::of(
+                scores,
+                BOOTSTRAP_SEED ^ k ^ ((offset as u64) << 32),
+            ));
         }
     }
     tests.sort_by_key(|test| (metric_order(test.metric), test.k));

@@ -414,7 +414,11 @@ fn metrics_over_samples_are_compared_pairwise_and_corrected_with_the_page() {
     let candidate = run_samples(300, 4, |item| if item < 150 { 3 } else { 1 });
     let tests = compare_sample_metrics(&baseline, &candidate);
     let labels: Vec<String> = tests.iter().map(|test| test.label()).collect();
-    assert_eq!(labels, ["pass@4", "pass^4", "maj@4"], "k = the samples both have");
+    assert_eq!(
+        labels,
+        ["pass@4", "pass^4", "maj@4"],
+        "k = the samples both have"
+    );
     let find = |metric: SampleMetric| tests.iter().find(|t| t.metric == metric).unwrap();
     let pass_at = find(SampleMetric::PassAtK);
     assert_eq!((pass_at.items, pass_at.samples), (300, 1200));
@@ -441,12 +445,28 @@ fn metrics_over_samples_are_compared_pairwise_and_corrected_with_the_page() {
     assert!(majority.is_improvement());
 
     // Runs with one sample per item have nothing to compare over samples.
-    assert!(compare_sample_metrics(&run_samples(10, 1, |_| 1), &run_samples(10, 1, |_| 0)).is_empty());
+    assert!(
+        compare_sample_metrics(&run_samples(10, 1, |_| 1), &run_samples(10, 1, |_| 0)).is_empty()
+    );
     // k = 10 and 12 with twelve samples; cases only one side sampled do not enter maj@k.
     let mut twelve = run_samples(20, 12, |item| item as u64 % 13);
     let tests = compare_sample_metrics(&twelve, &run_samples(20, 12, |_| 6));
-    assert_eq!(tests.iter().filter(|t| t.metric == SampleMetric::PassAtK).map(|t| t.k).collect::<Vec<_>>(), [10, 12]);
+    assert_eq!(
+        tests
+            .iter()
+            .filter(|t| t.metric == SampleMetric::PassAtK)
+            .map(|t| t.k)
+            .collect::<Vec<_>>(),
+        [10, 12]
+    );
     twelve.votes.retain(|(case, _), _| case != "c0");
     let tests = compare_sample_metrics(&twelve, &run_samples(20, 12, |_| 6));
-    assert_eq!(tests.iter().find(|t| t.metric == SampleMetric::MajAtK).unwrap().items, 19);
+    assert_eq!(
+        tests
+            .iter()
+            .find(|t| t.metric == SampleMetric::MajAtK)
+            .unwrap()
+            .items,
+        19
+    );
 }

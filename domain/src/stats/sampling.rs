@@ -174,7 +174,10 @@ pub fn majority_metrics(per_item: &[Vec<VotedSample>], seed: u64) -> Vec<SampleM
     for k in 1..=most {
         let mut values = Vec::new();
         let mut ties = 0;
-        for (correct, tied) in per_item.iter().filter_map(|samples| majority_at(samples, k)) {
+        for (correct, tied) in per_item
+            .iter()
+            .filter_map(|samples| majority_at(samples, k))
+        {
             ties += u64::from(tied);
             values.push(if correct { 1.0 } else { 0.0 });
         }

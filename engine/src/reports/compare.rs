@@ -7,8 +7,8 @@ use arbiter_domain::ids::{RunId, UserId};
 use arbiter_domain::reports::compare::{
     apply_correction, compare_sample_metrics, compare_snapshots, PairedComparison, RunSamples,
 };
-use arbiter_domain::reports::snapshot::Snapshot;
 use arbiter_domain::reports::decision::NewPromotionDecision;
+use arbiter_domain::reports::snapshot::Snapshot;
 use arbiter_domain::reports::{Completeness, Report};
 use arbiter_domain::run::RunProgress;
 use arbiter_domain::stats::correction::Correction;

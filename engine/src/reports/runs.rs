@@ -4,10 +4,10 @@
 use crate::error::{ServiceError, ServiceResult};
 use arbiter_domain::ids::RunId;
 use arbiter_domain::manifest::Manifest;
+use arbiter_domain::reports::compare::RunSamples;
 use arbiter_domain::reports::snapshot::{
     Expectation, Snapshot, SnapshotBuilder, VERDICT_FAIL, VERDICT_PASS,
 };
-use arbiter_domain::reports::compare::RunSamples;
 use arbiter_domain::reports::{build_report, Report, RunFacts, TallyRow};
 use arbiter_domain::run::RunProgress;
 use arbiter_domain::stats::proportion::ClusterSums;
@@ -116,7 +116,10 @@ pub(crate) struct RunView {
 }
 
 /// Reads the run's heading and tallies, never counts its rows.
-pub(crate) async fn report_and_snapshot(store: &dyn Store, run_id: RunId) -> ServiceResult<RunView> {
+pub(crate) async fn report_and_snapshot(
+    store: &dyn Store,
+    run_id: RunId,
+) -> ServiceResult<RunView> {
     let progress = store
         .run_header(run_id)
         .await?

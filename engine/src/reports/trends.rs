@@ -12,13 +12,13 @@ use arbiter_domain::ids::{CheckpointId, EvalId, IdentityId, RunId, UserId};
 use arbiter_domain::reports::compare::{
     apply_correction, PairedCategory, PairedComparison, SampleMetricTest,
 };
-use arbiter_domain::stats::sampling::SampleMetricRow;
 use arbiter_domain::reports::trend::{
     baseline_index, BaselinePolicy, EarlierPoint, FlakyCase, FlakyTracker, MAX_TREND_POINTS,
 };
 use arbiter_domain::reports::trend::{TrendRun, TrendWatch};
 use arbiter_domain::reports::{CategoryReport, Completeness, Report};
 use arbiter_domain::stats::correction::Correction;
+use arbiter_domain::stats::sampling::SampleMetricRow;
 use arbiter_store::Store;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -53,11 +53,17 @@ impl TrendPoint {
     /// Categories ("all" for the whole run) and metrics over samples ("pass@10") significantly
     /// worse than the baseline.
     pub fn regressions(&self) -> Vec<String> {
-        self.findings(PairedCategory::is_regression, SampleMetricTest::is_regression)
+        self.findings(
+            PairedCategory::is_regression,
+            SampleMetricTest::is_regression,
+        )
     }
 
     pub fn improvements(&self) -> Vec<String> {
-        self.findings(PairedCategory::is_improvement, SampleMetricTest::is_improvement)
+        self.findings(
+            PairedCategory::is_improvement,
+            SampleMetricTest::is_improvement,
+        )
     }
 
     fn findings(

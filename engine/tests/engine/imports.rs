@@ -15,7 +15,8 @@ use std::sync::Arc;
 
 stories!(
     an_lm_eval_task_imports_as_the_harness_renders_and_scores_it,
-    a_task_that_cannot_be_imported_stores_nothing
+    a_task_that_cannot_be_imported_stores_nothing,
+    inspect_samples_import_as_one_dataset_and_eval
 );
 
 /// The task as the harness would read it: shots from the first two training documents, a
@@ -118,7 +119,10 @@ async fn an_lm_eval_task_imports_as_the_harness_renders_and_scores_it(store: Arc
     let dataset_names: Vec<&str> = imported.datasets.iter().map(|d| d.0.as_str()).collect();
     assert_eq!(dataset_names, ["sums", "sums (train split)"]);
     let eval_names: Vec<&str> = imported.evals.iter().map(|e| e.1.as_str()).collect();
-    assert_eq!(eval_names, ["sums (strict-match)", "sums (flexible-extract)"]);
+    assert_eq!(
+        eval_names,
+        ["sums (strict-match)", "sums (flexible-extract)"]
+    );
     assert!(imported.notes.is_empty(), "{:?}", imported.notes);
 
     let recorder = Recorder::start("base-model", answer).await;
@@ -133,7 +137,12 @@ async fn an_lm_eval_task_imports_as_the_harness_renders_and_scores_it(store: Arc
     let requests = recorder.requests();
     let first = requests
         .iter()
-        .find(|request| request.body["prompt"].as_str().unwrap().ends_with("What is 3 + 4?\nAnswer:"))
+        .find(|request| {
+            request.body["prompt"]
+                .as_str()
+                .unwrap()
+                .ends_with("What is 3 + 4?\nAnswer:")
+        })
         .expect("the first document was asked");
     assert_eq!(
         first.body["prompt"],
@@ -150,7 +159,10 @@ async fn an_lm_eval_task_imports_as_the_harness_renders_and_scores_it(store: Arc
     );
 
     // Strict: only the worked 3 + 4 has `#### n`. Flexible: the last number, so 30 passes.
-    for (run, expected) in [(strict, [true, false, false]), (flexible, [true, true, false])] {
+    for (run, expected) in [
+        (strict, [true, false, false]),
+        (flexible, [true, true, false]),
+    ] {
         let results = store.run_results(run, 10).await.unwrap();
         let mut verdicts: Vec<(String, bool)> = results
             .iter()
@@ -170,15 +182,24 @@ async fn a_task_that_cannot_be_imported_stores_nothing(store: Arc<dyn Store>) {
     };
     for (task, expected) in [
         (
-            TASK.replace("doc_to_text: \"Question", "doc_to_text: !function utils.doc_to_text\nx: \"Question"),
+            TASK.replace(
+                "doc_to_text: \"Question",
+                "doc_to_text: !function utils.doc_to_text\nx: \"Question",
+            ),
             "`doc_to_text` is `!function",
         ),
         (
             TASK.replace("{{question.strip()}}", "{{ problem }}"),
             "`problem`",
         ),
-        (TASK.replace("dataset_path: json", "dataset_path: gsm8k"), "remote dataset"),
-        (TASK.replace("num_fewshot: 2", "num_fewshot: 5"), "num_fewshot asks for 5"),
+        (
+            TASK.replace("dataset_path: json", "dataset_path: gsm8k"),
+            "remote dataset",
+        ),
+        (
+            TASK.replace("num_fewshot: 2", "num_fewshot: 5"),
+            "num_fewshot asks for 5",
+        ),
     ] {
         let path = write_task(directory.path(), &task);
         let refused = import_lm_eval_task(store.as_ref(), &path, &options, None)
@@ -189,6 +210,90 @@ async fn a_task_that_cannot_be_imported_stores_nothing(store: Arc<dyn Store>) {
         };
         assert!(message.contains(expected), "{message}");
     }
-    assert!(store.list_datasets().await.unwrap().is_empty(), "no dataset stored");
-    assert!(store.list_evals().await.unwrap().is_empty(), "no eval stored");
+    assert!(
+        store.list_datasets().await.unwrap().is_empty(),
+        "no dataset stored"
+    );
+    assert!(
+        store.list_evals().await.unwrap().is_empty(),
+        "no eval stored"
+    );
+}
+
+async fn inspect_samples_import_as_one_dataset_and_eval(store: Arc<dyn Store>) {
+    let directory = tempfile::tempdir().unwrap();
+    let samples = directory.path().join("capitals.jsonl");
+    let lines = [
+        json!({"id": "fr", "input": "Capital of France?", "choices": ["Berlin", "Paris", "Rome"], "target": "B", "metadata": {"region": "europe"}}),
+        json!({"id": "jp", "input": "Capital of Japan?", "choices": ["Tokyo", "Kyoto", "Osaka"], "target": "A", "metadata": {"region": "asia"}}),
+    ];
+    let text: String = lines.iter().map(|line| line.to_string() + "\n").collect();
+    std::fs::write(&samples, text).unwrap();
+    let options = ImportOptions {
+        api: Api::Chat,
+        name: String::new(),
+    };
+    let imported = arbiter_engine::import::import_inspect_samples(
+        store.as_ref(),
+        &samples,
+        &options,
+        None,
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(imported.evals[0].1, "capitals");
+    let recorder = Recorder::start("chat-model", |body: &Value| {
+        let prompt = body["messages"][0]["content"].as_str().unwrap_or_default();
+        if prompt.contains("France") {
+            "ANSWER: B"
+        } else {
+            "ANSWER: C"
+        }
+        .to_string()
+    })
+    .await;
+    let chat = checkpoint(store.as_ref(), "chat", &recorder.base_url, "chat-model", "").await;
+    let run = launch(store.as_ref(), imported.evals[0].0, chat).await;
+    work_until_complete(store.clone(), &[run], test_worker("w")).await;
+    let prompt = recorder.requests()[0].body["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(prompt.contains("one of A, B, C."), "{prompt}");
+    assert!(prompt.contains("A. "), "lettered choices: {prompt}");
+    let mut verdicts: Vec<(String, String)> = store
+        .run_results(run, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|result| (result.case_id, result.verdict))
+        .collect();
+    verdicts.sort();
+    assert_eq!(
+        verdicts,
+        [
+            ("fr".to_string(), "pass".to_string()),
+            ("jp".to_string(), "fail".to_string())
+        ]
+    );
+
+    // A sample that needs a sandbox is refused by name, and nothing more is stored.
+    let refused = directory.path().join("tools.jsonl");
+    std::fs::write(
+        &refused,
+        json!({"input": "ls", "target": "x", "sandbox": "docker"}).to_string() + "\n",
+    )
+    .unwrap();
+    let error = arbiter_engine::import::import_inspect_samples(
+        store.as_ref(),
+        &refused,
+        &options,
+        None,
+        None,
+    )
+    .await
+    .unwrap_err();
+    assert!(error.to_string().contains("`sandbox`"), "{error}");
+    assert_eq!(store.list_datasets().await.unwrap().len(), 1);
 }

@@ -712,7 +712,14 @@ async fn reports_give_pass_at_k_over_repetitions(store: Arc<dyn Store>) {
     // Against a checkpoint that is always right, the comparison tests the metrics over
     // samples at k = 4 (the samples both runs have), on the cases both runs share.
     let always = Recorder::start("always-model", |_: &Value| "Answer: yes".to_string()).await;
-    let better = arbiter_testkit::pipeline::checkpoint(store.as_ref(), "always", &always.base_url, "always-model", "").await;
+    let better = arbiter_testkit::pipeline::checkpoint(
+        store.as_ref(),
+        "always",
+        &always.base_url,
+        "always-model",
+        "",
+    )
+    .await;
     let better_run = launch(store.as_ref(), eval, better).await;
     work_until_complete(store.clone(), &[better_run], test_worker("w")).await;
     let comparison = arbiter_engine::reports::compare::compare_checkpoints(

@@ -55,27 +55,47 @@ pub async fn export(args: crate::ExportArgs) -> anyhow::Result<()> {
     export_runs(&database_url, &runs, &format, out.as_deref()).await
 }
 
-/// `arbiter import lm-eval TASK.yaml`: prints the datasets and evals it made, and what differs
-/// from the harness.
+/// `arbiter import lm-eval TASK.yaml` and `arbiter import inspect SAMPLES.jsonl`: prints the
+/// datasets and evals made, and what differs from the peer.
 pub async fn import(args: crate::ImportArgs) -> anyhow::Result<()> {
+    use arbiter_engine::import::{import_inspect_samples, import_lm_eval_task, ImportOptions};
     let crate::ImportArgs {
         database_url,
         source,
     } = args;
-    let crate::ImportSource::LmEval { task, name, api } = source;
-    let api = match api.as_str() {
-        "completions" => arbiter_domain::prompt::Api::Completions,
-        "chat" => arbiter_domain::prompt::Api::Chat,
-        other => anyhow::bail!("--api is completions or chat, not `{other}`"),
+    let api_of = |api: &str| match api {
+        "completions" => Ok(arbiter_domain::prompt::Api::Completions),
+        "chat" => Ok(arbiter_domain::prompt::Api::Chat),
+        other => Err(anyhow::anyhow!(
+            "--api is completions or chat, not `{other}`"
+        )),
     };
     let database = open(&database_url).await?;
-    let imported = arbiter_engine::import::import_lm_eval_task(
-        database.store().as_ref(),
-        &task,
-        &arbiter_engine::import::ImportOptions { api, name },
-        None,
-    )
-    .await?;
+    let store = database.store();
+    let imported = match source {
+        crate::ImportSource::LmEval { task, name, api } => {
+            let options = ImportOptions {
+                api: api_of(&api)?,
+                name,
+            };
+            import_lm_eval_task(store.as_ref(), &task, &options, None).await?
+        }
+        crate::ImportSource::Inspect {
+            samples,
+            name,
+            grader,
+            api,
+        } => {
+            let options = ImportOptions {
+                api: api_of(&api)?,
+                name,
+            };
+            let grader = grader
+                .map(|text| arbiter_engine::catalog::parse_grader_form(&text))
+                .transpose()?;
+            import_inspect_samples(store.as_ref(), &samples, &options, grader, None).await?
+        }
+    };
     for (name, hash, items) in &imported.datasets {
         println!("dataset `{name}`: revision {hash} ({items} items)");
     }

@@ -1,16 +1,16 @@
 //! Importing an lm-evaluation-harness task file: its local data files become dataset
 //! revisions and each of its filter pipelines an eval, prompts checked against every document
-//! before anything is stored, so a task that cannot be imported leaves nothing behind.
+//! before anything is stored.
 
+use super::{check_documents, refuse_taken_names, stream, upload, ImportOptions, Imported};
 use crate::catalog::{self, EvalForm, EvalOptions};
-use crate::dataset_files::parse_file;
 use crate::error::{ServiceError, ServiceResult};
-use arbiter_domain::dataset::{DatasetBuilder, DatasetError, DatasetFormat, ItemSink};
+use arbiter_domain::dataset::{DatasetError, DatasetFormat, ItemSink};
 use arbiter_domain::fields::FieldMapping;
-use arbiter_domain::ids::{DatasetId, EvalId, UserId};
+use arbiter_domain::ids::{DatasetId, UserId};
 use arbiter_domain::import::lm_eval::{read_task, DataFormat, LmEvalTask, SplitFiles};
 use arbiter_domain::prompt::few_shot::{ExemplarDraw, Exemplars, FewShotSpec, FewShotStyle};
-use arbiter_domain::prompt::{Api, PromptRenderer, TemplateSyntax};
+use arbiter_domain::prompt::TemplateSyntax;
 use arbiter_store::Store;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -18,34 +18,13 @@ use std::sync::{Arc, Mutex};
 /// Largest task file read (they are a few kilobytes).
 const MAX_TASK_FILE_BYTES: u64 = 1024 * 1024;
 
-/// How the imported evals send their prompts.
-#[derive(Clone, Debug)]
-pub struct ImportOptions {
-    /// Completions for base checkpoints (as the harness's `local-completions`), or chat (the
-    /// same text as one user message).
-    pub api: Api,
-    /// Names the datasets and evals; the task's name when empty.
-    pub name: String,
-}
-
-/// What an import stored.
-#[derive(Clone, Debug)]
-pub struct ImportedTask {
-    /// (dataset name, revision hash, items) of each dataset written.
-    pub datasets: Vec<(String, String, i64)>,
-    /// (id, name) of each eval defined: one per filter pipeline.
-    pub evals: Vec<(EvalId, String)>,
-    /// Differences from the harness the user should know of.
-    pub notes: Vec<String>,
-}
-
 /// Imports the task file at `path` (its data files are read relative to it).
 pub async fn import_lm_eval_task(
     store: &dyn Store,
     path: &Path,
     options: &ImportOptions,
     created_by: Option<UserId>,
-) -> ServiceResult<ImportedTask> {
+) -> ServiceResult<Imported> {
     let task = read_task_file(path)?;
     let base = path.parent().unwrap_or(Path::new("."));
     let name = match options.name.trim() {
@@ -60,20 +39,14 @@ pub async fn import_lm_eval_task(
     let eval_names: Vec<String> = task
         .pipelines
         .iter()
-        .map(|pipeline| match (task.pipelines.len(), pipeline.name.as_str()) {
-            (1, _) | (_, "") => name.clone(),
-            (_, pipeline) => format!("{name} ({pipeline})"),
-        })
+        .map(
+            |pipeline| match (task.pipelines.len(), pipeline.name.as_str()) {
+                (1, _) | (_, "") => name.clone(),
+                (_, pipeline) => format!("{name} ({pipeline})"),
+            },
+        )
         .collect();
-    let existing = store.list_evals().await?;
-    if let Some(clash) = eval_names
-        .iter()
-        .find(|wanted| existing.iter().any(|eval| &eval.name == *wanted))
-    {
-        return Err(ServiceError::Invalid(format!(
-            "an eval named `{clash}` exists already: import under another name (--name)"
-        )));
-    }
+    refuse_taken_names(store, &eval_names).await?;
 
     // Everything is checked before anything is stored: shots drawn from their file, every
     // document rendered with them.
@@ -83,7 +56,14 @@ pub async fn import_lm_eval_task(
         .iter()
         .zip(&eval_names)
         .map(|(pipeline, eval_name)| {
-            eval_form(&task, options, eval_name, &pipeline.grader, placeholder(1), placeholder(2))
+            eval_form(
+                &task,
+                options,
+                eval_name,
+                &pipeline.grader,
+                placeholder(1),
+                placeholder(2),
+            )
         })
         .collect::<ServiceResult<_>>()?;
     let Some(first_form) = forms.first() else {
@@ -109,16 +89,25 @@ pub async fn import_lm_eval_task(
     let renderer = crate::prompts::renderer(&prompt, exemplars.as_ref(), placeholder(1))?;
     check_documents(&evaluated_file, format, renderer)?;
 
-    let mut imported = ImportedTask {
+    let mut imported = Imported {
         datasets: Vec::new(),
         evals: Vec::new(),
         notes: task.notes.clone(),
     };
-    let evaluated =
-        upload(store, &name, &evaluated_file, created_by, &mut imported.datasets).await?;
+    let evaluated = upload(
+        store,
+        &name,
+        &evaluated_file,
+        created_by,
+        &mut imported.datasets,
+    )
+    .await?;
     let shots_dataset = match &shots_file {
         Some(file) => {
-            let split = task.shots.as_ref().map_or("train", |s| s.source.split.as_str());
+            let split = task
+                .shots
+                .as_ref()
+                .map_or("train", |s| s.source.split.as_str());
             upload(
                 store,
                 &format!("{name} ({split} split)"),
@@ -321,66 +310,9 @@ fn draw_from_file(
     })
 }
 
-/// Renders every document of the file, as saving the eval will over the stored revision.
-fn check_documents(
-    path: &Path,
-    format: DatasetFormat,
-    renderer: PromptRenderer,
-) -> ServiceResult<()> {
-    let sink: ItemSink = Box::new(move |chunk| {
-        for item in &chunk {
-            renderer
-                .check_turns(item)
-                .map_err(|problem| DatasetError::At {
-                    place: format!("document `{}`", item.case_id),
-                    message: problem,
-                })?;
-        }
-        Ok(())
-    });
-    stream(path, format, sink)
-}
-
 fn poisoned() -> DatasetError {
     DatasetError::At {
         place: "the import".into(),
         message: "failed while drawing shots".into(),
     }
-}
-
-/// Streams a data file's documents into `sink` within the upload limits.
-fn stream(path: &Path, format: DatasetFormat, sink: ItemSink) -> ServiceResult<()> {
-    let builder = DatasetBuilder::streaming(catalog::upload_limits(), 5_000, sink);
-    parse_file(path, format, builder)
-        .map(|_| ())
-        .map_err(|err| ServiceError::Invalid(format!("{}: {err}", path.display())))
-}
-
-/// Uploads a data file as a revision of the named dataset and records it.
-async fn upload(
-    store: &dyn Store,
-    name: &str,
-    path: &Path,
-    created_by: Option<UserId>,
-    written: &mut Vec<(String, String, i64)>,
-) -> ServiceResult<DatasetId> {
-    let file_name = path
-        .file_name()
-        .map(|name| name.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let revision = catalog::upload_dataset_file(
-        store,
-        name,
-        &file_name,
-        path,
-        created_by,
-        catalog::upload_limits(),
-    )
-    .await?;
-    written.push((
-        name.to_string(),
-        revision.content_hash.clone(),
-        revision.item_count,
-    ));
-    Ok(revision.dataset_id)
 }
