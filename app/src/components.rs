@@ -35,15 +35,36 @@ where
 /// The item a rater or reviewer judges: question, reference answer and the model's output,
 /// all as text (never rendered as HTML).
 #[component]
-pub fn ItemText(input: String, target: String, output: String) -> impl IntoView {
+pub fn ItemText(
+    input: String,
+    target: String,
+    output: String,
+    #[prop(optional)] images: Vec<String>,
+) -> impl IntoView {
     view! {
         <h2>"Question"</h2>
         <pre class="input">{input}</pre>
+        <ItemImages images/>
         <h2>"Reference answer"</h2>
         <pre class="target">{target}</pre>
         <h2>"Model output"</h2>
         <pre class="output" data-testid="task-output">{output}</pre>
     }
+}
+
+/// The images an item was sent with. Only data URLs of image types reach here (items are
+/// checked when read), so the browser fetches nothing.
+#[component]
+pub fn ItemImages(images: Vec<String>) -> impl IntoView {
+    (!images.is_empty()).then(|| {
+        view! {
+            <div class="item-images" data-testid="item-images">
+                {images.into_iter().enumerate().map(|(index, src)| view! {
+                    <img src=src alt=format!("image {} of the item", index + 1)/>
+                }).collect_view()}
+            </div>
+        }
+    })
 }
 
 /// Open alerts, then the recently resolved ones folded away (queue and system pages).

@@ -69,6 +69,10 @@ pub struct StreamedDataset {
 /// Where a streaming builder sends each chunk of validated items; an error stops the parse.
 pub type ItemSink = Box<dyn FnMut(Vec<DatasetItem>) -> Result<(), DatasetError> + Send>;
 
+/// Rewrites an item's fields before it is validated and hashed (an archive's image files
+/// become data URLs); `Err` says what is wrong with the item.
+pub type FieldResolver = Box<dyn FnMut(&mut Map<String, Value>) -> Result<(), String> + Send>;
+
 /// One case of a dataset.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DatasetItem {
@@ -216,7 +220,7 @@ pub enum DatasetError {
 }
 
 /// The accepted formats, chosen by the file name's extension (`.csv`, `.csv.gz`, `.parquet`,
-/// `.jsonl.gz`/`.json.gz`; anything else is JSONL).
+/// `.jsonl.gz`/`.json.gz`, `.zip`; anything else is JSONL).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DatasetFormat {
     Jsonl,
@@ -224,6 +228,9 @@ pub enum DatasetFormat {
     Csv,
     CsvGzip,
     Parquet,
+    /// A zip archive of one data file (in any of the other formats) and the image files its
+    /// items name, which become data URLs in the items.
+    Zip,
 }
 
 impl DatasetFormat {
@@ -235,6 +242,8 @@ impl DatasetFormat {
             DatasetFormat::CsvGzip
         } else if name.ends_with(".parquet") || name.ends_with(".pq") {
             DatasetFormat::Parquet
+        } else if name.ends_with(".zip") {
+            DatasetFormat::Zip
         } else if name.ends_with(".gz") {
             DatasetFormat::JsonlGzip
         } else {
@@ -265,7 +274,10 @@ pub fn parse_dataset_with_limit(
     match format {
         DatasetFormat::Csv => parse_csv(text, &mut builder)?,
         DatasetFormat::Jsonl => parse_jsonl(text, &mut builder)?,
-        DatasetFormat::JsonlGzip | DatasetFormat::CsvGzip | DatasetFormat::Parquet => {
+        DatasetFormat::JsonlGzip
+        | DatasetFormat::CsvGzip
+        | DatasetFormat::Parquet
+        | DatasetFormat::Zip => {
             return Err(at(
                 "the file",
                 "is compressed or binary; the engine decodes it before parsing",
@@ -474,6 +486,7 @@ pub struct DatasetBuilder {
     id_source: Option<IdSource>,
     limits: UploadLimits,
     sink: Option<(usize, ItemSink)>,
+    resolver: Option<FieldResolver>,
 }
 
 impl DatasetBuilder {
@@ -484,6 +497,11 @@ impl DatasetBuilder {
             sink: Some((chunk.max(1), sink)),
             ..DatasetBuilder::default()
         }
+    }
+
+    /// Has `resolver` rewrite every item's fields first.
+    pub fn resolve_fields(&mut self, resolver: FieldResolver) {
+        self.resolver = Some(resolver);
     }
 
     /// The limits this builder enforces.
@@ -520,6 +538,9 @@ impl DatasetBuilder {
         place: &str,
         mut object: Map<String, Value>,
     ) -> Result<(), DatasetError> {
+        if let Some(resolver) = self.resolver.as_mut() {
+            resolver(&mut object).map_err(|message| at(place, message))?;
+        }
         if self.count >= self.limits.max_items {
             return Err(at(
                 place,

@@ -17,6 +17,8 @@ pub struct EvalFormText {
     pub target_field: String,
     pub choices_field: String,
     pub category_field: String,
+    /// The field holding each item's images ('' for none).
+    pub images_field: String,
     /// Comma-separated.
     pub metadata_fields: String,
     /// '' keeps the items' order; a number shuffles choices with that seed.

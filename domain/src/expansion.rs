@@ -202,6 +202,7 @@ mod tests {
         PromptBody::Chat(vec![crate::fields::ChatMessage {
             role: crate::fields::Role::User,
             content: text.into(),
+            images: Vec::new(),
         }])
     }
 
@@ -217,10 +218,12 @@ mod tests {
             crate::fields::ChatMessage {
                 role: crate::fields::Role::System,
                 content: "Be brief.".into(),
+                images: Vec::new(),
             },
             crate::fields::ChatMessage {
                 role: crate::fields::Role::User,
                 content: "Q: 1+1?".into(),
+                images: Vec::new(),
             },
         ]);
         let mut with_stop = settings();

@@ -41,6 +41,10 @@ pub struct FieldMapping {
     /// choice); `None` keeps the item's order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shuffle_choices: Option<u64>,
+    /// A field holding the item's images (a data URL, or a list of them), sent with its input
+    /// to chat endpoints as image parts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images: Option<String>,
 }
 
 fn default_input() -> String {
@@ -64,6 +68,7 @@ impl Default for FieldMapping {
             category: default_category(),
             metadata: Vec::new(),
             shuffle_choices: None,
+            images: None,
         }
     }
 }
@@ -87,11 +92,14 @@ impl Role {
     }
 }
 
-/// One message of a conversation sent to a chat endpoint.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// One message of a conversation sent to a chat endpoint. Serialized in the OpenAI shape (see
+/// [`crate::images`]): text content, or content parts when it carries images.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChatMessage {
     pub role: Role,
     pub content: String,
+    /// Images shown with the text, as data URLs.
+    pub images: Vec<String>,
 }
 
 /// An item's input under a mapping.
@@ -132,6 +140,8 @@ pub struct MappedItem {
     pub category: String,
     /// (field, value as text) for each metadata field the item has.
     pub metadata: Vec<(String, String)>,
+    /// Images sent with the input (for a conversation, with its first turn), as data URLs.
+    pub images: Vec<String>,
 }
 
 impl MappedItem {
@@ -193,6 +203,7 @@ impl FieldMapping {
             Some(&self.input),
             self.target.as_ref(),
             self.choices.as_ref(),
+            self.images.as_ref(),
         ];
         for name in names.into_iter().flatten().chain(self.category.iter()) {
             if name.trim().is_empty() || name.len() > 200 {
@@ -259,7 +270,17 @@ impl FieldMapping {
             target_index,
             category: self.read_category(fields)?,
             metadata: self.read_metadata(fields),
+            images: self.read_images(fields)?,
         })
+    }
+
+    /// The images the mapping names, checked.
+    fn read_images(&self, fields: &Map<String, Value>) -> Result<Vec<String>, FieldError> {
+        let Some(name) = &self.images else {
+            return Ok(Vec::new());
+        };
+        let value = lookup(fields, name).ok_or_else(|| FieldError::Missing(name.clone()))?;
+        crate::images::read_images(value).map_err(|problem| invalid(name, problem))
     }
 
     /// A conversation of `turns` user turns: its target, when the item has one, lists one
@@ -309,6 +330,7 @@ impl FieldMapping {
             target_index: None,
             category: self.read_category(fields)?,
             metadata: self.read_metadata(fields),
+            images: self.read_images(fields)?,
         })
     }
 
@@ -551,6 +573,7 @@ mod tests {
             category: Some("subject".into()),
             metadata: vec!["subject".into()],
             shuffle_choices: None,
+            images: None,
         };
         let item = object(json!({
             "question": "Capital of France?",

@@ -39,6 +39,7 @@ pub mod fields;
 pub mod grading;
 pub mod health;
 pub mod ids;
+pub mod images;
 pub mod import;
 pub mod logprobs;
 pub mod manifest;

@@ -47,20 +47,24 @@ pub fn parse_file(
         DatasetFormat::JsonlGzip => parse_jsonl_reader(inflated(file), &mut builder)?,
         DatasetFormat::CsvGzip => parse_csv_reader(inflated(file), &mut builder)?,
         DatasetFormat::Parquet => parse_parquet_rows(file, &mut builder)?,
+        DatasetFormat::Zip => {
+            let path = path.to_path_buf();
+            crate::archives::parse_archive(move || std::fs::File::open(&path), &mut builder)?
+        }
     }
     builder.finish_streaming()
 }
 
 /// A reader that fails once more than `limit` bytes came through: a small gzip file must not
 /// inflate into gigabytes.
-struct Limited<R> {
+pub(crate) struct Limited<R> {
     inner: R,
     left: usize,
     limit: usize,
 }
 
 impl<R> Limited<R> {
-    fn new(inner: R, limit: usize) -> Limited<R> {
+    pub(crate) fn new(inner: R, limit: usize) -> Limited<R> {
         Limited {
             inner,
             left: limit,
@@ -97,6 +101,18 @@ pub fn parse_upload(bytes: &[u8], format: DatasetFormat) -> Result<ParsedDataset
             parse_dataset(&text, DatasetFormat::Csv)
         }
         DatasetFormat::Parquet => parse_parquet(bytes),
+        DatasetFormat::Zip => {
+            if bytes.len() > MAX_UPLOAD_BYTES {
+                return Err(too_large(bytes.len()));
+            }
+            let archive: std::sync::Arc<[u8]> = bytes.into();
+            let mut builder = DatasetBuilder::default();
+            crate::archives::parse_archive(
+                move || Ok(std::io::Cursor::new(archive.clone())),
+                &mut builder,
+            )?;
+            builder.finish()
+        }
     }
 }
 
@@ -145,7 +161,7 @@ fn parse_parquet(bytes: &[u8]) -> Result<ParsedDataset, DatasetError> {
 }
 
 /// Reads every row of a Parquet file (in memory or on disk, read a row group at a time).
-fn parse_parquet_rows<R: parquet::file::reader::ChunkReader + 'static>(
+pub(crate) fn parse_parquet_rows<R: parquet::file::reader::ChunkReader + 'static>(
     source: R,
     builder: &mut DatasetBuilder,
 ) -> Result<(), DatasetError> {

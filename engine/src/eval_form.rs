@@ -61,6 +61,7 @@ pub fn options(form: &EvalFormText) -> ServiceResult<EvalOptions> {
             .filter_map(field_name)
             .collect(),
         shuffle_choices: optional_number(&form.shuffle_seed, "the choice shuffling seed")?,
+        images: field_name(&form.images_field),
     };
     let stop = form
         .stop

@@ -26,6 +26,7 @@
 
 pub mod accounts;
 pub mod annotation;
+pub mod archives;
 pub mod catalog;
 pub mod clients;
 pub mod dataset_files;

@@ -405,9 +405,46 @@ pub async fn show_task_as_sent(store: &dyn Store, task: &mut AnnotationTask) -> 
     let turn = usize::try_from(context.turn).unwrap_or(1);
     if let Ok(rendered) = renderer.render_turn(&context.item, turn, &context.earlier_answers) {
         task.input = rendered.body.as_text();
+        task.images = rendered.body.images();
         task.target = rendered.item.target_text();
     }
     Ok(())
+}
+
+/// The images each identity's item was sent with (empty for items without images), for
+/// pages that show stored items; one manifest read per run.
+pub async fn images_sent(
+    store: &dyn Store,
+    identities: &[arbiter_domain::ids::IdentityId],
+) -> ServiceResult<Vec<Vec<String>>> {
+    let mut manifests = std::collections::HashMap::new();
+    let mut all = Vec::with_capacity(identities.len());
+    for &identity in identities {
+        let Some(context) = store.identity_context(identity).await? else {
+            all.push(Vec::new());
+            continue;
+        };
+        if !manifests.contains_key(&context.run_id) {
+            manifests.insert(context.run_id, store.run_manifest(context.run_id).await?);
+        }
+        let images = manifests
+            .get(&context.run_id)
+            .and_then(Option::as_ref)
+            .filter(|manifest| manifest.eval.prompt.mapping.images.is_some())
+            .and_then(|manifest| {
+                let item = &context.item;
+                manifest
+                    .eval
+                    .prompt
+                    .mapping
+                    .apply(&item.case_id, &item.fields())
+                    .ok()
+            })
+            .map(|mapped| mapped.images)
+            .unwrap_or_default();
+        all.push(images);
+    }
+    Ok(all)
 }
 
 /// An item's prompt as its eval sent it, and the acceptable answers, for turn `turn`: a later

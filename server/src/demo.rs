@@ -292,6 +292,7 @@ pub fn choice_options() -> arbiter_engine::catalog::EvalOptions {
             category: Some("subject".into()),
             metadata: Vec::new(),
             shuffle_choices: Some(7),
+            images: None,
         }),
         ..arbiter_engine::catalog::EvalOptions::default()
     }

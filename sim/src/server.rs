@@ -1058,6 +1058,29 @@ mod tests {
         let completion_tokens = chat["usage"]["completion_tokens"].as_u64();
         assert_eq!(completion_tokens, Some(content.len() as u64));
 
+        // A vision request: text and image parts. The simulator answers from the text, as a
+        // model that reads the image would answer the same question.
+        let with_image: Value = client
+            .post(format!("{base}/v1/chat/completions"))
+            .json(&json!({
+                "model": "sim-ckpt-a",
+                "messages": [{"role": "user", "content": [
+                    {"type": "text", "text": format!("{TEMPLATE}What is 7 * 8?")},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+                ]}],
+                "seed": 1,
+            }))
+            .send()
+            .await
+            .expect("chat with an image")
+            .json()
+            .await
+            .expect("chat json");
+        assert_eq!(
+            with_image["choices"][0]["message"]["content"],
+            chat["choices"][0]["message"]["content"]
+        );
+
         let stream = client
             .post(format!("{base}/v1/completions"))
             .json(&json!({"model": "sim-ckpt-b", "prompt": "What is 18 * 3?", "stream": true, "logprobs": 2}))

@@ -357,6 +357,7 @@ macro_rules! annotation_sql {
                 task_id: TaskId(task_id),
                 identity_id: row.read("identity_id")?,
                 input: row.read("input")?,
+                images: Vec::new(),
                 target: row.read("target")?,
                 output: row.read("output")?,
                 lease_expires_at,

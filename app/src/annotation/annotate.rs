@@ -102,7 +102,7 @@ pub fn AnnotatePage() -> impl IntoView {
                                     {remaining} " items in the queue"
                                     {item_id.map(|id| view! { " · item " <span data-testid="item-id">{id.get()}</span> })}
                                 </p>
-                                <ItemText input=task.input target=task.target output=task.output/>
+                                <ItemText input=task.input target=task.target output=task.output images=task.images/>
                                 <p>"Is the model's final answer correct?"</p>
                                 <label>
                                     "Rationale (optional)"

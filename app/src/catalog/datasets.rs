@@ -22,12 +22,13 @@ pub fn DatasetsPage() -> impl IntoView {
             <p class="hint">
                 "JSONL (one object per line with " <code>"id"</code> ", " <code>"input"</code> ", "
                 <code>"target"</code> " and optional " <code>"category"</code>
-                ") or CSV with those columns. Uploading to an existing name adds a revision."
+                ", or any fields an eval maps), CSV, Parquet, gzip-compressed JSONL or CSV, or a .zip "
+                "of one data file and the images its items name. Uploading to an existing name adds a revision."
             </p>
             {move || error().map(|message| view! { <p class="error" role="alert">{message}</p> })}
             <form method="post" action="/datasets/upload" enctype="multipart/form-data" class="stack">
                 <label>"Name" <input name="name" required maxlength="200"/></label>
-                <label>"File" <input type="file" name="file" accept=".jsonl,.json,.csv,.txt" required/></label>
+                <label>"File" <input type="file" name="file" accept=".jsonl,.json,.csv,.txt,.gz,.parquet,.pq,.zip" required/></label>
                 <button type="submit">"Upload"</button>
             </form>
         </section>

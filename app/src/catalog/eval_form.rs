@@ -55,6 +55,7 @@ pub fn DefineEval(
     let target_field = RwSignal::new(String::new());
     let choices_field = RwSignal::new(String::new());
     let category_field = RwSignal::new(String::new());
+    let images_field = RwSignal::new(String::new());
     let template_syntax = RwSignal::new(String::new());
     let few_shot_dataset = RwSignal::new(String::new());
     let few_shot_count = RwSignal::new("5".to_string());
@@ -75,6 +76,7 @@ pub fn DefineEval(
                     target_field: target_field.get(),
                     choices_field: choices_field.get(),
                     category_field: category_field.get(),
+                    images_field: images_field.get(),
                     ..EvalFormText::default()
                 },
             )
@@ -150,6 +152,7 @@ pub fn DefineEval(
                 </div>
                 <div class="row">
                     <label>"Metadata fields (comma-separated)" <input name="options[metadata_fields]"/></label>
+                    <label>"Images field (data URLs, or files of an uploaded .zip; chat API)" <input name="options[images_field]" placeholder="none" on:input=bind(images_field)/></label>
                     <label>"Shuffle choices (a seed; empty keeps the order)" <input name="options[shuffle_seed]" type="number" min="0"/></label>
                 </div>
             </details>

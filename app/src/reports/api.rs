@@ -157,6 +157,8 @@ pub struct DiffRowView {
     pub category: String,
     pub input: String,
     pub target: String,
+    /// Images the item was sent with (data URLs).
+    pub images: Vec<String>,
     pub baseline: SideView,
     pub candidate: SideView,
 }
@@ -427,6 +429,7 @@ mod convert {
             category: row.baseline.category.clone(),
             input: row.baseline.input.clone(),
             target: row.baseline.target.clone(),
+            images: row.images.clone(),
             baseline: side(&row.baseline),
             candidate: side(&row.candidate),
         }

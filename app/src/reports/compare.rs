@@ -478,6 +478,7 @@ fn DiffRow(row: DiffRowView) -> impl IntoView {
             <td>
                 <details>
                     <summary>{row.input.clone()} " (target: " {row.target.clone()} ")"</summary>
+                    <crate::components::ItemImages images=row.images.clone()/>
                     <div class="side-by-side">
                         <Side title="Baseline" side=row.baseline.clone()/>
                         <Side title="Candidate" side=row.candidate.clone()/>

@@ -55,6 +55,9 @@ pub struct AnnotationTask {
     #[serde(skip)]
     pub identity_id: crate::ids::IdentityId,
     pub input: String,
+    /// Images sent with the input (data URLs), shown beside it.
+    #[serde(default)]
+    pub images: Vec<String>,
     pub target: String,
     pub output: String,
     pub lease_expires_at: i64,

@@ -116,6 +116,7 @@ pub fn inspect_eval(
             .map(|key| format!("metadata.{key}"))
             .collect(),
         shuffle_choices: None,
+        images: None,
     };
     let prompt_template = if shape.conversations > 0 {
         String::new()

@@ -297,6 +297,29 @@ fn too_long(bytes: usize) -> String {
 const PROMPT: &str = "the prompt template";
 const SYSTEM: &str = "the system prompt";
 
+/// The item's images go with the user message that asks its question: the last one, or for a
+/// conversation of turns, its first turn (the later turns refer back to them).
+fn with_images(mut body: PromptBody, item: &MappedItem) -> Result<PromptBody, String> {
+    if item.images.is_empty() {
+        return Ok(body);
+    }
+    let PromptBody::Chat(messages) = &mut body else {
+        return Err("has images, which only the chat API can send".into());
+    };
+    let mut users = messages
+        .iter_mut()
+        .filter(|message| message.role == Role::User);
+    let asking = match item.input {
+        MappedInput::Turns(_) => users.next(),
+        _ => users.last(),
+    };
+    match asking {
+        Some(message) => message.images.extend(item.images.iter().cloned()),
+        None => return Err("has images but no user message to send them with".into()),
+    }
+    Ok(body)
+}
+
 fn message_name(index: usize) -> String {
     format!("message {} of the message list", index + 1)
 }
@@ -325,10 +348,21 @@ impl PromptBody {
     pub fn single_user_message(&self) -> Option<&str> {
         match self {
             PromptBody::Chat(messages) => match &messages[..] {
-                [only] if only.role == Role::User => Some(&only.content),
+                [only] if only.role == Role::User && only.images.is_empty() => Some(&only.content),
                 _ => None,
             },
             PromptBody::Completion(_) => None,
+        }
+    }
+
+    /// The images sent, in order (data URLs).
+    pub fn images(&self) -> Vec<String> {
+        match self {
+            PromptBody::Chat(messages) => messages
+                .iter()
+                .flat_map(|message| message.images.iter().cloned())
+                .collect(),
+            PromptBody::Completion(_) => Vec::new(),
         }
     }
 
@@ -339,7 +373,14 @@ impl PromptBody {
                 Some(text) => text.to_string(),
                 None => messages
                     .iter()
-                    .map(|message| format!("[{}]\n{}", message.role.as_str(), message.content))
+                    .map(|message| {
+                        let images = match message.images.len() {
+                            0 => String::new(),
+                            1 => "\n[1 image]".to_string(),
+                            count => format!("\n[{count} images]"),
+                        };
+                        format!("[{}]\n{}{images}", message.role.as_str(), message.content)
+                    })
                     .collect::<Vec<_>>()
                     .join("\n\n"),
             },
@@ -531,6 +572,7 @@ impl PromptRenderer {
                 )
             }
         };
+        let body = with_images(body, &item)?;
         let total = body.text_len();
         if total > MAX_PROMPT_BYTES {
             return Err(too_long(total));
@@ -597,21 +639,25 @@ impl PromptRenderer {
                     messages.push(ChatMessage {
                         role: Role::System,
                         content: system,
+                        images: Vec::new(),
                     });
                 }
                 for shot in shots {
                     messages.push(ChatMessage {
                         role: Role::User,
                         content: shot.text.clone(),
+                        images: Vec::new(),
                     });
                     messages.push(ChatMessage {
                         role: Role::Assistant,
                         content: shot.answer.clone(),
+                        images: Vec::new(),
                     });
                 }
                 messages.push(ChatMessage {
                     role: Role::User,
                     content: text,
+                    images: Vec::new(),
                 });
                 PromptBody::Chat(messages)
             }
@@ -695,12 +741,14 @@ impl PromptRenderer {
                 messages.push(ChatMessage {
                     role: Role::System,
                     content: system,
+                    images: Vec::new(),
                 });
             }
             for (index, message) in self.spec.messages.iter().enumerate() {
                 messages.push(ChatMessage {
                     role: message.role,
                     content: jinja.render(&message_name(index), &variables)?,
+                    images: Vec::new(),
                 });
             }
             return Ok(Parts::Chat(messages));
@@ -766,11 +814,13 @@ impl PromptRenderer {
                     messages.push(ChatMessage {
                         role: Role::System,
                         content: system,
+                        images: Vec::new(),
                     });
                 }
                 messages.push(ChatMessage {
                     role: Role::User,
                     content: text,
+                    images: Vec::new(),
                 });
                 PromptBody::Chat(messages)
             }
@@ -800,6 +850,7 @@ impl PromptRenderer {
             messages.push(ChatMessage {
                 role: Role::System,
                 content: system,
+                images: Vec::new(),
             });
         }
         messages.extend(conversation.iter().cloned());
@@ -815,17 +866,20 @@ fn conversation_so_far(system: String, texts: &[String], earlier_answers: &[Stri
         messages.push(ChatMessage {
             role: Role::System,
             content: system,
+            images: Vec::new(),
         });
     }
     for (index, text) in texts.iter().enumerate() {
         messages.push(ChatMessage {
             role: Role::User,
             content: text.clone(),
+            images: Vec::new(),
         });
         if let Some(answer) = earlier_answers.get(index) {
             messages.push(ChatMessage {
                 role: Role::Assistant,
                 content: answer.clone(),
+                images: Vec::new(),
             });
         }
     }
@@ -888,6 +942,7 @@ mod tests {
                 category: Some("subject".into()),
                 metadata: Vec::new(),
                 shuffle_choices: None,
+                images: None,
             },
             ..PromptSpec::jinja("{{ question }}\n{{ choices | lettered }}\nAnswer:")
         }
@@ -919,6 +974,64 @@ mod tests {
     }
 
     #[test]
+    fn images_go_with_the_question_and_into_the_cache_key() {
+        let png = |bytes: &[u8]| crate::images::data_url("image/png", bytes);
+        let spec = PromptSpec {
+            system_prompt: "Look carefully.".into(),
+            mapping: FieldMapping {
+                input: "question".into(),
+                images: Some("picture".into()),
+                ..FieldMapping::default()
+            },
+            ..PromptSpec::jinja("{{ question }}")
+        };
+        let renderer = PromptRenderer::new(&spec).unwrap();
+        let render = |picture: Value| {
+            renderer
+                .render(&item_of(
+                    json!({"question": "What is it?", "picture": picture, "target": "cat"}),
+                ))
+                .map(|rendered| rendered.body)
+        };
+        let body = render(json!(png(b"cat"))).unwrap();
+        let PromptBody::Chat(messages) = &body else {
+            panic!("{body:?}")
+        };
+        assert!(messages[0].images.is_empty(), "not with the system prompt");
+        assert_eq!(messages[1].images, vec![png(b"cat")]);
+        assert_eq!(body.images(), vec![png(b"cat")]);
+        assert!(body.as_text().ends_with("What is it?\n[1 image]"));
+        let fingerprint = crate::manifest::EndpointFingerprint {
+            served_model: Some("vision".into()),
+            engine_build: String::new(),
+            parallel_layout: String::new(),
+            probe_error: None,
+        };
+        let settings = crate::manifest::GenerationSettings::basic(16, 0.0, 1);
+        let key =
+            |body: &PromptBody| crate::expansion::request_key(&fingerprint, body, &settings, 0);
+        assert_ne!(key(&body), key(&render(json!([png(b"dog")])).unwrap()));
+        // Links and non-images are refused when the item is read.
+        let refused = render(json!("https://example.com/cat.png")).unwrap_err();
+        assert!(
+            refused.contains("`picture`") && refused.contains("data URL"),
+            "{refused}"
+        );
+        let completions = PromptRenderer::new(&PromptSpec {
+            api: Api::Completions,
+            system_prompt: String::new(),
+            ..spec.clone()
+        })
+        .unwrap();
+        let refused = completions
+            .render(&item_of(
+                json!({"question": "Q", "picture": png(b"cat"), "target": "cat"}),
+            ))
+            .unwrap_err();
+        assert!(refused.contains("chat API"), "{refused}");
+    }
+
+    #[test]
     fn structured_items_render_with_a_system_prompt_and_lettered_choices() {
         let rendered = PromptRenderer::new(&mmlu())
             .unwrap()
@@ -929,11 +1042,13 @@ mod tests {
             PromptBody::Chat(vec![
                 ChatMessage {
                     role: Role::System,
-                    content: "You are answering geography questions.".into()
+                    content: "You are answering geography questions.".into(),
+                    images: Vec::new(),
                 },
                 ChatMessage {
                     role: Role::User,
-                    content: "Capital of France?\nA. Berlin\nB. Paris\nAnswer:".into()
+                    content: "Capital of France?\nA. Berlin\nB. Paris\nAnswer:".into(),
+                    images: Vec::new(),
                 },
             ])
         );
@@ -1048,6 +1163,7 @@ mod tests {
         let message = |role, content: &str| ChatMessage {
             role,
             content: content.into(),
+            images: Vec::new(),
         };
         assert_eq!(
             first.body,

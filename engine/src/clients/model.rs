@@ -46,6 +46,7 @@ impl GenerationRequest {
             body: PromptBody::Chat(vec![ChatMessage {
                 role: Role::User,
                 content: prompt,
+                images: Vec::new(),
             }]),
             max_tokens,
             temperature,

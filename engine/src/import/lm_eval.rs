@@ -256,6 +256,7 @@ fn eval_form(
                 category: None,
                 metadata: Vec::new(),
                 shuffle_choices: None,
+                images: None,
             }),
             few_shot: task.shots.as_ref().map(|shots| FewShotSpec {
                 dataset_id: shots_dataset,

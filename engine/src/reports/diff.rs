@@ -26,6 +26,9 @@ pub struct DiffRow {
     pub change: arbiter_domain::reports::compare::Change,
     pub baseline: DiffSide,
     pub candidate: DiffSide,
+    /// Images the item was sent with (data URLs).
+    #[serde(default)]
+    pub images: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -106,6 +109,13 @@ pub async fn diff_page(
             }
         }
     }
+    let shown: Vec<IdentityId> = rows.iter().map(|row| row.baseline.identity_id).collect();
+    for (row, images) in rows
+        .iter_mut()
+        .zip(crate::runs::images_sent(store, &shown).await?)
+    {
+        row.images = images;
+    }
     let search_truncated = searched >= SEARCH_SCAN_LIMIT && position < items.len();
     Ok(DiffPage {
         rows,
@@ -140,6 +150,7 @@ async fn fetch_rows(
                 change: item.change,
                 baseline: sides.remove(&item.baseline_id)?,
                 candidate: sides.remove(&item.candidate_id)?,
+                images: Vec::new(),
             })
         })
         .collect())

@@ -7,6 +7,7 @@ mod conversations;
 mod dispatch;
 mod endpoint_keys;
 mod fuzz_inputs;
+mod images;
 mod imports;
 mod ops_story;
 mod quality_story;

@@ -209,6 +209,7 @@ fn mmlu_mapping() -> FieldMapping {
         category: Some("subject".into()),
         metadata: vec!["subject".into()],
         shuffle_choices: None,
+        images: None,
     }
 }
 
