@@ -1,8 +1,8 @@
 //! Property tests over what users type or upload: arbitrary bytes, JSONL lines built from
-//! arbitrary JSON values, CSV with hostile quoting, arbitrary grader specs, frozen manifests
-//! and checkpoint announcements. None may panic; an accepted dataset always satisfies the
-//! importer's promises; a refusal says why; and a refused upload or announcement stores
-//! nothing.
+//! arbitrary JSON values, CSV with hostile quoting, arbitrary grader specs, frozen manifests,
+//! checkpoint announcements, and prompt templates and field mappings over arbitrary items.
+//! None may panic; an accepted dataset always satisfies the importer's promises; a refusal
+//! says why; and a refused upload, announcement or eval stores nothing.
 
 use arbiter_domain::dataset::{parse_dataset, DatasetError, DatasetFormat};
 use arbiter_domain::grading::GraderSpec;
@@ -95,6 +95,7 @@ fn grader_json() -> impl Strategy<Value = serde_json::Value> {
         "json_valid",
         "json_schema",
         "length",
+        "harness_match",
         "unknown_kind",
     ]);
     let settings = prop::collection::btree_map(
@@ -109,10 +110,17 @@ fn grader_json() -> impl Strategy<Value = serde_json::Value> {
             "schema",
             "min_chars",
             "max_words",
+            "filter",
+            "folding",
         ]),
         prop_oneof![
             json_value(),
             "\\(?[a-z(|)*+?\\\\.\\[\\]{}0-9]{0,10}".prop_map(serde_json::Value::from),
+            "\\(?[a-z(|)*+?\\\\.\\[\\]{}0-9]{0,10}"
+                .prop_map(|pattern| serde_json::json!({"pattern": pattern, "group_select": -1})),
+            Just(
+                serde_json::json!({"ignore_case": true, "regexes_to_ignore": [",", "(?s).*#### "]})
+            ),
         ],
         0..3,
     );
@@ -319,4 +327,180 @@ async fn a_refused_upload_stores_nothing() {
         );
     }
     assert!(store.list_datasets().await.unwrap().is_empty());
+}
+
+/// Template text: literal text and Jinja pieces over a few field names, some valid, some not.
+fn template_text() -> impl Strategy<Value = String> {
+    let piece = prop_oneof![
+        "[a-z :\n]{0,8}",
+        prop::sample::select(vec![
+            "{{ question }}",
+            "{{ choices | lettered }}",
+            "{{ letter(0) }}",
+            "{{ question.strip() }}",
+            "{{ missing }}",
+            "{% for c in choices %}{{ c }}{% endfor %}",
+            "{% if answer is defined %}{{ answer }}{% endif %}",
+            "{{ meta.source }}",
+            "{{",
+            "{% for %}",
+            "{% endfor %}",
+            "{{ 1 / 0 }}",
+            "{{ range(100000) | join }}",
+            "{input}",
+        ])
+        .prop_map(String::from),
+    ];
+    prop::collection::vec(piece, 0..6).prop_map(|pieces| pieces.concat())
+}
+
+/// A mapping over some of the item's likely fields, or others.
+fn mapping() -> impl Strategy<Value = arbiter_domain::fields::FieldMapping> {
+    let field = prop::sample::select(vec![
+        "question",
+        "choices",
+        "answer",
+        "meta.source",
+        "picture",
+        "turns",
+        "nope",
+    ]);
+    (
+        field.clone(),
+        prop::option::of(field.clone()),
+        prop::option::of(field.clone()),
+        prop::option::of(field.clone()),
+        prop::option::of(any::<u64>()),
+        prop::option::of(field),
+    )
+        .prop_map(|(input, target, choices, category, shuffle, images)| {
+            arbiter_domain::fields::FieldMapping {
+                input: input.into(),
+                target: target.map(Into::into),
+                choices: choices.map(Into::into),
+                category: category.map(Into::into),
+                metadata: Vec::new(),
+                shuffle_choices: shuffle,
+                images: images.map(Into::into),
+            }
+        })
+}
+
+/// An item with some of those fields holding arbitrary JSON (and sometimes the right shapes).
+fn item_fields() -> impl Strategy<Value = serde_json::Map<String, serde_json::Value>> {
+    let value = prop_oneof![
+        json_value(),
+        Just(serde_json::json!(["Paris", "Berlin"])),
+        Just(serde_json::json!(["first turn", "second turn"])),
+        Just(serde_json::json!([{"role": "user", "content": "hi"}])),
+        Just(serde_json::json!(1)),
+        Just(serde_json::json!("data:image/png;base64,iVBORw0KGgo=")),
+        Just(serde_json::json!({"source": "atlas"})),
+    ];
+    prop::collection::btree_map(
+        prop::sample::select(vec![
+            "question", "choices", "answer", "meta", "picture", "turns", "other",
+        ]),
+        value,
+        0..6,
+    )
+    .prop_map(|map| {
+        map.into_iter()
+            .map(|(key, value)| (key.to_string(), value))
+            .collect()
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    /// Arbitrary templates over arbitrary items render or explain, never panic, and what
+    /// renders stays within the prompt-size limit.
+    #[test]
+    fn arbitrary_templates_and_items_render_or_explain(
+        template in template_text(),
+        system in prop::option::of(template_text()),
+        mapping in mapping(),
+        fields in item_fields(),
+        completions in any::<bool>(),
+    ) {
+        use arbiter_domain::prompt::{Api, PromptRenderer, PromptSpec};
+        let spec = PromptSpec {
+            system_prompt: system.unwrap_or_default(),
+            mapping,
+            api: if completions { Api::Completions } else { Api::Chat },
+            ..PromptSpec::jinja(template)
+        };
+        if spec.validate().is_err() {
+            return Ok(());
+        }
+        let Ok(renderer) = PromptRenderer::new(&spec) else {
+            return Ok(());
+        };
+        let item = arbiter_domain::dataset::DatasetItem::structured("c1", fields);
+        match renderer.check_turns(&item) {
+            Ok(turns) => prop_assert!(turns >= 1),
+            Err(problem) => prop_assert!(!problem.trim().is_empty()),
+        }
+        if let Ok(rendered) = renderer.render(&item) {
+            prop_assert!(rendered.body.text_len() <= arbiter_domain::prompt::MAX_PROMPT_BYTES);
+        }
+    }
+}
+
+/// An eval whose template or mapping its dataset's items refuse is not stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_refused_template_or_mapping_stores_no_eval() {
+    use arbiter_engine::catalog::{define_eval, upload_dataset, EvalForm, EvalOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!(
+        "sqlite://{}?mode=rwc",
+        dir.path().join("evals.db").display()
+    );
+    let database = Database::open(&url).await.unwrap();
+    let store = database.store();
+    let store: &dyn Store = store.as_ref();
+    let items = b"{\"id\": \"1\", \"question\": \"Q?\", \"answer\": \"A\"}\n";
+    let revision = upload_dataset(store, "d", "d.jsonl", items, None)
+        .await
+        .unwrap();
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(64));
+    let handle = tokio::runtime::Handle::current();
+    let outcomes = tokio::task::block_in_place(|| {
+        let (refused, case) = (std::cell::Cell::new(0), std::cell::Cell::new(0));
+        runner
+            .run(&(template_text(), mapping()), |(template, mapping)| {
+                case.set(case.get() + 1);
+                let form = EvalForm {
+                    name: format!("fuzzed {}", case.get()),
+                    dataset_id: revision.dataset_id,
+                    prompt_template: template,
+                    max_tokens: 8,
+                    temperature: 0.0,
+                    repetitions: 1,
+                    seed: 0,
+                    grader: String::new(),
+                    options: EvalOptions {
+                        mapping: Some(mapping),
+                        ..EvalOptions::default()
+                    },
+                };
+                let before = handle.block_on(store.list_evals()).unwrap().len();
+                match handle.block_on(define_eval(store, &form, None)) {
+                    Ok(id) => {
+                        let evals = handle.block_on(store.list_evals()).unwrap();
+                        prop_assert_eq!(evals.len(), before + 1);
+                        prop_assert!(evals.iter().any(|eval| eval.id == id));
+                    }
+                    Err(problem) => {
+                        refused.set(refused.get() + 1);
+                        prop_assert!(!problem.to_string().is_empty());
+                        prop_assert_eq!(handle.block_on(store.list_evals()).unwrap().len(), before);
+                    }
+                }
+                Ok(())
+            })
+            .map(|()| refused.get())
+    });
+    assert!(outcomes.unwrap() > 0, "some cases were refused");
 }
