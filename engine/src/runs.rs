@@ -386,29 +386,67 @@ fn renderer_to_show(
 /// this turn's acceptable answers; an eval of the original shape keeps the item's input and
 /// target. Raters judge the answer in the context the model had.
 pub async fn show_task_as_sent(store: &dyn Store, task: &mut AnnotationTask) -> ServiceResult<()> {
-    let Some(context) = store.identity_context(task.identity_id).await? else {
-        return Ok(());
+    if let Some(sent) = item_as_sent(store, task.identity_id).await? {
+        task.input = sent.input;
+        task.images = sent.images;
+        task.target = sent.target;
+    }
+    Ok(())
+}
+
+/// Shows a label under review as its eval sent the item, as [`show_task_as_sent`] does for the
+/// rater: reviewers judge the label against what the model saw.
+pub async fn show_review_as_sent(
+    store: &dyn Store,
+    item: &mut arbiter_domain::annotation::review::ReviewItem,
+) -> ServiceResult<()> {
+    if let Some(sent) = item_as_sent(store, item.identity_id).await? {
+        item.input = sent.input;
+        item.images = sent.images;
+        item.target = sent.target;
+    }
+    Ok(())
+}
+
+/// An identity's item as its eval sent it (for people).
+struct SentItem {
+    input: String,
+    images: Vec<String>,
+    target: String,
+}
+
+/// The request for an identity's item as text with its images and this turn's acceptable
+/// answers; `None` for an eval of the original shape (the stored item is what was sent) or
+/// an item that no longer renders.
+async fn item_as_sent(
+    store: &dyn Store,
+    identity: arbiter_domain::ids::IdentityId,
+) -> ServiceResult<Option<SentItem>> {
+    let Some(context) = store.identity_context(identity).await? else {
+        return Ok(None);
     };
     let Some(manifest) = store.run_manifest(context.run_id).await? else {
-        return Ok(());
+        return Ok(None);
     };
     // A prompt that no longer compiles leaves the item as stored (logged), never the rater's
     // queue stuck on an error.
     let renderer = match renderer_to_show(&manifest) {
         Ok(Some(renderer)) => renderer,
-        Ok(None) => return Ok(()),
+        Ok(None) => return Ok(None),
         Err(err) => {
             tracing::warn!(error = %err, run = context.run_id.get(), "cannot show an item as its eval sent it");
-            return Ok(());
+            return Ok(None);
         }
     };
     let turn = usize::try_from(context.turn).unwrap_or(1);
-    if let Ok(rendered) = renderer.render_turn(&context.item, turn, &context.earlier_answers) {
-        task.input = rendered.body.as_text();
-        task.images = rendered.body.images();
-        task.target = rendered.item.target_text();
-    }
-    Ok(())
+    Ok(renderer
+        .render_turn(&context.item, turn, &context.earlier_answers)
+        .ok()
+        .map(|rendered| SentItem {
+            input: rendered.body.as_text(),
+            images: rendered.body.images(),
+            target: rendered.item.target_text(),
+        }))
 }
 
 /// The images each identity's item was sent with (empty for items without images), for

@@ -694,7 +694,7 @@ macro_rules! annotation_sql {
                 return next_pending_check(pool, reviewer_id).await;
             };
             let row = sqlx::query(
-                "SELECT l.id AS label_id, u.username, i.input, i.target, g.output, l.verdict, l.rationale, \
+                "SELECT l.id AS label_id, w.id AS identity_id, u.username, i.input, i.target, g.output, l.verdict, l.rationale, \
                         (SELECT COUNT(*) FROM labels o WHERE o.task_id = l.task_id AND o.state = 'standing' \
                          AND o.verdict <> l.verdict) AS dissent \
                  FROM labels l JOIN users u ON u.id = l.annotator_id \
@@ -726,8 +726,10 @@ macro_rules! annotation_sql {
             let verdict: String = row.read("verdict")?;
             Ok(ReviewItem {
                 label_id: row.read("label_id")?,
+                identity_id: row.read("identity_id")?,
                 rater: row.read("username")?,
                 input: row.read("input")?,
+                images: Vec::new(),
                 target: row.read("target")?,
                 output: row.read("output")?,
                 pass: verdict == "pass",
@@ -745,7 +747,7 @@ macro_rules! annotation_sql {
         ) -> StoreResult<Option<ReviewItem>> {
             let row = sqlx::query(
                 "SELECT r.id AS review_id, r.decision, r.verdict AS corrected_to, r.reason, rv.username AS reviewer, \
-                        l.id AS label_id, u.username, i.input, i.target, g.output, l.verdict, l.rationale \
+                        l.id AS label_id, w.id AS identity_id, u.username, i.input, i.target, g.output, l.verdict, l.rationale \
                  FROM label_reviews r JOIN users rv ON rv.id = r.reviewer_id \
                  JOIN labels l ON l.id = r.label_id JOIN users u ON u.id = l.annotator_id \
                  JOIN annotation_tasks t ON t.id = l.task_id \

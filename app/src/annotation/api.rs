@@ -21,7 +21,17 @@ use {
 #[server(endpoint = "next_review")]
 pub async fn next_review() -> Result<Option<ReviewItem>, ServerFnError> {
     let (state, user) = require(Permission::Review).await?;
-    state.store.next_review(user.id).await.map_err(store_error)
+    let mut item = state
+        .store
+        .next_review(user.id)
+        .await
+        .map_err(store_error)?;
+    if let Some(item) = item.as_mut() {
+        arbiter_engine::runs::show_review_as_sent(state.store.as_ref(), item)
+            .await
+            .map_err(service_error)?;
+    }
+    Ok(item)
 }
 
 /// A spot check of another reviewer's decision: `uphold`, or `overturn` with the right

@@ -111,7 +111,7 @@ pub fn ReviewPage() -> impl IntoView {
                                 view! {
                                     <section class="card task" data-testid="spot-check" data-review-id=spot.review_id.to_string()>
                                         <p class="hint">{item.why}</p>
-                                        <ItemText input=item.input target=item.target output=item.output/>
+                                        <ItemText input=item.input target=item.target output=item.output images=item.images.clone()/>
                                         <h2>"The label and the decision to check"</h2>
                                         <p><strong>{item.rater}</strong> " said " <strong>{verdict_word(item.pass)}</strong></p>
                                         <pre class="output">{item.rationale}</pre>
@@ -131,7 +131,7 @@ pub fn ReviewPage() -> impl IntoView {
                                 view! {
                                     <section class="card task" data-testid="review" data-label-id=item.label_id.to_string()>
                                         <p class="hint">{item.why}</p>
-                                        <ItemText input=item.input target=item.target output=item.output/>
+                                        <ItemText input=item.input target=item.target output=item.output images=item.images.clone()/>
                                         <h2>"The label"</h2>
                                         <p data-testid="review-label"><strong>{item.rater}</strong> " said " <strong>{verdict_word(item.pass)}</strong></p>
                                         <pre class="output">{item.rationale}</pre>

@@ -8,8 +8,15 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ReviewItem {
     pub label_id: i64,
+    /// The labelled result identity (the server's own key): how its eval showed the item to
+    /// the model is rebuilt from it.
+    #[serde(skip)]
+    pub identity_id: crate::ids::IdentityId,
     pub rater: String,
     pub input: String,
+    /// Images sent with the input (data URLs).
+    #[serde(default)]
+    pub images: Vec<String>,
     pub target: String,
     pub output: String,
     pub pass: bool,
