@@ -11,6 +11,9 @@ pub struct EvalFormText {
     /// '' (detect), `jinja` or `placeholder`.
     pub template_syntax: String,
     pub system_prompt: String,
+    /// The conversation as a message list instead of the template: a JSON array of
+    /// `{"role", "content"}` templates ('' for none).
+    pub messages: String,
     /// '' or `chat`, or `completions`.
     pub api: String,
     pub input_field: String,

@@ -96,7 +96,14 @@ pub fn options(form: &EvalFormText) -> ServiceResult<EvalOptions> {
     Ok(EvalOptions {
         template_syntax,
         system_prompt: form.system_prompt.clone(),
-        messages: Vec::new(),
+        messages: match form.messages.trim() {
+            "" => Vec::new(),
+            text => serde_json::from_str(text).map_err(|err| {
+                invalid(format!(
+                    "the message list must be a JSON list of {{\"role\": \"system\", \"user\" or \"assistant\", \"content\": template}}: {err}"
+                ))
+            })?,
+        },
         api,
         mapping: (mapping != defaults).then_some(mapping),
         few_shot,

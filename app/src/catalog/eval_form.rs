@@ -49,6 +49,8 @@ pub fn DefineEval(
     let exemplar_datasets = datasets.clone();
     let dataset = RwSignal::new(first);
     let template = RwSignal::new(DEFAULT_TEMPLATE.to_string());
+    let messages: RwSignal<Vec<MessageRow>> = RwSignal::new(Vec::new());
+    let messages_json = Memo::new(move |_| messages_as_json(&messages.get()));
     let system_prompt = RwSignal::new(String::new());
     let api = RwSignal::new(String::new());
     let input_field = RwSignal::new(String::new());
@@ -64,8 +66,9 @@ pub fn DefineEval(
         move || {
             (
                 dataset.get(),
-                template.get(),
+                if messages.with(Vec::is_empty) { template.get() } else { String::new() },
                 EvalFormText {
+                    messages: messages_json.get(),
                     template_syntax: template_syntax.get(),
                     few_shot_dataset: few_shot_dataset.get(),
                     few_shot_count: few_shot_count.get(),
@@ -105,8 +108,13 @@ pub fn DefineEval(
                     <label>
                         "Prompt template"
                         <textarea name="prompt_template" rows="5" data-testid="prompt-template"
+                            prop:disabled=move || !messages.with(Vec::is_empty)
                             prop:value=move || template.get() on:input=bind(template)>{DEFAULT_TEMPLATE}</textarea>
                     </label>
+                    // A disabled field is not sent: the message list is the whole prompt then.
+                    {move || (!messages.with(Vec::is_empty)).then(|| view! { <input type="hidden" name="prompt_template" value=""/> })}
+                    <input type="hidden" name="options[messages]" prop:value=move || messages_json.get()/>
+                    <MessageListEditor messages/>
                     <p class="hint">
                         "Jinja over the item's fields: " <code>"{{ question }}"</code> ", " <code>"{{ choices | lettered }}"</code>
                         " (A. …, B. …), " <code>"{{ letter(0) }}"</code> ". A field an item lacks is an error when the eval is saved, "
@@ -215,6 +223,68 @@ pub fn DefineEval(
             <button type="submit">"Define eval"</button>
         </ActionForm>
         <ActionError value=create.value()/>
+    }
+}
+
+/// One message of the message list being written.
+#[derive(Clone, Copy)]
+struct MessageRow {
+    role: RwSignal<String>,
+    content: RwSignal<String>,
+}
+
+/// The message list as the form sends it: '' when empty.
+fn messages_as_json(rows: &[MessageRow]) -> String {
+    if rows.is_empty() {
+        return String::new();
+    }
+    let list: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|row| serde_json::json!({"role": row.role.get(), "content": row.content.get()}))
+        .collect();
+    serde_json::Value::Array(list).to_string()
+}
+
+/// The conversation written message by message (system, user and assistant turns, each a
+/// template), instead of one user-message template.
+#[component]
+fn MessageListEditor(messages: RwSignal<Vec<MessageRow>>) -> impl IntoView {
+    let add = move |role: &'static str, content: &'static str| {
+        messages.update(|rows| {
+            rows.push(MessageRow {
+                role: RwSignal::new(role.to_string()),
+                content: RwSignal::new(content.to_string()),
+            })
+        })
+    };
+    view! {
+        <details data-testid="message-list">
+            <summary>"Or write the prompt as a message list"</summary>
+            <p class="hint">"Each message is a template over the item's fields; the list ends with the user message the model answers. While it has messages, the template above is not used."</p>
+            <ol class="message-list">
+                {move || messages.get().into_iter().enumerate().map(|(index, row)| view! {
+                    <li class="row">
+                        <select aria-label=format!("role of message {}", index + 1)
+                            prop:value=move || row.role.get()
+                            on:change=move |ev| row.role.set(event_target_value(&ev))>
+                            <option value="system">"system"</option>
+                            <option value="user">"user"</option>
+                            <option value="assistant">"assistant"</option>
+                        </select>
+                        <textarea class="grow" rows="2" aria-label=format!("message {}", index + 1)
+                            prop:value=move || row.content.get()
+                            on:input=move |ev| row.content.set(event_target_value(&ev))></textarea>
+                        <button type="button" class="secondary"
+                            on:click=move |_| messages.update(|rows| { rows.remove(index); })>"Remove"</button>
+                    </li>
+                }).collect_view()}
+            </ol>
+            <div class="row">
+                <button type="button" class="secondary" on:click=move |_| add("system", "")>"+ system"</button>
+                <button type="button" class="secondary" data-testid="add-user-message" on:click=move |_| add("user", "{{ input }}")>"+ user"</button>
+                <button type="button" class="secondary" on:click=move |_| add("assistant", "")>"+ assistant"</button>
+            </div>
+        </details>
     }
 }
 
