@@ -462,12 +462,14 @@ pub async fn images_sent(
             all.push(Vec::new());
             continue;
         };
-        if !manifests.contains_key(&context.run_id) {
-            manifests.insert(context.run_id, store.run_manifest(context.run_id).await?);
-        }
-        let images = manifests
-            .get(&context.run_id)
-            .and_then(Option::as_ref)
+        let manifest = match manifests.entry(context.run_id) {
+            std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(store.run_manifest(context.run_id).await?)
+            }
+        };
+        let images = manifest
+            .as_ref()
             .filter(|manifest| manifest.eval.prompt.mapping.images.is_some())
             .and_then(|manifest| {
                 let item = &context.item;

@@ -101,3 +101,19 @@ pub async fn work_until_complete(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// A run's final verdicts as (case id, verdict), sorted by case id.
+pub async fn verdicts_by_case(
+    store: &dyn Store,
+    run: arbiter_domain::ids::RunId,
+) -> Vec<(String, String)> {
+    let mut verdicts: Vec<(String, String)> = store
+        .run_results(run, 10_000)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|result| (result.case_id, result.verdict))
+        .collect();
+    verdicts.sort();
+    verdicts
+}

@@ -66,7 +66,11 @@ pub fn DefineEval(
         move || {
             (
                 dataset.get(),
-                if messages.with(Vec::is_empty) { template.get() } else { String::new() },
+                if messages.with(Vec::is_empty) {
+                    template.get()
+                } else {
+                    String::new()
+                },
                 EvalFormText {
                     messages: messages_json.get(),
                     template_syntax: template_syntax.get(),

@@ -501,6 +501,7 @@ async fn a_refused_template_or_mapping_stores_no_eval() {
                 Ok(())
             })
             .map(|()| refused.get())
+            .map_err(|failure| failure.to_string())
     });
     assert!(outcomes.unwrap() > 0, "some cases were refused");
 }

@@ -7,7 +7,9 @@ use arbiter_domain::images::data_url;
 use arbiter_domain::prompt::TemplateSyntax;
 use arbiter_engine::catalog::{self, EvalForm, EvalOptions};
 use arbiter_store::Store;
-use arbiter_testkit::pipeline::{checkpoint, launch, test_worker, work_until_complete};
+use arbiter_testkit::pipeline::{
+    checkpoint, launch, test_worker, verdicts_by_case, work_until_complete,
+};
 use arbiter_testkit::recorder::Recorder;
 use arbiter_testkit::stories;
 use serde_json::{json, Value};
@@ -199,14 +201,7 @@ async fn archives_with_images_become_revisions_whose_requests_carry_them(store: 
         json!({"type": "text", "text": "What animal is this?"})
     );
     assert_eq!(content[1]["type"], "image_url");
-    let mut verdicts: Vec<(String, String)> = store
-        .run_results(run, 10)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|result| (result.case_id, result.verdict))
-        .collect();
-    verdicts.sort();
+    let verdicts = verdicts_by_case(store.as_ref(), run).await;
     assert_eq!(
         verdicts,
         [

@@ -6,7 +6,9 @@ use arbiter_domain::prompt::Api;
 use arbiter_engine::error::ServiceError;
 use arbiter_engine::import::{import_lm_eval_task, ImportOptions};
 use arbiter_store::Store;
-use arbiter_testkit::pipeline::{checkpoint, launch, test_worker, work_until_complete};
+use arbiter_testkit::pipeline::{
+    checkpoint, launch, test_worker, verdicts_by_case, work_until_complete,
+};
 use arbiter_testkit::recorder::Recorder;
 use arbiter_testkit::stories;
 use serde_json::{json, Value};
@@ -163,13 +165,11 @@ async fn an_lm_eval_task_imports_as_the_harness_renders_and_scores_it(store: Arc
         (strict, [true, false, false]),
         (flexible, [true, true, false]),
     ] {
-        let results = store.run_results(run, 10).await.unwrap();
-        let mut verdicts: Vec<(String, bool)> = results
+        let verdicts = verdicts_by_case(store.as_ref(), run).await;
+        let passed: Vec<bool> = verdicts
             .iter()
-            .map(|result| (result.case_id.clone(), result.verdict == "pass"))
+            .map(|(_, verdict)| verdict == "pass")
             .collect();
-        verdicts.sort();
-        let passed: Vec<bool> = verdicts.iter().map(|(_, pass)| *pass).collect();
         assert_eq!(passed, expected, "run {run}: {verdicts:?}");
     }
 }
@@ -262,14 +262,7 @@ async fn inspect_samples_import_as_one_dataset_and_eval(store: Arc<dyn Store>) {
         .to_string();
     assert!(prompt.contains("one of A, B, C."), "{prompt}");
     assert!(prompt.contains("A. "), "lettered choices: {prompt}");
-    let mut verdicts: Vec<(String, String)> = store
-        .run_results(run, 10)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|result| (result.case_id, result.verdict))
-        .collect();
-    verdicts.sort();
+    let verdicts = verdicts_by_case(store.as_ref(), run).await;
     assert_eq!(
         verdicts,
         [
