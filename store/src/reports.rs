@@ -106,12 +106,13 @@ pub trait ReportStore: Send + Sync + 'static {
     /// The deterministic graders that graded the run's answers (kept by a trigger).
     async fn run_graders(&self, run_id: RunId) -> StoreResult<Vec<String>>;
 
-    /// Each graded sample's extracted answer and whether it was right, by the deterministic
-    /// grade, grouped by case and turn in repetition order: (case id, turn, answer, right).
+    /// Every sample of the run grouped by case and turn in repetition order: (case id, turn,
+    /// the answer its latest deterministic grade extracted, its final verdict: `Some(true)`
+    /// pass, `Some(false)` fail, `None` undecided or no answer).
     async fn run_votes(
         &self,
         run_id: RunId,
-    ) -> StoreResult<Vec<(String, i64, Option<String>, bool)>>;
+    ) -> StoreResult<Vec<(String, i64, Option<String>, Option<bool>)>>;
 
     /// A page of the run's results for export, in identity order after `after_id`.
     async fn export_rows(
@@ -418,19 +419,27 @@ macro_rules! reports_sql {
                 result.map_err(|err| err.during("scan_run"))
             }
 
-            async fn run_votes(&self, run_id: RunId) -> StoreResult<Vec<(String, i64, Option<String>, bool)>> {
-                let result: StoreResult<Vec<(String, i64, Option<String>, bool)>> = async move {
+            async fn run_votes(&self, run_id: RunId) -> StoreResult<Vec<(String, i64, Option<String>, Option<bool>)>> {
+                let result: StoreResult<Vec<(String, i64, Option<String>, Option<bool>)>> = async move {
                     let rows: Vec<(String, i64, Option<String>, Option<String>)> = sqlx::query_as(
-                        "SELECT w.case_id, w.turn, g.extracted_answer, g.verdict FROM work_items w \
-                         JOIN grades g ON g.work_item_id = w.id AND g.stage = 'deterministic' \
-                         WHERE w.run_id = $1 ORDER BY w.case_id, w.turn, w.repetition, g.id",
+                        "SELECT w.case_id, w.turn, g.extracted_answer, w.verdict FROM work_items w \
+                         LEFT JOIN grades g ON g.id = (SELECT MAX(d.id) FROM grades d \
+                             WHERE d.work_item_id = w.id AND d.stage = 'deterministic') \
+                         WHERE w.run_id = $1 ORDER BY w.case_id, w.turn, w.repetition",
                     )
                     .bind(run_id.get())
                     .fetch_all(&self.pool)
                     .await?;
                     Ok(rows
                         .into_iter()
-                        .map(|(case_id, turn, answer, verdict)| (case_id, turn, answer, verdict.as_deref() == Some("pass")))
+                        .map(|(case_id, turn, answer, verdict)| {
+                            let verdict = match verdict.as_deref() {
+                                Some("pass") => Some(true),
+                                Some("fail") => Some(false),
+                                _ => None,
+                            };
+                            (case_id, turn, answer, verdict)
+                        })
                         .collect())
                 }
                 .await;

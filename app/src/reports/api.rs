@@ -83,7 +83,9 @@ pub struct SampleTestView {
     /// "pass@10".
     pub metric: String,
     pub items: u64,
-    pub samples: u64,
+    pub cases: u64,
+    /// "1,200 / 1,180": the samples each side's scores rest on.
+    pub samples: String,
     pub baseline: String,
     pub candidate: String,
     pub delta: String,
@@ -92,6 +94,7 @@ pub struct SampleTestView {
     pub adjusted_p: String,
     /// "regression", "improvement" or "".
     pub finding: String,
+    pub method: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -220,7 +223,8 @@ fn p_text(p: f64) -> String {
 mod convert {
     use super::*;
     use arbiter_domain::answer::Outcome;
-    use arbiter_domain::reports::compare::{PairedCategory, SampleMetricTest};
+    use arbiter_domain::reports::compare::PairedCategory;
+    use arbiter_domain::reports::sample_compare::SampleMetricTest;
     use arbiter_domain::reports::diff::DiffSide;
     use arbiter_domain::reports::{CategoryReport, Report};
     use arbiter_domain::run::RunProgress;
@@ -376,7 +380,8 @@ mod convert {
         SampleTestView {
             metric: test.label(),
             items: test.items,
-            samples: test.samples,
+            cases: test.cases,
+            samples: format!("{} / {}", test.baseline_samples, test.candidate_samples),
             baseline: percent(Some(test.baseline)),
             candidate: percent(Some(test.candidate)),
             delta: points(test.difference()),
@@ -390,6 +395,7 @@ mod convert {
             p_value: p_text(test.p_value),
             adjusted_p: p_text(test.adjusted_p),
             finding: finding(test.is_regression(), test.is_improvement()),
+            method: test.method.clone(),
         }
     }
 

@@ -335,10 +335,10 @@ fn PairedSection(candidate: CandidateView, correction: String) -> impl IntoView 
             </table>
             {(!candidate.sample_tests.is_empty()).then(|| view! {
                 <table class="paired" data-testid="sample-tests">
-                    <caption>"Metrics over samples, on the cases both runs sampled k times (paired bootstrap over cases; corrected with the tests above)"</caption>
+                    <caption>"Metrics over samples, on the items both runs can score at k (interval: bootstrap over cases; corrected with the tests above)"</caption>
                     <thead><tr>
                         <th>"Metric"</th><th>"Baseline"</th><th>"Candidate"</th><th>"Δ"</th><th>"95% interval"</th>
-                        <th>"Cases"</th><th>"Samples per side"</th><th>"p"</th><th>"adjusted p"</th><th>"Finding"</th>
+                        <th>"Items (cases)"</th><th>"Samples (baseline / candidate)"</th><th>"Test"</th><th>"p"</th><th>"adjusted p"</th><th>"Finding"</th>
                     </tr></thead>
                     <tbody>
                         {candidate.sample_tests.iter().map(|test| view! {
@@ -348,8 +348,9 @@ fn PairedSection(candidate: CandidateView, correction: String) -> impl IntoView 
                                 <td>{test.candidate.clone()}</td>
                                 <td>{test.delta.clone()}</td>
                                 <td>{test.interval.clone()}</td>
-                                <td>{test.items}</td>
-                                <td>{test.samples}</td>
+                                <td>{test.items} " (" {test.cases} ")"</td>
+                                <td>{test.samples.clone()}</td>
+                                <td>{test.method.clone()}</td>
                                 <td>{test.p_value.clone()}</td>
                                 <td>{test.adjusted_p.clone()}</td>
                                 <td>{finding_text(&test.finding)}</td>

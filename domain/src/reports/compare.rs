@@ -5,15 +5,9 @@
 use super::snapshot::{Snapshot, VERDICT_FAIL, VERDICT_PASS};
 use crate::ids::IdentityId;
 use crate::stats::correction::Correction;
-use crate::stats::paired::{
-    grouped_bootstrap, mcnemar_exact, paired_cluster_bootstrap, BootstrapResult, CaseGroup,
-    ScoreGroup,
-};
+use super::sample_compare::SampleMetricTest;
+use crate::stats::paired::{mcnemar_exact, paired_cluster_bootstrap, BootstrapResult, CaseGroup};
 use crate::stats::proportion::{paired_difference, PairedTable};
-use crate::stats::sampling::{
-    compared_ks, paired_count_scores, paired_majority_scores, PairedScores, SampleMetric,
-    VotedSample,
-};
 use crate::stats::{Interval, DEFAULT_CONFIDENCE};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -87,133 +81,9 @@ pub struct PairedComparison {
     /// Identities whose verdict differs in any way (including to or from error or uncertain).
     pub changed: u64,
     /// With several samples per item: pass@k, pass^k and maj@k compared at a few k (see
-    /// [`compared_ks`]), in the same correction family as the tests above.
+    /// [`super::sample_compare`]), in the same correction family as the tests above.
     #[serde(default)]
     pub sample_metrics: Vec<SampleMetricTest>,
-}
-
-/// A metric over samples compared on the items both runs can score at that k: a paired
-/// bootstrap over cases of the mean per-item difference.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct SampleMetricTest {
-    pub metric: SampleMetric,
-    pub k: u64,
-    /// Items in the test, and the samples each side used (items × k).
-    pub items: u64,
-    pub samples: u64,
-    pub baseline: f64,
-    pub candidate: f64,
-    pub bootstrap: Option<BootstrapResult>,
-    pub p_value: f64,
-    pub adjusted_p: f64,
-}
-
-impl SampleMetricTest {
-    fn of(scores: &PairedScores, seed: u64) -> Option<SampleMetricTest> {
-        let items = scores.baseline.len();
-        if items == 0 {
-            return None;
-        }
-        let mean = |values: &[f64]| values.iter().sum::<f64>() / items as f64;
-        let bootstrap = grouped_bootstrap(
-            &ScoreGroup::of_scores(&scores.differences()),
-            BOOTSTRAP_RESAMPLES,
-            DEFAULT_CONFIDENCE,
-            seed,
-        );
-        let p_value = bootstrap.map_or(1.0, |result| result.p_value);
-        Some(SampleMetricTest {
-            metric: scores.metric,
-            k: scores.k,
-            items: items as u64,
-            samples: items as u64 * scores.k,
-            baseline: mean(&scores.baseline),
-            candidate: mean(&scores.candidate),
-            bootstrap,
-            p_value,
-            adjusted_p: p_value,
-        })
-    }
-
-    pub fn label(&self) -> String {
-        self.metric.label(self.k)
-    }
-
-    pub fn difference(&self) -> f64 {
-        self.candidate - self.baseline
-    }
-
-    /// Significantly lower on the candidate, after correction.
-    pub fn is_regression(&self) -> bool {
-        self.adjusted_p < ALPHA && self.difference() < 0.0
-    }
-
-    pub fn is_improvement(&self) -> bool {
-        self.adjusted_p < ALPHA && self.difference() > 0.0
-    }
-}
-
-/// What a comparison of metrics over samples reads of one run.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct RunSamples {
-    /// Per case (and turn), in snapshot order: (graded samples, correct samples), from the
-    /// final verdicts.
-    pub counts: Vec<(u64, u64)>,
-    /// Per case and turn: the samples a majority vote sees, in repetition order.
-    pub votes: HashMap<(String, i64), Vec<VotedSample>>,
-}
-
-/// pass@k, pass^k and maj@k of two runs of the same identities compared at the k of
-/// [`compared_ks`]; empty when the runs have one sample per item. Adjusted p-values are set by
-/// [`apply_correction`].
-pub fn compare_sample_metrics(
-    baseline: &RunSamples,
-    candidate: &RunSamples,
-) -> Vec<SampleMetricTest> {
-    let shared = baseline
-        .counts
-        .iter()
-        .zip(&candidate.counts)
-        .map(|(base, cand)| base.0.min(cand.0))
-        .max()
-        .unwrap_or(0);
-    let mut keys: Vec<&(String, i64)> = baseline
-        .votes
-        .keys()
-        .filter(|key| candidate.votes.contains_key(*key))
-        .collect();
-    keys.sort();
-    let vote_pairs: Vec<(&[VotedSample], &[VotedSample])> = keys
-        .iter()
-        .filter_map(|key| {
-            Some((
-                baseline.votes.get(*key)?.as_slice(),
-                candidate.votes.get(*key)?.as_slice(),
-            ))
-        })
-        .collect();
-    let mut tests = Vec::new();
-    for k in compared_ks(shared) {
-        let [pass_at, pass_all] = paired_count_scores(&baseline.counts, &candidate.counts, k);
-        let majority = paired_majority_scores(&vote_pairs, k);
-        for (offset, scores) in [pass_at, pass_all, majority].iter().enumerate() {
-            tests.extend(SampleMetricTest::of(
-                scores,
-                BOOTSTRAP_SEED ^ k ^ ((offset as u64) << 32),
-            ));
-        }
-    }
-    tests.sort_by_key(|test| (metric_order(test.metric), test.k));
-    tests
-}
-
-/// The order of the sample-metric table: pass@k, then pass^k, then maj@k.
-fn metric_order(metric: SampleMetric) -> u8 {
-    match metric {
-        SampleMetric::PassAtK => 0,
-        SampleMetric::PassAllK => 1,
-        SampleMetric::MajAtK => 2,
-    }
 }
 
 /// Why two runs cannot be paired.
@@ -296,8 +166,8 @@ pub fn compare_snapshots(
 
 /// Resamples per cluster bootstrap; the seed is fixed so a page shows the same numbers on
 /// every view.
-const BOOTSTRAP_RESAMPLES: usize = 2_000;
-const BOOTSTRAP_SEED: u64 = 20_240_601;
+pub(super) const BOOTSTRAP_RESAMPLES: usize = 2_000;
+pub(super) const BOOTSTRAP_SEED: u64 = 20_240_601;
 
 fn bootstrap_cases(groups: &HashMap<(i64, u64), u64>) -> Option<BootstrapResult> {
     let mut groups: Vec<CaseGroup> = groups

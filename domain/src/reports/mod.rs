@@ -11,6 +11,7 @@ pub mod compare;
 pub mod decision;
 pub mod diff;
 pub mod latency;
+pub mod sample_compare;
 pub mod snapshot;
 pub mod trend;
 

@@ -1,7 +1,7 @@
 use super::compare::{
-    apply_correction, changed_items, compare_sample_metrics, compare_snapshots, Change, DiffFilter,
-    PairedComparison, RunSamples,
+    apply_correction, changed_items, compare_snapshots, Change, DiffFilter, PairedComparison,
 };
+use super::sample_compare::{compare_sample_metrics, RunSamples};
 use super::snapshot::{Expectation, ScanRow, Snapshot, SnapshotBuilder};
 use super::*;
 use crate::ids::{IdentityId, RevisionId};
@@ -385,23 +385,25 @@ fn with_repetitions_cases_are_resampled_together() {
     assert_eq!(comparison.overall.method(), "exact McNemar");
 }
 
-/// Samples of `items` cases with `samples` each: case i has `correct(i)` right answers, and
-/// the first `correct(i)` samples answer "right" (graded right), the rest "wrong".
+/// Samples of `items` cases (one turn each) with `samples` each: case i has `correct(i)` right
+/// answers, and the first `correct(i)` samples answer "right", the rest "wrong".
 fn run_samples(items: usize, samples: u64, correct: impl Fn(usize) -> u64) -> RunSamples {
-    use crate::stats::sampling::VotedSample;
     let mut run = RunSamples::default();
     for item in 0..items {
         let right = correct(item).min(samples);
-        run.counts.push((samples, right));
-        let votes = (0..samples)
-            .map(|sample| VotedSample {
-                answer: Some(if sample < right { "right" } else { "wrong" }.into()),
-                correct: sample < right,
-            })
-            .collect();
-        run.votes.insert((format!("c{item}"), 1), votes);
+        run.items
+            .insert((format!("c{item}"), 1), votes(samples, right));
     }
     run
+}
+
+fn votes(samples: u64, right: u64) -> Vec<crate::stats::sampling::VotedSample> {
+    (0..samples)
+        .map(|sample| crate::stats::sampling::VotedSample {
+            answer: Some(if sample < right { "right" } else { "wrong" }.into()),
+            verdict: Some(sample < right),
+        })
+        .collect()
 }
 
 #[test]
@@ -409,25 +411,22 @@ fn metrics_over_samples_are_compared_pairwise_and_corrected_with_the_page() {
     use crate::stats::sampling::SampleMetric;
     // 300 cases, 4 samples each. The baseline gets one sample right on every case; the
     // candidate three on the first 150 and one on the rest: pass@4 is 1 on both sides, while
-    // pass^4 is 0 on both and maj@4 (a tie at 1 vs 3, or a majority) improves.
+    // pass^4 is 0 on both and maj@4 improves on half the cases.
     let baseline = run_samples(300, 4, |_| 1);
     let candidate = run_samples(300, 4, |item| if item < 150 { 3 } else { 1 });
     let tests = compare_sample_metrics(&baseline, &candidate);
     let labels: Vec<String> = tests.iter().map(|test| test.label()).collect();
-    assert_eq!(
-        labels,
-        ["pass@4", "pass^4", "maj@4"],
-        "k = the samples both have"
-    );
+    assert_eq!(labels, ["pass@4", "pass^4", "maj@4"], "k = the samples both have");
     let find = |metric: SampleMetric| tests.iter().find(|t| t.metric == metric).unwrap();
     let pass_at = find(SampleMetric::PassAtK);
-    assert_eq!((pass_at.items, pass_at.samples), (300, 1200));
+    assert_eq!((pass_at.items, pass_at.cases), (300, 300));
+    assert_eq!((pass_at.baseline_samples, pass_at.candidate_samples), (1200, 1200));
     assert_eq!((pass_at.baseline, pass_at.candidate), (1.0, 1.0));
-    assert!(!pass_at.is_improvement() && !pass_at.is_regression());
+    assert_eq!(pass_at.p_value, 1.0, "nothing differs");
     let majority = find(SampleMetric::MajAtK);
-    // Baseline: one "right" and three "wrong": wrong. Candidate: three right on half.
     assert_eq!((majority.baseline, majority.candidate), (0.0, 0.5));
-    assert!(majority.p_value < 0.01, "{majority:?}");
+    assert_eq!(majority.method, "exact McNemar", "0/1 per case");
+    assert!(majority.p_value < 1e-10, "{majority:?}");
     let interval = majority.bootstrap.unwrap().interval;
     assert!(interval.lower > 0.4 && interval.upper < 0.6, "{interval:?}");
 
@@ -448,25 +447,57 @@ fn metrics_over_samples_are_compared_pairwise_and_corrected_with_the_page() {
     assert!(
         compare_sample_metrics(&run_samples(10, 1, |_| 1), &run_samples(10, 1, |_| 0)).is_empty()
     );
-    // k = 10 and 12 with twelve samples; cases only one side sampled do not enter maj@k.
-    let mut twelve = run_samples(20, 12, |item| item as u64 % 13);
-    let tests = compare_sample_metrics(&twelve, &run_samples(20, 12, |_| 6));
-    assert_eq!(
-        tests
-            .iter()
-            .filter(|t| t.metric == SampleMetric::PassAtK)
-            .map(|t| t.k)
-            .collect::<Vec<_>>(),
-        [10, 12]
-    );
-    twelve.votes.retain(|(case, _), _| case != "c0");
-    let tests = compare_sample_metrics(&twelve, &run_samples(20, 12, |_| 6));
-    assert_eq!(
-        tests
-            .iter()
-            .find(|t| t.metric == SampleMetric::MajAtK)
-            .unwrap()
-            .items,
-        19
-    );
+}
+
+#[test]
+fn a_few_changed_cases_are_not_significant_and_k_follows_most_items() {
+    use crate::stats::sampling::SampleMetric;
+    // Five cases of 300 go from every sample wrong to every sample right: McNemar's p is
+    // 2/2⁵, where a bootstrap over cases would call it significant.
+    let baseline = run_samples(300, 4, |_| 0);
+    let candidate = run_samples(300, 4, |item| if item < 5 { 4 } else { 0 });
+    for test in compare_sample_metrics(&baseline, &candidate) {
+        assert!((test.p_value - 0.0625).abs() < 1e-9, "{test:?}");
+    }
+    // One case sampled 40 times does not make the tested k 40.
+    let mut many = run_samples(20, 12, |item| item as u64 % 13);
+    many.items.insert(("c0".into(), 1), votes(40, 20));
+    let tests = compare_sample_metrics(&many, &run_samples(20, 12, |_| 6));
+    let ks: Vec<u64> = tests
+        .iter()
+        .filter(|t| t.metric == SampleMetric::PassAtK)
+        .map(|t| t.k)
+        .collect();
+    assert_eq!(ks, [12], "10 is too close to 12 to be worth a test");
+    // Fractional scores (pass@k below n) use the sign-flip test over cases.
+    let tests = compare_sample_metrics(&run_samples(200, 25, |_| 5), &run_samples(200, 25, |_| 10));
+    let pass_at_10 = tests
+        .iter()
+        .find(|t| t.metric == SampleMetric::PassAtK && t.k == 10)
+        .unwrap();
+    assert_eq!(pass_at_10.method, "sign-flip permutation over cases");
+    assert!(pass_at_10.is_improvement() || pass_at_10.p_value < 0.01);
+}
+
+#[test]
+fn conversation_turns_are_one_case_in_sample_comparisons() {
+    use crate::stats::sampling::SampleMetric;
+    // 40 conversations of 3 turns; the candidate improves every turn of the first 4.
+    let run = |better: bool| {
+        let mut run = RunSamples::default();
+        for case in 0..40 {
+            for turn in 1..=3 {
+                let right = if better && case < 4 { 2 } else { 0 };
+                run.items.insert((format!("d{case}"), turn), votes(2, right));
+            }
+        }
+        run
+    };
+    let tests = compare_sample_metrics(&run(false), &run(true));
+    let majority = tests.iter().find(|t| t.metric == SampleMetric::MajAtK).unwrap();
+    assert_eq!((majority.items, majority.cases), (120, 40));
+    // Four cases, each better on all three turns: as likely as 2/2⁴ under no difference, not
+    // twelve independent improvements.
+    assert_eq!(majority.method, "sign-flip permutation over cases");
+    assert!(majority.p_value > 0.1, "{majority:?}");
 }

@@ -206,6 +206,39 @@ pub fn grouped_bootstrap(
     })
 }
 
+/// Two-sided sign-flip permutation test of paired differences (cluster totals, for
+/// clustered data): under "no difference" each case's total is as likely to have either sign,
+/// so the observed sum is compared with sums under random signs. `groups` lists each distinct
+/// absolute difference with how many cases have it (zeros say nothing and are left out);
+/// drawing how many of a group are positive is one binomial draw, so a million cases cost no
+/// more than a few groups. The p-value counts resamples at least as extreme with the +1
+/// correction. 1 when no case differs.
+pub fn sign_flip_test(groups: &[(f64, u64)], observed: f64, resamples: usize, seed: u64) -> f64 {
+    let differing: Vec<(f64, u64)> = groups
+        .iter()
+        .copied()
+        .filter(|(magnitude, cases)| *magnitude > 0.0 && *cases > 0)
+        .collect();
+    if differing.is_empty() || resamples == 0 {
+        return 1.0;
+    }
+    let mut rng = StdRng::seed_from_u64(seed);
+    // A tolerance for float sums: a resample equal to the observed one counts as extreme.
+    let threshold = observed.abs() * (1.0 - 1e-9) - 1e-12;
+    let mut extreme = 0usize;
+    for _ in 0..resamples {
+        let total: f64 = differing
+            .iter()
+            .map(|&(magnitude, cases)| {
+                let positive = rand_distr::Binomial::new(cases, 0.5).map_or(0, |b| rng.sample(b));
+                magnitude * (2.0 * positive as f64 - cases as f64)
+            })
+            .sum();
+        extreme += usize::from(total.abs() >= threshold);
+    }
+    ((1 + extreme) as f64 / (1 + resamples) as f64).min(1.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -405,6 +438,20 @@ mod tests {
         let ratio = width(&clustered) / width(&naive);
         assert!((1.7..2.3).contains(&ratio), "width ratio {ratio}");
         assert!(clustered.p_value > naive.p_value);
+    }
+
+    #[test]
+    fn sign_flips_agree_with_the_exact_binomial_for_unit_differences() {
+        // Five cases all better by one: the exact two-sided p is 2/2⁵ (McNemar's 0.0625).
+        let p = sign_flip_test(&[(1.0, 5)], 5.0, 20_000, 3);
+        assert!((p - 0.0625).abs() < 0.006, "p = {p}");
+        // 10 better and 25 worse: McNemar gives 0.01667.
+        let p = sign_flip_test(&[(1.0, 35)], -15.0, 20_000, 4);
+        assert!((p - 0.016_673_847_8).abs() < 0.004, "p = {p}");
+        assert_eq!(sign_flip_test(&[(0.0, 50)], 0.0, 100, 1), 1.0, "nothing differs");
+        // Mixed magnitudes (fractional scores): a consistent shift is found.
+        let p = sign_flip_test(&[(0.25, 60), (0.5, 30)], 0.25 * 40.0 + 0.5 * 20.0, 5_000, 5);
+        assert!(p < 0.01, "p = {p}");
     }
 
     #[test]

@@ -79,8 +79,10 @@ pub fn majority_vote<'a>(answers: impl IntoIterator<Item = &'a str>) -> Option<V
     })
 }
 
-/// Which metric a row reports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+/// Which metric a row reports; ordered as tables list them.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum SampleMetric {
     PassAtK,
@@ -157,11 +159,17 @@ pub fn sample_metrics(per_item: &[(u64, u64)], seed: u64) -> Vec<SampleMetricRow
 }
 
 /// One sample as a majority vote sees it: its extracted answer (`None` when none could be
-/// read) and whether that answer was graded right.
+/// read) and its final verdict (`Some(true)` right, `Some(false)` wrong, `None` undecided).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VotedSample {
     pub answer: Option<String>,
-    pub correct: bool,
+    pub verdict: Option<bool>,
+}
+
+impl VotedSample {
+    pub fn correct(&self) -> bool {
+        self.verdict == Some(true)
+    }
 }
 
 /// maj@k for every k from 1 to the most samples any item has: for each item with at least k
@@ -204,7 +212,7 @@ fn majority_at(samples: &[VotedSample], k: u64) -> Option<(bool, bool)> {
         first
             .iter()
             .find(|sample| sample.answer.as_deref() == Some(vote.answer.as_str()))
-            .is_some_and(|sample| sample.correct)
+            .is_some_and(VotedSample::correct)
     });
     Some((correct, vote.is_some_and(|vote| vote.tied)))
 }
@@ -228,13 +236,12 @@ fn bootstrap_mean(values: &[f64], seed: u64) -> Option<Interval> {
     .map(|result| result.interval)
 }
 
-/// The k at which two runs are compared on a metric over samples: 10, 100, … and the number of
-/// samples both runs have, never below 2 (at k = 1, pass@k is the pass rate the page already
-/// tests) and never above that number. A handful of tests, so the page's correction keeps its
-/// power.
+/// The k at which two runs are compared on a metric over samples: 10, 100, … up to half the
+/// samples, and the number of samples itself, never below 2 (at k = 1, pass@k is the pass rate
+/// the page already tests). A handful of tests, so the page's correction keeps its power.
 pub fn compared_ks(samples: u64) -> Vec<u64> {
     let mut ks: Vec<u64> = std::iter::successors(Some(10u64), |k| k.checked_mul(10))
-        .take_while(|k| *k < samples)
+        .take_while(|k| k.saturating_mul(2) <= samples)
         .collect();
     if samples >= 2 {
         ks.push(samples);
@@ -242,68 +249,31 @@ pub fn compared_ks(samples: u64) -> Vec<u64> {
     ks
 }
 
-/// Per-item scores of one metric at one k on the items both runs can score (in the same
-/// order on both sides), for a paired comparison.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PairedScores {
-    pub metric: SampleMetric,
-    pub k: u64,
-    pub baseline: Vec<f64>,
-    pub candidate: Vec<f64>,
-}
-
-impl PairedScores {
-    fn new(metric: SampleMetric, k: u64) -> PairedScores {
-        PairedScores {
-            metric,
-            k,
-            baseline: Vec::new(),
-            candidate: Vec::new(),
+/// One item's score on `metric` at `k` from its samples in repetition order: pass@k and
+/// pass^k over its decided samples, maj@k over its first k samples' answers (1 or 0). `None`
+/// when the item has too few samples for k.
+pub fn item_score(metric: SampleMetric, samples: &[VotedSample], k: u64) -> Option<f64> {
+    match metric {
+        SampleMetric::MajAtK => {
+            majority_at(samples, k).map(|(correct, _)| if correct { 1.0 } else { 0.0 })
         }
-    }
-
-    /// Candidate minus baseline, item by item.
-    pub fn differences(&self) -> Vec<f64> {
-        self.candidate
-            .iter()
-            .zip(&self.baseline)
-            .map(|(candidate, baseline)| candidate - baseline)
-            .collect()
+        SampleMetric::PassAtK | SampleMetric::PassAllK => {
+            let decided = samples.iter().filter(|sample| sample.verdict.is_some()).count() as u64;
+            let correct = samples.iter().filter(|sample| sample.correct()).count() as u64;
+            metric.of(decided, correct, k)
+        }
     }
 }
 
-/// pass@k and pass^k of the same items in two runs, from per-item (graded, correct) samples
-/// paired position by position; an item enters a k only when both sides have k samples.
-pub fn paired_count_scores(
-    baseline: &[(u64, u64)],
-    candidate: &[(u64, u64)],
-    k: u64,
-) -> [PairedScores; 2] {
-    [SampleMetric::PassAtK, SampleMetric::PassAllK].map(|metric| {
-        let mut scores = PairedScores::new(metric, k);
-        for (&(nb, cb), &(nc, cc)) in baseline.iter().zip(candidate) {
-            if let (Some(base), Some(cand)) = (metric.of(nb, cb, k), metric.of(nc, cc, k)) {
-                scores.baseline.push(base);
-                scores.candidate.push(cand);
-            }
-        }
-        scores
-    })
-}
-
-/// maj@k of the same items in two runs (each pair: the baseline's and the candidate's samples
-/// of one item, in repetition order); an item enters only when both sides have k samples.
-pub fn paired_majority_scores(pairs: &[(&[VotedSample], &[VotedSample])], k: u64) -> PairedScores {
-    let mut scores = PairedScores::new(SampleMetric::MajAtK, k);
-    for (baseline, candidate) in pairs {
-        if let (Some((base, _)), Some((cand, _))) =
-            (majority_at(baseline, k), majority_at(candidate, k))
-        {
-            scores.baseline.push(if base { 1.0 } else { 0.0 });
-            scores.candidate.push(if cand { 1.0 } else { 0.0 });
+/// Samples an item's score at `k` rests on: its decided samples for pass@k and pass^k, its
+/// first k for maj@k.
+pub fn samples_used(metric: SampleMetric, samples: &[VotedSample], k: u64) -> u64 {
+    match metric {
+        SampleMetric::MajAtK => k,
+        SampleMetric::PassAtK | SampleMetric::PassAllK => {
+            samples.iter().filter(|sample| sample.verdict.is_some()).count() as u64
         }
     }
-    scores
 }
 
 #[cfg(test)]
@@ -409,7 +379,7 @@ mod tests {
     fn sample(answer: Option<&str>, correct: bool) -> VotedSample {
         VotedSample {
             answer: answer.map(String::from),
-            correct,
+            verdict: Some(correct),
         }
     }
 

@@ -4,9 +4,8 @@
 use crate::error::{ServiceError, ServiceResult};
 use crate::reports::runs::{report_and_snapshot, RunView};
 use arbiter_domain::ids::{RunId, UserId};
-use arbiter_domain::reports::compare::{
-    apply_correction, compare_sample_metrics, compare_snapshots, PairedComparison, RunSamples,
-};
+use arbiter_domain::reports::compare::{apply_correction, compare_snapshots, PairedComparison};
+use arbiter_domain::reports::sample_compare::{compare_sample_metrics, RunSamples};
 use arbiter_domain::reports::decision::NewPromotionDecision;
 use arbiter_domain::reports::snapshot::Snapshot;
 use arbiter_domain::reports::{Completeness, Report};

@@ -4,7 +4,7 @@
 use crate::error::{ServiceError, ServiceResult};
 use arbiter_domain::ids::RunId;
 use arbiter_domain::manifest::Manifest;
-use arbiter_domain::reports::compare::RunSamples;
+use arbiter_domain::reports::sample_compare::RunSamples;
 use arbiter_domain::reports::snapshot::{
     Expectation, Snapshot, SnapshotBuilder, VERDICT_FAIL, VERDICT_PASS,
 };
@@ -148,8 +148,7 @@ pub(crate) async fn report_and_snapshot(
         report.sample_metrics = sample_metrics(&counts, seed);
         report.sample_metrics.extend(majority_metrics(&votes, seed));
         samples = Some(RunSamples {
-            counts,
-            votes: keys.into_iter().zip(votes).collect(),
+            items: keys.into_iter().zip(votes).collect(),
         });
     }
     Ok(RunView {
@@ -168,8 +167,8 @@ async fn votes_per_item(
 ) -> ServiceResult<(Vec<(String, i64)>, Vec<Vec<VotedSample>>)> {
     let mut keys: Vec<(String, i64)> = Vec::new();
     let mut items: Vec<Vec<VotedSample>> = Vec::new();
-    for (case_id, turn, answer, correct) in store.run_votes(run_id).await? {
-        let sample = VotedSample { answer, correct };
+    for (case_id, turn, answer, verdict) in store.run_votes(run_id).await? {
+        let sample = VotedSample { answer, verdict };
         match (keys.last(), items.last_mut()) {
             (Some((last_case, last_turn)), Some(samples))
                 if *last_case == case_id && *last_turn == turn =>

@@ -9,9 +9,8 @@ use crate::reports::compare::compare_runs;
 use crate::reports::runs::{manifest_of, report_and_snapshot, snapshot_of, RunView};
 use arbiter_domain::health::ALERT_REGRESSION;
 use arbiter_domain::ids::{CheckpointId, EvalId, IdentityId, RunId, UserId};
-use arbiter_domain::reports::compare::{
-    apply_correction, PairedCategory, PairedComparison, SampleMetricTest,
-};
+use arbiter_domain::reports::compare::{apply_correction, PairedCategory, PairedComparison};
+use arbiter_domain::reports::sample_compare::SampleMetricTest;
 use arbiter_domain::reports::trend::{
     baseline_index, BaselinePolicy, EarlierPoint, FlakyCase, FlakyTracker, MAX_TREND_POINTS,
 };
