@@ -91,8 +91,21 @@ pub async fn upload_dataset_file(
     uploaded_by: Option<UserId>,
     limits: UploadLimits,
 ) -> ServiceResult<DatasetRevision> {
-    let name = required(name, "a dataset name", 200)?;
     let format = DatasetFormat::from_file_name(file_name);
+    upload_dataset_file_as(store, name, file_name, path, format, uploaded_by, limits).await
+}
+
+/// [`upload_dataset_file`] in a format said by the caller (an imported task names it).
+pub async fn upload_dataset_file_as(
+    store: &dyn Store,
+    name: &str,
+    file_name: &str,
+    path: &std::path::Path,
+    format: DatasetFormat,
+    uploaded_by: Option<UserId>,
+    limits: UploadLimits,
+) -> ServiceResult<DatasetRevision> {
+    let name = required(name, "a dataset name", 200)?;
     // One upload is staged and made a revision at a time: on SQLite each holds the single
     // writer in turn, and many at once would starve everything else of it.
     static UPLOADS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);

@@ -57,20 +57,7 @@ pub async fn draw_exemplars(
         }
     }
     let items = draw.finish();
-    // The drawn items are frozen into every run's manifest, which each worker reads.
-    let frozen: usize = items
-        .iter()
-        .map(|item| serde_json::to_string(item).map_or(0, |json| json.len()))
-        .sum();
-    if frozen > MAX_EXEMPLAR_BYTES {
-        return Err(ServiceError::Invalid(format!(
-            "the {} drawn few-shot exemplars hold {}; the limit is {} (use fewer shots, or a \
-             dataset of shorter items)",
-            items.len(),
-            arbiter_domain::prompt::describe_bytes(frozen),
-            arbiter_domain::prompt::describe_bytes(MAX_EXEMPLAR_BYTES)
-        )));
-    }
+    check_exemplar_size(&items)?;
     if items.len() < few_shot.count as usize {
         return Err(ServiceError::Invalid(format!(
             "the few-shot dataset `{}` has {} items; {} shots were asked for",
@@ -99,6 +86,25 @@ pub fn renderer(
             .map_err(ServiceError::Invalid),
         None => Ok(renderer),
     }
+}
+
+/// Refuses exemplars too large to freeze into a manifest (every worker reads it).
+pub fn check_exemplar_size(items: &[arbiter_domain::dataset::DatasetItem]) -> ServiceResult<()> {
+    // The drawn items are frozen into every run's manifest, which each worker reads.
+    let frozen: usize = items
+        .iter()
+        .map(|item| serde_json::to_string(item).map_or(0, |json| json.len()))
+        .sum();
+    if frozen > MAX_EXEMPLAR_BYTES {
+        return Err(ServiceError::Invalid(format!(
+            "the {} drawn few-shot exemplars hold {}; the limit is {} (use fewer shots, or a \
+             dataset of shorter items)",
+            items.len(),
+            arbiter_domain::prompt::describe_bytes(frozen),
+            arbiter_domain::prompt::describe_bytes(MAX_EXEMPLAR_BYTES)
+        )));
+    }
+    Ok(())
 }
 
 /// What rendering every item of a revision found.

@@ -224,8 +224,8 @@ mod convert {
     use super::*;
     use arbiter_domain::answer::Outcome;
     use arbiter_domain::reports::compare::PairedCategory;
-    use arbiter_domain::reports::sample_compare::SampleMetricTest;
     use arbiter_domain::reports::diff::DiffSide;
+    use arbiter_domain::reports::sample_compare::SampleMetricTest;
     use arbiter_domain::reports::{CategoryReport, Report};
     use arbiter_domain::run::RunProgress;
     use arbiter_engine::reports::diff::{DiffRow, TokenChoice};

@@ -5,6 +5,10 @@
 //! then case, punctuation and digits, each when asked) and the two must be equal. Nothing else
 //! is normalised: no `Answer:` line is looked for and no surrounding whitespace is trimmed
 //! beyond the filter's own strip.
+//!
+//! Patterns run on the `regex` crate, whose `$` matches only at the very end; Python's also
+//! matches before a final newline. A pattern with `$` therefore runs on the text without its
+//! one final newline (put back after a substitution), which is where Python's `$` lands.
 
 use regex::Regex;
 use serde::{Deserialize, Serialize};
@@ -45,11 +49,59 @@ pub struct MatchFolding {
     pub ignore_numbers: bool,
 }
 
+/// A compiled pattern, and whether it uses `$` (see the module's notes).
+#[derive(Debug)]
+struct PythonRegex {
+    regex: Regex,
+    ends_at_final_newline: bool,
+}
+
+impl PythonRegex {
+    fn new(
+        pattern: &str,
+        compile: &impl Fn(&str) -> Result<Regex, String>,
+    ) -> Result<PythonRegex, (String, String)> {
+        Ok(PythonRegex {
+            regex: compile(pattern).map_err(|message| (pattern.to_string(), message))?,
+            ends_at_final_newline: has_end_anchor(pattern),
+        })
+    }
+
+    /// The text the pattern runs on, and the newline cut from its end.
+    fn split<'t>(&self, text: &'t str) -> (&'t str, &'static str) {
+        match text.strip_suffix('\n') {
+            Some(body) if self.ends_at_final_newline => (body, "\n"),
+            _ => (text, ""),
+        }
+    }
+}
+
+/// Whether a pattern has a `$` outside a character class that is not escaped.
+fn has_end_anchor(pattern: &str) -> bool {
+    let (mut escaped, mut in_class) = (false, false);
+    for c in pattern.chars() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            '[' => in_class = true,
+            ']' => in_class = false,
+            '$' if !in_class => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
+/// Python's `str.strip()`: its whitespace includes the separators U+001C to U+001F.
+fn python_strip(text: &str) -> &str {
+    text.trim_matches(|c: char| c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c))
+}
+
 /// The compiled check.
 #[derive(Debug)]
 pub struct HarnessMatch {
-    filter: Option<(Regex, i64, String)>,
-    ignore: Vec<Regex>,
+    filter: Option<(PythonRegex, i64, String)>,
+    ignore: Vec<PythonRegex>,
     folding: MatchFolding,
 }
 
@@ -61,8 +113,7 @@ impl HarnessMatch {
         folding: &MatchFolding,
         compile: impl Fn(&str) -> Result<Regex, String>,
     ) -> Result<HarnessMatch, (String, String)> {
-        let regex =
-            |pattern: &str| compile(pattern).map_err(|message| (pattern.to_string(), message));
+        let regex = |pattern: &str| PythonRegex::new(pattern, &compile);
         Ok(HarnessMatch {
             filter: match filter {
                 Some(filter) => Some((
@@ -86,14 +137,16 @@ impl HarnessMatch {
         let Some((regex, select, fallback)) = &self.filter else {
             return output.to_string();
         };
-        find_all_select(regex, *select, output).unwrap_or_else(|| fallback.clone())
+        let (text, _) = regex.split(output);
+        find_all_select(&regex.regex, *select, text).unwrap_or_else(|| fallback.clone())
     }
 
     /// The text as the comparison sees it.
     pub fn fold(&self, text: &str) -> String {
         let mut text = text.to_string();
         for regex in &self.ignore {
-            text = regex.replace_all(&text, "").into_owned();
+            let (body, newline) = regex.split(&text);
+            text = format!("{}{newline}", regex.regex.replace_all(body, ""));
         }
         if self.folding.ignore_case {
             text = text.to_lowercase();
@@ -137,7 +190,7 @@ fn find_all_select(regex: &Regex, select: i64, text: &str) -> Option<String> {
         .get(index)
         .copied()
         .flatten()
-        .map(|chosen| chosen.trim().to_string())
+        .map(|chosen| python_strip(chosen).to_string())
 }
 
 #[cfg(test)]
@@ -202,6 +255,9 @@ mod tests {
             "72"
         );
         assert_eq!(gsm8k.fold("$1,200."), "1200");
+        // Python's `$` matches before a final newline: re.sub(r"\.$", "", "72.\n") is "72\n".
+        assert_eq!(gsm8k.fold("72.\n"), "72\n");
+        assert_eq!(gsm8k.fold("7.2"), "7.2", "only a final full stop");
         let punctuation = check(
             None,
             MatchFolding {

@@ -413,7 +413,12 @@ fn sampler(task: &Map<String, Value>, notes: &mut Vec<String>) -> Result<(bool, 
     if config.contains_key("samples") {
         return Err("`fewshot_config.samples` lists shots inline (or in Python); put them in a split of the data files".into());
     }
-    match config.get("sampler").and_then(Value::as_str).unwrap_or("default") {
+    let sampler = match config.get("sampler") {
+        None | Some(Value::Null) => "default",
+        Some(Value::String(sampler)) => sampler.as_str(),
+        Some(_) => return Err("`fewshot_config.sampler` must name a sampler".into()),
+    };
+    match sampler {
         "first_n" => Ok((true, HARNESS_SEED)),
         "default" => {
             notes.push(
@@ -571,6 +576,9 @@ fn pipelines(
                         },
                     })
                 }
+                Some("take_first") if repetitions > 1 => notes.push(format!(
+                    "`{step_at}`: take_first scores only the first of the {repetitions} samples in the harness; Arbiter grades every sample (pass@1 over all of them) and reports pass@k and maj@k"
+                )),
                 Some("take_first") => {}
                 Some("majority_vote") => notes.push(format!(
                     "`{step_at}`: majority_vote is reported as maj@k over the run's {repetitions} samples per item"
@@ -726,6 +734,16 @@ mod tests {
         assert_eq!(filter.as_ref().unwrap().group_select, -1);
         assert!(folding.ignore_case && folding.regexes_to_ignore.len() == 2);
         assert!(task.notes.is_empty());
+        // With repeats, the harness scores the first sample only: said in a note.
+        let mut repeated = gsm8k_like();
+        repeated["repeats"] = json!(4);
+        let task = read_task(&repeated).unwrap();
+        assert_eq!(task.repetitions, 4);
+        assert!(
+            task.notes.iter().any(|note| note.contains("take_first")),
+            "{:?}",
+            task.notes
+        );
     }
 
     #[test]
@@ -780,6 +798,9 @@ mod tests {
         assert!(refused("num_fewshot", json!(500)).contains("`num_fewshot`"));
         assert!(refused("test_split", json!("dev")).contains("`test_split: dev`"));
         assert!(refused("fewshot_config", json!({"sampler": "balanced"})).contains("balanced"));
+        assert!(
+            refused("fewshot_config", json!({"sampler": 3})).contains("`fewshot_config.sampler`")
+        );
         assert!(refused("metric_list", json!([{"metric": "bleu"}]))
             .contains("metric_list[0].metric: bleu"));
         assert!(refused(

@@ -2,10 +2,10 @@
 //! McNemar tests, intervals for the difference, a multiple-comparison correction across every
 //! test on the page, and the list of items whose verdict changed, regressions first.
 
+use super::sample_compare::SampleMetricTest;
 use super::snapshot::{Snapshot, VERDICT_FAIL, VERDICT_PASS};
 use crate::ids::IdentityId;
 use crate::stats::correction::Correction;
-use super::sample_compare::SampleMetricTest;
 use crate::stats::paired::{mcnemar_exact, paired_cluster_bootstrap, BootstrapResult, CaseGroup};
 use crate::stats::proportion::{paired_difference, PairedTable};
 use crate::stats::{Interval, DEFAULT_CONFIDENCE};

@@ -66,6 +66,9 @@ pub struct RunSamples {
     pub items: HashMap<(String, i64), Vec<VotedSample>>,
 }
 
+/// One item both runs sampled: its (case id, turn), the baseline's samples, the candidate's.
+type SharedItem<'a> = (&'a (String, i64), &'a [VotedSample], &'a [VotedSample]);
+
 /// pass@k, pass^k and maj@k of two runs compared at the k [`compared_ks`] gives for the median
 /// number of samples both runs decided per item; empty with one sample per item. Adjusted
 /// p-values are set by the page's correction.
@@ -73,7 +76,7 @@ pub fn compare_sample_metrics(
     baseline: &RunSamples,
     candidate: &RunSamples,
 ) -> Vec<SampleMetricTest> {
-    let mut shared: Vec<(&(String, i64), &[VotedSample], &[VotedSample])> = baseline
+    let mut shared: Vec<SharedItem<'_>> = baseline
         .items
         .iter()
         .filter_map(|(key, base)| Some((key, &base[..], &candidate.items.get(key)?[..])))
@@ -115,7 +118,7 @@ pub fn compare_sample_metrics(
 fn test_at(
     metric: SampleMetric,
     k: u64,
-    shared: &[(&(String, i64), &[VotedSample], &[VotedSample])],
+    shared: &[SharedItem<'_>],
     seed: u64,
 ) -> Option<SampleMetricTest> {
     // Per case: (summed difference, items, summed baseline, summed candidate).
@@ -158,7 +161,9 @@ fn test_at(
     } else {
         let mut magnitudes: BTreeMap<u64, (f64, u64)> = BTreeMap::new();
         for case in cases.values() {
-            let entry = magnitudes.entry(case.0.abs().to_bits()).or_insert((case.0.abs(), 0));
+            let entry = magnitudes
+                .entry(case.0.abs().to_bits())
+                .or_insert((case.0.abs(), 0));
             entry.1 += 1;
         }
         let groups: Vec<(f64, u64)> = magnitudes.into_values().collect();

@@ -416,11 +416,18 @@ fn metrics_over_samples_are_compared_pairwise_and_corrected_with_the_page() {
     let candidate = run_samples(300, 4, |item| if item < 150 { 3 } else { 1 });
     let tests = compare_sample_metrics(&baseline, &candidate);
     let labels: Vec<String> = tests.iter().map(|test| test.label()).collect();
-    assert_eq!(labels, ["pass@4", "pass^4", "maj@4"], "k = the samples both have");
+    assert_eq!(
+        labels,
+        ["pass@4", "pass^4", "maj@4"],
+        "k = the samples both have"
+    );
     let find = |metric: SampleMetric| tests.iter().find(|t| t.metric == metric).unwrap();
     let pass_at = find(SampleMetric::PassAtK);
     assert_eq!((pass_at.items, pass_at.cases), (300, 300));
-    assert_eq!((pass_at.baseline_samples, pass_at.candidate_samples), (1200, 1200));
+    assert_eq!(
+        (pass_at.baseline_samples, pass_at.candidate_samples),
+        (1200, 1200)
+    );
     assert_eq!((pass_at.baseline, pass_at.candidate), (1.0, 1.0));
     assert_eq!(pass_at.p_value, 1.0, "nothing differs");
     let majority = find(SampleMetric::MajAtK);
@@ -488,13 +495,17 @@ fn conversation_turns_are_one_case_in_sample_comparisons() {
         for case in 0..40 {
             for turn in 1..=3 {
                 let right = if better && case < 4 { 2 } else { 0 };
-                run.items.insert((format!("d{case}"), turn), votes(2, right));
+                run.items
+                    .insert((format!("d{case}"), turn), votes(2, right));
             }
         }
         run
     };
     let tests = compare_sample_metrics(&run(false), &run(true));
-    let majority = tests.iter().find(|t| t.metric == SampleMetric::MajAtK).unwrap();
+    let majority = tests
+        .iter()
+        .find(|t| t.metric == SampleMetric::MajAtK)
+        .unwrap();
     assert_eq!((majority.items, majority.cases), (120, 40));
     // Four cases, each better on all three turns: as likely as 2/2⁴ under no difference, not
     // twelve independent improvements.

@@ -448,7 +448,11 @@ mod tests {
         // 10 better and 25 worse: McNemar gives 0.01667.
         let p = sign_flip_test(&[(1.0, 35)], -15.0, 20_000, 4);
         assert!((p - 0.016_673_847_8).abs() < 0.004, "p = {p}");
-        assert_eq!(sign_flip_test(&[(0.0, 50)], 0.0, 100, 1), 1.0, "nothing differs");
+        assert_eq!(
+            sign_flip_test(&[(0.0, 50)], 0.0, 100, 1),
+            1.0,
+            "nothing differs"
+        );
         // Mixed magnitudes (fractional scores): a consistent shift is found.
         let p = sign_flip_test(&[(0.25, 60), (0.5, 30)], 0.25 * 40.0 + 0.5 * 20.0, 5_000, 5);
         assert!(p < 0.01, "p = {p}");

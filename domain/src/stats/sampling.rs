@@ -258,7 +258,10 @@ pub fn item_score(metric: SampleMetric, samples: &[VotedSample], k: u64) -> Opti
             majority_at(samples, k).map(|(correct, _)| if correct { 1.0 } else { 0.0 })
         }
         SampleMetric::PassAtK | SampleMetric::PassAllK => {
-            let decided = samples.iter().filter(|sample| sample.verdict.is_some()).count() as u64;
+            let decided = samples
+                .iter()
+                .filter(|sample| sample.verdict.is_some())
+                .count() as u64;
             let correct = samples.iter().filter(|sample| sample.correct()).count() as u64;
             metric.of(decided, correct, k)
         }
@@ -270,9 +273,10 @@ pub fn item_score(metric: SampleMetric, samples: &[VotedSample], k: u64) -> Opti
 pub fn samples_used(metric: SampleMetric, samples: &[VotedSample], k: u64) -> u64 {
     match metric {
         SampleMetric::MajAtK => k,
-        SampleMetric::PassAtK | SampleMetric::PassAllK => {
-            samples.iter().filter(|sample| sample.verdict.is_some()).count() as u64
-        }
+        SampleMetric::PassAtK | SampleMetric::PassAllK => samples
+            .iter()
+            .filter(|sample| sample.verdict.is_some())
+            .count() as u64,
     }
 }
 

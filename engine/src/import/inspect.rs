@@ -31,7 +31,8 @@ pub async fn import_inspect_samples(
             .ok_or_else(|| ServiceError::Invalid("name the import (--name)".into()))?,
         name => name.to_string(),
     };
-    refuse_taken_names(store, std::slice::from_ref(&name)).await?;
+    let names = std::slice::from_ref(&name);
+    refuse_taken_names(store, names, names).await?;
     let format = DatasetFormat::from_file_name(&path.to_string_lossy());
     if !matches!(format, DatasetFormat::Jsonl | DatasetFormat::JsonlGzip) {
         return Err(ServiceError::Invalid(
@@ -50,7 +51,15 @@ pub async fn import_inspect_samples(
         evals: Vec::new(),
         notes: Vec::new(),
     };
-    let dataset = upload(store, &name, path, created_by, &mut imported.datasets).await?;
+    let dataset = upload(
+        store,
+        &name,
+        path,
+        format,
+        created_by,
+        &mut imported.datasets,
+    )
+    .await?;
     let form = eval_form(&name, &eval, options, dataset)?;
     imported
         .evals

@@ -36,6 +36,10 @@ pub async fn import_lm_eval_task(
         Some(shots) if !shots.same_split => Some(one_file(base, &shots.source)?),
         _ => None,
     };
+    let shots_name = task
+        .shots
+        .as_ref()
+        .map(|shots| format!("{name} ({} split)", shots.source.split));
     let eval_names: Vec<String> = task
         .pipelines
         .iter()
@@ -46,7 +50,9 @@ pub async fn import_lm_eval_task(
             },
         )
         .collect();
-    refuse_taken_names(store, &eval_names).await?;
+    let mut dataset_names = vec![name.clone()];
+    dataset_names.extend(shots_name.clone().filter(|_| shots_file.is_some()));
+    refuse_taken_names(store, &eval_names, &dataset_names).await?;
 
     // Everything is checked before anything is stored: shots drawn from their file, every
     // document rendered with them.
@@ -66,10 +72,14 @@ pub async fn import_lm_eval_task(
             )
         })
         .collect::<ServiceResult<_>>()?;
-    let Some(first_form) = forms.first() else {
+    let specs = forms
+        .iter()
+        .map(catalog::eval_spec)
+        .collect::<ServiceResult<Vec<_>>>()?;
+    let Some(first) = specs.first() else {
         return Err(ServiceError::Invalid("the task scores nothing".into()));
     };
-    let prompt = catalog::eval_spec(first_form)?.prompt;
+    let prompt = first.prompt.clone();
     let format = file_format(task.format, &evaluated_file);
     let exemplars = match (&task.shots, &shots_file) {
         (Some(_), Some(file)) => Some(draw_from_file(
@@ -94,30 +104,29 @@ pub async fn import_lm_eval_task(
         evals: Vec::new(),
         notes: task.notes.clone(),
     };
+    // Only a store failure can stop what follows half-way.
     let evaluated = upload(
         store,
         &name,
         &evaluated_file,
+        format,
         created_by,
         &mut imported.datasets,
     )
     .await?;
-    let shots_dataset = match &shots_file {
-        Some(file) => {
-            let split = task
-                .shots
-                .as_ref()
-                .map_or("train", |s| s.source.split.as_str());
+    let shots_dataset = match (&shots_file, &shots_name) {
+        (Some(file), Some(shots_name)) => {
             upload(
                 store,
-                &format!("{name} ({split} split)"),
+                shots_name,
                 file,
+                file_format(task.format, file),
                 created_by,
                 &mut imported.datasets,
             )
             .await?
         }
-        None => evaluated,
+        _ => evaluated,
     };
     for (pipeline, eval_name) in task.pipelines.iter().zip(&eval_names) {
         let form = eval_form(
@@ -200,10 +209,18 @@ fn yaml_to_json(value: &serde_yaml_ng::Value, at: &str) -> Result<serde_json::Va
     })
 }
 
-/// A split's one data file, relative to the task file.
+/// A split's one data file: relative to the task file, or (as the harness reads it) to the
+/// working directory when the task file's folder has no such file.
 fn one_file(base: &Path, split: &SplitFiles) -> ServiceResult<PathBuf> {
     match split.files.as_slice() {
-        [file] => Ok(base.join(file)),
+        [file] => {
+            let beside_task = base.join(file);
+            Ok(if beside_task.exists() || !Path::new(file).exists() {
+                beside_task
+            } else {
+                PathBuf::from(file)
+            })
+        }
         files => Err(ServiceError::Invalid(format!(
             "`dataset_kwargs.data_files.{}` lists {} files; list one file per split (join them first)",
             split.split,
@@ -296,6 +313,7 @@ fn draw_from_file(
         .and_then(|draw| draw.into_inner().ok())
         .ok_or(ServiceError::Internal)?;
     let items = draw.finish();
+    crate::prompts::check_exemplar_size(&items)?;
     if items.len() < few_shot.count as usize {
         return Err(ServiceError::Invalid(format!(
             "{} has {} documents; num_fewshot asks for {}",

@@ -39,18 +39,51 @@ pub struct Imported {
     pub notes: Vec<String>,
 }
 
-/// Refuses names that evals already have, before anything is stored.
-async fn refuse_taken_names(store: &dyn Store, names: &[String]) -> ServiceResult<()> {
-    let existing = store.list_evals().await?;
-    match names
-        .iter()
-        .find(|wanted| existing.iter().any(|eval| &eval.name == *wanted))
-    {
-        Some(clash) => Err(ServiceError::Invalid(format!(
-            "an eval named `{clash}` exists already: import under another name (--name)"
-        ))),
-        None => Ok(()),
+/// Longest dataset or eval name.
+const MAX_NAME_CHARS: usize = 200;
+
+/// Refuses, before anything is stored, eval and dataset names that are taken (an import never
+/// adds a revision to someone's dataset), repeated within the import, or too long.
+async fn refuse_taken_names(
+    store: &dyn Store,
+    evals: &[String],
+    datasets: &[String],
+) -> ServiceResult<()> {
+    let refuse = |message: String| Err(ServiceError::Invalid(message));
+    for (kind, names) in [("eval", evals), ("dataset", datasets)] {
+        for (index, name) in names.iter().enumerate() {
+            if name.chars().count() > MAX_NAME_CHARS {
+                return refuse(format!(
+                    "the {kind} name `{name}` is longer than {MAX_NAME_CHARS} characters: import under a shorter name (--name)"
+                ));
+            }
+            if names[..index].contains(name) {
+                return refuse(format!(
+                    "the import would make two {kind}s named `{name}`: name the task's filter pipelines apart"
+                ));
+            }
+        }
     }
+    let existing_evals = store.list_evals().await?;
+    if let Some(clash) = evals
+        .iter()
+        .find(|wanted| existing_evals.iter().any(|eval| &eval.name == *wanted))
+    {
+        return refuse(format!(
+            "an eval named `{clash}` exists already: import under another name (--name)"
+        ));
+    }
+    let existing_datasets = store.list_datasets().await?;
+    if let Some(clash) = datasets.iter().find(|wanted| {
+        existing_datasets
+            .iter()
+            .any(|dataset| &dataset.name == *wanted)
+    }) {
+        return refuse(format!(
+            "a dataset named `{clash}` exists already, and an import never adds to it: import under another name (--name)"
+        ));
+    }
+    Ok(())
 }
 
 /// Renders every document of the file, as saving the eval will over the stored revision.
@@ -86,6 +119,7 @@ async fn upload(
     store: &dyn Store,
     name: &str,
     path: &Path,
+    format: DatasetFormat,
     created_by: Option<UserId>,
     written: &mut Vec<(String, String, i64)>,
 ) -> ServiceResult<DatasetId> {
@@ -93,11 +127,12 @@ async fn upload(
         .file_name()
         .map(|name| name.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let revision = catalog::upload_dataset_file(
+    let revision = catalog::upload_dataset_file_as(
         store,
         name,
         &file_name,
         path,
+        format,
         created_by,
         catalog::upload_limits(),
     )

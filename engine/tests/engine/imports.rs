@@ -200,6 +200,10 @@ async fn a_task_that_cannot_be_imported_stores_nothing(store: Arc<dyn Store>) {
             TASK.replace("num_fewshot: 2", "num_fewshot: 5"),
             "num_fewshot asks for 5",
         ),
+        (
+            TASK.replace("name: flexible-extract", "name: strict-match"),
+            "two evals named `sums (strict-match)`",
+        ),
     ] {
         let path = write_task(directory.path(), &task);
         let refused = import_lm_eval_task(store.as_ref(), &path, &options, None)
@@ -218,6 +222,29 @@ async fn a_task_that_cannot_be_imported_stores_nothing(store: Arc<dyn Store>) {
         store.list_evals().await.unwrap().is_empty(),
         "no eval stored"
     );
+    // An import never adds a revision to an existing dataset.
+    arbiter_engine::catalog::upload_dataset(
+        store.as_ref(),
+        "sums",
+        "sums.jsonl",
+        b"{\"id\": \"x\", \"input\": \"q\", \"target\": \"a\"}\n",
+        None,
+    )
+    .await
+    .unwrap();
+    let path = write_task(directory.path(), TASK);
+    let refused = import_lm_eval_task(store.as_ref(), &path, &options, None)
+        .await
+        .unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("a dataset named `sums` exists already"),
+        "{refused}"
+    );
+    let sums = store.list_datasets().await.unwrap();
+    assert_eq!(sums.len(), 1);
+    assert_eq!(sums[0].revision_count, 1, "no revision added");
 }
 
 async fn inspect_samples_import_as_one_dataset_and_eval(store: Arc<dyn Store>) {
