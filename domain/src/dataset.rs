@@ -170,7 +170,10 @@ pub fn readable(fields: &Map<String, Value>) -> String {
     fields
         .iter()
         .map(|(name, value)| match value {
-            Value::String(text) => format!("{name}: {text}"),
+            Value::String(text) => match crate::images::describe(text) {
+                Some(image) => format!("{name}: {image}"),
+                None => format!("{name}: {text}"),
+            },
             Value::Array(turns) if turns.iter().all(is_message) => {
                 let turns: Vec<String> = turns
                     .iter()

@@ -414,11 +414,11 @@ pub fn read_messages(name: &str, messages: &[Value]) -> Result<Vec<ChatMessage>,
         .iter()
         .enumerate()
         .map(|(index, message)| {
-            serde_json::from_value::<ChatMessage>(message.clone()).map_err(|_| {
+            serde_json::from_value::<ChatMessage>(message.clone()).map_err(|err| {
                 invalid(
                     name,
                     format!(
-                        "message {} must be {{\"role\": \"system\", \"user\" or \"assistant\", \"content\": text}}",
+                        "message {} must be {{\"role\": \"system\", \"user\" or \"assistant\", \"content\": text or parts}}: {err}",
                         index + 1
                     ),
                 )

@@ -11,8 +11,9 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
-/// Largest image accepted, decoded (OpenAI's limit per image).
-pub const MAX_IMAGE_BYTES: usize = 20 * 1024 * 1024;
+/// Largest image accepted, decoded: its data URL (a third longer) must fit the longest text an
+/// item field may hold, the longest prompt Arbiter sends. Larger images are resized first.
+pub const MAX_IMAGE_BYTES: usize = crate::prompt::MAX_PROMPT_BYTES / 4 * 3 - 1024;
 /// Most images one item may carry.
 pub const MAX_IMAGES: usize = 16;
 
@@ -61,10 +62,7 @@ pub fn check_image(url: &str) -> Result<(), String> {
         ));
     }
     if payload.len() / 4 * 3 > MAX_IMAGE_BYTES {
-        return Err(format!(
-            "an image is larger than {} MB",
-            MAX_IMAGE_BYTES / (1024 * 1024)
-        ));
+        return Err(too_large());
     }
     base64::engine::general_purpose::STANDARD
         .decode(payload)
@@ -72,9 +70,28 @@ pub fn check_image(url: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// An item field holding one image or a list of them.
+/// The refusal of an image over [`MAX_IMAGE_BYTES`].
+pub fn too_large() -> String {
+    format!(
+        "an image is larger than {} KiB; resize it first",
+        MAX_IMAGE_BYTES / 1024
+    )
+}
+
+/// How an image reads in text shown to people: its type and size, not its bytes.
+pub fn describe(url: &str) -> Option<String> {
+    let (media_type, payload) = url.strip_prefix("data:")?.split_once(";base64,")?;
+    Some(format!(
+        "[{media_type} image, {} KiB]",
+        (payload.len() / 4 * 3).div_ceil(1024)
+    ))
+}
+
+/// An item field holding one image or a list of them (null or empty: none).
 pub fn read_images(value: &Value) -> Result<Vec<String>, String> {
     let urls: Vec<&str> = match value {
+        Value::Null => Vec::new(),
+        Value::String(url) if url.trim().is_empty() => Vec::new(),
         Value::String(url) => vec![url],
         Value::Array(urls) => urls
             .iter()
@@ -119,8 +136,9 @@ impl Serialize for ChatMessage {
 /// are joined by newlines. Images are checked as [`check_image`] says.
 impl<'de> Deserialize<'de> for ChatMessage {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        // Other keys (OpenAI's `name`, Inspect's `id` or `source`) are not sent and are left
+        // out, as they always were.
         #[derive(Deserialize)]
-        #[serde(deny_unknown_fields)]
         struct Raw {
             role: Role,
             content: Value,
@@ -131,6 +149,9 @@ impl<'de> Deserialize<'de> for ChatMessage {
             Value::Array(parts) => read_parts(&parts).map_err(D::Error::custom)?,
             _ => return Err(D::Error::custom("content must be text or a list of parts")),
         };
+        if !images.is_empty() && raw.role != Role::User {
+            return Err(D::Error::custom("images go in user messages"));
+        }
         Ok(ChatMessage {
             role: raw.role,
             content,
@@ -235,5 +256,16 @@ mod tests {
             json!({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "http://x/y.png"}}]}),
         );
         assert!(refused.is_err());
+        // Images go in user messages; other keys of a message are left out, as before.
+        let assistant =
+            json!({"role": "assistant", "content": [{"type": "image", "image": png()}]});
+        assert!(serde_json::from_value::<ChatMessage>(assistant).is_err());
+        let named: ChatMessage =
+            serde_json::from_value(json!({"role": "user", "content": "hi", "name": "ann"}))
+                .unwrap();
+        assert_eq!(named.content, "hi");
+        assert_eq!(read_images(&json!(null)).unwrap(), Vec::<String>::new());
+        assert_eq!(read_images(&json!("")).unwrap(), Vec::<String>::new());
+        assert_eq!(describe(&png()).unwrap(), "[image/png image, 1 KiB]");
     }
 }

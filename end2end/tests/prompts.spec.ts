@@ -38,6 +38,9 @@ test('an eval written as a message list is checked as typed and sends those mess
   await form.getByLabel('message 1', { exact: true }).fill('Reply in one line.');
   await form.getByRole('button', { name: '+ user' }).click();
   await form.getByLabel('message 2', { exact: true }).fill('Question: {{ input }}');
+  // Each row shows its own role.
+  await expect(form.getByLabel('role of message 1')).toHaveValue('system');
+  await expect(form.getByLabel('role of message 2')).toHaveValue('user');
   // While the list has messages, it is the prompt: the template box is set aside.
   await expect(form.getByTestId('prompt-template')).toBeDisabled();
   const sample = page.getByTestId('prompt-sample');

@@ -49,7 +49,10 @@ pub fn parse_file(
         DatasetFormat::Parquet => parse_parquet_rows(file, &mut builder)?,
         DatasetFormat::Zip => {
             let path = path.to_path_buf();
-            crate::archives::parse_archive(move || std::fs::File::open(&path), &mut builder)?
+            crate::archives::parse_archive(
+                move || std::fs::File::open(&path).map(BufReader::new),
+                &mut builder,
+            )?
         }
     }
     builder.finish_streaming()

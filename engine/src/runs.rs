@@ -449,39 +449,39 @@ async fn item_as_sent(
         }))
 }
 
-/// The images each identity's item was sent with (empty for items without images), for
-/// pages that show stored items; one manifest read per run.
+/// The images each identity of `run` had its item sent with (empty for items without images),
+/// for pages that show stored items. A run whose eval can send no image costs one manifest
+/// read; otherwise each item is read and mapped.
 pub async fn images_sent(
     store: &dyn Store,
+    run: RunId,
     identities: &[arbiter_domain::ids::IdentityId],
 ) -> ServiceResult<Vec<Vec<String>>> {
-    let mut manifests = std::collections::HashMap::new();
+    let Some(manifest) = store.run_manifest(run).await? else {
+        return Ok(vec![Vec::new(); identities.len()]);
+    };
+    let prompt = &manifest.eval.prompt;
+    // Images come from a mapped field, or from message parts of items sent as they are.
+    let sends_conversations = prompt.template.is_empty() && prompt.messages.is_empty();
+    if prompt.mapping.images.is_none() && !sends_conversations {
+        return Ok(vec![Vec::new(); identities.len()]);
+    }
     let mut all = Vec::with_capacity(identities.len());
     for &identity in identities {
-        let Some(context) = store.identity_context(identity).await? else {
-            all.push(Vec::new());
-            continue;
+        let images = match store.identity_context(identity).await? {
+            Some(context) => prompt
+                .mapping
+                .apply(&context.item.case_id, &context.item.fields())
+                .map(|mapped| {
+                    let mut images = mapped.images;
+                    if let arbiter_domain::fields::MappedInput::Messages(messages) = mapped.input {
+                        images.extend(messages.into_iter().flat_map(|message| message.images));
+                    }
+                    images
+                })
+                .unwrap_or_default(),
+            None => Vec::new(),
         };
-        let manifest = match manifests.entry(context.run_id) {
-            std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
-            std::collections::hash_map::Entry::Vacant(slot) => {
-                slot.insert(store.run_manifest(context.run_id).await?)
-            }
-        };
-        let images = manifest
-            .as_ref()
-            .filter(|manifest| manifest.eval.prompt.mapping.images.is_some())
-            .and_then(|manifest| {
-                let item = &context.item;
-                manifest
-                    .eval
-                    .prompt
-                    .mapping
-                    .apply(&item.case_id, &item.fields())
-                    .ok()
-            })
-            .map(|mapped| mapped.images)
-            .unwrap_or_default();
         all.push(images);
     }
     Ok(all)

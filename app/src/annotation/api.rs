@@ -27,9 +27,13 @@ pub async fn next_review() -> Result<Option<ReviewItem>, ServerFnError> {
         .await
         .map_err(store_error)?;
     if let Some(item) = item.as_mut() {
-        arbiter_engine::runs::show_review_as_sent(state.store.as_ref(), item)
-            .await
-            .map_err(service_error)?;
+        // The label is held for this reviewer now: a failure to rebuild the prompt shows the
+        // stored item rather than an error that leaves the label held.
+        if let Err(err) =
+            arbiter_engine::runs::show_review_as_sent(state.store.as_ref(), item).await
+        {
+            tracing::warn!(error = %err, "cannot show a label under review as its eval sent it");
+        }
     }
     Ok(item)
 }

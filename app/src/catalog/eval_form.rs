@@ -271,9 +271,11 @@ fn MessageListEditor(messages: RwSignal<Vec<MessageRow>>) -> impl IntoView {
                         <select aria-label=format!("role of message {}", index + 1)
                             prop:value=move || row.role.get()
                             on:change=move |ev| row.role.set(event_target_value(&ev))>
-                            <option value="system">"system"</option>
-                            <option value="user">"user"</option>
-                            <option value="assistant">"assistant"</option>
+                            // `selected` on each option: the select's value set before its
+                            // options exist would show the first one whatever the role.
+                            {["system", "user", "assistant"].into_iter().map(|role| view! {
+                                <option value=role selected=move || row.role.get() == role>{role}</option>
+                            }).collect_view()}
                         </select>
                         <textarea class="grow" rows="2" aria-label=format!("message {}", index + 1)
                             prop:value=move || row.content.get()

@@ -225,6 +225,13 @@ impl PromptSpec {
         }
         if let Some(few_shot) = &self.few_shot {
             few_shot.validate()?;
+            if self.mapping.images.is_some() {
+                return Err(
+                    "few-shot exemplars cannot show images yet; leave the images field empty or \
+                     drop the shots"
+                        .into(),
+                );
+            }
             if self.template.is_empty() {
                 return Err(
                     "few-shot exemplars need a prompt template (each shot is the template \
@@ -314,7 +321,16 @@ fn with_images(mut body: PromptBody, item: &MappedItem) -> Result<PromptBody, St
         _ => users.last(),
     };
     match asking {
-        Some(message) => message.images.extend(item.images.iter().cloned()),
+        Some(message) => {
+            message.images.extend(item.images.iter().cloned());
+            if message.images.len() > crate::images::MAX_IMAGES {
+                return Err(format!(
+                    "sends {} images with one message; the limit is {}",
+                    message.images.len(),
+                    crate::images::MAX_IMAGES
+                ));
+            }
+        }
         None => return Err("has images but no user message to send them with".into()),
     }
     Ok(body)
@@ -555,6 +571,16 @@ impl PromptRenderer {
                 "has {turns} turn(s); turn {turn} with {} earlier answer(s) cannot be rendered",
                 earlier_answers.len()
             ));
+        }
+        if let MappedInput::Messages(messages) = &item.input {
+            let carries_images = messages.iter().any(|message| !message.images.is_empty());
+            if carries_images && !(self.spec.template.is_empty() && self.spec.messages.is_empty()) {
+                return Err(
+                    "its messages carry images, which are sent only as the item's own \
+                     conversation: leave the template empty"
+                        .into(),
+                );
+            }
         }
         let parts = self.parts(&fields, &item)?;
         let body = match (&self.spec.few_shot, parts) {
@@ -1029,6 +1055,35 @@ mod tests {
             ))
             .unwrap_err();
         assert!(refused.contains("chat API"), "{refused}");
+        // Few-shot shots would lose their images: refused until they can carry them.
+        let with_shots = PromptSpec {
+            few_shot: Some(FewShotSpec {
+                dataset_id: crate::ids::DatasetId(1),
+                count: 1,
+                seed: 0,
+                style: FewShotStyle::Text,
+                delimiter: "\n\n".into(),
+                target_delimiter: " ".into(),
+                in_order: false,
+            }),
+            ..spec.clone()
+        };
+        assert!(with_shots.validate().unwrap_err().contains("images"));
+        // An item's own conversation with images is sent as it is, never through a template.
+        let conversation = json!([{"role": "user", "content": [{"type": "text", "text": "What is it?"}, {"type": "image", "image": png(b"cat")}]}]);
+        let templated = PromptRenderer::new(&PromptSpec::jinja("{{ input }}")).unwrap();
+        let refused = templated
+            .render(&item_of(
+                json!({"input": conversation.clone(), "target": "cat"}),
+            ))
+            .unwrap_err();
+        assert!(refused.contains("leave the template empty"), "{refused}");
+        let as_is = PromptRenderer::new(&PromptSpec::jinja("")).unwrap();
+        let body = as_is
+            .render(&item_of(json!({"input": conversation, "target": "cat"})))
+            .unwrap()
+            .body;
+        assert_eq!(body.images(), vec![png(b"cat")]);
     }
 
     #[test]

@@ -50,6 +50,13 @@ async fn refuse_taken_names(
     datasets: &[String],
 ) -> ServiceResult<()> {
     let refuse = |message: String| Err(ServiceError::Invalid(message));
+    // Stored names are trimmed: compare them so.
+    let evals: Vec<String> = evals.iter().map(|name| name.trim().to_string()).collect();
+    let datasets: Vec<String> = datasets
+        .iter()
+        .map(|name| name.trim().to_string())
+        .collect();
+    let (evals, datasets) = (&evals[..], &datasets[..]);
     for (kind, names) in [("eval", evals), ("dataset", datasets)] {
         for (index, name) in names.iter().enumerate() {
             if name.chars().count() > MAX_NAME_CHARS {

@@ -112,7 +112,7 @@ pub async fn diff_page(
     let shown: Vec<IdentityId> = rows.iter().map(|row| row.baseline.identity_id).collect();
     for (row, images) in rows
         .iter_mut()
-        .zip(crate::runs::images_sent(store, &shown).await?)
+        .zip(crate::runs::images_sent(store, baseline_run, &shown).await?)
     {
         row.images = images;
     }

@@ -168,6 +168,11 @@ async fn votes_per_item(
     let mut keys: Vec<(String, i64)> = Vec::new();
     let mut items: Vec<Vec<VotedSample>> = Vec::new();
     for (case_id, turn, answer, verdict) in store.run_votes(run_id).await? {
+        // Samples still pending or without a verdict (errors, undecided) do not vote, as
+        // pass@k counts only decided samples.
+        if verdict.is_none() {
+            continue;
+        }
         let sample = VotedSample { answer, verdict };
         match (keys.last(), items.last_mut()) {
             (Some((last_case, last_turn)), Some(samples))

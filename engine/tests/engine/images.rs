@@ -97,23 +97,60 @@ async fn archives_with_images_become_revisions_whose_requests_carry_them(store: 
 
     // Refused archives name the problem and store nothing.
     let datasets_before = store.list_datasets().await.unwrap().len();
-    let missing = archive(&[
-        ("items.jsonl", items("cat.png", "dog.png").as_bytes()),
-        ("cat.png", CAT),
-    ]);
-    let refused = upload(store.as_ref(), "broken", "broken.zip", &missing)
-        .await
-        .unwrap_err();
-    assert!(
-        refused.contains("line 2") && refused.contains("`dog.png`"),
-        "{refused}"
-    );
     let two = archive(&[("a.jsonl", b"{}\n"), ("b.csv", b"x\n")]);
     let refused = upload(store.as_ref(), "broken", "two.zip", &two)
         .await
         .unwrap_err();
     assert!(refused.contains("2 data files"), "{refused}");
+    let huge = vec![0u8; arbiter_domain::images::MAX_IMAGE_BYTES + 1];
+    let too_big = archive(&[
+        ("items.jsonl", items("cat.png", "dog.png").as_bytes()),
+        ("cat.png", &huge),
+        ("dog.png", DOG),
+    ]);
+    let refused = upload(store.as_ref(), "broken", "big.zip", &too_big)
+        .await
+        .unwrap_err();
+    assert!(
+        refused.contains("line 1") && refused.contains("resize"),
+        "{refused}"
+    );
     assert_eq!(store.list_datasets().await.unwrap().len(), datasets_before);
+
+    // Ids are never images, and text naming a file the archive lacks stays text (an images
+    // field holding it is refused when an eval reads it).
+    let named = [
+        json!({"id": "cat.png", "question": "What animal is this?", "picture": "cat.png", "answer": "cat", "source": "IMG_1.JPG"}),
+    ]
+    .iter()
+    .map(|item| item.to_string() + "\n")
+    .collect::<String>();
+    let zipped = archive(&[("items.jsonl", named.as_bytes()), ("cat.png", CAT)]);
+    upload(store.as_ref(), "named", "named.zip", &zipped)
+        .await
+        .unwrap();
+    let items = store
+        .items_after(
+            store
+                .list_datasets()
+                .await
+                .unwrap()
+                .into_iter()
+                .find(|dataset| dataset.name == "named")
+                .and_then(|dataset| dataset.latest_revision)
+                .unwrap()
+                .id,
+            -1,
+            10,
+            1 << 20,
+        )
+        .await
+        .unwrap();
+    let (_, item) = &items[0];
+    assert_eq!(item.case_id, "cat.png");
+    let fields = item.fields();
+    assert_eq!(fields["picture"], json!(data_url("image/png", CAT)));
+    assert_eq!(fields["source"], json!("IMG_1.JPG"));
 
     // An eval mapping the picture sends it as an image part of the user message.
     let dataset = store
