@@ -134,12 +134,7 @@ mod convert {
                 }
             }
         }
-        let order = |metric: SampleMetric| match metric {
-            SampleMetric::PassAtK => 0,
-            SampleMetric::PassAllK => 1,
-            SampleMetric::MajAtK => 2,
-        };
-        shown.sort_by_key(|(metric, k)| (order(*metric), *k));
+        shown.sort();
         shown
     }
 
