@@ -170,7 +170,7 @@ fn test_at(
         let observed = total(|case| case.0);
         (
             "sign-flip permutation over cases",
-            sign_flip_test(&groups, observed, BOOTSTRAP_RESAMPLES, seed ^ 0x5f11),
+            sign_flip_test(&groups, observed, sign_flips(groups.len()), seed ^ 0x5f11),
         )
     };
     Some(SampleMetricTest {
@@ -187,6 +187,16 @@ fn test_at(
         p_value,
         adjusted_p: p_value,
     })
+}
+
+/// Binomial draws one permutation test may spend, over all its groups.
+const SIGN_FLIP_DRAWS: usize = 2_000_000;
+
+/// Resamples for a sign-flip test over `groups` distinct magnitudes: many when there are few
+/// (a p-value can go no lower than one over the resamples, and a page corrects over dozens of
+/// tests), never fewer than the bootstrap's.
+fn sign_flips(groups: usize) -> usize {
+    (SIGN_FLIP_DRAWS / groups.max(1)).clamp(BOOTSTRAP_RESAMPLES, 100_000)
 }
 
 /// Cases grouped by (summed difference, items), in a stable order.

@@ -483,7 +483,9 @@ fn a_few_changed_cases_are_not_significant_and_k_follows_most_items() {
         .find(|t| t.metric == SampleMetric::PassAtK && t.k == 10)
         .unwrap();
     assert_eq!(pass_at_10.method, "sign-flip permutation over cases");
-    assert!(pass_at_10.is_improvement() || pass_at_10.p_value < 0.01);
+    // Every case better: with few distinct differences the test draws enough sign flips that
+    // its p-value can fall far below what a page's correction needs.
+    assert!(pass_at_10.p_value < 1e-4, "{pass_at_10:?}");
 }
 
 #[test]
