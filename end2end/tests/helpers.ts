@@ -165,16 +165,22 @@ export async function uploadDatasetDirectly(page: Page, name: string, content: s
   return (await response.json()).dataset_id as number;
 }
 
+/** Opens the Evals page's form with the eval's name and dataset filled in; returns the form. */
+export async function openEvalForm(page: Page, name: string, dataset: string) {
+  await page.goto('/evals');
+  await waitForHydration(page);
+  const form = page.locator('form').filter({ has: page.getByRole('button', { name: 'Define eval' }) });
+  await form.getByLabel('Name').fill(name);
+  await form.getByLabel('Dataset').selectOption({ label: dataset });
+  return form;
+}
+
 /** Defines an eval with the Evals page's form and waits for it to be listed. */
 export async function defineEval(
   page: Page,
   eval_: { name: string; dataset: string; repetitions: number },
 ) {
-  await page.goto('/evals');
-  await waitForHydration(page);
-  const form = page.locator('form').filter({ has: page.getByRole('button', { name: 'Define eval' }) });
-  await form.getByLabel('Name').fill(eval_.name);
-  await form.getByLabel('Dataset').selectOption({ label: eval_.dataset });
+  const form = await openEvalForm(page, eval_.name, eval_.dataset);
   await form.getByLabel('Repetitions').fill(String(eval_.repetitions));
   await form.getByRole('button', { name: 'Define eval' }).click();
   const row = evalRow(page, eval_.name);

@@ -3,6 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import {
+  openEvalForm,
   evalRow,
   expect,
   jsonl,
@@ -28,11 +29,7 @@ test('an eval written as a message list is checked as typed and sends those mess
   const dataset = uniqueName('tiny');
   await uploadDatasetDirectly(page, dataset, jsonl(TINY_DATASET));
   const evalName = uniqueName('message list');
-  await page.goto('/evals');
-  await waitForHydration(page);
-  const form = page.locator('form').filter({ has: page.getByRole('button', { name: 'Define eval' }) });
-  await form.getByLabel('Name').fill(evalName);
-  await form.getByLabel('Dataset').selectOption({ label: dataset });
+  const form = await openEvalForm(page, evalName, dataset);
   await form.getByText('Or write the prompt as a message list').click();
   await form.getByRole('button', { name: '+ system' }).click();
   await form.getByLabel('message 1', { exact: true }).fill('Reply in one line.');
@@ -73,11 +70,7 @@ test('items with images are sent with their question and shown in the per-item d
   const dataset = uniqueName('pictured');
   await uploadDatasetDirectly(page, dataset, samples.join('\n') + '\n');
   const evalName = uniqueName('with pictures');
-  await page.goto('/evals');
-  await waitForHydration(page);
-  const form = page.locator('form').filter({ has: page.getByRole('button', { name: 'Define eval' }) });
-  await form.getByLabel('Name').fill(evalName);
-  await form.getByLabel('Dataset').selectOption({ label: dataset });
+  const form = await openEvalForm(page, evalName, dataset);
   await form.getByText('System prompt, API, field mapping').click();
   await form.getByLabel(/^Images field/).fill('picture');
   await expect(page.getByTestId('prompt-sample')).toContainText('[1 image]');

@@ -5,6 +5,7 @@
 // The tests share one promotion-priority run whose items all go to humans (a grader that never
 // decides, no judges, every label drawn for review), so its items come first in every queue.
 import {
+  openEvalForm,
   expect,
   jsonl,
   login,
@@ -28,11 +29,7 @@ async function launchReviewedRun(page: Page) {
   const dataset = uniqueName('qc-data');
   await uploadDatasetDirectly(page, dataset, jsonl(TINY_DATASET));
   const evalName = uniqueName('qc eval');
-  await page.goto('/evals');
-  await waitForHydration(page);
-  const form = page.locator('form').filter({ has: page.getByRole('button', { name: 'Define eval' }) });
-  await form.getByLabel('Name').fill(evalName);
-  await form.getByLabel('Dataset').selectOption({ label: dataset });
+  const form = await openEvalForm(page, evalName, dataset);
   await form.getByLabel('Repetitions').fill('1');
   await form.getByText('Advanced: grader as JSON').click();
   await form.getByLabel('Grader spec as JSON', { exact: false }).fill(NEVER_DECIDES);

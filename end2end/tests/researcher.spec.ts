@@ -1,5 +1,6 @@
 // The researcher's path: upload a dataset, define an eval, launch it, watch it finish.
 import {
+  openEvalForm,
   defineEval,
   evalRow,
   expect,
@@ -142,11 +143,7 @@ test('a structured suite is mapped, checked as typed, previewed and run', async 
   await uploadDatasetDirectly(page, dataset, items.map((item) => JSON.stringify(item)).join('\n') + '\n');
   const evalName = uniqueName('mmlu mapped');
 
-  await page.goto('/evals');
-  await waitForHydration(page);
-  const form = page.locator('form').filter({ has: page.getByRole('button', { name: 'Define eval' }) });
-  await form.getByLabel('Name').fill(evalName);
-  await form.getByLabel('Dataset').selectOption({ label: dataset });
+  const form = await openEvalForm(page, evalName, dataset);
   // The dataset's fields are listed, and a field no item has is named as the researcher types.
   await expect(page.getByTestId('dataset-fields')).toContainText('question');
   await expect(page.getByTestId('dataset-fields')).toContainText('choices');
