@@ -68,6 +68,11 @@ export default defineConfig({
     stderr: 'pipe',
     // The demo allows its own simulator; the tests also use a closed loopback port (9) as an
     // unreachable endpoint and webhook receiver, which an operator would allow the same way.
-    env: { ...process.env, ARBITER_EGRESS_ALLOW: '127.0.0.1:9' } as Record<string, string>,
+    // HumanEval, when scripts/test fetched it, becomes the demo's second code suite.
+    env: {
+      ...process.env,
+      ARBITER_EGRESS_ALLOW: '127.0.0.1:9',
+      ...(process.env.ARBITER_TEST_HUMANEVAL ? { ARBITER_DEMO_HUMANEVAL: process.env.ARBITER_TEST_HUMANEVAL } : {}),
+    } as Record<string, string>,
   },
 });

@@ -35,8 +35,8 @@ const MAX_FIELDS: usize = 256;
 pub const MAX_DECODED_BYTES: usize = 256 * 1024 * 1024;
 /// Most items one upload may hold.
 pub const MAX_ITEMS: usize = 2_000_000;
-/// Field names that hold an item's id, in order of preference.
-const ID_FIELDS: [&str; 2] = ["id", "case_id"];
+/// Field names that hold an item's id, in order of preference (`task_id`: HumanEval, MBPP).
+const ID_FIELDS: [&str; 3] = ["id", "case_id", "task_id"];
 
 /// What one upload may hold: the operator's settings, or these defaults (a file of a few
 /// million items, far beyond any benchmark suite). Streamed uploads are bounded by them, not

@@ -47,4 +47,11 @@ pub struct EvalFormText {
     pub grader_strings: String,
     /// `length`: most words.
     pub grader_max_words: String,
+    /// `code_tests`: the fields holding the tests, the function under test ('' for none) and
+    /// the code put before the answer ('' for none), and `whole` when the answer is code as it
+    /// is (a completion) rather than a fenced block.
+    pub grader_tests_field: String,
+    pub grader_entry_point_field: String,
+    pub grader_prefix_field: String,
+    pub grader_extract: String,
 }

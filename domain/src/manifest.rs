@@ -186,6 +186,10 @@ pub struct Manifest {
     /// every repetition; `None` when every item is one request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conversation_turns: Option<u64>,
+    /// The sandbox a `code_tests` grader runs the answers in (isolation and interpreter
+    /// versions); `None` for every other grader.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::grading::code_tests::SandboxRuntime>,
 }
 
 impl Manifest {
@@ -280,6 +284,7 @@ mod tests {
             triage: None,
             exemplars: None,
             conversation_turns: None,
+            sandbox: None,
         }
     }
 

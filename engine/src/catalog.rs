@@ -477,7 +477,7 @@ pub async fn define_eval(
     let exemplars = crate::prompts::draw_exemplars(store, &spec.prompt).await?;
     let renderer = crate::prompts::renderer(&spec.prompt, exemplars.as_ref(), form.dataset_id)?;
     if let Some(revision) = &dataset.latest_revision {
-        crate::prompts::check_every_item(store, &renderer, revision.id).await?;
+        crate::prompts::check_every_item(store, &renderer, &spec.grader, revision.id).await?;
     }
     Ok(store
         .create_eval(form.dataset_id, &spec, created_by)

@@ -6,6 +6,7 @@ use crate::catalog::EvalOptions;
 use crate::error::{ServiceError, ServiceResult};
 use arbiter_domain::eval_form::EvalFormText;
 use arbiter_domain::fields::FieldMapping;
+use arbiter_domain::grading::code_tests::CodeExtraction;
 use arbiter_domain::grading::{GraderSpec, Require};
 use arbiter_domain::ids::DatasetId;
 use arbiter_domain::manifest::SamplingOptions;
@@ -155,6 +156,25 @@ pub fn grader(form: &EvalFormText, raw: &str) -> ServiceResult<String> {
             min_words: None,
             max_words: optional_number(&form.grader_max_words, "the most words")?,
         },
+        "code_tests" => {
+            let optional =
+                |text: &str| Some(text.trim().to_string()).filter(|text| !text.is_empty());
+            GraderSpec::CodeTests {
+                extract: match form.grader_extract.trim() {
+                    "" | "fenced" => CodeExtraction::Fenced,
+                    "whole" => CodeExtraction::Whole,
+                    other => {
+                        return Err(invalid(format!(
+                            "unknown code extraction `{other}`; use fenced or whole"
+                        )))
+                    }
+                },
+                prefix_field: optional(&form.grader_prefix_field),
+                tests_field: optional(&form.grader_tests_field).unwrap_or_else(|| "test".into()),
+                entry_point_field: optional(&form.grader_entry_point_field),
+                limits: Default::default(),
+            }
+        }
         other => return Err(invalid(format!("unknown grader `{other}`"))),
     };
     Ok(serde_json::to_string(&spec).expect("grader specs always serialize"))
@@ -171,6 +191,36 @@ mod tests {
         assert_eq!(parsed.mapping, None);
         assert!(parsed.few_shot.is_none() && parsed.sampling == SamplingOptions::default());
         assert_eq!(grader(&EvalFormText::default(), "").unwrap(), "");
+    }
+
+    #[test]
+    fn the_code_tests_grader_reads_its_fields_from_the_form() {
+        let form = EvalFormText {
+            grader_kind: "code_tests".into(),
+            grader_entry_point_field: "entry_point".into(),
+            grader_prefix_field: "prompt".into(),
+            grader_extract: "whole".into(),
+            ..EvalFormText::default()
+        };
+        let spec: GraderSpec = serde_json::from_str(&grader(&form, "").unwrap()).unwrap();
+        assert_eq!(
+            spec,
+            GraderSpec::CodeTests {
+                extract: CodeExtraction::Whole,
+                prefix_field: Some("prompt".into()),
+                tests_field: "test".into(),
+                entry_point_field: Some("entry_point".into()),
+                limits: Default::default(),
+            }
+        );
+        let unknown = EvalFormText {
+            grader_extract: "all".into(),
+            ..form
+        };
+        assert!(grader(&unknown, "")
+            .unwrap_err()
+            .to_string()
+            .contains("unknown code extraction `all`"));
     }
 
     #[test]

@@ -42,6 +42,7 @@ pub mod prompts;
 pub mod reports;
 pub mod retention;
 pub mod runs;
+pub mod sandbox;
 pub mod secrets;
 pub mod suites;
 pub mod webhooks;

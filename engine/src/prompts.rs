@@ -5,6 +5,7 @@
 
 use crate::error::{ServiceError, ServiceResult};
 use crate::runs::{EXPANSION_CHUNK, EXPANSION_CHUNK_BYTES};
+use arbiter_domain::grading::GraderSpec;
 use arbiter_domain::ids::{DatasetId, RevisionId};
 use arbiter_domain::prompt::few_shot::{ExemplarDraw, Exemplars};
 use arbiter_domain::prompt::{PromptRenderer, PromptSpec};
@@ -129,8 +130,12 @@ impl ItemsChecked {
 pub async fn check_every_item(
     store: &dyn Store,
     renderer: &PromptRenderer,
+    grader: &GraderSpec,
     revision_id: RevisionId,
 ) -> ServiceResult<ItemsChecked> {
+    // A grader that reads item fields (code tests) needs them on every item too.
+    let compiled = grader.compile().ok();
+    let code_tests = compiled.as_ref().and_then(|grader| grader.code_tests());
     let mut checked = ItemsChecked::default();
     let mut after_position = -1;
     loop {
@@ -150,6 +155,14 @@ pub async fn check_every_item(
             let turns = renderer.check_turns(item).map_err(|problem| {
                 ServiceError::Invalid(format!("item `{}` {problem}", item.case_id))
             })?;
+            if let Some(code) = code_tests {
+                code.check_item(&item.fields()).map_err(|problem| {
+                    ServiceError::Invalid(format!(
+                        "item `{}` {problem}, which the code_tests grader reads",
+                        item.case_id
+                    ))
+                })?;
+            }
             checked.items += 1;
             checked.turns += turns as u64;
         }

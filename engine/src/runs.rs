@@ -8,8 +8,9 @@ use arbiter_domain::accounts::User;
 use arbiter_domain::annotation::task::AnnotationTask;
 use arbiter_domain::dataset::DatasetItem;
 use arbiter_domain::expansion::{plan_identities, refined_cost};
+use arbiter_domain::grading::code_tests::SandboxRuntime;
 use arbiter_domain::grading::record::Grading;
-use arbiter_domain::grading::{Grade, Grader, Verdict};
+use arbiter_domain::grading::{Grade, Grader, GraderSpec, Verdict};
 use arbiter_domain::ids::{CheckpointId, EvalId, RunId, UserId};
 use arbiter_domain::manifest::{EvalSpec, FallbackTarget, Manifest};
 use arbiter_domain::prompt::{PromptBody, PromptRenderer};
@@ -47,7 +48,10 @@ pub async fn launch_run(
     // saved) is rendered once first, so a bad item is refused before anything is stored.
     let exemplars = crate::prompts::draw_exemplars(store, &eval.prompt).await?;
     let renderer = crate::prompts::renderer(&eval.prompt, exemplars.as_ref(), eval.dataset_id)?;
-    let checked = crate::prompts::check_every_item(store, &renderer, inputs.revision.id).await?;
+    let checked =
+        crate::prompts::check_every_item(store, &renderer, &eval.grader, inputs.revision.id)
+            .await?;
+    let sandbox = code_sandbox(&eval.grader).await?;
     let manifest = Manifest {
         eval_id: eval.id,
         eval: EvalSpec {
@@ -76,6 +80,7 @@ pub async fn launch_run(
         triage: crate::grading::freeze_triage(store, eval.id).await?,
         exemplars,
         conversation_turns: checked.conversation_turns(),
+        sandbox,
     };
     let launched = store
         .create_run(&NewRun {
@@ -118,6 +123,21 @@ pub async fn launch_run(
     Ok(LaunchedRun { status, ..launched })
 }
 
+/// The sandbox a `code_tests` grader's run is frozen with; `None` for other graders. Refused
+/// where no sandbox runs: model-written code is never run unsandboxed.
+async fn code_sandbox(grader: &GraderSpec) -> ServiceResult<Option<SandboxRuntime>> {
+    if !matches!(grader, GraderSpec::CodeTests { .. }) {
+        return Ok(None);
+    }
+    match crate::sandbox::Sandbox::shared().await {
+        Ok(sandbox) => Ok(Some(sandbox.runtime().clone())),
+        Err(why) => Err(ServiceError::Invalid(format!(
+            "this eval's code_tests grader runs the model's code, which needs a sandbox, and none \
+             can run on this server: {why}"
+        ))),
+    }
+}
+
 /// Writes a run's result identities chunk by chunk, repetition by repetition; cached
 /// generations are graded and stored as finished right away. Each chunk is written while the
 /// next one is read and planned, so the database's writer and its readers work side by side.
@@ -133,7 +153,13 @@ async fn expand(
     };
     // Checked when the eval was saved; a grader that no longer compiles grades nothing here,
     // and its workers report the problem on every item.
-    let grader = manifest.eval.grader.compile().ok();
+    // Code tests run in a worker's sandbox, so cached answers of such a run are queued.
+    let grader = manifest
+        .eval
+        .grader
+        .compile()
+        .ok()
+        .filter(|grader| grader.code_tests().is_none());
     let planner = Planner {
         manifest,
         renderer,

@@ -13,6 +13,9 @@ use arbiter_engine::catalog::{CheckpointForm, EvalForm};
 use arbiter_engine::grading::{self, JudgeForm, PolicyForm};
 use arbiter_store::Store;
 
+mod code;
+pub use code::{CODE_DATASET, CODE_EVAL_NAME, HUMANEVAL_EVAL_NAME};
+
 /// Demo accounts: (username, role, password). Printed at start-up; for local use only.
 pub const DEMO_ACCOUNTS: [(&str, Role, &str); 5] = [
     ("lead", Role::Lead, "lead-demo-pass"),
@@ -113,7 +116,11 @@ const DEMO_PROMPT: &str =
     "Answer the question. End your reply with a final line `Answer: <answer>`.\n\nQuestion: {input}";
 
 /// Creates the accounts, dataset, checkpoints and eval, and launches the two comparison runs.
-pub async fn seed(store: &dyn Store, sim_base_url: &str) -> anyhow::Result<DemoSeed> {
+pub async fn seed(
+    store: &dyn Store,
+    sim_base_url: &str,
+    humaneval: Option<&std::path::Path>,
+) -> anyhow::Result<DemoSeed> {
     for (username, role, password) in DEMO_ACCOUNTS {
         let id = arbiter_engine::accounts::create_user(store, username, password, role).await?;
         let update = RaterUpdate {
@@ -175,6 +182,7 @@ pub async fn seed(store: &dyn Store, sim_base_url: &str) -> anyhow::Result<DemoS
     .await?;
     seed_dialogues(store, lead).await?;
     seed_choice_and_shots(store, lead).await?;
+    code::seed_code(store, lead, humaneval).await?;
     let mut judge_ids = Vec::new();
     for (name, checkpoint_id) in [
         ("qa-judge", checkpoint_ids[2]),

@@ -200,6 +200,10 @@ pub struct DemoArgs {
     pub model_gguf: Option<PathBuf>,
     #[arg(long, default_value = "127.0.0.1:8002")]
     pub model_addr: SocketAddr,
+    /// HumanEval (`HumanEval.jsonl.gz`, from scripts/fetch-humaneval) to offer as a code
+    /// suite beside the bundled code problems.
+    #[arg(long, env = "ARBITER_DEMO_HUMANEVAL")]
+    pub humaneval: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]

@@ -14,6 +14,13 @@ use crate::{SimModel, SimModelKind};
 
 /// The dataset the simulator can answer; the same file the demo offers for upload.
 const SAMPLE_DATASET: &str = include_str!("../../public/samples/qa-basic.jsonl");
+/// The code problems the simulator can complete (HumanEval's shape), as the demo uploads them.
+const CODE_DATASET: &str = include_str!("../../public/samples/code-basic.jsonl");
+
+/// A wrong completion of a code problem: code that runs and fails the tests.
+const WRONG_COMPLETIONS: [&str; 2] = ["    return None\n", "    raise NotImplementedError\n"];
+/// A completion that is not code at all (the tests fail with a syntax error).
+const NOT_CODE_COMPLETION: &str = "I would need more context to write this function.";
 
 pub(crate) const PASS: &str = "PASS";
 
@@ -57,6 +64,51 @@ pub(crate) fn sample_items() -> &'static [SampleItem] {
             .filter_map(|line| serde_json::from_str(line).ok())
             .collect()
     })
+}
+
+/// One code problem, as far as the simulator cares: the stub it is asked to complete and the
+/// body that passes its tests.
+#[derive(Debug, Deserialize)]
+struct CodeProblem {
+    prompt: String,
+    canonical_solution: String,
+}
+
+fn code_problems() -> &'static [CodeProblem] {
+    static PROBLEMS: OnceLock<Vec<CodeProblem>> = OnceLock::new();
+    PROBLEMS.get_or_init(|| {
+        CODE_DATASET
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    })
+}
+
+/// The code problem whose stub the prompt holds; a docstring's quotes come first, so other
+/// prompts cost one search.
+fn find_code_problem(prompt: &str) -> Option<&'static CodeProblem> {
+    if !prompt.contains("\"\"\"") {
+        return None;
+    }
+    code_problems()
+        .iter()
+        .find(|problem| prompt.contains(problem.prompt.trim_end()))
+}
+
+/// The body completing a code problem's function: right at the model's accuracy, else code
+/// that fails the tests (or, at its unparseable rate, prose that is no code at all).
+fn complete_code(generation: Generation<'_>, problem: &CodeProblem) -> String {
+    let model = generation.model;
+    if generation.draw("unparseable", 0) < model.unparseable_rate {
+        return NOT_CODE_COMPLETION.to_string();
+    }
+    if generation.draw("correct", 0) < model.accuracy {
+        return problem.canonical_solution.clone();
+    }
+    pick(&WRONG_COMPLETIONS, generation.draw("wrong-pick", 0))
+        .copied()
+        .unwrap_or(WRONG_COMPLETIONS[0])
+        .to_string()
 }
 
 /// The group of [`items_by_first_byte`] for text with no first byte.
@@ -185,6 +237,9 @@ pub(crate) fn generate_reply(generation: Generation<'_>) -> Reply {
 }
 
 fn answer(generation: Generation<'_>) -> String {
+    if let Some(problem) = find_code_problem(generation.prompt) {
+        return complete_code(generation, problem);
+    }
     let Some(item) = find_question(generation.prompt) else {
         return UNKNOWN_QUESTION_REPLY.to_string();
     };
@@ -487,6 +542,33 @@ mod tests {
             stop: stop.iter().map(|stop| (*stop).to_string()).collect(),
             force_truncate: false,
         }
+    }
+
+    #[test]
+    fn code_stubs_are_completed_right_at_the_models_accuracy() {
+        let problems = code_problems();
+        assert_eq!(problems.len(), 8, "every line of code-basic.jsonl parses");
+        let problem = &problems[0];
+        // A base model's prompt is the stub itself; a chat prompt wraps it.
+        let prompts = [
+            problem.prompt.clone(),
+            format!("Complete this function.\n\n{}", problem.prompt),
+        ];
+        for prompt in &prompts {
+            let right = reply_for(&answerer(1.0, 0.0), prompt, 1).text;
+            assert_eq!(right, problem.canonical_solution);
+            let wrong = reply_for(&answerer(0.0, 0.0), prompt, 1).text;
+            assert!(WRONG_COMPLETIONS.contains(&wrong.as_str()), "{wrong}");
+            let prose = reply_for(&answerer(1.0, 1.0), prompt, 1).text;
+            assert_eq!(prose, NOT_CODE_COMPLETION);
+        }
+        let right = (0..400)
+            .filter(|seed| {
+                reply_for(&answerer(0.7, 0.0), &problem.prompt, *seed).text
+                    == problem.canonical_solution
+            })
+            .count();
+        assert!((240..=320).contains(&right), "{right} of 400 right at 0.7");
     }
 
     #[test]

@@ -14,7 +14,7 @@ const DEFAULT_TEMPLATE: &str =
     "Answer the question. End your reply with a final line `Answer: <answer>`.\n\nQuestion: {{ input }}";
 
 /// Graders offered in the list: (kind, what it does).
-const GRADERS: [(&str, &str); 11] = [
+const GRADERS: [(&str, &str); 12] = [
     (
         "",
         "exact match on the final `Answer:` line, or the JSON spec below when given",
@@ -34,6 +34,10 @@ const GRADERS: [(&str, &str); 11] = [
     ),
     ("json_valid", "the output is one JSON document"),
     ("length", "at most so many words"),
+    (
+        "code_tests",
+        "the answer's code passes the item's tests, run in a sandbox",
+    ),
     ("json", "advanced: a grader spec as JSON (below)"),
 ];
 
@@ -215,6 +219,17 @@ pub fn DefineEval(
                     <label>"Pattern (regex_match)" <input name="options[grader_pattern]" placeholder="Answer: (\\w+)"/></label>
                     <label>"Strings, one per line (contains)" <textarea name="options[grader_strings]" rows="2"></textarea></label>
                     <label>"Most words (length)" <input name="options[grader_max_words]" type="number" min="1"/></label>
+                </div>
+                <div class="row">
+                    <label>"Tests field (code_tests)" <input name="options[grader_tests_field]" placeholder="test"/></label>
+                    <label>"Entry-point field (code_tests)" <input name="options[grader_entry_point_field]" placeholder="entry_point"/></label>
+                    <label>"Code before the answer (field)" <input name="options[grader_prefix_field]" placeholder="prompt"/></label>
+                    <label>"The answer's code"
+                        <select name="options[grader_extract]">
+                            <option value="fenced">"its first fenced block (chat)"</option>
+                            <option value="whole">"the whole answer (a completion)"</option>
+                        </select>
+                    </label>
                 </div>
                 <details>
                     <summary>"Advanced: grader as JSON"</summary>

@@ -17,8 +17,9 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 use unicode_normalization::UnicodeNormalization;
 
+use super::code_tests::{CodeExtraction, CodeTests, SandboxLimits};
 use super::harness_match::{HarnessMatch, MatchFolding, RegexFilter};
-use super::{extract_answer, grade_exact_match, normalise, Grade, Verdict};
+use super::{extract_answer, grade_exact_match, normalise, Grade, Verdict, CODE_TESTS_GRADER};
 
 /// Most combinators (`all_of`, `any_of`) allowed inside one another: deeper rubrics are a mistake
 /// in practice, and the bound keeps compiling and grading free of deep recursion.
@@ -119,6 +120,23 @@ pub enum GraderSpec {
         #[serde(default)]
         folding: MatchFolding,
     },
+    /// The answer's program passes the item's tests, run in a sandbox: see [`CodeTests`]. The
+    /// sandbox runs in the engine; compiled here, this grader only says so. Not allowed inside
+    /// `all_of` or `any_of`.
+    CodeTests {
+        #[serde(default)]
+        extract: CodeExtraction,
+        /// The field put before the code (HumanEval's `prompt`, which a completion continues).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        prefix_field: Option<String>,
+        /// The field holding the tests, appended after the code.
+        tests_field: String,
+        /// The field naming the function under test; the program ends with `check(<it>)`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        entry_point_field: Option<String>,
+        #[serde(default)]
+        limits: SandboxLimits,
+    },
     /// Passes when every grader passes; fails when any fails; otherwise uncertain.
     AllOf { graders: Vec<GraderSpec> },
     /// Passes when any grader passes; fails when all fail; otherwise uncertain.
@@ -173,6 +191,10 @@ pub enum GraderSpecError {
     },
     #[error("a length grader needs at least one of min_chars, max_chars, min_words, max_words")]
     NoLengthLimit,
+    #[error("{0}")]
+    CodeTests(String),
+    #[error("code_tests runs alone: it cannot be part of all_of or any_of")]
+    CodeTestsNested,
     #[error("all_of and any_of may be nested at most {MAX_NESTING_DEPTH} deep")]
     NestingTooDeep,
     /// A problem inside a combinator; `position` counts from 1, as a user would.
@@ -201,6 +223,7 @@ impl GraderSpec {
             GraderSpec::JsonSchema { .. } => "json_schema@1",
             GraderSpec::Length { .. } => "length@1",
             GraderSpec::HarnessMatch { .. } => "harness_match@1",
+            GraderSpec::CodeTests { .. } => CODE_TESTS_GRADER,
             GraderSpec::AllOf { .. } => "all_of@1",
             GraderSpec::AnyOf { .. } => "any_of@1",
         }
@@ -272,6 +295,7 @@ enum Check {
     JsonSchema(Box<jsonschema::Validator>),
     Length(LengthLimits),
     HarnessMatch(Box<HarnessMatch>),
+    CodeTests(Box<CodeTests>),
     AllOf(Vec<Grader>),
     AnyOf(Vec<Grader>),
 }
@@ -359,6 +383,15 @@ impl Grader {
         first_grade
     }
 
+    /// The code tests this grader runs, when it is a `code_tests` grader: its answers are graded
+    /// in the engine's sandbox, never by [`Grader::grade`].
+    pub fn code_tests(&self) -> Option<&CodeTests> {
+        match &self.check {
+            Check::CodeTests(code) => Some(code),
+            _ => None,
+        }
+    }
+
     /// Whether the check compares the answer with the item's reference.
     fn needs_target(&self) -> bool {
         match &self.check {
@@ -372,7 +405,8 @@ impl Grader {
             | Check::NotContains(_)
             | Check::JsonValid
             | Check::JsonSchema(_)
-            | Check::Length(_) => false,
+            | Check::Length(_)
+            | Check::CodeTests(_) => false,
             Check::AllOf(graders) | Check::AnyOf(graders) => {
                 graders.iter().any(Grader::needs_target)
             }
@@ -396,6 +430,11 @@ impl Grader {
             Check::JsonSchema(validator) => grade_json_schema(validator, output),
             Check::Length(limits) => grade_length(limits, output),
             Check::HarnessMatch(check) => grade_harness_match(check, output, target),
+            Check::CodeTests(_) => Decision {
+                verdict: Verdict::Uncertain,
+                extracted_answer: None,
+                reason: "code tests run in the sandbox, which graded nothing here".into(),
+            },
             Check::AllOf(graders) => grade_all_of(graders, output, target),
             Check::AnyOf(graders) => grade_any_of(graders, output, target),
         };
@@ -457,6 +496,26 @@ fn compile_nested(spec: &GraderSpec, depth: usize) -> Result<Grader, GraderSpecE
             HarnessMatch::compile(filter.as_ref(), folding, compile_pattern)
                 .map_err(|(pattern, message)| GraderSpecError::InvalidRegex { pattern, message })?,
         )),
+        GraderSpec::CodeTests {
+            extract,
+            prefix_field,
+            tests_field,
+            entry_point_field,
+            limits,
+        } => {
+            if depth > 0 {
+                return Err(GraderSpecError::CodeTestsNested);
+            }
+            let code = CodeTests {
+                extract: *extract,
+                prefix_field: prefix_field.clone(),
+                tests_field: tests_field.clone(),
+                entry_point_field: entry_point_field.clone(),
+                limits: limits.clone(),
+            };
+            code.validate().map_err(GraderSpecError::CodeTests)?;
+            Check::CodeTests(Box::new(code))
+        }
         GraderSpec::AllOf { graders } => Check::AllOf(compile_children("all_of", graders, depth)?),
         GraderSpec::AnyOf { graders } => Check::AnyOf(compile_children("any_of", graders, depth)?),
     };

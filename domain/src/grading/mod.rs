@@ -6,6 +6,7 @@
 //! the human annotation queue. Error placeholders are never graded (the dispatcher skips them).
 
 pub mod calibration;
+pub mod code_tests;
 mod deterministic;
 pub mod harness_match;
 pub mod judge;
@@ -109,6 +110,8 @@ pub fn grade_exact_match(output: &str, target: &str) -> Grade {
 
 /// The only grader of the foundation; later graders add their own ids.
 pub const EXACT_MATCH_GRADER: &str = "exact_match@1";
+/// The sandboxed code grader ([`code_tests::CodeTests`]).
+pub const CODE_TESTS_GRADER: &str = "code_tests@1";
 
 #[cfg(test)]
 mod tests {

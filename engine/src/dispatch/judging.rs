@@ -8,8 +8,10 @@ use std::sync::Arc;
 
 use super::{EndpointPool, RunSpec, Target};
 use crate::clients::model::GenerationRequest;
+use crate::sandbox::Sandbox;
 use arbiter_domain::answer::Generation;
 use arbiter_domain::fields::MappedInput;
+use arbiter_domain::grading::code_tests::{CodeOutcome, CodeTests};
 use arbiter_domain::grading::judge::JudgeCall;
 use arbiter_domain::grading::judge::{
     combine_samples, grade_cache_key, read_verdict, render_judge_prompt, EnsembleVerdict,
@@ -30,10 +32,11 @@ const MAX_RATIONALE_CHARS: usize = 2_000;
 /// What grading concluded, and whether a judge could not be reached at all.
 pub(super) struct Graded {
     pub grading: Grading,
-    /// Why a judge gave no answer (its endpoint failed on every sample, after retries). The
-    /// grading then escalates to a human; a worker may instead return the identity to the
-    /// queue, so an outage does not turn into human work.
-    pub judge_unavailable: Option<String>,
+    /// Why a judge gave no answer (its endpoint failed on every sample, after retries), or
+    /// the code sandbox could not run the tests. The grading then escalates to a human; a
+    /// worker may instead return the identity to the queue, so an outage does not turn into
+    /// human work.
+    pub grader_unavailable: Option<String>,
 }
 
 /// The store and endpoints a judge is asked through, and what it is shown of the item: the
@@ -72,7 +75,7 @@ async fn triage_answer(
 ) -> Graded {
     let mut graded = Graded {
         grading: Grading::default(),
-        judge_unavailable: None,
+        grader_unavailable: None,
     };
     // A prompt that could not be rendered was never sent: its error is not graded either.
     let Some(rendered) = rendered.filter(|_| !generation.outcome.is_error()) else {
@@ -92,7 +95,18 @@ async fn triage_answer(
     };
     let triage = spec.manifest.triage.as_ref();
     let grade = match &spec.grader {
-        Ok(grader) => grader.grade_any(&generation.output, &rendered.item.targets),
+        Ok(grader) => match grader.code_tests() {
+            Some(code) => {
+                let tested =
+                    run_code_tests(code, grader.id_version(), job, generation, spec, store).await;
+                graded.grading.judge_calls.extend(tested.call);
+                // A sandbox fault grades nothing: the identity goes back to the queue, and
+                // after a few claims to a human with the reason, like a judge outage.
+                graded.grader_unavailable = tested.unavailable;
+                tested.grade
+            }
+            None => grader.grade_any(&generation.output, &rendered.item.targets),
+        },
         Err(problem) => Grade {
             grader: "misconfigured".into(),
             verdict: Verdict::Uncertain,
@@ -100,6 +114,14 @@ async fn triage_answer(
             reason: format!("the grader is misconfigured: {problem}"),
         },
     };
+    if let Some(outage) = graded.grader_unavailable.clone() {
+        graded
+            .grading
+            .grades
+            .push(GradeRecord::deterministic(grade));
+        graded.grading.settle(Step::Human { reason: outage });
+        return graded;
+    }
     let grading = &mut graded.grading;
     let mut step = after_deterministic(triage, &grade);
     grading.grades.push(GradeRecord::deterministic(grade));
@@ -161,7 +183,7 @@ async fn triage_answer(
                     grading.settle(Step::Human {
                         reason: outage.clone(),
                     });
-                    graded.judge_unavailable = Some(outage);
+                    graded.grader_unavailable = Some(outage);
                     return graded;
                 }
                 step = after_judge(triage, stage, &asked.verdict, cheap.as_ref());
@@ -170,6 +192,95 @@ async fn triage_answer(
                 }
             }
         }
+    }
+}
+
+/// What running an answer's code tests concluded.
+struct CodeTested {
+    grade: Grade,
+    /// The outcome for the grade cache, when the sandbox ran the program now.
+    call: Option<JudgeCall>,
+    /// Why the sandbox could not run the tests (the grade is then uncertain).
+    unavailable: Option<String>,
+}
+
+/// Runs the answer's program against the item's tests in this worker's sandbox, or reads its
+/// outcome from the grade cache (the same program, limits and sandbox give the same outcome).
+async fn run_code_tests(
+    code: &CodeTests,
+    grader_id: &str,
+    job: &ClaimedIdentity,
+    generation: &Generation,
+    spec: &RunSpec,
+    store: &Arc<dyn Store>,
+) -> CodeTested {
+    let uncertain = |reason: String| Grade {
+        grader: grader_id.to_string(),
+        verdict: Verdict::Uncertain,
+        extracted_answer: None,
+        reason,
+    };
+    let unavailable = |reason: String| CodeTested {
+        grade: uncertain(format!("the sandbox could not run the tests: {reason}")),
+        call: None,
+        unavailable: Some(format!("the code sandbox is unavailable: {reason}")),
+    };
+    let sandbox = match Sandbox::shared().await {
+        Ok(sandbox) => sandbox,
+        Err(why) => return unavailable(format!("none runs on this worker ({why})")),
+    };
+    let runtime = sandbox.runtime();
+    match &spec.manifest.sandbox {
+        Some(frozen) if frozen == runtime => {}
+        Some(frozen) => {
+            return unavailable(format!(
+                "this worker's sandbox ({runtime}) differs from the run's ({frozen})"
+            ))
+        }
+        None => return unavailable("the run's manifest names no sandbox".into()),
+    }
+    // The launch checked every item, so this fails only on a revision changed under the run.
+    let program = match code.program(&generation.output, &job.item.fields()) {
+        Ok(program) => program,
+        Err(problem) => {
+            return CodeTested {
+                grade: uncertain(format!("item `{}` {problem}", job.case_id)),
+                call: None,
+                unavailable: None,
+            }
+        }
+    };
+    let key = code.cache_key(runtime, &program);
+    let cached = store.cached_judge_call(&key).await.ok().flatten();
+    let from_cache = cached
+        .and_then(|call| serde_json::from_str::<CodeOutcome>(&call.output).ok())
+        .and_then(|outcome| outcome.grade(grader_id));
+    if let Some(grade) = from_cache {
+        return CodeTested {
+            grade,
+            call: None,
+            unavailable: None,
+        };
+    }
+    let report = sandbox.run(&program, &code.limits).await;
+    match report.outcome.grade(grader_id) {
+        Some(grade) => CodeTested {
+            call: Some(JudgeCall {
+                cache_key: key,
+                output: serde_json::to_string(&report.outcome).expect("outcomes always serialize"),
+                pass: Some(grade.verdict == Verdict::Pass),
+                confidence: None,
+                prompt_tokens: None,
+                completion_tokens: None,
+                model_used: Some(runtime.to_string()),
+            }),
+            grade,
+            unavailable: None,
+        },
+        None => match report.outcome {
+            CodeOutcome::SandboxError { reason } => unavailable(reason),
+            other => unavailable(format!("{other:?}")),
+        },
     }
 }
 

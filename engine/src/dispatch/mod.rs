@@ -446,7 +446,7 @@ pub async fn run_worker(
                 let graded =
                     judging::grade_answer(&job, rendered.ok(), &generation, &spec, &store, &pool)
                         .await;
-                let grading = match graded.judge_unavailable {
+                let grading = match graded.grader_unavailable {
                     // A judge outage is not a reason for human work: the identity goes back to
                     // the queue to be answered and judged again, up to a few claims.
                     Some(outage) if job.claims < MAX_CLAIMS_WHILE_JUDGES_FAIL => {

@@ -3,6 +3,7 @@
 //! quality control, operations, backups and property tests over user input.
 
 mod backup_restore;
+mod code_tests;
 mod conversations;
 mod dispatch;
 mod endpoint_keys;
@@ -11,6 +12,7 @@ mod images;
 mod imports;
 mod ops_story;
 mod quality_story;
+mod sandbox;
 mod security;
 mod store_story;
 mod structured_suites;

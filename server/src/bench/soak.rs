@@ -265,7 +265,7 @@ pub async fn run(minutes: u64) -> anyhow::Result<()> {
     ))
     .await?;
     let store: Arc<dyn Store> = database.store();
-    demo::seed(store.as_ref(), &sim_url).await?;
+    demo::seed(store.as_ref(), &sim_url, None).await?;
     let dataset_id = store.list_datasets().await?[0].id;
     let researcher = store
         .find_user_credentials("researcher")

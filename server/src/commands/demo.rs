@@ -21,6 +21,7 @@ pub async fn demo(args: crate::DemoArgs) -> anyhow::Result<()> {
         queue_monitor_seconds,
         model_gguf,
         model_addr,
+        humaneval,
     } = args;
     let real_model = super::model::start_for_demo(model_gguf.as_deref(), model_addr).await;
     run_demo(
@@ -30,6 +31,7 @@ pub async fn demo(args: crate::DemoArgs) -> anyhow::Result<()> {
         &site_root,
         queue_monitor_seconds,
         real_model,
+        humaneval.as_deref(),
     )
     .await
 }
@@ -41,6 +43,7 @@ async fn run_demo(
     site_root: &str,
     queue_monitor_seconds: u64,
     real_model: Option<super::model::RunningModel>,
+    humaneval: Option<&std::path::Path>,
 ) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     // A fresh database every start, so the demo always shows the same story.
@@ -73,8 +76,12 @@ async fn run_demo(
     });
     let database_url = format!("sqlite://{}", data_dir.join("demo.db").display());
     let database = open(&database_url).await?;
-    let mut seeded =
-        demo::seed(database.store().as_ref(), &format!("http://{sim_addr}/v1")).await?;
+    let mut seeded = demo::seed(
+        database.store().as_ref(),
+        &format!("http://{sim_addr}/v1"),
+        humaneval,
+    )
+    .await?;
     if let Some(model) = &real_model {
         let runs = demo::seed_real_model(
             database.store().as_ref(),
