@@ -129,13 +129,20 @@ async fn code_sandbox(grader: &GraderSpec) -> ServiceResult<Option<SandboxRuntim
     if !matches!(grader, GraderSpec::CodeTests { .. }) {
         return Ok(None);
     }
-    match crate::sandbox::Sandbox::shared().await {
-        Ok(sandbox) => Ok(Some(sandbox.runtime().clone())),
-        Err(why) => Err(ServiceError::Invalid(format!(
+    let available = crate::sandbox::Sandbox::shared()
+        .await
+        .map(|sandbox| sandbox.runtime().clone());
+    frozen_sandbox(available).map(Some)
+}
+
+/// The sandbox to freeze, or the refusal when none is available.
+fn frozen_sandbox(available: Result<SandboxRuntime, String>) -> ServiceResult<SandboxRuntime> {
+    available.map_err(|why| {
+        ServiceError::Invalid(format!(
             "this eval's code_tests grader runs the model's code, which needs a sandbox, and none \
              can run on this server: {why}"
-        ))),
-    }
+        ))
+    })
 }
 
 /// Writes a run's result identities chunk by chunk, repetition by repetition; cached
@@ -531,4 +538,24 @@ pub async fn run_progress(store: &dyn Store, run_id: RunId) -> ServiceResult<Run
         .run_progress(run_id)
         .await?
         .ok_or_else(|| ServiceError::NotFound(format!("no run with id {run_id}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_code_eval_without_a_sandbox_is_refused_with_the_reason() {
+        let refused = frozen_sandbox(Err("bubblewrap (`bwrap`) cannot be run".into()));
+        match refused {
+            Err(ServiceError::Invalid(message)) => {
+                assert!(message.contains("needs a sandbox"), "{message}");
+                assert!(
+                    message.ends_with("bubblewrap (`bwrap`) cannot be run"),
+                    "{message}"
+                );
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
 }

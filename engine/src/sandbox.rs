@@ -35,7 +35,7 @@ const FIRST_SLOT_UID: u32 = 2_000_000_000;
 /// Runs the program read from stdin as HumanEval's harness does (`exec` with fresh globals, so
 /// `if __name__ == "__main__":` blocks do not run), with its source registered so tracebacks
 /// quote the failing line; an early `exit()` is a failure, not a pass.
-const RUNNER: &str = r#"import linecache, sys, traceback
+pub const RUNNER: &str = r#"import linecache, sys, traceback
 source = sys.stdin.read()
 sys.stdin = open("/dev/null")
 linecache.cache["program.py"] = (len(source), None, source.splitlines(True), "program.py")

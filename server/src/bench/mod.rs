@@ -10,6 +10,7 @@
 //! - [`compare`]: comparing two million-identity runs;
 //! - [`soak`]: the demo under mixed HTTP load;
 //! - [`login_burst`]: sign-in bursts against the throttle and the bound on password checks;
+//! - [`sandbox`]: code tests through the sandbox pool;
 //! - [`support`]: what they share (the simulator process, scratch databases, fixtures,
 //!   memory and CPU readings, percentiles).
 
@@ -17,6 +18,7 @@ pub mod annotators;
 pub mod compare;
 pub mod login_burst;
 pub mod pipeline;
+pub mod sandbox;
 pub mod soak;
 pub mod structured;
 pub mod support;
@@ -69,6 +71,9 @@ pub enum Scenario {
     /// sign-ins from as many addresses: passwords checked, refused and turned away, and the
     /// peak resident memory of each burst.
     LoginBurst,
+    /// `--items` (default 1,000) code test runs through the sandbox pool, half passing and
+    /// half failing: tests per second and per-run latency, against the bare interpreter.
+    Sandbox,
 }
 
 /// Options of the `endpoint` scenario.
@@ -138,6 +143,7 @@ pub async fn run(
         }
         Scenario::Soak => crate::bench::soak::run(items.unwrap_or(10) as u64).await,
         Scenario::LoginBurst => crate::bench::login_burst::run(items.unwrap_or(50)).await,
+        Scenario::Sandbox => crate::bench::sandbox::run(items.unwrap_or(1_000)).await,
         Scenario::Agreement => {
             agreement(items.unwrap_or(1_000_000));
             Ok(())

@@ -7,5 +7,6 @@ mod http;
 mod kill_workers;
 #[cfg(feature = "local-model")]
 mod real_model;
+mod sandbox_refusal;
 mod security;
 mod support;
