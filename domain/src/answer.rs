@@ -143,4 +143,8 @@ pub struct Generation {
     pub cost_usd: Option<f64>,
     /// Per-token logprobs in the compact form of [`crate::logprobs`].
     pub logprobs: Option<Vec<u8>>,
+    /// A scoring request's answer: the continuation's log-likelihood read from the echo.
+    pub continuation: Option<crate::likelihood::ContinuationScore>,
+    /// A likelihood eval's answer: every choice's score (the output is the chosen letter).
+    pub choice_scores: Option<crate::likelihood::ChoiceScores>,
 }

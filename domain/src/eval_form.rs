@@ -37,6 +37,13 @@ pub struct EvalFormText {
     pub few_shot_seed: String,
     /// '' or `text`, or `turns`.
     pub few_shot_style: String,
+    /// '' or `generate`, or `likelihood` (score each choice).
+    pub scoring: String,
+    /// Likelihood: put between the prompt and each choice ('' is one space; `\s` a space,
+    /// `\n` a newline).
+    pub target_delimiter: String,
+    /// Likelihood: `acc` (the default), `acc_norm` or `acc_bytes`.
+    pub select_by: String,
     /// The grader picked from the list: '' (exact match), a kind, or `json` for the raw spec.
     pub grader_kind: String,
     /// `numeric`: relative tolerance.

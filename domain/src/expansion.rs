@@ -4,6 +4,7 @@
 //! million-item run never holds its items in memory.
 
 use crate::dataset::DatasetItem;
+use crate::likelihood::scoring_key;
 use crate::manifest::{EndpointFingerprint, GenerationSettings, Manifest};
 use crate::prompt::{Api, PromptBody, PromptRenderer};
 use sha2::{Digest, Sha256};
@@ -138,18 +139,38 @@ pub fn plan_identities(
         let rendered = renderer
             .render(item)
             .map_err(|problem| format!("item `{}` {problem}", item.case_id))?;
+        let (generation_key, cost) = match &manifest.eval.prompt.likelihood {
+            // One request per choice, each the whole text and one generated token.
+            Some(likelihood) => {
+                let scoring = likelihood
+                    .item_scoring(&rendered)
+                    .map_err(|problem| format!("item `{}` {problem}", item.case_id))?;
+                (
+                    scoring_key(
+                        &manifest.fingerprint,
+                        &scoring.context,
+                        &scoring.continuations,
+                        repetition,
+                    ),
+                    scoring
+                        .requests
+                        .iter()
+                        .map(|request| (request.text.len() as u64).div_ceil(4) as i64 + 1)
+                        .sum(),
+                )
+            }
+            None => (
+                request_key(&manifest.fingerprint, &rendered.body, settings, repetition),
+                estimated_cost_of(&rendered.body, settings.max_tokens),
+            ),
+        };
         let first = PlannedIdentity {
             case_id: item.case_id.clone(),
             repetition,
             category: rendered.item.category.clone(),
-            cost: estimated_cost_of(&rendered.body, settings.max_tokens),
+            cost,
             shard: shard_of(&item.case_id),
-            generation_key: Some(request_key(
-                &manifest.fingerprint,
-                &rendered.body,
-                settings,
-                repetition,
-            )),
+            generation_key: Some(generation_key),
             targets: rendered.item.targets.clone(),
             turn: 1,
             turns: rendered.item.input.turn_count() as i64,

@@ -18,6 +18,8 @@
 //! - [`run`]: a run's priority, progress and results.
 //! - [`fair_share`]: which run a worker takes work from.
 //! - [`answer`], [`logprobs`]: what an endpoint answered, and its per-token log probabilities.
+//! - [`likelihood`]: multiple choice scored by the likelihood of each choice (lm-eval's
+//!   `multiple_choice`), read from the endpoint's echoed prompt logprobs.
 //! - [`grading`]: deterministic graders, LLM judges, confidence triage and judge calibration.
 //! - [`annotation`]: the human queue's rules: adjudication, review sampling, gold items,
 //!   rater quality, SLAs and inter-rater agreement.
@@ -41,6 +43,7 @@ pub mod health;
 pub mod ids;
 pub mod images;
 pub mod import;
+pub mod likelihood;
 pub mod logprobs;
 pub mod manifest;
 pub mod prompt;

@@ -398,6 +398,8 @@ pub struct EvalOptions {
     pub mapping: Option<FieldMapping>,
     pub few_shot: Option<FewShotSpec>,
     pub sampling: SamplingOptions,
+    /// Score each choice by likelihood instead of generating an answer.
+    pub likelihood: Option<arbiter_domain::likelihood::LikelihoodSpec>,
 }
 
 /// The grader typed into the eval form: '' is exact match; a grader without settings may be
@@ -441,6 +443,7 @@ pub fn prompt_spec(template: &str, options: &EvalOptions) -> PromptSpec {
         api: options.api,
         mapping: options.mapping.clone().unwrap_or_default(),
         few_shot: options.few_shot.clone(),
+        likelihood: options.likelihood.clone(),
     }
 }
 

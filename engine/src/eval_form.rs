@@ -9,6 +9,7 @@ use arbiter_domain::fields::FieldMapping;
 use arbiter_domain::grading::code_tests::CodeExtraction;
 use arbiter_domain::grading::{GraderSpec, Require};
 use arbiter_domain::ids::DatasetId;
+use arbiter_domain::likelihood::{LikelihoodSpec, Selection};
 use arbiter_domain::manifest::SamplingOptions;
 use arbiter_domain::prompt::few_shot::{FewShotSpec, FewShotStyle};
 use arbiter_domain::prompt::{Api, TemplateSyntax};
@@ -112,6 +113,31 @@ pub fn options(form: &EvalFormText) -> ServiceResult<EvalOptions> {
             top_p: optional_number(&form.top_p, "top_p")?,
             stop,
             extra,
+        },
+        likelihood: match form.scoring.trim() {
+            "" | "generate" => None,
+            "likelihood" => Some(LikelihoodSpec {
+                // The form shows a space as `\s`, which a text box would otherwise trim.
+                target_delimiter: match form.target_delimiter.as_str() {
+                    "" => " ".into(),
+                    typed => typed.replace("\\s", " ").replace("\\n", "\n"),
+                },
+                select_by: match form.select_by.trim() {
+                    "" | "acc" => Selection::Raw,
+                    "acc_norm" => Selection::Chars,
+                    "acc_bytes" => Selection::Bytes,
+                    other => {
+                        return Err(invalid(format!(
+                            "unknown selection `{other}`; use acc, acc_norm or acc_bytes"
+                        )))
+                    }
+                },
+            }),
+            other => {
+                return Err(invalid(format!(
+                    "unknown scoring `{other}`; use generate or likelihood"
+                )))
+            }
         },
     })
 }

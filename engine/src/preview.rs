@@ -73,6 +73,7 @@ pub async fn preview_request(
         temperature: settings.temperature,
         seed: seed_for(&settings, i64::from(repetition)),
         sampling: settings.sampling.clone(),
+        score_continuation: None,
     };
     let (generation_key, note) = match &checkpoint {
         None => (

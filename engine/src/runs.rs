@@ -52,6 +52,9 @@ pub async fn launch_run(
         crate::prompts::check_every_item(store, &renderer, &eval.grader, inputs.revision.id)
             .await?;
     let sandbox = code_sandbox(&eval.grader).await?;
+    if eval.prompt.likelihood.is_some() {
+        require_prompt_logprobs(checkpoint).await?;
+    }
     let manifest = Manifest {
         eval_id: eval.id,
         eval: EvalSpec {
@@ -133,6 +136,25 @@ async fn code_sandbox(grader: &GraderSpec) -> ServiceResult<Option<SandboxRuntim
         .await
         .map(|sandbox| sandbox.runtime().clone());
     frozen_sandbox(available).map(Some)
+}
+
+/// Refuses a likelihood eval on a checkpoint any of whose endpoints returns no prompt
+/// logprobs: its scores would be chance, not the model's.
+async fn require_prompt_logprobs(
+    checkpoint: &arbiter_domain::checkpoint::Checkpoint,
+) -> ServiceResult<()> {
+    let urls = std::iter::once(&checkpoint.base_url).chain(&checkpoint.replica_urls);
+    for url in urls {
+        if let Err(problem) = crate::clients::model::probe_prompt_logprobs(checkpoint, url).await {
+            return Err(ServiceError::Invalid(format!(
+                "this eval scores choices by likelihood, which needs prompt logprobs (`echo` with \
+                 `logprobs` on /completions), and checkpoint `{}` at {url} did not return them: \
+                 {problem}; it is not launched, since its scores would be chance",
+                checkpoint.name
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The sandbox to freeze, or the refusal when none is available.

@@ -477,6 +477,79 @@ fn score_verdict(
     ScoredToken { text, logprob, top }
 }
 
+/// The echoed prompt's tokens with their logprobs (the first, which follows nothing, has
+/// none), as a server returns them for `echo` with `logprobs`.
+///
+/// Each token's logprob is a draw keyed by the text before it, so the shared context of an
+/// item's choices scores alike in every request. When the prompt ends with the answer to a
+/// question the simulator knows, that answer's tokens are likely (near 0) if the model knows
+/// the question (at its accuracy, drawn per question, so the same for every choice) and
+/// unlikely (below -4) if not; any other ending draws in (-2.5, -0.01] per token. So a
+/// likelihood eval scores a checkpoint close to its accuracy, and an item's verdict is the
+/// same whichever order its choices come in.
+pub(crate) fn score_prompt(generation: Generation<'_>, top_count: usize) -> Vec<ScoredToken> {
+    let tokens = tokenize(generation.prompt);
+    let total = tokens.len();
+    let answer_tokens = find_question(generation.prompt)
+        .filter(|item| generation.prompt.trim_end().ends_with(item.target.as_str()))
+        .map(|item| {
+            let knows = Generation {
+                prompt: &item.input,
+                seed: 0,
+                ..generation
+            }
+            .draw("likelihood-knows", 0)
+                < generation.model.accuracy;
+            let mut covered = 0;
+            let target_chars = item.target.chars().count();
+            let count = tokens
+                .iter()
+                .rev()
+                .take_while(|token| {
+                    let inside = covered < target_chars;
+                    covered += token.trim_start().chars().count();
+                    inside
+                })
+                .count();
+            (count, knows)
+        });
+    let mut before = 0usize;
+    tokens
+        .into_iter()
+        .enumerate()
+        .map(|(index, text)| {
+            // Keyed by everything before the token, never by what follows it.
+            let prefix = Generation {
+                prompt: &generation.prompt[..before],
+                seed: 0,
+                ..generation
+            };
+            before += text.len();
+            let identity = prefix.identity();
+            let draw = identity.draw("prompt-logprob", 0);
+            let in_answer = answer_tokens
+                .filter(|(count, _)| index + count >= total)
+                .map(|(_, knows)| knows);
+            let logprob = match in_answer {
+                Some(true) => -0.01 - 0.09 * draw,
+                Some(false) => -4.0 - 2.0 * draw,
+                None => -0.01 - 2.49 * draw,
+            };
+            let leaders = match in_answer {
+                // A token the model does not expect: something else was likelier.
+                Some(false) => vec![(" the".to_string(), -0.7), (text.clone(), logprob)],
+                _ => vec![(text.clone(), logprob)],
+            };
+            let top = top_alternatives(&identity, 0, leaders, top_count.max(1));
+            ScoredToken {
+                text,
+                logprob: if index == 0 { f64::NAN } else { logprob },
+                top,
+            }
+        })
+        .collect()
+}
+
 /// Extends `leaders` (most likely first) with filler tokens, each strictly less likely than
 /// the one before, up to `count` entries in all; no token appears twice.
 fn top_alternatives(
@@ -542,6 +615,73 @@ mod tests {
             stop: stop.iter().map(|stop| (*stop).to_string()).collect(),
             force_truncate: false,
         }
+    }
+
+    /// The summed logprob of the echoed prompt's tokens after `context`.
+    fn continuation_logprob(model: &SimModel, context: &str, continuation: &str) -> f64 {
+        let text = format!("{context}{continuation}");
+        let tokens = score_prompt(
+            Generation {
+                model,
+                prompt: &text,
+                seed: 0,
+            },
+            1,
+        );
+        let context_tokens = tokenize(context).len();
+        tokens[context_tokens..]
+            .iter()
+            .map(|token| token.logprob)
+            .sum()
+    }
+
+    #[test]
+    fn echoed_prompts_make_the_right_choice_likely_at_the_models_accuracy() {
+        let context = "Question: What is 17 + 25?\nAnswer:";
+        let choices = [" 37", " 127", " 42", " 117"];
+        let best = |model: &SimModel| {
+            let scores: Vec<f64> = choices
+                .iter()
+                .map(|choice| continuation_logprob(model, context, choice))
+                .collect();
+            (0..choices.len())
+                .max_by(|a, b| scores[*a].total_cmp(&scores[*b]))
+                .unwrap()
+        };
+        assert_eq!(best(&answerer(1.0, 0.0)), 2);
+        assert_ne!(best(&answerer(0.0, 0.0)), 2);
+        // The first token follows nothing; the shared context scores alike for every choice.
+        let text = format!("{context}{}", choices[0]);
+        let model = answerer(0.5, 0.0);
+        let generation = Generation {
+            model: &model,
+            prompt: &text,
+            seed: 0,
+        };
+        let first = score_prompt(generation, 1);
+        assert!(first[0].logprob.is_nan());
+        let other = format!("{context}{}", choices[1]);
+        let second = score_prompt(
+            Generation {
+                prompt: &other,
+                ..generation
+            },
+            1,
+        );
+        assert_eq!(first[1].logprob, second[1].logprob);
+        // Over many questions, right about as often as the model's accuracy.
+        let items: Vec<&SampleItem> = sample_items().iter().take(60).collect();
+        let model = answerer(0.7, 0.0);
+        let right = items
+            .iter()
+            .filter(|item| {
+                let context = format!("Question: {}\nAnswer:", item.input);
+                let right = continuation_logprob(&model, &context, &format!(" {}", item.target));
+                let wrong = continuation_logprob(&model, &context, " banana");
+                right > wrong
+            })
+            .count();
+        assert!((30..=54).contains(&right), "{right} of 60 at 0.7");
     }
 
     #[test]

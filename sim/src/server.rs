@@ -412,6 +412,8 @@ struct CompletionRequest {
     logprobs: Option<u64>,
     stream: Option<bool>,
     stream_options: Option<StreamOptions>,
+    /// Return the prompt, with its tokens' logprobs, before the completion.
+    echo: Option<bool>,
 }
 
 /// What either endpoint asks of the simulator once its JSON is understood.
@@ -425,6 +427,8 @@ struct GenerationRequest {
     top_logprobs: Option<usize>,
     stream: bool,
     include_usage: bool,
+    /// Completions only: the prompt's tokens come first, scored.
+    echo: bool,
 }
 
 fn token_limit(limit: Option<u64>) -> usize {
@@ -476,6 +480,7 @@ impl ChatRequest {
             top_logprobs,
             stream: self.stream.unwrap_or(false),
             include_usage: self.stream_options.is_some_and(|o| o.include_usage),
+            echo: false,
         })
     }
 }
@@ -502,6 +507,7 @@ impl CompletionRequest {
             top_logprobs: self.logprobs.map(checked_top_logprobs).transpose()?,
             stream: self.stream.unwrap_or(false),
             include_usage: self.stream_options.is_some_and(|o| o.include_usage),
+            echo: self.echo.unwrap_or(false),
         })
     }
 }
@@ -692,10 +698,16 @@ fn run_generation<'a>(
         Format::Chat => "chatcmpl-sim",
         Format::Completion => "cmpl-sim",
     };
+    let mut tokens = score_tokens(generation, &reply, finished.tokens, top_count);
+    if request.echo {
+        let mut echoed = score_prompt(generation, top_count);
+        echoed.append(&mut tokens);
+        tokens = echoed;
+    }
     Outcome {
         id: format!("{prefix}-{:016x}", generation.hash("id", 0)),
         model: &request.model,
-        tokens: score_tokens(generation, &reply, finished.tokens, top_count),
+        tokens,
         finish_reason: finished.finish_reason,
         prompt_tokens: request.prompt.split_whitespace().count(),
         logprobs: request.top_logprobs.is_some(),
@@ -934,7 +946,12 @@ fn completion_top_logprobs<S: Serializer>(
     tokens: &&[ScoredToken],
     serializer: S,
 ) -> Result<S::Ok, S::Error> {
-    serializer.collect_seq(tokens.iter().map(|token| TopLogprobMap(&token.top)))
+    // An echoed prompt's first token follows nothing: no logprob, no alternatives.
+    serializer.collect_seq(
+        tokens
+            .iter()
+            .map(|token| (!token.logprob.is_nan()).then_some(TopLogprobMap(&token.top))),
+    )
 }
 
 /// One token's alternatives as a `{token: logprob}` object. Keys are written in byte order,

@@ -114,6 +114,13 @@ pub trait ReportStore: Send + Sync + 'static {
         run_id: RunId,
     ) -> StoreResult<Vec<(String, i64, Option<String>, Option<bool>)>>;
 
+    /// A likelihood run's scored answers: (case id, repetition, every choice's score), in case
+    /// and repetition order.
+    async fn run_choice_scores(
+        &self,
+        run_id: RunId,
+    ) -> StoreResult<Vec<(String, i64, arbiter_domain::likelihood::ChoiceScores)>>;
+
     /// A page of the run's results for export, in identity order after `after_id`.
     async fn export_rows(
         &self,
@@ -444,6 +451,29 @@ macro_rules! reports_sql {
                 }
                 .await;
                 result.map_err(|err| err.during("run_votes"))
+            }
+
+            async fn run_choice_scores(&self, run_id: RunId) -> StoreResult<Vec<(String, i64, arbiter_domain::likelihood::ChoiceScores)>> {
+                let result: StoreResult<Vec<(String, i64, arbiter_domain::likelihood::ChoiceScores)>> = async move {
+                    let rows: Vec<(String, i64, String)> = sqlx::query_as(
+                        "SELECT w.case_id, w.repetition, g.scores FROM work_items w \
+                         JOIN generations g ON g.work_item_id = w.id \
+                         WHERE w.run_id = $1 AND g.scores IS NOT NULL ORDER BY w.case_id, w.repetition",
+                    )
+                    .bind(run_id.get())
+                    .fetch_all(&self.pool)
+                    .await?;
+                    rows.into_iter()
+                        .map(|(case_id, repetition, scores)| {
+                            let scores = serde_json::from_str(&scores)
+                                .map_err(|err| sqlx::Error::Decode(err.into()))?;
+                            Ok((case_id, repetition, scores))
+                        })
+                        .collect::<Result<_, sqlx::Error>>()
+                        .map_err(StoreError::from)
+                }
+                .await;
+                result.map_err(|err| err.during("run_choice_scores"))
             }
 
             async fn run_graders(&self, run_id: RunId) -> StoreResult<Vec<String>> {

@@ -34,6 +34,8 @@ pub struct CachedGeneration {
     pub prompt_tokens: Option<i64>,
     pub completion_tokens: Option<i64>,
     pub model_used: Option<String>,
+    /// A likelihood eval's choice scores.
+    pub choice_scores: Option<arbiter_domain::likelihood::ChoiceScores>,
 }
 
 impl CachedGeneration {
@@ -46,6 +48,7 @@ impl CachedGeneration {
             prompt_tokens: self.prompt_tokens,
             completion_tokens: self.completion_tokens,
             model_used: self.model_used.clone(),
+            choice_scores: self.choice_scores.clone(),
             ..Generation::default()
         }
     }
@@ -242,6 +245,13 @@ macro_rules! work_queue_sql {
                 prompt_tokens: row.read("prompt_tokens")?,
                 completion_tokens: row.read("completion_tokens")?,
                 model_used: row.read("model_used")?,
+                choice_scores: {
+                    let scores: Option<String> = row.read("scores")?;
+                    scores
+                        .map(|text| serde_json::from_str(&text))
+                        .transpose()
+                        .map_err(|err| sqlx::Error::Decode(err.into()))?
+                },
             })
         }
 
@@ -338,7 +348,7 @@ macro_rules! work_queue_sql {
             let mut insert = sqlx::QueryBuilder::<$db>::new(
                 "INSERT INTO generations (work_item_id, outcome, output, finish_reason, error, error_category, attempt_log, \
                  served_by, model_used, fallback_used, from_cache, source_work_item_id, latency_ms, attempts, prompt_tokens, \
-                 completion_tokens, cost_usd, created_at) ",
+                 completion_tokens, cost_usd, created_at, scores) ",
             );
             insert.push_values(finished, |mut row, item| {
                 let generation = &item.generation;
@@ -359,7 +369,10 @@ macro_rules! work_queue_sql {
                     .push_bind(generation.prompt_tokens)
                     .push_bind(generation.completion_tokens)
                     .push_bind(generation.cost_usd)
-                    .push_bind(now);
+                    .push_bind(now)
+                    .push_bind(generation.choice_scores.as_ref().map(|scores| {
+                        serde_json::to_string(scores).expect("scores always serialize")
+                    }));
             });
             insert.push(" ON CONFLICT (work_item_id) DO NOTHING RETURNING work_item_id");
             let inserted: std::collections::HashSet<i64> =
@@ -578,7 +591,7 @@ macro_rules! work_queue_sql {
                     for chunk in keys.chunks($crate::KEY_LOOKUP_BATCH) {
                         let mut select = sqlx::QueryBuilder::<$db>::new(
                             "SELECT c.generation_key, c.work_item_id AS source_work_item_id, g.outcome, g.output, g.finish_reason, \
-                             g.prompt_tokens, g.completion_tokens, g.model_used \
+                             g.prompt_tokens, g.completion_tokens, g.model_used, g.scores \
                              FROM generation_cache c JOIN generations g ON g.work_item_id = c.work_item_id \
                              WHERE c.generation_key IN (",
                         );
@@ -650,7 +663,7 @@ macro_rules! work_queue_sql {
                     let mut select = sqlx::QueryBuilder::<$db>::new(
                         "SELECT w.id, w.run_id, w.case_id, w.repetition, w.turn, w.cost, w.attempts, w.generation_key, i.input, i.target, i.category, i.fields, \
                          c.work_item_id AS source_work_item_id, g.outcome, g.output, g.finish_reason, g.prompt_tokens, \
-                         g.completion_tokens, g.model_used \
+                         g.completion_tokens, g.model_used, g.scores \
                          FROM work_items w JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
                          LEFT JOIN generation_cache c ON c.generation_key = w.generation_key \
                          LEFT JOIN generations g ON g.work_item_id = c.work_item_id WHERE w.id IN (",

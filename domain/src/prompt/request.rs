@@ -14,10 +14,13 @@ use super::{
 };
 use crate::dataset::DatasetItem;
 use crate::fields::{choice_letter, ChatMessage, FieldMapping, MappedInput, MappedItem, Role};
+use crate::likelihood::LikelihoodSpec;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// Most messages a message-list template may have.
+/// Longest delimiter between a likelihood eval's context and its choices.
+const MAX_DELIMITER_BYTES: usize = 100;
 pub const MAX_TEMPLATE_MESSAGES: usize = 64;
 
 /// How a template marks where item fields go.
@@ -123,6 +126,10 @@ pub struct PromptSpec {
     /// Exemplars shown before each question.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub few_shot: Option<FewShotSpec>,
+    /// Score each choice by its likelihood after the prompt instead of generating an answer
+    /// (lm-eval's `multiple_choice`); `None` generates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub likelihood: Option<LikelihoodSpec>,
 }
 
 fn is_default_mapping(mapping: &FieldMapping) -> bool {
@@ -140,6 +147,7 @@ impl PromptSpec {
             api: Api::Chat,
             mapping: FieldMapping::default(),
             few_shot: None,
+            likelihood: None,
         }
     }
 
@@ -221,6 +229,28 @@ impl PromptSpec {
             }
             if self.template.is_empty() {
                 return Err("a completions eval needs a prompt template".into());
+            }
+        }
+        if let Some(likelihood) = &self.likelihood {
+            if self.api != Api::Completions {
+                return Err(
+                    "likelihood scoring needs the completions API: chat APIs return no prompt \
+                     logprobs"
+                        .into(),
+                );
+            }
+            if self.mapping.choices.is_none() {
+                return Err("likelihood scoring needs a choices field to score".into());
+            }
+            if self.mapping.images.is_some() {
+                return Err(
+                    "likelihood scoring sends text only; leave the images field empty".into(),
+                );
+            }
+            if likelihood.target_delimiter.len() > MAX_DELIMITER_BYTES {
+                return Err(format!(
+                    "the target delimiter is longer than {MAX_DELIMITER_BYTES} bytes"
+                ));
             }
         }
         if let Some(few_shot) = &self.few_shot {
@@ -613,6 +643,9 @@ impl PromptRenderer {
     /// template, not of answers yet to come) and returns how many there are.
     pub fn check_turns(&self, dataset_item: &DatasetItem) -> Result<usize, String> {
         let first = self.render(dataset_item)?;
+        if let Some(likelihood) = &self.spec.likelihood {
+            likelihood.item_scoring(&first)?;
+        }
         let turns = first.item.input.turn_count();
         let no_answers = vec![String::new(); turns];
         for turn in 2..=turns {

@@ -84,6 +84,10 @@ pub struct PairedComparison {
     /// [`super::sample_compare`]), in the same correction family as the tests above.
     #[serde(default)]
     pub sample_metrics: Vec<SampleMetricTest>,
+    /// For likelihood evals: the paired t-test on the right answer's log-likelihood per item
+    /// (a finer signal than right or wrong; not in the correction family).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub likelihood: Option<super::likelihood::PairedValueTest>,
 }
 
 /// Why two runs cannot be paired.
@@ -161,6 +165,7 @@ pub fn compare_snapshots(
         categories,
         changed,
         sample_metrics: Vec::new(),
+        likelihood: None,
     })
 }
 

@@ -11,6 +11,7 @@ pub mod compare;
 pub mod decision;
 pub mod diff;
 pub mod latency;
+pub mod likelihood;
 pub mod sample_compare;
 pub mod snapshot;
 pub mod trend;
@@ -225,6 +226,9 @@ pub struct Report {
     /// request.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub turns: Vec<TurnReport>,
+    /// For a likelihood eval: acc, acc_norm, acc_bytes, the probability on the right answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub likelihood: Option<likelihood::LikelihoodReport>,
 }
 
 /// One turn's results across a run's conversations, with its pass rate and Wilson interval.
@@ -347,6 +351,7 @@ pub fn build_report(
         latency: Vec::new(),
         sample_metrics: Vec::new(),
         turns: Vec::new(),
+        likelihood: None,
     }
 }
 

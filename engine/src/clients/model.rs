@@ -9,6 +9,7 @@ use crate::clients::egress::{self, BodyError, EgressPolicy, GuardedClient};
 use arbiter_domain::answer::{ErrorCategory, Generation, Outcome};
 use arbiter_domain::checkpoint::Checkpoint;
 use arbiter_domain::fields::{ChatMessage, Role};
+use arbiter_domain::likelihood::{score_continuation, EchoedLogprobs};
 use arbiter_domain::logprobs::{ChatLogprobs, CompletionLogprobs};
 use arbiter_domain::manifest::EndpointFingerprint;
 use arbiter_domain::manifest::SamplingOptions;
@@ -30,6 +31,10 @@ pub struct GenerationRequest {
     /// `top_p`, `stop` and engine parameters (sent as top-level fields; checked when the eval
     /// was saved).
     pub sampling: SamplingOptions,
+    /// A scoring request (likelihood evals): the prompt is echoed with its token logprobs and
+    /// its last this-many characters are scored; nothing is generated but the one token the
+    /// APIs need. `None`: an ordinary generation.
+    pub score_continuation: Option<usize>,
 }
 
 impl GenerationRequest {
@@ -52,6 +57,22 @@ impl GenerationRequest {
             temperature,
             seed,
             sampling: SamplingOptions::default(),
+            score_continuation: None,
+        }
+    }
+
+    /// A likelihood request: `text` (context and continuation) echoed with its logprobs, its
+    /// last `continuation_chars` characters scored.
+    pub fn scoring(model: &str, text: String, continuation_chars: usize) -> GenerationRequest {
+        GenerationRequest {
+            model: model.to_string(),
+            body: PromptBody::Completion(text),
+            // The APIs generate at least one token; it is dropped from the score.
+            max_tokens: 1,
+            temperature: 0.0,
+            seed: 0,
+            sampling: SamplingOptions::default(),
+            score_continuation: Some(continuation_chars),
         }
     }
 }
@@ -164,9 +185,12 @@ impl ModelClient {
                 },
                 BodyError::Read(err) => transport_failure(&url, err),
             })?;
-        let parsed = match request.body {
-            PromptBody::Chat(_) => parse_chat_completion(&bytes),
-            PromptBody::Completion(_) => parse_completion(&bytes),
+        let parsed = match (&request.body, request.score_continuation) {
+            (PromptBody::Chat(_), _) => parse_chat_completion(&bytes),
+            (PromptBody::Completion(prompt), Some(continuation_chars)) => {
+                parse_scored_completion(&bytes, prompt.chars().count(), continuation_chars)
+            }
+            (PromptBody::Completion(_), None) => parse_completion(&bytes),
         };
         let mut generation = parsed.map_err(|message| AttemptFailure {
             category: ErrorCategory::MalformedResponse,
@@ -243,6 +267,9 @@ struct RequestBody<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     top_logprobs: Option<u8>,
     stream: bool,
+    /// Scoring requests: the prompt comes back with its token logprobs.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    echo: bool,
     #[serde(flatten)]
     extra: &'a BTreeMap<String, serde_json::Value>,
 }
@@ -262,12 +289,15 @@ impl<'a> RequestBody<'a> {
             seed: request.seed,
             top_p: request.sampling.top_p,
             stop: &request.sampling.stop,
-            logprobs: match prompt {
-                None => serde_json::Value::Bool(true),
-                Some(_) => serde_json::Value::from(TOP_LOGPROBS),
+            logprobs: match (prompt, request.score_continuation) {
+                (None, _) => serde_json::Value::Bool(true),
+                // The token's own logprob and the best alternative's, for greediness.
+                (Some(_), Some(_)) => serde_json::Value::from(1),
+                (Some(_), None) => serde_json::Value::from(TOP_LOGPROBS),
             },
             top_logprobs: prompt.is_none().then_some(TOP_LOGPROBS),
             stream: false,
+            echo: request.score_continuation.is_some(),
             extra: &request.sampling.extra,
         }
     }
@@ -395,6 +425,56 @@ fn parse_completion(body: &[u8]) -> Result<Generation, String> {
     ))
 }
 
+/// A completion asked for with `echo`: what it says about the scored continuation.
+#[derive(Deserialize)]
+struct EchoedCompletion {
+    model: Option<String>,
+    #[serde(default)]
+    choices: Vec<EchoedChoice>,
+    usage: Option<Usage>,
+}
+
+#[derive(Deserialize)]
+struct EchoedChoice {
+    #[serde(default)]
+    text: String,
+    logprobs: Option<EchoedLogprobs>,
+}
+
+fn parse_scored_completion(
+    body: &[u8],
+    prompt_chars: usize,
+    continuation_chars: usize,
+) -> Result<Generation, String> {
+    let completion: EchoedCompletion =
+        serde_json::from_slice(body).map_err(|err| err.to_string())?;
+    let choice = completion
+        .choices
+        .into_iter()
+        .next()
+        .ok_or_else(|| "the response has no choices".to_string())?;
+    let echo = choice.logprobs.ok_or_else(|| {
+        "the response has no logprobs: the endpoint does not return prompt logprobs".to_string()
+    })?;
+    let score = score_continuation(
+        &echo,
+        choice.text.chars().count(),
+        prompt_chars,
+        continuation_chars,
+    )?;
+    Ok(Generation {
+        continuation: Some(score),
+        ..answered(
+            Outcome::Ok,
+            String::new(),
+            Some("scored".into()),
+            completion.model,
+            completion.usage,
+            None,
+        )
+    })
+}
+
 /// What an answer's finish reason and text say about it.
 fn outcome_of(refusal: bool, finish_reason: Option<&str>, output: &str) -> Outcome {
     if refusal || finish_reason == Some("content_filter") {
@@ -512,6 +592,35 @@ pub async fn probe_fingerprint_with(
         engine_build: checkpoint.engine_build.clone(),
         parallel_layout: checkpoint.parallel_layout.clone(),
         probe_error,
+    }
+}
+
+/// The text the prompt-logprob probe scores, and its scored end.
+const PROBE_TEXT: &str = "The capital of France is Paris";
+const PROBE_CONTINUATION: &str = " Paris";
+
+/// Checks that an endpoint returns prompt logprobs (`echo` with `logprobs` on `/completions`),
+/// which likelihood scoring reads: without them, a server scores every choice alike and the
+/// eval reports chance. The error names the endpoint and what it lacked.
+pub async fn probe_prompt_logprobs(checkpoint: &Checkpoint, base_url: &str) -> Result<(), String> {
+    let client = ModelClient::new();
+    let url = format!("{}/completions", base_url.trim_end_matches('/'));
+    let key =
+        crate::secrets::process().resolve_endpoint_key(checkpoint.api_key_ref.as_deref(), &url)?;
+    let request = GenerationRequest::scoring(
+        &checkpoint.model,
+        PROBE_TEXT.into(),
+        PROBE_CONTINUATION.chars().count(),
+    );
+    match client
+        .attempt(base_url, key.as_deref(), &request, PROBE_TIMEOUT * 6)
+        .await
+    {
+        Ok(generation) if generation.continuation.is_some() => Ok(()),
+        Ok(_) => Err(format!(
+            "{url} returned no score for the probe's continuation"
+        )),
+        Err(failure) => Err(failure.message),
     }
 }
 

@@ -16,6 +16,7 @@ mod endpoints;
 use arbiter_domain::fair_share;
 use arbiter_domain::ids::{IdentityId, RunId};
 mod judging;
+mod likelihood;
 mod limiter;
 
 pub use endpoints::{prometheus_sum, EndpointPool, RetryPolicy, Target};
@@ -220,6 +221,14 @@ async fn answer(
             },
             None,
         ),
+        (None, Ok(rendered)) if spec.manifest.eval.prompt.likelihood.is_some() => {
+            let likelihood = spec.manifest.eval.prompt.likelihood.as_ref();
+            let likelihood = likelihood.expect("checked by the guard");
+            (
+                likelihood::score_choices(job, likelihood, rendered, spec, pool).await,
+                None,
+            )
+        }
         (None, Ok(rendered)) => {
             let settings = &spec.manifest.eval.generation;
             let request = GenerationRequest {
@@ -229,6 +238,7 @@ async fn answer(
                 temperature: settings.temperature,
                 seed: seed_for(settings, job.repetition),
                 sampling: settings.sampling.clone(),
+                score_continuation: None,
             };
             // The planner's estimate, stored on the identity, is the request's token cost.
             let cost = u64::try_from(job.cost).unwrap_or(0);

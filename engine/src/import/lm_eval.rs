@@ -285,6 +285,7 @@ fn eval_form(
                 in_order: shots.in_order,
             }),
             sampling: task.sampling.clone(),
+            likelihood: None,
         },
     })
 }

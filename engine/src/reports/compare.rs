@@ -6,8 +6,8 @@ use crate::reports::runs::{report_and_snapshot, RunView};
 use arbiter_domain::ids::{RunId, UserId};
 use arbiter_domain::reports::compare::{apply_correction, compare_snapshots, PairedComparison};
 use arbiter_domain::reports::decision::NewPromotionDecision;
-use arbiter_domain::reports::sample_compare::{compare_sample_metrics, RunSamples};
-use arbiter_domain::reports::snapshot::Snapshot;
+use arbiter_domain::reports::likelihood::paired_right_logprob;
+use arbiter_domain::reports::sample_compare::compare_sample_metrics;
 use arbiter_domain::reports::{Completeness, Report};
 use arbiter_domain::run::RunProgress;
 use arbiter_domain::stats::correction::Correction;
@@ -58,12 +58,14 @@ pub(crate) fn check_runs(baseline: RunId, candidates: &[RunId]) -> ServiceResult
 /// with several samples per item, the metrics over samples. `Err` says why they cannot pair.
 pub(crate) fn compare_runs(
     baseline: &RunView,
-    candidate: &Snapshot,
-    candidate_samples: Option<&RunSamples>,
+    candidate: &RunView,
 ) -> Result<PairedComparison, String> {
-    let mut comparison = compare_snapshots(&baseline.snapshot, candidate)?;
-    if let (Some(base), Some(cand)) = (&baseline.samples, candidate_samples) {
+    let mut comparison = compare_snapshots(&baseline.snapshot, &candidate.snapshot)?;
+    if let (Some(base), Some(cand)) = (&baseline.samples, &candidate.samples) {
         comparison.sample_metrics = compare_sample_metrics(base, cand);
+    }
+    if let (Some(base), Some(cand)) = (&baseline.choice_scores, &candidate.choice_scores) {
+        comparison.likelihood = paired_right_logprob(base, cand);
     }
     Ok(comparison)
 }
@@ -84,18 +86,14 @@ pub async fn compare_checkpoints(
     let mut comparisons = Vec::new();
     for &candidate_run in candidate_runs {
         let view = report_and_snapshot(store, candidate_run).await?;
-        let run = view.progress;
-        if run.eval_id != baseline.eval_id {
+        if view.progress.eval_id != baseline.eval_id {
             return Err(ServiceError::Invalid(format!(
                 "run {} evaluates `{}` and run {} evaluates `{}`: only runs of the same eval can be compared",
-                baseline.id, baseline.eval_name, run.id, run.eval_name
+                baseline.id, baseline.eval_name, view.progress.id, view.progress.eval_name
             )));
         }
-        comparisons.push(
-            compare_runs(&baseline_view, &view.snapshot, view.samples.as_ref())
-                .map_err(ServiceError::Invalid)?,
-        );
-        runs.push((run, view.report));
+        comparisons.push(compare_runs(&baseline_view, &view).map_err(ServiceError::Invalid)?);
+        runs.push((view.progress, view.report));
     }
     apply_correction(&mut comparisons, correction);
     let candidates = runs

@@ -3,7 +3,9 @@
 
 use crate::error::{ServiceError, ServiceResult};
 use arbiter_domain::ids::RunId;
+use arbiter_domain::likelihood::ChoiceScores;
 use arbiter_domain::manifest::Manifest;
+use arbiter_domain::reports::likelihood::likelihood_report;
 use arbiter_domain::reports::sample_compare::RunSamples;
 use arbiter_domain::reports::snapshot::{
     Expectation, Snapshot, SnapshotBuilder, VERDICT_FAIL, VERDICT_PASS,
@@ -113,6 +115,8 @@ pub(crate) struct RunView {
     pub report: Report,
     pub snapshot: Snapshot,
     pub samples: Option<RunSamples>,
+    /// A likelihood run's scored answers: (case id, repetition, scores).
+    pub choice_scores: Option<Vec<(String, i64, ChoiceScores)>>,
 }
 
 /// Reads the run's heading and tallies, never counts its rows.
@@ -151,11 +155,21 @@ pub(crate) async fn report_and_snapshot(
             items: keys.into_iter().zip(votes).collect(),
         });
     }
+    let choice_scores = match &manifest.eval.prompt.likelihood {
+        Some(likelihood) => {
+            let scores = store.run_choice_scores(run_id).await?;
+            let all: Vec<_> = scores.iter().map(|(_, _, scores)| scores.clone()).collect();
+            report.likelihood = Some(likelihood_report(&all, likelihood.select_by));
+            Some(scores)
+        }
+        None => None,
+    };
     Ok(RunView {
         progress,
         report,
         snapshot,
         samples,
+        choice_scores,
     })
 }
 

@@ -184,7 +184,7 @@ pub async fn trend(
                 point.note = "this is the baseline".into();
             }
             Some((baseline_run, name, baseline_view)) => {
-                match compare_runs(baseline_view, &view.snapshot, view.samples.as_ref()) {
+                match compare_runs(baseline_view, &view) {
                     Ok(comparison) => {
                         let mut comparisons = [comparison];
                         apply_correction(&mut comparisons, Correction::Holm);

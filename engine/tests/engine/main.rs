@@ -10,6 +10,7 @@ mod endpoint_keys;
 mod fuzz_inputs;
 mod images;
 mod imports;
+mod likelihood;
 mod ops_story;
 mod quality_story;
 mod sandbox;

@@ -1,0 +1,202 @@
+//! Answering one identity of a likelihood eval: every choice of the item scored at once, on the
+//! same replica (so a server that can reuse the shared context's prefix does), each request
+//! through the endpoint pool's load control and retries. The identity's answer is the chosen
+//! choice's letter, with every choice's score kept beside it.
+//!
+//! No fallback checkpoint is tried: choices scored by two different models could not be
+//! compared with one another.
+
+use std::sync::Arc;
+
+use super::{EndpointPool, RunSpec, Target};
+use crate::clients::model::GenerationRequest;
+use arbiter_domain::answer::{ErrorCategory, Generation, Outcome};
+use arbiter_domain::fields::choice_letter;
+use arbiter_domain::likelihood::{ChoiceScores, LikelihoodSpec};
+use arbiter_domain::prompt::request::RenderedPrompt;
+use arbiter_store::ClaimedIdentity;
+
+/// Scores every choice of the identity's item and reads the model's answer from the scores.
+pub(super) async fn score_choices(
+    job: &ClaimedIdentity,
+    likelihood: &LikelihoodSpec,
+    rendered: &RenderedPrompt,
+    spec: &RunSpec,
+    pool: &Arc<EndpointPool>,
+) -> Generation {
+    let scoring = match likelihood.item_scoring(rendered) {
+        Ok(scoring) => scoring,
+        Err(problem) => {
+            return Generation {
+                outcome: Outcome::EndpointError,
+                error: Some(format!("not sent: item `{}` {problem}", job.case_id)),
+                error_category: Some(ErrorCategory::BadRequest),
+                ..Generation::default()
+            }
+        }
+    };
+    let target = Target {
+        fallback: None,
+        ..spec.target.clone()
+    };
+    let affinity = Some(xxhash_rust::xxh3::xxh3_64(
+        format!("{}\u{0}{}", job.case_id, job.repetition).as_bytes(),
+    ));
+    let requests: Vec<GenerationRequest> = scoring
+        .requests
+        .iter()
+        .map(|request| {
+            GenerationRequest::scoring(
+                &spec.manifest.served_model,
+                request.text.clone(),
+                request.continuation_chars,
+            )
+        })
+        .collect();
+    let answers = futures::future::join_all(requests.iter().map(|request| {
+        let cost = (request.body.text_len() as u64).div_ceil(4) + 1;
+        pool.generate(&target, request, cost, affinity)
+    }))
+    .await;
+    combine(answers, &rendered.item.choices, scoring.gold, likelihood)
+}
+
+/// One identity's answer from its choices' answers: the first failure if any failed, else the
+/// chosen letter with every score. Time is the slowest request's (they ran side by side);
+/// attempts, tokens and cost add up.
+fn combine(
+    answers: Vec<Generation>,
+    choices: &[String],
+    gold: Vec<usize>,
+    likelihood: &LikelihoodSpec,
+) -> Generation {
+    let mut combined = Generation {
+        latency_ms: answers
+            .iter()
+            .map(|answer| answer.latency_ms)
+            .max()
+            .unwrap_or(0),
+        attempts: answers.iter().map(|answer| answer.attempts).sum(),
+        prompt_tokens: answers.iter().map(|answer| answer.prompt_tokens).sum(),
+        completion_tokens: answers.iter().map(|answer| answer.completion_tokens).sum(),
+        cost_usd: answers.iter().map(|answer| answer.cost_usd).sum(),
+        served_by: answers.first().and_then(|answer| answer.served_by.clone()),
+        model_used: answers.first().and_then(|answer| answer.model_used.clone()),
+        ..Generation::default()
+    };
+    let mut scores = Vec::with_capacity(answers.len());
+    for (index, answer) in answers.into_iter().enumerate() {
+        let letter = choice_letter(index).unwrap_or('?');
+        if answer.outcome.is_error() {
+            let error = answer
+                .error
+                .as_ref()
+                .map(|error| format!("choice {letter}: {error}"));
+            return Generation {
+                error,
+                ..answer_with_totals(answer, &combined)
+            };
+        }
+        match answer.continuation {
+            Some(score) => scores.push(score),
+            None => {
+                return Generation {
+                    outcome: Outcome::EndpointError,
+                    error: Some(format!("choice {letter}: the endpoint returned no score")),
+                    error_category: Some(ErrorCategory::MalformedResponse),
+                    ..combined
+                }
+            }
+        }
+    }
+    let scores = ChoiceScores::new(choices, scores, gold);
+    combined.output = scores
+        .selected(likelihood.select_by)
+        .and_then(choice_letter)
+        .map(String::from)
+        .unwrap_or_default();
+    combined.outcome = Outcome::Ok;
+    combined.finish_reason = Some("scored".into());
+    combined.choice_scores = Some(scores);
+    combined
+}
+
+/// A failed choice's answer, carrying the item's totals so far.
+fn answer_with_totals(answer: Generation, totals: &Generation) -> Generation {
+    Generation {
+        latency_ms: totals.latency_ms,
+        attempts: totals.attempts,
+        prompt_tokens: totals.prompt_tokens,
+        completion_tokens: totals.completion_tokens,
+        cost_usd: totals.cost_usd,
+        ..answer
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arbiter_domain::likelihood::{ContinuationScore, Selection};
+
+    fn scored(logprob: f64) -> Generation {
+        Generation {
+            outcome: Outcome::Ok,
+            latency_ms: (-logprob * 10.0) as i64,
+            attempts: 1,
+            prompt_tokens: Some(5),
+            continuation: Some(ContinuationScore {
+                logprob,
+                tokens: 2,
+                greedy: false,
+                split_token: false,
+            }),
+            ..Generation::default()
+        }
+    }
+
+    fn choices() -> Vec<String> {
+        ["Paris", "Lyon", "Marseille"].map(String::from).to_vec()
+    }
+
+    #[test]
+    fn the_answer_is_the_chosen_letter_with_every_score() {
+        let spec = LikelihoodSpec::default();
+        let combined = combine(
+            vec![scored(-1.0), scored(-3.0), scored(-5.0)],
+            &choices(),
+            vec![0],
+            &spec,
+        );
+        assert_eq!(combined.output, "A");
+        assert_eq!(combined.outcome, Outcome::Ok);
+        assert_eq!(combined.latency_ms, 50, "the slowest request");
+        assert_eq!((combined.attempts, combined.prompt_tokens), (3, Some(15)));
+        let scores = combined.choice_scores.unwrap();
+        assert_eq!(scores.choices.len(), 3);
+        assert_eq!(scores.choices[2].chars, 9);
+        // Per character, Marseille's -5 over 9 characters beats Paris's -1 over 5? No: -0.56
+        // against -0.2; Lyon's -0.75 loses too.
+        assert_eq!(scores.selected(Selection::Chars), Some(0));
+    }
+
+    #[test]
+    fn one_failed_choice_fails_the_item_and_says_which() {
+        let failed = Generation {
+            outcome: Outcome::EndpointError,
+            error: Some("HTTP 500".into()),
+            error_category: Some(ErrorCategory::ServerError),
+            attempts: 4,
+            ..Generation::default()
+        };
+        let combined = combine(
+            vec![scored(-1.0), failed, scored(-2.0)],
+            &choices(),
+            vec![0],
+            &LikelihoodSpec::default(),
+        );
+        assert_eq!(combined.outcome, Outcome::EndpointError);
+        assert_eq!(combined.error.as_deref(), Some("choice B: HTTP 500"));
+        assert_eq!(combined.attempts, 6);
+        assert!(combined.choice_scores.is_none());
+    }
+}
