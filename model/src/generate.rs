@@ -156,6 +156,41 @@ pub fn generate(
     })
 }
 
+/// The prompt's tokens, each scored against the model's distribution after the tokens before
+/// it (with `top` alternatives); the first, which follows nothing, has a NaN logprob (sent as
+/// null). candle's llama returns only the last position's logits, so the prompt is read one
+/// token per forward pass: as slow as generating it.
+pub fn score_prompt(
+    weights: &ModelWeights,
+    tokenizer: &TextTokenizer,
+    prompt: &[u32],
+    top: usize,
+    cancel: &AtomicBool,
+) -> Result<Vec<ScoredToken>, GenerateError> {
+    let mut model = weights.clone();
+    let mut scored = Vec::with_capacity(prompt.len());
+    let Some(&first) = prompt.first() else {
+        return Ok(scored);
+    };
+    scored.push(ScoredToken {
+        chosen: crate::scoring::TokenLogprob {
+            label: tokenizer.token_label(first),
+            bytes: tokenizer.token_bytes(first).to_vec(),
+            logprob: f32::NAN,
+        },
+        top: Vec::new(),
+    });
+    for (position, window) in prompt.windows(2).enumerate() {
+        if cancel.load(Ordering::Relaxed) {
+            return Err(GenerateError::Cancelled);
+        }
+        let ids = Tensor::new(&[window[0]], &Device::Cpu)?.unsqueeze(0)?;
+        let logits = model.forward(&ids, position)?.squeeze(0)?;
+        scored.push(score(&logits.to_vec1::<f32>()?, window[1], top, tokenizer));
+    }
+    Ok(scored)
+}
+
 /// Reads `prompt` (not empty) into the model's KV cache `chunk` tokens per forward pass and
 /// returns the logits for the token after it. Attention over a whole long prompt at once would
 /// hold a heads × length × length matrix: gigabytes at a few thousand tokens.

@@ -90,6 +90,9 @@ pub struct Job {
     pub params: SamplingParams,
     pub stream: bool,
     pub include_usage: bool,
+    /// Completions: return the prompt, with every token's logprob after the first, before the
+    /// completion (what likelihood scoring reads).
+    pub echo: bool,
 }
 
 #[derive(Debug)]
@@ -186,8 +189,9 @@ pub fn parse(format: Format, body: &[u8], default_seed: u64) -> Result<Job, ApiE
         }
         Format::Completion => {
             let request: CompletionRequest = serde_json::from_slice(body).map_err(invalid_json)?;
-            if request.echo == Some(true) {
-                return Err(ApiError::invalid("echo is not supported by this server"));
+            let echo = request.echo == Some(true);
+            if echo && request.common.stream == Some(true) {
+                return Err(ApiError::invalid("echo is not supported with stream"));
             }
             let prompt = match request.prompt {
                 Value::String(text) => text,
@@ -206,13 +210,20 @@ pub fn parse(format: Format, body: &[u8], default_seed: u64) -> Result<Job, ApiE
                 .map(|top| count("logprobs", top))
                 .transpose()?;
             let max_tokens = request.common.max_tokens;
-            finish(
+            let mut job = finish(
                 request.common,
-                max_tokens,
+                // With echo, max_tokens 0 returns the prompt alone, as vLLM does.
+                max_tokens.filter(|&limit| !(echo && limit == 0)),
                 Prompt::Text(prompt),
                 top_logprobs,
                 default_seed,
-            )
+            )?;
+            if echo && max_tokens == Some(0) {
+                job.max_tokens = Some(0);
+                job.params.max_tokens = 0;
+            }
+            job.echo = echo;
+            Ok(job)
         }
     }
 }
@@ -279,6 +290,7 @@ fn finish(
         include_usage: common
             .stream_options
             .is_some_and(|options| options.include_usage),
+        echo: false,
     })
 }
 
@@ -487,6 +499,10 @@ fn completion_logprobs(tokens: &[ScoredToken], mut offset: usize) -> Value {
     let top: Vec<Value> = tokens
         .iter()
         .map(|token| {
+            // An echoed prompt's first token follows nothing: no logprob, no alternatives.
+            if token.chosen.logprob.is_nan() {
+                return Value::Null;
+            }
             let mut alternatives = serde_json::Map::new();
             for alternative in &token.top {
                 alternatives
@@ -580,7 +596,7 @@ mod tests {
         for body in [
             r#"{"model": "m", "prompt": ["a", "b"]}"#,
             r#"{"model": "m", "prompt": [1, 2]}"#,
-            r#"{"model": "m", "prompt": "a", "echo": true}"#,
+            r#"{"model": "m", "prompt": "a", "echo": true, "stream": true}"#,
             r#"{"model": "m", "prompt": "a", "logprobs": 21}"#,
         ] {
             assert!(
@@ -588,6 +604,36 @@ mod tests {
                 "{body}"
             );
         }
+    }
+
+    #[test]
+    fn echo_returns_the_prompt_and_may_generate_nothing() {
+        let job = parse(
+            Format::Completion,
+            br#"{"model": "m", "prompt": "A: Paris", "echo": true, "logprobs": 1, "max_tokens": 0}"#,
+            0,
+        )
+        .unwrap();
+        assert!(job.echo);
+        assert_eq!((job.max_tokens, job.params.max_tokens), (Some(0), 0));
+        // Without echo, no tokens is no answer.
+        assert!(parse(
+            Format::Completion,
+            br#"{"model": "m", "prompt": "A", "max_tokens": 0}"#,
+            0
+        )
+        .is_err());
+        let first = ScoredToken {
+            chosen: TokenLogprob {
+                label: "A".into(),
+                bytes: b"A".to_vec(),
+                logprob: f32::NAN,
+            },
+            top: Vec::new(),
+        };
+        let logprobs = completion_logprobs(&[first], 0);
+        assert_eq!(logprobs["token_logprobs"], json!([null]));
+        assert_eq!(logprobs["top_logprobs"], json!([null]));
     }
 
     #[test]

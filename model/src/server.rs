@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 use tokio::sync::{mpsc, Semaphore};
 
 use crate::chat::ChatTemplate;
-use crate::generate::{generate, Finished, GenerateError, Piece};
+use crate::generate::{generate, score_prompt, Finished, GenerateError, Piece};
 use crate::openai::{self, ApiError, Envelope, Format, Job, Prompt};
 use crate::weights::{self, LoadedModel};
 
@@ -222,7 +222,12 @@ async fn respond(server: Arc<ModelServer>, format: Format, body: &[u8]) -> Respo
         logprobs: job.params.top_logprobs.is_some(),
         include_usage: job.include_usage,
     };
-    let events = start(server.clone(), prompt, job.params).await;
+    // With echo, the prompt comes back first, each token scored (its text as sent).
+    let echo = match (&job.prompt, job.echo) {
+        (Prompt::Text(text), true) => Some(text.clone()),
+        _ => None,
+    };
+    let events = start(server.clone(), prompt, job.params, echo).await;
     if job.stream {
         reply.stream(server, events)
     } else {
@@ -273,6 +278,7 @@ async fn start(
     server: Arc<ModelServer>,
     prompt: Vec<u32>,
     params: crate::generate::SamplingParams,
+    echo: Option<String>,
 ) -> Events {
     let (sender, receiver) = mpsc::channel(64);
     let cancel = Arc::new(AtomicBool::new(false));
@@ -289,14 +295,23 @@ async fn start(
     tokio::task::spawn_blocking(move || {
         let _permit = permit;
         let running = Gauge::enter(&server.counts.running);
-        let outcome = generate(
-            &server.model.weights,
-            &server.model.tokenizer,
-            &prompt,
-            &params,
-            &flag,
-            |piece| sender.blocking_send(Progress::Piece(piece)).is_ok(),
-        );
+        let outcome = echo_prompt(&server, &prompt, &params, echo, &flag, &sender).and_then(|()| {
+            if params.max_tokens == 0 {
+                return Ok(Finished {
+                    finish_reason: crate::generate::FinishReason::Length,
+                    prompt_tokens: prompt.len(),
+                    completion_tokens: 0,
+                });
+            }
+            generate(
+                &server.model.weights,
+                &server.model.tokenizer,
+                &prompt,
+                &params,
+                &flag,
+                |piece| sender.blocking_send(Progress::Piece(piece)).is_ok(),
+            )
+        });
         drop(running);
         let report = match outcome {
             Ok(finished) => {
@@ -314,6 +329,32 @@ async fn start(
     Events {
         receiver,
         _cancel: CancelOnDrop(cancel),
+    }
+}
+
+/// With echo: sends the prompt's text and its scored tokens as the answer's first piece.
+fn echo_prompt(
+    server: &ModelServer,
+    prompt: &[u32],
+    params: &crate::generate::SamplingParams,
+    echo: Option<String>,
+    cancel: &AtomicBool,
+    sender: &mpsc::Sender<Progress>,
+) -> Result<(), GenerateError> {
+    let Some(text) = echo else {
+        return Ok(());
+    };
+    let top = params.top_logprobs.unwrap_or(0);
+    let tokens = score_prompt(
+        &server.model.weights,
+        &server.model.tokenizer,
+        prompt,
+        top,
+        cancel,
+    )?;
+    match sender.blocking_send(Progress::Piece(Piece { text, tokens })) {
+        Ok(()) => Ok(()),
+        Err(_) => Err(GenerateError::Cancelled),
     }
 }
 

@@ -2,5 +2,6 @@
 //! token ids, and prompts read in chunks against one pass.
 
 mod common;
+mod echo;
 mod prefill;
 mod tokenizer;

@@ -341,6 +341,100 @@ async fn the_bundled_model_serves_the_openai_api_and_answers_an_eval() {
     assert_eq!(gauge(&metrics, "vllm:num_requests_waiting"), 0);
 
     run_an_eval(&server.base_url).await;
+    score_choices_by_likelihood(&server.base_url).await;
+}
+
+/// Three multiple-choice questions scored by the likelihood of each choice, through the
+/// model's echoed prompt logprobs (the launch's probe passes on this server).
+async fn score_choices_by_likelihood(base_url: &str) {
+    use arbiter_domain::likelihood::LikelihoodSpec;
+    use arbiter_testkit::pipeline::{launch, test_worker, work_until_complete};
+    arbiter_testkit::egress::allow_loopback();
+    let directory = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", directory.path().join("arbiter.db").display());
+    let store: Arc<dyn Store> = Database::open(&url).await.unwrap().store();
+    let checkpoint = arbiter_engine::catalog::register_checkpoint(
+        store.as_ref(),
+        &CheckpointForm {
+            name: "smollm2/135m".into(),
+            endpoint_url: base_url.into(),
+            model: MODEL.into(),
+            ..CheckpointForm::default()
+        },
+        None,
+    )
+    .await
+    .unwrap();
+    let dataset: String = [
+        json!({"id": "france", "question": "What is the capital of France?", "choices": ["London", "Paris", "Tokyo"], "answer": 1}),
+        json!({"id": "sky", "question": "What color is the sky on a clear day?", "choices": ["blue", "green"], "answer": 0}),
+        json!({"id": "sum", "question": "What is 2 + 2?", "choices": ["4", "7", "22"], "answer": 0}),
+    ]
+    .iter()
+    .map(|item| item.to_string() + "\n")
+    .collect();
+    let revision = arbiter_engine::catalog::upload_dataset(
+        store.as_ref(),
+        "mc",
+        "mc.jsonl",
+        dataset.as_bytes(),
+        None,
+    )
+    .await
+    .unwrap();
+    let eval = arbiter_engine::catalog::define_eval(
+        store.as_ref(),
+        &EvalForm {
+            name: "mc".into(),
+            dataset_id: revision.dataset_id,
+            prompt_template: "Question: {{ question }}\nAnswer:".into(),
+            max_tokens: 1,
+            temperature: 0.0,
+            repetitions: 1,
+            seed: 0,
+            grader: String::new(),
+            options: arbiter_engine::catalog::EvalOptions {
+                api: arbiter_domain::prompt::Api::Completions,
+                mapping: Some(arbiter_domain::fields::FieldMapping {
+                    input: "question".into(),
+                    target: Some("answer".into()),
+                    choices: Some("choices".into()),
+                    ..Default::default()
+                }),
+                likelihood: Some(LikelihoodSpec::default()),
+                ..Default::default()
+            },
+        },
+        None,
+    )
+    .await
+    .unwrap();
+    let run = launch(store.as_ref(), eval, checkpoint).await;
+    let progress = work_until_complete(store.clone(), &[run], test_worker("w")).await;
+    assert_eq!(
+        (progress[0].done, progress[0].errors),
+        (3, 0),
+        "{:?}",
+        progress[0]
+    );
+    let scores = store.run_choice_scores(run).await.unwrap();
+    assert_eq!(scores.len(), 3);
+    for (case, _, scored) in &scores {
+        for choice in &scored.choices {
+            assert!(choice.score.tokens >= 1, "{case}: {choice:?}");
+            assert!(choice.score.logprob < 0.0 && choice.score.logprob.is_finite());
+        }
+    }
+    let france = &scores
+        .iter()
+        .find(|(case, _, _)| case == "france")
+        .unwrap()
+        .2;
+    assert_eq!(
+        france.correct(arbiter_domain::likelihood::Selection::Raw),
+        Some(true),
+        "{france:?}"
+    );
 }
 
 /// Five questions through Arbiter's scheduler and workers, with logprobs stored.

@@ -360,6 +360,11 @@ pub struct NewEvalRequest {
     /// and frozen into each run's manifest.
     #[serde(default)]
     pub few_shot: Option<FewShotSpec>,
+    /// Score each choice by its likelihood after the prompt (lm-eval's `multiple_choice`)
+    /// instead of generating: `{"target_delimiter": " ", "select_by": "raw"}` (`raw`, `chars`
+    /// or `bytes`). Needs `"api": "completions"` and a choices field.
+    #[serde(default)]
+    pub likelihood: Option<arbiter_domain::likelihood::LikelihoodSpec>,
     #[serde(default = "default_max_tokens")]
     pub max_tokens: u32,
     #[serde(default)]
@@ -430,6 +435,7 @@ pub async fn define_eval(
                 stop: request.stop,
                 extra: request.extra,
             },
+            likelihood: request.likelihood,
         },
     };
     let id =
