@@ -6,6 +6,7 @@ use crate::clients::model::{probe_fingerprint, request_json, GenerationRequest};
 use crate::error::{ServiceError, ServiceResult};
 use arbiter_domain::expansion::{request_key, seed_for};
 use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId};
+use arbiter_domain::likelihood::scoring_key;
 use arbiter_domain::prompt::request::{PromptSample, RequestPreview};
 use arbiter_domain::prompt::{PromptBody, PromptSpec};
 use arbiter_store::Store;
@@ -64,16 +65,30 @@ pub async fn preview_request(
         Some(id) => Some(store.manifest_inputs(eval_id, id).await?.checkpoint),
         None => None,
     };
-    let request = GenerationRequest {
-        model: checkpoint
-            .as_ref()
-            .map_or_else(String::new, |checkpoint| checkpoint.model.clone()),
-        body: rendered.body.clone(),
-        max_tokens: settings.max_tokens,
-        temperature: settings.temperature,
-        seed: seed_for(&settings, i64::from(repetition)),
-        sampling: settings.sampling.clone(),
-        score_continuation: None,
+    let model = checkpoint
+        .as_ref()
+        .map_or_else(String::new, |checkpoint| checkpoint.model.clone());
+    // A likelihood eval sends one scoring request per choice: the first is shown.
+    let scoring = match &eval.prompt.likelihood {
+        Some(likelihood) => Some(likelihood.item_scoring(&rendered).map_err(|problem| {
+            ServiceError::Invalid(format!("item `{}` {problem}", item.case_id))
+        })?),
+        None => None,
+    };
+    let request = match &scoring {
+        Some(scoring) => {
+            let first = &scoring.requests[0];
+            GenerationRequest::scoring(&model, first.text.clone(), first.continuation_chars)
+        }
+        None => GenerationRequest {
+            model,
+            body: rendered.body.clone(),
+            max_tokens: settings.max_tokens,
+            temperature: settings.temperature,
+            seed: seed_for(&settings, i64::from(repetition)),
+            sampling: settings.sampling.clone(),
+            score_continuation: None,
+        },
     };
     let (generation_key, note) = match &checkpoint {
         None => (
@@ -85,15 +100,21 @@ pub async fn preview_request(
             let note = fingerprint.probe_error.as_ref().map(|problem| {
                 format!("the endpoint's probe failed ({problem}); a launch now would key answers without its model id")
             });
-            (
-                Some(request_key(
+            let key = match &scoring {
+                Some(scoring) => scoring_key(
+                    &fingerprint,
+                    &scoring.context,
+                    &scoring.continuations,
+                    i64::from(repetition),
+                ),
+                None => request_key(
                     &fingerprint,
                     &rendered.body,
                     &settings,
                     i64::from(repetition),
-                )),
-                note,
-            )
+                ),
+            };
+            (Some(key), note)
         }
     };
     // A conversation's later turns carry answers not given yet: the preview is its first.
@@ -107,6 +128,23 @@ pub async fn preview_request(
                 .join("; "),
         ),
         (false, note) => note,
+    };
+    let note = match &scoring {
+        Some(scoring) => Some(
+            [
+                Some(format!(
+                    "scored by likelihood: one request per choice ({}), each echoing the prompt's \
+                     logprobs; this is the first",
+                    scoring.requests.len()
+                )),
+                note,
+            ]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join("; "),
+        ),
+        None => note,
     };
     Ok(RequestPreview {
         case_id: item.case_id,

@@ -173,6 +173,31 @@ pub fn DefineEval(
                 </div>
             </details>
             <details>
+                <summary>"Scoring: generate an answer, or the likelihood of each choice"</summary>
+                <div class="row">
+                    <label>"Scoring"
+                        <select name="options[scoring]">
+                            <option value="generate">"generate an answer (graded below)"</option>
+                            <option value="likelihood">"likelihood of each choice (lm-eval multiple_choice)"</option>
+                        </select>
+                    </label>
+                    <label>"Between prompt and choice (\\s a space, \\n a newline)" <input name="options[target_delimiter]" placeholder="\\s"/></label>
+                    <label>"Answer by"
+                        <select name="options[select_by]">
+                            <option value="acc">"highest log-likelihood (acc)"</option>
+                            <option value="acc_norm">"per character (acc_norm)"</option>
+                            <option value="acc_bytes">"per byte (acc_bytes)"</option>
+                        </select>
+                    </label>
+                </div>
+                <p class="hint">
+                    "By likelihood, nothing is generated: each choice is sent after the prompt to /v1/completions with "
+                    <code>"echo"</code> " and " <code>"logprobs"</code> ", and the model's answer is the letter of the likeliest choice, "
+                    "graded by the grader below. Needs the completions API, a choices field, and an endpoint that returns prompt "
+                    "logprobs (vLLM, SGLang, arbiter model serve, the simulator): the launch checks, rather than report chance."
+                </p>
+            </details>
+            <details>
                 <summary>"Few-shot exemplars"</summary>
                 <div class="row">
                     <label>"Exemplars from"

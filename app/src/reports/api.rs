@@ -52,6 +52,8 @@ pub struct ReportView {
     pub sample_metrics: Vec<arbiter_domain::stats::sampling::SampleMetricRow>,
     /// For conversations: each turn's results; empty when every item is one request.
     pub turns: Vec<arbiter_domain::reports::TurnReport>,
+    /// For likelihood evals: acc, acc_norm, acc_bytes, the probability on the right answer.
+    pub likelihood: Option<arbiter_domain::reports::likelihood::LikelihoodReport>,
 }
 
 /// One paired test of a candidate against the baseline.
@@ -104,6 +106,8 @@ pub struct CandidateView {
     pub categories: Vec<PairedView>,
     pub sample_tests: Vec<SampleTestView>,
     pub changed: u64,
+    /// For likelihood evals: the paired t-test on the right answer's log-likelihood.
+    pub likelihood: Option<arbiter_domain::reports::likelihood::PairedValueTest>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -298,6 +302,7 @@ mod convert {
             latency_chart_svg: String::new(),
             sample_metrics: report.sample_metrics.clone(),
             turns: report.turns.clone(),
+            likelihood: report.likelihood.clone(),
         }
     }
 
@@ -518,6 +523,7 @@ pub async fn compare_checkpoints(
                     .map(convert::sample_test)
                     .collect(),
                 changed: c.comparison.changed,
+                likelihood: c.comparison.likelihood.clone(),
             })
             .collect(),
         correction: summary.correction.label().to_string(),

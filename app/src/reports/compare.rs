@@ -213,6 +213,7 @@ pub fn ReportCard(title: &'static str, report: ReportView) -> impl IntoView {
                     </tbody>
                 </table>
             })}
+            {report.likelihood.clone().map(|likelihood| view! { <LikelihoodTable likelihood/> })}
             {(!report.turns.is_empty()).then(|| view! {
                 <table class="turns" data-testid="turn-results">
                     <caption>"By turn of the conversations (a turn after one that got no answer is stopped: never sent)"</caption>
@@ -333,6 +334,16 @@ fn PairedSection(candidate: CandidateView, correction: String) -> impl IntoView 
                     {candidate.categories.into_iter().map(|test| view! { <PairedRow test strong=false/> }).collect_view()}
                 </tbody>
             </table>
+            {candidate.likelihood.clone().map(|test| view! {
+                <p class="hint" data-testid="likelihood-test">
+                    "Log-likelihood of the right answer, candidate − baseline, per item ("
+                    {test.items} " items, paired t-test): "
+                    <strong>{format!("{:+.3}", test.mean_difference)}</strong>
+                    {test.interval.map(|interval| format!(" (95% interval {:+.3} to {:+.3})", interval.lower, interval.upper))}
+                    {test.p_value.map(|p| format!(", p = {p:.3}"))}
+                    "."
+                </p>
+            })}
             {(!candidate.sample_tests.is_empty()).then(|| view! {
                 <table class="paired" data-testid="sample-tests">
                     <caption>"Metrics over samples, on the items both runs can score at k (interval: bootstrap over cases; corrected with the tests above)"</caption>
@@ -490,6 +501,38 @@ fn DiffRow(row: DiffRowView) -> impl IntoView {
         </tr>
     }
     .into_any()
+}
+
+/// A likelihood eval's metrics: lm-eval's accuracies and the probability on the right answer.
+#[component]
+fn LikelihoodTable(
+    likelihood: arbiter_domain::reports::likelihood::LikelihoodReport,
+) -> impl IntoView {
+    let percent = |name: &str| name != "right_logprob";
+    view! {
+        <table class="likelihood" data-testid="likelihood-metrics">
+            <caption>
+                "Scored by likelihood: " {likelihood.scored} " answers; verdicts follow " <code>{likelihood.graded_by.clone()}</code>
+                {(likelihood.split_tokens > 0).then(|| format!("; {} choices began inside a token of the prompt", likelihood.split_tokens))}
+            </caption>
+            <thead><tr><th>"Metric"</th><th>"What it is"</th><th>"Value"</th><th>"95% interval (± 1.96 standard errors)"</th><th>"Items"</th></tr></thead>
+            <tbody>
+                {likelihood.metrics.into_iter().map(|metric| {
+                    let as_percent = percent(&metric.name);
+                    let shown = move |value: f64| if as_percent { format!("{:.1}%", value * 100.0) } else { format!("{value:.3}") };
+                    view! {
+                        <tr>
+                            <td><code>{metric.name.clone()}</code></td>
+                            <td>{metric.what.clone()}</td>
+                            <td>{shown(metric.mean)}</td>
+                            <td>{metric.interval.map(|interval| format!("{} – {}", shown(interval.lower), shown(interval.upper))).unwrap_or_default()}</td>
+                            <td>{metric.items}</td>
+                        </tr>
+                    }
+                }).collect_view()}
+            </tbody>
+        </table>
+    }
 }
 
 #[component]
