@@ -44,6 +44,8 @@ pub const DIALOGUE_EVAL_NAME: &str = "qa-dialogues by turn";
 /// subject), over the sample questions; written for this project.
 pub const CHOICE_DATASET: &[u8] = include_bytes!("../../public/samples/qa-choice.jsonl");
 pub const CHOICE_EVAL_NAME: &str = "qa-choice lettered, shuffled";
+/// The same questions scored by the likelihood of each choice (lm-eval's `multiple_choice`).
+pub const LIKELIHOOD_EVAL_NAME: &str = "qa-choice by likelihood";
 /// Arithmetic questions with a worked solution and the final answer, asked GSM8K-style after
 /// three solved examples; written for this project.
 pub const SHOTS_DATASET: &[u8] = include_bytes!("../../public/samples/qa-arith-shots.jsonl");
@@ -337,6 +339,31 @@ async fn seed_choice_and_shots(
             CHOICE_TEMPLATE,
             "multiple_choice@1",
             choice_options(),
+        ),
+        lead,
+    )
+    .await?;
+    // The same questions scored as lm-eval scores MMLU on a base checkpoint: the likelihood
+    // of each choice after the question, no answer generated.
+    define_eval(
+        store,
+        &form(
+            LIKELIHOOD_EVAL_NAME,
+            choice.dataset_id,
+            "Question: {{ question }}\nAnswer:",
+            "",
+            EvalOptions {
+                api: arbiter_domain::prompt::Api::Completions,
+                mapping: Some(FieldMapping {
+                    input: "question".into(),
+                    target: Some("answer".into()),
+                    choices: Some("choices".into()),
+                    category: Some("subject".into()),
+                    ..FieldMapping::default()
+                }),
+                likelihood: Some(arbiter_domain::likelihood::LikelihoodSpec::default()),
+                ..EvalOptions::default()
+            },
         ),
         lead,
     )

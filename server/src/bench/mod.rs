@@ -11,11 +11,13 @@
 //! - [`soak`]: the demo under mixed HTTP load;
 //! - [`login_burst`]: sign-in bursts against the throttle and the bound on password checks;
 //! - [`sandbox`]: code tests through the sandbox pool;
+//! - [`likelihood`]: multiple choice scored by likelihood;
 //! - [`support`]: what they share (the simulator process, scratch databases, fixtures,
 //!   memory and CPU readings, percentiles).
 
 pub mod annotators;
 pub mod compare;
+pub mod likelihood;
 pub mod login_burst;
 pub mod pipeline;
 pub mod sandbox;
@@ -74,6 +76,9 @@ pub enum Scenario {
     /// `--items` (default 1,000) code test runs through the sandbox pool, half passing and
     /// half failing: tests per second and per-run latency, against the bare interpreter.
     Sandbox,
+    /// `--items` (default 20,000) four-choice items scored by likelihood against the
+    /// zero-latency simulator, then asked as a generated letter: items/s and the ratio.
+    Likelihood,
 }
 
 /// Options of the `endpoint` scenario.
@@ -144,6 +149,7 @@ pub async fn run(
         Scenario::Soak => crate::bench::soak::run(items.unwrap_or(10) as u64).await,
         Scenario::LoginBurst => crate::bench::login_burst::run(items.unwrap_or(50)).await,
         Scenario::Sandbox => crate::bench::sandbox::run(items.unwrap_or(1_000)).await,
+        Scenario::Likelihood => crate::bench::likelihood::likelihood(items.unwrap_or(20_000)).await,
         Scenario::Agreement => {
             agreement(items.unwrap_or(1_000_000));
             Ok(())

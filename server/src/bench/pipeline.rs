@@ -26,14 +26,14 @@ pub(crate) struct Bench {
 /// What one benchmark run took and produced.
 pub(crate) struct RunFigures {
     /// Seconds the launch (freezing and expansion) took.
-    expansion: f64,
+    pub(crate) expansion: f64,
     /// Seconds from the end of the launch to the run's completion.
-    elapsed: f64,
+    pub(crate) elapsed: f64,
     /// Identities finished (all of them: a run that finishes fewer is an error).
-    done: i64,
+    pub(crate) done: i64,
     /// Identities graded as passed.
-    passed: i64,
-    run_id: RunId,
+    pub(crate) passed: i64,
+    pub(crate) run_id: RunId,
 }
 
 impl Bench {
@@ -45,7 +45,7 @@ impl Bench {
         }
     }
 
-    async fn sqlite() -> anyhow::Result<Bench> {
+    pub(crate) async fn sqlite() -> anyhow::Result<Bench> {
         let directory = tempfile::tempdir()?;
         let url = format!("sqlite://{}", directory.path().join("bench.db").display());
         let database = Database::open(&url).await?;
@@ -56,7 +56,7 @@ impl Bench {
     }
 
     /// Uploads a dataset and registers a checkpoint on `sim`; returns (dataset, checkpoint).
-    async fn prepare(
+    pub(crate) async fn prepare(
         &self,
         sim: &Sim,
         name: &str,
@@ -141,7 +141,7 @@ impl Bench {
     }
 
     /// Launches `eval` on `checkpoint` and works it with in-process workers until complete.
-    async fn run(
+    pub(crate) async fn run(
         &self,
         eval: EvalId,
         checkpoint: CheckpointId,
