@@ -1,9 +1,11 @@
 //! Reading an lm-evaluation-harness task file (its YAML, already parsed into JSON values) into
 //! what Arbiter makes of it: the data files of the evaluated split and of the few-shot split,
 //! the prompt template, the target field, generation settings, and one grader per filter
-//! pipeline. Only the declarative part is read. Anything Arbiter cannot express the same way
-//! (`!function`, remote datasets, likelihood output types, computed targets) is refused with
-//! the key named, so an imported task never scores differently without saying so.
+//! pipeline; or, for `multiple_choice` tasks, the choices field and the likelihood scoring that
+//! picks the answer. Only the declarative part is read. Anything Arbiter cannot express the
+//! same way (`!function`, remote datasets, other likelihood output types, computed targets or
+//! choices) is refused with the key named, so an imported task never scores differently
+//! without saying so.
 //!
 //! The harness's rules followed here (lm-eval 0.4, `api/task.py`, `api/samplers.py`,
 //! `filters/extraction.py`, `api/metrics.py`):
@@ -20,6 +22,7 @@
 
 use crate::grading::harness_match::{MatchFolding, RegexFilter};
 use crate::grading::GraderSpec;
+use crate::likelihood::{LikelihoodSpec, Selection};
 use crate::prompt::few_shot::MAX_SHOTS;
 use crate::sampling::SamplingOptions;
 use serde_json::{Map, Value};
@@ -87,6 +90,9 @@ pub struct LmEvalTask {
     pub repetitions: u32,
     pub sampling: SamplingOptions,
     pub pipelines: Vec<ScoredPipeline>,
+    /// `multiple_choice` tasks: the field holding each document's choices, and how they are
+    /// scored (the completions API, no generation). `None` for `generate_until`.
+    pub choices: Option<(String, LikelihoodSpec)>,
     /// What is translated with a difference the user should know of.
     pub notes: Vec<String>,
 }
@@ -139,12 +145,16 @@ pub fn read_task(task: &Value) -> Result<LmEvalTask, String> {
     }
     let name = string(task, "task")?.ok_or("`task`: the task needs a name")?;
     let output_type = string(task, "output_type")?.unwrap_or_else(|| "generate_until".into());
-    if output_type != "generate_until" {
-        return Err(format!(
-            "`output_type: {output_type}` scores by likelihood, which Arbiter cannot do yet; only generate_until tasks import"
-        ));
-    }
-    if task.contains_key("doc_to_choice") {
+    let multiple_choice = match output_type.as_str() {
+        "generate_until" => false,
+        "multiple_choice" => true,
+        other => {
+            return Err(format!(
+                "`output_type: {other}` is not imported yet; generate_until and multiple_choice tasks are"
+            ))
+        }
+    };
+    if task.contains_key("doc_to_choice") && !multiple_choice {
         return Err("`doc_to_choice`: choices in a generated-answer task are read by likelihood tasks; remove it (Arbiter maps choices in its eval form)".into());
     }
     let format = match string(task, "dataset_path")?.as_deref() {
@@ -201,6 +211,21 @@ pub fn read_task(task: &Value) -> Result<LmEvalTask, String> {
         string(task, "target_delimiter")?.unwrap_or_else(|| DEFAULT_TARGET_DELIMITER.into());
     let fewshot_delimiter =
         string(task, "fewshot_delimiter")?.unwrap_or_else(|| DEFAULT_FEWSHOT_DELIMITER.into());
+    if multiple_choice {
+        return multiple_choice_task(
+            task,
+            MultipleChoiceParts {
+                name,
+                format,
+                evaluated,
+                prompt_template: keep_trailing_newline(&format!("{description}{doc_to_text}")),
+                input_field: first_field(&doc_to_text)
+                    .ok_or("`doc_to_text` uses no field of the documents")?,
+                target_field,
+                target_delimiter,
+            },
+        );
+    }
     let count = match task.get("num_fewshot") {
         None | Some(Value::Null) => 0,
         Some(value) => value
@@ -260,8 +285,125 @@ pub fn read_task(task: &Value) -> Result<LmEvalTask, String> {
         repetitions,
         sampling: generation.sampling,
         pipelines,
+        choices: None,
         notes,
     })
+}
+
+/// What a `multiple_choice` task shares with a generated one, read before the paths part.
+struct MultipleChoiceParts {
+    name: String,
+    format: DataFormat,
+    evaluated: SplitFiles,
+    prompt_template: String,
+    input_field: String,
+    target_field: String,
+    target_delimiter: String,
+}
+
+/// A `multiple_choice` task: each choice scored by its likelihood after the prompt (with the
+/// task's `target_delimiter` between them), the answer graded by the chosen letter against the
+/// target's index. `metric_list` picks which reading grades (`acc`, `acc_norm` or
+/// `acc_bytes`; every one is reported).
+fn multiple_choice_task(
+    task: &Map<String, Value>,
+    parts: MultipleChoiceParts,
+) -> Result<LmEvalTask, String> {
+    for (key, why) in [
+        ("num_fewshot", "few-shot multiple choice shows each shot's answer as its choice's text, which Arbiter's shots do not yet; import it zero-shot"),
+        ("generation_kwargs", "a multiple_choice task generates nothing"),
+        ("filter_list", "filters read generated answers; a multiple_choice task has none"),
+        ("repeats", "likelihood scores are the same every time; a multiple_choice task is scored once"),
+    ] {
+        let set = match task.get(key) {
+            None | Some(Value::Null) => false,
+            Some(Value::Number(number)) => number.as_u64() != Some(if key == "repeats" { 1 } else { 0 }),
+            Some(_) => true,
+        };
+        if set {
+            return Err(format!("`{key}`: {why}"));
+        }
+    }
+    let choices_field = match task.get("doc_to_choice") {
+        Some(Value::String(text)) => {
+            let text = text.trim();
+            let inner = text
+                .strip_prefix("{{")
+                .and_then(|rest| rest.strip_suffix("}}"))
+                .map(str::trim)
+                .unwrap_or(text);
+            if inner.split('.').all(is_field_name) {
+                inner.to_string()
+            } else {
+                return Err(format!(
+                    "`doc_to_choice: {text}` computes the choices; Arbiter reads them from one field (a list), such as `choices` or `choices.text`"
+                ));
+            }
+        }
+        Some(Value::Array(_)) => {
+            return Err("`doc_to_choice` lists the choices in the task; Arbiter reads them from a field of the documents, so add the list to each document".into())
+        }
+        _ => return Err("`doc_to_choice` is needed: the field holding each document's choices".into()),
+    };
+    let select_by = selection(task)?;
+    Ok(LmEvalTask {
+        name: parts.name,
+        format: parts.format,
+        evaluated: parts.evaluated,
+        shots: None,
+        prompt_template: parts.prompt_template,
+        input_field: parts.input_field,
+        target_field: parts.target_field,
+        max_tokens: 1,
+        temperature: 0.0,
+        repetitions: 1,
+        sampling: SamplingOptions::default(),
+        pipelines: vec![ScoredPipeline {
+            name: String::new(),
+            grader: GraderSpec::ExactMatch {},
+        }],
+        choices: Some((
+            choices_field,
+            LikelihoodSpec {
+                target_delimiter: parts.target_delimiter,
+                select_by,
+            },
+        )),
+        notes: vec![
+            "scored by the likelihood of each choice on the completions API, as the harness's local-completions scores it; the endpoint must return prompt logprobs".into(),
+        ],
+    })
+}
+
+/// The reading that grades a multiple-choice task: the first of `acc`, `acc_norm`,
+/// `acc_bytes` in `metric_list` (`acc` without one); other metrics are refused.
+fn selection(task: &Map<String, Value>) -> Result<Selection, String> {
+    let metrics = match task.get("metric_list") {
+        None | Some(Value::Null) => return Ok(Selection::Raw),
+        Some(Value::Array(metrics)) => metrics,
+        Some(_) => return Err("`metric_list` must list metrics".into()),
+    };
+    let mut chosen = None;
+    for (index, metric) in metrics.iter().enumerate() {
+        let at = format!("metric_list[{index}]");
+        let name = metric
+            .get("metric")
+            .and_then(Value::as_str)
+            .ok_or_else(|| format!("`{at}.metric` must name a metric"))?;
+        let selection = Selection::ALL
+            .into_iter()
+            .find(|selection| selection.metric() == name)
+            .ok_or_else(|| format!("`{at}.metric: {name}` is not reported for multiple choice; acc, acc_norm and acc_bytes are"))?;
+        if let Some(aggregation) = metric.get("aggregation").and_then(Value::as_str) {
+            if aggregation != "mean" {
+                return Err(format!(
+                    "`{at}.aggregation: {aggregation}`: Arbiter reports the mean"
+                ));
+            }
+        }
+        chosen.get_or_insert(selection);
+    }
+    Ok(chosen.unwrap_or(Selection::Raw))
 }
 
 fn string(task: &Map<String, Value>, key: &str) -> Result<Option<String>, String> {
@@ -777,6 +919,63 @@ mod tests {
         assert_eq!(task.notes.len(), 1, "the random sampler is noted");
     }
 
+    /// An MMLU-style task as the harness writes it, with local files.
+    fn mmlu_like() -> Value {
+        json!({
+            "task": "mmlu_local",
+            "dataset_path": "json",
+            "dataset_kwargs": {"data_files": {"test": "test.jsonl"}},
+            "test_split": "test",
+            "output_type": "multiple_choice",
+            "description": "The following are multiple choice questions.\n\n",
+            "doc_to_text": "{{question.strip()}}\nAnswer:",
+            "doc_to_choice": "{{choices}}",
+            "doc_to_target": "answer",
+            "metric_list": [{"metric": "acc_norm", "aggregation": "mean", "higher_is_better": true},
+                            {"metric": "acc", "aggregation": "mean"}],
+        })
+    }
+
+    #[test]
+    fn multiple_choice_tasks_are_scored_by_likelihood() {
+        let task = read_task(&mmlu_like()).unwrap();
+        let (field, likelihood) = task.choices.clone().unwrap();
+        assert_eq!(field, "choices");
+        assert_eq!(likelihood.target_delimiter, " ");
+        assert_eq!(
+            likelihood.select_by,
+            Selection::Chars,
+            "the first metric listed grades"
+        );
+        assert_eq!(task.target_field, "answer");
+        assert_eq!(task.input_field, "question");
+        assert_eq!(
+            task.prompt_template,
+            "The following are multiple choice questions.\n\n{{question.strip()}}\nAnswer:"
+        );
+        assert_eq!(task.pipelines[0].grader, GraderSpec::ExactMatch {});
+        assert!(task.shots.is_none());
+        // A dotted path reads a nested list (ARC's `choices.text`).
+        let mut arc = mmlu_like();
+        arc["doc_to_choice"] = json!("{{choices.text}}");
+        assert_eq!(read_task(&arc).unwrap().choices.unwrap().0, "choices.text");
+        let refused = |key: &str, value: Value| {
+            let mut doc = mmlu_like();
+            doc.as_object_mut().unwrap().insert(key.into(), value);
+            read_task(&doc).unwrap_err()
+        };
+        assert!(refused("doc_to_choice", json!(["A", "B", "C", "D"])).contains("add the list"));
+        assert!(refused("doc_to_choice", json!("{{choices.label}} + x")).contains("computes"));
+        assert!(refused("num_fewshot", json!(5)).contains("zero-shot"));
+        assert!(refused("metric_list", json!([{"metric": "brier_score"}])).contains("brier_score"));
+        assert!(read_task(&{
+            let mut zero = mmlu_like();
+            zero["num_fewshot"] = json!(0);
+            zero
+        })
+        .is_ok());
+    }
+
     #[test]
     fn what_cannot_be_expressed_is_refused_with_its_key() {
         let refused = |key: &str, value: Value| {
@@ -789,7 +988,7 @@ mod tests {
                 .contains("`process_docs`")
         );
         assert!(refused("dataset_path", json!("gsm8k")).contains("remote dataset"));
-        assert!(refused("output_type", json!("multiple_choice")).contains("likelihood"));
+        assert!(refused("output_type", json!("loglikelihood_rolling")).contains("not imported yet"));
         assert!(
             refused("doc_to_target", json!("{{answer.split('####')[-1]}}"))
                 .contains("`doc_to_target")

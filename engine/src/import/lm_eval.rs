@@ -265,11 +265,15 @@ fn eval_form(
             template_syntax: Some(TemplateSyntax::Jinja),
             system_prompt: String::new(),
             messages: Vec::new(),
-            api: options.api,
+            // Likelihood scoring reads prompt logprobs, which only the completions API has.
+            api: match task.choices {
+                Some(_) => arbiter_domain::prompt::Api::Completions,
+                None => options.api,
+            },
             mapping: Some(FieldMapping {
                 input: task.input_field.clone(),
                 target: Some(task.target_field.clone()),
-                choices: None,
+                choices: task.choices.as_ref().map(|(field, _)| field.clone()),
                 category: None,
                 metadata: Vec::new(),
                 shuffle_choices: None,
@@ -285,7 +289,10 @@ fn eval_form(
                 in_order: shots.in_order,
             }),
             sampling: task.sampling.clone(),
-            likelihood: None,
+            likelihood: task
+                .choices
+                .as_ref()
+                .map(|(_, likelihood)| likelihood.clone()),
         },
     })
 }

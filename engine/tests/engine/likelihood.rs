@@ -17,7 +17,10 @@ use arbiter_testkit::stories;
 use serde_json::Value;
 use std::sync::Arc;
 
-stories!(choices_are_scored_by_likelihood_and_reported_as_lm_eval_does);
+stories!(
+    choices_are_scored_by_likelihood_and_reported_as_lm_eval_does,
+    an_lm_eval_multiple_choice_task_imports_as_a_likelihood_eval
+);
 
 const CHOICES: &[u8] = include_bytes!("../../../public/samples/qa-choice.jsonl");
 
@@ -163,4 +166,60 @@ async fn choices_are_scored_by_likelihood_and_reported_as_lm_eval_does(store: Ar
     assert_eq!(again, scores);
     let cached = store.run_results(rerun, 100).await.unwrap();
     assert!(cached.iter().all(|result| result.from_cache), "{cached:?}");
+}
+
+/// An MMLU-style harness task over the demo's multiple-choice questions.
+const MC_TASK: &str = r#"
+task: mc_local
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: mc.jsonl
+output_type: multiple_choice
+test_split: test
+doc_to_text: "Question: {{question}}\nAnswer:"
+doc_to_choice: "{{choices}}"
+doc_to_target: answer
+metric_list:
+  - metric: acc
+    aggregation: mean
+  - metric: acc_norm
+    aggregation: mean
+"#;
+
+async fn an_lm_eval_multiple_choice_task_imports_as_a_likelihood_eval(store: Arc<dyn Store>) {
+    use arbiter_engine::import::{import_lm_eval_task, ImportOptions};
+    let directory = tempfile::tempdir().unwrap();
+    std::fs::write(directory.path().join("mc.jsonl"), CHOICES).unwrap();
+    let path = directory.path().join("mc.yaml");
+    std::fs::write(&path, MC_TASK).unwrap();
+    let options = ImportOptions {
+        // Asked for chat, scored on completions: only it returns prompt logprobs.
+        api: Api::Chat,
+        name: String::new(),
+    };
+    let imported = import_lm_eval_task(store.as_ref(), &path, &options, None)
+        .await
+        .unwrap();
+    assert_eq!(imported.evals.len(), 1);
+    assert!(imported
+        .notes
+        .iter()
+        .any(|note| note.contains("likelihood")));
+    let eval = store.get_eval(imported.evals[0].0).await.unwrap().unwrap();
+    assert_eq!(eval.prompt.api, Api::Completions);
+    assert_eq!(eval.prompt.mapping.choices.as_deref(), Some("choices"));
+    assert_eq!(
+        eval.prompt.likelihood,
+        Some(LikelihoodSpec {
+            target_delimiter: " ".into(),
+            select_by: Selection::Raw,
+        })
+    );
+    let endpoint = start_sim(arbiter_sim::SimConfig::demo()).await;
+    let model = checkpoint(store.as_ref(), "a", &endpoint, "sim-ckpt-a", "").await;
+    let run = launch(store.as_ref(), eval.id, model).await;
+    let progress = work_until_complete(store.clone(), &[run], test_worker("w")).await;
+    assert_eq!((progress[0].done, progress[0].errors), (15, 0));
+    assert_eq!(store.run_choice_scores(run).await.unwrap().len(), 15);
 }
