@@ -122,14 +122,26 @@ pub struct EchoedLogprobs {
     pub top_logprobs: Vec<Option<std::collections::BTreeMap<String, f64>>>,
 }
 
-/// Reads one continuation's score from an echoed completion: `echoed_chars` is the length of
-/// the returned text (prompt and anything generated after it), `prompt_chars` the prompt's.
-/// Tokens are counted back from the end: first those generated after the prompt, then the
-/// continuation's.
+/// What an echoed completion returned around its tokens.
+#[derive(Clone, Copy, Debug)]
+pub struct EchoedText<'a> {
+    /// The returned text: the prompt and anything generated after it.
+    pub text: &'a str,
+    /// The prompt sent.
+    pub prompt: &'a str,
+    /// Tokens generated after the prompt, when the server's usage says (`completion_tokens`).
+    pub generated_tokens: Option<usize>,
+}
+
+/// Reads one continuation's score from an echoed completion, its last `continuation_chars`
+/// characters being the continuation. Tokens are counted back from the end: first those
+/// generated after the prompt (by the usage's count, which also covers a stop token the text
+/// leaves out; else by the generated text's length), then the continuation's. The tokens read
+/// must spell the continuation, so a server whose echo does not line up with the prompt is an
+/// error, never a wrong score.
 pub fn score_continuation(
     echo: &EchoedLogprobs,
-    echoed_chars: usize,
-    prompt_chars: usize,
+    echoed: EchoedText<'_>,
     continuation_chars: usize,
 ) -> Result<ContinuationScore, String> {
     let count = echo.tokens.len();
@@ -139,21 +151,29 @@ pub fn score_continuation(
             echo.token_logprobs.len()
         ));
     }
-    if echoed_chars < prompt_chars {
+    if !echoed.text.starts_with(echoed.prompt) {
         return Err("the endpoint did not echo the prompt".into());
     }
     let length = |index: usize| echo.tokens[index].chars().count();
     // Tokens generated after the prompt (at most one is asked for) are not scored.
-    let generated_chars = echoed_chars.saturating_sub(prompt_chars);
-    let mut end = count;
-    let mut seen = 0;
-    while seen < generated_chars && end > 0 {
-        end -= 1;
-        seen += length(end);
-    }
-    if seen != generated_chars {
-        return Err("the echoed tokens do not add up to the returned text".into());
-    }
+    let end = match echoed.generated_tokens {
+        Some(generated) => count.checked_sub(generated).ok_or_else(|| {
+            format!("the echo has {count} tokens, fewer than the {generated} generated")
+        })?,
+        None => {
+            let generated_chars = echoed.text[echoed.prompt.len()..].chars().count();
+            let mut end = count;
+            let mut seen = 0;
+            while seen < generated_chars && end > 0 {
+                end -= 1;
+                seen += length(end);
+            }
+            if seen != generated_chars {
+                return Err("the echoed tokens do not add up to the returned text".into());
+            }
+            end
+        }
+    };
     let mut start = end;
     let mut covered = 0;
     while covered < continuation_chars && start > 0 {
@@ -167,6 +187,27 @@ pub fn score_continuation(
         return Err(
             "the continuation begins at the prompt's first token, which has no logprob".into(),
         );
+    }
+    // The tokens read must end with the continuation's text. A token holding part of a
+    // character (shown as U+FFFD) cannot be compared, so such an echo is taken as it is.
+    let read: String = echo.tokens[start..end].concat();
+    let continuation: String = {
+        let chars: Vec<char> = echoed.prompt.chars().collect();
+        chars[chars.len().saturating_sub(continuation_chars)..]
+            .iter()
+            .collect()
+    };
+    if !read.contains(char::REPLACEMENT_CHARACTER) && !read.ends_with(&continuation) {
+        return Err(format!(
+            "the echoed tokens end `{}`, not the continuation `{continuation}`",
+            read.chars()
+                .rev()
+                .take(40)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<String>()
+        ));
     }
     let mut logprob = 0.0;
     let mut greedy = true;
@@ -400,6 +441,14 @@ mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
+    fn text<'a>(text: &'a str, prompt: &'a str, generated_tokens: Option<usize>) -> EchoedText<'a> {
+        EchoedText {
+            text,
+            prompt,
+            generated_tokens,
+        }
+    }
+
     fn echo(tokens: &[(&str, Option<f64>, f64)]) -> EchoedLogprobs {
         EchoedLogprobs {
             tokens: tokens.iter().map(|(text, _, _)| text.to_string()).collect(),
@@ -436,7 +485,7 @@ mod tests {
             ("is", Some(-0.25), -0.25),
             (".", Some(-2.0), -0.1),
         ]);
-        let score = score_continuation(&echoed, 9, 8, 6).unwrap();
+        let score = score_continuation(&echoed, text("A: Paris.", "A: Paris", None), 6).unwrap();
         assert_eq!(score.tokens, 2);
         assert!((score.logprob - -1.5).abs() < 1e-12);
         assert!(!score.greedy, "' Par' was not the most likely token");
@@ -446,7 +495,28 @@ mod tests {
         without.tokens.pop();
         without.token_logprobs.pop();
         without.top_logprobs.pop();
-        assert_eq!(score_continuation(&without, 8, 8, 6).unwrap(), score);
+        assert_eq!(
+            score_continuation(&without, text("A: Paris", "A: Paris", None), 6).unwrap(),
+            score
+        );
+        // A stop token generated after the prompt, left out of the text but counted in the
+        // usage (as vLLM reports `<|im_end|>`).
+        let mut stopped = without.clone();
+        stopped.tokens.push("<|im_end|>".into());
+        stopped.token_logprobs.push(Some(-0.3));
+        stopped.top_logprobs.push(None);
+        assert_eq!(
+            score_continuation(&stopped, text("A: Paris", "A: Paris", Some(1)), 6).unwrap(),
+            score
+        );
+        // Tokens that do not spell the continuation are refused, not scored.
+        let mut shifted = without.clone();
+        shifted.tokens[3] = "IS".into();
+        assert!(
+            score_continuation(&shifted, text("A: Paris", "A: Paris", None), 6)
+                .unwrap_err()
+                .contains("not the continuation")
+        );
     }
 
     #[test]
@@ -457,7 +527,7 @@ mod tests {
             (":P", Some(-0.5), -0.5),
             ("aris", Some(-0.25), -0.25),
         ]);
-        let score = score_continuation(&echoed, 7, 7, 5).unwrap();
+        let score = score_continuation(&echoed, text("A:Paris", "A:Paris", None), 5).unwrap();
         assert_eq!(score.tokens, 2);
         assert!(score.split_token);
         assert!(score.greedy);
@@ -467,15 +537,17 @@ mod tests {
     fn echoes_without_prompt_logprobs_are_refused() {
         // Only the generated token came back: no echo.
         let generated = echo(&[(".", Some(-0.1), -0.1)]);
-        assert!(score_continuation(&generated, 1, 8, 6).is_err());
+        assert!(score_continuation(&generated, text(".", "A: Paris", None), 6).is_err());
         // Echoed tokens without logprobs.
         let empty = echo(&[("A", None, -1.0), (": Paris", None, -1.0)]);
-        assert!(score_continuation(&empty, 8, 8, 6)
-            .unwrap_err()
-            .contains("no logprob"));
+        assert!(
+            score_continuation(&empty, text("A: Paris", "A: Paris", None), 6)
+                .unwrap_err()
+                .contains("no logprob")
+        );
         // The continuation reaching the first token.
         let whole = echo(&[("A: Paris", None, -1.0)]);
-        assert!(score_continuation(&whole, 8, 8, 6).is_err());
+        assert!(score_continuation(&whole, text("A: Paris", "A: Paris", None), 6).is_err());
     }
 
     fn scored(logprobs: &[f64], texts: &[&str], gold: Vec<usize>) -> ChoiceScores {

@@ -94,19 +94,7 @@ pub fn generate(
     mut emit: impl FnMut(Piece) -> bool,
 ) -> Result<Finished, GenerateError> {
     let mut model = weights.clone();
-    let sampling = if params.temperature < GREEDY_BELOW {
-        Sampling::ArgMax
-    } else if params.top_p < 1.0 {
-        Sampling::TopP {
-            p: params.top_p,
-            temperature: params.temperature,
-        }
-    } else {
-        Sampling::All {
-            temperature: params.temperature,
-        }
-    };
-    let mut sampler = LogitsProcessor::from_sampling(params.seed, sampling);
+    let mut sampler = sampler_for(params);
     let mut text = TextAssembler::new(&params.stop);
     let mut completion_tokens = 0;
     if cancel.load(Ordering::Relaxed) {
@@ -156,21 +144,41 @@ pub fn generate(
     })
 }
 
+/// The sampler a request's settings ask for (greedy below a tiny temperature).
+pub fn sampler_for(params: &SamplingParams) -> LogitsProcessor {
+    let sampling = if params.temperature < GREEDY_BELOW {
+        Sampling::ArgMax
+    } else if params.top_p < 1.0 {
+        Sampling::TopP {
+            p: params.top_p,
+            temperature: params.temperature,
+        }
+    } else {
+        Sampling::All {
+            temperature: params.temperature,
+        }
+    };
+    LogitsProcessor::from_sampling(params.seed, sampling)
+}
+
 /// The prompt's tokens, each scored against the model's distribution after the tokens before
 /// it (with `top` alternatives); the first, which follows nothing, has a NaN logprob (sent as
 /// null). candle's llama returns only the last position's logits, so the prompt is read one
 /// token per forward pass: as slow as generating it.
+/// Also returns the logits after the whole prompt, for the token that would come next.
 pub fn score_prompt(
     weights: &ModelWeights,
     tokenizer: &TextTokenizer,
     prompt: &[u32],
     top: usize,
     cancel: &AtomicBool,
-) -> Result<Vec<ScoredToken>, GenerateError> {
+) -> Result<(Vec<ScoredToken>, Tensor), GenerateError> {
     let mut model = weights.clone();
     let mut scored = Vec::with_capacity(prompt.len());
     let Some(&first) = prompt.first() else {
-        return Ok(scored);
+        return Err(GenerateError::Model(candle_core::Error::Msg(
+            "an empty prompt has no logprobs".into(),
+        )));
     };
     scored.push(ScoredToken {
         chosen: crate::scoring::TokenLogprob {
@@ -180,15 +188,20 @@ pub fn score_prompt(
         },
         top: Vec::new(),
     });
-    for (position, window) in prompt.windows(2).enumerate() {
+    let mut next = None;
+    for (position, &id) in prompt.iter().enumerate() {
         if cancel.load(Ordering::Relaxed) {
             return Err(GenerateError::Cancelled);
         }
-        let ids = Tensor::new(&[window[0]], &Device::Cpu)?.unsqueeze(0)?;
+        let ids = Tensor::new(&[id], &Device::Cpu)?.unsqueeze(0)?;
         let logits = model.forward(&ids, position)?.squeeze(0)?;
-        scored.push(score(&logits.to_vec1::<f32>()?, window[1], top, tokenizer));
+        if let Some(&following) = prompt.get(position + 1) {
+            scored.push(score(&logits.to_vec1::<f32>()?, following, top, tokenizer));
+        }
+        next = Some(logits);
     }
-    Ok(scored)
+    let next = next.expect("the prompt is not empty");
+    Ok((scored, next))
 }
 
 /// Reads `prompt` (not empty) into the model's KV cache `chunk` tokens per forward pass and

@@ -99,6 +99,9 @@ pub struct Job {
 pub enum Prompt {
     Chat(Vec<ChatMessage>),
     Text(String),
+    /// Completions: token ids as the client tokenized them (vLLM accepts these; lm-eval sends
+    /// them).
+    Tokens(Vec<u32>),
 }
 
 #[derive(Deserialize)]
@@ -194,12 +197,16 @@ pub fn parse(format: Format, body: &[u8], default_seed: u64) -> Result<Job, ApiE
                 return Err(ApiError::invalid("echo is not supported with stream"));
             }
             let prompt = match request.prompt {
-                Value::String(text) => text,
+                Value::String(text) => Prompt::Text(text),
                 Value::Array(items) => match items.as_slice() {
-                    [Value::String(text)] => text.clone(),
+                    [Value::String(text)] => Prompt::Text(text.clone()),
+                    [Value::Array(ids)] => Prompt::Tokens(token_ids(ids)?),
+                    ids if !ids.is_empty() && ids.iter().all(Value::is_number) => {
+                        Prompt::Tokens(token_ids(ids)?)
+                    }
                     _ => {
                         return Err(ApiError::invalid(
-                            "prompt must be a string or a list of exactly one string",
+                            "prompt must be a string, a list of token ids, or a list of exactly one of either",
                         ))
                     }
                 },
@@ -214,7 +221,7 @@ pub fn parse(format: Format, body: &[u8], default_seed: u64) -> Result<Job, ApiE
                 request.common,
                 // With echo, max_tokens 0 returns the prompt alone, as vLLM does.
                 max_tokens.filter(|&limit| !(echo && limit == 0)),
-                Prompt::Text(prompt),
+                prompt,
                 top_logprobs,
                 default_seed,
             )?;
@@ -292,6 +299,17 @@ fn finish(
             .is_some_and(|options| options.include_usage),
         echo: false,
     })
+}
+
+/// A prompt's token ids; the vocabulary bound is checked when the prompt is prepared.
+fn token_ids(ids: &[Value]) -> Result<Vec<u32>, ApiError> {
+    ids.iter()
+        .map(|id| {
+            id.as_u64()
+                .and_then(|id| u32::try_from(id).ok())
+                .ok_or_else(|| ApiError::invalid("token ids must be whole numbers from 0"))
+        })
+        .collect()
 }
 
 fn count(field: &str, value: i64) -> Result<usize, ApiError> {
@@ -593,9 +611,17 @@ mod tests {
         assert_eq!(job.params.top_logprobs, Some(2));
         assert_eq!(job.params.seed, u64::MAX);
         assert!(matches!(job.prompt, Prompt::Text(ref text) if text == "2+2="));
+        let tokens = parse(
+            Format::Completion,
+            br#"{"model": "m", "prompt": [[1, 2, 3]], "echo": true, "max_tokens": 1}"#,
+            0,
+        )
+        .unwrap();
+        assert!(matches!(tokens.prompt, Prompt::Tokens(ref ids) if ids == &[1, 2, 3]));
         for body in [
             r#"{"model": "m", "prompt": ["a", "b"]}"#,
-            r#"{"model": "m", "prompt": [1, 2]}"#,
+            r#"{"model": "m", "prompt": [1, -2]}"#,
+            r#"{"model": "m", "prompt": [[1], [2]]}"#,
             r#"{"model": "m", "prompt": "a", "echo": true, "stream": true}"#,
             r#"{"model": "m", "prompt": "a", "logprobs": 21}"#,
         ] {

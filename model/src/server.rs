@@ -23,7 +23,10 @@ use serde_json::{json, Value};
 use tokio::sync::{mpsc, Semaphore};
 
 use crate::chat::ChatTemplate;
-use crate::generate::{generate, score_prompt, Finished, GenerateError, Piece};
+use crate::generate::{
+    generate, sampler_for, score_prompt, FinishReason, Finished, GenerateError, Piece,
+    SamplingParams,
+};
 use crate::openai::{self, ApiError, Envelope, Format, Job, Prompt};
 use crate::weights::{self, LoadedModel};
 
@@ -113,6 +116,15 @@ impl ModelServer {
                 tokenizer.encode(&text)
             }
             Prompt::Text(text) => tokenizer.encode_prompt(text),
+            Prompt::Tokens(ids) => {
+                let size = tokenizer.vocab_size();
+                if let Some(bad) = ids.iter().find(|&&id| id as usize >= size) {
+                    return Err(ApiError::invalid(format!(
+                        "token id {bad} is outside the vocabulary of {size} tokens"
+                    )));
+                }
+                Ok(ids.clone())
+            }
         }
         .map_err(|err| ApiError::invalid(err.to_string()))?;
         if ids.is_empty() {
@@ -142,6 +154,11 @@ pub fn router(server: Arc<ModelServer>) -> Router {
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/completions", post(completions))
         .route("/metrics", get(metrics))
+        // vLLM's tokenizer endpoints, which lm-evaluation-harness's local-completions uses to
+        // tokenize as the server does.
+        .route("/tokenizer_info", get(tokenizer_info))
+        .route("/tokenize", post(tokenize))
+        .route("/detokenize", post(detokenize))
         .route("/health", get(|| async { StatusCode::OK }))
         .fallback(|| async {
             ApiError {
@@ -163,6 +180,80 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     axum::serve(listener, router(server)).await?;
     Ok(())
+}
+
+/// The tokenizer's special tokens and context, in vLLM's `/tokenizer_info` shape.
+async fn tokenizer_info(State(server): State<Arc<ModelServer>>) -> Json<Value> {
+    let tokenizer = &server.model.tokenizer;
+    Json(json!({
+        "tokenizer_class": "GPT2TokenizerFast",
+        "eos_token": tokenizer.token_label(tokenizer.eos),
+        "bos_token": tokenizer.bos.map(|bos| tokenizer.token_label(bos)),
+        "pad_token": null,
+        "add_bos_token": tokenizer.add_bos,
+        "model_max_length": server.model.context_length,
+    }))
+}
+
+#[derive(serde::Deserialize)]
+struct TokenizeRequest {
+    prompt: String,
+    #[serde(default = "default_true")]
+    add_special_tokens: bool,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// `POST /tokenize`: the ids the server would read `prompt` as (with the beginning-of-sequence
+/// token when `add_special_tokens` and the model adds one).
+async fn tokenize(
+    State(server): State<Arc<ModelServer>>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let request: TokenizeRequest = serde_json::from_slice(&body)
+        .map_err(|err| ApiError::invalid(format!("Invalid request body: {err}")))?;
+    let tokenizer = &server.model.tokenizer;
+    let ids = if request.add_special_tokens {
+        tokenizer.encode_prompt(&request.prompt)
+    } else {
+        tokenizer.encode(&request.prompt)
+    }
+    .map_err(|err| ApiError::invalid(err.to_string()))?;
+    Ok(Json(json!({
+        "tokens": ids,
+        "count": ids.len(),
+        "max_model_len": server.model.context_length,
+    })))
+}
+
+#[derive(serde::Deserialize)]
+struct DetokenizeRequest {
+    tokens: Vec<u32>,
+}
+
+/// `POST /detokenize`: the text of token ids.
+async fn detokenize(
+    State(server): State<Arc<ModelServer>>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let request: DetokenizeRequest = serde_json::from_slice(&body)
+        .map_err(|err| ApiError::invalid(format!("Invalid request body: {err}")))?;
+    let tokenizer = &server.model.tokenizer;
+    if let Some(bad) = request
+        .tokens
+        .iter()
+        .find(|&&id| id as usize >= tokenizer.vocab_size())
+    {
+        return Err(ApiError::invalid(format!(
+            "token id {bad} is outside the vocabulary"
+        )));
+    }
+    let text = tokenizer
+        .decode(&request.tokens)
+        .map_err(|err| ApiError::invalid(err.to_string()))?;
+    Ok(Json(json!({"prompt": text})))
 }
 
 async fn list_models(State(server): State<Arc<ModelServer>>) -> Json<Value> {
@@ -225,6 +316,10 @@ async fn respond(server: Arc<ModelServer>, format: Format, body: &[u8]) -> Respo
     // With echo, the prompt comes back first, each token scored (its text as sent).
     let echo = match (&job.prompt, job.echo) {
         (Prompt::Text(text), true) => Some(text.clone()),
+        (Prompt::Tokens(_), true) => match server.model.tokenizer.decode(&prompt) {
+            Ok(text) => Some(text),
+            Err(error) => return ApiError::invalid(error.to_string()).into_response(),
+        },
         _ => None,
     };
     let events = start(server.clone(), prompt, job.params, echo).await;
@@ -295,23 +390,38 @@ async fn start(
     tokio::task::spawn_blocking(move || {
         let _permit = permit;
         let running = Gauge::enter(&server.counts.running);
-        let outcome = echo_prompt(&server, &prompt, &params, echo, &flag, &sender).and_then(|()| {
-            if params.max_tokens == 0 {
-                return Ok(Finished {
-                    finish_reason: crate::generate::FinishReason::Length,
-                    prompt_tokens: prompt.len(),
-                    completion_tokens: 0,
-                });
+        let outcome = match echo {
+            Some(text) if params.max_tokens <= 1 => {
+                echo_prompt(&server, &prompt, &params, text, &flag, &sender)
             }
-            generate(
-                &server.model.weights,
-                &server.model.tokenizer,
-                &prompt,
-                &params,
-                &flag,
-                |piece| sender.blocking_send(Progress::Piece(piece)).is_ok(),
-            )
-        });
+            echo => {
+                let echoed = match echo {
+                    Some(text) => echo_prompt(
+                        &server,
+                        &prompt,
+                        &SamplingParams {
+                            max_tokens: 0,
+                            ..params.clone()
+                        },
+                        text,
+                        &flag,
+                        &sender,
+                    )
+                    .map(|_| ()),
+                    None => Ok(()),
+                };
+                echoed.and_then(|()| {
+                    generate(
+                        &server.model.weights,
+                        &server.model.tokenizer,
+                        &prompt,
+                        &params,
+                        &flag,
+                        |piece| sender.blocking_send(Progress::Piece(piece)).is_ok(),
+                    )
+                })
+            }
+        };
         drop(running);
         let report = match outcome {
             Ok(finished) => {
@@ -332,30 +442,52 @@ async fn start(
     }
 }
 
-/// With echo: sends the prompt's text and its scored tokens as the answer's first piece.
+/// With echo: sends the prompt's text and its scored tokens as the answer's first piece, then
+/// (with `max_tokens` 1, as likelihood scoring asks) the one token that follows, always listed
+/// with its logprob, even a stop token: clients count it off the end of the list by the usage.
 fn echo_prompt(
     server: &ModelServer,
     prompt: &[u32],
-    params: &crate::generate::SamplingParams,
-    echo: Option<String>,
+    params: &SamplingParams,
+    text: String,
     cancel: &AtomicBool,
     sender: &mpsc::Sender<Progress>,
-) -> Result<(), GenerateError> {
-    let Some(text) = echo else {
-        return Ok(());
-    };
+) -> Result<Finished, GenerateError> {
+    let tokenizer = &server.model.tokenizer;
     let top = params.top_logprobs.unwrap_or(0);
-    let tokens = score_prompt(
-        &server.model.weights,
-        &server.model.tokenizer,
-        prompt,
-        top,
-        cancel,
-    )?;
-    match sender.blocking_send(Progress::Piece(Piece { text, tokens })) {
-        Ok(()) => Ok(()),
-        Err(_) => Err(GenerateError::Cancelled),
+    let (tokens, next_logits) =
+        score_prompt(&server.model.weights, tokenizer, prompt, top, cancel)?;
+    let send = |piece: Piece| {
+        sender
+            .blocking_send(Progress::Piece(piece))
+            .map_err(|_| GenerateError::Cancelled)
+    };
+    send(Piece { text, tokens })?;
+    if params.max_tokens == 0 {
+        return Ok(Finished {
+            finish_reason: FinishReason::Length,
+            prompt_tokens: prompt.len(),
+            completion_tokens: 0,
+        });
     }
+    let next = sampler_for(params).sample(&next_logits)?;
+    let logits = next_logits.to_vec1::<f32>()?;
+    let scored = crate::scoring::score(&logits, next, top, tokenizer);
+    let stop = tokenizer.stop_tokens.contains(&next);
+    send(Piece {
+        // A stop token is listed but is no text, as vLLM returns it.
+        text: String::from_utf8_lossy(tokenizer.token_bytes(next)).into_owned(),
+        tokens: vec![scored],
+    })?;
+    Ok(Finished {
+        finish_reason: if stop {
+            FinishReason::Stop
+        } else {
+            FinishReason::Length
+        },
+        prompt_tokens: prompt.len(),
+        completion_tokens: 1,
+    })
 }
 
 impl Counts {

@@ -614,6 +614,8 @@ struct Outcome<'a> {
     prompt_tokens: usize,
     logprobs: bool,
     include_usage: bool,
+    /// Of `tokens`, how many are the echoed prompt's (0 without echo).
+    echoed: usize,
 }
 
 impl Outcome<'_> {
@@ -627,10 +629,11 @@ impl Outcome<'_> {
     }
 
     fn usage(&self) -> Usage {
+        let generated = self.tokens.len() - self.echoed;
         Usage {
-            completion_tokens: self.tokens.len(),
+            completion_tokens: generated,
             prompt_tokens: self.prompt_tokens,
-            total_tokens: self.prompt_tokens + self.tokens.len(),
+            total_tokens: self.prompt_tokens + generated,
         }
     }
 
@@ -699,10 +702,12 @@ fn run_generation<'a>(
         Format::Completion => "cmpl-sim",
     };
     let mut tokens = score_tokens(generation, &reply, finished.tokens, top_count);
+    let mut echoed = 0;
     if request.echo {
-        let mut echoed = score_prompt(generation, top_count);
-        echoed.append(&mut tokens);
-        tokens = echoed;
+        let mut prompt = score_prompt(generation, top_count);
+        echoed = prompt.len();
+        prompt.append(&mut tokens);
+        tokens = prompt;
     }
     Outcome {
         id: format!("{prefix}-{:016x}", generation.hash("id", 0)),
@@ -712,6 +717,7 @@ fn run_generation<'a>(
         prompt_tokens: request.prompt.split_whitespace().count(),
         logprobs: request.top_logprobs.is_some(),
         include_usage: request.include_usage,
+        echoed,
     }
 }
 

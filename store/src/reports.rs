@@ -51,6 +51,22 @@ pub struct ExportRow {
     pub cost_usd: Option<f64>,
     /// When the answer was recorded (ms since the Unix epoch).
     pub answered_at: Option<i64>,
+    /// A likelihood eval's answer: every choice's score and the right ones, as JSON (written
+    /// into JSON Lines exports as an object, not as a string).
+    #[serde(serialize_with = "embedded_json")]
+    pub choice_scores: Option<String>,
+}
+
+/// Writes stored JSON text as the JSON it holds (`null` when absent or unreadable).
+fn embedded_json<S: serde::Serializer>(
+    text: &Option<String>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::Serialize;
+    let value = text
+        .as_deref()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(text).ok());
+    value.serialize(serializer)
 }
 
 #[async_trait]
@@ -498,7 +514,7 @@ macro_rules! reports_sql {
                          CASE WHEN w.state = 'stopped' THEN 'stopped' ELSE COALESCE(g.outcome, '') END AS outcome, COALESCE(g.output, '') AS output, g.finish_reason, g.error, \
                          g.error_category, g.model_used, COALESCE(g.fallback_used, FALSE) AS fallback_used, \
                          COALESCE(g.from_cache, FALSE) AS from_cache, g.latency_ms, g.attempts, g.prompt_tokens, \
-                         g.completion_tokens, g.cost_usd, g.created_at AS answered_at \
+                         g.completion_tokens, g.cost_usd, g.created_at AS answered_at, g.scores AS choice_scores \
                          FROM work_items w JOIN checkpoints c ON c.id = w.checkpoint_id \
                          JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
                          LEFT JOIN generations g ON g.work_item_id = w.id \

@@ -9,7 +9,7 @@ use crate::clients::egress::{self, BodyError, EgressPolicy, GuardedClient};
 use arbiter_domain::answer::{ErrorCategory, Generation, Outcome};
 use arbiter_domain::checkpoint::Checkpoint;
 use arbiter_domain::fields::{ChatMessage, Role};
-use arbiter_domain::likelihood::{score_continuation, EchoedLogprobs};
+use arbiter_domain::likelihood::{score_continuation, EchoedLogprobs, EchoedText};
 use arbiter_domain::logprobs::{ChatLogprobs, CompletionLogprobs};
 use arbiter_domain::manifest::EndpointFingerprint;
 use arbiter_domain::manifest::SamplingOptions;
@@ -188,7 +188,7 @@ impl ModelClient {
         let parsed = match (&request.body, request.score_continuation) {
             (PromptBody::Chat(_), _) => parse_chat_completion(&bytes),
             (PromptBody::Completion(prompt), Some(continuation_chars)) => {
-                parse_scored_completion(&bytes, prompt.chars().count(), continuation_chars)
+                parse_scored_completion(&bytes, prompt, continuation_chars)
             }
             (PromptBody::Completion(_), None) => parse_completion(&bytes),
         };
@@ -443,7 +443,7 @@ struct EchoedChoice {
 
 fn parse_scored_completion(
     body: &[u8],
-    prompt_chars: usize,
+    prompt: &str,
     continuation_chars: usize,
 ) -> Result<Generation, String> {
     let completion: EchoedCompletion =
@@ -456,12 +456,16 @@ fn parse_scored_completion(
     let echo = choice.logprobs.ok_or_else(|| {
         "the response has no logprobs: the endpoint does not return prompt logprobs".to_string()
     })?;
-    let score = score_continuation(
-        &echo,
-        choice.text.chars().count(),
-        prompt_chars,
-        continuation_chars,
-    )?;
+    let echoed = EchoedText {
+        text: &choice.text,
+        prompt,
+        generated_tokens: completion
+            .usage
+            .as_ref()
+            .and_then(|usage| usage.completion_tokens)
+            .and_then(|tokens| usize::try_from(tokens).ok()),
+    };
+    let score = score_continuation(&echo, echoed, continuation_chars)?;
     Ok(Generation {
         continuation: Some(score),
         ..answered(

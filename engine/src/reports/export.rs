@@ -59,7 +59,7 @@ impl ExportFormat {
     }
 }
 
-const CSV_HEADER: [&str; 25] = [
+const CSV_HEADER: [&str; 26] = [
     "run_id",
     "work_item_id",
     "case_id",
@@ -85,13 +85,14 @@ const CSV_HEADER: [&str; 25] = [
     "cost_usd",
     "answered_at",
     "turn",
+    "choice_scores",
 ];
 
 fn optional<T: ToString>(value: &Option<T>) -> String {
     value.as_ref().map(ToString::to_string).unwrap_or_default()
 }
 
-fn csv_record(row: &ExportRow) -> [String; 25] {
+fn csv_record(row: &ExportRow) -> [String; 26] {
     [
         row.run_id.to_string(),
         row.identity_id.to_string(),
@@ -118,6 +119,7 @@ fn csv_record(row: &ExportRow) -> [String; 25] {
         optional(&row.cost_usd),
         optional(&row.answered_at),
         row.turn.to_string(),
+        optional(&row.choice_scores),
     ]
 }
 
@@ -148,6 +150,7 @@ const PARQUET_SCHEMA: &str = "message arbiter_result {
     optional double cost_usd;
     optional int64 answered_at (TIMESTAMP(MILLIS,true));
     required int64 turn;
+    optional binary choice_scores (UTF8);
 }";
 
 fn parquet_error(err: parquet::errors::ParquetError) -> ServiceError {
@@ -391,6 +394,12 @@ fn write_row_group<W: Write + Send>(
                 None,
                 None,
             ),
+            25 => {
+                let (values, levels) = optional_strings(rows, |r| r.choice_scores.as_deref());
+                column
+                    .typed::<ByteArrayType>()
+                    .write_batch(&values, Some(&levels), None)
+            }
             _ => Ok(0),
         };
         result.map_err(parquet_error)?;
@@ -490,6 +499,7 @@ mod tests {
             latency_ms: Some(12),
             cost_usd: error.is_none().then_some(0.001),
             answered_at: Some(1_764_547_200_000),
+            choice_scores: None,
             turn: 1,
             ..ExportRow::default()
         }
@@ -511,7 +521,7 @@ mod tests {
             ],
         );
         let mut reader = csv::Reader::from_reader(bytes.as_slice());
-        assert_eq!(reader.headers().unwrap().len(), 25);
+        assert_eq!(reader.headers().unwrap().len(), 26);
         assert_eq!(&reader.headers().unwrap()[24], "turn");
         let records: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
         assert_eq!(records.len(), 2);
@@ -539,6 +549,22 @@ mod tests {
         assert_eq!(&record[11], "'@SUM(A1:A9)");
         // Plain numbers are not formulas and stay numbers.
         assert_eq!((&record[2], &record[7]), ("+1", "-5"));
+    }
+
+    #[test]
+    fn choice_scores_are_exported_as_json() {
+        let scored = ExportRow {
+            choice_scores: Some(r#"{"choices":[{"logprob":-1.5}],"gold":[0]}"#.into()),
+            ..row(1, "pass", None)
+        };
+        let line: serde_json::Value =
+            serde_json::from_slice(&export(ExportFormat::Jsonl, vec![scored.clone()])).unwrap();
+        assert_eq!(line["choice_scores"]["gold"], serde_json::json!([0]));
+        let bytes = export(ExportFormat::Csv, vec![scored]);
+        let mut reader = csv::Reader::from_reader(bytes.as_slice());
+        assert_eq!(&reader.headers().unwrap()[25], "choice_scores");
+        let record = reader.records().next().unwrap().unwrap();
+        assert!(record[25].starts_with(r#"{"choices""#));
     }
 
     #[test]

@@ -21,7 +21,7 @@ fn echoed_prompt_logprobs_match_the_prefills_distribution() {
         .tokenizer
         .encode("The capital of France is Paris")
         .unwrap();
-    let scored = score_prompt(&model.weights, &model.tokenizer, &prompt, 1, &cancel).unwrap();
+    let (scored, _) = score_prompt(&model.weights, &model.tokenizer, &prompt, 1, &cancel).unwrap();
     assert_eq!(scored.len(), prompt.len());
     assert!(
         scored[0].chosen.logprob.is_nan(),
@@ -50,7 +50,7 @@ fn echoed_prompt_logprobs_match_the_prefills_distribution() {
     // The right capital is likelier than a wrong one after the same context.
     let score_of = |text: &str| {
         let ids = model.tokenizer.encode(text).unwrap();
-        let scored = score_prompt(&model.weights, &model.tokenizer, &ids, 1, &cancel).unwrap();
+        let (scored, _) = score_prompt(&model.weights, &model.tokenizer, &ids, 1, &cancel).unwrap();
         scored.last().unwrap().chosen.logprob
     };
     let paris = score_of("The capital of France is Paris");

@@ -340,6 +340,65 @@ async fn the_bundled_model_serves_the_openai_api_and_answers_an_eval() {
     assert_eq!(gauge(&metrics, "vllm:num_requests_running"), 0);
     assert_eq!(gauge(&metrics, "vllm:num_requests_waiting"), 0);
 
+    // vLLM's tokenizer endpoints (lm-eval's local-completions tokenizes through them), and a
+    // prompt of token ids echoed with its logprobs.
+    let root = client.base_url.trim_end_matches("/v1");
+    let info: Value = client
+        .http
+        .get(format!("{root}/tokenizer_info"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(info["eos_token"].is_string(), "{info}");
+    let tokenized: Value = client
+        .http
+        .post(format!("{root}/tokenize"))
+        .json(&json!({"prompt": "The capital of France is Paris", "add_special_tokens": false}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ids = tokenized["tokens"].as_array().unwrap().clone();
+    assert_eq!(tokenized["count"], ids.len());
+    let detokenized: Value = client
+        .http
+        .post(format!("{root}/detokenize"))
+        .json(&json!({"tokens": ids}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(detokenized["prompt"], "The capital of France is Paris");
+    let echoed: Value = client
+        .http
+        .post(format!("{}/completions", client.base_url))
+        .json(
+            &json!({"model": MODEL, "prompt": [ids], "echo": true, "logprobs": 1,
+                      "max_tokens": 1, "temperature": 0}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let logprobs = &echoed["choices"][0]["logprobs"];
+    assert_eq!(logprobs["tokens"].as_array().unwrap().len(), ids.len() + 1);
+    assert!(logprobs["token_logprobs"][0].is_null());
+    assert!(logprobs["token_logprobs"][1].as_f64().unwrap() < 0.0);
+    assert!(echoed["choices"][0]["text"]
+        .as_str()
+        .unwrap()
+        .starts_with("The capital of France is Paris"));
+    assert_eq!(echoed["usage"]["completion_tokens"], 1);
+
     run_an_eval(&server.base_url).await;
     score_choices_by_likelihood(&server.base_url).await;
 }
