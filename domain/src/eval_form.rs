@@ -44,6 +44,10 @@ pub struct EvalFormText {
     pub target_delimiter: String,
     /// Likelihood: `acc` (the default), `acc_norm` or `acc_bytes`.
     pub select_by: String,
+    /// A training corpus's n-gram index on the server ('' for no contamination check), and
+    /// whether targets are checked too (any text: yes).
+    pub contamination_index: String,
+    pub contamination_targets: String,
     /// The grader picked from the list: '' (exact match), a kind, or `json` for the raw spec.
     pub grader_kind: String,
     /// `numeric`: relative tolerance.

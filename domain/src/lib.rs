@@ -15,6 +15,7 @@
 //! - [`manifest`], [`prompt`]: an eval's definition, the frozen manifest a run is launched
 //!   from (its hash is the run's identity), and prompt rendering.
 //! - [`expansion`]: a manifest expanded into result identities, with cache keys and costs.
+//! - [`contamination`]: items checked against a training corpus's 13-grams.
 //! - [`run`]: a run's priority, progress and results.
 //! - [`fair_share`]: which run a worker takes work from.
 //! - [`answer`], [`logprobs`]: what an endpoint answered, and its per-token log probabilities.
@@ -33,6 +34,7 @@ pub mod accounts;
 pub mod annotation;
 pub mod answer;
 pub mod checkpoint;
+pub mod contamination;
 pub mod dataset;
 pub mod eval_form;
 pub mod expansion;

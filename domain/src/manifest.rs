@@ -190,6 +190,9 @@ pub struct Manifest {
     /// versions); `None` for every other grader.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<crate::grading::code_tests::SandboxRuntime>,
+    /// The training corpus's index the items are checked against, by content hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contamination: Option<crate::contamination::FrozenContamination>,
 }
 
 impl Manifest {
@@ -285,6 +288,7 @@ mod tests {
             exemplars: None,
             conversation_turns: None,
             sandbox: None,
+            contamination: None,
         }
     }
 

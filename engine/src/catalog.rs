@@ -400,6 +400,8 @@ pub struct EvalOptions {
     pub sampling: SamplingOptions,
     /// Score each choice by likelihood instead of generating an answer.
     pub likelihood: Option<arbiter_domain::likelihood::LikelihoodSpec>,
+    /// Check items against a training corpus's n-gram index.
+    pub contamination: Option<arbiter_domain::contamination::ContaminationSpec>,
 }
 
 /// The grader typed into the eval form: '' is exact match; a grader without settings may be
@@ -444,6 +446,7 @@ pub fn prompt_spec(template: &str, options: &EvalOptions) -> PromptSpec {
         mapping: options.mapping.clone().unwrap_or_default(),
         few_shot: options.few_shot.clone(),
         likelihood: options.likelihood.clone(),
+        contamination: options.contamination.clone(),
     }
 }
 

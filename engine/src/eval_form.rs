@@ -4,6 +4,7 @@
 
 use crate::catalog::EvalOptions;
 use crate::error::{ServiceError, ServiceResult};
+use arbiter_domain::contamination::ContaminationSpec;
 use arbiter_domain::eval_form::EvalFormText;
 use arbiter_domain::fields::FieldMapping;
 use arbiter_domain::grading::code_tests::CodeExtraction;
@@ -138,6 +139,13 @@ pub fn options(form: &EvalFormText) -> ServiceResult<EvalOptions> {
                     "unknown scoring `{other}`; use generate or likelihood"
                 )))
             }
+        },
+        contamination: match form.contamination_index.trim() {
+            "" => None,
+            index => Some(ContaminationSpec {
+                index: index.to_string(),
+                check_target: !form.contamination_targets.trim().is_empty(),
+            }),
         },
     })
 }

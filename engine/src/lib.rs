@@ -29,6 +29,7 @@ pub mod annotation;
 pub mod archives;
 pub mod catalog;
 pub mod clients;
+pub mod contamination;
 pub mod dataset_files;
 pub mod dispatch;
 pub mod error;

@@ -6,8 +6,10 @@ use crate::clients::model::probe_fingerprint;
 use crate::error::{ServiceError, ServiceResult};
 use arbiter_domain::accounts::User;
 use arbiter_domain::annotation::task::AnnotationTask;
+use arbiter_domain::contamination::{FrozenContamination, NgramIndex};
 use arbiter_domain::dataset::DatasetItem;
 use arbiter_domain::expansion::{plan_identities, refined_cost};
+use arbiter_domain::fields::MappedInput;
 use arbiter_domain::grading::code_tests::SandboxRuntime;
 use arbiter_domain::grading::record::Grading;
 use arbiter_domain::grading::{Grade, Grader, GraderSpec, Verdict};
@@ -52,6 +54,27 @@ pub async fn launch_run(
         crate::prompts::check_every_item(store, &renderer, &eval.grader, inputs.revision.id)
             .await?;
     let sandbox = code_sandbox(&eval.grader).await?;
+    // The corpus index is read (and its hash taken) now: a missing or damaged file refuses
+    // the launch, and the manifest says exactly which corpus the items were checked against.
+    let contamination = match &eval.prompt.contamination {
+        Some(check) => {
+            let path = std::path::PathBuf::from(&check.index);
+            let index =
+                tokio::task::spawn_blocking(move || crate::contamination::load_index(&path))
+                    .await
+                    .map_err(|_| ServiceError::Internal)??;
+            Some((
+                FrozenContamination {
+                    index: check.index.clone(),
+                    content_hash: index.content_hash.clone(),
+                    n: index.n,
+                    check_target: check.check_target,
+                },
+                index,
+            ))
+        }
+        None => None,
+    };
     if eval.prompt.likelihood.is_some() {
         require_prompt_logprobs(checkpoint).await?;
     }
@@ -84,6 +107,7 @@ pub async fn launch_run(
         exemplars,
         conversation_turns: checked.conversation_turns(),
         sandbox,
+        contamination: contamination.as_ref().map(|(frozen, _)| frozen.clone()),
     };
     let launched = store
         .create_run(&NewRun {
@@ -110,7 +134,8 @@ pub async fn launch_run(
     let status = match launched.status {
         RunStatus::Expanding | RunStatus::Cancelled => {
             if launched.status == RunStatus::Expanding {
-                expand(store, launched.run_id, &manifest, renderer).await?;
+                let index = contamination.map(|(_, index)| index);
+                expand(store, launched.run_id, &manifest, renderer, index.as_ref()).await?;
             }
             store
                 .set_run_status(launched.run_id, &[launched.status], RunStatus::Running)
@@ -175,6 +200,7 @@ async fn expand(
     run_id: RunId,
     manifest: &Manifest,
     renderer: PromptRenderer,
+    contamination: Option<&NgramIndex>,
 ) -> ServiceResult<()> {
     let mut cursor = ExpansionCursor {
         repetition: 0,
@@ -193,6 +219,7 @@ async fn expand(
         manifest,
         renderer,
         grader: grader.as_ref(),
+        contamination: contamination.map(|index| (index, run_id)),
     };
     let mut ready = plan_next_chunk(store, &planner, &mut cursor).await?;
     while let Some(identities) = ready.take() {
@@ -211,6 +238,8 @@ struct Planner<'a> {
     manifest: &'a Manifest,
     renderer: PromptRenderer,
     grader: Option<&'a Grader>,
+    /// The corpus index items are checked against, and the run their flags are kept for.
+    contamination: Option<(&'a NgramIndex, RunId)>,
 }
 
 /// Where expansion has got to: the repetition, and the last dataset position planned in it.
@@ -253,6 +282,13 @@ async fn plan_next_chunk(
         }
     };
     let items: Vec<_> = chunk.into_iter().map(|(_, item)| item).collect();
+    // Each case is checked once, at its first repetition.
+    if let (Some((index, run_id)), 0) = (planner.contamination, cursor.repetition) {
+        let flags = contaminated_items(manifest, index, &items);
+        if !flags.is_empty() {
+            store.record_contamination(run_id, &flags).await?;
+        }
+    }
     // Every item rendered when the launch began; an error now means the revision changed
     // under a running launch, which stores cannot do (revisions are immutable).
     let mut planned = plan_identities(manifest, &planner.renderer, &items, cursor.repetition)
@@ -326,6 +362,50 @@ async fn plan_next_chunk(
             })
             .collect(),
     ))
+}
+
+/// The items whose text (input, and target when the check says so) shares an n-gram with the
+/// corpus, with what was found. An item the mapping cannot read was refused before launch.
+fn contaminated_items(
+    manifest: &Manifest,
+    index: &NgramIndex,
+    items: &[DatasetItem],
+) -> Vec<(String, arbiter_domain::contamination::Overlap)> {
+    let check_target = manifest
+        .contamination
+        .as_ref()
+        .is_some_and(|frozen| frozen.check_target);
+    items
+        .iter()
+        .filter_map(|item| {
+            let mapped = manifest
+                .eval
+                .prompt
+                .mapping
+                .apply(&item.case_id, &item.fields())
+                .ok()?;
+            let mut text = match &mapped.input {
+                MappedInput::Text(text) => text.clone(),
+                MappedInput::Messages(messages) => messages
+                    .iter()
+                    .map(|message| message.content.as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                MappedInput::Turns(turns) => turns.join("\n"),
+            };
+            if !mapped.choices.is_empty() {
+                text.push('\n');
+                text.push_str(&mapped.choices.join("\n"));
+            }
+            let mut overlap = index.check(&text);
+            if check_target && !overlap.contaminated() {
+                overlap = index.check(&mapped.target_text());
+            }
+            overlap
+                .contaminated()
+                .then(|| (item.case_id.clone(), overlap))
+        })
+        .collect()
 }
 
 /// Refuses `user` acting on a run (`action`, e.g. "pause") unless they act for the team it is

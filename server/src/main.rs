@@ -64,6 +64,9 @@ enum Command {
     /// declarative part, with local data files) into datasets and one eval per filter;
     /// `inspect SAMPLES.jsonl` makes Inspect AI samples into a dataset and an eval.
     Import(ImportArgs),
+    /// Contamination checks: `index --out FILE CORPUS…` builds the 13-gram index of training
+    /// corpora (text, JSONL or its gzip form, Parquet) that an eval can name.
+    Contamination(ContaminationArgs),
     /// Manage user accounts.
     User(UserArgs),
     /// Make, list or revoke personal API tokens (on the server's host; users can also make
@@ -280,6 +283,30 @@ pub enum DatasetAction {
 }
 
 #[derive(clap::Args)]
+pub struct ContaminationArgs {
+    #[command(subcommand)]
+    pub action: ContaminationAction,
+}
+
+#[derive(Subcommand)]
+pub enum ContaminationAction {
+    /// Builds an n-gram index of the corpora: words lower-cased without punctuation, as the
+    /// GPT-3 paper's decontamination; streams, in bounded memory. Prints its content hash.
+    Index {
+        /// The index file to write.
+        #[arg(long)]
+        out: PathBuf,
+        /// Words per n-gram.
+        #[arg(long, default_value_t = arbiter_domain::contamination::DEFAULT_NGRAM)]
+        n: usize,
+        /// Corpus files: plain text (one document), .jsonl / .jsonl.gz (a document per line,
+        /// its strings), .parquet (a document per row).
+        #[arg(required = true)]
+        corpora: Vec<PathBuf>,
+    },
+}
+
+#[derive(clap::Args)]
 pub struct ImportArgs {
     #[arg(long, env = "DATABASE_URL", default_value = "sqlite://arbiter.db")]
     pub database_url: String,
@@ -451,6 +478,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Export(args) => commands::data::export(args).await,
         Command::Dataset(args) => commands::data::dataset(args).await,
         Command::Import(args) => commands::data::import(args).await,
+        Command::Contamination(args) => commands::data::contamination(args),
         Command::Migrate(args) => commands::data::migrate(args).await,
         Command::User(args) => commands::accounts::user(args).await,
         Command::Team(args) => commands::accounts::team(args).await,

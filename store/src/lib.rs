@@ -42,7 +42,7 @@ pub use catalog::CatalogStore;
 pub use grading::GradingStore;
 pub use operations::{DeliveryAttempt, DueDelivery, OperationsStore, RawPurge};
 pub use postgres::PostgresStore;
-pub use reports::{ExportRow, ReportStore, StoredSnapshot};
+pub use reports::{ContaminationCounts, ExportRow, ReportStore, StoredSnapshot};
 pub use runs::{ManifestInputs, NewRun, RunStore};
 pub use sqlite::SqliteStore;
 pub use work_queue::{

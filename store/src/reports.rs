@@ -57,6 +57,16 @@ pub struct ExportRow {
     pub choice_scores: Option<String>,
 }
 
+/// A run's final verdicts split by whether their item was found in the training corpus.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ContaminationCounts {
+    pub flagged_cases: i64,
+    pub flagged_pass: i64,
+    pub flagged_fail: i64,
+    pub clean_pass: i64,
+    pub clean_fail: i64,
+}
+
 /// Writes stored JSON text as the JSON it holds (`null` when absent or unreadable).
 fn embedded_json<S: serde::Serializer>(
     text: &Option<String>,
@@ -136,6 +146,17 @@ pub trait ReportStore: Send + Sync + 'static {
         &self,
         run_id: RunId,
     ) -> StoreResult<Vec<(String, i64, arbiter_domain::likelihood::ChoiceScores)>>;
+
+    /// Records a run's contaminated items (kept once per case, whatever is recorded again).
+    async fn record_contamination(
+        &self,
+        run_id: RunId,
+        flags: &[(String, arbiter_domain::contamination::Overlap)],
+    ) -> StoreResult<()>;
+
+    /// A run's verdicts split by contamination: (flagged cases, and of the final verdicts
+    /// pass and fail: flagged pass, flagged fail, clean pass, clean fail).
+    async fn contamination_split(&self, run_id: RunId) -> StoreResult<ContaminationCounts>;
 
     /// A page of the run's results for export, in identity order after `after_id`.
     async fn export_rows(
@@ -490,6 +511,67 @@ macro_rules! reports_sql {
                 }
                 .await;
                 result.map_err(|err| err.during("run_choice_scores"))
+            }
+
+            async fn record_contamination(
+                &self,
+                run_id: RunId,
+                flags: &[(String, arbiter_domain::contamination::Overlap)],
+            ) -> StoreResult<()> {
+                let result: StoreResult<()> = async move {
+                    for chunk in flags.chunks(500) {
+                        let mut insert = sqlx::QueryBuilder::<$db>::new(
+                            "INSERT INTO contamination_flags (run_id, case_id, ngrams, matched, example) ",
+                        );
+                        insert.push_values(chunk, |mut row, (case_id, overlap)| {
+                            row.push_bind(run_id.get())
+                                .push_bind(case_id.as_str())
+                                .push_bind(i64::from(overlap.ngrams))
+                                .push_bind(i64::from(overlap.matched))
+                                .push_bind(overlap.example.as_deref());
+                        });
+                        insert.push(" ON CONFLICT (run_id, case_id) DO NOTHING");
+                        insert.build().execute(&self.writer).await?;
+                    }
+                    Ok(())
+                }
+                .await;
+                result.map_err(|err| err.during("record_contamination"))
+            }
+
+            async fn contamination_split(&self, run_id: RunId) -> StoreResult<$crate::reports::ContaminationCounts> {
+                let result: StoreResult<$crate::reports::ContaminationCounts> = async move {
+                    let flagged_cases: i64 = sqlx::query_scalar(
+                        "SELECT COUNT(*) FROM contamination_flags WHERE run_id = $1",
+                    )
+                    .bind(run_id.get())
+                    .fetch_one(&self.pool)
+                    .await?;
+                    let rows: Vec<(bool, String, i64)> = sqlx::query_as(
+                        "SELECT f.case_id IS NOT NULL AS flagged, w.verdict, COUNT(*) FROM work_items w \
+                         LEFT JOIN contamination_flags f ON f.run_id = w.run_id AND f.case_id = w.case_id \
+                         WHERE w.run_id = $1 AND w.verdict IN ('pass', 'fail') \
+                         GROUP BY f.case_id IS NOT NULL, w.verdict",
+                    )
+                    .bind(run_id.get())
+                    .fetch_all(&self.pool)
+                    .await?;
+                    let mut counts = $crate::reports::ContaminationCounts {
+                        flagged_cases,
+                        ..Default::default()
+                    };
+                    for (flagged, verdict, count) in rows {
+                        match (flagged, verdict.as_str()) {
+                            (true, "pass") => counts.flagged_pass = count,
+                            (true, _) => counts.flagged_fail = count,
+                            (false, "pass") => counts.clean_pass = count,
+                            (false, _) => counts.clean_fail = count,
+                        }
+                    }
+                    Ok(counts)
+                }
+                .await;
+                result.map_err(|err| err.during("contamination_split"))
             }
 
             async fn run_graders(&self, run_id: RunId) -> StoreResult<Vec<String>> {

@@ -198,6 +198,16 @@ pub fn DefineEval(
                 </p>
             </details>
             <details>
+                <summary>"Contamination check"</summary>
+                <div class="row">
+                    <label>"Training corpus index (a file on the server, from " <code>"arbiter contamination index"</code> ")"
+                        <input name="options[contamination_index]" placeholder="none"/>
+                    </label>
+                    <label>"Check targets too" <input type="checkbox" name="options[contamination_targets]" value="yes"/></label>
+                </div>
+                <p class="hint">"Each item's input (and choices) is checked for any 13-gram of the corpus as a run expands; the run's report gives scores with and without the items found."</p>
+            </details>
+            <details>
                 <summary>"Few-shot exemplars"</summary>
                 <div class="row">
                     <label>"Exemplars from"

@@ -54,6 +54,8 @@ pub struct ReportView {
     pub turns: Vec<arbiter_domain::reports::TurnReport>,
     /// For likelihood evals: acc, acc_norm, acc_bytes, the probability on the right answer.
     pub likelihood: Option<arbiter_domain::reports::likelihood::LikelihoodReport>,
+    /// With a contamination check: scores with and without the items found in the corpus.
+    pub contamination: Option<arbiter_domain::contamination::ContaminationReport>,
 }
 
 /// One paired test of a candidate against the baseline.
@@ -303,6 +305,7 @@ mod convert {
             sample_metrics: report.sample_metrics.clone(),
             turns: report.turns.clone(),
             likelihood: report.likelihood.clone(),
+            contamination: report.contamination.clone(),
         }
     }
 

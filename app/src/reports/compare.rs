@@ -214,6 +214,7 @@ pub fn ReportCard(title: &'static str, report: ReportView) -> impl IntoView {
                 </table>
             })}
             {report.likelihood.clone().map(|likelihood| view! { <LikelihoodTable likelihood/> })}
+            {report.contamination.clone().map(|contamination| view! { <ContaminationTable contamination/> })}
             {(!report.turns.is_empty()).then(|| view! {
                 <table class="turns" data-testid="turn-results">
                     <caption>"By turn of the conversations (a turn after one that got no answer is stopped: never sent)"</caption>
@@ -501,6 +502,36 @@ fn DiffRow(row: DiffRowView) -> impl IntoView {
         </tr>
     }
     .into_any()
+}
+
+/// A run's pass rate with and without the items found in the training corpus.
+#[component]
+fn ContaminationTable(
+    contamination: arbiter_domain::contamination::ContaminationReport,
+) -> impl IntoView {
+    let rate = |rate: Option<f64>| {
+        rate.map(|rate| format!("{:.1}%", rate * 100.0))
+            .unwrap_or_else(|| "–".into())
+    };
+    let interval = |interval: Option<arbiter_domain::stats::Interval>| {
+        interval
+            .map(|i| format!("{:.1}–{:.1}%", i.lower * 100.0, i.upper * 100.0))
+            .unwrap_or_default()
+    };
+    view! {
+        <table class="contamination" data-testid="contamination">
+            <caption>
+                "Contamination: " {contamination.flagged_items} " items share a " {contamination.n}
+                "-gram with the training corpus (index " <code>{contamination.index_hash.chars().take(19).collect::<String>()}</code> ")"
+            </caption>
+            <thead><tr><th>"Items"</th><th>"Pass rate"</th><th>"95% interval"</th><th>"Decided answers"</th></tr></thead>
+            <tbody>
+                <tr><td>"all"</td><td>{rate(contamination.pass_rate)}</td><td></td><td>{contamination.clean_answers + contamination.flagged_answers}</td></tr>
+                <tr><td>"not found in the corpus"</td><td>{rate(contamination.clean_pass_rate)}</td><td>{interval(contamination.clean_interval)}</td><td>{contamination.clean_answers}</td></tr>
+                <tr><td>"found in the corpus"</td><td>{rate(contamination.flagged_pass_rate)}</td><td>{interval(contamination.flagged_interval)}</td><td>{contamination.flagged_answers}</td></tr>
+            </tbody>
+        </table>
+    }
 }
 
 /// A likelihood eval's metrics: lm-eval's accuracies and the probability on the right answer.

@@ -130,6 +130,9 @@ pub struct PromptSpec {
     /// (lm-eval's `multiple_choice`); `None` generates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub likelihood: Option<LikelihoodSpec>,
+    /// Check each item's text against a training corpus's n-grams when a run expands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contamination: Option<crate::contamination::ContaminationSpec>,
 }
 
 fn is_default_mapping(mapping: &FieldMapping) -> bool {
@@ -148,6 +151,7 @@ impl PromptSpec {
             mapping: FieldMapping::default(),
             few_shot: None,
             likelihood: None,
+            contamination: None,
         }
     }
 

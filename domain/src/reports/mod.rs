@@ -229,6 +229,9 @@ pub struct Report {
     /// For a likelihood eval: acc, acc_norm, acc_bytes, the probability on the right answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub likelihood: Option<likelihood::LikelihoodReport>,
+    /// With a contamination check: the scores with and without the items found in the corpus.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contamination: Option<crate::contamination::ContaminationReport>,
 }
 
 /// One turn's results across a run's conversations, with its pass rate and Wilson interval.
@@ -352,6 +355,7 @@ pub fn build_report(
         sample_metrics: Vec::new(),
         turns: Vec::new(),
         likelihood: None,
+        contamination: None,
     }
 }
 

@@ -293,6 +293,7 @@ fn eval_form(
                 .choices
                 .as_ref()
                 .map(|(_, likelihood)| likelihood.clone()),
+            contamination: None,
         },
     })
 }

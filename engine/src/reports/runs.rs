@@ -2,6 +2,7 @@
 //! when the run has moved on since it was built.
 
 use crate::error::{ServiceError, ServiceResult};
+use arbiter_domain::contamination::ContaminationReport;
 use arbiter_domain::ids::RunId;
 use arbiter_domain::likelihood::ChoiceScores;
 use arbiter_domain::manifest::Manifest;
@@ -154,6 +155,16 @@ pub(crate) async fn report_and_snapshot(
         samples = Some(RunSamples {
             items: keys.into_iter().zip(votes).collect(),
         });
+    }
+    if let Some(frozen) = &manifest.contamination {
+        let counts = store.contamination_split(run_id).await?;
+        let count = |value: i64| u64::try_from(value).unwrap_or(0);
+        report.contamination = Some(ContaminationReport::new(
+            frozen,
+            count(counts.flagged_cases),
+            (count(counts.flagged_pass), count(counts.flagged_fail)),
+            (count(counts.clean_pass), count(counts.clean_fail)),
+        ));
     }
     let choice_scores = match &manifest.eval.prompt.likelihood {
         Some(likelihood) => {

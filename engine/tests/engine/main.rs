@@ -4,6 +4,7 @@
 
 mod backup_restore;
 mod code_tests;
+mod contamination;
 mod conversations;
 mod dispatch;
 mod endpoint_keys;

@@ -12,11 +12,13 @@
 //! - [`login_burst`]: sign-in bursts against the throttle and the bound on password checks;
 //! - [`sandbox`]: code tests through the sandbox pool;
 //! - [`likelihood`]: multiple choice scored by likelihood;
+//! - [`contamination`]: indexing a corpus's 13-grams and checking items against it;
 //! - [`support`]: what they share (the simulator process, scratch databases, fixtures,
 //!   memory and CPU readings, percentiles).
 
 pub mod annotators;
 pub mod compare;
+pub mod contamination;
 pub mod likelihood;
 pub mod login_burst;
 pub mod pipeline;
@@ -79,6 +81,9 @@ pub enum Scenario {
     /// `--items` (default 20,000) four-choice items scored by likelihood against the
     /// zero-latency simulator, then asked as a generated letter: items/s and the ratio.
     Likelihood,
+    /// A 100 MB corpus indexed into 13-grams (MB/s), then `--items` (default 1,000,000)
+    /// items checked against it (µs per item).
+    Contamination,
 }
 
 /// Options of the `endpoint` scenario.
@@ -150,6 +155,7 @@ pub async fn run(
         Scenario::LoginBurst => crate::bench::login_burst::run(items.unwrap_or(50)).await,
         Scenario::Sandbox => crate::bench::sandbox::run(items.unwrap_or(1_000)).await,
         Scenario::Likelihood => crate::bench::likelihood::likelihood(items.unwrap_or(20_000)).await,
+        Scenario::Contamination => crate::bench::contamination::run(items.unwrap_or(1_000_000)),
         Scenario::Agreement => {
             agreement(items.unwrap_or(1_000_000));
             Ok(())

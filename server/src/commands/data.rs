@@ -57,6 +57,29 @@ pub async fn export(args: crate::ExportArgs) -> anyhow::Result<()> {
 
 /// `arbiter import lm-eval TASK.yaml` and `arbiter import inspect SAMPLES.jsonl`: prints the
 /// datasets and evals made, and what differs from the peer.
+/// `arbiter contamination index`.
+pub fn contamination(args: crate::ContaminationArgs) -> anyhow::Result<()> {
+    let crate::ContaminationAction::Index { out, n, corpora } = args.action;
+    let started = std::time::Instant::now();
+    let built = arbiter_engine::contamination::build_index(
+        &corpora,
+        &out,
+        n,
+        arbiter_engine::contamination::DEFAULT_RUN_HASHES,
+    )?;
+    let seconds = started.elapsed().as_secs_f64();
+    println!(
+        "index {}: {} distinct {n}-grams from {} documents ({:.1} MB) in {seconds:.1} s ({:.1} MB/s)",
+        built.path.display(),
+        built.ngrams,
+        built.documents,
+        built.bytes_read as f64 / 1e6,
+        built.bytes_read as f64 / 1e6 / seconds.max(1e-9),
+    );
+    println!("content hash {}", built.content_hash);
+    Ok(())
+}
+
 pub async fn import(args: crate::ImportArgs) -> anyhow::Result<()> {
     use arbiter_engine::import::{import_inspect_samples, import_lm_eval_task, ImportOptions};
     let crate::ImportArgs {

@@ -365,6 +365,11 @@ pub struct NewEvalRequest {
     /// or `bytes`). Needs `"api": "completions"` and a choices field.
     #[serde(default)]
     pub likelihood: Option<arbiter_domain::likelihood::LikelihoodSpec>,
+    /// Check items against a training corpus's n-gram index when a run expands:
+    /// `{"index": "/data/corpus.ngrams", "check_target": false}` (a file on the server, made by
+    /// `arbiter contamination index`).
+    #[serde(default)]
+    pub contamination: Option<arbiter_domain::contamination::ContaminationSpec>,
     #[serde(default = "default_max_tokens")]
     pub max_tokens: u32,
     #[serde(default)]
@@ -436,6 +441,7 @@ pub async fn define_eval(
                 extra: request.extra,
             },
             likelihood: request.likelihood,
+            contamination: request.contamination,
         },
     };
     let id =
