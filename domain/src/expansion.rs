@@ -34,6 +34,17 @@ pub struct PlannedIdentity {
     pub turns: i64,
 }
 
+/// SHA-256 (hex) of length-prefixed fields: no two different field lists hash the same byte
+/// stream.
+pub(crate) fn fields_hash<'a>(fields: impl IntoIterator<Item = &'a [u8]>) -> String {
+    let mut hasher = Sha256::new();
+    for bytes in fields {
+        hasher.update((bytes.len() as u64).to_le_bytes());
+        hasher.update(bytes);
+    }
+    hex::encode(hasher.finalize())
+}
+
 /// The seed sent for repetition `r`: each repetition is its own sample.
 pub fn seed_for(settings: &GenerationSettings, repetition: i64) -> u64 {
     settings.seed.wrapping_add(repetition as u64)

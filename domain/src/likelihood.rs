@@ -15,7 +15,6 @@
 //! Pure: no I/O. The engine sends the requests and hands the echoed arrays here.
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::manifest::EndpointFingerprint;
 use crate::prompt::request::RenderedPrompt;
@@ -411,6 +410,24 @@ impl LikelihoodSpec {
     }
 }
 
+#[cfg(test)]
+impl ChoiceScores {
+    /// Scores of one-token choices with these log-likelihoods (greedy when above -1).
+    pub(crate) fn for_tests(logprobs: &[f64], texts: &[&str], gold: Vec<usize>) -> ChoiceScores {
+        let texts: Vec<String> = texts.iter().map(|text| text.to_string()).collect();
+        let scores = logprobs
+            .iter()
+            .map(|&logprob| ContinuationScore {
+                logprob,
+                tokens: 1,
+                greedy: logprob > -1.0,
+                split_token: false,
+            })
+            .collect();
+        ChoiceScores::new(&texts, scores, gold)
+    }
+}
+
 /// The generation-cache key of one item scored by likelihood: the endpoint, the context, every
 /// continuation in order, and the repetition. Two items with the same context and choices are
 /// one request set; a changed choice is another.
@@ -420,20 +437,20 @@ pub fn scoring_key(
     continuations: &[String],
     repetition: i64,
 ) -> String {
-    let mut hasher = Sha256::new();
-    let mut field = |bytes: &[u8]| {
-        hasher.update((bytes.len() as u64).to_le_bytes());
-        hasher.update(bytes);
-    };
-    field(b"arbiter-likelihood-v1");
-    field(&serde_json::to_vec(fingerprint).expect("fingerprints always serialize"));
-    field(context.as_bytes());
-    field(&(continuations.len() as u64).to_le_bytes());
-    for continuation in continuations {
-        field(continuation.as_bytes());
-    }
-    field(&repetition.to_le_bytes());
-    hex::encode(hasher.finalize())
+    let fingerprint = serde_json::to_vec(fingerprint).expect("fingerprints always serialize");
+    let count = (continuations.len() as u64).to_le_bytes();
+    let repetition = repetition.to_le_bytes();
+    let head: [&[u8]; 4] = [
+        b"arbiter-likelihood-v1",
+        &fingerprint,
+        context.as_bytes(),
+        &count,
+    ];
+    crate::expansion::fields_hash(
+        head.into_iter()
+            .chain(continuations.iter().map(String::as_bytes))
+            .chain(std::iter::once(&repetition[..])),
+    )
 }
 
 #[cfg(test)]
@@ -551,20 +568,7 @@ mod tests {
     }
 
     fn scored(logprobs: &[f64], texts: &[&str], gold: Vec<usize>) -> ChoiceScores {
-        let texts: Vec<String> = texts.iter().map(|text| text.to_string()).collect();
-        ChoiceScores::new(
-            &texts,
-            logprobs
-                .iter()
-                .map(|&logprob| ContinuationScore {
-                    logprob,
-                    tokens: 1,
-                    greedy: false,
-                    split_token: false,
-                })
-                .collect(),
-            gold,
-        )
+        ChoiceScores::for_tests(logprobs, texts, gold)
     }
 
     #[test]

@@ -135,6 +135,18 @@ impl std::fmt::Display for SandboxRuntime {
 }
 
 impl CodeTests {
+    /// HumanEval's fields, as its harness reads them: the answer completes `prompt`, then
+    /// `test` and `check(entry_point)` run; default limits.
+    pub fn human_eval() -> CodeTests {
+        CodeTests {
+            extract: CodeExtraction::Whole,
+            prefix_field: Some("prompt".into()),
+            tests_field: "test".into(),
+            entry_point_field: Some("entry_point".into()),
+            limits: SandboxLimits::default(),
+        }
+    }
+
     /// Checks the field names and limits, before any item is read.
     pub fn validate(&self) -> Result<(), String> {
         let named = [
@@ -408,16 +420,6 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn human_eval() -> CodeTests {
-        CodeTests {
-            extract: CodeExtraction::Whole,
-            prefix_field: Some("prompt".into()),
-            tests_field: "test".into(),
-            entry_point_field: Some("entry_point".into()),
-            limits: SandboxLimits::default(),
-        }
-    }
-
     fn item() -> Map<String, Value> {
         json!({
             "prompt": "def add(a, b):\n    \"\"\"Adds.\"\"\"\n",
@@ -431,7 +433,9 @@ mod tests {
 
     #[test]
     fn programs_are_assembled_as_human_eval_does() {
-        let program = human_eval().program("    return a + b\n", &item()).unwrap();
+        let program = CodeTests::human_eval()
+            .program("    return a + b\n", &item())
+            .unwrap();
         assert_eq!(
             program,
             "def add(a, b):\n    \"\"\"Adds.\"\"\"\n    return a + b\n\n\
@@ -444,7 +448,7 @@ mod tests {
         let grader = CodeTests {
             extract: CodeExtraction::Fenced,
             prefix_field: None,
-            ..human_eval()
+            ..CodeTests::human_eval()
         };
         let answer = "Here:\n```text\nnot code\n```\n```python\ndef add(a, b):\n    return a + b\n```\nDone.";
         let program = grader.program(answer, &item()).unwrap();
@@ -460,7 +464,7 @@ mod tests {
 
     #[test]
     fn items_missing_what_the_grader_reads_are_named() {
-        let grader = human_eval();
+        let grader = CodeTests::human_eval();
         let mut fields = item();
         fields.remove("test");
         assert_eq!(
@@ -486,7 +490,7 @@ mod tests {
 
     #[test]
     fn limits_out_of_range_are_refused_by_name() {
-        let mut grader = human_eval();
+        let mut grader = CodeTests::human_eval();
         grader.limits.wall_seconds = 0;
         assert!(grader.validate().unwrap_err().contains("`wall_seconds`"));
         grader.limits = SandboxLimits::default();
@@ -552,7 +556,7 @@ mod tests {
 
     #[test]
     fn the_cache_key_covers_the_runtime_the_limits_and_the_program() {
-        let grader = human_eval();
+        let grader = CodeTests::human_eval();
         let runtime = SandboxRuntime {
             isolation: "bubblewrap 0.8.0".into(),
             interpreter: "Python 3.11.2".into(),
@@ -564,7 +568,7 @@ mod tests {
             ..runtime.clone()
         };
         assert_ne!(key, grader.cache_key(&newer, "print(1)"));
-        let mut tighter = human_eval();
+        let mut tighter = CodeTests::human_eval();
         tighter.limits.cpu_seconds = 1;
         assert_ne!(key, tighter.cache_key(&runtime, "print(1)"));
     }

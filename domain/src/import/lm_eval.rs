@@ -378,18 +378,8 @@ fn multiple_choice_task(
 /// The reading that grades a multiple-choice task: the first of `acc`, `acc_norm`,
 /// `acc_bytes` in `metric_list` (`acc` without one); other metrics are refused.
 fn selection(task: &Map<String, Value>) -> Result<Selection, String> {
-    let metrics = match task.get("metric_list") {
-        None | Some(Value::Null) => return Ok(Selection::Raw),
-        Some(Value::Array(metrics)) => metrics,
-        Some(_) => return Err("`metric_list` must list metrics".into()),
-    };
     let mut chosen = None;
-    for (index, metric) in metrics.iter().enumerate() {
-        let at = format!("metric_list[{index}]");
-        let name = metric
-            .get("metric")
-            .and_then(Value::as_str)
-            .ok_or_else(|| format!("`{at}.metric` must name a metric"))?;
+    for (at, name, metric) in metric_list(task)? {
         let selection = Selection::ALL
             .into_iter()
             .find(|selection| selection.metric() == name)
@@ -750,20 +740,32 @@ fn pipelines(
     Ok(pipelines)
 }
 
-/// The `exact_match` metric's options; other metrics are refused.
-fn folding(task: &Map<String, Value>) -> Result<MatchFolding, String> {
+/// `metric_list`'s entries: (where, for messages; the metric's name; the entry). Empty when
+/// the task lists none.
+fn metric_list(task: &Map<String, Value>) -> Result<Vec<(String, &str, &Value)>, String> {
     let metrics = match task.get("metric_list") {
-        None | Some(Value::Null) => return Ok(MatchFolding::default()),
+        None | Some(Value::Null) => return Ok(Vec::new()),
         Some(Value::Array(metrics)) => metrics,
         Some(_) => return Err("`metric_list` must list metrics".into()),
     };
+    metrics
+        .iter()
+        .enumerate()
+        .map(|(index, metric)| {
+            let at = format!("metric_list[{index}]");
+            let name = metric
+                .get("metric")
+                .and_then(Value::as_str)
+                .ok_or_else(|| format!("`{at}.metric` must name a metric"))?;
+            Ok((at, name, metric))
+        })
+        .collect()
+}
+
+/// The `exact_match` metric's options; other metrics are refused.
+fn folding(task: &Map<String, Value>) -> Result<MatchFolding, String> {
     let mut folding = None;
-    for (index, metric) in metrics.iter().enumerate() {
-        let at = format!("metric_list[{index}]");
-        let name = metric
-            .get("metric")
-            .and_then(Value::as_str)
-            .ok_or_else(|| format!("`{at}.metric` must name a metric"))?;
+    for (at, name, metric) in metric_list(task)? {
         if name != "exact_match" {
             return Err(format!(
                 "`{at}.metric: {name}` is not a metric Arbiter computes the harness's way; only exact_match imports"

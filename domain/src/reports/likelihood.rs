@@ -200,23 +200,11 @@ pub fn paired_right_logprob(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::likelihood::ContinuationScore;
 
     fn scores(logprobs: &[f64], gold: usize) -> ChoiceScores {
         let texts: Vec<String> = (0..logprobs.len()).map(|i| "x".repeat(i + 1)).collect();
-        ChoiceScores::new(
-            &texts,
-            logprobs
-                .iter()
-                .map(|&logprob| ContinuationScore {
-                    logprob,
-                    tokens: 1,
-                    greedy: logprob > -1.0,
-                    split_token: false,
-                })
-                .collect(),
-            vec![gold],
-        )
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        ChoiceScores::for_tests(logprobs, &texts, vec![gold])
     }
 
     #[test]

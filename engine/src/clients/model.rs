@@ -341,11 +341,7 @@ struct Usage {
 fn parse_chat_completion(body: &[u8]) -> Result<Generation, String> {
     let completion: ChatCompletion<'_> =
         serde_json::from_slice(body).map_err(|err| err.to_string())?;
-    let choice = completion
-        .choices
-        .into_iter()
-        .next()
-        .ok_or_else(|| "the response has no choices".to_string())?;
+    let choice = first_choice(completion.choices)?;
     let output = choice.message.content.unwrap_or_default();
     let refusal = choice
         .message
@@ -363,6 +359,14 @@ fn parse_chat_completion(body: &[u8]) -> Result<Generation, String> {
         completion.usage,
         logprobs,
     ))
+}
+
+/// The response's first choice (Arbiter asks for one).
+fn first_choice<T>(choices: Vec<T>) -> Result<T, String> {
+    choices
+        .into_iter()
+        .next()
+        .ok_or_else(|| "the response has no choices".to_string())
 }
 
 /// A parsed answer of either API as a [`Generation`].
@@ -406,11 +410,7 @@ struct CompletionChoice<'a> {
 
 fn parse_completion(body: &[u8]) -> Result<Generation, String> {
     let completion: Completion<'_> = serde_json::from_slice(body).map_err(|err| err.to_string())?;
-    let choice = completion
-        .choices
-        .into_iter()
-        .next()
-        .ok_or_else(|| "the response has no choices".to_string())?;
+    let choice = first_choice(completion.choices)?;
     let logprobs = choice
         .logprobs
         .as_ref()
@@ -448,11 +448,7 @@ fn parse_scored_completion(
 ) -> Result<Generation, String> {
     let completion: EchoedCompletion =
         serde_json::from_slice(body).map_err(|err| err.to_string())?;
-    let choice = completion
-        .choices
-        .into_iter()
-        .next()
-        .ok_or_else(|| "the response has no choices".to_string())?;
+    let choice = first_choice(completion.choices)?;
     let echo = choice.logprobs.ok_or_else(|| {
         "the response has no logprobs: the endpoint does not return prompt logprobs".to_string()
     })?;

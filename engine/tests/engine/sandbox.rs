@@ -257,14 +257,8 @@ async fn human_eval_passes(
     problems: &[serde_json::Value],
     body: impl Fn(&serde_json::Value) -> String,
 ) -> Vec<String> {
-    use arbiter_domain::grading::code_tests::{CodeExtraction, CodeTests};
-    let grader = CodeTests {
-        extract: CodeExtraction::Whole,
-        prefix_field: Some("prompt".into()),
-        tests_field: "test".into(),
-        entry_point_field: Some("entry_point".into()),
-        limits: SandboxLimits::default(),
-    };
+    use arbiter_domain::grading::code_tests::CodeTests;
+    let grader = CodeTests::human_eval();
     let grader = &grader;
     let runs = problems.iter().map(|problem| {
         let program = grader

@@ -7,19 +7,13 @@
 
 use super::support::percentile;
 use anyhow::Context;
-use arbiter_domain::grading::code_tests::{CodeExtraction, CodeOutcome, CodeTests, SandboxLimits};
+use arbiter_domain::grading::code_tests::{CodeOutcome, CodeTests, SandboxLimits};
 use arbiter_engine::sandbox::Sandbox;
 use std::time::Instant;
 
 /// The programs: problem `i % 8` of the demo's code set, passing on even `i`.
 fn programs(count: usize) -> anyhow::Result<Vec<(String, bool)>> {
-    let grader = CodeTests {
-        extract: CodeExtraction::Whole,
-        prefix_field: Some("prompt".into()),
-        tests_field: "test".into(),
-        entry_point_field: Some("entry_point".into()),
-        limits: SandboxLimits::default(),
-    };
+    let grader = CodeTests::human_eval();
     let problems: Vec<serde_json::Map<String, serde_json::Value>> =
         std::str::from_utf8(crate::demo::CODE_DATASET)?
             .lines()

@@ -408,22 +408,7 @@ async fn the_bundled_model_serves_the_openai_api_and_answers_an_eval() {
 async fn score_choices_by_likelihood(base_url: &str) {
     use arbiter_domain::likelihood::LikelihoodSpec;
     use arbiter_testkit::pipeline::{launch, test_worker, work_until_complete};
-    arbiter_testkit::egress::allow_loopback();
-    let directory = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", directory.path().join("arbiter.db").display());
-    let store: Arc<dyn Store> = Database::open(&url).await.unwrap().store();
-    let checkpoint = arbiter_engine::catalog::register_checkpoint(
-        store.as_ref(),
-        &CheckpointForm {
-            name: "smollm2/135m".into(),
-            endpoint_url: base_url.into(),
-            model: MODEL.into(),
-            ..CheckpointForm::default()
-        },
-        None,
-    )
-    .await
-    .unwrap();
+    let (_directory, store, checkpoint) = store_with_the_model(base_url).await;
     let dataset: String = [
         json!({"id": "france", "question": "What is the capital of France?", "choices": ["London", "Paris", "Tokyo"], "answer": 1}),
         json!({"id": "sky", "question": "What color is the sky on a clear day?", "choices": ["blue", "green"], "answer": 0}),
@@ -496,9 +481,15 @@ async fn score_choices_by_likelihood(base_url: &str) {
     );
 }
 
-/// Five questions through Arbiter's scheduler and workers, with logprobs stored.
-async fn run_an_eval(base_url: &str) {
-    const MAX_TOKENS: i64 = 24;
+/// A fresh SQLite store (in a folder kept while the returned guard lives) with the model
+/// server registered as a checkpoint.
+async fn store_with_the_model(
+    base_url: &str,
+) -> (
+    tempfile::TempDir,
+    Arc<dyn Store>,
+    arbiter_domain::ids::CheckpointId,
+) {
     arbiter_testkit::egress::allow_loopback();
     let directory = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", directory.path().join("arbiter.db").display());
@@ -515,6 +506,13 @@ async fn run_an_eval(base_url: &str) {
     )
     .await
     .unwrap();
+    (directory, store, checkpoint)
+}
+
+/// Five questions through Arbiter's scheduler and workers, with logprobs stored.
+async fn run_an_eval(base_url: &str) {
+    const MAX_TOKENS: i64 = 24;
+    let (_directory, store, checkpoint) = store_with_the_model(base_url).await;
     let dataset: String = [
         ("q1", "What is the capital of France?", "Paris"),
         ("q2", "What is 2 + 2?", "4"),
