@@ -196,16 +196,16 @@ pub fn score_continuation(
             .iter()
             .collect()
     };
-    if !read.contains(char::REPLACEMENT_CHARACTER) && !read.ends_with(&continuation) {
+    if read.contains(char::REPLACEMENT_CHARACTER) {
+        return Err(
+            "the echoed tokens hold parts of characters, so where the continuation starts cannot \
+             be told from them"
+                .into(),
+        );
+    }
+    if !read.ends_with(&continuation) {
         return Err(format!(
-            "the echoed tokens end `{}`, not the continuation `{continuation}`",
-            read.chars()
-                .rev()
-                .take(40)
-                .collect::<Vec<_>>()
-                .into_iter()
-                .rev()
-                .collect::<String>()
+            "the echoed tokens do not end with the continuation `{continuation}`"
         ));
     }
     let mut logprob = 0.0;
@@ -349,6 +349,21 @@ impl ChoiceScores {
     }
 }
 
+/// The right choices' positions: with choices, each acceptable answer is a choice's letter.
+pub fn gold_positions(targets: &[String], choices: usize) -> Vec<usize> {
+    targets
+        .iter()
+        .filter_map(|target| {
+            let mut letters = target.chars();
+            match (letters.next(), letters.next()) {
+                (Some(letter @ 'A'..='Z'), None) => Some(letter as usize - 'A' as usize),
+                _ => None,
+            }
+        })
+        .filter(|&index| index < choices)
+        .collect()
+}
+
 /// What scoring one item takes: the context (the rendered prompt), one request per choice,
 /// and the right choices' positions.
 #[derive(Clone, Debug, PartialEq)]
@@ -361,6 +376,30 @@ pub struct ItemScoring {
 }
 
 impl LikelihoodSpec {
+    /// The answer scores give under this spec, for an item with these acceptable answers: the
+    /// chosen letter, and the scores with the right choices set from the item. Scores come from
+    /// the endpoint or the cache; the cache's key covers the context and the choices but not
+    /// the selection or the answer key, so both are applied here, never taken from the cache.
+    pub fn answer(&self, mut scores: ChoiceScores, targets: &[String]) -> (String, ChoiceScores) {
+        scores.gold = gold_positions(targets, scores.choices.len());
+        let letter = scores
+            .selected(self.select_by)
+            .and_then(crate::fields::choice_letter)
+            .map(String::from)
+            .unwrap_or_default();
+        (letter, scores)
+    }
+
+    /// A stored answer (a cached one) read under this spec for an item with these acceptable
+    /// answers: its scores kept, its letter and right choices set afresh.
+    pub fn reanswer(&self, generation: &mut crate::answer::Generation, targets: &[String]) {
+        if let Some(scores) = generation.choice_scores.take() {
+            let (letter, scores) = self.answer(scores, targets);
+            generation.output = letter;
+            generation.choice_scores = Some(scores);
+        }
+    }
+
     /// The requests that score a rendered item; the error says what the item lacks.
     pub fn item_scoring(&self, rendered: &RenderedPrompt) -> Result<ItemScoring, String> {
         let PromptBody::Completion(context) = &rendered.body else {
@@ -388,19 +427,7 @@ impl LikelihoodSpec {
             .iter()
             .map(|continuation| continuation_request(context, continuation))
             .collect();
-        // With choices, each acceptable answer is a choice's letter.
-        let gold = item
-            .targets
-            .iter()
-            .filter_map(|target| {
-                let mut letters = target.chars();
-                match (letters.next(), letters.next()) {
-                    (Some(letter @ 'A'..='Z'), None) => Some(letter as usize - 'A' as usize),
-                    _ => None,
-                }
-            })
-            .filter(|&index| index < item.choices.len())
-            .collect();
+        let gold = gold_positions(&item.targets, item.choices.len());
         Ok(ItemScoring {
             context: context.clone(),
             continuations,
@@ -532,7 +559,15 @@ mod tests {
         assert!(
             score_continuation(&shifted, text("A: Paris", "A: Paris", None), 6)
                 .unwrap_err()
-                .contains("not the continuation")
+                .contains("do not end with the continuation")
+        );
+        // Nor are tokens holding parts of a character (decoded as U+FFFD).
+        let mut partial = without.clone();
+        partial.tokens[3] = "\u{FFFD}\u{FFFD}".into();
+        assert!(
+            score_continuation(&partial, text("A: Paris", "A: Paris", None), 6)
+                .unwrap_err()
+                .contains("parts of characters")
         );
     }
 

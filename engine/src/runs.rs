@@ -310,8 +310,9 @@ async fn plan_next_chunk(
             .filter_map(|identity| {
                 let key = identity.generation_key.as_ref()?;
                 let hit = cached.get(key)?;
-                let grade = (!hit.outcome.is_error())
-                    .then(|| grader.grade_any(&hit.output, &identity.targets))?;
+                let answer = cached_answer(manifest, hit, &identity.targets);
+                let grade = (!answer.outcome.is_error())
+                    .then(|| grader.grade_any(&answer.output, &identity.targets))?;
                 Some((key.clone(), grade))
             })
             .collect(),
@@ -353,7 +354,7 @@ async fn plan_next_chunk(
                     let hit = cached.get(key)?;
                     Some(CacheHit {
                         source_identity_id: hit.source_identity_id,
-                        generation: hit.to_generation(),
+                        generation: cached_answer(manifest, hit, &planned.targets),
                         grading: Grading::deterministic_only(graded.get(key).cloned())
                             .route(manifest.triage.as_ref()),
                     })
@@ -406,6 +407,20 @@ fn contaminated_items(
                 .then(|| (item.case_id.clone(), overlap))
         })
         .collect()
+}
+
+/// A cached answer as this run reads it: a likelihood eval's letter and right choices are
+/// taken from the cached scores under its own selection and the item's targets.
+fn cached_answer(
+    manifest: &Manifest,
+    hit: &arbiter_store::CachedGeneration,
+    targets: &[String],
+) -> arbiter_domain::answer::Generation {
+    let mut generation = hit.to_generation();
+    if let Some(likelihood) = &manifest.eval.prompt.likelihood {
+        likelihood.reanswer(&mut generation, targets);
+    }
+    generation
 }
 
 /// Refuses `user` acting on a run (`action`, e.g. "pause") unless they act for the team it is

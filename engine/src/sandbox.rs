@@ -13,40 +13,56 @@
 //! A pool bounds how many runs go at once, apart from generation: workers hand answers over as
 //! they arrive and wait only for their own tests.
 
-use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arbiter_domain::grading::code_tests::{
-    classify, CodeOutcome, ProcessEnd, SandboxLimits, SandboxRuntime,
+    classify, CodeOutcome, ProcessEnd, RunFacts, SandboxLimits, SandboxRuntime,
 };
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 use tokio::sync::{OnceCell, Semaphore};
 
-/// The file descriptor bubblewrap reports the child's start and exit on.
-const STATUS_FD: i32 = 3;
 /// The first uid the pool's slots run as when the server runs as root (far above system and
 /// user accounts, so no real account's files or processes are shared).
 const FIRST_SLOT_UID: u32 = 2_000_000_000;
 
 /// Runs the program read from stdin as HumanEval's harness does (`exec` with fresh globals, so
 /// `if __name__ == "__main__":` blocks do not run), with its source registered so tracebacks
-/// quote the failing line; an early `exit()` is a failure, not a pass.
-pub const RUNNER: &str = r#"import linecache, sys, traceback
-source = sys.stdin.read()
-sys.stdin = open("/dev/null")
-linecache.cache["program.py"] = (len(source), None, source.splitlines(True), "program.py")
-try:
-    exec(compile(source, "program.py", "exec"), {})
-except SystemExit as stop:
-    print("SystemExit: the program exited (code %r) before its tests finished" % (stop.code,), file=sys.stderr)
-    sys.exit(1)
-except BaseException:
-    traceback.print_exc()
-    sys.exit(1)
+/// quote the failing line. The first line of stdin is a per-run nonce: the runner writes
+/// "<nonce> started" before the program and "<nonce> passed" only once `exec` has returned, so
+/// a program that exits early (`exit()`, `os._exit(0)`, a patched `sys.exit`) never passes, as
+/// in HumanEval's harness. It guards against exits, not against a program written to read the
+/// runner and forge its line. Changing the runner or the sandbox's arguments can change
+/// outcomes: bump the version in `CodeTests::cache_key` with it.
+pub const RUNNER: &str = r#"import os, sys
+def run(write=os.write, leave=os._exit):
+    nonce = sys.stdin.readline().strip()
+    write(1, ("%s started\n" % nonce).encode())
+    import linecache, traceback
+    source = sys.stdin.read()
+    sys.stdin = open("/dev/null")
+    linecache.cache["program.py"] = (len(source), None, source.splitlines(True), "program.py")
+    try:
+        exec(compile(source, "program.py", "exec"), {})
+    except SystemExit as stop:
+        sys.stderr.write("SystemExit: the program exited (code %r) before its tests finished\n" % (stop.code,))
+        sys.stderr.flush()
+        leave(1)
+    except BaseException:
+        traceback.print_exc()
+        sys.stderr.flush()
+        leave(1)
+    try:
+        sys.stdout.flush()
+    except BaseException:
+        pass
+    write(1, ("\n%s passed\n" % nonce).encode())
+    leave(0)
+run()
 "#;
 
 /// Where the sandbox's tools are and how many runs go at once.
@@ -90,6 +106,21 @@ pub struct Sandbox {
     as_root: bool,
 }
 
+/// A uid taken from the pool, returned when dropped.
+struct UidSlot<'a> {
+    uid: u32,
+    pool: &'a Mutex<Vec<u32>>,
+}
+
+impl Drop for UidSlot<'_> {
+    fn drop(&mut self) {
+        match self.pool.lock() {
+            Ok(mut uids) => uids.push(self.uid),
+            Err(poisoned) => poisoned.into_inner().push(self.uid),
+        }
+    }
+}
+
 /// What one run printed and how it ended.
 #[derive(Clone, Debug)]
 pub struct RunReport {
@@ -101,16 +132,18 @@ pub struct RunReport {
 impl Sandbox {
     /// The process's sandbox, set up on first use from the environment; the error says why
     /// none can run here.
+    /// A failed start is tried again at the next call (a probe that failed under load must not
+    /// disable code grading until the process restarts).
     pub async fn shared() -> Result<Arc<Sandbox>, String> {
-        static SHARED: OnceCell<Result<Arc<Sandbox>, String>> = OnceCell::const_new();
+        static SHARED: OnceCell<Arc<Sandbox>> = OnceCell::const_new();
         SHARED
-            .get_or_init(|| async {
+            .get_or_try_init(|| async {
                 Sandbox::start(SandboxConfig::from_env())
                     .await
                     .map(Arc::new)
             })
             .await
-            .clone()
+            .cloned()
     }
 
     /// Checks that the sandbox runs here and reads the versions it runs with.
@@ -121,6 +154,11 @@ impl Sandbox {
                  (set ARBITER_SANDBOX_PYTHON)",
                 config.python.display()
             ));
+        }
+        // Runs start with an empty environment, so bubblewrap is found on PATH once, here.
+        let mut config = config;
+        if let Some(found) = on_path(&config.bubblewrap) {
+            config.bubblewrap = found;
         }
         let version = std::process::Command::new(&config.bubblewrap)
             .arg("--version")
@@ -182,89 +220,95 @@ impl Sandbox {
             .acquire()
             .await
             .expect("the semaphore is never closed");
-        let uid = if self.as_root {
-            self.free_uids.lock().ok().and_then(|mut uids| uids.pop())
+        // As root, a run always has an unprivileged uid of its own, handed back however the
+        // run ends; never root's own (whose processes no rlimit bounds).
+        let slot = if self.as_root {
+            let taken = self.free_uids.lock().ok().and_then(|mut uids| uids.pop());
+            match taken {
+                Some(uid) => Some(UidSlot {
+                    uid,
+                    pool: &self.free_uids,
+                }),
+                None => {
+                    return RunReport {
+                        outcome: CodeOutcome::SandboxError {
+                            reason: "no unprivileged uid is free for the run".into(),
+                        },
+                        stdout: String::new(),
+                        duration: Duration::ZERO,
+                    }
+                }
+            }
         } else {
             None
         };
-        let report = self.run_as(uid, program, limits).await;
-        if let Some(uid) = uid {
-            if let Ok(mut uids) = self.free_uids.lock() {
-                uids.push(uid);
-            }
-        }
-        report
+        self.run_as(slot.as_ref().map(|slot| slot.uid), program, limits)
+            .await
     }
 
     async fn run_as(&self, uid: Option<u32>, program: &str, limits: &SandboxLimits) -> RunReport {
         let started = Instant::now();
-        let report = |outcome: CodeOutcome, stdout: String| RunReport {
-            outcome,
-            stdout,
-            duration: started.elapsed(),
-        };
-        let not_started = |reason: String| {
-            report(
-                CodeOutcome::SandboxError {
-                    reason: format!("the sandbox could not start: {reason}"),
-                },
-                String::new(),
-            )
-        };
-        let (status_read, status_write) = match std::io::pipe() {
-            Ok(pipe) => pipe,
-            Err(err) => return not_started(format!("no pipe for its status: {err}")),
-        };
         let mut command = self.command(limits);
         if let Some(uid) = uid {
             command.uid(uid).gid(uid);
         }
-        let status_fd = OwnedFd::from(status_write);
-        let raw_status_fd = status_fd.as_raw_fd();
-        // SAFETY: between fork and exec the closure only calls dup2 and fcntl, which are
-        // async-signal-safe, on a descriptor that stays open until the child has spawned.
-        unsafe {
-            command.pre_exec(move || {
-                if libc::dup2(raw_status_fd, STATUS_FD) < 0
-                    || libc::fcntl(STATUS_FD, libc::F_SETFD, 0) < 0
-                {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
         let mut child = match command.spawn() {
             Ok(child) => child,
-            Err(err) => return not_started(err.to_string()),
+            Err(err) => {
+                return RunReport {
+                    outcome: CodeOutcome::SandboxError {
+                        reason: format!("the sandbox could not start: {err}"),
+                    },
+                    stdout: String::new(),
+                    duration: started.elapsed(),
+                }
+            }
         };
-        drop(status_fd);
+        let nonce = format!("{:032x}", rand::random::<u128>());
         let mut stdin = child.stdin.take().expect("stdin is piped");
         let stdout = child.stdout.take().expect("stdout is piped");
         let stderr = child.stderr.take().expect("stderr is piped");
-        let cap = limits.output_kib as usize * 1024;
-        let source = program.to_string();
+        // One budget for stdout and stderr together.
+        let budget = AtomicUsize::new(limits.output_kib as usize * 1024);
+        let input = format!("{nonce}\n{program}");
         let feed = async move {
             // A program that never reads its input closes the pipe early; that is not an error.
-            let _ = stdin.write_all(source.as_bytes()).await;
+            let _ = stdin.write_all(input.as_bytes()).await;
             drop(stdin);
         };
         let wall = Duration::from_secs(u64::from(limits.wall_seconds));
-        let finished = tokio::time::timeout(wall, async {
-            let ((), out, err) =
-                tokio::join!(feed, read_capped(stdout, cap), read_capped(stderr, cap));
+        let reading = async {
+            let ((), out, err) = tokio::join!(
+                feed,
+                read_capped(stdout, &budget),
+                read_capped(stderr, &budget)
+            );
             (out, err)
-        })
-        .await;
-        let end = match &finished {
-            Err(_) => Some(ProcessEnd::WallTimeout),
-            Ok(((_, true), _) | (_, (_, true))) => Some(ProcessEnd::OutputLimit),
-            Ok(_) => None,
         };
-        if end.is_some() {
+        tokio::pin!(reading);
+        let (finished, timed_out) = tokio::select! {
+            finished = &mut reading => (Some(finished), false),
+            () = tokio::time::sleep(wall) => (None, true),
+        };
+        let cut_short = match &finished {
+            None => Some(ProcessEnd::WallTimeout),
+            Some(((_, true), _) | (_, (_, true))) => Some(ProcessEnd::OutputLimit),
+            Some(_) => None,
+        };
+        if cut_short.is_some() {
             // Killing bubblewrap kills the sandbox: its first process dies with its parent, and
             // the rest of the process namespace with that.
             let _ = child.start_kill();
         }
+        // After a timeout the pipes close with the sandbox: what was printed is still read, so
+        // the runner's start line says the program had started.
+        let finished = match finished {
+            Some(finished) => Some(finished),
+            None if timed_out => tokio::time::timeout(Duration::from_secs(2), &mut reading)
+                .await
+                .ok(),
+            None => None,
+        };
         let exited = child.wait().await.ok().and_then(|status| {
             use std::os::unix::process::ExitStatusExt;
             status
@@ -272,26 +316,26 @@ impl Sandbox {
                 .or_else(|| status.signal().map(|signal| 128 + signal))
         });
         let (stdout, stderr) = match finished {
-            Ok(((out, _), (err, _))) => (out, err),
-            Err(_) => (Vec::new(), Vec::new()),
+            Some(((out, _), (err, _))) => (out, err),
+            None => (Vec::new(), Vec::new()),
         };
+        let stdout = String::from_utf8_lossy(&stdout).into_owned();
         let stderr = String::from_utf8_lossy(&stderr).into_owned();
-        // Bubblewrap exits with its program's code (128 + n for signal n); it says on the status
-        // descriptor that the program started, so its own failure to set up is told apart.
-        // A program can only add to what that descriptor says, never take the start back.
-        let started = child_started(status_read).await;
-        let end = end.unwrap_or_else(|| match (started, exited) {
-            (true, Some(code)) => ProcessEnd::Exited(code),
-            (true, None) => ProcessEnd::NotStarted("the sandbox's exit status was lost".into()),
-            (false, _) => ProcessEnd::NotStarted(format!(
-                "the sandbox could not start: {}",
-                stderr.trim().chars().take(500).collect::<String>()
-            )),
+        let (program_output, started_program, finished_tests) = markers(&stdout, &nonce);
+        let end = cut_short.unwrap_or(match exited {
+            Some(code) => ProcessEnd::Exited(code),
+            None => ProcessEnd::NotStarted("the sandbox's exit status was lost".into()),
         });
-        report(
-            classify(&end, &stderr, limits),
-            String::from_utf8_lossy(&stdout).into_owned(),
-        )
+        let facts = RunFacts {
+            end,
+            started: started_program,
+            finished_tests,
+        };
+        RunReport {
+            outcome: classify(&facts, &stderr, limits),
+            stdout: program_output,
+            duration: started.elapsed(),
+        }
     }
 
     /// The bubblewrap command for one run under `limits`.
@@ -300,13 +344,16 @@ impl Sandbox {
         let temp_bytes = u64::from(limits.temp_mib) * 1024 * 1024;
         let memory_bytes = u64::from(limits.memory_mib) * 1024 * 1024;
         command
-            .args(["--unshare-all", "--die-with-parent", "--new-session"])
+            .args(["--unshare-all", "--unshare-user", "--disable-userns"])
+            .args(["--die-with-parent", "--new-session"])
             .args(["--cap-drop", "ALL", "--clearenv"])
             .args(["--ro-bind", "/usr", "/usr"])
             .args(["--symlink", "usr/lib", "/lib"])
             .args(["--symlink", "usr/lib64", "/lib64"])
             .args(["--symlink", "usr/bin", "/bin"])
             .args(["--proc", "/proc", "--dev", "/dev"])
+            // Shared memory counts in no rlimit: a small private tmpfs of its own.
+            .args(["--size", &temp_bytes.to_string(), "--tmpfs", "/dev/shm"])
             .args(["--size", &temp_bytes.to_string(), "--tmpfs", "/tmp"])
             .args(["--chdir", "/tmp", "--hostname", "sandbox"])
             .args([
@@ -318,7 +365,7 @@ impl Sandbox {
                 "/tmp",
             ])
             .args(["--setenv", "LANG", "C.UTF-8"])
-            .args(["--json-status-fd", &STATUS_FD.to_string(), "--"])
+            .arg("--")
             .arg("/usr/bin/prlimit")
             // The soft limit sends SIGXCPU, which says "CPU time"; the hard one a second later
             // is SIGKILL, which would not.
@@ -342,16 +389,31 @@ impl Sandbox {
     }
 }
 
-/// Reads a stream to its end, keeping at most `cap` bytes; `true` when it had more.
-async fn read_capped(mut stream: impl AsyncRead + Unpin, cap: usize) -> (Vec<u8>, bool) {
+/// A bare program name's full path on PATH (a path with a slash is used as it is).
+fn on_path(program: &std::path::Path) -> Option<PathBuf> {
+    if program.components().count() != 1 {
+        return None;
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|folder| folder.join(program))
+        .find(|candidate| candidate.is_file())
+}
+
+/// Reads a stream to its end while the shared budget lasts; `true` when it ran out.
+async fn read_capped(mut stream: impl AsyncRead + Unpin, budget: &AtomicUsize) -> (Vec<u8>, bool) {
     let mut kept = Vec::new();
     let mut buffer = [0u8; 8192];
     loop {
         match stream.read(&mut buffer).await {
             Ok(0) | Err(_) => return (kept, false),
             Ok(read) => {
-                if kept.len() + read > cap {
-                    kept.extend_from_slice(&buffer[..cap - kept.len()]);
+                let taken = budget
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+                        Some(left.saturating_sub(read))
+                    })
+                    .unwrap_or(0);
+                if read > taken {
+                    kept.extend_from_slice(&buffer[..taken]);
                     return (kept, true);
                 }
                 kept.extend_from_slice(&buffer[..read]);
@@ -360,14 +422,15 @@ async fn read_capped(mut stream: impl AsyncRead + Unpin, cap: usize) -> (Vec<u8>
     }
 }
 
-/// Whether bubblewrap reported starting its program (`{"child-pid": …}` on its status
-/// descriptor).
-async fn child_started(pipe: std::io::PipeReader) -> bool {
-    tokio::task::spawn_blocking(move || {
-        let mut text = String::new();
-        let _ = std::io::Read::read_to_string(&mut std::io::Read::take(pipe, 64 * 1024), &mut text);
-        text.contains("\"child-pid\"")
-    })
-    .await
-    .unwrap_or(false)
+/// The program's own output, and whether the runner's start and pass lines are there.
+fn markers(stdout: &str, nonce: &str) -> (String, bool, bool) {
+    let start_line = format!("{nonce} started\n");
+    let pass_line = format!("\n{nonce} passed\n");
+    let Some(rest) = stdout.strip_prefix(&start_line) else {
+        return (stdout.to_string(), false, false);
+    };
+    match rest.strip_suffix(&pass_line) {
+        Some(output) => (output.to_string(), true, true),
+        None => (rest.to_string(), true, false),
+    }
 }

@@ -555,7 +555,7 @@ fn LikelihoodTable(
                         <tr>
                             <td><code>{metric.name.clone()}</code></td>
                             <td>{metric.what.clone()}</td>
-                            <td>{shown(metric.mean)}</td>
+                            <td>{metric.mean.map(shown).unwrap_or_else(|| "–".into())}</td>
                             <td>{metric.interval.map(|interval| format!("{} – {}", shown(interval.lower), shown(interval.upper))).unwrap_or_default()}</td>
                             <td>{metric.items}</td>
                         </tr>

@@ -228,7 +228,8 @@ impl CodeTests {
         let mut hasher = Sha256::new();
         let limits = serde_json::to_string(&self.limits).expect("limits always serialize");
         for part in [
-            "arbiter-code-tests-v1",
+            // v2: the runner's start and pass lines (an early exit no longer passes).
+            "arbiter-code-tests-v2",
             &runtime.isolation,
             &runtime.interpreter,
             &limits,
@@ -319,15 +320,46 @@ const STDERR_TAIL_CHARS: usize = 2_000;
 const SIGKILL: i32 = 9;
 const SIGXCPU: i32 = 24;
 
-/// What a sandboxed run means, from how it ended and its stderr.
-pub fn classify(end: &ProcessEnd, stderr: &str, limits: &SandboxLimits) -> CodeOutcome {
+/// What the engine saw of one sandboxed run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunFacts {
+    pub end: ProcessEnd,
+    /// The runner said the program was starting: the sandbox and the interpreter came up.
+    pub started: bool,
+    /// The runner said the program returned (its tests ran to the end).
+    pub finished_tests: bool,
+}
+
+/// What a sandboxed run means, from how it ended and its stderr. A run whose program never
+/// started (the sandbox could not be set up, a limit could not be set, the interpreter did not
+/// start) is a sandbox error, never the model's failure; one that exited 0 before its tests
+/// finished failed.
+pub fn classify(facts: &RunFacts, stderr: &str, limits: &SandboxLimits) -> CodeOutcome {
     let failed = |problem: String| CodeOutcome::Failed {
         assertion: failing_assertion(stderr),
         problem,
         stderr_tail: tail(stderr),
     };
+    let end = &facts.end;
+    if !facts.started {
+        return CodeOutcome::SandboxError {
+            reason: match end {
+                ProcessEnd::NotStarted(reason) => reason.clone(),
+                ProcessEnd::WallTimeout => {
+                    format!("nothing started within {} s", limits.wall_seconds)
+                }
+                _ => format!(
+                    "the program did not start: {}",
+                    stderr.trim().chars().take(500).collect::<String>()
+                ),
+            },
+        };
+    }
     match end {
-        ProcessEnd::Exited(0) => CodeOutcome::Passed,
+        ProcessEnd::Exited(0) if facts.finished_tests => CodeOutcome::Passed,
+        ProcessEnd::Exited(0) => {
+            failed("the program exited (code 0) before its tests finished".into())
+        }
         ProcessEnd::Exited(code) if *code == 128 + SIGXCPU => CodeOutcome::TimedOut {
             limit: format!("{} s of CPU time", limits.cpu_seconds),
         },
@@ -354,6 +386,16 @@ pub fn classify(end: &ProcessEnd, stderr: &str, limits: &SandboxLimits) -> CodeO
 }
 
 impl CodeOutcome {
+    /// Whether the outcome could differ on a less loaded host (a wall-clock timeout, a kill the
+    /// out-of-memory killer may have sent): such outcomes are graded but not cached.
+    pub fn depends_on_the_host(&self) -> bool {
+        match self {
+            CodeOutcome::TimedOut { limit } => limit.contains("wall-clock"),
+            CodeOutcome::Failed { problem, .. } => problem.contains("SIGKILL"),
+            _ => false,
+        }
+    }
+
     /// The grade of an outcome; `None` for a sandbox error, which grades nothing.
     pub fn grade(&self, grader: &str) -> Option<Grade> {
         let (verdict, reason) = match self {
@@ -498,16 +540,45 @@ mod tests {
         assert!(grader.validate().unwrap_err().contains("`tests_field`"));
     }
 
+    /// A run whose program started and returned.
+    fn ran(end: ProcessEnd) -> RunFacts {
+        RunFacts {
+            end,
+            started: true,
+            finished_tests: true,
+        }
+    }
+
     const TRACEBACK: &str = "Traceback (most recent call last):\n  File \"program.py\", line 9, in <module>\n  File \"program.py\", line 6, in check\n    assert candidate(1, 2) == 3\nAssertionError\n";
 
     #[test]
     fn outcomes_are_kept_apart() {
         let limits = SandboxLimits::default();
         assert_eq!(
-            classify(&ProcessEnd::Exited(0), "", &limits),
+            classify(&ran(ProcessEnd::Exited(0)), "", &limits),
             CodeOutcome::Passed
         );
-        let failed = classify(&ProcessEnd::Exited(1), TRACEBACK, &limits);
+        let early = classify(
+            &RunFacts {
+                finished_tests: false,
+                ..ran(ProcessEnd::Exited(0))
+            },
+            "",
+            &limits,
+        );
+        assert!(
+            matches!(early, CodeOutcome::Failed { ref problem, .. } if problem.contains("before its tests finished"))
+        );
+        let never = RunFacts {
+            end: ProcessEnd::Exited(1),
+            started: false,
+            finished_tests: false,
+        };
+        assert!(matches!(
+            classify(&never, "bwrap: Can't mount proc", &limits),
+            CodeOutcome::SandboxError { ref reason } if reason.contains("bwrap: Can't mount proc")
+        ));
+        let failed = classify(&ran(ProcessEnd::Exited(1)), TRACEBACK, &limits);
         assert_eq!(
             failed,
             CodeOutcome::Failed {
@@ -523,22 +594,26 @@ mod tests {
             .starts_with("the tests failed at `assert candidate(1, 2) == 3`: AssertionError"));
         assert!(grade.reason.contains("last lines of stderr"));
         assert_eq!(
-            classify(&ProcessEnd::Exited(128 + 24), "", &limits),
+            classify(&ran(ProcessEnd::Exited(128 + 24)), "", &limits),
             CodeOutcome::TimedOut {
                 limit: "10 s of CPU time".into()
             }
         );
         assert!(matches!(
-            classify(&ProcessEnd::WallTimeout, "", &limits),
+            classify(&ran(ProcessEnd::WallTimeout), "", &limits),
             CodeOutcome::TimedOut { .. }
         ));
-        let error = classify(&ProcessEnd::NotStarted("bwrap: no".into()), "", &limits);
+        let error = classify(
+            &ran(ProcessEnd::NotStarted("bwrap: no".into())),
+            "",
+            &limits,
+        );
         assert_eq!(error.grade("code_tests@1"), None);
-        let noisy = classify(&ProcessEnd::OutputLimit, "", &limits);
+        let noisy = classify(&ran(ProcessEnd::OutputLimit), "", &limits);
         assert!(
             matches!(noisy, CodeOutcome::Failed { ref problem, .. } if problem.contains("256 KiB"))
         );
-        let exited = classify(&ProcessEnd::Exited(3), "", &limits);
+        let exited = classify(&ran(ProcessEnd::Exited(3)), "", &limits);
         assert!(
             matches!(exited, CodeOutcome::Failed { ref problem, .. } if problem == "the program exited with 3")
         );
@@ -546,7 +621,11 @@ mod tests {
 
     #[test]
     fn outcomes_round_trip_through_the_grade_cache() {
-        let outcome = classify(&ProcessEnd::Exited(1), TRACEBACK, &SandboxLimits::default());
+        let outcome = classify(
+            &ran(ProcessEnd::Exited(1)),
+            TRACEBACK,
+            &SandboxLimits::default(),
+        );
         let stored = serde_json::to_string(&outcome).unwrap();
         assert_eq!(
             serde_json::from_str::<CodeOutcome>(&stored).unwrap(),

@@ -20,7 +20,8 @@ pub struct LikelihoodMetric {
     /// `acc`, `acc_norm`, `acc_bytes`, `p_right`, `right_is_greedy`, `right_logprob`.
     pub name: String,
     pub what: String,
-    pub mean: f64,
+    /// `None` without items.
+    pub mean: Option<f64>,
     /// Sample standard deviation over √n (`None` below two items).
     pub stderr: Option<f64>,
     pub interval: Option<Interval>,
@@ -109,12 +110,13 @@ pub fn likelihood_report(scores: &[ChoiceScores], graded_by: Selection) -> Likel
 fn metric(name: &str, what: &str, values: &[f64]) -> LikelihoodMetric {
     let (mean, stderr) = mean_and_stderr(values);
     let z = two_sided_z(DEFAULT_CONFIDENCE).expect("the default level is valid");
+    let mean = (!values.is_empty()).then_some(mean);
     LikelihoodMetric {
         name: name.into(),
         what: what.into(),
         mean,
         stderr,
-        interval: stderr.map(|stderr| Interval {
+        interval: mean.zip(stderr).map(|(mean, stderr)| Interval {
             lower: mean - z * stderr,
             upper: mean + z * stderr,
         }),
@@ -214,14 +216,22 @@ mod tests {
         let runs = [scores(&[-0.8, -1.2], 0), scores(&[-3.0, -0.5], 0)];
         let report = likelihood_report(&runs, Selection::Raw);
         let get = |name: &str| report.metrics.iter().find(|m| m.name == name).unwrap();
-        assert_eq!(get("acc").mean, 0.5);
-        assert_eq!(get("acc_norm").mean, 0.0);
+        assert_eq!(get("acc").mean, Some(0.5));
+        assert_eq!(get("acc_norm").mean, Some(0.0));
         assert_eq!(get("acc").items, 2);
         let p_first = 1.0 / (1.0 + (-0.4f64).exp());
         let p_second = 1.0 / (1.0 + (2.5f64).exp());
-        assert!((get("p_right").mean - (p_first + p_second) / 2.0).abs() < 1e-12);
-        assert_eq!(get("right_is_greedy").mean, 0.5);
-        assert_eq!(get("right_logprob").mean, (-0.8 - 3.0) / 2.0);
+        assert!((get("p_right").mean.unwrap() - (p_first + p_second) / 2.0).abs() < 1e-12);
+        assert_eq!(get("right_is_greedy").mean, Some(0.5));
+        assert_eq!(get("right_logprob").mean, Some((-0.8 - 3.0) / 2.0));
+        // No scored item yet: no mean (and the report still reads back).
+        let empty = likelihood_report(&[], Selection::Raw);
+        assert!(empty.metrics.iter().all(|metric| metric.mean.is_none()));
+        let json = serde_json::to_string(&empty).unwrap();
+        assert_eq!(
+            serde_json::from_str::<LikelihoodReport>(&json).unwrap(),
+            empty
+        );
         // lm-eval's standard error: sample sd over √n; for acc [1, 0]: sd 0.7071, se 0.5.
         assert!((get("acc").stderr.unwrap() - 0.5).abs() < 1e-12);
         assert_eq!(report.scored, 2);

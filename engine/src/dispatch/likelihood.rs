@@ -58,7 +58,12 @@ pub(super) async fn score_choices(
         pool.generate(&target, request, cost, affinity)
     }))
     .await;
-    combine(answers, &rendered.item.choices, scoring.gold, likelihood)
+    combine(
+        answers,
+        &rendered.item.choices,
+        &rendered.item.targets,
+        likelihood,
+    )
 }
 
 /// One identity's answer from its choices' answers: the first failure if any failed, else the
@@ -67,7 +72,7 @@ pub(super) async fn score_choices(
 fn combine(
     answers: Vec<Generation>,
     choices: &[String],
-    gold: Vec<usize>,
+    targets: &[String],
     likelihood: &LikelihoodSpec,
 ) -> Generation {
     let mut combined = Generation {
@@ -109,12 +114,9 @@ fn combine(
             }
         }
     }
-    let scores = ChoiceScores::new(choices, scores, gold);
-    combined.output = scores
-        .selected(likelihood.select_by)
-        .and_then(choice_letter)
-        .map(String::from)
-        .unwrap_or_default();
+    let (letter, scores) =
+        likelihood.answer(ChoiceScores::new(choices, scores, Vec::new()), targets);
+    combined.output = letter;
     combined.outcome = Outcome::Ok;
     combined.finish_reason = Some("scored".into());
     combined.choice_scores = Some(scores);
@@ -164,7 +166,7 @@ mod tests {
         let combined = combine(
             vec![scored(-1.0), scored(-3.0), scored(-5.0)],
             &choices(),
-            vec![0],
+            &["A".to_string()],
             &spec,
         );
         assert_eq!(combined.output, "A");
@@ -191,7 +193,7 @@ mod tests {
         let combined = combine(
             vec![scored(-1.0), failed, scored(-2.0)],
             &choices(),
-            vec![0],
+            &["A".to_string()],
             &LikelihoodSpec::default(),
         );
         assert_eq!(combined.outcome, Outcome::EndpointError);

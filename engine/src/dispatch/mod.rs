@@ -211,7 +211,15 @@ async fn answer(
     pool: &Arc<EndpointPool>,
 ) -> (Generation, Option<IdentityId>) {
     let (generation, cached_from) = match (cached, rendered) {
-        (Some(cached), _) => (cached.to_generation(), Some(cached.source_identity_id)),
+        (Some(cached), rendered) => {
+            let mut generation = cached.to_generation();
+            if let (Some(likelihood), Ok(rendered)) =
+                (&spec.manifest.eval.prompt.likelihood, rendered)
+            {
+                likelihood.reanswer(&mut generation, &rendered.item.targets);
+            }
+            (generation, Some(cached.source_identity_id))
+        }
         (None, Err(problem)) => (
             Generation {
                 outcome: Outcome::EndpointError,

@@ -127,7 +127,7 @@ async fn choices_are_scored_by_likelihood_and_reported_as_lm_eval_does(store: Ar
     let likelihood = report.likelihood.expect("a likelihood report");
     assert_eq!(likelihood.scored, items as u64);
     let acc = likelihood.metrics.iter().find(|m| m.name == "acc").unwrap();
-    assert!((acc.mean - run.passed as f64 / items as f64).abs() < 1e-12);
+    assert!((acc.mean.unwrap() - run.passed as f64 / items as f64).abs() < 1e-12);
     for name in [
         "acc_norm",
         "acc_bytes",
@@ -138,7 +138,7 @@ async fn choices_are_scored_by_likelihood_and_reported_as_lm_eval_does(store: Ar
         assert!(likelihood.metrics.iter().any(|m| m.name == name), "{name}");
     }
     // The simulated checkpoints know 80% and 65% of the answers.
-    assert!(acc.mean >= 0.5, "{acc:?}");
+    assert!(acc.mean.unwrap() >= 0.5, "{acc:?}");
 
     // The comparison pairs the verdicts and the right answers' log-likelihoods.
     let comparison = arbiter_engine::reports::compare::compare_checkpoints(
@@ -166,6 +166,35 @@ async fn choices_are_scored_by_likelihood_and_reported_as_lm_eval_does(store: Ar
     assert_eq!(again, scores);
     let cached = store.run_results(rerun, 100).await.unwrap();
     assert!(cached.iter().all(|result| result.from_cache), "{cached:?}");
+
+    // Another eval over the same requests, choosing per character, shares the cached scores
+    // but answers by its own selection.
+    let by_chars = catalog::define_eval(
+        store.as_ref(),
+        &EvalForm {
+            name: "mc per character".into(),
+            options: EvalOptions {
+                likelihood: Some(LikelihoodSpec {
+                    select_by: Selection::Chars,
+                    ..LikelihoodSpec::default()
+                }),
+                ..likelihood_form(revision.dataset_id).options
+            },
+            ..likelihood_form(revision.dataset_id)
+        },
+        None,
+    )
+    .await
+    .unwrap();
+    let normed = launch(store.as_ref(), by_chars, strong).await;
+    work_until_complete(store.clone(), &[normed], test_worker("w3")).await;
+    let results = store.run_results(normed, 100).await.unwrap();
+    for (case_id, _, scored) in store.run_choice_scores(normed).await.unwrap() {
+        let result = results.iter().find(|r| r.case_id == case_id).unwrap();
+        assert!(result.from_cache);
+        let chosen = scored.selected(Selection::Chars).unwrap();
+        assert_eq!(result.output, ((b'A' + chosen as u8) as char).to_string());
+    }
 }
 
 /// An MMLU-style harness task over the demo's multiple-choice questions.

@@ -84,6 +84,19 @@ async fn passing_failing_and_early_exits_are_told_apart() {
         .await
         .unwrap();
     assert_failed_with(&exited, "SystemExit");
+    // Leaving before the tests by any door is no pass: os._exit(0), a patched sys.exit, or a
+    // forged pass line without the run's nonce.
+    for early in [
+        "import os\nos._exit(0)\nassert False\n",
+        "import sys\nsys.exit = lambda *a: None\nassert False\n",
+        "print('0' * 32 + ' passed')\nimport os\nos._exit(0)\n",
+    ] {
+        let outcome = outcome_of(early).await.unwrap();
+        assert!(
+            matches!(outcome, CodeOutcome::Failed { .. }),
+            "{early:?} gave {outcome:?}"
+        );
+    }
     // `if __name__ == "__main__":` blocks do not run (fresh globals, as in HumanEval).
     let main_block = outcome_of("if __name__ == '__main__':\n    raise SystemExit(3)\n")
         .await
@@ -213,6 +226,46 @@ async fn floods_of_output_and_memory_are_stopped() {
         .await
         .unwrap();
     assert!(matches!(disk, CodeOutcome::Failed { .. }), "{disk:?}");
+}
+
+#[tokio::test]
+async fn shared_memory_and_nested_namespaces_are_closed() {
+    // /dev/shm is a small private tmpfs (its size is the temp limit, 8 MiB here).
+    let program = "data = b'x' * (1024 * 1024)\n\
+                   try:\n\
+                   \x20   with open('/dev/shm/fill', 'wb') as out:\n\
+                   \x20       for _ in range(64):\n\
+                   \x20           out.write(data)\n\
+                   \x20   raise SystemExit('wrote 64 MiB to /dev/shm')\n\
+                   except OSError:\n\
+                   \x20   pass\n\
+                   import os\n\
+                   try:\n\
+                   \x20   os.unshare(os.CLONE_NEWUSER)\n\
+                   \x20   raise SystemExit('made a user namespace')\n\
+                   except (OSError, AttributeError):\n\
+                   \x20   pass\n";
+    let Some(outcome) = outcome_of(program).await else {
+        return;
+    };
+    assert_eq!(outcome, CodeOutcome::Passed);
+}
+
+#[tokio::test]
+async fn a_sandbox_that_cannot_start_the_program_is_no_verdict() {
+    if sandbox().await.is_none() {
+        return;
+    }
+    // The interpreter is missing inside the sandbox: the runner never says the program
+    // started, so the probe's run is a sandbox error (never a failed program) and the sandbox
+    // is refused with the reason.
+    let config = SandboxConfig {
+        python: "/usr/bin/no-such-python".into(),
+        concurrency: 1,
+        ..SandboxConfig::from_env()
+    };
+    let error = Sandbox::start(config).await.err().expect("refused");
+    assert!(error.contains("did not start"), "{error}");
 }
 
 #[tokio::test]
