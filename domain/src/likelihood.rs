@@ -188,7 +188,8 @@ pub fn score_continuation(
         );
     }
     // The tokens read must end with the continuation's text. A token holding part of a
-    // character (shown as U+FFFD) cannot be compared, so such an echo is taken as it is.
+    // character (shown as U+FFFD) makes the character count unreliable, so such an echo is
+    // refused: the item is an error, never a score of the wrong tokens.
     let read: String = echo.tokens[start..end].concat();
     let continuation: String = {
         let chars: Vec<char> = echoed.prompt.chars().collect();

@@ -12,7 +12,7 @@ use arbiter_domain::expansion::{plan_identities, refined_cost};
 use arbiter_domain::fields::MappedInput;
 use arbiter_domain::grading::code_tests::SandboxRuntime;
 use arbiter_domain::grading::record::Grading;
-use arbiter_domain::grading::{Grade, Grader, GraderSpec, Verdict};
+use arbiter_domain::grading::{Grader, GraderSpec, Verdict};
 use arbiter_domain::ids::{CheckpointId, EvalId, RunId, UserId};
 use arbiter_domain::manifest::{EvalSpec, FallbackTarget, Manifest};
 use arbiter_domain::prompt::{PromptBody, PromptRenderer};
@@ -298,42 +298,42 @@ async fn plan_next_chunk(
         .iter()
         .filter_map(|identity| identity.generation_key.clone())
         .collect();
-    let mut cached: std::collections::HashMap<String, arbiter_store::CachedGeneration> =
+    let cached: std::collections::HashMap<String, arbiter_store::CachedGeneration> =
         store.cached_generations(&keys).await?.into_iter().collect();
     let has_judges = manifest
         .triage
         .as_ref()
         .is_some_and(|triage| triage.cheap_judge.is_some());
-    let graded: std::collections::HashMap<String, Grade> = match planner.grader {
-        Some(grader) => planned
-            .iter()
-            .filter_map(|identity| {
-                let key = identity.generation_key.as_ref()?;
-                let hit = cached.get(key)?;
-                let answer = cached_answer(manifest, hit, &identity.targets);
-                let grade = (!answer.outcome.is_error())
-                    .then(|| grader.grade_any(&answer.output, &identity.targets))?;
-                Some((key.clone(), grade))
+    // Each identity's answer from the cache, graded against its own targets (two items can
+    // share a request, and so a cached answer, yet not their answer keys). An answer its
+    // grader cannot decide is queued instead when the eval has judges.
+    let answered: Vec<Option<CacheHit>> = planned
+        .iter()
+        .map(|identity| {
+            let grader = planner.grader?;
+            let hit = cached.get(identity.generation_key.as_ref()?)?;
+            let generation = cached_answer(manifest, hit, &identity.targets);
+            if generation.outcome.is_error() {
+                return None;
+            }
+            let grade = grader.grade_any(&generation.output, &identity.targets);
+            if has_judges && grade.verdict == Verdict::Uncertain {
+                return None;
+            }
+            Some(CacheHit {
+                source_identity_id: hit.source_identity_id,
+                generation,
+                grading: Grading::deterministic_only(Some(grade)).route(manifest.triage.as_ref()),
             })
-            .collect(),
-        None => std::collections::HashMap::new(),
-    };
-    cached.retain(|key, _| {
-        graded
-            .get(key)
-            .is_some_and(|grade| !has_judges || grade.verdict != Verdict::Uncertain)
-    });
+        })
+        .collect();
     // Only identities that will be queued need an order: refine their cost by the lengths
     // their cases were seen to take (a re-run answered from the cache skips this read).
     let to_queue: Vec<String> = planned
         .iter()
-        .filter(|identity| {
-            identity
-                .generation_key
-                .as_ref()
-                .is_none_or(|key| !cached.contains_key(key))
-        })
-        .map(|identity| identity.case_id.clone())
+        .zip(&answered)
+        .filter(|(_, hit)| hit.is_none())
+        .map(|(identity, _)| identity.case_id.clone())
         .collect();
     if !to_queue.is_empty() {
         let observed = store
@@ -349,18 +349,8 @@ async fn plan_next_chunk(
     Ok(Some(
         planned
             .into_iter()
-            .map(|planned| {
-                let cached = planned.generation_key.as_ref().and_then(|key| {
-                    let hit = cached.get(key)?;
-                    Some(CacheHit {
-                        source_identity_id: hit.source_identity_id,
-                        generation: cached_answer(manifest, hit, &planned.targets),
-                        grading: Grading::deterministic_only(graded.get(key).cloned())
-                            .route(manifest.triage.as_ref()),
-                    })
-                });
-                NewIdentity { planned, cached }
-            })
+            .zip(answered)
+            .map(|(planned, cached)| NewIdentity { planned, cached })
             .collect(),
     ))
 }

@@ -50,18 +50,21 @@ def run(write=os.write, leave=os._exit):
         exec(compile(source, "program.py", "exec"), {})
     except SystemExit as stop:
         sys.stderr.write("SystemExit: the program exited (code %r) before its tests finished\n" % (stop.code,))
-        sys.stderr.flush()
+        flush()
         leave(1)
     except BaseException:
         traceback.print_exc()
-        sys.stderr.flush()
+        flush()
         leave(1)
-    try:
-        sys.stdout.flush()
-    except BaseException:
-        pass
+    flush()
     write(1, ("\n%s passed\n" % nonce).encode())
     leave(0)
+def flush():
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
 run()
 "#;
 
@@ -276,40 +279,49 @@ impl Sandbox {
             let _ = stdin.write_all(input.as_bytes()).await;
             drop(stdin);
         };
-        let wall = Duration::from_secs(u64::from(limits.wall_seconds));
+        let deadline =
+            tokio::time::Instant::now() + Duration::from_secs(u64::from(limits.wall_seconds));
+        // Either stream running over the budget stops the run at once.
+        let overflow = tokio::sync::Notify::new();
         let reading = async {
             let ((), out, err) = tokio::join!(
                 feed,
-                read_capped(stdout, &budget),
-                read_capped(stderr, &budget)
+                read_capped(stdout, &budget, &overflow),
+                read_capped(stderr, &budget, &overflow)
             );
             (out, err)
         };
         tokio::pin!(reading);
-        let (finished, timed_out) = tokio::select! {
-            finished = &mut reading => (Some(finished), false),
-            () = tokio::time::sleep(wall) => (None, true),
+        let (mut finished, mut cut_short) = tokio::select! {
+            finished = &mut reading => {
+                let over = finished.0 .1 || finished.1 .1;
+                (Some(finished), over.then_some(ProcessEnd::OutputLimit))
+            }
+            () = overflow.notified() => (None, Some(ProcessEnd::OutputLimit)),
+            () = tokio::time::sleep_until(deadline) => (None, Some(ProcessEnd::WallTimeout)),
         };
-        let cut_short = match &finished {
-            None => Some(ProcessEnd::WallTimeout),
-            Some(((_, true), _) | (_, (_, true))) => Some(ProcessEnd::OutputLimit),
-            Some(_) => None,
-        };
+        // A program that closed its pipes is still running: the wall clock bounds the wait too.
+        let mut exited = None;
+        if cut_short.is_none() {
+            match tokio::time::timeout_at(deadline, child.wait()).await {
+                Ok(status) => exited = status.ok(),
+                Err(_) => cut_short = Some(ProcessEnd::WallTimeout),
+            }
+        }
         if cut_short.is_some() {
             // Killing bubblewrap kills the sandbox: its first process dies with its parent, and
             // the rest of the process namespace with that.
             let _ = child.start_kill();
+            exited = child.wait().await.ok();
+            // The pipes close with the sandbox: what was printed is still read, so the runner's
+            // start line says the program had started.
+            if finished.is_none() {
+                finished = tokio::time::timeout(Duration::from_secs(2), &mut reading)
+                    .await
+                    .ok();
+            }
         }
-        // After a timeout the pipes close with the sandbox: what was printed is still read, so
-        // the runner's start line says the program had started.
-        let finished = match finished {
-            Some(finished) => Some(finished),
-            None if timed_out => tokio::time::timeout(Duration::from_secs(2), &mut reading)
-                .await
-                .ok(),
-            None => None,
-        };
-        let exited = child.wait().await.ok().and_then(|status| {
+        let exited = exited.and_then(|status| {
             use std::os::unix::process::ExitStatusExt;
             status
                 .code()
@@ -322,6 +334,9 @@ impl Sandbox {
         let stdout = String::from_utf8_lossy(&stdout).into_owned();
         let stderr = String::from_utf8_lossy(&stderr).into_owned();
         let (program_output, started_program, finished_tests) = markers(&stdout, &nonce);
+        // A flood can spend the budget before the start line is kept; only a started program
+        // prints that much (the sandbox's own errors are a line).
+        let started_program = started_program || matches!(cut_short, Some(ProcessEnd::OutputLimit));
         let end = cut_short.unwrap_or(match exited {
             Some(code) => ProcessEnd::Exited(code),
             None => ProcessEnd::NotStarted("the sandbox's exit status was lost".into()),
@@ -400,7 +415,11 @@ fn on_path(program: &std::path::Path) -> Option<PathBuf> {
 }
 
 /// Reads a stream to its end while the shared budget lasts; `true` when it ran out.
-async fn read_capped(mut stream: impl AsyncRead + Unpin, budget: &AtomicUsize) -> (Vec<u8>, bool) {
+async fn read_capped(
+    mut stream: impl AsyncRead + Unpin,
+    budget: &AtomicUsize,
+    overflow: &tokio::sync::Notify,
+) -> (Vec<u8>, bool) {
     let mut kept = Vec::new();
     let mut buffer = [0u8; 8192];
     loop {
@@ -414,6 +433,7 @@ async fn read_capped(mut stream: impl AsyncRead + Unpin, budget: &AtomicUsize) -
                     .unwrap_or(0);
                 if read > taken {
                     kept.extend_from_slice(&buffer[..taken]);
+                    overflow.notify_one();
                     return (kept, true);
                 }
                 kept.extend_from_slice(&buffer[..read]);

@@ -228,8 +228,9 @@ impl CodeTests {
         let mut hasher = Sha256::new();
         let limits = serde_json::to_string(&self.limits).expect("limits always serialize");
         for part in [
-            // v2: the runner's start and pass lines (an early exit no longer passes).
-            "arbiter-code-tests-v2",
+            // v3: the runner's start and pass lines (an early exit no longer passes), and
+            // output flushed on failure.
+            "arbiter-code-tests-v3",
             &runtime.isolation,
             &runtime.interpreter,
             &limits,
