@@ -4,7 +4,7 @@
 //! million-item run never holds its items in memory.
 
 use crate::dataset::DatasetItem;
-use crate::likelihood::scoring_key;
+use crate::likelihood::{scoring_key, ItemScoring};
 use crate::manifest::{EndpointFingerprint, GenerationSettings, Manifest};
 use crate::prompt::{Api, PromptBody, PromptRenderer};
 use sha2::{Digest, Sha256};
@@ -150,30 +150,29 @@ pub fn plan_identities(
         let rendered = renderer
             .render(item)
             .map_err(|problem| format!("item `{}` {problem}", item.case_id))?;
-        let (generation_key, cost) = match &manifest.eval.prompt.likelihood {
-            // One request per choice, each the whole text and one generated token.
-            Some(likelihood) => {
-                let scoring = likelihood
+        // A likelihood eval sends one request per choice, each the whole text and one token.
+        let scoring = match &manifest.eval.prompt.likelihood {
+            Some(likelihood) => Some(
+                likelihood
                     .item_scoring(&rendered)
-                    .map_err(|problem| format!("item `{}` {problem}", item.case_id))?;
-                (
-                    scoring_key(
-                        &manifest.fingerprint,
-                        &scoring.context,
-                        &scoring.continuations,
-                        repetition,
-                    ),
-                    scoring
-                        .requests
-                        .iter()
-                        .map(|request| (request.text.len() as u64).div_ceil(4) as i64 + 1)
-                        .sum(),
-                )
-            }
-            None => (
-                request_key(&manifest.fingerprint, &rendered.body, settings, repetition),
-                estimated_cost_of(&rendered.body, settings.max_tokens),
+                    .map_err(|problem| format!("item `{}` {problem}", item.case_id))?,
             ),
+            None => None,
+        };
+        let generation_key = first_request_key(
+            &manifest.fingerprint,
+            scoring.as_ref(),
+            &rendered.body,
+            settings,
+            repetition,
+        );
+        let cost = match &scoring {
+            Some(scoring) => scoring
+                .requests
+                .iter()
+                .map(|request| estimated_cost(&request.text, 1))
+                .sum(),
+            None => estimated_cost_of(&rendered.body, settings.max_tokens),
         };
         let first = PlannedIdentity {
             case_id: item.case_id.clone(),
@@ -206,6 +205,27 @@ pub fn plan_identities(
         planned.extend(later_turns);
     }
     Ok(planned)
+}
+
+/// The cache key of an identity's first request: a likelihood eval's (`scoring`: the context
+/// and every choice) or any other's (the rendered body). Launches and previews both key by it,
+/// so a preview shows the key a launch would use.
+pub fn first_request_key(
+    fingerprint: &EndpointFingerprint,
+    scoring: Option<&ItemScoring>,
+    body: &PromptBody,
+    settings: &GenerationSettings,
+    repetition: i64,
+) -> String {
+    match scoring {
+        Some(scoring) => scoring_key(
+            fingerprint,
+            &scoring.context,
+            &scoring.continuations,
+            repetition,
+        ),
+        None => request_key(fingerprint, body, settings, repetition),
+    }
 }
 
 /// [`estimated_cost`] of a rendered request: its text bytes as the prompt.

@@ -4,9 +4,8 @@
 
 use crate::clients::model::{probe_fingerprint, request_json, GenerationRequest};
 use crate::error::{ServiceError, ServiceResult};
-use arbiter_domain::expansion::{request_key, seed_for};
+use arbiter_domain::expansion::{first_request_key, seed_for};
 use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId};
-use arbiter_domain::likelihood::scoring_key;
 use arbiter_domain::prompt::request::{PromptSample, RequestPreview};
 use arbiter_domain::prompt::{PromptBody, PromptSpec};
 use arbiter_store::Store;
@@ -100,20 +99,13 @@ pub async fn preview_request(
             let note = fingerprint.probe_error.as_ref().map(|problem| {
                 format!("the endpoint's probe failed ({problem}); a launch now would key answers without its model id")
             });
-            let key = match &scoring {
-                Some(scoring) => scoring_key(
-                    &fingerprint,
-                    &scoring.context,
-                    &scoring.continuations,
-                    i64::from(repetition),
-                ),
-                None => request_key(
-                    &fingerprint,
-                    &rendered.body,
-                    &settings,
-                    i64::from(repetition),
-                ),
-            };
+            let key = first_request_key(
+                &fingerprint,
+                scoring.as_ref(),
+                &rendered.body,
+                &settings,
+                i64::from(repetition),
+            );
             (Some(key), note)
         }
     };

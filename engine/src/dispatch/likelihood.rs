@@ -11,6 +11,7 @@ use std::sync::Arc;
 use super::{EndpointPool, RunSpec, Target};
 use crate::clients::model::GenerationRequest;
 use arbiter_domain::answer::{ErrorCategory, Generation, Outcome};
+use arbiter_domain::expansion::estimated_cost;
 use arbiter_domain::fields::choice_letter;
 use arbiter_domain::likelihood::{ChoiceScores, LikelihoodSpec};
 use arbiter_domain::prompt::request::RenderedPrompt;
@@ -53,10 +54,13 @@ pub(super) async fn score_choices(
             )
         })
         .collect();
-    let answers = futures::future::join_all(requests.iter().map(|request| {
-        let cost = (request.body.text_len() as u64).div_ceil(4) + 1;
-        pool.generate(&target, request, cost, affinity)
-    }))
+    let answers = futures::future::join_all(scoring.requests.iter().zip(&requests).map(
+        |(scored, request)| {
+            // The planner's estimate for one scoring request (its text, one token).
+            let cost = u64::try_from(estimated_cost(&scored.text, 1)).unwrap_or(0);
+            pool.generate(&target, request, cost, affinity)
+        },
+    ))
     .await;
     combine(
         answers,
