@@ -8,6 +8,7 @@ use arbiter_domain::contamination::ContaminationSpec;
 use arbiter_domain::eval_form::EvalFormText;
 use arbiter_domain::fields::FieldMapping;
 use arbiter_domain::grading::code_tests::CodeExtraction;
+use arbiter_domain::grading::instructions::{DEFAULT_IDS_FIELD, DEFAULT_KWARGS_FIELD};
 use arbiter_domain::grading::{GraderSpec, Require};
 use arbiter_domain::ids::DatasetId;
 use arbiter_domain::likelihood::{LikelihoodSpec, Selection};
@@ -209,6 +210,10 @@ pub fn grader(form: &EvalFormText, raw: &str) -> ServiceResult<String> {
                 limits: Default::default(),
             }
         }
+        "instructions" => GraderSpec::Instructions {
+            ids_field: DEFAULT_IDS_FIELD.into(),
+            kwargs_field: DEFAULT_KWARGS_FIELD.into(),
+        },
         other => return Err(invalid(format!("unknown grader `{other}`"))),
     };
     Ok(serde_json::to_string(&spec).expect("grader specs always serialize"))

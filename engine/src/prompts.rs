@@ -133,9 +133,10 @@ pub async fn check_every_item(
     grader: &GraderSpec,
     revision_id: RevisionId,
 ) -> ServiceResult<ItemsChecked> {
-    // A grader that reads item fields (code tests) needs them on every item too.
+    // A grader that reads item fields (code tests, instructions) needs them on every item too.
     let compiled = grader.compile().ok();
     let code_tests = compiled.as_ref().and_then(|grader| grader.code_tests());
+    let instructions = compiled.as_ref().and_then(|grader| grader.instructions());
     let mut checked = ItemsChecked::default();
     let mut after_position = -1;
     loop {
@@ -159,6 +160,14 @@ pub async fn check_every_item(
                 code.check_item(&item.fields()).map_err(|problem| {
                     ServiceError::Invalid(format!(
                         "item `{}` {problem}, which the code_tests grader reads",
+                        item.case_id
+                    ))
+                })?;
+            }
+            if let Some(instructions) = instructions {
+                instructions.check_item(&item.fields()).map_err(|problem| {
+                    ServiceError::Invalid(format!(
+                        "item `{}` {problem}, which the instructions grader reads",
                         item.case_id
                     ))
                 })?;

@@ -208,13 +208,14 @@ async fn expand(
     };
     // Checked when the eval was saved; a grader that no longer compiles grades nothing here,
     // and its workers report the problem on every item.
-    // Code tests run in a worker's sandbox, so cached answers of such a run are queued.
+    // Graders that read item fields (code tests in a worker's sandbox, instructions) grade
+    // where the item is at hand: cached answers of such a run are queued.
     let grader = manifest
         .eval
         .grader
         .compile()
         .ok()
-        .filter(|grader| grader.code_tests().is_none());
+        .filter(|grader| !grader.reads_item_fields());
     let planner = Planner {
         manifest,
         renderer,

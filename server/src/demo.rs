@@ -50,6 +50,12 @@ pub const LIKELIHOOD_EVAL_NAME: &str = "qa-choice by likelihood";
 /// three solved examples; written for this project.
 pub const SHOTS_DATASET: &[u8] = include_bytes!("../../public/samples/qa-arith-shots.jsonl");
 pub const SHOTS_EVAL_NAME: &str = "qa-arith 3-shot";
+/// Requests with verifiable instructions in IFEval's shape (instruction ids and their
+/// parameters per item), each with an answer that follows them and one that does not; written
+/// for this project.
+pub const INSTRUCTIONS_DATASET: &[u8] =
+    include_bytes!("../../public/samples/instructions-basic.jsonl");
+pub const INSTRUCTIONS_EVAL_NAME: &str = "instructions-basic, IFEval checks";
 
 /// Each turn in the demo eval's wording; the turn's text is `input`.
 const DIALOGUE_PROMPT: &str =
@@ -365,6 +371,38 @@ async fn seed_choice_and_shots(
                 ..EvalOptions::default()
             },
         ),
+        lead,
+    )
+    .await?;
+    let instructions = upload_dataset(
+        store,
+        "instructions-basic",
+        "instructions-basic.jsonl",
+        INSTRUCTIONS_DATASET,
+        lead,
+    )
+    .await?;
+    define_eval(
+        store,
+        &EvalForm {
+            max_tokens: 256,
+            ..form(
+                INSTRUCTIONS_EVAL_NAME,
+                instructions.dataset_id,
+                "{{ prompt }}",
+                r#"{"kind": "instructions"}"#,
+                EvalOptions {
+                    mapping: Some(FieldMapping {
+                        input: "prompt".into(),
+                        // Shown beside each answer as a reference; the instructions decide.
+                        target: Some("response".into()),
+                        category: Some("category".into()),
+                        ..FieldMapping::default()
+                    }),
+                    ..EvalOptions::default()
+                },
+            )
+        },
         lead,
     )
     .await?;

@@ -16,6 +16,7 @@ use crate::{SimModel, SimModelKind};
 const SAMPLE_DATASET: &str = include_str!("../../public/samples/qa-basic.jsonl");
 /// The code problems the simulator can complete (HumanEval's shape), as the demo uploads them.
 const CODE_DATASET: &str = include_str!("../../public/samples/code-basic.jsonl");
+const INSTRUCTIONS_DATASET: &str = include_str!("../../public/samples/instructions-basic.jsonl");
 
 /// A wrong completion of a code problem: code that runs and fails the tests.
 const WRONG_COMPLETIONS: [&str; 2] = ["    return None\n", "    raise NotImplementedError\n"];
@@ -109,6 +110,44 @@ fn complete_code(generation: Generation<'_>, problem: &CodeProblem) -> String {
         .copied()
         .unwrap_or(WRONG_COMPLETIONS[0])
         .to_string()
+}
+
+/// One instruction-following item, as far as the simulator cares: its request, an answer
+/// that follows every instruction, and one that misses some.
+#[derive(Debug, Deserialize)]
+struct InstructionItem {
+    prompt: String,
+    response: String,
+    flawed: String,
+}
+
+fn instruction_items() -> &'static [InstructionItem] {
+    static ITEMS: OnceLock<Vec<InstructionItem>> = OnceLock::new();
+    ITEMS.get_or_init(|| {
+        INSTRUCTIONS_DATASET
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    })
+}
+
+/// The answer to an instruction-following request: following every instruction at the
+/// model's accuracy; at its unparseable rate, that answer after a chatty first line (which
+/// IFEval's loose reading forgives, its strict one not); else the flawed answer.
+fn follow_instructions(generation: Generation<'_>) -> Option<String> {
+    let item = instruction_items()
+        .iter()
+        .find(|item| generation.prompt.contains(item.prompt.as_str()))?;
+    let model = generation.model;
+    Some(if generation.draw("correct", 0) < model.accuracy {
+        if generation.draw("unparseable", 0) < model.unparseable_rate {
+            format!("Sure! Here is my answer:\n{}", item.response)
+        } else {
+            item.response.clone()
+        }
+    } else {
+        item.flawed.clone()
+    })
 }
 
 /// The group of [`items_by_first_byte`] for text with no first byte.
@@ -241,7 +280,8 @@ fn answer(generation: Generation<'_>) -> String {
         return complete_code(generation, problem);
     }
     let Some(item) = find_question(generation.prompt) else {
-        return UNKNOWN_QUESTION_REPLY.to_string();
+        return follow_instructions(generation)
+            .unwrap_or_else(|| UNKNOWN_QUESTION_REPLY.to_string());
     };
     let model = generation.model;
     if generation.draw("unparseable", 0) < model.unparseable_rate {
@@ -706,6 +746,34 @@ mod tests {
             .filter(|seed| {
                 reply_for(&answerer(0.7, 0.0), &problem.prompt, *seed).text
                     == problem.canonical_solution
+            })
+            .count();
+        assert!((240..=320).contains(&right), "{right} of 400 right at 0.7");
+    }
+
+    #[test]
+    fn instruction_requests_are_followed_at_the_models_accuracy() {
+        let items = instruction_items();
+        assert_eq!(
+            items.len(),
+            14,
+            "every line of instructions-basic.jsonl parses"
+        );
+        let item = &items[0];
+        let prompt = format!("System: be brief.\n{}", item.prompt);
+        assert_eq!(
+            reply_for(&answerer(1.0, 0.0), &prompt, 1).text,
+            item.response
+        );
+        assert_eq!(reply_for(&answerer(0.0, 0.0), &prompt, 1).text, item.flawed);
+        let chatty = reply_for(&answerer(1.0, 1.0), &prompt, 1).text;
+        assert_eq!(
+            chatty,
+            format!("Sure! Here is my answer:\n{}", item.response)
+        );
+        let right = (0..400)
+            .filter(|seed| {
+                reply_for(&answerer(0.7, 0.0), &item.prompt, *seed).text == item.response
             })
             .count();
         assert!((240..=320).contains(&right), "{right} of 400 right at 0.7");

@@ -147,6 +147,19 @@ pub trait ReportStore: Send + Sync + 'static {
         run_id: RunId,
     ) -> StoreResult<Vec<(String, i64, arbiter_domain::likelihood::ChoiceScores)>>;
 
+    /// An instruction-following run's per-instruction results: (case id, repetition, each
+    /// instruction followed strictly and loosely), in case and repetition order.
+    async fn run_instruction_results(
+        &self,
+        run_id: RunId,
+    ) -> StoreResult<
+        Vec<(
+            String,
+            i64,
+            Vec<arbiter_domain::grading::instructions::InstructionResult>,
+        )>,
+    >;
+
     /// Records a run's contaminated items (kept once per case, whatever is recorded again).
     async fn record_contamination(
         &self,
@@ -511,6 +524,29 @@ macro_rules! reports_sql {
                 }
                 .await;
                 result.map_err(|err| err.during("run_choice_scores"))
+            }
+
+            async fn run_instruction_results(&self, run_id: RunId) -> StoreResult<Vec<(String, i64, Vec<arbiter_domain::grading::instructions::InstructionResult>)>> {
+                let result: StoreResult<Vec<(String, i64, Vec<arbiter_domain::grading::instructions::InstructionResult>)>> = async move {
+                    let rows: Vec<(String, i64, String)> = sqlx::query_as(
+                        "SELECT w.case_id, w.repetition, g.instructions FROM work_items w \
+                         JOIN grades g ON g.work_item_id = w.id \
+                         WHERE w.run_id = $1 AND g.instructions IS NOT NULL ORDER BY w.case_id, w.repetition",
+                    )
+                    .bind(run_id.get())
+                    .fetch_all(&self.pool)
+                    .await?;
+                    rows.into_iter()
+                        .map(|(case_id, repetition, results)| {
+                            let results = serde_json::from_str(&results)
+                                .map_err(|err| sqlx::Error::Decode(err.into()))?;
+                            Ok((case_id, repetition, results))
+                        })
+                        .collect::<Result<_, sqlx::Error>>()
+                        .map_err(StoreError::from)
+                }
+                .await;
+                result.map_err(|err| err.during("run_instruction_results"))
             }
 
             async fn record_contamination(

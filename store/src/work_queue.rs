@@ -405,7 +405,7 @@ macro_rules! work_queue_sql {
                 let mut insert = sqlx::QueryBuilder::<$db>::new(
                     "INSERT INTO grades (work_item_id, grader, verdict, extracted_answer, reason, stage, confidence, \
                      agreement, cost_usd, prompt_tokens, completion_tokens, latency_ms, model_used, fallback_used, \
-                     from_cache, created_at) ",
+                     from_cache, instructions, created_at) ",
                 );
                 insert.push_values(chunk, |mut row, (identity_id, record)| {
                     row.push_bind(*identity_id)
@@ -423,6 +423,9 @@ macro_rules! work_queue_sql {
                         .push_bind(record.model_used.as_deref())
                         .push_bind(record.fallback_used)
                         .push_bind(record.from_cache)
+                        .push_bind((!record.instructions.is_empty()).then(|| {
+                            serde_json::to_string(&record.instructions).expect("results always serialize")
+                        }))
                         .push_bind(now);
                 });
                 insert.build().execute(&mut **tx).await?;

@@ -14,7 +14,7 @@ const DEFAULT_TEMPLATE: &str =
     "Answer the question. End your reply with a final line `Answer: <answer>`.\n\nQuestion: {{ input }}";
 
 /// Graders offered in the list: (kind, what it does).
-const GRADERS: [(&str, &str); 12] = [
+const GRADERS: [(&str, &str); 13] = [
     (
         "",
         "exact match on the final `Answer:` line, or the JSON spec below when given",
@@ -37,6 +37,10 @@ const GRADERS: [(&str, &str); 12] = [
     (
         "code_tests",
         "the answer's code passes the item's tests, run in a sandbox",
+    ),
+    (
+        "instructions",
+        "the answer follows the item's instructions (IFEval: instruction_id_list and kwargs)",
     ),
     ("json", "advanced: a grader spec as JSON (below)"),
 ];

@@ -56,6 +56,8 @@ pub struct ReportView {
     pub likelihood: Option<arbiter_domain::reports::likelihood::LikelihoodReport>,
     /// With a contamination check: scores with and without the items found in the corpus.
     pub contamination: Option<arbiter_domain::contamination::ContaminationReport>,
+    /// For instruction-following evals: IFEval's four accuracies and each instruction's rates.
+    pub instructions: Option<arbiter_domain::reports::instructions::InstructionsReport>,
 }
 
 /// One paired test of a candidate against the baseline.
@@ -306,6 +308,7 @@ mod convert {
             turns: report.turns.clone(),
             likelihood: report.likelihood.clone(),
             contamination: report.contamination.clone(),
+            instructions: report.instructions.clone(),
         }
     }
 

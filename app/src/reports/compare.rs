@@ -215,6 +215,7 @@ pub fn ReportCard(title: &'static str, report: ReportView) -> impl IntoView {
             })}
             {report.likelihood.clone().map(|likelihood| view! { <LikelihoodTable likelihood/> })}
             {report.contamination.clone().map(|contamination| view! { <ContaminationTable contamination/> })}
+            {report.instructions.clone().map(|instructions| view! { <InstructionsTable instructions/> })}
             {(!report.turns.is_empty()).then(|| view! {
                 <table class="turns" data-testid="turn-results">
                     <caption>"By turn of the conversations (a turn after one that got no answer is stopped: never sent)"</caption>
@@ -529,6 +530,54 @@ fn ContaminationTable(
                 <tr><td>"all"</td><td>{rate(contamination.pass_rate)}</td><td></td><td>{contamination.clean_answers + contamination.flagged_answers}</td></tr>
                 <tr><td>"not found in the corpus"</td><td>{rate(contamination.clean_pass_rate)}</td><td>{interval(contamination.clean_interval)}</td><td>{contamination.clean_answers}</td></tr>
                 <tr><td>"found in the corpus"</td><td>{rate(contamination.flagged_pass_rate)}</td><td>{interval(contamination.flagged_interval)}</td><td>{contamination.flagged_answers}</td></tr>
+            </tbody>
+        </table>
+    }
+}
+
+/// An instruction-following eval's accuracies (IFEval's four) and each instruction's rates.
+#[component]
+fn InstructionsTable(
+    instructions: arbiter_domain::reports::instructions::InstructionsReport,
+) -> impl IntoView {
+    let percent = |followed: u64, of: u64| {
+        if of == 0 {
+            "–".to_string()
+        } else {
+            format!("{:.1}%", followed as f64 * 100.0 / of as f64)
+        }
+    };
+    view! {
+        <table class="instructions" data-testid="instruction-accuracies">
+            <caption>
+                "Instruction following: " {instructions.answers} " answers. Strict reads the answer as it is; "
+                "loose also without its first or last line and without Markdown asterisks."
+            </caption>
+            <thead><tr><th>"Metric"</th><th>"What it counts"</th><th>"Value"</th><th>"95% interval (clustered by item)"</th><th>"Followed / asked"</th></tr></thead>
+            <tbody>
+                {instructions.accuracies.into_iter().map(|accuracy| view! {
+                    <tr>
+                        <td><code>{accuracy.name.clone()}</code></td>
+                        <td>{accuracy.what.clone()}</td>
+                        <td>{percent(accuracy.followed, accuracy.of)}</td>
+                        <td>{accuracy.interval.map(|i| format!("{:.1}–{:.1}%", i.lower * 100.0, i.upper * 100.0)).unwrap_or_default()}</td>
+                        <td>{accuracy.followed} " / " {accuracy.of}</td>
+                    </tr>
+                }).collect_view()}
+            </tbody>
+        </table>
+        <table class="instructions" data-testid="instruction-rows">
+            <caption>"By instruction, the least followed first"</caption>
+            <thead><tr><th>"Instruction"</th><th>"Strict"</th><th>"Loose"</th><th>"Asked"</th></tr></thead>
+            <tbody>
+                {instructions.instructions.into_iter().map(|row| view! {
+                    <tr>
+                        <td><code>{row.id.clone()}</code></td>
+                        <td>{percent(row.strict, row.asked)}</td>
+                        <td>{percent(row.loose, row.asked)}</td>
+                        <td>{row.asked}</td>
+                    </tr>
+                }).collect_view()}
             </tbody>
         </table>
     }

@@ -19,6 +19,9 @@ use unicode_normalization::UnicodeNormalization;
 
 use super::code_tests::{CodeExtraction, CodeTests, SandboxLimits};
 use super::harness_match::{HarnessMatch, MatchFolding, RegexFilter};
+use super::instructions::{
+    InstructionFollowing, DEFAULT_IDS_FIELD, DEFAULT_KWARGS_FIELD, INSTRUCTIONS_GRADER,
+};
 use super::{extract_answer, grade_exact_match, normalise, Grade, Verdict, CODE_TESTS_GRADER};
 
 /// Most combinators (`all_of`, `any_of`) allowed inside one another: deeper rubrics are a mistake
@@ -137,10 +140,28 @@ pub enum GraderSpec {
         #[serde(default)]
         limits: SandboxLimits,
     },
+    /// The answer follows every instruction the item lists (IFEval's verifiable
+    /// instructions, with their parameters in the item): see [`InstructionFollowing`]. Reads
+    /// item fields, so it is graded where the item is at hand, never by [`Grader::grade`]; not
+    /// allowed inside `all_of` or `any_of`.
+    Instructions {
+        #[serde(default = "default_ids_field")]
+        ids_field: String,
+        #[serde(default = "default_kwargs_field")]
+        kwargs_field: String,
+    },
     /// Passes when every grader passes; fails when any fails; otherwise uncertain.
     AllOf { graders: Vec<GraderSpec> },
     /// Passes when any grader passes; fails when all fail; otherwise uncertain.
     AnyOf { graders: Vec<GraderSpec> },
+}
+
+fn default_ids_field() -> String {
+    DEFAULT_IDS_FIELD.into()
+}
+
+fn default_kwargs_field() -> String {
+    DEFAULT_KWARGS_FIELD.into()
 }
 
 /// Which match a regex grader reads.
@@ -195,6 +216,10 @@ pub enum GraderSpecError {
     CodeTests(String),
     #[error("code_tests runs alone: it cannot be part of all_of or any_of")]
     CodeTestsNested,
+    #[error("{0}")]
+    Instructions(String),
+    #[error("instructions runs alone: it cannot be part of all_of or any_of")]
+    InstructionsNested,
     #[error("all_of and any_of may be nested at most {MAX_NESTING_DEPTH} deep")]
     NestingTooDeep,
     /// A problem inside a combinator; `position` counts from 1, as a user would.
@@ -224,6 +249,7 @@ impl GraderSpec {
             GraderSpec::Length { .. } => "length@1",
             GraderSpec::HarnessMatch { .. } => "harness_match@1",
             GraderSpec::CodeTests { .. } => CODE_TESTS_GRADER,
+            GraderSpec::Instructions { .. } => INSTRUCTIONS_GRADER,
             GraderSpec::AllOf { .. } => "all_of@1",
             GraderSpec::AnyOf { .. } => "any_of@1",
         }
@@ -296,6 +322,7 @@ enum Check {
     Length(LengthLimits),
     HarnessMatch(Box<HarnessMatch>),
     CodeTests(Box<CodeTests>),
+    Instructions(Box<InstructionFollowing>),
     AllOf(Vec<Grader>),
     AnyOf(Vec<Grader>),
 }
@@ -392,6 +419,22 @@ impl Grader {
         }
     }
 
+    /// The instructions this grader checks, when it is an `instructions` grader: it reads item
+    /// fields, so its answers are graded by [`InstructionFollowing::grade`], never by
+    /// [`Grader::grade`].
+    pub fn instructions(&self) -> Option<&InstructionFollowing> {
+        match &self.check {
+            Check::Instructions(instructions) => Some(instructions),
+            _ => None,
+        }
+    }
+
+    /// Whether grading reads the item's own fields (code tests, instructions), not only the
+    /// answer and the reference: such answers are graded where the item is at hand.
+    pub fn reads_item_fields(&self) -> bool {
+        matches!(self.check, Check::CodeTests(_) | Check::Instructions(_))
+    }
+
     /// Whether the check compares the answer with the item's reference.
     fn needs_target(&self) -> bool {
         match &self.check {
@@ -406,7 +449,8 @@ impl Grader {
             | Check::JsonValid
             | Check::JsonSchema(_)
             | Check::Length(_)
-            | Check::CodeTests(_) => false,
+            | Check::CodeTests(_)
+            | Check::Instructions(_) => false,
             Check::AllOf(graders) | Check::AnyOf(graders) => {
                 graders.iter().any(Grader::needs_target)
             }
@@ -434,6 +478,13 @@ impl Grader {
                 verdict: Verdict::Uncertain,
                 extracted_answer: None,
                 reason: "code tests run in the sandbox, which graded nothing here".into(),
+            },
+            Check::Instructions(_) => Decision {
+                verdict: Verdict::Uncertain,
+                extracted_answer: None,
+                reason: "instructions are checked against the item's own list, which was not \
+                         at hand here"
+                    .into(),
             },
             Check::AllOf(graders) => grade_all_of(graders, output, target),
             Check::AnyOf(graders) => grade_any_of(graders, output, target),
@@ -515,6 +566,22 @@ fn compile_nested(spec: &GraderSpec, depth: usize) -> Result<Grader, GraderSpecE
             };
             code.validate().map_err(GraderSpecError::CodeTests)?;
             Check::CodeTests(Box::new(code))
+        }
+        GraderSpec::Instructions {
+            ids_field,
+            kwargs_field,
+        } => {
+            if depth > 0 {
+                return Err(GraderSpecError::InstructionsNested);
+            }
+            let instructions = InstructionFollowing {
+                ids_field: ids_field.clone(),
+                kwargs_field: kwargs_field.clone(),
+            };
+            instructions
+                .validate()
+                .map_err(GraderSpecError::Instructions)?;
+            Check::Instructions(Box::new(instructions))
         }
         GraderSpec::AllOf { graders } => Check::AllOf(compile_children("all_of", graders, depth)?),
         GraderSpec::AnyOf { graders } => Check::AnyOf(compile_children("any_of", graders, depth)?),

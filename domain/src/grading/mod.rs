@@ -9,6 +9,7 @@ pub mod calibration;
 pub mod code_tests;
 mod deterministic;
 pub mod harness_match;
+pub mod instructions;
 pub mod judge;
 pub mod quoting;
 pub mod record;

@@ -2,6 +2,7 @@
 //! evidence and cost, the verdict and the stage that decided it, and the human task when a
 //! person has to decide.
 
+use super::instructions::InstructionResult;
 use super::judge::JudgeCall;
 use super::triage::{after_deterministic, FrozenTriage, HumanKind, HumanRouting, Stage, Step};
 use super::{Grade, Verdict};
@@ -95,6 +96,9 @@ pub struct GradeRecord {
     pub fallback_used: bool,
     /// Every sample came from the grade cache (nothing was paid now).
     pub from_cache: bool,
+    /// An instruction-following grade: each instruction, followed strictly and loosely (the
+    /// verdict is prompt-level strict; reports read the rest from here). Empty otherwise.
+    pub instructions: Vec<InstructionResult>,
 }
 
 impl GradeRecord {
@@ -116,6 +120,7 @@ impl GradeRecord {
             model_used: None,
             fallback_used: false,
             from_cache: false,
+            instructions: Vec::new(),
         }
     }
 }

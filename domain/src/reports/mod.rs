@@ -10,6 +10,7 @@
 pub mod compare;
 pub mod decision;
 pub mod diff;
+pub mod instructions;
 pub mod latency;
 pub mod likelihood;
 pub mod sample_compare;
@@ -229,6 +230,10 @@ pub struct Report {
     /// For a likelihood eval: acc, acc_norm, acc_bytes, the probability on the right answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub likelihood: Option<likelihood::LikelihoodReport>,
+    /// For an instruction-following eval: IFEval's prompt- and instruction-level accuracies,
+    /// strict and loose, and each instruction's rates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<instructions::InstructionsReport>,
     /// With a contamination check: the scores with and without the items found in the corpus.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contamination: Option<crate::contamination::ContaminationReport>,
@@ -355,6 +360,7 @@ pub fn build_report(
         sample_metrics: Vec::new(),
         turns: Vec::new(),
         likelihood: None,
+        instructions: None,
         contamination: None,
     }
 }

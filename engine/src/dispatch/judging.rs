@@ -94,9 +94,10 @@ async fn triage_answer(
         target: rendered.item.target_text(),
     };
     let triage = spec.manifest.triage.as_ref();
+    let mut instructions = Vec::new();
     let grade = match &spec.grader {
-        Ok(grader) => match grader.code_tests() {
-            Some(code) => {
+        Ok(grader) => {
+            if let Some(code) = grader.code_tests() {
                 let tested =
                     run_code_tests(code, grader.id_version(), job, generation, spec, store).await;
                 graded.grading.judge_calls.extend(tested.call);
@@ -104,9 +105,14 @@ async fn triage_answer(
                 // after a few claims to a human with the reason, like a judge outage.
                 graded.grader_unavailable = tested.unavailable;
                 tested.grade
+            } else if let Some(checker) = grader.instructions() {
+                let checked = checker.grade(&generation.output, &job.item.fields());
+                instructions = checked.results;
+                checked.grade
+            } else {
+                grader.grade_any(&generation.output, &rendered.item.targets)
             }
-            None => grader.grade_any(&generation.output, &rendered.item.targets),
-        },
+        }
         Err(problem) => Grade {
             grader: "misconfigured".into(),
             verdict: Verdict::Uncertain,
@@ -114,17 +120,18 @@ async fn triage_answer(
             reason: format!("the grader is misconfigured: {problem}"),
         },
     };
+    let deterministic = GradeRecord {
+        instructions,
+        ..GradeRecord::deterministic(grade.clone())
+    };
     if let Some(outage) = graded.grader_unavailable.clone() {
-        graded
-            .grading
-            .grades
-            .push(GradeRecord::deterministic(grade));
+        graded.grading.grades.push(deterministic);
         graded.grading.settle(Step::Human { reason: outage });
         return graded;
     }
     let grading = &mut graded.grading;
     let mut step = after_deterministic(triage, &grade);
-    grading.grades.push(GradeRecord::deterministic(grade));
+    grading.grades.push(deterministic);
     let mut cheap: Option<EnsembleVerdict> = None;
     loop {
         match step {
@@ -457,6 +464,7 @@ impl Judging<'_> {
                 model_used: usage.model_used,
                 fallback_used: false,
                 from_cache,
+                instructions: Vec::new(),
             },
             verdict,
             new_calls,

@@ -3,9 +3,11 @@
 
 use crate::error::{ServiceError, ServiceResult};
 use arbiter_domain::contamination::ContaminationReport;
+use arbiter_domain::grading::instructions::InstructionResult;
 use arbiter_domain::ids::RunId;
 use arbiter_domain::likelihood::ChoiceScores;
 use arbiter_domain::manifest::Manifest;
+use arbiter_domain::reports::instructions::instructions_report;
 use arbiter_domain::reports::likelihood::likelihood_report;
 use arbiter_domain::reports::sample_compare::RunSamples;
 use arbiter_domain::reports::snapshot::{
@@ -165,6 +167,20 @@ pub(crate) async fn report_and_snapshot(
             (count(counts.flagged_pass), count(counts.flagged_fail)),
             (count(counts.clean_pass), count(counts.clean_fail)),
         ));
+    }
+    let reads_instructions = manifest
+        .eval
+        .grader
+        .compile()
+        .is_ok_and(|grader| grader.instructions().is_some());
+    if reads_instructions {
+        let results: Vec<(String, Vec<InstructionResult>)> = store
+            .run_instruction_results(run_id)
+            .await?
+            .into_iter()
+            .map(|(case_id, _, results)| (case_id, results))
+            .collect();
+        report.instructions = Some(instructions_report(&results));
     }
     let choice_scores = match &manifest.eval.prompt.likelihood {
         Some(likelihood) => {

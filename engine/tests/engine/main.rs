@@ -11,6 +11,7 @@ mod endpoint_keys;
 mod fuzz_inputs;
 mod images;
 mod imports;
+mod instructions;
 mod likelihood;
 mod ops_story;
 mod quality_story;

@@ -1960,6 +1960,7 @@ async fn judges_policies_and_the_grade_cache(store: Arc<dyn Store>) {
         model_used: Some("judge-model".into()),
         fallback_used: false,
         from_cache: false,
+        instructions: Vec::new(),
     };
     let call = JudgeCall {
         cache_key: "sha256:judge-call".into(),
