@@ -165,6 +165,13 @@ pub async fn check_every_item(
                 })?;
             }
             if let Some(instructions) = instructions {
+                if turns > 1 {
+                    return Err(ServiceError::Invalid(format!(
+                        "item `{}` is a conversation of {turns} turns; the instructions grader \
+                         checks one answer per item",
+                        item.case_id
+                    )));
+                }
                 instructions.check_item(&item.fields()).map_err(|problem| {
                     ServiceError::Invalid(format!(
                         "item `{}` {problem}, which the instructions grader reads",

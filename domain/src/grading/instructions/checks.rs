@@ -9,8 +9,8 @@ use regex::{Regex, RegexBuilder};
 use serde_json::{Map, Value};
 
 use super::text::{
-    count_capitalised_words, count_sentences, count_words, detect_language, is_detectable_language,
-    is_lower, is_upper,
+    count_capitalised_words, count_sentences, count_words, detectable_languages,
+    is_detectable_language, is_lower, is_upper, reads_as,
 };
 
 /// The instruction ids this grader knows: IFEval's 25.
@@ -154,7 +154,18 @@ impl Instruction {
                 args.patterns("forbidden_words", |word| format!(r"\b{word}\b"))?,
             ),
             "keywords:letter_frequency" => Instruction::LetterFrequency {
-                letter: args.text("letter")?.trim().to_lowercase(),
+                letter: {
+                    // The reference draws a random letter for anything but one ASCII letter.
+                    let letter = args.text("letter")?;
+                    match letter.as_bytes() {
+                        [byte] if byte.is_ascii_alphabetic() => letter.to_ascii_lowercase(),
+                        _ => {
+                            return Err(format!(
+                                "has `letter` = `{letter}`; it must be one letter, a to z"
+                            ))
+                        }
+                    }
+                },
                 relation: args.relation("let_relation")?,
                 frequency: args.count("let_frequency")?,
             },
@@ -163,7 +174,8 @@ impl Instruction {
                 if !is_detectable_language(language) {
                     return Err(format!(
                         "has `language` = `{language}`, which is not an ISO 639-1 code the \
-                         language detector knows (`en`, `de`, `zh-cn`, …)"
+                         language detector knows ({})",
+                        detectable_languages().join(", ")
                     ));
                 }
                 Instruction::ResponseLanguage(language.to_string())
@@ -205,7 +217,7 @@ impl Instruction {
                     // The reference reads any other marker as a pattern.
                     other => other.to_lowercase(),
                 };
-                Instruction::Postscript(pattern(&source)?)
+                Instruction::Postscript(compile(&source, true, true)?)
             }
             "detectable_format:number_bullet_lists" => {
                 Instruction::BulletPoints(args.count("num_bullets")?)
@@ -217,7 +229,7 @@ impl Instruction {
             "detectable_format:multiple_sections" => {
                 let splitter = args.text("section_spliter")?.trim();
                 Instruction::Sections {
-                    splitter: compile(&format!(r"\s?{splitter}\s?\d+\s?"), false)?,
+                    splitter: compile(&format!(r"\s?{splitter}\s?\d+\s?"), false, false)?,
                     count: args.count("num_sections")?,
                 }
             }
@@ -275,10 +287,8 @@ impl Instruction {
                 };
                 relation.holds(count, *frequency)
             }
-            // langdetect's failure to read any language counts as followed, as in the reference.
-            Instruction::ResponseLanguage(language) => {
-                detect_language(response).is_none_or(|found| &found == language)
-            }
+            // Finding no language to read counts as followed, as in the reference.
+            Instruction::ResponseLanguage(language) => reads_as(response, language).unwrap_or(true),
             Instruction::Sentences { relation, count } => {
                 relation.holds(count_sentences(response), *count)
             }
@@ -323,10 +333,10 @@ impl Instruction {
                 frequency,
             } => relation.holds(count_capitalised_words(response), *frequency),
             Instruction::EnglishCapital => {
-                is_upper(response) && detect_language(response).is_none_or(|found| found == "en")
+                is_upper(response) && reads_as(response, "en").unwrap_or(true)
             }
             Instruction::EnglishLowercase => {
-                is_lower(response) && detect_language(response).is_none_or(|found| found == "en")
+                is_lower(response) && reads_as(response, "en").unwrap_or(true)
             }
             Instruction::NoComma => !response.contains(','),
             Instruction::Quotation => {
@@ -343,9 +353,23 @@ struct Args<'a> {
 }
 
 impl Args<'_> {
+    /// The parameter, unless it is missing or "falsy" (null, 0, `""`, `[]`, `{}`, false):
+    /// the reference drops those and draws a random value in their place.
     fn present(&self, name: &str) -> Result<&Value, String> {
+        let falsy = |value: &Value| match value {
+            Value::Null => true,
+            Value::Bool(flag) => !flag,
+            Value::Number(n) => n.as_f64() == Some(0.0),
+            Value::String(text) => text.is_empty(),
+            Value::Array(list) => list.is_empty(),
+            Value::Object(map) => map.is_empty(),
+        };
         match self.kwargs.get(name) {
-            None | Some(Value::Null) => Err(format!("needs the parameter `{name}`")),
+            None => Err(format!("needs the parameter `{name}`")),
+            Some(value) if falsy(value) => Err(format!(
+                "has `{name}` = {value}, which IFEval's reference reads as missing (it would \
+                 draw a random value); give a real one"
+            )),
             Some(value) => Ok(value),
         }
     }
@@ -407,10 +431,11 @@ impl Args<'_> {
 
 /// A keyword or marker, read as a pattern ignoring case, as the reference reads it.
 fn pattern(source: &str) -> Result<Regex, String> {
-    compile(source, true)
+    compile(source, true, false)
 }
 
-fn compile(source: &str, ignore_case: bool) -> Result<Regex, String> {
+/// `multi_line`: `^` and `$` match at line ends (only the postscript check reads that way).
+fn compile(source: &str, ignore_case: bool, multi_line: bool) -> Result<Regex, String> {
     if source.len() > MAX_PATTERN_BYTES {
         return Err(format!(
             "has a pattern of {} bytes; the limit is {MAX_PATTERN_BYTES}",
@@ -419,7 +444,7 @@ fn compile(source: &str, ignore_case: bool) -> Result<Regex, String> {
     }
     RegexBuilder::new(source)
         .case_insensitive(ignore_case)
-        .multi_line(true)
+        .multi_line(multi_line)
         .size_limit(1 << 20)
         .build()
         .map_err(|error| format!("has `{source}`, which does not read as a pattern: {error}"))
@@ -497,11 +522,9 @@ fn highlighted_sections(response: &str) -> usize {
 /// The whole response is one JSON document, optionally in a Markdown code fence.
 fn is_json(response: &str) -> bool {
     let mut body = response.trim();
+    // One after another, as the reference's chained `removeprefix` calls strip them.
     for fence in ["```json", "```Json", "```JSON", "```"] {
-        if let Some(rest) = body.strip_prefix(fence) {
-            body = rest;
-            break;
-        }
+        body = body.strip_prefix(fence).unwrap_or(body);
     }
     let body = body.strip_suffix("```").unwrap_or(body).trim();
     serde_json::from_str::<serde::de::IgnoredAny>(body).is_ok()
@@ -509,7 +532,8 @@ fn is_json(response: &str) -> bool {
 }
 
 /// `body` with Python's non-standard JSON numbers (`NaN`, `Infinity`, `-Infinity`, which the
-/// reference's `json.loads` accepts) outside strings replaced by `0`.
+/// reference's `json.loads` accepts) outside strings replaced by `null`, which cannot merge
+/// with a neighbouring number (`1NaN` stays invalid).
 fn without_non_finite_numbers(body: &str) -> String {
     let mut out = String::with_capacity(body.len());
     let mut in_string = false;
@@ -532,7 +556,7 @@ fn without_non_finite_numbers(body: &str) -> String {
             .find(|word| rest.starts_with(word));
         match word {
             Some(word) => {
-                out.push('0');
+                out.push_str("null");
                 rest = &rest[word.len()..];
             }
             None => {
@@ -614,7 +638,7 @@ mod tests {
             Instruction::parse(id, &kwargs).unwrap_err()
         };
         assert!(refuse("keywords:existence", json!({"keywords": null})).contains("`keywords`"));
-        assert!(refuse("keywords:existence", json!({"keywords": []})).contains("empty"));
+        assert!(refuse("keywords:existence", json!({"keywords": []})).contains("reads as missing"));
         assert!(refuse(
             "length_constraints:number_words",
             json!({"num_words": 5, "relation": "more than"})
@@ -631,6 +655,16 @@ mod tests {
         )
         .contains("does not read as a pattern"));
         assert!(refuse("detectable_format:rhyme", json!({})).contains("unknown instruction"));
+        assert!(refuse(
+            "detectable_format:number_bullet_lists",
+            json!({"num_bullets": 0})
+        )
+        .contains("reads as missing"));
+        assert!(refuse(
+            "keywords:letter_frequency",
+            json!({"letter": "ab", "let_frequency": 2, "let_relation": "at least"})
+        )
+        .contains("one letter, a to z"));
         assert!(refuse(
             "length_constraints:number_words",
             json!({"num_words": 2.5, "relation": "at least"})
@@ -676,6 +710,8 @@ mod tests {
         assert!(!json_format.follows("Here: {\"a\": 1}"));
         assert!(json_format.follows("{\"a\": NaN, \"b\": [-Infinity], \"c\": \"NaN \\\" x\"}"));
         assert!(!json_format.follows("{\"a\": NaNx}"));
+        assert!(!json_format.follows("[1NaN]") && !json_format.follows("[-NaN]"));
+        assert!(json_format.follows("```json```{}"));
         let title = instruction("detectable_format:title", json!({}));
         assert!(title.follows("<<My Poem>>\nRoses"));
         assert!(!title.follows("<<  >> nothing"));

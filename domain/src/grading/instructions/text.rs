@@ -32,6 +32,10 @@ pub fn is_lower(text: &str) -> bool {
 pub fn count_capitalised_words(text: &str) -> usize {
     text.split_whitespace()
         .flat_map(|chunk| chunk.split(is_token_punctuation))
+        .flat_map(|part| part.split("..."))
+        .flat_map(|part| part.split("--"))
+        // A final full stop is its own token, so a clitic before it still splits off.
+        .map(|part| part.trim_end_matches('.'))
         .flat_map(split_clitic)
         .filter(|word| is_upper(word))
         .count()
@@ -236,37 +240,104 @@ fn is_frequent_sentence_starter(word: &str) -> bool {
     )
 }
 
-/// The language langdetect (the reference's detector, reproduced bit for bit, seeded so a
-/// verdict never changes between runs) reads in `text`, as an ISO 639-1 code (`en`, `zh-cn`);
-/// `None` when it finds no letters to go on.
-#[cfg(not(target_arch = "wasm32"))]
-pub fn detect_language(text: &str) -> Option<String> {
-    static DETECTOR: LazyLock<langdetect::DetectorFactory> = LazyLock::new(|| {
-        let mut factory = langdetect::DetectorFactory::builtin().clone();
-        factory.seed = langdetect::Seed::Int(0);
-        factory
-    });
-    DETECTOR.detect(text).ok()
+/// ISO 639-1 codes (as IFEval's items and langdetect name languages) of the languages the
+/// detector knows, with its ISO 639-3 ones. Chinese is written `zh`, `zh-cn` or `zh-tw`.
+const LANGUAGE_CODES: &[(&str, &str)] = &[
+    ("af", "afr"),
+    ("ak", "aka"),
+    ("am", "amh"),
+    ("ar", "ara"),
+    ("az", "aze"),
+    ("be", "bel"),
+    ("bg", "bul"),
+    ("bn", "ben"),
+    ("ca", "cat"),
+    ("cs", "ces"),
+    ("cy", "cym"),
+    ("da", "dan"),
+    ("de", "deu"),
+    ("el", "ell"),
+    ("en", "eng"),
+    ("eo", "epo"),
+    ("es", "spa"),
+    ("et", "est"),
+    ("fa", "pes"),
+    ("fi", "fin"),
+    ("fr", "fra"),
+    ("gu", "guj"),
+    ("he", "heb"),
+    ("hi", "hin"),
+    ("hr", "hrv"),
+    ("hu", "hun"),
+    ("hy", "hye"),
+    ("id", "ind"),
+    ("it", "ita"),
+    ("ja", "jpn"),
+    ("jv", "jav"),
+    ("ka", "kat"),
+    ("km", "khm"),
+    ("kn", "kan"),
+    ("ko", "kor"),
+    ("la", "lat"),
+    ("lt", "lit"),
+    ("lv", "lav"),
+    ("mk", "mkd"),
+    ("ml", "mal"),
+    ("mr", "mar"),
+    ("my", "mya"),
+    ("nb", "nob"),
+    ("ne", "nep"),
+    ("nl", "nld"),
+    ("no", "nob"),
+    ("or", "ori"),
+    ("pa", "pan"),
+    ("pl", "pol"),
+    ("pt", "por"),
+    ("ro", "ron"),
+    ("ru", "rus"),
+    ("si", "sin"),
+    ("sk", "slk"),
+    ("sl", "slv"),
+    ("sn", "sna"),
+    ("sr", "srp"),
+    ("sv", "swe"),
+    ("ta", "tam"),
+    ("te", "tel"),
+    ("th", "tha"),
+    ("tk", "tuk"),
+    ("tl", "tgl"),
+    ("tr", "tur"),
+    ("uk", "ukr"),
+    ("ur", "urd"),
+    ("uz", "uzb"),
+    ("vi", "vie"),
+    ("yi", "yid"),
+    ("zh", "cmn"),
+    ("zh-cn", "cmn"),
+    ("zh-tw", "cmn"),
+    ("zu", "zul"),
+];
+
+/// The ISO 639-1 codes [`detect_language`] can answer, for messages.
+pub fn detectable_languages() -> Vec<&'static str> {
+    LANGUAGE_CODES.iter().map(|(code, _)| *code).collect()
 }
 
-/// Whether langdetect can ever answer `code`: a language it has no profile for never passes.
-#[cfg(not(target_arch = "wasm32"))]
+/// Whether [`detect_language`] can ever answer `code`: a language it does not know would
+/// never pass, so an item asking for one is refused.
 pub fn is_detectable_language(code: &str) -> bool {
-    langdetect::DetectorFactory::builtin()
-        .langlist()
-        .iter()
-        .any(|known| known == code)
+    LANGUAGE_CODES.iter().any(|(known, _)| *known == code)
 }
 
-#[cfg(target_arch = "wasm32")]
-pub fn is_detectable_language(_code: &str) -> bool {
-    true
-}
-
-/// Graders never run in the browser, which does not carry the language profiles.
-#[cfg(target_arch = "wasm32")]
-pub fn detect_language(_text: &str) -> Option<String> {
-    None
+/// Whether `text` reads as the language `code` (ISO 639-1); `None` when the detector finds
+/// no script to go on (the reference counts that as followed).
+pub fn reads_as(text: &str, code: &str) -> Option<bool> {
+    let found = whatlang::detect(text)?.lang().code();
+    Some(
+        LANGUAGE_CODES
+            .iter()
+            .any(|(iso1, iso3)| *iso1 == code && *iso3 == found),
+    )
 }
 
 #[cfg(test)]
@@ -296,6 +367,11 @@ mod tests {
         assert_eq!(count_capitalised_words("WAIT,STOP and Go"), 2);
         assert_eq!(count_capitalised_words("STATE-OF-THE-ART **BOLD** 123"), 2);
         assert_eq!(count_capitalised_words("Hello there"), 0);
+        // As NLTK counts them: a final full stop, `...` and `--` are tokens of their own.
+        assert_eq!(count_capitalised_words("I DON'T."), 3);
+        assert_eq!(count_capitalised_words("THAT'S IT. IT'S."), 5);
+        assert_eq!(count_capitalised_words("WELL...I THINK"), 3);
+        assert_eq!(count_capitalised_words("HELLO--WORLD"), 2);
     }
 
     #[test]
@@ -317,11 +393,17 @@ mod tests {
     }
 
     #[test]
-    fn language_is_detected_deterministically() {
+    fn languages_are_named_by_their_iso_639_1_codes() {
         let english = "The quick brown fox jumps over the lazy dog near the river bank.";
-        assert_eq!(detect_language(english).as_deref(), Some("en"));
+        assert_eq!(reads_as(english, "en"), Some(true));
+        assert_eq!(reads_as(english, "de"), Some(false));
         let german = "Der schnelle braune Fuchs springt über den faulen Hund am Fluss.";
-        assert_eq!(detect_language(german).as_deref(), Some("de"));
-        assert_eq!(detect_language("12345 !!!"), None);
+        assert_eq!(reads_as(german, "de"), Some(true));
+        assert_eq!(
+            reads_as("委员会周二开会审查预算。大家都同意了。", "zh-cn"),
+            Some(true)
+        );
+        assert_eq!(reads_as("12345 !!!", "en"), None);
+        assert!(is_detectable_language("ja") && !is_detectable_language("xx"));
     }
 }
