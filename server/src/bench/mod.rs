@@ -19,6 +19,7 @@
 pub mod annotators;
 pub mod compare;
 pub mod contamination;
+pub mod instructions;
 pub mod likelihood;
 pub mod login_burst;
 pub mod pipeline;
@@ -84,6 +85,9 @@ pub enum Scenario {
     /// A 100 MB corpus indexed into 13-grams (MB/s), then `--items` (default 1,000,000)
     /// items checked against it (µs per item).
     Contamination,
+    /// `--items` (default 200,000) answers checked against IFEval instructions, strictly and
+    /// loosely: answers and instructions per second on one core.
+    Instructions,
 }
 
 /// Options of the `endpoint` scenario.
@@ -156,6 +160,7 @@ pub async fn run(
         Scenario::Sandbox => crate::bench::sandbox::run(items.unwrap_or(1_000)).await,
         Scenario::Likelihood => crate::bench::likelihood::likelihood(items.unwrap_or(20_000)).await,
         Scenario::Contamination => crate::bench::contamination::run(items.unwrap_or(1_000_000)),
+        Scenario::Instructions => crate::bench::instructions::run(items.unwrap_or(200_000)),
         Scenario::Agreement => {
             agreement(items.unwrap_or(1_000_000));
             Ok(())
