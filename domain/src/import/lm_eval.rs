@@ -21,6 +21,7 @@
 //!   over the same requests (served from the cache after the first).
 
 use crate::grading::harness_match::{MatchFolding, RegexFilter};
+use crate::grading::instructions::{DEFAULT_IDS_FIELD, DEFAULT_KWARGS_FIELD};
 use crate::grading::GraderSpec;
 use crate::likelihood::{LikelihoodSpec, Selection};
 use crate::prompt::few_shot::MAX_SHOTS;
@@ -84,7 +85,9 @@ pub struct LmEvalTask {
     pub prompt_template: String,
     /// The field shown as an item's input (to raters, in diffs): the first the prompt uses.
     pub input_field: String,
-    pub target_field: String,
+    /// The field holding the reference answer; `None` for IFEval, whose items carry their
+    /// instructions instead.
+    pub target_field: Option<String>,
     pub max_tokens: u32,
     pub temperature: f64,
     pub repetitions: u32,
@@ -133,7 +136,9 @@ pub fn read_task(task: &Value) -> Result<LmEvalTask, String> {
     let task = task
         .as_object()
         .ok_or("the task file must be a mapping of keys (task, dataset_path, doc_to_text, …)")?;
-    if let Some(key) = task.keys().find(|key| !KNOWN_KEYS.contains(&key.as_str())) {
+    let ifeval = is_ifeval(task);
+    let known = |key: &str| KNOWN_KEYS.contains(&key) || (ifeval && key == "process_results");
+    if let Some(key) = task.keys().find(|key| !known(key)) {
         return Err(match key.as_str() {
             "include" => "`include`: the task includes another file; import a task file with every key written out".into(),
             "process_docs" | "process_results" | "custom_dataset" => format!(
@@ -206,7 +211,15 @@ pub fn read_task(task: &Value) -> Result<LmEvalTask, String> {
     let mut notes = Vec::new();
     let description = string(task, "description")?.unwrap_or_default();
     let doc_to_text = template(task, "doc_to_text")?;
-    let target_field = target_field(task)?;
+    // IFEval's target is a placeholder (`doc_to_target: 0`): its items' instructions decide.
+    let target_field = if ifeval {
+        None
+    } else {
+        Some(target_field(task)?)
+    };
+    if !ifeval {
+        refuse_computed_aggregations(task)?;
+    }
     let target_delimiter =
         string(task, "target_delimiter")?.unwrap_or_else(|| DEFAULT_TARGET_DELIMITER.into());
     let fewshot_delimiter =
@@ -221,7 +234,7 @@ pub fn read_task(task: &Value) -> Result<LmEvalTask, String> {
                 prompt_template: keep_trailing_newline(&format!("{description}{doc_to_text}")),
                 input_field: first_field(&doc_to_text)
                     .ok_or("`doc_to_text` uses no field of the documents")?,
-                target_field,
+                target_field: target_field.ok_or("a multiple_choice task needs `doc_to_target`")?,
                 target_delimiter,
             },
         );
@@ -271,7 +284,23 @@ pub fn read_task(task: &Value) -> Result<LmEvalTask, String> {
             .ok_or("`repeats` must be a whole number from 1 to 1000")?
             as u32,
     };
-    let pipelines = pipelines(task, repetitions, &mut notes)?;
+    let pipelines = if ifeval {
+        notes.push(
+            "IFEval's `process_results` is Arbiter's instructions grader: each item's \
+             instruction_id_list and kwargs checked strictly and loosely, with the four \
+             accuracies in the report"
+                .into(),
+        );
+        vec![ScoredPipeline {
+            name: String::new(),
+            grader: GraderSpec::Instructions {
+                ids_field: DEFAULT_IDS_FIELD.into(),
+                kwargs_field: DEFAULT_KWARGS_FIELD.into(),
+            },
+        }]
+    } else {
+        pipelines(task, repetitions, &mut notes)?
+    };
     Ok(LmEvalTask {
         name,
         format,
@@ -353,7 +382,7 @@ fn multiple_choice_task(
         shots: None,
         prompt_template: parts.prompt_template,
         input_field: parts.input_field,
-        target_field: parts.target_field,
+        target_field: Some(parts.target_field),
         max_tokens: 1,
         temperature: 0.0,
         repetitions: 1,
@@ -740,6 +769,47 @@ fn pipelines(
     Ok(pipelines)
 }
 
+/// How the YAML reader passes on the one kind of code it lets through: IFEval's own
+/// `process_results` and aggregations, which Arbiter's instructions grader replaces.
+const IFEVAL_PROCESS_RESULTS: &str = "!function utils.process_results";
+const IFEVAL_METRICS: [&str; 4] = [
+    "prompt_level_strict_acc",
+    "inst_level_strict_acc",
+    "prompt_level_loose_acc",
+    "inst_level_loose_acc",
+];
+
+/// Whether the task is IFEval: its `process_results` with exactly its four metrics.
+fn is_ifeval(task: &Map<String, Value>) -> bool {
+    let metrics: Option<Vec<&str>> = metric_list(task)
+        .ok()
+        .map(|metrics| metrics.into_iter().map(|(_, name, _)| name).collect());
+    task.get("process_results").and_then(Value::as_str) == Some(IFEVAL_PROCESS_RESULTS)
+        && metrics.is_some_and(|mut names| {
+            names.sort_unstable();
+            let mut expected = IFEVAL_METRICS;
+            expected.sort_unstable();
+            names == expected
+        })
+}
+
+/// A metric aggregated by the task's own Python (`!function …`) is refused, by its place.
+fn refuse_computed_aggregations(task: &Map<String, Value>) -> Result<(), String> {
+    for (at, _, metric) in metric_list(task)? {
+        if let Some(code) = metric
+            .get("aggregation")
+            .and_then(Value::as_str)
+            .filter(|text| text.starts_with("!function"))
+        {
+            return Err(format!(
+                "`{at}.aggregation` is `{code}`, which runs Python code of the task; Arbiter \
+                 imports only what the YAML declares"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// `metric_list`'s entries: (where, for messages; the metric's name; the entry). Empty when
 /// the task lists none.
 fn metric_list(task: &Map<String, Value>) -> Result<Vec<(String, &str, &Value)>, String> {
@@ -863,7 +933,7 @@ mod tests {
         );
         assert_eq!(task.prompt_template, "Question: {{question}}\nAnswer:");
         assert_eq!(task.input_field, "question");
-        assert_eq!(task.target_field, "answer");
+        assert_eq!(task.target_field.as_deref(), Some("answer"));
         assert_eq!(
             (task.max_tokens, task.temperature, task.repetitions),
             (32, 0.0, 1)
@@ -908,7 +978,7 @@ mod tests {
         task.insert("doc_to_target".into(), json!("answer"));
         let task = read_task(&doc).unwrap();
         assert_eq!(task.prompt_template, "{{ question }}");
-        assert_eq!(task.target_field, "answer");
+        assert_eq!(task.target_field.as_deref(), Some("answer"));
         assert_eq!(task.max_tokens, 256);
         assert_eq!(
             task.sampling.stop,
@@ -949,7 +1019,7 @@ mod tests {
             Selection::Chars,
             "the first metric listed grades"
         );
-        assert_eq!(task.target_field, "answer");
+        assert_eq!(task.target_field.as_deref(), Some("answer"));
         assert_eq!(task.input_field, "question");
         assert_eq!(
             task.prompt_template,
@@ -976,6 +1046,65 @@ mod tests {
             zero
         })
         .is_ok());
+    }
+
+    /// lm-eval's `ifeval.yaml` as the YAML reader passes it on, with its data made local.
+    fn ifeval_like() -> Value {
+        json!({
+            "task": "ifeval",
+            "dataset_path": "json",
+            "dataset_kwargs": {"data_files": {"train": "input_data.jsonl"}},
+            "output_type": "generate_until",
+            "test_split": "train",
+            "num_fewshot": 0,
+            "doc_to_text": "prompt",
+            "doc_to_target": 0,
+            "generation_kwargs": {"until": [], "do_sample": false, "temperature": 0.0, "max_gen_toks": 1280},
+            "process_results": "!function utils.process_results",
+            "metric_list": [
+                {"metric": "prompt_level_strict_acc", "aggregation": "mean", "higher_is_better": true},
+                {"metric": "inst_level_strict_acc", "aggregation": "!function utils.agg_inst_level_acc", "higher_is_better": true},
+                {"metric": "prompt_level_loose_acc", "aggregation": "mean", "higher_is_better": true},
+                {"metric": "inst_level_loose_acc", "aggregation": "!function utils.agg_inst_level_acc", "higher_is_better": true}
+            ],
+            "metadata": {"version": 4.0}
+        })
+    }
+
+    #[test]
+    fn ifeval_imports_as_the_instructions_grader() {
+        let task = read_task(&ifeval_like()).unwrap();
+        assert_eq!(task.target_field, None);
+        assert_eq!(task.input_field, "prompt");
+        assert_eq!(task.max_tokens, 1280);
+        assert_eq!(
+            task.pipelines,
+            vec![ScoredPipeline {
+                name: String::new(),
+                grader: GraderSpec::Instructions {
+                    ids_field: "instruction_id_list".into(),
+                    kwargs_field: "kwargs".into(),
+                },
+            }]
+        );
+        assert!(task
+            .notes
+            .iter()
+            .any(|note| note.contains("instructions grader")));
+        // Another task's Python scoring, or IFEval's without its four metrics, is refused.
+        let mut other = ifeval_like();
+        other["process_results"] = json!("!function utils.my_scorer");
+        assert!(read_task(&other).unwrap_err().contains("`process_results`"));
+        let mut fewer = ifeval_like();
+        fewer["metric_list"].as_array_mut().unwrap().truncate(2);
+        assert!(read_task(&fewer).unwrap_err().contains("`process_results`"));
+        // A computed aggregation outside IFEval is refused by its place.
+        let mut gsm = gsm8k_like();
+        gsm["metric_list"] =
+            json!([{"metric": "exact_match", "aggregation": "!function utils.mine"}]);
+        assert!(read_task(&gsm)
+            .unwrap_err()
+            .contains("`metric_list[0].aggregation` is `!function utils.mine`"));
     }
 
     #[test]

@@ -199,6 +199,22 @@ fn yaml_to_json(value: &serde_yaml_ng::Value, at: &str) -> Result<serde_json::Va
             }
             serde_json::Value::Object(object)
         }
+        // IFEval's scoring and aggregation functions pass as text; the task reader accepts
+        // them for IFEval alone (Arbiter's instructions grader does what they do).
+        Yaml::Tagged(tagged)
+            if tagged.tag == "!function"
+                && (at == "process_results"
+                    || (at.starts_with("metric_list[") && at.ends_with("].aggregation"))) =>
+        {
+            match &tagged.value {
+                Yaml::String(code) => serde_json::Value::String(format!("!function {code}")),
+                _ => {
+                    return Err(format!(
+                        "`{at}` is a `!function` tag without a function name"
+                    ))
+                }
+            }
+        }
         Yaml::Tagged(tagged) => {
             let place = if at.is_empty() { "the task" } else { at };
             return Err(format!(
@@ -272,7 +288,7 @@ fn eval_form(
             },
             mapping: Some(FieldMapping {
                 input: task.input_field.clone(),
-                target: Some(task.target_field.clone()),
+                target: task.target_field.clone(),
                 choices: task.choices.as_ref().map(|(field, _)| field.clone()),
                 category: None,
                 metadata: Vec::new(),

@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 stories!(
     an_lm_eval_task_imports_as_the_harness_renders_and_scores_it,
+    ifeval_imports_and_is_graded_by_its_instructions,
     a_task_that_cannot_be_imported_stores_nothing,
     inspect_samples_import_as_one_dataset_and_eval
 );
@@ -172,6 +173,108 @@ async fn an_lm_eval_task_imports_as_the_harness_renders_and_scores_it(store: Arc
             .collect();
         assert_eq!(passed, expected, "run {run}: {verdicts:?}");
     }
+}
+
+/// lm-eval's `ifeval.yaml` as it ships, with the data made local: its Python scoring and
+/// aggregations are tags the importer reads as Arbiter's instructions grader.
+const IFEVAL_TASK: &str = r#####"
+task: ifeval
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    train: input_data.jsonl
+dataset_name: null
+output_type: generate_until
+test_split: train
+num_fewshot: 0
+doc_to_text: prompt
+doc_to_target: 0
+generation_kwargs:
+  until: []
+  do_sample: false
+  temperature: 0.0
+  max_gen_toks: 1280
+process_results: !function utils.process_results
+metric_list:
+  - metric: prompt_level_strict_acc
+    aggregation: mean
+    higher_is_better: true
+  - metric: inst_level_strict_acc
+    aggregation: !function utils.agg_inst_level_acc
+    higher_is_better: true
+  - metric: prompt_level_loose_acc
+    aggregation: mean
+    higher_is_better: true
+  - metric: inst_level_loose_acc
+    aggregation: !function utils.agg_inst_level_acc
+    higher_is_better: true
+metadata:
+  version: 4.0
+"#####;
+
+async fn ifeval_imports_and_is_graded_by_its_instructions(store: Arc<dyn Store>) {
+    let directory = tempfile::tempdir().unwrap();
+    // IFEval's own fields (key, prompt, instruction_id_list, kwargs), from the demo suite.
+    let suite = include_str!("../../../public/samples/instructions-basic.jsonl");
+    let lines: String = suite
+        .lines()
+        .enumerate()
+        .map(|(key, line)| {
+            let item: Value = serde_json::from_str(line).unwrap();
+            let ifeval = json!({
+                "key": key + 1000,
+                "prompt": item["prompt"],
+                "instruction_id_list": item["instruction_id_list"],
+                "kwargs": item["kwargs"],
+            });
+            format!("{ifeval}\n")
+        })
+        .collect();
+    std::fs::write(directory.path().join("input_data.jsonl"), lines).unwrap();
+    let path = directory.path().join("ifeval.yaml");
+    std::fs::write(&path, IFEVAL_TASK).unwrap();
+    let options = ImportOptions {
+        api: Api::Chat,
+        name: String::new(),
+    };
+    let imported = import_lm_eval_task(store.as_ref(), &path, &options, None)
+        .await
+        .unwrap();
+    assert_eq!(imported.evals.len(), 1);
+    assert!(
+        imported
+            .notes
+            .iter()
+            .any(|n| n.contains("instructions grader")),
+        "{:?}",
+        imported.notes
+    );
+
+    let endpoint = arbiter_testkit::pipeline::start_sim(arbiter_sim::SimConfig::demo()).await;
+    let model = checkpoint(store.as_ref(), "a", &endpoint, "sim-ckpt-a", "").await;
+    let run = launch(store.as_ref(), imported.evals[0].0, model).await;
+    let progress = work_until_complete(store.clone(), &[run], test_worker("w")).await;
+    assert_eq!(progress[0].done, 14);
+    assert_eq!((progress[0].errors, progress[0].uncertain), (0, 0));
+    let checked = store.run_instruction_results(run).await.unwrap();
+    assert_eq!(checked.len(), 14);
+    let (_, report) = arbiter_engine::reports::runs::run_report(store.as_ref(), run)
+        .await
+        .unwrap();
+    let accuracies = report
+        .instructions
+        .expect("IFEval's four accuracies")
+        .accuracies;
+    let names: Vec<&str> = accuracies.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "prompt_level_strict_acc",
+            "inst_level_strict_acc",
+            "prompt_level_loose_acc",
+            "inst_level_loose_acc"
+        ]
+    );
 }
 
 async fn a_task_that_cannot_be_imported_stores_nothing(store: Arc<dyn Store>) {
