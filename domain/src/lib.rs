@@ -46,6 +46,7 @@ pub mod ids;
 pub mod images;
 pub mod import;
 pub mod likelihood;
+pub mod rolling;
 pub mod logprobs;
 pub mod manifest;
 pub mod prompt;
