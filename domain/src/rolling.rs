@@ -1,13 +1,14 @@
 //! Rolling log-likelihood of whole documents, as lm-evaluation-harness's
 //! `loglikelihood_rolling` computes it for perplexity tasks (WikiText, Pile, C4): nothing is
-//! generated; each document is tokenised by the server, cut into windows of at most
-//! `max_length` tokens each, each window sent with the server echoing its tokens' logprobs,
-//! and the logprobs of every document token summed. The report turns the sums into
+//! generated; each document is tokenised by the server, cut into windows that fit
+//! `max_length` (with one token left for the one the server generates), each window sent with
+//! the server echoing its tokens' logprobs, and the logprobs of every document token summed. The report turns the sums into
 //! word perplexity, byte perplexity and bits per byte over the whole corpus.
 //!
-//! With the default stride the windows are lm-eval's for API models
-//! (`get_rolling_token_windows` with `max_seq_len = max_length - 1` and one token of context,
-//! then `make_disjoint_window`): every token is scored once, the first after the prefix token,
+//! With the default stride the windows are lm-eval's for API models such as
+//! `local-completions` (which keeps `max_length - 1` after reserving a generated token, then
+//! calls `get_rolling_token_windows` with `max_seq_len` one less again and one token of
+//! context, then `make_disjoint_window`): every token is scored once, the first after the prefix token,
 //! each later window's first token after the one before it. A shorter stride scores fewer new tokens per window, each with
 //! more context before it (the sliding-window perplexity of Hugging Face's guide).
 //!
@@ -27,11 +28,12 @@ pub const MAX_MAX_LENGTH: u32 = 1 << 20;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RollingSpec {
-    /// The most tokens one request holds, context and scored tokens together (lm-eval's
-    /// `max_length`): a scored token is conditioned on at most `max_length - 1` before it.
+    /// lm-eval's `max_length` for API models: a request holds at most `max_length - 1` tokens
+    /// (one is left for the token the server generates), so a scored token is conditioned on
+    /// at most `max_length - 2` before it.
     #[serde(default = "default_max_length")]
     pub max_length: u32,
-    /// New tokens scored per window; at most `max_length - 1`, which is the default
+    /// New tokens scored per window; at most `max_length - 2`, which is the default
     /// (lm-eval's windows).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stride: Option<u32>,
@@ -59,7 +61,7 @@ impl Default for RollingSpec {
 impl RollingSpec {
     /// The most tokens a scored token is conditioned on.
     pub fn context(&self) -> u32 {
-        self.max_length.saturating_sub(1)
+        self.max_length.saturating_sub(2)
     }
 
     pub fn stride(&self) -> u32 {
@@ -67,16 +69,16 @@ impl RollingSpec {
     }
 
     pub fn validate(&self) -> Result<(), String> {
-        if !(2..=MAX_MAX_LENGTH).contains(&self.max_length) {
+        if !(3..=MAX_MAX_LENGTH).contains(&self.max_length) {
             return Err(format!(
-                "the rolling window's max_length must be from 2 to {MAX_MAX_LENGTH} tokens, not {}",
+                "the rolling window's max_length must be from 3 to {MAX_MAX_LENGTH} tokens, not {}",
                 self.max_length
             ));
         }
         let stride = self.stride();
         if stride == 0 || stride > self.context() {
             return Err(format!(
-                "the rolling stride must be from 1 to max_length - 1 ({}) tokens, not {stride}",
+                "the rolling stride must be from 1 to max_length - 2 ({}) tokens, not {stride}",
                 self.context()
             ));
         }
@@ -106,7 +108,10 @@ pub fn windows(document: &[u32], spec: &RollingSpec, prefix: u32) -> Vec<Window>
             let mut tokens = Vec::with_capacity(end + 1);
             tokens.push(prefix);
             tokens.extend_from_slice(&document[..end]);
-            Window { tokens, scored: end }
+            Window {
+                tokens,
+                scored: end,
+            }
         } else {
             // The last scored token sees `context` tokens before it (fewer at the start).
             let start = end.saturating_sub(context + 1);
@@ -173,7 +178,8 @@ pub fn count_words(document: &str) -> u64 {
     let mut pieces = 1u64;
     let mut in_space = false;
     for c in document.chars() {
-        let space = c.is_whitespace();
+        // Python's `\s` also takes the information separators U+001C to U+001F.
+        let space = c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c);
         if space && !in_space {
             pieces += 1;
         }
@@ -240,10 +246,10 @@ mod tests {
     fn default_windows_are_lm_evals() {
         for n in [1usize, 2, 5, 7, 8, 9, 16, 17, 33] {
             let tokens: Vec<u32> = (1..=n as u32).collect();
-            for max_length in [2usize, 3, 5, 9] {
+            for max_length in [3usize, 4, 6, 10] {
                 let ours = windows(&tokens, &spec(max_length as u32, None), 0);
-                // lm-eval's API models pass `max_seq_len = max_length - 1`.
-                let theirs = lm_eval_windows(&tokens, 0, max_length - 1);
+                // lm-eval's API models pass `max_seq_len = max_length - 2`.
+                let theirs = lm_eval_windows(&tokens, 0, max_length - 2);
                 assert_eq!(ours, theirs, "n {n}, max_length {max_length}");
             }
         }
@@ -252,14 +258,20 @@ mod tests {
     #[test]
     fn every_token_is_scored_once_in_windows_of_at_most_max_length() {
         let tokens: Vec<u32> = (1..=23).collect();
-        for (max_length, stride) in [(8, 3), (8, 7), (5, 1), (6, 4), (2, 1)] {
+        for (max_length, stride) in [(8, 3), (8, 6), (5, 1), (6, 4), (3, 1)] {
             let spec = spec(max_length, Some(stride));
             let windows = windows(&tokens, &spec, 0);
             let mut scored = Vec::new();
             for window in &windows {
-                assert!(window.tokens.len() <= max_length as usize);
+                assert!(
+                    window.tokens.len() < max_length as usize,
+                    "a token left to generate"
+                );
                 assert!(window.scored <= stride as usize);
-                assert!(window.scored < window.tokens.len(), "each scored token has context");
+                assert!(
+                    window.scored < window.tokens.len(),
+                    "each scored token has context"
+                );
                 scored.extend_from_slice(&window.tokens[window.tokens.len() - window.scored..]);
             }
             assert_eq!(scored, tokens, "L {max_length}, stride {stride}");
@@ -270,10 +282,13 @@ mod tests {
 
     #[test]
     fn the_spec_bounds_its_stride() {
-        assert!(spec(8, Some(8)).validate().unwrap_err().contains("from 1 to max_length - 1"));
+        assert!(spec(8, Some(7))
+            .validate()
+            .unwrap_err()
+            .contains("from 1 to max_length - 2"));
         assert!(spec(8, Some(0)).validate().is_err());
-        assert!(spec(1, None).validate().is_err());
-        assert!(spec(8, Some(7)).validate().is_ok());
+        assert!(spec(2, None).validate().is_err());
+        assert!(spec(8, Some(6)).validate().is_ok());
         assert!(spec(8, None).validate().is_ok());
     }
 
@@ -282,6 +297,7 @@ mod tests {
         assert_eq!(count_words("a b  c"), 3);
         assert_eq!(count_words(" a b\n"), 4, "re.split keeps empty ends");
         assert_eq!(count_words(""), 1);
+        assert_eq!(count_words("a\u{1f}b"), 2);
         let score = RollingScore::new("héllo world", &[-1.0, -2.0, -0.5], 2);
         assert_eq!((score.tokens, score.bytes, score.words), (3, 12, 2));
         assert!((score.logprob + 3.5).abs() < 1e-12);
