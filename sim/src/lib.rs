@@ -19,6 +19,7 @@
 
 mod replies;
 mod server;
+pub mod vocab;
 
 pub use server::{router, serve};
 

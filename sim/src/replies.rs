@@ -528,7 +528,16 @@ fn score_verdict(
 /// likelihood eval scores a checkpoint close to its accuracy, and an item's verdict is the
 /// same whichever order its choices come in.
 pub(crate) fn score_prompt(generation: Generation<'_>, top_count: usize) -> Vec<ScoredToken> {
-    let tokens = tokenize(generation.prompt);
+    score_prompt_tokens(generation, tokenize(generation.prompt), top_count)
+}
+
+/// [`score_prompt`] over the prompt's tokens as given (a prompt sent as token ids reads back
+/// as exactly its tokens, which `tokens` concatenate to).
+pub(crate) fn score_prompt_tokens(
+    generation: Generation<'_>,
+    tokens: Vec<String>,
+    top_count: usize,
+) -> Vec<ScoredToken> {
     let total = tokens.len();
     let answer_tokens = find_question(generation.prompt)
         .filter(|item| generation.prompt.trim_end().ends_with(item.target.as_str()))

@@ -40,6 +40,10 @@ pub fn router(config: SimConfig) -> Router {
         .route("/v1/models", get(list_models))
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/completions", post(completions))
+        // vLLM's tokenizer endpoints, as rolling-likelihood clients use them.
+        .route("/tokenizer_info", get(tokenizer_info))
+        .route("/tokenize", post(tokenize))
+        .route("/detokenize", post(detokenize))
         .route("/metrics", get(metrics))
         .route("/health", get(health))
         .fallback(unknown_route)
@@ -278,6 +282,61 @@ async fn health() -> &'static str {
     "ok"
 }
 
+/// The most tokens a simulated model reads (a prompt of ids longer than this is still read).
+const SIM_MAX_MODEL_LEN: usize = 1 << 20;
+
+/// `GET /tokenizer_info`, as vLLM answers it: the special tokens by text.
+async fn tokenizer_info() -> Json<Value> {
+    Json(json!({
+        "tokenizer_class": "ArbiterSimTokenizer",
+        "eos_token": crate::vocab::END_OF_TEXT,
+        "bos_token": null,
+        "pad_token": null,
+        "add_bos_token": false,
+        "model_max_length": SIM_MAX_MODEL_LEN,
+    }))
+}
+
+#[derive(Deserialize)]
+struct TokenizeRequest {
+    prompt: String,
+}
+
+/// `POST /tokenize`: the ids the simulator reads `prompt` as (it adds no special tokens).
+async fn tokenize(body: Bytes) -> Response {
+    let request: TokenizeRequest = match parse_body(&body) {
+        Ok(request) => request,
+        Err(error) => return error.into_response(),
+    };
+    match crate::vocab::ids_of(&crate::vocab::pieces(&request.prompt)) {
+        Some(ids) => Json(json!({
+            "count": ids.len(),
+            "max_model_len": SIM_MAX_MODEL_LEN,
+            "tokens": ids,
+        }))
+        .into_response(),
+        None => ApiError::invalid_request("The simulator's vocabulary is full.").into_response(),
+    }
+}
+
+#[derive(Deserialize)]
+struct DetokenizeRequest {
+    tokens: Vec<u32>,
+}
+
+/// `POST /detokenize`: the text of token ids.
+async fn detokenize(body: Bytes) -> Response {
+    let request: DetokenizeRequest = match parse_body(&body) {
+        Ok(request) => request,
+        Err(error) => return error.into_response(),
+    };
+    match crate::vocab::pieces_of(&request.tokens) {
+        Ok(pieces) => Json(json!({"prompt": pieces.concat()})).into_response(),
+        Err(id) => ApiError::invalid_request(format!("Token id {id} is not in the vocabulary."))
+            .into_response(),
+    }
+}
+
 async fn list_models(State(state): State<Arc<SimState>>) -> Json<Value> {
     let data: Vec<Value> = state
         .models
@@ -394,12 +453,15 @@ struct ChatRequest {
     stream_options: Option<StreamOptions>,
 }
 
-/// The legacy completions prompt: one string, or a list holding exactly one.
+/// The legacy completions prompt: one string or one list of token ids, or a list holding
+/// exactly one of either.
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum PromptField {
     One(String),
     Many(Vec<String>),
+    Ids(Vec<u32>),
+    ManyIds(Vec<Vec<u32>>),
 }
 
 #[derive(Deserialize)]
@@ -429,6 +491,8 @@ struct GenerationRequest {
     include_usage: bool,
     /// Completions only: the prompt's tokens come first, scored.
     echo: bool,
+    /// A prompt sent as token ids: its tokens, exactly (`prompt` is their text).
+    prompt_tokens: Option<Vec<String>>,
 }
 
 fn token_limit(limit: Option<u64>) -> usize {
@@ -481,22 +545,37 @@ impl ChatRequest {
             stream: self.stream.unwrap_or(false),
             include_usage: self.stream_options.is_some_and(|o| o.include_usage),
             echo: false,
+            prompt_tokens: None,
         })
     }
 }
 
 impl CompletionRequest {
     fn into_generation(self) -> Result<GenerationRequest, ApiError> {
-        let prompt = match self.prompt {
-            PromptField::One(prompt) => prompt,
+        let one_prompt =
+            || ApiError::invalid_request("The simulator answers exactly one prompt per request.");
+        let ids = match self.prompt {
+            PromptField::One(prompt) => Err(prompt),
             PromptField::Many(prompts) => match <[String; 1]>::try_from(prompts) {
-                Ok([prompt]) => prompt,
-                Err(_) => {
-                    return Err(ApiError::invalid_request(
-                        "The simulator answers exactly one prompt per request.",
-                    ))
-                }
+                Ok([prompt]) => Err(prompt),
+                Err(_) => return Err(one_prompt()),
             },
+            PromptField::Ids(ids) => Ok(ids),
+            PromptField::ManyIds(lists) => match <[Vec<u32>; 1]>::try_from(lists) {
+                Ok([ids]) => Ok(ids),
+                Err(_) => return Err(one_prompt()),
+            },
+        };
+        let (prompt, prompt_tokens) = match ids {
+            Ok(ids) => {
+                let pieces = crate::vocab::pieces_of(&ids).map_err(|id| {
+                    ApiError::invalid_request(format!(
+                        "Token id {id} is not in the vocabulary (get ids from /tokenize)."
+                    ))
+                })?;
+                (pieces.concat(), Some(pieces))
+            }
+            Err(text) => (text, None),
         };
         Ok(GenerationRequest {
             model: self.model,
@@ -508,6 +587,7 @@ impl CompletionRequest {
             stream: self.stream.unwrap_or(false),
             include_usage: self.stream_options.is_some_and(|o| o.include_usage),
             echo: self.echo.unwrap_or(false),
+            prompt_tokens,
         })
     }
 }
@@ -704,7 +784,10 @@ fn run_generation<'a>(
     let mut tokens = score_tokens(generation, &reply, finished.tokens, top_count);
     let mut echoed = 0;
     if request.echo {
-        let mut prompt = score_prompt(generation, top_count);
+        let mut prompt = match &request.prompt_tokens {
+            Some(tokens) => score_prompt_tokens(generation, tokens.clone(), top_count),
+            None => score_prompt(generation, top_count),
+        };
         echoed = prompt.len();
         prompt.append(&mut tokens);
         tokens = prompt;
@@ -714,7 +797,10 @@ fn run_generation<'a>(
         model: &request.model,
         tokens,
         finish_reason: finished.finish_reason,
-        prompt_tokens: request.prompt.split_whitespace().count(),
+        prompt_tokens: request
+            .prompt_tokens
+            .as_ref()
+            .map_or_else(|| request.prompt.split_whitespace().count(), Vec::len),
         logprobs: request.top_logprobs.is_some(),
         include_usage: request.include_usage,
         echoed,
@@ -1030,6 +1116,98 @@ mod tests {
         assert_eq!(Fault::from_draw(&faults, 0.45), Fault::Truncated);
         assert_eq!(Fault::from_draw(&faults, 0.55), Fault::None);
         assert_eq!(Fault::from_draw(&SimFaults::default(), 0.0), Fault::None);
+    }
+
+    /// vLLM's tokenizer endpoints and prompts of token ids, as lm-eval's `local-completions`
+    /// sends them for rolling likelihood: the echo scores exactly the tokens sent.
+    #[tokio::test]
+    async fn tokenizes_and_scores_prompts_of_token_ids() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind a local port");
+        let base = format!("http://{}", listener.local_addr().expect("local address"));
+        let config = SimConfig {
+            latency_ms_min: 0,
+            latency_ms_max: 1,
+            ..SimConfig::demo()
+        };
+        let server = tokio::spawn(serve(config, listener));
+        let client = reqwest::Client::new();
+        let post = |path: &str, body: Value| {
+            let request = client.post(format!("{base}{path}")).json(&body);
+            async move {
+                let response = request.send().await.expect("request");
+                let status = response.status();
+                (status, response.json::<Value>().await.expect("json"))
+            }
+        };
+
+        let info: Value = client
+            .get(format!("{base}/tokenizer_info"))
+            .send()
+            .await
+            .expect("tokenizer_info")
+            .json()
+            .await
+            .expect("json");
+        let eos = info["eos_token"].as_str().expect("an end-of-text token");
+        let (_, eos_ids) = post(
+            "/tokenize",
+            json!({"prompt": eos, "add_special_tokens": false}),
+        )
+        .await;
+        assert_eq!(eos_ids["tokens"], json!([0]));
+
+        let text = "The river crossed the valley.\nIt rained.";
+        let (status, tokenized) =
+            post("/tokenize", json!({"model": "sim-ckpt-a", "prompt": text})).await;
+        assert_eq!(status, StatusCode::OK);
+        let ids: Vec<u64> = tokenized["tokens"]
+            .as_array()
+            .expect("ids")
+            .iter()
+            .map(|id| id.as_u64().expect("an id"))
+            .collect();
+        assert_eq!(tokenized["count"], json!(ids.len()));
+        let (_, detokenized) = post("/detokenize", json!({"tokens": ids})).await;
+        assert_eq!(detokenized["prompt"], text);
+
+        let mut prompt = vec![0u64];
+        prompt.extend(&ids);
+        let (status, echoed) = post(
+            "/v1/completions",
+            json!({"model": "sim-ckpt-a", "prompt": [prompt], "max_tokens": 1, "logprobs": 1, "echo": true, "temperature": 0}),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{echoed}");
+        let logprobs = &echoed["choices"][0]["logprobs"];
+        let tokens: Vec<&str> = logprobs["tokens"]
+            .as_array()
+            .expect("tokens")
+            .iter()
+            .map(|token| token.as_str().expect("text"))
+            .collect();
+        assert_eq!(tokens[0], eos);
+        assert_eq!(
+            tokens[1..=ids.len()].concat(),
+            text,
+            "the echo is the tokens sent"
+        );
+        assert!(logprobs["token_logprobs"][0].is_null());
+        assert!(logprobs["token_logprobs"][1].as_f64().expect("scored") < 0.0);
+        assert_eq!(echoed["usage"]["prompt_tokens"], json!(ids.len() + 1));
+
+        let (status, unknown) = post(
+            "/v1/completions",
+            json!({"model": "sim-ckpt-a", "prompt": [[0, 4_000_000_000u64]], "max_tokens": 1, "echo": true}),
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert!(unknown["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("4000000000"));
+        server.abort();
     }
 
     #[tokio::test]
