@@ -37,9 +37,10 @@ pub struct RollingSpec {
     /// (lm-eval's windows).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stride: Option<u32>,
-    /// The token the first token of each document is scored after (lm-eval's prefix token,
-    /// the end-of-text token). When unset, the launch reads the endpoint's end-of-text token
-    /// and freezes it in the run's manifest.
+    /// The token the first token of each document is scored after (lm-eval's prefix token:
+    /// the tokenizer's beginning-of-text token if it has one, else its end-of-text token).
+    /// When unset, the launch reads it from the endpoint's `/tokenizer_info` and freezes it in
+    /// the run's manifest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix_token: Option<u32>,
 }

@@ -5,7 +5,8 @@
 
 use crate::error::{ServiceError, ServiceResult};
 use crate::runs::{EXPANSION_CHUNK, EXPANSION_CHUNK_BYTES};
-use arbiter_domain::grading::GraderSpec;
+use arbiter_domain::dataset::DatasetItem;
+use arbiter_domain::grading::{Grader, GraderSpec};
 use arbiter_domain::ids::{DatasetId, RevisionId};
 use arbiter_domain::prompt::few_shot::{ExemplarDraw, Exemplars};
 use arbiter_domain::prompt::{PromptRenderer, PromptSpec};
@@ -123,6 +124,33 @@ impl ItemsChecked {
     }
 }
 
+/// Checks one item as a launch does: its prompt (every turn of a conversation) renders, and a
+/// grader that reads item fields (code tests, instructions) finds what it reads. `Ok`: the
+/// item's turns; `Err`: what is wrong, to follow the item's name.
+pub fn check_item(
+    renderer: &PromptRenderer,
+    grader: Option<&Grader>,
+    item: &DatasetItem,
+) -> Result<usize, String> {
+    let turns = renderer.check_turns(item)?;
+    if let Some(code) = grader.and_then(Grader::code_tests) {
+        code.check_item(&item.fields())
+            .map_err(|problem| format!("{problem}, which the code_tests grader reads"))?;
+    }
+    if let Some(instructions) = grader.and_then(Grader::instructions) {
+        if turns > 1 {
+            return Err(format!(
+                "is a conversation of {turns} turns; the instructions grader checks one answer \
+                 per item"
+            ));
+        }
+        instructions
+            .check_item(&item.fields())
+            .map_err(|problem| format!("{problem}, which the instructions grader reads"))?;
+    }
+    Ok(turns)
+}
+
 /// Renders the prompt of every item of a revision (every turn of a conversation; streamed
 /// page by page, nothing kept), and refuses the first that cannot be rendered, naming the
 /// item and what is wrong: a missing or ill-typed field, a template error, a prompt over the
@@ -133,10 +161,7 @@ pub async fn check_every_item(
     grader: &GraderSpec,
     revision_id: RevisionId,
 ) -> ServiceResult<ItemsChecked> {
-    // A grader that reads item fields (code tests, instructions) needs them on every item too.
     let compiled = grader.compile().ok();
-    let code_tests = compiled.as_ref().and_then(|grader| grader.code_tests());
-    let instructions = compiled.as_ref().and_then(|grader| grader.instructions());
     let mut checked = ItemsChecked::default();
     let mut after_position = -1;
     loop {
@@ -153,32 +178,9 @@ pub async fn check_every_item(
         };
         after_position = *last;
         for (_, item) in &page {
-            let turns = renderer.check_turns(item).map_err(|problem| {
+            let turns = check_item(renderer, compiled.as_ref(), item).map_err(|problem| {
                 ServiceError::Invalid(format!("item `{}` {problem}", item.case_id))
             })?;
-            if let Some(code) = code_tests {
-                code.check_item(&item.fields()).map_err(|problem| {
-                    ServiceError::Invalid(format!(
-                        "item `{}` {problem}, which the code_tests grader reads",
-                        item.case_id
-                    ))
-                })?;
-            }
-            if let Some(instructions) = instructions {
-                if turns > 1 {
-                    return Err(ServiceError::Invalid(format!(
-                        "item `{}` is a conversation of {turns} turns; the instructions grader \
-                         checks one answer per item",
-                        item.case_id
-                    )));
-                }
-                instructions.check_item(&item.fields()).map_err(|problem| {
-                    ServiceError::Invalid(format!(
-                        "item `{}` {problem}, which the instructions grader reads",
-                        item.case_id
-                    ))
-                })?;
-            }
             checked.items += 1;
             checked.turns += turns as u64;
         }

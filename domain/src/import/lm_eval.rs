@@ -284,6 +284,13 @@ pub fn read_task(task: &Value) -> Result<LmEvalTask, String> {
             .ok_or("`repeats` must be a whole number from 1 to 1000")?
             as u32,
     };
+    if ifeval && (repetitions > 1 || shots.is_some()) {
+        return Err(
+            "`repeats` and `num_fewshot` with IFEval's `process_results`: lm-eval scores \
+                    only the first answer of a zero-shot prompt there; import it with neither"
+                .into(),
+        );
+    }
     let pipelines = if ifeval {
         notes.push(
             "IFEval's `process_results` is Arbiter's instructions grader: each item's \
@@ -772,6 +779,7 @@ fn pipelines(
 /// How the YAML reader passes on the one kind of code it lets through: IFEval's own
 /// `process_results` and aggregations, which Arbiter's instructions grader replaces.
 const IFEVAL_PROCESS_RESULTS: &str = "!function utils.process_results";
+const IFEVAL_INSTRUCTION_AGGREGATION: &str = "!function utils.agg_inst_level_acc";
 const IFEVAL_METRICS: [&str; 4] = [
     "prompt_level_strict_acc",
     "inst_level_strict_acc",
@@ -779,18 +787,35 @@ const IFEVAL_METRICS: [&str; 4] = [
     "inst_level_loose_acc",
 ];
 
-/// Whether the task is IFEval: its `process_results` with exactly its four metrics.
+/// Whether the task is IFEval as lm-eval ships it: its `process_results` with exactly its four
+/// metrics, aggregated as it aggregates them (the mean at prompt level, its own pooling at
+/// instruction level), and no filters: anything else its Python would do differently.
 fn is_ifeval(task: &Map<String, Value>) -> bool {
-    let metrics: Option<Vec<&str>> = metric_list(task)
-        .ok()
-        .map(|metrics| metrics.into_iter().map(|(_, name, _)| name).collect());
+    let Ok(metrics) = metric_list(task) else {
+        return false;
+    };
+    let as_shipped = |(_, name, metric): &(String, &str, &Value)| {
+        let aggregation = match *name {
+            "prompt_level_strict_acc" | "prompt_level_loose_acc" => "mean",
+            "inst_level_strict_acc" | "inst_level_loose_acc" => IFEVAL_INSTRUCTION_AGGREGATION,
+            _ => return false,
+        };
+        let Some(entry) = metric.as_object() else {
+            return false;
+        };
+        entry.get("aggregation").and_then(Value::as_str) == Some(aggregation)
+            && entry
+                .keys()
+                .all(|key| matches!(key.as_str(), "metric" | "aggregation" | "higher_is_better"))
+    };
+    let mut names: Vec<&str> = metrics.iter().map(|(_, name, _)| *name).collect();
+    names.sort_unstable();
+    let mut expected = IFEVAL_METRICS;
+    expected.sort_unstable();
     task.get("process_results").and_then(Value::as_str) == Some(IFEVAL_PROCESS_RESULTS)
-        && metrics.is_some_and(|mut names| {
-            names.sort_unstable();
-            let mut expected = IFEVAL_METRICS;
-            expected.sort_unstable();
-            names == expected
-        })
+        && names == expected
+        && metrics.iter().all(as_shipped)
+        && !task.contains_key("filter_list")
 }
 
 /// A metric aggregated by the task's own Python (`!function …`) is refused, by its place.
@@ -1098,6 +1123,23 @@ mod tests {
         let mut fewer = ifeval_like();
         fewer["metric_list"].as_array_mut().unwrap().truncate(2);
         assert!(read_task(&fewer).unwrap_err().contains("`process_results`"));
+        // Its aggregations as shipped, no other keys, no filters, one zero-shot answer.
+        let mut median = ifeval_like();
+        median["metric_list"][0]["aggregation"] = json!("median");
+        assert!(read_task(&median)
+            .unwrap_err()
+            .contains("`process_results`"));
+        let mut extra = ifeval_like();
+        extra["metric_list"][1]["kwargs"] = json!({"x": 1});
+        assert!(read_task(&extra).unwrap_err().contains("`process_results`"));
+        let mut filtered = ifeval_like();
+        filtered["filter_list"] = json!([{"name": "x", "filter": [{"function": "take_first"}]}]);
+        assert!(read_task(&filtered)
+            .unwrap_err()
+            .contains("`process_results`"));
+        let mut repeated = ifeval_like();
+        repeated["repeats"] = json!(3);
+        assert!(read_task(&repeated).unwrap_err().contains("`repeats`"));
         // A computed aggregation outside IFEval is refused by its place.
         let mut gsm = gsm8k_like();
         gsm["metric_list"] =

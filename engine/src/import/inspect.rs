@@ -44,7 +44,8 @@ pub async fn import_inspect_samples(
     let checking = eval_form(&name, &eval, options, DatasetId(1))?;
     let prompt = catalog::eval_spec(&checking)?.prompt;
     let renderer = crate::prompts::renderer(&prompt, None, DatasetId(1))?;
-    check_documents(path, format, renderer)?;
+    let grader = catalog::parse_grader_form(&checking.grader)?;
+    check_documents(path, format, renderer, &[grader])?;
 
     let mut imported = Imported {
         datasets: Vec::new(),

@@ -7,6 +7,7 @@ use crate::catalog::{self, EvalForm, EvalOptions};
 use crate::error::{ServiceError, ServiceResult};
 use arbiter_domain::dataset::{DatasetError, DatasetFormat, ItemSink};
 use arbiter_domain::fields::FieldMapping;
+use arbiter_domain::grading::GraderSpec;
 use arbiter_domain::ids::{DatasetId, UserId};
 use arbiter_domain::import::lm_eval::{read_task, DataFormat, LmEvalTask, SplitFiles};
 use arbiter_domain::prompt::few_shot::{ExemplarDraw, Exemplars, FewShotSpec, FewShotStyle};
@@ -97,7 +98,12 @@ pub async fn import_lm_eval_task(
         (None, _) => None,
     };
     let renderer = crate::prompts::renderer(&prompt, exemplars.as_ref(), placeholder(1))?;
-    check_documents(&evaluated_file, format, renderer)?;
+    let graders: Vec<GraderSpec> = task
+        .pipelines
+        .iter()
+        .map(|pipeline| pipeline.grader.clone())
+        .collect();
+    check_documents(&evaluated_file, format, renderer, &graders)?;
 
     let mut imported = Imported {
         datasets: Vec::new(),
@@ -201,11 +207,7 @@ fn yaml_to_json(value: &serde_yaml_ng::Value, at: &str) -> Result<serde_json::Va
         }
         // IFEval's scoring and aggregation functions pass as text; the task reader accepts
         // them for IFEval alone (Arbiter's instructions grader does what they do).
-        Yaml::Tagged(tagged)
-            if tagged.tag == "!function"
-                && (at == "process_results"
-                    || (at.starts_with("metric_list[") && at.ends_with("].aggregation"))) =>
-        {
+        Yaml::Tagged(tagged) if tagged.tag == "!function" && may_name_a_function(at) => {
             match &tagged.value {
                 Yaml::String(code) => serde_json::Value::String(format!("!function {code}")),
                 _ => {
@@ -223,6 +225,17 @@ fn yaml_to_json(value: &serde_yaml_ng::Value, at: &str) -> Result<serde_json::Va
             ));
         }
     })
+}
+
+/// Whether a `!function` tag may stand at `at`: exactly `process_results`, or exactly
+/// `metric_list[<n>].aggregation` (the task reader then accepts IFEval's own alone).
+fn may_name_a_function(at: &str) -> bool {
+    if at == "process_results" {
+        return true;
+    }
+    at.strip_prefix("metric_list[")
+        .and_then(|rest| rest.strip_suffix("].aggregation"))
+        .is_some_and(|index| !index.is_empty() && index.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// A split's one data file: relative to the task file, or (as the harness reads it) to the
@@ -358,5 +371,26 @@ fn poisoned() -> DatasetError {
     DatasetError::At {
         place: "the import".into(),
         message: "failed while drawing shots".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn function_tags_pass_only_at_the_two_places_ifeval_uses() {
+        assert!(may_name_a_function("process_results"));
+        assert!(may_name_a_function("metric_list[3].aggregation"));
+        for at in [
+            "doc_to_text",
+            "metric_list[0].x].aggregation",
+            "metric_list[0][0].aggregation",
+            "metric_list[].aggregation",
+            "metric_list[0].aggregation.x",
+            "x.process_results",
+        ] {
+            assert!(!may_name_a_function(at), "{at}");
+        }
     }
 }

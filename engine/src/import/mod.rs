@@ -9,7 +9,9 @@ pub mod lm_eval;
 use crate::catalog;
 use crate::dataset_files::parse_file;
 use crate::error::{ServiceError, ServiceResult};
+use crate::prompts::check_item;
 use arbiter_domain::dataset::{DatasetBuilder, DatasetError, DatasetFormat, ItemSink};
+use arbiter_domain::grading::{Grader, GraderSpec};
 use arbiter_domain::ids::{DatasetId, EvalId, UserId};
 use arbiter_domain::prompt::{Api, PromptRenderer};
 use arbiter_store::Store;
@@ -93,20 +95,33 @@ async fn refuse_taken_names(
     Ok(())
 }
 
-/// Renders every document of the file, as saving the eval will over the stored revision.
+/// Checks every document of the file as saving the eval will over the stored revision (its
+/// prompt renders; the graders find the fields they read), so a refusal stores nothing.
 fn check_documents(
     path: &Path,
     format: DatasetFormat,
     renderer: PromptRenderer,
+    graders: &[GraderSpec],
 ) -> ServiceResult<()> {
+    let graders: Vec<Grader> = graders
+        .iter()
+        .filter_map(|spec| spec.compile().ok())
+        .collect();
     let sink: ItemSink = Box::new(move |chunk| {
         for item in &chunk {
-            renderer
-                .check_turns(item)
-                .map_err(|problem| DatasetError::At {
+            let problem = if graders.is_empty() {
+                check_item(&renderer, None, item).err()
+            } else {
+                graders
+                    .iter()
+                    .find_map(|grader| check_item(&renderer, Some(grader), item).err())
+            };
+            if let Some(problem) = problem {
+                return Err(DatasetError::At {
                     place: format!("document `{}`", item.case_id),
                     message: problem,
-                })?;
+                });
+            }
         }
         Ok(())
     });

@@ -230,13 +230,39 @@ async fn ifeval_imports_and_is_graded_by_its_instructions(store: Arc<dyn Store>)
             format!("{ifeval}\n")
         })
         .collect();
-    std::fs::write(directory.path().join("input_data.jsonl"), lines).unwrap();
+    // Two of IFEval's own oddities, which must not stop its import: a "letter" that is a sign
+    // (counted as written), and Swahili, which the language detector cannot read.
+    let oddities = [
+        json!({"key": 1122, "prompt": "Use the # sign at least four times.", "instruction_id_list": ["keywords:letter_frequency"], "kwargs": [{"letter": "#", "let_frequency": 4, "let_relation": "at least"}]}),
+        json!({"key": 2299, "prompt": "Jibu kwa Kiswahili.", "instruction_id_list": ["language:response_language"], "kwargs": [{"language": "sw"}]}),
+    ];
+    let lines = format!("{lines}{}\n{}\n", oddities[0], oddities[1]);
+    std::fs::write(directory.path().join("input_data.jsonl"), &lines).unwrap();
     let path = directory.path().join("ifeval.yaml");
     std::fs::write(&path, IFEVAL_TASK).unwrap();
     let options = ImportOptions {
         api: Api::Chat,
         name: String::new(),
     };
+
+    // An item its grader cannot check is refused before anything is stored.
+    let broken = directory.path().join("broken");
+    std::fs::create_dir(&broken).unwrap();
+    let bad_item = json!({"key": 1, "prompt": "Write.", "instruction_id_list": ["length_constraints:nth_paragraph_first_word"], "kwargs": [{"num_paragraphs": 2, "nth_paragraph": 3, "first_word": "so"}]});
+    std::fs::write(broken.join("input_data.jsonl"), format!("{bad_item}\n")).unwrap();
+    std::fs::write(broken.join("ifeval.yaml"), IFEVAL_TASK).unwrap();
+    match import_lm_eval_task(store.as_ref(), &broken.join("ifeval.yaml"), &options, None).await {
+        Err(ServiceError::Invalid(message)) => {
+            assert!(message.contains("document `1`"), "{message}");
+            assert!(message.contains("nth_paragraph"), "{message}");
+        }
+        other => panic!("expected the import to be refused, got {other:?}"),
+    }
+    assert!(
+        store.list_datasets().await.unwrap().is_empty(),
+        "nothing stored"
+    );
+
     let imported = import_lm_eval_task(store.as_ref(), &path, &options, None)
         .await
         .unwrap();
@@ -254,10 +280,10 @@ async fn ifeval_imports_and_is_graded_by_its_instructions(store: Arc<dyn Store>)
     let model = checkpoint(store.as_ref(), "a", &endpoint, "sim-ckpt-a", "").await;
     let run = launch(store.as_ref(), imported.evals[0].0, model).await;
     let progress = work_until_complete(store.clone(), &[run], test_worker("w")).await;
-    assert_eq!(progress[0].done, 14);
+    assert_eq!(progress[0].done, 16);
     assert_eq!((progress[0].errors, progress[0].uncertain), (0, 0));
     let checked = store.run_instruction_results(run).await.unwrap();
-    assert_eq!(checked.len(), 14);
+    assert_eq!(checked.len(), 16);
     let (_, report) = arbiter_engine::reports::runs::run_report(store.as_ref(), run)
         .await
         .unwrap();
