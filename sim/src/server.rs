@@ -1118,10 +1118,8 @@ mod tests {
         assert_eq!(Fault::from_draw(&SimFaults::default(), 0.0), Fault::None);
     }
 
-    /// vLLM's tokenizer endpoints and prompts of token ids, as lm-eval's `local-completions`
-    /// sends them for rolling likelihood: the echo scores exactly the tokens sent.
-    #[tokio::test]
-    async fn tokenizes_and_scores_prompts_of_token_ids() {
+    /// The demo's models with next to no latency, on a free local port: (base URL, server).
+    async fn start_fast_demo() -> (String, tokio::task::JoinHandle<anyhow::Result<()>>) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind a local port");
@@ -1131,7 +1129,14 @@ mod tests {
             latency_ms_max: 1,
             ..SimConfig::demo()
         };
-        let server = tokio::spawn(serve(config, listener));
+        (base, tokio::spawn(serve(config, listener)))
+    }
+
+    /// vLLM's tokenizer endpoints and prompts of token ids, as lm-eval's `local-completions`
+    /// sends them for rolling likelihood: the echo scores exactly the tokens sent.
+    #[tokio::test]
+    async fn tokenizes_and_scores_prompts_of_token_ids() {
+        let (base, server) = start_fast_demo().await;
         let client = reqwest::Client::new();
         let post = |path: &str, body: Value| {
             let request = client.post(format!("{base}{path}")).json(&body);
@@ -1212,16 +1217,7 @@ mod tests {
 
     #[tokio::test]
     async fn serves_openai_shaped_responses_over_http() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind a local port");
-        let base = format!("http://{}", listener.local_addr().expect("local address"));
-        let config = SimConfig {
-            latency_ms_min: 0,
-            latency_ms_max: 1,
-            ..SimConfig::demo()
-        };
-        let server = tokio::spawn(serve(config, listener));
+        let (base, server) = start_fast_demo().await;
         let client = reqwest::Client::new();
 
         let models = client
