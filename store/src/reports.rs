@@ -2,6 +2,7 @@
 //! packed run snapshots, streamed scans and export pages in identity order, per-prompt diff
 //! sides and logprobs, promotion decisions, and the runs and watches of trends.
 
+use crate::{StoreError, StoreResult};
 use arbiter_domain::ids::{EvalId, IdentityId, RunId, UserId};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -68,6 +69,21 @@ pub struct ContaminationCounts {
 }
 
 /// Writes stored JSON text as the JSON it holds (`null` when absent or unreadable).
+/// Rows of (case id, repetition, a JSON column), the column read as `T`; a value that does not
+/// decode is a decode error, not a skipped row.
+pub(crate) fn decode_json_column<T: serde::de::DeserializeOwned>(
+    rows: Vec<(String, i64, String)>,
+) -> StoreResult<Vec<(String, i64, T)>> {
+    rows.into_iter()
+        .map(|(case_id, repetition, json)| {
+            let value =
+                serde_json::from_str(&json).map_err(|err| sqlx::Error::Decode(err.into()))?;
+            Ok((case_id, repetition, value))
+        })
+        .collect::<Result<_, sqlx::Error>>()
+        .map_err(StoreError::from)
+}
+
 fn embedded_json<S: serde::Serializer>(
     text: &Option<String>,
     serializer: S,
@@ -513,14 +529,7 @@ macro_rules! reports_sql {
                     .bind(run_id.get())
                     .fetch_all(&self.pool)
                     .await?;
-                    rows.into_iter()
-                        .map(|(case_id, repetition, scores)| {
-                            let scores = serde_json::from_str(&scores)
-                                .map_err(|err| sqlx::Error::Decode(err.into()))?;
-                            Ok((case_id, repetition, scores))
-                        })
-                        .collect::<Result<_, sqlx::Error>>()
-                        .map_err(StoreError::from)
+                    $crate::reports::decode_json_column(rows)
                 }
                 .await;
                 result.map_err(|err| err.during("run_choice_scores"))
@@ -536,14 +545,7 @@ macro_rules! reports_sql {
                     .bind(run_id.get())
                     .fetch_all(&self.pool)
                     .await?;
-                    rows.into_iter()
-                        .map(|(case_id, repetition, results)| {
-                            let results = serde_json::from_str(&results)
-                                .map_err(|err| sqlx::Error::Decode(err.into()))?;
-                            Ok((case_id, repetition, results))
-                        })
-                        .collect::<Result<_, sqlx::Error>>()
-                        .map_err(StoreError::from)
+                    $crate::reports::decode_json_column(rows)
                 }
                 .await;
                 result.map_err(|err| err.during("run_instruction_results"))
@@ -740,7 +742,6 @@ macro_rules! reports_sql {
     };
 }
 
-use crate::StoreResult;
 use arbiter_domain::reports::decision::{NewPromotionDecision, PromotionDecisionRecord};
 use arbiter_domain::reports::diff::DiffSide;
 use arbiter_domain::reports::trend::{TrendRun, TrendWatch};

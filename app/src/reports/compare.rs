@@ -204,7 +204,7 @@ pub fn ReportCard(title: &'static str, report: ReportView) -> impl IntoView {
                             <tr>
                                 <td>{row.metric.label(row.k)}{row.ties.filter(|ties| *ties > 0).map(|ties| format!(" ({ties} tied votes)"))}</td>
                                 <td>{format!("{:.1}%", row.value * 100.0)}</td>
-                                <td>{row.interval.map(|interval| format!("{:.1}–{:.1}%", interval.lower * 100.0, interval.upper * 100.0)).unwrap_or_default()}</td>
+                                <td>{percent_interval(row.interval)}</td>
                                 <td>{row.items}</td>
                                 <td>{row.samples}</td>
                                 <td>{row.short_items}</td>
@@ -225,7 +225,7 @@ pub fn ReportCard(title: &'static str, report: ReportView) -> impl IntoView {
                             <tr>
                                 <td>{turn.turn}</td>
                                 <td>{turn.pass_rate.map(|rate| format!("{:.1}%", rate * 100.0)).unwrap_or_else(|| "–".into())}</td>
-                                <td>{turn.interval.map(|interval| format!("{:.1}–{:.1}%", interval.lower * 100.0, interval.upper * 100.0)).unwrap_or_default()}</td>
+                                <td>{percent_interval(turn.interval)}</td>
                                 <td>{turn.counts.passed} " / " {turn.counts.passed + turn.counts.failed}</td>
                                 <td>{turn.counts.uncertain}</td>
                                 <td>{turn.counts.errors}</td>
@@ -505,6 +505,13 @@ fn DiffRow(row: DiffRowView) -> impl IntoView {
     .into_any()
 }
 
+/// An interval of rates as percentages ("71.2–80.4%"); empty without one.
+fn percent_interval(interval: Option<arbiter_domain::stats::Interval>) -> String {
+    interval
+        .map(|i| format!("{:.1}–{:.1}%", i.lower * 100.0, i.upper * 100.0))
+        .unwrap_or_default()
+}
+
 /// A run's pass rate with and without the items found in the training corpus.
 #[component]
 fn ContaminationTable(
@@ -513,11 +520,6 @@ fn ContaminationTable(
     let rate = |rate: Option<f64>| {
         rate.map(|rate| format!("{:.1}%", rate * 100.0))
             .unwrap_or_else(|| "–".into())
-    };
-    let interval = |interval: Option<arbiter_domain::stats::Interval>| {
-        interval
-            .map(|i| format!("{:.1}–{:.1}%", i.lower * 100.0, i.upper * 100.0))
-            .unwrap_or_default()
     };
     view! {
         <table class="contamination" data-testid="contamination">
@@ -528,8 +530,8 @@ fn ContaminationTable(
             <thead><tr><th>"Items"</th><th>"Pass rate"</th><th>"95% interval"</th><th>"Decided answers"</th></tr></thead>
             <tbody>
                 <tr><td>"all"</td><td>{rate(contamination.pass_rate)}</td><td></td><td>{contamination.clean_answers + contamination.flagged_answers}</td></tr>
-                <tr><td>"not found in the corpus"</td><td>{rate(contamination.clean_pass_rate)}</td><td>{interval(contamination.clean_interval)}</td><td>{contamination.clean_answers}</td></tr>
-                <tr><td>"found in the corpus"</td><td>{rate(contamination.flagged_pass_rate)}</td><td>{interval(contamination.flagged_interval)}</td><td>{contamination.flagged_answers}</td></tr>
+                <tr><td>"not found in the corpus"</td><td>{rate(contamination.clean_pass_rate)}</td><td>{percent_interval(contamination.clean_interval)}</td><td>{contamination.clean_answers}</td></tr>
+                <tr><td>"found in the corpus"</td><td>{rate(contamination.flagged_pass_rate)}</td><td>{percent_interval(contamination.flagged_interval)}</td><td>{contamination.flagged_answers}</td></tr>
             </tbody>
         </table>
     }
@@ -560,7 +562,7 @@ fn InstructionsTable(
                         <td><code>{accuracy.name.clone()}</code></td>
                         <td>{accuracy.what.clone()}</td>
                         <td>{percent(accuracy.followed, accuracy.of)}</td>
-                        <td>{accuracy.interval.map(|i| format!("{:.1}–{:.1}%", i.lower * 100.0, i.upper * 100.0)).unwrap_or_default()}</td>
+                        <td>{percent_interval(accuracy.interval)}</td>
                         <td>{accuracy.followed} " / " {accuracy.of}</td>
                     </tr>
                 }).collect_view()}

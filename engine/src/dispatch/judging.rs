@@ -120,18 +120,18 @@ async fn triage_answer(
             reason: format!("the grader is misconfigured: {problem}"),
         },
     };
-    let deterministic = GradeRecord {
+    // Decided before the grade moves into its record (an outage decides nothing).
+    let step = after_deterministic(triage, &grade);
+    graded.grading.grades.push(GradeRecord {
         instructions,
-        ..GradeRecord::deterministic(grade.clone())
-    };
+        ..GradeRecord::deterministic(grade)
+    });
     if let Some(outage) = graded.grader_unavailable.clone() {
-        graded.grading.grades.push(deterministic);
         graded.grading.settle(Step::Human { reason: outage });
         return graded;
     }
     let grading = &mut graded.grading;
-    let mut step = after_deterministic(triage, &grade);
-    grading.grades.push(deterministic);
+    let mut step = step;
     let mut cheap: Option<EnsembleVerdict> = None;
     loop {
         match step {
