@@ -147,4 +147,8 @@ pub struct Generation {
     pub continuation: Option<crate::likelihood::ContinuationScore>,
     /// A likelihood eval's answer: every choice's score (the output is the chosen letter).
     pub choice_scores: Option<crate::likelihood::ChoiceScores>,
+    /// A tokenize request's answer: the server's token ids for the text.
+    pub token_ids: Option<Vec<u32>>,
+    /// A rolling-likelihood eval's answer: the document's summed logprob and its units.
+    pub rolling: Option<crate::rolling::RollingScore>,
 }

@@ -37,8 +37,13 @@ pub struct EvalFormText {
     pub few_shot_seed: String,
     /// '' or `text`, or `turns`.
     pub few_shot_style: String,
-    /// '' or `generate`, or `likelihood` (score each choice).
+    /// '' or `generate`, `likelihood` (score each choice), or `rolling` (score the whole text).
     pub scoring: String,
+    /// Rolling: lm-eval's `max_length` ('' is 2048), the stride ('' is `max_length - 2`) and the
+    /// prefix token id ('' reads it from the server).
+    pub rolling_max_length: String,
+    pub rolling_stride: String,
+    pub rolling_prefix_token: String,
     /// Likelihood: put between the prompt and each choice ('' is one space; `\s` a space,
     /// `\n` a newline).
     pub target_delimiter: String,

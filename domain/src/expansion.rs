@@ -7,6 +7,7 @@ use crate::dataset::DatasetItem;
 use crate::likelihood::{scoring_key, ItemScoring};
 use crate::manifest::{EndpointFingerprint, GenerationSettings, Manifest};
 use crate::prompt::{Api, PromptBody, PromptRenderer};
+use crate::rolling::{rolling_key, RollingSpec};
 use sha2::{Digest, Sha256};
 
 /// Shards a run's identities fall into (by a stable hash of the case id).
@@ -145,6 +146,17 @@ pub fn plan_identities(
     repetition: i64,
 ) -> Result<Vec<PlannedIdentity>, String> {
     let settings = &manifest.eval.generation;
+    // Rolling documents are keyed by the prefix the launch froze: two servers that agree on
+    // everything else but their special tokens score differently.
+    let rolling_spec = manifest
+        .eval
+        .prompt
+        .rolling
+        .as_ref()
+        .map(|rolling| RollingSpec {
+            prefix_token: manifest.rolling_prefix_token.or(rolling.prefix_token),
+            ..rolling.clone()
+        });
     let mut planned = Vec::with_capacity(items.len());
     for item in items {
         let rendered = renderer
@@ -159,20 +171,34 @@ pub fn plan_identities(
             ),
             None => None,
         };
+        let rolling = match &rolling_spec {
+            Some(rolling) => Some((
+                rolling,
+                crate::prompt::request::rolled_text(&rendered)
+                    .map_err(|problem| format!("item `{}` {problem}", item.case_id))?,
+            )),
+            None => None,
+        };
+        let first_request = match (&scoring, rolling) {
+            (Some(scoring), _) => FirstRequest::Choices(scoring),
+            (None, Some((spec, text))) => FirstRequest::Rolling(spec, text),
+            (None, None) => FirstRequest::Generated,
+        };
         let generation_key = first_request_key(
             &manifest.fingerprint,
-            scoring.as_ref(),
+            &first_request,
             &rendered.body,
             settings,
             repetition,
         );
-        let cost = match &scoring {
-            Some(scoring) => scoring
+        let cost = match &first_request {
+            FirstRequest::Choices(scoring) => scoring
                 .requests
                 .iter()
                 .map(|request| estimated_cost(&request.text, 1))
                 .sum(),
-            None => estimated_cost_of(&rendered.body, settings.max_tokens),
+            FirstRequest::Rolling(spec, text) => rolling_cost(spec, text),
+            FirstRequest::Generated => estimated_cost_of(&rendered.body, settings.max_tokens),
         };
         let first = PlannedIdentity {
             case_id: item.case_id.clone(),
@@ -207,25 +233,43 @@ pub fn plan_identities(
     Ok(planned)
 }
 
-/// The cache key of an identity's first request: a likelihood eval's (`scoring`: the context
-/// and every choice) or any other's (the rendered body). Launches and previews both key by it,
-/// so a preview shows the key a launch would use.
+/// What an identity's first request is: a generation, a likelihood eval's choices, or a
+/// rolling eval's document.
+pub enum FirstRequest<'a> {
+    Generated,
+    Choices(&'a ItemScoring),
+    Rolling(&'a RollingSpec, &'a str),
+}
+
+/// The cache key of an identity's first request: a likelihood eval's (the context and every
+/// choice), a rolling eval's (the document and its windowing) or any other's (the rendered
+/// body). Launches and previews both key by it, so a preview shows the key a launch would use.
 pub fn first_request_key(
     fingerprint: &EndpointFingerprint,
-    scoring: Option<&ItemScoring>,
+    request: &FirstRequest<'_>,
     body: &PromptBody,
     settings: &GenerationSettings,
     repetition: i64,
 ) -> String {
-    match scoring {
-        Some(scoring) => scoring_key(
+    match request {
+        FirstRequest::Choices(scoring) => scoring_key(
             fingerprint,
             &scoring.context,
             &scoring.continuations,
             repetition,
         ),
-        None => request_key(fingerprint, body, settings, repetition),
+        FirstRequest::Rolling(spec, text) => rolling_key(fingerprint, text, spec, repetition),
+        FirstRequest::Generated => request_key(fingerprint, body, settings, repetition),
     }
+}
+
+/// The planner's estimate for a rolling document: every window's tokens (a token per four
+/// bytes, as [`estimated_cost`]) and the one each generates.
+fn rolling_cost(spec: &RollingSpec, text: &str) -> i64 {
+    let tokens = (text.len() as u64).div_ceil(4).max(1);
+    let windows = tokens.div_ceil(u64::from(spec.stride().max(1)));
+    let per_window = tokens.min(u64::from(spec.max_length)) + 1;
+    i64::try_from(windows * per_window).unwrap_or(i64::MAX)
 }
 
 /// [`estimated_cost`] of a rendered request: its text bytes as the prompt.

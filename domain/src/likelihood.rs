@@ -209,9 +209,23 @@ pub fn score_continuation(
             "the echoed tokens do not end with the continuation `{continuation}`"
         ));
     }
+    Ok(ContinuationScore {
+        split_token: covered > continuation_chars,
+        ..score_span(echo, start..end)?
+    })
+}
+
+/// The echoed tokens in `span` scored: their logprobs summed in order, and whether each was
+/// the likeliest at its position (as lm-eval: no alternative more likely than the token). Every
+/// one must have a finite logprob.
+pub(crate) fn score_span(
+    echo: &EchoedLogprobs,
+    span: std::ops::Range<usize>,
+) -> Result<ContinuationScore, String> {
+    let tokens = span.len() as u32;
     let mut logprob = 0.0;
     let mut greedy = true;
-    for index in start..end {
+    for index in span {
         let Some(token_logprob) = echo.token_logprobs[index] else {
             return Err(format!("the echo has no logprob for prompt token {index}"));
         };
@@ -224,16 +238,15 @@ pub fn score_continuation(
             .get(index)
             .and_then(Option::as_ref)
             .and_then(|top| top.values().copied().reduce(f64::max));
-        // As lm-eval: greedy when no alternative is more likely than the token itself.
         if best.is_some_and(|best| best > token_logprob) {
             greedy = false;
         }
     }
     Ok(ContinuationScore {
         logprob,
-        tokens: (end - start) as u32,
+        tokens,
         greedy,
-        split_token: covered > continuation_chars,
+        split_token: false,
     })
 }
 

@@ -97,6 +97,9 @@ impl EvalSpec {
                 "repetitions must be between 1 and {MAX_REPETITIONS}"
             ));
         }
+        if self.prompt.rolling.is_some() && self.repetitions > 1 {
+            return Err("rolling likelihood scores the same every time; use one repetition".into());
+        }
         Ok(())
     }
 }
@@ -193,6 +196,10 @@ pub struct Manifest {
     /// The training corpus's index the items are checked against, by content hash.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contamination: Option<crate::contamination::FrozenContamination>,
+    /// A rolling-likelihood eval's prefix token: the eval's own, or the one the launch read
+    /// from the endpoint's tokenizer (lm-eval's rule); `None` for every other eval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolling_prefix_token: Option<u32>,
 }
 
 impl Manifest {
@@ -289,6 +296,7 @@ mod tests {
             conversation_turns: None,
             sandbox: None,
             contamination: None,
+            rolling_prefix_token: None,
         }
     }
 

@@ -158,7 +158,7 @@ pub struct RunSummary {
     pub created_at: i64,
 }
 
-/// Live counts for a run's page. `passed + failed + uncertain + errors == done`.
+/// Live counts for a run's page. `passed + failed + uncertain + errors + scored == done`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RunProgress {
     pub id: RunId,
@@ -176,6 +176,9 @@ pub struct RunProgress {
     pub failed: i64,
     pub uncertain: i64,
     pub errors: i64,
+    /// Identities scored without a verdict (rolling likelihood: a document's log-likelihood).
+    #[serde(default)]
+    pub scored: i64,
     /// One representative endpoint error, so a broken endpoint is explained on the page.
     pub last_error: Option<String>,
     #[schema(value_type = i64)]

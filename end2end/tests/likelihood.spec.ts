@@ -1,7 +1,9 @@
 // Multiple choice scored by likelihood: the researcher defines it with the eval form (the
 // completions API, a choices field, likelihood scoring), previews the first scoring request,
 // runs it on two simulated checkpoints and reads acc, acc_norm, acc_bytes and the probability
-// on the right answer, then the paired test on the right answer's log-likelihood.
+// on the right answer, then the paired test on the right answer's log-likelihood. The demo's
+// perplexity suite scores whole texts by rolling likelihood: bits per byte and perplexities,
+// and the paired bootstrap between checkpoints.
 import { evalRow, expect, launchRun, login, openEvalForm, test, uniqueName, waitForHydration, waitForRunToFinish } from './helpers';
 
 test.beforeEach(async ({ page }) => {
@@ -18,7 +20,7 @@ test('a likelihood eval is defined, previewed, run and reported as lm-eval does'
   await form.getByLabel('Choices field').fill('choices');
   await form.getByLabel('Category field').fill('subject');
   await form.getByTestId('prompt-template').fill('Question: {{ question }}\nAnswer:');
-  await form.getByText('Scoring: generate an answer, or the likelihood of each choice').click();
+  await form.getByText('Scoring: generate an answer, the likelihood of each choice, or perplexity').click();
   await form.locator('select[name="options[scoring]"]').selectOption('likelihood');
   await form.locator('select[name="options[select_by]"]').selectOption('acc_norm');
   await form.getByRole('button', { name: 'Define eval' }).click();
@@ -50,4 +52,36 @@ test('a likelihood eval is defined, previewed, run and reported as lm-eval does'
   await page.goto(`/compare?baseline=${baseline}&candidate=${candidate}`);
   await expect(page.getByTestId('likelihood-test')).toContainText('Log-likelihood of the right answer');
   await expect(page.getByTestId('likelihood-test')).toContainText('15 items, paired t-test');
+});
+
+test('a perplexity eval is previewed, run and compared in bits per byte', async ({ page }) => {
+  const evalName = 'prose perplexity';
+  await page.goto('/evals');
+  await waitForHydration(page);
+  await evalRow(page, evalName).getByRole('link', { name: evalName }).click();
+  await waitForHydration(page);
+  // The first request a document sends is its tokenisation by the server.
+  await page.getByTestId('preview-case').fill('river');
+  await page.getByRole('button', { name: 'Preview request' }).click();
+  await expect(page.getByTestId('preview-body')).toContainText('"add_special_tokens": false');
+  await expect(page.getByTestId('preview-note')).toContainText('windows of at most 31 token ids');
+
+  const baseline = await launchRun(page, evalName, 'simulator/ckpt-a');
+  expect(await waitForRunToFinish(page, baseline)).toBe('completed');
+  await expect(page.getByTestId('count-errors')).toHaveText('0');
+  await expect(page.getByTestId('count-scored')).toHaveText('16');
+  const metrics = page.getByTestId('rolling-metrics');
+  await expect(metrics).toContainText('16 documents');
+  for (const name of ['bits_per_byte', 'byte_perplexity', 'word_perplexity', 'token_perplexity']) {
+    await expect(metrics.getByRole('row').filter({ has: page.getByRole('cell', { name, exact: true }) })).toHaveCount(1);
+  }
+  await expect(page.getByTestId('bits-per-byte')).toHaveText(/^0\.\d{4} bits per byte$/);
+  await expect(page.locator('table.results pre.output').first()).toHaveText(/^log-likelihood -\d+\.\d{4} over \d+ tokens/);
+
+  const candidate = await launchRun(page, evalName, 'simulator/ckpt-b');
+  expect(await waitForRunToFinish(page, candidate)).toBe('completed');
+  await page.goto(`/compare?baseline=${baseline}&candidate=${candidate}`);
+  const paired = page.getByTestId('rolling-test');
+  await expect(paired).toContainText('Bits per byte over the 16 documents both runs scored');
+  await expect(paired).toContainText('paired bootstrap over documents');
 });

@@ -400,6 +400,8 @@ pub struct EvalOptions {
     pub sampling: SamplingOptions,
     /// Score each choice by likelihood instead of generating an answer.
     pub likelihood: Option<arbiter_domain::likelihood::LikelihoodSpec>,
+    /// Score each item's text by rolling likelihood (perplexity, bits per byte).
+    pub rolling: Option<arbiter_domain::rolling::RollingSpec>,
     /// Check items against a training corpus's n-gram index.
     pub contamination: Option<arbiter_domain::contamination::ContaminationSpec>,
 }
@@ -446,6 +448,7 @@ pub fn prompt_spec(template: &str, options: &EvalOptions) -> PromptSpec {
         mapping: options.mapping.clone().unwrap_or_default(),
         few_shot: options.few_shot.clone(),
         likelihood: options.likelihood.clone(),
+        rolling: options.rolling.clone(),
         contamination: options.contamination.clone(),
     }
 }

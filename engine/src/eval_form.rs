@@ -15,6 +15,7 @@ use arbiter_domain::likelihood::{LikelihoodSpec, Selection};
 use arbiter_domain::manifest::SamplingOptions;
 use arbiter_domain::prompt::few_shot::{FewShotSpec, FewShotStyle};
 use arbiter_domain::prompt::{Api, TemplateSyntax};
+use arbiter_domain::rolling::{RollingSpec, DEFAULT_MAX_LENGTH};
 use std::collections::BTreeMap;
 
 fn invalid(message: impl Into<String>) -> ServiceError {
@@ -135,11 +136,21 @@ pub fn options(form: &EvalFormText) -> ServiceResult<EvalOptions> {
                     }
                 },
             }),
+            "rolling" => None,
             other => {
                 return Err(invalid(format!(
-                    "unknown scoring `{other}`; use generate or likelihood"
+                    "unknown scoring `{other}`; use generate, likelihood or rolling"
                 )))
             }
+        },
+        rolling: match form.scoring.trim() {
+            "rolling" => Some(RollingSpec {
+                max_length: optional_number(&form.rolling_max_length, "the rolling max_length")?
+                    .unwrap_or(DEFAULT_MAX_LENGTH),
+                stride: optional_number(&form.rolling_stride, "the rolling stride")?,
+                prefix_token: optional_number(&form.rolling_prefix_token, "the rolling prefix token")?,
+            }),
+            _ => None,
         },
         contamination: match form.contamination_index.trim() {
             "" => None,
@@ -260,6 +271,47 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("unknown code extraction `all`"));
+    }
+
+    #[test]
+    fn rolling_scoring_reads_its_window_from_the_form() {
+        let form = EvalFormText {
+            scoring: "rolling".into(),
+            rolling_max_length: "1024".into(),
+            ..EvalFormText::default()
+        };
+        let parsed = options(&form).unwrap();
+        assert!(parsed.likelihood.is_none());
+        assert_eq!(
+            parsed.rolling,
+            Some(RollingSpec {
+                max_length: 1024,
+                stride: None,
+                prefix_token: None,
+            })
+        );
+        let defaults = options(&EvalFormText {
+            scoring: "rolling".into(),
+            rolling_stride: "512".into(),
+            rolling_prefix_token: "2".into(),
+            ..EvalFormText::default()
+        })
+        .unwrap()
+        .rolling
+        .unwrap();
+        assert_eq!(
+            (defaults.max_length, defaults.stride, defaults.prefix_token),
+            (DEFAULT_MAX_LENGTH, Some(512), Some(2))
+        );
+        let bad = EvalFormText {
+            rolling_max_length: "long".into(),
+            ..form
+        };
+        assert!(options(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("the rolling max_length must be a number, not `long`"));
+        assert!(options(&EvalFormText::default()).unwrap().rolling.is_none());
     }
 
     #[test]

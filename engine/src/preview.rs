@@ -4,8 +4,9 @@
 
 use crate::clients::model::{probe_fingerprint, request_json, GenerationRequest};
 use crate::error::{ServiceError, ServiceResult};
-use arbiter_domain::expansion::{first_request_key, seed_for};
+use arbiter_domain::expansion::{first_request_key, seed_for, FirstRequest};
 use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId};
+use arbiter_domain::prompt::request::rolled_text;
 use arbiter_domain::prompt::request::{PromptSample, RequestPreview};
 use arbiter_domain::prompt::{PromptBody, PromptSpec};
 use arbiter_store::Store;
@@ -74,19 +75,30 @@ pub async fn preview_request(
         })?),
         None => None,
     };
-    let request = match &scoring {
-        Some(scoring) => {
+    let rolled = match &eval.prompt.rolling {
+        Some(rolling) => Some((
+            rolling,
+            rolled_text(&rendered).map_err(|problem| {
+                ServiceError::Invalid(format!("item `{}` {problem}", item.case_id))
+            })?,
+        )),
+        None => None,
+    };
+    let request = match (&scoring, rolled) {
+        (Some(scoring), _) => {
             let first = &scoring.requests[0];
             GenerationRequest::scoring(&model, first.text.clone(), first.continuation_chars)
         }
-        None => GenerationRequest {
+        // The windows' token ids are the server's: the tokenisation is what is sent first.
+        (None, Some((_, text))) => GenerationRequest::tokenize(&model, text.to_string()),
+        (None, None) => GenerationRequest {
             model,
             body: rendered.body.clone(),
             max_tokens: settings.max_tokens,
             temperature: settings.temperature,
             seed: seed_for(&settings, i64::from(repetition)),
             sampling: settings.sampling.clone(),
-            score_continuation: None,
+            scoring: crate::clients::model::Scoring::Generate,
         },
     };
     let (generation_key, note) = match &checkpoint {
@@ -94,14 +106,28 @@ pub async fn preview_request(
             None,
             Some("choose a checkpoint to see the model and the generation key".to_string()),
         ),
+        // The key holds the prefix token, which the launch reads from the server.
+        Some(_) if rolled.is_some_and(|(rolling, _)| rolling.prefix_token.is_none()) => (
+            None,
+            Some(
+                "the generation key holds the prefix token, which the launch reads from the \
+                 server's /tokenizer_info"
+                    .to_string(),
+            ),
+        ),
         Some(checkpoint) => {
             let fingerprint = recent_fingerprint(checkpoint).await;
             let note = fingerprint.probe_error.as_ref().map(|problem| {
                 format!("the endpoint's probe failed ({problem}); a launch now would key answers without its model id")
             });
+            let first_request = match (&scoring, rolled) {
+                (Some(scoring), _) => FirstRequest::Choices(scoring),
+                (None, Some((rolling, text))) => FirstRequest::Rolling(rolling, text),
+                (None, None) => FirstRequest::Generated,
+            };
             let key = first_request_key(
                 &fingerprint,
-                scoring.as_ref(),
+                &first_request,
                 &rendered.body,
                 &settings,
                 i64::from(repetition),
@@ -111,39 +137,36 @@ pub async fn preview_request(
     };
     // A conversation's later turns carry answers not given yet: the preview is its first.
     let turns = rendered.item.input.turn_count();
-    let note = match (turns > 1, note) {
-        (true, note) => Some(
-            [Some(turn_note(turns)), note]
-                .into_iter()
-                .flatten()
-                .collect::<Vec<_>>()
-                .join("; "),
-        ),
-        (false, note) => note,
-    };
-    let note = match &scoring {
-        Some(scoring) => Some(
-            [
-                Some(format!(
-                    "scored by likelihood: one request per choice ({}), each echoing the prompt's \
-                     logprobs; this is the first",
-                    scoring.requests.len()
-                )),
-                note,
-            ]
-            .into_iter()
-            .flatten()
-            .collect::<Vec<_>>()
-            .join("; "),
-        ),
-        None => note,
-    };
+    let note = joined((turns > 1).then(|| turn_note(turns)), note);
+    let note = joined(
+        scoring.as_ref().map(|scoring| {
+            format!(
+                "scored by likelihood: one request per choice ({}), each echoing the prompt's \
+                 logprobs; this is the first",
+                scoring.requests.len()
+            )
+        }),
+        note,
+    );
+    let note = joined(
+        rolled.map(|(rolling, _)| {
+            format!(
+                "scored by rolling likelihood: the text is tokenised by the server (/tokenize, \
+                 shown here), then sent in windows of at most {} token ids, each scoring up to {} \
+                 new tokens with their logprobs echoed",
+                rolling.max_length - 1,
+                rolling.stride()
+            )
+        }),
+        note,
+    );
     Ok(RequestPreview {
         case_id: item.case_id,
         dataset_revision: revision.content_hash,
-        route: match rendered.body {
-            PromptBody::Chat(_) => "chat/completions".into(),
-            PromptBody::Completion(_) => "completions".into(),
+        route: match (&rendered.body, rolled) {
+            (_, Some(_)) => "/tokenize (at the server root)".into(),
+            (PromptBody::Chat(_), None) => "chat/completions".into(),
+            (PromptBody::Completion(_), None) => "completions".into(),
         },
         body: request_json(&request),
         generation_key,
@@ -153,6 +176,14 @@ pub async fn preview_request(
         category: rendered.item.category,
         note,
     })
+}
+
+/// Notes joined with "; ", the first first.
+fn joined(first: Option<String>, rest: Option<String>) -> Option<String> {
+    match (first, rest) {
+        (Some(first), Some(rest)) => Some(format!("{first}; {rest}")),
+        (first, rest) => first.or(rest),
+    }
 }
 
 /// How long a preview reuses a checkpoint's probe: previews are clicked again and again, and

@@ -78,6 +78,10 @@ pub async fn launch_run(
     if eval.prompt.likelihood.is_some() {
         require_prompt_logprobs(checkpoint).await?;
     }
+    let rolling_prefix_token = match &eval.prompt.rolling {
+        Some(rolling) => Some(require_rolling_support(checkpoint, rolling).await?),
+        None => None,
+    };
     let manifest = Manifest {
         eval_id: eval.id,
         eval: EvalSpec {
@@ -108,6 +112,7 @@ pub async fn launch_run(
         conversation_turns: checked.conversation_turns(),
         sandbox,
         contamination: contamination.as_ref().map(|(frozen, _)| frozen.clone()),
+        rolling_prefix_token,
     };
     let launched = store
         .create_run(&NewRun {
@@ -180,6 +185,41 @@ async fn require_prompt_logprobs(
         }
     }
     Ok(())
+}
+
+/// Refuses a rolling-likelihood eval on a checkpoint any of whose endpoints cannot score it
+/// (no `/tokenize`, no prompt logprobs on token prompts, too short a context), and returns the
+/// prefix token every endpoint agrees on.
+async fn require_rolling_support(
+    checkpoint: &arbiter_domain::checkpoint::Checkpoint,
+    rolling: &arbiter_domain::rolling::RollingSpec,
+) -> ServiceResult<u32> {
+    let mut agreed: Option<(u32, &str)> = None;
+    let urls = std::iter::once(&checkpoint.base_url).chain(&checkpoint.replica_urls);
+    for url in urls {
+        let prefix = crate::clients::model::probe_rolling(checkpoint, url, rolling)
+            .await
+            .map_err(|problem| {
+                ServiceError::Invalid(format!(
+                    "this eval scores rolling likelihood, which needs the server's /tokenize and \
+                     prompt logprobs on prompts of token ids, and checkpoint `{}` at {url} cannot \
+                     give them: {problem}; it is not launched",
+                    checkpoint.name
+                ))
+            })?;
+        match agreed {
+            Some((first, first_url)) if first != prefix => {
+                return Err(ServiceError::Invalid(format!(
+                    "checkpoint `{}`'s replicas disagree on the prefix token ({first} at \
+                     {first_url}, {prefix} at {url}): they do not serve one tokenizer; it is not \
+                     launched",
+                    checkpoint.name
+                )))
+            }
+            _ => agreed = Some((prefix, url)),
+        }
+    }
+    Ok(agreed.map_or(0, |(prefix, _)| prefix))
 }
 
 /// The sandbox to freeze, or the refusal when none is available.
@@ -311,12 +351,20 @@ async fn plan_next_chunk(
     let answered: Vec<Option<CacheHit>> = planned
         .iter()
         .map(|identity| {
-            let grader = planner.grader?;
             let hit = cached.get(identity.generation_key.as_ref()?)?;
             let generation = cached_answer(manifest, hit, &identity.targets);
             if generation.outcome.is_error() {
                 return None;
             }
+            // A rolling score is the answer itself: nothing to grade.
+            if manifest.eval.prompt.rolling.is_some() {
+                return generation.rolling.is_some().then(|| CacheHit {
+                    source_identity_id: hit.source_identity_id,
+                    generation,
+                    grading: Grading::scored(),
+                });
+            }
+            let grader = planner.grader?;
             let grade = grader.grade_any(&generation.output, &identity.targets);
             if has_judges && grade.verdict == Verdict::Uncertain {
                 return None;
@@ -336,7 +384,10 @@ async fn plan_next_chunk(
         .filter(|(_, hit)| hit.is_none())
         .map(|(identity, _)| identity.case_id.clone())
         .collect();
-    if !to_queue.is_empty() {
+    // Scoring requests generate one token whatever the budget: their estimate stands.
+    let scores =
+        manifest.eval.prompt.likelihood.is_some() || manifest.eval.prompt.rolling.is_some();
+    if !to_queue.is_empty() && !scores {
         let observed = store
             .observed_completion_tokens(manifest.dataset_revision_id, &to_queue)
             .await?;

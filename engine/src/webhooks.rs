@@ -222,6 +222,7 @@ async fn run_payload(store: &dyn Store, run_id: RunId, now: i64) -> ServiceResul
             "expected": run.expected,
             "done": run.done,
             "errors": run.errors,
+            "scored": run.scored,
             "manifest_hash": run.manifest_hash,
             "finished_at": run.finished_at,
             "path": format!("/runs/{}", run.id),
@@ -233,6 +234,12 @@ async fn run_payload(store: &dyn Store, run_id: RunId, now: i64) -> ServiceResul
             "pass_rate": report.overall.pass_rate,
             "interval": report.overall.interval,
             "problems": report.explanations(),
+            "rolling": report.rolling.as_ref().map(|rolling| json!({
+                "documents": rolling.documents,
+                "bits_per_byte": rolling.bits_per_byte,
+                "word_perplexity": rolling.word_perplexity,
+                "byte_perplexity": rolling.byte_perplexity,
+            })),
         },
     })
     .to_string())

@@ -307,6 +307,21 @@ pub fn format_report(report: &RunReport) -> String {
     for category in &report.report.categories {
         category_line(&mut out, category);
     }
+    if let Some(rolling) = &report.report.rolling {
+        let number = |value: Option<f64>| value.map_or("–".into(), |value| format!("{value:.4}"));
+        let _ = writeln!(
+            out,
+            "  rolling likelihood over {} documents ({} tokens, {} bytes): bits per byte {}, \
+             word perplexity {}, byte perplexity {}, token perplexity {}",
+            rolling.documents,
+            rolling.tokens,
+            rolling.bytes,
+            number(rolling.bits_per_byte),
+            number(rolling.word_perplexity),
+            number(rolling.byte_perplexity),
+            number(rolling.token_perplexity)
+        );
+    }
     out
 }
 
@@ -354,6 +369,28 @@ pub fn format_comparison(response: &ComparisonResponse) -> String {
                 category.adjusted_p,
             );
         }
+        if let Some(rolling) = &paired.rolling {
+            let flag = if rolling.is_regression() {
+                "  REGRESSION"
+            } else if rolling.is_improvement() {
+                "  improvement"
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                out,
+                "  {:<24} {:>8.4} {:>8.4} {:>+9.4} {:>20} over {} documents{flag}",
+                "bits per byte",
+                rolling.baseline,
+                rolling.candidate,
+                rolling.difference,
+                rolling.interval.map_or("–".into(), |interval| format!(
+                    "[{:+.4}, {:+.4}]",
+                    interval.lower, interval.upper
+                )),
+                rolling.documents,
+            );
+        }
     }
     if !response.all_complete {
         let _ = writeln!(
@@ -393,7 +430,15 @@ pub async fn report(
             &format!("/compare?baseline={baseline_run}&candidates={run_id}"),
         )
         .await?;
-    verdict.regressed = !comparison.regressions.is_empty();
+    // A perplexity eval has no verdicts: its regression is more bits per byte.
+    let more_bits = comparison.comparison.candidates.iter().any(|candidate| {
+        candidate
+            .comparison
+            .rolling
+            .as_ref()
+            .is_some_and(|rolling| rolling.is_regression())
+    });
+    verdict.regressed = !comparison.regressions.is_empty() || more_bits;
     verdict.complete &= comparison.all_complete;
     if json {
         println!(
@@ -407,11 +452,14 @@ pub async fn report(
         print!("{}", format_report(&report));
         print!("{}", format_comparison(&comparison));
         if verdict.regressed {
-            let categories: Vec<&str> = comparison
+            let mut categories: Vec<&str> = comparison
                 .regressions
                 .iter()
                 .map(|finding| finding.category.as_str())
                 .collect();
+            if more_bits {
+                categories.push("bits per byte");
+            }
             println!(
                 "significant regression in: {} (exit {EXIT_REGRESSION})",
                 categories.join(", ")

@@ -56,6 +56,10 @@ pub const SHOTS_EVAL_NAME: &str = "qa-arith 3-shot";
 pub const INSTRUCTIONS_DATASET: &[u8] =
     include_bytes!("../../public/samples/instructions-basic.jsonl");
 pub const INSTRUCTIONS_EVAL_NAME: &str = "instructions-basic, IFEval checks";
+/// Short paragraphs of plain prose (an id, the text, a category), scored by rolling
+/// log-likelihood for perplexity and bits per byte; written for this project.
+pub const PROSE_DATASET: &[u8] = include_bytes!("../../public/samples/prose.jsonl");
+pub const PROSE_EVAL_NAME: &str = "prose perplexity";
 
 /// Each turn in the demo eval's wording; the turn's text is `input`.
 const DIALOGUE_PROMPT: &str =
@@ -403,6 +407,32 @@ async fn seed_choice_and_shots(
                 },
             )
         },
+        lead,
+    )
+    .await?;
+    let prose = upload_dataset(store, "prose", "prose.jsonl", PROSE_DATASET, lead).await?;
+    define_eval(
+        store,
+        &form(
+            PROSE_EVAL_NAME,
+            prose.dataset_id,
+            "{{ text }}",
+            "",
+            EvalOptions {
+                api: arbiter_domain::prompt::Api::Completions,
+                mapping: Some(FieldMapping {
+                    input: "text".into(),
+                    target: None,
+                    category: Some("category".into()),
+                    ..FieldMapping::default()
+                }),
+                rolling: Some(arbiter_domain::rolling::RollingSpec {
+                    max_length: 32,
+                    ..arbiter_domain::rolling::RollingSpec::default()
+                }),
+                ..EvalOptions::default()
+            },
+        ),
         lead,
     )
     .await?;

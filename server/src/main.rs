@@ -316,7 +316,8 @@ pub struct ImportArgs {
 
 #[derive(Subcommand)]
 pub enum ImportSource {
-    /// An lm-evaluation-harness task YAML (generate_until, dataset_path json|csv|parquet with
+    /// An lm-evaluation-harness task YAML (generate_until, multiple_choice or
+    /// loglikelihood_rolling, dataset_path json|csv|parquet with
     /// local data_files). Keys it cannot express (`!function`, remote datasets) are refused
     /// by name, and nothing is stored.
     LmEval {
@@ -328,6 +329,10 @@ pub enum ImportSource {
         /// as one user message).
         #[arg(long, default_value = "completions")]
         api: String,
+        /// A loglikelihood_rolling task's window: lm-eval's `max_length` model argument (each
+        /// request holds at most max_length - 1 token ids; default 2048, as lm-eval's).
+        #[arg(long)]
+        max_length: Option<u32>,
     },
     /// Inspect AI samples (JSONL: `input` a string or chat messages, `target`, `choices`,
     /// `id`, `metadata`): one dataset and one eval. With choices the letter chosen is graded,

@@ -528,16 +528,7 @@ fn score_verdict(
 /// likelihood eval scores a checkpoint close to its accuracy, and an item's verdict is the
 /// same whichever order its choices come in.
 pub(crate) fn score_prompt(generation: Generation<'_>, top_count: usize) -> Vec<ScoredToken> {
-    score_prompt_tokens(generation, tokenize(generation.prompt), top_count)
-}
-
-/// [`score_prompt`] over the prompt's tokens as given (a prompt sent as token ids reads back
-/// as exactly its tokens, which `tokens` concatenate to).
-pub(crate) fn score_prompt_tokens(
-    generation: Generation<'_>,
-    tokens: Vec<String>,
-    top_count: usize,
-) -> Vec<ScoredToken> {
+    let tokens = tokenize(generation.prompt);
     let total = tokens.len();
     let answer_tokens = find_question(generation.prompt)
         .filter(|item| generation.prompt.trim_end().ends_with(item.target.as_str()))
@@ -590,6 +581,46 @@ pub(crate) fn score_prompt_tokens(
                 _ => vec![(text.clone(), logprob)],
             };
             let top = top_alternatives(&identity, 0, leaders, top_count.max(1));
+            ScoredToken {
+                text,
+                logprob: if index == 0 { f64::NAN } else { logprob },
+                top,
+            }
+        })
+        .collect()
+}
+
+/// The echo of a prompt sent as token ids (rolling likelihood): each token's logprob depends on
+/// the token before it alone (a bigram model), so a document scores the same however it is cut
+/// into windows, as long as every scored token follows another; and a model that knows more
+/// (higher accuracy) finds text likelier, so perplexity ranks checkpoints as their accuracy
+/// does. The first token follows nothing and has no logprob.
+pub(crate) fn score_id_prompt(
+    generation: Generation<'_>,
+    tokens: Vec<String>,
+    top_count: usize,
+) -> Vec<ScoredToken> {
+    let spread = 3.0 * (1.2 - generation.model.accuracy).max(0.05);
+    let mut previous = String::new();
+    tokens
+        .into_iter()
+        .enumerate()
+        .map(|(index, text)| {
+            let pair = format!("{previous}\u{0}{text}");
+            let identity = Generation {
+                prompt: &pair,
+                seed: 0,
+                ..generation
+            }
+            .identity();
+            let logprob = -0.05 - spread * identity.draw("rolling-bigram", 0);
+            let top = top_alternatives(
+                &identity,
+                0,
+                vec![(text.clone(), logprob)],
+                top_count.max(1),
+            );
+            previous.clone_from(&text);
             ScoredToken {
                 text,
                 logprob: if index == 0 { f64::NAN } else { logprob },

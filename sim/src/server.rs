@@ -785,7 +785,7 @@ fn run_generation<'a>(
     let mut echoed = 0;
     if request.echo {
         let mut prompt = match &request.prompt_tokens {
-            Some(tokens) => score_prompt_tokens(generation, tokens.clone(), top_count),
+            Some(tokens) => score_id_prompt(generation, tokens.clone(), top_count),
             None => score_prompt(generation, top_count),
         };
         echoed = prompt.len();

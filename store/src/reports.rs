@@ -156,12 +156,19 @@ pub trait ReportStore: Send + Sync + 'static {
         run_id: RunId,
     ) -> StoreResult<Vec<(String, i64, Option<String>, Option<bool>)>>;
 
-    /// A likelihood run's scored answers: (case id, repetition, every choice's score), in case
-    /// and repetition order.
+    /// A likelihood run's scored answers: (case id, repetition, every choice's score), in the
+    /// order the identities were planned (dataset order, repetition by repetition).
     async fn run_choice_scores(
         &self,
         run_id: RunId,
     ) -> StoreResult<Vec<(String, i64, arbiter_domain::likelihood::ChoiceScores)>>;
+
+    /// A rolling-likelihood run's scored documents: (case id, repetition, score), in the order
+    /// the identities were planned (dataset order), which is the order lm-eval sums them in.
+    async fn run_rolling_scores(
+        &self,
+        run_id: RunId,
+    ) -> StoreResult<Vec<(String, i64, arbiter_domain::rolling::RollingScore)>>;
 
     /// An instruction-following run's per-instruction results: (case id, repetition, each
     /// instruction followed strictly and loosely), in case and repetition order.
@@ -210,6 +217,21 @@ macro_rules! reports_sql {
         use arbiter_domain::ids::{CheckpointId, EvalId, IdentityId, RunId, UserId};
         use $crate::{StoreError, StoreResult, now_ms};
         use arbiter_domain::reports::diff::DiffGrade;
+
+        impl $store {
+            /// A run's scored generations' `scores` JSON: (case id, repetition, JSON), in the
+            /// order the identities were planned (dataset order, repetition by repetition).
+            async fn run_scores_json(&self, run_id: RunId) -> Result<Vec<(String, i64, String)>, sqlx::Error> {
+                sqlx::query_as(
+                    "SELECT w.case_id, w.repetition, g.scores FROM work_items w \
+                     JOIN generations g ON g.work_item_id = w.id \
+                     WHERE w.run_id = $1 AND g.scores IS NOT NULL ORDER BY w.id",
+                )
+                .bind(run_id.get())
+                .fetch_all(&self.pool)
+                .await
+            }
+        }
 
         #[async_trait::async_trait]
         impl $crate::reports::ReportStore for $store {
@@ -521,18 +543,18 @@ macro_rules! reports_sql {
 
             async fn run_choice_scores(&self, run_id: RunId) -> StoreResult<Vec<(String, i64, arbiter_domain::likelihood::ChoiceScores)>> {
                 let result: StoreResult<Vec<(String, i64, arbiter_domain::likelihood::ChoiceScores)>> = async move {
-                    let rows: Vec<(String, i64, String)> = sqlx::query_as(
-                        "SELECT w.case_id, w.repetition, g.scores FROM work_items w \
-                         JOIN generations g ON g.work_item_id = w.id \
-                         WHERE w.run_id = $1 AND g.scores IS NOT NULL ORDER BY w.case_id, w.repetition",
-                    )
-                    .bind(run_id.get())
-                    .fetch_all(&self.pool)
-                    .await?;
-                    $crate::reports::decode_json_column(rows)
+                    $crate::reports::decode_json_column(self.run_scores_json(run_id).await?)
                 }
                 .await;
                 result.map_err(|err| err.during("run_choice_scores"))
+            }
+
+            async fn run_rolling_scores(&self, run_id: RunId) -> StoreResult<Vec<(String, i64, arbiter_domain::rolling::RollingScore)>> {
+                let result: StoreResult<Vec<(String, i64, arbiter_domain::rolling::RollingScore)>> = async move {
+                    $crate::reports::decode_json_column(self.run_scores_json(run_id).await?)
+                }
+                .await;
+                result.map_err(|err| err.during("run_rolling_scores"))
             }
 
             async fn run_instruction_results(&self, run_id: RunId) -> StoreResult<Vec<(String, i64, Vec<arbiter_domain::grading::instructions::InstructionResult>)>> {

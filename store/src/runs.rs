@@ -255,7 +255,7 @@ macro_rules! runs_sql {
                             let (state, verdict, decided_by) = match &identity.cached {
                                 Some(hit) => (
                                     "done",
-                                    hit.grading.verdict.map(|verdict| verdict.as_str()),
+                                    Some(hit.grading.verdict_label()),
                                     Some(hit.grading.decided_by_label()),
                                 ),
                                 // A later turn waits for the answer to the turn before it.
@@ -418,6 +418,7 @@ macro_rules! runs_sql {
                         failed: count("verdict", "fail"),
                         uncertain: count("verdict", "uncertain"),
                         errors: count("verdict", "error"),
+                        scored: count("verdict", "scored"),
                         last_error: None,
                         priority: $crate::priority_of(run.read("priority")?)?,
                         team: run.read("team")?,
@@ -450,7 +451,8 @@ macro_rules! runs_sql {
                          COUNT(*) FILTER (WHERE verdict = 'pass') AS passed, \
                          COUNT(*) FILTER (WHERE verdict = 'fail') AS failed, \
                          COUNT(*) FILTER (WHERE verdict = 'uncertain') AS uncertain, \
-                         COUNT(*) FILTER (WHERE verdict = 'error') AS errors \
+                         COUNT(*) FILTER (WHERE verdict = 'error') AS errors, \
+                         COUNT(*) FILTER (WHERE verdict = 'scored') AS scored \
                          FROM work_items WHERE run_id = $1",
                     )
                     .bind(run_id.get())
@@ -530,6 +532,7 @@ macro_rules! runs_sql {
                         failed: counts.read("failed")?,
                         uncertain: counts.read("uncertain")?,
                         errors: counts.read("errors")?,
+                        scored: counts.read("scored")?,
                         last_error,
                         throughput_per_s: recent as f64 / (window_ms as f64 / 1000.0),
                         from_cache,

@@ -36,6 +36,8 @@ pub struct CachedGeneration {
     pub model_used: Option<String>,
     /// A likelihood eval's choice scores.
     pub choice_scores: Option<arbiter_domain::likelihood::ChoiceScores>,
+    /// A rolling-likelihood eval's document score.
+    pub rolling: Option<arbiter_domain::rolling::RollingScore>,
 }
 
 impl CachedGeneration {
@@ -49,6 +51,7 @@ impl CachedGeneration {
             completion_tokens: self.completion_tokens,
             model_used: self.model_used.clone(),
             choice_scores: self.choice_scores.clone(),
+            rolling: self.rolling.clone(),
             ..Generation::default()
         }
     }
@@ -235,7 +238,18 @@ macro_rules! work_queue_sql {
         use arbiter_domain::answer::Outcome;
 
         fn cached_from_row(row: &<$db as sqlx::Database>::Row) -> Result<CachedGeneration, sqlx::Error> {
+            use arbiter_domain::rolling::StoredScores;
             let outcome: String = row.read("outcome")?;
+            let scores: Option<String> = row.read("scores")?;
+            let scores: Option<StoredScores> = scores
+                .map(|text| serde_json::from_str(&text))
+                .transpose()
+                .map_err(|err| sqlx::Error::Decode(err.into()))?;
+            let (choice_scores, rolling) = match scores {
+                Some(StoredScores::Choices(choices)) => (Some(choices), None),
+                Some(StoredScores::Rolling(rolling)) => (None, Some(rolling)),
+                None => (None, None),
+            };
             Ok(CachedGeneration {
                 source_identity_id: row.read("source_work_item_id")?,
                 outcome: Outcome::parse(&outcome)
@@ -245,13 +259,8 @@ macro_rules! work_queue_sql {
                 prompt_tokens: row.read("prompt_tokens")?,
                 completion_tokens: row.read("completion_tokens")?,
                 model_used: row.read("model_used")?,
-                choice_scores: {
-                    let scores: Option<String> = row.read("scores")?;
-                    scores
-                        .map(|text| serde_json::from_str(&text))
-                        .transpose()
-                        .map_err(|err| sqlx::Error::Decode(err.into()))?
-                },
+                choice_scores,
+                rolling,
             })
         }
 
@@ -370,9 +379,7 @@ macro_rules! work_queue_sql {
                     .push_bind(generation.completion_tokens)
                     .push_bind(generation.cost_usd)
                     .push_bind(now)
-                    .push_bind(generation.choice_scores.as_ref().map(|scores| {
-                        serde_json::to_string(scores).expect("scores always serialize")
-                    }));
+                    .push_bind(arbiter_domain::rolling::StoredScores::column(generation));
             });
             insert.push(" ON CONFLICT (work_item_id) DO NOTHING RETURNING work_item_id");
             let inserted: std::collections::HashSet<i64> =
@@ -440,7 +447,7 @@ macro_rules! work_queue_sql {
                 );
                 update.push_values(&recorded, |mut row, item| {
                     row.push_bind(item.identity_id.get())
-                        .push_bind(item.grading.verdict.map_or("error", |verdict| verdict.as_str()))
+                        .push_bind(item.grading.verdict_label())
                         .push_bind(item.grading.decided_by_label());
                 });
                 update.push(") AS v WHERE work_items.id = v.column1 RETURNING work_items.run_id");

@@ -177,12 +177,13 @@ pub fn DefineEval(
                 </div>
             </details>
             <details>
-                <summary>"Scoring: generate an answer, or the likelihood of each choice"</summary>
+                <summary>"Scoring: generate an answer, the likelihood of each choice, or perplexity"</summary>
                 <div class="row">
                     <label>"Scoring"
                         <select name="options[scoring]">
                             <option value="generate">"generate an answer (graded below)"</option>
                             <option value="likelihood">"likelihood of each choice (lm-eval multiple_choice)"</option>
+                            <option value="rolling">"rolling likelihood of the whole text: perplexity, bits per byte (lm-eval loglikelihood_rolling)"</option>
                         </select>
                     </label>
                     <label>"Between prompt and choice (\\s a space, \\n a newline)" <input name="options[target_delimiter]" placeholder="\\s"/></label>
@@ -199,6 +200,17 @@ pub fn DefineEval(
                     <code>"echo"</code> " and " <code>"logprobs"</code> ", and the model's answer is the letter of the likeliest choice, "
                     "graded by the grader below. Needs the completions API, a choices field, and an endpoint that returns prompt "
                     "logprobs (vLLM, SGLang, arbiter model serve, the simulator): the launch checks, rather than report chance."
+                </p>
+                <div class="row">
+                    <label>"Rolling: max_length (tokens per request + 1, as lm-eval's)" <input name="options[rolling_max_length]" type="number" min="3" placeholder="2048"/></label>
+                    <label>"Rolling: stride (new tokens per window)" <input name="options[rolling_stride]" type="number" min="1" placeholder="max_length − 2"/></label>
+                    <label>"Rolling: prefix token id" <input name="options[rolling_prefix_token]" type="number" min="0" placeholder="from the server"/></label>
+                </div>
+                <p class="hint">
+                    "By rolling likelihood, the prompt template's text (for example " <code>"{{ text }}"</code> ") is tokenised by the "
+                    "server's " <code>"/tokenize"</code> " and scored in windows, every token once; the report gives word and byte "
+                    "perplexity and bits per byte over the corpus, and no grader is asked. Needs the completions API and a server "
+                    "with " <code>"/tokenize"</code> " and prompt logprobs on token prompts (vLLM, arbiter model serve, the simulator)."
                 </p>
             </details>
             <details>

@@ -18,6 +18,8 @@ pub struct CategoryView {
     pub failed: u64,
     pub uncertain: u64,
     pub errors: u64,
+    /// Scored without a verdict (rolling likelihood).
+    pub scored: u64,
     /// Non-zero outcomes other than ok: ("truncated", 3), …
     pub outcome_mix: Vec<(String, u64)>,
     /// "63.3%" or "–".
@@ -54,6 +56,8 @@ pub struct ReportView {
     pub turns: Vec<arbiter_domain::reports::TurnReport>,
     /// For likelihood evals: acc, acc_norm, acc_bytes, the probability on the right answer.
     pub likelihood: Option<arbiter_domain::reports::likelihood::LikelihoodReport>,
+    /// For rolling-likelihood evals: perplexities and bits per byte.
+    pub rolling: Option<arbiter_domain::reports::rolling::RollingReport>,
     /// With a contamination check: scores with and without the items found in the corpus.
     pub contamination: Option<arbiter_domain::contamination::ContaminationReport>,
     /// For instruction-following evals: IFEval's four accuracies and each instruction's rates.
@@ -112,6 +116,8 @@ pub struct CandidateView {
     pub changed: u64,
     /// For likelihood evals: the paired t-test on the right answer's log-likelihood.
     pub likelihood: Option<arbiter_domain::reports::likelihood::PairedValueTest>,
+    /// For rolling-likelihood evals: the paired bootstrap of bits per byte.
+    pub rolling: Option<arbiter_domain::reports::rolling::PairedBitsPerByte>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -249,6 +255,7 @@ mod convert {
             failed: report.failed,
             uncertain: report.uncertain,
             errors: report.errors,
+            scored: report.scored,
             outcome_mix: Outcome::ALL
                 .iter()
                 .zip(report.outcomes)
@@ -307,6 +314,7 @@ mod convert {
             sample_metrics: report.sample_metrics.clone(),
             turns: report.turns.clone(),
             likelihood: report.likelihood.clone(),
+            rolling: report.rolling.clone(),
             contamination: report.contamination.clone(),
             instructions: report.instructions.clone(),
         }
@@ -530,6 +538,7 @@ pub async fn compare_checkpoints(
                     .collect(),
                 changed: c.comparison.changed,
                 likelihood: c.comparison.likelihood.clone(),
+                rolling: c.comparison.rolling.clone(),
             })
             .collect(),
         correction: summary.correction.label().to_string(),

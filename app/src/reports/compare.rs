@@ -157,13 +157,22 @@ pub fn ReportCard(title: &'static str, report: ReportView) -> impl IntoView {
                 <span class=badge_class data-testid="completeness">{report.completeness.clone()}</span>
                 " " {report.completed} " / " {report.expected} " results · run " {report.status.clone()}
             </p>
-            <p class="big">{overall.rate.clone()}</p>
-            <p class="hint">
-                {if overall.interval.is_empty() { String::new() } else {
-                    format!("95% interval {} ({})", overall.interval, overall.interval_method)
-                }}
-            </p>
+            {match report.rolling.as_ref().and_then(|rolling| rolling.bits_per_byte.map(|bits| (bits, rolling.bits_per_byte_interval))) {
+                Some((bits, interval)) => view! {
+                    <p class="big" data-testid="bits-per-byte">{format!("{bits:.4}")} " bits per byte"</p>
+                    <p class="hint">{interval.map(|i| format!("95% interval {:.4}–{:.4} (bootstrap over documents)", i.lower, i.upper))}</p>
+                }.into_any(),
+                None => view! {
+                    <p class="big">{overall.rate.clone()}</p>
+                    <p class="hint">
+                        {if overall.interval.is_empty() { String::new() } else {
+                            format!("95% interval {} ({})", overall.interval, overall.interval_method)
+                        }}
+                    </p>
+                }.into_any(),
+            }}
             <p>
+                {(overall.scored > 0).then(|| format!("{} scored · ", overall.scored))}
                 {overall.passed} " passed of " {overall.passed + overall.failed} " graded · "
                 {overall.uncertain} " awaiting human review · " {overall.errors} " errors"
                 {overall.outcome_mix.iter().map(|(outcome, count)| format!(" · {count} {outcome}")).collect::<String>()}
@@ -214,6 +223,7 @@ pub fn ReportCard(title: &'static str, report: ReportView) -> impl IntoView {
                 </table>
             })}
             {report.likelihood.clone().map(|likelihood| view! { <LikelihoodTable likelihood/> })}
+            {report.rolling.clone().map(|rolling| view! { <RollingTable rolling/> })}
             {report.contamination.clone().map(|contamination| view! { <ContaminationTable contamination/> })}
             {report.instructions.clone().map(|instructions| view! { <InstructionsTable instructions/> })}
             {(!report.turns.is_empty()).then(|| view! {
@@ -344,6 +354,16 @@ fn PairedSection(candidate: CandidateView, correction: String) -> impl IntoView 
                     {test.interval.map(|interval| format!(" (95% interval {:+.3} to {:+.3})", interval.lower, interval.upper))}
                     {test.p_value.map(|p| format!(", p = {p:.3}"))}
                     "."
+                </p>
+            })}
+            {candidate.rolling.clone().map(|test| view! {
+                <p class="hint" data-testid="rolling-test">
+                    "Bits per byte over the " {test.documents} " documents both runs scored: "
+                    {format!("{:.4} → {:.4}, ", test.baseline, test.candidate)}
+                    <strong>{format!("{:+.4}", test.difference)}</strong>
+                    {test.interval.map(|interval| format!(" (95% interval {:+.4} to {:+.4}, paired bootstrap over documents)", interval.lower, interval.upper))}
+                    {test.p_value.map(|p| format!(", p = {p:.3}"))}
+                    {format!("; the candidate is likelier on {} of them. Lower is better.", test.candidate_better)}
                 </p>
             })}
             {(!candidate.sample_tests.is_empty()).then(|| view! {
@@ -611,6 +631,50 @@ fn LikelihoodTable(
                             <td>{metric.items}</td>
                         </tr>
                     }
+                }).collect_view()}
+            </tbody>
+        </table>
+    }
+}
+
+/// A rolling-likelihood eval's corpus metrics, as lm-eval names them.
+#[component]
+fn RollingTable(rolling: arbiter_domain::reports::rolling::RollingReport) -> impl IntoView {
+    let number =
+        |value: Option<f64>| value.map_or_else(|| "–".to_string(), |value| format!("{value:.4}"));
+    let rows = [
+        (
+            "bits_per_byte",
+            "−log₂ likelihood per UTF-8 byte (lower is better)",
+            number(rolling.bits_per_byte),
+        ),
+        (
+            "byte_perplexity",
+            "exp(−log-likelihood per byte)",
+            number(rolling.byte_perplexity),
+        ),
+        (
+            "word_perplexity",
+            "exp(−log-likelihood per word, words split at whitespace)",
+            number(rolling.word_perplexity),
+        ),
+        (
+            "token_perplexity",
+            "exp(−log-likelihood per token): depends on the tokenizer",
+            number(rolling.token_perplexity),
+        ),
+    ];
+    view! {
+        <table class="likelihood" data-testid="rolling-metrics">
+            <caption>
+                "Scored by rolling likelihood: " {rolling.documents} " documents, " {rolling.tokens} " tokens, "
+                {rolling.words} " words, " {rolling.bytes} " bytes in " {rolling.windows} " windows; total log-likelihood "
+                {format!("{:.2}", rolling.logprob)}
+            </caption>
+            <thead><tr><th>"Metric"</th><th>"What it is"</th><th>"Value"</th></tr></thead>
+            <tbody>
+                {rows.into_iter().map(|(name, what, value)| view! {
+                    <tr><td><code>{name}</code></td><td>{what}</td><td>{value}</td></tr>
                 }).collect_view()}
             </tbody>
         </table>

@@ -269,6 +269,9 @@ fn Progress(progress: RunProgress) -> impl IntoView {
                 <li>"fail: " <strong data-testid="count-fail">{progress.failed}</strong></li>
                 <li>"to human review: " <strong data-testid="count-uncertain">{progress.uncertain}</strong></li>
                 <li>"errors: " <strong data-testid="count-errors">{progress.errors}</strong></li>
+                {(progress.scored > 0).then(|| view! {
+                    <li>"scored: " <strong data-testid="count-scored">{progress.scored}</strong></li>
+                })}
             </ul>
             <p data-testid="run-telemetry">
                 {format!("{:.1}", progress.throughput_per_s)} " results/s over the last minute"

@@ -20,6 +20,9 @@ pub struct Grading {
     pub human: Option<HumanTask>,
     /// Judge calls made now, for the grade cache.
     pub judge_calls: Vec<JudgeCall>,
+    /// Scored without a verdict (rolling likelihood: the answer is a number, not right or
+    /// wrong). Done and decided, never an error, never in a pass rate.
+    pub scored: bool,
 }
 
 impl Grading {
@@ -34,6 +37,24 @@ impl Grading {
         debug_assert!(settled, "without a policy no judge is asked");
         grading.grades.push(GradeRecord::deterministic(grade));
         grading
+    }
+
+    /// An answer that is a score, not a verdict (rolling likelihood).
+    pub fn scored() -> Grading {
+        Grading {
+            scored: true,
+            ..Grading::default()
+        }
+    }
+
+    /// What `work_items.verdict` holds: the verdict, `scored` for a verdict-free score,
+    /// `error` for an endpoint error (never graded).
+    pub fn verdict_label(&self) -> &'static str {
+        match (self.scored, self.verdict) {
+            (true, _) => "scored",
+            (false, Some(verdict)) => verdict.as_str(),
+            (false, None) => "error",
+        }
     }
 
     /// Records a final triage step: an accepted verdict, or a human escalation (no verdict
@@ -71,6 +92,9 @@ impl Grading {
     /// What `work_items.decided_by` holds: the deciding stage, `pending` while a human has to
     /// decide, `error` for an endpoint error (never graded).
     pub fn decided_by_label(&self) -> &'static str {
+        if self.scored {
+            return "scored";
+        }
         match (self.decided_by, self.verdict) {
             (Some(stage), _) => stage.as_str(),
             (None, None) => "error",

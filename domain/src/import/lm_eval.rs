@@ -96,6 +96,9 @@ pub struct LmEvalTask {
     /// `multiple_choice` tasks: the field holding each document's choices, and how they are
     /// scored (the completions API, no generation). `None` for `generate_until`.
     pub choices: Option<(String, LikelihoodSpec)>,
+    /// `loglikelihood_rolling` tasks: the prompt template's text is scored whole by rolling
+    /// log-likelihood (the completions API, no generation, no grader).
+    pub rolling: bool,
     /// What is translated with a difference the user should know of.
     pub notes: Vec<String>,
 }
@@ -150,12 +153,13 @@ pub fn read_task(task: &Value) -> Result<LmEvalTask, String> {
     }
     let name = string(task, "task")?.ok_or("`task`: the task needs a name")?;
     let output_type = string(task, "output_type")?.unwrap_or_else(|| "generate_until".into());
-    let multiple_choice = match output_type.as_str() {
-        "generate_until" => false,
-        "multiple_choice" => true,
+    let (multiple_choice, rolling) = match output_type.as_str() {
+        "generate_until" => (false, false),
+        "multiple_choice" => (true, false),
+        "loglikelihood_rolling" => (false, true),
         other => {
             return Err(format!(
-                "`output_type: {other}` is not imported yet; generate_until and multiple_choice tasks are"
+                "`output_type: {other}` is not imported yet; generate_until, multiple_choice and loglikelihood_rolling tasks are"
             ))
         }
     };
@@ -207,6 +211,9 @@ pub fn read_task(task: &Value) -> Result<LmEvalTask, String> {
         }
     };
     let evaluated = split_files(evaluated_key, &evaluated_split)?;
+    if rolling {
+        return rolling_task(task, name, format, evaluated);
+    }
 
     let mut notes = Vec::new();
     let description = string(task, "description")?.unwrap_or_default();
@@ -323,6 +330,7 @@ pub fn read_task(task: &Value) -> Result<LmEvalTask, String> {
         pipelines,
         choices: None,
         notes,
+        rolling: false,
     })
 }
 
@@ -345,21 +353,15 @@ fn multiple_choice_task(
     task: &Map<String, Value>,
     parts: MultipleChoiceParts,
 ) -> Result<LmEvalTask, String> {
-    for (key, why) in [
-        ("num_fewshot", "few-shot multiple choice shows each shot's answer as its choice's text, which Arbiter's shots do not yet; import it zero-shot"),
-        ("generation_kwargs", "a multiple_choice task generates nothing"),
-        ("filter_list", "filters read generated answers; a multiple_choice task has none"),
-        ("repeats", "likelihood scores are the same every time; a multiple_choice task is scored once"),
-    ] {
-        let set = match task.get(key) {
-            None | Some(Value::Null) => false,
-            Some(Value::Number(number)) => number.as_u64() != Some(if key == "repeats" { 1 } else { 0 }),
-            Some(_) => true,
-        };
-        if set {
-            return Err(format!("`{key}`: {why}"));
-        }
-    }
+    refuse_set(
+        task,
+        &[
+            ("num_fewshot", "few-shot multiple choice shows each shot's answer as its choice's text, which Arbiter's shots do not yet; import it zero-shot"),
+            ("generation_kwargs", "a multiple_choice task generates nothing"),
+            ("filter_list", "filters read generated answers; a multiple_choice task has none"),
+            ("repeats", "likelihood scores are the same every time; a multiple_choice task is scored once"),
+        ],
+    )?;
     let choices_field = match task.get("doc_to_choice") {
         Some(Value::String(text)) => {
             let text = text.trim();
@@ -408,7 +410,138 @@ fn multiple_choice_task(
         notes: vec![
             "scored by the likelihood of each choice on the completions API, as the harness's local-completions scores it; the endpoint must return prompt logprobs".into(),
         ],
+        rolling: false,
     })
+}
+
+/// A `loglikelihood_rolling` task (perplexity: WikiText, the Pile): each document's
+/// `doc_to_target` scored whole by rolling log-likelihood, nothing generated, nothing graded.
+/// The harness ignores `doc_to_text` there, and its `description` and shots too (the request
+/// is the target alone), so a task that sets them is refused rather than read differently.
+/// `metric_list` may name word_perplexity, byte_perplexity and bits_per_byte (all three are
+/// reported), aggregated as the harness does.
+fn rolling_task(
+    task: &Map<String, Value>,
+    name: String,
+    format: DataFormat,
+    evaluated: SplitFiles,
+) -> Result<LmEvalTask, String> {
+    refuse_set(
+        task,
+        &[
+            (
+                "num_fewshot",
+                "loglikelihood_rolling scores each document alone",
+            ),
+            (
+                "description",
+                "loglikelihood_rolling scores the target alone, without the description",
+            ),
+            (
+                "doc_to_choice",
+                "loglikelihood_rolling scores one text per document",
+            ),
+            (
+                "generation_kwargs",
+                "loglikelihood_rolling generates nothing",
+            ),
+            (
+                "filter_list",
+                "filters read generated answers; loglikelihood_rolling has none",
+            ),
+            (
+                "repeats",
+                "rolling scores are the same every time; the task is scored once",
+            ),
+        ],
+    )?;
+    if string(task, "doc_to_text")?.is_some_and(|text| !text.trim().is_empty()) {
+        return Err(
+            "`doc_to_text`: loglikelihood_rolling scores doc_to_target alone (the harness ignores \
+             doc_to_text there); leave it empty"
+                .into(),
+        );
+    }
+    if matches!(task.get("doc_to_target"), Some(Value::Number(_))) {
+        return Err("`doc_to_target` must name the text to score, not a number".into());
+    }
+    let target = template(task, "doc_to_target")?;
+    if target.trim_start().starts_with("!function") {
+        return Err(format!(
+            "`doc_to_target` is `{}`, which runs Python code of the task (WikiText's \
+             detokenizer); put the text to score in the data files and name its field",
+            target.trim()
+        ));
+    }
+    let input_field =
+        first_field(&target).ok_or("`doc_to_target` uses no field of the documents")?;
+    for (at, metric, entry) in metric_list(task)? {
+        let aggregation = match metric {
+            "word_perplexity" | "byte_perplexity" => "weighted_perplexity",
+            "bits_per_byte" => "bits_per_byte",
+            other => {
+                return Err(format!(
+                    "`{at}.metric: {other}` is not reported for loglikelihood_rolling; \
+                     word_perplexity, byte_perplexity and bits_per_byte are"
+                ))
+            }
+        };
+        match entry.get("aggregation").and_then(Value::as_str) {
+            None => {}
+            Some(given) if given == aggregation => {}
+            Some(given) => {
+                return Err(format!(
+                    "`{at}.aggregation: {given}`: {metric} is aggregated as `{aggregation}` (the \
+                     corpus's summed log-likelihood over its summed units)"
+                ))
+            }
+        }
+    }
+    Ok(LmEvalTask {
+        name,
+        format,
+        evaluated,
+        shots: None,
+        prompt_template: keep_trailing_newline(&target),
+        input_field,
+        target_field: None,
+        max_tokens: 1,
+        temperature: 0.0,
+        repetitions: 1,
+        sampling: SamplingOptions::default(),
+        pipelines: vec![ScoredPipeline {
+            name: String::new(),
+            grader: GraderSpec::ExactMatch {},
+        }],
+        choices: None,
+        notes: vec![
+            "scored by rolling log-likelihood on the completions API, as the harness's \
+             local-completions scores it (the server's /tokenize and prompt logprobs on token \
+             prompts): word perplexity, byte perplexity and bits per byte in the report, no \
+             grader asked"
+                .into(),
+        ],
+        rolling: true,
+    })
+}
+
+/// Refuses the first of `keys` the task sets to more than its default (0 shots, 1 repeat, an
+/// empty text, nothing else), with the reason given.
+fn refuse_set(task: &Map<String, Value>, keys: &[(&str, &str)]) -> Result<(), String> {
+    for (key, why) in keys {
+        let set = match task.get(*key) {
+            None | Some(Value::Null) => false,
+            Some(Value::String(text)) => !text.is_empty(),
+            Some(Value::Number(number)) => {
+                number.as_u64() != Some(if *key == "repeats" { 1 } else { 0 })
+            }
+            Some(_) => true,
+        };
+        if set {
+            return Err(format!("`{key}`: {why}"));
+        }
+    }
+    Ok(())
 }
 
 /// The reading that grades a multiple-choice task: the first of `acc`, `acc_norm`,
@@ -1033,6 +1166,63 @@ mod tests {
         })
     }
 
+    fn wikitext_like() -> Value {
+        json!({
+            "task": "prose_local",
+            "dataset_path": "json",
+            "dataset_kwargs": {"data_files": {"test": "test.jsonl"}},
+            "test_split": "test",
+            "output_type": "loglikelihood_rolling",
+            "doc_to_text": "",
+            "doc_to_target": "{{text}}",
+            "metric_list": [
+                {"metric": "word_perplexity"},
+                {"metric": "byte_perplexity", "aggregation": "weighted_perplexity"},
+                {"metric": "bits_per_byte", "aggregation": "bits_per_byte", "higher_is_better": false},
+            ],
+        })
+    }
+
+    #[test]
+    fn rolling_tasks_score_their_target_whole() {
+        let task = read_task(&wikitext_like()).unwrap();
+        assert!(task.rolling);
+        assert_eq!(task.prompt_template, "{{text}}");
+        assert_eq!(
+            (task.input_field.as_str(), task.target_field),
+            ("text", None)
+        );
+        assert!(task.choices.is_none() && task.shots.is_none());
+        let mut field = wikitext_like();
+        field["doc_to_target"] = json!("page");
+        assert_eq!(read_task(&field).unwrap().prompt_template, "{{ page }}");
+        let refused = |key: &str, value: Value| {
+            let mut doc = wikitext_like();
+            doc.as_object_mut().unwrap().insert(key.into(), value);
+            read_task(&doc).unwrap_err()
+        };
+        assert!(refused("doc_to_text", json!("{{title}}")).contains("`doc_to_text`"));
+        assert!(refused("num_fewshot", json!(2)).contains("`num_fewshot`"));
+        assert!(refused("description", json!("Text:")).contains("`description`"));
+        assert!(refused("metric_list", json!([{"metric": "acc"}]))
+            .contains("`metric_list[0].metric: acc`"));
+        assert!(refused(
+            "metric_list",
+            json!([{"metric": "bits_per_byte", "aggregation": "mean"}])
+        )
+        .contains("aggregated as `bits_per_byte`"));
+        assert!(refused(
+            "doc_to_target",
+            json!("!function preprocess_wikitext.wikitext_detokenizer")
+        )
+        .contains("runs Python code"));
+        assert!(refused(
+            "process_results",
+            json!("!function preprocess_wikitext.process_results")
+        )
+        .contains("`process_results`"));
+    }
+
     #[test]
     fn multiple_choice_tasks_are_scored_by_likelihood() {
         let task = read_task(&mmlu_like()).unwrap();
@@ -1161,7 +1351,7 @@ mod tests {
                 .contains("`process_docs`")
         );
         assert!(refused("dataset_path", json!("gsm8k")).contains("remote dataset"));
-        assert!(refused("output_type", json!("loglikelihood_rolling")).contains("not imported yet"));
+        assert!(refused("output_type", json!("loglikelihood")).contains("not imported yet"));
         assert!(
             refused("doc_to_target", json!("{{answer.split('####')[-1]}}"))
                 .contains("`doc_to_target")

@@ -15,6 +15,7 @@ use super::{
 use crate::dataset::DatasetItem;
 use crate::fields::{choice_letter, ChatMessage, FieldMapping, MappedInput, MappedItem, Role};
 use crate::likelihood::LikelihoodSpec;
+use crate::rolling::RollingSpec;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -130,6 +131,11 @@ pub struct PromptSpec {
     /// (lm-eval's `multiple_choice`); `None` generates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub likelihood: Option<LikelihoodSpec>,
+    /// Score each item's whole prompt text by rolling log-likelihood instead of generating an
+    /// answer (lm-eval's `loglikelihood_rolling`: perplexity and bits per byte); `None`
+    /// generates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolling: Option<RollingSpec>,
     /// Check each item's text against a training corpus's n-grams when a run expands.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contamination: Option<crate::contamination::ContaminationSpec>,
@@ -151,6 +157,7 @@ impl PromptSpec {
             mapping: FieldMapping::default(),
             few_shot: None,
             likelihood: None,
+            rolling: None,
             contamination: None,
         }
     }
@@ -257,6 +264,30 @@ impl PromptSpec {
                 ));
             }
         }
+        if let Some(rolling) = &self.rolling {
+            rolling.validate()?;
+            if self.api != Api::Completions {
+                return Err(
+                    "rolling likelihood needs the completions API: chat APIs return no prompt \
+                     logprobs"
+                        .into(),
+                );
+            }
+            if self.likelihood.is_some() {
+                return Err(
+                    "an eval scores either choices by likelihood or whole texts by rolling \
+                     likelihood, not both"
+                        .into(),
+                );
+            }
+            if self.few_shot.is_some() || self.mapping.images.is_some() {
+                return Err(
+                    "rolling likelihood scores each item's text alone; leave few-shot exemplars \
+                     and the images field out"
+                        .into(),
+                );
+            }
+        }
         if let Some(few_shot) = &self.few_shot {
             few_shot.validate()?;
             if self.mapping.images.is_some() {
@@ -324,6 +355,18 @@ impl PromptSpec {
             .map(|(name, source)| (name.as_str(), *source))
             .collect();
         JinjaTemplates::compile(&named)
+    }
+}
+
+/// The text a rolling-likelihood eval scores: the rendered prompt of a single-turn item (an
+/// empty one scores nothing, as in lm-eval).
+pub fn rolled_text(rendered: &RenderedPrompt) -> Result<&str, String> {
+    if rendered.item.input.turn_count() > 1 {
+        return Err("is a conversation; rolling likelihood scores one text per item".into());
+    }
+    match &rendered.body {
+        PromptBody::Completion(text) => Ok(text),
+        PromptBody::Chat(_) => Err("renders a chat conversation, not a text to score".into()),
     }
 }
 
@@ -453,7 +496,8 @@ pub struct RequestPreview {
     /// The dataset revision the item comes from (the newest, as a launch would use).
     pub dataset_revision: String,
     /// Where it is posted, under the checkpoint's base URL: `chat/completions` or
-    /// `completions`.
+    /// `completions`; or, for a rolling eval's tokenisation, `/tokenize` at the server's root
+    /// (the base URL without its `/v1`).
     pub route: String,
     /// The JSON body, byte for byte as a worker sends it (the model is the checkpoint's).
     #[schema(value_type = Object)]
@@ -649,6 +693,9 @@ impl PromptRenderer {
         let first = self.render(dataset_item)?;
         if let Some(likelihood) = &self.spec.likelihood {
             likelihood.item_scoring(&first)?;
+        }
+        if self.spec.rolling.is_some() {
+            rolled_text(&first)?;
         }
         let turns = first.item.input.turn_count();
         let no_answers = vec![String::new(); turns];

@@ -88,6 +88,10 @@ pub struct PairedComparison {
     /// (a finer signal than right or wrong; not in the correction family).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub likelihood: Option<super::likelihood::PairedValueTest>,
+    /// For rolling-likelihood evals: the paired bootstrap of bits per byte over the documents
+    /// both runs scored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolling: Option<super::rolling::PairedBitsPerByte>,
 }
 
 /// Why two runs cannot be paired.
@@ -166,6 +170,7 @@ pub fn compare_snapshots(
         changed,
         sample_metrics: Vec::new(),
         likelihood: None,
+        rolling: None,
     })
 }
 

@@ -13,6 +13,7 @@ pub mod diff;
 pub mod instructions;
 pub mod latency;
 pub mod likelihood;
+pub mod rolling;
 pub mod sample_compare;
 pub mod snapshot;
 pub mod trend;
@@ -25,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Final verdicts, in the order reports list them.
-pub const VERDICTS: [&str; 4] = ["pass", "fail", "uncertain", "error"];
+pub const VERDICTS: [&str; 5] = ["pass", "fail", "uncertain", "error", "scored"];
 
 /// Why a set of results cannot be reported as complete.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -141,6 +142,9 @@ pub struct CategoryReport {
     pub failed: u64,
     pub uncertain: u64,
     pub errors: u64,
+    /// Scored without a verdict (rolling likelihood); done, never in the pass rate.
+    #[serde(default)]
+    pub scored: u64,
     /// Identities of this category without a final verdict (only known for the whole run and
     /// from a snapshot; zero otherwise).
     pub pending: u64,
@@ -162,7 +166,7 @@ impl CategoryReport {
     }
 
     pub fn decided(&self) -> u64 {
-        self.passed + self.failed + self.uncertain + self.errors
+        self.passed + self.failed + self.uncertain + self.errors + self.scored
     }
 
     fn add_tally(&mut self, field: &str, value: &str, count: u64) {
@@ -171,6 +175,7 @@ impl CategoryReport {
             ("verdict", "fail") => self.failed += count,
             ("verdict", "uncertain") => self.uncertain += count,
             ("verdict", "error") => self.errors += count,
+            ("verdict", "scored") => self.scored += count,
             ("outcome", outcome) => {
                 if let Some(index) = Outcome::parse(outcome)
                     .and_then(|o| Outcome::ALL.iter().position(|known| *known == o))
@@ -210,7 +215,7 @@ pub struct RunFacts {
 pub struct Report {
     pub completeness: Completeness,
     pub expected: u64,
-    /// Identities with a final verdict (pass, fail or error).
+    /// Identities with a final verdict (pass, fail or error) or scored.
     pub completed: u64,
     pub overall: CategoryReport,
     /// Per category, largest first; empty when the dataset has no categories.
@@ -230,6 +235,9 @@ pub struct Report {
     /// For a likelihood eval: acc, acc_norm, acc_bytes, the probability on the right answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub likelihood: Option<likelihood::LikelihoodReport>,
+    /// For a rolling-likelihood eval: word and byte perplexity and bits per byte.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolling: Option<rolling::RollingReport>,
     /// For an instruction-following eval: IFEval's prompt- and instruction-level accuracies,
     /// strict and loose, and each instruction's rates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -305,7 +313,7 @@ pub fn build_report(
         total
     });
     let decided = overall.decided();
-    let completed = overall.graded() + overall.errors;
+    let completed = overall.graded() + overall.errors + overall.scored;
     overall.pending = facts.expected.saturating_sub(decided);
     overall.finish(overall_clusters.as_ref(), facts.repetitions);
     let mut categories: Vec<CategoryReport> = by_category
@@ -360,6 +368,7 @@ pub fn build_report(
         sample_metrics: Vec::new(),
         turns: Vec::new(),
         likelihood: None,
+        rolling: None,
         instructions: None,
         contamination: None,
     }

@@ -123,6 +123,8 @@ impl TurnTally {
             "fail" => self.failed += 1,
             "uncertain" => self.uncertain += 1,
             "error" => self.errors += 1,
+            // Rolling likelihood scores whole texts, never conversations.
+            "scored" => {}
             _ => self.pending += 1,
         }
         if outcome == Some(Outcome::Stopped.as_str()) {

@@ -9,7 +9,9 @@ use crate::clients::egress::{self, BodyError, EgressPolicy, GuardedClient};
 use arbiter_domain::answer::{ErrorCategory, Generation, Outcome};
 use arbiter_domain::checkpoint::Checkpoint;
 use arbiter_domain::fields::{ChatMessage, Role};
-use arbiter_domain::likelihood::{score_continuation, EchoedLogprobs, EchoedText};
+use arbiter_domain::likelihood::{
+    score_continuation, ContinuationScore, EchoedLogprobs, EchoedText,
+};
 use arbiter_domain::logprobs::{ChatLogprobs, CompletionLogprobs};
 use arbiter_domain::manifest::EndpointFingerprint;
 use arbiter_domain::manifest::SamplingOptions;
@@ -31,10 +33,26 @@ pub struct GenerationRequest {
     /// `top_p`, `stop` and engine parameters (sent as top-level fields; checked when the eval
     /// was saved).
     pub sampling: SamplingOptions,
-    /// A scoring request (likelihood evals): the prompt is echoed with its token logprobs and
-    /// its last this-many characters are scored; nothing is generated but the one token the
-    /// APIs need. `None`: an ordinary generation.
-    pub score_continuation: Option<usize>,
+    /// What is asked of the endpoint: a generation, or a scoring request.
+    pub scoring: Scoring,
+}
+
+/// A request that scores instead of generating (nothing is generated but the one token the
+/// APIs need), or asks the server's tokenizer.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Scoring {
+    /// An ordinary generation.
+    #[default]
+    Generate,
+    /// Likelihood evals: the prompt is echoed with its token logprobs and its last this-many
+    /// characters are scored.
+    Continuation(usize),
+    /// Rolling likelihood: the prompt's token ids from the server's `/tokenize` (vLLM's route
+    /// at the server root), without special tokens.
+    Tokenize,
+    /// Rolling likelihood: these token ids are the prompt, echoed with their logprobs, and
+    /// the last `scored` of them are scored.
+    Window { tokens: Vec<u32>, scored: usize },
 }
 
 impl GenerationRequest {
@@ -57,7 +75,7 @@ impl GenerationRequest {
             temperature,
             seed,
             sampling: SamplingOptions::default(),
-            score_continuation: None,
+            scoring: Scoring::Generate,
         }
     }
 
@@ -72,7 +90,23 @@ impl GenerationRequest {
             temperature: 0.0,
             seed: 0,
             sampling: SamplingOptions::default(),
-            score_continuation: Some(continuation_chars),
+            scoring: Scoring::Continuation(continuation_chars),
+        }
+    }
+
+    /// A rolling request: the server's token ids for `text`.
+    pub fn tokenize(model: &str, text: String) -> GenerationRequest {
+        GenerationRequest {
+            scoring: Scoring::Tokenize,
+            ..GenerationRequest::scoring(model, text, 0)
+        }
+    }
+
+    /// A rolling window: `tokens` echoed with their logprobs, the last `scored` scored.
+    pub fn window(model: &str, tokens: Vec<u32>, scored: usize) -> GenerationRequest {
+        GenerationRequest {
+            scoring: Scoring::Window { tokens, scored },
+            ..GenerationRequest::scoring(model, String::new(), 0)
         }
     }
 }
@@ -136,17 +170,24 @@ impl ModelClient {
         request: &GenerationRequest,
         timeout: Duration,
     ) -> Result<Generation, AttemptFailure> {
-        let route = match request.body {
-            PromptBody::Chat(_) => "chat/completions",
-            PromptBody::Completion(_) => "completions",
+        let url = match (&request.scoring, &request.body) {
+            (Scoring::Tokenize, _) => format!("{}/tokenize", server_root(base_url)),
+            (_, PromptBody::Chat(_)) => {
+                format!("{}/chat/completions", base_url.trim_end_matches('/'))
+            }
+            (_, PromptBody::Completion(_)) => {
+                format!("{}/completions", base_url.trim_end_matches('/'))
+            }
         };
-        let url = format!("{}/{route}", base_url.trim_end_matches('/'));
-        let mut post = self
+        let post = self
             .http
             .post(&url)
             .map_err(|refusal| egress_failure(refusal.0))?
-            .timeout(timeout)
-            .json(&RequestBody::of(request));
+            .timeout(timeout);
+        let mut post = match (&request.scoring, &request.body) {
+            (Scoring::Tokenize, _) => post.json(&request_json(request)),
+            _ => post.json(&RequestBody::of(request)),
+        };
         if let Some(key) = api_key {
             post = post.bearer_auth(key);
         }
@@ -185,12 +226,16 @@ impl ModelClient {
                 },
                 BodyError::Read(err) => transport_failure(&url, err),
             })?;
-        let parsed = match (&request.body, request.score_continuation) {
-            (PromptBody::Chat(_), _) => parse_chat_completion(&bytes),
-            (PromptBody::Completion(prompt), Some(continuation_chars)) => {
-                parse_scored_completion(&bytes, prompt, continuation_chars)
+        let parsed = match (&request.body, &request.scoring) {
+            (_, Scoring::Tokenize) => parse_tokenized(&bytes),
+            (_, Scoring::Window { tokens, scored }) => {
+                parse_scored_window(&bytes, tokens.len(), *scored)
             }
-            (PromptBody::Completion(_), None) => parse_completion(&bytes),
+            (PromptBody::Chat(_), _) => parse_chat_completion(&bytes),
+            (PromptBody::Completion(prompt), Scoring::Continuation(continuation_chars)) => {
+                parse_scored_completion(&bytes, prompt, *continuation_chars)
+            }
+            (PromptBody::Completion(_), Scoring::Generate) => parse_completion(&bytes),
         };
         let mut generation = parsed.map_err(|message| AttemptFailure {
             category: ErrorCategory::MalformedResponse,
@@ -254,7 +299,7 @@ struct RequestBody<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     messages: Option<&'a [ChatMessage]>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    prompt: Option<&'a str>,
+    prompt: Option<Prompt<'a>>,
     max_tokens: u32,
     temperature: f64,
     seed: u64,
@@ -274,12 +319,30 @@ struct RequestBody<'a> {
     extra: &'a BTreeMap<String, serde_json::Value>,
 }
 
+/// A completion's prompt: text, or token ids (OpenAI's single token-list prompt).
+#[derive(Clone, Copy, Serialize)]
+#[serde(untagged)]
+enum Prompt<'a> {
+    Text(&'a str),
+    Tokens(&'a [u32]),
+}
+
+/// vLLM's `/tokenize` request.
+#[derive(Serialize)]
+struct TokenizeBody<'a> {
+    model: &'a str,
+    prompt: &'a str,
+    add_special_tokens: bool,
+}
+
 impl<'a> RequestBody<'a> {
     fn of(request: &'a GenerationRequest) -> RequestBody<'a> {
-        let (messages, prompt) = match &request.body {
-            PromptBody::Chat(messages) => (Some(&messages[..]), None),
-            PromptBody::Completion(prompt) => (None, Some(prompt.as_str())),
+        let (messages, prompt) = match (&request.body, &request.scoring) {
+            (_, Scoring::Window { tokens, .. }) => (None, Some(Prompt::Tokens(tokens))),
+            (PromptBody::Chat(messages), _) => (Some(&messages[..]), None),
+            (PromptBody::Completion(prompt), _) => (None, Some(Prompt::Text(prompt))),
         };
+        let scoring = !matches!(request.scoring, Scoring::Generate);
         RequestBody {
             model: &request.model,
             messages,
@@ -289,15 +352,15 @@ impl<'a> RequestBody<'a> {
             seed: request.seed,
             top_p: request.sampling.top_p,
             stop: &request.sampling.stop,
-            logprobs: match (prompt, request.score_continuation) {
+            logprobs: match (&prompt, scoring) {
                 (None, _) => serde_json::Value::Bool(true),
                 // The token's own logprob and the best alternative's, for greediness.
-                (Some(_), Some(_)) => serde_json::Value::from(1),
-                (Some(_), None) => serde_json::Value::from(TOP_LOGPROBS),
+                (Some(_), true) => serde_json::Value::from(1),
+                (Some(_), false) => serde_json::Value::from(TOP_LOGPROBS),
             },
             top_logprobs: prompt.is_none().then_some(TOP_LOGPROBS),
             stream: false,
-            echo: request.score_continuation.is_some(),
+            echo: scoring,
             extra: &request.sampling.extra,
         }
     }
@@ -305,7 +368,15 @@ impl<'a> RequestBody<'a> {
 
 /// The request body a generation request is sent as (the eval preview shows it).
 pub fn request_json(request: &GenerationRequest) -> serde_json::Value {
-    serde_json::to_value(RequestBody::of(request)).expect("requests always serialize")
+    let json = match (&request.scoring, &request.body) {
+        (Scoring::Tokenize, PromptBody::Completion(text)) => serde_json::to_value(TokenizeBody {
+            model: &request.model,
+            prompt: text,
+            add_special_tokens: false,
+        }),
+        _ => serde_json::to_value(RequestBody::of(request)),
+    };
+    json.expect("requests always serialize")
 }
 
 /// The parts of an OpenAI chat completion Arbiter reads, borrowed from the body where possible.
@@ -446,22 +517,34 @@ fn parse_scored_completion(
     prompt: &str,
     continuation_chars: usize,
 ) -> Result<Generation, String> {
+    parse_echoed(body, |echo, text, generated_tokens| {
+        let echoed = EchoedText {
+            text,
+            prompt,
+            generated_tokens,
+        };
+        score_continuation(echo, echoed, continuation_chars)
+    })
+}
+
+/// An echoed completion's score, as `score` reads it from the echo, the returned text and the
+/// tokens generated after the prompt (from the usage, when it says).
+fn parse_echoed(
+    body: &[u8],
+    score: impl FnOnce(&EchoedLogprobs, &str, Option<usize>) -> Result<ContinuationScore, String>,
+) -> Result<Generation, String> {
     let completion: EchoedCompletion =
         serde_json::from_slice(body).map_err(|err| err.to_string())?;
     let choice = first_choice(completion.choices)?;
     let echo = choice.logprobs.ok_or_else(|| {
         "the response has no logprobs: the endpoint does not return prompt logprobs".to_string()
     })?;
-    let echoed = EchoedText {
-        text: &choice.text,
-        prompt,
-        generated_tokens: completion
-            .usage
-            .as_ref()
-            .and_then(|usage| usage.completion_tokens)
-            .and_then(|tokens| usize::try_from(tokens).ok()),
-    };
-    let score = score_continuation(&echo, echoed, continuation_chars)?;
+    let generated = completion
+        .usage
+        .as_ref()
+        .and_then(|usage| usage.completion_tokens)
+        .and_then(|tokens| usize::try_from(tokens).ok());
+    let score = score(&echo, &choice.text, generated)?;
     Ok(Generation {
         continuation: Some(score),
         ..answered(
@@ -472,6 +555,31 @@ fn parse_scored_completion(
             completion.usage,
             None,
         )
+    })
+}
+
+/// vLLM's `/tokenize` answer: the token ids.
+#[derive(Deserialize)]
+struct Tokenized {
+    tokens: Vec<u32>,
+}
+
+fn parse_tokenized(body: &[u8]) -> Result<Generation, String> {
+    let tokenized: Tokenized = serde_json::from_slice(body)
+        .map_err(|err| format!("not a /tokenize answer with token ids: {err}"))?;
+    Ok(Generation {
+        outcome: Outcome::Ok,
+        finish_reason: Some("tokenized".into()),
+        prompt_tokens: Some(tokenized.tokens.len() as i64),
+        token_ids: Some(tokenized.tokens),
+        ..Generation::default()
+    })
+}
+
+/// A rolling window's echo: the score of its last `scored` of `sent` token ids.
+fn parse_scored_window(body: &[u8], sent: usize, scored: usize) -> Result<Generation, String> {
+    parse_echoed(body, |echo, _, generated| {
+        arbiter_domain::rolling::score_window(echo, sent, scored, generated)
     })
 }
 
@@ -515,10 +623,8 @@ pub fn normalise_base_url(raw: &str) -> Result<String, String> {
 /// The server root of an OpenAI base URL (`http://h:8000/v1` → `http://h:8000`), where vLLM
 /// serves `/metrics`.
 pub fn server_root(base_url: &str) -> &str {
-    base_url
-        .trim_end_matches('/')
-        .strip_suffix("/v1")
-        .unwrap_or(base_url)
+    let trimmed = base_url.trim_end_matches('/');
+    trimmed.strip_suffix("/v1").unwrap_or(trimmed)
 }
 
 /// How long the launch waits for an endpoint's `/v1/models` answer.
@@ -541,36 +647,9 @@ pub async fn probe_fingerprint_with(
 ) -> EndpointFingerprint {
     let url = format!("{}/models", checkpoint.base_url.trim_end_matches('/'));
     let probe = async {
-        let mut request = http
-            .get(&url)
-            .map_err(|refusal| format!("not sent: {refusal}"))?
-            .timeout(PROBE_TIMEOUT);
         let key = crate::secrets::process()
             .resolve_endpoint_key(checkpoint.api_key_ref.as_deref(), &url)?;
-        if let Some(key) = key {
-            request = request.bearer_auth(key);
-        }
-        let response = request
-            .send()
-            .await
-            .map_err(|err| match egress::refusal_in(&err) {
-                Some(refusal) => format!("not sent: {refusal}"),
-                None if err.is_timeout() => {
-                    format!("{url} did not answer within {PROBE_TIMEOUT:?}")
-                }
-                None => format!("could not reach {url}"),
-            })?;
-        if !response.status().is_success() {
-            return Err(format!(
-                "{url} answered HTTP {}",
-                response.status().as_u16()
-            ));
-        }
-        let body = egress::read_capped(response, PROBE_BODY_LIMIT)
-            .await
-            .map_err(|err| format!("{url}: {err}"))?;
-        let body: serde_json::Value = serde_json::from_slice(&body)
-            .map_err(|_| format!("{url} did not answer with a JSON model list"))?;
+        let body = probe_get_json(http, &url, key.as_deref()).await?;
         let models = body["data"].as_array().cloned().unwrap_or_default();
         let served = models
             .iter()
@@ -624,6 +703,156 @@ pub async fn probe_prompt_logprobs(checkpoint: &Checkpoint, base_url: &str) -> R
     }
 }
 
+/// Checks that an endpoint can score rolling likelihood (its `/tokenize`, and prompt logprobs
+/// on a prompt of token ids, echoed one for one) and returns the prefix token the run scores
+/// each document's first token after: `spec`'s own, else lm-eval's choice from the server's
+/// `/tokenizer_info`. Refuses a server whose context is shorter than the windows. The error
+/// names what the endpoint lacked.
+pub async fn probe_rolling(
+    checkpoint: &Checkpoint,
+    base_url: &str,
+    spec: &arbiter_domain::rolling::RollingSpec,
+) -> Result<u32, String> {
+    let http = GuardedClient::for_process(|builder| builder);
+    let root = server_root(base_url);
+    let key = crate::secrets::process().resolve_endpoint_key(
+        checkpoint.api_key_ref.as_deref(),
+        &format!("{root}/tokenize"),
+    )?;
+    let key = key.as_deref();
+    let (ids, max_model_len) =
+        probe_tokenize(&http, root, key, &checkpoint.model, PROBE_TEXT).await?;
+    if ids.is_empty() {
+        return Err(format!(
+            "{root}/tokenize returned no token ids for a sentence"
+        ));
+    }
+    if let Some(context) = max_model_len.filter(|context| *context < u64::from(spec.max_length)) {
+        return Err(format!(
+            "its context is {context} tokens, shorter than the eval's max_length of {}",
+            spec.max_length
+        ));
+    }
+    let prefix = match spec.prefix_token {
+        Some(prefix) => prefix,
+        None => {
+            let info = probe_get_json(&http, &format!("{root}/tokenizer_info"), key).await?;
+            let special = |name: &str| -> Option<String> {
+                let value = &info[name];
+                value
+                    .as_str()
+                    .or_else(|| value["content"].as_str())
+                    .map(str::to_string)
+            };
+            let mut tokenised = Vec::new();
+            for name in ["bos_token", "eos_token"] {
+                tokenised.push(match special(name) {
+                    Some(text) => {
+                        let ids = probe_tokenize(&http, root, key, &checkpoint.model, &text)
+                            .await?
+                            .0;
+                        Some((text, ids))
+                    }
+                    None => None,
+                });
+            }
+            fn borrowed(entry: &Option<(String, Vec<u32>)>) -> Option<(&str, &[u32])> {
+                entry.as_ref().map(|(text, ids)| (text.as_str(), &ids[..]))
+            }
+            arbiter_domain::rolling::lm_eval_prefix(
+                borrowed(&tokenised[0]),
+                borrowed(&tokenised[1]),
+            )?
+        }
+    };
+    let mut tokens = vec![prefix];
+    tokens.extend_from_slice(&ids);
+    let request = GenerationRequest::window(&checkpoint.model, tokens, ids.len());
+    match ModelClient::new()
+        .attempt(base_url, key, &request, PROBE_TIMEOUT * 6)
+        .await
+    {
+        Ok(generation) if generation.continuation.is_some() => Ok(prefix),
+        Ok(_) => Err(format!(
+            "{base_url}/completions returned no score for the probe's tokens"
+        )),
+        Err(failure) => Err(failure.message),
+    }
+}
+
+/// `/tokenize` of a probe text: its ids and the server's context length when it says.
+async fn probe_tokenize(
+    http: &GuardedClient,
+    root: &str,
+    key: Option<&str>,
+    model: &str,
+    text: &str,
+) -> Result<(Vec<u32>, Option<u64>), String> {
+    let url = format!("{root}/tokenize");
+    let mut request = http
+        .post(&url)
+        .map_err(|refusal| format!("not sent: {refusal}"))?
+        .timeout(PROBE_TIMEOUT)
+        .json(&TokenizeBody {
+            model,
+            prompt: text,
+            add_special_tokens: false,
+        });
+    if let Some(key) = key {
+        request = request.bearer_auth(key);
+    }
+    let body = probe_body(request, &url).await?;
+    let ids = body["tokens"]
+        .as_array()
+        .and_then(|ids| {
+            ids.iter()
+                .map(|id| id.as_u64().and_then(|id| u32::try_from(id).ok()))
+                .collect::<Option<Vec<u32>>>()
+        })
+        .ok_or_else(|| format!("{url} did not answer with token ids"))?;
+    Ok((ids, body["max_model_len"].as_u64()))
+}
+
+async fn probe_get_json(
+    http: &GuardedClient,
+    url: &str,
+    key: Option<&str>,
+) -> Result<serde_json::Value, String> {
+    let mut request = http
+        .get(url)
+        .map_err(|refusal| format!("not sent: {refusal}"))?
+        .timeout(PROBE_TIMEOUT);
+    if let Some(key) = key {
+        request = request.bearer_auth(key);
+    }
+    probe_body(request, url).await
+}
+
+/// A probe's JSON answer, or why there is none (never the endpoint's own words).
+async fn probe_body(
+    request: reqwest::RequestBuilder,
+    url: &str,
+) -> Result<serde_json::Value, String> {
+    let response = request
+        .send()
+        .await
+        .map_err(|err| match egress::refusal_in(&err) {
+            Some(refusal) => format!("not sent: {refusal}"),
+            None if err.is_timeout() => format!("{url} did not answer within {PROBE_TIMEOUT:?}"),
+            None => format!("could not reach {url}"),
+        })?;
+    if !response.status().is_success() {
+        return Err(format!(
+            "{url} answered HTTP {}",
+            response.status().as_u16()
+        ));
+    }
+    let body = egress::read_capped(response, PROBE_BODY_LIMIT)
+        .await
+        .map_err(|err| format!("{url}: {err}"))?;
+    serde_json::from_slice(&body).map_err(|_| format!("{url} did not answer with JSON"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -652,6 +881,9 @@ mod tests {
             assert!(normalise_base_url(refused).is_err(), "{refused}");
         }
         assert_eq!(server_root("http://h:8000/v1"), "http://h:8000");
+        assert_eq!(server_root("http://h:8000/v1/"), "http://h:8000");
+        // A base URL without `/v1` is its own root, without a trailing slash to double.
+        assert_eq!(server_root("http://h/api/"), "http://h/api");
     }
 
     #[test]

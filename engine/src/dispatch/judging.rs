@@ -81,6 +81,11 @@ async fn triage_answer(
     let Some(rendered) = rendered.filter(|_| !generation.outcome.is_error()) else {
         return graded;
     };
+    // A rolling score is the answer itself, not something to grade.
+    if spec.manifest.eval.prompt.rolling.is_some() {
+        graded.grading = Grading::scored();
+        return graded;
+    }
     let judging = Judging {
         store,
         pool,

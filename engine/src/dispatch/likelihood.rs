@@ -13,7 +13,7 @@ use crate::clients::model::GenerationRequest;
 use arbiter_domain::answer::{ErrorCategory, Generation, Outcome};
 use arbiter_domain::expansion::estimated_cost;
 use arbiter_domain::fields::choice_letter;
-use arbiter_domain::likelihood::{ChoiceScores, LikelihoodSpec};
+use arbiter_domain::likelihood::{ChoiceScores, ContinuationScore, LikelihoodSpec};
 use arbiter_domain::prompt::request::RenderedPrompt;
 use arbiter_store::ClaimedIdentity;
 
@@ -27,22 +27,13 @@ pub(super) async fn score_choices(
 ) -> Generation {
     let scoring = match likelihood.item_scoring(rendered) {
         Ok(scoring) => scoring,
-        Err(problem) => {
-            return Generation {
-                outcome: Outcome::EndpointError,
-                error: Some(format!("not sent: item `{}` {problem}", job.case_id)),
-                error_category: Some(ErrorCategory::BadRequest),
-                ..Generation::default()
-            }
-        }
+        Err(problem) => return not_sent(job, &problem),
     };
     let target = Target {
         fallback: None,
         ..spec.target.clone()
     };
-    let affinity = Some(xxhash_rust::xxh3::xxh3_64(
-        format!("{}\u{0}{}", job.case_id, job.repetition).as_bytes(),
-    ));
+    let affinity = Some(identity_affinity(job));
     let requests: Vec<GenerationRequest> = scoring
         .requests
         .iter()
@@ -70,6 +61,22 @@ pub(super) async fn score_choices(
     )
 }
 
+/// The replica preference of one identity's requests (case and repetition), so they meet the
+/// same server's prefix cache and tokenizer.
+pub(super) fn identity_affinity(job: &ClaimedIdentity) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(format!("{}\u{0}{}", job.case_id, job.repetition).as_bytes())
+}
+
+/// Not sent: the identity's item cannot be scored as the eval says.
+pub(super) fn not_sent(job: &ClaimedIdentity, problem: &str) -> Generation {
+    Generation {
+        outcome: Outcome::EndpointError,
+        error: Some(format!("not sent: item `{}` {problem}", job.case_id)),
+        error_category: Some(ErrorCategory::BadRequest),
+        ..Generation::default()
+    }
+}
+
 /// One identity's answer from its choices' answers: the first failure if any failed, else the
 /// chosen letter with every score. Time is the slowest request's (they ran side by side);
 /// attempts, tokens and cost add up.
@@ -79,7 +86,26 @@ fn combine(
     targets: &[String],
     likelihood: &LikelihoodSpec,
 ) -> Generation {
-    let mut combined = Generation {
+    let mut combined = totals(&answers);
+    let scores = match scores_of(answers, &combined, |index| {
+        format!("choice {}", choice_letter(index).unwrap_or('?'))
+    }) {
+        Ok(scores) => scores,
+        Err(failed) => return *failed,
+    };
+    let (letter, scores) =
+        likelihood.answer(ChoiceScores::new(choices, scores, Vec::new()), targets);
+    combined.output = letter;
+    combined.outcome = Outcome::Ok;
+    combined.finish_reason = Some("scored".into());
+    combined.choice_scores = Some(scores);
+    combined
+}
+
+/// What requests sent side by side for one identity came to: the slowest one's time; their
+/// attempts, tokens and cost added up.
+pub(super) fn totals(answers: &[Generation]) -> Generation {
+    Generation {
         latency_ms: answers
             .iter()
             .map(|answer| answer.latency_ms)
@@ -92,42 +118,44 @@ fn combine(
         served_by: answers.first().and_then(|answer| answer.served_by.clone()),
         model_used: answers.first().and_then(|answer| answer.model_used.clone()),
         ..Generation::default()
-    };
+    }
+}
+
+/// Every request's score, in order; or the identity's failed answer (with its `totals`): the
+/// first request that failed or returned no score, named by `which(index)`.
+pub(super) fn scores_of(
+    answers: Vec<Generation>,
+    totals: &Generation,
+    which: impl Fn(usize) -> String,
+) -> Result<Vec<ContinuationScore>, Box<Generation>> {
     let mut scores = Vec::with_capacity(answers.len());
     for (index, answer) in answers.into_iter().enumerate() {
-        let letter = choice_letter(index).unwrap_or('?');
         if answer.outcome.is_error() {
             let error = answer
                 .error
                 .as_ref()
-                .map(|error| format!("choice {letter}: {error}"));
-            return Generation {
+                .map(|error| format!("{}: {error}", which(index)));
+            return Err(Box::new(Generation {
                 error,
-                ..answer_with_totals(answer, &combined)
-            };
+                ..answer_with_totals(answer, totals)
+            }));
         }
         match answer.continuation {
             Some(score) => scores.push(score),
             None => {
-                return Generation {
+                return Err(Box::new(Generation {
                     outcome: Outcome::EndpointError,
-                    error: Some(format!("choice {letter}: the endpoint returned no score")),
+                    error: Some(format!("{}: the endpoint returned no score", which(index))),
                     error_category: Some(ErrorCategory::MalformedResponse),
-                    ..combined
-                }
+                    ..totals.clone()
+                }))
             }
         }
     }
-    let (letter, scores) =
-        likelihood.answer(ChoiceScores::new(choices, scores, Vec::new()), targets);
-    combined.output = letter;
-    combined.outcome = Outcome::Ok;
-    combined.finish_reason = Some("scored".into());
-    combined.choice_scores = Some(scores);
-    combined
+    Ok(scores)
 }
 
-/// A failed choice's answer, carrying the item's totals so far.
+/// A failed request's answer, carrying the identity's totals so far.
 fn answer_with_totals(answer: Generation, totals: &Generation) -> Generation {
     Generation {
         latency_ms: totals.latency_ms,

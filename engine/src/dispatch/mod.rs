@@ -18,6 +18,7 @@ use arbiter_domain::ids::{IdentityId, RunId};
 mod judging;
 mod likelihood;
 mod limiter;
+mod rolling;
 
 pub use endpoints::{prometheus_sum, EndpointPool, RetryPolicy, Target};
 pub use limiter::Limiter;
@@ -237,6 +238,15 @@ async fn answer(
                 None,
             )
         }
+        (None, Ok(rendered)) if spec.manifest.eval.prompt.rolling.is_some() => {
+            let rolling = spec.manifest.eval.prompt.rolling.as_ref();
+            let rolling = rolling.expect("checked by the guard");
+            let prefix = spec.manifest.rolling_prefix_token;
+            (
+                rolling::score_document(job, rolling, prefix, rendered, spec, pool).await,
+                None,
+            )
+        }
         (None, Ok(rendered)) => {
             let settings = &spec.manifest.eval.generation;
             let request = GenerationRequest {
@@ -246,7 +256,7 @@ async fn answer(
                 temperature: settings.temperature,
                 seed: seed_for(settings, job.repetition),
                 sampling: settings.sampling.clone(),
-                score_continuation: None,
+                scoring: crate::clients::model::Scoring::Generate,
             };
             // The planner's estimate, stored on the identity, is the request's token cost.
             let cost = u64::try_from(job.cost).unwrap_or(0);

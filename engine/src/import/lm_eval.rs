@@ -295,9 +295,9 @@ fn eval_form(
             system_prompt: String::new(),
             messages: Vec::new(),
             // Likelihood scoring reads prompt logprobs, which only the completions API has.
-            api: match task.choices {
-                Some(_) => arbiter_domain::prompt::Api::Completions,
-                None => options.api,
+            api: match (&task.choices, task.rolling) {
+                (Some(_), _) | (None, true) => arbiter_domain::prompt::Api::Completions,
+                (None, false) => options.api,
             },
             mapping: Some(FieldMapping {
                 input: task.input_field.clone(),
@@ -322,6 +322,12 @@ fn eval_form(
                 .choices
                 .as_ref()
                 .map(|(_, likelihood)| likelihood.clone()),
+            rolling: task.rolling.then(|| arbiter_domain::rolling::RollingSpec {
+                max_length: options
+                    .max_length
+                    .unwrap_or(arbiter_domain::rolling::DEFAULT_MAX_LENGTH),
+                ..arbiter_domain::rolling::RollingSpec::default()
+            }),
             contamination: None,
         },
     })

@@ -28,6 +28,9 @@ pub struct ImportOptions {
     pub api: Api,
     /// Names the datasets and evals; the task's name when empty.
     pub name: String,
+    /// A `loglikelihood_rolling` task's window, as the harness's `max_length` model argument
+    /// (its default, 2048, when `None`).
+    pub max_length: Option<u32>,
 }
 
 /// What an import stored.

@@ -7,6 +7,7 @@ use arbiter_domain::ids::{RunId, UserId};
 use arbiter_domain::reports::compare::{apply_correction, compare_snapshots, PairedComparison};
 use arbiter_domain::reports::decision::NewPromotionDecision;
 use arbiter_domain::reports::likelihood::paired_right_logprob;
+use arbiter_domain::reports::rolling::paired_bits_per_byte;
 use arbiter_domain::reports::sample_compare::compare_sample_metrics;
 use arbiter_domain::reports::{Completeness, Report};
 use arbiter_domain::run::RunProgress;
@@ -66,6 +67,9 @@ pub(crate) fn compare_runs(
     }
     if let (Some(base), Some(cand)) = (&baseline.choice_scores, &candidate.choice_scores) {
         comparison.likelihood = paired_right_logprob(base, cand);
+    }
+    if let (Some(base), Some(cand)) = (&baseline.rolling_scores, &candidate.rolling_scores) {
+        comparison.rolling = paired_bits_per_byte(base, cand);
     }
     Ok(comparison)
 }

@@ -9,11 +9,13 @@ use arbiter_domain::likelihood::ChoiceScores;
 use arbiter_domain::manifest::Manifest;
 use arbiter_domain::reports::instructions::instructions_report;
 use arbiter_domain::reports::likelihood::likelihood_report;
+use arbiter_domain::reports::rolling::rolling_report;
 use arbiter_domain::reports::sample_compare::RunSamples;
 use arbiter_domain::reports::snapshot::{
     Expectation, Snapshot, SnapshotBuilder, VERDICT_FAIL, VERDICT_PASS,
 };
 use arbiter_domain::reports::{build_report, Report, RunFacts, TallyRow};
+use arbiter_domain::rolling::RollingScore;
 use arbiter_domain::run::RunProgress;
 use arbiter_domain::stats::proportion::ClusterSums;
 use arbiter_domain::stats::sampling::{majority_metrics, sample_metrics, VotedSample};
@@ -120,6 +122,8 @@ pub(crate) struct RunView {
     pub samples: Option<RunSamples>,
     /// A likelihood run's scored answers: (case id, repetition, scores).
     pub choice_scores: Option<Vec<(String, i64, ChoiceScores)>>,
+    /// A rolling-likelihood run's scored documents: (case id, repetition, score).
+    pub rolling_scores: Option<Vec<(String, i64, RollingScore)>>,
 }
 
 /// Reads the run's heading and tallies, never counts its rows.
@@ -191,12 +195,21 @@ pub(crate) async fn report_and_snapshot(
         }
         None => None,
     };
+    let rolling_scores = match &manifest.eval.prompt.rolling {
+        Some(_) => {
+            let scores = store.run_rolling_scores(run_id).await?;
+            report.rolling = rolling_report(&scores);
+            Some(scores)
+        }
+        None => None,
+    };
     Ok(RunView {
         progress,
         report,
         snapshot,
         samples,
         choice_scores,
+        rolling_scores,
     })
 }
 

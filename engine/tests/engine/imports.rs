@@ -115,6 +115,7 @@ async fn an_lm_eval_task_imports_as_the_harness_renders_and_scores_it(store: Arc
     let options = ImportOptions {
         api: Api::Completions,
         name: String::new(),
+        max_length: None,
     };
     let imported = import_lm_eval_task(store.as_ref(), &path, &options, None)
         .await
@@ -243,6 +244,7 @@ async fn ifeval_imports_and_is_graded_by_its_instructions(store: Arc<dyn Store>)
     let options = ImportOptions {
         api: Api::Chat,
         name: String::new(),
+        max_length: None,
     };
 
     // An item its grader cannot check is refused before anything is stored.
@@ -308,6 +310,7 @@ async fn a_task_that_cannot_be_imported_stores_nothing(store: Arc<dyn Store>) {
     let options = ImportOptions {
         api: Api::Completions,
         name: String::new(),
+        max_length: None,
     };
     for (task, expected) in [
         (
@@ -388,6 +391,7 @@ async fn inspect_samples_import_as_one_dataset_and_eval(store: Arc<dyn Store>) {
     let options = ImportOptions {
         api: Api::Chat,
         name: String::new(),
+        max_length: None,
     };
     let imported = arbiter_engine::import::import_inspect_samples(
         store.as_ref(),

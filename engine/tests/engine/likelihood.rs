@@ -226,6 +226,7 @@ async fn an_lm_eval_multiple_choice_task_imports_as_a_likelihood_eval(store: Arc
         // Asked for chat, scored on completions: only it returns prompt logprobs.
         api: Api::Chat,
         name: String::new(),
+        max_length: None,
     };
     let imported = import_lm_eval_task(store.as_ref(), &path, &options, None)
         .await

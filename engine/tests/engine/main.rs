@@ -15,6 +15,7 @@ mod instructions;
 mod likelihood;
 mod ops_story;
 mod quality_story;
+mod rolling;
 mod sandbox;
 mod security;
 mod store_story;

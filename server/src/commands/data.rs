@@ -96,10 +96,16 @@ pub async fn import(args: crate::ImportArgs) -> anyhow::Result<()> {
     let database = open(&database_url).await?;
     let store = database.store();
     let imported = match source {
-        crate::ImportSource::LmEval { task, name, api } => {
+        crate::ImportSource::LmEval {
+            task,
+            name,
+            api,
+            max_length,
+        } => {
             let options = ImportOptions {
                 api: api_of(&api)?,
                 name,
+                max_length,
             };
             import_lm_eval_task(store.as_ref(), &task, &options, None).await?
         }
@@ -112,6 +118,7 @@ pub async fn import(args: crate::ImportArgs) -> anyhow::Result<()> {
             let options = ImportOptions {
                 api: api_of(&api)?,
                 name,
+                max_length: None,
             };
             let grader = grader
                 .map(|text| arbiter_engine::catalog::parse_grader_form(&text))

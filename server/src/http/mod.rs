@@ -131,11 +131,23 @@ where
                 move || shell(options.clone())
             },
         )
-        // Unknown paths render the app's "not found" page, which needs the same context.
-        .fallback(leptos_axum::file_and_error_handler_with_context(
-            move || provide_context(fallback_state.clone()),
-            shell,
-        ))
+        // The built site's files are served as they are; unknown paths render the app's "not
+        // found" page, which needs the same context. (Leptos's own file handler looks for a
+        // response status in the reactive context, and a page rendered at the same moment on
+        // the same thread could lend it one: a 403 from a refused call once reached the wasm.)
+        .fallback_service(
+            tower_http::services::ServeDir::new(&*options.site_root)
+                .precompressed_gzip()
+                .precompressed_br()
+                .call_fallback_on_method_not_allowed(true)
+                .not_found_service(axum::handler::Handler::with_state(
+                    leptos_axum::file_and_error_handler_with_context(
+                        move || provide_context(fallback_state.clone()),
+                        shell,
+                    ),
+                    options.clone(),
+                )),
+        )
         .with_state(options)
         .merge(form_routes)
         .merge(api_routes)

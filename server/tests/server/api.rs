@@ -755,6 +755,51 @@ async fn submit_waits_reports_and_exits_non_zero_on_a_significant_regression() {
     let text = ci::format_comparison(&comparison);
     assert!(text.contains("REGRESSION"), "{text}");
 
+    // A perplexity eval has no verdicts: more bits per byte is its regression.
+    let _: Value = client
+        .post(
+            "defining",
+            "/evals",
+            &json!({"name": "qa-perplexity", "dataset_id": revision["dataset_id"], "prompt_template": "Question: {input}",
+                    "max_tokens": 1, "api": "completions", "rolling": {"max_length": 16}}),
+        )
+        .await
+        .unwrap();
+    let perplexity = |checkpoint: &str, baseline: Option<Baseline>| SubmitManifest {
+        launch: server::http::rest::LaunchRequest {
+            eval: Some("qa-perplexity".into()),
+            ..manifest(checkpoint, None).launch
+        },
+        baseline,
+    };
+    let (strong_bits, verdict) = submit_and_judge(perplexity("step-1000", None)).await;
+    assert_eq!(verdict.exit_code(true), ci::EXIT_OK);
+    let (weak_bits, verdict) = submit_and_judge(perplexity(
+        "step-2000",
+        Some(Baseline::Checkpoint("step-1000".into())),
+    ))
+    .await;
+    assert!(verdict.regressed, "{verdict:?}");
+    assert_eq!(verdict.exit_code(true), ci::EXIT_REGRESSION);
+    let comparison: server::http::rest::ComparisonResponse = client
+        .get(
+            "comparing",
+            &format!("/compare?baseline={strong_bits}&candidates={weak_bits}"),
+        )
+        .await
+        .unwrap();
+    let text = ci::format_comparison(&comparison);
+    assert!(
+        text.lines()
+            .any(|line| line.contains("bits per byte") && line.ends_with("REGRESSION")),
+        "{text}"
+    );
+    let report: server::http::rest::RunReport = client
+        .get("reading the report", &format!("/runs/{weak_bits}/report"))
+        .await
+        .unwrap();
+    assert!(ci::format_report(&report).contains("rolling likelihood over"));
+
     // A baseline checkpoint with no completed run of the eval is an error (exit 2), not a pass.
     let report = ci::report(
         &client,

@@ -1206,3 +1206,36 @@ async fn cross_site_posts_are_refused_even_with_a_valid_session() {
     assert!(own.status().is_success(), "{}", own.status());
     assert_eq!(app.store.list_checkpoints().await.unwrap().len(), 1);
 }
+
+/// Static files keep their own status whatever pages are rendered around them: the status of
+/// a page whose data was refused (403) once reached a static file served at the same moment,
+/// so a browser fetching the app's wasm got `403 Forbidden` and the page never hydrated. Many
+/// of both at once, on two threads, as browsers loading pages do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn static_files_are_not_given_the_status_of_a_refused_call() {
+    let site = tempfile::tempdir().unwrap();
+    std::fs::create_dir(site.path().join("pkg")).unwrap();
+    std::fs::write(site.path().join("pkg/arbiter.wasm"), vec![7u8; 1 << 20]).unwrap();
+    let app = TestApp::spawn_serving(site.path().to_str().unwrap()).await;
+    let annotator = app.client_as(Role::Annotator).await;
+    let mut tasks = Vec::new();
+    for _ in 0..1000 {
+        let refused = annotator.get(app.url("/datasets")).send();
+        let wasm = annotator.get(app.url("/pkg/arbiter.wasm")).send();
+        tasks.push(tokio::spawn(async move {
+            let (page, wasm) = tokio::join!(refused, wasm);
+            (page.unwrap().status(), wasm.unwrap().status())
+        }));
+    }
+    for task in tasks {
+        let (_, wasm) = task.await.unwrap();
+        assert_eq!(wasm, StatusCode::OK);
+    }
+    // An unknown path is still the app's own "not found" page.
+    let missing = annotator
+        .get(app.url("/pkg/missing.js"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+}

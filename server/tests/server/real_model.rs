@@ -401,6 +401,129 @@ async fn the_bundled_model_serves_the_openai_api_and_answers_an_eval() {
 
     run_an_eval(&server.base_url).await;
     score_choices_by_likelihood(&server.base_url).await;
+    score_texts_by_rolling_likelihood(&server.base_url).await;
+}
+
+/// Two texts scored by rolling log-likelihood in 16-token requests: the server tokenises, the
+/// launch reads the prefix token from its `/tokenizer_info` as lm-eval does, every token is
+/// scored once, and a text that fits one window scores what a direct echo of it says.
+async fn score_texts_by_rolling_likelihood(base_url: &str) {
+    use arbiter_domain::rolling::RollingSpec;
+    use arbiter_testkit::pipeline::{launch, test_worker, work_until_complete};
+    let (_directory, store, checkpoint) = store_with_the_model(base_url).await;
+    let short = "The cat sat on the mat.";
+    let long = "The river leaves the hills in early spring, brown with melted snow. By summer \
+                it runs clear over pale stones, and children wade across it where the old ford \
+                used to be.";
+    let dataset: String = [
+        json!({"id": "short", "text": short}),
+        json!({"id": "long", "text": long}),
+    ]
+    .iter()
+    .map(|item| item.to_string() + "\n")
+    .collect();
+    let eval = scoring_eval(
+        store.as_ref(),
+        "prose",
+        &dataset,
+        "{{ text }}",
+        arbiter_engine::catalog::EvalOptions {
+            api: arbiter_domain::prompt::Api::Completions,
+            mapping: Some(arbiter_domain::fields::FieldMapping {
+                input: "text".into(),
+                target: None,
+                ..Default::default()
+            }),
+            rolling: Some(RollingSpec {
+                max_length: 16,
+                ..RollingSpec::default()
+            }),
+            ..Default::default()
+        },
+    )
+    .await;
+    let run = launch(store.as_ref(), eval, checkpoint).await;
+    let progress = work_until_complete(store.clone(), &[run], test_worker("w")).await;
+    assert_eq!(
+        (progress[0].scored, progress[0].errors),
+        (2, 0),
+        "{:?}",
+        progress[0]
+    );
+    let prefix = store
+        .run_manifest(run)
+        .await
+        .unwrap()
+        .unwrap()
+        .rolling_prefix_token
+        .expect("the launch froze a prefix token");
+    let http = reqwest::Client::new();
+    let root = base_url.trim_end_matches("/v1");
+    let tokenize = |text: &str| {
+        let request = http
+            .post(format!("{root}/tokenize"))
+            .json(&json!({"prompt": text, "add_special_tokens": false}));
+        async move {
+            let answer: Value = request.send().await.unwrap().json().await.unwrap();
+            answer["tokens"].as_array().unwrap().len() as u64
+        }
+    };
+    let scores = store.run_rolling_scores(run).await.unwrap();
+    for (case, _, score) in &scores {
+        let text = if case == "short" { short } else { long };
+        assert_eq!(score.tokens, tokenize(text).await, "{case}");
+        assert_eq!(
+            score.windows,
+            score.tokens.div_ceil(14),
+            "{case}: {score:?}"
+        );
+        assert!(score.logprob < 0.0 && score.logprob.is_finite(), "{case}");
+        assert_eq!(score.bytes, text.len() as u64);
+    }
+    let short_score = &scores
+        .iter()
+        .find(|(case, _, _)| case == "short")
+        .unwrap()
+        .2;
+    assert_eq!(short_score.windows, 1);
+    let ids: Value = http
+        .post(format!("{root}/tokenize"))
+        .json(&json!({"prompt": short, "add_special_tokens": false}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut prompt = vec![json!(prefix)];
+    prompt.extend(ids["tokens"].as_array().unwrap().iter().cloned());
+    let echoed: Value = http
+        .post(format!("{base_url}/completions"))
+        .json(
+            &json!({"model": MODEL, "prompt": [prompt.clone()], "echo": true, "logprobs": 1,
+                      "max_tokens": 1, "temperature": 0}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let direct: f64 = echoed["choices"][0]["logprobs"]["token_logprobs"]
+        .as_array()
+        .unwrap()[1..prompt.len()]
+        .iter()
+        .map(|logprob| logprob.as_f64().unwrap())
+        .sum();
+    assert!(
+        (short_score.logprob - direct).abs() < 1e-9,
+        "{short_score:?} against {direct}"
+    );
+    let (_, report) = arbiter_engine::reports::runs::run_report(store.as_ref(), run)
+        .await
+        .unwrap();
+    let bits = report.rolling.unwrap().bits_per_byte.unwrap();
+    assert!(bits > 0.0 && bits < 8.0, "{bits}");
 }
 
 /// Three multiple-choice questions scored by the likelihood of each choice, through the
@@ -417,42 +540,24 @@ async fn score_choices_by_likelihood(base_url: &str) {
     .iter()
     .map(|item| item.to_string() + "\n")
     .collect();
-    let revision = arbiter_engine::catalog::upload_dataset(
+    let eval = scoring_eval(
         store.as_ref(),
         "mc",
-        "mc.jsonl",
-        dataset.as_bytes(),
-        None,
-    )
-    .await
-    .unwrap();
-    let eval = arbiter_engine::catalog::define_eval(
-        store.as_ref(),
-        &EvalForm {
-            name: "mc".into(),
-            dataset_id: revision.dataset_id,
-            prompt_template: "Question: {{ question }}\nAnswer:".into(),
-            max_tokens: 1,
-            temperature: 0.0,
-            repetitions: 1,
-            seed: 0,
-            grader: String::new(),
-            options: arbiter_engine::catalog::EvalOptions {
-                api: arbiter_domain::prompt::Api::Completions,
-                mapping: Some(arbiter_domain::fields::FieldMapping {
-                    input: "question".into(),
-                    target: Some("answer".into()),
-                    choices: Some("choices".into()),
-                    ..Default::default()
-                }),
-                likelihood: Some(LikelihoodSpec::default()),
+        &dataset,
+        "Question: {{ question }}\nAnswer:",
+        arbiter_engine::catalog::EvalOptions {
+            api: arbiter_domain::prompt::Api::Completions,
+            mapping: Some(arbiter_domain::fields::FieldMapping {
+                input: "question".into(),
+                target: Some("answer".into()),
+                choices: Some("choices".into()),
                 ..Default::default()
-            },
+            }),
+            likelihood: Some(LikelihoodSpec::default()),
+            ..Default::default()
         },
-        None,
     )
-    .await
-    .unwrap();
+    .await;
     let run = launch(store.as_ref(), eval, checkpoint).await;
     let progress = work_until_complete(store.clone(), &[run], test_worker("w")).await;
     assert_eq!(
@@ -479,6 +584,43 @@ async fn score_choices_by_likelihood(base_url: &str) {
         Some(true),
         "{france:?}"
     );
+}
+
+/// Uploads `dataset` (JSON Lines) and defines an eval over it that scores instead of
+/// generating (one token at most), with `options` saying how.
+async fn scoring_eval(
+    store: &dyn Store,
+    name: &str,
+    dataset: &str,
+    template: &str,
+    options: arbiter_engine::catalog::EvalOptions,
+) -> arbiter_domain::ids::EvalId {
+    let revision = arbiter_engine::catalog::upload_dataset(
+        store,
+        name,
+        &format!("{name}.jsonl"),
+        dataset.as_bytes(),
+        None,
+    )
+    .await
+    .unwrap();
+    arbiter_engine::catalog::define_eval(
+        store,
+        &EvalForm {
+            name: name.into(),
+            dataset_id: revision.dataset_id,
+            prompt_template: template.into(),
+            max_tokens: 1,
+            temperature: 0.0,
+            repetitions: 1,
+            seed: 0,
+            grader: String::new(),
+            options,
+        },
+        None,
+    )
+    .await
+    .unwrap()
 }
 
 /// A fresh SQLite store (in a folder kept while the returned guard lives) with the model

@@ -17,6 +17,11 @@ impl TestApp {
     /// Serves the router on a random port over a fresh SQLite database with one user per role
     /// (named after the role) and one sample dataset.
     pub async fn spawn() -> TestApp {
+        TestApp::spawn_serving("target/site").await
+    }
+
+    /// [`TestApp::spawn`] serving the built site's files from `site_root`.
+    pub async fn spawn_serving(site_root: &str) -> TestApp {
         arbiter_testkit::egress::allow_loopback();
         let directory = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", directory.path().join("arbiter.db").display());
@@ -38,7 +43,7 @@ impl TestApp {
         .unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
-        let options = server::http::leptos_options("target/site", address);
+        let options = server::http::leptos_options(site_root, address);
         let mailer = std::sync::Arc::new(arbiter_engine::clients::mail::Mailer::log_only());
         let app = server::http::router(&database, options, mailer)
             .await

@@ -365,6 +365,13 @@ pub struct NewEvalRequest {
     /// or `bytes`). Needs `"api": "completions"` and a choices field.
     #[serde(default)]
     pub likelihood: Option<arbiter_domain::likelihood::LikelihoodSpec>,
+    /// Score each item's whole prompt text by rolling log-likelihood (lm-eval's
+    /// `loglikelihood_rolling`: word and byte perplexity, bits per byte) instead of generating:
+    /// `{"max_length": 2048, "stride": 2046, "prefix_token": 0}` (stride and prefix_token
+    /// optional: lm-eval's windows, and the prefix read from the server's `/tokenizer_info`).
+    /// Needs `"api": "completions"` and a server with `/tokenize`.
+    #[serde(default)]
+    pub rolling: Option<arbiter_domain::rolling::RollingSpec>,
     /// Check items against a training corpus's n-gram index when a run expands:
     /// `{"index": "/data/corpus.ngrams", "check_target": false}` (a file on the server, made by
     /// `arbiter contamination index`).
@@ -441,6 +448,7 @@ pub async fn define_eval(
                 extra: request.extra,
             },
             likelihood: request.likelihood,
+            rolling: request.rolling,
             contamination: request.contamination,
         },
     };
