@@ -23,8 +23,9 @@ use crate::manifest::EndpointFingerprint;
 
 /// lm-eval's default `max_length` for models served over an API.
 pub const DEFAULT_MAX_LENGTH: u32 = 2048;
-/// Longest window accepted (tokens of context a request may carry).
-pub const MAX_MAX_LENGTH: u32 = 1 << 20;
+/// Longest window accepted (tokens a request may carry): its echo, at about a hundred bytes
+/// per token, must stay within what Arbiter reads of one answer.
+pub const MAX_MAX_LENGTH: u32 = 1 << 17;
 /// Most token ids one document's windows may send in all (a short stride over a long
 /// document sends each token many times over); a document beyond it is an error naming it.
 pub const MAX_DOCUMENT_IDS: usize = 1 << 24;
@@ -136,24 +137,42 @@ pub fn windows(document: &[u32], spec: &RollingSpec, prefix: u32) -> Vec<Window>
     windows
 }
 
-/// The token ids `windows` send in all, or why they are too many for one document.
-pub fn check_window_total(windows: &[Window], spec: &RollingSpec) -> Result<usize, String> {
-    let total: usize = windows.iter().map(|window| window.tokens.len()).sum();
-    if total > MAX_DOCUMENT_IDS {
-        return Err(format!(
-            "would send {total} token ids in {} windows, more than the {MAX_DOCUMENT_IDS} one \
-             document may; use a longer stride than {} (or a shorter max_length)",
-            windows.len(),
-            spec.stride()
-        ));
+/// The token ids the windows of a document of `tokens` tokens send in all, worked out before
+/// any window is built: the first window (the prefix and up to `max_length - 2` tokens), then
+/// one full window (`max_length - 1` ids) per `stride` tokens left.
+pub fn window_total(tokens: usize, spec: &RollingSpec) -> u64 {
+    if tokens == 0 {
+        return 0;
     }
-    Ok(total)
+    let context = (spec.context() as usize).max(1);
+    let stride = (spec.stride() as usize).clamp(1, context);
+    let first = tokens.min(context);
+    let later = (tokens - first).div_ceil(stride) as u64;
+    first as u64 + 1 + later * (context as u64 + 1)
 }
 
-/// The document span one window scores, for messages.
-pub fn scored_span(windows: &[Window], index: usize) -> Range<usize> {
-    let begin: usize = windows[..index].iter().map(|w| w.scored).sum();
-    begin..begin + windows[index].scored
+/// Why a document of `tokens` tokens is too long to score under `spec`; `Ok` when it is not.
+pub fn check_window_total(tokens: usize, spec: &RollingSpec) -> Result<(), String> {
+    let total = window_total(tokens, spec);
+    if total > MAX_DOCUMENT_IDS as u64 {
+        return Err(format!(
+            "has {tokens} tokens, whose windows would send {total} token ids, more than the \
+             {MAX_DOCUMENT_IDS} one document may; split the text into shorter documents{}",
+            if spec.stride() < spec.context() {
+                format!(" or use a longer stride than {}", spec.stride())
+            } else {
+                String::new()
+            }
+        ));
+    }
+    Ok(())
+}
+
+/// The document span window `index` scores, from how many tokens each window scores; for
+/// messages.
+pub fn scored_span(scored: &[usize], index: usize) -> Range<usize> {
+    let begin: usize = scored[..index].iter().sum();
+    begin..begin + scored[index]
 }
 
 /// What a document's rolling likelihood came to: the sum over its tokens, and the units
@@ -440,9 +459,18 @@ mod tests {
                 scored.extend_from_slice(&window.tokens[window.tokens.len() - window.scored..]);
             }
             assert_eq!(scored, tokens, "L {max_length}, stride {stride}");
+            let sent: usize = windows.iter().map(|window| window.tokens.len()).sum();
+            assert_eq!(window_total(tokens.len(), &spec), sent as u64);
             assert_eq!(windows[0].tokens[0], 0, "the prefix opens the first window");
         }
         assert!(windows(&[], &spec(8, None), 0).is_empty());
+        assert_eq!(window_total(0, &spec(8, None)), 0);
+        // Stride 1 over a long document sends each token max_length - 1 times: refused.
+        let long = spec(MAX_MAX_LENGTH, Some(1));
+        assert!(check_window_total(200_000, &long)
+            .unwrap_err()
+            .contains("split the text into shorter documents or use a longer stride than 1"));
+        assert!(check_window_total(200_000, &spec(MAX_MAX_LENGTH, None)).is_ok());
     }
 
     #[test]

@@ -152,9 +152,10 @@ pub async fn preview_request(
         rolled.map(|(rolling, _)| {
             format!(
                 "scored by rolling likelihood: the text is tokenised by the server (/tokenize, \
-                 shown here), then sent in windows of at most {} token ids, each scoring up to {} \
-                 new tokens with their logprobs echoed",
+                 shown here), then sent in windows of at most {} token ids with their logprobs \
+                 echoed, the first scoring up to {} tokens and each later one up to {}",
                 rolling.max_length - 1,
+                rolling.context(),
                 rolling.stride()
             )
         }),

@@ -48,7 +48,8 @@ pub struct RollingReport {
 }
 
 /// The first repetition's score of each case, in the order the cases come (the store gives
-/// dataset order, in which lm-eval adds documents up, so the sums agree to the last bit).
+/// dataset order, in which lm-eval adds documents up, so the sums agree to the last bit with
+/// Python before 3.12, whose `sum()` compensates).
 fn per_document(rows: &[(String, i64, RollingScore)]) -> Vec<(&str, &RollingScore)> {
     let mut at: HashMap<&str, usize> = HashMap::new();
     let mut documents: Vec<(&str, i64, &RollingScore)> = Vec::new();

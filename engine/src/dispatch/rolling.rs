@@ -15,7 +15,7 @@ use arbiter_domain::answer::{ErrorCategory, Generation, Outcome};
 use arbiter_domain::expansion::estimated_cost;
 use arbiter_domain::prompt::request::{rolled_text, RenderedPrompt};
 use arbiter_domain::rolling::{
-    check_window_total, scored_span, windows, RollingScore, RollingSpec, Window,
+    check_window_total, scored_span, windows, RollingScore, RollingSpec,
 };
 use arbiter_store::ClaimedIdentity;
 use futures::StreamExt;
@@ -45,7 +45,7 @@ pub(super) async fn score_document(
     };
     // An empty text scores nothing (lm-eval: no windows, log-likelihood 0, one word).
     if text.is_empty() {
-        return combine(text, &Generation::default(), &[], Vec::new());
+        return combine(text, &Generation::default(), &[], Vec::new(), 0);
     }
     let affinity = Some(identity_affinity(job));
     let model = &spec.manifest.served_model;
@@ -67,48 +67,56 @@ pub(super) async fn score_document(
             ..tokenized
         };
     };
-    let windows = windows(ids, rolling, prefix);
-    if let Err(problem) = check_window_total(&windows, rolling) {
+    if let Err(problem) = check_window_total(ids.len(), rolling) {
         return not_sent(job, &problem);
     }
-    // A bounded number at a time, each started (and timed) only when it is sent.
-    let sends: Vec<_> = windows
-        .iter()
-        .map(|window| {
-            let request = GenerationRequest::window(model, window.tokens.clone(), window.scored);
-            let cost = window.tokens.len() as u64 + 1;
-            let (pool, target) = (pool.clone(), target.clone());
-            async move { pool.generate(&target, &request, cost, affinity).await }
-        })
-        .collect();
-    let answers: Vec<Generation> = futures::stream::iter(sends)
-        .buffered(WINDOWS_IN_FLIGHT)
-        .collect()
-        .await;
-    combine(text, &tokenized, &windows, answers)
+    let windows = windows(ids, rolling, prefix);
+    let scored: Vec<usize> = windows.iter().map(|window| window.scored).collect();
+    // A bounded number at a time, each started (and timed) only when it is sent; after a
+    // failure the rest are not sent.
+    let sends = windows.into_iter().map(|window| {
+        let cost = window.tokens.len() as u64 + 1;
+        let request = GenerationRequest::window(model, window.tokens, window.scored);
+        let (pool, target) = (pool.clone(), target.clone());
+        async move { pool.generate(&target, &request, cost, affinity).await }
+    });
+    let started = std::time::Instant::now();
+    let mut sent = futures::stream::iter(sends).buffered(WINDOWS_IN_FLIGHT);
+    let mut answers = Vec::with_capacity(scored.len());
+    while let Some(answer) = sent.next().await {
+        let failed = answer.outcome.is_error();
+        answers.push(answer);
+        if failed {
+            break;
+        }
+    }
+    let window_ms = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
+    combine(text, &tokenized, &scored, answers, window_ms)
 }
 
-/// The document's answer from its windows' answers: the first failure if any failed (naming
-/// the window and the tokens it scores), else the summed score. The tokenisation's time comes
-/// before the windows', which ran side by side.
+/// The document's answer from its windows' answers (`scored`: how many tokens each window
+/// scores): the first failure if any failed (naming the window and the tokens it scores), else
+/// the summed score. Its time is the tokenisation's and then the windows' (`window_ms`, as they
+/// were sent a number at a time).
 fn combine(
     text: &str,
     tokenized: &Generation,
-    windows: &[Window],
+    scored: &[usize],
     answers: Vec<Generation>,
+    window_ms: i64,
 ) -> Generation {
     let mut combined = totals(&answers);
-    combined.latency_ms += tokenized.latency_ms;
+    combined.latency_ms = tokenized.latency_ms + window_ms;
     combined.attempts += tokenized.attempts;
     if combined.served_by.is_none() {
         combined.served_by = tokenized.served_by.clone();
     }
     let scores = match scores_of(answers, &combined, |index| {
-        let span = scored_span(windows, index);
+        let span = scored_span(scored, index);
         format!(
             "window {} of {} (tokens {} to {})",
             index + 1,
-            windows.len(),
+            scored.len(),
             span.start,
             span.end - 1
         )
@@ -145,18 +153,8 @@ mod tests {
         }
     }
 
-    fn two_windows() -> Vec<Window> {
-        vec![
-            Window {
-                tokens: vec![0, 1, 2, 3],
-                scored: 3,
-            },
-            Window {
-                tokens: vec![2, 3, 4],
-                scored: 1,
-            },
-        ]
-    }
+    /// Two windows: the first scores three tokens, the second one.
+    const TWO_WINDOWS: [usize; 2] = [3, 1];
 
     #[test]
     fn the_windows_add_up_to_the_documents_score() {
@@ -168,8 +166,9 @@ mod tests {
         let combined = combine(
             "a b c d",
             &tokenized,
-            &two_windows(),
+            &TWO_WINDOWS,
             vec![window_answer(-3.0, 3), window_answer(-0.5, 1)],
+            30,
         );
         assert_eq!(combined.outcome, Outcome::Ok);
         let score = combined.rolling.unwrap();
@@ -177,7 +176,7 @@ mod tests {
         assert_eq!((score.bytes, score.words), (7, 4));
         assert_eq!(
             combined.latency_ms, 35,
-            "tokenizing, then the slowest window"
+            "tokenizing, then the windows as they were sent"
         );
         assert_eq!((combined.attempts, combined.prompt_tokens), (3, Some(6)));
         assert!(combined.output.contains("over 4 tokens"));
@@ -185,7 +184,7 @@ mod tests {
 
     #[test]
     fn an_empty_text_scores_nothing_as_lm_eval() {
-        let combined = combine("", &Generation::default(), &[], Vec::new());
+        let combined = combine("", &Generation::default(), &[], Vec::new(), 0);
         assert_eq!(combined.outcome, Outcome::Ok);
         let score = combined.rolling.unwrap();
         assert_eq!(
@@ -212,8 +211,9 @@ mod tests {
         let combined = combine(
             "a b c d",
             &Generation::default(),
-            &two_windows(),
+            &TWO_WINDOWS,
             vec![window_answer(-3.0, 3), failed],
+            30,
         );
         assert_eq!(combined.outcome, Outcome::EndpointError);
         assert_eq!(

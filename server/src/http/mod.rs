@@ -139,8 +139,11 @@ where
             tower_http::services::ServeDir::new(&*options.site_root)
                 .precompressed_gzip()
                 .precompressed_br()
+                // Directories are not pages: they go to the app's "not found" page too.
+                .append_index_html_on_directories(false)
                 .call_fallback_on_method_not_allowed(true)
-                .not_found_service(axum::handler::Handler::with_state(
+                // The app's page keeps the status it renders with (404 for an unknown page).
+                .fallback(axum::handler::Handler::with_state(
                     leptos_axum::file_and_error_handler_with_context(
                         move || provide_context(fallback_state.clone()),
                         shell,
