@@ -8,5 +8,6 @@ pub mod agreement;
 pub mod gold;
 pub mod pool;
 pub mod review;
+pub mod rubric;
 pub mod sla;
 pub mod task;
