@@ -385,13 +385,41 @@ fn multiple_choice_task(
     };
     let select_by = selection(task)?;
     Ok(LmEvalTask {
-        name: parts.name,
-        format: parts.format,
-        evaluated: parts.evaluated,
+        choices: Some((
+            choices_field,
+            LikelihoodSpec {
+                target_delimiter: parts.target_delimiter,
+                select_by,
+            },
+        )),
+        ..scoring_task(
+            parts.name,
+            parts.format,
+            parts.evaluated,
+            (parts.prompt_template, parts.input_field, Some(parts.target_field)),
+            "scored by the likelihood of each choice on the completions API, as the harness's local-completions scores it; the endpoint must return prompt logprobs",
+        )
+    })
+}
+
+/// A task scored by likelihood rather than generated: one request of one token at temperature
+/// 0, once, under an exact-match grader (which reads the chosen letter; rolling tasks grade
+/// nothing). `prompt` is the template with its input and target fields.
+fn scoring_task(
+    name: String,
+    format: DataFormat,
+    evaluated: SplitFiles,
+    (prompt_template, input_field, target_field): (String, String, Option<String>),
+    note: &str,
+) -> LmEvalTask {
+    LmEvalTask {
+        name,
+        format,
+        evaluated,
         shots: None,
-        prompt_template: parts.prompt_template,
-        input_field: parts.input_field,
-        target_field: Some(parts.target_field),
+        prompt_template,
+        input_field,
+        target_field,
         max_tokens: 1,
         temperature: 0.0,
         repetitions: 1,
@@ -400,18 +428,10 @@ fn multiple_choice_task(
             name: String::new(),
             grader: GraderSpec::ExactMatch {},
         }],
-        choices: Some((
-            choices_field,
-            LikelihoodSpec {
-                target_delimiter: parts.target_delimiter,
-                select_by,
-            },
-        )),
-        notes: vec![
-            "scored by the likelihood of each choice on the completions API, as the harness's local-completions scores it; the endpoint must return prompt logprobs".into(),
-        ],
+        choices: None,
+        notes: vec![note.to_string()],
         rolling: false,
-    })
+    }
 }
 
 /// A `loglikelihood_rolling` task (perplexity: WikiText, the Pile): each document's
@@ -498,30 +518,17 @@ fn rolling_task(
         }
     }
     Ok(LmEvalTask {
-        name,
-        format,
-        evaluated,
-        shots: None,
-        prompt_template: keep_trailing_newline(&target),
-        input_field,
-        target_field: None,
-        max_tokens: 1,
-        temperature: 0.0,
-        repetitions: 1,
-        sampling: SamplingOptions::default(),
-        pipelines: vec![ScoredPipeline {
-            name: String::new(),
-            grader: GraderSpec::ExactMatch {},
-        }],
-        choices: None,
-        notes: vec![
+        rolling: true,
+        ..scoring_task(
+            name,
+            format,
+            evaluated,
+            (keep_trailing_newline(&target), input_field, None),
             "scored by rolling log-likelihood on the completions API, as the harness's \
              local-completions scores it (the server's /tokenize and prompt logprobs on token \
              prompts): word perplexity, byte perplexity and bits per byte in the report, no \
-             grader asked"
-                .into(),
-        ],
-        rolling: true,
+             grader asked",
+        )
     })
 }
 

@@ -415,13 +415,10 @@ async fn score_texts_by_rolling_likelihood(base_url: &str) {
     let long = "The river leaves the hills in early spring, brown with melted snow. By summer \
                 it runs clear over pale stones, and children wade across it where the old ford \
                 used to be.";
-    let dataset: String = [
+    let dataset = [
         json!({"id": "short", "text": short}),
         json!({"id": "long", "text": long}),
-    ]
-    .iter()
-    .map(|item| item.to_string() + "\n")
-    .collect();
+    ];
     let eval = scoring_eval(
         store.as_ref(),
         "prose",
@@ -465,13 +462,13 @@ async fn score_texts_by_rolling_likelihood(base_url: &str) {
             .json(&json!({"prompt": text, "add_special_tokens": false}));
         async move {
             let answer: Value = request.send().await.unwrap().json().await.unwrap();
-            answer["tokens"].as_array().unwrap().len() as u64
+            answer["tokens"].as_array().unwrap().clone()
         }
     };
     let scores = store.run_rolling_scores(run).await.unwrap();
     for (case, _, score) in &scores {
         let text = if case == "short" { short } else { long };
-        assert_eq!(score.tokens, tokenize(text).await, "{case}");
+        assert_eq!(score.tokens, tokenize(text).await.len() as u64, "{case}");
         assert_eq!(
             score.windows,
             score.tokens.div_ceil(14),
@@ -486,17 +483,8 @@ async fn score_texts_by_rolling_likelihood(base_url: &str) {
         .unwrap()
         .2;
     assert_eq!(short_score.windows, 1);
-    let ids: Value = http
-        .post(format!("{root}/tokenize"))
-        .json(&json!({"prompt": short, "add_special_tokens": false}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
     let mut prompt = vec![json!(prefix)];
-    prompt.extend(ids["tokens"].as_array().unwrap().iter().cloned());
+    prompt.extend(tokenize(short).await);
     let echoed: Value = http
         .post(format!("{base_url}/completions"))
         .json(
@@ -532,14 +520,11 @@ async fn score_choices_by_likelihood(base_url: &str) {
     use arbiter_domain::likelihood::LikelihoodSpec;
     use arbiter_testkit::pipeline::{launch, test_worker, work_until_complete};
     let (_directory, store, checkpoint) = store_with_the_model(base_url).await;
-    let dataset: String = [
+    let dataset = [
         json!({"id": "france", "question": "What is the capital of France?", "choices": ["London", "Paris", "Tokyo"], "answer": 1}),
         json!({"id": "sky", "question": "What color is the sky on a clear day?", "choices": ["blue", "green"], "answer": 0}),
         json!({"id": "sum", "question": "What is 2 + 2?", "choices": ["4", "7", "22"], "answer": 0}),
-    ]
-    .iter()
-    .map(|item| item.to_string() + "\n")
-    .collect();
+    ];
     let eval = scoring_eval(
         store.as_ref(),
         "mc",
@@ -586,15 +571,16 @@ async fn score_choices_by_likelihood(base_url: &str) {
     );
 }
 
-/// Uploads `dataset` (JSON Lines) and defines an eval over it that scores instead of
+/// Uploads `items` (as JSON Lines) and defines an eval over it that scores instead of
 /// generating (one token at most), with `options` saying how.
 async fn scoring_eval(
     store: &dyn Store,
     name: &str,
-    dataset: &str,
+    items: &[Value],
     template: &str,
     options: arbiter_engine::catalog::EvalOptions,
 ) -> arbiter_domain::ids::EvalId {
+    let dataset: String = items.iter().map(|item| item.to_string() + "\n").collect();
     let revision = arbiter_engine::catalog::upload_dataset(
         store,
         name,
