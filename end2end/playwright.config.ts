@@ -67,11 +67,12 @@ export default defineConfig({
     stdout: 'ignore',
     stderr: 'pipe',
     // The demo allows its own simulator; the tests also use a closed loopback port (9) as an
-    // unreachable endpoint and webhook receiver, which an operator would allow the same way.
+    // unreachable endpoint and webhook receiver, and port 8109 for a model of their own that
+    // answers with hostile markup; an operator would allow endpoints the same way.
     // HumanEval, when scripts/test fetched it, becomes the demo's second code suite.
     env: {
       ...process.env,
-      ARBITER_EGRESS_ALLOW: '127.0.0.1:9',
+      ARBITER_EGRESS_ALLOW: '127.0.0.1:9, 127.0.0.1:8109',
       ...(process.env.ARBITER_TEST_HUMANEVAL ? { ARBITER_DEMO_HUMANEVAL: process.env.ARBITER_TEST_HUMANEVAL } : {}),
     } as Record<string, string>,
   },

@@ -1,4 +1,4 @@
-//! Small pieces shared by several pages: error notes, item texts, alert lists and keyboard
+//! Small pieces shared by several pages: error notes, item images, alert lists and keyboard
 //! shortcuts. Nothing here knows an area of the app.
 
 use leptos::prelude::*;
@@ -32,23 +32,22 @@ where
     }
 }
 
-/// The item a rater or reviewer judges: question, reference answer and the model's output,
-/// all as text (never rendered as HTML).
-#[component]
-pub fn ItemText(
-    input: String,
-    target: String,
-    output: String,
-    #[prop(optional)] images: Vec<String>,
-) -> impl IntoView {
-    view! {
-        <h2>"Question"</h2>
-        <pre class="input">{input}</pre>
-        <ItemImages images/>
-        <h2>"Reference answer"</h2>
-        <pre class="target">{target}</pre>
-        <h2>"Model output"</h2>
-        <pre class="output" data-testid="task-output">{output}</pre>
+/// An item's texts as they are, for a page that has nothing rendered for them.
+pub fn plain_item(
+    input: &str,
+    target: &str,
+    output: &str,
+) -> arbiter_domain::annotation::shown::ShownItem {
+    use arbiter_domain::annotation::shown::{ShownItem, ShownText};
+    let plain = |raw: &str| ShownText {
+        raw: raw.to_string(),
+        html: String::new(),
+    };
+    ShownItem {
+        input: plain(input),
+        conversation: Vec::new(),
+        target: plain(target),
+        output: plain(output),
     }
 }
 

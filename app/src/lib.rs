@@ -27,13 +27,15 @@ pub mod grading;
 #[cfg(feature = "ssr")]
 pub mod guard;
 mod home;
+mod keys;
 mod nav;
 pub mod operations;
 pub mod reports;
 pub mod runs;
+mod shown;
 
 use accounts::{AccountPage, LoginPage, PasswordPage};
-use annotation::{AnnotatePage, QueuePage, RatersPage, ReviewPage};
+use annotation::{AnnotatePage, FeedbackPage, QueuePage, RatersPage, ReviewPage};
 use catalog::{CheckpointsPage, DatasetPage, DatasetsPage, EvalsPage};
 use grading::{EvalPage, JudgePage, JudgesPage};
 use home::HomePage;
@@ -87,6 +89,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/runs") view=RunsPage/>
                     <Route path=path!("/runs/:id") view=RunPage/>
                     <Route path=path!("/annotate") view=AnnotatePage/>
+                    <Route path=path!("/annotate/mine") view=FeedbackPage/>
                     <Route path=path!("/review") view=ReviewPage/>
                     <Route path=path!("/raters") view=RatersPage/>
                     <Route path=path!("/queue") view=QueuePage/>

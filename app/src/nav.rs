@@ -32,6 +32,7 @@ pub fn Nav() -> impl IntoView {
                                     </Show>
                                     <Show when=move || annotator>
                                         <a href="/annotate">"Annotate"</a>
+                                        <a href="/annotate/mine">"My labels"</a>
                                     </Show>
                                     <Show when=move || reviewer>
                                         <a href="/review">"Review"</a>

@@ -122,11 +122,11 @@ export async function openQueue(page: Page): Promise<ShownItem> {
   const task = page.getByTestId('task');
   await expect(task).toBeVisible();
   await expect(page.getByTestId('task-output')).not.toBeEmpty();
-  await expect(task.locator('pre.input')).not.toBeEmpty();
+  await expect(page.getByTestId('task-input')).not.toBeEmpty();
   // Each claim has its own random handle, never the item's id.
   const claim = await task.getAttribute('data-claim');
   expect(claim).toMatch(/^[0-9a-f]{32}$/);
-  const content = `${await task.locator('pre.input').textContent()}\n${await page.getByTestId('task-output').textContent()}`;
+  const content = `${await page.getByTestId('task-input').textContent()}\n${await page.getByTestId('task-output').textContent()}`;
   // Keys only work once the wasm has hydrated the page.
   await waitForHydration(page);
   return { claim: claim!, content };
@@ -218,4 +218,41 @@ export async function uncertainCount(page: Page, runId: number) {
   await page.goto(`/runs/${runId}`);
   await expect(page.getByTestId('run-status')).toHaveText('completed', { timeout: 45_000 });
   return Number(await page.getByTestId('count-uncertain').innerText());
+}
+
+/** A grader that never decides: every item goes to humans. */
+const NEVER_DECIDES = '{"kind": "regex_match", "pattern": "NEVER IN A REPLY (x)"}';
+
+/** As a researcher: an eval on the JSONL `content` (`items` items) whose items all reach
+ * humans, every label reviewed, launched as a promotion decision against `checkpoint`; waits
+ * until its run is answered and returns the run's id. */
+export async function launchReviewedRun(page: Page, content: string, items: number, checkpoint = 'simulator/ckpt-a') {
+  const dataset = uniqueName('qc-data');
+  await uploadDatasetDirectly(page, dataset, content);
+  const evalName = uniqueName('qc eval');
+  const form = await openEvalForm(page, evalName, dataset);
+  await form.getByLabel('Repetitions').fill('1');
+  await form.getByText('Advanced: grader as JSON').click();
+  await form.getByLabel('Grader spec as JSON', { exact: false }).fill(NEVER_DECIDES);
+  await form.getByRole('button', { name: 'Define eval' }).click();
+
+  await page.getByRole('link', { name: evalName }).click();
+  await expect(page.getByRole('heading', { level: 1 })).toHaveText(`Eval: ${evalName}`);
+  await waitForHydration(page);
+  await page.getByLabel('QC review rate').fill('1');
+  await page.getByLabel('What changed and why').fill('review every label');
+  await page.getByRole('button', { name: 'Save as a new version' }).click();
+  await expect(page.getByTestId('policy-history').locator('tbody tr')).toHaveCount(1);
+
+  await page.goto('/evals');
+  await waitForHydration(page);
+  const row = page.getByRole('row').filter({ has: page.getByRole('link', { name: evalName, exact: true }) });
+  await row.getByLabel(`checkpoint for ${evalName}`).selectOption({ label: checkpoint });
+  await row.getByLabel(`priority for ${evalName}`).selectOption('promotion');
+  await row.getByRole('button', { name: 'Launch' }).click();
+  await expect(page).toHaveURL(/\/runs\/\d+$/);
+  const runId = Number(new URL(page.url()).pathname.split('/').pop());
+  await waitForRunToFinish(page, runId);
+  await expect(page.getByTestId('count-uncertain')).toHaveText(String(items));
+  return runId;
 }

@@ -5,9 +5,9 @@
 // The tests share one promotion-priority run whose items all go to humans (a grader that never
 // decides, no judges, every label drawn for review), so its items come first in every queue.
 import {
-  openEvalForm,
   expect,
   jsonl,
+  launchReviewedRun,
   login,
   openQueue,
   openSessionAs,
@@ -15,51 +15,14 @@ import {
   test,
   TINY_DATASET,
   uniqueName,
-  uploadDatasetDirectly,
   waitForHydration,
-  waitForRunToFinish,
 } from './helpers';
-import type { Page } from '@playwright/test';
-
-const NEVER_DECIDES = '{"kind": "regex_match", "pattern": "NEVER IN A REPLY (x)"}';
-
-/** As a researcher: an eval whose items all reach humans, every label reviewed, launched as a
- * promotion decision; waits until its run is answered. */
-async function launchReviewedRun(page: Page) {
-  const dataset = uniqueName('qc-data');
-  await uploadDatasetDirectly(page, dataset, jsonl(TINY_DATASET));
-  const evalName = uniqueName('qc eval');
-  const form = await openEvalForm(page, evalName, dataset);
-  await form.getByLabel('Repetitions').fill('1');
-  await form.getByText('Advanced: grader as JSON').click();
-  await form.getByLabel('Grader spec as JSON', { exact: false }).fill(NEVER_DECIDES);
-  await form.getByRole('button', { name: 'Define eval' }).click();
-
-  await page.getByRole('link', { name: evalName }).click();
-  await expect(page.getByRole('heading', { level: 1 })).toHaveText(`Eval: ${evalName}`);
-  await waitForHydration(page);
-  await page.getByLabel('QC review rate').fill('1');
-  await page.getByLabel('What changed and why').fill('review every label');
-  await page.getByRole('button', { name: 'Save as a new version' }).click();
-  await expect(page.getByTestId('policy-history').locator('tbody tr')).toHaveCount(1);
-
-  await page.goto('/evals');
-  await waitForHydration(page);
-  const row = page.getByRole('row').filter({ has: page.getByRole('link', { name: evalName, exact: true }) });
-  await row.getByLabel(`checkpoint for ${evalName}`).selectOption({ label: 'simulator/ckpt-a' });
-  await row.getByLabel(`priority for ${evalName}`).selectOption('promotion');
-  await row.getByRole('button', { name: 'Launch' }).click();
-  await expect(page).toHaveURL(/\/runs\/\d+$/);
-  const runId = Number(new URL(page.url()).pathname.split('/').pop());
-  await waitForRunToFinish(page, runId);
-  await expect(page.getByTestId('count-uncertain')).toHaveText(String(TINY_DATASET.length));
-}
 
 test.describe.configure({ mode: 'serial' });
 
 test('a reviewer rejects a label with a reason and the item returns to the queue', async ({ page, browser, browserLog }) => {
   await login(page, 'researcher');
-  await launchReviewedRun(page);
+  await launchReviewedRun(page, jsonl(TINY_DATASET), TINY_DATASET.length);
 
   // The lead has not labelled before (so holds no lease): the first item is a promotion one.
   const rater = await openSessionAs(browser, 'lead', browserLog);

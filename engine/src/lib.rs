@@ -13,6 +13,7 @@
 //! - [`dispatch`]: workers that claim result identities, answer, grade and record them;
 //! - [`grading`]: judges, triage policies, calibration, costs;
 //! - [`annotation`]: review, gold items, the rater pool, agreement, the queue report;
+//!   [`display`]: the texts raters read, rendered and sanitised;
 //! - [`reports`]: run reports, comparisons, diffs, trends, exports, charts;
 //! - [`accounts`]: users, passwords, API tokens, the login throttle;
 //! - [`suites`]: suites that checkpoints trigger, and checkpoint announcements;
@@ -32,6 +33,7 @@ pub mod clients;
 pub mod contamination;
 pub mod dataset_files;
 pub mod dispatch;
+pub mod display;
 pub mod error;
 pub mod eval_form;
 pub mod grading;

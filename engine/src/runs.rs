@@ -576,13 +576,15 @@ fn renderer_to_show(
 /// Shows an annotation task's item as its eval sent it: the whole request as text (for a later
 /// turn of a conversation, every earlier turn with the model's own answer, then this turn) and
 /// this turn's acceptable answers; an eval of the original shape keeps the item's input and
-/// target. Raters judge the answer in the context the model had.
+/// target. Raters judge the answer in the context the model had, rendered as people read it.
 pub async fn show_task_as_sent(store: &dyn Store, task: &mut AnnotationTask) -> ServiceResult<()> {
-    if let Some(sent) = item_as_sent(store, task.identity_id).await? {
-        task.input = sent.input;
-        task.images = sent.images;
-        task.target = sent.target;
-    }
+    let mut texts = ItemTexts {
+        input: &mut task.input,
+        images: &mut task.images,
+        target: &mut task.target,
+        output: &task.output,
+    };
+    task.shown = Some(show_as_sent(store, task.identity_id, &mut texts).await?);
     Ok(())
 }
 
@@ -592,24 +594,82 @@ pub async fn show_review_as_sent(
     store: &dyn Store,
     item: &mut arbiter_domain::annotation::review::ReviewItem,
 ) -> ServiceResult<()> {
-    if let Some(sent) = item_as_sent(store, item.identity_id).await? {
-        item.input = sent.input;
-        item.images = sent.images;
-        item.target = sent.target;
-    }
+    let mut texts = ItemTexts {
+        input: &mut item.input,
+        images: &mut item.images,
+        target: &mut item.target,
+        output: &item.output,
+    };
+    item.shown = Some(show_as_sent(store, item.identity_id, &mut texts).await?);
     Ok(())
 }
 
-/// An identity's item as its eval sent it (for people).
+/// Shows a rater's own label's item as its eval sent it, as [`show_task_as_sent`] does.
+pub async fn show_own_label_as_sent(
+    store: &dyn Store,
+    label: &mut arbiter_domain::annotation::review::OwnLabel,
+) -> ServiceResult<()> {
+    let mut texts = ItemTexts {
+        input: &mut label.input,
+        images: &mut label.images,
+        target: &mut label.target,
+        output: &label.output,
+    };
+    label.shown = Some(show_as_sent(store, label.identity_id, &mut texts).await?);
+    Ok(())
+}
+
+/// The texts of an item on a person's screen, as stored; the request's parts are replaced by
+/// what the eval sent.
+struct ItemTexts<'a> {
+    input: &'a mut String,
+    images: &'a mut Vec<String>,
+    target: &'a mut String,
+    output: &'a str,
+}
+
+async fn show_as_sent(
+    store: &dyn Store,
+    identity: arbiter_domain::ids::IdentityId,
+    texts: &mut ItemTexts<'_>,
+) -> ServiceResult<arbiter_domain::annotation::shown::ShownItem> {
+    let sent = item_as_sent(store, identity).await?;
+    let code_eval = sent.as_ref().is_some_and(|sent| sent.code_eval);
+    let mut conversation = Vec::new();
+    if let Some(request) = sent.and_then(|sent| sent.request) {
+        *texts.input = request.input;
+        *texts.images = request.images;
+        *texts.target = request.target;
+        conversation = request.conversation;
+    }
+    Ok(crate::display::show_item(
+        texts.input,
+        conversation,
+        texts.target,
+        texts.output,
+        code_eval,
+    ))
+}
+
+/// What an identity's eval sent, for people.
 struct SentItem {
+    /// The eval checks answers by running them (its texts are code).
+    code_eval: bool,
+    /// The request rebuilt; `None` for an eval of the original shape (the stored item is
+    /// what was sent) or an item that no longer renders.
+    request: Option<SentRequest>,
+}
+
+struct SentRequest {
     input: String,
     images: Vec<String>,
     target: String,
+    /// The messages, when more than one was sent: `(role, content, images)`.
+    conversation: Vec<(String, String, Vec<String>)>,
 }
 
 /// The request for an identity's item as text with its images and this turn's acceptable
-/// answers; `None` for an eval of the original shape (the stored item is what was sent) or
-/// an item that no longer renders.
+/// answers; `None` when the identity or its run is gone.
 async fn item_as_sent(
     store: &dyn Store,
     identity: arbiter_domain::ids::IdentityId,
@@ -620,25 +680,48 @@ async fn item_as_sent(
     let Some(manifest) = store.run_manifest(context.run_id).await? else {
         return Ok(None);
     };
+    let code_eval = manifest.sandbox.is_some();
     // A prompt that no longer compiles leaves the item as stored (logged), never the rater's
     // queue stuck on an error.
     let renderer = match renderer_to_show(&manifest) {
         Ok(Some(renderer)) => renderer,
-        Ok(None) => return Ok(None),
+        Ok(None) => {
+            return Ok(Some(SentItem {
+                code_eval,
+                request: None,
+            }))
+        }
         Err(err) => {
             tracing::warn!(error = %err, run = context.run_id.get(), "cannot show an item as its eval sent it");
-            return Ok(None);
+            return Ok(Some(SentItem {
+                code_eval,
+                request: None,
+            }));
         }
     };
     let turn = usize::try_from(context.turn).unwrap_or(1);
-    Ok(renderer
+    let request = renderer
         .render_turn(&context.item, turn, &context.earlier_answers)
         .ok()
-        .map(|rendered| SentItem {
+        .map(|rendered| SentRequest {
             input: rendered.body.as_text(),
             images: rendered.body.images(),
             target: rendered.item.target_text(),
-        }))
+            conversation: match &rendered.body {
+                PromptBody::Chat(messages) if messages.len() > 1 => messages
+                    .iter()
+                    .map(|message| {
+                        (
+                            message.role.as_str().to_string(),
+                            message.content.clone(),
+                            message.images.clone(),
+                        )
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            },
+        });
+    Ok(Some(SentItem { code_eval, request }))
 }
 
 /// The images each identity of `run` had its item sent with (empty for items without images),

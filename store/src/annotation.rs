@@ -16,7 +16,7 @@ use crate::StoreResult;
 use arbiter_domain::accounts::PasswordHash;
 use arbiter_domain::annotation::gold::{GoldCandidate, GoldItem};
 use arbiter_domain::annotation::pool::{NewRater, RaterRecord, RaterUpdate};
-use arbiter_domain::annotation::review::{ReviewDecision, ReviewItem};
+use arbiter_domain::annotation::review::{OwnLabel, ReviewDecision, ReviewItem};
 use arbiter_domain::annotation::sla::LabellingFlow;
 use arbiter_domain::annotation::task::{
     AnnotationTask, ClaimHandle, QueueCounts, QueueLabel, RunLabel, TrainingFeedback,
@@ -123,6 +123,20 @@ pub trait AnnotationStore: Send + Sync + 'static {
 
     /// Standing labels given since `since`, with their queue (eval).
     async fn queue_labels(&self, since: i64) -> StoreResult<Vec<QueueLabel>>;
+
+    /// A rater's feedback: their latest labels that a reviewer corrected or rejected, those
+    /// waiting for a reviewer, and those still open to change; newest first, at most `limit`.
+    async fn own_labels(&self, rater_id: UserId, limit: i64) -> StoreResult<Vec<OwnLabel>>;
+
+    /// Changes a rater's own label while its item waits for other raters' labels (see
+    /// [`arbiter_domain::annotation::review::may_edit`]); refused with the reason otherwise.
+    async fn edit_label(
+        &self,
+        label_id: i64,
+        rater_id: UserId,
+        pass: bool,
+        rationale: &str,
+    ) -> StoreResult<()>;
 }
 
 /// The SQL of [`AnnotationStore`], for both backends (expanded once per backend by `backend_sql!`).
@@ -134,7 +148,7 @@ macro_rules! annotation_sql {
         use arbiter_domain::annotation::gold::{DEFAULT_GOLD_RATE, DEFAULT_REVIEW_CHECK_RATE, GOLD_RATE_SETTING, REVIEW_CHECK_RATE_SETTING, TRAINING_ITEMS, next_is_gold, review_is_checked, training_passed};
         use arbiter_domain::annotation::pool::{DEFAULT_QUALITY_THRESHOLD, QUALITY_THRESHOLD_SETTING, RaterLabel, RaterRecord, RaterUpdate};
         use arbiter_domain::accounts::PasswordHash;
-        use arbiter_domain::annotation::review::{ReviewCheck, ReviewDecision, ReviewItem};
+        use arbiter_domain::annotation::review::{LabelStanding, OwnLabel, ReviewCheck, ReviewDecision, ReviewItem, ReviewOutcome, may_edit};
         use $crate::{StoreError, StoreResult, now_ms};
         use arbiter_domain::grading::Verdict;
         use arbiter_domain::annotation::adjudication::{Vote, adjudicate, drawn_for_review, rater_quality};
@@ -362,6 +376,7 @@ macro_rules! annotation_sql {
                 output: row.read("output")?,
                 lease_expires_at,
                 training,
+                shown: None,
             }))
         }
 
@@ -736,6 +751,7 @@ macro_rules! annotation_sql {
                 rationale: row.read("rationale")?,
                 why: why.to_string(),
                 check,
+                shown: None,
             })
         }
 
@@ -1533,6 +1549,142 @@ macro_rules! annotation_sql {
                 .collect())
         }
 
+        /// Where a label stands for an edit, from a row with `task_state`, `label_state`,
+        /// `review_state`, `review_served_to` and `review_served_until`.
+        fn label_standing(row: &<$db as sqlx::Database>::Row, now: i64) -> Result<LabelStanding, sqlx::Error> {
+            let task_state: String = row.read("task_state")?;
+            let label_state: String = row.read("label_state")?;
+            let review_state: Option<String> = row.read("review_state")?;
+            let served_to: Option<i64> = row.read("review_served_to")?;
+            let served_until: Option<i64> = row.read("review_served_until")?;
+            Ok(LabelStanding {
+                item_done: task_state == "done",
+                rejected: label_state == "rejected",
+                reviewed: review_state.as_deref().is_some_and(|state| state != "pending"),
+                with_reviewer: served_to.is_some() && served_until.is_some_and(|until| until > now),
+            })
+        }
+
+        const LABEL_STANDING_COLUMNS: &str = "t.state AS task_state, l.state AS label_state, l.review_state, \
+            l.review_served_to, l.review_served_until";
+
+        async fn list_own_labels(pool: &sqlx::Pool<$db>, rater_id: UserId, limit: i64) -> StoreResult<Vec<OwnLabel>> {
+            let now = now_ms();
+            let rows = sqlx::query(&format!(
+                "SELECT l.id AS label_id, w.id AS identity_id, i.input, i.target, g.output, l.verdict, l.rationale, \
+                        l.created_at, l.edited_at, {LABEL_STANDING_COLUMNS}, \
+                        r.decision, r.verdict AS corrected_to, r.reason, r.created_at AS decided_at, \
+                        r.check_state, r.check_verdict, r.check_reason \
+                 FROM labels l JOIN annotation_tasks t ON t.id = l.task_id \
+                 JOIN work_items w ON w.id = t.work_item_id \
+                 JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
+                 JOIN generations g ON g.work_item_id = w.id \
+                 LEFT JOIN label_reviews r ON r.label_id = l.id \
+                 WHERE l.annotator_id = $1 \
+                   AND ((t.state <> 'done' AND l.state = 'standing') OR l.review_state = 'pending' \
+                        OR r.decision IN ('corrected', 'rejected')) \
+                 ORDER BY l.id DESC LIMIT $2"
+            ))
+            .bind(rater_id.get())
+            .bind(limit)
+            .fetch_all(pool)
+            .await?;
+            let mut labels = Vec::with_capacity(rows.len());
+            for row in &rows {
+                let verdict: String = row.read("verdict")?;
+                let decision: Option<String> = row.read("decision")?;
+                let review = match decision {
+                    Some(decision) => {
+                        let corrected_to: Option<String> = row.read("corrected_to")?;
+                        let check_state: Option<String> = row.read("check_state")?;
+                        let check_verdict: Option<String> = row.read("check_verdict")?;
+                        let check_reason: String = row.read("check_reason")?;
+                        Some(ReviewOutcome {
+                            decision,
+                            corrected_to: corrected_to.map(|verdict| verdict == "pass"),
+                            reason: row.read("reason")?,
+                            decided_at: row.read("decided_at")?,
+                            overturned_to: match (check_state.as_deref(), check_verdict) {
+                                (Some("overturned"), Some(verdict)) => Some((verdict == "pass", check_reason)),
+                                _ => None,
+                            },
+                        })
+                    }
+                    None => None,
+                };
+                labels.push(OwnLabel {
+                    label_id: row.read("label_id")?,
+                    identity_id: row.read("identity_id")?,
+                    input: row.read("input")?,
+                    images: Vec::new(),
+                    target: row.read("target")?,
+                    output: row.read("output")?,
+                    pass: verdict == "pass",
+                    rationale: row.read("rationale")?,
+                    created_at: row.read("created_at")?,
+                    edited_at: row.read("edited_at")?,
+                    editable: may_edit(label_standing(row, now)?),
+                    review,
+                    shown: None,
+                });
+            }
+            Ok(labels)
+        }
+
+        /// Changes a label in place. The item's row is touched first: that locks it against a
+        /// last label arriving meanwhile (on PostgreSQL the other submission waits, then
+        /// adjudicates with this label as changed; or this one waits and then finds the item
+        /// done), and SQLite has one writer anyway.
+        async fn change_own_label(
+            writer: &sqlx::Pool<$db>,
+            label_id: i64,
+            rater_id: UserId,
+            pass: bool,
+            rationale: &str,
+        ) -> StoreResult<()> {
+            let now = now_ms();
+            let mut tx = writer.begin_with($begin).await?;
+            let task_id: Option<i64> = sqlx::query_scalar("SELECT task_id FROM labels WHERE id = $1 AND annotator_id = $2")
+                .bind(label_id)
+                .bind(rater_id.get())
+                .fetch_optional(&mut *tx)
+                .await?;
+            let Some(task_id) = task_id else {
+                return Err(StoreError::NotFound(format!("you have no label with id {label_id}")));
+            };
+            sqlx::query("UPDATE annotation_tasks SET labels_done = labels_done WHERE id = $1")
+                .bind(task_id)
+                .execute(&mut *tx)
+                .await?;
+            let row = sqlx::query(&format!(
+                "SELECT {LABEL_STANDING_COLUMNS} FROM labels l JOIN annotation_tasks t ON t.id = l.task_id WHERE l.id = $1"
+            ))
+            .bind(label_id)
+            .fetch_one(&mut *tx)
+            .await?;
+            may_edit(label_standing(&row, now)?).map_err(StoreError::Conflict)?;
+            let verdict = if pass { Verdict::Pass } else { Verdict::Fail };
+            // Conditional: a reviewer may have been served the label since it was read (the
+            // serving update does not touch the item's row).
+            let changed = sqlx::query(
+                "UPDATE labels SET verdict = $1, rationale = $2, edited_at = $3 WHERE id = $4 AND state = 'standing' \
+                 AND (review_state IS NULL OR review_state = 'pending') \
+                 AND (review_served_until IS NULL OR review_served_until <= $3)",
+            )
+            .bind(verdict.as_str())
+            .bind(rationale)
+            .bind(now)
+            .bind(label_id)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if changed != 1 {
+                return Err(StoreError::Conflict("a reviewer took this label meanwhile; it can no longer be changed".into()));
+            }
+            tx.commit().await?;
+            Ok(())
+        }
+
         #[async_trait::async_trait]
         impl $crate::annotation::AnnotationStore for $store {
             async fn next_annotation_task(&self, user_id: UserId, lease_ms: i64) -> StoreResult<Option<AnnotationTask>> {
@@ -1714,6 +1866,18 @@ macro_rules! annotation_sql {
                 }
                 .await;
                 result.map_err(|err| err.during("queue_labels"))
+            }
+
+            async fn own_labels(&self, rater_id: UserId, limit: i64) -> StoreResult<Vec<OwnLabel>> {
+                list_own_labels(&self.pool, rater_id, limit)
+                    .await
+                    .map_err(|err| err.during("own_labels"))
+            }
+
+            async fn edit_label(&self, label_id: i64, rater_id: UserId, pass: bool, rationale: &str) -> StoreResult<()> {
+                change_own_label(&self.writer, label_id, rater_id, pass, rationale)
+                    .await
+                    .map_err(|err| err.during("edit_label"))
             }
         }
     };

@@ -1,16 +1,76 @@
 //! The annotator's page: one item at a time, labelled from the keyboard.
 //!
-//! Keys: `1`/`p` pass, `2`/`f` fail, `s` skip, `n` next item, `r` write a rationale (Escape
-//! leaves the text box). The rater is blind: no model, checkpoint or grader verdict is shown,
-//! and the model's output is rendered as text, never as HTML. Gold items look like any other
-//! item; only a rater in training is told, and sees the right answer after each label.
+//! Keys ([`KEYS`]): `1`/`p` pass, `2`/`f` fail, `s` skip, `n` next item, `r` write a rationale
+//! (Escape leaves the text box), `v` raw or rendered texts, `?` every key. The rater is blind:
+//! no model, checkpoint or grader verdict is shown. Texts are rendered as people read them
+//! (markdown, code, conversations) from HTML the server sanitised. Gold items look like any
+//! other item; only a rater in training is told, and sees the right answer after each label.
 
 use crate::annotation::api::{next_task, SkipTask, SubmitLabel, TaskView, TrainingFeedbackView};
-use crate::components::{error_text, ErrorNote, ItemText};
+use crate::components::{error_text, plain_item, ErrorNote};
 use crate::format::verdict_word;
+use crate::keys::{CheatSheet, KeyBinding, KeyLegend, KeyMap};
+use crate::shown::{RawToggle, ShownItemView};
 use arbiter_domain::annotation::task::ClaimHandle;
 use leptos::html;
 use leptos::prelude::*;
+
+/// What a key does on the annotate page.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Key {
+    Pass,
+    Fail,
+    Skip,
+    Next,
+    Rationale,
+    Raw,
+    Help,
+}
+
+pub(crate) static KEYS: KeyMap<Key> = KeyMap(&[
+    KeyBinding {
+        keys: &["1", "p"],
+        action: Key::Pass,
+        does: "pass",
+        in_legend: true,
+    },
+    KeyBinding {
+        keys: &["2", "f"],
+        action: Key::Fail,
+        does: "fail",
+        in_legend: true,
+    },
+    KeyBinding {
+        keys: &["s"],
+        action: Key::Skip,
+        does: "skip",
+        in_legend: true,
+    },
+    KeyBinding {
+        keys: &["n"],
+        action: Key::Next,
+        does: "next item",
+        in_legend: true,
+    },
+    KeyBinding {
+        keys: &["r"],
+        action: Key::Rationale,
+        does: "rationale (Esc to leave it)",
+        in_legend: true,
+    },
+    KeyBinding {
+        keys: &["v"],
+        action: Key::Raw,
+        does: "raw or rendered texts",
+        in_legend: false,
+    },
+    KeyBinding {
+        keys: &["?"],
+        action: Key::Help,
+        does: "all keys",
+        in_legend: true,
+    },
+]);
 
 #[component]
 pub fn AnnotatePage() -> impl IntoView {
@@ -22,6 +82,8 @@ pub fn AnnotatePage() -> impl IntoView {
     let rationale = RwSignal::new(String::new());
     let notice = RwSignal::new(None::<String>);
     let rationale_box = NodeRef::<html::Textarea>::new();
+    let raw = RwSignal::new(false);
+    let help = RwSignal::new(false);
 
     let label = move |verdict: &str| {
         if let Some(handle) = current.get_untracked() {
@@ -63,26 +125,26 @@ pub fn AnnotatePage() -> impl IntoView {
     });
 
     #[cfg(feature = "hydrate")]
-    crate::components::keyboard_shortcuts(move |key, event| match key {
-        "1" | "p" => label("pass"),
-        "2" | "f" => label("fail"),
-        "s" => skip_current(),
-        "n" => tick.update(|tick| *tick += 1),
-        "r" => {
+    crate::components::keyboard_shortcuts(move |key, event| match KEYS.action(key) {
+        Some(Key::Pass) => label("pass"),
+        Some(Key::Fail) => label("fail"),
+        Some(Key::Skip) => skip_current(),
+        Some(Key::Next) => tick.update(|tick| *tick += 1),
+        Some(Key::Rationale) => {
             if let Some(textarea) = rationale_box.get_untracked() {
                 event.prevent_default();
                 let _ = textarea.focus();
             }
         }
-        _ => {}
+        Some(Key::Raw) => raw.update(|raw| *raw = !*raw),
+        Some(Key::Help) => help.update(|open| *open = !*open),
+        None => {}
     });
 
     view! {
         <h1>"Annotate"</h1>
-        <p class="shortcuts">
-            "Shortcuts: " <kbd>"1"</kbd> " pass · " <kbd>"2"</kbd> " fail · " <kbd>"s"</kbd> " skip · "
-            <kbd>"n"</kbd> " next item · " <kbd>"r"</kbd> " rationale (" <kbd>"Esc"</kbd> " to leave it)"
-        </p>
+        <KeyLegend legend=KEYS.legend(true)/>
+        <CheatSheet legend=KEYS.legend(false) open=help/>
         {move || notice.get().map(|message| view! { <p class="notice" role="status" data-testid="notice">{message}</p> })}
         <Transition fallback=|| view! { <p>"Loading…"</p> }>
             {move || Suspend::new(async move {
@@ -102,7 +164,10 @@ pub fn AnnotatePage() -> impl IntoView {
                                     {remaining} " items in the queue"
                                     {item_id.map(|id| view! { " · item " <span data-testid="item-id">{id.get()}</span> })}
                                 </p>
-                                <ItemText input=task.input target=task.target output=task.output images=task.images/>
+                                <RawToggle raw/>
+                                <ShownItemView
+                                    shown=task.shown.unwrap_or_else(|| plain_item(&task.input, &task.target, &task.output))
+                                    images=task.images raw/>
                                 <p>"Is the model's final answer correct?"</p>
                                 <label>
                                     "Rationale (optional)"
@@ -155,4 +220,12 @@ fn training_message(TrainingFeedbackView { feedback, out_of }: &TrainingFeedback
         )
     };
     format!("{verdict}{note}{progress}")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn no_key_is_bound_twice() {
+        assert!(super::KEYS.clashes().is_empty());
+    }
 }

@@ -4,7 +4,7 @@
 
 use arbiter_domain::annotation::gold::{GoldCandidate, GoldItem};
 use arbiter_domain::annotation::pool::RaterStats;
-use arbiter_domain::annotation::review::ReviewItem;
+use arbiter_domain::annotation::review::{OwnLabel, ReviewItem};
 use arbiter_domain::annotation::sla::{AtRiskTask, SlaDay};
 use arbiter_domain::annotation::task::{AnnotationTask, ClaimHandle, TrainingFeedback};
 use arbiter_domain::health::Alert;
@@ -360,19 +360,8 @@ pub async fn submit_label(
     rationale: String,
 ) -> Result<Option<TrainingFeedbackView>, ServerFnError> {
     let (state, user) = require(Permission::Annotate).await?;
-    let pass = match verdict.as_str() {
-        "pass" => true,
-        "fail" => false,
-        other => {
-            return Err(fail(
-                400,
-                format!("a label is `pass` or `fail`, not `{other}`"),
-            ))
-        }
-    };
-    if rationale.chars().count() > 5000 {
-        return Err(fail(400, "the rationale is longer than 5000 characters"));
-    }
+    let pass = arbiter_domain::annotation::task::parse_label(&verdict, &rationale)
+        .map_err(|message| fail(400, message))?;
     let feedback = state
         .store
         .submit_label(&handle, user.id, pass, &rationale)
@@ -384,6 +373,46 @@ pub async fn submit_label(
             .min(arbiter_domain::annotation::gold::TRAINING_ITEMS as u64),
         feedback,
     }))
+}
+
+/// How many of their latest labels a rater's feedback page shows.
+#[cfg(feature = "ssr")]
+const OWN_LABELS_SHOWN: i64 = 50;
+
+/// The rater's feedback: their labels a reviewer corrected or rejected (with the reasons), and
+/// those they may still change.
+#[server(endpoint = "own_labels")]
+pub async fn own_labels() -> Result<Vec<OwnLabel>, ServerFnError> {
+    let (state, user) = require(Permission::Annotate).await?;
+    let store = state.store.as_ref();
+    let mut labels = store
+        .own_labels(user.id, OWN_LABELS_SHOWN)
+        .await
+        .map_err(store_error)?;
+    for label in &mut labels {
+        arbiter_engine::runs::show_own_label_as_sent(store, label)
+            .await
+            .map_err(service_error)?;
+    }
+    Ok(labels)
+}
+
+/// Changes the rater's own label (`verdict` `pass` or `fail`) while its item waits for other
+/// raters.
+#[server(endpoint = "edit_label")]
+pub async fn edit_label(
+    label_id: i64,
+    verdict: String,
+    #[server(default)] rationale: String,
+) -> Result<(), ServerFnError> {
+    let (state, user) = require(Permission::Annotate).await?;
+    let pass = arbiter_domain::annotation::task::parse_label(&verdict, &rationale)
+        .map_err(|message| fail(400, message))?;
+    state
+        .store
+        .edit_label(label_id, user.id, pass, &rationale)
+        .await
+        .map_err(store_error)
 }
 
 #[server(endpoint = "skip_task")]

@@ -1,12 +1,15 @@
-//! The human queue: labelling, senior review, the rater pool and the lead's queue page.
+//! The human queue: labelling, a rater's feedback, senior review, the rater pool and the lead's
+//! queue page.
 
 pub(crate) mod annotate;
 pub mod api;
+pub(crate) mod feedback;
 pub(crate) mod queue;
 pub(crate) mod raters;
 pub(crate) mod review;
 
 pub use annotate::AnnotatePage;
+pub use feedback::FeedbackPage;
 pub use queue::QueuePage;
 pub use raters::RatersPage;
 pub use review::ReviewPage;

@@ -1,12 +1,15 @@
 //! The senior reviewer's page: one rater's label at a time, accepted, corrected or rejected
-//! from the keyboard. Keys: `a` accept, `1`/`2` correct to pass/fail, `x` reject (a reason is
-//! required: the rater sees it), `n` next. When no label waits, a sample of other reviewers'
-//! decisions comes up for a spot check: `a` upholds it, `1`/`2` overturn it with the right
-//! verdict. The model's output is shown as text, never as HTML.
+//! from the keyboard. Keys ([`KEYS`]): `a` accept, `1`/`2` correct to pass/fail, `x` reject (a
+//! reason is required: the rater sees it), `r` reason, `n` next, `v` raw or rendered texts, `?`
+//! every key. When no label waits, a sample of other reviewers' decisions comes up for a spot
+//! check: `a` upholds it, `1`/`2` overturn it with the right verdict. Texts are rendered from
+//! HTML the server sanitised; the rater's rationale is plain text.
 
 use crate::annotation::api::{next_review, CheckReview, ReviewLabel};
-use crate::components::{error_text, ErrorNote, ItemText};
+use crate::components::{error_text, plain_item, ErrorNote};
 use crate::format::verdict_word;
+use crate::keys::{CheatSheet, KeyBinding, KeyLegend, KeyMap};
+use crate::shown::{RawToggle, ShownItemView};
 use arbiter_domain::annotation::review::ReviewCheck;
 use leptos::html;
 use leptos::prelude::*;
@@ -18,6 +21,70 @@ enum Current {
     Check(i64),
 }
 
+/// What a key does on the review page.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Key {
+    Accept,
+    CorrectToPass,
+    CorrectToFail,
+    Reject,
+    Reason,
+    Next,
+    Raw,
+    Help,
+}
+
+pub(crate) static KEYS: KeyMap<Key> = KeyMap(&[
+    KeyBinding {
+        keys: &["a"],
+        action: Key::Accept,
+        does: "accept",
+        in_legend: true,
+    },
+    KeyBinding {
+        keys: &["1"],
+        action: Key::CorrectToPass,
+        does: "correct to pass",
+        in_legend: true,
+    },
+    KeyBinding {
+        keys: &["2"],
+        action: Key::CorrectToFail,
+        does: "correct to fail",
+        in_legend: true,
+    },
+    KeyBinding {
+        keys: &["x"],
+        action: Key::Reject,
+        does: "reject (reason required)",
+        in_legend: true,
+    },
+    KeyBinding {
+        keys: &["r"],
+        action: Key::Reason,
+        does: "reason",
+        in_legend: true,
+    },
+    KeyBinding {
+        keys: &["n"],
+        action: Key::Next,
+        does: "next",
+        in_legend: true,
+    },
+    KeyBinding {
+        keys: &["v"],
+        action: Key::Raw,
+        does: "raw or rendered texts",
+        in_legend: false,
+    },
+    KeyBinding {
+        keys: &["?"],
+        action: Key::Help,
+        does: "all keys",
+        in_legend: true,
+    },
+]);
+
 #[component]
 pub fn ReviewPage() -> impl IntoView {
     let tick = RwSignal::new(0u64);
@@ -28,6 +95,8 @@ pub fn ReviewPage() -> impl IntoView {
     let reason = RwSignal::new(String::new());
     let notice = RwSignal::new(None::<String>);
     let reason_box = NodeRef::<html::Input>::new();
+    let raw = RwSignal::new(false);
+    let help = RwSignal::new(false);
 
     // `decision` is accept, correct (with a verdict) or reject; on a spot check accept upholds
     // the other reviewer and a correction overturns them.
@@ -74,32 +143,33 @@ pub fn ReviewPage() -> impl IntoView {
     Effect::new(move |_| after(check.value().get()));
 
     #[cfg(feature = "hydrate")]
-    crate::components::keyboard_shortcuts(move |key, event| match key {
-        "a" => send("accept", ""),
-        "1" => send("correct", "pass"),
-        "2" => send("correct", "fail"),
-        "x" => send("reject", ""),
-        "n" => tick.update(|tick| *tick += 1),
-        "r" => {
+    crate::components::keyboard_shortcuts(move |key, event| match KEYS.action(key) {
+        Some(Key::Accept) => send("accept", ""),
+        Some(Key::CorrectToPass) => send("correct", "pass"),
+        Some(Key::CorrectToFail) => send("correct", "fail"),
+        Some(Key::Reject) => send("reject", ""),
+        Some(Key::Next) => tick.update(|tick| *tick += 1),
+        Some(Key::Reason) => {
             if let Some(input) = reason_box.get_untracked() {
                 event.prevent_default();
                 let _ = input.focus();
             }
         }
-        _ => {}
+        Some(Key::Raw) => raw.update(|raw| *raw = !*raw),
+        Some(Key::Help) => help.update(|open| *open = !*open),
+        None => {}
     });
 
     view! {
         <h1>"Review labels"</h1>
-        <p class="shortcuts">
-            "Shortcuts: " <kbd>"a"</kbd> " accept · " <kbd>"1"</kbd> " / " <kbd>"2"</kbd> " correct to pass / fail · "
-            <kbd>"x"</kbd> " reject (reason required) · " <kbd>"r"</kbd> " reason · " <kbd>"n"</kbd> " next"
-        </p>
+        <KeyLegend legend=KEYS.legend(true)/>
+        <CheatSheet legend=KEYS.legend(false) open=help/>
         {move || notice.get().map(|message| view! { <p class="notice" role="status" data-testid="notice">{message}</p> })}
         <Transition fallback=|| view! { <p>"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match item.await {
                     Ok(Some(item)) => {
+                        let shown = item.shown.clone().unwrap_or_else(|| plain_item(&item.input, &item.target, &item.output));
                         let reason_input = view! {
                             <input node_ref=reason_box maxlength="2000"
                                 prop:value=move || reason.get()
@@ -111,10 +181,11 @@ pub fn ReviewPage() -> impl IntoView {
                                 view! {
                                     <section class="card task" data-testid="spot-check" data-review-id=spot.review_id.to_string()>
                                         <p class="hint">{item.why}</p>
-                                        <ItemText input=item.input target=item.target output=item.output images=item.images.clone()/>
+                                        <RawToggle raw/>
+                                        <ShownItemView shown=shown.clone() images=item.images.clone() raw/>
                                         <h2>"The label and the decision to check"</h2>
                                         <p><strong>{item.rater}</strong> " said " <strong>{verdict_word(item.pass)}</strong></p>
-                                        <pre class="output">{item.rationale}</pre>
+                                        <pre class="rationale" data-testid="review-rationale">{item.rationale}</pre>
                                         <p data-testid="checked-decision">"Reviewer " <strong>{spot.reviewer.clone()}</strong> " " {decision_in_words(&spot)}
                                             {(!spot.reason.is_empty()).then(|| format!(": {}", spot.reason))}</p>
                                         <label>"Reason (optional; the reviewer sees it)" {reason_input}</label>
@@ -131,10 +202,11 @@ pub fn ReviewPage() -> impl IntoView {
                                 view! {
                                     <section class="card task" data-testid="review" data-label-id=item.label_id.to_string()>
                                         <p class="hint">{item.why}</p>
-                                        <ItemText input=item.input target=item.target output=item.output images=item.images.clone()/>
+                                        <RawToggle raw/>
+                                        <ShownItemView shown=shown.clone() images=item.images.clone() raw/>
                                         <h2>"The label"</h2>
                                         <p data-testid="review-label"><strong>{item.rater}</strong> " said " <strong>{verdict_word(item.pass)}</strong></p>
-                                        <pre class="output">{item.rationale}</pre>
+                                        <pre class="rationale" data-testid="review-rationale">{item.rationale}</pre>
                                         <label>"Reason (required to reject; the rater sees it)" {reason_input}</label>
                                         <div class="row">
                                             <button class="pass" on:click=move |_| send("accept", "")>"Accept " <kbd>"a"</kbd></button>
@@ -170,5 +242,13 @@ fn decision_in_words(check: &ReviewCheck) -> &'static str {
         ("corrected", _) => "corrected it to fail",
         ("accepted", _) => "accepted the label",
         _ => "rejected the label",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn no_key_is_bound_twice() {
+        assert!(super::KEYS.clashes().is_empty());
     }
 }

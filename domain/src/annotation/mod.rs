@@ -9,5 +9,6 @@ pub mod gold;
 pub mod pool;
 pub mod review;
 pub mod rubric;
+pub mod shown;
 pub mod sla;
 pub mod task;

@@ -25,6 +25,9 @@ pub struct ReviewItem {
     pub why: String,
     /// Set when this is a spot check of another reviewer's decision on the label.
     pub check: Option<ReviewCheck>,
+    /// The texts rendered for reading (filled by the engine before the item is shown).
+    #[serde(default)]
+    pub shown: Option<crate::annotation::shown::ShownItem>,
 }
 
 /// A reviewer's decision drawn for a spot check by another senior.
@@ -57,6 +60,122 @@ impl ReviewDecision {
             ReviewDecision::Accept => "accepted",
             ReviewDecision::Correct { .. } => "corrected",
             ReviewDecision::Reject => "rejected",
+        }
+    }
+}
+
+/// One of a rater's own labels on their feedback page: one a reviewer corrected or rejected
+/// (with the reason), or one still open to change.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OwnLabel {
+    pub label_id: i64,
+    /// The labelled result identity (the server's own key), to show the item as it was sent.
+    #[serde(skip)]
+    pub identity_id: crate::ids::IdentityId,
+    pub input: String,
+    #[serde(default)]
+    pub images: Vec<String>,
+    pub target: String,
+    pub output: String,
+    pub pass: bool,
+    pub rationale: String,
+    pub created_at: i64,
+    /// Set when the rater changed the label after submitting it.
+    pub edited_at: Option<i64>,
+    /// Why the rater can or cannot change the label now (`Ok`: they can).
+    pub editable: Result<(), String>,
+    pub review: Option<ReviewOutcome>,
+    #[serde(default)]
+    pub shown: Option<crate::annotation::shown::ShownItem>,
+}
+
+/// What a reviewer decided on a rater's label, as the rater reads it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReviewOutcome {
+    /// `accepted`, `corrected` or `rejected`.
+    pub decision: String,
+    /// The reviewer's verdict when they corrected the label.
+    pub corrected_to: Option<bool>,
+    pub reason: String,
+    pub decided_at: i64,
+    /// A second senior overturned the reviewer's decision: the verdict that stands, and why.
+    pub overturned_to: Option<(bool, String)>,
+}
+
+/// Where a rater's label stands, for deciding whether they may still change it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LabelStanding {
+    /// The item has all its labels (it is adjudicated, or waits for a reviewer's split vote).
+    pub item_done: bool,
+    /// A reviewer rejected the label.
+    pub rejected: bool,
+    /// A reviewer decided on it (accepted, corrected or rejected).
+    pub reviewed: bool,
+    /// A reviewer has it on screen now.
+    pub with_reviewer: bool,
+}
+
+/// Whether a rater may change their label: only while the item waits for other raters, and
+/// never while or after a reviewer looks at it (they would judge a label that then changed).
+pub fn may_edit(standing: LabelStanding) -> Result<(), String> {
+    if standing.rejected {
+        Err("a reviewer rejected this label; the item went back to the queue".into())
+    } else if standing.reviewed {
+        Err("a reviewer has decided on this label".into())
+    } else if standing.with_reviewer {
+        Err("a reviewer is looking at this label now".into())
+    } else if standing.item_done {
+        Err("the item has all its labels; a label can be changed only while its item waits for other raters".into())
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_label_is_editable_only_while_its_item_waits_and_no_reviewer_has_it() {
+        let waiting = LabelStanding {
+            item_done: false,
+            rejected: false,
+            reviewed: false,
+            with_reviewer: false,
+        };
+        assert_eq!(may_edit(waiting), Ok(()));
+        for (standing, word) in [
+            (
+                LabelStanding {
+                    item_done: true,
+                    ..waiting
+                },
+                "all its labels",
+            ),
+            (
+                LabelStanding {
+                    rejected: true,
+                    ..waiting
+                },
+                "rejected",
+            ),
+            (
+                LabelStanding {
+                    reviewed: true,
+                    ..waiting
+                },
+                "decided on",
+            ),
+            (
+                LabelStanding {
+                    with_reviewer: true,
+                    ..waiting
+                },
+                "looking at",
+            ),
+        ] {
+            let refusal = may_edit(standing).unwrap_err();
+            assert!(refusal.contains(word), "{refusal}");
         }
     }
 }

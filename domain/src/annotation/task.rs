@@ -64,6 +64,9 @@ pub struct AnnotationTask {
     /// The rater is in training: every item is a gold item and each answer gets feedback.
     /// (Outside training, gold items look exactly like ordinary ones.)
     pub training: bool,
+    /// The texts rendered for reading (filled by the engine before the item is shown).
+    #[serde(default)]
+    pub shown: Option<crate::annotation::shown::ShownItem>,
 }
 
 /// What a rater in training learns after answering a gold item.
@@ -105,4 +108,38 @@ pub struct RunLabel {
     pub rater_id: UserId,
     pub rater: String,
     pub pass: bool,
+}
+
+/// Longest rationale a rater may write.
+pub const MAX_RATIONALE_CHARS: usize = 5_000;
+
+/// A pass/fail label as a form or the API sends it: `pass` or `fail`, and a rationale of at
+/// most [`MAX_RATIONALE_CHARS`]. Returns whether it passes.
+pub fn parse_label(verdict: &str, rationale: &str) -> Result<bool, String> {
+    let pass = match verdict {
+        "pass" => true,
+        "fail" => false,
+        other => return Err(format!("a label is `pass` or `fail`, not `{other}`")),
+    };
+    if rationale.chars().count() > MAX_RATIONALE_CHARS {
+        return Err(format!(
+            "the rationale is longer than {MAX_RATIONALE_CHARS} characters"
+        ));
+    }
+    Ok(pass)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_are_pass_or_fail_with_a_bounded_rationale() {
+        assert_eq!(parse_label("pass", ""), Ok(true));
+        assert_eq!(parse_label("fail", "wrong unit"), Ok(false));
+        assert!(parse_label("PASS", "").unwrap_err().contains("`PASS`"));
+        let long = "é".repeat(MAX_RATIONALE_CHARS + 1);
+        assert!(parse_label("pass", &long).unwrap_err().contains("5000"));
+        assert_eq!(parse_label("pass", &long[2..]), Ok(true));
+    }
 }

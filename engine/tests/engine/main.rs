@@ -8,6 +8,7 @@ mod contamination;
 mod conversations;
 mod dispatch;
 mod endpoint_keys;
+mod feedback_story;
 mod fuzz_inputs;
 mod images;
 mod imports;
