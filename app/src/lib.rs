@@ -35,7 +35,7 @@ pub mod runs;
 mod shown;
 
 use accounts::{AccountPage, LoginPage, PasswordPage};
-use annotation::{AnnotatePage, FeedbackPage, QueuePage, RatersPage, ReviewPage};
+use annotation::{AnnotatePage, FeedbackPage, QueuePage, RatersPage, ReviewPage, RubricsPage};
 use catalog::{CheckpointsPage, DatasetPage, DatasetsPage, EvalsPage};
 use grading::{EvalPage, JudgePage, JudgesPage};
 use home::HomePage;
@@ -92,6 +92,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/annotate/mine") view=FeedbackPage/>
                     <Route path=path!("/review") view=ReviewPage/>
                     <Route path=path!("/raters") view=RatersPage/>
+                    <Route path=path!("/rubrics") view=RubricsPage/>
                     <Route path=path!("/queue") view=QueuePage/>
                     <Route path=path!("/compare") view=ComparePage/>
                     <Route path=path!("/trends") view=TrendsPage/>

@@ -26,6 +26,7 @@ pub fn Nav() -> impl IntoView {
                                         <a href="/checkpoints">"Checkpoints"</a>
                                         <a href="/evals">"Evals"</a>
                                         <a href="/judges">"Judges"</a>
+                                        <a href="/rubrics">"Rubrics"</a>
                                         <a href="/runs">"Runs"</a>
                                         <a href="/trends">"Trends"</a>
                                         <a href="/system">"System"</a>
@@ -40,6 +41,9 @@ pub fn Nav() -> impl IntoView {
                                     <Show when=move || lead>
                                         <a href="/queue">"Queue"</a>
                                         <a href="/raters">"Raters"</a>
+                                    </Show>
+                                    <Show when=move || lead && !researcher>
+                                        <a href="/rubrics">"Rubrics"</a>
                                     </Show>
                                 </nav>
                                 <span class="whoami">

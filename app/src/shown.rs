@@ -23,7 +23,6 @@ pub fn ShownTextView(
     // Nothing rendered (an item the server could not render): the text as it is.
     let nothing_rendered = html.is_empty();
     let raw = Signal::derive(move || raw.get() || nothing_rendered);
-    let html = StoredValue::new(html);
     view! {
         <div class=move || format!("shown {part}{}", if unfolded.get() { "" } else { " folded" })
             data-testid=format!("task-{part}")>
@@ -31,7 +30,7 @@ pub fn ShownTextView(
                 view! { <pre class="raw">{raw_text.clone()}</pre> }.into_any()
             } else {
                 // The server rendered this from markdown or code and sanitised it.
-                view! { <div class="rendered" inner_html=html.get_value()></div> }.into_any()
+                view! { <div class="rendered" inner_html=html.clone()></div> }.into_any()
             }}
         </div>
         {long.then(|| view! {

@@ -224,9 +224,16 @@ export async function uncertainCount(page: Page, runId: number) {
 const NEVER_DECIDES = '{"kind": "regex_match", "pattern": "NEVER IN A REPLY (x)"}';
 
 /** As a researcher: an eval on the JSONL `content` (`items` items) whose items all reach
- * humans, every label reviewed, launched as a promotion decision against `checkpoint`; waits
- * until its run is answered and returns the run's id. */
-export async function launchReviewedRun(page: Page, content: string, items: number, checkpoint = 'simulator/ckpt-a') {
+ * humans, launched as a promotion decision against `checkpoint`; the policy has every label
+ * reviewed unless `reviewRate` says otherwise, and raters answer `rubric` when one is named.
+ * Waits until the run is answered and returns its id. */
+export async function launchReviewedRun(
+  page: Page,
+  content: string,
+  items: number,
+  checkpoint = 'simulator/ckpt-a',
+  policy: { reviewRate?: string; rubric?: string } = {},
+) {
   const dataset = uniqueName('qc-data');
   await uploadDatasetDirectly(page, dataset, content);
   const evalName = uniqueName('qc eval');
@@ -239,8 +246,9 @@ export async function launchReviewedRun(page: Page, content: string, items: numb
   await page.getByRole('link', { name: evalName }).click();
   await expect(page.getByRole('heading', { level: 1 })).toHaveText(`Eval: ${evalName}`);
   await waitForHydration(page);
-  await page.getByLabel('QC review rate').fill('1');
-  await page.getByLabel('What changed and why').fill('review every label');
+  await page.getByLabel('QC review rate').fill(policy.reviewRate ?? '1');
+  if (policy.rubric) await page.getByLabel('Rubric raters answer').fill(policy.rubric);
+  await page.getByLabel('What changed and why').fill('every item to humans');
   await page.getByRole('button', { name: 'Save as a new version' }).click();
   await expect(page.getByTestId('policy-history').locator('tbody tr')).toHaveCount(1);
 

@@ -79,6 +79,8 @@ pub struct PolicyForm {
     pub review_rate: String,
     /// Skill tag raters need ('' for none).
     pub required_skill: String,
+    /// The rubric raters answer, by name ('' for pass or fail).
+    pub rubric: String,
     pub note: String,
 }
 
@@ -116,6 +118,10 @@ impl PolicyForm {
             required_skill: match self.required_skill.trim() {
                 "" => None,
                 skill => Some(skill.to_lowercase()),
+            },
+            rubric: match self.rubric.trim() {
+                "" => None,
+                name => Some(name.to_string()),
             },
         };
         policy.validate().map_err(ServiceError::Invalid)?;
@@ -158,6 +164,11 @@ pub async fn save_policy(
     created_by: Option<UserId>,
 ) -> ServiceResult<i64> {
     let policy = form.parse()?;
+    // The rubric must exist and decide pass or fail now; its newest version at each launch is
+    // what that run's raters answer.
+    if let Some(name) = &policy.rubric {
+        freeze_rubric(store, name).await?;
+    }
     let note = form.note.trim().chars().take(1000).collect::<String>();
     Ok(store
         .save_grading_policy(eval_id, &policy, &note, None, created_by)
@@ -184,12 +195,37 @@ pub async fn freeze_triage(
         freeze(latest.policy.strong_judge)
     );
     let (cheap_judge, strong_judge) = (cheap_judge?, strong_judge?);
+    let rubric = match &latest.policy.rubric {
+        Some(name) => Some(freeze_rubric(store, name).await?),
+        None => None,
+    };
     Ok(Some(FrozenTriage {
         policy_version: latest.version,
         policy: latest.policy,
         cheap_judge,
         strong_judge,
+        rubric,
     }))
+}
+
+/// The newest version of the rubric `name`, which must decide pass or fail.
+async fn freeze_rubric(
+    store: &dyn Store,
+    name: &str,
+) -> ServiceResult<arbiter_domain::grading::triage::FrozenRubric> {
+    let stored = store.latest_rubric(name).await?.ok_or_else(|| {
+        ServiceError::Invalid(format!(
+            "the triage policy names rubric `{name}`, which does not exist; define it on the Rubrics page"
+        ))
+    })?;
+    crate::rubrics::check_decides(&stored)?;
+    Ok(arbiter_domain::grading::triage::FrozenRubric {
+        id: stored.id,
+        name: stored.name,
+        version: stored.version,
+        content_hash: stored.content_hash,
+        rubric: stored.rubric,
+    })
 }
 
 async fn freeze_judge(store: &dyn Store, judge_id: i64) -> ServiceResult<JudgeSpec> {

@@ -13,7 +13,8 @@
 //! - [`dispatch`]: workers that claim result identities, answer, grade and record them;
 //! - [`grading`]: judges, triage policies, calibration, costs;
 //! - [`annotation`]: review, gold items, the rater pool, agreement, the queue report;
-//!   [`display`]: the texts raters read, rendered and sanitised;
+//!   [`display`]: the texts raters read, rendered and sanitised; [`rubrics`]: what raters
+//!   answer, and their answers checked;
 //! - [`reports`]: run reports, comparisons, diffs, trends, exports, charts;
 //! - [`accounts`]: users, passwords, API tokens, the login throttle;
 //! - [`suites`]: suites that checkpoints trigger, and checkpoint announcements;
@@ -44,6 +45,7 @@ pub mod preview;
 pub mod prompts;
 pub mod reports;
 pub mod retention;
+pub mod rubrics;
 pub mod runs;
 pub mod sandbox;
 pub mod secrets;

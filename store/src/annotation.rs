@@ -24,6 +24,17 @@ use arbiter_domain::annotation::task::{
 use arbiter_domain::ids::{RunId, TaskId, UserId};
 use async_trait::async_trait;
 
+/// A rater's answers to an item's rubric, as stored.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RubricLabel {
+    pub rubric_id: i64,
+    /// The answers as JSON, by dimension key.
+    pub answers: String,
+    /// The verdict the rubric's verdict rule gives these answers.
+    pub pass: bool,
+    pub guideline_version: Option<i64>,
+}
+
 #[async_trait]
 pub trait AnnotationStore: Send + Sync + 'static {
     /// The annotator's current leased task, or a newly leased open one.
@@ -42,6 +53,25 @@ pub trait AnnotationStore: Send + Sync + 'static {
         pass: bool,
         rationale: &str,
     ) -> StoreResult<Option<TrainingFeedback>>;
+
+    /// A label answering the rubric of the item leased under `handle`: `answers` (JSON by
+    /// dimension key, checked by the caller against rubric `rubric_id`, which must be the
+    /// item's) with the verdict they give, under guidelines version `guideline_version`.
+    async fn submit_rubric_label(
+        &self,
+        handle: &ClaimHandle,
+        user_id: UserId,
+        answer: &RubricLabel,
+        rationale: &str,
+    ) -> StoreResult<Option<TrainingFeedback>>;
+
+    /// The rubric version (by id) of the item this rater holds under `handle` (`None`: pass or
+    /// fail); refused when the lease is not theirs or has lapsed.
+    async fn leased_rubric(
+        &self,
+        handle: &ClaimHandle,
+        user_id: UserId,
+    ) -> StoreResult<Option<i64>>;
 
     async fn skip_task(&self, handle: &ClaimHandle, user_id: UserId) -> StoreResult<()>;
 
@@ -144,7 +174,8 @@ macro_rules! annotation_sql {
     ($store:ident, $db:ty, $backend:literal, $begin:literal, $skip_locked:literal) => {
         use $crate::ReadColumn as _;
         use arbiter_domain::ids::{IdentityId, RunId, TaskId, UserId};
-        use arbiter_domain::annotation::task::{AnnotationTask, ClaimHandle, QueueCounts, RunLabel, TrainingFeedback};
+        use arbiter_domain::annotation::task::{AnnotationTask, ClaimHandle, QueueCounts, RunLabel, TaskRubric, TrainingFeedback};
+        use $crate::annotation::RubricLabel;
         use arbiter_domain::annotation::gold::{DEFAULT_GOLD_RATE, DEFAULT_REVIEW_CHECK_RATE, GOLD_RATE_SETTING, REVIEW_CHECK_RATE_SETTING, TRAINING_ITEMS, next_is_gold, review_is_checked, training_passed};
         use arbiter_domain::annotation::pool::{DEFAULT_QUALITY_THRESHOLD, QUALITY_THRESHOLD_SETTING, RaterLabel, RaterRecord, RaterUpdate};
         use arbiter_domain::accounts::PasswordHash;
@@ -152,6 +183,7 @@ macro_rules! annotation_sql {
         use $crate::{StoreError, StoreResult, now_ms};
         use arbiter_domain::grading::Verdict;
         use arbiter_domain::annotation::adjudication::{Vote, adjudicate, drawn_for_review, rater_quality};
+        use arbiter_domain::annotation::consensus::{RubricVote, adjudicate_rubric};
 
         /// Tasks found full on a recount before a claim gives up for this call (the rater asks
         /// again a moment later); only concurrent claims on PostgreSQL make this happen.
@@ -357,7 +389,7 @@ macro_rules! annotation_sql {
                 return Ok(None);
             };
             let row = sqlx::query(
-                "SELECT w.id AS identity_id, i.input, i.target, g.output FROM annotation_tasks t \
+                "SELECT w.id AS identity_id, i.input, i.target, g.output, t.rubric_id FROM annotation_tasks t \
                  JOIN work_items w ON w.id = t.work_item_id \
                  JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
                  JOIN generations g ON g.work_item_id = w.id WHERE t.id = $1",
@@ -365,6 +397,11 @@ macro_rules! annotation_sql {
             .bind(task_id)
             .fetch_one(&mut *tx)
             .await?;
+            let rubric_id: Option<i64> = row.read("rubric_id")?;
+            let rubric = match rubric_id {
+                Some(rubric_id) => Some(task_rubric(&mut tx, rubric_id).await?),
+                None => None,
+            };
             tx.commit().await?;
             Ok(Some(AnnotationTask {
                 handle: ClaimHandle(handle),
@@ -377,17 +414,68 @@ macro_rules! annotation_sql {
                 lease_expires_at,
                 training,
                 shown: None,
+                rubric,
             }))
         }
 
+        /// A task's rubric version with the newest guidelines of its name.
+        async fn task_rubric(
+            tx: &mut sqlx::Transaction<'_, $db>,
+            rubric_id: i64,
+        ) -> Result<TaskRubric, sqlx::Error> {
+            let row = sqlx::query(&format!("{} WHERE r.id = $1", super::rubrics_sql::RUBRIC_SELECT))
+                .bind(rubric_id)
+                .fetch_one(&mut **tx)
+                .await?;
+            let version = super::rubrics_sql::rubric_from_row(&row)?;
+            let guidelines = sqlx::query(&format!(
+                "{} WHERE g.rubric_name = $1 ORDER BY g.version DESC LIMIT 1",
+                super::rubrics_sql::GUIDELINES_SELECT
+            ))
+            .bind(&version.name)
+            .fetch_optional(&mut **tx)
+            .await?
+            .as_ref()
+            .map(super::rubrics_sql::guidelines_from_row)
+            .transpose()?;
+            Ok(TaskRubric {
+                version,
+                guidelines,
+                guidelines_html: String::new(),
+            })
+        }
+
+        /// The rubric of the task leased to this rater under `handle`.
+        async fn rubric_of_lease(
+            pool: &sqlx::Pool<$db>,
+            handle: &ClaimHandle,
+            user_id: UserId,
+        ) -> StoreResult<Option<i64>> {
+            let row: Option<(Option<i64>,)> = sqlx::query_as(
+                "SELECT t.rubric_id FROM task_leases x JOIN annotation_tasks t ON t.id = x.task_id \
+                 WHERE x.handle = $1 AND x.rater_id = $2 AND x.expires_at > $3",
+            )
+            .bind(handle.as_str())
+            .bind(user_id.get())
+            .bind(now_ms())
+            .fetch_optional(pool)
+            .await?;
+            match row {
+                Some((rubric_id,)) => Ok(rubric_id),
+                None => Err(StoreError::Conflict(NOT_HELD.into())),
+            }
+        }
+
         /// Records a label from the rater holding the item's live lease; adjudicates the item
-        /// when it has all its labels.
+        /// when it has all its labels. `rubric` carries the answers when the item asks a rubric
+        /// (it must be the item's own), `None` for a pass/fail label.
         async fn submit_task_label(
             writer: &sqlx::Pool<$db>,
             handle: &ClaimHandle,
             user_id: UserId,
             pass: bool,
             rationale: &str,
+            rubric: Option<&RubricLabel>,
         ) -> StoreResult<Option<TrainingFeedback>> {
             let now = now_ms();
             let verdict = if pass { Verdict::Pass } else { Verdict::Fail };
@@ -406,14 +494,25 @@ macro_rules! annotation_sql {
                 return Err(StoreError::Conflict(NOT_HELD.into()));
             };
             let task_id = TaskId(task_id);
+            let asked: Option<i64> = sqlx::query_scalar("SELECT rubric_id FROM annotation_tasks WHERE id = $1")
+                .bind(task_id.get())
+                .fetch_one(&mut *tx)
+                .await?;
+            if asked != rubric.map(|label| label.rubric_id) {
+                tx.rollback().await?;
+                return Err(StoreError::Conflict(match asked {
+                    Some(_) => "this item asks a rubric: answer its dimensions".into(),
+                    None => "this item asks pass or fail, not a rubric".into(),
+                }));
+            }
             if let Some(gold_id) = gold_id {
                 let feedback = record_gold_answer(&mut tx, gold_id, user_id, pass, now - started, now).await?;
                 tx.commit().await?;
                 return Ok(feedback);
             }
             let label_id: i64 = sqlx::query_scalar(
-                "INSERT INTO labels (task_id, annotator_id, verdict, rationale, created_at, duration_ms) \
-                 VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+                "INSERT INTO labels (task_id, annotator_id, verdict, rationale, created_at, duration_ms, answers, guideline_version) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
             )
             .bind(task_id.get())
             .bind(user_id.get())
@@ -421,6 +520,8 @@ macro_rules! annotation_sql {
             .bind(rationale)
             .bind(now)
             .bind(now - started)
+            .bind(rubric.map(|label| label.answers.as_str()))
+            .bind(rubric.and_then(|label| label.guideline_version))
             .fetch_one(&mut *tx)
             .await
             .map_err(|err| $crate::conflict_on($backend, err, "labels_task_annotator_key", "you have labelled this item already"))?;
@@ -520,14 +621,15 @@ macro_rules! annotation_sql {
             task_id: TaskId,
             now: i64,
         ) -> Result<(), sqlx::Error> {
-            let votes: Vec<(String, String, String, i64, i64)> = sqlx::query_as(
+            let votes: Vec<(String, String, String, i64, i64, Option<String>)> = sqlx::query_as(
                 "SELECT u.username, l.verdict, l.rationale, \
                         (SELECT COUNT(*) FROM label_reviews r JOIN labels m ON m.id = r.label_id \
                          WHERE m.annotator_id = l.annotator_id AND r.decision = 'accepted') \
                         + (SELECT COUNT(*) FROM gold_answers a WHERE a.rater_id = l.annotator_id AND a.correct), \
                         (SELECT COUNT(*) FROM label_reviews r JOIN labels m ON m.id = r.label_id \
                          WHERE m.annotator_id = l.annotator_id AND r.decision <> 'accepted') \
-                        + (SELECT COUNT(*) FROM gold_answers a WHERE a.rater_id = l.annotator_id AND NOT a.correct) \
+                        + (SELECT COUNT(*) FROM gold_answers a WHERE a.rater_id = l.annotator_id AND NOT a.correct), \
+                        l.answers \
                  FROM labels l JOIN users u ON u.id = l.annotator_id \
                  WHERE l.task_id = $1 AND l.state = 'standing' ORDER BY l.id",
             )
@@ -550,16 +652,46 @@ macro_rules! annotation_sql {
             .fetch_optional(&mut **tx)
             .await?
             .flatten();
-            let votes: Vec<Vote> = votes
-                .into_iter()
-                .map(|(rater, verdict, rationale, right, wrong)| Vote {
-                    rater,
-                    pass: verdict == "pass",
-                    rationale,
-                    quality: rater_quality(right.max(0) as u64, wrong.max(0) as u64),
-                })
-                .collect();
-            let decided = adjudicate(&votes, correction.map(|verdict| verdict == "pass"));
+            let correction = correction.map(|verdict| verdict == "pass");
+            let rubric_id: Option<i64> = sqlx::query_scalar("SELECT rubric_id FROM annotation_tasks WHERE id = $1")
+                .bind(task_id.get())
+                .fetch_one(&mut **tx)
+                .await?;
+            let decided = match rubric_id {
+                // A rubric: each dimension by its own rule, the verdict from its dimension.
+                Some(rubric_id) => {
+                    let rubric = task_rubric(tx, rubric_id).await?.version.rubric;
+                    let votes: Vec<RubricVote> = votes
+                        .into_iter()
+                        .map(|(rater, _, _, right, wrong, answers)| RubricVote {
+                            rater,
+                            answer: answers
+                                .and_then(|json| serde_json::from_str(&json).ok())
+                                .unwrap_or_default(),
+                            quality: rater_quality(right.max(0) as u64, wrong.max(0) as u64),
+                        })
+                        .collect();
+                    let (decided, consensus) = adjudicate_rubric(&rubric, &votes, correction);
+                    sqlx::query("UPDATE annotation_tasks SET consensus = $1 WHERE id = $2")
+                        .bind(serde_json::to_string(&consensus).expect("a consensus always serializes"))
+                        .bind(task_id.get())
+                        .execute(&mut **tx)
+                        .await?;
+                    decided
+                }
+                None => {
+                    let votes: Vec<Vote> = votes
+                        .into_iter()
+                        .map(|(rater, verdict, rationale, right, wrong, _)| Vote {
+                            rater,
+                            pass: verdict == "pass",
+                            rationale,
+                            quality: rater_quality(right.max(0) as u64, wrong.max(0) as u64),
+                        })
+                        .collect();
+                    adjudicate(&votes, correction)
+                }
+            };
             let Some(pass) = decided.pass else {
                 // An even split: every standing label goes to the reviewers.
                 sqlx::query(
@@ -1703,10 +1835,28 @@ macro_rules! annotation_sql {
                 rationale: &str,
             ) -> StoreResult<Option<TrainingFeedback>> {
                 let result: StoreResult<Option<TrainingFeedback>> = async move {
-                    submit_task_label(&self.writer, handle, user_id, pass, rationale).await
+                    submit_task_label(&self.writer, handle, user_id, pass, rationale, None).await
                 }
                 .await;
                 result.map_err(|err| err.during("submit_label"))
+            }
+
+            async fn submit_rubric_label(
+                &self,
+                handle: &ClaimHandle,
+                user_id: UserId,
+                answer: &RubricLabel,
+                rationale: &str,
+            ) -> StoreResult<Option<TrainingFeedback>> {
+                submit_task_label(&self.writer, handle, user_id, answer.pass, rationale, Some(answer))
+                    .await
+                    .map_err(|err| err.during("submit_rubric_label"))
+            }
+
+            async fn leased_rubric(&self, handle: &ClaimHandle, user_id: UserId) -> StoreResult<Option<i64>> {
+                rubric_of_lease(&self.writer, handle, user_id)
+                    .await
+                    .map_err(|err| err.during("leased_rubric"))
             }
 
             async fn skip_task(&self, handle: &ClaimHandle, user_id: UserId) -> StoreResult<()> {

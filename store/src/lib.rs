@@ -11,6 +11,7 @@
 //! - [`work_queue`]: claims, leases, heartbeats, recorded results, the generation cache;
 //! - [`grading`]: judges, triage policies, the grade cache, calibration data, costs;
 //! - [`annotation`]: the human queue (leases, labels, reviews, gold, raters, SLAs);
+//! - [`rubrics`]: rubrics raters answer and their guidelines, versioned;
 //! - [`reports`]: tallies, snapshots, exports, diffs, promotion decisions, trends;
 //! - [`operations`]: settings, alerts, health figures, suites, webhooks, retention.
 //!
@@ -32,6 +33,7 @@ pub mod grading;
 pub mod operations;
 mod postgres;
 pub mod reports;
+pub mod rubrics;
 pub mod runs;
 mod sqlite;
 pub mod work_queue;
@@ -43,6 +45,7 @@ pub use grading::GradingStore;
 pub use operations::{DeliveryAttempt, DueDelivery, OperationsStore, RawPurge};
 pub use postgres::PostgresStore;
 pub use reports::{ContaminationCounts, ExportRow, ReportStore, StoredSnapshot};
+pub use rubrics::RubricStore;
 pub use runs::{ManifestInputs, NewRun, RunStore};
 pub use sqlite::SqliteStore;
 pub use work_queue::{
@@ -101,6 +104,7 @@ pub trait Store:
     + WorkQueueStore
     + GradingStore
     + AnnotationStore
+    + RubricStore
     + ReportStore
     + OperationsStore
     + Send
@@ -333,6 +337,10 @@ macro_rules! backend_sql {
         mod annotation_sql {
             use super::$store;
             $crate::annotation::annotation_sql!($store, $db, $backend, $begin, $skip_locked);
+        }
+        mod rubrics_sql {
+            use super::$store;
+            $crate::rubrics::rubrics_sql!($store, $db, $backend, $begin, $skip_locked);
         }
         mod reports_sql {
             use super::$store;

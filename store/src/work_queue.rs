@@ -470,7 +470,7 @@ macro_rules! work_queue_sql {
             if !for_humans.is_empty() {
                 let mut tasks = sqlx::QueryBuilder::<$db>::new(
                     "INSERT INTO annotation_tasks (work_item_id, reason, kind, sampling_rate, labels_needed, skill, \
-                     review_rate, state, created_at) ",
+                     review_rate, rubric_id, state, created_at) ",
                 );
                 tasks.push_values(&for_humans, |mut row, (identity_id, task)| {
                     row.push_bind(*identity_id)
@@ -480,6 +480,7 @@ macro_rules! work_queue_sql {
                         .push_bind(task.routing.labels_needed)
                         .push_bind(task.routing.skill.as_deref())
                         .push_bind(task.routing.review_rate)
+                        .push_bind(task.routing.rubric_id)
                         .push_bind("open")
                         .push_bind(now);
                 });

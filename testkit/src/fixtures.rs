@@ -57,6 +57,16 @@ pub fn eval_form(name: &str, dataset_id: DatasetId, repetitions: u32) -> EvalFor
 
 /// Uploads `dataset`, registers one checkpoint and one eval, and launches the run.
 pub async fn launch_one_run(store: &dyn Store, dataset: &[u8], repetitions: u32) -> RunId {
+    launch_with_policy(store, dataset, repetitions, None).await
+}
+
+/// As [`launch_one_run`], with a triage policy saved on the eval before the launch.
+pub async fn launch_with_policy(
+    store: &dyn Store,
+    dataset: &[u8],
+    repetitions: u32,
+    policy: Option<&arbiter_engine::grading::PolicyForm>,
+) -> RunId {
     let revision = arbiter_engine::catalog::upload_dataset(store, "qa", "qa.jsonl", dataset, None)
         .await
         .expect("the dataset uploads");
@@ -76,6 +86,11 @@ pub async fn launch_one_run(store: &dyn Store, dataset: &[u8], repetitions: u32)
     )
     .await
     .expect("the eval is valid");
+    if let Some(policy) = policy {
+        arbiter_engine::grading::save_policy(store, eval, policy, None)
+            .await
+            .expect("the policy is valid");
+    }
     let launched = arbiter_engine::runs::launch_run(
         store,
         eval,
@@ -169,6 +184,7 @@ pub async fn escalate_to_humans(store: &dyn Store, ids: &[IdentityId], raters: i
                 labels_needed: raters,
                 skill: None,
                 review_rate: 0.0,
+                rubric_id: None,
             };
             FinishedIdentity {
                 identity_id,
@@ -178,6 +194,25 @@ pub async fn escalate_to_humans(store: &dyn Store, ids: &[IdentityId], raters: i
                 cached_from: None,
                 next_turn_waits: false,
             }
+        })
+        .collect();
+    store.record_results(&finished).await.unwrap();
+}
+
+/// Records `ids` of `run` as answered with an unreadable answer, each sent to humans as the
+/// run's frozen triage policy routes it (overlap, review rate, rubric).
+pub async fn escalate_as_routed(store: &dyn Store, run: RunId, ids: &[IdentityId]) {
+    let manifest = store.run_manifest(run).await.unwrap().unwrap();
+    let finished: Vec<FinishedIdentity> = ids
+        .iter()
+        .map(|&identity_id| FinishedIdentity {
+            identity_id,
+            generation: answered(UNSURE),
+            grading: Grading::deterministic_only(Some(grade_exact_match(UNSURE, "42")))
+                .route(manifest.triage.as_ref()),
+            generation_key: None,
+            cached_from: None,
+            next_turn_waits: false,
         })
         .collect();
     store.record_results(&finished).await.unwrap();

@@ -1,16 +1,25 @@
 //! The annotator's page: one item at a time, labelled from the keyboard.
 //!
 //! Keys ([`KEYS`]): `1`/`p` pass, `2`/`f` fail, `s` skip, `n` next item, `r` write a rationale
-//! (Escape leaves the text box), `v` raw or rendered texts, `?` every key. The rater is blind:
+//! (Escape leaves the text box), `v` raw or rendered texts, `?` every key. An item that asks a
+//! rubric has its own keys ([`RUBRIC_KEYS`]): digits pick a level of the focused dimension,
+//! arrows move between dimensions, Enter submits; its guidelines are shown beside the item,
+//! and the label records their version. The rater is blind:
 //! no model, checkpoint or grader verdict is shown. Texts are rendered as people read them
 //! (markdown, code, conversations) from HTML the server sanitised. Gold items look like any
 //! other item; only a rater in training is told, and sees the right answer after each label.
 
-use crate::annotation::api::{next_task, SkipTask, SubmitLabel, TaskView, TrainingFeedbackView};
+use crate::annotation::api::{
+    next_task, SkipTask, SubmitLabel, SubmitRubricLabel, TaskView, TrainingFeedbackView,
+};
+#[cfg(feature = "hydrate")]
+use crate::annotation::rubric_form::{one_pick, pick, typed};
+use crate::annotation::rubric_form::{GuidelinesPanel, RubricForm};
 use crate::components::{error_text, plain_item, ErrorNote};
 use crate::format::verdict_word;
 use crate::keys::{CheatSheet, KeyBinding, KeyLegend, KeyMap};
 use crate::shown::{RawToggle, ShownItemView};
+use arbiter_domain::annotation::rubric::{Rubric, RubricAnswer};
 use arbiter_domain::annotation::task::ClaimHandle;
 use leptos::html;
 use leptos::prelude::*;
@@ -72,12 +81,97 @@ pub(crate) static KEYS: KeyMap<Key> = KeyMap(&[
     },
 ]);
 
+/// What a key does on an item that asks a rubric.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum RubricKey {
+    Pick,
+    NextDimension,
+    PreviousDimension,
+    Submit,
+    Skip,
+    Next,
+    Rationale,
+    Raw,
+    Help,
+}
+
+pub(crate) static RUBRIC_KEYS: KeyMap<RubricKey> = KeyMap(&[
+    KeyBinding {
+        keys: &["1", "2", "3", "4", "5", "6", "7", "8", "9", "0"],
+        action: RubricKey::Pick,
+        does: "pick a level of the focused dimension",
+        in_legend: true,
+    },
+    KeyBinding {
+        keys: &["ArrowDown", "ArrowRight"],
+        action: RubricKey::NextDimension,
+        does: "next dimension",
+        in_legend: true,
+    },
+    KeyBinding {
+        keys: &["ArrowUp", "ArrowLeft"],
+        action: RubricKey::PreviousDimension,
+        does: "previous dimension",
+        in_legend: true,
+    },
+    KeyBinding {
+        keys: &["Enter"],
+        action: RubricKey::Submit,
+        does: "submit the label",
+        in_legend: true,
+    },
+    KeyBinding {
+        keys: &["s"],
+        action: RubricKey::Skip,
+        does: "skip",
+        in_legend: true,
+    },
+    KeyBinding {
+        keys: &["n"],
+        action: RubricKey::Next,
+        does: "next item",
+        in_legend: false,
+    },
+    KeyBinding {
+        keys: &["r"],
+        action: RubricKey::Rationale,
+        does: "rationale (Esc to leave it)",
+        in_legend: true,
+    },
+    KeyBinding {
+        keys: &["v"],
+        action: RubricKey::Raw,
+        does: "raw or rendered texts",
+        in_legend: false,
+    },
+    KeyBinding {
+        keys: &["?"],
+        action: RubricKey::Help,
+        does: "all keys",
+        in_legend: true,
+    },
+]);
+
+/// The rubric on screen and the rater's answers so far.
+#[derive(Clone)]
+struct RubricState {
+    // Read by the key handler, which only the browser build has.
+    #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
+    rubric: Rubric,
+    guideline_version: Option<i64>,
+}
+
 #[component]
 pub fn AnnotatePage() -> impl IntoView {
     let tick = RwSignal::new(0u64);
     let task = Resource::new(move || tick.get(), |_| next_task());
     let submit = ServerAction::<SubmitLabel>::new();
+    let submit_rubric = ServerAction::<SubmitRubricLabel>::new();
     let skip = ServerAction::<SkipTask>::new();
+    // Set while the item on screen asks a rubric.
+    let rubric = RwSignal::new(None::<RubricState>);
+    let answers = RwSignal::new(RubricAnswer::new());
+    let focused = RwSignal::new(0usize);
     let current = RwSignal::new(None::<ClaimHandle>);
     let rationale = RwSignal::new(String::new());
     let notice = RwSignal::new(None::<String>);
@@ -91,6 +185,16 @@ pub fn AnnotatePage() -> impl IntoView {
                 handle,
                 verdict: verdict.to_string(),
                 rationale: rationale.get_untracked(),
+            });
+        }
+    };
+    let submit_answers = move || {
+        if let (Some(handle), Some(state)) = (current.get_untracked(), rubric.get_untracked()) {
+            submit_rubric.dispatch(SubmitRubricLabel {
+                handle,
+                answers: serde_json::to_string(&answers.get_untracked()).unwrap_or_default(),
+                rationale: rationale.get_untracked(),
+                guideline_version: state.guideline_version,
             });
         }
     };
@@ -119,38 +223,143 @@ pub fn AnnotatePage() -> impl IntoView {
         }
     });
     Effect::new(move |_| {
+        if let Some(result) = submit_rubric.value().get() {
+            let done = match &result {
+                Ok(Some(feedback)) => training_message(feedback),
+                _ => "Label saved.".to_string(),
+            };
+            after(result.map(|_| ()), &done);
+        }
+    });
+    Effect::new(move |_| {
         if let Some(result) = skip.value().get() {
             after(result, "Skipped.");
         }
     });
 
     #[cfg(feature = "hydrate")]
-    crate::components::keyboard_shortcuts(move |key, event| match KEYS.action(key) {
-        Some(Key::Pass) => label("pass"),
-        Some(Key::Fail) => label("fail"),
-        Some(Key::Skip) => skip_current(),
-        Some(Key::Next) => tick.update(|tick| *tick += 1),
-        Some(Key::Rationale) => {
-            if let Some(textarea) = rationale_box.get_untracked() {
-                event.prevent_default();
-                let _ = textarea.focus();
-            }
+    let focus_rationale = move |event: &leptos::ev::KeyboardEvent| {
+        if let Some(textarea) = rationale_box.get_untracked() {
+            event.prevent_default();
+            let _ = textarea.focus();
         }
-        Some(Key::Raw) => raw.update(|raw| *raw = !*raw),
-        Some(Key::Help) => help.update(|open| *open = !*open),
-        None => {}
+    };
+    // Moves the focus to another dimension; a typed one gets the keyboard in its field.
+    #[cfg(feature = "hydrate")]
+    let move_focus = move |step: isize| {
+        let Some(state) = rubric.get_untracked() else {
+            return;
+        };
+        let last = state.rubric.dimensions.len().saturating_sub(1) as isize;
+        let next = (focused.get_untracked() as isize + step).clamp(0, last) as usize;
+        focused.set(next);
+        if typed(&state.rubric.dimensions[next].kind) {
+            focus_field(&state.rubric.dimensions[next].key);
+        }
+    };
+    #[cfg(feature = "hydrate")]
+    crate::components::keyboard_shortcuts(move |key, event| {
+        if rubric.with_untracked(Option::is_some) {
+            match RUBRIC_KEYS.action(key) {
+                Some(RubricKey::Pick) => {
+                    let Some(state) = rubric.get_untracked() else {
+                        return;
+                    };
+                    let Some(dimension) = state.rubric.dimensions.get(focused.get_untracked())
+                    else {
+                        return;
+                    };
+                    let current =
+                        answers.with_untracked(|answers| answers.get(&dimension.key).cloned());
+                    if let Some(answer) = pick(&dimension.kind, key, current.as_ref()) {
+                        answers.update(|answers| {
+                            answers.insert(dimension.key.clone(), answer);
+                        });
+                        if one_pick(&dimension.kind) {
+                            move_focus(1);
+                        }
+                    } else if typed(&dimension.kind) {
+                        focus_field(&dimension.key);
+                    }
+                }
+                Some(RubricKey::NextDimension) => {
+                    event.prevent_default();
+                    move_focus(1);
+                }
+                Some(RubricKey::PreviousDimension) => {
+                    event.prevent_default();
+                    move_focus(-1);
+                }
+                Some(RubricKey::Submit) => {
+                    event.prevent_default();
+                    submit_answers();
+                }
+                Some(RubricKey::Skip) => skip_current(),
+                Some(RubricKey::Next) => tick.update(|tick| *tick += 1),
+                Some(RubricKey::Rationale) => focus_rationale(event),
+                Some(RubricKey::Raw) => raw.update(|raw| *raw = !*raw),
+                Some(RubricKey::Help) => help.update(|open| *open = !*open),
+                None => {}
+            }
+            return;
+        }
+        match KEYS.action(key) {
+            Some(Key::Pass) => label("pass"),
+            Some(Key::Fail) => label("fail"),
+            Some(Key::Skip) => skip_current(),
+            Some(Key::Next) => tick.update(|tick| *tick += 1),
+            Some(Key::Rationale) => focus_rationale(event),
+            Some(Key::Raw) => raw.update(|raw| *raw = !*raw),
+            Some(Key::Help) => help.update(|open| *open = !*open),
+            None => {}
+        }
     });
 
     view! {
         <h1>"Annotate"</h1>
-        <KeyLegend legend=KEYS.legend(true)/>
-        <CheatSheet legend=KEYS.legend(false) open=help/>
+        {move || if rubric.with(Option::is_some) {
+            view! {
+                <KeyLegend legend=RUBRIC_KEYS.legend(true)/>
+                <CheatSheet legend=RUBRIC_KEYS.legend(false) open=help/>
+            }.into_any()
+        } else {
+            view! {
+                <KeyLegend legend=KEYS.legend(true)/>
+                <CheatSheet legend=KEYS.legend(false) open=help/>
+            }.into_any()
+        }}
+        <p class="hint"><a href="/annotate/mine">"My labels"</a>": reviewers' corrections, and labels you can still change."</p>
         {move || notice.get().map(|message| view! { <p class="notice" role="status" data-testid="notice">{message}</p> })}
         <Transition fallback=|| view! { <p>"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match task.await {
                     Ok(Some(TaskView { task, item_id, remaining })) => {
                         current.set(Some(task.handle.clone()));
+                        answers.set(RubricAnswer::new());
+                        focused.set(0);
+                        rubric.set(task.rubric.as_ref().map(|asked| RubricState {
+                            rubric: asked.version.rubric.clone(),
+                            guideline_version: asked.guidelines.as_ref().map(|guidelines| guidelines.version),
+                        }));
+                        let questions = match task.rubric.clone() {
+                            Some(asked) => view! {
+                                <GuidelinesPanel rubric=asked.clone()/>
+                                <div class="rubric" data-testid="rubric-form" data-rubric=asked.version.name.clone()>
+                                    <RubricForm rubric=asked.version.rubric answers focused/>
+                                </div>
+                            }.into_any(),
+                            None => view! { <p>"Is the model's final answer correct?"</p> }.into_any(),
+                        };
+                        let buttons = if task.rubric.is_some() {
+                            view! {
+                                <button class="pass" on:click=move |_| submit_answers()>"Submit " <kbd>"Enter"</kbd></button>
+                            }.into_any()
+                        } else {
+                            view! {
+                                <button class="pass" on:click=move |_| label("pass")>"Pass " <kbd>"1"</kbd></button>
+                                <button class="fail" on:click=move |_| label("fail")>"Fail " <kbd>"2"</kbd></button>
+                            }.into_any()
+                        };
                         let training = task.training.then(|| view! {
                             <p class="notice" data-testid="training">
                                 "Training: these items have known answers. After each label you see the right one; "
@@ -168,7 +377,7 @@ pub fn AnnotatePage() -> impl IntoView {
                                 <ShownItemView
                                     shown=task.shown.unwrap_or_else(|| plain_item(&task.input, &task.target, &task.output))
                                     images=task.images raw/>
-                                <p>"Is the model's final answer correct?"</p>
+                                {questions}
                                 <label>
                                     "Rationale (optional)"
                                     <textarea node_ref=rationale_box rows="2"
@@ -176,8 +385,7 @@ pub fn AnnotatePage() -> impl IntoView {
                                         on:input=move |ev| rationale.set(event_target_value(&ev))></textarea>
                                 </label>
                                 <div class="row">
-                                    <button class="pass" on:click=move |_| label("pass")>"Pass " <kbd>"1"</kbd></button>
-                                    <button class="fail" on:click=move |_| label("fail")>"Fail " <kbd>"2"</kbd></button>
+                                    {buttons}
                                     <button class="secondary" on:click=move |_| skip_current()>"Skip " <kbd>"s"</kbd></button>
                                 </div>
                             </section>
@@ -185,6 +393,7 @@ pub fn AnnotatePage() -> impl IntoView {
                     }
                     Ok(None) => {
                         current.set(None);
+                        rubric.set(None);
                         view! {
                             <section class="card" data-testid="queue-empty">
                                 <p>"The queue is empty. Press " <kbd>"n"</kbd> " to check again."</p>
@@ -222,10 +431,25 @@ fn training_message(TrainingFeedbackView { feedback, out_of }: &TrainingFeedback
     format!("{verdict}{note}{progress}")
 }
 
+/// Puts the keyboard in a typed dimension's field (a number or text).
+#[cfg(feature = "hydrate")]
+fn focus_field(key: &str) {
+    use leptos::wasm_bindgen::JsCast;
+    let field = document()
+        .query_selector(&format!("[data-testid='dimension-{key}'] .dimension-field"))
+        .ok()
+        .flatten()
+        .and_then(|element| element.dyn_into::<leptos::web_sys::HtmlElement>().ok());
+    if let Some(field) = field {
+        let _ = field.focus();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
     fn no_key_is_bound_twice() {
         assert!(super::KEYS.clashes().is_empty());
+        assert!(super::RUBRIC_KEYS.clashes().is_empty());
     }
 }

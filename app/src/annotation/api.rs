@@ -5,6 +5,7 @@
 use arbiter_domain::annotation::gold::{GoldCandidate, GoldItem};
 use arbiter_domain::annotation::pool::RaterStats;
 use arbiter_domain::annotation::review::{OwnLabel, ReviewItem};
+use arbiter_domain::annotation::rubric::RubricEntry;
 use arbiter_domain::annotation::sla::{AtRiskTask, SlaDay};
 use arbiter_domain::annotation::task::{AnnotationTask, ClaimHandle, TrainingFeedback};
 use arbiter_domain::health::Alert;
@@ -340,6 +341,9 @@ pub async fn next_task() -> Result<Option<TaskView>, ServerFnError> {
         arbiter_engine::runs::show_task_as_sent(store, task)
             .await
             .map_err(service_error)?;
+        if let Some(rubric) = task.rubric.as_mut() {
+            arbiter_engine::rubrics::render_guidelines(rubric);
+        }
     }
     let counts = store.annotation_queue_counts().await.map_err(store_error)?;
     // Leads make gold items by item id, so they see it; raters never do (a gold item's id
@@ -367,12 +371,110 @@ pub async fn submit_label(
         .submit_label(&handle, user.id, pass, &rationale)
         .await
         .map_err(store_error)?;
-    Ok(feedback.map(|feedback| TrainingFeedbackView {
+    Ok(feedback.map(training_view))
+}
+
+#[cfg(feature = "ssr")]
+fn training_view(feedback: TrainingFeedback) -> TrainingFeedbackView {
+    TrainingFeedbackView {
         out_of: feedback
             .answered
             .min(arbiter_domain::annotation::gold::TRAINING_ITEMS as u64),
         feedback,
-    }))
+    }
+}
+
+/// Every rubric by name: newest version, older versions, newest guidelines.
+#[server(endpoint = "rubrics_page")]
+pub async fn rubrics_page() -> Result<RubricsPageData, ServerFnError> {
+    let (state, user) = require(Permission::ViewResults).await?;
+    let rubrics = arbiter_engine::rubrics::rubric_entries(state.store.as_ref())
+        .await
+        .map_err(service_error)?;
+    Ok(RubricsPageData {
+        rubrics,
+        can_edit: user.role.can(Permission::ManageUsers),
+    })
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RubricsPageData {
+    pub rubrics: Vec<RubricEntry>,
+    /// Leads and admins define rubrics and guidelines.
+    pub can_edit: bool,
+}
+
+/// Saves a rubric (JSON, see the page's example) as the next version of `name`; returns its
+/// version number.
+#[server(endpoint = "create_rubric")]
+pub async fn create_rubric(
+    name: String,
+    definition: String,
+    #[server(default)] note: String,
+) -> Result<i64, ServerFnError> {
+    let (state, user) = require(Permission::ManageUsers).await?;
+    arbiter_engine::rubrics::create_rubric(
+        state.store.as_ref(),
+        &name,
+        &definition,
+        &note,
+        Some(user.id),
+    )
+    .await
+    .map(|stored| stored.version)
+    .map_err(service_error)
+}
+
+/// Saves the next version of a rubric's guidelines (markdown); returns its version number.
+#[server(endpoint = "add_guidelines")]
+pub async fn add_guidelines(
+    rubric_name: String,
+    markdown: String,
+    #[server(default)] note: String,
+) -> Result<i64, ServerFnError> {
+    let (state, user) = require(Permission::ManageUsers).await?;
+    arbiter_engine::rubrics::add_guidelines(
+        state.store.as_ref(),
+        &rubric_name,
+        &markdown,
+        &note,
+        Some(user.id),
+    )
+    .await
+    .map(|stored| stored.version)
+    .map_err(service_error)
+}
+
+/// Records answers to the rubric of the item held under `handle`: `answers` is a JSON object
+/// by dimension key; `guideline_version` the guidelines the rater was shown.
+#[server(endpoint = "submit_rubric_label")]
+pub async fn submit_rubric_label(
+    handle: ClaimHandle,
+    answers: String,
+    #[server(default)] rationale: String,
+    #[server(default)] guideline_version: Option<i64>,
+) -> Result<Option<TrainingFeedbackView>, ServerFnError> {
+    let (state, user) = require(Permission::Annotate).await?;
+    if rationale.chars().count() > arbiter_domain::annotation::task::MAX_RATIONALE_CHARS {
+        return Err(fail(
+            400,
+            format!(
+                "the rationale is longer than {} characters",
+                arbiter_domain::annotation::task::MAX_RATIONALE_CHARS
+            ),
+        ));
+    }
+    let feedback = arbiter_engine::rubrics::submit_answers(
+        state.store.as_ref(),
+        &handle,
+        user.id,
+        &answers,
+        &rationale,
+        guideline_version,
+    )
+    .await
+    .map_err(service_error)?;
+    Ok(feedback.map(training_view))
 }
 
 /// How many of their latest labels a rater's feedback page shows.

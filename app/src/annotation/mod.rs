@@ -7,9 +7,12 @@ pub(crate) mod feedback;
 pub(crate) mod queue;
 pub(crate) mod raters;
 pub(crate) mod review;
+pub(crate) mod rubric_form;
+pub(crate) mod rubrics;
 
 pub use annotate::AnnotatePage;
 pub use feedback::FeedbackPage;
 pub use queue::QueuePage;
 pub use raters::RatersPage;
 pub use review::ReviewPage;
+pub use rubrics::RubricsPage;

@@ -124,6 +124,7 @@ pub async fn save_policy(
     #[server(default)] human_overlap: String,
     #[server(default)] review_rate: String,
     #[server(default)] required_skill: String,
+    #[server(default)] rubric: String,
     #[server(default)] note: String,
 ) -> Result<i64, ServerFnError> {
     let (state, user) = require(Permission::ManageEvals).await?;
@@ -138,6 +139,7 @@ pub async fn save_policy(
         human_overlap,
         review_rate,
         required_skill,
+        rubric,
         note,
     };
     grading::check_eval_owner(state.store.as_ref(), &user, eval_id)

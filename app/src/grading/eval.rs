@@ -116,6 +116,7 @@ fn EvalDetail(
                     <label>"Raters per human item" <input name="human_overlap" type="number" min="1" max="10" value=current.human_overlap.to_string()/></label>
                     <label>"QC review rate" <input name="review_rate" type="number" min="0" max="1" step="0.005" value=current.review_rate.to_string()/></label>
                     <label>"Skill raters need" <input name="required_skill" maxlength="40" placeholder="any rater" value=current.required_skill.clone().unwrap_or_default()/></label>
+                    <label>"Rubric raters answer" <input name="rubric" maxlength="80" placeholder="pass or fail" value=current.rubric.clone().unwrap_or_default()/></label>
                 </div>
                 <label>"What changed and why" <input name="note" maxlength="1000"/></label>
                 <button type="submit">"Save as a new version"</button>

@@ -51,6 +51,17 @@ pub enum Level {
     Ratio,
 }
 
+impl Level {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Nominal => "nominal",
+            Level::Ordinal => "ordinal",
+            Level::Interval => "interval",
+            Level::Ratio => "ratio",
+        }
+    }
+}
+
 /// Disagreement weights for Cohen's kappa on ordered categories.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

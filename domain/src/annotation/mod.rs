@@ -5,6 +5,7 @@
 
 pub mod adjudication;
 pub mod agreement;
+pub mod consensus;
 pub mod gold;
 pub mod pool;
 pub mod review;

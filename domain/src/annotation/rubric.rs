@@ -4,8 +4,11 @@
 //! is checked alone here; a rater's answer is checked against it. Versions are kept by the store
 //! (a changed rubric is a new version); the content hash names exactly what was asked.
 //!
-//! Pure: no I/O. This is the first piece of human judgments beyond pass/fail (issue 22); the
-//! annotation queue, agreement per dimension and reports build on it.
+//! A rubric used to decide items (an eval's triage policy names it) says which dimension
+//! gives the item's pass or fail: a binary one, or an ordinal or numeric one with the point
+//! from which an answer passes.
+//!
+//! Pure: no I/O.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -29,6 +32,20 @@ pub const MAX_FREE_TEXT_CHARS: u32 = 20_000;
 #[serde(deny_unknown_fields)]
 pub struct Rubric {
     pub dimensions: Vec<Dimension>,
+    /// Which answer passes the item; needed when the rubric decides items sent to humans.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<VerdictRule>,
+}
+
+/// How a rater's (or the raters' consensus) answer becomes pass or fail.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerdictRule {
+    /// A required binary, ordinal or numeric dimension.
+    pub dimension: String,
+    /// For an ordinal (a point) or numeric dimension: answers at or above this pass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pass_at_least: Option<f64>,
 }
 
 /// One question of a rubric. (Its kind's fields sit beside its own, so unknown fields cannot be
@@ -221,6 +238,82 @@ impl Rubric {
                 kind: DimensionKind::Binary,
                 required: true,
             }],
+            verdict: Some(VerdictRule {
+                dimension: "correct".into(),
+                pass_at_least: None,
+            }),
+        }
+    }
+
+    pub fn dimension(&self, key: &str) -> Option<&Dimension> {
+        self.dimensions
+            .iter()
+            .find(|dimension| dimension.key == key)
+    }
+
+    /// Pass or fail for one answer to the verdict dimension; `None` when the rubric has no
+    /// verdict rule or the answer is not of its kind.
+    pub fn verdict_of(&self, answer: &DimensionAnswer) -> Option<bool> {
+        let rule = self.verdict.as_ref()?;
+        match (answer, rule.pass_at_least) {
+            (DimensionAnswer::Binary(pass), None) => Some(*pass),
+            (DimensionAnswer::Number(value), Some(threshold)) => Some(*value >= threshold),
+            _ => None,
+        }
+    }
+
+    /// A rater's pass or fail from their whole answer (checked against the rubric first).
+    pub fn verdict_of_answer(&self, answer: &RubricAnswer) -> Option<bool> {
+        let rule = self.verdict.as_ref()?;
+        self.verdict_of(answer.get(&rule.dimension)?)
+    }
+
+    /// Checks the verdict rule: it names a required dimension that can pass or fail.
+    fn validate_verdict(&self) -> Result<(), String> {
+        let Some(rule) = &self.verdict else {
+            return Ok(());
+        };
+        let Some(dimension) = self.dimension(&rule.dimension) else {
+            return Err(format!(
+                "the verdict comes from dimension `{}`, which the rubric does not have",
+                rule.dimension
+            ));
+        };
+        if !dimension.required {
+            return Err(format!(
+                "the verdict comes from dimension `{}`, which must be required",
+                rule.dimension
+            ));
+        }
+        match (&dimension.kind, rule.pass_at_least) {
+            (DimensionKind::Binary, None) => Ok(()),
+            (DimensionKind::Binary, Some(_)) => Err(format!(
+                "dimension `{}` is pass or fail already: drop `pass_at_least`",
+                rule.dimension
+            )),
+            (DimensionKind::Ordinal { scale }, Some(point))
+                if point.fract() == 0.0 && point >= 2.0 && point <= scale.len() as f64 =>
+            {
+                Ok(())
+            }
+            (DimensionKind::Ordinal { scale }, _) => Err(format!(
+                "the verdict from ordinal dimension `{}` needs `pass_at_least`, a point from 2 to {}",
+                rule.dimension,
+                scale.len()
+            )),
+            (DimensionKind::Numeric { min, max }, Some(value))
+                if value.is_finite() && value > *min && value <= *max =>
+            {
+                Ok(())
+            }
+            (DimensionKind::Numeric { min, max }, _) => Err(format!(
+                "the verdict from numeric dimension `{}` needs `pass_at_least` above {min} and at most {max}",
+                rule.dimension
+            )),
+            (DimensionKind::Categorical { .. } | DimensionKind::FreeText { .. }, _) => Err(format!(
+                "the verdict comes from a binary, ordinal or numeric dimension, and `{}` is none of these",
+                rule.dimension
+            )),
         }
     }
 
@@ -254,7 +347,7 @@ impl Rubric {
                 .and_then(|()| dimension.kind.validate())
                 .map_err(|problem| format!("dimension `{key}`: {problem}"))?;
         }
-        Ok(())
+        self.validate_verdict()
     }
 
     /// Checks a rater's answer: every required dimension answered, every answer of its
@@ -286,6 +379,84 @@ impl Rubric {
         let json = serde_json::to_vec(self).expect("rubrics always serialize");
         crate::expansion::fields_hash([&json[..]])
     }
+}
+
+/// One stored version of a rubric.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RubricVersion {
+    pub id: i64,
+    pub name: String,
+    pub version: i64,
+    pub rubric: Rubric,
+    pub content_hash: String,
+    /// What changed and why.
+    pub note: String,
+    pub created_by: Option<String>,
+    pub created_at: i64,
+}
+
+/// One version of a rubric's guidelines: markdown shown to raters beside the item.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Guidelines {
+    pub rubric_name: String,
+    pub version: i64,
+    pub markdown: String,
+    pub note: String,
+    pub created_by: Option<String>,
+    pub created_at: i64,
+}
+
+/// A rubric name with its newest version and guidelines, and its older versions.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RubricEntry {
+    pub latest: RubricVersion,
+    pub older: Vec<RubricVersion>,
+    pub guidelines: Option<Guidelines>,
+    /// The guidelines rendered and sanitised.
+    pub guidelines_html: String,
+}
+
+/// Longest guidelines, in bytes.
+pub const MAX_GUIDELINES_BYTES: usize = 200_000;
+/// Longest rubric name.
+pub const MAX_NAME_CHARS: usize = 80;
+
+/// Checks a rubric's name: 1 to 80 characters, letters, digits, spaces and `-_./`.
+pub fn check_name(name: &str) -> Result<(), String> {
+    let valid = !name.trim().is_empty()
+        && name.trim() == name
+        && name.chars().count() <= MAX_NAME_CHARS
+        && name
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_' | '.' | '/'));
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "a rubric name is 1 to {MAX_NAME_CHARS} letters, digits, spaces or `-_./`, without spaces at either end; `{name}` is not"
+        ))
+    }
+}
+
+/// Reads a rubric from the JSON a lead wrote and checks it; the error says what is wrong.
+pub fn parse_rubric(json: &str) -> Result<Rubric, String> {
+    let rubric: Rubric =
+        serde_json::from_str(json).map_err(|err| format!("the rubric is not valid: {err}"))?;
+    rubric.validate()?;
+    Ok(rubric)
+}
+
+/// Checks guidelines before they are stored.
+pub fn check_guidelines(markdown: &str) -> Result<(), String> {
+    if markdown.trim().is_empty() {
+        return Err("the guidelines are empty".into());
+    }
+    if markdown.len() > MAX_GUIDELINES_BYTES {
+        return Err(format!(
+            "the guidelines are longer than {MAX_GUIDELINES_BYTES} bytes"
+        ));
+    }
+    Ok(())
 }
 
 /// A required piece of text: not blank, not too long.

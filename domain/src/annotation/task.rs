@@ -67,6 +67,20 @@ pub struct AnnotationTask {
     /// The texts rendered for reading (filled by the engine before the item is shown).
     #[serde(default)]
     pub shown: Option<crate::annotation::shown::ShownItem>,
+    /// The rubric the rater answers (`None`: pass or fail), with its guidelines.
+    #[serde(default)]
+    pub rubric: Option<TaskRubric>,
+}
+
+/// The rubric an item asks, as its rater sees it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskRubric {
+    pub version: crate::annotation::rubric::RubricVersion,
+    /// The newest guidelines of the rubric, if it has any.
+    pub guidelines: Option<crate::annotation::rubric::Guidelines>,
+    /// The guidelines rendered and sanitised (filled by the engine).
+    #[serde(default)]
+    pub guidelines_html: String,
 }
 
 /// What a rater in training learns after answering a gold item.

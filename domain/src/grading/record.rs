@@ -80,11 +80,12 @@ impl Grading {
         true
     }
 
-    /// Sends a human task where the run's policy says (overlap, skill, review rate); without a
-    /// policy the defaults stand.
+    /// Sends a human task where the run's policy says (overlap, skill, review rate, rubric);
+    /// without a policy the defaults stand.
     pub fn route(mut self, triage: Option<&FrozenTriage>) -> Grading {
         if let (Some(task), Some(triage)) = (self.human.as_mut(), triage) {
             task.routing = triage.policy.routing();
+            task.routing.rubric_id = triage.rubric.as_ref().map(|rubric| rubric.id);
         }
         self
     }

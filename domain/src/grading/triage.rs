@@ -44,6 +44,10 @@ pub struct TriagePolicy {
     /// A skill tag raters need to receive this eval's items (`None`: any rater).
     #[serde(default)]
     pub required_skill: Option<String>,
+    /// The rubric (by name) raters answer for this eval's items; its newest version is frozen
+    /// at launch. `None`: the pass/fail question.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rubric: Option<String>,
 }
 
 /// Share of human labels drawn for QC review unless a policy says otherwise.
@@ -72,6 +76,7 @@ impl Default for TriagePolicy {
             human_overlap: 1,
             review_rate: DEFAULT_REVIEW_RATE,
             required_skill: None,
+            rubric: None,
         }
     }
 }
@@ -111,6 +116,9 @@ impl TriagePolicy {
         if let Some(skill) = &self.required_skill {
             crate::annotation::adjudication::check_skill(skill)?;
         }
+        if let Some(rubric) = &self.rubric {
+            crate::annotation::rubric::check_name(rubric)?;
+        }
         if self.strong_judge.is_some() && self.cheap_judge.is_none() {
             return Err("a strong judge needs a cheap judge in front of it".into());
         }
@@ -128,6 +136,19 @@ pub struct FrozenTriage {
     pub policy: TriagePolicy,
     pub cheap_judge: Option<JudgeSpec>,
     pub strong_judge: Option<JudgeSpec>,
+    /// The version of the policy's rubric raters answer for this run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rubric: Option<FrozenRubric>,
+}
+
+/// A rubric version as a manifest freezes it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FrozenRubric {
+    pub id: i64,
+    pub name: String,
+    pub version: i64,
+    pub content_hash: String,
+    pub rubric: crate::annotation::rubric::Rubric,
 }
 
 impl TriagePolicy {
@@ -137,6 +158,7 @@ impl TriagePolicy {
             labels_needed: i64::from(self.human_overlap),
             skill: self.required_skill.clone(),
             review_rate: self.review_rate,
+            rubric_id: None,
         }
     }
 }
@@ -293,6 +315,8 @@ pub struct HumanRouting {
     pub labels_needed: i64,
     pub skill: Option<String>,
     pub review_rate: f64,
+    /// The rubric version raters answer (`None`: pass or fail).
+    pub rubric_id: Option<i64>,
 }
 
 impl Default for HumanRouting {
@@ -301,6 +325,7 @@ impl Default for HumanRouting {
             labels_needed: 1,
             skill: None,
             review_rate: crate::grading::triage::DEFAULT_REVIEW_RATE,
+            rubric_id: None,
         }
     }
 }
@@ -347,6 +372,7 @@ mod tests {
             },
             cheap_judge: Some(judge(1)),
             strong_judge: strong.then(|| judge(2)),
+            rubric: None,
         }
     }
 

@@ -17,6 +17,7 @@ mod likelihood;
 mod ops_story;
 mod quality_story;
 mod rolling;
+mod rubric_story;
 mod sandbox;
 mod security;
 mod store_story;

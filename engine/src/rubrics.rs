@@ -1,0 +1,144 @@
+//! Rubrics raters answer: defining versions and guidelines, and a rater's answers checked
+//! against the rubric of the item they hold before they are stored.
+
+use arbiter_domain::annotation::rubric::{
+    check_guidelines, check_name, parse_rubric, Guidelines, RubricAnswer, RubricEntry,
+    RubricVersion,
+};
+use arbiter_domain::annotation::task::{ClaimHandle, TaskRubric, TrainingFeedback};
+use arbiter_domain::ids::UserId;
+use arbiter_store::annotation::RubricLabel;
+use arbiter_store::Store;
+
+use crate::error::{ServiceError, ServiceResult};
+
+/// Longest note on a version.
+const MAX_NOTE_CHARS: usize = 1_000;
+
+/// Every rubric, by name, newest version first.
+pub async fn rubric_entries(store: &dyn Store) -> ServiceResult<Vec<RubricEntry>> {
+    let mut entries: Vec<RubricEntry> = Vec::new();
+    for version in store.list_rubrics().await? {
+        match entries.last_mut() {
+            Some(entry) if entry.latest.name == version.name => entry.older.push(version),
+            _ => entries.push(RubricEntry {
+                latest: version,
+                older: Vec::new(),
+                guidelines: None,
+                guidelines_html: String::new(),
+            }),
+        }
+    }
+    for entry in &mut entries {
+        entry.guidelines = store
+            .guidelines(&entry.latest.name)
+            .await?
+            .into_iter()
+            .next();
+        entry.guidelines_html = entry
+            .guidelines
+            .as_ref()
+            .map(|guidelines| crate::display::markdown_html(&guidelines.markdown))
+            .unwrap_or_default();
+    }
+    Ok(entries)
+}
+
+/// Saves the rubric written as JSON as the next version of `name`.
+pub async fn create_rubric(
+    store: &dyn Store,
+    name: &str,
+    definition: &str,
+    note: &str,
+    created_by: Option<UserId>,
+) -> ServiceResult<RubricVersion> {
+    let name = name.trim();
+    check_name(name).map_err(ServiceError::Invalid)?;
+    let rubric = parse_rubric(definition).map_err(ServiceError::Invalid)?;
+    Ok(store
+        .create_rubric(name, &rubric, &clip(note), created_by)
+        .await?)
+}
+
+/// Saves the next version of a rubric's guidelines.
+pub async fn add_guidelines(
+    store: &dyn Store,
+    rubric_name: &str,
+    markdown: &str,
+    note: &str,
+    created_by: Option<UserId>,
+) -> ServiceResult<Guidelines> {
+    check_guidelines(markdown).map_err(ServiceError::Invalid)?;
+    Ok(store
+        .add_guidelines(rubric_name.trim(), markdown, &clip(note), created_by)
+        .await?)
+}
+
+fn clip(note: &str) -> String {
+    note.trim().chars().take(MAX_NOTE_CHARS).collect()
+}
+
+/// A rubric that decides items (an eval's triage policy names it) must say which answer
+/// passes.
+pub fn check_decides(version: &RubricVersion) -> ServiceResult<()> {
+    if version.rubric.verdict.is_some() {
+        Ok(())
+    } else {
+        Err(ServiceError::Invalid(format!(
+            "rubric `{}` (version {}) says no verdict: add `\"verdict\": {{\"dimension\": …}}` naming the dimension that passes or fails an item",
+            version.name, version.version
+        )))
+    }
+}
+
+/// Records a rater's answers to the rubric of the item they hold: read as JSON by dimension
+/// key, checked against that rubric (every required dimension, each answer of its kind), and
+/// stored with the verdict the rubric's rule gives them.
+pub async fn submit_answers(
+    store: &dyn Store,
+    handle: &ClaimHandle,
+    user_id: UserId,
+    answers_json: &str,
+    rationale: &str,
+    guideline_version: Option<i64>,
+) -> ServiceResult<Option<TrainingFeedback>> {
+    let rubric_id = store
+        .leased_rubric(handle, user_id)
+        .await?
+        .ok_or_else(|| ServiceError::Invalid("this item asks pass or fail, not a rubric".into()))?;
+    let version = store
+        .get_rubric(rubric_id)
+        .await?
+        .ok_or_else(|| ServiceError::NotFound(format!("no rubric with id {rubric_id}")))?;
+    let answers: RubricAnswer = serde_json::from_str(answers_json).map_err(|err| {
+        ServiceError::Invalid(format!("answers are a JSON object by dimension key: {err}"))
+    })?;
+    version
+        .rubric
+        .check_answer(&answers)
+        .map_err(ServiceError::Invalid)?;
+    let pass = version.rubric.verdict_of_answer(&answers).ok_or_else(|| {
+        ServiceError::Invalid(format!(
+            "rubric `{}` says no verdict, so its answers cannot decide an item",
+            version.name
+        ))
+    })?;
+    let label = RubricLabel {
+        rubric_id,
+        answers: serde_json::to_string(&answers).expect("answers always serialize"),
+        pass,
+        guideline_version,
+    };
+    Ok(store
+        .submit_rubric_label(handle, user_id, &label, rationale)
+        .await?)
+}
+
+/// Renders a task's guidelines for the rater.
+pub fn render_guidelines(rubric: &mut TaskRubric) {
+    rubric.guidelines_html = rubric
+        .guidelines
+        .as_ref()
+        .map(|guidelines| crate::display::markdown_html(&guidelines.markdown))
+        .unwrap_or_default();
+}

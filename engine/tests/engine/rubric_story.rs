@@ -1,0 +1,262 @@
+//! Story tests for rubrics, on both backends: versions and guidelines, a triage policy that
+//! names a rubric and a launch that freezes its version, raters' answers checked against it,
+//! and an item decided by the consensus on each dimension (the verdict from its dimension).
+
+use arbiter_domain::accounts::Role;
+use arbiter_domain::annotation::gold::GOLD_RATE_SETTING;
+use arbiter_domain::ids::UserId;
+use arbiter_engine::error::ServiceError;
+use arbiter_engine::grading::PolicyForm;
+use arbiter_engine::rubrics;
+use arbiter_store::{Store, StoreError};
+use std::sync::Arc;
+
+use arbiter_testkit::fixtures::*;
+use arbiter_testkit::stories;
+
+stories!(rubric_answers_are_checked_and_decided_per_dimension);
+
+const HELPFULNESS: &str = r#"{
+  "dimensions": [
+    {"key": "correct", "question": "Is the final answer correct?", "kind": "binary"},
+    {"key": "helpful", "question": "How helpful is it?", "kind": "ordinal", "scale": [
+      {"label": "Poor", "description": "Misses the question"},
+      {"label": "Fair", "description": "Partly answers it"},
+      {"label": "Good", "description": "Answers it"},
+      {"label": "Great", "description": "Answers it clearly"}]},
+    {"key": "tone", "question": "Tone?", "kind": "categorical", "options": ["formal", "casual"]},
+    {"key": "note", "question": "Anything else?", "kind": "free_text", "max_chars": 200, "required": false}
+  ],
+  "verdict": {"dimension": "helpful", "pass_at_least": 3}
+}"#;
+
+async fn user(store: &dyn Store, name: &str, role: Role) -> UserId {
+    store
+        .create_user(name, &stand_in_hash(name), role)
+        .await
+        .unwrap()
+}
+
+fn invalid<T: std::fmt::Debug>(result: Result<T, ServiceError>) -> String {
+    match result {
+        Err(ServiceError::Invalid(message)) => message,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+fn policy(rubric: &str) -> PolicyForm {
+    PolicyForm {
+        accept_threshold: "0.9".into(),
+        escalate_threshold: "0.7".into(),
+        audit_rate: "0".into(),
+        judge_samples: "1".into(),
+        human_usd_per_label: "0.5".into(),
+        human_overlap: "3".into(),
+        review_rate: "0".into(),
+        rubric: rubric.into(),
+        ..PolicyForm::default()
+    }
+}
+
+async fn rubric_answers_are_checked_and_decided_per_dimension(store: Arc<dyn Store>) {
+    let store = &*store;
+    let lead = user(store, "lead", Role::Lead).await;
+
+    // Rubrics are checked before they are stored, and versioned by name.
+    let refused = invalid(rubrics::create_rubric(store, "helpfulness", "{", "", None).await);
+    assert!(refused.contains("not valid"), "{refused}");
+    let refused = invalid(rubrics::create_rubric(store, "bad<name>", HELPFULNESS, "", None).await);
+    assert!(refused.contains("rubric name"), "{refused}");
+    let no_verdict = HELPFULNESS.replace(
+        r#""verdict": {"dimension": "helpful", "pass_at_least": 3}"#,
+        r#""verdict": {"dimension": "helpful"}"#,
+    );
+    let refused = invalid(rubrics::create_rubric(store, "h", &no_verdict, "", None).await);
+    assert!(refused.contains("pass_at_least"), "{refused}");
+    let first = rubrics::create_rubric(store, "helpfulness", HELPFULNESS, "first", Some(lead))
+        .await
+        .unwrap();
+    assert_eq!((first.version, first.note.as_str()), (1, "first"));
+    assert_eq!(first.created_by.as_deref(), Some("lead"));
+    assert_eq!(first.content_hash, first.rubric.content_hash());
+    let draft = rubrics::create_rubric(
+        store,
+        "draft",
+        r#"{"dimensions": [{"key": "ok", "question": "OK?", "kind": "binary"}]}"#,
+        "",
+        None,
+    )
+    .await
+    .unwrap();
+
+    // Guidelines belong to a rubric that exists, and are versioned apart from it.
+    assert!(matches!(
+        rubrics::add_guidelines(store, "nope", "# Hi", "", None).await,
+        Err(ServiceError::NotFound(_))
+    ));
+    assert!(
+        invalid(rubrics::add_guidelines(store, "helpfulness", "  ", "", None).await)
+            .contains("empty")
+    );
+    rubrics::add_guidelines(store, "helpfulness", "# Rate helpfulness", "", Some(lead))
+        .await
+        .unwrap();
+    let guidelines = rubrics::add_guidelines(
+        store,
+        "helpfulness",
+        "# Rate helpfulness\n\n| point | means |\n|---|---|\n| 3 | answers it |",
+        "a table of examples",
+        Some(lead),
+    )
+    .await
+    .unwrap();
+    assert_eq!(guidelines.version, 2);
+
+    // A policy names an existing rubric that says which answer passes.
+    let refused = invalid(
+        arbiter_engine::grading::save_policy(
+            store,
+            arbiter_domain::ids::EvalId(1),
+            &policy("nope"),
+            None,
+        )
+        .await,
+    );
+    assert!(refused.contains("does not exist"), "{refused}");
+    let refused = invalid(
+        arbiter_engine::grading::save_policy(
+            store,
+            arbiter_domain::ids::EvalId(1),
+            &policy(&draft.name),
+            None,
+        )
+        .await,
+    );
+    assert!(refused.contains("says no verdict"), "{refused}");
+
+    // The launch freezes the newest version; a later version does not reach this run.
+    let run_id = launch_with_policy(
+        store,
+        THREE_CASES.as_bytes(),
+        1,
+        Some(&policy("helpfulness")),
+    )
+    .await;
+    let later = rubrics::create_rubric(store, "helpfulness", HELPFULNESS, "later", None)
+        .await
+        .unwrap();
+    assert_eq!(later.version, 2);
+    let manifest = store.run_manifest(run_id).await.unwrap().unwrap();
+    let frozen = manifest.triage.unwrap().rubric.unwrap();
+    assert_eq!((frozen.id, frozen.version), (first.id, 1));
+    assert_eq!(frozen.content_hash, first.content_hash);
+
+    let ids = store.claim_work("worker", 10, LONG_LEASE_MS).await.unwrap();
+    escalate_as_routed(store, run_id, &ids).await;
+    store.set_setting(GOLD_RATE_SETTING, "0").await.unwrap();
+    let raters = [
+        user(store, "ann", Role::Annotator).await,
+        user(store, "ben", Role::Annotator).await,
+        user(store, "cat", Role::Annotator).await,
+    ];
+
+    // Each rater is asked the frozen version, with the newest guidelines.
+    let mut tasks = Vec::new();
+    for rater in raters {
+        let task = store
+            .next_annotation_task(rater, LONG_LEASE_MS)
+            .await
+            .unwrap()
+            .unwrap();
+        let asked = task.rubric.as_ref().expect("the item asks the rubric");
+        assert_eq!(asked.version.id, first.id);
+        assert_eq!(asked.guidelines.as_ref().map(|g| g.version), Some(2));
+        tasks.push(task);
+    }
+    assert!(tasks.iter().all(|task| task.task_id == tasks[0].task_id));
+
+    // A pass/fail label does not answer a rubric; answers are checked against it.
+    let (ann, ann_task) = (raters[0], &tasks[0]);
+    assert!(matches!(
+        store.submit_label(&ann_task.handle, ann, true, "").await,
+        Err(StoreError::Conflict(_))
+    ));
+    let submit = |rater: UserId, index: usize, answers: &'static str| {
+        let handle = tasks[index].handle.clone();
+        async move { rubrics::submit_answers(store, &handle, rater, answers, "", Some(2)).await }
+    };
+    let refused = invalid(submit(ann, 0, r#"{"correct": true, "tone": ["formal"]}"#).await);
+    assert!(refused.contains("`helpful` needs an answer"), "{refused}");
+    let refused = invalid(
+        submit(
+            ann,
+            0,
+            r#"{"correct": true, "helpful": 5, "tone": ["formal"]}"#,
+        )
+        .await,
+    );
+    assert!(refused.contains("from 1 to 4"), "{refused}");
+    let refused = invalid(
+        submit(
+            ann,
+            0,
+            r#"{"correct": true, "helpful": 2, "tone": ["rude"]}"#,
+        )
+        .await,
+    );
+    assert!(refused.contains("no option `rude`"), "{refused}");
+    let refused = invalid(submit(ann, 0, "[1]").await);
+    assert!(refused.contains("JSON object"), "{refused}");
+    // Nobody answers for another rater's claim.
+    assert!(submit(
+        raters[1],
+        0,
+        r#"{"correct": true, "helpful": 4, "tone": ["formal"]}"#
+    )
+    .await
+    .is_err());
+
+    // Three raters of equal standing: helpful 4, 2 and 3 have the median 3, which passes
+    // (at least 3), though only one rater's own answer would pass on `correct` alone.
+    submit(
+        ann,
+        0,
+        r#"{"correct": false, "helpful": 4, "tone": ["formal"]}"#,
+    )
+    .await
+    .unwrap();
+    submit(
+        raters[1],
+        1,
+        r#"{"correct": true, "helpful": 2, "tone": ["casual"]}"#,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        progress(store, run_id).await.passed,
+        0,
+        "two of three labels decide nothing"
+    );
+    submit(
+        raters[2],
+        2,
+        r#"{"correct": false, "helpful": 3, "tone": ["formal"], "note": ["fine"]}"#,
+    )
+    .await
+    .unwrap();
+    let counts = progress(store, run_id).await;
+    assert_eq!((counts.passed, counts.failed), (1, 0));
+    let results = store.run_results(run_id, 10).await.unwrap();
+    let decided = results
+        .iter()
+        .find(|result| result.verdict == "pass")
+        .unwrap();
+    assert!(
+        decided
+            .grade_reason
+            .contains("correct: fail; helpful: 3 (Good); tone: formal"),
+        "{}",
+        decided.grade_reason
+    );
+    assert_eq!(decided.decided_by.as_deref(), Some("human"));
+}
