@@ -7,7 +7,7 @@
 use arbiter_domain::accounts::Role;
 use arbiter_domain::annotation::pool::RaterUpdate;
 use arbiter_domain::grading::judge::DEFAULT_RUBRIC;
-use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId, RunId};
+use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId, RunId, UserId};
 use arbiter_domain::run::Priority;
 use arbiter_engine::catalog::{CheckpointForm, EvalForm};
 use arbiter_engine::grading::{self, JudgeForm, PolicyForm};
@@ -194,6 +194,7 @@ pub async fn seed(
     .await?;
     seed_dialogues(store, lead).await?;
     seed_choice_and_shots(store, lead).await?;
+    seed_rubric(store, lead).await?;
     code::seed_code(store, lead, humaneval).await?;
     let mut judge_ids = Vec::new();
     for (name, checkpoint_id) in [
@@ -254,6 +255,52 @@ pub async fn seed(
         answering_checkpoint_id: checkpoint_ids[0],
         strong_judge_id: judge_ids[1],
     })
+}
+
+/// The demo's rubric: whether the answer is right (which decides the item), how helpful it is
+/// on an anchored scale, and what is wrong with it.
+const DEMO_RUBRIC: &str = r#"{
+  "dimensions": [
+    {"key": "correct", "question": "Is the final answer correct?", "kind": "binary"},
+    {"key": "helpful", "question": "How helpful is the reply as a whole?", "kind": "ordinal", "scale": [
+      {"label": "Poor", "description": "Does not address the question, or misleads"},
+      {"label": "Fair", "description": "Addresses it partly, or buries the answer"},
+      {"label": "Good", "description": "Answers it with sound reasoning"},
+      {"label": "Excellent", "description": "Answers it clearly and concisely, reasoning shown"}]},
+    {"key": "issues", "question": "What is wrong with it?", "kind": "categorical",
+     "options": ["factual error", "no final answer", "unsafe", "off topic"], "multiple": true, "required": false}
+  ],
+  "verdict": {"dimension": "correct"}
+}"#;
+
+const DEMO_GUIDELINES: &str = "## Answer quality\n\n\
+Judge the **final answer** first: it is correct when it matches the reference answer, \
+whatever the wording (`4`, `four` and `4.0` are all right for *2 + 2*).\n\n\
+| Reply | correct | helpful |\n|---|---|---|\n\
+| `Two and two make four.` + `Answer: 4` | pass | Excellent |\n\
+| A page of reasoning ending `Answer: 5` | fail | Fair |\n\
+| `I cannot say.` | fail | Poor |\n\n\
+Tick every issue that applies; leave *issues* empty when there are none.\n";
+
+/// The demo's rubric and its guidelines, for eval policies to name.
+async fn seed_rubric(store: &dyn Store, lead: Option<UserId>) -> anyhow::Result<()> {
+    arbiter_engine::rubrics::create_rubric(
+        store,
+        "answer quality",
+        DEMO_RUBRIC,
+        "demo rubric",
+        lead,
+    )
+    .await?;
+    arbiter_engine::rubrics::add_guidelines(
+        store,
+        "answer quality",
+        DEMO_GUIDELINES,
+        "first version",
+        lead,
+    )
+    .await?;
+    Ok(())
 }
 
 /// The multi-turn suite: its dataset and an eval mapping its turns and per-turn references,

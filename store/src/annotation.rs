@@ -1307,8 +1307,8 @@ macro_rules! annotation_sql {
 
         /// The standing labels on a run's items.
         async fn labels_of_run(pool: &sqlx::Pool<$db>, run_id: RunId) -> StoreResult<Vec<RunLabel>> {
-            let rows: Vec<(i64, i64, i64, String, String)> = sqlx::query_as(
-                "SELECT l.id, l.task_id, l.annotator_id, u.username, l.verdict FROM labels l \
+            let rows: Vec<(i64, i64, i64, String, String, Option<String>)> = sqlx::query_as(
+                "SELECT l.id, l.task_id, l.annotator_id, u.username, l.verdict, l.answers FROM labels l \
                  JOIN users u ON u.id = l.annotator_id JOIN annotation_tasks t ON t.id = l.task_id \
                  JOIN work_items w ON w.id = t.work_item_id \
                  WHERE w.run_id = $1 AND l.state = 'standing' ORDER BY l.task_id, l.id",
@@ -1318,12 +1318,14 @@ macro_rules! annotation_sql {
             .await?;
             Ok(rows
                 .into_iter()
-                .map(|(label_id, task_id, rater_id, rater, verdict)| RunLabel {
+                .map(|(label_id, task_id, rater_id, rater, verdict, answers)| RunLabel {
                     label_id,
                     task_id: TaskId(task_id),
                     rater_id: UserId(rater_id),
                     rater,
                     pass: verdict == "pass",
+                    // Stored by the server after checking; unreadable JSON is no answers.
+                    answers: answers.and_then(|json| serde_json::from_str(&json).ok()),
                 })
                 .collect())
         }

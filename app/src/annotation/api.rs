@@ -142,9 +142,10 @@ fn statistic_view(agreement: &arbiter_domain::annotation::agreement::Agreement) 
     }
 }
 
-/// Agreement between the raters of a run's human items.
+/// Agreement between the raters of a run's human items: on the verdict, then on each
+/// dimension of the run's rubric.
 #[server(endpoint = "run_agreement")]
-pub async fn run_agreement(id: RunId) -> Result<AgreementView, ServerFnError> {
+pub async fn run_agreement(id: RunId) -> Result<Vec<AgreementView>, ServerFnError> {
     let (state, _) = require(Permission::ViewResults).await?;
     if state
         .store
@@ -158,7 +159,7 @@ pub async fn run_agreement(id: RunId) -> Result<AgreementView, ServerFnError> {
     let report = arbiter_engine::annotation::agreement::run_agreement(state.store.as_ref(), id)
         .await
         .map_err(service_error)?;
-    Ok(agreement_view(&report))
+    Ok(report.iter().map(agreement_view).collect())
 }
 
 #[cfg(feature = "ssr")]
@@ -166,6 +167,8 @@ fn agreement_view(
     report: &arbiter_engine::annotation::agreement::AgreementReport,
 ) -> AgreementView {
     AgreementView {
+        dimension: report.dimension.clone(),
+        level: report.level.as_str().to_string(),
         items: report.items,
         labels: report.labels,
         alpha: statistic_view(&report.alpha),
@@ -565,6 +568,10 @@ pub struct PairView {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AgreementView {
+    /// The rubric dimension, or `verdict`.
+    pub dimension: String,
+    /// Its level of measurement (nominal, ordinal, interval).
+    pub level: String,
     pub items: u64,
     pub labels: u64,
     pub alpha: StatisticView,

@@ -118,31 +118,37 @@ pub fn RunPage() -> impl IntoView {
     }
 }
 
-/// Agreement between the raters of the run's human items, when any item has two labels.
+/// Agreement between the raters of the run's human items, when any item has two labels: on
+/// the verdict, then on each dimension of the run's rubric at its level of measurement.
 #[component]
-fn AgreementCard(agreement: Resource<Result<AgreementView, ServerFnError>>) -> impl IntoView {
+fn AgreementCard(agreement: Resource<Result<Vec<AgreementView>, ServerFnError>>) -> impl IntoView {
     view! {
         <Transition fallback=|| ()>
             {move || Suspend::new(async move {
-                agreement.await.ok().filter(|report| report.labels > 0).map(|report| view! {
+                agreement.await.ok().filter(|reports| reports.first().is_some_and(|report| report.labels > 0)).map(|reports| view! {
                     <section class="card" data-testid="run-agreement">
                         <h2>"Agreement between raters"</h2>
-                        <p>{report.items} " items with two or more labels (" {report.labels} " labels)"</p>
-                        <ul class="counts">
-                            <li>"Krippendorff's alpha: " <strong data-testid="alpha">{statistic_text(&report.alpha)}</strong>
-                                {interval_text(report.alpha_interval, report.items)}</li>
-                            <li>"Fleiss' kappa: " <strong>{statistic_text(&report.fleiss)}</strong></li>
-                        </ul>
-                        {(!report.pairs.is_empty()).then(|| view! {
-                            <table>
-                                <thead><tr><th>"Rater pair"</th><th>"Shared items"</th><th>"Cohen's kappa"</th></tr></thead>
-                                <tbody>
-                                    {report.pairs.into_iter().map(|pair| view! {
-                                        <tr><td>{pair.first} " · " {pair.second}</td><td>{pair.shared_items}</td><td>{statistic_text(&pair.kappa)}</td></tr>
-                                    }).collect_view()}
-                                </tbody>
-                            </table>
-                        })}
+                        {reports.into_iter().map(|report| view! {
+                            <div class="agreement" data-testid=format!("agreement-{}", report.dimension)>
+                                <h3>{report.dimension.clone()} " " <span class="hint">"(" {report.level.clone()} ")"</span></h3>
+                                <p>{report.items} " items with two or more labels (" {report.labels} " labels)"</p>
+                                <ul class="counts">
+                                    <li>"Krippendorff's alpha: " <strong data-testid="alpha">{statistic_text(&report.alpha)}</strong>
+                                        {interval_text(report.alpha_interval, report.items)}</li>
+                                    <li>"Fleiss' kappa: " <strong>{statistic_text(&report.fleiss)}</strong></li>
+                                </ul>
+                                {(!report.pairs.is_empty()).then(|| view! {
+                                    <table>
+                                        <thead><tr><th>"Rater pair"</th><th>"Shared items"</th><th>"Cohen's kappa"</th></tr></thead>
+                                        <tbody>
+                                            {report.pairs.into_iter().map(|pair| view! {
+                                                <tr><td>{pair.first} " · " {pair.second}</td><td>{pair.shared_items}</td><td>{statistic_text(&pair.kappa)}</td></tr>
+                                            }).collect_view()}
+                                        </tbody>
+                                    </table>
+                                })}
+                            </div>
+                        }).collect_view()}
                     </section>
                 })
             })}

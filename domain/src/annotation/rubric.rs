@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::agreement::Level;
+use super::agreement::{Level, Value};
 
 /// Most dimensions one rubric asks about.
 pub const MAX_DIMENSIONS: usize = 16;
@@ -122,6 +122,27 @@ impl DimensionKind {
             DimensionKind::Ordinal { .. } => Some(Level::Ordinal),
             DimensionKind::Numeric { .. } => Some(Level::Interval),
             DimensionKind::FreeText { .. } => None,
+        }
+    }
+
+    /// An answer as agreement statistics take it at [`Self::level`]: pass/fail and options as
+    /// labels, points and numbers as numbers; a set of options is one label (raters agree when
+    /// they chose the same set). `None` for free text or an answer of another kind.
+    pub fn agreement_value(&self, answer: &DimensionAnswer) -> Option<Value> {
+        match (self, answer) {
+            (DimensionKind::Binary, DimensionAnswer::Binary(pass)) => {
+                Some(Value::Label(if *pass { "pass" } else { "fail" }.into()))
+            }
+            (
+                DimensionKind::Ordinal { .. } | DimensionKind::Numeric { .. },
+                DimensionAnswer::Number(value),
+            ) => Some(Value::Number(*value)),
+            (DimensionKind::Categorical { .. }, DimensionAnswer::Texts(chosen)) => {
+                let mut chosen = chosen.clone();
+                chosen.sort();
+                Some(Value::Label(chosen.join(" | ")))
+            }
+            _ => None,
         }
     }
 

@@ -122,6 +122,8 @@ pub struct RunLabel {
     pub rater_id: UserId,
     pub rater: String,
     pub pass: bool,
+    /// The answers to the item's rubric (`None` for a pass/fail label).
+    pub answers: Option<crate::annotation::rubric::RubricAnswer>,
 }
 
 /// Longest rationale a rater may write.

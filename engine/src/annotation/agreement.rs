@@ -1,9 +1,11 @@
-//! Agreement between raters on a run's items or on a queue's recent labels, with a bootstrap
-//! interval sized to what the server can afford.
+//! Agreement between raters on a run's items (on the verdict and on each dimension of the
+//! run's rubric, at the dimension's level of measurement) or on a queue's recent verdicts, with
+//! a bootstrap interval sized to what the server can afford.
 
 use crate::error::{ServiceError, ServiceResult};
 use arbiter_domain::annotation::agreement::{
-    bootstrap_ci, cohen_kappa, fleiss_kappa, krippendorff_alpha, Agreement, Level, Unit, Weighting,
+    bootstrap_ci, cohen_kappa, fleiss_kappa, krippendorff_alpha, Agreement, Level, Statistic, Unit,
+    Value, Weighting,
 };
 use arbiter_domain::ids::RunId;
 use arbiter_store::{now_ms, Store};
@@ -36,19 +38,26 @@ pub fn bootstrap_resamples(items: usize) -> usize {
     }
 }
 
-/// Agreement between the raters of one run's human items.
+/// Agreement between the raters of one run's human items on one dimension.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AgreementReport {
+    /// The rubric dimension's key, or `verdict` for the pass or fail every label gives.
+    pub dimension: String,
+    /// The level of measurement the statistics are computed at.
+    pub level: Level,
     /// Items with at least two standing labels.
     pub items: u64,
     pub labels: u64,
-    /// Krippendorff's alpha (nominal): any number of raters per item, missing labels allowed.
+    /// Krippendorff's alpha at the dimension's level: any number of raters per item, missing
+    /// labels allowed.
     pub alpha: Agreement,
     /// 95% bootstrap interval over items, when alpha is defined often enough to have one.
     pub alpha_interval: Option<(f64, f64)>,
-    /// Fleiss' kappa over the items with the most common number of raters.
+    /// Fleiss' kappa over the items with the most common number of raters (nominal dimensions;
+    /// undefined for others, whose distances it would ignore).
     pub fleiss: Agreement,
-    /// Cohen's kappa of each rater pair with enough shared items.
+    /// Cohen's kappa of each rater pair with enough shared items (weighted linearly for
+    /// ordinal dimensions and quadratically for numeric ones).
     pub pairs: Vec<PairAgreement>,
 }
 
@@ -60,18 +69,49 @@ pub struct PairAgreement {
     pub kappa: Agreement,
 }
 
-pub async fn run_agreement(store: &dyn Store, run_id: RunId) -> ServiceResult<AgreementReport> {
+/// The dimension name the pass or fail of every label goes by.
+pub const VERDICT: &str = "verdict";
+
+/// Agreement on a run's verdicts, then on each dimension of its rubric that has a level.
+pub async fn run_agreement(
+    store: &dyn Store,
+    run_id: RunId,
+) -> ServiceResult<Vec<AgreementReport>> {
     let labels = store.run_labels(run_id).await?;
-    let ratings: Vec<Rating> = labels
-        .into_iter()
-        .map(|label| Rating {
-            item: label.task_id.get(),
-            rater: label.rater_id.get(),
-            rater_name: label.rater,
-            pass: label.pass,
-        })
+    let rating = |label: &arbiter_domain::annotation::task::RunLabel, value: Value| Rating {
+        item: label.task_id.get(),
+        rater: label.rater_id.get(),
+        rater_name: label.rater.clone(),
+        value,
+    };
+    let verdicts: Vec<Rating> = labels
+        .iter()
+        .map(|label| rating(label, verdict_value(label.pass)))
         .collect();
-    agreement_of(&ratings, true)
+    let mut reports = vec![agreement_of(&verdicts, VERDICT, Level::Nominal, true)?];
+    let rubric = store
+        .run_manifest(run_id)
+        .await?
+        .and_then(|manifest| manifest.triage)
+        .and_then(|triage| triage.rubric);
+    for dimension in rubric.iter().flat_map(|frozen| &frozen.rubric.dimensions) {
+        let Some(level) = dimension.kind.level() else {
+            continue;
+        };
+        let ratings: Vec<Rating> = labels
+            .iter()
+            .filter_map(|label| {
+                let answer = label.answers.as_ref()?.get(&dimension.key)?;
+                Some(rating(label, dimension.kind.agreement_value(answer)?))
+            })
+            .collect();
+        reports.push(agreement_of(&ratings, &dimension.key, level, true)?);
+    }
+    Ok(reports)
+}
+
+fn verdict_value(pass: bool) -> Value {
+    Value::Label(if pass { "pass" } else { "fail" }.to_string())
 }
 
 /// Agreement per queue (eval) over the labels of the last `days` days, queues by name.
@@ -87,12 +127,17 @@ pub async fn queue_agreement(
             item: label.task_id.get(),
             rater: label.rater_id.get(),
             rater_name: label.rater,
-            pass: label.pass,
+            value: verdict_value(label.pass),
         });
     }
     by_queue
         .into_iter()
-        .map(|(queue, ratings)| Ok((queue, agreement_of(&ratings, with_interval)?)))
+        .map(|(queue, ratings)| {
+            Ok((
+                queue,
+                agreement_of(&ratings, VERDICT, Level::Nominal, with_interval)?,
+            ))
+        })
         .collect()
 }
 
@@ -102,13 +147,18 @@ pub struct Rating {
     pub item: i64,
     pub rater: i64,
     pub rater_name: String,
-    pub pass: bool,
+    pub value: Value,
 }
 
 /// Alpha (with a bootstrap interval when asked: it costs a thousand resamples), Fleiss' kappa
-/// and Cohen's kappa per rater pair over one rubric dimension, the pass/fail verdict.
-pub fn agreement_of(ratings: &[Rating], with_interval: bool) -> ServiceResult<AgreementReport> {
-    let mut items: BTreeMap<i64, Vec<(u64, bool)>> = BTreeMap::new();
+/// and Cohen's kappa per rater pair over one dimension, at its level of measurement.
+pub fn agreement_of(
+    ratings: &[Rating],
+    dimension: &str,
+    level: Level,
+    with_interval: bool,
+) -> ServiceResult<AgreementReport> {
+    let mut items: BTreeMap<i64, Vec<(u64, Value)>> = BTreeMap::new();
     let mut names: HashMap<u64, String> = HashMap::new();
     for rating in ratings {
         let rater = rating.rater as u64;
@@ -118,18 +168,18 @@ pub fn agreement_of(ratings: &[Rating], with_interval: bool) -> ServiceResult<Ag
         items
             .entry(rating.item)
             .or_default()
-            .push((rater, rating.pass));
+            .push((rater, rating.value.clone()));
     }
-    let units: Vec<Unit<bool>> = items
+    let units: Vec<Unit<Value>> = items
         .values()
         .map(|ratings| Unit::new(ratings.clone()))
         .collect();
-    let alpha = krippendorff_alpha(&units, Level::Nominal)
-        .map_err(|err| ServiceError::Invalid(err.to_string()))?;
+    let alpha =
+        krippendorff_alpha(&units, level).map_err(|err| ServiceError::Invalid(err.to_string()))?;
     let alpha_interval = if with_interval {
         bootstrap_ci(
             &units,
-            Level::Nominal,
+            level,
             // Only items with two or more labels enter the resampling.
             bootstrap_resamples(items.values().filter(|ratings| ratings.len() >= 2).count()),
             0.95,
@@ -139,27 +189,49 @@ pub fn agreement_of(ratings: &[Rating], with_interval: bool) -> ServiceResult<Ag
         None
     };
     // Fleiss needs one number of raters: take the items with the most common count.
-    let mut by_count: BTreeMap<usize, Vec<Vec<bool>>> = BTreeMap::new();
-    for ratings in items.values().filter(|ratings| ratings.len() >= 2) {
-        by_count
-            .entry(ratings.len())
-            .or_default()
-            .push(ratings.iter().map(|(_, pass)| *pass).collect());
-    }
-    let fleiss_items = by_count
-        .into_values()
-        .max_by_key(|items| items.len())
-        .unwrap_or_default();
-    let fleiss = fleiss_kappa(&fleiss_items);
+    let fleiss = if level == Level::Nominal {
+        let mut by_count: BTreeMap<usize, Vec<Vec<Value>>> = BTreeMap::new();
+        for ratings in items.values().filter(|ratings| ratings.len() >= 2) {
+            by_count
+                .entry(ratings.len())
+                .or_default()
+                .push(ratings.iter().map(|(_, value)| value.clone()).collect());
+        }
+        let fleiss_items = by_count
+            .into_values()
+            .max_by_key(|items| items.len())
+            .unwrap_or_default();
+        fleiss_kappa(&fleiss_items)
+    } else {
+        Agreement {
+            statistic: Statistic::Undefined {
+                reason:
+                    "Fleiss' kappa treats every value as a category; see alpha for this dimension",
+            },
+            percent_agreement: None,
+            units: 0,
+        }
+    };
+    let weighting = match level {
+        Level::Nominal => Weighting::Unweighted,
+        Level::Ordinal => Weighting::Linear,
+        Level::Interval | Level::Ratio => Weighting::Quadratic,
+    };
     // Pairs from the items they share, in one pass over the items.
-    let mut shared: BTreeMap<(u64, u64), Vec<(bool, bool)>> = BTreeMap::new();
+    let mut shared: BTreeMap<(u64, u64), Vec<(Value, Value)>> = BTreeMap::new();
     for ratings in items.values() {
-        for (index, &(first, first_pass)) in ratings.iter().enumerate() {
-            for &(second, second_pass) in &ratings[index + 1..] {
+        for (index, (first, first_value)) in ratings.iter().enumerate() {
+            for (second, second_value) in &ratings[index + 1..] {
                 let (key, value) = if first < second {
-                    ((first, second), (first_pass, second_pass))
+                    (
+                        (*first, *second),
+                        (first_value.clone(), second_value.clone()),
+                    )
                 } else {
-                    ((second, first), (second_pass, first_pass))
+                    (
+                        (*second, *first),
+                        (second_value.clone(), first_value.clone()),
+                    )
                 };
                 shared.entry(key).or_default().push(value);
             }
@@ -172,10 +244,12 @@ pub fn agreement_of(ratings: &[Rating], with_interval: bool) -> ServiceResult<Ag
             first: names[&first].clone(),
             second: names[&second].clone(),
             shared_items: shared.len() as u64,
-            kappa: cohen_kappa(&shared, Weighting::Unweighted),
+            kappa: cohen_kappa(&shared, weighting),
         })
         .collect();
     Ok(AgreementReport {
+        dimension: dimension.to_string(),
+        level,
         items: items.values().filter(|ratings| ratings.len() >= 2).count() as u64,
         labels: ratings.len() as u64,
         alpha,

@@ -1,6 +1,7 @@
 //! Story tests for rubrics, on both backends: versions and guidelines, a triage policy that
 //! names a rubric and a launch that freezes its version, raters' answers checked against it,
-//! and an item decided by the consensus on each dimension (the verdict from its dimension).
+//! an item decided by the consensus on each dimension (the verdict from its dimension), and
+//! agreement per dimension from labels given through the queue, against published values.
 
 use arbiter_domain::accounts::Role;
 use arbiter_domain::annotation::gold::GOLD_RATE_SETTING;
@@ -14,7 +15,10 @@ use std::sync::Arc;
 use arbiter_testkit::fixtures::*;
 use arbiter_testkit::stories;
 
-stories!(rubric_answers_are_checked_and_decided_per_dimension);
+stories!(
+    rubric_answers_are_checked_and_decided_per_dimension,
+    published_agreement_values_come_out_of_labels_per_dimension,
+);
 
 const HELPFULNESS: &str = r#"{
   "dimensions": [
@@ -259,4 +263,124 @@ async fn rubric_answers_are_checked_and_decided_per_dimension(store: Arc<dyn Sto
         decided.grade_reason
     );
     assert_eq!(decided.decided_by.as_deref(), Some("human"));
+}
+
+/// Krippendorff's (2011) worked example, as published in `shared/golden/agreement.json`: four
+/// raters, twelve items, values 1 to 5, some items unrated.
+fn krippendorff_2011() -> (Vec<Vec<Option<f64>>>, serde_json::Value) {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/golden/agreement.json"
+    );
+    let golden: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let case = golden["krippendorff_alpha"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|case| case["name"] == "krippendorff_2011_4x12")
+        .unwrap()
+        .clone();
+    let coders = serde_json::from_value(case["coders"].clone()).unwrap();
+    (coders, case["expected"].clone())
+}
+
+/// The same ratings given three ways (categories, an ordinal scale, a number) through the
+/// queue come out of the run's agreement report with the published alpha at each level.
+async fn published_agreement_values_come_out_of_labels_per_dimension(store: Arc<dyn Store>) {
+    let store = &*store;
+    let (coders, expected) = krippendorff_2011();
+    let units = coders[0].len();
+    let scale: Vec<String> = (1..=5)
+        .map(|point| format!(r#"{{"label": "{point}", "description": "point {point}"}}"#))
+        .collect();
+    let definition = format!(
+        r#"{{"dimensions": [
+            {{"key": "category", "question": "Which?", "kind": "categorical", "options": ["1", "2", "3", "4", "5"]}},
+            {{"key": "point", "question": "How good?", "kind": "ordinal", "scale": [{}]}},
+            {{"key": "score", "question": "Score?", "kind": "numeric", "min": 0, "max": 10}}
+        ], "verdict": {{"dimension": "point", "pass_at_least": 3}}}}"#,
+        scale.join(", ")
+    );
+    rubrics::create_rubric(store, "graded", &definition, "", None)
+        .await
+        .unwrap();
+    let dataset: String = (0..units)
+        .map(|unit| {
+            format!("{{\"id\": \"u{unit}\", \"input\": \"Unit {unit}\", \"target\": \"x\"}}\n")
+        })
+        .collect();
+    let mut routed = policy("graded");
+    routed.human_overlap = coders.len().to_string();
+    let run_id = launch_with_policy(store, dataset.as_bytes(), 1, Some(&routed)).await;
+    let ids = store
+        .claim_work("worker", 100, LONG_LEASE_MS)
+        .await
+        .unwrap();
+    escalate_as_routed(store, run_id, &ids).await;
+    store.set_setting(GOLD_RATE_SETTING, "0").await.unwrap();
+
+    // Each rater labels the items they rated in the published table and skips the others.
+    for (index, ratings) in coders.iter().enumerate() {
+        let rater = user(store, &format!("coder{index}"), Role::Annotator).await;
+        while let Some(task) = store
+            .next_annotation_task(rater, LONG_LEASE_MS)
+            .await
+            .unwrap()
+        {
+            let unit: usize = task.input.trim_start_matches("Unit ").parse().unwrap();
+            match ratings[unit] {
+                Some(value) => {
+                    let answers = format!(
+                        r#"{{"category": ["{value}"], "point": {value}, "score": {value}}}"#
+                    );
+                    rubrics::submit_answers(store, &task.handle, rater, &answers, "", None)
+                        .await
+                        .unwrap();
+                }
+                None => store.skip_task(&task.handle, rater).await.unwrap(),
+            }
+        }
+    }
+
+    let reports = arbiter_engine::annotation::agreement::run_agreement(store, run_id)
+        .await
+        .unwrap();
+    let dimensions: Vec<&str> = reports
+        .iter()
+        .map(|report| report.dimension.as_str())
+        .collect();
+    assert_eq!(dimensions, ["verdict", "category", "point", "score"]);
+    let alpha = |dimension: &str| {
+        reports
+            .iter()
+            .find(|report| report.dimension == dimension)
+            .unwrap()
+            .alpha
+            .statistic
+            .value()
+            .unwrap()
+    };
+    // Published to 12, 3 and 3 decimals.
+    let published = |level: &str| expected[level].as_f64().unwrap();
+    assert!(
+        (alpha("category") - published("nominal")).abs() < 1e-9,
+        "{}",
+        alpha("category")
+    );
+    assert!(
+        (alpha("point") - published("ordinal")).abs() < 5e-4,
+        "{}",
+        alpha("point")
+    );
+    assert!(
+        (alpha("score") - published("interval")).abs() < 5e-4,
+        "{}",
+        alpha("score")
+    );
+    let rated = coders
+        .iter()
+        .map(|ratings| ratings.iter().flatten().count() as u64)
+        .sum::<u64>();
+    assert!(reports.iter().all(|report| report.labels == rated));
 }

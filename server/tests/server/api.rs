@@ -275,6 +275,13 @@ fn api_routes() -> Vec<(Method, &'static str, Option<Value>, bool, StatusCode)> 
             StatusCode::NOT_FOUND,
         ),
         (
+            Method::GET,
+            "/runs/999/agreement",
+            None,
+            false,
+            StatusCode::NOT_FOUND,
+        ),
+        (
             Method::POST,
             "/runs/999/pause",
             None,

@@ -314,6 +314,34 @@ const SERVER_FUNCTIONS: &[(&str, Args, Allowed)] = &[
         Allowed::Annotators,
     ),
     ("skip_task", &[("handle", "0")], Allowed::Annotators),
+    (
+        "submit_rubric_label",
+        &[("handle", "0"), ("answers", "{}")],
+        Allowed::Annotators,
+    ),
+    ("own_labels", &[], Allowed::Annotators),
+    (
+        "edit_label",
+        &[("label_id", "999999"), ("verdict", "pass")],
+        Allowed::Annotators,
+    ),
+    ("rubrics_page", &[], Allowed::Researchers),
+    (
+        "create_rubric",
+        &[
+            ("name", "NAME"),
+            (
+                "definition",
+                r#"{"dimensions": [{"key": "ok", "question": "OK?", "kind": "binary"}]}"#,
+            ),
+        ],
+        Allowed::Leads,
+    ),
+    (
+        "add_guidelines",
+        &[("rubric_name", "NAME"), ("markdown", "Be kind.")],
+        Allowed::Leads,
+    ),
     ("queue_size", &[], Allowed::Annotators),
     ("next_review", &[], Allowed::Reviewers),
     (

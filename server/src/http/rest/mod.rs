@@ -175,6 +175,7 @@ pub fn routes(state: AppState) -> Router {
         .route("/runs", get(runs::list_runs).post(runs::launch_run))
         .route("/runs/{id}", get(runs::get_run))
         .route("/runs/{id}/report", get(runs::run_report))
+        .route("/runs/{id}/agreement", get(runs::run_agreement))
         .route("/runs/{id}/{action}", post(runs::change_run_state))
         .route("/compare", get(runs::compare))
         .fallback(|| async {

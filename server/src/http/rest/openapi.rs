@@ -39,6 +39,7 @@ A token acts with its owner's role. Errors are JSON `{\"error\": \"…\"}` with 
         runs::launch_run,
         runs::get_run,
         runs::run_report,
+        runs::run_agreement,
         runs::change_run_state,
         runs::compare,
     ),

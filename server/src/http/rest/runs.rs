@@ -188,6 +188,22 @@ pub async fn run_report(
     Ok(Json(RunReport { run, report }))
 }
 
+#[utoipa::path(get, path = "/api/v1/runs/{id}/agreement", tag = "runs",
+    params(("id" = i64, Path, description = "Run id")),
+    responses((status = 200, description = "Agreement between the run's raters: on the verdict, then on each dimension of the run's rubric at its level of measurement (Krippendorff's alpha with a bootstrap interval, Fleiss' kappa for nominal dimensions, Cohen's kappa per rater pair)", content_type = "application/json"), (status = 404, body = ApiErrorBody)))]
+pub async fn run_agreement(
+    State(state): State<AppState>,
+    caller: ApiUser,
+    ApiPath(id): ApiPath<RunId>,
+) -> ApiResult<Json<Vec<arbiter_engine::annotation::agreement::AgreementReport>>> {
+    caller.require(Permission::ViewResults)?;
+    // A run that does not exist is a 404, not an empty report.
+    arbiter_engine::runs::run_progress(state.store.as_ref(), id).await?;
+    Ok(Json(
+        arbiter_engine::annotation::agreement::run_agreement(state.store.as_ref(), id).await?,
+    ))
+}
+
 #[utoipa::path(post, path = "/api/v1/runs/{id}/{action}", tag = "runs",
     params(("id" = i64, Path, description = "Run id"), ("action" = String, Path, description = "`pause`, `resume` or `cancel`")),
     responses((status = 204, description = "Done"), (status = 400, body = ApiErrorBody), (status = 403, description = "The run belongs to another team", body = ApiErrorBody), (status = 409, description = "Not possible in the run's state", body = ApiErrorBody)))]
