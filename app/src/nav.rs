@@ -42,9 +42,7 @@ pub fn Nav() -> impl IntoView {
                                         <a href="/queue">"Queue"</a>
                                         <a href="/raters">"Raters"</a>
                                     </Show>
-                                    <Show when=move || lead && !researcher>
-                                        <a href="/rubrics">"Rubrics"</a>
-                                    </Show>
+
                                 </nav>
                                 <span class="whoami">
                                     <a href="/account" data-testid="whoami">{user.username.clone()}</a>

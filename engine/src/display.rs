@@ -18,8 +18,8 @@ use syntect::html::{ClassStyle, ClassedHTMLGenerator};
 use syntect::parsing::SyntaxSet;
 use syntect::util::LinesWithEndings;
 
-/// Longer code is shown escaped but not highlighted: the grammars' regular expressions cost
-/// milliseconds per kilobyte, and a rater's page must come up at once.
+/// Code beyond this many bytes in one text is shown escaped but not highlighted: the grammars'
+/// regular expressions cost milliseconds per kilobyte, and a rater's page must come up at once.
 const MAX_HIGHLIGHTED_BYTES: usize = 64 * 1024;
 
 /// The prefix of every highlighting class.
@@ -48,8 +48,12 @@ static SANITISER: LazyLock<ammonia::Builder<'static>> = LazyLock::new(|| {
     let mut builder = ammonia::Builder::default();
     builder
         .rm_tags(["img"])
+        // Task-list boxes only: whatever an `<input>` says, it is a disabled checkbox, so a
+        // model can put no field (a password box, a button) on the rater's page.
         .add_tags(["input"])
-        .add_tag_attributes("input", ["type", "checked", "disabled"])
+        .add_tag_attributes("input", ["checked"])
+        .set_tag_attribute_value("input", "type", "checkbox")
+        .set_tag_attribute_value("input", "disabled", "")
         .add_generic_attributes(["class"])
         .url_relative(ammonia::UrlRelative::Deny)
         .link_rel(Some("noopener noreferrer nofollow"))
@@ -61,7 +65,6 @@ static SANITISER: LazyLock<ammonia::Builder<'static>> = LazyLock::new(|| {
                     .collect();
                 (!ours.is_empty()).then(|| Cow::Owned(ours.join(" ")))
             }
-            ("input", "type") => (value == "checkbox").then_some(Cow::Borrowed(value)),
             _ => Some(Cow::Borrowed(value)),
         });
     builder
@@ -71,7 +74,9 @@ static SANITISER: LazyLock<ammonia::Builder<'static>> = LazyLock::new(|| {
 pub fn show_text(raw: &str, code_eval: bool) -> ShownText {
     let html = match text_format(raw, code_eval) {
         TextFormat::Markdown => markdown_html(raw),
-        TextFormat::Code { language } => sanitise(&code_block_html(raw, language)),
+        TextFormat::Code { language } => {
+            sanitise(&code_block_html(raw, language, MAX_HIGHLIGHTED_BYTES))
+        }
     };
     ShownText {
         raw: raw.to_string(),
@@ -113,6 +118,7 @@ pub fn markdown_html(markdown: &str) -> String {
     // A code block's text arrives as one or more events between its start and end; it is
     // gathered and replaced by one highlighted block.
     let mut code: Option<(String, String)> = None;
+    let mut highlighting_left = MAX_HIGHLIGHTED_BYTES;
     for event in Parser::new_ext(markdown, options) {
         match (event, code.as_mut()) {
             (Event::Start(Tag::CodeBlock(kind)), _) => {
@@ -127,7 +133,9 @@ pub fn markdown_html(markdown: &str) -> String {
             (Event::Text(text), Some((_, body))) => body.push_str(&text),
             (Event::End(TagEnd::CodeBlock), Some(_)) => {
                 let (language, body) = code.take().unwrap_or_default();
-                events.push(Event::Html(code_block_html(&body, &language).into()));
+                let html = code_block_html(&body, &language, highlighting_left);
+                highlighting_left = highlighting_left.saturating_sub(body.len());
+                events.push(Event::Html(html.into()));
             }
             (event, _) => events.push(event),
         }
@@ -143,9 +151,10 @@ pub fn sanitise(html: &str) -> String {
 }
 
 /// A `<pre>` of code highlighted as `language` (a fence's name or extension, such as `python`,
-/// `py` or `rust`); unknown languages and long code are escaped as they are.
-fn code_block_html(code: &str, language: &str) -> String {
-    let syntax = (code.len() <= MAX_HIGHLIGHTED_BYTES)
+/// `py` or `rust`); unknown languages and code longer than `budget` bytes are escaped as they
+/// are.
+fn code_block_html(code: &str, language: &str, budget: usize) -> String {
+    let syntax = (code.len() <= budget)
         .then(|| SYNTAXES.find_syntax_by_token(language))
         .flatten();
     let body = match syntax.and_then(|syntax| highlighted(code, syntax)) {
@@ -212,6 +221,8 @@ mod tests {
         "<base href=\"https://evil.example/\">",
         "<meta http-equiv=\"refresh\" content=\"0; url=https://evil.example/\">",
         "![tracker](https://evil.example/pixel.png)",
+        "<input type=\"password\" name=\"p\" placeholder=\"Your password\">",
+        "<button onclick=\"window.__xss = 1\">ok</button>",
     ];
 
     /// The tags of sanitised HTML as (name, attributes); text between them is escaped, so a
@@ -292,15 +303,17 @@ mod tests {
             "div",
             "sup",
             "section",
-            "mtext",
-            "math",
-            "mglyph",
         ];
         for (name, attributes) in tags(html) {
             assert!(
                 ALLOWED.contains(&name.as_str()),
                 "<{name}> survived in {html}"
             );
+            if name == "input" {
+                let has =
+                    |key: &str, value: &str| attributes.iter().any(|(k, v)| k == key && v == value);
+                assert!(has("type", "checkbox") && has("disabled", ""), "{html}");
+            }
             for (key, value) in attributes {
                 assert!(
                     !key.starts_with("on") && key != "style",
@@ -435,7 +448,24 @@ mod tests {
     #[test]
     fn long_code_is_escaped_without_highlighting() {
         let code = "x = '<'\n".repeat(MAX_HIGHLIGHTED_BYTES / 8 + 1);
-        let html = code_block_html(&code, "python");
+        let html = code_block_html(&code, "python", MAX_HIGHLIGHTED_BYTES);
+        assert!(
+            !html.contains("hl-keyword") && !html.contains("<span"),
+            "highlighted"
+        );
+        // The budget is per text: two blocks of half of it each, and the third is plain.
+        let block = format!(
+            "```python\n{}```\n",
+            "def f(): pass\n".repeat(MAX_HIGHLIGHTED_BYTES / 28)
+        );
+        let three = markdown_html(&format!("{block}\n{block}\n{block}"));
+        assert_eq!(three.matches("<pre").count(), 3);
+        let last = three.rsplit("<pre").next().unwrap();
+        assert!(
+            !last.contains("hl-storage"),
+            "the third block is highlighted"
+        );
+        assert!(three.split("<pre").nth(1).unwrap().contains("hl-storage"));
         assert!(
             !html.contains("hl-keyword") && !html.contains("<span"),
             "highlighted"

@@ -117,6 +117,19 @@ pub async fn submit_answers(
         .rubric
         .check_answer(&answers)
         .map_err(ServiceError::Invalid)?;
+    if let Some(shown) = guideline_version {
+        let known = store
+            .guidelines(&version.name)
+            .await?
+            .iter()
+            .any(|guidelines| guidelines.version == shown);
+        if !known {
+            return Err(ServiceError::Invalid(format!(
+                "rubric `{}` has no guidelines version {shown}",
+                version.name
+            )));
+        }
+    }
     let pass = version.rubric.verdict_of_answer(&answers).ok_or_else(|| {
         ServiceError::Invalid(format!(
             "rubric `{}` says no verdict, so its answers cannot decide an item",

@@ -642,13 +642,21 @@ async fn show_as_sent(
         *texts.target = request.target;
         conversation = request.conversation;
     }
-    Ok(crate::display::show_item(
-        texts.input,
-        conversation,
-        texts.target,
-        texts.output,
-        code_eval,
-    ))
+    // Markdown and highlighting are CPU work (milliseconds for long code): off the async
+    // threads, so one page of long items does not stall other requests.
+    let (input, target, output) = (
+        texts.input.clone(),
+        texts.target.clone(),
+        texts.output.to_string(),
+    );
+    tokio::task::spawn_blocking(move || {
+        crate::display::show_item(&input, conversation, &target, &output, code_eval)
+    })
+    .await
+    .map_err(|err| {
+        tracing::error!(error = %err, "rendering an item failed");
+        ServiceError::Internal
+    })
 }
 
 /// What an identity's eval sent, for people.

@@ -842,10 +842,11 @@ macro_rules! annotation_sql {
             };
             let row = sqlx::query(
                 "SELECT l.id AS label_id, w.id AS identity_id, u.username, i.input, i.target, g.output, l.verdict, l.rationale, \
+                        l.answers, rb.definition AS rubric_definition, \
                         (SELECT COUNT(*) FROM labels o WHERE o.task_id = l.task_id AND o.state = 'standing' \
                          AND o.verdict <> l.verdict) AS dissent \
                  FROM labels l JOIN users u ON u.id = l.annotator_id \
-                 JOIN annotation_tasks t ON t.id = l.task_id \
+                 JOIN annotation_tasks t ON t.id = l.task_id LEFT JOIN rubrics rb ON rb.id = t.rubric_id \
                  JOIN work_items w ON w.id = t.work_item_id \
                  JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
                  JOIN generations g ON g.work_item_id = w.id \
@@ -861,6 +862,21 @@ macro_rules! annotation_sql {
                 "drawn for the random QC sample"
             };
             Ok(Some(label_under_review(&row, why, None)?))
+        }
+
+        /// A rubric label's answers in words, from a row with `answers` and `rubric_definition`
+        /// (empty for a pass/fail label).
+        fn answers_in_words(row: &<$db as sqlx::Database>::Row) -> Result<Vec<(String, String)>, sqlx::Error> {
+            let answers: Option<String> = row.read("answers")?;
+            let definition: Option<String> = row.read("rubric_definition")?;
+            let (Some(answers), Some(definition)) = (answers, definition) else {
+                return Ok(Vec::new());
+            };
+            // Both were checked when stored; unreadable ones show nothing rather than fail.
+            let (Ok(answers), Ok(rubric)) = (serde_json::from_str(&answers), serde_json::from_str(&definition)) else {
+                return Ok(Vec::new());
+            };
+            Ok(arbiter_domain::annotation::consensus::answers_in_words(&rubric, &answers))
         }
 
         /// A label and its item from a row with `label_id`, `username` (the rater), `input`,
@@ -884,6 +900,7 @@ macro_rules! annotation_sql {
                 why: why.to_string(),
                 check,
                 shown: None,
+                answers: answers_in_words(row)?,
             })
         }
 
@@ -895,10 +912,11 @@ macro_rules! annotation_sql {
         ) -> StoreResult<Option<ReviewItem>> {
             let row = sqlx::query(
                 "SELECT r.id AS review_id, r.decision, r.verdict AS corrected_to, r.reason, rv.username AS reviewer, \
-                        l.id AS label_id, w.id AS identity_id, u.username, i.input, i.target, g.output, l.verdict, l.rationale \
+                        l.id AS label_id, w.id AS identity_id, u.username, i.input, i.target, g.output, l.verdict, l.rationale, \
+                        l.answers, rb.definition AS rubric_definition \
                  FROM label_reviews r JOIN users rv ON rv.id = r.reviewer_id \
                  JOIN labels l ON l.id = r.label_id JOIN users u ON u.id = l.annotator_id \
-                 JOIN annotation_tasks t ON t.id = l.task_id \
+                 JOIN annotation_tasks t ON t.id = l.task_id LEFT JOIN rubrics rb ON rb.id = t.rubric_id \
                  JOIN work_items w ON w.id = t.work_item_id \
                  JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
                  JOIN generations g ON g.work_item_id = w.id \
@@ -1102,7 +1120,7 @@ macro_rules! annotation_sql {
                         .execute(&mut *tx)
                         .await?;
                     sqlx::query(
-                        "UPDATE annotation_tasks SET labels_done = labels_done - 1, state = 'open', completed_at = NULL \
+                        "UPDATE annotation_tasks SET labels_done = labels_done - 1, state = 'open', completed_at = NULL, consensus = NULL \
                          WHERE id = $1",
                     )
                     .bind(task_id)
@@ -1684,32 +1702,34 @@ macro_rules! annotation_sql {
         }
 
         /// Where a label stands for an edit, from a row with `task_state`, `label_state`,
-        /// `review_state`, `review_served_to` and `review_served_until`.
-        fn label_standing(row: &<$db as sqlx::Database>::Row, now: i64) -> Result<LabelStanding, sqlx::Error> {
+        /// `review_state`, `review_served_to` and `answers`.
+        fn label_standing(row: &<$db as sqlx::Database>::Row) -> Result<LabelStanding, sqlx::Error> {
             let task_state: String = row.read("task_state")?;
             let label_state: String = row.read("label_state")?;
             let review_state: Option<String> = row.read("review_state")?;
             let served_to: Option<i64> = row.read("review_served_to")?;
-            let served_until: Option<i64> = row.read("review_served_until")?;
+            let answers: Option<String> = row.read("answers")?;
             Ok(LabelStanding {
                 item_done: task_state == "done",
                 rejected: label_state == "rejected",
                 reviewed: review_state.as_deref().is_some_and(|state| state != "pending"),
-                with_reviewer: served_to.is_some() && served_until.is_some_and(|until| until > now),
+                // A lapsed hold still lets its reviewer decide, so any serving counts.
+                with_reviewer: served_to.is_some(),
+                answers_rubric: answers.is_some(),
             })
         }
 
         const LABEL_STANDING_COLUMNS: &str = "t.state AS task_state, l.state AS label_state, l.review_state, \
-            l.review_served_to, l.review_served_until";
+            l.review_served_to, l.answers";
 
         async fn list_own_labels(pool: &sqlx::Pool<$db>, rater_id: UserId, limit: i64) -> StoreResult<Vec<OwnLabel>> {
-            let now = now_ms();
             let rows = sqlx::query(&format!(
                 "SELECT l.id AS label_id, w.id AS identity_id, i.input, i.target, g.output, l.verdict, l.rationale, \
-                        l.created_at, l.edited_at, {LABEL_STANDING_COLUMNS}, \
+                        l.created_at, l.edited_at, {LABEL_STANDING_COLUMNS}, rb.definition AS rubric_definition, \
                         r.decision, r.verdict AS corrected_to, r.reason, r.created_at AS decided_at, \
                         r.check_state, r.check_verdict, r.check_reason \
                  FROM labels l JOIN annotation_tasks t ON t.id = l.task_id \
+                 LEFT JOIN rubrics rb ON rb.id = t.rubric_id \
                  JOIN work_items w ON w.id = t.work_item_id \
                  JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
                  JOIN generations g ON g.work_item_id = w.id \
@@ -1757,9 +1777,10 @@ macro_rules! annotation_sql {
                     rationale: row.read("rationale")?,
                     created_at: row.read("created_at")?,
                     edited_at: row.read("edited_at")?,
-                    editable: may_edit(label_standing(row, now)?),
+                    editable: may_edit(label_standing(row)?),
                     review,
                     shown: None,
+                    answers: answers_in_words(row)?,
                 });
             }
             Ok(labels)
@@ -1796,14 +1817,14 @@ macro_rules! annotation_sql {
             .bind(label_id)
             .fetch_one(&mut *tx)
             .await?;
-            may_edit(label_standing(&row, now)?).map_err(StoreError::Conflict)?;
+            may_edit(label_standing(&row)?).map_err(StoreError::Conflict)?;
             let verdict = if pass { Verdict::Pass } else { Verdict::Fail };
             // Conditional: a reviewer may have been served the label since it was read (the
             // serving update does not touch the item's row).
             let changed = sqlx::query(
                 "UPDATE labels SET verdict = $1, rationale = $2, edited_at = $3 WHERE id = $4 AND state = 'standing' \
-                 AND (review_state IS NULL OR review_state = 'pending') \
-                 AND (review_served_until IS NULL OR review_served_until <= $3)",
+                 AND (review_state IS NULL OR review_state = 'pending') AND review_served_to IS NULL \
+                 AND answers IS NULL",
             )
             .bind(verdict.as_str())
             .bind(rationale)

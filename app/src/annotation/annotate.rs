@@ -13,7 +13,7 @@ use crate::annotation::api::{
     next_task, SkipTask, SubmitLabel, SubmitRubricLabel, TaskView, TrainingFeedbackView,
 };
 #[cfg(feature = "hydrate")]
-use crate::annotation::rubric_form::{one_pick, pick, typed};
+use crate::annotation::rubric_form::{one_pick, pick, record, typed};
 use crate::annotation::rubric_form::{GuidelinesPanel, RubricForm};
 use crate::components::{error_text, plain_item, ErrorNote};
 use crate::format::verdict_word;
@@ -272,13 +272,15 @@ pub fn AnnotatePage() -> impl IntoView {
                     let current =
                         answers.with_untracked(|answers| answers.get(&dimension.key).cloned());
                     if let Some(answer) = pick(&dimension.kind, key, current.as_ref()) {
-                        answers.update(|answers| {
-                            answers.insert(dimension.key.clone(), answer);
-                        });
+                        // The digit is the answer: it must not also land in a field the focus
+                        // moves into next.
+                        event.prevent_default();
+                        answers.update(|answers| record(answers, &dimension.key, Some(answer)));
                         if one_pick(&dimension.kind) {
                             move_focus(1);
                         }
                     } else if typed(&dimension.kind) {
+                        // The digit starts the number or text in the dimension's field.
                         focus_field(&dimension.key);
                     }
                 }

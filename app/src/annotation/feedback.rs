@@ -3,6 +3,7 @@
 //! yet: waiting for other raters (the rater can still change them) or for a reviewer.
 
 use crate::annotation::api::{own_labels, EditLabel};
+use crate::annotation::rubric_form::AnswersTable;
 use crate::components::{error_text, plain_item, ErrorNote};
 use crate::format::{format_time, verdict_word};
 use crate::shown::{RawToggle, ShownItemView};
@@ -79,6 +80,7 @@ fn OwnLabelCard(
             <p class="hint">"Labelled " {format_time(label.created_at)} {edited}</p>
             <p data-testid="own-verdict">"You said " <strong>{verdict_word(label.pass)}</strong>
                 {(!label.rationale.is_empty()).then(|| view! { ": " <span class="rationale">{label.rationale.clone()}</span> })}</p>
+            <AnswersTable answers=label.answers.clone()/>
             {label.review.as_ref().map(|review| view! { <ReviewNote review=review.clone()/> })}
             <details>
                 <summary>"The item"</summary>

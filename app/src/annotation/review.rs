@@ -6,6 +6,7 @@
 //! HTML the server sanitised; the rater's rationale is plain text.
 
 use crate::annotation::api::{next_review, CheckReview, ReviewLabel};
+use crate::annotation::rubric_form::AnswersTable;
 use crate::components::{error_text, plain_item, ErrorNote};
 use crate::format::verdict_word;
 use crate::keys::{CheatSheet, KeyBinding, KeyLegend, KeyMap};
@@ -185,6 +186,7 @@ pub fn ReviewPage() -> impl IntoView {
                                         <ShownItemView shown=shown.clone() images=item.images.clone() raw/>
                                         <h2>"The label and the decision to check"</h2>
                                         <p><strong>{item.rater}</strong> " said " <strong>{verdict_word(item.pass)}</strong></p>
+                                        <AnswersTable answers=item.answers.clone()/>
                                         <pre class="rationale" data-testid="review-rationale">{item.rationale}</pre>
                                         <p data-testid="checked-decision">"Reviewer " <strong>{spot.reviewer.clone()}</strong> " " {decision_in_words(&spot)}
                                             {(!spot.reason.is_empty()).then(|| format!(": {}", spot.reason))}</p>
@@ -206,6 +208,7 @@ pub fn ReviewPage() -> impl IntoView {
                                         <ShownItemView shown=shown.clone() images=item.images.clone() raw/>
                                         <h2>"The label"</h2>
                                         <p data-testid="review-label"><strong>{item.rater}</strong> " said " <strong>{verdict_word(item.pass)}</strong></p>
+                                        <AnswersTable answers=item.answers.clone()/>
                                         <pre class="rationale" data-testid="review-rationale">{item.rationale}</pre>
                                         <label>"Reason (required to reject; the rater sees it)" {reason_input}</label>
                                         <div class="row">

@@ -10,7 +10,9 @@ use leptos::prelude::*;
 
 /// The answer a digit gives the dimension (`1`–`9`, then `0` for the tenth choice), given its
 /// answer so far; `None` when the digit means nothing there. Binary: 1 pass, 2 fail. Ordinal:
-/// the point. Categorical: the option (toggled in or out when several may be chosen).
+/// the point. Categorical: the option (toggled in or out when several may be chosen); options
+/// past the tenth are picked by clicking.
+#[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
 pub(crate) fn pick(
     kind: &DimensionKind,
     digit: &str,
@@ -20,6 +22,15 @@ pub(crate) fn pick(
         "0" => 9,
         digit => digit.parse::<usize>().ok()?.checked_sub(1)?,
     };
+    pick_index(kind, index, current)
+}
+
+/// The answer choosing the `index`th choice (from 0) gives the dimension.
+pub(crate) fn pick_index(
+    kind: &DimensionKind,
+    index: usize,
+    current: Option<&DimensionAnswer>,
+) -> Option<DimensionAnswer> {
     match kind {
         DimensionKind::Binary => match index {
             0 => Some(DimensionAnswer::Binary(true)),
@@ -50,6 +61,22 @@ pub(crate) fn pick(
     }
 }
 
+/// Records a dimension's answer; no options left chosen is no answer (an optional dimension
+/// may be left so; a required one asks again on submission).
+pub(crate) fn record(answers: &mut RubricAnswer, key: &str, answer: Option<DimensionAnswer>) {
+    match answer {
+        Some(DimensionAnswer::Texts(chosen)) if chosen.is_empty() => {
+            answers.remove(key);
+        }
+        Some(answer) => {
+            answers.insert(key.to_string(), answer);
+        }
+        None => {
+            answers.remove(key);
+        }
+    }
+}
+
 /// Whether a dimension is answered in a text field (the focus moves into it).
 #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
 pub(crate) fn typed(kind: &DimensionKind) -> bool {
@@ -71,6 +98,22 @@ pub(crate) fn one_pick(kind: &DimensionKind) -> bool {
                 ..
             }
     )
+}
+
+/// A rubric label's answers, question by question (nothing for a pass/fail label).
+#[component]
+pub fn AnswersTable(answers: Vec<(String, String)>) -> impl IntoView {
+    (!answers.is_empty()).then(|| {
+        view! {
+            <table class="answers" data-testid="label-answers">
+                <tbody>
+                    {answers.into_iter().map(|(question, answer)| view! {
+                        <tr><th>{question}</th><td>{answer}</td></tr>
+                    }).collect_view()}
+                </tbody>
+            </table>
+        }
+    })
 }
 
 /// The guidelines beside the item, folded open.
@@ -116,46 +159,31 @@ fn DimensionBlock(
         let key = key.clone();
         move |value: Option<DimensionAnswer>| {
             focused.set(index);
-            answers.update(|answers| match value {
-                Some(value) => {
-                    answers.insert(key.clone(), value);
-                }
-                None => {
-                    answers.remove(&key);
-                }
-            });
+            answers.update(|answers| record(answers, &key, value));
         }
     };
     let choose = {
         let (key, kind, set) = (key.clone(), dimension.kind.clone(), set.clone());
-        move |digit: &str| {
+        move |choice: usize| {
             let current = answers.with(|answers| answers.get(&key).cloned());
-            if let Some(next) = pick(&kind, digit, current.as_ref()) {
+            if let Some(next) = pick_index(&kind, choice, current.as_ref()) {
                 set(Some(next));
             }
         }
     };
     // One button per choice (binary, ordinal, categorical), pressed when chosen.
-    let choices: Vec<(String, String, String)> = match &dimension.kind {
+    let choices: Vec<(String, String)> = match &dimension.kind {
         DimensionKind::Binary => vec![
-            ("1".into(), "Pass".into(), String::new()),
-            ("2".into(), "Fail".into(), String::new()),
+            ("Pass".into(), String::new()),
+            ("Fail".into(), String::new()),
         ],
         DimensionKind::Ordinal { scale } => scale
             .iter()
-            .enumerate()
-            .map(|(at, anchor)| {
-                (
-                    digit_of(at),
-                    anchor.label.clone(),
-                    anchor.description.clone(),
-                )
-            })
+            .map(|anchor| (anchor.label.clone(), anchor.description.clone()))
             .collect(),
         DimensionKind::Categorical { options, .. } => options
             .iter()
-            .enumerate()
-            .map(|(at, option)| (digit_of(at), option.clone(), String::new()))
+            .map(|option| (option.clone(), String::new()))
             .collect(),
         _ => Vec::new(),
     };
@@ -199,17 +227,18 @@ fn DimensionBlock(
                 <span class="hint">" (" {level} {(!dimension.required).then_some(", optional")} ")"</span>
             </legend>
             <div class="row choices">
-                {choices.into_iter().map(|(digit, label, description)| {
+                {choices.into_iter().enumerate().map(|(choice, (label, description))| {
                     let pressed = {
-                        let (digit, key, kind) = (digit.clone(), key.clone(), dimension.kind.clone());
-                        move || answers.with(|answers| chosen(&kind, &digit, answers.get(&key)))
+                        let (key, kind) = (key.clone(), dimension.kind.clone());
+                        move || answers.with(|answers| chosen(&kind, choice, answers.get(&key)))
                     };
-                    let (click, choose) = (digit.clone(), choose.clone());
+                    let choose = choose.clone();
                     view! {
-                        <button type="button" class="choice" title=description.clone()
+                        <button type="button" class="choice" title=description
                             aria-pressed=move || pressed().to_string()
-                            on:click=move |_| choose(&click)>
-                            <kbd>{digit}</kbd> " " {label}
+                            on:click=move |_| choose(choice)>
+                            {digit_of(choice).map(|digit| view! { <kbd>{digit}</kbd> " " })}
+                            {label}
                         </button>
                     }
                 }).collect_view()}
@@ -219,25 +248,24 @@ fn DimensionBlock(
     }
 }
 
-/// The digit that picks the choice at `index` (0-based): 1–9, then 0.
-fn digit_of(index: usize) -> String {
-    ((index + 1) % 10).to_string()
+/// The digit that picks the choice at `index` (from 0): 1–9, then 0; none past the tenth.
+fn digit_of(index: usize) -> Option<String> {
+    (index < 10).then(|| ((index + 1) % 10).to_string())
 }
 
-/// Whether the choice `digit` is part of the answer so far.
-fn chosen(kind: &DimensionKind, digit: &str, answer: Option<&DimensionAnswer>) -> bool {
+/// Whether the choice at `index` (from 0) is part of the answer so far.
+fn chosen(kind: &DimensionKind, index: usize, answer: Option<&DimensionAnswer>) -> bool {
     let Some(answer) = answer else {
         return false;
     };
     match (kind, answer) {
-        (DimensionKind::Binary, DimensionAnswer::Binary(pass)) => (digit == "1") == *pass,
+        (DimensionKind::Binary, DimensionAnswer::Binary(pass)) => (index == 0) == *pass,
         (DimensionKind::Ordinal { .. }, DimensionAnswer::Number(point)) => {
-            digit_of(*point as usize - 1) == digit
+            *point == index as f64 + 1.0
         }
         (DimensionKind::Categorical { options, .. }, DimensionAnswer::Texts(picked)) => options
-            .iter()
-            .enumerate()
-            .any(|(at, option)| digit_of(at) == digit && picked.contains(option)),
+            .get(index)
+            .is_some_and(|option| picked.contains(option)),
         _ => false,
     }
 }
@@ -282,7 +310,23 @@ mod tests {
             pick(&many, "1", both.as_ref()),
             Some(DimensionAnswer::Texts(vec!["b".into()]))
         );
-        assert!(chosen(&many, "2", both.as_ref()));
+        assert!(chosen(&many, 1, both.as_ref()));
+        // The last option toggled out leaves no answer, not an empty one.
+        let mut answers = RubricAnswer::new();
+        let none_left = pick(&many, "1", Some(&DimensionAnswer::Texts(vec!["a".into()])));
+        record(&mut answers, "many", none_left);
+        assert!(answers.is_empty());
+        // Options past the tenth have no digit but are picked by their place.
+        let wide = DimensionKind::Categorical {
+            options: (0..12).map(|option| option.to_string()).collect(),
+            multiple: false,
+        };
+        assert_eq!(digit_of(10), None);
+        assert_eq!(digit_of(9).as_deref(), Some("0"));
+        let eleventh = DimensionAnswer::Texts(vec!["10".into()]);
+        assert_eq!(pick_index(&wide, 10, None), Some(eleventh.clone()));
+        assert!(chosen(&wide, 10, Some(&eleventh)));
+        assert!(!chosen(&wide, 0, Some(&eleventh)));
         assert_eq!(
             pick(&DimensionKind::Numeric { min: 0.0, max: 1.0 }, "1", None),
             None

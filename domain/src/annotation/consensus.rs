@@ -6,14 +6,15 @@
 //!   their midpoint; an ordinal one has no point between, so it is a split);
 //! - free text: not combined, every rater's text stands.
 //!
-//! A split (equal weights) is left to a reviewer, as with pass/fail. The item's verdict comes
-//! from the consensus on the rubric's verdict dimension. Pure.
+//! A split (equal weights) is left to a reviewer, as with pass/fail. The item's verdict is the
+//! weighted majority of the raters' own verdicts (each from their answer on the rubric's
+//! verdict dimension), so raters who all pass an item agree on it whatever their points. Pure.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::adjudication::Adjudication;
+use super::adjudication::{adjudicate, Adjudication, Vote};
 use super::rubric::{DimensionAnswer, DimensionKind, Rubric, RubricAnswer};
 
 /// One rater's answer with the weight their record earns.
@@ -128,24 +129,29 @@ fn options_kept(options: &[String], answers: &[(&DimensionAnswer, f64)]) -> Dime
 /// When exactly half lies at or below one value and half above, a numeric median is the
 /// midpoint of the two values and an ordinal one is a split.
 fn weighted_median(answers: &[(&DimensionAnswer, f64)], midpoint: bool) -> DimensionConsensus {
-    let mut values: Vec<(f64, f64)> = answers
+    // The weight on each distinct value, in order: a run of equal answers is one step.
+    let mut values: Vec<(f64, f64)> = Vec::new();
+    let mut numbers: Vec<(f64, f64)> = answers
         .iter()
         .filter_map(|(answer, weight)| match answer {
             DimensionAnswer::Number(value) => Some((*value, *weight)),
             _ => None,
         })
         .collect();
-    if values.is_empty() {
-        return DimensionConsensus::Open;
+    numbers.sort_by(|a, b| a.0.total_cmp(&b.0));
+    for (value, weight) in numbers {
+        match values.last_mut() {
+            Some((last, total)) if *last == value => *total += weight,
+            _ => values.push((value, weight)),
+        }
     }
-    values.sort_by(|a, b| a.0.total_cmp(&b.0));
     let half = values.iter().map(|(_, weight)| weight).sum::<f64>() / 2.0;
     let mut below = 0.0;
     for (index, (value, weight)) in values.iter().enumerate() {
         below += weight;
         if (below - half).abs() < TIE {
-            // Exactly half at or below `value`: the next larger value holds the other half.
-            let Some((next, _)) = values[index + 1..].iter().find(|(next, _)| next > value) else {
+            // Exactly half at or below `value`; the next value holds the other half.
+            let Some((next, _)) = values.get(index + 1) else {
                 break;
             };
             return if midpoint {
@@ -162,15 +168,19 @@ fn weighted_median(answers: &[(&DimensionAnswer, f64)], midpoint: bool) -> Dimen
             };
         }
     }
-    let largest = values.last().map_or(0.0, |(value, _)| *value);
-    DimensionConsensus::Decided {
-        answer: DimensionAnswer::Number(largest),
+    match values.last() {
+        Some((largest, _)) => DimensionConsensus::Decided {
+            answer: DimensionAnswer::Number(*largest),
+        },
+        None => DimensionConsensus::Open,
     }
 }
 
-/// The item's verdict and consensus: a reviewer's correction if there is one, else the
-/// consensus on the rubric's verdict dimension (a split or no verdict rule leaves it to a
-/// reviewer).
+/// The item's verdict and consensus. The verdict is a reviewer's correction if there is one,
+/// else the weighted majority of the raters' own verdicts (each from their answer on the
+/// verdict dimension, as pass/fail labels are counted): two raters who both pass an item agree
+/// on the verdict even when their points differ, and an even split goes to a reviewer. The
+/// consensus per dimension is reported beside it.
 pub fn adjudicate_rubric(
     rubric: &Rubric,
     votes: &[RubricVote],
@@ -178,41 +188,30 @@ pub fn adjudicate_rubric(
 ) -> (Adjudication, Consensus) {
     let consensus = consensus(rubric, votes);
     let summary = describe(rubric, &consensus);
-    if let Some(pass) = correction {
-        let reason = format!(
-            "a senior reviewer corrected the label to {} (raters: {summary})",
-            if pass { "pass" } else { "fail" }
-        );
-        return (
-            Adjudication {
-                pass: Some(pass),
-                reason,
-            },
-            consensus,
-        );
-    }
-    let on_verdict = rubric
-        .verdict
-        .as_ref()
-        .and_then(|rule| consensus.get(&rule.dimension));
-    let pass = match on_verdict {
-        Some(DimensionConsensus::Decided { answer }) => rubric.verdict_of(answer),
-        _ => None,
+    let verdicts: Vec<Vote> = votes
+        .iter()
+        .filter_map(|vote| {
+            Some(Vote {
+                rater: vote.rater.clone(),
+                pass: rubric.verdict_of_answer(&vote.answer)?,
+                rationale: String::new(),
+                quality: vote.quality,
+            })
+        })
+        .collect();
+    let decided = adjudicate(&verdicts, correction);
+    let reason = match (correction, decided.pass) {
+        (Some(_), _) => format!("{} (raters: {summary})", decided.reason),
+        (None, Some(_)) => format!("{}; {summary}", decided.reason),
+        (None, None) => decided.reason.clone(),
     };
-    let count = votes.len();
-    let reason = match pass {
-        Some(pass) if count == 1 => format!(
-            "human label ({}): {summary}",
-            if pass { "pass" } else { "fail" }
-        ),
-        Some(pass) => format!(
-            "raters' weighted consensus of {count} labels ({}): {summary}",
-            if pass { "pass" } else { "fail" }
-        ),
-        None if votes.is_empty() => "no standing labels".to_string(),
-        None => format!("raters split on the verdict ({summary}); a senior reviewer decides"),
-    };
-    (Adjudication { pass, reason }, consensus)
+    (
+        Adjudication {
+            pass: decided.pass,
+            reason,
+        },
+        consensus,
+    )
 }
 
 /// The consensus in words: `correct: pass; helpful: 3 (Good); issues: split`.
@@ -230,6 +229,22 @@ pub fn describe(rubric: &Rubric, consensus: &Consensus) -> String {
         })
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// A rater's answers as (question, answer in words), in the rubric's order; unanswered
+/// dimensions are left out.
+pub fn answers_in_words(rubric: &Rubric, answers: &RubricAnswer) -> Vec<(String, String)> {
+    rubric
+        .dimensions
+        .iter()
+        .filter_map(|dimension| {
+            let answer = answers.get(&dimension.key)?;
+            Some((
+                dimension.question.clone(),
+                answer_in_words(&dimension.kind, answer),
+            ))
+        })
+        .collect()
 }
 
 /// One answer in words, as a dimension of its kind reads it.
@@ -323,8 +338,9 @@ mod tests {
         );
         assert_eq!(decided(&consensus, "score"), DimensionAnswer::Number(7.0));
         assert_eq!(consensus["why"], DimensionConsensus::Open);
+        // Verdicts: helpful 2 fails (0.9), 4 and 3 pass (1.0): the weighted majority passes.
         let (adjudication, _) = adjudicate_rubric(&rubric, &votes, None);
-        assert_eq!(adjudication.pass, Some(true), "helpful 3 passes at 3");
+        assert_eq!(adjudication.pass, Some(true));
         assert!(
             adjudication.reason.contains("helpful: 3 (Good)"),
             "{}",
@@ -351,9 +367,24 @@ mod tests {
         assert_eq!(consensus["tone"], DimensionConsensus::Split);
         assert_eq!(decided(&consensus, "score"), DimensionAnswer::Number(6.0));
         assert_eq!(consensus["issues"], DimensionConsensus::Open);
+        // helpful 2 fails and 4 passes, with equal weights: a reviewer decides.
         let (adjudication, _) = adjudicate_rubric(&rubric, &votes, None);
         assert_eq!(adjudication.pass, None);
         assert!(adjudication.reason.contains("senior reviewer"));
+        // Both pass (3 and 4): the verdict stands though the points split.
+        let both_pass = [
+            vote(
+                0.6,
+                json!({"correct": true, "helpful": 3, "tone": ["formal"], "score": 4}),
+            ),
+            vote(
+                0.6,
+                json!({"correct": true, "helpful": 4, "tone": ["formal"], "score": 8}),
+            ),
+        ];
+        let (adjudication, consensus) = adjudicate_rubric(&rubric, &both_pass, None);
+        assert_eq!(adjudication.pass, Some(true));
+        assert_eq!(consensus["helpful"], DimensionConsensus::Split);
         // A correction decides; the consensus stays as the raters gave it.
         let (corrected, kept) = adjudicate_rubric(&rubric, &votes, Some(true));
         assert_eq!(corrected.pass, Some(true));
@@ -395,6 +426,37 @@ mod tests {
             weighted_median(&answers, false),
             DimensionConsensus::Decided {
                 answer: DimensionAnswer::Number(2.0)
+            }
+        );
+    }
+
+    #[test]
+    fn equal_answers_weigh_together_in_the_median() {
+        let number = |value: f64| DimensionAnswer::Number(value);
+        let (one, two, five) = (number(1.0), number(2.0), number(5.0));
+        // 1, 2, 2, 5 with equal weights: the median is 2, not a tie between 2 and 5.
+        let answers = [(&one, 0.5), (&two, 0.5), (&two, 0.5), (&five, 0.5)];
+        assert_eq!(
+            weighted_median(&answers, true),
+            DimensionConsensus::Decided {
+                answer: number(2.0)
+            }
+        );
+        // 1 (0.8), 1 (0.4), 2 (0.4): two thirds of the weight is on 1.
+        let answers = [(&one, 0.8), (&one, 0.4), (&two, 0.4)];
+        assert_eq!(
+            weighted_median(&answers, false),
+            DimensionConsensus::Decided {
+                answer: number(1.0)
+            }
+        );
+        // 1, 1, 2, 2: an even split between two values.
+        let answers = [(&one, 0.5), (&one, 0.5), (&two, 0.5), (&two, 0.5)];
+        assert_eq!(weighted_median(&answers, false), DimensionConsensus::Split);
+        assert_eq!(
+            weighted_median(&answers, true),
+            DimensionConsensus::Decided {
+                answer: number(1.5)
             }
         );
     }

@@ -25,6 +25,9 @@ pub struct ReviewItem {
     pub why: String,
     /// Set when this is a spot check of another reviewer's decision on the label.
     pub check: Option<ReviewCheck>,
+    /// A rubric label's answers, as (question, answer in words); empty for pass/fail.
+    #[serde(default)]
+    pub answers: Vec<(String, String)>,
     /// The texts rendered for reading (filled by the engine before the item is shown).
     #[serde(default)]
     pub shown: Option<crate::annotation::shown::ShownItem>,
@@ -87,6 +90,9 @@ pub struct OwnLabel {
     pub review: Option<ReviewOutcome>,
     #[serde(default)]
     pub shown: Option<crate::annotation::shown::ShownItem>,
+    /// A rubric label's answers, as (question, answer in words); empty for pass/fail.
+    #[serde(default)]
+    pub answers: Vec<(String, String)>,
 }
 
 /// What a reviewer decided on a rater's label, as the rater reads it.
@@ -111,19 +117,23 @@ pub struct LabelStanding {
     pub rejected: bool,
     /// A reviewer decided on it (accepted, corrected or rejected).
     pub reviewed: bool,
-    /// A reviewer has it on screen now.
+    /// A reviewer has been served it (their hold may have lapsed, but they may still decide).
     pub with_reviewer: bool,
+    /// It answers a rubric (changing one is not offered yet: its verdict follows its answers).
+    pub answers_rubric: bool,
 }
 
 /// Whether a rater may change their label: only while the item waits for other raters, and
 /// never while or after a reviewer looks at it (they would judge a label that then changed).
 pub fn may_edit(standing: LabelStanding) -> Result<(), String> {
-    if standing.rejected {
+    if standing.answers_rubric {
+        Err("a label that answers a rubric cannot be changed after it is submitted".into())
+    } else if standing.rejected {
         Err("a reviewer rejected this label; the item went back to the queue".into())
     } else if standing.reviewed {
         Err("a reviewer has decided on this label".into())
     } else if standing.with_reviewer {
-        Err("a reviewer is looking at this label now".into())
+        Err("a reviewer has taken this label".into())
     } else if standing.item_done {
         Err("the item has all its labels; a label can be changed only while its item waits for other raters".into())
     } else {
@@ -142,6 +152,7 @@ mod tests {
             rejected: false,
             reviewed: false,
             with_reviewer: false,
+            answers_rubric: false,
         };
         assert_eq!(may_edit(waiting), Ok(()));
         for (standing, word) in [
@@ -171,7 +182,14 @@ mod tests {
                     with_reviewer: true,
                     ..waiting
                 },
-                "looking at",
+                "taken",
+            ),
+            (
+                LabelStanding {
+                    answers_rubric: true,
+                    ..waiting
+                },
+                "rubric",
             ),
         ] {
             let refusal = may_edit(standing).unwrap_err();

@@ -211,6 +211,18 @@ async fn rubric_answers_are_checked_and_decided_per_dimension(store: Arc<dyn Sto
     assert!(refused.contains("no option `rude`"), "{refused}");
     let refused = invalid(submit(ann, 0, "[1]").await);
     assert!(refused.contains("JSON object"), "{refused}");
+    let refused = invalid(
+        rubrics::submit_answers(
+            store,
+            &tasks[0].handle,
+            ann,
+            r#"{"correct": true, "helpful": 4, "tone": ["formal"]}"#,
+            "",
+            Some(9),
+        )
+        .await,
+    );
+    assert!(refused.contains("no guidelines version 9"), "{refused}");
     // Nobody answers for another rater's claim.
     assert!(submit(
         raters[1],
@@ -220,8 +232,9 @@ async fn rubric_answers_are_checked_and_decided_per_dimension(store: Arc<dyn Sto
     .await
     .is_err());
 
-    // Three raters of equal standing: helpful 4, 2 and 3 have the median 3, which passes
-    // (at least 3), though only one rater's own answer would pass on `correct` alone.
+    // Three raters of equal standing: helpful 4 and 3 pass (at least 3) and 2 fails, so the
+    // item passes, though on `correct` two of them said fail; the consensus on each dimension
+    // (helpful's median is 3) is reported with it.
     submit(
         ann,
         0,
@@ -241,6 +254,17 @@ async fn rubric_answers_are_checked_and_decided_per_dimension(store: Arc<dyn Sto
         0,
         "two of three labels decide nothing"
     );
+    // A rubric label shows its answers to its rater, and is not changed by pass or fail.
+    let own = &store.own_labels(ann, 10).await.unwrap()[0];
+    assert!(own
+        .answers
+        .contains(&("How helpful is it?".to_string(), "4 (Great)".to_string())));
+    let refusal = own.editable.clone().unwrap_err();
+    assert!(refusal.contains("rubric"), "{refusal}");
+    assert!(matches!(
+        store.edit_label(own.label_id, ann, true, "").await,
+        Err(StoreError::Conflict(_))
+    ));
     submit(
         raters[2],
         2,
