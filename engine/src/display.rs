@@ -75,7 +75,7 @@ pub fn show_text(raw: &str, code_eval: bool) -> ShownText {
     let html = match text_format(raw, code_eval) {
         TextFormat::Markdown => markdown_html(raw),
         TextFormat::Code { language } => {
-            sanitise(&code_block_html(raw, language, MAX_HIGHLIGHTED_BYTES))
+            sanitise(&code_block_html(raw, language, MAX_HIGHLIGHTED_BYTES).0)
         }
     };
     ShownText {
@@ -133,8 +133,8 @@ pub fn markdown_html(markdown: &str) -> String {
             (Event::Text(text), Some((_, body))) => body.push_str(&text),
             (Event::End(TagEnd::CodeBlock), Some(_)) => {
                 let (language, body) = code.take().unwrap_or_default();
-                let html = code_block_html(&body, &language, highlighting_left);
-                highlighting_left = highlighting_left.saturating_sub(body.len());
+                let (html, highlighted) = code_block_html(&body, &language, highlighting_left);
+                highlighting_left -= highlighted;
                 events.push(Event::Html(html.into()));
             }
             (event, _) => events.push(event),
@@ -151,17 +151,20 @@ pub fn sanitise(html: &str) -> String {
 }
 
 /// A `<pre>` of code highlighted as `language` (a fence's name or extension, such as `python`,
-/// `py` or `rust`); unknown languages and code longer than `budget` bytes are escaped as they
-/// are.
-fn code_block_html(code: &str, language: &str, budget: usize) -> String {
+/// `py` or `rust`), and the bytes highlighted (the budget it used); unknown languages and code
+/// longer than `budget` bytes are escaped as they are.
+fn code_block_html(code: &str, language: &str, budget: usize) -> (String, usize) {
     let syntax = (code.len() <= budget)
         .then(|| SYNTAXES.find_syntax_by_token(language))
         .flatten();
-    let body = match syntax.and_then(|syntax| highlighted(code, syntax)) {
-        Some(body) => body,
-        None => escaped(code),
+    let (body, used) = match syntax.and_then(|syntax| highlighted(code, syntax)) {
+        Some(body) => (body, code.len()),
+        None => (escaped(code), 0),
     };
-    format!("<pre class=\"{CLASS_PREFIX}code\"><code>{body}</code></pre>\n")
+    (
+        format!("<pre class=\"{CLASS_PREFIX}code\"><code>{body}</code></pre>\n"),
+        used,
+    )
 }
 
 fn highlighted(code: &str, syntax: &syntect::parsing::SyntaxReference) -> Option<String> {
@@ -448,7 +451,8 @@ mod tests {
     #[test]
     fn long_code_is_escaped_without_highlighting() {
         let code = "x = '<'\n".repeat(MAX_HIGHLIGHTED_BYTES / 8 + 1);
-        let html = code_block_html(&code, "python", MAX_HIGHLIGHTED_BYTES);
+        let (html, used) = code_block_html(&code, "python", MAX_HIGHLIGHTED_BYTES);
+        assert_eq!(used, 0);
         assert!(
             !html.contains("hl-keyword") && !html.contains("<span"),
             "highlighted"
@@ -466,6 +470,10 @@ mod tests {
             "the third block is highlighted"
         );
         assert!(three.split("<pre").nth(1).unwrap().contains("hl-storage"));
+        // Code that was not highlighted (an unknown language) costs none of the budget.
+        let unknown = block.replace("```python", "```klingon");
+        let mixed = markdown_html(&format!("{unknown}\n{unknown}\n{unknown}\n{block}"));
+        assert!(mixed.rsplit("<pre").next().unwrap().contains("hl-storage"));
         assert!(
             !html.contains("hl-keyword") && !html.contains("<span"),
             "highlighted"

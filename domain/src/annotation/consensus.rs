@@ -199,6 +199,17 @@ pub fn adjudicate_rubric(
             })
         })
         .collect();
+    if correction.is_none() && verdicts.is_empty() && !votes.is_empty() {
+        return (
+            Adjudication {
+                pass: None,
+                reason: format!(
+                    "no rater's answers give a verdict ({summary}); a senior reviewer decides"
+                ),
+            },
+            consensus,
+        );
+    }
     let decided = adjudicate(&verdicts, correction);
     let reason = match (correction, decided.pass) {
         (Some(_), _) => format!("{} (raters: {summary})", decided.reason),
@@ -462,6 +473,25 @@ mod tests {
     }
 
     #[test]
+    fn answers_that_give_no_verdict_go_to_a_reviewer_saying_so() {
+        let mut rubric = rubric();
+        rubric.verdict = None;
+        let votes = [vote(
+            0.5,
+            json!({"correct": true, "helpful": 4, "tone": ["formal"], "score": 1}),
+        )];
+        let (adjudication, _) = adjudicate_rubric(&rubric, &votes, None);
+        assert_eq!(adjudication.pass, None);
+        assert!(
+            adjudication
+                .reason
+                .starts_with("no rater's answers give a verdict"),
+            "{}",
+            adjudication.reason
+        );
+    }
+
+    #[test]
     fn verdict_rules_are_checked() {
         let mut rubric = rubric();
         let mut refused = |rule: serde_json::Value| {
@@ -477,5 +507,11 @@ mod tests {
         assert!(refused(json!({"dimension": "tone"})).contains("binary, ordinal or numeric"));
         assert!(refused(json!({"dimension": "issues"})).contains("required"));
         assert!(refused(json!({"dimension": "score", "pass_at_least": 0})).contains("above 0"));
+        rubric.verdict = None;
+        rubric.dimensions[0].key = "verdict".into();
+        assert!(rubric
+            .validate()
+            .unwrap_err()
+            .contains("kept for the item's pass or fail"));
     }
 }

@@ -361,6 +361,11 @@ impl Rubric {
                      lower-case letters, digits and `_` (at most 64)"
                 ));
             }
+            if key == "verdict" {
+                return Err(
+                    "the dimension key `verdict` is kept for the item's pass or fail; choose another".into(),
+                );
+            }
             if !keys.insert(key.as_str()) {
                 return Err(format!("two dimensions share the key `{key}`"));
             }

@@ -4,9 +4,10 @@
 
 use crate::error::{ServiceError, ServiceResult};
 use arbiter_domain::annotation::agreement::{
-    bootstrap_ci, cohen_kappa, fleiss_kappa, krippendorff_alpha, Agreement, Level, Statistic, Unit,
-    Value, Weighting,
+    bootstrap_ci, cohen_kappa, fleiss_kappa, krippendorff_alpha, Agreement, CohenAccumulator,
+    Level, Statistic, Unit, Value, Weighting,
 };
+use arbiter_domain::annotation::rubric::{DimensionAnswer, DimensionKind};
 use arbiter_domain::ids::RunId;
 use arbiter_store::{now_ms, Store};
 use serde::Serialize;
@@ -56,8 +57,8 @@ pub struct AgreementReport {
     /// Fleiss' kappa over the items with the most common number of raters (nominal dimensions;
     /// undefined for others, whose distances it would ignore).
     pub fleiss: Agreement,
-    /// Cohen's kappa of each rater pair with enough shared items (weighted linearly for
-    /// ordinal dimensions and quadratically for numeric ones).
+    /// Cohen's kappa of each rater pair with enough shared items (weighted linearly over the
+    /// scale for ordinal dimensions; undefined for numeric ones).
     pub pairs: Vec<PairAgreement>,
 }
 
@@ -72,7 +73,21 @@ pub struct PairAgreement {
 /// The dimension name the pass or fail of every label goes by.
 pub const VERDICT: &str = "verdict";
 
-/// Agreement on a run's verdicts, then on each dimension of its rubric that has a level.
+/// One set of ratings to compute agreement over: the verdict, a dimension, or one option of a
+/// dimension that takes several.
+struct RatingSet {
+    name: String,
+    level: Level,
+    /// The declared scale of an ordinal dimension, so weights follow its points and not only
+    /// the points a pair of raters happened to use.
+    scale: Option<Vec<Value>>,
+    ratings: Vec<Rating>,
+}
+
+/// Agreement on a run's verdicts, then on each dimension of its rubric that has a level; a
+/// dimension that takes several options is one yes/no statistic per option (a rater who
+/// answered the rubric but chose none says no to each). The statistics are CPU work (a
+/// bootstrap per report, sharing one budget), done off the async threads.
 pub async fn run_agreement(
     store: &dyn Store,
     run_id: RunId,
@@ -84,11 +99,15 @@ pub async fn run_agreement(
         rater_name: label.rater.clone(),
         value,
     };
-    let verdicts: Vec<Rating> = labels
-        .iter()
-        .map(|label| rating(label, verdict_value(label.pass)))
-        .collect();
-    let mut reports = vec![agreement_of(&verdicts, VERDICT, Level::Nominal, true)?];
+    let mut sets = vec![RatingSet {
+        name: VERDICT.to_string(),
+        level: Level::Nominal,
+        scale: None,
+        ratings: labels
+            .iter()
+            .map(|label| rating(label, verdict_value(label.pass)))
+            .collect(),
+    }];
     let rubric = store
         .run_manifest(run_id)
         .await?
@@ -98,16 +117,75 @@ pub async fn run_agreement(
         let Some(level) = dimension.kind.level() else {
             continue;
         };
-        let ratings: Vec<Rating> = labels
-            .iter()
-            .filter_map(|label| {
-                let answer = label.answers.as_ref()?.get(&dimension.key)?;
-                Some(rating(label, dimension.kind.agreement_value(answer)?))
-            })
-            .collect();
-        reports.push(agreement_of(&ratings, &dimension.key, level, true)?);
+        match &dimension.kind {
+            DimensionKind::Categorical {
+                options,
+                multiple: true,
+            } => {
+                for option in options {
+                    let ratings = labels
+                        .iter()
+                        .filter_map(|label| {
+                            let answers = label.answers.as_ref()?;
+                            let chosen = matches!(
+                                answers.get(&dimension.key),
+                                Some(DimensionAnswer::Texts(chosen)) if chosen.contains(option)
+                            );
+                            Some(rating(label, yes_or_no(chosen)))
+                        })
+                        .collect();
+                    sets.push(RatingSet {
+                        name: format!("{}: {option}", dimension.key),
+                        level: Level::Nominal,
+                        scale: None,
+                        ratings,
+                    });
+                }
+            }
+            kind => sets.push(RatingSet {
+                name: dimension.key.clone(),
+                level,
+                scale: match kind {
+                    DimensionKind::Ordinal { scale } => Some(
+                        (1..=scale.len())
+                            .map(|point| Value::Number(point as f64))
+                            .collect(),
+                    ),
+                    _ => None,
+                },
+                ratings: labels
+                    .iter()
+                    .filter_map(|label| {
+                        let answer = label.answers.as_ref()?.get(&dimension.key)?;
+                        Some(rating(label, kind.agreement_value(answer)?))
+                    })
+                    .collect(),
+            }),
+        }
     }
-    Ok(reports)
+    let shares = sets.len();
+    tokio::task::spawn_blocking(move || {
+        sets.iter()
+            .map(|set| {
+                agreement_of(
+                    &set.ratings,
+                    &set.name,
+                    set.level,
+                    set.scale.as_deref(),
+                    Some(shares),
+                )
+            })
+            .collect()
+    })
+    .await
+    .map_err(|err| {
+        tracing::error!(error = %err, "computing agreement failed");
+        ServiceError::Internal
+    })?
+}
+
+fn yes_or_no(yes: bool) -> Value {
+    Value::Label(if yes { "yes" } else { "no" }.to_string())
 }
 
 fn verdict_value(pass: bool) -> Value {
@@ -135,7 +213,13 @@ pub async fn queue_agreement(
         .map(|(queue, ratings)| {
             Ok((
                 queue,
-                agreement_of(&ratings, VERDICT, Level::Nominal, with_interval)?,
+                agreement_of(
+                    &ratings,
+                    VERDICT,
+                    Level::Nominal,
+                    None,
+                    with_interval.then_some(1),
+                )?,
             ))
         })
         .collect()
@@ -150,13 +234,16 @@ pub struct Rating {
     pub value: Value,
 }
 
-/// Alpha (with a bootstrap interval when asked: it costs a thousand resamples), Fleiss' kappa
-/// and Cohen's kappa per rater pair over one dimension, at its level of measurement.
+/// Alpha (with a bootstrap interval when `interval_shares` is given: the interval gets that
+/// share of the bootstrap budget, as several reports are computed together), Fleiss' kappa and
+/// Cohen's kappa per rater pair over one dimension, at its level of measurement. `scale` is an
+/// ordinal dimension's declared points.
 pub fn agreement_of(
     ratings: &[Rating],
     dimension: &str,
     level: Level,
-    with_interval: bool,
+    scale: Option<&[Value]>,
+    interval_shares: Option<usize>,
 ) -> ServiceResult<AgreementReport> {
     let mut items: BTreeMap<i64, Vec<(u64, Value)>> = BTreeMap::new();
     let mut names: HashMap<u64, String> = HashMap::new();
@@ -176,18 +263,17 @@ pub fn agreement_of(
         .collect();
     let alpha =
         krippendorff_alpha(&units, level).map_err(|err| ServiceError::Invalid(err.to_string()))?;
-    let alpha_interval = if with_interval {
+    let alpha_interval = interval_shares.and_then(|shares| {
+        // Only items with two or more labels enter the resampling.
+        let pairable = items.values().filter(|ratings| ratings.len() >= 2).count();
         bootstrap_ci(
             &units,
             level,
-            // Only items with two or more labels enter the resampling.
-            bootstrap_resamples(items.values().filter(|ratings| ratings.len() >= 2).count()),
+            bootstrap_resamples(pairable * shares.max(1)),
             0.95,
             7,
         )
-    } else {
-        None
-    };
+    });
     // Fleiss needs one number of raters: take the items with the most common count.
     let fleiss = if level == Level::Nominal {
         let mut by_count: BTreeMap<usize, Vec<Vec<Value>>> = BTreeMap::new();
@@ -212,11 +298,7 @@ pub fn agreement_of(
             units: 0,
         }
     };
-    let weighting = match level {
-        Level::Nominal => Weighting::Unweighted,
-        Level::Ordinal => Weighting::Linear,
-        Level::Interval | Level::Ratio => Weighting::Quadratic,
-    };
+
     // Pairs from the items they share, in one pass over the items.
     let mut shared: BTreeMap<(u64, u64), Vec<(Value, Value)>> = BTreeMap::new();
     for ratings in items.values() {
@@ -244,7 +326,7 @@ pub fn agreement_of(
             first: names[&first].clone(),
             second: names[&second].clone(),
             shared_items: shared.len() as u64,
-            kappa: cohen_kappa(&shared, weighting),
+            kappa: pair_kappa(&shared, level, scale),
         })
         .collect();
     Ok(AgreementReport {
@@ -257,6 +339,31 @@ pub fn agreement_of(
         fleiss,
         pairs,
     })
+}
+
+/// Cohen's kappa of one rater pair: unweighted on nominal values, linearly weighted over the
+/// declared points of an ordinal scale; undefined on numbers, whose distances kappa (which
+/// weighs ranks) would not respect: alpha is the statistic there.
+fn pair_kappa(pairs: &[(Value, Value)], level: Level, scale: Option<&[Value]>) -> Agreement {
+    match level {
+        Level::Nominal => cohen_kappa(pairs, Weighting::Unweighted),
+        Level::Ordinal => {
+            let mut accumulator =
+                CohenAccumulator::with_categories(scale.unwrap_or_default().to_vec());
+            for (first, second) in pairs {
+                accumulator.add_pair(first.clone(), second.clone());
+            }
+            accumulator.report(Weighting::Linear)
+        }
+        Level::Interval | Level::Ratio => Agreement {
+            statistic: Statistic::Undefined {
+                reason:
+                    "Cohen's kappa weighs ranks, not distances; see alpha for a numeric dimension",
+            },
+            percent_agreement: None,
+            units: pairs.len() as u64,
+        },
+    }
 }
 
 #[cfg(test)]

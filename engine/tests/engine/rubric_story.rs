@@ -18,6 +18,7 @@ use arbiter_testkit::stories;
 stories!(
     rubric_answers_are_checked_and_decided_per_dimension,
     published_agreement_values_come_out_of_labels_per_dimension,
+    published_kappas_come_out_of_two_raters_labels,
 );
 
 const HELPFULNESS: &str = r#"{
@@ -407,4 +408,104 @@ async fn published_agreement_values_come_out_of_labels_per_dimension(store: Arc<
         .map(|ratings| ratings.iter().flatten().count() as u64)
         .sum::<u64>();
     assert!(reports.iter().all(|report| report.labels == rated));
+}
+
+/// The SAS 3×3 table of `shared/golden/agreement.json` (rows: the first rater's category,
+/// columns: the second's) given by two raters through the queue, once as categories and once
+/// as points of a three-point scale: the pair's Cohen's kappa is the published unweighted and
+/// linearly weighted value.
+async fn published_kappas_come_out_of_two_raters_labels(store: Arc<dyn Store>) {
+    let store = &*store;
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/golden/agreement.json"
+    );
+    let golden: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let case = golden["cohen_kappa"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|case| case["name"] == "sas_table_3x3")
+        .unwrap()
+        .clone();
+    let table: Vec<Vec<usize>> = serde_json::from_value(case["table"].clone()).unwrap();
+    // One item per counted cell: (first rater's point, second rater's point).
+    let mut items: Vec<(usize, usize)> = Vec::new();
+    for (first, row) in table.iter().enumerate() {
+        for (second, count) in row.iter().enumerate() {
+            items.extend(std::iter::repeat_n((first + 1, second + 1), *count));
+        }
+    }
+    rubrics::create_rubric(
+        store,
+        "three",
+        r#"{"dimensions": [
+            {"key": "category", "question": "Which?", "kind": "categorical", "options": ["1", "2", "3"]},
+            {"key": "point", "question": "How good?", "kind": "ordinal", "scale": [
+                {"label": "low", "description": "l"}, {"label": "mid", "description": "m"},
+                {"label": "high", "description": "h"}]}
+        ], "verdict": {"dimension": "point", "pass_at_least": 2}}"#,
+        "",
+        None,
+    )
+    .await
+    .unwrap();
+    let dataset: String = (0..items.len())
+        .map(|unit| {
+            format!("{{\"id\": \"u{unit}\", \"input\": \"Unit {unit}\", \"target\": \"x\"}}\n")
+        })
+        .collect();
+    let mut routed = policy("three");
+    routed.human_overlap = "2".into();
+    let run_id = launch_with_policy(store, dataset.as_bytes(), 1, Some(&routed)).await;
+    let ids = store
+        .claim_work("worker", 100, LONG_LEASE_MS)
+        .await
+        .unwrap();
+    escalate_as_routed(store, run_id, &ids).await;
+    store.set_setting(GOLD_RATE_SETTING, "0").await.unwrap();
+    for (name, side) in [("first", 0), ("second", 1)] {
+        let rater = user(store, name, Role::Annotator).await;
+        while let Some(task) = store
+            .next_annotation_task(rater, LONG_LEASE_MS)
+            .await
+            .unwrap()
+        {
+            let unit: usize = task.input.trim_start_matches("Unit ").parse().unwrap();
+            let point = if side == 0 {
+                items[unit].0
+            } else {
+                items[unit].1
+            };
+            let answers = format!(r#"{{"category": ["{point}"], "point": {point}}}"#);
+            rubrics::submit_answers(store, &task.handle, rater, &answers, "", None)
+                .await
+                .unwrap();
+        }
+    }
+    let reports = arbiter_engine::annotation::agreement::run_agreement(store, run_id)
+        .await
+        .unwrap();
+    let kappa = |dimension: &str| {
+        let report = reports
+            .iter()
+            .find(|report| report.dimension == dimension)
+            .unwrap();
+        assert_eq!(report.pairs.len(), 1);
+        assert_eq!(report.pairs[0].shared_items, items.len() as u64);
+        report.pairs[0].kappa.statistic.value().unwrap()
+    };
+    // Published to four decimals.
+    let published = |weighting: &str| case["expected"][weighting].as_f64().unwrap();
+    assert!(
+        (kappa("category") - published("unweighted")).abs() < 5e-5,
+        "{}",
+        kappa("category")
+    );
+    assert!(
+        (kappa("point") - published("linear")).abs() < 5e-5,
+        "{}",
+        kappa("point")
+    );
 }
