@@ -37,9 +37,10 @@ enum Command {
     Demo(DemoArgs),
     /// Serve a bundled GGUF model over the OpenAI API on CPU (needs the `local-model` build).
     Model(ModelArgs),
-    /// Export runs' results: `--format csv|jsonl` to standard output or `--out FILE`;
-    /// `--format parquet --out DIR` writes Hive-style partitions
-    /// (`DIR/date=YYYY-MM-DD/checkpoint=NAME/run-ID.parquet`) for DuckDB, BigQuery or archives.
+    /// Export runs' results (or, with `--labels`, their human labels): `--format csv|jsonl` to
+    /// standard output or `--out FILE`; `--format parquet --out DIR` writes Hive-style
+    /// partitions (`DIR/date=YYYY-MM-DD/checkpoint=NAME/run-ID.parquet`, labels beside as
+    /// `labels-ID.parquet`) for DuckDB, BigQuery or archives.
     Export(ExportArgs),
     /// Apply the retention policy now and print what it removed (`arbiter serve` does this
     /// every 6 hours). Export archives first: `arbiter export --format parquet`.
@@ -227,6 +228,10 @@ pub struct ExportArgs {
     /// A file (csv, jsonl; one run) or a folder (parquet).
     #[arg(long)]
     pub out: Option<std::path::PathBuf>,
+    /// Export the human labels on the runs' items, a row per label (rater, answers, rationale,
+    /// time on task, gold, review, rubric and guidelines versions), instead of their results.
+    #[arg(long)]
+    pub labels: bool,
 }
 
 #[derive(clap::Args)]

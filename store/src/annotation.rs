@@ -24,6 +24,41 @@ use arbiter_domain::annotation::task::{
 use arbiter_domain::ids::{RunId, TaskId, UserId};
 use async_trait::async_trait;
 
+/// One label as exported: who gave it and how, and what became of it.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LabelRecord {
+    pub label_id: i64,
+    pub run_id: i64,
+    pub work_item_id: i64,
+    pub case_id: String,
+    pub repetition: i64,
+    pub turn: i64,
+    pub checkpoint: String,
+    pub rater: String,
+    /// `pass` or `fail` (for a rubric label, what its answers give).
+    pub verdict: String,
+    /// The answers to the item's rubric as JSON by dimension key; `None` for pass/fail.
+    pub answers: Option<String>,
+    pub rationale: String,
+    /// Time on task: from the claim to the submission.
+    pub duration_ms: Option<i64>,
+    pub labelled_at: i64,
+    pub edited_at: Option<i64>,
+    /// `standing`, or `rejected` by a reviewer.
+    pub state: String,
+    /// The item is a gold item (its answer is known).
+    pub gold: bool,
+    /// `accepted`, `corrected` or `rejected` when a reviewer decided on the label.
+    pub review_decision: Option<String>,
+    /// The reviewer's verdict when they corrected it.
+    pub review_verdict: Option<String>,
+    pub review_reason: Option<String>,
+    pub rubric: Option<String>,
+    pub rubric_version: Option<i64>,
+    pub rubric_hash: Option<String>,
+    pub guideline_version: Option<i64>,
+}
+
 /// A rater's answers to an item's rubric, as stored.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RubricLabel {
@@ -154,6 +189,14 @@ pub trait AnnotationStore: Send + Sync + 'static {
     /// Standing labels given since `since`, with their queue (eval).
     async fn queue_labels(&self, since: i64) -> StoreResult<Vec<QueueLabel>>;
 
+    /// The labels on `run_id`'s items with ids above `after`, in id order, at most `limit`.
+    async fn label_records(
+        &self,
+        run_id: RunId,
+        after: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<LabelRecord>>;
+
     /// A rater's feedback: their latest labels that a reviewer corrected or rejected, those
     /// waiting for a reviewer, and those still open to change; newest first, at most `limit`.
     async fn own_labels(&self, rater_id: UserId, limit: i64) -> StoreResult<Vec<OwnLabel>>;
@@ -175,7 +218,7 @@ macro_rules! annotation_sql {
         use $crate::ReadColumn as _;
         use arbiter_domain::ids::{IdentityId, RunId, TaskId, UserId};
         use arbiter_domain::annotation::task::{AnnotationTask, ClaimHandle, QueueCounts, RunLabel, TaskRubric, TrainingFeedback};
-        use $crate::annotation::RubricLabel;
+        use $crate::annotation::{LabelRecord, RubricLabel};
         use arbiter_domain::annotation::gold::{DEFAULT_GOLD_RATE, DEFAULT_REVIEW_CHECK_RATE, GOLD_RATE_SETTING, REVIEW_CHECK_RATE_SETTING, TRAINING_ITEMS, next_is_gold, review_is_checked, training_passed};
         use arbiter_domain::annotation::pool::{DEFAULT_QUALITY_THRESHOLD, QUALITY_THRESHOLD_SETTING, RaterLabel, RaterRecord, RaterUpdate};
         use arbiter_domain::accounts::PasswordHash;
@@ -1701,6 +1744,64 @@ macro_rules! annotation_sql {
                 .collect())
         }
 
+        async fn labels_for_export(
+            pool: &sqlx::Pool<$db>,
+            run_id: RunId,
+            after: i64,
+            limit: i64,
+        ) -> StoreResult<Vec<LabelRecord>> {
+            let rows = sqlx::query(
+                "SELECT l.id AS label_id, w.run_id, w.id AS work_item_id, w.case_id, w.repetition, w.turn, \
+                        c.name AS checkpoint, u.username AS rater, l.verdict, l.answers, l.rationale, l.duration_ms, \
+                        l.created_at AS labelled_at, l.edited_at, l.state, \
+                        EXISTS (SELECT 1 FROM gold_items gi WHERE gi.task_id = l.task_id) AS gold, \
+                        r.decision AS review_decision, r.verdict AS review_verdict, r.reason AS review_reason, \
+                        rb.name AS rubric, rb.version AS rubric_version, rb.content_hash AS rubric_hash, \
+                        l.guideline_version \
+                 FROM labels l JOIN annotation_tasks t ON t.id = l.task_id \
+                 JOIN work_items w ON w.id = t.work_item_id \
+                 JOIN checkpoints c ON c.id = w.checkpoint_id \
+                 JOIN users u ON u.id = l.annotator_id \
+                 LEFT JOIN label_reviews r ON r.label_id = l.id \
+                 LEFT JOIN rubrics rb ON rb.id = t.rubric_id \
+                 WHERE w.run_id = $1 AND l.id > $2 ORDER BY l.id LIMIT $3",
+            )
+            .bind(run_id.get())
+            .bind(after)
+            .bind(limit)
+            .fetch_all(pool)
+            .await?;
+            let mut records = Vec::with_capacity(rows.len());
+            for row in &rows {
+                records.push($crate::read_columns!(row, LabelRecord {
+                    label_id,
+                    run_id,
+                    work_item_id,
+                    case_id,
+                    repetition,
+                    turn,
+                    checkpoint,
+                    rater,
+                    verdict,
+                    answers,
+                    rationale,
+                    duration_ms,
+                    labelled_at,
+                    edited_at,
+                    state,
+                    gold,
+                    review_decision,
+                    review_verdict,
+                    review_reason,
+                    rubric,
+                    rubric_version,
+                    rubric_hash,
+                    guideline_version,
+                }));
+            }
+            Ok(records)
+        }
+
         /// Where a label stands for an edit, from a row with `task_state`, `label_state`,
         /// `review_state`, `review_served_to` and `answers`.
         fn label_standing(row: &<$db as sqlx::Database>::Row) -> Result<LabelStanding, sqlx::Error> {
@@ -2039,6 +2140,12 @@ macro_rules! annotation_sql {
                 }
                 .await;
                 result.map_err(|err| err.during("queue_labels"))
+            }
+
+            async fn label_records(&self, run_id: RunId, after: i64, limit: i64) -> StoreResult<Vec<LabelRecord>> {
+                labels_for_export(&self.pool, run_id, after, limit)
+                    .await
+                    .map_err(|err| err.during("label_records"))
             }
 
             async fn own_labels(&self, rater_id: UserId, limit: i64) -> StoreResult<Vec<OwnLabel>> {

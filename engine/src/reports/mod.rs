@@ -8,12 +8,14 @@
 //! - [`compare`]: checkpoints compared on the items their runs share, and promotion decisions;
 //! - [`diff`]: the per-prompt diff and where two answers' tokens diverged;
 //! - [`trends`]: an eval along a training run, flaky prompts, watches;
-//! - [`export`]: CSV, JSON Lines and Parquet exports;
+//! - [`export`]: CSV, JSON Lines and Parquet exports; [`label_export`]: the same, a row per
+//!   human label;
 //! - [`charts`]: the server-rendered SVG figures.
 
 pub mod charts;
 pub mod compare;
 pub mod diff;
 pub mod export;
+pub mod label_export;
 pub mod runs;
 pub mod trends;

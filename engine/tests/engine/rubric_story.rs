@@ -288,6 +288,66 @@ async fn rubric_answers_are_checked_and_decided_per_dimension(store: Arc<dyn Sto
         decided.grade_reason
     );
     assert_eq!(decided.decided_by.as_deref(), Some("human"));
+
+    // The labels export a row each, with the rater, answers, rubric and guidelines versions.
+    use arbiter_engine::reports::export::ExportFormat;
+    use arbiter_engine::reports::label_export::export_labels;
+    let (jsonl, rows) = export_labels(store, run_id, ExportFormat::Jsonl, Vec::new())
+        .await
+        .unwrap();
+    assert_eq!(rows, 3);
+    let records: Vec<serde_json::Value> = String::from_utf8(jsonl)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let raters: Vec<&str> = records
+        .iter()
+        .map(|record| record["rater"].as_str().unwrap())
+        .collect();
+    assert_eq!(raters, ["ann", "ben", "cat"]);
+    let cat = &records[2];
+    assert_eq!(cat["verdict"], "pass");
+    let answers: serde_json::Value =
+        serde_json::from_str(cat["answers"].as_str().unwrap()).unwrap();
+    assert_eq!(answers["helpful"], 3.0);
+    assert_eq!(answers["note"][0], "fine");
+    assert_eq!(cat["rubric"], "helpfulness");
+    assert_eq!(cat["rubric_version"], 1);
+    assert_eq!(cat["rubric_hash"], first.content_hash.as_str());
+    assert_eq!(cat["guideline_version"], 2);
+    assert_eq!(cat["gold"], false);
+    assert_eq!(cat["state"], "standing");
+    assert!(cat["duration_ms"].as_i64().unwrap() >= 0);
+    let (csv, _) = export_labels(store, run_id, ExportFormat::Csv, Vec::new())
+        .await
+        .unwrap();
+    let csv = String::from_utf8(csv).unwrap();
+    assert!(
+        csv.starts_with("label_id,run_id,work_item_id,case_id"),
+        "{csv}"
+    );
+    assert_eq!(csv.lines().count(), 4);
+    let (parquet, _) = export_labels(store, run_id, ExportFormat::Parquet, Vec::new())
+        .await
+        .unwrap();
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let reader = SerializedFileReader::new(bytes::Bytes::from(parquet)).unwrap();
+    assert_eq!(reader.metadata().file_metadata().num_rows(), 3);
+    let last = reader.get_row_iter(None).unwrap().last().unwrap().unwrap();
+    let text = last.to_string();
+    assert!(text.contains("rater: \"cat\""), "{text}");
+    assert!(text.contains("guideline_version: 2"), "{text}");
+    assert!(matches!(
+        export_labels(
+            store,
+            arbiter_domain::ids::RunId(999),
+            ExportFormat::Csv,
+            Vec::new()
+        )
+        .await,
+        Err(ServiceError::NotFound(_))
+    ));
 }
 
 /// Krippendorff's (2011) worked example, as published in `shared/golden/agreement.json`: four

@@ -51,8 +51,25 @@ pub async fn export(args: crate::ExportArgs) -> anyhow::Result<()> {
         runs,
         format,
         out,
+        labels,
     } = args;
-    export_runs(&database_url, &runs, &format, out.as_deref()).await
+    export_runs(&database_url, &runs, &format, out.as_deref(), labels).await
+}
+
+/// One run's results, or its human labels, into `out`.
+async fn export_one<W: std::io::Write + Send>(
+    store: &dyn arbiter_store::Store,
+    run_id: RunId,
+    format: arbiter_engine::reports::export::ExportFormat,
+    out: W,
+    labels: bool,
+) -> anyhow::Result<(W, u64)> {
+    let written = if labels {
+        arbiter_engine::reports::label_export::export_labels(store, run_id, format, out).await
+    } else {
+        arbiter_engine::reports::export::export_run(store, run_id, format, out).await
+    };
+    written.map_err(|err| anyhow::anyhow!("run {run_id}: {err}"))
 }
 
 /// `arbiter import lm-eval TASK.yaml` and `arbiter import inspect SAMPLES.jsonl`: prints the
@@ -190,8 +207,9 @@ async fn export_runs(
     runs: &[RunId],
     format: &str,
     out: Option<&std::path::Path>,
+    labels: bool,
 ) -> anyhow::Result<()> {
-    use arbiter_engine::reports::export::{export_run, partition_path, ExportFormat};
+    use arbiter_engine::reports::export::{partition_path, ExportFormat};
     let format = ExportFormat::parse(format)
         .ok_or_else(|| anyhow::anyhow!("unknown format `{format}`: use csv, jsonl or parquet"))?;
     let database = open(database_url).await?;
@@ -203,17 +221,19 @@ async fn export_runs(
                     .run_header(run_id)
                     .await?
                     .ok_or_else(|| anyhow::anyhow!("no run with id {run_id}"))?;
-                let path =
+                let mut path =
                     folder.join(partition_path(run.created_at, &run.checkpoint_name, run_id));
+                if labels {
+                    path.set_file_name(format!("labels-{run_id}.parquet"));
+                }
                 if let Some(parent) = path.parent() {
                     std::fs::create_dir_all(parent)?;
                 }
                 // Written beside, then renamed: an archive never holds a half-written file.
                 let partial = path.with_extension("parquet.partial");
                 let file = std::io::BufWriter::new(std::fs::File::create(&partial)?);
-                let (writer, rows) = export_run(store.as_ref(), run_id, format, file)
-                    .await
-                    .map_err(|err| anyhow::anyhow!("run {run_id}: {err}"))?;
+                let (writer, rows) =
+                    export_one(store.as_ref(), run_id, format, file, labels).await?;
                 writer
                     .into_inner()
                     .map_err(|err| err.into_error())?
@@ -229,18 +249,15 @@ async fn export_runs(
         (_, _) if runs.len() != 1 => anyhow::bail!("csv and jsonl export one run at a time"),
         (_, Some(path)) => {
             let file = std::io::BufWriter::new(std::fs::File::create(path)?);
-            let (writer, rows) = export_run(store.as_ref(), runs[0], format, file)
-                .await
-                .map_err(|err| anyhow::anyhow!("{err}"))?;
+            let (writer, rows) = export_one(store.as_ref(), runs[0], format, file, labels).await?;
             writer.into_inner().map_err(|err| err.into_error())?;
             eprintln!("{} ({rows} rows)", path.display());
             Ok(())
         }
         (_, None) => {
             let stdout = std::io::BufWriter::new(std::io::stdout());
-            let (mut writer, _) = export_run(store.as_ref(), runs[0], format, stdout)
-                .await
-                .map_err(|err| anyhow::anyhow!("{err}"))?;
+            let (mut writer, _) =
+                export_one(store.as_ref(), runs[0], format, stdout, labels).await?;
             std::io::Write::flush(&mut writer)?;
             Ok(())
         }

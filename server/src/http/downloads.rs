@@ -1,5 +1,5 @@
-//! Downloads: the rater pool's figures as CSV for leads, and a run's results as CSV, JSON
-//! Lines or Parquet, streamed from a temporary file.
+//! Downloads: the rater pool's figures as CSV for leads, and a run's results or its human
+//! labels as CSV, JSON Lines or Parquet, streamed from a temporary file.
 
 use super::forms::{json_error, session_account};
 use arbiter_app::guard::AppState;
@@ -41,14 +41,41 @@ pub async fn raters_csv(State(state): State<AppState>, session: Session) -> Resp
 }
 
 /// Downloads a run's results: `/runs/{id}/export/{format}` with `csv`, `jsonl` or `parquet`.
-/// The export is written to a temporary file a page of rows at a time, then streamed, so a
-/// million-row run never sits in memory.
 pub async fn export_results(
     State(state): State<AppState>,
     session: Session,
     axum::extract::Path((run_id, format)): axum::extract::Path<(RunId, String)>,
 ) -> Response {
+    download(state, session, run_id, &format, Export::Results).await
+}
+
+/// Downloads a run's human labels, a row each: `/runs/{id}/labels/{format}`.
+pub async fn export_labels(
+    State(state): State<AppState>,
+    session: Session,
+    axum::extract::Path((run_id, format)): axum::extract::Path<(RunId, String)>,
+) -> Response {
+    download(state, session, run_id, &format, Export::Labels).await
+}
+
+/// What a download holds.
+#[derive(Clone, Copy)]
+enum Export {
+    Results,
+    Labels,
+}
+
+/// The export is written to a temporary file a page of rows at a time, then streamed, so a
+/// million-row run never sits in memory.
+async fn download(
+    state: AppState,
+    session: Session,
+    run_id: RunId,
+    format: &str,
+    export: Export,
+) -> Response {
     use arbiter_engine::reports::export::{export_run, ExportFormat};
+    use arbiter_engine::reports::label_export::export_labels;
     use std::io::{Seek, SeekFrom};
     let Some(user) = session_account(&state, &session).await else {
         return json_error(StatusCode::UNAUTHORIZED, "you are not logged in");
@@ -59,7 +86,7 @@ pub async fn export_results(
             &format!("your role ({}) does not allow this", user.role),
         );
     }
-    let Some(format) = ExportFormat::parse(&format) else {
+    let Some(format) = ExportFormat::parse(format) else {
         return json_error(
             StatusCode::BAD_REQUEST,
             &format!("unknown export format `{format}`: use csv, jsonl or parquet"),
@@ -75,7 +102,11 @@ pub async fn export_results(
             );
         }
     };
-    let (writer, _) = match export_run(state.store.as_ref(), run_id, format, file).await {
+    let written = match export {
+        Export::Results => export_run(state.store.as_ref(), run_id, format, file).await,
+        Export::Labels => export_labels(state.store.as_ref(), run_id, format, file).await,
+    };
+    let (writer, _) = match written {
         Ok(done) => done,
         Err(err) => {
             return json_error(
@@ -108,7 +139,11 @@ pub async fn export_results(
             (
                 header::CONTENT_DISPOSITION,
                 format!(
-                    "attachment; filename=\"run-{run_id}.{}\"",
+                    "attachment; filename=\"{}-{run_id}.{}\"",
+                    match export {
+                        Export::Results => "run",
+                        Export::Labels => "labels",
+                    },
                     format.extension()
                 ),
             ),

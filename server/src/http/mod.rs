@@ -114,6 +114,7 @@ where
         .route("/raters.csv", get(downloads::raters_csv))
         .route("/metrics", get(metrics::metrics))
         .route("/runs/{id}/export/{format}", get(downloads::export_results))
+        .route("/runs/{id}/labels/{format}", get(downloads::export_labels))
         .route(
             "/datasets/upload",
             // The file is spooled to disk within the operator's limit (see `uploads`).

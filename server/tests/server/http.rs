@@ -1174,6 +1174,29 @@ async fn run_results_export_as_csv_jsonl_and_parquet() {
     assert_eq!(kind, "application/vnd.apache.parquet");
     assert!(body.starts_with(b"PAR1") && body.ends_with(b"PAR1"));
 
+    // The run's human labels (none here): the header, and the same refusals.
+    let (status, kind, body) = export(researcher.clone(), format!("/runs/{run}/labels/csv")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(kind.starts_with("text/csv"));
+    let text = String::from_utf8(body.to_vec()).unwrap();
+    assert!(
+        text.starts_with("label_id,run_id,work_item_id,case_id,"),
+        "{text}"
+    );
+    assert_eq!(text.lines().count(), 1);
+    let (status, _, _) = export(
+        researcher.clone(),
+        format!("/runs/{}/labels/jsonl", run.get() + 100),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _, _) = export(
+        app.client_as(Role::Annotator).await,
+        format!("/runs/{run}/labels/csv"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+
     let (status, _, body) = export(researcher.clone(), format!("/runs/{run}/export/xlsx")).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(String::from_utf8_lossy(&body).contains("use csv, jsonl or parquet"));
