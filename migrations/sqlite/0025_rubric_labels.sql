@@ -39,3 +39,6 @@ ALTER TABLE annotation_tasks ADD COLUMN consensus TEXT;
 ALTER TABLE labels ADD COLUMN answers TEXT;
 ALTER TABLE labels ADD COLUMN guideline_version INTEGER;
 ALTER TABLE labels ADD COLUMN edited_at INTEGER;
+
+-- The label export reads a run's labels item by item, each item's labels in id order.
+CREATE INDEX labels_task_id_idx ON labels (task_id, id);

@@ -39,8 +39,8 @@ enum Command {
     Model(ModelArgs),
     /// Export runs' results (or, with `--labels`, their human labels): `--format csv|jsonl` to
     /// standard output or `--out FILE`; `--format parquet --out DIR` writes Hive-style
-    /// partitions (`DIR/date=YYYY-MM-DD/checkpoint=NAME/run-ID.parquet`, labels beside as
-    /// `labels-ID.parquet`) for DuckDB, BigQuery or archives.
+    /// partitions (`DIR/date=YYYY-MM-DD/checkpoint=NAME/run-ID.parquet`; labels as
+    /// `DIR/labels/date=…/checkpoint=…/labels-ID.parquet`) for DuckDB, BigQuery or archives.
     Export(ExportArgs),
     /// Apply the retention policy now and print what it removed (`arbiter serve` does this
     /// every 6 hours). Export archives first: `arbiter export --format parquet`.

@@ -46,13 +46,20 @@ pub struct LabelRecord {
     pub edited_at: Option<i64>,
     /// `standing`, or `rejected` by a reviewer.
     pub state: String,
-    /// The item is a gold item (its answer is known).
+    /// The item is (or was, if retired) a gold item: its answer is known.
     pub gold: bool,
+    /// `pending` while the label waits for a reviewer; then the reviewer's decision.
+    pub review_state: Option<String>,
     /// `accepted`, `corrected` or `rejected` when a reviewer decided on the label.
     pub review_decision: Option<String>,
     /// The reviewer's verdict when they corrected it.
     pub review_verdict: Option<String>,
     pub review_reason: Option<String>,
+    /// A spot check of the reviewer's decision: `pending`, `upheld` or `overturned`.
+    pub check_state: Option<String>,
+    /// The verdict that stands when a spot checker overturned the reviewer.
+    pub check_verdict: Option<String>,
+    pub check_reason: Option<String>,
     pub rubric: Option<String>,
     pub rubric_version: Option<i64>,
     pub rubric_hash: Option<String>,
@@ -189,11 +196,12 @@ pub trait AnnotationStore: Send + Sync + 'static {
     /// Standing labels given since `since`, with their queue (eval).
     async fn queue_labels(&self, since: i64) -> StoreResult<Vec<QueueLabel>>;
 
-    /// The labels on `run_id`'s items with ids above `after`, in id order, at most `limit`.
+    /// The labels on `run_id`'s items after `after` (a work item id and a label id: the last
+    /// row of the previous page), in item then label order, at most `limit`.
     async fn label_records(
         &self,
         run_id: RunId,
-        after: i64,
+        after: (i64, i64),
         limit: i64,
     ) -> StoreResult<Vec<LabelRecord>>;
 
@@ -1747,15 +1755,19 @@ macro_rules! annotation_sql {
         async fn labels_for_export(
             pool: &sqlx::Pool<$db>,
             run_id: RunId,
-            after: i64,
+            (after_item, after_label): (i64, i64),
             limit: i64,
         ) -> StoreResult<Vec<LabelRecord>> {
+            // Keyset paging on (item, label): the run's items come in id order from
+            // `work_items (run_id, id)` and each item's labels from `labels (task_id, id)`.
             let rows = sqlx::query(
                 "SELECT l.id AS label_id, w.run_id, w.id AS work_item_id, w.case_id, w.repetition, w.turn, \
                         c.name AS checkpoint, u.username AS rater, l.verdict, l.answers, l.rationale, l.duration_ms, \
                         l.created_at AS labelled_at, l.edited_at, l.state, \
                         EXISTS (SELECT 1 FROM gold_items gi WHERE gi.task_id = l.task_id) AS gold, \
-                        r.decision AS review_decision, r.verdict AS review_verdict, r.reason AS review_reason, \
+                        l.review_state, r.decision AS review_decision, r.verdict AS review_verdict, \
+                        r.reason AS review_reason, r.check_state, r.check_verdict, \
+                        CASE WHEN r.check_state IS NULL THEN NULL ELSE r.check_reason END AS check_reason, \
                         rb.name AS rubric, rb.version AS rubric_version, rb.content_hash AS rubric_hash, \
                         l.guideline_version \
                  FROM labels l JOIN annotation_tasks t ON t.id = l.task_id \
@@ -1764,10 +1776,12 @@ macro_rules! annotation_sql {
                  JOIN users u ON u.id = l.annotator_id \
                  LEFT JOIN label_reviews r ON r.label_id = l.id \
                  LEFT JOIN rubrics rb ON rb.id = t.rubric_id \
-                 WHERE w.run_id = $1 AND l.id > $2 ORDER BY l.id LIMIT $3",
+                 WHERE w.run_id = $1 AND w.id >= $2 AND (w.id > $2 OR l.id > $3) \
+                 ORDER BY w.id, l.id LIMIT $4",
             )
             .bind(run_id.get())
-            .bind(after)
+            .bind(after_item)
+            .bind(after_label)
             .bind(limit)
             .fetch_all(pool)
             .await?;
@@ -1790,9 +1804,13 @@ macro_rules! annotation_sql {
                     edited_at,
                     state,
                     gold,
+                    review_state,
                     review_decision,
                     review_verdict,
                     review_reason,
+                    check_state,
+                    check_verdict,
+                    check_reason,
                     rubric,
                     rubric_version,
                     rubric_hash,
@@ -2142,7 +2160,7 @@ macro_rules! annotation_sql {
                 result.map_err(|err| err.during("queue_labels"))
             }
 
-            async fn label_records(&self, run_id: RunId, after: i64, limit: i64) -> StoreResult<Vec<LabelRecord>> {
+            async fn label_records(&self, run_id: RunId, after: (i64, i64), limit: i64) -> StoreResult<Vec<LabelRecord>> {
                 labels_for_export(&self.pool, run_id, after, limit)
                     .await
                     .map_err(|err| err.during("label_records"))

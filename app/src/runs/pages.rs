@@ -172,7 +172,7 @@ fn ReportSection(report: Resource<Result<ReportView, ServerFnError>>) -> impl In
                             <a href=format!("/runs/{}/export/{format}", report.run_id) rel="external" download="">{format.to_uppercase()}</a>
                             " "
                         }).collect_view()}
-                        " · human labels: "
+                        " · human labels (leads): "
                         {["csv", "jsonl", "parquet"].into_iter().map(|format| view! {
                             <a href=format!("/runs/{}/labels/{format}", report.run_id) rel="external" download="" data-testid=format!("labels-{format}")>{format.to_uppercase()}</a>
                             " "

@@ -4,7 +4,7 @@
 //! group, `PARQUET_ROW_GROUP` rows, at a time).
 //!
 //! Parquet archives are laid out Hive-style, `date=YYYY-MM-DD/checkpoint=NAME/run-ID.parquet`,
-//! so DuckDB (`read_parquet('…/**/*.parquet', hive_partitioning = true)`) and BigQuery external
+//! so DuckDB (`read_parquet('…/date=*/*/*.parquet', hive_partitioning = true)`) and BigQuery external
 //! tables see `date` and `checkpoint` as columns and prune by them.
 
 use crate::error::{ServiceError, ServiceResult};

@@ -1,8 +1,9 @@
 //! Exporting a run's human labels, one row per label: who gave it, the answers to each
 //! dimension, the rationale, the time on task, whether the item is a gold item, the review's
-//! outcome, and the rubric and guidelines versions it was made under. CSV and JSON Lines for
-//! people and scripts, Parquet (in the results' partition layout, `labels-ID.parquet` beside
-//! `run-ID.parquet`) for DuckDB and BigQuery.
+//! outcome (and a spot check's), and the rubric and guidelines versions it was made under. CSV
+//! and JSON Lines for people and scripts, Parquet for DuckDB and BigQuery (`arbiter export
+//! --labels` writes the results' partition layout under a root of its own, `labels/`, so a
+//! glob over the results never mixes the two schemas).
 //!
 //! The columns are one table ([`COLUMNS`]) that the CSV header, the CSV records, the Parquet
 //! schema and its column writers are all made from, so the formats cannot drift apart.
@@ -52,6 +53,10 @@ const COLUMNS: &[(&str, Column)] = &[
     ("state", Column::Text(|r| &r.state)),
     ("gold", Column::Bool(|r| r.gold)),
     (
+        "review_state",
+        Column::OptionalText(|r| r.review_state.as_deref()),
+    ),
+    (
         "review_decision",
         Column::OptionalText(|r| r.review_decision.as_deref()),
     ),
@@ -62,6 +67,18 @@ const COLUMNS: &[(&str, Column)] = &[
     (
         "review_reason",
         Column::OptionalText(|r| r.review_reason.as_deref()),
+    ),
+    (
+        "check_state",
+        Column::OptionalText(|r| r.check_state.as_deref()),
+    ),
+    (
+        "check_verdict",
+        Column::OptionalText(|r| r.check_verdict.as_deref()),
+    ),
+    (
+        "check_reason",
+        Column::OptionalText(|r| r.check_reason.as_deref()),
     ),
     ("rubric", Column::OptionalText(|r| r.rubric.as_deref())),
     ("rubric_version", Column::OptionalInt(|r| r.rubric_version)),
@@ -281,12 +298,12 @@ pub async fn export_labels<W: Write + Send>(
         return Err(ServiceError::NotFound(format!("no run with id {run_id}")));
     }
     let mut writer = LabelWriter::new(format, out)?;
-    let mut after = 0;
+    let mut after = (0, 0);
     let mut written = 0;
     loop {
         let rows = store.label_records(run_id, after, EXPORT_PAGE).await?;
         let Some(last) = rows.last() else { break };
-        after = last.label_id;
+        after = (last.work_item_id, last.label_id);
         written += rows.len() as u64;
         writer.write(rows)?;
     }

@@ -148,6 +148,31 @@ async fn raters_change_labels_until_their_item_is_decided_and_read_reviews(store
     ));
     // The reviewer's own page lists nothing: they labelled nothing.
     assert!(own(store, rev).await.is_empty());
+
+    // The label export carries the reviews, a page at a time in item then label order.
+    let mut records = Vec::new();
+    let mut after = (0, 0);
+    while let Some(record) = store.label_records(run_id, after, 1).await.unwrap().pop() {
+        after = (record.work_item_id, record.label_id);
+        records.push(record);
+    }
+    assert_eq!(records.len(), 2);
+    let (corrected, rejected) = (&records[0], &records[1]);
+    assert_eq!(corrected.rater, "ann");
+    assert_eq!(corrected.review_state.as_deref(), Some("corrected"));
+    assert_eq!(corrected.review_decision.as_deref(), Some("corrected"));
+    assert_eq!(corrected.review_verdict.as_deref(), Some("pass"));
+    assert_eq!(
+        corrected.review_reason.as_deref(),
+        Some("42 is what was asked")
+    );
+    assert!(corrected.edited_at.is_some());
+    assert_eq!(
+        (rejected.rater.as_str(), rejected.state.as_str()),
+        ("ben", "rejected")
+    );
+    assert_eq!(rejected.review_decision.as_deref(), Some("rejected"));
+    assert_eq!(rejected.check_state, None);
 }
 
 async fn a_change_racing_the_last_label_never_leaves_a_stale_verdict(store: Arc<dyn Store>) {

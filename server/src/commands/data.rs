@@ -221,8 +221,15 @@ async fn export_runs(
                     .run_header(run_id)
                     .await?
                     .ok_or_else(|| anyhow::anyhow!("no run with id {run_id}"))?;
+                // Labels have a root of their own: one glob over the results never mixes the
+                // two schemas.
+                let root = if labels {
+                    folder.join("labels")
+                } else {
+                    folder.to_path_buf()
+                };
                 let mut path =
-                    folder.join(partition_path(run.created_at, &run.checkpoint_name, run_id));
+                    root.join(partition_path(run.created_at, &run.checkpoint_name, run_id));
                 if labels {
                     path.set_file_name(format!("labels-{run_id}.parquet"));
                 }

@@ -49,7 +49,7 @@ pub async fn export_results(
     download(state, session, run_id, &format, Export::Results).await
 }
 
-/// Downloads a run's human labels, a row each: `/runs/{id}/labels/{format}`.
+/// Downloads a run's human labels, a row each: `/runs/{id}/labels/{format}`, for leads.
 pub async fn export_labels(
     State(state): State<AppState>,
     session: Session,
@@ -80,7 +80,13 @@ async fn download(
     let Some(user) = session_account(&state, &session).await else {
         return json_error(StatusCode::UNAUTHORIZED, "you are not logged in");
     };
-    if !user.role.can(Permission::ViewResults) {
+    // Labels carry each rater's record (time on task, rejections, which items are gold): the
+    // rater pool's figures, which leads see.
+    let needed = match export {
+        Export::Results => Permission::ViewResults,
+        Export::Labels => Permission::ManageUsers,
+    };
+    if !user.role.can(needed) {
         return json_error(
             StatusCode::FORBIDDEN,
             &format!("your role ({}) does not allow this", user.role),

@@ -1174,8 +1174,15 @@ async fn run_results_export_as_csv_jsonl_and_parquet() {
     assert_eq!(kind, "application/vnd.apache.parquet");
     assert!(body.starts_with(b"PAR1") && body.ends_with(b"PAR1"));
 
-    // The run's human labels (none here): the header, and the same refusals.
-    let (status, kind, body) = export(researcher.clone(), format!("/runs/{run}/labels/csv")).await;
+    // The run's human labels (none here), for leads: the header, and the refusals.
+    let lead = app.client_as(Role::Lead).await;
+    let (status, _, _) = export(researcher.clone(), format!("/runs/{run}/labels/csv")).await;
+    assert_eq!(
+        status,
+        StatusCode::FORBIDDEN,
+        "raters' records are for leads"
+    );
+    let (status, kind, body) = export(lead.clone(), format!("/runs/{run}/labels/csv")).await;
     assert_eq!(status, StatusCode::OK);
     assert!(kind.starts_with("text/csv"));
     let text = String::from_utf8(body.to_vec()).unwrap();
@@ -1184,11 +1191,7 @@ async fn run_results_export_as_csv_jsonl_and_parquet() {
         "{text}"
     );
     assert_eq!(text.lines().count(), 1);
-    let (status, _, _) = export(
-        researcher.clone(),
-        format!("/runs/{}/labels/jsonl", run.get() + 100),
-    )
-    .await;
+    let (status, _, _) = export(lead, format!("/runs/{}/labels/jsonl", run.get() + 100)).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     let (status, _, _) = export(
         app.client_as(Role::Annotator).await,
