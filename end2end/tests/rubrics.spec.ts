@@ -90,5 +90,7 @@ test('a lead defines a rubric with guidelines and an annotator answers it from t
   // Good (3) passes: the run's one item is decided by the label.
   await researcher.page.goto(`/runs/${runId}`);
   await expect(researcher.page.getByTestId('count-uncertain')).toHaveText('0');
+  // The run's judgments by dimension: the one item's answers.
+  await expect(researcher.page.getByTestId('run-dimensions').getByTestId('dimension-helpful')).toContainText('3 (Good): 1 (100%)');
   await researcher.close();
 });

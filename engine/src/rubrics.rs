@@ -155,3 +155,23 @@ pub fn render_guidelines(rubric: &mut TaskRubric) {
         .map(|guidelines| crate::display::markdown_html(&guidelines.markdown))
         .unwrap_or_default();
 }
+
+/// A run's rubric dimension by dimension over its decided items (empty when the run asks no
+/// rubric).
+pub async fn run_dimensions(
+    store: &dyn Store,
+    run_id: arbiter_domain::ids::RunId,
+) -> ServiceResult<Vec<arbiter_domain::reports::dimensions::DimensionSummary>> {
+    let manifest = store
+        .run_manifest(run_id)
+        .await?
+        .ok_or_else(|| ServiceError::NotFound(format!("no run with id {run_id}")))?;
+    let Some(frozen) = manifest.triage.and_then(|triage| triage.rubric) else {
+        return Ok(Vec::new());
+    };
+    let items = store.run_consensus(run_id).await?;
+    Ok(arbiter_domain::reports::dimensions::summarize(
+        &frozen.rubric,
+        &items,
+    ))
+}

@@ -205,6 +205,12 @@ pub trait AnnotationStore: Send + Sync + 'static {
         limit: i64,
     ) -> StoreResult<Vec<LabelRecord>>;
 
+    /// The raters' consensus on each decided item of `run_id` that asked a rubric.
+    async fn run_consensus(
+        &self,
+        run_id: RunId,
+    ) -> StoreResult<Vec<arbiter_domain::annotation::consensus::Consensus>>;
+
     /// A rater's feedback: their latest labels that a reviewer corrected or rejected, those
     /// waiting for a reviewer, and those still open to change; newest first, at most `limit`.
     async fn own_labels(&self, rater_id: UserId, limit: i64) -> StoreResult<Vec<OwnLabel>>;
@@ -2164,6 +2170,25 @@ macro_rules! annotation_sql {
                 labels_for_export(&self.pool, run_id, after, limit)
                     .await
                     .map_err(|err| err.during("label_records"))
+            }
+
+            async fn run_consensus(&self, run_id: RunId) -> StoreResult<Vec<arbiter_domain::annotation::consensus::Consensus>> {
+                let result: StoreResult<Vec<String>> = async move {
+                    Ok(sqlx::query_scalar(
+                        "SELECT t.consensus FROM annotation_tasks t JOIN work_items w ON w.id = t.work_item_id \
+                         WHERE w.run_id = $1 AND t.consensus IS NOT NULL ORDER BY t.id",
+                    )
+                    .bind(run_id.get())
+                    .fetch_all(&self.pool)
+                    .await?)
+                }
+                .await;
+                // Written by the server from the domain type; an unreadable one is left out.
+                Ok(result
+                    .map_err(|err| err.during("run_consensus"))?
+                    .iter()
+                    .filter_map(|json| serde_json::from_str(json).ok())
+                    .collect())
             }
 
             async fn own_labels(&self, rater_id: UserId, limit: i64) -> StoreResult<Vec<OwnLabel>> {

@@ -142,6 +142,17 @@ fn statistic_view(agreement: &arbiter_domain::annotation::agreement::Agreement) 
     }
 }
 
+/// A run's rubric, dimension by dimension over its decided items (empty without a rubric).
+#[server(endpoint = "run_dimensions")]
+pub async fn run_dimensions(
+    id: RunId,
+) -> Result<Vec<arbiter_domain::reports::dimensions::DimensionSummary>, ServerFnError> {
+    let (state, _) = require(Permission::ViewResults).await?;
+    arbiter_engine::rubrics::run_dimensions(state.store.as_ref(), id)
+        .await
+        .map_err(service_error)
+}
+
 /// Agreement between the raters of a run's human items: on the verdict, then on each
 /// dimension of the run's rubric.
 #[server(endpoint = "run_agreement")]

@@ -2,7 +2,7 @@
 
 use crate::annotation::api::interval_text;
 use crate::annotation::api::statistic_text;
-use crate::annotation::api::{run_agreement, AgreementView};
+use crate::annotation::api::{run_agreement, run_dimensions, AgreementView};
 use crate::components::ErrorNote;
 use crate::format::route_id;
 use crate::format::short_hash;
@@ -77,6 +77,7 @@ pub fn RunPage() -> impl IntoView {
     // completes, not on every poll.
     let costs = Resource::new(move || (id(), finished.get()), |(id, _)| run_costs(id));
     let agreement = Resource::new(move || (id(), finished.get()), |(id, _)| run_agreement(id));
+    let dimensions = Resource::new(move || (id(), finished.get()), |(id, _)| run_dimensions(id));
     // The report reads the tallies (cheap) and, when results moved, rebuilds the run's
     // snapshot (a scan): on open and at completion, like the costs.
     let report = Resource::new(move || (id(), finished.get()), |(id, _)| run_report(id));
@@ -107,12 +108,61 @@ pub fn RunPage() -> impl IntoView {
                             <RunControls run_id status change/>
                             <ReportSection report/>
                             <CostCard costs/>
+                            <DimensionsCard dimensions/>
                             <AgreementCard agreement/>
                             <Results results=detail.results/>
                         }.into_any()
                     }
                     Err(error) => view! { <ErrorNote error/> }.into_any(),
                 }
+            })}
+        </Transition>
+    }
+}
+
+/// The run's rubric dimension by dimension: each value's share of the decided items, and the
+/// mean with its interval for ordinal and numeric dimensions.
+#[component]
+fn DimensionsCard(
+    dimensions: Resource<
+        Result<Vec<arbiter_domain::reports::dimensions::DimensionSummary>, ServerFnError>,
+    >,
+) -> impl IntoView {
+    view! {
+        <Transition fallback=|| ()>
+            {move || Suspend::new(async move {
+                dimensions.await.ok().filter(|dimensions| dimensions.iter().any(|dimension| dimension.decided + dimension.split > 0)).map(|dimensions| view! {
+                    <section class="card" data-testid="run-dimensions">
+                        <h2>"Human judgments by dimension"</h2>
+                        <table>
+                            <thead><tr><th>"Dimension"</th><th>"Items"</th><th>"Spread"</th><th>"Mean (95% interval)"</th></tr></thead>
+                            <tbody>
+                                {dimensions.into_iter().map(|dimension| {
+                                    let total = dimension.decided.max(1) as f64;
+                                    let spread = dimension.distribution.iter()
+                                        .map(|(value, count)| format!("{value}: {count} ({:.0}%)", 100.0 * *count as f64 / total))
+                                        .collect::<Vec<_>>()
+                                        .join(" · ");
+                                    let mean = match (dimension.mean, dimension.interval) {
+                                        (Some(mean), Some(interval)) => format!("{mean:.2} ({:.2}–{:.2})", interval.lower, interval.upper),
+                                        (Some(mean), None) => format!("{mean:.2}"),
+                                        _ => String::new(),
+                                    };
+                                    view! {
+                                        <tr data-testid=format!("dimension-{}", dimension.key)>
+                                            <td>{dimension.question} " " <span class="hint">"(" {dimension.level} ")"</span></td>
+                                            <td>{dimension.decided}
+                                                {(dimension.split > 0).then(|| format!(", {} split", dimension.split))}
+                                                {(dimension.open > 0).then(|| format!(", {} unanswered", dimension.open))}</td>
+                                            <td>{spread}</td>
+                                            <td>{mean}</td>
+                                        </tr>
+                                    }
+                                }).collect_view()}
+                            </tbody>
+                        </table>
+                    </section>
+                })
             })}
         </Transition>
     }

@@ -10,6 +10,7 @@
 pub mod compare;
 pub mod decision;
 pub mod diff;
+pub mod dimensions;
 pub mod instructions;
 pub mod latency;
 pub mod likelihood;

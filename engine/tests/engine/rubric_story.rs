@@ -289,6 +289,14 @@ async fn rubric_answers_are_checked_and_decided_per_dimension(store: Arc<dyn Sto
     );
     assert_eq!(decided.decided_by.as_deref(), Some("human"));
 
+    // The run's dimensions: the decided item's consensus on each, free text left open.
+    let dimensions = rubrics::run_dimensions(store, run_id).await.unwrap();
+    let helpful = dimensions.iter().find(|d| d.key == "helpful").unwrap();
+    assert_eq!(helpful.distribution[2], ("3 (Good)".to_string(), 1));
+    assert_eq!((helpful.decided, helpful.mean), (1, Some(3.0)));
+    let note = dimensions.iter().find(|d| d.key == "note").unwrap();
+    assert_eq!((note.decided, note.open), (0, 1));
+
     // The labels export a row each, with the rater, answers, rubric and guidelines versions.
     use arbiter_engine::reports::export::ExportFormat;
     use arbiter_engine::reports::label_export::export_labels;

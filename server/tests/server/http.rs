@@ -361,6 +361,7 @@ const SERVER_FUNCTIONS: &[(&str, Args, Allowed)] = &[
         Allowed::Leads,
     ),
     ("run_agreement", &[("id", "1")], Allowed::Researchers),
+    ("run_dimensions", &[("id", "1")], Allowed::Researchers),
     (
         "check_review",
         &[("review_id", "1"), ("decision", "uphold")],
