@@ -358,32 +358,82 @@ async fn rubric_answers_are_checked_and_decided_per_dimension(store: Arc<dyn Sto
     ));
 }
 
-/// Krippendorff's (2011) worked example, as published in `shared/golden/agreement.json`: four
-/// raters, twelve items, values 1 to 5, some items unrated.
-fn krippendorff_2011() -> (Vec<Vec<Option<f64>>>, serde_json::Value) {
+/// A case of `shared/golden/agreement.json`: the published data and values for `statistic`.
+fn golden_case(statistic: &str, name: &str) -> serde_json::Value {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../shared/golden/agreement.json"
     );
     let golden: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let case = golden["krippendorff_alpha"]
+    golden[statistic]
         .as_array()
         .unwrap()
         .iter()
-        .find(|case| case["name"] == "krippendorff_2011_4x12")
+        .find(|case| case["name"] == name)
         .unwrap()
-        .clone();
-    let coders = serde_json::from_value(case["coders"].clone()).unwrap();
-    (coders, case["expected"].clone())
+        .clone()
+}
+
+/// A launched run of `units` items ("Unit 0", "Unit 1", …) whose policy asks rubric `rubric`
+/// (defined from `definition`) of `overlap` raters, every item sent to humans.
+async fn run_of_units(
+    store: &dyn Store,
+    units: usize,
+    rubric: &str,
+    definition: &str,
+    overlap: usize,
+) -> arbiter_domain::ids::RunId {
+    rubrics::create_rubric(store, rubric, definition, "", None)
+        .await
+        .unwrap();
+    let dataset: String = (0..units)
+        .map(|unit| {
+            format!("{{\"id\": \"u{unit}\", \"input\": \"Unit {unit}\", \"target\": \"x\"}}\n")
+        })
+        .collect();
+    let mut routed = policy(rubric);
+    routed.human_overlap = overlap.to_string();
+    let run_id = launch_with_policy(store, dataset.as_bytes(), 1, Some(&routed)).await;
+    let ids = store
+        .claim_work("worker", 100, LONG_LEASE_MS)
+        .await
+        .unwrap();
+    escalate_as_routed(store, run_id, &ids).await;
+    store.set_setting(GOLD_RATE_SETTING, "0").await.unwrap();
+    run_id
+}
+
+/// A new rater works through the queue: each item gets the answers `answers` gives for its
+/// unit, or is skipped where it gives none.
+async fn rate_units(store: &dyn Store, name: &str, answers: impl Fn(usize) -> Option<String>) {
+    let rater = user(store, name, Role::Annotator).await;
+    while let Some(task) = store
+        .next_annotation_task(rater, LONG_LEASE_MS)
+        .await
+        .unwrap()
+    {
+        let unit: usize = task.input.trim_start_matches("Unit ").parse().unwrap();
+        match answers(unit) {
+            Some(answers) => {
+                rubrics::submit_answers(store, &task.handle, rater, &answers, "", None)
+                    .await
+                    .unwrap();
+            }
+            None => store.skip_task(&task.handle, rater).await.unwrap(),
+        }
+    }
 }
 
 /// The same ratings given three ways (categories, an ordinal scale, a number) through the
 /// queue come out of the run's agreement report with the published alpha at each level.
 async fn published_agreement_values_come_out_of_labels_per_dimension(store: Arc<dyn Store>) {
     let store = &*store;
-    let (coders, expected) = krippendorff_2011();
-    let units = coders[0].len();
+    // Krippendorff's (2011) worked example: four raters, twelve items, values 1 to 5, some
+    // items unrated.
+    let case = golden_case("krippendorff_alpha", "krippendorff_2011_4x12");
+    let coders: Vec<Vec<Option<f64>>> = serde_json::from_value(case["coders"].clone()).unwrap();
+    let expected = &case["expected"];
     let scale: Vec<String> = (1..=5)
         .map(|point| format!(r#"{{"label": "{point}", "description": "point {point}"}}"#))
         .collect();
@@ -395,45 +445,16 @@ async fn published_agreement_values_come_out_of_labels_per_dimension(store: Arc<
         ], "verdict": {{"dimension": "point", "pass_at_least": 3}}}}"#,
         scale.join(", ")
     );
-    rubrics::create_rubric(store, "graded", &definition, "", None)
-        .await
-        .unwrap();
-    let dataset: String = (0..units)
-        .map(|unit| {
-            format!("{{\"id\": \"u{unit}\", \"input\": \"Unit {unit}\", \"target\": \"x\"}}\n")
-        })
-        .collect();
-    let mut routed = policy("graded");
-    routed.human_overlap = coders.len().to_string();
-    let run_id = launch_with_policy(store, dataset.as_bytes(), 1, Some(&routed)).await;
-    let ids = store
-        .claim_work("worker", 100, LONG_LEASE_MS)
-        .await
-        .unwrap();
-    escalate_as_routed(store, run_id, &ids).await;
-    store.set_setting(GOLD_RATE_SETTING, "0").await.unwrap();
+    let run_id = run_of_units(store, coders[0].len(), "graded", &definition, coders.len()).await;
 
     // Each rater labels the items they rated in the published table and skips the others.
     for (index, ratings) in coders.iter().enumerate() {
-        let rater = user(store, &format!("coder{index}"), Role::Annotator).await;
-        while let Some(task) = store
-            .next_annotation_task(rater, LONG_LEASE_MS)
-            .await
-            .unwrap()
-        {
-            let unit: usize = task.input.trim_start_matches("Unit ").parse().unwrap();
-            match ratings[unit] {
-                Some(value) => {
-                    let answers = format!(
-                        r#"{{"category": ["{value}"], "point": {value}, "score": {value}}}"#
-                    );
-                    rubrics::submit_answers(store, &task.handle, rater, &answers, "", None)
-                        .await
-                        .unwrap();
-                }
-                None => store.skip_task(&task.handle, rater).await.unwrap(),
-            }
-        }
+        rate_units(store, &format!("coder{index}"), |unit| {
+            ratings[unit].map(|value| {
+                format!(r#"{{"category": ["{value}"], "point": {value}, "score": {value}}}"#)
+            })
+        })
+        .await;
     }
 
     let reports = arbiter_engine::annotation::agreement::run_agreement(store, run_id)
@@ -484,19 +505,7 @@ async fn published_agreement_values_come_out_of_labels_per_dimension(store: Arc<
 /// linearly weighted value.
 async fn published_kappas_come_out_of_two_raters_labels(store: Arc<dyn Store>) {
     let store = &*store;
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/golden/agreement.json"
-    );
-    let golden: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let case = golden["cohen_kappa"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|case| case["name"] == "sas_table_3x3")
-        .unwrap()
-        .clone();
+    let case = golden_case("cohen_kappa", "sas_table_3x3");
     let table: Vec<Vec<usize>> = serde_json::from_value(case["table"].clone()).unwrap();
     // One item per counted cell: (first rater's point, second rater's point).
     let mut items: Vec<(usize, usize)> = Vec::new();
@@ -505,53 +514,16 @@ async fn published_kappas_come_out_of_two_raters_labels(store: Arc<dyn Store>) {
             items.extend(std::iter::repeat_n((first + 1, second + 1), *count));
         }
     }
-    rubrics::create_rubric(
-        store,
-        "three",
-        r#"{"dimensions": [
+    let definition = r#"{"dimensions": [
             {"key": "category", "question": "Which?", "kind": "categorical", "options": ["1", "2", "3"]},
             {"key": "point", "question": "How good?", "kind": "ordinal", "scale": [
                 {"label": "low", "description": "l"}, {"label": "mid", "description": "m"},
                 {"label": "high", "description": "h"}]}
-        ], "verdict": {"dimension": "point", "pass_at_least": 2}}"#,
-        "",
-        None,
-    )
-    .await
-    .unwrap();
-    let dataset: String = (0..items.len())
-        .map(|unit| {
-            format!("{{\"id\": \"u{unit}\", \"input\": \"Unit {unit}\", \"target\": \"x\"}}\n")
-        })
-        .collect();
-    let mut routed = policy("three");
-    routed.human_overlap = "2".into();
-    let run_id = launch_with_policy(store, dataset.as_bytes(), 1, Some(&routed)).await;
-    let ids = store
-        .claim_work("worker", 100, LONG_LEASE_MS)
-        .await
-        .unwrap();
-    escalate_as_routed(store, run_id, &ids).await;
-    store.set_setting(GOLD_RATE_SETTING, "0").await.unwrap();
-    for (name, side) in [("first", 0), ("second", 1)] {
-        let rater = user(store, name, Role::Annotator).await;
-        while let Some(task) = store
-            .next_annotation_task(rater, LONG_LEASE_MS)
-            .await
-            .unwrap()
-        {
-            let unit: usize = task.input.trim_start_matches("Unit ").parse().unwrap();
-            let point = if side == 0 {
-                items[unit].0
-            } else {
-                items[unit].1
-            };
-            let answers = format!(r#"{{"category": ["{point}"], "point": {point}}}"#);
-            rubrics::submit_answers(store, &task.handle, rater, &answers, "", None)
-                .await
-                .unwrap();
-        }
-    }
+        ], "verdict": {"dimension": "point", "pass_at_least": 2}}"#;
+    let run_id = run_of_units(store, items.len(), "three", definition, 2).await;
+    let answers = |point: usize| format!(r#"{{"category": ["{point}"], "point": {point}}}"#);
+    rate_units(store, "first", |unit| Some(answers(items[unit].0))).await;
+    rate_units(store, "second", |unit| Some(answers(items[unit].1))).await;
     let reports = arbiter_engine::annotation::agreement::run_agreement(store, run_id)
         .await
         .unwrap();
