@@ -35,7 +35,9 @@ pub mod runs;
 mod shown;
 
 use accounts::{AccountPage, LoginPage, PasswordPage};
-use annotation::{AnnotatePage, FeedbackPage, QueuePage, RatersPage, ReviewPage, RubricsPage};
+use annotation::{
+    AnnotatePage, FeedbackPage, PreferencesPage, QueuePage, RatersPage, ReviewPage, RubricsPage,
+};
 use catalog::{CheckpointsPage, DatasetPage, DatasetsPage, EvalsPage};
 use grading::{EvalPage, JudgePage, JudgesPage};
 use home::HomePage;
@@ -95,6 +97,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/rubrics") view=RubricsPage/>
                     <Route path=path!("/queue") view=QueuePage/>
                     <Route path=path!("/compare") view=ComparePage/>
+                    <Route path=path!("/preferences") view=PreferencesPage/>
                     <Route path=path!("/trends") view=TrendsPage/>
                     <Route path=path!("/account") view=AccountPage/>
                     <Route path=path!("/account/password") view=PasswordPage/>

@@ -29,6 +29,7 @@ pub fn Nav() -> impl IntoView {
                                         <a href="/rubrics">"Rubrics"</a>
                                         <a href="/runs">"Runs"</a>
                                         <a href="/trends">"Trends"</a>
+                                        <a href="/preferences">"Preferences"</a>
                                         <a href="/system">"System"</a>
                                     </Show>
                                     <Show when=move || annotator>

@@ -47,6 +47,10 @@ pub fn ShownItemView(
     shown: ShownItem,
     images: Vec<String>,
     #[prop(into)] raw: Signal<bool>,
+    /// A pair's second output: the two are shown side by side as A (left, `shown.output`) and
+    /// B (right).
+    #[prop(optional_no_strip)]
+    right: Option<ShownText>,
 ) -> impl IntoView {
     let ShownItem {
         input,
@@ -82,8 +86,24 @@ pub fn ShownItemView(
         <crate::components::ItemImages images/>
         <h2>"Reference answer"</h2>
         <ShownTextView text=target raw part="target"/>
-        <h2>"Model output"</h2>
-        <ShownTextView text=output raw part="output"/>
+        {match right {
+            None => view! {
+                <h2>"Model output"</h2>
+                <ShownTextView text=output raw part="output"/>
+            }.into_any(),
+            Some(right) => view! {
+                <div class="pair-outputs">
+                    <div class="side">
+                        <h2>"Output A"</h2>
+                        <ShownTextView text=output raw part="output"/>
+                    </div>
+                    <div class="side">
+                        <h2>"Output B"</h2>
+                        <ShownTextView text=right raw part="output-b"/>
+                    </div>
+                </div>
+            }.into_any(),
+        }}
     }
 }
 

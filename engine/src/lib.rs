@@ -41,6 +41,7 @@ pub mod grading;
 pub mod health;
 pub mod import;
 pub mod jobs;
+pub mod preferences;
 pub mod preview;
 pub mod prompts;
 pub mod reports;

@@ -583,8 +583,13 @@ pub async fn show_task_as_sent(store: &dyn Store, task: &mut AnnotationTask) -> 
         images: &mut task.images,
         target: &mut task.target,
         output: &task.output,
+        second_output: task.pair.as_ref().map(|pair| pair.right_output.as_str()),
     };
-    task.shown = Some(show_as_sent(store, task.identity_id, &mut texts).await?);
+    let (shown, right_shown) = show_as_sent(store, task.identity_id, &mut texts).await?;
+    task.shown = Some(shown);
+    if let Some(pair) = task.pair.as_mut() {
+        pair.right_shown = right_shown;
+    }
     Ok(())
 }
 
@@ -599,8 +604,9 @@ pub async fn show_review_as_sent(
         images: &mut item.images,
         target: &mut item.target,
         output: &item.output,
+        second_output: None,
     };
-    item.shown = Some(show_as_sent(store, item.identity_id, &mut texts).await?);
+    item.shown = Some(show_as_sent(store, item.identity_id, &mut texts).await?.0);
     Ok(())
 }
 
@@ -614,8 +620,9 @@ pub async fn show_own_label_as_sent(
         images: &mut label.images,
         target: &mut label.target,
         output: &label.output,
+        second_output: None,
     };
-    label.shown = Some(show_as_sent(store, label.identity_id, &mut texts).await?);
+    label.shown = Some(show_as_sent(store, label.identity_id, &mut texts).await?.0);
     Ok(())
 }
 
@@ -626,13 +633,18 @@ struct ItemTexts<'a> {
     images: &'a mut Vec<String>,
     target: &'a mut String,
     output: &'a str,
+    /// A pair's other output (shown as B), rendered the same way.
+    second_output: Option<&'a str>,
 }
 
 async fn show_as_sent(
     store: &dyn Store,
     identity: arbiter_domain::ids::IdentityId,
     texts: &mut ItemTexts<'_>,
-) -> ServiceResult<arbiter_domain::annotation::shown::ShownItem> {
+) -> ServiceResult<(
+    arbiter_domain::annotation::shown::ShownItem,
+    Option<arbiter_domain::annotation::shown::ShownText>,
+)> {
     let sent = item_as_sent(store, identity).await?;
     let code_eval = sent.as_ref().is_some_and(|sent| sent.code_eval);
     let mut conversation = Vec::new();
@@ -649,8 +661,12 @@ async fn show_as_sent(
         texts.target.clone(),
         texts.output.to_string(),
     );
+    let second_output = texts.second_output.map(str::to_string);
     tokio::task::spawn_blocking(move || {
-        crate::display::show_item(&input, conversation, &target, &output, code_eval)
+        (
+            crate::display::show_item(&input, conversation, &target, &output, code_eval),
+            second_output.map(|second| crate::display::show_text(&second, code_eval)),
+        )
     })
     .await
     .map_err(|err| {

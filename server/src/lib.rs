@@ -11,6 +11,10 @@
 //! The binary itself (`main.rs`) holds the command-line types, and `commands/` one file per
 //! group of subcommands.
 
+// The app's page views are deep generic types, and the server lays them out when it renders
+// them; the app and frontend crates raise the limit for the same reason.
+#![recursion_limit = "512"]
+
 pub mod bench;
 pub mod ci;
 pub mod demo;

@@ -256,7 +256,10 @@ macro_rules! annotation_sql {
             )
         }
 
-        const NOT_HELD: &str = "this item is not leased to you (it was labelled, skipped or \
+        /// Refusal of a pass/fail or rubric label on a pair.
+        const PAIR_NOT_LABEL: &str = "this item is a pair of outputs: say which is better (a, b, tie or both bad)";
+
+        pub(crate) const NOT_HELD: &str = "this item is not leased to you (it was labelled, skipped or \
             reassigned, or its lease expired); take the next item";
 
         /// A share-valued setting inside a transaction (the default when unset or unreadable).
@@ -290,6 +293,8 @@ macro_rules! annotation_sql {
                 );
                 select.push_bind(skill_list);
                 select.push(" LIKE '%,' || t.skill || ',%') AND NOT EXISTS (SELECT 1 FROM labels l WHERE l.task_id = t.id AND l.annotator_id = ");
+                select.push_bind(user_id.get());
+                select.push(") AND NOT EXISTS (SELECT 1 FROM preference_labels p WHERE p.task_id = t.id AND p.rater_id = ");
                 select.push_bind(user_id.get());
                 select.push(") AND NOT EXISTS (SELECT 1 FROM annotation_skips s WHERE s.task_id = t.id AND s.user_id = ");
                 select.push_bind(user_id.get());
@@ -445,15 +450,20 @@ macro_rules! annotation_sql {
                 tx.commit().await?;
                 return Ok(None);
             };
+            // A pair shows its left item's request and both outputs; an item, its own.
             let row = sqlx::query(
-                "SELECT w.id AS identity_id, i.input, i.target, g.output, t.rubric_id FROM annotation_tasks t \
-                 JOIN work_items w ON w.id = t.work_item_id \
+                "SELECT w.id AS identity_id, i.input, i.target, g.output, t.rubric_id, r.output AS right_output \
+                 FROM annotation_tasks t \
+                 LEFT JOIN preference_pairs p ON p.task_id = t.id \
+                 JOIN work_items w ON w.id = COALESCE(t.work_item_id, p.left_item_id) \
                  JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
-                 JOIN generations g ON g.work_item_id = w.id WHERE t.id = $1",
+                 JOIN generations g ON g.work_item_id = w.id \
+                 LEFT JOIN generations r ON r.work_item_id = p.right_item_id WHERE t.id = $1",
             )
             .bind(task_id)
             .fetch_one(&mut *tx)
             .await?;
+            let right_output: Option<String> = row.read("right_output")?;
             let rubric_id: Option<i64> = row.read("rubric_id")?;
             let rubric = match rubric_id {
                 Some(rubric_id) => Some(task_rubric(&mut tx, rubric_id).await?),
@@ -472,6 +482,10 @@ macro_rules! annotation_sql {
                 training,
                 shown: None,
                 rubric,
+                pair: right_output.map(|output| arbiter_domain::annotation::task::TaskPair {
+                    right_output: output,
+                    right_shown: None,
+                }),
             }))
         }
 
@@ -551,10 +565,14 @@ macro_rules! annotation_sql {
                 return Err(StoreError::Conflict(NOT_HELD.into()));
             };
             let task_id = TaskId(task_id);
-            let asked: Option<i64> = sqlx::query_scalar("SELECT rubric_id FROM annotation_tasks WHERE id = $1")
+            let (asked, kind): (Option<i64>, String) = sqlx::query_as("SELECT rubric_id, kind FROM annotation_tasks WHERE id = $1")
                 .bind(task_id.get())
                 .fetch_one(&mut *tx)
                 .await?;
+            if kind == "pair" {
+                tx.rollback().await?;
+                return Err(StoreError::Conflict(PAIR_NOT_LABEL.into()));
+            }
             if asked != rubric.map(|label| label.rubric_id) {
                 tx.rollback().await?;
                 return Err(StoreError::Conflict(match asked {
@@ -671,6 +689,20 @@ macro_rules! annotation_sql {
             }))
         }
 
+        /// Two columns: how often the rater in `rater` was right (labels a reviewer accepted,
+        /// gold answers right) and wrong (labels corrected or rejected, gold answers wrong), the
+        /// record adjudication weighs their labels by.
+        pub(crate) fn rater_record_sql(rater: &str) -> String {
+            format!(
+                "(SELECT COUNT(*) FROM label_reviews r JOIN labels m ON m.id = r.label_id \
+                  WHERE m.annotator_id = {rater} AND r.decision = 'accepted') \
+                 + (SELECT COUNT(*) FROM gold_answers a WHERE a.rater_id = {rater} AND a.correct), \
+                 (SELECT COUNT(*) FROM label_reviews r JOIN labels m ON m.id = r.label_id \
+                  WHERE m.annotator_id = {rater} AND r.decision <> 'accepted') \
+                 + (SELECT COUNT(*) FROM gold_answers a WHERE a.rater_id = {rater} AND NOT a.correct)"
+            )
+        }
+
         /// The item's final verdict from its standing labels (weighted by each rater's review
         /// record) or a reviewer's correction; an even split waits for a reviewer.
         async fn adjudicate_task(
@@ -678,18 +710,12 @@ macro_rules! annotation_sql {
             task_id: TaskId,
             now: i64,
         ) -> Result<(), sqlx::Error> {
-            let votes: Vec<(String, String, String, i64, i64, Option<String>)> = sqlx::query_as(
-                "SELECT u.username, l.verdict, l.rationale, \
-                        (SELECT COUNT(*) FROM label_reviews r JOIN labels m ON m.id = r.label_id \
-                         WHERE m.annotator_id = l.annotator_id AND r.decision = 'accepted') \
-                        + (SELECT COUNT(*) FROM gold_answers a WHERE a.rater_id = l.annotator_id AND a.correct), \
-                        (SELECT COUNT(*) FROM label_reviews r JOIN labels m ON m.id = r.label_id \
-                         WHERE m.annotator_id = l.annotator_id AND r.decision <> 'accepted') \
-                        + (SELECT COUNT(*) FROM gold_answers a WHERE a.rater_id = l.annotator_id AND NOT a.correct), \
-                        l.answers \
+            let votes: Vec<(String, String, String, i64, i64, Option<String>)> = sqlx::query_as(&format!(
+                "SELECT u.username, l.verdict, l.rationale, {}, l.answers \
                  FROM labels l JOIN users u ON u.id = l.annotator_id \
                  WHERE l.task_id = $1 AND l.state = 'standing' ORDER BY l.id",
-            )
+                rater_record_sql("l.annotator_id"),
+            ))
             .bind(task_id.get())
             .fetch_all(&mut **tx)
             .await?;
@@ -1444,10 +1470,15 @@ macro_rules! annotation_sql {
             let now = now_ms();
             let answer = if answer_pass { "pass" } else { "fail" };
             let mut tx = writer.begin_with($begin).await?;
-            let task: Option<i64> = sqlx::query_scalar("SELECT id FROM annotation_tasks WHERE id = $1")
+            let task: Option<String> = sqlx::query_scalar("SELECT kind FROM annotation_tasks WHERE id = $1")
                 .bind(task_id.get())
                 .fetch_optional(&mut *tx)
                 .await?;
+            if task.as_deref() == Some("pair") {
+                return Err(StoreError::Conflict(format!(
+                    "item {task_id} is a pair of outputs; gold items have a pass or fail answer"
+                )));
+            }
             if task.is_none() {
                 return Err(StoreError::NotFound(format!("no annotation item with id {task_id}")));
             }
@@ -1616,7 +1647,8 @@ macro_rules! annotation_sql {
         ) -> StoreResult<()> {
             use futures::TryStreamExt;
             // Queue names by run, read once: joining every open task to its run and eval
-            // would double the cost of the scan over a million tasks.
+            // would double the cost of the scan over a million tasks. A pair is in its
+            // runs' eval's queue.
             let queues: std::collections::HashMap<i64, String> = sqlx::query_as::<_, (i64, String)>(
                 "SELECT r.id, e.name FROM runs r JOIN evals e ON e.id = r.eval_id",
             )
@@ -1627,7 +1659,8 @@ macro_rules! annotation_sql {
             let mut rows = sqlx::query_as::<_, (i64, i64, i64, i64, Option<i64>, i64, Option<i64>)>(
                 "SELECT t.id, w.run_id, t.priority, t.created_at, t.due_at, t.labels_needed - t.labels_done, \
                         t.escalated_at \
-                 FROM annotation_tasks t JOIN work_items w ON w.id = t.work_item_id \
+                 FROM annotation_tasks t LEFT JOIN preference_pairs p ON p.task_id = t.id \
+                 JOIN work_items w ON w.id = COALESCE(t.work_item_id, p.left_item_id) \
                  WHERE t.state = 'open' ORDER BY t.priority DESC, t.due_at, t.id",
             )
             .fetch(pool);
@@ -1652,7 +1685,8 @@ macro_rules! annotation_sql {
             const HOUR: i64 = 3_600_000;
             let (hour, day, week): (i64, i64, i64) = sqlx::query_as(
                 "SELECT COUNT(*) FILTER (WHERE created_at >= $1), COUNT(*) FILTER (WHERE created_at >= $2), \
-                        COUNT(*) FROM labels WHERE created_at >= $3",
+                        COUNT(*) FROM (SELECT created_at FROM labels WHERE created_at >= $3 \
+                                       UNION ALL SELECT created_at FROM preference_labels WHERE created_at >= $3) answers",
             )
             .bind(now - HOUR)
             .bind(now - 24 * HOUR)
@@ -1666,7 +1700,12 @@ macro_rules! annotation_sql {
             .fetch_one(pool)
             .await?;
             let mut durations: Vec<i64> = sqlx::query_scalar(
-                "SELECT duration_ms FROM labels WHERE duration_ms IS NOT NULL ORDER BY id DESC LIMIT 1000",
+                "SELECT duration_ms FROM (\
+                   SELECT duration_ms, created_at FROM (SELECT duration_ms, created_at FROM labels \
+                     WHERE duration_ms IS NOT NULL ORDER BY id DESC LIMIT 1000) l \
+                   UNION ALL SELECT duration_ms, created_at FROM (SELECT duration_ms, created_at FROM preference_labels \
+                     WHERE duration_ms IS NOT NULL ORDER BY id DESC LIMIT 1000) p\
+                 ) answers ORDER BY created_at DESC LIMIT 1000",
             )
             .fetch_all(pool)
             .await?;

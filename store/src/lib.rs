@@ -12,6 +12,7 @@
 //! - [`grading`]: judges, triage policies, the grade cache, calibration data, costs;
 //! - [`annotation`]: the human queue (leases, labels, reviews, gold, raters, SLAs);
 //! - [`rubrics`]: rubrics raters answer and their guidelines, versioned;
+//! - [`preferences`]: pairs of two runs' answers sent to raters, and their preferences;
 //! - [`reports`]: tallies, snapshots, exports, diffs, promotion decisions, trends;
 //! - [`operations`]: settings, alerts, health figures, suites, webhooks, retention.
 //!
@@ -32,6 +33,7 @@ pub mod catalog;
 pub mod grading;
 pub mod operations;
 mod postgres;
+pub mod preferences;
 pub mod reports;
 pub mod rubrics;
 pub mod runs;
@@ -44,6 +46,7 @@ pub use catalog::CatalogStore;
 pub use grading::GradingStore;
 pub use operations::{DeliveryAttempt, DueDelivery, OperationsStore, RawPurge};
 pub use postgres::PostgresStore;
+pub use preferences::PreferenceStore;
 pub use reports::{ContaminationCounts, ExportRow, ReportStore, StoredSnapshot};
 pub use rubrics::RubricStore;
 pub use runs::{ManifestInputs, NewRun, RunStore};
@@ -105,6 +108,7 @@ pub trait Store:
     + GradingStore
     + AnnotationStore
     + RubricStore
+    + PreferenceStore
     + ReportStore
     + OperationsStore
     + Send
@@ -341,6 +345,10 @@ macro_rules! backend_sql {
         mod rubrics_sql {
             use super::$store;
             $crate::rubrics::rubrics_sql!($store, $db, $backend, $begin, $skip_locked);
+        }
+        mod preferences_sql {
+            use super::$store;
+            $crate::preferences::preferences_sql!($store, $db, $backend, $begin, $skip_locked);
         }
         mod reports_sql {
             use super::$store;

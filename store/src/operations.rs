@@ -1211,7 +1211,10 @@ macro_rules! operations_sql {
                          OR EXISTS (SELECT 1 FROM promotion_decisions d JOIN runs o \
                            ON o.id = CASE WHEN d.baseline_run_id = $1 THEN d.candidate_run_id ELSE d.baseline_run_id END \
                            WHERE (d.baseline_run_id = $1 OR d.candidate_run_id = $1) \
-                           AND (o.status <> 'completed' OR o.finished_at >= $2))",
+                           AND (o.status <> 'completed' OR o.finished_at >= $2)) \
+                         OR EXISTS (SELECT 1 FROM pair_requests q JOIN preference_pairs p ON p.request_id = q.id \
+                           JOIN annotation_tasks t ON t.id = p.task_id \
+                           WHERE (q.run_a = $1 OR q.run_b = $1) AND (t.state <> 'done' OR t.completed_at >= $2))",
                     )
                     .bind(run_id.get())
                     .bind(expired_before)
@@ -1259,6 +1262,34 @@ macro_rules! operations_sql {
                         return Ok(0);
                     }
                     let mut deleted = 0;
+                    // Pairs with one side in the run go with it (their other side stays): every
+                    // pair of the run's requests, as a request pairs the run with one other.
+                    let pair_tasks: Vec<i64> = sqlx::query_scalar(
+                        "SELECT p.task_id FROM preference_pairs p JOIN pair_requests q ON q.id = p.request_id \
+                         WHERE q.run_a = $1 OR q.run_b = $1",
+                    )
+                    .bind(run_id.get())
+                    .fetch_all(&mut *tx)
+                    .await?;
+                    for chunk in pair_tasks.chunks(500) {
+                        let ids: Vec<String> = chunk.iter().map(i64::to_string).collect();
+                        let ids = ids.join(", ");
+                        for table in ["preference_labels", "task_leases", "annotation_skips", "preference_pairs"] {
+                            deleted += sqlx::query(&format!("DELETE FROM {table} WHERE task_id IN ({ids})"))
+                                .execute(&mut *tx)
+                                .await?
+                                .rows_affected();
+                        }
+                        deleted += sqlx::query(&format!("DELETE FROM annotation_tasks WHERE id IN ({ids})"))
+                            .execute(&mut *tx)
+                            .await?
+                            .rows_affected();
+                    }
+                    deleted += sqlx::query("DELETE FROM pair_requests WHERE run_a = $1 OR run_b = $1")
+                        .bind(run_id.get())
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected();
                     for statement in &statements {
                         deleted += sqlx::query(statement).bind(run_id.get()).execute(&mut *tx).await?.rows_affected();
                     }

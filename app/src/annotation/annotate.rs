@@ -4,7 +4,8 @@
 //! (Escape leaves the text box), `v` raw or rendered texts, `?` every key. An item that asks a
 //! rubric has its own keys ([`RUBRIC_KEYS`]): digits pick a level of the focused dimension,
 //! arrows move between dimensions, Enter submits; its guidelines are shown beside the item,
-//! and the label records their version. The rater is blind:
+//! and the label records their version. A pair shows two outputs side by side as A and B
+//! ([`PAIR_KEYS`]): `a`, `b`, `t` (tie) or `x` (both bad). The rater is blind:
 //! no model, checkpoint or grader verdict is shown. Texts are rendered as people read them
 //! (markdown, code, conversations) from HTML the server sanitised. Gold items look like any
 //! other item; only a rater in training is told, and sees the right answer after each label.
@@ -12,6 +13,7 @@
 use crate::annotation::api::{
     next_task, SkipTask, SubmitLabel, SubmitRubricLabel, TaskView, TrainingFeedbackView,
 };
+use crate::annotation::preferences::SubmitPreference;
 #[cfg(feature = "hydrate")]
 use crate::annotation::rubric_form::{one_pick, pick, record, typed};
 use crate::annotation::rubric_form::{GuidelinesPanel, RubricForm};
@@ -152,6 +154,77 @@ pub(crate) static RUBRIC_KEYS: KeyMap<RubricKey> = KeyMap(&[
     },
 ]);
 
+/// What a key does on a pair of outputs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum PairKey {
+    A,
+    B,
+    Tie,
+    BothBad,
+    Skip,
+    Next,
+    Rationale,
+    Raw,
+    Help,
+}
+
+pub(crate) static PAIR_KEYS: KeyMap<PairKey> = KeyMap(&[
+    KeyBinding {
+        keys: &["a"],
+        action: PairKey::A,
+        does: "A is better",
+        in_legend: true,
+    },
+    KeyBinding {
+        keys: &["b"],
+        action: PairKey::B,
+        does: "B is better",
+        in_legend: true,
+    },
+    KeyBinding {
+        keys: &["t"],
+        action: PairKey::Tie,
+        does: "tie",
+        in_legend: true,
+    },
+    KeyBinding {
+        keys: &["x"],
+        action: PairKey::BothBad,
+        does: "both bad",
+        in_legend: true,
+    },
+    KeyBinding {
+        keys: &["s"],
+        action: PairKey::Skip,
+        does: "skip",
+        in_legend: true,
+    },
+    KeyBinding {
+        keys: &["n"],
+        action: PairKey::Next,
+        does: "next item",
+        in_legend: false,
+    },
+    KeyBinding {
+        keys: &["r"],
+        action: PairKey::Rationale,
+        does: "rationale (Esc to leave it)",
+        in_legend: true,
+    },
+    KeyBinding {
+        keys: &["v"],
+        action: PairKey::Raw,
+        does: "raw or rendered texts",
+        in_legend: false,
+    },
+    KeyBinding {
+        keys: &["?"],
+        action: PairKey::Help,
+        does: "all keys",
+        in_legend: true,
+    },
+]);
+
 /// The rubric on screen and the rater's answers so far.
 #[derive(Clone)]
 struct RubricState {
@@ -168,6 +241,9 @@ pub fn AnnotatePage() -> impl IntoView {
     let submit = ServerAction::<SubmitLabel>::new();
     let submit_rubric = ServerAction::<SubmitRubricLabel>::new();
     let skip = ServerAction::<SkipTask>::new();
+    let prefer = ServerAction::<SubmitPreference>::new();
+    // Set while the item on screen is a pair of outputs.
+    let pair = RwSignal::new(false);
     // Set while the item on screen asks a rubric.
     let rubric = RwSignal::new(None::<RubricState>);
     let answers = RwSignal::new(RubricAnswer::new());
@@ -195,6 +271,15 @@ pub fn AnnotatePage() -> impl IntoView {
                 answers: serde_json::to_string(&answers.get_untracked()).unwrap_or_default(),
                 rationale: rationale.get_untracked(),
                 guideline_version: state.guideline_version,
+            });
+        }
+    };
+    let choose = move |choice: &str| {
+        if let Some(handle) = current.get_untracked() {
+            prefer.dispatch(SubmitPreference {
+                handle,
+                choice: choice.to_string(),
+                rationale: rationale.get_untracked(),
             });
         }
     };
@@ -232,6 +317,11 @@ pub fn AnnotatePage() -> impl IntoView {
         }
     });
     Effect::new(move |_| {
+        if let Some(result) = prefer.value().get() {
+            after(result, "Preference saved.");
+        }
+    });
+    Effect::new(move |_| {
         if let Some(result) = skip.value().get() {
             after(result, "Skipped.");
         }
@@ -259,6 +349,21 @@ pub fn AnnotatePage() -> impl IntoView {
     };
     #[cfg(feature = "hydrate")]
     crate::components::keyboard_shortcuts(move |key, event| {
+        if pair.get_untracked() {
+            match PAIR_KEYS.action(key) {
+                Some(PairKey::A) => choose("a"),
+                Some(PairKey::B) => choose("b"),
+                Some(PairKey::Tie) => choose("tie"),
+                Some(PairKey::BothBad) => choose("both_bad"),
+                Some(PairKey::Skip) => skip_current(),
+                Some(PairKey::Next) => tick.update(|tick| *tick += 1),
+                Some(PairKey::Rationale) => focus_rationale(event),
+                Some(PairKey::Raw) => raw.update(|raw| *raw = !*raw),
+                Some(PairKey::Help) => help.update(|open| *open = !*open),
+                None => {}
+            }
+            return;
+        }
         if rubric.with_untracked(Option::is_some) {
             match RUBRIC_KEYS.action(key) {
                 Some(RubricKey::Pick) => {
@@ -319,7 +424,12 @@ pub fn AnnotatePage() -> impl IntoView {
 
     view! {
         <h1>"Annotate"</h1>
-        {move || if rubric.with(Option::is_some) {
+        {move || if pair.get() {
+            view! {
+                <KeyLegend legend=PAIR_KEYS.legend(true)/>
+                <CheatSheet legend=PAIR_KEYS.legend(false) open=help/>
+            }.into_any()
+        } else if rubric.with(Option::is_some) {
             view! {
                 <KeyLegend legend=RUBRIC_KEYS.legend(true)/>
                 <CheatSheet legend=RUBRIC_KEYS.legend(false) open=help/>
@@ -337,13 +447,23 @@ pub fn AnnotatePage() -> impl IntoView {
                 match task.await {
                     Ok(Some(TaskView { task, item_id, remaining })) => {
                         current.set(Some(task.handle.clone()));
+                        pair.set(task.pair.is_some());
                         answers.set(RubricAnswer::new());
                         focused.set(0);
                         rubric.set(task.rubric.as_ref().map(|asked| RubricState {
                             rubric: asked.version.rubric.clone(),
                             guideline_version: asked.guidelines.as_ref().map(|guidelines| guidelines.version),
                         }));
+                        let right = task.pair.as_ref().map(|pair| {
+                            pair.right_shown.clone().unwrap_or_else(|| arbiter_domain::annotation::shown::ShownText {
+                                raw: pair.right_output.clone(),
+                                html: String::new(),
+                            })
+                        });
                         let questions = match task.rubric.clone() {
+                            _ if task.pair.is_some() => view! {
+                                <p>"Which output answers the question better? Judge the answers, not their position."</p>
+                            }.into_any(),
                             Some(asked) => view! {
                                 <GuidelinesPanel rubric=asked.clone()/>
                                 <div class="rubric" data-testid="rubric-form" data-rubric=asked.version.name.clone()>
@@ -352,7 +472,14 @@ pub fn AnnotatePage() -> impl IntoView {
                             }.into_any(),
                             None => view! { <p>"Is the model's final answer correct?"</p> }.into_any(),
                         };
-                        let buttons = if task.rubric.is_some() {
+                        let buttons = if task.pair.is_some() {
+                            view! {
+                                <button class="pass" on:click=move |_| choose("a")>"A is better " <kbd>"a"</kbd></button>
+                                <button class="pass" on:click=move |_| choose("b")>"B is better " <kbd>"b"</kbd></button>
+                                <button class="secondary" on:click=move |_| choose("tie")>"Tie " <kbd>"t"</kbd></button>
+                                <button class="fail" on:click=move |_| choose("both_bad")>"Both bad " <kbd>"x"</kbd></button>
+                            }.into_any()
+                        } else if task.rubric.is_some() {
                             view! {
                                 <button class="pass" on:click=move |_| submit_answers()>"Submit " <kbd>"Enter"</kbd></button>
                             }.into_any()
@@ -378,7 +505,7 @@ pub fn AnnotatePage() -> impl IntoView {
                                 <RawToggle raw/>
                                 <ShownItemView
                                     shown=task.shown.unwrap_or_else(|| plain_item(&task.input, &task.target, &task.output))
-                                    images=task.images raw/>
+                                    images=task.images raw right/>
                                 {questions}
                                 <label>
                                     "Rationale (optional)"
@@ -395,6 +522,7 @@ pub fn AnnotatePage() -> impl IntoView {
                     }
                     Ok(None) => {
                         current.set(None);
+                        pair.set(false);
                         rubric.set(None);
                         view! {
                             <section class="card" data-testid="queue-empty">
@@ -453,5 +581,6 @@ mod tests {
     fn no_key_is_bound_twice() {
         assert!(super::KEYS.clashes().is_empty());
         assert!(super::RUBRIC_KEYS.clashes().is_empty());
+        assert!(super::PAIR_KEYS.clashes().is_empty());
     }
 }

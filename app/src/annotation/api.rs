@@ -130,7 +130,9 @@ pub async fn set_quality_threshold(threshold: String) -> Result<(), ServerFnErro
 }
 
 #[cfg(feature = "ssr")]
-fn statistic_view(agreement: &arbiter_domain::annotation::agreement::Agreement) -> StatisticView {
+pub(crate) fn statistic_view(
+    agreement: &arbiter_domain::annotation::agreement::Agreement,
+) -> StatisticView {
     use arbiter_domain::annotation::agreement::Statistic;
     StatisticView {
         value: agreement.statistic.value(),

@@ -4,6 +4,7 @@
 pub(crate) mod annotate;
 pub mod api;
 pub(crate) mod feedback;
+pub mod preferences;
 pub(crate) mod queue;
 pub(crate) mod raters;
 pub(crate) mod review;
@@ -12,6 +13,7 @@ pub(crate) mod rubrics;
 
 pub use annotate::AnnotatePage;
 pub use feedback::FeedbackPage;
+pub use preferences::PreferencesPage;
 pub use queue::QueuePage;
 pub use raters::RatersPage;
 pub use review::ReviewPage;

@@ -3,6 +3,7 @@
 //! diff — changed items, regressions first, filterable, each opening both outputs side by side
 //! with grades, human labels and the first diverging token.
 
+use crate::annotation::preferences::SendPairsForm;
 use crate::components::{ActionError, ErrorNote};
 use crate::reports::api::{
     compare_checkpoints, diff_divergence, diff_page, promotion_decisions, CandidateView,
@@ -120,7 +121,7 @@ pub fn ComparePage() -> impl IntoView {
                             />
                         })}
                         {summary.candidates.into_iter().map(|candidate| view! {
-                            <PairedSection candidate correction=summary.correction.clone()/>
+                            <PairedSection baseline=summary.baseline.run_id candidate correction=summary.correction.clone()/>
                         }).collect_view()}
                         <p class="hint">"Summary computed in " {summary.elapsed_ms} " ms."</p>
                     }.into_any(),
@@ -321,11 +322,12 @@ fn PromotionSection(baseline: ReportView, candidate: ReportView) -> impl IntoVie
 }
 
 #[component]
-fn PairedSection(candidate: CandidateView, correction: String) -> impl IntoView {
+fn PairedSection(baseline: RunId, candidate: CandidateView, correction: String) -> impl IntoView {
     let overall = candidate.overall.clone();
     view! {
         <section class="card">
             <h2>"Baseline → " {candidate.report.checkpoint_name.clone()}</h2>
+            <SendPairsForm baseline candidate=candidate.report.run_id/>
             <p>
                 {overall.shared} " shared items; "
                 <strong data-testid="pass-to-fail">{overall.pass_to_fail}</strong> " pass→fail, "

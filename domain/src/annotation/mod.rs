@@ -8,6 +8,7 @@ pub mod agreement;
 pub mod consensus;
 pub mod gold;
 pub mod pool;
+pub mod preference;
 pub mod review;
 pub mod rubric;
 pub mod shown;

@@ -70,6 +70,19 @@ pub struct AnnotationTask {
     /// The rubric the rater answers (`None`: pass or fail), with its guidelines.
     #[serde(default)]
     pub rubric: Option<TaskRubric>,
+    /// Set when the item is a pair: `output` is shown on the left as A, this on the right as B,
+    /// and the rater says which is better.
+    #[serde(default)]
+    pub pair: Option<TaskPair>,
+}
+
+/// The right-hand output of a pair (B).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskPair {
+    pub right_output: String,
+    /// Rendered for reading (filled by the engine).
+    #[serde(default)]
+    pub right_shown: Option<crate::annotation::shown::ShownText>,
 }
 
 /// The rubric an item asks, as its rater sees it.

@@ -15,6 +15,7 @@ mod imports;
 mod instructions;
 mod likelihood;
 mod ops_story;
+mod preference_story;
 mod quality_story;
 mod rolling;
 mod rubric_story;

@@ -13,6 +13,7 @@
 //! - [`sandbox`]: code tests through the sandbox pool;
 //! - [`likelihood`]: multiple choice scored by likelihood;
 //! - [`contamination`]: indexing a corpus's 13-grams and checking items against it;
+//! - [`preferences`]: the preference report (Bradley–Terry with bootstrap) over many pairs;
 //! - [`support`]: what they share (the simulator process, scratch databases, fixtures,
 //!   memory and CPU readings, percentiles).
 
@@ -23,6 +24,7 @@ pub mod instructions;
 pub mod likelihood;
 pub mod login_burst;
 pub mod pipeline;
+pub mod preferences;
 pub mod sandbox;
 pub mod soak;
 pub mod structured;
@@ -88,6 +90,9 @@ pub enum Scenario {
     /// `--items` (default 200,000) answers checked against IFEval instructions, strictly and
     /// loosely: answers and instructions per second on one core.
     Instructions,
+    /// The preference report over `--items` (default 100,000) labelled pairs among 20
+    /// checkpoints: Bradley–Terry ratings with bootstrap intervals, win rates, position bias.
+    BradleyTerry,
 }
 
 /// Options of the `endpoint` scenario.
@@ -163,6 +168,10 @@ pub async fn run(
         Scenario::Instructions => crate::bench::instructions::run(items.unwrap_or(200_000)),
         Scenario::Agreement => {
             agreement(items.unwrap_or(1_000_000));
+            Ok(())
+        }
+        Scenario::BradleyTerry => {
+            crate::bench::preferences::run(items.unwrap_or(100_000));
             Ok(())
         }
         Scenario::All => {

@@ -321,6 +321,23 @@ const SERVER_FUNCTIONS: &[(&str, Args, Allowed)] = &[
     ),
     ("own_labels", &[], Allowed::Annotators),
     (
+        "submit_preference",
+        &[("handle", "0"), ("choice", "a")],
+        Allowed::Annotators,
+    ),
+    (
+        "send_pairs",
+        &[
+            ("run_a", "1"),
+            ("run_b", "2"),
+            ("selection", "random"),
+            ("pairs", "1"),
+            ("raters", "1"),
+        ],
+        Allowed::Researchers,
+    ),
+    ("preferences_page", &[], Allowed::Researchers),
+    (
         "edit_label",
         &[("label_id", "999999"), ("verdict", "pass")],
         Allowed::Annotators,

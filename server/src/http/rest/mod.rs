@@ -8,6 +8,7 @@
 
 mod auth;
 mod openapi;
+mod preferences;
 mod resources;
 mod runs;
 
@@ -178,6 +179,8 @@ pub fn routes(state: AppState) -> Router {
         .route("/runs/{id}/agreement", get(runs::run_agreement))
         .route("/runs/{id}/{action}", post(runs::change_run_state))
         .route("/compare", get(runs::compare))
+        .route("/pairs", post(preferences::send_pairs))
+        .route("/preferences", get(preferences::preferences))
         .fallback(|| async {
             ApiError::new(
                 StatusCode::NOT_FOUND,

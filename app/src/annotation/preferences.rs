@@ -1,0 +1,300 @@
+//! Side-by-side preference: the form that sends pairs from the Compare page, the server
+//! functions behind it and behind a rater's answer, and the Preferences page (Bradley–Terry
+//! ratings, win rates, position bias and agreement per eval, and the requests sent).
+
+use crate::components::{ActionError, ErrorNote};
+use crate::format::format_time;
+use arbiter_domain::annotation::preference::{PairRequestSummary, PositionBias, PreferenceReport};
+use arbiter_domain::annotation::task::ClaimHandle;
+use arbiter_domain::ids::RunId;
+use arbiter_domain::stats::Interval;
+use leptos::prelude::*;
+use serde::{Deserialize, Serialize};
+#[cfg(feature = "ssr")]
+use {
+    crate::guard::{require, service_error},
+    arbiter_domain::accounts::Permission,
+};
+
+/// One eval's preference report with the names its indices stand for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EvalPreferencesView {
+    pub eval_name: String,
+    pub checkpoints: Vec<String>,
+    pub raters: Vec<(u64, String)>,
+    pub report: PreferenceReport,
+    /// Krippendorff's alpha (nominal) between raters of the same pair, or why there is none.
+    pub agreement: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PreferencesPageData {
+    pub requests: Vec<PairRequestSummary>,
+    pub evals: Vec<EvalPreferencesView>,
+}
+
+/// Sends pairs of run A's and run B's answers to raters (researchers: whoever launches runs).
+#[server(endpoint = "send_pairs")]
+pub async fn send_pairs(
+    run_a: RunId,
+    run_b: RunId,
+    selection: String,
+    pairs: String,
+    raters: String,
+    #[server(default)] note: String,
+) -> Result<PairRequestSummary, ServerFnError> {
+    let (state, user) = require(Permission::ManageEvals).await?;
+    let form = arbiter_engine::preferences::PairRequestForm {
+        run_a,
+        run_b,
+        selection,
+        pairs,
+        raters,
+        note,
+    };
+    arbiter_engine::preferences::send_pairs(state.store.as_ref(), &form, &user)
+        .await
+        .map_err(service_error)
+}
+
+/// A rater's answer on the pair they hold: `a`, `b`, `tie` or `both_bad`.
+#[server(endpoint = "submit_preference")]
+pub async fn submit_preference(
+    handle: ClaimHandle,
+    choice: String,
+    #[server(default)] rationale: String,
+) -> Result<(), ServerFnError> {
+    let (state, user) = require(Permission::Annotate).await?;
+    arbiter_engine::preferences::submit_preference(
+        state.store.as_ref(),
+        &handle,
+        user.id,
+        &choice,
+        &rationale,
+    )
+    .await
+    .map_err(service_error)
+}
+
+#[server(endpoint = "preferences_page")]
+pub async fn preferences_page() -> Result<PreferencesPageData, ServerFnError> {
+    let (state, _) = require(Permission::ViewResults).await?;
+    let store = state.store.as_ref();
+    let requests = store
+        .pair_requests(100)
+        .await
+        .map_err(crate::guard::store_error)?;
+    let evals = arbiter_engine::preferences::preference_reports(store, None)
+        .await
+        .map_err(service_error)?;
+    Ok(PreferencesPageData {
+        requests,
+        evals: evals
+            .into_iter()
+            .map(|eval| EvalPreferencesView {
+                agreement: crate::annotation::api::statistic_text(
+                    &crate::annotation::api::statistic_view(&eval.agreement),
+                ),
+                eval_name: eval.eval_name,
+                checkpoints: eval.checkpoints,
+                raters: eval.raters,
+                report: eval.report,
+            })
+            .collect(),
+    })
+}
+
+/// The Compare page's form: pairs of the baseline's and this candidate's answers, to raters.
+#[component]
+pub fn SendPairsForm(baseline: RunId, candidate: RunId) -> impl IntoView {
+    let send = ServerAction::<SendPairs>::new();
+    view! {
+        <details class="send-pairs" data-testid=format!("send-pairs-{candidate}")>
+            <summary>"Send pairs to raters"</summary>
+            <p class="hint">
+                "Raters see the input and the two answers as A and B, sides drawn at random per pair, and say which is better. "
+                "Results are on the " <a href="/preferences">"Preferences"</a> " page."
+            </p>
+            <ActionForm action=send attr:class="row">
+                <input type="hidden" name="run_a" value=baseline.to_string()/>
+                <input type="hidden" name="run_b" value=candidate.to_string()/>
+                <label>"Which cases"
+                    <select name="selection">
+                        <option value="differ">"verdicts differ"</option>
+                        <option value="unsure">"a judge was unsure"</option>
+                        <option value="random">"a random sample"</option>
+                    </select>
+                </label>
+                <label>"Pairs" <input name="pairs" value="50" size="5"/></label>
+                <label>"Raters per pair" <input name="raters" value="1" size="2"/></label>
+                <label>"Note" <input name="note" maxlength="1000"/></label>
+                <button type="submit">"Send pairs"</button>
+            </ActionForm>
+            <ActionError value=send.value()/>
+            {move || send.value().get().and_then(Result::ok).map(|sent| view! {
+                <p class="notice" role="status" data-testid="pairs-sent">
+                    "Sent " {sent.pairs} " pairs (request " {sent.id} ")."
+                </p>
+            })}
+        </details>
+    }
+}
+
+#[component]
+pub fn PreferencesPage() -> impl IntoView {
+    let page = Resource::new(|| (), |_| preferences_page());
+    view! {
+        <h1>"Preferences"</h1>
+        <p class="hint">
+            "Raters' side-by-side choices between checkpoints, sent from the Compare page. Ratings are Bradley–Terry strengths on "
+            "the Elo scale (400 points is 10 to 1 odds; ties count half), with 95% bootstrap intervals over pairs. "
+            "Sides are drawn at random, so a rater without position bias picks the left side (A) about half the time."
+        </p>
+        <Transition fallback=|| view! { <p>"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match page.await {
+                    Ok(data) => view! {
+                        {if data.evals.is_empty() {
+                            view! { <p class="notice" data-testid="no-preferences">"No pair has a label yet."</p> }.into_any()
+                        } else {
+                            data.evals.into_iter().map(|eval| view! { <EvalPreferencesCard eval/> }).collect_view().into_any()
+                        }}
+                        <RequestsTable requests=data.requests/>
+                    }.into_any(),
+                    Err(error) => view! { <ErrorNote error/> }.into_any(),
+                }
+            })}
+        </Transition>
+    }
+}
+
+fn interval_text(interval: Option<Interval>, scale: f64, decimals: usize) -> String {
+    interval
+        .map(|i| {
+            format!(
+                "{:.*} – {:.*}",
+                decimals,
+                i.lower * scale,
+                decimals,
+                i.upper * scale
+            )
+        })
+        .unwrap_or_else(|| "—".to_string())
+}
+
+fn share(rate: Option<f64>) -> String {
+    rate.map(|rate| format!("{:.1}%", rate * 100.0))
+        .unwrap_or_else(|| "—".to_string())
+}
+
+#[component]
+fn EvalPreferencesCard(eval: EvalPreferencesView) -> impl IntoView {
+    let EvalPreferencesView {
+        eval_name,
+        checkpoints,
+        raters,
+        report,
+        agreement,
+    } = eval;
+    let name = move |index: usize| checkpoints.get(index).cloned().unwrap_or_default();
+    let rater_name = move |bias: &PositionBias| match bias.rater {
+        Some(id) => raters
+            .iter()
+            .find(|(known, _)| *known == id)
+            .map(|(_, name)| name.clone())
+            .unwrap_or_default(),
+        None => "everyone".to_string(),
+    };
+    let overall = report.position_bias.clone();
+    view! {
+        <section class="card" data-testid="preference-report">
+            <h2>{eval_name}</h2>
+            <p>{report.pairs} " pairs, " {report.labels} " labels; agreement between raters of a pair: " {agreement} "."</p>
+            <h3>"Bradley–Terry ratings"</h3>
+            <table data-testid="ratings">
+                <thead><tr><th>"Checkpoint"</th><th>"Rating"</th><th>"95% interval"</th><th>"Labels"</th></tr></thead>
+                <tbody>
+                    {report.ratings.iter().map(|rating| view! {
+                        <tr data-testid="rating-row">
+                            <td>{name(rating.contestant)}</td>
+                            <td><strong>{format!("{:.0}", rating.rating)}</strong></td>
+                            <td>{interval_text(rating.interval, 1.0, 0)}</td>
+                            <td>{rating.labels}</td>
+                        </tr>
+                    }).collect_view()}
+                </tbody>
+            </table>
+            <h3>"Win rates"</h3>
+            <table data-testid="win-rates">
+                <thead><tr>
+                    <th>"Checkpoint"</th><th>"against"</th><th>"wins"</th><th>"losses"</th><th>"ties"</th><th>"both bad"</th>
+                    <th>"win rate (decisive)"</th><th>"95% interval"</th>
+                </tr></thead>
+                <tbody>
+                    {report.win_rates.iter().map(|rate| view! {
+                        <tr>
+                            <td>{name(rate.first)}</td><td>{name(rate.second)}</td>
+                            <td>{rate.first_wins}</td><td>{rate.second_wins}</td><td>{rate.ties}</td><td>{rate.both_bad}</td>
+                            <td><strong>{share(rate.rate)}</strong></td>
+                            <td>{interval_text(rate.interval, 100.0, 1)}</td>
+                        </tr>
+                    }).collect_view()}
+                </tbody>
+            </table>
+            <h3>"Position bias"</h3>
+            <table data-testid="position-bias">
+                <thead><tr><th>"Rater"</th><th>"left (A) wins"</th><th>"decisive labels"</th><th>"left share"</th><th>"95% interval"</th></tr></thead>
+                <tbody>
+                    {std::iter::once(overall).chain(report.position_bias_by_rater.iter().cloned()).map(|bias| view! {
+                        <tr>
+                            <td>{rater_name(&bias)}</td>
+                            <td>{bias.left_wins}</td><td>{bias.decisive}</td>
+                            <td>{share(bias.rate)}</td>
+                            <td>{interval_text(bias.interval, 100.0, 1)}</td>
+                        </tr>
+                    }).collect_view()}
+                </tbody>
+            </table>
+            <p class="hint">"Intervals from " {report.resamples} " bootstrap resamples of pairs."</p>
+        </section>
+    }
+}
+
+#[component]
+fn RequestsTable(requests: Vec<PairRequestSummary>) -> impl IntoView {
+    view! {
+        <section class="card">
+            <h2>"Pairs sent"</h2>
+            {if requests.is_empty() {
+                view! { <p class="hint">"None yet: send pairs from the Compare page."</p> }.into_any()
+            } else {
+                view! {
+                    <table data-testid="pair-requests">
+                        <thead><tr>
+                            <th>"#"</th><th>"Eval"</th><th>"A"</th><th>"B"</th><th>"Cases"</th><th>"Pairs"</th>
+                            <th>"Raters each"</th><th>"Done"</th><th>"Labels"</th><th>"By"</th><th>"When"</th><th>"Note"</th>
+                        </tr></thead>
+                        <tbody>
+                            {requests.into_iter().map(|request| view! {
+                                <tr>
+                                    <td>{request.id}</td>
+                                    <td>{request.eval_name}</td>
+                                    <td><a href=format!("/runs/{}", request.run_a)>{request.checkpoint_a}</a></td>
+                                    <td><a href=format!("/runs/{}", request.run_b)>{request.checkpoint_b}</a></td>
+                                    <td>{request.selection}</td>
+                                    <td>{request.pairs}</td>
+                                    <td>{request.labels_needed}</td>
+                                    <td>{request.pairs_done}</td>
+                                    <td>{request.labels}</td>
+                                    <td>{request.requested_by}</td>
+                                    <td>{format_time(request.created_at)}</td>
+                                    <td>{request.note}</td>
+                                </tr>
+                            }).collect_view()}
+                        </tbody>
+                    </table>
+                }.into_any()
+            }}
+        </section>
+    }
+}

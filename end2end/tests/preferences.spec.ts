@@ -1,0 +1,95 @@
+// Side-by-side preference: a researcher sends pairs of two checkpoints' answers from the Compare
+// page, a rater answers them with the keyboard (a, b, t), and the researcher reads the
+// Bradley–Terry ratings, win rates and position bias.
+import { expect, login, openSessionAs, submitLogin, test, uniqueName, waitForHydration, waitForRunToFinish } from './helpers';
+import type { Page } from '@playwright/test';
+
+/** Skips single items until a pair is on screen (other specs' items may be ahead of it). */
+async function nextPair(rater: Page) {
+  const task = rater.getByTestId('task');
+  const right = rater.getByTestId('task-output-b');
+  for (let attempt = 0; attempt < 40 && (await right.count()) === 0; attempt++) {
+    const before = await task.getAttribute('data-claim');
+    await rater.keyboard.press('s');
+    await expect(task).not.toHaveAttribute('data-claim', before!);
+  }
+  await expect(right).toBeVisible();
+  await expect(rater.getByTestId('task-output')).toBeVisible();
+}
+
+test('a researcher sends pairs from Compare, a rater answers with keys, and the ratings are read', async ({ page, browser, browserLog }) => {
+  // A lead invites a rater of this test's own, so its skips touch no other spec's queue.
+  await login(page, 'lead');
+  await page.goto('/raters');
+  await waitForHydration(page);
+  const judge = uniqueName('judge');
+  await page.getByText('Invite a rater').click();
+  await page.getByLabel('Username').fill(judge);
+  await page.getByLabel('Start with training items').uncheck();
+  await page.getByRole('button', { name: 'Invite' }).click();
+  const password = (await page.getByTestId('invited-password').textContent())!;
+
+  // The researcher: a bad number is refused with the reason, then three random pairs.
+  const researcher = await openSessionAs(browser, 'researcher', browserLog);
+  for (const runId of [1, 2]) expect(await waitForRunToFinish(researcher.page, runId)).toBe('completed');
+  await researcher.page.goto('/compare?baseline=1&candidate=2');
+  await waitForHydration(researcher.page);
+  const form = researcher.page.getByTestId('send-pairs-2');
+  await form.getByText('Send pairs to raters').click();
+  await form.getByLabel('Which cases').selectOption('random');
+  await form.getByLabel('Pairs').fill('0');
+  await form.getByRole('button', { name: 'Send pairs' }).click();
+  await expect(form.getByRole('alert')).toContainText('from 1 to 5000');
+  await form.getByLabel('Pairs').fill('3');
+  await form.getByLabel('Note').fill('tone check');
+  await form.getByRole('button', { name: 'Send pairs' }).click();
+  await expect(form.getByTestId('pairs-sent')).toContainText('Sent 3 pairs');
+
+  // The rater sets their own password, then answers three pairs from the keyboard.
+  const context = await browser.newContext();
+  const rater = await context.newPage();
+  await browserLog.watch(rater);
+  await submitLogin(rater, judge, password);
+  await expect(rater).toHaveURL(/\/account\/password$/);
+  await rater.getByLabel('Current password').fill(password);
+  await rater.getByLabel(/^New password \(/).fill('judge-own-password');
+  await rater.getByLabel('New password again').fill('judge-own-password');
+  await rater.getByRole('button', { name: 'Change password' }).click();
+  await expect(rater.getByTestId('password-changed')).toBeVisible();
+  await rater.goto('/annotate');
+  await expect(rater.getByTestId('task')).toBeVisible();
+  await waitForHydration(rater);
+  for (const key of ['a', 'b', 't']) {
+    await nextPair(rater);
+    // Blind: two outputs as A and B, no checkpoint named, the pair's own keys in the legend.
+    await expect(rater.getByRole('heading', { name: 'Output A' })).toBeVisible();
+    await expect(rater.getByRole('heading', { name: 'Output B' })).toBeVisible();
+    await expect(rater.getByTestId('task')).not.toContainText('ckpt-');
+    await expect(rater.getByTestId('key-legend')).toContainText('A is better');
+    const claim = await rater.getByTestId('task').getAttribute('data-claim');
+    await rater.keyboard.press(key);
+    await expect(rater.getByTestId('notice')).toHaveText('Preference saved.');
+    await expect(rater.getByTestId('task').or(rater.getByTestId('queue-empty'))).toBeVisible();
+    if ((await rater.getByTestId('task').count()) > 0) {
+      await expect(rater.getByTestId('task')).not.toHaveAttribute('data-claim', claim!);
+    }
+  }
+  await context.close();
+
+  // The researcher reads the ratings of both checkpoints and the position bias.
+  await researcher.page.goto('/preferences');
+  const report = researcher.page.getByTestId('preference-report').filter({ hasText: 'qa-basic exact match' });
+  await expect(report).toBeVisible();
+  const ratings = report.getByTestId('ratings').getByTestId('rating-row');
+  await expect(ratings).toHaveCount(2);
+  await expect(ratings.filter({ hasText: 'simulator/ckpt-a' })).toHaveCount(1);
+  await expect(ratings.filter({ hasText: 'simulator/ckpt-b' })).toHaveCount(1);
+  await expect(ratings.first()).toContainText(/\d{3,4}\s*\d{3,4} – \d{3,4}/);
+  const everyone = report.getByTestId('position-bias').locator('tbody tr').first();
+  await expect(everyone).toContainText('everyone');
+  await expect(report.getByTestId('position-bias')).toContainText(judge);
+  await expect(report.getByTestId('win-rates').locator('tbody tr')).toHaveCount(1);
+  const requests = researcher.page.getByTestId('pair-requests');
+  await expect(requests.locator('tbody tr').filter({ hasText: 'tone check' }).first()).toContainText('random');
+  await researcher.close();
+});

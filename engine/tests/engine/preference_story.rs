@@ -1,0 +1,310 @@
+//! Story tests for side-by-side preference, on both backends: a researcher sends pairs of two
+//! checkpoints' answers (verdicts that differ, then a random sample of the rest), each pair's
+//! sides are drawn and recorded as shown, raters racing for pairs give each exactly the labels
+//! it needs, and the report reads the labels back by checkpoint.
+
+use arbiter_domain::accounts::Role;
+use arbiter_domain::annotation::gold::GOLD_RATE_SETTING;
+use arbiter_domain::annotation::preference::Preference;
+use arbiter_domain::ids::{IdentityId, RunId, UserId};
+use arbiter_domain::run::Priority;
+use arbiter_engine::error::ServiceError;
+use arbiter_engine::preferences::{preference_reports, send_pairs, PairRequestForm};
+use arbiter_store::{Store, StoreError};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arbiter_testkit::fixtures::*;
+use arbiter_testkit::stories;
+
+stories!(pairs_are_drawn_recorded_shared_exactly_and_reported,);
+
+const CASES: usize = 12;
+
+/// One eval over `CASES` questions, run on two checkpoints: `base` answers every case right,
+/// `tuned` the even ones only, so their verdicts differ on six cases.
+async fn two_checkpoints(store: &dyn Store) -> (RunId, RunId) {
+    let dataset: String = (0..CASES)
+        .map(|i| {
+            format!(
+                "{{\"id\": \"q{i}\", \"input\": \"What is {i} plus 1?\", \"target\": \"{}\"}}\n",
+                i + 1
+            )
+        })
+        .collect();
+    let revision = arbiter_engine::catalog::upload_dataset(
+        store,
+        "sums",
+        "sums.jsonl",
+        dataset.as_bytes(),
+        None,
+    )
+    .await
+    .unwrap();
+    let eval = arbiter_engine::catalog::define_eval(
+        store,
+        &eval_form("sums", revision.dataset_id, 1),
+        None,
+    )
+    .await
+    .unwrap();
+    let mut runs = Vec::new();
+    for name in ["base", "tuned"] {
+        let checkpoint =
+            arbiter_engine::catalog::register_simple_checkpoint(store, name, ENDPOINT, name, None)
+                .await
+                .unwrap();
+        let launched = arbiter_engine::runs::launch_run(
+            store,
+            eval,
+            checkpoint,
+            Priority::Scheduled,
+            "default",
+            None,
+        )
+        .await
+        .unwrap();
+        runs.push(launched.run_id);
+    }
+    let ids: Vec<IdentityId> = store
+        .claim_work("worker", 100, LONG_LEASE_MS)
+        .await
+        .unwrap();
+    assert_eq!(ids.len(), 2 * CASES);
+    for id in ids {
+        let job = store.load_identity(id).await.unwrap();
+        let case: usize = job.case_id[1..].parse().unwrap();
+        let answer = if job.run_id == runs[0] || case.is_multiple_of(2) {
+            Reply::Correct
+        } else {
+            Reply::Wrong
+        };
+        assert!(reply(store, id, answer).await);
+    }
+    (runs[0], runs[1])
+}
+
+fn form(run_a: RunId, run_b: RunId, selection: &str, pairs: &str, raters: &str) -> PairRequestForm {
+    PairRequestForm {
+        run_a,
+        run_b,
+        selection: selection.into(),
+        pairs: pairs.into(),
+        raters: raters.into(),
+        note: String::new(),
+    }
+}
+
+async fn pairs_are_drawn_recorded_shared_exactly_and_reported(store: Arc<dyn Store>) {
+    let (base, tuned) = two_checkpoints(&*store).await;
+    store.set_setting(GOLD_RATE_SETTING, "0").await.unwrap();
+    let researcher = store
+        .create_user("rita", &stand_in_hash("rita"), Role::Researcher)
+        .await
+        .unwrap();
+    let researcher = &store.get_user(researcher).await.unwrap().unwrap();
+
+    // Bad requests say what is wrong and queue nothing.
+    for (bad, says) in [
+        (form(base, tuned, "all", "5", "1"), "`all`"),
+        (form(base, tuned, "differ", "0", "1"), "from 1 to 5000"),
+        (form(base, tuned, "differ", "5", "9"), "from 1 to 5"),
+        (form(base, base, "differ", "5", "1"), "two different runs"),
+    ] {
+        match send_pairs(&*store, &bad, researcher).await {
+            Err(ServiceError::Invalid(message)) => assert!(message.contains(says), "{message}"),
+            other => panic!("{bad:?} gave {other:?}"),
+        }
+    }
+    assert!(matches!(
+        send_pairs(
+            &*store,
+            &form(base, RunId(999), "random", "5", "1"),
+            researcher
+        )
+        .await,
+        Err(ServiceError::NotFound(_))
+    ));
+    assert!(store.pair_requests(10).await.unwrap().is_empty());
+
+    // The six cases whose verdicts differ, however many are asked for; twice the raters each.
+    let differ = send_pairs(
+        &*store,
+        &form(base, tuned, "differ", "100", "2"),
+        researcher,
+    )
+    .await
+    .unwrap();
+    assert_eq!((differ.pairs, differ.labels_needed), (6, 2));
+    assert_eq!(
+        (differ.checkpoint_a.as_str(), differ.checkpoint_b.as_str()),
+        ("base", "tuned")
+    );
+    // Asked again, nothing qualifies: those cases are paired already.
+    match send_pairs(
+        &*store,
+        &form(base, tuned, "differ", "100", "2"),
+        researcher,
+    )
+    .await
+    {
+        Err(ServiceError::Conflict(message)) => {
+            assert!(message.contains("paired already"), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // A random sample of three of the other six, one rater each.
+    let sample = send_pairs(&*store, &form(tuned, base, "random", "3", "1"), researcher)
+        .await
+        .unwrap();
+    assert_eq!(sample.pairs, 3);
+    assert_eq!(store.pair_requests(10).await.unwrap().len(), 2);
+
+    // Six raters race for the pairs until the queue is empty.
+    let mut raters: Vec<UserId> = Vec::new();
+    for i in 0..6 {
+        let name = format!("rater{i}");
+        raters.push(
+            store
+                .create_user(&name, &stand_in_hash(&name), Role::Annotator)
+                .await
+                .unwrap(),
+        );
+    }
+    let mut handles = Vec::new();
+    for (index, &rater) in raters.iter().enumerate() {
+        let store = store.clone();
+        handles.push(tokio::spawn(async move {
+            let mut answered = Vec::new();
+            let mut round = 0;
+            while let Some(task) = store
+                .next_annotation_task(rater, LONG_LEASE_MS)
+                .await
+                .unwrap()
+            {
+                let pair = task.pair.clone().expect("only pairs are queued");
+                // Where the outputs differ, base's (always right) tells the sides apart.
+                let base_left =
+                    (task.output != pair.right_output).then(|| task.output.contains("Let me see"));
+                // A pass or fail label is refused on a pair.
+                assert!(matches!(
+                    store.submit_label(&task.handle, rater, true, "").await,
+                    Err(StoreError::Conflict(message)) if message.contains("pair")
+                ));
+                let choice = [Preference::A, Preference::B, Preference::Tie][(index + round) % 3];
+                store
+                    .submit_preference(&task.handle, rater, choice, "reasons")
+                    .await
+                    .unwrap();
+                answered.push((task.task_id.get(), rater, base_left));
+                round += 1;
+            }
+            answered
+        }));
+    }
+    let mut answered: Vec<(i64, UserId, Option<bool>)> = Vec::new();
+    for handle in handles {
+        answered.extend(handle.await.unwrap());
+    }
+    // Exactly the labels each pair needs, from distinct raters.
+    let labels = answered.len();
+    assert_eq!(labels, 6 * 2 + 3);
+    let mut per_pair: HashMap<i64, Vec<UserId>> = HashMap::new();
+    for (task, rater, _) in &answered {
+        per_pair.entry(*task).or_default().push(*rater);
+    }
+    let mut sizes: Vec<usize> = per_pair.values().map(Vec::len).collect();
+    sizes.sort_unstable();
+    assert_eq!(sizes, [vec![1; 3], vec![2; 6]].concat());
+    for raters in per_pair.values_mut() {
+        raters.sort();
+        raters.dedup();
+    }
+    assert_eq!(per_pair.values().map(Vec::len).sum::<usize>(), labels);
+    let counts = store.annotation_queue_counts().await.unwrap();
+    assert_eq!((counts.open, counts.done), (0, 9));
+
+    // Every label is placed by the side its rater saw each checkpoint on.
+    let rows = store.preference_rows(None).await.unwrap();
+    assert_eq!(rows.len(), labels);
+    let mut sides_checked = 0;
+    for (task, rater, base_left) in &answered {
+        let row = rows
+            .iter()
+            .find(|row| row.task_id == *task && row.rater_id == rater.get())
+            .expect("every label is read back");
+        assert_ne!(row.left_checkpoint, row.right_checkpoint);
+        if let Some(base_left) = base_left {
+            assert_eq!(row.left_checkpoint == "base", *base_left);
+            sides_checked += 1;
+        }
+    }
+    assert_eq!(sides_checked, 12);
+
+    let reports = preference_reports(&*store, None).await.unwrap();
+    assert_eq!(reports.len(), 1);
+    let report = &reports[0];
+    assert_eq!(report.report.labels as usize, labels);
+    assert_eq!(report.report.pairs, 9);
+    let mut names = report.checkpoints.clone();
+    names.sort();
+    assert_eq!(names, ["base", "tuned"]);
+    let rate = &report.report.win_rates[0];
+    let decisive = rows
+        .iter()
+        .filter(|row| matches!(row.choice, Preference::A | Preference::B))
+        .count() as u64;
+    assert_eq!(rate.first_wins + rate.second_wins, decisive);
+    assert_eq!(
+        rate.ties as usize,
+        rows.iter()
+            .filter(|row| row.choice == Preference::Tie)
+            .count()
+    );
+    assert_eq!(report.report.position_bias.decisive, decisive);
+    let left_wins = rows
+        .iter()
+        .filter(|row| row.choice == Preference::A)
+        .count() as u64;
+    assert_eq!(report.report.position_bias.left_wins, left_wins);
+
+    // Two requests racing for the last three unpaired cases: together they pair each once
+    // (on PostgreSQL the later one may find them paired at its commit and keep nothing).
+    let race = |store: Arc<dyn Store>, researcher: arbiter_domain::accounts::User| async move {
+        send_pairs(
+            &*store,
+            &form(base, tuned, "random", "100", "1"),
+            &researcher,
+        )
+        .await
+    };
+    let (first, second) = tokio::join!(
+        tokio::spawn(race(store.clone(), researcher.clone())),
+        tokio::spawn(race(store.clone(), researcher.clone())),
+    );
+    let mut raced = 0;
+    for outcome in [first.unwrap(), second.unwrap()] {
+        match outcome {
+            Ok(sent) => raced += sent.pairs,
+            Err(ServiceError::Conflict(message)) => {
+                assert!(message.contains("paired"), "{message}")
+            }
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(raced, 3);
+    assert_eq!(store.annotation_queue_counts().await.unwrap().open, 3);
+    // Pairs still waiting for raters keep both runs from retention.
+    let later = arbiter_store::now_ms() + 1;
+    assert!(store.run_in_use(tuned, later).await.unwrap());
+    assert!(store.run_in_use(base, later).await.unwrap());
+
+    // Deleting a run takes its pairs along, open or done, and leaves the other run's items.
+    assert!(store.finish_run_if_done(tuned).await.unwrap());
+    assert!(store.delete_run(tuned).await.unwrap() > 0);
+    assert!(store.preference_rows(None).await.unwrap().is_empty());
+    assert!(store.pair_requests(10).await.unwrap().is_empty());
+    let counts = store.annotation_queue_counts().await.unwrap();
+    assert_eq!((counts.open, counts.done), (0, 0));
+    assert_eq!(progress(&*store, base).await.done, CASES as i64);
+}
