@@ -39,30 +39,12 @@ pub async fn send_pairs(
     requested_by: &User,
 ) -> ServiceResult<PairRequestSummary> {
     let selection = PairSelection::parse(form.selection.trim()).map_err(ServiceError::Invalid)?;
-    let pairs: usize = form
-        .pairs
-        .trim()
-        .parse()
-        .ok()
-        .filter(|&n| (1..=MAX_PAIRS_PER_REQUEST).contains(&n))
-        .ok_or_else(|| {
-            ServiceError::Invalid(format!(
-                "the number of pairs is a whole number from 1 to {MAX_PAIRS_PER_REQUEST}, not `{}`",
-                form.pairs.trim()
-            ))
-        })?;
-    let labels_needed: i64 = form
-        .raters
-        .trim()
-        .parse()
-        .ok()
-        .filter(|&n| (1..=MAX_RATERS_PER_PAIR).contains(&n))
-        .ok_or_else(|| {
-            ServiceError::Invalid(format!(
-                "raters per pair is a whole number from 1 to {MAX_RATERS_PER_PAIR}, not `{}`",
-                form.raters.trim()
-            ))
-        })?;
+    let pairs = whole_number(
+        &form.pairs,
+        MAX_PAIRS_PER_REQUEST as i64,
+        "the number of pairs",
+    )? as usize;
+    let labels_needed = whole_number(&form.raters, MAX_RATERS_PER_PAIR, "raters per pair")?;
     if form.run_a == form.run_b {
         return Err(ServiceError::Invalid(
             "pairs compare two different runs".into(),
@@ -87,6 +69,19 @@ pub async fn send_pairs(
         requested_by: requested_by.id,
     };
     Ok(store.create_pair_request(&request).await?)
+}
+
+/// A count typed in the form: a whole number from 1 to `max`.
+fn whole_number(text: &str, max: i64, what: &str) -> ServiceResult<i64> {
+    let text = text.trim();
+    text.parse()
+        .ok()
+        .filter(|n| (1..=max).contains(n))
+        .ok_or_else(|| {
+            ServiceError::Invalid(format!(
+                "{what} is a whole number from 1 to {max}, not `{text}`"
+            ))
+        })
 }
 
 /// Records a rater's answer on the pair they hold: `a`, `b`, `tie` or `both_bad`.

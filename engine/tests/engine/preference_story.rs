@@ -7,7 +7,6 @@ use arbiter_domain::accounts::Role;
 use arbiter_domain::annotation::gold::GOLD_RATE_SETTING;
 use arbiter_domain::annotation::preference::Preference;
 use arbiter_domain::ids::{IdentityId, RunId, UserId};
-use arbiter_domain::run::Priority;
 use arbiter_engine::error::ServiceError;
 use arbiter_engine::preferences::{preference_reports, send_pairs, PairRequestForm};
 use arbiter_store::{Store, StoreError};
@@ -54,17 +53,7 @@ async fn two_checkpoints(store: &dyn Store) -> (RunId, RunId) {
             arbiter_engine::catalog::register_simple_checkpoint(store, name, ENDPOINT, name, None)
                 .await
                 .unwrap();
-        let launched = arbiter_engine::runs::launch_run(
-            store,
-            eval,
-            checkpoint,
-            Priority::Scheduled,
-            "default",
-            None,
-        )
-        .await
-        .unwrap();
-        runs.push(launched.run_id);
+        runs.push(arbiter_testkit::pipeline::launch(store, eval, checkpoint).await);
     }
     let ids: Vec<IdentityId> = store
         .claim_work("worker", 100, LONG_LEASE_MS)
