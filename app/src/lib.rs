@@ -36,7 +36,8 @@ mod shown;
 
 use accounts::{AccountPage, LoginPage, PasswordPage};
 use annotation::{
-    AnnotatePage, FeedbackPage, PreferencesPage, QueuePage, RatersPage, ReviewPage, RubricsPage,
+    AnnotatePage, FeedbackPage, PayPage, PreferencesPage, QueuePage, RatersPage, ReviewPage,
+    RubricsPage,
 };
 use catalog::{CheckpointsPage, DatasetPage, DatasetsPage, EvalsPage};
 use grading::{EvalPage, JudgePage, JudgesPage};
@@ -94,6 +95,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/annotate/mine") view=FeedbackPage/>
                     <Route path=path!("/review") view=ReviewPage/>
                     <Route path=path!("/raters") view=RatersPage/>
+                    <Route path=path!("/pay") view=PayPage/>
                     <Route path=path!("/rubrics") view=RubricsPage/>
                     <Route path=path!("/queue") view=QueuePage/>
                     <Route path=path!("/compare") view=ComparePage/>

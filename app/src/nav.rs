@@ -42,6 +42,7 @@ pub fn Nav() -> impl IntoView {
                                     <Show when=move || lead>
                                         <a href="/queue">"Queue"</a>
                                         <a href="/raters">"Raters"</a>
+                                        <a href="/pay">"Pay"</a>
                                     </Show>
 
                                 </nav>

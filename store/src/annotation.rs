@@ -10,7 +10,8 @@
 //! - when the last label arrives the item is adjudicated, and a reviewer's rejection reopens it.
 //!
 //! Also here: senior review and its spot checks, gold items and training, the rater pool, and
-//! the queue's SLA figures (open tasks in serving order, labelling flow, escalation).
+//! the queue's SLA figures (labelling flow, escalation; the open tasks are summed in
+//! [`crate::open_queue`]).
 
 use crate::StoreResult;
 use arbiter_domain::accounts::PasswordHash;
@@ -174,12 +175,6 @@ pub trait AnnotationStore: Send + Sync + 'static {
 
     /// Recently finished items that would make good gold (unanimous or reviewer-corrected).
     async fn gold_candidates(&self, limit: i64) -> StoreResult<Vec<GoldCandidate>>;
-
-    /// Calls `visit` with every open task, in the order raters are served them.
-    async fn scan_open_tasks(
-        &self,
-        visit: &mut (dyn FnMut(arbiter_domain::annotation::sla::OpenTask) + Send),
-    ) -> StoreResult<()>;
 
     async fn labelling_flow(&self, now: i64) -> StoreResult<LabellingFlow>;
 
@@ -1640,44 +1635,6 @@ macro_rules! annotation_sql {
                 .collect())
         }
 
-        /// Streams the open tasks in serving order, so a million of them never sit in memory.
-        async fn visit_open_tasks(
-            pool: &sqlx::Pool<$db>,
-            visit: &mut (dyn FnMut(arbiter_domain::annotation::sla::OpenTask) + Send),
-        ) -> StoreResult<()> {
-            use futures::TryStreamExt;
-            // Queue names by run, read once: joining every open task to its run and eval
-            // would double the cost of the scan over a million tasks. A pair is in its
-            // runs' eval's queue.
-            let queues: std::collections::HashMap<i64, String> = sqlx::query_as::<_, (i64, String)>(
-                "SELECT r.id, e.name FROM runs r JOIN evals e ON e.id = r.eval_id",
-            )
-            .fetch_all(pool)
-            .await?
-            .into_iter()
-            .collect();
-            let mut rows = sqlx::query_as::<_, (i64, i64, i64, i64, Option<i64>, i64, Option<i64>)>(
-                "SELECT t.id, w.run_id, t.priority, t.created_at, t.due_at, t.labels_needed - t.labels_done, \
-                        t.escalated_at \
-                 FROM annotation_tasks t LEFT JOIN preference_pairs p ON p.task_id = t.id \
-                 JOIN work_items w ON w.id = COALESCE(t.work_item_id, p.left_item_id) \
-                 WHERE t.state = 'open' ORDER BY t.priority DESC, t.due_at, t.id",
-            )
-            .fetch(pool);
-            while let Some((id, run_id, priority, created_at, due_at, missing, escalated_at)) = rows.try_next().await? {
-                visit(arbiter_domain::annotation::sla::OpenTask {
-                    id: TaskId(id),
-                    queue: queues.get(&run_id).cloned().unwrap_or_default(),
-                    priority,
-                    created_at,
-                    due_at: due_at.unwrap_or(created_at + 48 * 3_600_000),
-                    labels_missing: missing,
-                    escalated: escalated_at.is_some(),
-                });
-            }
-            Ok(())
-        }
-
         async fn flow_of_labels(
             pool: &sqlx::Pool<$db>,
             now: i64,
@@ -2160,17 +2117,6 @@ macro_rules! annotation_sql {
                 }
                 .await;
                 result.map_err(|err| err.during("gold_candidates"))
-            }
-
-            async fn scan_open_tasks(
-                &self,
-                visit: &mut (dyn FnMut(arbiter_domain::annotation::sla::OpenTask) + Send),
-            ) -> StoreResult<()> {
-                let result: StoreResult<()> = async move {
-                    visit_open_tasks(&self.pool, visit).await
-                }
-                .await;
-                result.map_err(|err| err.during("scan_open_tasks"))
             }
 
             async fn labelling_flow(&self, now: i64) -> StoreResult<arbiter_domain::annotation::sla::LabellingFlow> {

@@ -11,6 +11,8 @@
 //! - [`work_queue`]: claims, leases, heartbeats, recorded results, the generation cache;
 //! - [`grading`]: judges, triage policies, the grade cache, calibration data, costs;
 //! - [`annotation`]: the human queue (leases, labels, reviews, gold, raters, SLAs);
+//! - [`open_queue`]: the open queue summed for its SLA figures;
+//! - [`pay`]: pay pools, their rates, raters' pools and each rater's work per day;
 //! - [`rubrics`]: rubrics raters answer and their guidelines, versioned;
 //! - [`preferences`]: pairs of two runs' answers sent to raters, and their preferences;
 //! - [`reports`]: tallies, snapshots, exports, diffs, promotion decisions, trends;
@@ -31,7 +33,9 @@ pub mod accounts;
 pub mod annotation;
 pub mod catalog;
 pub mod grading;
+pub mod open_queue;
 pub mod operations;
+pub mod pay;
 mod postgres;
 pub mod preferences;
 pub mod reports;
@@ -44,7 +48,9 @@ pub use accounts::{AccountStore, UserCredentials, TOKEN_USE_RESOLUTION_MS};
 pub use annotation::AnnotationStore;
 pub use catalog::CatalogStore;
 pub use grading::GradingStore;
+pub use open_queue::{OpenQueueStore, SlotFilter};
 pub use operations::{DeliveryAttempt, DueDelivery, OperationsStore, RawPurge};
+pub use pay::{NewPayRate, PayStore};
 pub use postgres::PostgresStore;
 pub use preferences::PreferenceStore;
 pub use reports::{ContaminationCounts, ExportRow, ReportStore, StoredSnapshot};
@@ -107,6 +113,8 @@ pub trait Store:
     + WorkQueueStore
     + GradingStore
     + AnnotationStore
+    + OpenQueueStore
+    + PayStore
     + RubricStore
     + PreferenceStore
     + ReportStore
@@ -341,6 +349,14 @@ macro_rules! backend_sql {
         mod annotation_sql {
             use super::$store;
             $crate::annotation::annotation_sql!($store, $db, $backend, $begin, $skip_locked);
+        }
+        mod open_queue_sql {
+            use super::$store;
+            $crate::open_queue::open_queue_sql!($store, $db, $backend, $begin, $skip_locked);
+        }
+        mod pay_sql {
+            use super::$store;
+            $crate::pay::pay_sql!($store, $db, $backend, $begin, $skip_locked);
         }
         mod rubrics_sql {
             use super::$store;

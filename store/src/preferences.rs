@@ -209,7 +209,12 @@ macro_rules! preferences_sql {
                         .bind(request.run_b.get())
                         .fetch_all(&mut *tx)
                         .await?;
-                    let drawn = draw_pairs(&candidates, request.pairs, request.seed);
+                    let mut drawn = draw_pairs(&candidates, request.pairs, request.seed);
+                    // Inserted in the order of the pair key, so that two requests pairing the
+                    // same cases at once wait on each other (the second then finds the pair
+                    // taken) rather than each holding a key the other needs (a deadlock on
+                    // PostgreSQL).
+                    drawn.sort_by_key(|pair| (pair.left.min(pair.right), pair.left.max(pair.right)));
                     if drawn.is_empty() {
                         return refuse(format!(
                             "no case qualifies: the runs share no answered case {} that is not paired already",
@@ -243,14 +248,15 @@ macro_rules! preferences_sql {
                         // Pairs are never drawn for review or gold yet: their labels are no verdicts.
                         let task_id: i64 = sqlx::query_scalar(
                             "INSERT INTO annotation_tasks (work_item_id, reason, kind, labels_needed, review_rate, \
-                             priority, due_at, state, created_at) \
-                             VALUES (NULL, $1, 'pair', $2, 0, $3, $4, 'open', $5) RETURNING id",
+                             priority, due_at, state, created_at, run_id) \
+                             VALUES (NULL, $1, 'pair', $2, 0, $3, $4, 'open', $5, $6) RETURNING id",
                         )
                         .bind(format!("pair request {request_id}"))
                         .bind(request.labels_needed)
                         .bind(priority.rank())
                         .bind(due_at)
                         .bind(now)
+                        .bind(request.run_a.get())
                         .fetch_one(&mut *tx)
                         .await?;
                         sqlx::query(

@@ -490,7 +490,7 @@ macro_rules! work_queue_sql {
                 use arbiter_domain::annotation::adjudication::sla_hours;
                 use arbiter_domain::run::Priority;
                 let mut schedule = sqlx::QueryBuilder::<$db>::new(format!(
-                    "UPDATE annotation_tasks SET priority = r.priority, \
+                    "UPDATE annotation_tasks SET run_id = r.id, priority = r.priority, \
                      due_at = annotation_tasks.created_at + (CASE WHEN r.priority >= {} THEN {} \
                      WHEN r.priority = {} THEN {} ELSE {} END) * 3600000 \
                      FROM work_items w JOIN runs r ON r.id = w.run_id \

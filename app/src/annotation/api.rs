@@ -4,9 +4,10 @@
 
 use arbiter_domain::annotation::gold::{GoldCandidate, GoldItem};
 use arbiter_domain::annotation::pool::RaterStats;
+use arbiter_domain::annotation::queue_scan::AtRiskTask;
 use arbiter_domain::annotation::review::{OwnLabel, ReviewItem};
 use arbiter_domain::annotation::rubric::RubricEntry;
-use arbiter_domain::annotation::sla::{AtRiskTask, SlaDay};
+use arbiter_domain::annotation::sla::SlaDay;
 use arbiter_domain::annotation::task::{AnnotationTask, ClaimHandle, TrainingFeedback};
 use arbiter_domain::health::Alert;
 use arbiter_domain::ids::{RunId, TaskId, UserId};

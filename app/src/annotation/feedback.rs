@@ -25,6 +25,7 @@ pub fn FeedbackPage() -> impl IntoView {
             Ok(()) => view! { <p class="notice" role="status" data-testid="notice">"Label changed."</p> }.into_any(),
             Err(err) => view! { <p class="error" role="alert" data-testid="notice">{error_text(&err)}</p> }.into_any(),
         })}
+        <crate::annotation::pay::OwnPay/>
         <RawToggle raw/>
         <Transition fallback=|| view! { <p>"Loading…"</p> }>
             {move || Suspend::new(async move {

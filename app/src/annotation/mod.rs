@@ -1,9 +1,10 @@
-//! The human queue: labelling, a rater's feedback, senior review, the rater pool and the lead's
-//! queue page.
+//! The human queue: labelling, a rater's feedback, senior review, the rater pool, rater pay and
+//! the lead's queue page.
 
 pub(crate) mod annotate;
 pub mod api;
 pub(crate) mod feedback;
+pub mod pay;
 pub mod preferences;
 pub(crate) mod queue;
 pub(crate) mod raters;
@@ -13,6 +14,7 @@ pub(crate) mod rubrics;
 
 pub use annotate::AnnotatePage;
 pub use feedback::FeedbackPage;
+pub use pay::PayPage;
 pub use preferences::PreferencesPage;
 pub use queue::QueuePage;
 pub use raters::RatersPage;

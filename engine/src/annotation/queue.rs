@@ -7,13 +7,13 @@ use crate::annotation::agreement::{queue_agreement, AgreementReport};
 use crate::annotation::quality::queue_settings;
 use crate::error::ServiceResult;
 use arbiter_domain::annotation::agreement::Statistic;
+use arbiter_domain::annotation::queue_scan::{AtRiskTask, QueueScan, SlotNeed, AGE_BUCKETS};
 use arbiter_domain::annotation::sla::{
-    attainment, availability, AtRiskTask, Availability, LabellingFlow, QueueScan, SlaDay,
-    AGE_BUCKETS, DAY_MS,
+    attainment, availability, Availability, LabellingFlow, SlaDay, DAY_MS,
 };
 use arbiter_domain::health::Alert;
 use arbiter_domain::ids::TaskId;
-use arbiter_store::Store;
+use arbiter_store::{SlotFilter, Store};
 use serde::Serialize;
 
 /// Agreement alerts wait for this many items with two or more labels in a queue.
@@ -41,6 +41,8 @@ pub struct QueueReport {
     pub ages: Vec<(String, u64)>,
     pub breached: u64,
     pub at_risk: u64,
+    /// At-risk or breached tasks not escalated yet.
+    pub unescalated: u64,
     pub listed: Vec<AtRiskTask>,
     pub flow: LabellingFlow,
     /// The velocity the forecast uses, and what it was measured over.
@@ -54,7 +56,8 @@ pub struct QueueReport {
     pub agreement_floor: f64,
     pub queues: Vec<(String, AgreementReport)>,
     pub alerts: Vec<Alert>,
-    /// Tasks the monitor escalates on its next round (at risk, not escalated yet).
+    /// Tasks the monitor escalates on its next round: the first at-risk ones not escalated yet,
+    /// at most `queue_scan::ESCALATIONS_NAMED`.
     pub to_escalate: Vec<TaskId>,
     /// (queue, at risk, breached) for queues with either.
     pub queues_at_risk: Vec<(String, u64, u64)>,
@@ -85,8 +88,7 @@ pub async fn queue_report(
 ) -> ServiceResult<QueueReport> {
     let flow = store.labelling_flow(now).await?;
     let (labels_per_hour, velocity_basis) = velocity(&flow);
-    let mut scan = QueueScan::new(now, labels_per_hour);
-    store.scan_open_tasks(&mut |task| scan.visit(&task)).await?;
+    let scan = scan_open_queue(store, now, labels_per_hour).await?;
     let sla_days = store
         .sla_days((now / DAY_MS - SLA_HISTORY_DAYS + 1) * DAY_MS)
         .await?;
@@ -98,25 +100,27 @@ pub async fn queue_report(
     let agreement_floor = queue_settings(store).await?.agreement_floor;
     Ok(QueueReport {
         now,
-        backlog_tasks: scan.backlog_tasks,
-        backlog_labels: scan.backlog_labels,
+        backlog_tasks: scan.figures.backlog_tasks,
+        backlog_labels: scan.figures.backlog_labels,
         ages: AGE_BUCKETS
             .iter()
-            .zip(scan.ages)
+            .zip(scan.figures.ages)
             .map(|((label, _), count)| (label.to_string(), count))
             .collect(),
-        breached: scan.breached,
-        at_risk: scan.at_risk,
+        breached: scan.figures.breached,
+        at_risk: scan.figures.at_risk,
+        unescalated: scan.figures.unescalated,
         forecast_hours: scan.forecast_hours(),
         availability: availability(
             flow.labels_needed_last_week as f64,
-            scan.backlog_labels,
+            scan.figures.backlog_labels,
             flow.median_label_ms.map(|ms| ms / 1000.0),
             flow.capacity_hours_per_week,
         ),
-        listed: scan.listed,
-        to_escalate: scan.to_escalate,
+        listed: scan.figures.listed,
+        to_escalate: scan.figures.to_escalate,
         queues_at_risk: scan
+            .figures
             .queues_at_risk
             .into_iter()
             .map(|(queue, risk)| (queue, risk.at_risk, risk.breached))
@@ -130,6 +134,67 @@ pub async fn queue_report(
         queues: queue_agreement(store, AGREEMENT_DAYS, agreement_intervals).await?,
         alerts: store.alerts(RESOLVED_ALERTS_SHOWN).await?,
     })
+}
+
+/// The open queue against its deadlines: the store's sums by serving slot, then the few slots
+/// the scan must read task by task (see `queue_scan`).
+pub async fn scan_open_queue(
+    store: &dyn Store,
+    now: i64,
+    labels_per_hour: f64,
+) -> ServiceResult<QueueScan> {
+    let mut scan = QueueScan::new(now, labels_per_hour);
+    store
+        .scan_open_groups(now, &mut |group| scan.visit_group(group))
+        .await?;
+    for request in scan.finish_groups() {
+        match request.need {
+            SlotNeed::Every => {
+                let every = store
+                    .open_slot_tasks(now, &request, SlotFilter::default())
+                    .await?;
+                scan.take_slot(&request, &every);
+            }
+            SlotNeed::AtRisk {
+                only_short_of_window,
+                unescalated,
+            } => {
+                let (to_name, to_escalate) = scan.still_named();
+                if to_name > 0 {
+                    let first = SlotFilter {
+                        only_short_of_window,
+                        only_unescalated: false,
+                        limit: Some(to_name),
+                    };
+                    let first = store.open_slot_tasks(now, &request, first).await?;
+                    scan.name_at_risk(&request, &first);
+                }
+                if to_escalate > 0 && unescalated > 0 {
+                    let first = SlotFilter {
+                        only_short_of_window,
+                        only_unescalated: true,
+                        limit: Some(to_escalate),
+                    };
+                    let first = store.open_slot_tasks(now, &request, first).await?;
+                    let ids: Vec<TaskId> = first.iter().map(|slot| slot.task.id).collect();
+                    scan.name_for_escalation(&ids);
+                }
+            }
+        }
+    }
+    Ok(scan)
+}
+
+/// The same scan task by task: the reference the sums are checked against (see
+/// `OpenQueueStore::scan_open_tasks`).
+pub async fn scan_task_by_task(
+    store: &dyn Store,
+    now: i64,
+    labels_per_hour: f64,
+) -> ServiceResult<QueueScan> {
+    let mut scan = QueueScan::new(now, labels_per_hour);
+    store.scan_open_tasks(&mut |task| scan.visit(&task)).await?;
+    Ok(scan)
 }
 
 /// Why a queue's agreement is low enough to alert on, naming the rubric and the rater pairs

@@ -13,10 +13,6 @@ use arbiter_store::Store;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Tasks one round escalates at most: a queue far behind is escalated over several rounds
-/// rather than in one long burst of writes.
-const MAX_ESCALATIONS_PER_ROUND: usize = 1_000;
-
 /// What one monitor round did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MonitorRound {
@@ -34,12 +30,9 @@ pub async fn monitor_once(
 ) -> ServiceResult<MonitorRound> {
     let report = queue_report(store, now, false).await?;
     let mut round = MonitorRound {
-        escalated: store
-            .escalate_tasks(
-                &report.to_escalate[..report.to_escalate.len().min(MAX_ESCALATIONS_PER_ROUND)],
-                now,
-            )
-            .await?,
+        // The report names at most `queue_scan::ESCALATIONS_NAMED`: a queue far behind is
+        // escalated over several rounds rather than in one long burst of writes.
+        escalated: store.escalate_tasks(&report.to_escalate, now).await?,
         ..MonitorRound::default()
     };
     // Each SLA alert kind, whether it counts overdue tasks (or at-risk ones), and what it says.

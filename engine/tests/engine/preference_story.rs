@@ -7,6 +7,7 @@ use arbiter_domain::accounts::Role;
 use arbiter_domain::annotation::gold::GOLD_RATE_SETTING;
 use arbiter_domain::annotation::preference::Preference;
 use arbiter_domain::ids::{IdentityId, RunId, UserId};
+use arbiter_engine::annotation::queue::{scan_open_queue, scan_task_by_task};
 use arbiter_engine::error::ServiceError;
 use arbiter_engine::preferences::{preference_reports, send_pairs, PairRequestForm};
 use arbiter_store::{Store, StoreError};
@@ -148,6 +149,18 @@ async fn pairs_are_drawn_recorded_shared_exactly_and_reported(store: Arc<dyn Sto
         .unwrap();
     assert_eq!(sample.pairs, 3);
     assert_eq!(store.pair_requests(10).await.unwrap().len(), 2);
+    // The pairs are in their eval's queue: the queue figures summed by slot (through the run
+    // copied onto each pair) match the task-by-task scan (through the pair's items).
+    let now = arbiter_store::now_ms();
+    let grouped = scan_open_queue(&*store, now, 0.25).await.unwrap();
+    let one_by_one = scan_task_by_task(&*store, now, 0.25).await.unwrap();
+    assert_eq!(grouped.figures, one_by_one.figures);
+    assert_eq!(grouped.figures.backlog_tasks, 9);
+    assert_eq!(
+        grouped.figures.queues_at_risk.keys().collect::<Vec<_>>(),
+        ["sums"],
+        "15 labels at one every 4 hours pass the pairs' 48-hour SLA"
+    );
 
     // Six raters race for the pairs until the queue is empty.
     let mut raters: Vec<UserId> = Vec::new();
@@ -198,6 +211,17 @@ async fn pairs_are_drawn_recorded_shared_exactly_and_reported(store: Arc<dyn Sto
     // Exactly the labels each pair needs, from distinct raters.
     let labels = answered.len();
     assert_eq!(labels, 6 * 2 + 3);
+    // Pair answers are paid work: the pay ledger's sums per day count them.
+    let today = arbiter_store::now_ms() / arbiter_domain::annotation::pay::DAY_MS;
+    let pair_answers: u64 = store
+        .work_days(today - 1, today + 1, 600_000, None)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|day| day.kind == arbiter_domain::annotation::pay::WorkKind::Pair)
+        .map(|day| day.answers)
+        .sum();
+    assert_eq!(pair_answers as usize, labels);
     let mut per_pair: HashMap<i64, Vec<UserId>> = HashMap::new();
     for (task, rater, _) in &answered {
         per_pair.entry(*task).or_default().push(*rater);

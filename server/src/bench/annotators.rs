@@ -4,7 +4,9 @@
 //! then 200 annotators claim and label concurrently, each pausing a moment between items as a
 //! person would. Gold items are mixed in at the default gold rate, as in production. It prints
 //! claim and submission latency (p50, p99), submissions per second, and checks that no item got
-//! more labels than its overlap or a rater twice.
+//! more labels than its overlap or a rater twice. Then it times the lead's queue report over
+//! the queue left, and the open-queue scan summed by slot against the same scan task by task
+//! (which must agree).
 
 use super::support::percentile;
 use anyhow::bail;
@@ -133,6 +135,27 @@ async fn one_backend(backend: &str, url: &str, tasks: usize) -> anyhow::Result<(
         report.backlog_labels,
         report.at_risk + report.breached,
         report_started.elapsed().as_secs_f64()
+    );
+    // Back to back: the open queue summed by serving slot (what the report reads) against the
+    // same scan task by task, which must find the same figures.
+    let (now, velocity) = (report.now, report.labels_per_hour);
+    let grouped_started = Instant::now();
+    let grouped = arbiter_engine::annotation::queue::scan_open_queue(store.as_ref(), now, velocity)
+        .await
+        .map_err(|err| anyhow::anyhow!("grouped scan: {err}"))?;
+    let grouped_s = grouped_started.elapsed().as_secs_f64();
+    let one_by_one_started = Instant::now();
+    let one_by_one =
+        arbiter_engine::annotation::queue::scan_task_by_task(store.as_ref(), now, velocity)
+            .await
+            .map_err(|err| anyhow::anyhow!("task-by-task scan: {err}"))?;
+    let one_by_one_s = one_by_one_started.elapsed().as_secs_f64();
+    if grouped.figures != one_by_one.figures {
+        bail!("the grouped scan's figures differ from the task-by-task scan's");
+    }
+    println!(
+        "open queue scan: summed by slot {grouped_s:.3} s, task by task {one_by_one_s:.3} s ({:.1}x), same figures",
+        one_by_one_s / grouped_s
     );
     let gold_answers: u64 = store
         .raters()

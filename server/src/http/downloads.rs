@@ -1,5 +1,5 @@
-//! Downloads: the rater pool's figures as CSV for leads, and a run's results or its human
-//! labels as CSV, JSON Lines or Parquet, streamed from a temporary file.
+//! Downloads: the rater pool's figures and the pay ledger as CSV for leads, and a run's results
+//! or its human labels as CSV, JSON Lines or Parquet, streamed from a temporary file.
 
 use super::forms::{json_error, session_account};
 use arbiter_app::guard::AppState;
@@ -31,6 +31,62 @@ pub async fn raters_csv(State(state): State<AppState>, session: Session) -> Resp
                 ),
             ],
             arbiter_domain::annotation::pool::stats_csv(&raters),
+        )
+            .into_response(),
+        Err(err) => json_error(
+            StatusCode::from_u16(err.status_code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            &err.to_string(),
+        ),
+    }
+}
+
+/// The query of the pay ledger's download.
+#[derive(serde::Deserialize)]
+pub struct LedgerQuery {
+    #[serde(default)]
+    from: String,
+    #[serde(default)]
+    until: String,
+    #[serde(default)]
+    period: String,
+}
+
+/// The pay ledger as CSV for payroll, for leads: `/pay/ledger.csv?from=…&until=…&period=…`.
+pub async fn pay_ledger_csv(
+    State(state): State<AppState>,
+    session: Session,
+    axum::extract::Query(query): axum::extract::Query<LedgerQuery>,
+) -> Response {
+    let Some(user) = session_account(&state, &session).await else {
+        return json_error(StatusCode::UNAUTHORIZED, "you are not logged in");
+    };
+    if !user.role.can(Permission::ManageUsers) {
+        return json_error(
+            StatusCode::FORBIDDEN,
+            &format!("your role ({}) does not allow this", user.role),
+        );
+    }
+    let ledger = arbiter_engine::annotation::pay::ledger(
+        state.store.as_ref(),
+        &query.from,
+        &query.until,
+        &query.period,
+        None,
+    )
+    .await;
+    match ledger {
+        Ok(ledger) => (
+            [
+                (header::CONTENT_TYPE, "text/csv; charset=utf-8".to_string()),
+                (
+                    header::CONTENT_DISPOSITION,
+                    format!(
+                        "attachment; filename=\"pay-{}-{}.csv\"",
+                        ledger.from, ledger.until
+                    ),
+                ),
+            ],
+            arbiter_domain::annotation::pay::ledger_csv(&ledger.rows),
         )
             .into_response(),
         Err(err) => json_error(

@@ -112,6 +112,7 @@ where
         .route("/login", post(forms::login))
         .route("/logout", post(forms::logout))
         .route("/raters.csv", get(downloads::raters_csv))
+        .route("/pay/ledger.csv", get(downloads::pay_ledger_csv))
         .route("/metrics", get(metrics::metrics))
         .route("/runs/{id}/export/{format}", get(downloads::export_results))
         .route("/runs/{id}/labels/{format}", get(downloads::export_labels))

@@ -367,6 +367,24 @@ const SERVER_FUNCTIONS: &[(&str, Args, Allowed)] = &[
         Allowed::Reviewers,
     ),
     ("raters_page", &[], Allowed::Leads),
+    ("pay_page", &[], Allowed::Leads),
+    ("create_pay_pool", &[("name", "NAME")], Allowed::Leads),
+    (
+        "set_pay_rate",
+        &[
+            ("pool_id", "1"),
+            ("basis", "hour"),
+            ("rate", "12.50"),
+            ("currency", "USD"),
+        ],
+        Allowed::Leads,
+    ),
+    (
+        "assign_pay_pool",
+        &[("rater_id", "1"), ("pool_id", "0")],
+        Allowed::Leads,
+    ),
+    ("own_pay", &[], Allowed::Annotators),
     (
         "update_rater",
         &[("rater_id", "999"), ("action", "pause")],

@@ -8,6 +8,7 @@
 
 mod auth;
 mod openapi;
+mod pay;
 mod preferences;
 mod resources;
 mod runs;
@@ -181,6 +182,7 @@ pub fn routes(state: AppState) -> Router {
         .route("/compare", get(runs::compare))
         .route("/pairs", post(preferences::send_pairs))
         .route("/preferences", get(preferences::preferences))
+        .route("/pay/ledger", get(pay::ledger))
         .fallback(|| async {
             ApiError::new(
                 StatusCode::NOT_FOUND,

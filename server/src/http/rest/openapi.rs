@@ -1,7 +1,7 @@
 //! The OpenAPI 3.1 description of the REST API, generated from the handlers' annotations and
 //! the engine's types, so it cannot drift from what the server answers.
 
-use super::{preferences, resources, runs, ApiErrorBody};
+use super::{pay, preferences, resources, runs, ApiErrorBody};
 use axum::Json;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
@@ -44,6 +44,7 @@ A token acts with its owner's role. Errors are JSON `{\"error\": \"…\"}` with 
         runs::compare,
         preferences::send_pairs,
         preferences::preferences,
+        pay::ledger,
     ),
     components(schemas(ApiErrorBody)),
     modifiers(&BearerToken),
@@ -56,6 +57,7 @@ A token acts with its owner's role. Errors are JSON `{\"error\": \"…\"}` with 
         (name = "webhooks", description = "POSTs to your receivers when runs complete and alerts open or resolve, signed with HMAC-SHA256"),
         (name = "runs", description = "Frozen manifests run against a checkpoint, their reports and comparisons"),
         (name = "preferences", description = "Side-by-side preference: pairs of two checkpoints' answers sent to raters, and Bradley–Terry ratings from their choices"),
+        (name = "pay", description = "Rater hours and pay: the ledger leads export for payroll"),
     )
 )]
 pub struct ApiDoc;
