@@ -996,3 +996,44 @@ async fn structured_evals_are_defined_and_previewed_over_the_api() {
         "unknown parameters are refused"
     );
 }
+
+/// The pay ledger names what each rater earns: leads and admins read it, no one else; a bad
+/// range or period is explained with a 400.
+#[tokio::test]
+async fn the_pay_ledger_is_for_leads_only_and_explains_bad_ranges() {
+    let app = TestApp::spawn().await;
+    let path = "/pay/ledger?from=2026-11-01&until=2026-11-30&period=month";
+    let (status, _) = send(&app, Method::GET, path, None, None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    for role in Role::ALL {
+        let token = app.token_for(role).await;
+        let (status, answer) = send(&app, Method::GET, path, Some(&token), None).await;
+        if matches!(role, Role::Lead | Role::Admin) {
+            assert_eq!(status, StatusCode::OK, "{role}: {answer}");
+            assert_eq!(answer["period"], "month");
+            assert!(answer["rows"].is_array() && answer["totals"].is_array());
+        } else {
+            assert_eq!(status, StatusCode::FORBIDDEN, "{role}: {answer}");
+        }
+    }
+    let lead = app.token_for(Role::Lead).await;
+    for (bad, says) in [
+        ("from=2026-11-30&until=2026-11-01", "ends"),
+        (
+            "from=2026-11-01&until=2026-11-30&period=day",
+            "`week` or `month`",
+        ),
+        ("from=2026-11-31&until=2026-12-01", "not a date"),
+    ] {
+        let (status, answer) = send(
+            &app,
+            Method::GET,
+            &format!("/pay/ledger?{bad}"),
+            Some(&lead),
+            None,
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {answer}");
+        assert!(answer["error"].as_str().unwrap().contains(says), "{answer}");
+    }
+}
