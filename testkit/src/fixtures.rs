@@ -5,7 +5,7 @@ use arbiter_domain::accounts::PasswordHash;
 use arbiter_domain::answer::{ErrorCategory, Generation, Outcome};
 use arbiter_domain::grading::grade_exact_match;
 use arbiter_domain::grading::record::Grading;
-use arbiter_domain::ids::{DatasetId, IdentityId, RunId};
+use arbiter_domain::ids::{DatasetId, IdentityId, RunId, UserId};
 use arbiter_domain::run::{Priority, RunProgress};
 use arbiter_engine::catalog::{EvalForm, EvalOptions};
 use arbiter_store::{FinishedIdentity, Store};
@@ -167,6 +167,19 @@ pub async fn reply(store: &dyn Store, identity_id: IdentityId, answer: Reply) ->
         .record_result(identity_id, &answered(&output), Some(&grade))
         .await
         .expect("recording a result succeeds")
+}
+
+/// `rater` claims the next item of the human queue and labels it pass or fail.
+pub async fn label_next(store: &dyn Store, rater: UserId, pass: bool) {
+    let task = store
+        .next_annotation_task(rater, LONG_LEASE_MS)
+        .await
+        .unwrap()
+        .expect("an item is offered");
+    store
+        .submit_label(&task.handle, rater, pass, "")
+        .await
+        .unwrap();
 }
 
 /// Records each identity as an answer the grader cannot read, escalated to `raters` distinct

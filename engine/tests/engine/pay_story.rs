@@ -86,20 +86,6 @@ async fn label_times(
     .await;
 }
 
-async fn label(store: &dyn Store, rater: UserId, count: usize) {
-    for _ in 0..count {
-        let task = store
-            .next_annotation_task(rater, LONG_LEASE_MS)
-            .await
-            .unwrap()
-            .expect("an item is offered");
-        store
-            .submit_label(&task.handle, rater, true, "")
-            .await
-            .unwrap();
-    }
-}
-
 fn rate(pool_id: i64, basis: &str, rate: &str, currency: &str, from: i64) -> RateForm {
     RateForm {
         pool_id,
@@ -131,8 +117,11 @@ async fn pay_is_priced_by_the_rate_in_force(database: &Database) {
         user("ann", Role::Annotator).await,
         user("ben", Role::Annotator).await,
     );
-    label(store, ann, 6).await;
-    label(store, ben, 4).await;
+    for (rater, labels) in [(ann, 6), (ben, 4)] {
+        for _ in 0..labels {
+            label_next(store, rater, true).await;
+        }
+    }
     // A Monday three weeks back, and the Tuesday after it.
     let now = now_ms();
     let monday = PayPeriod::Week.of(now / DAY_MS - 21).0;

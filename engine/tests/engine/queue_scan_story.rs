@@ -66,15 +66,7 @@ async fn summed_slots_give_the_figures_of_the_task_by_task_scan(store: Arc<dyn S
         .await
         .unwrap();
     for _ in 0..25 {
-        let task = store
-            .next_annotation_task(rater, LONG_LEASE_MS)
-            .await
-            .unwrap()
-            .expect("an item is offered");
-        store
-            .submit_label(&task.handle, rater, true, "")
-            .await
-            .unwrap();
+        label_next(store, rater, true).await;
     }
     let now = now_ms();
     let late = scan_task_by_task(store, now + 30 * HOUR_MS, 0.0)

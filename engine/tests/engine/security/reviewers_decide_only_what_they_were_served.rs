@@ -19,18 +19,6 @@ async fn user(store: &dyn Store, name: &str, role: Role) -> UserId {
         .unwrap()
 }
 
-async fn label_next(store: &dyn Store, rater: UserId, pass: bool) {
-    let task = store
-        .next_annotation_task(rater, LONG_LEASE_MS)
-        .await
-        .unwrap()
-        .expect("an item is offered");
-    store
-        .submit_label(&task.handle, rater, pass, "")
-        .await
-        .unwrap();
-}
-
 async fn reviewers_decide_only_labels_served_to_them_on_items_they_did_not_label(
     store: Arc<dyn Store>,
 ) {
