@@ -330,11 +330,15 @@ pub async fn register_checkpoint(
         .to_stored(form.api_key.as_str())
         .map_err(|problem| ServiceError::Invalid(format!("the API key: {problem}")))?;
     let base_url = normalise_base_url(&form.endpoint_url).map_err(ServiceError::Invalid)?;
-    // The operator's keys go only where the operator bound them: refused here, with the
-    // reason, rather than silently withheld from every request.
+    // The operator's keys go only where the operator or a lead bound them: refused here, with
+    // the reason, rather than silently withheld from every request. The leads' bindings are
+    // read from the store, so a binding made through another server process counts at once.
+    let bindings = store_bindings(store).await?;
     for url in std::iter::once(&base_url).chain(&replica_urls) {
-        crate::secrets::check_endpoint_key_binding(api_key_ref.as_deref(), url)
-            .map_err(|problem| ServiceError::Invalid(format!("the API key: {problem}")))?;
+        crate::secrets::check_endpoint_key_binding_given(api_key_ref.as_deref(), url, |variable| {
+            bindings.bound_hosts(variable)
+        })
+        .map_err(|problem| ServiceError::Invalid(format!("the API key: {problem}")))?;
     }
     let new = NewCheckpoint {
         api_key_ref,
@@ -495,13 +499,9 @@ pub async fn define_eval(
 
 /// The operator keys in use (named by checkpoints) or bound, with the hosts each may go to.
 pub async fn key_bindings(store: &dyn Store) -> ServiceResult<Vec<KeyBinding>> {
-    refresh_key_bindings(store).await?;
-    let mut variables: std::collections::BTreeSet<String> = store
-        .key_bindings()
-        .await?
-        .into_iter()
-        .map(|(variable, _)| variable)
-        .collect();
+    let bindings = store_bindings(store).await?;
+    let mut variables: std::collections::BTreeSet<String> =
+        bindings.by_variable.keys().cloned().collect();
     for checkpoint in store.list_checkpoints().await? {
         if let Some(variable) = checkpoint
             .api_key_ref
@@ -514,7 +514,7 @@ pub async fn key_bindings(store: &dyn Store) -> ServiceResult<Vec<KeyBinding>> {
     Ok(variables
         .into_iter()
         .map(|variable| {
-            let bound = crate::secrets::bound_hosts(&variable);
+            let bound = bindings.bound_hosts(&variable);
             KeyBinding {
                 set_by: bound
                     .as_ref()
@@ -549,7 +549,7 @@ pub async fn bind_endpoint_key(
             "`{variable}` is not an endpoint key variable (ARBITER_ENDPOINT_KEY_…)"
         )));
     }
-    if let Some((_, BoundBy::Operator)) = crate::secrets::bound_hosts(variable) {
+    if let Some((_, BoundBy::Operator)) = crate::secrets::bound_hosts_given(variable, |_| None) {
         return Err(ServiceError::Conflict(format!(
             "the operator binds {variable} in {variable}_HOSTS; change it there"
         )));
@@ -569,4 +569,24 @@ pub async fn bind_endpoint_key(
 pub async fn refresh_key_bindings(store: &dyn Store) -> ServiceResult<()> {
     crate::secrets::set_ui_bindings(store.key_bindings().await?);
     Ok(())
+}
+
+/// The leads' bindings as the store holds them now. Pages and registrations read these rather
+/// than this process's copy, which only workers' requests use (refreshed by heartbeats).
+struct StoreBindings {
+    by_variable: std::collections::BTreeMap<String, String>,
+}
+
+impl StoreBindings {
+    fn bound_hosts(&self, variable: &str) -> Option<(String, BoundBy)> {
+        crate::secrets::bound_hosts_given(variable, |variable| {
+            self.by_variable.get(variable).cloned()
+        })
+    }
+}
+
+async fn store_bindings(store: &dyn Store) -> ServiceResult<StoreBindings> {
+    Ok(StoreBindings {
+        by_variable: store.key_bindings().await?.into_iter().collect(),
+    })
 }

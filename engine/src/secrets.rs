@@ -255,25 +255,43 @@ impl BoundBy {
 /// The hosts an operator key may go to, and who set them: the operator's `…_HOSTS` variable
 /// when set (it always wins), else a lead's or admin's binding; `None` when unbound.
 pub fn bound_hosts(variable: &str) -> Option<(String, BoundBy)> {
+    bound_hosts_given(variable, |variable| {
+        ui_bindings()
+            .read()
+            .ok()
+            .and_then(|map| map.get(variable).cloned())
+    })
+}
+
+/// [`bound_hosts`] with the leads' bindings read from `leads_binding` (the store's table,
+/// where a request handler has it at hand, rather than this process's copy of it).
+pub fn bound_hosts_given(
+    variable: &str,
+    leads_binding: impl FnOnce(&str) -> Option<String>,
+) -> Option<(String, BoundBy)> {
     if let Ok(hosts) = std::env::var(host_list_variable(variable)) {
         if !hosts.trim().is_empty() {
             return Some((hosts, BoundBy::Operator));
         }
     }
-    ui_bindings()
-        .read()
-        .ok()
-        .and_then(|map| map.get(variable).cloned())
-        .map(|hosts| (hosts, BoundBy::Lead))
+    leads_binding(variable).map(|hosts| (hosts, BoundBy::Lead))
 }
 
 /// Whether the stored key may be sent to `url`: a key from the environment only to the hosts
 /// it is bound to ([`bound_hosts`]); a sealed key (typed for its endpoint) or none always.
 pub fn check_endpoint_key_binding(stored: Option<&str>, url: &str) -> Result<(), String> {
+    check_endpoint_key_binding_given(stored, url, bound_hosts)
+}
+
+/// [`check_endpoint_key_binding`] with the bindings looked up by `bound` (see
+/// [`bound_hosts_given`]).
+pub fn check_endpoint_key_binding_given(
+    stored: Option<&str>,
+    url: &str,
+    bound: impl FnOnce(&str) -> Option<(String, BoundBy)>,
+) -> Result<(), String> {
     match stored.and_then(|stored| stored.strip_prefix(ENV_PREFIX)) {
-        Some(variable) => {
-            check_key_binding(variable, url, bound_hosts(variable).map(|(hosts, _)| hosts))
-        }
+        Some(variable) => check_key_binding(variable, url, bound(variable).map(|(hosts, _)| hosts)),
         None => Ok(()),
     }
 }
