@@ -1,5 +1,6 @@
-//! Webhooks: an HTTP POST to a receiver when a run completes and when an alert opens or
-//! resolves, for chat bots, CI systems and training schedulers.
+//! Webhooks: an HTTP POST to a receiver when a run completes, when an alert opens or
+//! resolves, and when humans decide an item (`label.completed`), for chat bots, CI systems,
+//! training schedulers and the systems that pushed items to raters.
 //!
 //! Events are found by scanning the store past each webhook's cursor (so every code path that
 //! finishes a run or raises an alert is covered, in any process) and queued in an outbox
@@ -24,6 +25,7 @@ use sha2::Sha256;
 use crate::clients::egress::{self, GuardedClient};
 use crate::error::{ServiceError, ServiceResult};
 use crate::secrets::SecretBox;
+use arbiter_domain::annotation::decided::DecidedItem;
 use arbiter_domain::health::Alert;
 use arbiter_domain::webhooks::{redacted_url, DeliveryRecord, Webhook};
 use arbiter_store::{DeliveryAttempt, Store};
@@ -31,10 +33,14 @@ use arbiter_store::{DeliveryAttempt, Store};
 pub const EVENT_RUN_COMPLETED: &str = "run.completed";
 pub const EVENT_ALERT_RAISED: &str = "alert.raised";
 pub const EVENT_ALERT_RESOLVED: &str = "alert.resolved";
-pub const EVENTS: [&str; 3] = [
+/// An item's human outcome was decided (again, when a reviewer changed it): the item, the
+/// outcome and every label behind it.
+pub const EVENT_LABEL_COMPLETED: &str = "label.completed";
+pub const EVENTS: [&str; 4] = [
     EVENT_RUN_COMPLETED,
     EVENT_ALERT_RAISED,
     EVENT_ALERT_RESOLVED,
+    EVENT_LABEL_COMPLETED,
 ];
 
 /// Attempts before a delivery is given up.
@@ -52,10 +58,12 @@ const SETTLE_MS: i64 = 5_000;
 const OVERLAP_MS: i64 = 10 * 60_000;
 /// Most deliveries one round sends.
 const DELIVERIES_PER_ROUND: i64 = 100;
+/// Decided items read per page while queueing `label.completed` events.
+const DECIDED_PAGE: i64 = 500;
 
 /// Checks and stores a webhook. With `sign`, a secret is made, sealed for the store and
-/// returned for the person to copy; signing needs `ARBITER_SECRET_KEY`. Alert events (which
-/// can name raters) go only to webhooks made by those who manage the rater pool
+/// returned for the person to copy; signing needs `ARBITER_SECRET_KEY`. Alert and label events
+/// (which name raters) go only to webhooks made by those who manage the rater pool
 /// (`may_receive_alerts`).
 #[allow(clippy::too_many_arguments)]
 pub async fn create_webhook(
@@ -97,7 +105,8 @@ pub async fn create_webhook(
     }
     if !may_receive_alerts && chosen.iter().any(|event| event != EVENT_RUN_COMPLETED) {
         return Err(ServiceError::Forbidden(
-            "alert events can name raters: only leads and admins may send them to a webhook".into(),
+            "alert and label events name raters: only leads and admins may send them to a webhook"
+                .into(),
         ));
     }
     let (secret, sealed) = if sign {
@@ -245,6 +254,16 @@ async fn run_payload(store: &dyn Store, run_id: RunId, now: i64) -> ServiceResul
     .to_string())
 }
 
+fn decided_payload(item: &DecidedItem, now: i64) -> String {
+    json!({
+        "event": EVENT_LABEL_COMPLETED,
+        "sent_at": now,
+        "item": item,
+        "path": format!("/runs/{}", item.run_id),
+    })
+    .to_string()
+}
+
 fn alert_payload(alert: &Alert, event: &str, now: i64) -> String {
     json!({
         "event": event,
@@ -325,6 +344,39 @@ pub async fn enqueue_new_events(store: &dyn Store, now: i64) -> ServiceResult<u6
                 }
                 Err(err) => {
                     tracing::warn!(webhook = webhook.id, event = %key, error = %err, "webhook event skipped: its payload could not be built");
+                }
+            }
+        }
+        // Queued a page at a time: a busy queue decides thousands of items between scans.
+        if wants(EVENT_LABEL_COMPLETED) {
+            let mut after = (from, i64::MAX);
+            loop {
+                let page = store.decided_items(after, upto, DECIDED_PAGE).await?;
+                let Some(last) = page.last() else { break };
+                after = (last.decided_at, last.task_id);
+                let full = page.len() as i64 == DECIDED_PAGE;
+                for item in page {
+                    let key = format!(
+                        "{EVENT_LABEL_COMPLETED}:{}:{}",
+                        item.task_id, item.decided_at
+                    );
+                    if !known.contains(&key) {
+                        let payload = decided_payload(&item, now);
+                        queued += u64::from(
+                            store
+                                .enqueue_delivery(
+                                    webhook.id,
+                                    EVENT_LABEL_COMPLETED,
+                                    &key,
+                                    &payload,
+                                    now,
+                                )
+                                .await?,
+                        );
+                    }
+                }
+                if !full {
+                    break;
                 }
             }
         }

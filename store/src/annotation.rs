@@ -782,8 +782,10 @@ macro_rules! annotation_sql {
                 return Ok(());
             };
             let verdict = if pass { Verdict::Pass } else { Verdict::Fail };
+            // Stamped for the `label.completed` webhook: each decision is sent once.
             let identity_id = IdentityId(
-                sqlx::query_scalar("SELECT work_item_id FROM annotation_tasks WHERE id = $1")
+                sqlx::query_scalar("UPDATE annotation_tasks SET decided_at = $1 WHERE id = $2 RETURNING work_item_id")
+                    .bind(now)
                     .bind(task_id.get())
                     .fetch_one(&mut **tx)
                     .await?,

@@ -15,6 +15,7 @@
 //! - [`pay`]: pay pools, their rates, raters' pools and each rater's work per day;
 //! - [`rubrics`]: rubrics raters answer and their guidelines, versioned;
 //! - [`preferences`]: pairs of two runs' answers sent to raters, and their preferences;
+//! - [`label_events`]: items' human outcomes in the order decided (the `label.completed` webhook);
 //! - [`reports`]: tallies, snapshots, exports, diffs, promotion decisions, trends;
 //! - [`operations`]: settings, alerts, health figures, suites, webhooks, retention.
 //!
@@ -33,6 +34,7 @@ pub mod accounts;
 pub mod annotation;
 pub mod catalog;
 pub mod grading;
+pub mod label_events;
 pub mod open_queue;
 pub mod operations;
 pub mod pay;
@@ -48,6 +50,7 @@ pub use accounts::{AccountStore, UserCredentials, TOKEN_USE_RESOLUTION_MS};
 pub use annotation::AnnotationStore;
 pub use catalog::CatalogStore;
 pub use grading::GradingStore;
+pub use label_events::LabelEventStore;
 pub use open_queue::{OpenQueueStore, SlotFilter};
 pub use operations::{DeliveryAttempt, DueDelivery, OperationsStore, RawPurge};
 pub use pay::{NewPayRate, PayStore};
@@ -117,6 +120,7 @@ pub trait Store:
     + PayStore
     + RubricStore
     + PreferenceStore
+    + LabelEventStore
     + ReportStore
     + OperationsStore
     + Send
@@ -361,6 +365,10 @@ macro_rules! backend_sql {
         mod rubrics_sql {
             use super::$store;
             $crate::rubrics::rubrics_sql!($store, $db, $backend, $begin, $skip_locked);
+        }
+        mod label_events_sql {
+            use super::$store;
+            $crate::label_events::label_events_sql!($store, $db, $backend, $begin, $skip_locked);
         }
         mod preferences_sql {
             use super::$store;

@@ -371,7 +371,10 @@ macro_rules! preferences_sql {
                             Some(choice) => serde_json::json!({ "choice": choice.as_str() }),
                             None => serde_json::json!({ "split": true }),
                         };
-                        sqlx::query("UPDATE annotation_tasks SET state = 'done', completed_at = $1, consensus = $2 WHERE id = $3")
+                        sqlx::query(
+                            "UPDATE annotation_tasks SET state = 'done', completed_at = $1, decided_at = $1, consensus = $2 \
+                             WHERE id = $3",
+                        )
                             .bind(now)
                             .bind(consensus.to_string())
                             .bind(task_id)

@@ -89,6 +89,7 @@ fn WebhooksBody(
                         <label class="inline"><input type="checkbox" name="events[run.completed]" checked/> " run completed"</label>
                         <label class="inline"><input type="checkbox" name="events[alert.raised]"/> " alert raised"</label>
                         <label class="inline"><input type="checkbox" name="events[alert.resolved]"/> " alert resolved"</label>
+                        <label class="inline"><input type="checkbox" name="events[label.completed]"/> " item labelled (each human decision, with its labels)"</label>
                     </fieldset>
                     <label class="inline">
                         <input type="checkbox" name="sign" disabled=!data.can_sign/>

@@ -6,6 +6,7 @@
 pub mod adjudication;
 pub mod agreement;
 pub mod consensus;
+pub mod decided;
 pub mod gold;
 pub mod pay;
 pub mod pool;

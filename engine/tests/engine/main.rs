@@ -13,6 +13,7 @@ mod fuzz_inputs;
 mod images;
 mod imports;
 mod instructions;
+mod label_events_story;
 mod likelihood;
 mod ops_story;
 mod pay_story;

@@ -222,6 +222,31 @@ async fn pairs_are_drawn_recorded_shared_exactly_and_reported(store: Arc<dyn Sto
         .map(|day| day.answers)
         .sum();
     assert_eq!(pair_answers as usize, labels);
+    // Each pair is decided once its last answer is in: the `label.completed` webhook's reading
+    // has both sides as raters saw them and every answer.
+    let decided = store
+        .decided_items((0, i64::MAX), i64::MAX, 100)
+        .await
+        .unwrap();
+    assert_eq!(decided.len(), 9);
+    for item in &decided {
+        let pair = item.pair.as_ref().expect("only pairs were decided");
+        assert_eq!(
+            (item.kind.as_str(), item.verdict.as_deref()),
+            ("pair", None)
+        );
+        assert_eq!(pair.left.run_id, item.run_id);
+        assert_ne!(pair.left.run_id, pair.right.run_id);
+        let given = answered
+            .iter()
+            .filter(|(task, ..)| *task == item.task_id)
+            .count();
+        assert_eq!(item.labels.len(), given);
+        assert!(item.labels.iter().all(|label| label.choice.is_some()
+            && label.verdict.is_none()
+            && label.rationale == "reasons"));
+        assert!(item.consensus.is_some());
+    }
     let mut per_pair: HashMap<i64, Vec<UserId>> = HashMap::new();
     for (task, rater, _) in &answered {
         per_pair.entry(*task).or_default().push(*rater);

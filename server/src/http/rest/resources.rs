@@ -520,7 +520,8 @@ pub async fn list_webhooks(
 pub struct NewWebhookRequest {
     /// Where to POST: http:// or https://.
     pub url: String,
-    /// Any of `run.completed`, `alert.raised`, `alert.resolved`.
+    /// Any of `run.completed`, `alert.raised`, `alert.resolved`, `label.completed` (the last three
+    /// for leads and admins only: they name raters).
     pub events: Vec<String>,
     /// Sign deliveries (`X-Arbiter-Signature`); the secret is returned once. Needs
     /// `ARBITER_SECRET_KEY` on the server.
