@@ -1200,8 +1200,8 @@ macro_rules! annotation_sql {
                         .execute(&mut *tx)
                         .await?;
                     sqlx::query(
-                        "UPDATE annotation_tasks SET labels_done = labels_done - 1, state = 'open', completed_at = NULL, consensus = NULL \
-                         WHERE id = $1",
+                        "UPDATE annotation_tasks SET labels_done = labels_done - 1, state = 'open', completed_at = NULL, consensus = NULL, \
+                         decided_at = NULL WHERE id = $1",
                     )
                     .bind(task_id)
                     .execute(&mut *tx)

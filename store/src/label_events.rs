@@ -32,11 +32,6 @@ macro_rules! label_events_sql {
             DecidedItem, DecidedLabel, DecidedPair, PairSide,
         };
 
-        /// The page's window on (decided_at, id): after `$1, $2`, up to and including `$3, $4`.
-        const IN_PAGE: &str = "t.decided_at IS NOT NULL \
-             AND (t.decided_at > $1 OR (t.decided_at = $1 AND t.id > $2)) \
-             AND (t.decided_at < $3 OR (t.decided_at = $3 AND t.id <= $4))";
-
         fn json_column(text: Option<String>) -> Option<serde_json::Value> {
             text.and_then(|text| serde_json::from_str(&text).ok())
         }
@@ -62,7 +57,7 @@ macro_rules! label_events_sql {
                  LEFT JOIN work_items rw ON rw.id = p.right_item_id \
                  LEFT JOIN checkpoints rc ON rc.id = rw.checkpoint_id \
                  LEFT JOIN rubrics rb ON rb.id = t.rubric_id \
-                 WHERE t.decided_at IS NOT NULL AND t.decided_at <= $3 \
+                 WHERE t.decided_at IS NOT NULL AND t.state = 'done' AND t.decided_at <= $3 \
                    AND (t.decided_at > $1 OR (t.decided_at = $1 AND t.id > $2)) \
                  ORDER BY t.decided_at, t.id LIMIT $4",
             )
@@ -112,26 +107,28 @@ macro_rules! label_events_sql {
                     labels: Vec::new(),
                 }));
             }
-            let Some(last) = items.last() else {
+            if items.is_empty() {
                 return Ok(items);
-            };
-            let window = (after_at, after_id, last.decided_at, last.task_id);
+            }
+            // By the page's task ids (integers read above, so safe to inline): a task decided
+            // again since the read above keeps its labels in this page.
+            let ids = items
+                .iter()
+                .map(|item| item.task_id.to_string())
+                .collect::<Vec<_>>()
+                .join(",");
             let labels = sqlx::query(&format!(
                 "SELECT l.task_id, u.username AS rater, l.verdict, NULL AS choice, l.answers, l.rationale, \
                         l.duration_ms, l.state, l.guideline_version, l.created_at AS labelled_at, l.id \
-                 FROM labels l JOIN annotation_tasks t ON t.id = l.task_id JOIN users u ON u.id = l.annotator_id \
-                 WHERE {IN_PAGE} \
+                 FROM labels l JOIN users u ON u.id = l.annotator_id \
+                 WHERE l.task_id IN ({ids}) \
                  UNION ALL \
                  SELECT l.task_id, u.username, NULL, l.choice, NULL, l.rationale, \
                         l.duration_ms, 'standing', NULL, l.created_at, l.id \
-                 FROM preference_labels l JOIN annotation_tasks t ON t.id = l.task_id JOIN users u ON u.id = l.rater_id \
-                 WHERE {IN_PAGE} \
+                 FROM preference_labels l JOIN users u ON u.id = l.rater_id \
+                 WHERE l.task_id IN ({ids}) \
                  ORDER BY 1, 11"
             ))
-            .bind(window.0)
-            .bind(window.1)
-            .bind(window.2)
-            .bind(window.3)
             .fetch_all(pool)
             .await?;
             let position: std::collections::HashMap<i64, usize> = items
