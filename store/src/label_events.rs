@@ -69,7 +69,6 @@ macro_rules! label_events_sql {
             .await?;
             let mut items = Vec::with_capacity(rows.len());
             for row in &rows {
-                let kind: String = row.read("kind")?;
                 let right_run: Option<i64> = row.read("right_run_id")?;
                 let left = PairSide {
                     run_id: row.read("run_id")?,
@@ -90,6 +89,7 @@ macro_rules! label_events_sql {
                 let verdict: Option<String> = row.read("verdict")?;
                 items.push($crate::read_columns!(row, DecidedItem {
                     task_id,
+                    kind,
                     decided_at,
                     eval,
                     case_id,
@@ -102,7 +102,6 @@ macro_rules! label_events_sql {
                     checkpoint: left.checkpoint,
                     verdict: verdict.filter(|_| pair.is_none()),
                     consensus: json_column(row.read("consensus")?),
-                    kind: kind,
                     pair: pair,
                     labels: Vec::new(),
                 }));
