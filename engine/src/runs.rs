@@ -639,13 +639,17 @@ struct ItemTexts<'a> {
 
 async fn show_as_sent(
     store: &dyn Store,
-    identity: arbiter_domain::ids::IdentityId,
+    identity: Option<arbiter_domain::ids::IdentityId>,
     texts: &mut ItemTexts<'_>,
 ) -> ServiceResult<(
     arbiter_domain::annotation::shown::ShownItem,
     Option<arbiter_domain::annotation::shown::ShownText>,
 )> {
-    let sent = item_as_sent(store, identity).await?;
+    // An item pushed from outside is shown as pushed: no eval sent it.
+    let sent = match identity {
+        Some(identity) => item_as_sent(store, identity).await?,
+        None => None,
+    };
     let code_eval = sent.as_ref().is_some_and(|sent| sent.code_eval);
     let mut conversation = Vec::new();
     if let Some(request) = sent.and_then(|sent| sent.request) {

@@ -259,7 +259,8 @@ fn decided_payload(item: &DecidedItem, now: i64) -> String {
         "event": EVENT_LABEL_COMPLETED,
         "sent_at": now,
         "item": item,
-        "path": format!("/runs/{}", item.run_id),
+        // A pushed item has no run page; its queue is read back through the API.
+        "path": item.run_id.map(|run_id| format!("/runs/{run_id}")),
     })
     .to_string()
 }

@@ -254,6 +254,19 @@ macro_rules! annotation_sql {
         /// Refusal of a pass/fail or rubric label on a pair.
         const PAIR_NOT_LABEL: &str = "this item is a pair of outputs: say which is better (a, b, tie or both bad)";
 
+        /// Joins giving a single item's texts for task `t`: a run's item from its dataset and
+        /// generation, or an item pushed from outside from its own row. Read with
+        /// [`TASK_ITEM_COLUMNS`] and filtered with [`TASK_ITEM_PRESENT`].
+        const TASK_ITEM_JOINS: &str = "LEFT JOIN work_items w ON w.id = t.work_item_id \
+             LEFT JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
+             LEFT JOIN generations g ON g.work_item_id = w.id \
+             LEFT JOIN pushed_items pi ON pi.task_id = t.id";
+        /// The identity (NULL for a pushed item), input, target and output of [`TASK_ITEM_JOINS`].
+        const TASK_ITEM_COLUMNS: &str = "w.id AS identity_id, COALESCE(i.input, pi.input) AS input, \
+             COALESCE(i.target, pi.target) AS target, COALESCE(g.output, pi.first_output) AS output";
+        /// The item has its texts (a run's answer purged by retention has none).
+        const TASK_ITEM_PRESENT: &str = "(g.output IS NOT NULL OR pi.task_id IS NOT NULL)";
+
         pub(crate) const NOT_HELD: &str = "this item is not leased to you (it was labelled, skipped or \
             reassigned, or its lease expired); take the next item";
 
@@ -445,14 +458,20 @@ macro_rules! annotation_sql {
                 tx.commit().await?;
                 return Ok(None);
             };
-            // A pair shows its left item's request and both outputs; an item, its own.
+            // A pair of runs' answers shows its left item's request and both outputs; an item,
+            // its own; a pushed item or pair, its own texts with its sides as drawn.
             let row = sqlx::query(
-                "SELECT w.id AS identity_id, i.input, i.target, g.output, t.rubric_id, r.output AS right_output \
+                "SELECT w.id AS identity_id, COALESCE(i.input, pi.input) AS input, \
+                        COALESCE(i.target, pi.target) AS target, \
+                        COALESCE(g.output, CASE WHEN pi.first_on_left THEN pi.first_output ELSE pi.second_output END) AS output, \
+                        t.rubric_id, \
+                        COALESCE(r.output, CASE WHEN pi.first_on_left THEN pi.second_output ELSE pi.first_output END) AS right_output \
                  FROM annotation_tasks t \
                  LEFT JOIN preference_pairs p ON p.task_id = t.id \
-                 JOIN work_items w ON w.id = COALESCE(t.work_item_id, p.left_item_id) \
-                 JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
-                 JOIN generations g ON g.work_item_id = w.id \
+                 LEFT JOIN pushed_items pi ON pi.task_id = t.id \
+                 LEFT JOIN work_items w ON w.id = COALESCE(t.work_item_id, p.left_item_id) \
+                 LEFT JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
+                 LEFT JOIN generations g ON g.work_item_id = w.id \
                  LEFT JOIN generations r ON r.work_item_id = p.right_item_id WHERE t.id = $1",
             )
             .bind(task_id)
@@ -783,13 +802,21 @@ macro_rules! annotation_sql {
             };
             let verdict = if pass { Verdict::Pass } else { Verdict::Fail };
             // Stamped for the `label.completed` webhook: each decision is sent once.
-            let identity_id = IdentityId(
+            let identity_id: Option<i64> =
                 sqlx::query_scalar("UPDATE annotation_tasks SET decided_at = $1 WHERE id = $2 RETURNING work_item_id")
                     .bind(now)
                     .bind(task_id.get())
                     .fetch_one(&mut **tx)
-                    .await?,
-            );
+                    .await?;
+            let Some(identity_id) = identity_id.map(IdentityId) else {
+                // A pushed item: no run's result to grade; its verdict is kept beside it.
+                sqlx::query("UPDATE pushed_items SET verdict = $1 WHERE task_id = $2")
+                    .bind(verdict.as_str())
+                    .bind(task_id.get())
+                    .execute(&mut **tx)
+                    .await?;
+                return Ok(());
+            };
             sqlx::query(
                 "INSERT INTO grades (work_item_id, grader, verdict, extracted_answer, reason, stage, created_at) \
                  VALUES ($1, 'human', $2, NULL, $3, 'human', $4)",
@@ -920,18 +947,16 @@ macro_rules! annotation_sql {
             let Some(label_id) = served else {
                 return next_pending_check(pool, reviewer_id).await;
             };
-            let row = sqlx::query(
-                "SELECT l.id AS label_id, w.id AS identity_id, u.username, i.input, i.target, g.output, l.verdict, l.rationale, \
+            let row = sqlx::query(&format!(
+                "SELECT l.id AS label_id, {TASK_ITEM_COLUMNS}, u.username, l.verdict, l.rationale, \
                         l.answers, rb.definition AS rubric_definition, \
                         (SELECT COUNT(*) FROM labels o WHERE o.task_id = l.task_id AND o.state = 'standing' \
                          AND o.verdict <> l.verdict) AS dissent \
                  FROM labels l JOIN users u ON u.id = l.annotator_id \
                  JOIN annotation_tasks t ON t.id = l.task_id LEFT JOIN rubrics rb ON rb.id = t.rubric_id \
-                 JOIN work_items w ON w.id = t.work_item_id \
-                 JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
-                 JOIN generations g ON g.work_item_id = w.id \
-                 WHERE l.id = $1",
-            )
+                 {TASK_ITEM_JOINS} \
+                 WHERE l.id = $1 AND {TASK_ITEM_PRESENT}",
+            ))
             .bind(label_id)
             .fetch_one(writer)
             .await?;
@@ -990,20 +1015,18 @@ macro_rules! annotation_sql {
             pool: &sqlx::Pool<$db>,
             checker_id: UserId,
         ) -> StoreResult<Option<ReviewItem>> {
-            let row = sqlx::query(
+            let row = sqlx::query(&format!(
                 "SELECT r.id AS review_id, r.decision, r.verdict AS corrected_to, r.reason, rv.username AS reviewer, \
-                        l.id AS label_id, w.id AS identity_id, u.username, i.input, i.target, g.output, l.verdict, l.rationale, \
+                        l.id AS label_id, {TASK_ITEM_COLUMNS}, u.username, l.verdict, l.rationale, \
                         l.answers, rb.definition AS rubric_definition \
                  FROM label_reviews r JOIN users rv ON rv.id = r.reviewer_id \
                  JOIN labels l ON l.id = r.label_id JOIN users u ON u.id = l.annotator_id \
                  JOIN annotation_tasks t ON t.id = l.task_id LEFT JOIN rubrics rb ON rb.id = t.rubric_id \
-                 JOIN work_items w ON w.id = t.work_item_id \
-                 JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
-                 JOIN generations g ON g.work_item_id = w.id \
-                 WHERE r.check_state = 'pending' AND r.reviewer_id <> $1 \
+                 {TASK_ITEM_JOINS} \
+                 WHERE r.check_state = 'pending' AND r.reviewer_id <> $1 AND {TASK_ITEM_PRESENT} \
                    AND NOT EXISTS (SELECT 1 FROM labels o WHERE o.task_id = l.task_id AND o.annotator_id = $1) \
                  ORDER BY r.id LIMIT 1",
-            )
+            ))
             .bind(checker_id.get())
             .fetch_optional(pool)
             .await?;
@@ -1221,11 +1244,19 @@ macro_rules! annotation_sql {
             tx: &mut sqlx::Transaction<'_, $db>,
             task_id: TaskId,
         ) -> Result<(), sqlx::Error> {
-            let (identity_id, kind): (i64, String) =
+            let (identity_id, kind): (Option<i64>, String) =
                 sqlx::query_as("SELECT work_item_id, kind FROM annotation_tasks WHERE id = $1")
                     .bind(task_id.get())
                     .fetch_one(&mut **tx)
                     .await?;
+            let Some(identity_id) = identity_id else {
+                // A pushed item: undecided again.
+                sqlx::query("UPDATE pushed_items SET verdict = NULL WHERE task_id = $1")
+                    .bind(task_id.get())
+                    .execute(&mut **tx)
+                    .await?;
+                return Ok(());
+            };
             let judged: Option<(String, String)> = if kind == "audit" {
                 sqlx::query_as(
                     "SELECT verdict, stage FROM grades WHERE work_item_id = $1 \
@@ -1283,9 +1314,12 @@ macro_rules! annotation_sql {
             let labels: Vec<(i64, i64, Option<i64>, Option<String>, String, Option<String>, Option<String>)> =
                 sqlx::query_as(
                     "SELECT l.annotator_id, l.created_at, l.duration_ms, l.review_state, l.verdict, \
-                            w.verdict AS final_verdict, w.decided_by \
+                            COALESCE(w.verdict, pi.verdict) AS final_verdict, \
+                            CASE WHEN pi.verdict IS NOT NULL THEN 'human' ELSE w.decided_by END AS decided_by \
                      FROM labels l JOIN annotation_tasks t ON t.id = l.task_id \
-                     JOIN work_items w ON w.id = t.work_item_id WHERE l.created_at >= $1 ORDER BY l.id",
+                     LEFT JOIN work_items w ON w.id = t.work_item_id \
+                     LEFT JOIN pushed_items pi ON pi.task_id = t.id \
+                     WHERE l.created_at >= $1 ORDER BY l.id",
                 )
                 .bind(since)
                 .fetch_all(pool)
@@ -1735,11 +1769,13 @@ macro_rules! annotation_sql {
             since: i64,
         ) -> StoreResult<Vec<arbiter_domain::annotation::task::QueueLabel>> {
             let rows: Vec<(String, i64, i64, String, String)> = sqlx::query_as(
-                "SELECT e.name, l.task_id, l.annotator_id, u.username, l.verdict FROM labels l \
+                "SELECT COALESCE(e.name, pq.name), l.task_id, l.annotator_id, u.username, l.verdict FROM labels l \
                  JOIN users u ON u.id = l.annotator_id JOIN annotation_tasks t ON t.id = l.task_id \
-                 JOIN work_items w ON w.id = t.work_item_id JOIN runs r ON r.id = w.run_id \
-                 JOIN evals e ON e.id = r.eval_id \
-                 WHERE l.state = 'standing' AND l.created_at >= $1 ORDER BY l.task_id, l.id",
+                 LEFT JOIN work_items w ON w.id = t.work_item_id LEFT JOIN runs r ON r.id = w.run_id \
+                 LEFT JOIN evals e ON e.id = r.eval_id \
+                 LEFT JOIN pushed_items pi ON pi.task_id = t.id LEFT JOIN pushed_queues pq ON pq.id = pi.queue_id \
+                 WHERE l.state = 'standing' AND l.created_at >= $1 AND (e.name IS NOT NULL OR pq.name IS NOT NULL) \
+                 ORDER BY l.task_id, l.id",
             )
             .bind(since)
             .fetch_all(pool)
@@ -1847,17 +1883,15 @@ macro_rules! annotation_sql {
 
         async fn list_own_labels(pool: &sqlx::Pool<$db>, rater_id: UserId, limit: i64) -> StoreResult<Vec<OwnLabel>> {
             let rows = sqlx::query(&format!(
-                "SELECT l.id AS label_id, w.id AS identity_id, i.input, i.target, g.output, l.verdict, l.rationale, \
+                "SELECT l.id AS label_id, {TASK_ITEM_COLUMNS}, l.verdict, l.rationale, \
                         l.created_at, l.edited_at, {LABEL_STANDING_COLUMNS}, rb.definition AS rubric_definition, \
                         r.decision, r.verdict AS corrected_to, r.reason, r.created_at AS decided_at, \
                         r.check_state, r.check_verdict, r.check_reason \
                  FROM labels l JOIN annotation_tasks t ON t.id = l.task_id \
                  LEFT JOIN rubrics rb ON rb.id = t.rubric_id \
-                 JOIN work_items w ON w.id = t.work_item_id \
-                 JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
-                 JOIN generations g ON g.work_item_id = w.id \
+                 {TASK_ITEM_JOINS} \
                  LEFT JOIN label_reviews r ON r.label_id = l.id \
-                 WHERE l.annotator_id = $1 \
+                 WHERE l.annotator_id = $1 AND {TASK_ITEM_PRESENT} \
                    AND ((t.state <> 'done' AND l.state = 'standing') OR l.review_state = 'pending' \
                         OR r.decision IN ('corrected', 'rejected')) \
                  ORDER BY l.id DESC LIMIT $2"

@@ -15,6 +15,7 @@
 //! - [`pay`]: pay pools, their rates, raters' pools and each rater's work per day;
 //! - [`rubrics`]: rubrics raters answer and their guidelines, versioned;
 //! - [`preferences`]: pairs of two runs' answers sent to raters, and their preferences;
+//! - [`pushed`]: items pushed from outside into named labelling queues, read back with labels;
 //! - [`label_events`]: items' human outcomes in the order decided (the `label.completed` webhook);
 //! - [`reports`]: tallies, snapshots, exports, diffs, promotion decisions, trends;
 //! - [`operations`]: settings, alerts, health figures, suites, webhooks, retention.
@@ -40,6 +41,7 @@ pub mod operations;
 pub mod pay;
 mod postgres;
 pub mod preferences;
+pub mod pushed;
 pub mod reports;
 pub mod rubrics;
 pub mod runs;
@@ -56,6 +58,7 @@ pub use operations::{DeliveryAttempt, DueDelivery, OperationsStore, RawPurge};
 pub use pay::{NewPayRate, PayStore};
 pub use postgres::PostgresStore;
 pub use preferences::PreferenceStore;
+pub use pushed::PushedItemStore;
 pub use reports::{ContaminationCounts, ExportRow, ReportStore, StoredSnapshot};
 pub use rubrics::RubricStore;
 pub use runs::{ManifestInputs, NewRun, RunStore};
@@ -120,6 +123,7 @@ pub trait Store:
     + PayStore
     + RubricStore
     + PreferenceStore
+    + PushedItemStore
     + LabelEventStore
     + ReportStore
     + OperationsStore
@@ -373,6 +377,10 @@ macro_rules! backend_sql {
         mod preferences_sql {
             use super::$store;
             $crate::preferences::preferences_sql!($store, $db, $backend, $begin, $skip_locked);
+        }
+        mod pushed_sql {
+            use super::$store;
+            $crate::pushed::pushed_sql!($store, $db, $backend, $begin, $skip_locked);
         }
         mod reports_sql {
             use super::$store;

@@ -54,6 +54,7 @@ macro_rules! open_queue_sql {
         use arbiter_domain::annotation::queue_scan::{
             OpenGroup, OpenTask, SlotRequest, SlotTask, AGE_BUCKETS, AT_RISK_SHARE_LEFT,
         };
+        use arbiter_domain::annotation::pushed::PUSHED_QUEUE;
         use arbiter_domain::ids::TaskId;
         use std::collections::HashMap;
 
@@ -83,10 +84,13 @@ macro_rules! open_queue_sql {
             .collect())
         }
 
+        /// The queue a task is reported under: its run's eval, or one queue for every item
+        /// pushed from outside (which has no run; the sums are kept by run).
         fn queue_of(queues: &HashMap<i64, String>, run_id: Option<i64>) -> String {
-            run_id
-                .and_then(|run_id| queues.get(&run_id).cloned())
-                .unwrap_or_default()
+            match run_id {
+                Some(run_id) => queues.get(&run_id).cloned().unwrap_or_default(),
+                None => PUSHED_QUEUE.to_string(),
+            }
         }
 
         async fn visit_open_groups(
@@ -152,18 +156,18 @@ macro_rules! open_queue_sql {
         ) -> StoreResult<()> {
             use futures::TryStreamExt;
             let queues = queues_by_run(pool).await?;
-            let mut rows = sqlx::query_as::<_, (i64, i64, i64, i64, i64, i64, Option<i64>)>(
+            let mut rows = sqlx::query_as::<_, (i64, Option<i64>, i64, i64, i64, i64, Option<i64>)>(
                 "SELECT t.id, w.run_id, t.priority, t.created_at, t.due_at, t.labels_needed - t.labels_done, \
                         t.escalated_at \
                  FROM annotation_tasks t LEFT JOIN preference_pairs p ON p.task_id = t.id \
-                 JOIN work_items w ON w.id = COALESCE(t.work_item_id, p.left_item_id) \
+                 LEFT JOIN work_items w ON w.id = COALESCE(t.work_item_id, p.left_item_id) \
                  WHERE t.state = 'open' ORDER BY t.priority DESC, t.due_at, t.id",
             )
             .fetch(pool);
             while let Some((id, run_id, priority, created_at, due_at, missing, escalated_at)) = rows.try_next().await? {
                 visit(OpenTask {
                     id: TaskId(id),
-                    queue: queue_of(&queues, Some(run_id)),
+                    queue: queue_of(&queues, run_id),
                     priority,
                     created_at,
                     due_at,

@@ -11,6 +11,7 @@ pub mod gold;
 pub mod pay;
 pub mod pool;
 pub mod preference;
+pub mod pushed;
 pub mod queue_scan;
 pub mod review;
 pub mod rubric;

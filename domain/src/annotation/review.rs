@@ -10,8 +10,9 @@ pub struct ReviewItem {
     pub label_id: i64,
     /// The labelled result identity (the server's own key): how its eval showed the item to
     /// the model is rebuilt from it.
+    /// `None` for an item pushed from outside, which is shown as pushed.
     #[serde(skip)]
-    pub identity_id: crate::ids::IdentityId,
+    pub identity_id: Option<crate::ids::IdentityId>,
     pub rater: String,
     pub input: String,
     /// Images sent with the input (data URLs).
@@ -73,8 +74,9 @@ impl ReviewDecision {
 pub struct OwnLabel {
     pub label_id: i64,
     /// The labelled result identity (the server's own key), to show the item as it was sent.
+    /// `None` for an item pushed from outside, which is shown as pushed.
     #[serde(skip)]
-    pub identity_id: crate::ids::IdentityId,
+    pub identity_id: Option<crate::ids::IdentityId>,
     pub input: String,
     #[serde(default)]
     pub images: Vec<String>,

@@ -52,8 +52,9 @@ pub struct AnnotationTask {
     pub task_id: TaskId,
     /// The result identity being labelled (the server's too): how its eval showed the item to
     /// the model is rebuilt from it.
+    /// `None` for an item pushed from outside, which is shown as pushed.
     #[serde(skip)]
-    pub identity_id: crate::ids::IdentityId,
+    pub identity_id: Option<crate::ids::IdentityId>,
     pub input: String,
     /// Images sent with the input (data URLs), shown beside it.
     #[serde(default)]

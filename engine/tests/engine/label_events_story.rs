@@ -102,7 +102,7 @@ async fn decided_items_go_to_webhooks_once_per_decision_with_their_labels(store:
             .expect("an item is offered");
         let pass = served < 2;
         if !pass {
-            split_case = Some(task.identity_id);
+            split_case = task.identity_id;
         }
         store
             .submit_label(&task.handle, ben, pass, "my reason")

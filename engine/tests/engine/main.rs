@@ -18,6 +18,7 @@ mod likelihood;
 mod ops_story;
 mod pay_story;
 mod preference_story;
+mod pushed_items_story;
 mod quality_story;
 mod queue_scan_story;
 mod rolling;

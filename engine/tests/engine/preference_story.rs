@@ -235,7 +235,7 @@ async fn pairs_are_drawn_recorded_shared_exactly_and_reported(store: Arc<dyn Sto
             (item.kind.as_str(), item.verdict.as_deref()),
             ("pair", None)
         );
-        assert_eq!(pair.left.run_id, item.run_id);
+        assert_eq!(Some(pair.left.run_id), item.run_id);
         assert_ne!(pair.left.run_id, pair.right.run_id);
         let given = answered
             .iter()

@@ -316,6 +316,20 @@ fn api_routes() -> Vec<(Method, &'static str, Option<Value>, bool, StatusCode)> 
             false,
             StatusCode::NOT_FOUND,
         ),
+        (
+            Method::POST,
+            "/annotation/items",
+            Some(json!({"queue": "NAME", "items": [{"input": "q", "outputs": ["a"]}]})),
+            false,
+            StatusCode::CREATED,
+        ),
+        (
+            Method::GET,
+            "/annotation/items?queue=nope",
+            None,
+            false,
+            StatusCode::NOT_FOUND,
+        ),
     ]
 }
 
@@ -1036,4 +1050,147 @@ async fn the_pay_ledger_is_for_leads_only_and_explains_bad_ranges() {
         assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {answer}");
         assert!(answer["error"].as_str().unwrap().contains(says), "{answer}");
     }
+}
+
+/// Pushed items over the API: a push answers 201 with a receipt per item, the same push again
+/// 200 with the same ids and nothing added; a bad push is a 4xx naming what is wrong and stores
+/// nothing; a queue is its team's; the read gives the items back in push order.
+#[tokio::test]
+async fn pushed_items_are_idempotent_explained_and_kept_to_their_team() {
+    let app = TestApp::spawn().await;
+    app.team_objects().await;
+    let owner = app.token_for(Role::Researcher).await;
+    let vera = app.token_of("vera").await;
+    let body = json!({
+        "queue": "prod/support",
+        "raters": 2,
+        "items": [
+            {"input": "Capital of France?", "outputs": ["Paris"], "metadata": {"trace": "t-1"}},
+            {"input": "Write a haiku.", "outputs": ["Leaves fall", "Roses are red"]},
+        ],
+    });
+    let (status, first) = send(
+        &app,
+        Method::POST,
+        "/annotation/items",
+        Some(&owner),
+        Some(body.clone()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{first}");
+    assert_eq!(
+        (first["created"].clone(), first["existing"].clone()),
+        (json!(2), json!(0))
+    );
+    let (status, again) = send(
+        &app,
+        Method::POST,
+        "/annotation/items",
+        Some(&owner),
+        Some(body.clone()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{again}");
+    assert_eq!(
+        (again["created"].clone(), again["existing"].clone()),
+        (json!(0), json!(2))
+    );
+    for (before, after) in first["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(again["items"].as_array().unwrap())
+    {
+        assert_eq!(before["task_id"], after["task_id"]);
+        assert_eq!(before["content_hash"], after["content_hash"]);
+    }
+
+    let item = |input: &str, outputs: Value| json!({"input": input, "outputs": outputs});
+    for (bad, status, says) in [
+        (
+            json!({"queue": "prod/support", "items": [item("fine", json!(["ok"])), item("x", json!([]))]}),
+            StatusCode::BAD_REQUEST,
+            "item 1 has 0 outputs",
+        ),
+        (
+            json!({"queue": "has space", "items": [item("fine", json!(["ok"]))]}),
+            StatusCode::BAD_REQUEST,
+            "queue name",
+        ),
+        (
+            json!({"queue": "prod/support", "raters": 9, "items": [item("fine", json!(["ok"]))]}),
+            StatusCode::BAD_REQUEST,
+            "raters per item",
+        ),
+        (
+            json!({"queue": "prod/support", "rubric": "nope", "items": [item("fine", json!(["ok"]))]}),
+            StatusCode::NOT_FOUND,
+            "no rubric",
+        ),
+        (
+            json!({"queue": "prod/support", "items": [{"input": "q", "outputs": ["a"], "colour": "red"}]}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "colour",
+        ),
+        (
+            json!({"queue": "prod/support", "items": [{"input": "q", "outputs": ["a"], "metadata": [1]}]}),
+            StatusCode::BAD_REQUEST,
+            "not a JSON object",
+        ),
+    ] {
+        let (got, answer) = send(
+            &app,
+            Method::POST,
+            "/annotation/items",
+            Some(&owner),
+            Some(bad.clone()),
+        )
+        .await;
+        assert_eq!(got, status, "{bad}: {answer}");
+        assert!(
+            answer["error"].as_str().unwrap().contains(says),
+            "{says}: {answer}"
+        );
+    }
+
+    // Another team's researcher may neither push to the queue nor read it.
+    let (status, answer) = send(
+        &app,
+        Method::POST,
+        "/annotation/items",
+        Some(&vera),
+        Some(body),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{answer}");
+    assert!(
+        answer["error"].as_str().unwrap().contains("team `default`"),
+        "{answer}"
+    );
+    let path = "/annotation/items?queue=prod/support";
+    let (status, _) = send(&app, Method::GET, path, Some(&vera), None).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+
+    // Only the two good items are there, open, in push order.
+    let (status, items) = send(&app, Method::GET, path, Some(&owner), None).await;
+    assert_eq!(status, StatusCode::OK, "{items}");
+    let items = items.as_array().unwrap();
+    assert_eq!(items.len(), 2);
+    assert_eq!(items[0]["task_id"], first["items"][0]["task_id"]);
+    assert_eq!(items[0]["metadata"]["trace"], "t-1");
+    assert_eq!(items[0]["state"], "open");
+    assert_eq!(
+        (items[0]["kind"].as_str(), items[1]["kind"].as_str()),
+        (Some("pushed"), Some("pair"))
+    );
+    assert!(items[1]["first_on_left"].is_boolean());
+    let (status, answer) = send(
+        &app,
+        Method::GET,
+        &format!("{path}&limit=0"),
+        Some(&owner),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
 }

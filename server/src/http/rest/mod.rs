@@ -6,6 +6,7 @@
 //! Handlers only translate HTTP to the engine's use cases and back; validation and rules live in
 //! the engine, shared with the UI's server functions.
 
+mod annotation;
 mod auth;
 mod openapi;
 mod pay;
@@ -183,6 +184,12 @@ pub fn routes(state: AppState) -> Router {
         .route("/pairs", post(preferences::send_pairs))
         .route("/preferences", get(preferences::preferences))
         .route("/pay/ledger", get(pay::ledger))
+        .route(
+            "/annotation/items",
+            get(annotation::pushed_items)
+                .post(annotation::push_items)
+                .layer(DefaultBodyLimit::max(annotation::MAX_PUSH_BODY_BYTES)),
+        )
         .fallback(|| async {
             ApiError::new(
                 StatusCode::NOT_FOUND,

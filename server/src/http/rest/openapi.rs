@@ -1,7 +1,7 @@
 //! The OpenAPI 3.1 description of the REST API, generated from the handlers' annotations and
 //! the engine's types, so it cannot drift from what the server answers.
 
-use super::{pay, preferences, resources, runs, ApiErrorBody};
+use super::{annotation, pay, preferences, resources, runs, ApiErrorBody};
 use axum::Json;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
@@ -45,6 +45,8 @@ A token acts with its owner's role. Errors are JSON `{\"error\": \"…\"}` with 
         preferences::send_pairs,
         preferences::preferences,
         pay::ledger,
+        annotation::push_items,
+        annotation::pushed_items,
     ),
     components(schemas(ApiErrorBody)),
     modifiers(&BearerToken),
@@ -58,6 +60,7 @@ A token acts with its owner's role. Errors are JSON `{\"error\": \"…\"}` with 
         (name = "runs", description = "Frozen manifests run against a checkpoint, their reports and comparisons"),
         (name = "preferences", description = "Side-by-side preference: pairs of two checkpoints' answers sent to raters, and Bradley–Terry ratings from their choices"),
         (name = "pay", description = "Rater hours and pay: the ledger leads export for payroll"),
+        (name = "annotation", description = "Items pushed from outside (production traces, other tools' outputs) into labelling queues, idempotent by content hash, and read back with their labels"),
     )
 )]
 pub struct ApiDoc;
