@@ -52,6 +52,26 @@ test("an eval's triage policy is saved as versions, and a bad one is refused", a
   await expect(history).toHaveCount(versionsBefore + 1);
   await expect(history.first()).toContainText('stricter acceptance');
   await expect(page.getByTestId('policy-current')).toContainText('accept ≥ 0.950');
+
+  // Re-tuning from human labels: bounds upside down are refused; good ones show with the
+  // policy; clearing the target turns it off again (the demo's policy is left as it was).
+  const tuning = page.getByTestId('auto-tuning');
+  await tuning.getByLabel('Target error rate (%)').fill('5');
+  await tuning.getByLabel('Lowest threshold allowed').fill('0.995');
+  await page.getByRole('button', { name: 'Save as a new version' }).click();
+  await expect(page.getByRole('alert').first()).toContainText('above the highest');
+  await expect(history).toHaveCount(versionsBefore + 1);
+  await tuning.getByLabel('Lowest threshold allowed').fill('0.9');
+  await tuning.getByLabel('Judge floor (% right)').fill('70');
+  await page.getByRole('button', { name: 'Save as a new version' }).click();
+  await expect(history).toHaveCount(versionsBefore + 2);
+  await expect(page.getByTestId('policy-current')).toContainText(
+    're-tuned for at most 5.0% errors within accept [0.900, 0.990], judge floor 70%',
+  );
+  await tuning.getByLabel('Target error rate (%)').fill('');
+  await page.getByRole('button', { name: 'Save as a new version' }).click();
+  await expect(history).toHaveCount(versionsBefore + 3);
+  await expect(page.getByTestId('policy-current')).not.toContainText('re-tuned');
 });
 
 test("a run shows who decided its items and what each stage cost", async ({ page }) => {

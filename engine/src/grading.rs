@@ -17,6 +17,7 @@ use arbiter_domain::grading::calibration::{
 };
 use arbiter_domain::grading::judge::{validate_rubric, Judge, JudgeReport, JudgeSpec, NewJudge};
 use arbiter_domain::grading::triage::{FrozenTriage, PolicyVersion, TriagePolicy};
+use arbiter_domain::grading::tuning::AutoTuning;
 use arbiter_domain::run::CostReport;
 use arbiter_store::Store;
 
@@ -81,8 +82,18 @@ pub struct PolicyForm {
     pub required_skill: String,
     /// The rubric raters answer, by name ('' for pass or fail).
     pub rubric: String,
+    /// Re-tuning: the target error rate in percent ('' for none: only people change the
+    /// policy), the accept threshold's bounds and the judge floor in percent ('' for the
+    /// defaults).
+    pub tune_target_error_percent: String,
+    pub tune_min_accept: String,
+    pub tune_max_accept: String,
+    pub tune_judge_floor_percent: String,
     pub note: String,
 }
+
+/// Re-tuning bounds a form leaves empty.
+pub const DEFAULT_TUNING_BOUNDS: (f64, f64, f64) = (0.6, 0.99, 0.6);
 
 fn parse_number<T: std::str::FromStr>(text: &str, what: &str) -> ServiceResult<T> {
     text.trim()
@@ -98,6 +109,29 @@ fn parse_judge(text: &str, what: &str) -> ServiceResult<Option<i64>> {
 }
 
 impl PolicyForm {
+    /// The re-tuning bounds typed, `None` without a target error rate.
+    fn auto_tuning(&self) -> ServiceResult<Option<AutoTuning>> {
+        let target = match self.tune_target_error_percent.trim() {
+            "" => return Ok(None),
+            text => parse_number::<f64>(text, "the re-tuning target error rate")? / 100.0,
+        };
+        let (min, max, floor) = DEFAULT_TUNING_BOUNDS;
+        let or = |text: &str, default: f64, what: &str| match text.trim() {
+            "" => Ok(default),
+            text => parse_number::<f64>(text, what),
+        };
+        Ok(Some(AutoTuning {
+            target_error_rate: target,
+            min_accept_threshold: or(&self.tune_min_accept, min, "the lowest accept threshold")?,
+            max_accept_threshold: or(&self.tune_max_accept, max, "the highest accept threshold")?,
+            judge_floor: or(
+                &self.tune_judge_floor_percent,
+                floor * 100.0,
+                "the judge floor",
+            )? / 100.0,
+        }))
+    }
+
     pub fn parse(&self) -> ServiceResult<TriagePolicy> {
         let policy = TriagePolicy {
             cheap_judge: parse_judge(&self.cheap_judge, "the cheap judge")?,
@@ -123,6 +157,7 @@ impl PolicyForm {
                 "" => None,
                 name => Some(name.to_string()),
             },
+            auto_tuning: self.auto_tuning()?,
         };
         policy.validate().map_err(ServiceError::Invalid)?;
         Ok(policy)
@@ -289,7 +324,7 @@ pub async fn judge_report(store: &dyn Store, judge_id: i64) -> ServiceResult<Jud
     })
 }
 
-async fn labelled_judgements(
+pub(crate) async fn labelled_judgements(
     store: &dyn Store,
     grader_id: &str,
 ) -> ServiceResult<Vec<LabelledJudgement>> {

@@ -51,4 +51,5 @@ pub mod runs;
 pub mod sandbox;
 pub mod secrets;
 pub mod suites;
+pub mod tuning;
 pub mod webhooks;

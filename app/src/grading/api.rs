@@ -125,6 +125,10 @@ pub async fn save_policy(
     #[server(default)] review_rate: String,
     #[server(default)] required_skill: String,
     #[server(default)] rubric: String,
+    #[server(default)] tune_target_error_percent: String,
+    #[server(default)] tune_min_accept: String,
+    #[server(default)] tune_max_accept: String,
+    #[server(default)] tune_judge_floor_percent: String,
     #[server(default)] note: String,
 ) -> Result<i64, ServerFnError> {
     let (state, user) = require(Permission::ManageEvals).await?;
@@ -140,6 +144,10 @@ pub async fn save_policy(
         review_rate,
         required_skill,
         rubric,
+        tune_target_error_percent,
+        tune_min_accept,
+        tune_max_accept,
+        tune_judge_floor_percent,
         note,
     };
     grading::check_eval_owner(state.store.as_ref(), &user, eval_id)

@@ -7,6 +7,7 @@ use crate::format::{format_time, route_id};
 use crate::grading::api::{eval_detail, EvalPageData, RecalibratePolicy, SavePolicy};
 use arbiter_domain::grading::judge::Judge;
 use arbiter_domain::grading::triage::PolicyVersion;
+use arbiter_domain::grading::tuning::TuningRecord;
 use leptos::prelude::*;
 
 #[component]
@@ -54,6 +55,7 @@ fn EvalDetail(
         .unwrap_or(data.default_policy.clone());
     let version = current.version;
     let current = current.policy;
+    let tuning = current.auto_tuning.clone();
     let judges = data.judges.clone();
     let all_judges = data.judges.clone();
     let judge_options = move |selected: Option<i64>| {
@@ -96,7 +98,13 @@ fn EvalDetail(
                         current.audit_rate * 100.0,
                         current.judge_samples,
                         current.human_overlap,
-                    )
+                    ) + &tuning.as_ref().map(|bounds| format!(
+                        "; re-tuned for at most {:.1}% errors within accept [{:.3}, {:.3}], judge floor {:.0}%",
+                        bounds.target_error_rate * 100.0,
+                        bounds.min_accept_threshold,
+                        bounds.max_accept_threshold,
+                        bounds.judge_floor * 100.0,
+                    )).unwrap_or_default()
                 }}
             </p>
             <ActionForm action=save attr:class="stack">
@@ -118,6 +126,20 @@ fn EvalDetail(
                     <label>"Skill raters need" <input name="required_skill" maxlength="40" placeholder="any rater" value=current.required_skill.clone().unwrap_or_default()/></label>
                     <label>"Rubric raters answer" <input name="rubric" maxlength="80" placeholder="pass or fail" value=current.rubric.clone().unwrap_or_default()/></label>
                 </div>
+                <fieldset data-testid="auto-tuning">
+                    <legend>"Re-tune from human labels"</legend>
+                    <p class="hint">"As human labels arrive, the accept threshold moves to the lowest confidence at which the cheap judge stays within the target error rate, held within the bounds; a cheap judge right on fewer human-checked verdicts than the floor is taken out of the first stage (the strong judge judges first, or humans decide) with an alert. Each change is a new version with the data behind it. Leave the target empty to change the policy only by hand."</p>
+                    <div class="row">
+                        <label>"Target error rate (%)" <input name="tune_target_error_percent" type="number" min="0.1" max="50" step="0.1" placeholder="off"
+                            value=tuning.as_ref().map(|bounds| format!("{}", bounds.target_error_rate * 100.0)).unwrap_or_default()/></label>
+                        <label>"Lowest threshold allowed" <input name="tune_min_accept" type="number" min="0" max="1" step="0.001"
+                            value=tuning.as_ref().map_or(0.6, |bounds| bounds.min_accept_threshold).to_string()/></label>
+                        <label>"Highest threshold allowed" <input name="tune_max_accept" type="number" min="0" max="1" step="0.001"
+                            value=tuning.as_ref().map_or(0.99, |bounds| bounds.max_accept_threshold).to_string()/></label>
+                        <label>"Judge floor (% right)" <input name="tune_judge_floor_percent" type="number" min="0" max="100" step="1"
+                            value=tuning.as_ref().map_or(60.0, |bounds| bounds.judge_floor * 100.0).to_string()/></label>
+                    </div>
+                </fieldset>
                 <label>"What changed and why" <input name="note" maxlength="1000"/></label>
                 <button type="submit">"Save as a new version"</button>
             </ActionForm>
@@ -160,7 +182,10 @@ fn EvalDetail(
                         <tr>
                             <td>{policy.version}</td>
                             <td>{format_time(policy.created_at)}</td>
-                            <td>{policy.created_by.unwrap_or_default()}</td>
+                            <td>{policy.created_by.clone().unwrap_or_else(|| {
+                                let tuned = TuningRecord::of_version(policy.calibration_json.as_deref()).is_some();
+                                if tuned { "re-tuning".into() } else { String::new() }
+                            })}</td>
                             <td>{format!("accept ≥ {:.3}, escalate ≥ {:.3}, audit {:.1}%", policy.policy.accept_threshold, policy.policy.escalate_threshold, policy.policy.audit_rate * 100.0)}</td>
                             <td>{policy.note}</td>
                         </tr>

@@ -14,6 +14,7 @@ pub mod judge;
 pub mod quoting;
 pub mod record;
 pub mod triage;
+pub mod tuning;
 
 pub use deterministic::{
     grade, normalise_loosely, Grader, GraderSpec, GraderSpecError, Occurrence, Require,

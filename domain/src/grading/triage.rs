@@ -48,6 +48,10 @@ pub struct TriagePolicy {
     /// at launch. `None`: the pass/fail question.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rubric: Option<String>,
+    /// Bounds within which the policy re-tunes itself as human labels arrive (see
+    /// [`tuning`](super::tuning)); `None`: only people change it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_tuning: Option<super::tuning::AutoTuning>,
 }
 
 /// Share of human labels drawn for QC review unless a policy says otherwise.
@@ -77,6 +81,7 @@ impl Default for TriagePolicy {
             review_rate: DEFAULT_REVIEW_RATE,
             required_skill: None,
             rubric: None,
+            auto_tuning: None,
         }
     }
 }
@@ -124,6 +129,10 @@ impl TriagePolicy {
         }
         if self.cheap_judge.is_some() && self.cheap_judge == self.strong_judge {
             return Err("the strong judge must differ from the cheap judge".into());
+        }
+        // Re-tuning without a cheap judge waits for one (re-tuning may have benched it).
+        if let Some(bounds) = &self.auto_tuning {
+            bounds.validate()?;
         }
         Ok(())
     }

@@ -85,12 +85,16 @@ pub const ALERT_SLA_BREACHED: &str = "sla_breached";
 
 pub const ALERT_LOW_AGREEMENT: &str = "low_agreement";
 
+/// Alert kind for an eval whose cheap judge re-tuning took out of the first stage.
+pub const ALERT_JUDGE_BENCHED: &str = "judge_benched";
+
 /// An alert kind in words.
 pub fn alert_title(kind: &str) -> &'static str {
     match kind {
         ALERT_SLA_AT_RISK => "SLA at risk",
         ALERT_SLA_BREACHED => "SLA breached",
         ALERT_LOW_AGREEMENT => "Low agreement",
+        ALERT_JUDGE_BENCHED => "Judge below floor",
         ALERT_REGRESSION => "Regression",
         rules::ALERT_QUEUE_GROWING => "Queue growing",
         rules::ALERT_ERROR_RATE => "Error rate",

@@ -1,6 +1,7 @@
 //! The queue monitor: every minute it escalates at-risk tasks (priority raised, senior raters
-//! served them first), raises and resolves alerts (the queue's SLAs and agreement, and the
-//! system's health rules), and emails new alerts to the leads.
+//! served them first), re-tunes triage policies from new human labels, raises and resolves
+//! alerts (the queue's SLAs and agreement, benched judges, and the system's health rules), and
+//! emails new alerts to the leads.
 
 use crate::annotation::queue::{low_agreement_message, queue_report};
 use crate::clients::mail::Mailer;
@@ -20,6 +21,8 @@ pub struct MonitorRound {
     pub alerts_raised: u64,
     pub alerts_resolved: u64,
     pub emails_sent: u64,
+    /// Triage policies re-tuned or whose judge was benched (see [`crate::tuning`]).
+    pub policies_tuned: u64,
 }
 
 /// One round of the monitor at `now`.
@@ -74,6 +77,10 @@ pub async fn monitor_once(
     round.alerts_resolved += store
         .resolve_alerts(ALERT_LOW_AGREEMENT, &low_queues, now)
         .await?;
+    let tuning = crate::tuning::tune_policies(store, now).await?;
+    round.policies_tuned = tuning.retuned + tuning.benched;
+    round.alerts_raised += tuning.alerts_raised;
+    round.alerts_resolved += tuning.alerts_resolved;
     let system = crate::health::check_rules(store, now, &report).await?;
     round.alerts_raised += system.raised;
     round.alerts_resolved += system.resolved;
@@ -96,6 +103,8 @@ async fn email_new_alerts(store: &dyn Store, mailer: &Mailer, now: i64) -> Servi
         let subject = format!("[Arbiter] {}: {}", alert_title(&alert.kind), alert.subject);
         let see = if alert.kind == arbiter_domain::health::ALERT_REGRESSION {
             "See the trends page for the checkpoints, the baseline and the paired tests."
+        } else if alert.kind == arbiter_domain::health::ALERT_JUDGE_BENCHED {
+            "See the eval's page: its policy history says what changed and the data behind it."
         } else if arbiter_domain::health::rules::RULE_KINDS.contains(&alert.kind.as_str()) {
             "See the system page for queue depth, latency, errors, spending, endpoints and workers; leads can change the thresholds there."
         } else {

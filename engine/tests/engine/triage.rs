@@ -10,7 +10,7 @@ use arbiter_domain::run::RunCosts;
 use arbiter_engine::catalog::{CheckpointForm, EvalForm};
 use arbiter_engine::grading::{self, JudgeForm, PolicyForm};
 use arbiter_sim::{SimConfig, SimModel, SimModelKind};
-use arbiter_store::Store;
+use arbiter_store::{now_ms, Store};
 use arbiter_testkit::pipeline::*;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -349,6 +349,101 @@ async fn thresholds_route_the_expected_fractions_and_humans_calibrate_the_judge(
         store.grading_policies(setup.eval_id).await.unwrap().len(),
         2
     );
+
+    retuning_follows_the_labels_and_benches_a_weak_judge(&setup, record.new_accept_threshold).await;
+}
+
+/// Re-tuning on the labels above: the threshold the evidence asks for, held within the
+/// bounds, as a new version; nothing more on the same labels; a judge below the floor leaves
+/// the first stage with an alert, which clears once a person saves the policy again.
+async fn retuning_follows_the_labels_and_benches_a_weak_judge(setup: &Setup, recalibrated: f64) {
+    use arbiter_domain::grading::tuning::TuningRecord;
+    use arbiter_domain::health::ALERT_JUDGE_BENCHED;
+    use arbiter_engine::tuning::tune_policies;
+    let store = setup.store.as_ref();
+    let open_bench_alerts = || async {
+        store
+            .alerts(0)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|alert| alert.kind == ALERT_JUDGE_BENCHED && alert.resolved_at.is_none())
+            .count()
+    };
+    // The evidence asks for about 0.7 at 20% errors; the bounds hold it at 0.8 or above.
+    let bounded = PolicyForm {
+        tune_target_error_percent: "20".into(),
+        tune_min_accept: "0.8".into(),
+        tune_max_accept: "0.95".into(),
+        tune_judge_floor_percent: "30".into(),
+        ..policy(setup.cheap, Some(setup.strong), "0.1")
+    };
+    assert!(recalibrated < 0.8, "{recalibrated}");
+    use_policy(store, setup.eval_id, &bounded).await;
+    let round = tune_policies(store, now_ms()).await.unwrap();
+    assert_eq!((round.retuned, round.benched), (1, 0), "{round:?}");
+    let history = store.grading_policies(setup.eval_id).await.unwrap();
+    assert_eq!(history[0].version, 4);
+    assert_eq!(history[0].policy.accept_threshold, 0.8);
+    assert_eq!(history[0].policy.escalate_threshold, 0.7);
+    assert!(
+        history[0]
+            .note
+            .starts_with("auto-tuned judge:cheap-judge@1"),
+        "{}",
+        history[0].note
+    );
+    let Some(TuningRecord::Retuned {
+        recommended: Some(found),
+        old_accept_threshold,
+        ..
+    }) = TuningRecord::of_version(history[0].calibration_json.as_deref())
+    else {
+        panic!("a re-tuning record: {:?}", history[0].calibration_json);
+    };
+    assert_eq!(old_accept_threshold, 0.9);
+    assert_eq!(found.accept_threshold, recalibrated);
+    // The same labels again: nothing changes.
+    let again = tune_policies(store, now_ms()).await.unwrap();
+    assert_eq!((again.retuned, again.benched), (0, 0));
+    assert_eq!(
+        store.grading_policies(setup.eval_id).await.unwrap().len(),
+        4
+    );
+
+    // A floor the cheap judge misses: the strong judge judges first, and leads are alerted.
+    let demanding = PolicyForm {
+        tune_judge_floor_percent: "95".into(),
+        ..bounded.clone()
+    };
+    use_policy(store, setup.eval_id, &demanding).await;
+    let round = tune_policies(store, now_ms()).await.unwrap();
+    assert_eq!(round.benched, 1, "{round:?}");
+    assert_eq!(round.alerts_raised, 1);
+    let benched = &store.grading_policies(setup.eval_id).await.unwrap()[0];
+    assert_eq!(
+        (benched.policy.cheap_judge, benched.policy.strong_judge),
+        (Some(setup.strong), None)
+    );
+    assert!(
+        benched.note.contains("benched judge:cheap-judge@1"),
+        "{}",
+        benched.note
+    );
+    assert_eq!(open_bench_alerts().await, 1);
+    // A person saves the policy again (without re-tuning): the alert clears.
+    use_policy(
+        store,
+        setup.eval_id,
+        &policy(setup.cheap, Some(setup.strong), "0.1"),
+    )
+    .await;
+    let round = tune_policies(store, now_ms()).await.unwrap();
+    assert_eq!(
+        (round.retuned, round.benched, round.alerts_resolved),
+        (0, 0, 1)
+    );
+    assert_eq!(open_bench_alerts().await, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
