@@ -1768,8 +1768,9 @@ macro_rules! annotation_sql {
             pool: &sqlx::Pool<$db>,
             since: i64,
         ) -> StoreResult<Vec<arbiter_domain::annotation::task::QueueLabel>> {
-            let rows: Vec<(String, i64, i64, String, String)> = sqlx::query_as(
-                "SELECT COALESCE(e.name, pq.name), l.task_id, l.annotator_id, u.username, l.verdict FROM labels l \
+            let rows: Vec<(String, i64, i64, String, String, Option<i64>, Option<String>)> = sqlx::query_as(
+                "SELECT COALESCE(e.name, pq.name), l.task_id, l.annotator_id, u.username, l.verdict, t.rubric_id, l.answers \
+                 FROM labels l \
                  JOIN users u ON u.id = l.annotator_id JOIN annotation_tasks t ON t.id = l.task_id \
                  LEFT JOIN work_items w ON w.id = t.work_item_id LEFT JOIN runs r ON r.id = w.run_id \
                  LEFT JOIN evals e ON e.id = r.eval_id \
@@ -1782,12 +1783,15 @@ macro_rules! annotation_sql {
             .await?;
             Ok(rows
                 .into_iter()
-                .map(|(queue, task_id, rater_id, rater, verdict)| arbiter_domain::annotation::task::QueueLabel {
+                .map(|(queue, task_id, rater_id, rater, verdict, rubric_id, answers)| arbiter_domain::annotation::task::QueueLabel {
                     queue,
                     task_id: TaskId(task_id),
                     rater_id: UserId(rater_id),
                     rater,
                     pass: verdict == "pass",
+                    rubric_id,
+                    // Checked when stored; an unreadable one counts for the verdict only.
+                    answers: answers.and_then(|json| serde_json::from_str(&json).ok()),
                 })
                 .collect())
         }

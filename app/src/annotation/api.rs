@@ -278,6 +278,7 @@ pub async fn queue_page() -> Result<QueuePageData, ServerFnError> {
             .iter()
             .map(|(queue, agreement)| QueueAgreementView {
                 queue: queue.clone(),
+                dimension: agreement.dimension.clone(),
                 below_floor: agreement
                     .alpha
                     .statistic
@@ -632,6 +633,8 @@ pub struct CountView {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct QueueAgreementView {
     pub queue: String,
+    /// `verdict`, or `rubric: dimension`.
+    pub dimension: String,
     pub agreement: AgreementView,
     pub below_floor: bool,
 }

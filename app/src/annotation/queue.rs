@@ -165,14 +165,14 @@ fn QueueReport(
 
         <section class="card" data-testid="queue-agreement">
             <h2>"Agreement per queue (last 7 days)"</h2>
-            <p class="hint">"Rubric: correctness (pass/fail). Below the floor of "
-                {format!("{:.2}", data.agreement_floor)} " a queue raises an alert naming its weakest rater pairs."</p>
+            <p class="hint">"On the pass/fail verdict of every label, and on each dimension of the rubrics raters answered, at its level of measurement. Below the floor of "
+                {format!("{:.2}", data.agreement_floor)} " a queue's verdict or dimension raises an alert naming its weakest rater pairs."</p>
             {if data.queues.is_empty() {
                 view! { <p>"No labels in the last 7 days."</p> }.into_any()
             } else {
                 view! {
                     <table>
-                        <thead><tr><th>"Queue"</th><th>"Items (2+ labels)"</th><th>"Krippendorff's alpha"</th><th>"Fleiss' kappa"</th><th>"Lowest rater pairs (Cohen's kappa)"</th></tr></thead>
+                        <thead><tr><th>"Queue"</th><th>"On"</th><th>"Items (2+ labels)"</th><th>"Krippendorff's alpha"</th><th>"Fleiss' kappa"</th><th>"Lowest rater pairs (Cohen's kappa)"</th></tr></thead>
                         <tbody>
                             {data.queues.into_iter().map(|queue| {
                                 let mut pairs = queue.agreement.pairs.clone();
@@ -183,7 +183,7 @@ fn QueueReport(
                                 let interval = interval_text(queue.agreement.alpha_interval, queue.agreement.items);
                                 view! {
                                     <tr class:flagged=queue.below_floor>
-                                        <td>{queue.queue}</td><td>{queue.agreement.items}</td>
+                                        <td>{queue.queue}</td><td>{queue.dimension}</td><td>{queue.agreement.items}</td>
                                         <td>{statistic_text(&queue.agreement.alpha)} {interval} {queue.below_floor.then_some(" ⚑ below the floor")}</td>
                                         <td>{statistic_text(&queue.agreement.fleiss)}</td>
                                         <td>{if pairs_text.is_empty() { "no pair shares 5 items yet".to_string() } else { pairs_text }}</td>

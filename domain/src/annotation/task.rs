@@ -126,6 +126,9 @@ pub struct QueueLabel {
     pub rater_id: UserId,
     pub rater: String,
     pub pass: bool,
+    /// The rubric version the item asks (`None`: pass or fail) and the label's answers to it.
+    pub rubric_id: Option<i64>,
+    pub answers: Option<crate::annotation::rubric::RubricAnswer>,
 }
 
 /// One standing label on a run's item, for agreement statistics.

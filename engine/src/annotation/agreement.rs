@@ -7,7 +7,9 @@ use arbiter_domain::annotation::agreement::{
     bootstrap_ci, cohen_kappa, fleiss_kappa, krippendorff_alpha, Agreement, CohenAccumulator,
     Level, Statistic, Unit, Value, Weighting,
 };
-use arbiter_domain::annotation::rubric::{DimensionAnswer, DimensionKind};
+use arbiter_domain::annotation::rubric::{
+    DimensionAnswer, DimensionKind, Rubric, RubricAnswer, RubricVersion,
+};
 use arbiter_domain::ids::RunId;
 use arbiter_store::{now_ms, Store};
 use serde::Serialize;
@@ -84,36 +86,47 @@ struct RatingSet {
     ratings: Vec<Rating>,
 }
 
-/// Agreement on a run's verdicts, then on each dimension of its rubric that has a level; a
-/// dimension that takes several options is one yes/no statistic per option (a rater who
-/// answered the rubric but chose none says no to each). The statistics are CPU work (a
-/// bootstrap per report, sharing one budget), done off the async threads.
-pub async fn run_agreement(
-    store: &dyn Store,
-    run_id: RunId,
-) -> ServiceResult<Vec<AgreementReport>> {
-    let labels = store.run_labels(run_id).await?;
-    let rating = |label: &arbiter_domain::annotation::task::RunLabel, value: Value| Rating {
-        item: label.task_id.get(),
-        rater: label.rater_id.get(),
-        rater_name: label.rater.clone(),
-        value,
-    };
-    let mut sets = vec![RatingSet {
+/// A label as the rating sets read it: who gave it on which item, its pass or fail, and its
+/// rubric answers (`None` for a pass/fail label).
+#[derive(Clone, Copy)]
+struct LabelAnswers<'a> {
+    item: i64,
+    rater: i64,
+    rater_name: &'a str,
+    pass: bool,
+    answers: Option<&'a RubricAnswer>,
+}
+
+impl LabelAnswers<'_> {
+    fn rating(&self, value: Value) -> Rating {
+        Rating {
+            item: self.item,
+            rater: self.rater,
+            rater_name: self.rater_name.to_string(),
+            value,
+        }
+    }
+}
+
+/// The verdict's rating set over `labels`.
+fn verdict_set(labels: &[LabelAnswers<'_>]) -> RatingSet {
+    RatingSet {
         name: VERDICT.to_string(),
         level: Level::Nominal,
         scale: None,
         ratings: labels
             .iter()
-            .map(|label| rating(label, verdict_value(label.pass)))
+            .map(|label| label.rating(verdict_value(label.pass)))
             .collect(),
-    }];
-    let rubric = store
-        .run_manifest(run_id)
-        .await?
-        .and_then(|manifest| manifest.triage)
-        .and_then(|triage| triage.rubric);
-    for dimension in rubric.iter().flat_map(|frozen| &frozen.rubric.dimensions) {
+    }
+}
+
+/// A rating set per dimension of `rubric` that has a level, named by its key after `prefix`;
+/// a dimension that takes several options is one yes/no set per option (a rater who answered
+/// the rubric but chose none says no to each).
+fn dimension_sets(labels: &[LabelAnswers<'_>], rubric: &Rubric, prefix: &str) -> Vec<RatingSet> {
+    let mut sets = Vec::new();
+    for dimension in &rubric.dimensions {
         let Some(level) = dimension.kind.level() else {
             continue;
         };
@@ -126,16 +139,15 @@ pub async fn run_agreement(
                     let ratings = labels
                         .iter()
                         .filter_map(|label| {
-                            let answers = label.answers.as_ref()?;
                             let chosen = matches!(
-                                answers.get(&dimension.key),
+                                label.answers?.get(&dimension.key),
                                 Some(DimensionAnswer::Texts(chosen)) if chosen.contains(option)
                             );
-                            Some(rating(label, yes_or_no(chosen)))
+                            Some(label.rating(yes_or_no(chosen)))
                         })
                         .collect();
                     sets.push(RatingSet {
-                        name: format!("{}: {option}", dimension.key),
+                        name: format!("{prefix}{}: {option}", dimension.key),
                         level: Level::Nominal,
                         scale: None,
                         ratings,
@@ -143,7 +155,7 @@ pub async fn run_agreement(
                 }
             }
             kind => sets.push(RatingSet {
-                name: dimension.key.clone(),
+                name: format!("{prefix}{}", dimension.key),
                 level,
                 scale: match kind {
                     DimensionKind::Ordinal { scale } => Some(
@@ -156,13 +168,22 @@ pub async fn run_agreement(
                 ratings: labels
                     .iter()
                     .filter_map(|label| {
-                        let answer = label.answers.as_ref()?.get(&dimension.key)?;
-                        Some(rating(label, kind.agreement_value(answer)?))
+                        let answer = label.answers?.get(&dimension.key)?;
+                        Some(label.rating(kind.agreement_value(answer)?))
                     })
                     .collect(),
             }),
         }
     }
+    sets
+}
+
+/// The statistics of each set, off the async threads (a bootstrap per report, sharing one
+/// budget when `with_interval`).
+async fn agreement_of_sets(
+    sets: Vec<RatingSet>,
+    with_interval: bool,
+) -> ServiceResult<Vec<AgreementReport>> {
     let shares = sets.len();
     tokio::task::spawn_blocking(move || {
         sets.iter()
@@ -172,7 +193,7 @@ pub async fn run_agreement(
                     &set.name,
                     set.level,
                     set.scale.as_deref(),
-                    Some(shares),
+                    with_interval.then_some(shares),
                 )
             })
             .collect()
@@ -184,6 +205,35 @@ pub async fn run_agreement(
     })?
 }
 
+/// Agreement on a run's verdicts, then on each dimension of its rubric that has a level (see
+/// [`dimension_sets`]).
+pub async fn run_agreement(
+    store: &dyn Store,
+    run_id: RunId,
+) -> ServiceResult<Vec<AgreementReport>> {
+    let labels = store.run_labels(run_id).await?;
+    let labels: Vec<LabelAnswers<'_>> = labels
+        .iter()
+        .map(|label| LabelAnswers {
+            item: label.task_id.get(),
+            rater: label.rater_id.get(),
+            rater_name: &label.rater,
+            pass: label.pass,
+            answers: label.answers.as_ref(),
+        })
+        .collect();
+    let mut sets = vec![verdict_set(&labels)];
+    let rubric = store
+        .run_manifest(run_id)
+        .await?
+        .and_then(|manifest| manifest.triage)
+        .and_then(|triage| triage.rubric);
+    if let Some(frozen) = rubric {
+        sets.extend(dimension_sets(&labels, &frozen.rubric, ""));
+    }
+    agreement_of_sets(sets, true).await
+}
+
 fn yes_or_no(yes: bool) -> Value {
     Value::Label(if yes { "yes" } else { "no" }.to_string())
 }
@@ -192,37 +242,73 @@ fn verdict_value(pass: bool) -> Value {
     Value::Label(if pass { "pass" } else { "fail" }.to_string())
 }
 
-/// Agreement per queue (eval) over the labels of the last `days` days, queues by name.
+/// Agreement per queue (an eval, or the items pushed to a named queue) over the labels of the
+/// last `days` days, queues by name: on the verdict, then on each dimension of each rubric its
+/// labels answered (named `rubric: dimension`; a rubric's versions are read by its newest
+/// definition, and answers of another kind are left out).
 pub async fn queue_agreement(
     store: &dyn Store,
     days: i64,
     with_interval: bool,
 ) -> ServiceResult<Vec<(String, AgreementReport)>> {
     let since = now_ms() - days * 24 * 3_600_000;
-    let mut by_queue: BTreeMap<String, Vec<Rating>> = BTreeMap::new();
-    for label in store.queue_labels(since).await? {
-        by_queue.entry(label.queue).or_default().push(Rating {
-            item: label.task_id.get(),
-            rater: label.rater_id.get(),
-            rater_name: label.rater,
-            value: verdict_value(label.pass),
-        });
+    let labels = store.queue_labels(since).await?;
+    let mut rubrics: HashMap<i64, RubricVersion> = HashMap::new();
+    for rubric_id in labels.iter().filter_map(|label| label.rubric_id) {
+        if let std::collections::hash_map::Entry::Vacant(slot) = rubrics.entry(rubric_id) {
+            if let Some(version) = store.get_rubric(rubric_id).await? {
+                slot.insert(version);
+            }
+        }
     }
-    by_queue
-        .into_iter()
-        .map(|(queue, ratings)| {
-            Ok((
-                queue,
-                agreement_of(
-                    &ratings,
-                    VERDICT,
-                    Level::Nominal,
-                    None,
-                    with_interval.then_some(1),
-                )?,
-            ))
-        })
-        .collect()
+    // The newest version of each rubric name.
+    let mut newest: HashMap<&str, &RubricVersion> = HashMap::new();
+    for version in rubrics.values() {
+        let entry = newest.entry(version.name.as_str()).or_insert(version);
+        if version.version > entry.version {
+            *entry = version;
+        }
+    }
+    let mut by_queue: BTreeMap<&str, Vec<(Option<&str>, LabelAnswers<'_>)>> = BTreeMap::new();
+    for label in &labels {
+        let rubric = label
+            .rubric_id
+            .and_then(|id| rubrics.get(&id))
+            .map(|version| version.name.as_str());
+        by_queue.entry(&label.queue).or_default().push((
+            rubric,
+            LabelAnswers {
+                item: label.task_id.get(),
+                rater: label.rater_id.get(),
+                rater_name: &label.rater,
+                pass: label.pass,
+                answers: label.answers.as_ref(),
+            },
+        ));
+    }
+    let mut reports = Vec::new();
+    for (queue, labels) in by_queue {
+        let mut by_rubric: BTreeMap<&str, Vec<LabelAnswers<'_>>> = BTreeMap::new();
+        let mut all = Vec::with_capacity(labels.len());
+        for (rubric, label) in labels {
+            if let Some(rubric) = rubric {
+                by_rubric.entry(rubric).or_default().push(label);
+            }
+            all.push(label);
+        }
+        let mut sets = vec![verdict_set(&all)];
+        for (name, labels) in &by_rubric {
+            sets.extend(dimension_sets(
+                labels,
+                &newest[name].rubric,
+                &format!("{name}: "),
+            ));
+        }
+        for report in agreement_of_sets(sets, with_interval).await? {
+            reports.push((queue.to_string(), report));
+        }
+    }
+    Ok(reports)
 }
 
 /// One standing label, as agreement statistics see it.

@@ -3,7 +3,7 @@
 //! [`arbiter_domain::annotation::sla`]; the monitor that acts on it is
 //! [`crate::jobs::queue_monitor`].
 
-use crate::annotation::agreement::{queue_agreement, AgreementReport};
+use crate::annotation::agreement::{queue_agreement, AgreementReport, VERDICT};
 use crate::annotation::quality::queue_settings;
 use crate::error::ServiceResult;
 use arbiter_domain::annotation::agreement::Statistic;
@@ -197,8 +197,8 @@ pub async fn scan_task_by_task(
     Ok(scan)
 }
 
-/// Why a queue's agreement is low enough to alert on, naming the rubric and the rater pairs
-/// with the lowest kappa; `None` when it is fine or there is too little to say.
+/// Why a queue's agreement on the verdict or a rubric dimension is low enough to alert on,
+/// naming the dimension and the rater pairs with the lowest kappa; `None` when it is fine or there is too little to say.
 pub fn low_agreement_message(queue: &str, report: &AgreementReport, floor: f64) -> Option<String> {
     let Statistic::Defined(alpha) = report.alpha.statistic else {
         return None;
@@ -231,8 +231,23 @@ pub fn low_agreement_message(queue: &str, report: &AgreementReport, floor: f64) 
     } else {
         format!("lowest pairs: {}", named.join("; "))
     };
+    let on = if report.dimension == VERDICT {
+        "pass/fail verdicts".to_string()
+    } else {
+        format!("rubric dimension `{}`", report.dimension)
+    };
     Some(format!(
-        "Agreement on queue `{queue}` (rubric: correctness, pass/fail) is alpha {alpha:.2}, below the floor of {floor:.2}, over {} items; {drivers}.",
+        "Agreement on queue `{queue}` ({on}) is alpha {alpha:.2}, below the floor of {floor:.2}, over {} items; {drivers}.",
         report.items
     ))
+}
+
+/// What a low-agreement alert is about: the queue for its verdicts, `queue · dimension` for a
+/// rubric dimension (one alert each, raised and resolved apart).
+pub fn agreement_subject(queue: &str, report: &AgreementReport) -> String {
+    if report.dimension == VERDICT {
+        queue.to_string()
+    } else {
+        format!("{queue} · {}", report.dimension)
+    }
 }

@@ -3,7 +3,7 @@
 //! alerts (the queue's SLAs and agreement, benched judges, and the system's health rules), and
 //! emails new alerts to the leads.
 
-use crate::annotation::queue::{low_agreement_message, queue_report};
+use crate::annotation::queue::{agreement_subject, low_agreement_message, queue_report};
 use crate::clients::mail::Mailer;
 use crate::error::ServiceResult;
 use arbiter_domain::health::alert_title;
@@ -66,12 +66,13 @@ pub async fn monitor_once(
     let mut low_queues = Vec::new();
     for (queue, agreement) in &report.queues {
         if let Some(message) = low_agreement_message(queue, agreement, report.agreement_floor) {
+            let subject = agreement_subject(queue, agreement);
             round.alerts_raised += u64::from(
                 store
-                    .raise_alert(ALERT_LOW_AGREEMENT, queue, &message, now)
+                    .raise_alert(ALERT_LOW_AGREEMENT, &subject, &message, now)
                     .await?,
             );
-            low_queues.push(queue.clone());
+            low_queues.push(subject);
         }
     }
     round.alerts_resolved += store

@@ -541,7 +541,7 @@ async fn the_monitor_escalates_at_risk_tasks_and_alerts_leads(store: Arc<dyn Sto
         open[0].message
     );
     assert!(
-        open[0].message.contains("correctness"),
+        open[0].message.contains("(pass/fail verdicts)"),
         "{}",
         open[0].message
     );

@@ -12,6 +12,10 @@ use arbiter_engine::rubrics;
 use arbiter_store::{Store, StoreError};
 use std::sync::Arc;
 
+use arbiter_engine::annotation::agreement::queue_agreement;
+use arbiter_engine::annotation::queue::{
+    agreement_subject, low_agreement_message, MIN_ITEMS_FOR_AGREEMENT_ALERT,
+};
 use arbiter_testkit::fixtures::*;
 use arbiter_testkit::stories;
 
@@ -497,6 +501,49 @@ async fn published_agreement_values_come_out_of_labels_per_dimension(store: Arc<
         .map(|ratings| ratings.iter().flatten().count() as u64)
         .sum::<u64>();
     assert!(reports.iter().all(|report| report.labels == rated));
+
+    // The queue's agreement (the lead's page and alerts) gives the same per dimension, named by
+    // rubric; a dimension below the floor is an alert of its own, naming it.
+    let by_queue = queue_agreement(store, 7, false).await.unwrap();
+    let queue_alpha = |dimension: &str| {
+        by_queue
+            .iter()
+            .find(|(_, report)| report.dimension == dimension)
+            .unwrap_or_else(|| panic!("{dimension} in {by_queue:?}"))
+            .1
+            .alpha
+            .statistic
+            .value()
+            .unwrap()
+    };
+    for dimension in ["category", "point", "score"] {
+        let (queue, run) = (
+            queue_alpha(&format!("graded: {dimension}")),
+            alpha(dimension),
+        );
+        assert!(
+            (queue - run).abs() < 1e-12,
+            "{dimension}: {queue} against {run}"
+        );
+    }
+    assert!((queue_alpha("verdict") - alpha("verdict")).abs() < 1e-12);
+    let (queue, point) = by_queue
+        .iter()
+        .find(|(_, report)| report.dimension == "graded: point")
+        .unwrap();
+    // Twelve items are too few to alert on; as many as an alert needs, it names the dimension.
+    assert_eq!(low_agreement_message(queue, point, 0.99), None);
+    let mut point = point.clone();
+    point.items = MIN_ITEMS_FOR_AGREEMENT_ALERT;
+    let message = low_agreement_message(queue, &point, 0.99).unwrap();
+    assert!(
+        message.contains("(rubric dimension `graded: point`)"),
+        "{message}"
+    );
+    assert_eq!(
+        agreement_subject(queue, &point),
+        format!("{queue} · graded: point")
+    );
 }
 
 /// The SAS 3×3 table of `shared/golden/agreement.json` (rows: the first rater's category,
