@@ -720,4 +720,54 @@ pub(crate) fn agreement(labels: usize) {
         "one changed label, statistic updated in {:.1} µs",
         started.elapsed().as_secs_f64() * 1e6
     );
+    rubric_dimensions(items, RATERS, label);
+}
+
+/// The same labels as rubric answers, through the code the run page, the queue page and the
+/// alerts use (`agreement_of`: alpha at the dimension's level, Fleiss' kappa, Cohen's kappa per
+/// rater pair, weighted over an ordinal scale): a five-point ordinal dimension and a numeric
+/// one, one point (or half a unit) off where the rater's pass/fail label above deviates.
+fn rubric_dimensions(items: usize, raters: usize, label: impl Fn(usize, usize) -> bool) {
+    use arbiter_domain::annotation::agreement::{Level, Value};
+    use arbiter_engine::annotation::agreement::{agreement_of, Rating};
+    let names: Vec<String> = (0..raters).map(|rater| format!("rater{rater}")).collect();
+    let ratings = |value: &dyn Fn(usize, bool) -> f64| -> Vec<Rating> {
+        (0..items)
+            .flat_map(|item| (0..raters).map(move |rater| (item, rater)))
+            .map(|(item, rater)| {
+                // The rater deviates where their pass/fail label above differs from the truth.
+                let off = label(item, rater) == item.is_multiple_of(3);
+                Rating {
+                    item: item as i64,
+                    rater: rater as i64,
+                    rater_name: names[rater].clone(),
+                    value: Value::Number(value(item, off)),
+                }
+            })
+            .collect()
+    };
+    let point = |item: usize, off: bool| (item % 5 + 1) as f64 + if off { 1.0 } else { 0.0 };
+    let score = |item: usize, off: bool| (item % 7) as f64 + if off { 0.5 } else { 0.0 };
+    let scale: Vec<Value> = (1..=6).map(|point| Value::Number(point as f64)).collect();
+    for (name, level, values, scale) in [
+        (
+            "helpful (ordinal, 5+1 points)",
+            Level::Ordinal,
+            ratings(&point),
+            Some(scale.as_slice()),
+        ),
+        ("score (interval)", Level::Interval, ratings(&score), None),
+    ] {
+        let started = Instant::now();
+        match agreement_of(&values, name, level, scale, None) {
+            Ok(report) => println!(
+                "dimension {name}: {} labels in {:.3} s (target under 1 s): alpha {:?}, {} rater pairs",
+                report.labels,
+                started.elapsed().as_secs_f64(),
+                report.alpha.statistic.value(),
+                report.pairs.len()
+            ),
+            Err(err) => println!("dimension {name}: error: {err}"),
+        }
+    }
 }
