@@ -1311,11 +1311,13 @@ macro_rules! annotation_sql {
             .into_iter()
             .map(|(reviewer, upheld, all)| (reviewer, (upheld, all)))
             .collect();
-            let labels: Vec<(i64, i64, Option<i64>, Option<String>, String, Option<String>, Option<String>)> =
+            #[allow(clippy::type_complexity)]
+            let labels: Vec<(i64, i64, Option<i64>, Option<String>, String, Option<String>, Option<String>, Option<String>, Option<String>)> =
                 sqlx::query_as(
                     "SELECT l.annotator_id, l.created_at, l.duration_ms, l.review_state, l.verdict, \
                             COALESCE(w.verdict, pi.verdict) AS final_verdict, \
-                            CASE WHEN pi.verdict IS NOT NULL THEN 'human' ELSE w.decided_by END AS decided_by \
+                            CASE WHEN pi.verdict IS NOT NULL THEN 'human' ELSE w.decided_by END AS decided_by, \
+                            l.answers, CASE WHEN t.state = 'done' THEN t.consensus END AS consensus \
                      FROM labels l JOIN annotation_tasks t ON t.id = l.task_id \
                      LEFT JOIN work_items w ON w.id = t.work_item_id \
                      LEFT JOIN pushed_items pi ON pi.task_id = t.id \
@@ -1326,16 +1328,28 @@ macro_rules! annotation_sql {
                 .await?;
             let mut by_rater: std::collections::HashMap<i64, Vec<RaterLabel>> =
                 std::collections::HashMap::new();
-            for (rater, created_at, duration_ms, review, verdict, final_verdict, decided_by) in labels {
+            for (rater, created_at, duration_ms, review, verdict, final_verdict, decided_by, answers, consensus) in labels {
                 let matches_final = match (decided_by.as_deref(), final_verdict) {
                     (Some("human"), Some(final_verdict)) => Some(final_verdict == verdict),
                     _ => None,
+                };
+                // Both were checked when stored; unreadable ones count for nothing here.
+                let answers: Option<arbiter_domain::annotation::rubric::RubricAnswer> =
+                    answers.and_then(|json| serde_json::from_str(&json).ok());
+                let consensus: Option<arbiter_domain::annotation::consensus::Consensus> =
+                    consensus.and_then(|json| serde_json::from_str(&json).ok());
+                let dimension_matches = match (answers, consensus) {
+                    (Some(answers), Some(consensus)) => {
+                        arbiter_domain::annotation::consensus::matches_consensus(&answers, &consensus)
+                    }
+                    _ => Vec::new(),
                 };
                 by_rater.entry(rater).or_default().push(RaterLabel {
                     created_at,
                     duration_ms,
                     review,
                     matches_final,
+                    dimension_matches,
                 });
             }
             Ok(raters

@@ -162,7 +162,11 @@ fn RaterRow(
             <td>{rater.median_seconds_per_item.map_or_else(|| "–".to_string(), |s| format!("{s:.0}"))}</td>
             <td data-testid="gold-accuracy">{gold}</td>
             <td>{percent(rater.review_acceptance)}</td>
-            <td>{percent(rater.agreement_with_consensus)}</td>
+            <td data-testid="rater-agreement">{percent(rater.agreement_with_consensus)}
+                {rater.agreement_by_dimension.iter().map(|(key, share, count)| view! {
+                    <br/><span class="hint" data-testid="rater-dimension">{format!("{key}: {:.0}% of {count}", share * 100.0)}</span>
+                }).collect_view()}
+            </td>
             <td>{percent(rater.reviews_upheld)}</td>
             <td>{rater.labels_30d}</td>
             <td>{rater.last_active.map(format_time).unwrap_or_else(|| "never".into())}</td>
@@ -307,6 +311,7 @@ mod tests {
             median_seconds_per_item: None,
             review_acceptance: None,
             agreement_with_consensus: None,
+            agreement_by_dimension: Vec::new(),
             gold_accuracy: gold,
             gold_answered: 0,
             reviews_upheld: None,

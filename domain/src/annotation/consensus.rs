@@ -225,6 +225,33 @@ pub fn adjudicate_rubric(
     )
 }
 
+/// Whether one rater's answers match the consensus, per dimension the consensus decided and
+/// the rater answered, in key order. A set of options matches when it holds the same options
+/// in any order; a number, when it is the same number.
+pub fn matches_consensus(answers: &RubricAnswer, consensus: &Consensus) -> Vec<(String, bool)> {
+    let sorted = |texts: &[String]| {
+        let mut texts = texts.to_vec();
+        texts.sort();
+        texts
+    };
+    consensus
+        .iter()
+        .filter_map(|(key, decided)| {
+            let DimensionConsensus::Decided { answer: agreed } = decided else {
+                return None;
+            };
+            let given = answers.get(key)?;
+            let same = match (given, agreed) {
+                (DimensionAnswer::Texts(given), DimensionAnswer::Texts(agreed)) => {
+                    sorted(given) == sorted(agreed)
+                }
+                (given, agreed) => given == agreed,
+            };
+            Some((key.clone(), same))
+        })
+        .collect()
+}
+
 /// The consensus in words: `correct: pass; helpful: 3 (Good); issues: split`.
 pub fn describe(rubric: &Rubric, consensus: &Consensus) -> String {
     rubric
@@ -513,5 +540,29 @@ mod tests {
             .validate()
             .unwrap_err()
             .contains("kept for the item's pass or fail"));
+    }
+
+    #[test]
+    fn a_raters_answers_are_matched_to_the_consensus_per_decided_dimension() {
+        let consensus: Consensus = serde_json::from_value(json!({
+            "correct": {"state": "decided", "answer": true},
+            "helpful": {"state": "decided", "answer": 3.0},
+            "tone": {"state": "split"},
+            "issues": {"state": "decided", "answer": ["factual", "unsafe"]},
+            "why": {"state": "open"}
+        }))
+        .unwrap();
+        let answers: RubricAnswer = serde_json::from_value(json!({
+            "correct": true, "helpful": 2.0, "tone": ["formal"], "issues": ["unsafe", "factual"]
+        }))
+        .unwrap();
+        assert_eq!(
+            matches_consensus(&answers, &consensus),
+            [
+                ("correct".to_string(), true),
+                ("helpful".to_string(), false),
+                ("issues".to_string(), true),
+            ]
+        );
     }
 }

@@ -38,6 +38,10 @@ pub struct RaterStats {
     pub review_acceptance: Option<f64>,
     /// Share of labels that match the item's final human verdict.
     pub agreement_with_consensus: Option<f64>,
+    /// Per rubric dimension (by key, in key order): the share of the rater's answers that
+    /// match the raters' consensus on decided items, and how many there were.
+    #[serde(default)]
+    pub agreement_by_dimension: Vec<(String, f64, u64)>,
     /// Share of gold items answered right, and how many were answered.
     pub gold_accuracy: Option<f64>,
     pub gold_answered: u64,
@@ -84,28 +88,51 @@ fn stats_of(record: &RaterRecord, now: i64, threshold: f64) -> RaterStats {
         .collect();
     let review_acceptance = share(&reviewed);
     let agreement_with_consensus = share(&decided);
+    let mut by_dimension: std::collections::BTreeMap<&str, Vec<bool>> =
+        std::collections::BTreeMap::new();
+    for (key, matched) in labels.iter().flat_map(|label| &label.dimension_matches) {
+        by_dimension.entry(key).or_default().push(*matched);
+    }
+    let agreement_by_dimension: Vec<(String, f64, u64)> = by_dimension
+        .into_iter()
+        .filter_map(|(key, matched)| {
+            Some((key.to_string(), share(&matched)?, matched.len() as u64))
+        })
+        .collect();
     let ratio = |part: u64, all: u64| (all > 0).then(|| part as f64 / all as f64);
     let gold_accuracy = ratio(record.gold_right, record.gold_answered);
     let reviews_upheld = ratio(record.reviews_upheld, record.reviews_checked);
+    let dimension_flags = agreement_by_dimension.iter().map(|(key, value, count)| {
+        (
+            format!("agreement with consensus on `{key}`"),
+            Some(*value),
+            *count as usize,
+        )
+    });
     let flag = [
         (
-            "gold accuracy",
+            "gold accuracy".to_string(),
             gold_accuracy,
             record.gold_answered as usize,
         ),
-        ("review acceptance", review_acceptance, reviewed.len()),
         (
-            "agreement with consensus",
+            "review acceptance".to_string(),
+            review_acceptance,
+            reviewed.len(),
+        ),
+        (
+            "agreement with consensus".to_string(),
             agreement_with_consensus,
             decided.len(),
         ),
         (
-            "reviews upheld on spot checks",
+            "reviews upheld on spot checks".to_string(),
             reviews_upheld,
             record.reviews_checked as usize,
         ),
     ]
     .into_iter()
+    .chain(dimension_flags)
     .find_map(|(what, value, count)| {
         let value = value?;
         (count as u64 >= MIN_LABELS_TO_FLAG && value < threshold).then(|| {
@@ -128,6 +155,7 @@ fn stats_of(record: &RaterRecord, now: i64, threshold: f64) -> RaterStats {
         median_seconds_per_item: median(&durations).map(|ms| ms / 1000.0),
         review_acceptance,
         agreement_with_consensus,
+        agreement_by_dimension,
         gold_accuracy,
         gold_answered: record.gold_answered,
         reviews_upheld,
@@ -167,6 +195,7 @@ pub fn stats_csv(stats: &[RaterStats]) -> String {
         "median_seconds_per_item",
         "review_acceptance",
         "agreement_with_consensus",
+        "agreement_by_dimension",
         "gold_accuracy",
         "gold_answered",
         "reviews_upheld",
@@ -189,6 +218,12 @@ pub fn stats_csv(stats: &[RaterStats]) -> String {
             optional(rater.median_seconds_per_item),
             optional(rater.review_acceptance),
             optional(rater.agreement_with_consensus),
+            rater
+                .agreement_by_dimension
+                .iter()
+                .map(|(key, value, count)| format!("{key}={value:.4} ({count})"))
+                .collect::<Vec<_>>()
+                .join("; "),
             optional(rater.gold_accuracy),
             rater.gold_answered.to_string(),
             optional(rater.reviews_upheld),
@@ -238,6 +273,10 @@ pub struct RaterLabel {
     pub duration_ms: Option<i64>,
     pub review: Option<String>,
     pub matches_final: Option<bool>,
+    /// For a rubric label on a decided item: whether each answered dimension matches the
+    /// raters' consensus (see `consensus::matches_consensus`).
+    #[serde(default)]
+    pub dimension_matches: Vec<(String, bool)>,
 }
 
 /// What a lead changes about a rater; `None` leaves a field as it is.
@@ -282,6 +321,7 @@ mod tests {
             duration_ms: Some(seconds * 1000),
             review: review.map(str::to_string),
             matches_final: matches,
+            dimension_matches: Vec::new(),
         }
     }
 
@@ -350,6 +390,31 @@ mod tests {
         (reviewer.reviews_upheld, reviewer.reviews_checked) = (2, 6);
         let stats = &rater_stats(&[reviewer], 100 * DAY_MS, 0.7)[0];
         assert!(stats.flag.as_deref().unwrap().contains("reviews upheld"));
+        // Agreement per rubric dimension, each flagged apart: right on the verdict, often not
+        // on `helpful`.
+        let labels = (0..6)
+            .map(|i| RaterLabel {
+                dimension_matches: vec![("correct".into(), true), ("helpful".into(), i == 0)],
+                ..label(1, 10, None, Some(true))
+            })
+            .collect();
+        let stats = &rater_stats(&[record(labels)], 100 * DAY_MS, 0.7)[0];
+        assert_eq!(
+            stats.agreement_by_dimension,
+            [
+                ("correct".to_string(), 1.0, 6),
+                ("helpful".to_string(), 1.0 / 6.0, 6)
+            ]
+        );
+        assert!(
+            stats
+                .flag
+                .as_deref()
+                .unwrap()
+                .contains("agreement with consensus on `helpful` 17%"),
+            "{:?}",
+            stats.flag
+        );
         let empty = &rater_stats(&[record(Vec::new())], 100 * DAY_MS, 0.7)[0];
         assert_eq!(
             (empty.median_seconds_per_item, empty.flag.clone()),
@@ -377,6 +442,6 @@ mod tests {
         let csv = stats_csv(&rater_stats(&[hostile], 0, 0.7));
         let mut reader = csv::Reader::from_reader(csv.as_bytes());
         let row = reader.records().next().unwrap().unwrap();
-        assert_eq!((&row[4], &row[14]), ("'@code", "'=1+1@x.test"));
+        assert_eq!((&row[4], &row[15]), ("'@code", "'=1+1@x.test"));
     }
 }

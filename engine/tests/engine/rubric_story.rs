@@ -301,6 +301,23 @@ async fn rubric_answers_are_checked_and_decided_per_dimension(store: Arc<dyn Sto
     let note = dimensions.iter().find(|d| d.key == "note").unwrap();
     assert_eq!((note.decided, note.open), (0, 1));
 
+    // Each rater's answers against the consensus, per dimension: Ann (correct: fail, helpful:
+    // 4, tone: formal) matches on correct and tone, not on helpful (3).
+    let records = store.raters().await.unwrap();
+    let ann_labels = &records
+        .iter()
+        .find(|record| record.id == ann)
+        .unwrap()
+        .labels;
+    assert_eq!(
+        ann_labels[0].dimension_matches,
+        [
+            ("correct".to_string(), true),
+            ("helpful".to_string(), false),
+            ("tone".to_string(), true),
+        ]
+    );
+
     // The labels export a row each, with the rater, answers, rubric and guidelines versions.
     use arbiter_engine::reports::export::ExportFormat;
     use arbiter_engine::reports::label_export::export_labels;
