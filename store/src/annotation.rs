@@ -1782,22 +1782,31 @@ macro_rules! annotation_sql {
             pool: &sqlx::Pool<$db>,
             since: i64,
         ) -> StoreResult<Vec<arbiter_domain::annotation::task::QueueLabel>> {
-            let rows: Vec<(String, i64, i64, String, String, Option<i64>, Option<String>)> = sqlx::query_as(
-                "SELECT COALESCE(e.name, pq.name), l.task_id, l.annotator_id, u.username, l.verdict, t.rubric_id, l.answers \
-                 FROM labels l \
-                 JOIN users u ON u.id = l.annotator_id JOIN annotation_tasks t ON t.id = l.task_id \
-                 LEFT JOIN work_items w ON w.id = t.work_item_id LEFT JOIN runs r ON r.id = w.run_id \
-                 LEFT JOIN evals e ON e.id = r.eval_id \
-                 LEFT JOIN pushed_items pi ON pi.task_id = t.id LEFT JOIN pushed_queues pq ON pq.id = pi.queue_id \
-                 WHERE l.state = 'standing' AND l.created_at >= $1 AND (e.name IS NOT NULL OR pq.name IS NOT NULL) \
-                 ORDER BY l.task_id, l.id",
-            )
-            .bind(since)
-            .fetch_all(pool)
-            .await?;
+            // A task's queue is its run's eval (the run copied onto the task; a pair's is one of
+            // its two runs, which share an eval) or the pushed queue it came in by. Pairs'
+            // preferences come with the labels, their choice in place of a verdict.
+            const QUEUE_JOINS: &str = "JOIN annotation_tasks t ON t.id = l.task_id \
+                 LEFT JOIN runs r ON r.id = t.run_id LEFT JOIN evals e ON e.id = r.eval_id \
+                 LEFT JOIN pushed_items pi ON pi.task_id = t.id LEFT JOIN pushed_queues pq ON pq.id = pi.queue_id";
+            #[allow(clippy::type_complexity)]
+            let rows: Vec<(String, i64, i64, String, String, Option<i64>, Option<String>, Option<String>)> =
+                sqlx::query_as(&format!(
+                    "SELECT COALESCE(e.name, pq.name), l.task_id, l.annotator_id, u.username, l.verdict, t.rubric_id, \
+                            l.answers, NULL AS choice, l.id \
+                     FROM labels l JOIN users u ON u.id = l.annotator_id {QUEUE_JOINS} \
+                     WHERE l.state = 'standing' AND l.created_at >= $1 AND (e.name IS NOT NULL OR pq.name IS NOT NULL) \
+                     UNION ALL \
+                     SELECT COALESCE(e.name, pq.name), l.task_id, l.rater_id, u.username, '', NULL, NULL, l.choice, l.id \
+                     FROM preference_labels l JOIN users u ON u.id = l.rater_id {QUEUE_JOINS} \
+                     WHERE l.created_at >= $1 AND (e.name IS NOT NULL OR pq.name IS NOT NULL) \
+                     ORDER BY 2, 9"
+                ))
+                .bind(since)
+                .fetch_all(pool)
+                .await?;
             Ok(rows
                 .into_iter()
-                .map(|(queue, task_id, rater_id, rater, verdict, rubric_id, answers)| arbiter_domain::annotation::task::QueueLabel {
+                .map(|(queue, task_id, rater_id, rater, verdict, rubric_id, answers, choice)| arbiter_domain::annotation::task::QueueLabel {
                     queue,
                     task_id: TaskId(task_id),
                     rater_id: UserId(rater_id),
@@ -1806,6 +1815,7 @@ macro_rules! annotation_sql {
                     rubric_id,
                     // Checked when stored; an unreadable one counts for the verdict only.
                     answers: answers.and_then(|json| serde_json::from_str(&json).ok()),
+                    preference: choice.and_then(|choice| arbiter_domain::annotation::preference::Preference::parse(&choice).ok()),
                 })
                 .collect())
         }

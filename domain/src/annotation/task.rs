@@ -129,6 +129,8 @@ pub struct QueueLabel {
     /// The rubric version the item asks (`None`: pass or fail) and the label's answers to it.
     pub rubric_id: Option<i64>,
     pub answers: Option<crate::annotation::rubric::RubricAnswer>,
+    /// A rater's choice on a pair (which has no verdict; `pass` is false then).
+    pub preference: Option<crate::annotation::preference::Preference>,
 }
 
 /// One standing label on a run's item, for agreement statistics.

@@ -270,7 +270,17 @@ pub async fn queue_agreement(
         }
     }
     let mut by_queue: BTreeMap<&str, Vec<(Option<&str>, LabelAnswers<'_>)>> = BTreeMap::new();
+    let mut preferences: BTreeMap<&str, Vec<Rating>> = BTreeMap::new();
     for label in &labels {
+        if let Some(choice) = label.preference {
+            preferences.entry(&label.queue).or_default().push(Rating {
+                item: label.task_id.get(),
+                rater: label.rater_id.get(),
+                rater_name: label.rater.clone(),
+                value: Value::Label(choice.as_str().to_string()),
+            });
+            continue;
+        }
         let rubric = label
             .rubric_id
             .and_then(|id| rubrics.get(&id))
@@ -304,11 +314,35 @@ pub async fn queue_agreement(
                 &format!("{name}: "),
             ));
         }
+        if let Some(ratings) = preferences.remove(queue) {
+            sets.push(preference_set(ratings));
+        }
         for report in agreement_of_sets(sets, with_interval).await? {
             reports.push((queue.to_string(), report));
         }
     }
+    // Queues with pairs and no single items.
+    for (queue, ratings) in preferences {
+        for report in agreement_of_sets(vec![preference_set(ratings)], with_interval).await? {
+            reports.push((queue.to_string(), report));
+        }
+    }
+    // By queue, each queue's reports in the order made (stable).
+    reports.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(reports)
+}
+
+/// The dimension name pairs' choices (a, b, tie, both bad) go by.
+pub const PREFERENCE: &str = "preference";
+
+/// Pairs' choices as a nominal set: raters of one pair see the same sides.
+fn preference_set(ratings: Vec<Rating>) -> RatingSet {
+    RatingSet {
+        name: PREFERENCE.to_string(),
+        level: Level::Nominal,
+        scale: None,
+        ratings,
+    }
 }
 
 /// One standing label, as agreement statistics see it.

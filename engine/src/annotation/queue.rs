@@ -3,7 +3,7 @@
 //! [`arbiter_domain::annotation::sla`]; the monitor that acts on it is
 //! [`crate::jobs::queue_monitor`].
 
-use crate::annotation::agreement::{queue_agreement, AgreementReport, VERDICT};
+use crate::annotation::agreement::{queue_agreement, AgreementReport, PREFERENCE, VERDICT};
 use crate::annotation::quality::queue_settings;
 use crate::error::ServiceResult;
 use arbiter_domain::annotation::agreement::Statistic;
@@ -231,10 +231,10 @@ pub fn low_agreement_message(queue: &str, report: &AgreementReport, floor: f64) 
     } else {
         format!("lowest pairs: {}", named.join("; "))
     };
-    let on = if report.dimension == VERDICT {
-        "pass/fail verdicts".to_string()
-    } else {
-        format!("rubric dimension `{}`", report.dimension)
+    let on = match report.dimension.as_str() {
+        VERDICT => "pass/fail verdicts".to_string(),
+        PREFERENCE => "pairs' preferences".to_string(),
+        dimension => format!("rubric dimension `{dimension}`"),
     };
     Some(format!(
         "Agreement on queue `{queue}` ({on}) is alpha {alpha:.2}, below the floor of {floor:.2}, over {} items; {drivers}.",

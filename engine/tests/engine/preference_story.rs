@@ -305,6 +305,20 @@ async fn pairs_are_drawn_recorded_shared_exactly_and_reported(store: Arc<dyn Sto
         .filter(|row| row.choice == Preference::A)
         .count() as u64;
     assert_eq!(report.report.position_bias.left_wins, left_wins);
+    // The queue's agreement on the pairs' choices (the Queue page and its alerts) is the
+    // report's.
+    let by_queue = arbiter_engine::annotation::agreement::queue_agreement(&*store, 7, false)
+        .await
+        .unwrap();
+    let (_, on_pairs) = by_queue
+        .iter()
+        .find(|(_, agreement)| agreement.dimension == "preference")
+        .expect("the pairs' queue has a preference row");
+    assert_eq!(on_pairs.labels as usize, labels);
+    assert_eq!(
+        on_pairs.alpha.statistic.value(),
+        report.agreement.statistic.value()
+    );
 
     // Two requests racing for the last three unpaired cases: together they pair each once
     // (on PostgreSQL the later one may find them paired at its commit and keep nothing).
