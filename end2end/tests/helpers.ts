@@ -112,6 +112,33 @@ export async function openSessionAs(browser: Browser, user: DemoUser, log: Brows
   return { page, close: () => context.close() };
 }
 
+/**
+ * A rater of the test's own, invited by the lead signed in on `lead` (no training items), who
+ * has chosen their password and is signed in on a page of their own: a test's skips then touch
+ * no other spec's items.
+ */
+export async function invitedRater(lead: Page, browser: Browser, log: BrowserLog, prefix: string) {
+  await lead.goto('/raters');
+  await waitForHydration(lead);
+  const name = uniqueName(prefix);
+  await lead.getByText('Invite a rater').click();
+  await lead.getByLabel('Username').fill(name);
+  await lead.getByLabel('Start with training items').uncheck();
+  await lead.getByRole('button', { name: 'Invite' }).click();
+  const password = (await lead.getByTestId('invited-password').textContent())!;
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  await log.watch(page);
+  await submitLogin(page, name, password);
+  await expect(page).toHaveURL(/\/account\/password$/);
+  await page.getByLabel('Current password').fill(password);
+  await page.getByLabel(/^New password \(/).fill(`${name}-own-password`);
+  await page.getByLabel('New password again').fill(`${name}-own-password`);
+  await page.getByRole('button', { name: 'Change password' }).click();
+  await expect(page.getByTestId('password-changed')).toBeVisible();
+  return { name, page, close: () => context.close() };
+}
+
 /** What the rater sees of the item on screen: its question and the model output. Raters never
  * see item ids, so this is how a test tells that two raters were shown the same item. */
 export type ShownItem = { claim: string; content: string };

@@ -1,7 +1,7 @@
 // Side-by-side preference: a researcher sends pairs of two checkpoints' answers from the Compare
 // page, a rater answers them with the keyboard (a, b, t), and the researcher reads the
 // Bradley–Terry ratings, win rates and position bias.
-import { expect, login, openSessionAs, submitLogin, test, uniqueName, waitForHydration, waitForRunToFinish } from './helpers';
+import { expect, invitedRater, login, openSessionAs, test, waitForHydration, waitForRunToFinish } from './helpers';
 import type { Page } from '@playwright/test';
 
 /** Skips single items until a pair is on screen (other specs' items may be ahead of it). */
@@ -20,14 +20,7 @@ async function nextPair(rater: Page) {
 test('a researcher sends pairs from Compare, a rater answers with keys, and the ratings are read', async ({ page, browser, browserLog }) => {
   // A lead invites a rater of this test's own, so its skips touch no other spec's queue.
   await login(page, 'lead');
-  await page.goto('/raters');
-  await waitForHydration(page);
-  const judge = uniqueName('judge');
-  await page.getByText('Invite a rater').click();
-  await page.getByLabel('Username').fill(judge);
-  await page.getByLabel('Start with training items').uncheck();
-  await page.getByRole('button', { name: 'Invite' }).click();
-  const password = (await page.getByTestId('invited-password').textContent())!;
+  const judge = await invitedRater(page, browser, browserLog, 'judge');
 
   // The researcher: a bad number is refused with the reason, then three random pairs.
   const researcher = await openSessionAs(browser, 'researcher', browserLog);
@@ -45,17 +38,8 @@ test('a researcher sends pairs from Compare, a rater answers with keys, and the 
   await form.getByRole('button', { name: 'Send pairs' }).click();
   await expect(form.getByTestId('pairs-sent')).toContainText('Sent 3 pairs');
 
-  // The rater sets their own password, then answers three pairs from the keyboard.
-  const context = await browser.newContext();
-  const rater = await context.newPage();
-  await browserLog.watch(rater);
-  await submitLogin(rater, judge, password);
-  await expect(rater).toHaveURL(/\/account\/password$/);
-  await rater.getByLabel('Current password').fill(password);
-  await rater.getByLabel(/^New password \(/).fill('judge-own-password');
-  await rater.getByLabel('New password again').fill('judge-own-password');
-  await rater.getByRole('button', { name: 'Change password' }).click();
-  await expect(rater.getByTestId('password-changed')).toBeVisible();
+  // The rater answers three pairs from the keyboard.
+  const rater = judge.page;
   await rater.goto('/annotate');
   await expect(rater.getByTestId('task')).toBeVisible();
   await waitForHydration(rater);
@@ -74,7 +58,7 @@ test('a researcher sends pairs from Compare, a rater answers with keys, and the 
       await expect(rater.getByTestId('task')).not.toHaveAttribute('data-claim', claim!);
     }
   }
-  await context.close();
+  await judge.close();
 
   // The researcher reads the ratings of both checkpoints and the position bias.
   await researcher.page.goto('/preferences');
@@ -87,7 +71,7 @@ test('a researcher sends pairs from Compare, a rater answers with keys, and the 
   await expect(ratings.first()).toContainText(/\d{3,4}\s*\d{3,4} – \d{3,4}/);
   const everyone = report.getByTestId('position-bias').locator('tbody tr').first();
   await expect(everyone).toContainText('everyone');
-  await expect(report.getByTestId('position-bias')).toContainText(judge);
+  await expect(report.getByTestId('position-bias')).toContainText(judge.name);
   await expect(report.getByTestId('win-rates').locator('tbody tr')).toHaveCount(1);
   const requests = researcher.page.getByTestId('pair-requests');
   await expect(requests.locator('tbody tr').filter({ hasText: 'tone check' }).first()).toContainText('random');

@@ -3,7 +3,7 @@
 // trace's markdown rendered and its hostile markup inert, and the researcher reads the outcomes
 // back, with the pair's choice in the order pushed.
 import type { Page } from '@playwright/test';
-import { expect, login, submitLogin, test, uniqueName, waitForHydration } from './helpers';
+import { expect, invitedRater, login, test, uniqueName, waitForHydration } from './helpers';
 
 const TRACE = [
   'Here is **the refund policy**:',
@@ -29,14 +29,7 @@ async function moveOnUntil(rater: Page, found: () => Promise<boolean>) {
 test('items pushed over the API are labelled by raters and read back', async ({ page, browser, browserLog, request }) => {
   // A rater of this test's own, so its skips touch no other spec's items.
   await login(page, 'lead');
-  await page.goto('/raters');
-  await waitForHydration(page);
-  const raterName = uniqueName('tracer');
-  await page.getByText('Invite a rater').click();
-  await page.getByLabel('Username').fill(raterName);
-  await page.getByLabel('Start with training items').uncheck();
-  await page.getByRole('button', { name: 'Invite' }).click();
-  const password = (await page.getByTestId('invited-password').textContent())!;
+  const tracer = await invitedRater(page, browser, browserLog, 'tracer');
 
   // The researcher's token, and the push: a trace to label and a pair to compare.
   const researcher = await browser.newContext();
@@ -71,17 +64,8 @@ test('items pushed over the API are labelled by raters and read back', async ({ 
   expect(refused.status()).toBe(400);
   expect((await refused.json()).error).toContain('item 0 has 0 outputs');
 
-  // The rater sets their password, then labels the trace (pass) and the pair (the greeting).
-  const context = await browser.newContext();
-  const rater = await context.newPage();
-  await browserLog.watch(rater);
-  await submitLogin(rater, raterName, password);
-  await expect(rater).toHaveURL(/\/account\/password$/);
-  await rater.getByLabel('Current password').fill(password);
-  await rater.getByLabel(/^New password \(/).fill('tracer-own-password');
-  await rater.getByLabel('New password again').fill('tracer-own-password');
-  await rater.getByRole('button', { name: 'Change password' }).click();
-  await expect(rater.getByTestId('password-changed')).toBeVisible();
+  // The rater labels the trace (pass) and the pair (the greeting).
+  const rater = tracer.page;
   await rater.goto('/annotate');
   await expect(rater.getByTestId('task')).toBeVisible();
   await waitForHydration(rater);
@@ -92,15 +76,18 @@ test('items pushed over the API are labelled by raters and read back', async ({ 
   await expect(output.locator('table td').last()).toHaveText('full');
   expect(await rater.evaluate(() => (window as any).__xss)).toBeUndefined();
   await expect(rater.locator('.shown img, .shown script')).toHaveCount(0);
+  const traceClaim = await rater.getByTestId('task').getAttribute('data-claim');
   await rater.keyboard.press('1');
   await expect(rater.getByTestId('notice')).toHaveText('Label saved.');
+  // The next item is on screen before any key is pressed on it.
+  await expect(rater.getByTestId('task')).not.toHaveAttribute('data-claim', traceClaim!);
 
   await moveOnUntil(rater, async () => (await input.textContent())!.includes(`Which greeting? (${marker})`));
   const a = (await output.textContent())!;
   // The greeting is the first output pushed; whichever side it was drawn on, choose it.
   await rater.keyboard.press(a.includes('Good morning!') ? 'a' : 'b');
   await expect(rater.getByTestId('notice')).toHaveText('Preference saved.');
-  await context.close();
+  await tracer.close();
 
   // The researcher reads both outcomes back.
   const read = await request.get(`/api/v1/annotation/items?queue=${encodeURIComponent(queue)}`, { headers });
@@ -109,7 +96,7 @@ test('items pushed over the API are labelled by raters and read back', async ({ 
   expect(items).toHaveLength(2);
   expect(items[0].state).toBe('decided');
   expect(items[0].verdict).toBe('pass');
-  expect(items[0].labels[0].rater).toBe(raterName);
+  expect(items[0].labels[0].rater).toBe(tracer.name);
   expect(items[1].kind).toBe('pair');
   expect(items[1].preferred_output).toBe(0);
   await researcher.close();

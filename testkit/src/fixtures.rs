@@ -1,7 +1,7 @@
 //! Fixtures for store and engine tests: sample datasets, an eval, a launched run, answers and
 //! endpoint failures recorded straight into the store, items escalated to humans.
 
-use arbiter_domain::accounts::PasswordHash;
+use arbiter_domain::accounts::{PasswordHash, Role, User};
 use arbiter_domain::answer::{ErrorCategory, Generation, Outcome};
 use arbiter_domain::grading::grade_exact_match;
 use arbiter_domain::grading::record::Grading;
@@ -35,6 +35,21 @@ pub const ENDPOINT: &str = "http://127.0.0.1:9";
 
 /// Long enough that no lease expires during a test.
 pub const LONG_LEASE_MS: i64 = 10 * 60 * 1000;
+
+/// A new account of `role` (password hash a stand-in), in team `default`.
+pub async fn new_user(store: &dyn Store, name: &str, role: Role) -> UserId {
+    store
+        .create_user(name, &stand_in_hash(name), role)
+        .await
+        .unwrap()
+}
+
+/// A new account of `role` in `team`.
+pub async fn team_member(store: &dyn Store, name: &str, role: Role, team: &str) -> User {
+    let id = new_user(store, name, role).await;
+    assert!(store.set_team(name, team).await.unwrap());
+    store.get_user(id).await.unwrap().unwrap()
+}
 
 /// Store-level tests need a hash, not a real one: Argon2 would only slow them down.
 pub fn stand_in_hash(label: &str) -> PasswordHash {

@@ -18,13 +18,6 @@ stories!(
     a_change_racing_the_last_label_never_leaves_a_stale_verdict,
 );
 
-async fn user(store: &dyn Store, name: &str, role: Role) -> UserId {
-    store
-        .create_user(name, &stand_in_hash(name), role)
-        .await
-        .unwrap()
-}
-
 async fn own(store: &dyn Store, rater: UserId) -> Vec<OwnLabel> {
     store.own_labels(rater, 50).await.unwrap()
 }
@@ -35,9 +28,9 @@ async fn raters_change_labels_until_their_item_is_decided_and_read_reviews(store
     let ids = store.claim_work("worker", 10, LONG_LEASE_MS).await.unwrap();
     escalate_to_humans(store, &ids, 2).await;
     store.set_setting(GOLD_RATE_SETTING, "0").await.unwrap();
-    let ann = user(store, "ann", Role::Annotator).await;
-    let ben = user(store, "ben", Role::Annotator).await;
-    let rev = user(store, "rev", Role::Reviewer).await;
+    let ann = new_user(store, "ann", Role::Annotator).await;
+    let ben = new_user(store, "ben", Role::Annotator).await;
+    let rev = new_user(store, "rev", Role::Reviewer).await;
     assert!(own(store, ann).await.is_empty());
 
     // Ann labels; the item waits for a second rater, so her label can still change.
@@ -183,8 +176,8 @@ async fn a_change_racing_the_last_label_never_leaves_a_stale_verdict(store: Arc<
         .unwrap();
     escalate_to_humans(&*store, &ids, 2).await;
     store.set_setting(GOLD_RATE_SETTING, "0").await.unwrap();
-    let ann = user(&*store, "ann", Role::Annotator).await;
-    let ben = user(&*store, "ben", Role::Annotator).await;
+    let ann = new_user(&*store, "ann", Role::Annotator).await;
+    let ben = new_user(&*store, "ben", Role::Annotator).await;
 
     let mut raced = Vec::new();
     for _ in 0..30 {

@@ -6,7 +6,6 @@
 use arbiter_domain::accounts::Role;
 use arbiter_domain::annotation::gold::GOLD_RATE_SETTING;
 use arbiter_domain::annotation::review::ReviewDecision;
-use arbiter_domain::ids::UserId;
 use arbiter_engine::secrets::SecretBox;
 use arbiter_engine::webhooks::{create_webhook, enqueue_new_events, EVENT_LABEL_COMPLETED};
 use arbiter_store::{now_ms, Store};
@@ -17,13 +16,6 @@ use arbiter_testkit::fixtures::*;
 use arbiter_testkit::stories;
 
 stories!(decided_items_go_to_webhooks_once_per_decision_with_their_labels);
-
-async fn user(store: &dyn Store, name: &str, role: Role) -> UserId {
-    store
-        .create_user(name, &stand_in_hash(name), role)
-        .await
-        .unwrap()
-}
 
 /// The `label.completed` payloads queued so far, by task id then decision time.
 async fn queued_items(store: &dyn Store) -> Vec<Value> {
@@ -56,9 +48,9 @@ async fn decided_items_go_to_webhooks_once_per_decision_with_their_labels(store:
     let ids = store.claim_work("worker", 10, LONG_LEASE_MS).await.unwrap();
     escalate_to_humans(store, &ids, 2).await;
     store.set_setting(GOLD_RATE_SETTING, "0").await.unwrap();
-    let ann = user(store, "ann", Role::Annotator).await;
-    let ben = user(store, "ben", Role::Annotator).await;
-    let rev = user(store, "rev", Role::Reviewer).await;
+    let ann = new_user(store, "ann", Role::Annotator).await;
+    let ben = new_user(store, "ben", Role::Annotator).await;
+    let rev = new_user(store, "rev", Role::Reviewer).await;
     let events = vec![EVENT_LABEL_COMPLETED.to_string()];
 
     // The events name raters: a researcher's webhook may not have them.

@@ -3,7 +3,7 @@
 //! its team's, raters label pushed items and pairs like any item (a pair's sides as drawn), a
 //! reviewer settles a split on one, and the outcomes come back through the API's read and the `label.completed` webhook.
 
-use arbiter_domain::accounts::{Role, User};
+use arbiter_domain::accounts::Role;
 use arbiter_domain::annotation::gold::GOLD_RATE_SETTING;
 use arbiter_domain::annotation::preference::Preference;
 use arbiter_domain::annotation::pushed::{first_on_left, PushedItem, PUSHED_QUEUE};
@@ -22,15 +22,6 @@ use arbiter_testkit::stories;
 stories!(pushed_items_are_queued_once_labelled_and_read_back);
 
 const QUEUE: &str = "support/prod-traces";
-
-async fn member(store: &dyn Store, name: &str, role: Role, team: &str) -> User {
-    let id = store
-        .create_user(name, &stand_in_hash(name), role)
-        .await
-        .unwrap();
-    assert!(store.set_team(name, team).await.unwrap());
-    store.get_user(id).await.unwrap().unwrap()
-}
 
 fn item(input: &str, outputs: &[&str], metadata: Value) -> PushedItem {
     PushedItem {
@@ -55,11 +46,17 @@ fn push(items: Vec<PushedItem>) -> PushRequest {
 async fn pushed_items_are_queued_once_labelled_and_read_back(store: Arc<dyn Store>) {
     let store = &*store;
     store.set_setting(GOLD_RATE_SETTING, "0").await.unwrap();
-    let rita = member(store, "rita", Role::Researcher, "alpha").await;
-    let sam = member(store, "sam", Role::Researcher, "beta").await;
-    let ann = member(store, "ann", Role::Annotator, "default").await.id;
-    let ben = member(store, "ben", Role::Annotator, "default").await.id;
-    let rev = member(store, "rev", Role::Reviewer, "default").await.id;
+    let rita = team_member(store, "rita", Role::Researcher, "alpha").await;
+    let sam = team_member(store, "sam", Role::Researcher, "beta").await;
+    let ann = team_member(store, "ann", Role::Annotator, "default")
+        .await
+        .id;
+    let ben = team_member(store, "ben", Role::Annotator, "default")
+        .await
+        .id;
+    let rev = team_member(store, "rev", Role::Reviewer, "default")
+        .await
+        .id;
 
     let first = vec![
         item(

@@ -27,13 +27,6 @@ stories!(
     invitations_and_settings_refuse_bad_input,
 );
 
-async fn user(store: &dyn Store, name: &str, role: Role) -> UserId {
-    store
-        .create_user(name, &stand_in_hash(name), role)
-        .await
-        .unwrap()
-}
-
 /// Launches the 60-case sample and sends every item to `raters` human raters.
 async fn sixty_human_items(store: &dyn Store, raters: i64) -> RunId {
     let run_id = launch_one_run(store, SAMPLE, 1).await;
@@ -70,9 +63,9 @@ fn rater<'a>(
 async fn gold_items_measure_raters_and_train_new_ones(store: Arc<dyn Store>) {
     let store = &*store;
     sixty_human_items(store, 1).await;
-    let lead = user(store, "lead", Role::Lead).await;
-    let ann = user(store, "ann", Role::Annotator).await;
-    let trainee = user(store, "tim", Role::Annotator).await;
+    let lead = new_user(store, "lead", Role::Lead).await;
+    let ann = new_user(store, "ann", Role::Annotator).await;
+    let trainee = new_user(store, "tim", Role::Annotator).await;
     store.set_setting(GOLD_RATE_SETTING, "0").await.unwrap();
 
     // Ann labels the head of the queue; a lead makes eleven items gold, that one included.
@@ -270,10 +263,10 @@ async fn reviewers_decisions_are_spot_checked(store: Arc<dyn Store>) {
         .set_setting(REVIEW_CHECK_RATE_SETTING, "1")
         .await
         .unwrap();
-    let ann = user(store, "ann", Role::Annotator).await;
-    let ben = user(store, "ben", Role::Annotator).await;
-    let rev = user(store, "rev", Role::Reviewer).await;
-    let lead = user(store, "lead", Role::Lead).await;
+    let ann = new_user(store, "ann", Role::Annotator).await;
+    let ben = new_user(store, "ben", Role::Annotator).await;
+    let rev = new_user(store, "rev", Role::Reviewer).await;
+    let lead = new_user(store, "lead", Role::Lead).await;
 
     // Ann and Ben split: both labels go to a reviewer.
     let (for_ann, for_ben) = (claim(store, ann).await, claim(store, ben).await);
@@ -421,10 +414,10 @@ async fn the_monitor_escalates_at_risk_tasks_and_alerts_leads(store: Arc<dyn Sto
     let store = &*store;
     sixty_human_items(store, 2).await;
     store.set_setting(GOLD_RATE_SETTING, "0").await.unwrap();
-    let lead = user(store, "lead", Role::Lead).await;
-    let ann = user(store, "ann", Role::Annotator).await;
-    let ben = user(store, "ben", Role::Annotator).await;
-    let rev = user(store, "rev", Role::Reviewer).await;
+    let lead = new_user(store, "lead", Role::Lead).await;
+    let ann = new_user(store, "ann", Role::Annotator).await;
+    let ben = new_user(store, "ben", Role::Annotator).await;
+    let rev = new_user(store, "rev", Role::Reviewer).await;
     for (id, hours) in [(ann, 10.0), (ben, 10.0)] {
         let update = RaterUpdate {
             weekly_capacity_hours: Some(hours),
@@ -561,7 +554,7 @@ async fn the_monitor_escalates_at_risk_tasks_and_alerts_leads(store: Arc<dyn Sto
 
 async fn invitations_and_settings_refuse_bad_input(store: Arc<dyn Store>) {
     let store = &*store;
-    let lead = user(store, "lead", Role::Lead).await;
+    let lead = new_user(store, "lead", Role::Lead).await;
     let outbox = tempfile::tempdir().unwrap();
     let mailer = Mailer::from_config(
         &format!("file:{}", outbox.path().display()),

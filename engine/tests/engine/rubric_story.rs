@@ -39,13 +39,6 @@ const HELPFULNESS: &str = r#"{
   "verdict": {"dimension": "helpful", "pass_at_least": 3}
 }"#;
 
-async fn user(store: &dyn Store, name: &str, role: Role) -> UserId {
-    store
-        .create_user(name, &stand_in_hash(name), role)
-        .await
-        .unwrap()
-}
-
 fn invalid<T: std::fmt::Debug>(result: Result<T, ServiceError>) -> String {
     match result {
         Err(ServiceError::Invalid(message)) => message,
@@ -69,7 +62,7 @@ fn policy(rubric: &str) -> PolicyForm {
 
 async fn rubric_answers_are_checked_and_decided_per_dimension(store: Arc<dyn Store>) {
     let store = &*store;
-    let lead = user(store, "lead", Role::Lead).await;
+    let lead = new_user(store, "lead", Role::Lead).await;
 
     // Rubrics are checked before they are stored, and versioned by name.
     let refused = invalid(rubrics::create_rubric(store, "helpfulness", "{", "", None).await);
@@ -164,9 +157,9 @@ async fn rubric_answers_are_checked_and_decided_per_dimension(store: Arc<dyn Sto
     escalate_as_routed(store, run_id, &ids).await;
     store.set_setting(GOLD_RATE_SETTING, "0").await.unwrap();
     let raters = [
-        user(store, "ann", Role::Annotator).await,
-        user(store, "ben", Role::Annotator).await,
-        user(store, "cat", Role::Annotator).await,
+        new_user(store, "ann", Role::Annotator).await,
+        new_user(store, "ben", Role::Annotator).await,
+        new_user(store, "cat", Role::Annotator).await,
     ];
 
     // Each rater is asked the frozen version, with the newest guidelines.
@@ -428,7 +421,7 @@ async fn run_of_units(
 /// A new rater works through the queue: each item gets the answers `answers` gives for its
 /// unit, or is skipped where it gives none.
 async fn rate_units(store: &dyn Store, name: &str, answers: impl Fn(usize) -> Option<String>) {
-    let rater = user(store, name, Role::Annotator).await;
+    let rater = new_user(store, name, Role::Annotator).await;
     while let Some(task) = store
         .next_annotation_task(rater, LONG_LEASE_MS)
         .await

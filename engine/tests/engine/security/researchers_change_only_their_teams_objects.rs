@@ -4,7 +4,7 @@
 //! change belongs to the owner's team (an endpoint's limit: to its owner), leads and admins
 //! override, and reading stays open to every researcher.
 
-use arbiter_domain::accounts::{Role, User};
+use arbiter_domain::accounts::Role;
 use arbiter_domain::run::{Priority, RunStatus};
 use arbiter_engine::catalog::{self, CheckpointForm};
 use arbiter_engine::error::ServiceError;
@@ -21,15 +21,6 @@ stories!(
     only_an_endpoints_owner_or_a_lead_changes_its_limit
 );
 
-async fn member(store: &dyn Store, name: &str, role: Role, team: &str) -> User {
-    let id = store
-        .create_user(name, &stand_in_hash(name), role)
-        .await
-        .unwrap();
-    assert!(store.set_team(name, team).await.unwrap());
-    store.get_user(id).await.unwrap().unwrap()
-}
-
 fn forbidden<T: std::fmt::Debug>(result: Result<T, ServiceError>, naming: &str) {
     match result {
         Err(ServiceError::Forbidden(message)) => {
@@ -43,9 +34,9 @@ async fn only_the_owning_team_changes_suites_runs_and_checkpoints(store: Arc<dyn
     let store = &*store;
     // The fixture's run is charged to team `default`; its checkpoint is registered by nobody.
     let run_id = launch_one_run(store, FIVE_CASES.as_bytes(), 1).await;
-    let ours = member(store, "otto", Role::Researcher, "default").await;
-    let theirs = member(store, "vera", Role::Researcher, "vision").await;
-    let lead = member(store, "lea", Role::Lead, "elsewhere").await;
+    let ours = team_member(store, "otto", Role::Researcher, "default").await;
+    let theirs = team_member(store, "vera", Role::Researcher, "vision").await;
+    let lead = team_member(store, "lea", Role::Lead, "elsewhere").await;
 
     // Runs: another team's researcher can neither pause nor cancel; the run stays as it was.
     for action in ["pause", "cancel"] {
@@ -261,9 +252,9 @@ async fn only_the_owning_team_changes_suites_runs_and_checkpoints(store: Arc<dyn
 
 async fn only_an_endpoints_owner_or_a_lead_changes_its_limit(store: Arc<dyn Store>) {
     let store = &*store;
-    let owner = member(store, "otto", Role::Researcher, "default").await;
-    let other = member(store, "vera", Role::Researcher, "default").await;
-    let lead = member(store, "lea", Role::Lead, "default").await;
+    let owner = team_member(store, "otto", Role::Researcher, "default").await;
+    let other = team_member(store, "vera", Role::Researcher, "default").await;
+    let lead = team_member(store, "lea", Role::Lead, "default").await;
     let form = |name: &str, limit: &str| CheckpointForm {
         name: name.into(),
         endpoint_url: ENDPOINT.into(),

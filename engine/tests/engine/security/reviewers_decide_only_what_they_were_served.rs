@@ -3,7 +3,6 @@
 
 use arbiter_domain::accounts::Role;
 use arbiter_domain::annotation::review::ReviewDecision;
-use arbiter_domain::ids::UserId;
 use arbiter_store::{Store, StoreError};
 use std::sync::Arc;
 
@@ -12,13 +11,6 @@ use arbiter_testkit::stories;
 
 stories!(reviewers_decide_only_labels_served_to_them_on_items_they_did_not_label);
 
-async fn user(store: &dyn Store, name: &str, role: Role) -> UserId {
-    store
-        .create_user(name, &stand_in_hash(name), role)
-        .await
-        .unwrap()
-}
-
 async fn reviewers_decide_only_labels_served_to_them_on_items_they_did_not_label(
     store: Arc<dyn Store>,
 ) {
@@ -26,12 +18,12 @@ async fn reviewers_decide_only_labels_served_to_them_on_items_they_did_not_label
     let run_id = launch_one_run(store, THREE_CASES.as_bytes(), 1).await;
     let ids = store.claim_work("worker", 10, LONG_LEASE_MS).await.unwrap();
     escalate_to_humans(store, &ids, 2).await;
-    let ann = user(store, "ann", Role::Annotator).await;
+    let ann = new_user(store, "ann", Role::Annotator).await;
     // A reviewer labels too; that item's review is someone else's.
-    let sam = user(store, "sam", Role::Reviewer).await;
+    let sam = new_user(store, "sam", Role::Reviewer).await;
     let (rev, ria) = (
-        user(store, "rev", Role::Reviewer).await,
-        user(store, "ria", Role::Reviewer).await,
+        new_user(store, "rev", Role::Reviewer).await,
+        new_user(store, "ria", Role::Reviewer).await,
     );
     // Ann and Sam split the first item, so both labels wait for review; Ann's label on the
     // second item is not drawn for review (the rate is 0).
