@@ -92,9 +92,6 @@ pub struct PolicyForm {
     pub note: String,
 }
 
-/// Re-tuning bounds a form leaves empty.
-pub const DEFAULT_TUNING_BOUNDS: (f64, f64, f64) = (0.6, 0.99, 0.6);
-
 fn parse_number<T: std::str::FromStr>(text: &str, what: &str) -> ServiceResult<T> {
     text.trim()
         .parse()
@@ -115,7 +112,7 @@ impl PolicyForm {
             "" => return Ok(None),
             text => parse_number::<f64>(text, "the re-tuning target error rate")? / 100.0,
         };
-        let (min, max, floor) = DEFAULT_TUNING_BOUNDS;
+        let (min, max, floor) = arbiter_domain::grading::tuning::DEFAULT_BOUNDS;
         let or = |text: &str, default: f64, what: &str| match text.trim() {
             "" => Ok(default),
             text => parse_number::<f64>(text, what),

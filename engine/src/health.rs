@@ -173,9 +173,11 @@ pub async fn system_health_with(
     cost_by_team.sort_by(|a, b| b.1.total_cmp(&a.1));
     let workers = store.worker_statuses().await?;
     let samples = store.health_samples(now - SAMPLES_SHOWN_MS).await?;
+    // A queue's verdict agreement; its dimensions are on the Queue page.
     let agreement = report
         .queues
         .iter()
+        .filter(|(_, agreement)| agreement.dimension == crate::annotation::agreement::VERDICT)
         .filter_map(|(queue, agreement)| match agreement.alpha.statistic {
             arbiter_domain::annotation::agreement::Statistic::Defined(alpha) => {
                 Some((queue.clone(), alpha))

@@ -1312,13 +1312,15 @@ macro_rules! annotation_sql {
             .map(|(reviewer, upheld, all)| (reviewer, (upheld, all)))
             .collect();
             #[allow(clippy::type_complexity)]
-            let labels: Vec<(i64, i64, Option<i64>, Option<String>, String, Option<String>, Option<String>, Option<String>, Option<String>)> =
+            let labels: Vec<(i64, i64, Option<i64>, Option<String>, String, Option<String>, Option<String>, Option<String>, Option<String>, Option<String>, Option<String>)> =
                 sqlx::query_as(
                     "SELECT l.annotator_id, l.created_at, l.duration_ms, l.review_state, l.verdict, \
                             COALESCE(w.verdict, pi.verdict) AS final_verdict, \
                             CASE WHEN pi.verdict IS NOT NULL THEN 'human' ELSE w.decided_by END AS decided_by, \
-                            l.answers, CASE WHEN t.state = 'done' THEN t.consensus END AS consensus \
+                            l.answers, CASE WHEN t.state = 'done' AND t.labels_done >= 2 THEN t.consensus END AS consensus, \
+                            rb.name AS rubric_name, rb.definition AS rubric_definition \
                      FROM labels l JOIN annotation_tasks t ON t.id = l.task_id \
+                     LEFT JOIN rubrics rb ON rb.id = t.rubric_id \
                      LEFT JOIN work_items w ON w.id = t.work_item_id \
                      LEFT JOIN pushed_items pi ON pi.task_id = t.id \
                      WHERE l.created_at >= $1 ORDER BY l.id",
@@ -1328,7 +1330,7 @@ macro_rules! annotation_sql {
                 .await?;
             let mut by_rater: std::collections::HashMap<i64, Vec<RaterLabel>> =
                 std::collections::HashMap::new();
-            for (rater, created_at, duration_ms, review, verdict, final_verdict, decided_by, answers, consensus) in labels {
+            for (rater, created_at, duration_ms, review, verdict, final_verdict, decided_by, answers, consensus, rubric_name, rubric_definition) in labels {
                 let matches_final = match (decided_by.as_deref(), final_verdict) {
                     (Some("human"), Some(final_verdict)) => Some(final_verdict == verdict),
                     _ => None,
@@ -1338,9 +1340,17 @@ macro_rules! annotation_sql {
                     answers.and_then(|json| serde_json::from_str(&json).ok());
                 let consensus: Option<arbiter_domain::annotation::consensus::Consensus> =
                     consensus.and_then(|json| serde_json::from_str(&json).ok());
-                let dimension_matches = match (answers, consensus) {
-                    (Some(answers), Some(consensus)) => {
-                        arbiter_domain::annotation::consensus::matches_consensus(&answers, &consensus)
+                let rubric: Option<arbiter_domain::annotation::rubric::Rubric> =
+                    rubric_definition.and_then(|json| serde_json::from_str(&json).ok());
+                // Only where two or more raters made the consensus; keyed by rubric, as two
+                // rubrics may share a dimension key.
+                let dimension_matches = match (rubric, answers, consensus) {
+                    (Some(rubric), Some(answers), Some(consensus)) => {
+                        let name = rubric_name.unwrap_or_default();
+                        arbiter_domain::annotation::consensus::matches_consensus(&rubric, &answers, &consensus)
+                            .into_iter()
+                            .map(|(key, matched)| (format!("{name}: {key}"), matched))
+                            .collect()
                     }
                     _ => Vec::new(),
                 };

@@ -24,6 +24,18 @@ pub trait GradingStore: Send + Sync + 'static {
         created_by: Option<UserId>,
     ) -> StoreResult<i64>;
 
+    /// Saves the policy as the next version only if `expected_latest` is still the eval's
+    /// newest version (for re-tuning, which must never undo a save made while it computed);
+    /// `None` when another version came first.
+    async fn save_grading_policy_after(
+        &self,
+        eval_id: EvalId,
+        expected_latest: i64,
+        policy: &arbiter_domain::grading::triage::TriagePolicy,
+        note: &str,
+        calibration_json: Option<&str>,
+    ) -> StoreResult<Option<i64>>;
+
     /// An eval's policy versions, newest first.
     async fn grading_policies(&self, eval_id: EvalId) -> StoreResult<Vec<PolicyVersion>>;
 
@@ -68,6 +80,69 @@ macro_rules! grading_sql {
                 max_tokens,
                 created_at,
             }))
+        }
+
+        /// Inserts the next policy version; with `expected_latest`, only if that is still the
+        /// newest version (`None` otherwise).
+        async fn insert_policy(
+            writer: &sqlx::Pool<$db>,
+            eval_id: EvalId,
+            expected_latest: Option<i64>,
+            policy: &TriagePolicy,
+            note: &str,
+            calibration_json: Option<&str>,
+            created_by: Option<UserId>,
+        ) -> StoreResult<Option<i64>> {
+                let result: StoreResult<Option<i64>> = async move {
+                    let mut tx = writer.begin_with($begin).await?;
+                    let exists: Option<i64> = sqlx::query_scalar("SELECT id FROM evals WHERE id = $1")
+                        .bind(eval_id.get())
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                    if exists.is_none() {
+                        return Err(StoreError::NotFound(format!("no eval with id {eval_id}")));
+                    }
+                    for judge in [policy.cheap_judge, policy.strong_judge].into_iter().flatten() {
+                        let found: Option<i64> = sqlx::query_scalar("SELECT id FROM judges WHERE id = $1")
+                            .bind(judge)
+                            .fetch_optional(&mut *tx)
+                            .await?;
+                        if found.is_none() {
+                            return Err(StoreError::NotFound(format!("no judge with id {judge}")));
+                        }
+                    }
+                    let version: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) + 1 FROM grading_policies WHERE eval_id = $1")
+                        .bind(eval_id.get())
+                        .fetch_one(&mut *tx)
+                        .await?;
+                    if expected_latest.is_some_and(|expected| expected + 1 != version) {
+                        tx.rollback().await?;
+                        return Ok(None);
+                    }
+                    let inserted = sqlx::query(
+                        "INSERT INTO grading_policies (eval_id, version, policy_json, note, calibration_json, created_by, created_at) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                    )
+                    .bind(eval_id.get())
+                    .bind(version)
+                    .bind(serde_json::to_string(policy).expect("policies always serialize"))
+                    .bind(note)
+                    .bind(calibration_json)
+                    .bind(created_by.map(i64::from))
+                    .bind(now_ms())
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|err| $crate::conflict_on($backend, err, "grading_policies_eval_version_key", "the policy was changed at the same moment; reload and try again"));
+                    match inserted {
+                        // Another save took this version number first.
+                        Err(StoreError::Conflict(_)) if expected_latest.is_some() => return Ok(None),
+                        other => other?,
+                    };
+                    tx.commit().await?;
+                    Ok(Some(version))
+                }
+                .await;
+                result.map_err(|err| err.during("save_grading_policy"))
         }
 
         #[async_trait::async_trait]
@@ -148,47 +223,19 @@ macro_rules! grading_sql {
                 calibration_json: Option<&str>,
                 created_by: Option<UserId>,
             ) -> StoreResult<i64> {
-                let result: StoreResult<i64> = async move {
-                    let mut tx = self.writer.begin_with($begin).await?;
-                    let exists: Option<i64> = sqlx::query_scalar("SELECT id FROM evals WHERE id = $1")
-                        .bind(eval_id.get())
-                        .fetch_optional(&mut *tx)
-                        .await?;
-                    if exists.is_none() {
-                        return Err(StoreError::NotFound(format!("no eval with id {eval_id}")));
-                    }
-                    for judge in [policy.cheap_judge, policy.strong_judge].into_iter().flatten() {
-                        let found: Option<i64> = sqlx::query_scalar("SELECT id FROM judges WHERE id = $1")
-                            .bind(judge)
-                            .fetch_optional(&mut *tx)
-                            .await?;
-                        if found.is_none() {
-                            return Err(StoreError::NotFound(format!("no judge with id {judge}")));
-                        }
-                    }
-                    let version: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) + 1 FROM grading_policies WHERE eval_id = $1")
-                        .bind(eval_id.get())
-                        .fetch_one(&mut *tx)
-                        .await?;
-                    sqlx::query(
-                        "INSERT INTO grading_policies (eval_id, version, policy_json, note, calibration_json, created_by, created_at) \
-                         VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                    )
-                    .bind(eval_id.get())
-                    .bind(version)
-                    .bind(serde_json::to_string(policy).expect("policies always serialize"))
-                    .bind(note)
-                    .bind(calibration_json)
-                    .bind(created_by.map(i64::from))
-                    .bind(now_ms())
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(|err| $crate::conflict_on($backend, err, "grading_policies_eval_version_key", "the policy was changed at the same moment; reload and try again"))?;
-                    tx.commit().await?;
-                    Ok(version)
-                }
-                .await;
-                result.map_err(|err| err.during("save_grading_policy"))
+                let saved = insert_policy(&self.writer, eval_id, None, policy, note, calibration_json, created_by).await?;
+                Ok(saved.expect("a save expecting no version always saves"))
+            }
+
+            async fn save_grading_policy_after(
+                &self,
+                eval_id: EvalId,
+                expected_latest: i64,
+                policy: &TriagePolicy,
+                note: &str,
+                calibration_json: Option<&str>,
+            ) -> StoreResult<Option<i64>> {
+                insert_policy(&self.writer, eval_id, Some(expected_latest), policy, note, calibration_json, None).await
             }
 
             async fn grading_policies(&self, eval_id: EvalId) -> StoreResult<Vec<PolicyVersion>> {

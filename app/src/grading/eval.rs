@@ -7,7 +7,7 @@ use crate::format::{format_time, route_id};
 use crate::grading::api::{eval_detail, EvalPageData, RecalibratePolicy, SavePolicy};
 use arbiter_domain::grading::judge::Judge;
 use arbiter_domain::grading::triage::PolicyVersion;
-use arbiter_domain::grading::tuning::TuningRecord;
+use arbiter_domain::grading::tuning::{TuningRecord, DEFAULT_BOUNDS};
 use leptos::prelude::*;
 
 #[component]
@@ -130,14 +130,15 @@ fn EvalDetail(
                     <legend>"Re-tune from human labels"</legend>
                     <p class="hint">"As human labels arrive, the accept threshold moves to the lowest confidence at which the cheap judge stays within the target error rate, held within the bounds; a cheap judge right on fewer human-checked verdicts than the floor is taken out of the first stage (the strong judge judges first, or humans decide) with an alert. Each change is a new version with the data behind it. Leave the target empty to change the policy only by hand."</p>
                     <div class="row">
+                        // Shown rounded to each field's step, so a browser accepts the form as shown.
                         <label>"Target error rate (%)" <input name="tune_target_error_percent" type="number" min="0.1" max="50" step="0.1" placeholder="off"
-                            value=tuning.as_ref().map(|bounds| format!("{}", bounds.target_error_rate * 100.0)).unwrap_or_default()/></label>
+                            value=tuning.as_ref().map(|bounds| format!("{:.1}", bounds.target_error_rate * 100.0)).unwrap_or_default()/></label>
                         <label>"Lowest threshold allowed" <input name="tune_min_accept" type="number" min="0" max="1" step="0.001"
-                            value=tuning.as_ref().map_or(0.6, |bounds| bounds.min_accept_threshold).to_string()/></label>
+                            value=format!("{:.3}", tuning.as_ref().map_or(DEFAULT_BOUNDS.0, |bounds| bounds.min_accept_threshold))/></label>
                         <label>"Highest threshold allowed" <input name="tune_max_accept" type="number" min="0" max="1" step="0.001"
-                            value=tuning.as_ref().map_or(0.99, |bounds| bounds.max_accept_threshold).to_string()/></label>
+                            value=format!("{:.3}", tuning.as_ref().map_or(DEFAULT_BOUNDS.1, |bounds| bounds.max_accept_threshold))/></label>
                         <label>"Judge floor (% right)" <input name="tune_judge_floor_percent" type="number" min="0" max="100" step="1"
-                            value=tuning.as_ref().map_or(60.0, |bounds| bounds.judge_floor * 100.0).to_string()/></label>
+                            value=format!("{:.0}", tuning.as_ref().map_or(DEFAULT_BOUNDS.2, |bounds| bounds.judge_floor) * 100.0)/></label>
                     </div>
                 </fieldset>
                 <label>"What changed and why" <input name="note" maxlength="1000"/></label>

@@ -225,29 +225,43 @@ pub fn adjudicate_rubric(
     )
 }
 
-/// Whether one rater's answers match the consensus, per dimension the consensus decided and
-/// the rater answered, in key order. A set of options matches when it holds the same options
-/// in any order; a number, when it is the same number.
-pub fn matches_consensus(answers: &RubricAnswer, consensus: &Consensus) -> Vec<(String, bool)> {
+/// Whether one rater's answers match the raters' consensus, per dimension of `rubric` they
+/// answered, in the rubric's order: on a decided dimension, whether their answer is the one
+/// decided (a set of options in any order); on a split one, no (they were in no majority).
+/// Numeric dimensions are left out (a weighted median is rarely anyone's exact number), as are
+/// free text and dimensions nobody answered.
+pub fn matches_consensus(
+    rubric: &Rubric,
+    answers: &RubricAnswer,
+    consensus: &Consensus,
+) -> Vec<(String, bool)> {
     let sorted = |texts: &[String]| {
         let mut texts = texts.to_vec();
         texts.sort();
         texts
     };
-    consensus
+    rubric
+        .dimensions
         .iter()
-        .filter_map(|(key, decided)| {
-            let DimensionConsensus::Decided { answer: agreed } = decided else {
-                return None;
+        .filter(|dimension| {
+            !matches!(
+                dimension.kind,
+                DimensionKind::Numeric { .. } | DimensionKind::FreeText { .. }
+            )
+        })
+        .filter_map(|dimension| {
+            let given = answers.get(&dimension.key)?;
+            let same = match consensus.get(&dimension.key)? {
+                DimensionConsensus::Decided { answer: agreed } => match (given, agreed) {
+                    (DimensionAnswer::Texts(given), DimensionAnswer::Texts(agreed)) => {
+                        sorted(given) == sorted(agreed)
+                    }
+                    (given, agreed) => given == agreed,
+                },
+                DimensionConsensus::Split => false,
+                DimensionConsensus::Open => return None,
             };
-            let given = answers.get(key)?;
-            let same = match (given, agreed) {
-                (DimensionAnswer::Texts(given), DimensionAnswer::Texts(agreed)) => {
-                    sorted(given) == sorted(agreed)
-                }
-                (given, agreed) => given == agreed,
-            };
-            Some((key.clone(), same))
+            Some((dimension.key.clone(), same))
         })
         .collect()
 }
@@ -549,18 +563,22 @@ mod tests {
             "helpful": {"state": "decided", "answer": 3.0},
             "tone": {"state": "split"},
             "issues": {"state": "decided", "answer": ["factual", "unsafe"]},
+            "score": {"state": "decided", "answer": 7.5},
             "why": {"state": "open"}
         }))
         .unwrap();
         let answers: RubricAnswer = serde_json::from_value(json!({
-            "correct": true, "helpful": 2.0, "tone": ["formal"], "issues": ["unsafe", "factual"]
+            "correct": true, "helpful": 2.0, "tone": ["formal"], "issues": ["unsafe", "factual"],
+            "score": 7.5
         }))
         .unwrap();
+        // Numeric `score` is left out; the split `tone` counts as no match.
         assert_eq!(
-            matches_consensus(&answers, &consensus),
+            matches_consensus(&rubric(), &answers, &consensus),
             [
                 ("correct".to_string(), true),
                 ("helpful".to_string(), false),
+                ("tone".to_string(), false),
                 ("issues".to_string(), true),
             ]
         );

@@ -195,7 +195,6 @@ pub fn stats_csv(stats: &[RaterStats]) -> String {
         "median_seconds_per_item",
         "review_acceptance",
         "agreement_with_consensus",
-        "agreement_by_dimension",
         "gold_accuracy",
         "gold_answered",
         "reviews_upheld",
@@ -204,6 +203,7 @@ pub fn stats_csv(stats: &[RaterStats]) -> String {
         "labels_30d",
         "last_active_ms",
         "flag",
+        "agreement_by_dimension",
     ]);
     let optional = |value: Option<f64>| value.map(|v| format!("{v:.4}")).unwrap_or_default();
     for rater in stats {
@@ -218,12 +218,6 @@ pub fn stats_csv(stats: &[RaterStats]) -> String {
             optional(rater.median_seconds_per_item),
             optional(rater.review_acceptance),
             optional(rater.agreement_with_consensus),
-            rater
-                .agreement_by_dimension
-                .iter()
-                .map(|(key, value, count)| format!("{key}={value:.4} ({count})"))
-                .collect::<Vec<_>>()
-                .join("; "),
             optional(rater.gold_accuracy),
             rater.gold_answered.to_string(),
             optional(rater.reviews_upheld),
@@ -235,6 +229,13 @@ pub fn stats_csv(stats: &[RaterStats]) -> String {
                 .map(|at| at.to_string())
                 .unwrap_or_default(),
             rater.flag.clone().unwrap_or_default(),
+            // Last, so the columns before it stay where spreadsheets expect them.
+            rater
+                .agreement_by_dimension
+                .iter()
+                .map(|(key, value, count)| format!("{key}={value:.4} ({count})"))
+                .collect::<Vec<_>>()
+                .join("; "),
         ];
         // Emails and skills are typed by people: nothing in them runs in a spreadsheet.
         quote_formulas(&mut record);
@@ -442,6 +443,6 @@ mod tests {
         let csv = stats_csv(&rater_stats(&[hostile], 0, 0.7));
         let mut reader = csv::Reader::from_reader(csv.as_bytes());
         let row = reader.records().next().unwrap().unwrap();
-        assert_eq!((&row[4], &row[15]), ("'@code", "'=1+1@x.test"));
+        assert_eq!((&row[4], &row[14]), ("'@code", "'=1+1@x.test"));
     }
 }

@@ -23,6 +23,8 @@ use super::triage::TriagePolicy;
 
 /// Human-checked verdicts a judge needs before it is tuned or benched: fewer say too little.
 pub const MIN_ITEMS_FOR_TUNING: u64 = 30;
+/// Bounds a form leaves empty: lowest and highest accept threshold, judge floor.
+pub const DEFAULT_BOUNDS: (f64, f64, f64) = (0.6, 0.99, 0.6);
 /// Threshold moves smaller than this are not worth a new policy version.
 pub const THRESHOLD_STEP: f64 = 0.005;
 

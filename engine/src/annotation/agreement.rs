@@ -243,9 +243,9 @@ fn verdict_value(pass: bool) -> Value {
 }
 
 /// Agreement per queue (an eval, or the items pushed to a named queue) over the labels of the
-/// last `days` days, queues by name: on the verdict, then on each dimension of each rubric its
-/// labels answered (named `rubric: dimension`; a rubric's versions are read by its newest
-/// definition, and answers of another kind are left out).
+/// last `days` days, queues by name: on the verdict, on each dimension of each rubric version
+/// its labels answered (named `rubric vN: dimension`; versions apart, as a scale may differ
+/// between them), and on pairs' choices.
 pub async fn queue_agreement(
     store: &dyn Store,
     days: i64,
@@ -261,15 +261,7 @@ pub async fn queue_agreement(
             }
         }
     }
-    // The newest version of each rubric name.
-    let mut newest: HashMap<&str, &RubricVersion> = HashMap::new();
-    for version in rubrics.values() {
-        let entry = newest.entry(version.name.as_str()).or_insert(version);
-        if version.version > entry.version {
-            *entry = version;
-        }
-    }
-    let mut by_queue: BTreeMap<&str, Vec<(Option<&str>, LabelAnswers<'_>)>> = BTreeMap::new();
+    let mut by_queue: BTreeMap<&str, Vec<(Option<i64>, LabelAnswers<'_>)>> = BTreeMap::new();
     let mut preferences: BTreeMap<&str, Vec<Rating>> = BTreeMap::new();
     for label in &labels {
         if let Some(choice) = label.preference {
@@ -281,10 +273,7 @@ pub async fn queue_agreement(
             });
             continue;
         }
-        let rubric = label
-            .rubric_id
-            .and_then(|id| rubrics.get(&id))
-            .map(|version| version.name.as_str());
+        let rubric = label.rubric_id.filter(|id| rubrics.contains_key(id));
         by_queue.entry(&label.queue).or_default().push((
             rubric,
             LabelAnswers {
@@ -298,7 +287,7 @@ pub async fn queue_agreement(
     }
     let mut reports = Vec::new();
     for (queue, labels) in by_queue {
-        let mut by_rubric: BTreeMap<&str, Vec<LabelAnswers<'_>>> = BTreeMap::new();
+        let mut by_rubric: BTreeMap<i64, Vec<LabelAnswers<'_>>> = BTreeMap::new();
         let mut all = Vec::with_capacity(labels.len());
         for (rubric, label) in labels {
             if let Some(rubric) = rubric {
@@ -307,12 +296,11 @@ pub async fn queue_agreement(
             all.push(label);
         }
         let mut sets = vec![verdict_set(&all)];
-        for (name, labels) in &by_rubric {
-            sets.extend(dimension_sets(
-                labels,
-                &newest[name].rubric,
-                &format!("{name}: "),
-            ));
+        // Each rubric version apart: a dimension's scale may differ between versions.
+        for (rubric_id, labels) in &by_rubric {
+            let version = &rubrics[rubric_id];
+            let prefix = format!("{} v{}: ", version.name, version.version);
+            sets.extend(dimension_sets(labels, &version.rubric, &prefix));
         }
         if let Some(ratings) = preferences.remove(queue) {
             sets.push(preference_set(ratings));

@@ -294,8 +294,8 @@ async fn rubric_answers_are_checked_and_decided_per_dimension(store: Arc<dyn Sto
     let note = dimensions.iter().find(|d| d.key == "note").unwrap();
     assert_eq!((note.decided, note.open), (0, 1));
 
-    // Each rater's answers against the consensus, per dimension: Ann (correct: fail, helpful:
-    // 4, tone: formal) matches on correct and tone, not on helpful (3).
+    // Each rater's answers against the consensus, per dimension of the rubric: Ann (correct:
+    // fail, helpful: 4, tone: formal) matches on correct and tone, not on helpful (3).
     let records = store.raters().await.unwrap();
     let ann_labels = &records
         .iter()
@@ -305,9 +305,9 @@ async fn rubric_answers_are_checked_and_decided_per_dimension(store: Arc<dyn Sto
     assert_eq!(
         ann_labels[0].dimension_matches,
         [
-            ("correct".to_string(), true),
-            ("helpful".to_string(), false),
-            ("tone".to_string(), true),
+            ("helpfulness: correct".to_string(), true),
+            ("helpfulness: helpful".to_string(), false),
+            ("helpfulness: tone".to_string(), true),
         ]
     );
 
@@ -528,7 +528,7 @@ async fn published_agreement_values_come_out_of_labels_per_dimension(store: Arc<
     };
     for dimension in ["category", "point", "score"] {
         let (queue, run) = (
-            queue_alpha(&format!("graded: {dimension}")),
+            queue_alpha(&format!("graded v1: {dimension}")),
             alpha(dimension),
         );
         assert!(
@@ -539,7 +539,7 @@ async fn published_agreement_values_come_out_of_labels_per_dimension(store: Arc<
     assert!((queue_alpha("verdict") - alpha("verdict")).abs() < 1e-12);
     let (queue, point) = by_queue
         .iter()
-        .find(|(_, report)| report.dimension == "graded: point")
+        .find(|(_, report)| report.dimension == "graded v1: point")
         .unwrap();
     // Twelve items are too few to alert on; as many as an alert needs, it names the dimension.
     assert_eq!(low_agreement_message(queue, point, 0.99), None);
@@ -547,12 +547,12 @@ async fn published_agreement_values_come_out_of_labels_per_dimension(store: Arc<
     point.items = MIN_ITEMS_FOR_AGREEMENT_ALERT;
     let message = low_agreement_message(queue, &point, 0.99).unwrap();
     assert!(
-        message.contains("(rubric dimension `graded: point`)"),
+        message.contains("(rubric dimension `graded v1: point`)"),
         "{message}"
     );
     assert_eq!(
         agreement_subject(queue, &point),
-        format!("{queue} · graded: point")
+        format!("{queue} · graded v1: point")
     );
 }
 

@@ -431,6 +431,9 @@ async fn retuning_follows_the_labels_and_benches_a_weak_judge(setup: &Setup, rec
         benched.note
     );
     assert_eq!(open_bench_alerts().await, 1);
+    // Later rounds (which may tune or bench the judge now first) keep the alert open.
+    tune_policies(store, now_ms()).await.unwrap();
+    assert_eq!(open_bench_alerts().await, 1);
     // A person saves the policy again (without re-tuning): the alert clears.
     use_policy(
         store,
