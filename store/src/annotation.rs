@@ -1529,6 +1529,11 @@ macro_rules! annotation_sql {
                 .bind(task_id.get())
                 .fetch_optional(&mut *tx)
                 .await?;
+            if task.as_deref() == Some("pushed") {
+                return Err(StoreError::Conflict(format!(
+                    "item {task_id} was pushed from outside; gold items are chosen from runs' items"
+                )));
+            }
             if task.as_deref() == Some("pair") {
                 return Err(StoreError::Conflict(format!(
                     "item {task_id} is a pair of outputs; gold items have a pass or fail answer"

@@ -59,7 +59,7 @@ macro_rules! pushed_sql {
         use $crate::ReadColumn as _;
         use $crate::{now_ms, StoreError, StoreResult};
         use arbiter_domain::annotation::adjudication::sla_hours;
-        use arbiter_domain::annotation::pushed::{first_on_left, PushReceipt, PushedRecord};
+        use arbiter_domain::annotation::pushed::{first_on_left, PushReceipt, PushedItem, PushedRecord};
         use super::label_events_sql::{json_column, labels_by_task, pushed_origin};
 
         /// The queue's id, made for `push.team` when it does not exist yet.
@@ -89,9 +89,18 @@ macro_rules! pushed_sql {
             let due_at = now + sla_hours(push.priority) * 3_600_000;
             let mut tx = writer.begin_with($begin).await?;
             let queue_id = queue_id(&mut tx, push, now).await?;
-            let mut receipts = Vec::with_capacity(push.items.len());
-            for item in &push.items {
-                let content_hash = item.content_hash();
+            // Inserted in content-hash order, so two pushes sharing items in another order wait
+            // on each other instead of deadlocking on PostgreSQL; receipts come back in push order.
+            let mut order: Vec<(usize, String)> = push
+                .items
+                .iter()
+                .map(PushedItem::content_hash)
+                .enumerate()
+                .collect();
+            order.sort_by(|a, b| a.1.cmp(&b.1));
+            let mut receipts: Vec<Option<PushReceipt>> = vec![None; push.items.len()];
+            for (index, content_hash) in order {
+                let item = &push.items[index];
                 let existing: Option<i64> = sqlx::query_scalar(
                     "SELECT task_id FROM pushed_items WHERE queue_id = $1 AND content_hash = $2",
                 )
@@ -100,7 +109,7 @@ macro_rules! pushed_sql {
                 .fetch_optional(&mut *tx)
                 .await?;
                 if let Some(task_id) = existing {
-                    receipts.push(PushReceipt { task_id, content_hash, created: false });
+                    receipts[index] = Some(PushReceipt { task_id, content_hash, created: false });
                     continue;
                 }
                 // Pairs' answers are no verdicts: they are not drawn for review (as pairs of
@@ -148,7 +157,7 @@ macro_rules! pushed_sql {
                 .fetch_optional(&mut *tx)
                 .await?;
                 if inserted.is_some() {
-                    receipts.push(PushReceipt { task_id, content_hash, created: true });
+                    receipts[index] = Some(PushReceipt { task_id, content_hash, created: true });
                     continue;
                 }
                 sqlx::query("DELETE FROM annotation_tasks WHERE id = $1")
@@ -162,10 +171,10 @@ macro_rules! pushed_sql {
                 .bind(&content_hash)
                 .fetch_one(&mut *tx)
                 .await?;
-                receipts.push(PushReceipt { task_id, content_hash, created: false });
+                receipts[index] = Some(PushReceipt { task_id, content_hash, created: false });
             }
             tx.commit().await?;
-            Ok(receipts)
+            Ok(receipts.into_iter().flatten().collect())
         }
 
         async fn read_pushed(

@@ -72,6 +72,11 @@ impl PushedItem {
                 ));
             }
         }
+        let mut texts = [&self.input, &self.target].into_iter().chain(&self.outputs);
+        if texts.any(|text| text.contains('\0')) {
+            // PostgreSQL cannot store it; refused alike on both stores.
+            return Err("holds a NUL character".into());
+        }
         if self.outputs.iter().any(|output| output.trim().is_empty()) {
             return Err("has an empty output".into());
         }
