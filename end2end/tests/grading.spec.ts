@@ -23,6 +23,27 @@ test('judges are listed with a reliability diagram, and a rubric without {output
   await page.getByRole('button', { name: 'Save judge' }).click();
   await expect(page.getByRole('link', { name: `judge:${name}@1` })).toBeVisible();
 
+  // A judge on the demo rubric's four-point helpfulness scale; a pass/fail dimension is refused.
+  const scaled = uniqueName('helpful-judge');
+  await page.getByLabel('Name (saving an existing name adds a version)').fill(scaled);
+  await page.getByLabel('Rubric', { exact: false }).fill('');
+  await page.getByLabel('Scale from').selectOption('answer quality');
+  await page.getByLabel('Dimension', { exact: false }).fill('correct');
+  await page.getByRole('button', { name: 'Save judge' }).click();
+  await expect(page.getByRole('alert')).toContainText('not an ordinal scale');
+  await page.getByLabel('Dimension', { exact: false }).fill('helpful');
+  await page.getByLabel('Passes from point', { exact: false }).fill('3');
+  await page.getByRole('button', { name: 'Save judge' }).click();
+  const row = page.getByRole('row').filter({ has: page.getByRole('link', { name: `judge:${scaled}@1` }) });
+  await expect(row).toContainText(/answer quality v\d+: helpful, 1–4, passes at 3/);
+  await row.getByRole('link').click();
+  await expect(page.getByTestId('scale-calibration')).toContainText('On its scale');
+  await expect(page.getByTestId('scale-items')).toHaveText('0');
+  await expect(page.getByTestId('scale-confusion').locator('tbody tr')).toHaveCount(4);
+  // The prompt was made from the dimension's anchors.
+  await expect(page.locator('pre.output')).toContainText('4 — Excellent');
+
+  await page.goto('/judges');
   await page.getByRole('link', { name: 'judge:qa-judge@1' }).click();
   await expect(page.getByRole('heading', { level: 1 })).toHaveText('judge:qa-judge@1');
   await expect(page.getByTestId('reliability-diagram').locator('svg')).toBeVisible();

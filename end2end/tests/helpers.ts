@@ -159,6 +159,13 @@ export async function openQueue(page: Page): Promise<ShownItem> {
   return { claim: claim!, content };
 }
 
+/** Waits until the queue has moved past the claim `claim`: another item is shown, or the queue
+ * is empty. One locator covers both, so the wait cannot catch the old item on its way out. */
+export async function expectMovedPast(page: Page, claim: string) {
+  const next = page.locator(`[data-testid="task"]:not([data-claim="${claim}"]), [data-testid="queue-empty"]`);
+  await expect(next).toBeVisible();
+}
+
 /** A name no other test (or earlier run against the same server) has used. */
 export function uniqueName(prefix: string) {
   return `${prefix}-${Date.now()}-${Math.floor(Math.random() * 1e6)}`;

@@ -15,7 +15,13 @@ use arbiter_domain::grading::calibration::{
     judge_accuracy, recalibrate_accept_threshold, reliability_bins, LabelledJudgement,
     Recalibration,
 };
-use arbiter_domain::grading::judge::{validate_rubric, Judge, JudgeReport, JudgeSpec, NewJudge};
+use arbiter_domain::grading::judge::{
+    validate_rubric, Judge, JudgeReport, JudgeSpec, NewJudge, DEFAULT_RUBRIC,
+};
+use arbiter_domain::grading::scale::JudgeScale;
+use arbiter_domain::grading::scale_calibration::{
+    calibrate_scale, raters_point, ScaleCalibration, ScoredAgainstRaters,
+};
 use arbiter_domain::grading::triage::{FrozenTriage, PolicyVersion, TriagePolicy};
 use arbiter_domain::grading::tuning::AutoTuning;
 use arbiter_domain::run::CostReport;
@@ -33,8 +39,15 @@ const RELIABILITY_BINS: usize = 10;
 pub struct JudgeForm {
     pub name: String,
     pub checkpoint_id: CheckpointId,
+    /// The judge's prompt; for a scale judge, empty (or the PASS/FAIL default) asks for the
+    /// prompt made from the dimension's anchors.
     pub rubric: String,
     pub max_tokens: i64,
+    /// A judge on a rubric's scale: the rubric's name ('' for a PASS/FAIL judge), the ordinal
+    /// dimension's key, and the point from which an answer passes ('' for the rubric's own).
+    pub scale_rubric: String,
+    pub scale_dimension: String,
+    pub scale_pass_at_least: String,
 }
 
 /// Stores a judge; saving under an existing name makes the next version of that judge.
@@ -49,19 +62,69 @@ pub async fn define_judge(
             "a judge needs a name of 1 to 100 characters without spaces".into(),
         ));
     }
-    validate_rubric(&form.rubric).map_err(ServiceError::Invalid)?;
     if !(1..=MAX_JUDGE_TOKENS).contains(&form.max_tokens) {
         return Err(ServiceError::Invalid(format!(
             "a judge's max tokens must be between 1 and {MAX_JUDGE_TOKENS}"
         )));
     }
+    let (scale, prompt) = match judge_scale(store, form).await? {
+        // The form starts from the PASS/FAIL prompt; left as it is, a scale judge gets the
+        // prompt made for its scale.
+        Some((scale, default_prompt))
+            if form.rubric.trim().is_empty() || form.rubric.trim() == DEFAULT_RUBRIC.trim() =>
+        {
+            (Some(scale), default_prompt)
+        }
+        Some((scale, _)) => (Some(scale), form.rubric.clone()),
+        None => (None, form.rubric.clone()),
+    };
+    validate_rubric(&prompt).map_err(ServiceError::Invalid)?;
+    if let Some(scale) = &scale {
+        scale.check_prompt(&prompt).map_err(ServiceError::Invalid)?;
+    }
     let new = NewJudge {
         name: name.to_string(),
         checkpoint_id: form.checkpoint_id,
-        rubric: form.rubric.clone(),
+        rubric: prompt,
         max_tokens: form.max_tokens,
+        scale,
     };
     Ok(store.create_judge(&new, created_by).await?)
+}
+
+/// The scale a judge form asks for (on the rubric's newest version) and the prompt made from
+/// its anchors; `None` for a PASS/FAIL judge.
+async fn judge_scale(
+    store: &dyn Store,
+    form: &JudgeForm,
+) -> ServiceResult<Option<(JudgeScale, String)>> {
+    let name = form.scale_rubric.trim();
+    if name.is_empty() {
+        return Ok(None);
+    }
+    let stored = store.latest_rubric(name).await?.ok_or_else(|| {
+        ServiceError::NotFound(format!(
+            "there is no rubric `{name}`; define it on the Rubrics page"
+        ))
+    })?;
+    let pass_at_least = match form.scale_pass_at_least.trim() {
+        "" => None,
+        text => Some(parse_number::<u8>(text, "the pass point")?),
+    };
+    let key = form.scale_dimension.trim();
+    let scale = JudgeScale::of_rubric(
+        (stored.id, &stored.name, stored.version),
+        &stored.rubric,
+        key,
+        pass_at_least,
+    )
+    .map_err(ServiceError::Invalid)?;
+    let dimension = stored
+        .rubric
+        .dimension(key)
+        .expect("of_rubric found the dimension");
+    let prompt = scale.default_prompt(dimension);
+    Ok(Some((scale, prompt)))
 }
 
 /// A policy as typed into the form: numbers as text, judges by id ('' for none).
@@ -201,10 +264,39 @@ pub async fn save_policy(
     if let Some(name) = &policy.rubric {
         freeze_rubric(store, name).await?;
     }
+    check_judges_scales(store, &policy).await?;
     let note = form.note.trim().chars().take(1000).collect::<String>();
     Ok(store
         .save_grading_policy(eval_id, &policy, &note, None, created_by)
         .await?)
+}
+
+/// A judge on a rubric's scale must decide the verdict the policy's raters decide (see
+/// [`JudgeScale::check_decides`]): otherwise their labels could never calibrate or re-tune it.
+async fn check_judges_scales(store: &dyn Store, policy: &TriagePolicy) -> ServiceResult<()> {
+    for id in [policy.cheap_judge, policy.strong_judge]
+        .into_iter()
+        .flatten()
+    {
+        let Some(judge) = store.get_judge(id).await? else {
+            continue; // the store refuses an unknown judge with its own message
+        };
+        let Some(scale) = &judge.scale else {
+            continue;
+        };
+        let Some(name) = &policy.rubric else {
+            return Err(ServiceError::Invalid(format!(
+                "judge {} scores rubric `{}`, so the policy's raters must answer that rubric",
+                judge.grader_id(),
+                scale.rubric_name
+            )));
+        };
+        let rubric = freeze_rubric(store, name).await?;
+        scale
+            .check_decides(&rubric.name, &rubric.rubric)
+            .map_err(|why| ServiceError::Invalid(format!("judge {}: {why}", judge.grader_id())))?;
+    }
+    Ok(())
 }
 
 /// The eval's newest policy with its judges resolved, for a manifest; `None` without one.
@@ -231,6 +323,19 @@ pub async fn freeze_triage(
         Some(name) => Some(freeze_rubric(store, name).await?),
         None => None,
     };
+    // The rubric may have changed since the policy was saved: a scale judge must still decide
+    // its verdict, or the launch is refused with the reason.
+    for judge in [&cheap_judge, &strong_judge].into_iter().flatten() {
+        if let Some(scale) = &judge.scale {
+            let decides = match &rubric {
+                Some(rubric) => scale.check_decides(&rubric.name, &rubric.rubric),
+                None => Err("the policy names no rubric".to_string()),
+            };
+            decides.map_err(|why| {
+                ServiceError::Invalid(format!("judge {}: {why}", judge.grader_id()))
+            })?;
+        }
+    }
     Ok(Some(FrozenTriage {
         policy_version: latest.version,
         policy: latest.policy,
@@ -297,6 +402,7 @@ async fn freeze_judge(store: &dyn Store, judge_id: i64) -> ServiceResult<JudgeSp
             "{served}|{}|{}",
             checkpoint.engine_build, checkpoint.parallel_layout
         ),
+        scale: judge.scale.clone(),
     })
 }
 
@@ -308,7 +414,12 @@ pub async fn judge_report(store: &dyn Store, judge_id: i64) -> ServiceResult<Jud
     let labelled = labelled_judgements(store, &judge.grader_id()).await?;
     let bins = reliability_bins(&labelled, RELIABILITY_BINS);
     let (grades, cost_usd) = store.judge_usage(&judge.grader_id()).await?;
+    let scale_calibration = match &judge.scale {
+        Some(scale) => Some(scale_calibration(store, &judge.grader_id(), scale).await?),
+        None => None,
+    };
     Ok(JudgeReport {
+        scale_calibration,
         reliability_svg: reliability_diagram_svg(
             &bins,
             &format!("{} against human labels", judge.grader_id()),
@@ -319,6 +430,29 @@ pub async fn judge_report(store: &dyn Store, judge_id: i64) -> ServiceResult<Jud
         cost_usd,
         judge,
     })
+}
+
+/// A scale judge's points against the raters' consensus on its dimension, on items whose
+/// raters answered any version of the judge's rubric (a launch refuses a version whose scale
+/// differs, so every point compared is on the judge's scale; others are left out).
+async fn scale_calibration(
+    store: &dyn Store,
+    grader_id: &str,
+    scale: &JudgeScale,
+) -> ServiceResult<ScaleCalibration> {
+    let items: Vec<ScoredAgainstRaters> = store
+        .human_scored_judgements(grader_id, &scale.rubric_name)
+        .await?
+        .into_iter()
+        .filter_map(|row| {
+            Some(ScoredAgainstRaters {
+                raters_point: raters_point(&row.consensus, &scale.dimension)?,
+                judge: row.score,
+                sampling_rate: row.sampling_rate,
+            })
+        })
+        .collect();
+    Ok(calibrate_scale(scale, &items, RELIABILITY_BINS))
 }
 
 pub(crate) async fn labelled_judgements(

@@ -99,6 +99,7 @@ pub async fn preview_request(
             seed: seed_for(&settings, i64::from(repetition)),
             sampling: settings.sampling.clone(),
             scoring: crate::clients::model::Scoring::Generate,
+            top_logprobs: None,
         },
     };
     let (generation_key, note) = match &checkpoint {

@@ -1,11 +1,13 @@
 //! Rubrics raters answer: defining versions and guidelines, and a rater's answers checked
 //! against the rubric of the item they hold before they are stored.
 
+use arbiter_domain::annotation::rubric::DimensionKind;
 use arbiter_domain::annotation::rubric::{
     check_guidelines, check_name, parse_rubric, Guidelines, RubricAnswer, RubricEntry,
     RubricVersion,
 };
 use arbiter_domain::annotation::task::{ClaimHandle, TaskRubric, TrainingFeedback};
+use arbiter_domain::grading::scale::MAX_JUDGED_POINTS;
 use arbiter_domain::ids::UserId;
 use arbiter_store::annotation::RubricLabel;
 use arbiter_store::Store;
@@ -42,6 +44,31 @@ pub async fn rubric_entries(store: &dyn Store) -> ServiceResult<Vec<RubricEntry>
             .unwrap_or_default();
     }
     Ok(entries)
+}
+
+/// The dimensions a judge can score, by rubric (newest versions): `(rubric name, keys)` of
+/// ordinal dimensions of at most [`MAX_JUDGED_POINTS`] points, rubrics without one left out.
+pub async fn judged_scales(store: &dyn Store) -> ServiceResult<Vec<(String, Vec<String>)>> {
+    Ok(rubric_entries(store)
+        .await?
+        .into_iter()
+        .filter_map(|entry| {
+            let keys: Vec<String> = entry
+                .latest
+                .rubric
+                .dimensions
+                .iter()
+                .filter(|dimension| match &dimension.kind {
+                    DimensionKind::Ordinal { scale } => {
+                        scale.len() <= usize::from(MAX_JUDGED_POINTS)
+                    }
+                    _ => false,
+                })
+                .map(|dimension| dimension.key.clone())
+                .collect();
+            (!keys.is_empty()).then_some((entry.latest.name, keys))
+        })
+        .collect())
 }
 
 /// Saves the rubric written as JSON as the next version of `name`.

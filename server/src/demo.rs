@@ -206,6 +206,9 @@ pub async fn seed(
             checkpoint_id,
             rubric: DEFAULT_RUBRIC.into(),
             max_tokens: 64,
+            scale_rubric: String::new(),
+            scale_dimension: String::new(),
+            scale_pass_at_least: String::new(),
         };
         judge_ids.push(grading::define_judge(store, &form, lead).await?.id);
     }
@@ -557,6 +560,9 @@ pub async fn seed_real_model(
             checkpoint_id,
             rubric: REAL_JUDGE_RUBRIC.into(),
             max_tokens: 4,
+            scale_rubric: String::new(),
+            scale_dimension: String::new(),
+            scale_pass_at_least: String::new(),
         },
         researcher,
     )

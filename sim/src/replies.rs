@@ -263,6 +263,9 @@ pub(crate) struct Reply {
     pub(crate) text: String,
     /// A judge's probability for its verdict token, which the logprobs report.
     pub(crate) verdict_confidence: Option<f64>,
+    /// A judge asked for a point of a scale: the probability of each point, lowest first,
+    /// which the logprobs at the point's token report.
+    pub(crate) point_probabilities: Option<Vec<f64>>,
 }
 
 pub(crate) fn generate_reply(generation: Generation<'_>) -> Reply {
@@ -270,6 +273,7 @@ pub(crate) fn generate_reply(generation: Generation<'_>) -> Reply {
         SimModelKind::Answerer => Reply {
             text: answer(generation),
             verdict_confidence: None,
+            point_probabilities: None,
         },
         SimModelKind::Judge => judge(generation),
     }
@@ -362,6 +366,7 @@ fn judge(generation: Generation<'_>) -> Reply {
         return Reply {
             text: UNDECIDED_VERDICT_REPLY.to_string(),
             verdict_confidence: None,
+            point_probabilities: None,
         };
     }
     // Real judges are rarely certain and rarely coin-flips; [0.55, 0.99) looks like one.
@@ -377,10 +382,55 @@ fn judge(generation: Generation<'_>) -> Reply {
         Some(correct) => !correct,
         None => generation.draw("verdict", 0) < 0.5,
     };
+    if let Some(points) = scale_asked(generation.prompt) {
+        // A good answer gets one of the top two points, a bad one one of the bottom two.
+        let high = generation.draw("point", 0) < 0.5;
+        let point = match (pass, high) {
+            (true, true) => points,
+            (true, false) => points - 1,
+            (false, true) => 2,
+            (false, false) => 1,
+        };
+        return Reply {
+            text: point.to_string(),
+            verdict_confidence: None,
+            point_probabilities: Some(point_distribution(points, point, confidence)),
+        };
+    }
     Reply {
         text: if pass { PASS } else { FAIL }.to_string(),
         verdict_confidence: Some(confidence),
+        point_probabilities: None,
     }
+}
+
+/// The points of the scale a judge prompt asks for (`… on a scale of 1 to 5 …`), 2 to 9.
+fn scale_asked(prompt: &str) -> Option<usize> {
+    const ASK: &str = "on a scale of 1 to ";
+    let at = prompt.find(ASK)? + ASK.len();
+    let digits: String = prompt[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits
+        .parse()
+        .ok()
+        .filter(|points| (2..=9).contains(points))
+}
+
+/// `confidence` on `point`, the rest on the other points, halving with each step away.
+fn point_distribution(points: usize, point: usize, confidence: f64) -> Vec<f64> {
+    let away = |other: usize| 0.5f64.powi(other.abs_diff(point) as i32);
+    let spread: f64 = (1..=points).filter(|&p| p != point).map(away).sum();
+    (1..=points)
+        .map(|p| {
+            if p == point {
+                confidence
+            } else {
+                (1.0 - confidence) * away(p) / spread
+            }
+        })
+        .collect()
 }
 
 /// Whether the candidate quoted in a judge prompt answered a known question correctly: the
@@ -483,6 +533,10 @@ pub(crate) fn score_tokens(
             (Some(confidence), 0) if text == PASS || text == FAIL => {
                 score_verdict(&identity, text, confidence, top_count)
             }
+            (None, 0) if reply.point_probabilities.is_some() => {
+                let probabilities = reply.point_probabilities.as_deref().unwrap_or_default();
+                score_point(&identity, text, probabilities, top_count)
+            }
             _ => score_token(&identity, index as u64, text, top_count),
         })
         .collect()
@@ -514,6 +568,27 @@ fn score_verdict(
     ];
     // Graders read a judge's confidence from the PASS/FAIL pair, so both are always listed.
     let top = top_alternatives(identity, 0, leaders, top_count.max(2));
+    ScoredToken { text, logprob, top }
+}
+
+/// A point token: every point listed by its probability, likeliest first (as many as asked).
+fn score_point(
+    identity: &HashedIdentity,
+    text: String,
+    probabilities: &[f64],
+    top_count: usize,
+) -> ScoredToken {
+    let mut leaders: Vec<(String, f64)> = probabilities
+        .iter()
+        .enumerate()
+        .map(|(index, p)| ((index + 1).to_string(), p.max(1e-12).ln()))
+        .collect();
+    leaders.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let logprob = leaders
+        .iter()
+        .find(|(token, _)| *token == text)
+        .map_or(-0.01, |(_, logprob)| *logprob);
+    let top = top_alternatives(identity, 0, leaders, top_count);
     ScoredToken { text, logprob, top }
 }
 
@@ -979,6 +1054,41 @@ mod tests {
         let whole = apply_limits(text, &limits(256, &[]));
         assert_eq!(whole.tokens.concat(), text);
         assert_eq!(whole.finish_reason, "stop");
+    }
+
+    #[test]
+    fn a_judge_asked_for_a_point_answers_one_with_every_points_probability() {
+        let model = judge_model();
+        let ask = |answer: &str| {
+            format!(
+                "Rate it on a scale of 1 to 5:\nQuestion: What is 17 + 25?\nResponse:\nWorking.\nAnswer: {answer}"
+            )
+        };
+        let (right, wrong) = (ask("42"), ask("43"));
+        let point = |prompt: &str| reply_for(&model, prompt, 0).text.parse::<usize>().unwrap();
+        assert!(point(&right) >= 4, "{}", point(&right));
+        assert!(point(&wrong) <= 2, "{}", point(&wrong));
+        let generation = Generation {
+            model: &model,
+            prompt: &right,
+            seed: 0,
+        };
+        let reply = generate_reply(generation);
+        let probabilities = reply.point_probabilities.clone().unwrap();
+        assert!((probabilities.iter().sum::<f64>() - 1.0).abs() < 1e-9);
+        let scored = score_tokens(generation, &reply, tokenize(&reply.text), 10);
+        // Every point is listed, likeliest first, the chosen one with its own probability.
+        let listed: Vec<&str> = scored[0]
+            .top
+            .iter()
+            .map(|(text, _)| text.as_str())
+            .collect();
+        for point in ["1", "2", "3", "4", "5"] {
+            assert!(listed.contains(&point), "{listed:?}");
+        }
+        let chosen: usize = reply.text.parse().unwrap();
+        assert!((scored[0].logprob.exp() - probabilities[chosen - 1]).abs() < 1e-9);
+        assert_eq!(scale_asked("on a scale of 1 to 12"), None);
     }
 
     #[test]

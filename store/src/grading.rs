@@ -49,11 +49,37 @@ pub trait GradingStore: Send + Sync + 'static {
         grader_id: &str,
     ) -> StoreResult<Vec<HumanCheckedJudgement>>;
 
+    /// A scale judge's scores (grader id `judge:name@version`) on items whose raters answered
+    /// a version of rubric `rubric_name`, with the raters' consensus and the item's sampling
+    /// rate, oldest grade first.
+    async fn human_scored_judgements(
+        &self,
+        grader_id: &str,
+        rubric_name: &str,
+    ) -> StoreResult<Vec<ScoredJudgementRow>>;
+
     /// Total cost and grade count of a judge's calls (grader id `judge:name@version`).
     async fn judge_usage(&self, grader_id: &str) -> StoreResult<(i64, f64)>;
 
     /// Cost by stage and identities by deciding stage, for one run.
     async fn run_costs(&self, run_id: RunId) -> StoreResult<RunCosts>;
+}
+
+/// A scale judge's score on an item and the raters' consensus on it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScoredJudgementRow {
+    pub score: arbiter_domain::grading::scale::ScoreRecord,
+    pub consensus: arbiter_domain::annotation::consensus::Consensus,
+    pub sampling_rate: f64,
+}
+
+/// A nullable JSON column read into its type.
+pub(crate) fn json_column<T: serde::de::DeserializeOwned>(
+    column: Option<String>,
+) -> Result<Option<T>, sqlx::Error> {
+    column
+        .map(|text| serde_json::from_str(&text).map_err(|err| sqlx::Error::Decode(err.into())))
+        .transpose()
 }
 
 /// The SQL of [`GradingStore`], for both backends (expanded once per backend by `backend_sql!`).
@@ -67,7 +93,7 @@ macro_rules! grading_sql {
         use $crate::{StoreError, StoreResult, now_ms};
 
         const JUDGE_SELECT: &str = "SELECT j.id, j.name, j.version, j.checkpoint_id, c.name AS checkpoint_name, \
-            j.rubric, j.max_tokens, j.created_at FROM judges j JOIN checkpoints c ON c.id = j.checkpoint_id";
+            j.rubric, j.max_tokens, j.created_at, j.scale FROM judges j JOIN checkpoints c ON c.id = j.checkpoint_id";
 
         fn judge_from_row(row: &<$db as sqlx::Database>::Row) -> Result<Judge, sqlx::Error> {
             Ok($crate::read_columns!(row, Judge {
@@ -79,6 +105,8 @@ macro_rules! grading_sql {
                 rubric,
                 max_tokens,
                 created_at,
+                ;
+                scale: $crate::grading::json_column(row.read("scale")?)?,
             }))
         }
 
@@ -163,8 +191,8 @@ macro_rules! grading_sql {
                         .await?;
                     let now = now_ms();
                     let id: i64 = sqlx::query_scalar(
-                        "INSERT INTO judges (name, version, checkpoint_id, rubric, max_tokens, created_by, created_at) \
-                         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+                        "INSERT INTO judges (name, version, checkpoint_id, rubric, max_tokens, created_by, created_at, scale) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
                     )
                     .bind(&new.name)
                     .bind(version)
@@ -173,6 +201,7 @@ macro_rules! grading_sql {
                     .bind(new.max_tokens)
                     .bind(created_by.map(i64::from))
                     .bind(now)
+                    .bind(new.scale.as_ref().map(|scale| serde_json::to_string(scale).expect("scales always serialize")))
                     .fetch_one(&mut *tx)
                     .await
                     .map_err(|err| $crate::conflict_on($backend, err, "judges_name_version_key", "another version of this judge was saved at the same moment; try again"))?;
@@ -186,6 +215,7 @@ macro_rules! grading_sql {
                         rubric: new.rubric.clone(),
                         max_tokens: new.max_tokens,
                         created_at: now,
+                        scale: new.scale.clone(),
                     })
                 }
                 .await;
@@ -272,7 +302,7 @@ macro_rules! grading_sql {
             async fn cached_judge_call(&self, cache_key: &str) -> StoreResult<Option<JudgeCall>> {
                 let result: StoreResult<Option<JudgeCall>> = async move {
                     let row = sqlx::query(
-                        "SELECT cache_key, output, verdict, confidence, prompt_tokens, completion_tokens, model_used \
+                        "SELECT cache_key, output, verdict, confidence, prompt_tokens, completion_tokens, model_used, score \
                          FROM grade_cache WHERE cache_key = $1",
                     )
                     .bind(cache_key)
@@ -289,6 +319,7 @@ macro_rules! grading_sql {
                             model_used,
                             ;
                             pass: verdict.map(|verdict| verdict == "pass"),
+                            score: $crate::grading::json_column(row.read("score")?)?,
                         }))
                     })
                     .transpose()
@@ -328,6 +359,35 @@ macro_rules! grading_sql {
                 }
                 .await;
                 result.map_err(|err| err.during("human_checked_judgements"))
+            }
+
+            async fn human_scored_judgements(&self, grader_id: &str, rubric_name: &str) -> StoreResult<Vec<$crate::grading::ScoredJudgementRow>> {
+                let result: StoreResult<Vec<$crate::grading::ScoredJudgementRow>> = async move {
+                    // From the decided rubric tasks (few) to their judge grades.
+                    let rows: Vec<(String, String, f64)> = sqlx::query_as(
+                        "SELECT g.score, t.consensus, t.sampling_rate FROM rubrics r \
+                         JOIN annotation_tasks t ON t.rubric_id = r.id \
+                         JOIN grades g ON g.work_item_id = t.work_item_id \
+                         WHERE r.name = $1 AND t.consensus IS NOT NULL AND g.grader = $2 AND g.score IS NOT NULL \
+                         ORDER BY g.id",
+                    )
+                    .bind(rubric_name)
+                    .bind(grader_id)
+                    .fetch_all(&self.pool)
+                    .await?;
+                    rows.into_iter()
+                        .map(|(score, consensus, sampling_rate)| {
+                            Ok($crate::grading::ScoredJudgementRow {
+                                score: serde_json::from_str(&score).map_err(|err| sqlx::Error::Decode(err.into()))?,
+                                consensus: serde_json::from_str(&consensus).map_err(|err| sqlx::Error::Decode(err.into()))?,
+                                sampling_rate,
+                            })
+                        })
+                        .collect::<Result<_, sqlx::Error>>()
+                        .map_err(StoreError::from)
+                }
+                .await;
+                result.map_err(|err| err.during("human_scored_judgements"))
             }
 
             async fn judge_usage(&self, grader_id: &str) -> StoreResult<(i64, f64)> {

@@ -140,7 +140,7 @@ pub struct IdentityInputs {
 
 pub(crate) const RESULT_INSERT_BATCH: usize = 500;
 
-/// Grades (16 columns) and grade cache entries (8) per statement.
+/// Grades (18 columns) and grade cache entries (9) per statement.
 pub(crate) const GRADE_INSERT_BATCH: usize = 1000;
 
 #[async_trait]
@@ -412,7 +412,7 @@ macro_rules! work_queue_sql {
                 let mut insert = sqlx::QueryBuilder::<$db>::new(
                     "INSERT INTO grades (work_item_id, grader, verdict, extracted_answer, reason, stage, confidence, \
                      agreement, cost_usd, prompt_tokens, completion_tokens, latency_ms, model_used, fallback_used, \
-                     from_cache, instructions, created_at) ",
+                     from_cache, instructions, score, created_at) ",
                 );
                 insert.push_values(chunk, |mut row, (identity_id, record)| {
                     row.push_bind(*identity_id)
@@ -432,6 +432,9 @@ macro_rules! work_queue_sql {
                         .push_bind(record.from_cache)
                         .push_bind((!record.instructions.is_empty()).then(|| {
                             serde_json::to_string(&record.instructions).expect("results always serialize")
+                        }))
+                        .push_bind(record.score.as_ref().map(|score| {
+                            serde_json::to_string(score).expect("scores always serialize")
                         }))
                         .push_bind(now);
                 });
@@ -525,7 +528,7 @@ macro_rules! work_queue_sql {
                 recorded.iter().flat_map(|item| &item.grading.judge_calls).collect();
             for chunk in judge_calls.chunks($crate::work_queue::GRADE_INSERT_BATCH) {
                 let mut cache = sqlx::QueryBuilder::<$db>::new(
-                    "INSERT INTO grade_cache (cache_key, output, verdict, confidence, prompt_tokens, completion_tokens, model_used, created_at) ",
+                    "INSERT INTO grade_cache (cache_key, output, verdict, confidence, prompt_tokens, completion_tokens, model_used, score, created_at) ",
                 );
                 cache.push_values(chunk, |mut row, call| {
                     row.push_bind(call.cache_key.as_str())
@@ -535,6 +538,9 @@ macro_rules! work_queue_sql {
                         .push_bind(call.prompt_tokens)
                         .push_bind(call.completion_tokens)
                         .push_bind(call.model_used.as_deref())
+                        .push_bind(call.score.as_ref().map(|score| {
+                            serde_json::to_string(score).expect("scores always serialize")
+                        }))
                         .push_bind(now);
                 });
                 cache.push(" ON CONFLICT (cache_key) DO NOTHING");

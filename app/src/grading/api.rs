@@ -25,6 +25,9 @@ pub async fn judges_page() -> Result<JudgesPageData, ServerFnError> {
         judges: store.list_judges().await.map_err(store_error)?,
         checkpoints: checkpoint_views(store.list_checkpoints().await.map_err(store_error)?, &user),
         default_rubric: arbiter_domain::grading::judge::DEFAULT_RUBRIC.to_string(),
+        scales: arbiter_engine::rubrics::judged_scales(store)
+            .await
+            .map_err(service_error)?,
     })
 }
 
@@ -35,6 +38,9 @@ pub async fn create_judge(
     checkpoint_id: String,
     rubric: String,
     max_tokens: String,
+    scale_rubric: String,
+    scale_dimension: String,
+    scale_pass_at_least: String,
 ) -> Result<i64, ServerFnError> {
     let (state, user) = require(Permission::ManageEvals).await?;
     let form = grading::JudgeForm {
@@ -50,6 +56,9 @@ pub async fn create_judge(
                 format!("max tokens must be a number, not `{max_tokens}`"),
             )
         })?,
+        scale_rubric,
+        scale_dimension,
+        scale_pass_at_least,
     };
     let judge = grading::define_judge(state.store.as_ref(), &form, Some(user.id))
         .await
@@ -198,6 +207,8 @@ pub struct JudgesPageData {
     pub judges: Vec<Judge>,
     pub checkpoints: Vec<CheckpointView>,
     pub default_rubric: String,
+    /// Rubrics with dimensions a judge can score: (name, ordinal dimension keys).
+    pub scales: Vec<(String, Vec<String>)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -1,11 +1,14 @@
-//! Judges: define one (a checkpoint plus a versioned rubric) and see how each does against
-//! human labels — accuracy, Cohen's kappa, calibration (a reliability diagram) and cost.
+//! Judges: define one (a checkpoint plus a versioned rubric, answering PASS or FAIL or a point
+//! of a rubric's scale) and see how each does against human labels — accuracy, Cohen's kappa,
+//! calibration (a reliability diagram), a scale judge's points against the raters', and cost.
 
 use crate::catalog::api::CheckpointView;
 use crate::components::{ActionError, ErrorNote};
 use crate::format::route_id;
 use crate::grading::api::{judge_detail, judges_page, CreateJudge};
 use arbiter_domain::grading::judge::JudgeReport;
+use arbiter_domain::grading::scale::JudgeScale;
+use arbiter_domain::grading::scale_calibration::ScaleCalibration;
 use leptos::prelude::*;
 
 #[component]
@@ -17,19 +20,22 @@ pub fn JudgesPage() -> impl IntoView {
         <p class="hint">
             "A judge is a checkpoint asked to answer PASS or FAIL with a rubric prompt. Its confidence is the "
             "probability it puts on its verdict (from the endpoint's logprobs); each eval's triage policy says "
-            "which confidence is enough."
+            "which confidence is enough. A judge may instead score an ordinal dimension of a rubric, as raters "
+            "do: it answers a point, and the probabilities of all points give its expected score and its "
+            "probability of passing, which triage uses as a PASS/FAIL judge's confidence."
         </p>
         <Transition fallback=|| view! { <p>"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match data.await {
                     Ok(data) => view! {
                         <table>
-                            <thead><tr><th>"Judge"</th><th>"Checkpoint"</th><th>"Max tokens"</th></tr></thead>
+                            <thead><tr><th>"Judge"</th><th>"Checkpoint"</th><th>"Answers"</th><th>"Max tokens"</th></tr></thead>
                             <tbody>
                                 {data.judges.into_iter().map(|judge| view! {
                                     <tr>
                                         <td><a href=format!("/judges/{}", judge.id)>{judge.grader_id()}</a></td>
                                         <td>{judge.checkpoint_name}</td>
+                                        <td>{judge.scale.as_ref().map_or_else(|| "PASS or FAIL".to_string(), |scale| scale.describe())}</td>
                                         <td>{judge.max_tokens}</td>
                                     </tr>
                                 }).collect_view()}
@@ -50,8 +56,9 @@ pub fn JudgesPage() -> impl IntoView {
                                 <label>
                                     "Rubric (" <code>"{output}"</code> " is the answer judged; " <code>"{input}"</code> " and "
                                     <code>"{target}"</code> " are the item's question and reference)"
-                                    <textarea name="rubric" rows="8" required>{data.default_rubric}</textarea>
+                                    <textarea name="rubric" rows="8">{data.default_rubric}</textarea>
                                 </label>
+                                <ScaleFields scales=data.scales/>
                                 <label>"Max tokens" <input name="max_tokens" type="number" value="64" min="1" max="4096"/></label>
                                 <button type="submit">"Save judge"</button>
                             </ActionForm>
@@ -62,6 +69,43 @@ pub fn JudgesPage() -> impl IntoView {
                 }
             })}
         </Transition>
+    }
+}
+
+/// The optional rubric dimension a new judge scores.
+#[component]
+fn ScaleFields(scales: Vec<(String, Vec<String>)>) -> impl IntoView {
+    let dimensions: Vec<String> = scales
+        .iter()
+        .flat_map(|(_, keys)| keys.iter().cloned())
+        .collect();
+    view! {
+        <fieldset>
+            <legend>"Score a rubric dimension (optional)"</legend>
+            <label>
+                "Scale from"
+                <select name="scale_rubric">
+                    <option value="">"none: the judge answers PASS or FAIL"</option>
+                    {scales.iter().map(|(name, keys)| view! {
+                        <option value=name.clone()>{format!("{name} ({})", keys.join(", "))}</option>
+                    }).collect_view()}
+                </select>
+            </label>
+            <label>
+                "Dimension (an ordinal one, of 2 to 9 points)"
+                <input name="scale_dimension" list="judged-dimensions" maxlength="64"/>
+            </label>
+            <datalist id="judged-dimensions">
+                {dimensions.into_iter().map(|key| view! { <option value=key/> }).collect_view()}
+            </datalist>
+            <label>
+                "Passes from point (empty: the verdict's own pass point)"
+                <input name="scale_pass_at_least" type="number" min="2" max="9"/>
+            </label>
+            <p class="hint">
+                "Leave the prompt as it is to start from one made of the dimension's question and anchors."
+            </p>
+        </fieldset>
     }
 }
 
@@ -95,6 +139,7 @@ pub fn JudgePage() -> impl IntoView {
 #[component]
 fn JudgeReportCard(report: JudgeReport) -> impl IntoView {
     let judge = report.judge;
+    let scale = judge.scale.clone();
     view! {
         <h1>{judge.grader_id()}</h1>
         <section class="card">
@@ -131,9 +176,72 @@ fn JudgeReportCard(report: JudgeReport) -> impl IntoView {
                 </tbody>
             </table>
         </section>
+        {report.scale_calibration.zip(scale).map(|(calibration, scale)| {
+            view! { <ScaleCalibrationCard scale calibration/> }
+        })}
         <section class="card">
             <h2>"Rubric"</h2>
             <pre class="output">{judge.rubric}</pre>
+        </section>
+    }
+}
+
+/// A scale judge's points against the raters' consensus on the same dimension.
+#[component]
+fn ScaleCalibrationCard(scale: JudgeScale, calibration: ScaleCalibration) -> impl IntoView {
+    let points = usize::from(scale.points);
+    view! {
+        <section class="card" data-testid="scale-calibration">
+            <h2>{format!("On its scale: {}", scale.describe())}</h2>
+            <ul class="counts">
+                <li>"items the raters decided: " <strong data-testid="scale-items">{calibration.items}</strong></li>
+                <li>
+                    "weighted kappa (quadratic) with the raters: "
+                    <strong data-testid="scale-kappa">{decimal(calibration.weighted_kappa)}</strong>
+                    {calibration.kappa_undefined.map(|reason| view! { <span class="hint">{format!(" ({reason})")}</span> })}
+                </li>
+                <li>"same point: " <strong>{percent(calibration.exact)}</strong></li>
+                <li>"within one point: " <strong>{percent(calibration.within_one)}</strong></li>
+                <li>"mean absolute error of the expected score: " <strong data-testid="scale-mae">{decimal(calibration.mean_absolute_error)}</strong></li>
+                <li>
+                    "pass or fail from its probability of passing, against the raters': "
+                    <strong data-testid="scale-pass-accuracy">{percent(calibration.pass_accuracy.accuracy)}</strong>
+                    {format!(" of {} items with logprobs (ECE {})", calibration.pass_accuracy.items, decimal(calibration.pass_accuracy.expected_calibration_error))}
+                </li>
+            </ul>
+            <table data-testid="scale-confusion">
+                <caption>"Items by the judge's point (rows) and the raters' (columns)"</caption>
+                <thead>
+                    <tr>
+                        <th>"judge ↓ raters →"</th>
+                        {(1..=points).map(|point| view! { <th>{point}</th> }).collect_view()}
+                    </tr>
+                </thead>
+                <tbody>
+                    {calibration.confusion.into_iter().enumerate().map(|(row, counts)| view! {
+                        <tr>
+                            <th>{row + 1}</th>
+                            {counts.into_iter().enumerate().map(|(column, count)| view! {
+                                <td class=if row == column { "diagonal" } else { "" }>{count}</td>
+                            }).collect_view()}
+                        </tr>
+                    }).collect_view()}
+                </tbody>
+            </table>
+            <table>
+                <caption>"Probability of passing against the raters' pass or fail"</caption>
+                <thead><tr><th>"Confidence"</th><th>"Items"</th><th>"Mean confidence"</th><th>"Accuracy"</th></tr></thead>
+                <tbody>
+                    {calibration.pass_bins.into_iter().filter(|bin| bin.count > 0).map(|bin| view! {
+                        <tr>
+                            <td>{format!("{:.2}–{:.2}", bin.lower, bin.upper)}</td>
+                            <td>{bin.count}</td>
+                            <td>{decimal(bin.mean_confidence)}</td>
+                            <td>{percent(bin.accuracy)}</td>
+                        </tr>
+                    }).collect_view()}
+                </tbody>
+            </table>
         </section>
     }
 }

@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 
 use crate::grading::calibration::{JudgeAccuracy, ReliabilityBin};
 use crate::grading::quoting::{neutralise_control_tokens, TOKEN_BREAK};
+use crate::grading::scale::{JudgeScale, ScoreReading};
 use crate::logprobs::TokenLogprob;
 use crate::prompt::{describe_bytes, MAX_PROMPT_BYTES};
 
@@ -45,6 +46,10 @@ pub struct JudgeSpec {
     pub served_model: String,
     /// Served model, engine build and parallel layout: part of every grade cache key.
     pub fingerprint: String,
+    /// The rubric dimension the judge scores, when it answers a point of a scale instead of
+    /// PASS or FAIL (absent in manifests frozen before scale judges).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale: Option<JudgeScale>,
 }
 
 impl JudgeSpec {
@@ -214,6 +219,37 @@ pub fn read_verdict(output: &str, tokens: Option<&[TokenLogprob]>) -> JudgeReadi
     JudgeReading {
         pass: Some(pass),
         confidence,
+    }
+}
+
+/// Reads one judge reply as the judge asks: a verdict (see [`read_verdict`]), or, for a judge
+/// on a rubric's scale, a point whose distribution gives the verdict and its confidence (see
+/// [`crate::grading::scale`]). A reply that says neither is a judge failure.
+pub fn read_reply(
+    scale: Option<&JudgeScale>,
+    output: &str,
+    tokens: Option<&[TokenLogprob]>,
+) -> (JudgeReading, Option<ScoreReading>) {
+    let Some(scale) = scale else {
+        return (read_verdict(output, tokens), None);
+    };
+    match crate::grading::scale::read_score(output, tokens, scale) {
+        Some(score) => (score.judge_reading(scale), Some(score)),
+        None => (
+            JudgeReading {
+                pass: None,
+                confidence: None,
+            },
+            None,
+        ),
+    }
+}
+
+/// What a judge failure to answer says it expected: `PASS or FAIL`, or the scale's points.
+pub fn expected_reply(scale: Option<&JudgeScale>) -> String {
+    match scale {
+        None => "PASS or FAIL".to_string(),
+        Some(scale) => format!("a point from 1 to {}", scale.points),
     }
 }
 
@@ -388,6 +424,17 @@ pub fn grade_cache_key(
         hasher.update((part.len() as u64).to_le_bytes());
         hasher.update(part.as_bytes());
     }
+    // A scale judge's reading depends on its scale and on how many alternatives it asks for;
+    // keys of PASS/FAIL judges stay as they were.
+    if let Some(scale) = &judge.scale {
+        let scale = format!(
+            "{}|top_logprobs={}",
+            serde_json::to_string(scale).expect("scales always serialize"),
+            crate::grading::scale::SCALE_TOP_LOGPROBS
+        );
+        hasher.update((scale.len() as u64).to_le_bytes());
+        hasher.update(scale.as_bytes());
+    }
     hasher.update((prompt.len() as u64).to_le_bytes());
     hasher.update(prompt.as_bytes());
     format!("sha256:{}", hex::encode(hasher.finalize()))
@@ -403,6 +450,8 @@ pub struct JudgeCall {
     pub prompt_tokens: Option<i64>,
     pub completion_tokens: Option<i64>,
     pub model_used: Option<String>,
+    /// A scale judge's point and its distribution (`pass` and `confidence` are read from it).
+    pub score: Option<ScoreReading>,
 }
 
 /// A judge version as stored: a checkpoint plus a rubric.
@@ -416,6 +465,9 @@ pub struct Judge {
     pub rubric: String,
     pub max_tokens: i64,
     pub created_at: i64,
+    /// The rubric dimension it scores; `None` for a PASS/FAIL judge.
+    #[serde(default)]
+    pub scale: Option<JudgeScale>,
 }
 
 impl Judge {
@@ -431,6 +483,7 @@ pub struct NewJudge {
     pub checkpoint_id: CheckpointId,
     pub rubric: String,
     pub max_tokens: i64,
+    pub scale: Option<JudgeScale>,
 }
 
 /// A judge verdict on an item that humans also labelled: the calibration data.
@@ -455,6 +508,9 @@ pub struct JudgeReport {
     /// Grades this judge has given, and their total cost.
     pub grades: i64,
     pub cost_usd: f64,
+    /// A scale judge: its points against the raters' on the same dimension.
+    #[serde(default)]
+    pub scale_calibration: Option<crate::grading::scale_calibration::ScaleCalibration>,
 }
 
 #[cfg(test)]
@@ -703,6 +759,7 @@ mod tests {
             endpoint_urls: vec!["http://x/v1".into()],
             served_model: "m".into(),
             fingerprint: "m|b|l".into(),
+            scale: None,
         };
         let base = grade_cache_key(&judge, "p", 0.0, 1, 0);
         assert_eq!(base, grade_cache_key(&judge, "p", 0.0, 1, 0));
@@ -713,5 +770,17 @@ mod tests {
             ..judge.clone()
         };
         assert_ne!(base, grade_cache_key(&newer, "p", 0.0, 1, 0));
+        let scaled = JudgeSpec {
+            scale: Some(JudgeScale {
+                rubric_id: 1,
+                rubric_name: "r".into(),
+                rubric_version: 1,
+                dimension: "d".into(),
+                points: 5,
+                pass_at_least: 4,
+            }),
+            ..judge.clone()
+        };
+        assert_ne!(base, grade_cache_key(&scaled, "p", 0.0, 1, 0));
     }
 }

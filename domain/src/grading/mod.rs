@@ -13,6 +13,8 @@ pub mod instructions;
 pub mod judge;
 pub mod quoting;
 pub mod record;
+pub mod scale;
+pub mod scale_calibration;
 pub mod triage;
 pub mod tuning;
 

@@ -4,6 +4,7 @@
 
 use super::instructions::InstructionResult;
 use super::judge::JudgeCall;
+use super::scale::ScoreRecord;
 use super::triage::{after_deterministic, FrozenTriage, HumanKind, HumanRouting, Stage, Step};
 use super::{Grade, Verdict};
 
@@ -124,6 +125,8 @@ pub struct GradeRecord {
     /// An instruction-following grade: each instruction, followed strictly and loosely (the
     /// verdict is prompt-level strict; reports read the rest from here). Empty otherwise.
     pub instructions: Vec<InstructionResult>,
+    /// A scale judge's point, expected score and distribution.
+    pub score: Option<ScoreRecord>,
 }
 
 impl GradeRecord {
@@ -146,6 +149,7 @@ impl GradeRecord {
             fallback_used: false,
             from_cache: false,
             instructions: Vec::new(),
+            score: None,
         }
     }
 }

@@ -368,6 +368,7 @@ mod tests {
             endpoint_urls: vec!["http://127.0.0.1:1/v1".into()],
             served_model: "j".into(),
             fingerprint: "j".into(),
+            scale: None,
         }
     }
 

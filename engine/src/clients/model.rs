@@ -35,6 +35,9 @@ pub struct GenerationRequest {
     pub sampling: SamplingOptions,
     /// What is asked of the endpoint: a generation, or a scoring request.
     pub scoring: Scoring,
+    /// Alternatives asked for at each generated token; `None` for the usual
+    /// [`TOP_LOGPROBS`] (a scale judge needs every point of its scale listed).
+    pub top_logprobs: Option<u8>,
 }
 
 /// A request that scores instead of generating (nothing is generated but the one token the
@@ -76,6 +79,7 @@ impl GenerationRequest {
             seed,
             sampling: SamplingOptions::default(),
             scoring: Scoring::Generate,
+            top_logprobs: None,
         }
     }
 
@@ -91,6 +95,7 @@ impl GenerationRequest {
             seed: 0,
             sampling: SamplingOptions::default(),
             scoring: Scoring::Continuation(continuation_chars),
+            top_logprobs: None,
         }
     }
 
@@ -343,6 +348,7 @@ impl<'a> RequestBody<'a> {
             (PromptBody::Completion(prompt), _) => (None, Some(Prompt::Text(prompt))),
         };
         let scoring = !matches!(request.scoring, Scoring::Generate);
+        let alternatives = request.top_logprobs.unwrap_or(TOP_LOGPROBS);
         RequestBody {
             model: &request.model,
             messages,
@@ -356,9 +362,9 @@ impl<'a> RequestBody<'a> {
                 (None, _) => serde_json::Value::Bool(true),
                 // The token's own logprob and the best alternative's, for greediness.
                 (Some(_), true) => serde_json::Value::from(1),
-                (Some(_), false) => serde_json::Value::from(TOP_LOGPROBS),
+                (Some(_), false) => serde_json::Value::from(alternatives),
             },
-            top_logprobs: prompt.is_none().then_some(TOP_LOGPROBS),
+            top_logprobs: prompt.is_none().then_some(alternatives),
             stream: false,
             echo: scoring,
             extra: &request.sampling.extra,

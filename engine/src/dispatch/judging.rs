@@ -14,10 +14,11 @@ use arbiter_domain::fields::MappedInput;
 use arbiter_domain::grading::code_tests::{CodeOutcome, CodeTests};
 use arbiter_domain::grading::judge::JudgeCall;
 use arbiter_domain::grading::judge::{
-    combine_samples, grade_cache_key, read_verdict, render_judge_prompt, EnsembleVerdict,
-    JudgeReading, JudgeSpec, ENSEMBLE_TEMPERATURE,
+    combine_samples, expected_reply, grade_cache_key, read_reply, render_judge_prompt,
+    EnsembleVerdict, JudgeReading, JudgeSpec, ENSEMBLE_TEMPERATURE,
 };
 use arbiter_domain::grading::record::{GradeRecord, Grading, HumanTask};
+use arbiter_domain::grading::scale::{combine_scores, SCALE_TOP_LOGPROBS};
 use arbiter_domain::grading::triage::HumanRouting;
 use arbiter_domain::grading::triage::{
     after_deterministic, after_judge, drawn_for_audit, HumanKind, Stage, Step,
@@ -286,6 +287,7 @@ async fn run_code_tests(
                 prompt_tokens: None,
                 completion_tokens: None,
                 model_used: Some(runtime.to_string()),
+                score: None,
             }),
             grade,
             unavailable: None,
@@ -359,6 +361,7 @@ impl Judging<'_> {
         let mut readings = Vec::new();
         let mut new_calls = Vec::new();
         let mut replies: Vec<(Option<bool>, String)> = Vec::new();
+        let mut scores = Vec::new();
         let mut failure: Option<String> = None;
         let mut failed_samples = 0;
         let mut usage = Usage::default();
@@ -375,13 +378,17 @@ impl Judging<'_> {
             let call = match cached {
                 Some(call) => call,
                 None => {
-                    let request = GenerationRequest::user_message(
-                        &judge.served_model,
-                        prompt.clone(),
-                        judge.max_tokens,
-                        temperature,
-                        seed,
-                    );
+                    let request = GenerationRequest {
+                        // A scale judge's distribution needs every point listed.
+                        top_logprobs: judge.scale.as_ref().map(|_| SCALE_TOP_LOGPROBS),
+                        ..GenerationRequest::user_message(
+                            &judge.served_model,
+                            prompt.clone(),
+                            judge.max_tokens,
+                            temperature,
+                            seed,
+                        )
+                    };
                     let answer = pool.generate(target, &request, token_estimate, None).await;
                     usage.add(&answer);
                     if answer.outcome.is_error() {
@@ -401,7 +408,8 @@ impl Judging<'_> {
                         .logprobs
                         .as_deref()
                         .and_then(|data| arbiter_domain::logprobs::decode(data).ok());
-                    let reading = read_verdict(&answer.output, tokens.as_deref());
+                    let (reading, score) =
+                        read_reply(judge.scale.as_ref(), &answer.output, tokens.as_deref());
                     let call = JudgeCall {
                         cache_key,
                         output: answer.output,
@@ -410,12 +418,14 @@ impl Judging<'_> {
                         prompt_tokens: answer.prompt_tokens,
                         completion_tokens: answer.completion_tokens,
                         model_used: answer.model_used,
+                        score,
                     };
                     new_calls.push(call.clone());
                     call
                 }
             };
             usage.model_used = usage.model_used.take().or(call.model_used.clone());
+            scores.extend(call.score.clone());
             readings.push(JudgeReading {
                 pass: call.pass,
                 confidence: call.confidence,
@@ -439,7 +449,10 @@ impl Judging<'_> {
             (Some(_), Some(rationale), _) => rationale,
             (None, _, Some(failure)) => failure,
             (None, Some(rationale), None) => {
-                format!("judge failure: no PASS or FAIL could be read from the reply: {rationale}")
+                format!(
+                    "judge failure: no {} could be read from the reply: {rationale}",
+                    expected_reply(judge.scale.as_ref())
+                )
             }
             (_, None, _) => "judge failure: the judge gave no answer".to_string(),
         };
@@ -470,6 +483,7 @@ impl Judging<'_> {
                 fallback_used: false,
                 from_cache,
                 instructions: Vec::new(),
+                score: combine_scores(&scores),
             },
             verdict,
             new_calls,

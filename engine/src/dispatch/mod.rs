@@ -257,6 +257,7 @@ async fn answer(
                 seed: seed_for(settings, job.repetition),
                 sampling: settings.sampling.clone(),
                 scoring: crate::clients::model::Scoring::Generate,
+                top_logprobs: None,
             };
             // The planner's estimate, stored on the identity, is the request's token cost.
             let cost = u64::try_from(job.cost).unwrap_or(0);

@@ -24,6 +24,7 @@ mod queue_scan_story;
 mod rolling;
 mod rubric_story;
 mod sandbox;
+mod scale_judge_story;
 mod security;
 mod store_story;
 mod structured_suites;

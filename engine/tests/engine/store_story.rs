@@ -1858,6 +1858,7 @@ async fn judges_policies_and_the_grade_cache(store: Arc<dyn Store>) {
         checkpoint_id: checkpoint,
         rubric: rubric.into(),
         max_tokens: 16,
+        scale: None,
     };
     let v1 = store
         .create_judge(&new_judge("v1 {output}"), None)
@@ -1961,6 +1962,7 @@ async fn judges_policies_and_the_grade_cache(store: Arc<dyn Store>) {
         fallback_used: false,
         from_cache: false,
         instructions: Vec::new(),
+        score: None,
     };
     let call = JudgeCall {
         cache_key: "sha256:judge-call".into(),
@@ -1970,6 +1972,11 @@ async fn judges_policies_and_the_grade_cache(store: Arc<dyn Store>) {
         prompt_tokens: Some(100),
         completion_tokens: Some(3),
         model_used: Some("judge-model".into()),
+        // A scale judge's reading is cached with the call (a PASS/FAIL judge's has none).
+        score: Some(arbiter_domain::grading::scale::ScoreReading {
+            point: 4,
+            probabilities: Some(vec![0.0, 0.05, 0.1, 0.6, 0.25]),
+        }),
     };
     let mut audited = Grading {
         verdict: Some(Verdict::Pass),

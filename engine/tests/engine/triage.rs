@@ -95,6 +95,9 @@ async fn judge(store: &dyn Store, name: &str, checkpoint_id: CheckpointId) -> i6
         checkpoint_id,
         rubric: DEFAULT_RUBRIC.into(),
         max_tokens: 16,
+        scale_rubric: String::new(),
+        scale_dimension: String::new(),
+        scale_pass_at_least: String::new(),
     };
     grading::define_judge(store, &form, None).await.unwrap().id
 }
@@ -482,6 +485,9 @@ async fn unchanged_answers_and_judges_regrade_for_free_and_a_new_rubric_reruns_o
         checkpoint_id: setup.cheap_checkpoint,
         rubric: format!("Be strict.\n{DEFAULT_RUBRIC}"),
         max_tokens: 16,
+        scale_rubric: String::new(),
+        scale_dimension: String::new(),
+        scale_pass_at_least: String::new(),
     };
     let v2 = grading::define_judge(store.as_ref(), &form, None)
         .await
@@ -681,6 +687,9 @@ async fn bad_policies_and_judges_are_refused_with_reasons_and_store_nothing() {
         checkpoint_id: setup.cheap_checkpoint,
         rubric: "PASS or FAIL?".into(),
         max_tokens: 16,
+        scale_rubric: String::new(),
+        scale_dimension: String::new(),
+        scale_pass_at_least: String::new(),
     };
     let error = grading::define_judge(store.as_ref(), &bad_rubric, None)
         .await

@@ -561,6 +561,9 @@ pub(crate) async fn triage(repetitions: usize) -> anyhow::Result<()> {
             checkpoint_id: checkpoints[model],
             rubric: DEFAULT_RUBRIC.into(),
             max_tokens: 64,
+            scale_rubric: String::new(),
+            scale_dimension: String::new(),
+            scale_pass_at_least: String::new(),
         };
         judges.push(
             grading::define_judge(store, &form, None)

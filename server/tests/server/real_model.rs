@@ -21,10 +21,13 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use arbiter_domain::grading::judge::read_reply;
+use arbiter_domain::grading::scale::{JudgeScale, SCALE_TOP_LOGPROBS};
 use arbiter_domain::ids::IdentityId;
 use arbiter_domain::logprobs;
 use arbiter_domain::run::{Priority, RunStatus};
 use arbiter_engine::catalog::{CheckpointForm, EvalForm};
+use arbiter_engine::clients::model::{GenerationRequest, ModelClient};
 use arbiter_engine::dispatch::{run_worker, WorkerConfig};
 use arbiter_engine::grading::{self, JudgeForm, PolicyForm};
 use arbiter_engine::reports::export::{export_run, ExportFormat};
@@ -400,8 +403,57 @@ async fn the_bundled_model_serves_the_openai_api_and_answers_an_eval() {
     assert_eq!(echoed["usage"]["completion_tokens"], 1);
 
     run_an_eval(&server.base_url).await;
+    a_scale_judge_reads_the_models_points(&server.base_url).await;
     score_choices_by_likelihood(&server.base_url).await;
     score_texts_by_rolling_likelihood(&server.base_url).await;
+}
+
+/// The model as a judge on a five-point scale, asked as Arbiter asks a scale judge (twenty
+/// alternatives at each token). Points are one token each in its vocabulary (the digits are
+/// listed among the first token's alternatives), but a 135M model does not put a point first:
+/// it starts "The answer is …", which is read as no point (a judge failure that sends the item
+/// to humans), never as the point later in the reply.
+async fn a_scale_judge_reads_the_models_points(base_url: &str) {
+    arbiter_testkit::egress::allow_loopback();
+    let scale = JudgeScale {
+        rubric_id: 1,
+        rubric_name: "quality".into(),
+        rubric_version: 1,
+        dimension: "helpful".into(),
+        points: 5,
+        pass_at_least: 4,
+    };
+    let prompt = "Rate how helpful the answer is on a scale of 1 to 5. Reply with one digit.\n\n\
+                  Question: What is the capital of France?\n\
+                  Answer: The capital of France is Paris.";
+    let request = GenerationRequest {
+        top_logprobs: Some(SCALE_TOP_LOGPROBS),
+        ..GenerationRequest::user_message(MODEL, prompt.into(), 6, 0.0, 0)
+    };
+    let generation = ModelClient::new()
+        .attempt(base_url, None, &request, Duration::from_secs(120))
+        .await
+        .unwrap();
+    let tokens = logprobs::decode(generation.logprobs.as_deref().unwrap()).unwrap();
+    assert_eq!(tokens[0].top.len(), usize::from(SCALE_TOP_LOGPROBS));
+    let points_listed = tokens[0]
+        .top
+        .iter()
+        .filter(|alternative| ["1", "2", "3", "4", "5"].contains(&&*alternative.text()))
+        .count();
+    assert!(points_listed >= 2, "{:?}", tokens[0].top);
+    assert!(
+        generation.output.starts_with("The answer is"),
+        "{:?}",
+        generation.output
+    );
+    let (reading, score) = read_reply(Some(&scale), &generation.output, Some(&tokens));
+    assert_eq!(
+        (reading.pass, score),
+        (None, None),
+        "{:?}",
+        generation.output
+    );
 }
 
 /// Two texts scored by rolling log-likelihood in 16-token requests: the server tokenises, the
@@ -692,6 +744,9 @@ async fn run_an_eval(base_url: &str) {
             checkpoint_id: checkpoint,
             rubric: server::demo::REAL_JUDGE_RUBRIC.into(),
             max_tokens: 4,
+            scale_rubric: String::new(),
+            scale_dimension: String::new(),
+            scale_pass_at_least: String::new(),
         },
         None,
     )
