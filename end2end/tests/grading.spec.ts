@@ -23,6 +23,26 @@ test('judges are listed with a reliability diagram, and a rubric without {output
   await page.getByRole('button', { name: 'Save judge' }).click();
   await expect(page.getByRole('link', { name: `judge:${name}@1` })).toBeVisible();
 
+  // A second version gets a drift canary in the background against the first, which no
+  // human has checked yet: the canary says so, on the list and on the version's page.
+  await page.getByLabel('Name (saving an existing name adds a version)').fill(name);
+  await page.getByLabel('Rubric', { exact: false }).fill('Be brief.\nAnswer:\n{output}\nReply PASS or FAIL first.');
+  await page.getByRole('button', { name: 'Save judge' }).click();
+  const second = page.getByRole('row').filter({ has: page.getByRole('link', { name: `judge:${name}@2` }) });
+  await expect(second).toBeVisible();
+  await expect(async () => {
+    await page.reload();
+    await expect(second.getByTestId('judge-canary')).toHaveText(
+      `canary: judge:${name}@1 graded nothing humans checked`,
+      { timeout: 1000 },
+    );
+  }).toPass({ timeout: 30_000 });
+  await second.getByRole('link').click();
+  await expect(page.getByTestId('canary')).toContainText(`Drift canary against judge:${name}@1`);
+  await expect(page.getByTestId('canary-items')).toHaveText('0');
+  await page.goto('/judges');
+  await waitForHydration(page);
+
   // A judge on the demo rubric's four-point helpfulness scale; a pass/fail dimension is refused.
   const scaled = uniqueName('helpful-judge');
   await page.getByLabel('Name (saving an existing name adds a version)').fill(scaled);

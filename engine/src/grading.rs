@@ -365,7 +365,7 @@ async fn freeze_rubric(
     })
 }
 
-async fn freeze_judge(store: &dyn Store, judge_id: i64) -> ServiceResult<JudgeSpec> {
+pub(crate) async fn freeze_judge(store: &dyn Store, judge_id: i64) -> ServiceResult<JudgeSpec> {
     let judge = store
         .get_judge(judge_id)
         .await?
@@ -418,7 +418,13 @@ pub async fn judge_report(store: &dyn Store, judge_id: i64) -> ServiceResult<Jud
         Some(scale) => Some(scale_calibration(store, &judge.grader_id(), scale).await?),
         None => None,
     };
+    let canary = store
+        .judge_canaries()
+        .await?
+        .into_iter()
+        .find(|canary| canary.judge_id == judge.id);
     Ok(JudgeReport {
+        canary,
         scale_calibration,
         reliability_svg: reliability_diagram_svg(
             &bins,

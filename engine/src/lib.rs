@@ -29,6 +29,7 @@
 pub mod accounts;
 pub mod annotation;
 pub mod archives;
+pub mod canary;
 pub mod catalog;
 pub mod clients;
 pub mod contamination;

@@ -58,11 +58,58 @@ pub trait GradingStore: Send + Sync + 'static {
         rubric_name: &str,
     ) -> StoreResult<Vec<ScoredJudgementRow>>;
 
+    /// Claims the drift canary of a judge version that has a previous version and no canary
+    /// yet (oldest first), or of one whose claim went stale (started before `stale_before`):
+    /// `(judge id, previous version's id)`, `None` when there is nothing to do. The canary's
+    /// baseline is settled when it finishes (see [`CanaryEnd::Done`]).
+    async fn claim_judge_canary(
+        &self,
+        claimed_by: &str,
+        now: i64,
+        stale_before: i64,
+    ) -> StoreResult<Option<(i64, i64)>>;
+
+    /// The reference set of a judge version (grader id `judge:name@version`): the items it
+    /// graded pass or fail that humans also labelled (their majority verdict, ties left out),
+    /// oldest first, at most `limit`.
+    async fn judge_reference_items(
+        &self,
+        grader_id: &str,
+        limit: i64,
+    ) -> StoreResult<Vec<ReferenceItem>>;
+
+    /// Records a canary's end (`done` with its report, or `failed` with the reason) if
+    /// `claimed_by` still holds it; whether it did.
+    async fn finish_judge_canary(
+        &self,
+        judge_id: i64,
+        claimed_by: &str,
+        finished: &CanaryEnd,
+        now: i64,
+    ) -> StoreResult<bool>;
+
+    /// Every judge version's canary, newest judge first.
+    async fn judge_canaries(&self) -> StoreResult<Vec<JudgeCanary>>;
+
     /// Total cost and grade count of a judge's calls (grader id `judge:name@version`).
     async fn judge_usage(&self, grader_id: &str) -> StoreResult<(i64, f64)>;
 
     /// Cost by stage and identities by deciding stage, for one run.
     async fn run_costs(&self, run_id: RunId) -> StoreResult<RunCosts>;
+}
+
+/// How a judge version's canary ended.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CanaryEnd {
+    Done {
+        /// The earlier version compared with: the newest one humans checked.
+        baseline_judge_id: i64,
+        reference_items: Vec<i64>,
+        report: DriftReport,
+    },
+    Failed {
+        error: String,
+    },
 }
 
 /// A scale judge's score on an item and the raters' consensus on it.
@@ -87,6 +134,7 @@ macro_rules! grading_sql {
     ($store:ident, $db:ty, $backend:literal, $begin:literal, $skip_locked:literal) => {
         use $crate::ReadColumn as _;
         use arbiter_domain::ids::{EvalId, RunId, UserId};
+        use arbiter_domain::grading::canary::ReferenceItem;
         use arbiter_domain::grading::judge::{HumanCheckedJudgement, Judge, JudgeCall, NewJudge};
         use arbiter_domain::grading::triage::{PolicyVersion, TriagePolicy};
         use arbiter_domain::run::RunCosts;
@@ -390,6 +438,158 @@ macro_rules! grading_sql {
                 result.map_err(|err| err.during("human_scored_judgements"))
             }
 
+            async fn claim_judge_canary(&self, claimed_by: &str, now: i64, stale_before: i64) -> StoreResult<Option<(i64, i64)>> {
+                let result: StoreResult<Option<(i64, i64)>> = async move {
+                    let next: Option<(i64, i64)> = sqlx::query_as(
+                        "SELECT j.id, p.id FROM judges j JOIN judges p ON p.name = j.name AND p.version = j.version - 1 \
+                         WHERE NOT EXISTS (SELECT 1 FROM judge_canaries c WHERE c.judge_id = j.id) ORDER BY j.id LIMIT 1",
+                    )
+                    .fetch_optional(&self.writer)
+                    .await?;
+                    if let Some((judge_id, baseline)) = next {
+                        // Two processes may pick the same version: the insert decides.
+                        let claimed = sqlx::query(
+                            "INSERT INTO judge_canaries (judge_id, baseline_judge_id, state, claimed_by, started_at) \
+                             VALUES ($1, $2, 'running', $3, $4) ON CONFLICT (judge_id) DO NOTHING",
+                        )
+                        .bind(judge_id)
+                        .bind(baseline)
+                        .bind(claimed_by)
+                        .bind(now)
+                        .execute(&self.writer)
+                        .await?
+                        .rows_affected();
+                        if claimed == 1 {
+                            return Ok(Some((judge_id, baseline)));
+                        }
+                    }
+                    let stale: Option<(i64, i64)> = sqlx::query_as(
+                        "SELECT judge_id, baseline_judge_id FROM judge_canaries \
+                         WHERE state = 'running' AND started_at < $1 ORDER BY judge_id LIMIT 1",
+                    )
+                    .bind(stale_before)
+                    .fetch_optional(&self.writer)
+                    .await?;
+                    let Some((judge_id, baseline)) = stale else {
+                        return Ok(None);
+                    };
+                    let taken = sqlx::query(
+                        "UPDATE judge_canaries SET claimed_by = $1, started_at = $2 \
+                         WHERE judge_id = $3 AND state = 'running' AND started_at < $4",
+                    )
+                    .bind(claimed_by)
+                    .bind(now)
+                    .bind(judge_id)
+                    .bind(stale_before)
+                    .execute(&self.writer)
+                    .await?
+                    .rows_affected();
+                    Ok((taken == 1).then_some((judge_id, baseline)))
+                }
+                .await;
+                result.map_err(|err| err.during("claim_judge_canary"))
+            }
+
+            async fn judge_reference_items(&self, grader_id: &str, limit: i64) -> StoreResult<Vec<ReferenceItem>> {
+                let result: StoreResult<Vec<ReferenceItem>> = async move {
+                    let rows: Vec<(i64, String, String, String, String, i64, i64)> = sqlx::query_as(
+                        "SELECT w.id, i.input, i.target, gen.output, g.verdict, h.passes, h.labels \
+                         FROM (SELECT t.work_item_id, SUM(CASE WHEN l.verdict = 'pass' THEN 1 ELSE 0 END) AS passes, \
+                                      COUNT(*) AS labels \
+                               FROM labels l JOIN annotation_tasks t ON t.id = l.task_id \
+                               WHERE l.state = 'standing' AND t.work_item_id IS NOT NULL GROUP BY t.work_item_id) h \
+                         JOIN grades g ON g.work_item_id = h.work_item_id \
+                         JOIN work_items w ON w.id = h.work_item_id \
+                         JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
+                         JOIN generations gen ON gen.work_item_id = w.id \
+                         WHERE g.grader = $1 AND g.verdict IN ('pass', 'fail') AND h.passes * 2 <> h.labels \
+                         ORDER BY w.id LIMIT $2",
+                    )
+                    .bind(grader_id)
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await?;
+                    Ok(rows
+                        .into_iter()
+                        .map(|(work_item_id, input, target, output, verdict, passes, labels)| ReferenceItem {
+                            work_item_id,
+                            input,
+                            target,
+                            output,
+                            old_pass: verdict == "pass",
+                            human_pass: passes * 2 > labels,
+                        })
+                        .collect())
+                }
+                .await;
+                result.map_err(|err| err.during("judge_reference_items"))
+            }
+
+            async fn finish_judge_canary(&self, judge_id: i64, claimed_by: &str, finished: &$crate::grading::CanaryEnd, now: i64) -> StoreResult<bool> {
+                let result: StoreResult<bool> = async move {
+                    let (state, baseline, items, report, error) = match finished {
+                        $crate::grading::CanaryEnd::Done { baseline_judge_id, reference_items, report } => (
+                            "done",
+                            Some(*baseline_judge_id),
+                            Some(serde_json::to_string(reference_items).expect("ids always serialize")),
+                            Some(serde_json::to_string(report).expect("reports always serialize")),
+                            None,
+                        ),
+                        $crate::grading::CanaryEnd::Failed { error } => ("failed", None, None, None, Some(error.as_str())),
+                    };
+                    let updated = sqlx::query(
+                        "UPDATE judge_canaries SET state = $1, reference_items = $2, report = $3, error = $4, finished_at = $5, \
+                                baseline_judge_id = COALESCE($8, baseline_judge_id) \
+                         WHERE judge_id = $6 AND claimed_by = $7 AND state = 'running'",
+                    )
+                    .bind(state)
+                    .bind(items)
+                    .bind(report)
+                    .bind(error)
+                    .bind(now)
+                    .bind(judge_id)
+                    .bind(claimed_by)
+                    .bind(baseline)
+                    .execute(&self.writer)
+                    .await?
+                    .rows_affected();
+                    Ok(updated == 1)
+                }
+                .await;
+                result.map_err(|err| err.during("finish_judge_canary"))
+            }
+
+            async fn judge_canaries(&self) -> StoreResult<Vec<arbiter_domain::grading::canary::JudgeCanary>> {
+                let result: StoreResult<Vec<arbiter_domain::grading::canary::JudgeCanary>> = async move {
+                    let rows = sqlx::query(
+                        "SELECT c.judge_id, p.name AS baseline_name, p.version AS baseline_version, c.state, c.started_at, \
+                                c.finished_at, c.reference_items, c.report, c.error \
+                         FROM judge_canaries c JOIN judges p ON p.id = c.baseline_judge_id ORDER BY c.judge_id DESC",
+                    )
+                    .fetch_all(&self.pool)
+                    .await?;
+                    rows.iter()
+                        .map(|row| {
+                            let name: String = row.read("baseline_name")?;
+                            let version: i64 = row.read("baseline_version")?;
+                            Ok(arbiter_domain::grading::canary::JudgeCanary {
+                                judge_id: row.read("judge_id")?,
+                                baseline: arbiter_domain::grading::judge::grader_id(&name, version),
+                                state: row.read("state")?,
+                                started_at: row.read("started_at")?,
+                                finished_at: row.read("finished_at")?,
+                                reference_items: $crate::grading::json_column(row.read("reference_items")?)?.unwrap_or_default(),
+                                report: $crate::grading::json_column(row.read("report")?)?,
+                                error: row.read("error")?,
+                            })
+                        })
+                        .collect::<Result<_, sqlx::Error>>()
+                        .map_err(StoreError::from)
+                }
+                .await;
+                result.map_err(|err| err.during("judge_canaries"))
+            }
+
             async fn judge_usage(&self, grader_id: &str) -> StoreResult<(i64, f64)> {
                 let result: StoreResult<(i64, f64)> = async move {
                     Ok(sqlx::query_as(
@@ -457,6 +657,7 @@ macro_rules! grading_sql {
 }
 
 use crate::StoreResult;
+use arbiter_domain::grading::canary::{DriftReport, JudgeCanary, ReferenceItem};
 use arbiter_domain::grading::judge::{HumanCheckedJudgement, Judge, JudgeCall, NewJudge};
 use arbiter_domain::grading::triage::PolicyVersion;
 use arbiter_domain::run::RunCosts;

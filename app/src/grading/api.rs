@@ -2,6 +2,7 @@
 //! calibration reports and a run's cost by stage. Thin: check the role, call the engine, convert.
 
 use crate::catalog::api::CheckpointView;
+use arbiter_domain::grading::canary::JudgeCanary;
 use arbiter_domain::grading::judge::{Judge, JudgeReport};
 use arbiter_domain::grading::triage::PolicyVersion;
 use arbiter_domain::ids::{EvalId, RunId};
@@ -25,6 +26,7 @@ pub async fn judges_page() -> Result<JudgesPageData, ServerFnError> {
         judges: store.list_judges().await.map_err(store_error)?,
         checkpoints: checkpoint_views(store.list_checkpoints().await.map_err(store_error)?, &user),
         default_rubric: arbiter_domain::grading::judge::DEFAULT_RUBRIC.to_string(),
+        canaries: store.judge_canaries().await.map_err(store_error)?,
         scales: arbiter_engine::rubrics::judged_scales(store)
             .await
             .map_err(service_error)?,
@@ -38,9 +40,10 @@ pub async fn create_judge(
     checkpoint_id: String,
     rubric: String,
     max_tokens: String,
-    scale_rubric: String,
-    scale_dimension: String,
-    scale_pass_at_least: String,
+    // A PASS/FAIL judge's form (and older API callers) send none of these.
+    #[server(default)] scale_rubric: String,
+    #[server(default)] scale_dimension: String,
+    #[server(default)] scale_pass_at_least: String,
 ) -> Result<i64, ServerFnError> {
     let (state, user) = require(Permission::ManageEvals).await?;
     let form = grading::JudgeForm {
@@ -108,6 +111,7 @@ pub async fn eval_detail(id: EvalId) -> Result<EvalPageData, ServerFnError> {
             created_at: 0,
         },
         judges: store.list_judges().await.map_err(store_error)?,
+        canaries: store.judge_canaries().await.map_err(store_error)?,
         checkpoints: store
             .list_checkpoints()
             .await
@@ -207,6 +211,8 @@ pub struct JudgesPageData {
     pub judges: Vec<Judge>,
     pub checkpoints: Vec<CheckpointView>,
     pub default_rubric: String,
+    /// The judge versions' drift canaries.
+    pub canaries: Vec<JudgeCanary>,
     /// Rubrics with dimensions a judge can score: (name, ordinal dimension keys).
     pub scales: Vec<(String, Vec<String>)>,
 }
@@ -219,6 +225,8 @@ pub struct EvalPageData {
     /// What the policy form starts from when the eval has no policy yet (version 0).
     pub default_policy: PolicyVersion,
     pub judges: Vec<Judge>,
+    /// The judge versions' drift canaries, shown as a version is chosen.
+    pub canaries: Vec<JudgeCanary>,
     /// The eval's runs, newest first, with their cost by stage.
     pub runs: Vec<EvalRunCost>,
     /// Checkpoints a preview may name: (id, name).

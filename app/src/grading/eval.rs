@@ -58,12 +58,21 @@ fn EvalDetail(
     let tuning = current.auto_tuning.clone();
     let judges = data.judges.clone();
     let all_judges = data.judges.clone();
+    let canaries = data.canaries.clone();
+    // Each version is offered with what its drift canary found against the previous one.
     let judge_options = move |selected: Option<i64>| {
         let judges = all_judges.clone();
+        let canaries = canaries.clone();
         view! {
             <option value="" selected=selected.is_none()>"none"</option>
-            {judges.into_iter().map(|judge| view! {
-                <option value=judge.id.to_string() selected=selected == Some(judge.id)>{judge.grader_id()}</option>
+            {judges.into_iter().map(|judge| {
+                let label = match canaries.iter().find(|canary| canary.judge_id == judge.id) {
+                    Some(canary) => format!("{} ({})", judge.grader_id(), canary.note()),
+                    None => judge.grader_id(),
+                };
+                view! {
+                    <option value=judge.id.to_string() selected=selected == Some(judge.id)>{label}</option>
+                }
             }).collect_view()}
         }
     };

@@ -6,6 +6,7 @@ use crate::catalog::api::CheckpointView;
 use crate::components::{ActionError, ErrorNote};
 use crate::format::route_id;
 use crate::grading::api::{judge_detail, judges_page, CreateJudge};
+use arbiter_domain::grading::canary::JudgeCanary;
 use arbiter_domain::grading::judge::JudgeReport;
 use arbiter_domain::grading::scale::JudgeScale;
 use arbiter_domain::grading::scale_calibration::ScaleCalibration;
@@ -29,15 +30,23 @@ pub fn JudgesPage() -> impl IntoView {
                 match data.await {
                     Ok(data) => view! {
                         <table>
-                            <thead><tr><th>"Judge"</th><th>"Checkpoint"</th><th>"Answers"</th><th>"Max tokens"</th></tr></thead>
+                            <thead><tr><th>"Judge"</th><th>"Checkpoint"</th><th>"Answers"</th><th>"Max tokens"</th><th>"Drift canary"</th></tr></thead>
                             <tbody>
-                                {data.judges.into_iter().map(|judge| view! {
+                                {data.judges.into_iter().map(|judge| {
+                                    let canary = data
+                                        .canaries
+                                        .iter()
+                                        .find(|canary| canary.judge_id == judge.id)
+                                        .map(|canary| canary.note());
+                                    view! {
                                     <tr>
                                         <td><a href=format!("/judges/{}", judge.id)>{judge.grader_id()}</a></td>
                                         <td>{judge.checkpoint_name}</td>
                                         <td>{judge.scale.as_ref().map_or_else(|| "PASS or FAIL".to_string(), |scale| scale.describe())}</td>
                                         <td>{judge.max_tokens}</td>
+                                        <td data-testid="judge-canary">{canary.unwrap_or_else(|| "—".to_string())}</td>
                                     </tr>
+                                    }
                                 }).collect_view()}
                             </tbody>
                         </table>
@@ -176,6 +185,7 @@ fn JudgeReportCard(report: JudgeReport) -> impl IntoView {
                 </tbody>
             </table>
         </section>
+        {report.canary.map(|canary| view! { <CanaryCard canary/> })}
         {report.scale_calibration.zip(scale).map(|(calibration, scale)| {
             view! { <ScaleCalibrationCard scale calibration/> }
         })}
@@ -209,6 +219,11 @@ fn ScaleCalibrationCard(scale: JudgeScale, calibration: ScaleCalibration) -> imp
                     {format!(" of {} items with logprobs (ECE {})", calibration.pass_accuracy.items, decimal(calibration.pass_accuracy.expected_calibration_error))}
                 </li>
             </ul>
+            <p class="hint">
+                "Humans label mostly the items the judge was unsure of (escalations), and a share of the rest "
+                "(the audit): these point figures describe its uncertain cases more than its average one. The "
+                "verdict follows the probability of passing, so a grade may show a passing point with a fail."
+            </p>
             <table data-testid="scale-confusion">
                 <caption>"Items by the judge's point (rows) and the raters' (columns)"</caption>
                 <thead>
@@ -242,6 +257,39 @@ fn ScaleCalibrationCard(scale: JudgeScale, calibration: ScaleCalibration) -> imp
                     }).collect_view()}
                 </tbody>
             </table>
+        </section>
+    }
+}
+
+/// What a version's drift canary found against its previous version on the same items.
+#[component]
+fn CanaryCard(canary: JudgeCanary) -> impl IntoView {
+    let note = canary.note();
+    view! {
+        <section class="card" data-testid="canary">
+            <h2>{format!("Drift canary against {}", canary.baseline)}</h2>
+            <p data-testid="canary-note">{note}</p>
+            {canary.error.map(|error| view! { <p class="error">{format!("The canary could not run: {error}")}</p> })}
+            {canary.report.map(|report| view! {
+                <ul class="counts">
+                    <li>"reference items re-graded: " <strong data-testid="canary-items">{report.items}</strong></li>
+                    <li>"agreement with the previous version: " <strong data-testid="canary-agreement">{percent(report.agreement_with_old)}</strong></li>
+                    <li>"Cohen's kappa with it: " <strong>{decimal(report.kappa_with_old)}</strong></li>
+                    <li>"accuracy against humans: " <strong>{percent(report.new_accuracy)}</strong> " (the previous version: " {percent(report.old_accuracy)} ")"</li>
+                    <li>"judge failures: " <strong>{report.failures}</strong></li>
+                </ul>
+                <ul data-testid="canary-drift">
+                    {report.drift.into_iter().map(|why| view! { <li>{format!("It {why}.")}</li> }).collect_view()}
+                </ul>
+            })}
+            <p class="hint">
+                "A new version re-grades the items its previous version graded that humans also labelled (at most "
+                {arbiter_domain::grading::canary::REFERENCE_ITEMS} ", oldest first); falling below "
+                {format!("{:.0}%", arbiter_domain::grading::canary::MIN_AGREEMENT_WITH_OLD * 100.0)}
+                " agreement, or losing more than "
+                {format!("{:.0}", arbiter_domain::grading::canary::MAX_ACCURACY_DROP * 100.0)}
+                " points of accuracy, raises a Judge drift alert."
+            </p>
         </section>
     }
 }

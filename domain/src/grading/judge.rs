@@ -508,6 +508,9 @@ pub struct JudgeReport {
     /// Grades this judge has given, and their total cost.
     pub grades: i64,
     pub cost_usd: f64,
+    /// The drift canary of this version against its previous one (none for a first version).
+    #[serde(default)]
+    pub canary: Option<crate::grading::canary::JudgeCanary>,
     /// A scale judge: its points against the raters' on the same dimension.
     #[serde(default)]
     pub scale_calibration: Option<crate::grading::scale_calibration::ScaleCalibration>,

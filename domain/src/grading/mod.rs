@@ -6,6 +6,7 @@
 //! the human annotation queue. Error placeholders are never graded (the dispatcher skips them).
 
 pub mod calibration;
+pub mod canary;
 pub mod code_tests;
 mod deterministic;
 pub mod harness_match;

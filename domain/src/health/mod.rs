@@ -88,6 +88,9 @@ pub const ALERT_LOW_AGREEMENT: &str = "low_agreement";
 /// Alert kind for an eval whose cheap judge re-tuning took out of the first stage.
 pub const ALERT_JUDGE_BENCHED: &str = "judge_benched";
 
+/// Alert kind for a judge version whose drift canary found it far from its previous version.
+pub const ALERT_JUDGE_DRIFT: &str = "judge_drift";
+
 /// An alert kind in words.
 pub fn alert_title(kind: &str) -> &'static str {
     match kind {
@@ -95,6 +98,7 @@ pub fn alert_title(kind: &str) -> &'static str {
         ALERT_SLA_BREACHED => "SLA breached",
         ALERT_LOW_AGREEMENT => "Low agreement",
         ALERT_JUDGE_BENCHED => "Judge below floor",
+        ALERT_JUDGE_DRIFT => "Judge drift",
         ALERT_REGRESSION => "Regression",
         rules::ALERT_QUEUE_GROWING => "Queue growing",
         rules::ALERT_ERROR_RATE => "Error rate",

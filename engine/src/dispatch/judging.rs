@@ -492,6 +492,33 @@ impl Judging<'_> {
     }
 }
 
+/// One greedy verdict of `judge` on an answer outside any run (the drift canary re-grading its
+/// reference set), asked through `pool` like any judge call and answered from the grade cache
+/// when it was asked before; `None` for a judge failure.
+pub(crate) async fn judge_verdict(
+    store: &Arc<dyn Store>,
+    pool: &Arc<EndpointPool>,
+    judge: &JudgeSpec,
+    target: &Target,
+    (question, output, answer_key): (&str, &str, &str),
+) -> Option<bool> {
+    let judging = Judging {
+        store,
+        pool,
+        question: question.to_string(),
+        target: answer_key.to_string(),
+    };
+    let answer = Generation {
+        output: output.to_string(),
+        ..Generation::default()
+    };
+    judging
+        .ask(judge, target, Stage::CheapJudge, 1, &answer)
+        .await
+        .verdict
+        .pass
+}
+
 /// What the judge calls of one grade used, summed over samples.
 #[derive(Default)]
 struct Usage {

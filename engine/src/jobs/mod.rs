@@ -2,6 +2,7 @@
 //! until shutdown), and the runner that starts them all and stops them on shutdown.
 
 pub mod checkpoint_watch;
+pub mod judge_canary;
 pub mod queue_monitor;
 pub mod retention;
 pub mod snapshots;
@@ -63,6 +64,8 @@ pub struct JobsConfig {
     pub retention: Option<Duration>,
     /// A checkpoint announcement directory or manifest to scan.
     pub checkpoint_watch: Option<(PathBuf, Duration)>,
+    /// New judge versions' drift canaries.
+    pub judge_canary: Option<Duration>,
 }
 
 impl JobsConfig {
@@ -77,6 +80,7 @@ impl JobsConfig {
             webhooks: Some(Duration::from_secs(5)),
             retention: Some(Duration::from_secs(6 * 3600)),
             checkpoint_watch: None,
+            judge_canary: Some(Duration::from_secs(10)),
         }
     }
 }
@@ -123,6 +127,13 @@ impl Jobs {
             tasks.push(tokio::spawn(checkpoint_watch::run(
                 store.clone(),
                 path,
+                interval,
+                shutdown.clone(),
+            )));
+        }
+        if let Some(interval) = config.judge_canary {
+            tasks.push(tokio::spawn(judge_canary::run(
+                store.clone(),
                 interval,
                 shutdown.clone(),
             )));

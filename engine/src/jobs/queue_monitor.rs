@@ -111,6 +111,8 @@ async fn email_new_alerts(store: &dyn Store, mailer: &Mailer, now: i64) -> Servi
             "See the trends page for the checkpoints, the baseline and the paired tests."
         } else if alert.kind == arbiter_domain::health::ALERT_JUDGE_BENCHED {
             "See the eval's page: its policy history says what changed and the data behind it."
+        } else if alert.kind == arbiter_domain::health::ALERT_JUDGE_DRIFT {
+            "See the judge's page: its drift report compares it with the previous version on the same items."
         } else if arbiter_domain::health::rules::RULE_KINDS.contains(&alert.kind.as_str()) {
             "See the system page for queue depth, latency, errors, spending, endpoints and workers; leads can change the thresholds there."
         } else {

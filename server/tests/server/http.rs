@@ -975,6 +975,22 @@ async fn grading_forms_check_their_input_and_keep_policy_versions() {
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
+    // A judge on a rubric's scale names a rubric that exists, and stores nothing otherwise.
+    let (status, body) = post(
+        "create_judge",
+        vec![
+            ("name", "scaled"),
+            ("checkpoint_id", "1"),
+            ("rubric", ""),
+            ("max_tokens", "8"),
+            ("scale_rubric", "no-such-rubric"),
+            ("scale_dimension", "helpful"),
+            ("scale_pass_at_least", ""),
+        ],
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert!(body.contains("no rubric `no-such-rubric`"), "{body}");
 
     let policy = |accept: &'static str| {
         vec![
