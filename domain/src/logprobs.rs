@@ -297,6 +297,22 @@ impl Reader<'_> {
     }
 }
 
+/// A token with its probability and listed alternatives, for tests that read logprobs.
+#[cfg(test)]
+pub(crate) fn test_token(text: &str, p: f64, top: &[(&str, f64)]) -> TokenLogprob {
+    TokenLogprob {
+        bytes: text.as_bytes().to_vec(),
+        logprob: p.ln() as f32,
+        top: top
+            .iter()
+            .map(|(text, p)| Alternative {
+                bytes: text.as_bytes().to_vec(),
+                logprob: p.ln() as f32,
+            })
+            .collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

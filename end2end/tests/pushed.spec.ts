@@ -3,7 +3,7 @@
 // trace's markdown rendered and its hostile markup inert, and the researcher reads the outcomes
 // back, with the pair's choice in the order pushed.
 import type { Page } from '@playwright/test';
-import { expect, invitedRater, login, test, uniqueName, waitForHydration } from './helpers';
+import { expect, expectMovedPast, invitedRater, login, test, uniqueName, waitForHydration } from './helpers';
 
 const TRACE = [
   'Here is **the refund policy**:',
@@ -18,11 +18,12 @@ const TRACE = [
 /** Skips items until `found` holds for the one on screen (other specs' items may be ahead). */
 async function moveOnUntil(rater: Page, found: () => Promise<boolean>) {
   const task = rater.getByTestId('task');
-  for (let attempt = 0; attempt < 40 && !(await found()); attempt++) {
+  for (let attempt = 0; attempt < 40 && (await task.count()) > 0 && !(await found()); attempt++) {
     const before = await task.getAttribute('data-claim');
     await rater.keyboard.press('s');
-    await expect(task).not.toHaveAttribute('data-claim', before!);
+    await expectMovedPast(rater, before!);
   }
+  expect(await task.count(), "the queue ran out before the spec's own item came up").toBe(1);
   expect(await found(), "the spec's own item came up").toBe(true);
 }
 

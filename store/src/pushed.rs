@@ -59,7 +59,7 @@ macro_rules! pushed_sql {
         use $crate::ReadColumn as _;
         use $crate::{now_ms, StoreError, StoreResult};
         use arbiter_domain::annotation::adjudication::sla_hours;
-        use arbiter_domain::annotation::pushed::{first_on_left, PushReceipt, PushedItem, PushedRecord};
+        use arbiter_domain::annotation::pushed::{first_on_left, PushReceipt, PushedRecord};
         use super::label_events_sql::{json_column, labels_by_task, pushed_origin};
 
         /// The queue's id, made for `push.team` when it does not exist yet.
@@ -89,18 +89,14 @@ macro_rules! pushed_sql {
             let due_at = now + sla_hours(push.priority) * 3_600_000;
             let mut tx = writer.begin_with($begin).await?;
             let queue_id = queue_id(&mut tx, push, now).await?;
-            // Inserted in content-hash order, so two pushes sharing items in another order wait
-            // on each other instead of deadlocking on PostgreSQL; receipts come back in push order.
-            let mut order: Vec<(usize, String)> = push
-                .items
-                .iter()
-                .map(PushedItem::content_hash)
-                .enumerate()
-                .collect();
-            order.sort_by(|a, b| a.1.cmp(&b.1));
+            // New items get their tasks in push order (so the queue serves and reads back a
+            // push in the order sent), then their rows in content-hash order, so two pushes
+            // sharing items in another order wait on each other's unique keys instead of
+            // deadlocking on PostgreSQL. Receipts come back in push order.
             let mut receipts: Vec<Option<PushReceipt>> = vec![None; push.items.len()];
-            for (index, content_hash) in order {
-                let item = &push.items[index];
+            let mut allocated: Vec<(usize, String, i64)> = Vec::new();
+            for (index, item) in push.items.iter().enumerate() {
+                let content_hash = item.content_hash();
                 let existing: Option<i64> = sqlx::query_scalar(
                     "SELECT task_id FROM pushed_items WHERE queue_id = $1 AND content_hash = $2",
                 )
@@ -135,8 +131,14 @@ macro_rules! pushed_sql {
                 .bind(rubric_id)
                 .fetch_one(&mut *tx)
                 .await?;
+                allocated.push((index, content_hash, task_id));
+            }
+            allocated.sort_by(|a, b| a.1.cmp(&b.1));
+            for (index, content_hash, task_id) in allocated {
+                let item = &push.items[index];
                 // On PostgreSQL another push of this content may have committed since the read
-                // above (the insert waits for it): then its item is the one, and this task goes.
+                // above (the insert waits for it), or this push holds the same content twice:
+                // then the first item is the one, and this task goes.
                 let inserted: Option<i64> = sqlx::query_scalar(
                     "INSERT INTO pushed_items (task_id, queue_id, content_hash, input, target, first_output, \
                      second_output, first_on_left, metadata, pushed_by, created_at) \

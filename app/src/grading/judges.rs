@@ -6,6 +6,7 @@ use crate::catalog::api::CheckpointView;
 use crate::components::{ActionError, ErrorNote};
 use crate::format::route_id;
 use crate::grading::api::{judge_detail, judges_page, CreateJudge};
+use arbiter_domain::grading::calibration::ReliabilityBin;
 use arbiter_domain::grading::canary::JudgeCanary;
 use arbiter_domain::grading::judge::JudgeReport;
 use arbiter_domain::grading::scale::JudgeScale;
@@ -173,16 +174,7 @@ fn JudgeReportCard(report: JudgeReport) -> impl IntoView {
             <table>
                 <caption>"The diagram's numbers"</caption>
                 <thead><tr><th>"Confidence"</th><th>"Verdicts"</th><th>"Mean confidence"</th><th>"Accuracy"</th></tr></thead>
-                <tbody>
-                    {report.bins.into_iter().map(|bin| view! {
-                        <tr>
-                            <td>{format!("{:.2}–{:.2}", bin.lower, bin.upper)}</td>
-                            <td>{bin.count}</td>
-                            <td>{decimal(bin.mean_confidence)}</td>
-                            <td>{percent(bin.accuracy)}</td>
-                        </tr>
-                    }).collect_view()}
-                </tbody>
+                <ReliabilityRows bins=report.bins/>
             </table>
         </section>
         {report.canary.map(|canary| view! { <CanaryCard canary/> })}
@@ -246,16 +238,7 @@ fn ScaleCalibrationCard(scale: JudgeScale, calibration: ScaleCalibration) -> imp
             <table>
                 <caption>"Probability of passing against the raters' pass or fail"</caption>
                 <thead><tr><th>"Confidence"</th><th>"Items"</th><th>"Mean confidence"</th><th>"Accuracy"</th></tr></thead>
-                <tbody>
-                    {calibration.pass_bins.into_iter().filter(|bin| bin.count > 0).map(|bin| view! {
-                        <tr>
-                            <td>{format!("{:.2}–{:.2}", bin.lower, bin.upper)}</td>
-                            <td>{bin.count}</td>
-                            <td>{decimal(bin.mean_confidence)}</td>
-                            <td>{percent(bin.accuracy)}</td>
-                        </tr>
-                    }).collect_view()}
-                </tbody>
+                <ReliabilityRows bins=calibration.pass_bins.into_iter().filter(|bin| bin.count > 0).collect()/>
             </table>
         </section>
     }
@@ -291,5 +274,22 @@ fn CanaryCard(canary: JudgeCanary) -> impl IntoView {
                 " points of accuracy, raises a Judge drift alert."
             </p>
         </section>
+    }
+}
+
+/// A reliability diagram's numbers: one row per confidence bin.
+#[component]
+fn ReliabilityRows(bins: Vec<ReliabilityBin>) -> impl IntoView {
+    view! {
+        <tbody>
+            {bins.into_iter().map(|bin| view! {
+                <tr>
+                    <td>{format!("{:.2}–{:.2}", bin.lower, bin.upper)}</td>
+                    <td>{bin.count}</td>
+                    <td>{decimal(bin.mean_confidence)}</td>
+                    <td>{percent(bin.accuracy)}</td>
+                </tr>
+            }).collect_view()}
+        </tbody>
     }
 }

@@ -542,21 +542,7 @@ mod tests {
             "<answer>Paris</answer>"
         );
     }
-    use crate::logprobs::Alternative;
-
-    fn token(text: &str, p: f64, top: &[(&str, f64)]) -> TokenLogprob {
-        TokenLogprob {
-            bytes: text.as_bytes().to_vec(),
-            logprob: p.ln() as f32,
-            top: top
-                .iter()
-                .map(|(text, p)| Alternative {
-                    bytes: text.as_bytes().to_vec(),
-                    logprob: p.ln() as f32,
-                })
-                .collect(),
-        }
-    }
+    use crate::logprobs::test_token as token;
 
     #[test]
     fn confidence_is_the_verdicts_share_of_the_two_verdicts() {

@@ -451,7 +451,7 @@ pub fn combine_scores(samples: &[ScoreReading]) -> Option<ScoreRecord> {
 mod tests {
     use super::*;
     use crate::annotation::rubric::{Anchor, VerdictRule};
-    use crate::logprobs::Alternative;
+    use crate::logprobs::test_token as token;
 
     fn scale(points: u8, pass_at_least: u8) -> JudgeScale {
         JudgeScale {
@@ -461,20 +461,6 @@ mod tests {
             dimension: "helpfulness".into(),
             points,
             pass_at_least,
-        }
-    }
-
-    fn token(text: &str, p: f64, top: &[(&str, f64)]) -> TokenLogprob {
-        TokenLogprob {
-            bytes: text.as_bytes().to_vec(),
-            logprob: p.ln() as f32,
-            top: top
-                .iter()
-                .map(|(text, p)| Alternative {
-                    bytes: text.as_bytes().to_vec(),
-                    logprob: p.ln() as f32,
-                })
-                .collect(),
         }
     }
 

@@ -74,6 +74,14 @@ async fn pushed_items_are_queued_once_labelled_and_read_back(store: Arc<dyn Stor
     let receipts = push_items(store, &rita, push(first.clone())).await.unwrap();
     assert_eq!(receipts.len(), 3);
     assert!(receipts.iter().all(|receipt| receipt.created));
+    // Tasks are made in push order (whatever the items' content hashes), so the queue serves
+    // and reads back a push as it was sent.
+    assert!(
+        receipts
+            .windows(2)
+            .all(|pair| pair[0].task_id < pair[1].task_id),
+        "{receipts:?}"
+    );
 
     // The same content again (metadata keys in another order) finds the items; a new item is
     // added.

@@ -1,9 +1,12 @@
 //! `arbiter bench annotators`: simulated annotators against a large human queue.
 //!
 //! A run's identities are recorded as undecided answers whose human tasks each need two raters,
-//! then 200 annotators claim and label concurrently, each pausing a moment between items as a
-//! person would. Gold items are mixed in at the default gold rate, as in production. It prints
-//! claim and submission latency (p50, p99), submissions per second, and checks that no item got
+//! half of them asking a three-dimension rubric (pass/fail, a four-point scale, a category)
+//! instead of pass or fail, then 200 annotators claim and label concurrently, each pausing a
+//! moment between items as a person would. Gold items are mixed in at the default gold rate, as
+//! in production. It prints claim and submission latency (p50, p99), overall and for the rubric
+//! items apart (a rubric label is checked against its rubric, and the last one of an item
+//! computes the consensus per dimension), submissions per second, and checks that no item got
 //! more labels than its overlap or a rater twice. Then it times the lead's queue report over
 //! the queue left, and the open-queue scan summed by slot against the same scan task by task
 //! (which must agree).
@@ -33,6 +36,21 @@ const FILL_BATCH: i64 = 500;
 const GOLD_ITEMS: usize = 500;
 /// Claims in the first seconds, when every rater asks at once, are reported apart.
 const WARM_UP: Duration = Duration::from_secs(2);
+/// What the rubric items ask.
+const RUBRIC: &str = r#"{
+  "dimensions": [
+    {"key": "correct", "question": "Is the answer right?", "kind": "binary"},
+    {"key": "helpful", "question": "How helpful?", "kind": "ordinal", "scale": [
+      {"label": "Poor", "description": "p"}, {"label": "Fair", "description": "f"},
+      {"label": "Good", "description": "g"}, {"label": "Great", "description": "e"}]},
+    {"key": "tone", "question": "Tone?", "kind": "categorical", "options": ["formal", "casual"]}
+  ],
+  "verdict": {"dimension": "correct"}
+}"#;
+
+/// One claim: when it was asked (since the start), how long it took, and whether the item
+/// asked the rubric.
+type Claim = (Duration, f64, bool);
 
 /// Runs the benchmark on SQLite, then on PostgreSQL when `postgres_admin_url` is given.
 pub async fn run(tasks: usize, postgres_admin_url: Option<String>) -> anyhow::Result<()> {
@@ -50,7 +68,10 @@ async fn one_backend(backend: &str, url: &str, tasks: usize) -> anyhow::Result<(
     );
     let database = Database::open(url).await?;
     let store = database.store();
-    let run_id = fill_queue(store.as_ref(), tasks).await?;
+    let rubric = arbiter_engine::rubrics::create_rubric(store.as_ref(), "bench", RUBRIC, "", None)
+        .await
+        .map_err(|err| anyhow::anyhow!("rubric: {err}"))?;
+    let run_id = fill_queue(store.as_ref(), tasks, rubric.id).await?;
     let lead = {
         let hash = PasswordHash::from_stored("$argon2id$v=19$bench$lead".into());
         store.create_user("bench-lead", &hash, Role::Lead).await?
@@ -75,16 +96,29 @@ async fn one_backend(backend: &str, url: &str, tasks: usize) -> anyhow::Result<(
         .map(|(index, rater)| tokio::spawn(annotate(store.clone(), rater, index as u64, started)))
         .collect();
     let (mut claims, mut submits, mut steady) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut rubric_claims, mut rubric_submits) = (Vec::new(), Vec::new());
     for handle in handles {
         let (claim, submit) = handle.await??;
         steady.extend(
             claim
                 .iter()
-                .filter(|(at, _)| *at >= WARM_UP)
-                .map(|(_, ms)| *ms),
+                .filter(|(at, _, _)| *at >= WARM_UP)
+                .map(|(_, ms, _)| *ms),
         );
-        claims.extend(claim.into_iter().map(|(_, ms)| ms));
-        submits.extend(submit);
+        rubric_claims.extend(
+            claim
+                .iter()
+                .filter(|(at, _, rubric)| *at >= WARM_UP && *rubric)
+                .map(|(_, ms, _)| *ms),
+        );
+        claims.extend(claim.into_iter().map(|(_, ms, _)| ms));
+        rubric_submits.extend(
+            submit
+                .iter()
+                .filter(|(_, rubric)| *rubric)
+                .map(|(ms, _)| *ms),
+        );
+        submits.extend(submit.into_iter().map(|(ms, _)| ms));
     }
     let elapsed = started.elapsed().as_secs_f64();
     let labels = store.run_labels(run_id).await?;
@@ -119,6 +153,16 @@ async fn one_backend(backend: &str, url: &str, tasks: usize) -> anyhow::Result<(
         WARM_UP.as_secs(),
         percentile(&mut steady, 0.50),
         percentile(&mut steady, 0.99),
+    );
+    println!(
+        "rubric items ({} claims, {} labels): claims after the first {} s p50 {:.2} ms, p99 {:.2} ms; submissions p50 {:.2} ms, p99 {:.2} ms",
+        rubric_claims.len(),
+        rubric_submits.len(),
+        WARM_UP.as_secs(),
+        percentile(&mut rubric_claims, 0.50),
+        percentile(&mut rubric_claims, 0.99),
+        percentile(&mut rubric_submits, 0.50),
+        percentile(&mut rubric_submits, 0.99),
     );
     // The lead's queue page and each queue monitor round read the whole open queue.
     let report_started = Instant::now();
@@ -172,8 +216,9 @@ async fn one_backend(backend: &str, url: &str, tasks: usize) -> anyhow::Result<(
     Ok(())
 }
 
-/// A run of `tasks` identities, each recorded as an undecided answer with a two-rater task.
-async fn fill_queue(store: &dyn Store, tasks: usize) -> anyhow::Result<RunId> {
+/// A run of `tasks` identities, each recorded as an undecided answer with a two-rater task;
+/// every other one asks rubric version `rubric_id`.
+async fn fill_queue(store: &dyn Store, tasks: usize, rubric_id: i64) -> anyhow::Result<RunId> {
     let started = Instant::now();
     let jsonl: String = (0..tasks)
         .map(|index| {
@@ -210,6 +255,7 @@ async fn fill_queue(store: &dyn Store, tasks: usize) -> anyhow::Result<RunId> {
                 if let Some(task) = grading.human.as_mut() {
                     task.routing = HumanRouting {
                         labels_needed: OVERLAP,
+                        rubric_id: (identity_id.get() % 2 == 0).then_some(rubric_id),
                         ..HumanRouting::default()
                     };
                 }
@@ -238,15 +284,15 @@ async fn fill_queue(store: &dyn Store, tasks: usize) -> anyhow::Result<RunId> {
     Ok(launched.run_id)
 }
 
-/// One annotator: claim, think, label, until the session ends or the queue is empty.
-/// Returns claim latencies (with when, since the start) and submission latencies, in
-/// milliseconds.
+/// One annotator: claim, think, label (pass or fail, or the rubric's three dimensions), until
+/// the session ends or the queue is empty. Returns the claims and the submission latencies in
+/// milliseconds, each with whether the item asked the rubric.
 async fn annotate(
     store: Arc<dyn Store>,
     rater: UserId,
     seed: u64,
     started: Instant,
-) -> anyhow::Result<(Vec<(Duration, f64)>, Vec<f64>)> {
+) -> anyhow::Result<(Vec<Claim>, Vec<(f64, bool)>)> {
     let (mut claims, mut submits) = (Vec::new(), Vec::new());
     let mut draw = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     while started.elapsed() < SESSION {
@@ -254,17 +300,42 @@ async fn annotate(
         let Some(task) = store.next_annotation_task(rater, 60_000).await? else {
             break;
         };
-        claims.push((asked - started, asked.elapsed().as_secs_f64() * 1e3));
+        let rubric = task.rubric.is_some();
+        claims.push((asked - started, asked.elapsed().as_secs_f64() * 1e3, rubric));
         draw ^= draw << 13;
         draw ^= draw >> 7;
         draw ^= draw << 17;
         let think = THINK_MS.start + draw % (THINK_MS.end - THINK_MS.start);
         tokio::time::sleep(Duration::from_millis(think)).await;
         let sent = Instant::now();
-        store
-            .submit_label(&task.handle, rater, !draw.is_multiple_of(5), "")
-            .await?;
-        submits.push(sent.elapsed().as_secs_f64() * 1e3);
+        if rubric {
+            // Through the engine, as the page submits it: checked against the rubric first.
+            let answers = format!(
+                r#"{{"correct": {}, "helpful": {}, "tone": ["{}"]}}"#,
+                !draw.is_multiple_of(5),
+                1 + draw % 4,
+                if draw.is_multiple_of(3) {
+                    "casual"
+                } else {
+                    "formal"
+                }
+            );
+            arbiter_engine::rubrics::submit_answers(
+                store.as_ref(),
+                &task.handle,
+                rater,
+                &answers,
+                "",
+                None,
+            )
+            .await
+            .map_err(|err| anyhow::anyhow!("rubric label: {err}"))?;
+        } else {
+            store
+                .submit_label(&task.handle, rater, !draw.is_multiple_of(5), "")
+                .await?;
+        }
+        submits.push((sent.elapsed().as_secs_f64() * 1e3, rubric));
     }
     Ok((claims, submits))
 }
