@@ -23,6 +23,9 @@ use arbiter_store::{now_ms, Store};
 pub const STALE_CANARY_MS: i64 = 30 * 60 * 1000;
 /// Reference items asked at once.
 const CONCURRENT_CALLS: usize = 8;
+/// Share of the reference calls that may fail at the endpoint before the canary fails instead
+/// of reporting: an outage is not drift.
+const MAX_OUTAGE_SHARE: f64 = 0.1;
 
 /// What one canary round did.
 #[derive(Clone, Debug, PartialEq)]
@@ -68,29 +71,41 @@ pub async fn run_next_canary(store: &Arc<dyn Store>, worker: &str) -> ServiceRes
         }
     };
     let finished = now_ms();
+    // The alert first (raising it again is harmless): a failure after the finish would lose it.
+    if let (
+        CanaryRound::Done { report, .. },
+        CanaryEnd::Done {
+            baseline_judge_id, ..
+        },
+    ) = (&round, &end)
+    {
+        if report.drifted() {
+            let name = |id: i64| async move {
+                Ok::<_, ServiceError>(
+                    store
+                        .get_judge(id)
+                        .await?
+                        .map_or_else(|| format!("judge {id}"), |judge| judge.grader_id()),
+                )
+            };
+            let (subject, baseline) = (name(judge_id).await?, name(*baseline_judge_id).await?);
+            let message = format!(
+                "{subject} drifted from {baseline}: it {}. On {} reference items: {} failed to answer.",
+                report.drift.join("; and it "),
+                report.items,
+                report.failures
+            );
+            store
+                .raise_alert(ALERT_JUDGE_DRIFT, &subject, &message, finished)
+                .await?;
+        }
+    }
     if !store
         .finish_judge_canary(judge_id, worker, &end, finished)
         .await?
     {
         // Another process took it over meanwhile; its result stands.
         return Ok(CanaryRound::Idle);
-    }
-    if let CanaryRound::Done { report, .. } = &round {
-        if report.drifted() {
-            let judge = store
-                .get_judge(judge_id)
-                .await?
-                .map(|judge| judge.grader_id());
-            let subject = judge.unwrap_or_else(|| format!("judge {judge_id}"));
-            let message = format!(
-                "{subject} drifted from its previous version: it {}. Measured {}.",
-                report.drift.join("; and it "),
-                report.summary()
-            );
-            store
-                .raise_alert(ALERT_JUDGE_DRIFT, &subject, &message, finished)
-                .await?;
-        }
     }
     Ok(round)
 }
@@ -162,25 +177,36 @@ async fn regrade_reference_set(
             }
         })
         .collect();
-    let verdicts: Vec<Option<bool>> = futures::stream::iter(calls)
+    let answers: Vec<Result<Option<bool>, String>> = futures::stream::iter(calls)
         .buffered(CONCURRENT_CALLS)
         .collect()
         .await;
-    // A judge that answered nothing at all is down, not drifted.
-    if !reference.is_empty() && verdicts.iter().all(Option::is_none) {
+    // An endpoint that failed on more than a few items is down, not drifted: the canary fails
+    // with the reason (and is tried again later) rather than reporting.
+    let outages: Vec<&String> = answers
+        .iter()
+        .filter_map(|answer| answer.as_ref().err())
+        .collect();
+    if outages.len() as f64 > MAX_OUTAGE_SHARE * reference.len() as f64 {
         return Err(ServiceError::Invalid(format!(
-            "{} gave no verdict on any of {} reference items; is its endpoint up?",
+            "{}'s endpoint failed on {} of {} reference items ({}); the canary is tried again later",
             spec.grader_id(),
-            reference.len()
+            outages.len(),
+            reference.len(),
+            outages[0]
         )));
     }
+    // A few calls lost to the endpoint leave their items out; an unreadable reply is the new
+    // version's own failure and counts against it.
     let items: Vec<CanaryItem> = reference
         .iter()
-        .zip(&verdicts)
-        .map(|(item, new_pass)| CanaryItem {
-            old_pass: item.old_pass,
-            new_pass: *new_pass,
-            human_pass: item.human_pass,
+        .zip(&answers)
+        .filter_map(|(item, answer)| {
+            Some(CanaryItem {
+                old_pass: item.old_pass,
+                new_pass: *answer.as_ref().ok()?,
+                human_pass: item.human_pass,
+            })
         })
         .collect();
     Ok((

@@ -75,13 +75,17 @@ pub async fn define_judge(
         {
             (Some(scale), default_prompt)
         }
-        Some((scale, _)) => (Some(scale), form.rubric.clone()),
+        // A prompt the researcher wrote must not still ask for PASS or FAIL (the one made
+        // from the anchors may quote any words the anchors use).
+        Some((scale, _)) => {
+            scale
+                .check_prompt(&form.rubric)
+                .map_err(ServiceError::Invalid)?;
+            (Some(scale), form.rubric.clone())
+        }
         None => (None, form.rubric.clone()),
     };
     validate_rubric(&prompt).map_err(ServiceError::Invalid)?;
-    if let Some(scale) = &scale {
-        scale.check_prompt(&prompt).map_err(ServiceError::Invalid)?;
-    }
     let new = NewJudge {
         name: name.to_string(),
         checkpoint_id: form.checkpoint_id,

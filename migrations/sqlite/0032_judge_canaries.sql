@@ -4,7 +4,8 @@
 CREATE TABLE judge_canaries (
     judge_id          INTEGER NOT NULL PRIMARY KEY REFERENCES judges(id),
     baseline_judge_id INTEGER NOT NULL REFERENCES judges(id),
-    state             TEXT    NOT NULL CHECK (state IN ('running', 'done', 'failed')),
+    -- skipped: a version made before canaries existed (never re-graded on upgrade).
+    state             TEXT    NOT NULL CHECK (state IN ('running', 'done', 'failed', 'skipped')),
     claimed_by        TEXT    NOT NULL,
     started_at        INTEGER NOT NULL,
     finished_at       INTEGER,
@@ -12,3 +13,8 @@ CREATE TABLE judge_canaries (
     report            TEXT,
     error             TEXT
 );
+
+-- Versions made before this migration are not canaried now: their endpoints may be long gone.
+INSERT INTO judge_canaries (judge_id, baseline_judge_id, state, claimed_by, started_at, finished_at)
+SELECT j.id, p.id, 'skipped', 'migration', j.created_at, j.created_at
+FROM judges j JOIN judges p ON p.name = j.name AND p.version = j.version - 1;

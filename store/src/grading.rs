@@ -60,8 +60,9 @@ pub trait GradingStore: Send + Sync + 'static {
 
     /// Claims the drift canary of a judge version that has a previous version and no canary
     /// yet (oldest first), or of one whose claim went stale (started before `stale_before`):
-    /// `(judge id, previous version's id)`, `None` when there is nothing to do. The canary's
-    /// baseline is settled when it finishes (see [`CanaryEnd::Done`]).
+    /// `(judge id, previous version's id)`, `None` when there is nothing to do. A failed canary
+    /// is claimed again once stale too. The canary's baseline is settled when it finishes (see
+    /// [`CanaryEnd::Done`]).
     async fn claim_judge_canary(
         &self,
         claimed_by: &str,
@@ -70,8 +71,8 @@ pub trait GradingStore: Send + Sync + 'static {
     ) -> StoreResult<Option<(i64, i64)>>;
 
     /// The reference set of a judge version (grader id `judge:name@version`): the items it
-    /// graded pass or fail that humans also labelled (their majority verdict, ties left out),
-    /// oldest first, at most `limit`.
+    /// graded pass or fail in one sample (as the canary asks) that humans also labelled (their
+    /// majority verdict, ties left out), oldest first, at most `limit`.
     async fn judge_reference_items(
         &self,
         grader_id: &str,
@@ -463,9 +464,11 @@ macro_rules! grading_sql {
                             return Ok(Some((judge_id, baseline)));
                         }
                     }
+                    // A claim left running by a process that died, or a canary that failed (its
+                    // endpoint was down), is taken again once stale.
                     let stale: Option<(i64, i64)> = sqlx::query_as(
                         "SELECT judge_id, baseline_judge_id FROM judge_canaries \
-                         WHERE state = 'running' AND started_at < $1 ORDER BY judge_id LIMIT 1",
+                         WHERE state IN ('running', 'failed') AND started_at < $1 ORDER BY judge_id LIMIT 1",
                     )
                     .bind(stale_before)
                     .fetch_optional(&self.writer)
@@ -474,8 +477,9 @@ macro_rules! grading_sql {
                         return Ok(None);
                     };
                     let taken = sqlx::query(
-                        "UPDATE judge_canaries SET claimed_by = $1, started_at = $2 \
-                         WHERE judge_id = $3 AND state = 'running' AND started_at < $4",
+                        "UPDATE judge_canaries SET claimed_by = $1, started_at = $2, state = 'running', \
+                                finished_at = NULL, error = NULL \
+                         WHERE judge_id = $3 AND state IN ('running', 'failed') AND started_at < $4",
                     )
                     .bind(claimed_by)
                     .bind(now)
@@ -502,7 +506,8 @@ macro_rules! grading_sql {
                          JOIN work_items w ON w.id = h.work_item_id \
                          JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
                          JOIN generations gen ON gen.work_item_id = w.id \
-                         WHERE g.grader = $1 AND g.verdict IN ('pass', 'fail') AND h.passes * 2 <> h.labels \
+                         WHERE g.grader = $1 AND g.verdict IN ('pass', 'fail') AND g.agreement IS NULL \
+                           AND h.passes * 2 <> h.labels \
                          ORDER BY w.id LIMIT $2",
                     )
                     .bind(grader_id)

@@ -87,7 +87,7 @@ pub struct JudgeCanary {
     pub judge_id: i64,
     /// The previous version it is compared with, as a grader id (`judge:name@1`).
     pub baseline: String,
-    /// `running`, `done` or `failed`.
+    /// `running`, `done`, `failed` or `skipped` (made before canaries existed).
     pub state: String,
     pub started_at: i64,
     pub finished_at: Option<i64>,
@@ -104,6 +104,10 @@ impl JudgeCanary {
     pub fn note(&self) -> String {
         match (&self.report, self.state.as_str()) {
             (Some(report), _) if report.drifted() => format!("DRIFTED from {}", self.baseline),
+            (Some(report), _) if report.items < MIN_REFERENCE_ITEMS && report.items > 0 => format!(
+                "canary: {} items of {} checked by humans, too few to call",
+                report.items, self.baseline
+            ),
             (Some(report), _) => match report.agreement_with_old {
                 Some(agreement) => format!(
                     "canary: {:.1}% agree with {} on {} items",
@@ -114,6 +118,7 @@ impl JudgeCanary {
                 None => format!("canary: {} graded nothing humans checked", self.baseline),
             },
             (None, "running") => "canary running".to_string(),
+            (None, "skipped") => "no canary (made before canaries)".to_string(),
             (None, _) => "canary failed".to_string(),
         }
     }

@@ -217,6 +217,10 @@ pub fn read_score(
     tokens: Option<&[TokenLogprob]>,
     scale: &JudgeScale,
 ) -> Option<ScoreReading> {
+    // `-2` is no point of a scale from 1.
+    if output.trim_start().starts_with(['-', '−']) {
+        return None;
+    }
     let start = output.trim_start_matches(|c: char| !c.is_alphanumeric());
     let (first, rest) = split_word(start);
     let (word, rest) = if SCORE_LABELS.contains(&first.to_ascii_lowercase().as_str()) {
@@ -254,6 +258,14 @@ fn ends_a_point(rest: &str, points: u8) -> bool {
         return false;
     }
     let trimmed = rest.trim_start();
+    // A spaced range: `3 - 4`, `3 – 4`, `3 to 4`.
+    let range_rest = trimmed
+        .strip_prefix(['-', '–'])
+        .or_else(|| trimmed.strip_prefix("to "));
+    if range_rest.is_some_and(|after| after.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+    {
+        return false;
+    }
     let of_scale = if let Some(after) = trimmed.strip_prefix('/') {
         Some(after)
     } else {
@@ -531,6 +543,9 @@ mod tests {
             "4 out of 10",
             "3-4",
             "3–4",
+            "3 - 4",
+            "3 to 4",
+            "-2",
             "Score (1-5): 4",
         ] {
             assert_eq!(read_score(refused, None, &five), None, "{refused}");

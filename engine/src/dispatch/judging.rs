@@ -494,14 +494,15 @@ impl Judging<'_> {
 
 /// One greedy verdict of `judge` on an answer outside any run (the drift canary re-grading its
 /// reference set), asked through `pool` like any judge call and answered from the grade cache
-/// when it was asked before; `None` for a judge failure.
+/// when it was asked before: `Ok(None)` when the reply held no verdict, `Err` with the reason
+/// when the judge's endpoint failed (nothing was judged).
 pub(crate) async fn judge_verdict(
     store: &Arc<dyn Store>,
     pool: &Arc<EndpointPool>,
     judge: &JudgeSpec,
     target: &Target,
     (question, output, answer_key): (&str, &str, &str),
-) -> Option<bool> {
+) -> Result<Option<bool>, String> {
     let judging = Judging {
         store,
         pool,
@@ -512,11 +513,13 @@ pub(crate) async fn judge_verdict(
         output: output.to_string(),
         ..Generation::default()
     };
-    judging
+    let asked = judging
         .ask(judge, target, Stage::CheapJudge, 1, &answer)
-        .await
-        .verdict
-        .pass
+        .await;
+    match asked.unavailable {
+        Some(outage) => Err(outage),
+        None => Ok(asked.verdict.pass),
+    }
 }
 
 /// What the judge calls of one grade used, summed over samples.

@@ -7,17 +7,27 @@ use crate::canary::{run_next_canary, CanaryRound};
 use arbiter_store::Store;
 
 /// Runs waiting canaries every `interval` (all that wait, one after another) until `shutdown`
-/// turns true.
+/// turns true; a canary running then finishes first (its calls are bounded by the retry
+/// policy's timeouts).
 pub async fn run(
     store: Arc<dyn Store>,
     interval: Duration,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
-    let worker = format!("canary-{}", std::process::id());
+    // Unique across hosts and containers (where every process may be pid 1): a claim's owner
+    // is who may finish it.
+    let worker = format!(
+        "canary:{}:{}:{:016x}",
+        std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into()),
+        std::process::id(),
+        rand::random::<u64>()
+    );
+    let stopping = shutdown.clone();
     super::every(interval, shutdown, || {
-        let (store, worker) = (store.clone(), worker.clone());
+        let (store, worker, stopping) = (store.clone(), worker.clone(), stopping.clone());
         async move {
-            loop {
+            // One canary after another, but none started once shutdown is asked.
+            while !*stopping.borrow() {
                 match run_next_canary(&store, &worker).await {
                     Ok(CanaryRound::Idle) => break,
                     Ok(CanaryRound::Done { judge_id, report }) => {

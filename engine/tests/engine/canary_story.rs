@@ -202,7 +202,7 @@ async fn new_judge_versions_regrade_the_reference_set_and_drift_is_alerted(store
     assert!(
         alerts[0]
             .message
-            .contains("agree with the previous version"),
+            .contains("judge:qa-judge@3 drifted from judge:qa-judge@1"),
         "{}",
         alerts[0].message
     );
@@ -211,7 +211,10 @@ async fn new_judge_versions_regrade_the_reference_set_and_drift_is_alerted(store
     assert_eq!(failed.state, "failed");
     assert!(failed.report.is_none());
     assert!(
-        failed.error.unwrap().contains("no verdict on any of 60"),
+        failed
+            .error
+            .unwrap()
+            .contains("endpoint failed on 60 of 60 reference items"),
         "{:?}",
         canary_of(&*store, unreachable).await
     );
@@ -234,12 +237,34 @@ async fn new_judge_versions_regrade_the_reference_set_and_drift_is_alerted(store
         }
         other => panic!("{other:?}"),
     }
+    // Only the process holding a claim finishes it.
+    let held = judge_version(&*store, judging).await;
+    assert_eq!(
+        store
+            .claim_judge_canary("holder", now_ms(), 0)
+            .await
+            .unwrap(),
+        Some((held, orphaned))
+    );
     let late = arbiter_store::grading::CanaryEnd::Failed {
         error: "late".into(),
     };
     assert!(!store
-        .finish_judge_canary(orphaned, "dead", &late, now_ms())
+        .finish_judge_canary(held, "dead", &late, now_ms())
         .await
         .unwrap());
-    assert_eq!(canary_of(&*store, orphaned).await.state, "done");
+    assert_eq!(canary_of(&*store, held).await.state, "running");
+    assert!(store
+        .finish_judge_canary(held, "holder", &late, now_ms())
+        .await
+        .unwrap());
+    // A failed canary (its endpoint was down) is tried again once stale.
+    let later = now_ms() + 1;
+    let retried = store
+        .claim_judge_canary("retry", later, later)
+        .await
+        .unwrap();
+    assert_eq!(retried, Some((unreachable, flipped)));
+    let again = canary_of(&*store, unreachable).await;
+    assert_eq!((again.state.as_str(), again.error), ("running", None));
 }
