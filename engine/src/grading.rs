@@ -22,7 +22,7 @@ use arbiter_domain::grading::scale::JudgeScale;
 use arbiter_domain::grading::scale_calibration::{
     calibrate_scale, raters_point, ScaleCalibration, ScoredAgainstRaters,
 };
-use arbiter_domain::grading::triage::{FrozenTriage, PolicyVersion, TriagePolicy};
+use arbiter_domain::grading::triage::{FrozenRubric, FrozenTriage, PolicyVersion, TriagePolicy};
 use arbiter_domain::grading::tuning::AutoTuning;
 use arbiter_domain::run::CostReport;
 use arbiter_store::Store;
@@ -265,10 +265,21 @@ pub async fn save_policy(
     let policy = form.parse()?;
     // The rubric must exist and decide pass or fail now; its newest version at each launch is
     // what that run's raters answer.
-    if let Some(name) = &policy.rubric {
-        freeze_rubric(store, name).await?;
+    let rubric = match &policy.rubric {
+        Some(name) => Some(freeze_rubric(store, name).await?),
+        None => None,
+    };
+    for id in [policy.cheap_judge, policy.strong_judge]
+        .into_iter()
+        .flatten()
+    {
+        // An unknown judge is refused by the store with its own message.
+        if let Some(judge) = store.get_judge(id).await? {
+            if let Some(scale) = &judge.scale {
+                check_scale_decides(&judge.grader_id(), scale, rubric.as_ref())?;
+            }
+        }
     }
-    check_judges_scales(store, &policy).await?;
     let note = form.note.trim().chars().take(1000).collect::<String>();
     Ok(store
         .save_grading_policy(eval_id, &policy, &note, None, created_by)
@@ -276,31 +287,22 @@ pub async fn save_policy(
 }
 
 /// A judge on a rubric's scale must decide the verdict the policy's raters decide (see
-/// [`JudgeScale::check_decides`]): otherwise their labels could never calibrate or re-tune it.
-async fn check_judges_scales(store: &dyn Store, policy: &TriagePolicy) -> ServiceResult<()> {
-    for id in [policy.cheap_judge, policy.strong_judge]
-        .into_iter()
-        .flatten()
-    {
-        let Some(judge) = store.get_judge(id).await? else {
-            continue; // the store refuses an unknown judge with its own message
-        };
-        let Some(scale) = &judge.scale else {
-            continue;
-        };
-        let Some(name) = &policy.rubric else {
-            return Err(ServiceError::Invalid(format!(
-                "judge {} scores rubric `{}`, so the policy's raters must answer that rubric",
-                judge.grader_id(),
-                scale.rubric_name
-            )));
-        };
-        let rubric = freeze_rubric(store, name).await?;
-        scale
-            .check_decides(&rubric.name, &rubric.rubric)
-            .map_err(|why| ServiceError::Invalid(format!("judge {}: {why}", judge.grader_id())))?;
-    }
-    Ok(())
+/// [`JudgeScale::check_decides`]), on the rubric as frozen now: otherwise their labels could
+/// never calibrate or re-tune it. Checked when the policy is saved and again at launch.
+fn check_scale_decides(
+    grader_id: &str,
+    scale: &JudgeScale,
+    rubric: Option<&FrozenRubric>,
+) -> ServiceResult<()> {
+    let Some(rubric) = rubric else {
+        return Err(ServiceError::Invalid(format!(
+            "judge {grader_id} scores rubric `{}`, so the policy's raters must answer that rubric",
+            scale.rubric_name
+        )));
+    };
+    scale
+        .check_decides(&rubric.name, &rubric.rubric)
+        .map_err(|why| ServiceError::Invalid(format!("judge {grader_id}: {why}")))
 }
 
 /// The eval's newest policy with its judges resolved, for a manifest; `None` without one.
@@ -331,13 +333,7 @@ pub async fn freeze_triage(
     // its verdict, or the launch is refused with the reason.
     for judge in [&cheap_judge, &strong_judge].into_iter().flatten() {
         if let Some(scale) = &judge.scale {
-            let decides = match &rubric {
-                Some(rubric) => scale.check_decides(&rubric.name, &rubric.rubric),
-                None => Err("the policy names no rubric".to_string()),
-            };
-            decides.map_err(|why| {
-                ServiceError::Invalid(format!("judge {}: {why}", judge.grader_id()))
-            })?;
+            check_scale_decides(&judge.grader_id(), scale, rubric.as_ref())?;
         }
     }
     Ok(Some(FrozenTriage {

@@ -17,6 +17,14 @@ pub async fn open_store(directory: &tempfile::TempDir) -> Arc<dyn Store> {
     Database::open(&url).await.expect("store opens").store()
 }
 
+/// Whether the simulated answerer got a human task's item right: it ends a right answer with
+/// the line `Answer: <target>`, which is how tests label by the truth.
+pub fn sim_answer_is_right(task: &arbiter_domain::annotation::task::AnnotationTask) -> bool {
+    task.output
+        .lines()
+        .any(|line| line.trim() == format!("Answer: {}", task.target))
+}
+
 pub async fn start_sim(config: SimConfig) -> String {
     crate::egress::allow_loopback();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -263,8 +263,28 @@ fn verdict_word(word: &str) -> Option<bool> {
     }
 }
 
-fn token_word(text: &str) -> &str {
+/// A token's word, without the spaces and punctuation around it.
+pub(crate) fn token_word(text: &str) -> &str {
     text.trim_matches(|c: char| !c.is_alphanumeric())
+}
+
+/// Where a judge's answer starts in its tokens: the first token with a word in it, or, when
+/// that word is one of `labels` (`Verdict:`, `Score:`), the first worded token after it and
+/// its punctuation.
+pub(crate) fn answer_tokens<'a>(tokens: &'a [TokenLogprob], labels: &[&str]) -> &'a [TokenLogprob] {
+    let worded = |token: &TokenLogprob| token.text().chars().any(char::is_alphanumeric);
+    let Some(start) = tokens.iter().position(worded) else {
+        return &[];
+    };
+    let first = &tokens[start];
+    if !labels
+        .iter()
+        .any(|label| token_word(&first.text()).eq_ignore_ascii_case(label))
+    {
+        return &tokens[start..];
+    }
+    let after = &tokens[start + 1..];
+    &after[after.iter().position(worded).unwrap_or(after.len())..]
 }
 
 /// A label a judge may put before its verdict (`Verdict: PASS`).
@@ -282,23 +302,7 @@ const VERDICT_LABEL: &str = "verdict";
 ///
 /// When the tokens spell something else, the logprobs say nothing about the verdict.
 fn verdict_confidence(tokens: &[TokenLogprob], pass: bool) -> Option<f64> {
-    let mut worded = tokens
-        .iter()
-        .skip_while(|token| !token.text().chars().any(char::is_alphanumeric))
-        .peekable();
-    if worded
-        .peek()
-        .is_some_and(|token| token_word(&token.text()).eq_ignore_ascii_case(VERDICT_LABEL))
-    {
-        worded.next();
-        // Punctuation between the label and the verdict (`:`) carries no word.
-        while worded
-            .peek()
-            .is_some_and(|token| !token.text().chars().any(char::is_alphanumeric))
-        {
-            worded.next();
-        }
-    }
+    let mut worded = answer_tokens(tokens, &[VERDICT_LABEL]).iter().peekable();
     let verdict = if pass { "pass" } else { "fail" };
     let other = if pass { "fail" } else { "pass" };
     let first = worded.next()?;

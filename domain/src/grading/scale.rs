@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::judge::JudgeReading;
+use super::judge::{answer_tokens, token_word, JudgeReading};
 use crate::annotation::rubric::{Dimension, DimensionKind, Rubric};
 use crate::logprobs::TokenLogprob;
 
@@ -300,31 +300,12 @@ fn point_of(word: &str, points: u8) -> Option<u8> {
         .filter(|point| (1..=points).contains(point))
 }
 
-fn token_word(text: &str) -> &str {
-    text.trim_matches(|c: char| !c.is_alphanumeric())
-}
-
 /// The distribution over points at the token that spells `point`: every listed alternative
 /// that spells a point adds its probability to that point (` 4` and `4` are one point), the
 /// chosen token counted once; then normalised over the points. `None` when the token that
 /// spells the point is not the first worded one (after an optional label).
 fn point_probabilities(tokens: &[TokenLogprob], point: u8, points: u8) -> Option<Vec<f64>> {
-    let mut worded = tokens
-        .iter()
-        .skip_while(|token| !token.text().chars().any(char::is_alphanumeric))
-        .peekable();
-    if worded.peek().is_some_and(|token| {
-        SCORE_LABELS.contains(&token_word(&token.text()).to_ascii_lowercase().as_str())
-    }) {
-        worded.next();
-        while worded
-            .peek()
-            .is_some_and(|token| !token.text().chars().any(char::is_alphanumeric))
-        {
-            worded.next();
-        }
-    }
-    let chosen = worded.next()?;
+    let chosen = answer_tokens(tokens, &SCORE_LABELS).first()?;
     if point_of(token_word(&chosen.text()), points) != Some(point) {
         return None;
     }

@@ -14,7 +14,9 @@ use arbiter_engine::grading::{self, JudgeForm, PolicyForm};
 use arbiter_sim::{SimConfig, SimModel, SimModelKind};
 use arbiter_store::{now_ms, Store};
 use arbiter_testkit::fixtures::*;
-use arbiter_testkit::pipeline::{launch, start_sim, test_worker, work_until_complete};
+use arbiter_testkit::pipeline::{
+    launch, sim_answer_is_right, start_sim, test_worker, work_until_complete,
+};
 use arbiter_testkit::stories;
 use std::sync::Arc;
 
@@ -119,10 +121,7 @@ async fn new_judge_versions_regrade_the_reference_set_and_drift_is_alerted(store
         .await
         .unwrap()
     {
-        let right = task
-            .output
-            .lines()
-            .any(|line| line.trim() == format!("Answer: {}", task.target));
+        let right = sim_answer_is_right(&task);
         store
             .submit_label(&task.handle, rater, right, "")
             .await

@@ -14,7 +14,9 @@ use arbiter_engine::rubrics;
 use arbiter_sim::{SimConfig, SimModel, SimModelKind};
 use arbiter_store::Store;
 use arbiter_testkit::fixtures::*;
-use arbiter_testkit::pipeline::{launch, start_sim, test_worker, work_until_complete};
+use arbiter_testkit::pipeline::{
+    launch, sim_answer_is_right, start_sim, test_worker, work_until_complete,
+};
 use arbiter_testkit::stories;
 use std::sync::Arc;
 
@@ -94,10 +96,7 @@ async fn label_by_truth(store: &dyn Store, rater: arbiter_domain::ids::UserId) -
         .await
         .unwrap()
     {
-        let right = task
-            .output
-            .lines()
-            .any(|line| line.trim() == format!("Answer: {}", task.target));
+        let right = sim_answer_is_right(&task);
         let answers = format!(
             r#"{{"helpful": {}, "tone": ["formal"]}}"#,
             if right { 5 } else { 1 }
