@@ -9,7 +9,7 @@ use arbiter_domain::annotation::preference::{
     preference_report, Judgement, PairSelection, Preference, PreferenceReport,
     MAX_PAIRS_PER_REQUEST, MAX_RATERS_PER_PAIR,
 };
-use arbiter_domain::annotation::task::{ClaimHandle, MAX_RATIONALE_CHARS};
+use arbiter_domain::annotation::task::{ClaimHandle, TrainingFeedback, MAX_RATIONALE_CHARS};
 use arbiter_domain::ids::{RunId, UserId};
 use arbiter_store::preferences::{NewPairRequest, PairRequestSummary, PreferenceRow};
 use arbiter_store::Store;
@@ -84,14 +84,15 @@ fn whole_number(text: &str, max: i64, what: &str) -> ServiceResult<i64> {
         })
 }
 
-/// Records a rater's answer on the pair they hold: `a`, `b`, `tie` or `both_bad`.
+/// Records a rater's answer on the pair they hold: `a`, `b`, `tie` or `both_bad`; on a gold
+/// pair, a rater in training learns the right answer.
 pub async fn submit_preference(
     store: &dyn Store,
     handle: &ClaimHandle,
     user_id: UserId,
     choice: &str,
     rationale: &str,
-) -> ServiceResult<()> {
+) -> ServiceResult<Option<TrainingFeedback>> {
     let choice = Preference::parse(choice).map_err(ServiceError::Invalid)?;
     if rationale.chars().count() > MAX_RATIONALE_CHARS {
         return Err(ServiceError::Invalid(format!(

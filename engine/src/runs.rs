@@ -604,9 +604,16 @@ pub async fn show_review_as_sent(
         images: &mut item.images,
         target: &mut item.target,
         output: &item.output,
-        second_output: None,
+        second_output: item
+            .pair
+            .as_ref()
+            .map(|pair| pair.right.right_output.as_str()),
     };
-    item.shown = Some(show_as_sent(store, item.identity_id, &mut texts).await?.0);
+    let (shown, right_shown) = show_as_sent(store, item.identity_id, &mut texts).await?;
+    item.shown = Some(shown);
+    if let Some(pair) = item.pair.as_mut() {
+        pair.right.right_shown = right_shown;
+    }
     Ok(())
 }
 
@@ -620,9 +627,16 @@ pub async fn show_own_label_as_sent(
         images: &mut label.images,
         target: &mut label.target,
         output: &label.output,
-        second_output: None,
+        second_output: label
+            .pair
+            .as_ref()
+            .map(|pair| pair.right.right_output.as_str()),
     };
-    label.shown = Some(show_as_sent(store, label.identity_id, &mut texts).await?.0);
+    let (shown, right_shown) = show_as_sent(store, label.identity_id, &mut texts).await?;
+    label.shown = Some(shown);
+    if let Some(pair) = label.pair.as_mut() {
+        pair.right.right_shown = right_shown;
+    }
     Ok(())
 }
 

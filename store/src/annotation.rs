@@ -15,7 +15,7 @@
 
 use crate::StoreResult;
 use arbiter_domain::accounts::PasswordHash;
-use arbiter_domain::annotation::gold::{GoldCandidate, GoldItem};
+use arbiter_domain::annotation::gold::{GoldAnswer, GoldCandidate, GoldItem};
 use arbiter_domain::annotation::pool::{NewRater, RaterRecord, RaterUpdate};
 use arbiter_domain::annotation::review::{OwnLabel, ReviewDecision, ReviewItem};
 use arbiter_domain::annotation::sla::LabellingFlow;
@@ -120,7 +120,8 @@ pub trait AnnotationStore: Send + Sync + 'static {
 
     /// The label this reviewer holds for review, or the oldest one waiting (drawn for QC, or
     /// on an item whose raters split) on an item they did not label, higher-priority runs
-    /// first, which is then served to them alone for a while; else a decision to spot-check.
+    /// first, which is then served to them alone for a while; else a rater's choice on a pair
+    /// waiting likewise; else a decision to spot-check.
     async fn next_review(&self, reviewer_id: UserId) -> StoreResult<Option<ReviewItem>>;
 
     /// Records a reviewer's decision on a label waiting for review and served to them;
@@ -159,11 +160,12 @@ pub trait AnnotationStore: Send + Sync + 'static {
         reason: &str,
     ) -> StoreResult<()>;
 
-    /// Makes a task's item a gold item with a known answer.
+    /// Makes a task's item (or pair) a gold item with a known answer, a verdict for an item and
+    /// a choice for a pair.
     async fn create_gold(
         &self,
         task_id: TaskId,
-        answer_pass: bool,
+        answer: GoldAnswer,
         note: &str,
         created_by: UserId,
     ) -> StoreResult<i64>;
@@ -228,7 +230,7 @@ macro_rules! annotation_sql {
         use arbiter_domain::ids::{IdentityId, RunId, TaskId, UserId};
         use arbiter_domain::annotation::task::{AnnotationTask, ClaimHandle, QueueCounts, RunLabel, TaskRubric, TrainingFeedback};
         use $crate::annotation::{LabelRecord, RubricLabel};
-        use arbiter_domain::annotation::gold::{DEFAULT_GOLD_RATE, DEFAULT_REVIEW_CHECK_RATE, GOLD_RATE_SETTING, REVIEW_CHECK_RATE_SETTING, TRAINING_ITEMS, next_is_gold, review_is_checked, training_passed};
+        use arbiter_domain::annotation::gold::{GoldAnswer, DEFAULT_GOLD_RATE, DEFAULT_REVIEW_CHECK_RATE, GOLD_RATE_SETTING, REVIEW_CHECK_RATE_SETTING, TRAINING_ITEMS, next_is_gold, review_is_checked, training_passed};
         use arbiter_domain::annotation::pool::{DEFAULT_QUALITY_THRESHOLD, QUALITY_THRESHOLD_SETTING, RaterLabel, RaterRecord, RaterUpdate};
         use arbiter_domain::accounts::PasswordHash;
         use arbiter_domain::annotation::review::{LabelStanding, OwnLabel, ReviewCheck, ReviewDecision, ReviewItem, ReviewOutcome, may_edit};
@@ -266,6 +268,23 @@ macro_rules! annotation_sql {
              COALESCE(i.target, pi.target) AS target, COALESCE(g.output, pi.first_output) AS output";
         /// The item has its texts (a run's answer purged by retention has none).
         const TASK_ITEM_PRESENT: &str = "(g.output IS NOT NULL OR pi.task_id IS NOT NULL)";
+
+        /// Joins giving the texts of task `t` as its raters see them, an item or a pair: a
+        /// pair of runs' answers shows its left item's request and both outputs; an item, its
+        /// own; a pushed item or pair, its own texts with its sides as drawn. Read with
+        /// [`SHOWN_TASK_COLUMNS`].
+        pub(crate) const SHOWN_TASK_JOINS: &str = "LEFT JOIN preference_pairs p ON p.task_id = t.id \
+             LEFT JOIN pushed_items pi ON pi.task_id = t.id \
+             LEFT JOIN work_items w ON w.id = COALESCE(t.work_item_id, p.left_item_id) \
+             LEFT JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
+             LEFT JOIN generations g ON g.work_item_id = w.id \
+             LEFT JOIN generations r ON r.work_item_id = p.right_item_id";
+        /// The identity (of a pair, its left item's), input, target, output (the left one of a
+        /// pair) and `right_output` (NULL unless a pair) of [`SHOWN_TASK_JOINS`].
+        pub(crate) const SHOWN_TASK_COLUMNS: &str = "w.id AS identity_id, COALESCE(i.input, pi.input) AS input, \
+             COALESCE(i.target, pi.target) AS target, \
+             COALESCE(g.output, CASE WHEN pi.first_on_left THEN pi.first_output ELSE pi.second_output END) AS output, \
+             COALESCE(r.output, CASE WHEN pi.first_on_left THEN pi.second_output ELSE pi.first_output END) AS right_output";
 
         pub(crate) const NOT_HELD: &str = "this item is not leased to you (it was labelled, skipped or \
             reassigned, or its lease expired); take the next item";
@@ -354,6 +373,7 @@ macro_rules! annotation_sql {
                  WHERE g.retired_at IS NULL AND (t.skill IS NULL OR $1 LIKE '%,' || t.skill || ',%') \
                  AND NOT EXISTS (SELECT 1 FROM gold_answers a WHERE a.gold_id = g.id AND a.rater_id = $2) \
                  AND NOT EXISTS (SELECT 1 FROM labels l WHERE l.task_id = g.task_id AND l.annotator_id = $2) \
+                 AND NOT EXISTS (SELECT 1 FROM preference_labels l WHERE l.task_id = g.task_id AND l.rater_id = $2) \
                  AND NOT EXISTS (SELECT 1 FROM annotation_skips s WHERE s.task_id = g.task_id AND s.user_id = $2) \
                  ORDER BY ((g.id + $2) * 7919) % 10007, g.id LIMIT 1",
             )
@@ -458,22 +478,9 @@ macro_rules! annotation_sql {
                 tx.commit().await?;
                 return Ok(None);
             };
-            // A pair of runs' answers shows its left item's request and both outputs; an item,
-            // its own; a pushed item or pair, its own texts with its sides as drawn.
-            let row = sqlx::query(
-                "SELECT w.id AS identity_id, COALESCE(i.input, pi.input) AS input, \
-                        COALESCE(i.target, pi.target) AS target, \
-                        COALESCE(g.output, CASE WHEN pi.first_on_left THEN pi.first_output ELSE pi.second_output END) AS output, \
-                        t.rubric_id, \
-                        COALESCE(r.output, CASE WHEN pi.first_on_left THEN pi.second_output ELSE pi.first_output END) AS right_output \
-                 FROM annotation_tasks t \
-                 LEFT JOIN preference_pairs p ON p.task_id = t.id \
-                 LEFT JOIN pushed_items pi ON pi.task_id = t.id \
-                 LEFT JOIN work_items w ON w.id = COALESCE(t.work_item_id, p.left_item_id) \
-                 LEFT JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
-                 LEFT JOIN generations g ON g.work_item_id = w.id \
-                 LEFT JOIN generations r ON r.work_item_id = p.right_item_id WHERE t.id = $1",
-            )
+            let row = sqlx::query(&format!(
+                "SELECT {SHOWN_TASK_COLUMNS}, t.rubric_id FROM annotation_tasks t {SHOWN_TASK_JOINS} WHERE t.id = $1"
+            ))
             .bind(task_id)
             .fetch_one(&mut *tx)
             .await?;
@@ -595,7 +602,7 @@ macro_rules! annotation_sql {
                 }));
             }
             if let Some(gold_id) = gold_id {
-                let feedback = record_gold_answer(&mut tx, gold_id, user_id, pass, now - started, now).await?;
+                let feedback = record_gold_answer(&mut tx, gold_id, user_id, GoldAnswer::Verdict(pass), now - started, now).await?;
                 tx.commit().await?;
                 return Ok(feedback);
             }
@@ -639,13 +646,13 @@ macro_rules! annotation_sql {
             Ok(None)
         }
 
-        /// Records a rater's answer to a gold item. In training the rater learns the right
-        /// answer, and graduates once enough of their latest answers are right.
-        async fn record_gold_answer(
+        /// Records a rater's answer to a gold item or pair. In training the rater learns the
+        /// right answer, and graduates once enough of their latest answers are right.
+        pub(crate) async fn record_gold_answer(
             tx: &mut sqlx::Transaction<'_, $db>,
             gold_id: i64,
             user_id: UserId,
-            pass: bool,
+            given: GoldAnswer,
             duration_ms: i64,
             now: i64,
         ) -> StoreResult<Option<TrainingFeedback>> {
@@ -654,16 +661,20 @@ macro_rules! annotation_sql {
                     .bind(gold_id)
                     .fetch_one(&mut **tx)
                     .await?;
+            let answer = GoldAnswer::parse(&answer).map_err(|message| sqlx::Error::Decode(message.into()))?;
             let training_since: Option<i64> =
                 sqlx::query_scalar("SELECT training_since FROM users WHERE id = $1")
                     .bind(user_id.get())
                     .fetch_one(&mut **tx)
                     .await?;
-            let answer_pass = answer == "pass";
-            let correct = answer_pass == pass;
+            let correct = answer == given;
+            let choice = match given {
+                GoldAnswer::Pair(choice) => Some(choice.as_str()),
+                GoldAnswer::Verdict(_) => None,
+            };
             sqlx::query(
-                "INSERT INTO gold_answers (gold_id, rater_id, correct, training, duration_ms, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6)",
+                "INSERT INTO gold_answers (gold_id, rater_id, correct, training, duration_ms, created_at, choice) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
             )
             .bind(gold_id)
             .bind(user_id.get())
@@ -671,6 +682,7 @@ macro_rules! annotation_sql {
             .bind(training_since.is_some())
             .bind(duration_ms)
             .bind(now)
+            .bind(choice)
             .execute(&mut **tx)
             .await
             .map_err(|err| $crate::conflict_on($backend, err, "gold_answers_rater_key", "you have labelled this item already"))?;
@@ -695,7 +707,7 @@ macro_rules! annotation_sql {
             let latest = &answers[answers.len().saturating_sub(TRAINING_ITEMS)..];
             Ok(Some(TrainingFeedback {
                 correct,
-                answer_pass,
+                answer,
                 note,
                 answered: answers.len() as u64,
                 latest_right: latest.iter().filter(|&&right| right).count() as u64,
@@ -703,16 +715,20 @@ macro_rules! annotation_sql {
             }))
         }
 
-        /// Two columns: how often the rater in `rater` was right (labels a reviewer accepted,
-        /// gold answers right) and wrong (labels corrected or rejected, gold answers wrong), the
-        /// record adjudication weighs their labels by.
+        /// Two columns: how often the rater in `rater` was right (labels and pair answers a
+        /// reviewer accepted, gold answers right) and wrong (corrected or rejected, gold answers
+        /// wrong), the record adjudication weighs their labels by.
         pub(crate) fn rater_record_sql(rater: &str) -> String {
             format!(
                 "(SELECT COUNT(*) FROM label_reviews r JOIN labels m ON m.id = r.label_id \
                   WHERE m.annotator_id = {rater} AND r.decision = 'accepted') \
+                 + (SELECT COUNT(*) FROM pair_reviews r JOIN preference_labels m ON m.id = r.label_id \
+                  WHERE m.rater_id = {rater} AND r.decision = 'accepted') \
                  + (SELECT COUNT(*) FROM gold_answers a WHERE a.rater_id = {rater} AND a.correct), \
                  (SELECT COUNT(*) FROM label_reviews r JOIN labels m ON m.id = r.label_id \
                   WHERE m.annotator_id = {rater} AND r.decision <> 'accepted') \
+                 + (SELECT COUNT(*) FROM pair_reviews r JOIN preference_labels m ON m.id = r.label_id \
+                  WHERE m.rater_id = {rater} AND r.decision <> 'accepted') \
                  + (SELECT COUNT(*) FROM gold_answers a WHERE a.rater_id = {rater} AND NOT a.correct)"
             )
         }
@@ -945,6 +961,9 @@ macro_rules! annotation_sql {
             }
             tx.commit().await?;
             let Some(label_id) = served else {
+                if let Some(pair) = super::preferences_sql::serve_pair_review(writer, reviewer_id).await? {
+                    return Ok(Some(pair));
+                }
                 return next_pending_check(pool, reviewer_id).await;
             };
             let row = sqlx::query(&format!(
@@ -1006,6 +1025,7 @@ macro_rules! annotation_sql {
                 check,
                 shown: None,
                 answers: answers_in_words(row)?,
+                pair: None,
             })
         }
 
@@ -1514,33 +1534,45 @@ macro_rules! annotation_sql {
             })
         }
 
-        /// Makes a task's item gold (or brings a retired gold item back with a new answer).
+        /// Makes a task's item or pair gold (or brings a retired gold item back with a new
+        /// answer).
         async fn insert_gold(
             writer: &sqlx::Pool<$db>,
             task_id: TaskId,
-            answer_pass: bool,
+            gold: GoldAnswer,
             note: &str,
             created_by: UserId,
         ) -> StoreResult<i64> {
             let now = now_ms();
-            let answer = if answer_pass { "pass" } else { "fail" };
+            let answer = gold.as_str();
             let mut tx = writer.begin_with($begin).await?;
-            let task: Option<String> = sqlx::query_scalar("SELECT kind FROM annotation_tasks WHERE id = $1")
-                .bind(task_id.get())
-                .fetch_optional(&mut *tx)
-                .await?;
-            if task.as_deref() == Some("pushed") {
+            let task: Option<(String, bool)> = sqlx::query_as(
+                "SELECT t.kind, EXISTS (SELECT 1 FROM pushed_items pi WHERE pi.task_id = t.id) \
+                 FROM annotation_tasks t WHERE t.id = $1",
+            )
+            .bind(task_id.get())
+            .fetch_optional(&mut *tx)
+            .await?;
+            let Some((kind, pushed)) = task else {
+                return Err(StoreError::NotFound(format!("no annotation item with id {task_id}")));
+            };
+            if pushed {
                 return Err(StoreError::Conflict(format!(
                     "item {task_id} was pushed from outside; gold items are chosen from runs' items"
                 )));
             }
-            if task.as_deref() == Some("pair") {
-                return Err(StoreError::Conflict(format!(
-                    "item {task_id} is a pair of outputs; gold items have a pass or fail answer"
-                )));
-            }
-            if task.is_none() {
-                return Err(StoreError::NotFound(format!("no annotation item with id {task_id}")));
+            match (kind == "pair", gold.is_pair()) {
+                (true, false) => {
+                    return Err(StoreError::Conflict(format!(
+                        "item {task_id} is a pair of outputs; its gold answer is a, b, tie or both_bad"
+                    )))
+                }
+                (false, true) => {
+                    return Err(StoreError::Conflict(format!(
+                        "item {task_id} is one output; its gold answer is pass or fail"
+                    )))
+                }
+                _ => {}
             }
             let existing: Option<(i64, Option<i64>)> =
                 sqlx::query_as("SELECT id, retired_at FROM gold_items WHERE task_id = $1")
@@ -1552,16 +1584,19 @@ macro_rules! annotation_sql {
                     return Err(StoreError::Conflict(format!("item {task_id} is a gold item already")))
                 }
                 Some((gold_id, Some(_))) => {
-                    // Answers were scored against the old answer; with two possible answers, a
-                    // changed one flips every score.
-                    sqlx::query(
+                    // Answers were scored against the old answer: a pair's against the choice
+                    // each rater gave; an item's, with two possible answers, flip when it changed.
+                    let rescore = if gold.is_pair() {
+                        "UPDATE gold_answers SET correct = (choice IS NOT NULL AND choice = $2) WHERE gold_id = $1"
+                    } else {
                         "UPDATE gold_answers SET correct = NOT correct WHERE gold_id = $1 \
-                         AND (SELECT answer FROM gold_items WHERE id = $1) <> $2",
-                    )
-                    .bind(gold_id)
-                    .bind(answer)
-                    .execute(&mut *tx)
-                    .await?;
+                         AND (SELECT answer FROM gold_items WHERE id = $1) <> $2"
+                    };
+                    sqlx::query(rescore)
+                        .bind(gold_id)
+                        .bind(answer)
+                        .execute(&mut *tx)
+                        .await?;
                     sqlx::query(
                         "UPDATE gold_items SET answer = $1, note = $2, retired_at = NULL, created_by = $3, \
                          created_at = $4 WHERE id = $5",
@@ -1634,56 +1669,74 @@ macro_rules! annotation_sql {
                         (SELECT COUNT(*) FROM gold_answers a WHERE a.gold_id = g.id), \
                         (SELECT COUNT(*) FROM gold_answers a WHERE a.gold_id = g.id AND a.correct) \
                  FROM gold_items g JOIN annotation_tasks t ON t.id = g.task_id \
-                 JOIN work_items w ON w.id = t.work_item_id \
+                 LEFT JOIN preference_pairs p ON p.task_id = t.id \
+                 JOIN work_items w ON w.id = COALESCE(t.work_item_id, p.left_item_id) \
                  JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
                  ORDER BY CASE WHEN g.retired_at IS NULL THEN 0 ELSE 1 END, g.id DESC LIMIT 500",
             )
             .fetch_all(pool)
             .await?;
-            Ok(rows
-                .into_iter()
+            rows.into_iter()
                 .map(|(id, task_id, input, answer, note, created_at, retired_at, answers, right)| {
-                    arbiter_domain::annotation::gold::GoldItem {
+                    Ok(arbiter_domain::annotation::gold::GoldItem {
                         id,
                         task_id: TaskId(task_id),
                         input: excerpt(&input),
-                        answer_pass: answer == "pass",
+                        answer: GoldAnswer::parse(&answer).map_err(|message| sqlx::Error::Decode(message.into()))?,
                         note,
                         created_at,
                         retired_at,
                         answers: answers.max(0) as u64,
                         right: right.max(0) as u64,
-                    }
+                    })
                 })
-                .collect())
+                .collect::<Result<Vec<_>, sqlx::Error>>()
+                .map_err(StoreError::from)
         }
 
-        /// Recently finished items decided by humans who all agreed, or by a reviewer's
-        /// correction, that are not gold yet.
+        /// Recently finished items and pairs of runs' answers decided by humans who all agreed,
+        /// or by a reviewer's correction, that are not gold yet.
         async fn list_gold_candidates(
             pool: &sqlx::Pool<$db>,
             limit: i64,
         ) -> StoreResult<Vec<arbiter_domain::annotation::gold::GoldCandidate>> {
-            let rows: Vec<(i64, String, String, i64, i64, bool)> = sqlx::query_as(
-                "SELECT t.id, i.input, w.verdict, t.labels_done, \
+            // A pair's answer is its decided choice, read from the consensus kept on the task.
+            let rows: Vec<(i64, String, Option<String>, Option<String>, i64, i64, bool)> = sqlx::query_as(
+                "SELECT t.id, i.input, w.verdict, NULL, t.labels_done, \
                         (SELECT COUNT(DISTINCT l.verdict) FROM labels l WHERE l.task_id = t.id AND l.state = 'standing'), \
                         EXISTS (SELECT 1 FROM label_reviews r JOIN labels l ON l.id = r.label_id \
-                                WHERE l.task_id = t.id AND r.decision = 'corrected') \
+                                WHERE l.task_id = t.id AND r.decision = 'corrected'), t.completed_at \
                  FROM annotation_tasks t JOIN work_items w ON w.id = t.work_item_id \
                  JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
                  WHERE t.state = 'done' AND w.decided_by = 'human' AND w.verdict IN ('pass', 'fail') \
                  AND NOT EXISTS (SELECT 1 FROM gold_items g WHERE g.task_id = t.id) \
-                 ORDER BY t.completed_at DESC LIMIT $1",
+                 UNION ALL \
+                 SELECT t.id, i.input, NULL, t.consensus, t.labels_done, \
+                        (SELECT COUNT(DISTINCT l.choice) FROM preference_labels l WHERE l.task_id = t.id AND l.state = 'standing'), \
+                        EXISTS (SELECT 1 FROM pair_reviews r JOIN preference_labels l ON l.id = r.label_id \
+                                WHERE l.task_id = t.id AND r.decision = 'corrected'), t.completed_at \
+                 FROM annotation_tasks t JOIN preference_pairs p ON p.task_id = t.id \
+                 JOIN work_items w ON w.id = p.left_item_id \
+                 JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
+                 WHERE t.state = 'done' AND t.decided_at IS NOT NULL \
+                 AND NOT EXISTS (SELECT 1 FROM gold_items g WHERE g.task_id = t.id) \
+                 ORDER BY 8 DESC LIMIT $1",
             )
             .bind(limit.saturating_mul(5))
             .fetch_all(pool)
             .await?;
             Ok(rows
                 .into_iter()
-                .filter_map(|(task_id, input, verdict, labels, verdicts, corrected)| {
+                .filter_map(|(task_id, input, verdict, consensus, labels, answers, corrected)| {
+                    let answer = match (verdict, consensus) {
+                        (Some(verdict), _) => GoldAnswer::Verdict(verdict == "pass"),
+                        (None, consensus) => GoldAnswer::Pair(
+                            arbiter_domain::annotation::preference::decided_choice(consensus.as_deref()?)?,
+                        ),
+                    };
                     let why = if corrected {
                         "a senior reviewer decided it".to_string()
-                    } else if labels >= 2 && verdicts == 1 {
+                    } else if labels >= 2 && answers == 1 {
                         format!("all {labels} raters agreed")
                     } else {
                         return None;
@@ -1691,7 +1744,7 @@ macro_rules! annotation_sql {
                     Some(arbiter_domain::annotation::gold::GoldCandidate {
                         task_id: TaskId(task_id),
                         input: excerpt(&input),
-                        verdict_pass: verdict == "pass",
+                        answer,
                         labels: labels.max(0) as u64,
                         why,
                     })
@@ -1813,7 +1866,7 @@ macro_rules! annotation_sql {
                      UNION ALL \
                      SELECT COALESCE(e.name, pq.name), l.task_id, l.rater_id, u.username, '', NULL, NULL, l.choice, l.id \
                      FROM preference_labels l JOIN users u ON u.id = l.rater_id {QUEUE_JOINS} \
-                     WHERE l.created_at >= $1 AND (e.name IS NOT NULL OR pq.name IS NOT NULL) \
+                     WHERE l.state = 'standing' AND l.created_at >= $1 AND (e.name IS NOT NULL OR pq.name IS NOT NULL) \
                      ORDER BY 2, 9"
                 ))
                 .bind(since)
@@ -1956,6 +2009,7 @@ macro_rules! annotation_sql {
                         Some(ReviewOutcome {
                             decision,
                             corrected_to: corrected_to.map(|verdict| verdict == "pass"),
+                            corrected_choice: None,
                             reason: row.read("reason")?,
                             decided_at: row.read("decided_at")?,
                             overturned_to: match (check_state.as_deref(), check_verdict) {
@@ -1981,8 +2035,13 @@ macro_rules! annotation_sql {
                     review,
                     shown: None,
                     answers: answers_in_words(row)?,
+                    pair: None,
                 });
             }
+            // With the rater's choices on pairs, newest first.
+            labels.extend(super::preferences_sql::own_preferences(pool, rater_id, limit).await?);
+            labels.sort_by_key(|label| std::cmp::Reverse(label.created_at));
+            labels.truncate(usize::try_from(limit).unwrap_or(0));
             Ok(labels)
         }
 
@@ -2166,9 +2225,9 @@ macro_rules! annotation_sql {
                 result.map_err(|err| err.during("check_review"))
             }
 
-            async fn create_gold(&self, task_id: TaskId, answer_pass: bool, note: &str, created_by: UserId) -> StoreResult<i64> {
+            async fn create_gold(&self, task_id: TaskId, answer: GoldAnswer, note: &str, created_by: UserId) -> StoreResult<i64> {
                 let result: StoreResult<i64> = async move {
-                    insert_gold(&self.writer, task_id, answer_pass, note, created_by).await
+                    insert_gold(&self.writer, task_id, answer, note, created_by).await
                 }
                 .await;
                 result.map_err(|err| err.during("create_gold"))

@@ -87,7 +87,7 @@ macro_rules! label_events_sql {
                  WHERE l.task_id IN ({ids}) \
                  UNION ALL \
                  SELECT l.task_id, u.username, NULL, l.choice, NULL, l.rationale, \
-                        l.duration_ms, 'standing', NULL, l.created_at, l.id \
+                        l.duration_ms, l.state, NULL, l.created_at, l.id \
                  FROM preference_labels l JOIN users u ON u.id = l.rater_id \
                  WHERE l.task_id IN ({ids}) \
                  ORDER BY 1, 11"

@@ -1274,11 +1274,18 @@ macro_rules! operations_sql {
                     for chunk in pair_tasks.chunks(500) {
                         let ids: Vec<String> = chunk.iter().map(i64::to_string).collect();
                         let ids = ids.join(", ");
-                        for table in ["preference_labels", "task_leases", "annotation_skips", "preference_pairs"] {
-                            deleted += sqlx::query(&format!("DELETE FROM {table} WHERE task_id IN ({ids})"))
-                                .execute(&mut *tx)
-                                .await?
-                                .rows_affected();
+                        let golds = format!("SELECT id FROM gold_items WHERE task_id IN ({ids})");
+                        let pair_statements = [
+                            format!("DELETE FROM pair_reviews WHERE label_id IN (SELECT id FROM preference_labels WHERE task_id IN ({ids}))"),
+                            format!("DELETE FROM task_leases WHERE task_id IN ({ids}) OR gold_id IN ({golds})"),
+                            format!("DELETE FROM gold_answers WHERE gold_id IN ({golds})"),
+                            format!("DELETE FROM gold_items WHERE task_id IN ({ids})"),
+                            format!("DELETE FROM preference_labels WHERE task_id IN ({ids})"),
+                            format!("DELETE FROM annotation_skips WHERE task_id IN ({ids})"),
+                            format!("DELETE FROM preference_pairs WHERE task_id IN ({ids})"),
+                        ];
+                        for statement in &pair_statements {
+                            deleted += sqlx::query(statement).execute(&mut *tx).await?.rows_affected();
                         }
                         deleted += sqlx::query(&format!("DELETE FROM annotation_tasks WHERE id IN ({ids})"))
                             .execute(&mut *tx)

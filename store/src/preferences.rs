@@ -6,12 +6,16 @@
 //! Invariants, each kept inside one transaction:
 //! - a request creates all its pairs or none, never a pair of two items already paired;
 //! - a preference is accepted only from the rater holding the pair's live lease, once, and the
-//!   pair is decided when its last label arrives (as single items are).
+//!   pair is decided when its last label arrives (as single items are); on a gold pair it is a
+//!   gold answer instead, which never counts as a label;
+//! - a sample of preferences, and every preference on a pair whose raters split, waits for a
+//!   senior reviewer, whose correction decides the pair and whose rejection reopens it.
 
 use crate::StoreResult;
 pub use arbiter_domain::annotation::preference::PairRequestSummary;
 use arbiter_domain::annotation::preference::{PairSelection, Preference};
-use arbiter_domain::annotation::task::ClaimHandle;
+use arbiter_domain::annotation::review::PairReviewDecision;
+use arbiter_domain::annotation::task::{ClaimHandle, TrainingFeedback};
 use arbiter_domain::ids::{RunId, UserId};
 use async_trait::async_trait;
 
@@ -60,13 +64,26 @@ pub trait PreferenceStore: Send + Sync + 'static {
     /// The newest requests first, at most `limit`.
     async fn pair_requests(&self, limit: i64) -> StoreResult<Vec<PairRequestSummary>>;
 
-    /// Records the preference of the rater holding the pair leased under `handle`.
+    /// Records the preference of the rater holding the pair leased under `handle`; on a gold
+    /// pair it is a gold answer, and a rater in training gets feedback on it.
     async fn submit_preference(
         &self,
         handle: &ClaimHandle,
         user_id: UserId,
         choice: Preference,
         rationale: &str,
+    ) -> StoreResult<Option<TrainingFeedback>>;
+
+    /// Records a reviewer's decision on a rater's preference waiting for review and served to
+    /// them (see [`crate::annotation::AnnotationStore::next_review`]); `Conflict` otherwise
+    /// (not drawn, reviewed already, served to someone else, or on a pair they answered),
+    /// `NotFound` for no such preference.
+    async fn review_preference(
+        &self,
+        label_id: i64,
+        reviewer_id: UserId,
+        decision: PairReviewDecision,
+        reason: &str,
     ) -> StoreResult<()>;
 
     /// Every preference label on pairs of `eval_id`'s runs (all evals for `None`), by pair.
@@ -79,8 +96,12 @@ macro_rules! preferences_sql {
         use $crate::ReadColumn as _;
         use $crate::preferences::{NewPairRequest, PairRequestSummary, PreferenceRow};
         use arbiter_domain::annotation::adjudication::{rater_quality, sla_hours};
-        use arbiter_domain::annotation::preference::{decide_pair, draw_pairs, PairSelection, Preference};
-        use arbiter_domain::annotation::task::ClaimHandle;
+        use arbiter_domain::annotation::preference::{decide_pair, draw_pairs, pair_consensus, PairSelection, Preference};
+        use arbiter_domain::annotation::adjudication::drawn_for_review;
+        use arbiter_domain::annotation::gold::GoldAnswer;
+        use arbiter_domain::annotation::review::{OwnLabel, PairReviewDecision, ReviewItem, ReviewOutcome, ReviewPair};
+        use arbiter_domain::annotation::task::{ClaimHandle, TaskPair, TrainingFeedback};
+        use arbiter_domain::grading::triage::DEFAULT_REVIEW_RATE;
         use arbiter_domain::ids::UserId;
         use arbiter_domain::run::Priority;
         use $crate::{StoreError, StoreResult, now_ms};
@@ -158,6 +179,222 @@ macro_rules! preferences_sql {
                 least = least_greatest().0,
                 greatest = least_greatest().1,
             )
+        }
+
+        /// A pair's choice from its standing preferences (each rater weighted by their record)
+        /// or a reviewer's correction, kept on the task as its consensus; a split sends every
+        /// standing preference to the reviewers and leaves the pair undecided.
+        async fn decide_pair_task(
+            tx: &mut sqlx::Transaction<'_, $db>,
+            task_id: i64,
+            now: i64,
+        ) -> Result<(), sqlx::Error> {
+            let correction: Option<String> = sqlx::query_scalar(
+                "SELECT r.choice FROM pair_reviews r JOIN preference_labels l ON l.id = r.label_id \
+                 WHERE l.task_id = $1 AND r.decision = 'corrected' ORDER BY r.created_at DESC, r.id DESC LIMIT 1",
+            )
+            .bind(task_id)
+            .fetch_optional(&mut **tx)
+            .await?
+            .flatten();
+            let decided = match correction.as_deref().map(Preference::parse) {
+                Some(Ok(choice)) => Some(choice),
+                _ => {
+                    let votes: Vec<(String, i64, i64)> = sqlx::query_as(&format!(
+                        "SELECT l.choice, {} FROM preference_labels l WHERE l.task_id = $1 AND l.state = 'standing' ORDER BY l.id",
+                        super::annotation_sql::rater_record_sql("l.rater_id"),
+                    ))
+                    .bind(task_id)
+                    .fetch_all(&mut **tx)
+                    .await?;
+                    let votes: Vec<(Preference, f64)> = votes
+                        .into_iter()
+                        .filter_map(|(choice, right, wrong)| {
+                            let quality = rater_quality(right.max(0) as u64, wrong.max(0) as u64);
+                            Preference::parse(&choice).ok().map(|choice| (choice, quality))
+                        })
+                        .collect();
+                    decide_pair(&votes)
+                }
+            };
+            sqlx::query("UPDATE annotation_tasks SET consensus = $1, decided_at = $2 WHERE id = $3")
+                .bind(pair_consensus(decided).to_string())
+                .bind(decided.map(|_| now))
+                .bind(task_id)
+                .execute(&mut **tx)
+                .await?;
+            if decided.is_none() {
+                sqlx::query(
+                    "UPDATE preference_labels SET review_state = 'pending' \
+                     WHERE task_id = $1 AND state = 'standing' AND review_state IS NULL",
+                )
+                .bind(task_id)
+                .execute(&mut **tx)
+                .await?;
+            }
+            Ok(())
+        }
+
+        /// How long a preference served for review stays with its reviewer (as a label does).
+        const REVIEW_HOLD_MS: i64 = 30 * 60 * 1000;
+
+        /// The preference this reviewer holds for review, or the oldest free one on a pair they
+        /// did not answer (higher-priority pairs first), now served to them alone.
+        pub(crate) async fn serve_pair_review(
+            writer: &sqlx::Pool<$db>,
+            reviewer_id: UserId,
+        ) -> StoreResult<Option<ReviewItem>> {
+            let now = now_ms();
+            let mut tx = writer.begin_with($begin).await?;
+            let mut served = None;
+            // As for labels: the serving update is conditional, and a loser picks again.
+            for _ in 0..3 {
+                let picked: Option<i64> = sqlx::query_scalar(
+                    "SELECT l.id FROM preference_labels l JOIN annotation_tasks t ON t.id = l.task_id \
+                     WHERE l.review_state = 'pending' \
+                       AND (l.review_served_to IS NULL OR l.review_served_to = $1 OR l.review_served_until <= $2) \
+                       AND NOT EXISTS (SELECT 1 FROM preference_labels o WHERE o.task_id = l.task_id AND o.rater_id = $1) \
+                     ORDER BY CASE WHEN l.review_served_to = $1 AND l.review_served_until > $2 THEN 0 ELSE 1 END, \
+                              t.priority DESC, l.id LIMIT 1",
+                )
+                .bind(reviewer_id.get())
+                .bind(now)
+                .fetch_optional(&mut *tx)
+                .await?;
+                let Some(label_id) = picked else {
+                    break;
+                };
+                let taken = sqlx::query(
+                    "UPDATE preference_labels SET review_served_to = $1, review_served_until = $2 \
+                     WHERE id = $3 AND review_state = 'pending' \
+                       AND (review_served_to IS NULL OR review_served_to = $1 OR review_served_until <= $4)",
+                )
+                .bind(reviewer_id.get())
+                .bind(now + REVIEW_HOLD_MS)
+                .bind(label_id)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if taken == 1 {
+                    served = Some(label_id);
+                    break;
+                }
+            }
+            tx.commit().await?;
+            let Some(label_id) = served else {
+                return Ok(None);
+            };
+            let row = sqlx::query(&format!(
+                "SELECT l.id AS label_id, {}, u.username, l.choice, l.rationale, \
+                        (SELECT COUNT(*) FROM preference_labels o WHERE o.task_id = l.task_id AND o.state = 'standing' \
+                         AND o.choice <> l.choice) AS dissent \
+                 FROM preference_labels l JOIN users u ON u.id = l.rater_id \
+                 JOIN annotation_tasks t ON t.id = l.task_id {} WHERE l.id = $1",
+                super::annotation_sql::SHOWN_TASK_COLUMNS,
+                super::annotation_sql::SHOWN_TASK_JOINS,
+            ))
+            .bind(label_id)
+            .fetch_one(writer)
+            .await?;
+            let dissent: i64 = row.read("dissent")?;
+            let choice: String = row.read("choice")?;
+            let choice = Preference::parse(&choice).map_err(|message| sqlx::Error::Decode(message.into()))?;
+            // A run's answer purged by retention shows as empty: the reviewer can still reject.
+            let output: Option<String> = row.read("output")?;
+            let right_output: Option<String> = row.read("right_output")?;
+            Ok(Some(ReviewItem {
+                label_id,
+                identity_id: row.read("identity_id")?,
+                rater: row.read("username")?,
+                input: row.read::<Option<String>>("input")?.unwrap_or_default(),
+                images: Vec::new(),
+                target: row.read::<Option<String>>("target")?.unwrap_or_default(),
+                output: output.unwrap_or_default(),
+                pass: false,
+                rationale: row.read("rationale")?,
+                why: if dissent > 0 {
+                    "the raters disagree on this pair".to_string()
+                } else {
+                    "drawn for the random QC sample".to_string()
+                },
+                check: None,
+                shown: None,
+                answers: Vec::new(),
+                pair: Some(ReviewPair {
+                    choice,
+                    right: TaskPair {
+                        right_output: right_output.unwrap_or_default(),
+                        right_shown: None,
+                    },
+                }),
+            }))
+        }
+
+        /// A rater's choices on pairs for their feedback page: those a reviewer corrected or
+        /// rejected, those waiting for a reviewer, and those on pairs still waiting for other
+        /// raters; newest first, at most `limit`. A choice cannot be changed once given.
+        pub(crate) async fn own_preferences(
+            pool: &sqlx::Pool<$db>,
+            rater_id: UserId,
+            limit: i64,
+        ) -> StoreResult<Vec<OwnLabel>> {
+            let rows = sqlx::query(&format!(
+                "SELECT l.id AS label_id, {}, l.choice, l.rationale, l.created_at, \
+                        pr.decision, pr.choice AS corrected_choice, pr.reason, pr.created_at AS decided_at \
+                 FROM preference_labels l JOIN annotation_tasks t ON t.id = l.task_id {} \
+                 LEFT JOIN pair_reviews pr ON pr.label_id = l.id \
+                 WHERE l.rater_id = $1 \
+                   AND ((t.state <> 'done' AND l.state = 'standing') OR l.review_state = 'pending' \
+                        OR pr.decision IN ('corrected', 'rejected')) \
+                 ORDER BY l.id DESC LIMIT $2",
+                super::annotation_sql::SHOWN_TASK_COLUMNS,
+                super::annotation_sql::SHOWN_TASK_JOINS,
+            ))
+            .bind(rater_id.get())
+            .bind(limit)
+            .fetch_all(pool)
+            .await?;
+            let choice_of = |text: String| Preference::parse(&text).map_err(|message| sqlx::Error::Decode(message.into()));
+            let mut labels = Vec::with_capacity(rows.len());
+            for row in &rows {
+                let decision: Option<String> = row.read("decision")?;
+                let review = match decision {
+                    Some(decision) => Some(ReviewOutcome {
+                        decision,
+                        corrected_to: None,
+                        corrected_choice: row.read::<Option<String>>("corrected_choice")?.map(choice_of).transpose()?,
+                        reason: row.read("reason")?,
+                        decided_at: row.read("decided_at")?,
+                        overturned_to: None,
+                    }),
+                    None => None,
+                };
+                labels.push(OwnLabel {
+                    label_id: row.read("label_id")?,
+                    identity_id: row.read("identity_id")?,
+                    input: row.read::<Option<String>>("input")?.unwrap_or_default(),
+                    images: Vec::new(),
+                    target: row.read::<Option<String>>("target")?.unwrap_or_default(),
+                    output: row.read::<Option<String>>("output")?.unwrap_or_default(),
+                    pass: false,
+                    rationale: row.read("rationale")?,
+                    created_at: row.read("created_at")?,
+                    edited_at: None,
+                    editable: Err("a choice on a pair cannot be changed after it is submitted".into()),
+                    review,
+                    shown: None,
+                    answers: Vec::new(),
+                    pair: Some(ReviewPair {
+                        choice: choice_of(row.read("choice")?)?,
+                        right: TaskPair {
+                            right_output: row.read::<Option<String>>("right_output")?.unwrap_or_default(),
+                            right_shown: None,
+                        },
+                    }),
+                });
+            }
+            Ok(labels)
         }
 
         #[async_trait::async_trait]
@@ -245,11 +482,10 @@ macro_rules! preferences_sql {
                     .fetch_one(&mut *tx)
                     .await?;
                     for pair in &drawn {
-                        // Pairs are never drawn for review or gold yet: their labels are no verdicts.
                         let task_id: i64 = sqlx::query_scalar(
                             "INSERT INTO annotation_tasks (work_item_id, reason, kind, labels_needed, review_rate, \
                              priority, due_at, state, created_at, run_id) \
-                             VALUES (NULL, $1, 'pair', $2, 0, $3, $4, 'open', $5, $6) RETURNING id",
+                             VALUES (NULL, $1, 'pair', $2, $7, $3, $4, 'open', $5, $6) RETURNING id",
                         )
                         .bind(format!("pair request {request_id}"))
                         .bind(request.labels_needed)
@@ -257,6 +493,7 @@ macro_rules! preferences_sql {
                         .bind(due_at)
                         .bind(now)
                         .bind(request.run_a.get())
+                        .bind(DEFAULT_REVIEW_RATE)
                         .fetch_one(&mut *tx)
                         .await?;
                         sqlx::query(
@@ -304,20 +541,20 @@ macro_rules! preferences_sql {
                 user_id: UserId,
                 choice: Preference,
                 rationale: &str,
-            ) -> StoreResult<()> {
-                let result: StoreResult<()> = async move {
+            ) -> StoreResult<Option<TrainingFeedback>> {
+                let result: StoreResult<Option<TrainingFeedback>> = async move {
                     let now = now_ms();
                     let mut tx = self.writer.begin_with($begin).await?;
-                    let lease: Option<(i64, i64)> = sqlx::query_as(
+                    let lease: Option<(i64, i64, Option<i64>)> = sqlx::query_as(
                         "DELETE FROM task_leases WHERE handle = $1 AND rater_id = $2 AND expires_at > $3 \
-                         RETURNING task_id, started_at",
+                         RETURNING task_id, started_at, gold_id",
                     )
                     .bind(handle.as_str())
                     .bind(user_id.get())
                     .bind(now)
                     .fetch_optional(&mut *tx)
                     .await?;
-                    let Some((task_id, started)) = lease else {
+                    let Some((task_id, started, gold_id)) = lease else {
                         tx.rollback().await?;
                         return Err(StoreError::Conflict(super::annotation_sql::NOT_HELD.into()));
                     };
@@ -331,9 +568,17 @@ macro_rules! preferences_sql {
                             "this item is one output, not a pair: label it pass or fail (or answer its rubric)".into(),
                         ));
                     }
-                    sqlx::query(
+                    if let Some(gold_id) = gold_id {
+                        let feedback = super::annotation_sql::record_gold_answer(
+                            &mut tx, gold_id, user_id, GoldAnswer::Pair(choice), now - started, now,
+                        )
+                        .await?;
+                        tx.commit().await?;
+                        return Ok(feedback);
+                    }
+                    let label_id: i64 = sqlx::query_scalar(
                         "INSERT INTO preference_labels (task_id, rater_id, choice, rationale, duration_ms, created_at) \
-                         VALUES ($1, $2, $3, $4, $5, $6)",
+                         VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
                     )
                     .bind(task_id)
                     .bind(user_id.get())
@@ -341,51 +586,141 @@ macro_rules! preferences_sql {
                     .bind(rationale)
                     .bind(now - started)
                     .bind(now)
-                    .execute(&mut *tx)
+                    .fetch_one(&mut *tx)
                     .await
                     .map_err(|err| $crate::conflict_on($backend, err, "preference_labels_task_rater_key", "you have answered this pair already"))?;
-                    let (done, needed): (i64, i64) = sqlx::query_as(
+                    let (done, needed, review_rate): (i64, i64, f64) = sqlx::query_as(
                         "UPDATE annotation_tasks SET labels_done = labels_done + 1 WHERE id = $1 \
-                         RETURNING labels_done, labels_needed",
+                         RETURNING labels_done, labels_needed, review_rate",
                     )
                     .bind(task_id)
                     .fetch_one(&mut *tx)
                     .await?;
+                    if drawn_for_review(review_rate, label_id) {
+                        sqlx::query("UPDATE preference_labels SET review_state = 'pending' WHERE id = $1")
+                            .bind(label_id)
+                            .execute(&mut *tx)
+                            .await?;
+                    }
                     if done >= needed {
-                        // Decided as single items are: each rater weighted by their record.
-                        let votes: Vec<(String, i64, i64)> = sqlx::query_as(&format!(
-                            "SELECT l.choice, {} FROM preference_labels l WHERE l.task_id = $1 ORDER BY l.id",
-                            super::annotation_sql::rater_record_sql("l.rater_id"),
-                        ))
-                        .bind(task_id)
-                        .fetch_all(&mut *tx)
-                        .await?;
-                        let votes: Vec<(Preference, f64)> = votes
-                            .into_iter()
-                            .filter_map(|(choice, right, wrong)| {
-                                let quality = rater_quality(right.max(0) as u64, wrong.max(0) as u64);
-                                Preference::parse(&choice).ok().map(|choice| (choice, quality))
-                            })
-                            .collect();
-                        let consensus = match decide_pair(&votes) {
-                            Some(choice) => serde_json::json!({ "choice": choice.as_str() }),
-                            None => serde_json::json!({ "split": true }),
-                        };
-                        sqlx::query(
-                            "UPDATE annotation_tasks SET state = 'done', completed_at = $1, decided_at = $1, consensus = $2 \
-                             WHERE id = $3",
-                        )
+                        sqlx::query("UPDATE annotation_tasks SET state = 'done', completed_at = $1 WHERE id = $2")
                             .bind(now)
-                            .bind(consensus.to_string())
                             .bind(task_id)
                             .execute(&mut *tx)
                             .await?;
+                        decide_pair_task(&mut tx, task_id, now).await?;
+                    }
+                    tx.commit().await?;
+                    Ok(None)
+                }
+                .await;
+                result.map_err(|err| err.during("submit_preference"))
+            }
+
+            async fn review_preference(
+                &self,
+                label_id: i64,
+                reviewer_id: UserId,
+                decision: PairReviewDecision,
+                reason: &str,
+            ) -> StoreResult<()> {
+                let result: StoreResult<()> = async move {
+                    let now = now_ms();
+                    let mut tx = self.writer.begin_with($begin).await?;
+                    let label: Option<(i64, i64, String, Option<String>, Option<i64>)> = sqlx::query_as(
+                        "SELECT task_id, rater_id, state, review_state, review_served_to FROM preference_labels WHERE id = $1",
+                    )
+                    .bind(label_id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    let Some((task_id, rater_id, state, review_state, served_to)) = label else {
+                        return Err(StoreError::NotFound(format!("no preference with id {label_id}")));
+                    };
+                    if UserId(rater_id) == reviewer_id {
+                        return Err(StoreError::Conflict("you cannot review your own preference".into()));
+                    }
+                    let Some(review_state) = review_state else {
+                        return Err(StoreError::Conflict("this preference was not drawn for review".into()));
+                    };
+                    if state == "rejected" || review_state != "pending" {
+                        return Err(StoreError::Conflict("this preference has been reviewed already".into()));
+                    }
+                    if served_to != Some(reviewer_id.get()) {
+                        return Err(StoreError::Conflict(
+                            "this preference was not served to you for review; take your next item on the review page".into(),
+                        ));
+                    }
+                    let answered: i64 = sqlx::query_scalar(
+                        "SELECT COUNT(*) FROM preference_labels WHERE task_id = $1 AND rater_id = $2",
+                    )
+                    .bind(task_id)
+                    .bind(reviewer_id.get())
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    if answered > 0 {
+                        return Err(StoreError::Conflict("you answered this pair, so another reviewer decides it".into()));
+                    }
+                    sqlx::query(
+                        "INSERT INTO pair_reviews (label_id, reviewer_id, decision, choice, reason, created_at) \
+                         VALUES ($1, $2, $3, $4, $5, $6)",
+                    )
+                    .bind(label_id)
+                    .bind(reviewer_id.get())
+                    .bind(decision.as_str())
+                    .bind(decision.correction().map(Preference::as_str))
+                    .bind(reason)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|err| $crate::conflict_on($backend, err, "pair_reviews_label_key", "this preference has been reviewed already"))?;
+                    // Conditional, as for labels: a preference served again to another reviewer
+                    // since it was read above refuses this decision, and the review goes back.
+                    let decided = sqlx::query(
+                        "UPDATE preference_labels SET review_state = $1 \
+                         WHERE id = $2 AND review_state = 'pending' AND review_served_to = $3",
+                    )
+                    .bind(decision.as_str())
+                    .bind(label_id)
+                    .bind(reviewer_id.get())
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                    if decided != 1 {
+                        return Err(StoreError::Conflict(
+                            "this preference was served to another reviewer meanwhile; take your next item on the review page".into(),
+                        ));
+                    }
+                    let task_done = sqlx::query_scalar::<_, String>("SELECT state FROM annotation_tasks WHERE id = $1")
+                        .bind(task_id)
+                        .fetch_one(&mut *tx)
+                        .await?
+                        == "done";
+                    match decision {
+                        PairReviewDecision::Accept => {}
+                        PairReviewDecision::Correct(_) => {
+                            if task_done {
+                                decide_pair_task(&mut tx, task_id, now).await?;
+                            }
+                        }
+                        PairReviewDecision::Reject => {
+                            sqlx::query("UPDATE preference_labels SET state = 'rejected' WHERE id = $1")
+                                .bind(label_id)
+                                .execute(&mut *tx)
+                                .await?;
+                            sqlx::query(
+                                "UPDATE annotation_tasks SET labels_done = labels_done - 1, state = 'open', completed_at = NULL, \
+                                 consensus = NULL, decided_at = NULL WHERE id = $1",
+                            )
+                            .bind(task_id)
+                            .execute(&mut *tx)
+                            .await?;
+                        }
                     }
                     tx.commit().await?;
                     Ok(())
                 }
                 .await;
-                result.map_err(|err| err.during("submit_preference"))
+                result.map_err(|err| err.during("review_preference"))
             }
 
             async fn preference_rows(&self, eval_id: Option<i64>) -> StoreResult<Vec<PreferenceRow>> {
@@ -400,7 +735,7 @@ macro_rules! preferences_sql {
                          JOIN checkpoints cl ON cl.id = wl.checkpoint_id JOIN checkpoints cr ON cr.id = wr.checkpoint_id \
                          JOIN runs r ON r.id = wl.run_id JOIN evals e ON e.id = r.eval_id \
                          JOIN users u ON u.id = l.rater_id \
-                         WHERE ($1 IS NULL OR r.eval_id = $1) ORDER BY l.task_id, l.id",
+                         WHERE ($1 IS NULL OR r.eval_id = $1) AND l.state = 'standing' ORDER BY l.task_id, l.id",
                     )
                     .bind(eval_id)
                     .fetch_all(&self.pool)

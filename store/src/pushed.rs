@@ -108,22 +108,20 @@ macro_rules! pushed_sql {
                     receipts[index] = Some(PushReceipt { task_id, content_hash, created: false });
                     continue;
                 }
-                // Pairs' answers are no verdicts: they are not drawn for review (as pairs of
-                // runs' answers are not).
-                let (kind, review_rate, rubric_id) = if item.is_pair() {
-                    ("pair", Some(0.0), None)
+                let (kind, rubric_id) = if item.is_pair() {
+                    ("pair", None)
                 } else {
-                    ("pushed", None, push.rubric_id)
+                    ("pushed", push.rubric_id)
                 };
                 let task_id: i64 = sqlx::query_scalar(
                     "INSERT INTO annotation_tasks (work_item_id, reason, kind, labels_needed, review_rate, \
                      priority, skill, due_at, state, created_at, rubric_id) \
-                     VALUES (NULL, $1, $2, $3, COALESCE($4, 0.075), $5, $6, $7, 'open', $8, $9) RETURNING id",
+                     VALUES (NULL, $1, $2, $3, $4, $5, $6, $7, 'open', $8, $9) RETURNING id",
                 )
                 .bind(format!("pushed to queue {}", push.queue))
                 .bind(kind)
                 .bind(push.labels_needed)
-                .bind(review_rate)
+                .bind(arbiter_domain::grading::triage::DEFAULT_REVIEW_RATE)
                 .bind(push.priority.rank())
                 .bind(push.skill.as_deref())
                 .bind(due_at)

@@ -18,7 +18,6 @@ use crate::annotation::preferences::SubmitPreference;
 use crate::annotation::rubric_form::{one_pick, pick, record, typed};
 use crate::annotation::rubric_form::{GuidelinesPanel, RubricForm};
 use crate::components::{error_text, plain_item, ErrorNote};
-use crate::format::verdict_word;
 use crate::keys::{CheatSheet, KeyBinding, KeyLegend, KeyMap};
 use crate::shown::{RawToggle, ShownItemView};
 use arbiter_domain::annotation::rubric::{Rubric, RubricAnswer};
@@ -298,27 +297,28 @@ pub fn AnnotatePage() -> impl IntoView {
         }
         Err(err) => notice.set(Some(error_text(&err))),
     };
+    // A label's result: on a gold item in training, what the rater learns.
+    let after_label = move |result: Result<Option<TrainingFeedbackView>, ServerFnError>,
+                            saved: &str| {
+        let done = match &result {
+            Ok(Some(feedback)) => training_message(feedback),
+            _ => saved.to_string(),
+        };
+        after(result.map(|_| ()), &done);
+    };
     Effect::new(move |_| {
         if let Some(result) = submit.value().get() {
-            let done = match &result {
-                Ok(Some(feedback)) => training_message(feedback),
-                _ => "Label saved.".to_string(),
-            };
-            after(result.map(|_| ()), &done);
+            after_label(result, "Label saved.");
         }
     });
     Effect::new(move |_| {
         if let Some(result) = submit_rubric.value().get() {
-            let done = match &result {
-                Ok(Some(feedback)) => training_message(feedback),
-                _ => "Label saved.".to_string(),
-            };
-            after(result.map(|_| ()), &done);
+            after_label(result, "Label saved.");
         }
     });
     Effect::new(move |_| {
         if let Some(result) = prefer.value().get() {
-            after(result, "Preference saved.");
+            after_label(result, "Preference saved.");
         }
     });
     Effect::new(move |_| {
@@ -539,7 +539,7 @@ pub fn AnnotatePage() -> impl IntoView {
 
 /// What a rater in training reads after a label.
 fn training_message(TrainingFeedbackView { feedback, out_of }: &TrainingFeedbackView) -> String {
-    let answer = verdict_word(feedback.answer_pass);
+    let answer = feedback.answer.words();
     let verdict = if feedback.correct {
         format!("Right: the answer is {answer}.")
     } else {

@@ -83,6 +83,28 @@ pub async fn review_label(
     .map_err(service_error)
 }
 
+/// `decision` on a rater's preference is `accept`, `correct` (with `choice` a, b, tie or
+/// both_bad, sides as shown) or `reject` (with a reason).
+#[server(endpoint = "review_preference")]
+pub async fn review_preference(
+    label_id: i64,
+    decision: String,
+    #[server(default)] choice: String,
+    #[server(default)] reason: String,
+) -> Result<(), ServerFnError> {
+    let (state, user) = require(Permission::Review).await?;
+    arbiter_engine::annotation::review::review_preference(
+        state.store.as_ref(),
+        label_id,
+        user.id,
+        &decision,
+        &choice,
+        &reason,
+    )
+    .await
+    .map_err(service_error)
+}
+
 #[server(endpoint = "raters_page")]
 pub async fn raters_page() -> Result<RatersPageData, ServerFnError> {
     let (state, user) = require(Permission::ManageUsers).await?;
@@ -393,7 +415,7 @@ pub async fn submit_label(
 }
 
 #[cfg(feature = "ssr")]
-fn training_view(feedback: TrainingFeedback) -> TrainingFeedbackView {
+pub(crate) fn training_view(feedback: TrainingFeedback) -> TrainingFeedbackView {
     TrainingFeedbackView {
         out_of: feedback
             .answered

@@ -79,13 +79,21 @@ fn OwnLabelCard(
     view! {
         <section class="card own-label" data-testid="own-label" data-label-id=label_id.to_string()>
             <p class="hint">"Labelled " {format_time(label.created_at)} {edited}</p>
-            <p data-testid="own-verdict">"You said " <strong>{verdict_word(label.pass)}</strong>
+            <p data-testid="own-verdict">"You said " <strong>{match &label.pair {
+                Some(pair) => pair.choice.words(),
+                None => verdict_word(label.pass),
+            }}</strong>
                 {(!label.rationale.is_empty()).then(|| view! { ": " <span class="rationale">{label.rationale.clone()}</span> })}</p>
             <AnswersTable answers=label.answers.clone()/>
             {label.review.as_ref().map(|review| view! { <ReviewNote review=review.clone()/> })}
             <details>
                 <summary>"The item"</summary>
-                <ShownItemView shown images=label.images.clone() raw/>
+                <ShownItemView shown images=label.images.clone() raw right=label.pair.as_ref().map(|pair| {
+                    pair.right.right_shown.clone().unwrap_or_else(|| arbiter_domain::annotation::shown::ShownText {
+                        raw: pair.right.right_output.clone(),
+                        html: String::new(),
+                    })
+                })/>
             </details>
             {match label.editable {
                 Ok(()) => view! {
@@ -109,6 +117,10 @@ fn OwnLabelCard(
 fn ReviewNote(review: ReviewOutcome) -> impl IntoView {
     let decision = match (review.decision.as_str(), review.corrected_to) {
         ("corrected", Some(pass)) => format!("A reviewer corrected it to {}", verdict_word(pass)),
+        ("corrected", None) if review.corrected_choice.is_some() => format!(
+            "A reviewer corrected it to {}",
+            review.corrected_choice.map_or("", |choice| choice.words())
+        ),
         ("rejected", _) => "A reviewer rejected it".to_string(),
         _ => "A reviewer accepted it".to_string(),
     };

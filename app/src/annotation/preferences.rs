@@ -2,6 +2,7 @@
 //! functions behind it and behind a rater's answer, and the Preferences page (Bradley–Terry
 //! ratings, win rates, position bias and agreement per eval, and the requests sent).
 
+use crate::annotation::api::TrainingFeedbackView;
 use crate::components::{ActionError, ErrorNote};
 use crate::format::format_time;
 use arbiter_domain::annotation::preference::{PairRequestSummary, PositionBias, PreferenceReport};
@@ -63,9 +64,9 @@ pub async fn submit_preference(
     handle: ClaimHandle,
     choice: String,
     #[server(default)] rationale: String,
-) -> Result<(), ServerFnError> {
+) -> Result<Option<TrainingFeedbackView>, ServerFnError> {
     let (state, user) = require(Permission::Annotate).await?;
-    arbiter_engine::preferences::submit_preference(
+    let feedback = arbiter_engine::preferences::submit_preference(
         state.store.as_ref(),
         &handle,
         user.id,
@@ -73,7 +74,8 @@ pub async fn submit_preference(
         &rationale,
     )
     .await
-    .map_err(service_error)
+    .map_err(service_error)?;
+    Ok(feedback.map(crate::annotation::api::training_view))
 }
 
 #[server(endpoint = "preferences_page")]

@@ -7,7 +7,7 @@ use crate::annotation::api::interval_text;
 use crate::annotation::api::statistic_text;
 use crate::annotation::api::{queue_page, CreateGold, QueuePageData, RetireGold, SetQueueSettings};
 use crate::components::{ActionError, AlertList, ErrorNote};
-use crate::format::{format_time, verdict_word};
+use crate::format::format_time;
 use arbiter_domain::annotation::sla::DAY_MS;
 use leptos::prelude::*;
 
@@ -226,11 +226,11 @@ fn QueueReport(
                     <tbody>
                         {data.gold_candidates.into_iter().map(|candidate| view! {
                             <tr>
-                                <td>{candidate.task_id.get()}</td><td>{candidate.input}</td><td>{verdict_word(candidate.verdict_pass)}</td><td>{candidate.why}</td>
+                                <td>{candidate.task_id.get()}</td><td>{candidate.input}</td><td>{candidate.answer.words()}</td><td>{candidate.why}</td>
                                 <td>
                                     <ActionForm action=create_gold attr:class="inline">
                                         <input type="hidden" name="task_id" value=candidate.task_id.to_string()/>
-                                        <input type="hidden" name="answer" value=verdict_word(candidate.verdict_pass)/>
+                                        <input type="hidden" name="answer" value=candidate.answer.as_str()/>
                                         <button type="submit" class="secondary">"Make gold"</button>
                                     </ActionForm>
                                 </td>
@@ -251,7 +251,7 @@ fn QueueReport(
                                 let right = if gold.answers == 0 { "no answers yet".to_string() } else { format!("{} of {}", gold.right, gold.answers) };
                                 view! {
                                     <tr data-testid="gold-item">
-                                        <td>{gold.task_id.get()}</td><td>{gold.input}</td><td>{verdict_word(gold.answer_pass)}</td><td>{right}</td>
+                                        <td>{gold.task_id.get()}</td><td>{gold.input}</td><td>{gold.answer.words()}</td><td>{right}</td>
                                         <td>{if gold.retired_at.is_some() { "retired" } else { "live" }}</td>
                                         <td>{gold.retired_at.is_none().then(|| view! {
                                             <ActionForm action=retire_gold attr:class="inline">

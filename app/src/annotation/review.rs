@@ -1,16 +1,19 @@
 //! The senior reviewer's page: one rater's label at a time, accepted, corrected or rejected
 //! from the keyboard. Keys ([`KEYS`]): `a` accept, `1`/`2` correct to pass/fail, `x` reject (a
 //! reason is required: the rater sees it), `r` reason, `n` next, `v` raw or rendered texts, `?`
-//! every key. When no label waits, a sample of other reviewers' decisions comes up for a spot
-//! check: `a` upholds it, `1`/`2` overturn it with the right verdict. Texts are rendered from
-//! HTML the server sanitised; the rater's rationale is plain text.
+//! every key. A rater's choice on a pair is reviewed the same way ([`PAIR_KEYS`]), corrected
+//! with `1`–`4` to A better, B better, tie or both bad. When no label waits, a sample of other
+//! reviewers' decisions comes up for a spot check: `a` upholds it, `1`/`2` overturn it with the
+//! right verdict. Texts are rendered from HTML the server sanitised; the rater's rationale is
+//! plain text.
 
-use crate::annotation::api::{next_review, CheckReview, ReviewLabel};
+use crate::annotation::api::{next_review, CheckReview, ReviewLabel, ReviewPreference};
 use crate::annotation::rubric_form::AnswersTable;
 use crate::components::{error_text, plain_item, ErrorNote};
 use crate::format::verdict_word;
 use crate::keys::{CheatSheet, KeyBinding, KeyLegend, KeyMap};
 use crate::shown::{RawToggle, ShownItemView};
+use arbiter_domain::annotation::preference::Preference;
 use arbiter_domain::annotation::review::ReviewCheck;
 use leptos::html;
 use leptos::prelude::*;
@@ -19,6 +22,8 @@ use leptos::prelude::*;
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Current {
     Label(i64),
+    /// A rater's choice on a pair, by its id.
+    Preference(i64),
     Check(i64),
 }
 
@@ -33,9 +38,51 @@ pub(crate) enum Key {
     Next,
     Raw,
     Help,
+    /// On a pair: the right choice.
+    CorrectPair(Preference),
 }
 
-pub(crate) static KEYS: KeyMap<Key> = KeyMap(&[
+/// A review key map: the given accept and correction keys, then the keys every review page
+/// shares.
+macro_rules! review_key_map {
+    ($($binding:expr),* $(,)?) => {
+        KeyMap(&[
+        $($binding,)*
+        KeyBinding {
+            keys: &["x"],
+            action: Key::Reject,
+            does: "reject (reason required)",
+            in_legend: true,
+        },
+        KeyBinding {
+            keys: &["r"],
+            action: Key::Reason,
+            does: "reason",
+            in_legend: true,
+        },
+        KeyBinding {
+            keys: &["n"],
+            action: Key::Next,
+            does: "next",
+            in_legend: true,
+        },
+        KeyBinding {
+            keys: &["v"],
+            action: Key::Raw,
+            does: "raw or rendered texts",
+            in_legend: false,
+        },
+        KeyBinding {
+            keys: &["?"],
+            action: Key::Help,
+            does: "all keys",
+            in_legend: true,
+        },
+        ])
+    };
+}
+
+pub(crate) static KEYS: KeyMap<Key> = review_key_map![
     KeyBinding {
         keys: &["a"],
         action: Key::Accept,
@@ -54,43 +101,48 @@ pub(crate) static KEYS: KeyMap<Key> = KeyMap(&[
         does: "correct to fail",
         in_legend: true,
     },
+];
+
+/// The keys while a rater's choice on a pair is on screen.
+pub(crate) static PAIR_KEYS: KeyMap<Key> = review_key_map![
     KeyBinding {
-        keys: &["x"],
-        action: Key::Reject,
-        does: "reject (reason required)",
+        keys: &["a"],
+        action: Key::Accept,
+        does: "accept",
         in_legend: true,
     },
     KeyBinding {
-        keys: &["r"],
-        action: Key::Reason,
-        does: "reason",
+        keys: &["1"],
+        action: Key::CorrectPair(Preference::A),
+        does: "correct to A is better",
         in_legend: true,
     },
     KeyBinding {
-        keys: &["n"],
-        action: Key::Next,
-        does: "next",
+        keys: &["2"],
+        action: Key::CorrectPair(Preference::B),
+        does: "correct to B is better",
         in_legend: true,
     },
     KeyBinding {
-        keys: &["v"],
-        action: Key::Raw,
-        does: "raw or rendered texts",
-        in_legend: false,
-    },
-    KeyBinding {
-        keys: &["?"],
-        action: Key::Help,
-        does: "all keys",
+        keys: &["3"],
+        action: Key::CorrectPair(Preference::Tie),
+        does: "correct to tie",
         in_legend: true,
     },
-]);
+    KeyBinding {
+        keys: &["4"],
+        action: Key::CorrectPair(Preference::BothBad),
+        does: "correct to both bad",
+        in_legend: true,
+    },
+];
 
 #[component]
 pub fn ReviewPage() -> impl IntoView {
     let tick = RwSignal::new(0u64);
     let item = Resource::new(move || tick.get(), |_| next_review());
     let decide = ServerAction::<ReviewLabel>::new();
+    let decide_pair = ServerAction::<ReviewPreference>::new();
     let check = ServerAction::<CheckReview>::new();
     let current = RwSignal::new(None::<Current>);
     let reason = RwSignal::new(String::new());
@@ -99,9 +151,17 @@ pub fn ReviewPage() -> impl IntoView {
     let raw = RwSignal::new(false);
     let help = RwSignal::new(false);
 
-    // `decision` is accept, correct (with a verdict) or reject; on a spot check accept upholds
-    // the other reviewer and a correction overturns them.
+    // `decision` is accept, correct (with a verdict, or a pair's choice) or reject; on a spot
+    // check accept upholds the other reviewer and a correction overturns them.
     let send = move |decision: &str, verdict: &str| match current.get_untracked() {
+        Some(Current::Preference(label_id)) => {
+            decide_pair.dispatch(ReviewPreference {
+                label_id,
+                decision: decision.to_string(),
+                choice: verdict.to_string(),
+                reason: reason.get_untracked(),
+            });
+        }
         Some(Current::Label(label_id)) => {
             decide.dispatch(ReviewLabel {
                 label_id,
@@ -141,30 +201,47 @@ pub fn ReviewPage() -> impl IntoView {
         None => {}
     };
     Effect::new(move |_| after(decide.value().get()));
+    Effect::new(move |_| after(decide_pair.value().get()));
     Effect::new(move |_| after(check.value().get()));
 
     #[cfg(feature = "hydrate")]
-    crate::components::keyboard_shortcuts(move |key, event| match KEYS.action(key) {
-        Some(Key::Accept) => send("accept", ""),
-        Some(Key::CorrectToPass) => send("correct", "pass"),
-        Some(Key::CorrectToFail) => send("correct", "fail"),
-        Some(Key::Reject) => send("reject", ""),
-        Some(Key::Next) => tick.update(|tick| *tick += 1),
-        Some(Key::Reason) => {
-            if let Some(input) = reason_box.get_untracked() {
-                event.prevent_default();
-                let _ = input.focus();
+    crate::components::keyboard_shortcuts(move |key, event| {
+        let keys = match current.get_untracked() {
+            Some(Current::Preference(_)) => &PAIR_KEYS,
+            _ => &KEYS,
+        };
+        match keys.action(key) {
+            Some(Key::Accept) => send("accept", ""),
+            Some(Key::CorrectPair(choice)) => send("correct", choice.as_str()),
+            Some(Key::CorrectToPass) => send("correct", "pass"),
+            Some(Key::CorrectToFail) => send("correct", "fail"),
+            Some(Key::Reject) => send("reject", ""),
+            Some(Key::Next) => tick.update(|tick| *tick += 1),
+            Some(Key::Reason) => {
+                if let Some(input) = reason_box.get_untracked() {
+                    event.prevent_default();
+                    let _ = input.focus();
+                }
             }
+            Some(Key::Raw) => raw.update(|raw| *raw = !*raw),
+            Some(Key::Help) => help.update(|open| *open = !*open),
+            None => {}
         }
-        Some(Key::Raw) => raw.update(|raw| *raw = !*raw),
-        Some(Key::Help) => help.update(|open| *open = !*open),
-        None => {}
     });
 
     view! {
         <h1>"Review labels"</h1>
-        <KeyLegend legend=KEYS.legend(true)/>
-        <CheatSheet legend=KEYS.legend(false) open=help/>
+        {move || if matches!(current.get(), Some(Current::Preference(_))) {
+            view! {
+                <KeyLegend legend=PAIR_KEYS.legend(true)/>
+                <CheatSheet legend=PAIR_KEYS.legend(false) open=help/>
+            }.into_any()
+        } else {
+            view! {
+                <KeyLegend legend=KEYS.legend(true)/>
+                <CheatSheet legend=KEYS.legend(false) open=help/>
+            }.into_any()
+        }}
         {move || notice.get().map(|message| view! { <p class="notice" role="status" data-testid="notice">{message}</p> })}
         <Transition fallback=|| view! { <p>"Loading…"</p> }>
             {move || Suspend::new(async move {
@@ -176,6 +253,33 @@ pub fn ReviewPage() -> impl IntoView {
                                 prop:value=move || reason.get()
                                 on:input=move |ev| reason.set(event_target_value(&ev))/>
                         };
+                        if let Some(pair) = item.pair.clone() {
+                            current.set(Some(Current::Preference(item.label_id)));
+                            let right = pair.right.right_shown.clone().unwrap_or_else(|| arbiter_domain::annotation::shown::ShownText {
+                                raw: pair.right.right_output.clone(),
+                                html: String::new(),
+                            });
+                            return view! {
+                                <section class="card task" data-testid="review-pair" data-label-id=item.label_id.to_string()>
+                                    <p class="hint">{item.why}</p>
+                                    <RawToggle raw/>
+                                    <ShownItemView shown=shown.clone() images=item.images.clone() raw right=Some(right)/>
+                                    <h2>"The preference"</h2>
+                                    <p data-testid="review-label"><strong>{item.rater}</strong> " said " <strong>{pair.choice.words()}</strong></p>
+                                    <pre class="rationale" data-testid="review-rationale">{item.rationale}</pre>
+                                    <label>"Reason (required to reject; the rater sees it)" {reason_input}</label>
+                                    <div class="row">
+                                        <button class="pass" on:click=move |_| send("accept", "")>"Accept " <kbd>"a"</kbd></button>
+                                        {Preference::ALL.into_iter().zip(["1", "2", "3", "4"]).map(|(choice, key)| view! {
+                                            <button on:click=move |_| send("correct", choice.as_str())>
+                                                {format!("Correct to {} ", choice.words())} <kbd>{key}</kbd>
+                                            </button>
+                                        }).collect_view()}
+                                        <button class="fail" on:click=move |_| send("reject", "")>"Reject " <kbd>"x"</kbd></button>
+                                    </div>
+                                </section>
+                            }.into_any();
+                        }
                         match item.check {
                             Some(spot) => {
                                 current.set(Some(Current::Check(spot.review_id)));
@@ -253,5 +357,6 @@ mod tests {
     #[test]
     fn no_key_is_bound_twice() {
         assert!(super::KEYS.clashes().is_empty());
+        assert!(super::PAIR_KEYS.clashes().is_empty());
     }
 }

@@ -5,6 +5,7 @@
 //! Pure. The store serves gold leases and records answers; this module only decides.
 
 use super::adjudication::stable_draw;
+use super::preference::Preference;
 use crate::ids::{TaskId, UserId};
 use serde::{Deserialize, Serialize};
 
@@ -60,6 +61,49 @@ pub fn parse_share(text: &str, what: &str, max: f64) -> Result<f64, String> {
         .ok_or_else(|| format!("{what} is a share from 0 to {max} (or a percentage), not `{text}`"))
 }
 
+/// A gold item's right answer: a verdict for an item, a choice for a pair (its sides as shown
+/// to every rater, which a pair records).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GoldAnswer {
+    Verdict(bool),
+    Pair(Preference),
+}
+
+impl GoldAnswer {
+    /// The stored form: `pass`, `fail`, or a pair's choice (`a`, `b`, `tie`, `both_bad`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GoldAnswer::Verdict(true) => "pass",
+            GoldAnswer::Verdict(false) => "fail",
+            GoldAnswer::Pair(choice) => choice.as_str(),
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<GoldAnswer, String> {
+        match text {
+            "pass" => Ok(GoldAnswer::Verdict(true)),
+            "fail" => Ok(GoldAnswer::Verdict(false)),
+            other => Preference::parse(other).map(GoldAnswer::Pair).map_err(|_| {
+                format!("a gold answer is pass or fail (an item), or a, b, tie or both_bad (a pair), not `{other}`")
+            }),
+        }
+    }
+
+    /// In words, for people.
+    pub fn words(self) -> &'static str {
+        match self {
+            GoldAnswer::Verdict(true) => "pass",
+            GoldAnswer::Verdict(false) => "fail",
+            GoldAnswer::Pair(choice) => choice.words(),
+        }
+    }
+
+    pub fn is_pair(self) -> bool {
+        matches!(self, GoldAnswer::Pair(_))
+    }
+}
+
 /// A gold item with how raters have done on it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GoldItem {
@@ -67,7 +111,7 @@ pub struct GoldItem {
     pub task_id: TaskId,
     /// The start of the item's question, to recognise it by.
     pub input: String,
-    pub answer_pass: bool,
+    pub answer: GoldAnswer,
     pub note: String,
     pub created_at: i64,
     pub retired_at: Option<i64>,
@@ -75,12 +119,14 @@ pub struct GoldItem {
     pub right: u64,
 }
 
-/// A finished item whose raters all agreed (or a reviewer corrected): a good gold candidate.
+/// A finished item or pair whose raters all agreed (or a reviewer corrected): a good gold
+/// candidate.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GoldCandidate {
     pub task_id: TaskId,
     pub input: String,
-    pub verdict_pass: bool,
+    /// The decided answer, which would become the gold answer.
+    pub answer: GoldAnswer,
     pub labels: u64,
     pub why: String,
 }
@@ -117,6 +163,18 @@ mod tests {
         // Early mistakes age out: the latest ten are 7 right and 3 wrong.
         assert!(training_passed(&answers, 0.7));
         assert!(!training_passed(&answers, 0.75));
+    }
+
+    #[test]
+    fn gold_answers_read_back_as_stored() {
+        for answer in [GoldAnswer::Verdict(true), GoldAnswer::Verdict(false)]
+            .into_iter()
+            .chain(Preference::ALL.into_iter().map(GoldAnswer::Pair))
+        {
+            assert_eq!(GoldAnswer::parse(answer.as_str()), Ok(answer));
+        }
+        assert!(GoldAnswer::parse("maybe").unwrap_err().contains("maybe"));
+        assert!(GoldAnswer::parse("a").unwrap().is_pair());
     }
 
     #[test]

@@ -178,6 +178,21 @@ pub fn decide_pair(votes: &[(Preference, f64)]) -> Option<Preference> {
     }
 }
 
+/// A pair's consensus as kept on its task: the decided choice (by the raters, or a reviewer's
+/// correction), or a split waiting for a reviewer.
+pub fn pair_consensus(decided: Option<Preference>) -> serde_json::Value {
+    match decided {
+        Some(choice) => serde_json::json!({ "choice": choice.as_str() }),
+        None => serde_json::json!({ "split": true }),
+    }
+}
+
+/// The decided choice in a pair's consensus (`None`: a split, or unreadable).
+pub fn decided_choice(consensus: &str) -> Option<Preference> {
+    let value: serde_json::Value = serde_json::from_str(consensus).ok()?;
+    Preference::parse(value.get("choice")?.as_str()?).ok()
+}
+
 /// One label on a pair, placed among the contestants (checkpoints, numbered from 0).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Judgement {

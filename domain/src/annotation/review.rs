@@ -32,6 +32,17 @@ pub struct ReviewItem {
     /// The texts rendered for reading (filled by the engine before the item is shown).
     #[serde(default)]
     pub shown: Option<crate::annotation::shown::ShownItem>,
+    /// Set when the label is a rater's choice on a pair (then `pass` means nothing): `output`
+    /// is shown as A, this pair's other output as B.
+    #[serde(default)]
+    pub pair: Option<ReviewPair>,
+}
+
+/// A rater's choice on a pair under review, with the pair's right output (B).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReviewPair {
+    pub choice: crate::annotation::preference::Preference,
+    pub right: crate::annotation::task::TaskPair,
 }
 
 /// A reviewer's decision drawn for a spot check by another senior.
@@ -68,6 +79,32 @@ impl ReviewDecision {
     }
 }
 
+/// A reviewer's decision on a rater's choice on a pair: as [`ReviewDecision`], a correction
+/// naming the right choice (sides as shown), which then decides the pair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PairReviewDecision {
+    Accept,
+    Correct(crate::annotation::preference::Preference),
+    Reject,
+}
+
+impl PairReviewDecision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PairReviewDecision::Accept => "accepted",
+            PairReviewDecision::Correct(_) => "corrected",
+            PairReviewDecision::Reject => "rejected",
+        }
+    }
+
+    pub fn correction(self) -> Option<crate::annotation::preference::Preference> {
+        match self {
+            PairReviewDecision::Correct(choice) => Some(choice),
+            _ => None,
+        }
+    }
+}
+
 /// One of a rater's own labels on their feedback page: one a reviewer corrected or rejected
 /// (with the reason), or one still open to change.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -95,6 +132,10 @@ pub struct OwnLabel {
     /// A rubric label's answers, as (question, answer in words); empty for pass/fail.
     #[serde(default)]
     pub answers: Vec<(String, String)>,
+    /// Set for a choice on a pair (then `pass` means nothing): the choice and the pair's
+    /// right output (B).
+    #[serde(default)]
+    pub pair: Option<ReviewPair>,
 }
 
 /// What a reviewer decided on a rater's label, as the rater reads it.
@@ -104,6 +145,9 @@ pub struct ReviewOutcome {
     pub decision: String,
     /// The reviewer's verdict when they corrected the label.
     pub corrected_to: Option<bool>,
+    /// The reviewer's choice when they corrected a choice on a pair.
+    #[serde(default)]
+    pub corrected_choice: Option<crate::annotation::preference::Preference>,
     pub reason: String,
     pub decided_at: i64,
     /// A second senior overturned the reviewer's decision: the verdict that stands, and why.

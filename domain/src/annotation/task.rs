@@ -102,7 +102,7 @@ pub struct TaskRubric {
 pub struct TrainingFeedback {
     pub correct: bool,
     /// The right answer, and why (the note the lead gave with the gold item).
-    pub answer_pass: bool,
+    pub answer: crate::annotation::gold::GoldAnswer,
     pub note: String,
     /// Training answers so far, and how many of the latest were right.
     pub answered: u64,

@@ -4,7 +4,7 @@
 use crate::annotation::review::bounded_text;
 use crate::error::{ServiceError, ServiceResult};
 use arbiter_domain::annotation::gold::{
-    parse_share, AGREEMENT_FLOOR_SETTING, DEFAULT_AGREEMENT_FLOOR, DEFAULT_GOLD_RATE,
+    parse_share, GoldAnswer, AGREEMENT_FLOOR_SETTING, DEFAULT_AGREEMENT_FLOOR, DEFAULT_GOLD_RATE,
     DEFAULT_REVIEW_CHECK_RATE, GOLD_RATE_SETTING, REVIEW_CHECK_RATE_SETTING,
 };
 use arbiter_domain::annotation::pool::{DEFAULT_QUALITY_THRESHOLD, QUALITY_THRESHOLD_SETTING};
@@ -81,8 +81,9 @@ pub async fn set_queue_settings(
         .await?)
 }
 
-/// Makes an item gold with the answer a lead gives (`pass` or `fail`) and an optional note
-/// that raters in training see with their feedback.
+/// Makes an item gold with the answer a lead gives (`pass` or `fail`; for a pair `a`, `b`,
+/// `tie` or `both_bad`, sides as shown) and an optional note that raters in training see with
+/// their feedback.
 pub async fn create_gold(
     store: &dyn Store,
     lead_id: UserId,
@@ -90,17 +91,7 @@ pub async fn create_gold(
     answer: &str,
     note: &str,
 ) -> ServiceResult<i64> {
-    let answer_pass = match answer.trim() {
-        "pass" => true,
-        "fail" => false,
-        other => {
-            return Err(ServiceError::Invalid(format!(
-                "a gold item's answer is pass or fail, not `{other}`"
-            )))
-        }
-    };
+    let answer = GoldAnswer::parse(answer.trim()).map_err(ServiceError::Invalid)?;
     let note = bounded_text(note, "the note")?;
-    Ok(store
-        .create_gold(task_id, answer_pass, note, lead_id)
-        .await?)
+    Ok(store.create_gold(task_id, answer, note, lead_id).await?)
 }

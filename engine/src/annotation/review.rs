@@ -1,7 +1,8 @@
 //! Senior review of labels, and another senior's spot check of a reviewer's decision.
 
 use crate::error::{ServiceError, ServiceResult};
-use arbiter_domain::annotation::review::ReviewDecision;
+use arbiter_domain::annotation::preference::Preference;
+use arbiter_domain::annotation::review::{PairReviewDecision, ReviewDecision};
 use arbiter_domain::ids::UserId;
 use arbiter_store::Store;
 
@@ -54,6 +55,41 @@ pub async fn review(
     };
     Ok(store
         .review_label(label_id, reviewer_id, decision, reason)
+        .await?)
+}
+
+/// A reviewer's decision on a rater's preference as typed: `accept`, `correct` (with the right
+/// choice, `a`, `b`, `tie` or `both_bad`, sides as shown) or `reject` (with a reason).
+pub async fn review_preference(
+    store: &dyn Store,
+    label_id: i64,
+    reviewer_id: UserId,
+    decision: &str,
+    choice: &str,
+    reason: &str,
+) -> ServiceResult<()> {
+    let reason = bounded_text(reason, "the reason")?;
+    let decision = match decision.trim() {
+        "accept" => PairReviewDecision::Accept,
+        "correct" => {
+            PairReviewDecision::Correct(Preference::parse(choice.trim()).map_err(|refusal| {
+                ServiceError::Invalid(format!("a correction needs the right choice: {refusal}"))
+            })?)
+        }
+        "reject" if reason.is_empty() => {
+            return Err(ServiceError::Invalid(
+                "say why the preference is rejected; the rater sees the reason".into(),
+            ))
+        }
+        "reject" => PairReviewDecision::Reject,
+        other => {
+            return Err(ServiceError::Invalid(format!(
+                "unknown decision `{other}`; use accept, correct or reject"
+            )))
+        }
+    };
+    Ok(store
+        .review_preference(label_id, reviewer_id, decision, reason)
         .await?)
 }
 

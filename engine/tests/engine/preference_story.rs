@@ -1,11 +1,15 @@
 //! Story tests for side-by-side preference, on both backends: a researcher sends pairs of two
 //! checkpoints' answers (verdicts that differ, then a random sample of the rest), each pair's
 //! sides are drawn and recorded as shown, raters racing for pairs give each exactly the labels
-//! it needs, and the report reads the labels back by checkpoint.
+//! it needs, and the report reads the labels back by checkpoint; raters who split send a pair
+//! to reviewers, whose corrections decide it, whose rejections reopen it and whose decisions
+//! weigh each rater's later answers; a decided pair becomes gold that measures raters.
 
 use arbiter_domain::accounts::Role;
-use arbiter_domain::annotation::gold::GOLD_RATE_SETTING;
+use arbiter_domain::annotation::gold::{GoldAnswer, GOLD_RATE_SETTING};
+use arbiter_domain::annotation::pool::RaterUpdate;
 use arbiter_domain::annotation::preference::Preference;
+use arbiter_domain::annotation::review::PairReviewDecision;
 use arbiter_domain::ids::{IdentityId, RunId, UserId};
 use arbiter_engine::annotation::queue::{scan_open_queue, scan_task_by_task};
 use arbiter_engine::error::ServiceError;
@@ -17,7 +21,10 @@ use std::sync::Arc;
 use arbiter_testkit::fixtures::*;
 use arbiter_testkit::stories;
 
-stories!(pairs_are_drawn_recorded_shared_exactly_and_reported,);
+stories!(
+    pairs_are_drawn_recorded_shared_exactly_and_reported,
+    split_pairs_go_to_reviewers_and_decided_pairs_become_gold,
+);
 
 const CASES: usize = 12;
 
@@ -198,13 +205,13 @@ async fn pairs_are_drawn_recorded_shared_exactly_and_reported(store: Arc<dyn Sto
                     .submit_preference(&task.handle, rater, choice, "reasons")
                     .await
                     .unwrap();
-                answered.push((task.task_id.get(), rater, base_left));
+                answered.push((task.task_id.get(), rater, base_left, choice));
                 round += 1;
             }
             answered
         }));
     }
-    let mut answered: Vec<(i64, UserId, Option<bool>)> = Vec::new();
+    let mut answered: Vec<(i64, UserId, Option<bool>, Preference)> = Vec::new();
     for handle in handles {
         answered.extend(handle.await.unwrap());
     }
@@ -222,13 +229,22 @@ async fn pairs_are_drawn_recorded_shared_exactly_and_reported(store: Arc<dyn Sto
         .map(|day| day.answers)
         .sum();
     assert_eq!(pair_answers as usize, labels);
-    // Each pair is decided once its last answer is in: the `label.completed` webhook's reading
-    // has both sides as raters saw them and every answer.
+    // Each pair whose raters agree is decided once its last answer is in (one whose raters
+    // split waits for a reviewer): the `label.completed` webhook's reading has both sides as
+    // raters saw them and every answer.
+    let mut choices: HashMap<i64, Vec<Preference>> = HashMap::new();
+    for (task, _, _, choice) in &answered {
+        choices.entry(*task).or_default().push(*choice);
+    }
+    let agreed = choices
+        .values()
+        .filter(|given| given.iter().all(|choice| *choice == given[0]))
+        .count();
     let decided = store
         .decided_items((0, i64::MAX), i64::MAX, 100)
         .await
         .unwrap();
-    assert_eq!(decided.len(), 9);
+    assert_eq!(decided.len(), agreed);
     for item in &decided {
         let pair = item.pair.as_ref().expect("only pairs were decided");
         assert_eq!(
@@ -248,7 +264,7 @@ async fn pairs_are_drawn_recorded_shared_exactly_and_reported(store: Arc<dyn Sto
         assert!(item.consensus.is_some());
     }
     let mut per_pair: HashMap<i64, Vec<UserId>> = HashMap::new();
-    for (task, rater, _) in &answered {
+    for (task, rater, ..) in &answered {
         per_pair.entry(*task).or_default().push(*rater);
     }
     let mut sizes: Vec<usize> = per_pair.values().map(Vec::len).collect();
@@ -266,7 +282,7 @@ async fn pairs_are_drawn_recorded_shared_exactly_and_reported(store: Arc<dyn Sto
     let rows = store.preference_rows(None).await.unwrap();
     assert_eq!(rows.len(), labels);
     let mut sides_checked = 0;
-    for (task, rater, base_left) in &answered {
+    for (task, rater, base_left, _) in &answered {
         let row = rows
             .iter()
             .find(|row| row.task_id == *task && row.rater_id == rater.get())
@@ -359,4 +375,287 @@ async fn pairs_are_drawn_recorded_shared_exactly_and_reported(store: Arc<dyn Sto
     let counts = store.annotation_queue_counts().await.unwrap();
     assert_eq!((counts.open, counts.done), (0, 0));
     assert_eq!(progress(&*store, base).await.done, CASES as i64);
+}
+
+/// A rater answers every pair the queue serves them with `choice`; returns the pairs answered.
+async fn answer_all(store: &dyn Store, rater: UserId, choice: Preference) -> Vec<i64> {
+    let mut answered = Vec::new();
+    while let Some(task) = store
+        .next_annotation_task(rater, LONG_LEASE_MS)
+        .await
+        .unwrap()
+    {
+        assert!(
+            store
+                .submit_preference(&task.handle, rater, choice, "mine")
+                .await
+                .unwrap()
+                .is_none(),
+            "no feedback outside training"
+        );
+        answered.push(task.task_id.get());
+    }
+    answered
+}
+
+async fn user(store: &dyn Store, name: &str, role: Role) -> UserId {
+    store
+        .create_user(name, &stand_in_hash(name), role)
+        .await
+        .unwrap()
+}
+
+async fn split_pairs_go_to_reviewers_and_decided_pairs_become_gold(store: Arc<dyn Store>) {
+    let (base, tuned) = two_checkpoints(&*store).await;
+    store.set_setting(GOLD_RATE_SETTING, "0").await.unwrap();
+    let researcher = user(&*store, "rita", Role::Researcher).await;
+    let researcher = &store.get_user(researcher).await.unwrap().unwrap();
+    let ann = user(&*store, "ann", Role::Annotator).await;
+    let bob = user(&*store, "bob", Role::Annotator).await;
+    let rev = user(&*store, "rev", Role::Reviewer).await;
+    send_pairs(&*store, &form(base, tuned, "differ", "3", "2"), researcher)
+        .await
+        .unwrap();
+
+    // Ann says A and Bob says B on each of three pairs: every pair splits, waits undecided for
+    // a reviewer, and sends no `label.completed`.
+    let pairs = answer_all(&*store, ann, Preference::A).await;
+    assert_eq!(pairs.len(), 3);
+    assert_eq!(answer_all(&*store, bob, Preference::B).await.len(), 3);
+    assert_eq!(store.annotation_queue_counts().await.unwrap().done, 3);
+    let undecided = store
+        .decided_items((0, i64::MAX), i64::MAX, 100)
+        .await
+        .unwrap();
+    assert!(undecided.is_empty(), "{undecided:?}");
+
+    // The reviewer is served the raters' answers one at a time, both outputs and the choice.
+    let mut reviewed = 0;
+    let mut rejected_pair = None;
+    let mut corrected_pairs = Vec::new();
+    let mut disagreeing = 0;
+    while let Some(item) = store.next_review(rev).await.unwrap() {
+        let pair = item.pair.clone().expect("only pairs wait for review");
+        disagreeing += usize::from(item.why.contains("disagree"));
+        assert!(!item.output.is_empty() && !pair.right.right_output.is_empty());
+        assert_ne!(item.output, pair.right.right_output);
+        // Served to this reviewer alone, and decided only by them.
+        assert!(matches!(
+            store
+                .review_preference(item.label_id, bob, PairReviewDecision::Accept, "")
+                .await,
+            Err(StoreError::Conflict(_))
+        ));
+        let by_ann = item.rater == "ann";
+        assert_eq!(
+            pair.choice,
+            if by_ann { Preference::A } else { Preference::B }
+        );
+        let decision = match (by_ann, reviewed) {
+            // Ann's answer on the first pair she is reviewed on is rejected: that pair reopens.
+            (true, _) if rejected_pair.is_none() => {
+                rejected_pair = Some(item.label_id);
+                PairReviewDecision::Reject
+            }
+            (true, _) => PairReviewDecision::Correct(Preference::B),
+            (false, _) => PairReviewDecision::Accept,
+        };
+        if matches!(decision, PairReviewDecision::Correct(_)) {
+            corrected_pairs.push(item.label_id);
+        }
+        // Bad input names what is wrong and decides nothing.
+        for (decision, choice, reason, says) in [
+            ("correct", "c", "", "`c`"),
+            ("reject", "", " ", "say why"),
+            ("maybe", "", "", "`maybe`"),
+        ] {
+            match arbiter_engine::annotation::review::review_preference(
+                &*store,
+                item.label_id,
+                rev,
+                decision,
+                choice,
+                reason,
+            )
+            .await
+            {
+                Err(ServiceError::Invalid(message)) => {
+                    assert!(message.contains(says), "{message}")
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        arbiter_engine::annotation::review::review_preference(
+            &*store,
+            item.label_id,
+            rev,
+            match decision {
+                PairReviewDecision::Accept => "accept",
+                PairReviewDecision::Correct(_) => "correct",
+                PairReviewDecision::Reject => "reject",
+            },
+            decision.correction().map_or("", Preference::as_str),
+            "B answers the question",
+        )
+        .await
+        .unwrap();
+        // Decided once: a second decision on the same answer is refused.
+        assert!(matches!(
+            store
+                .review_preference(item.label_id, rev, PairReviewDecision::Accept, "")
+                .await,
+            Err(StoreError::Conflict(message)) if message.contains("reviewed already")
+        ));
+        reviewed += 1;
+    }
+    assert_eq!(reviewed, 6, "both answers of each split pair");
+    assert_eq!(
+        disagreeing, 5,
+        "all but Bob's answer on the pair whose other answer was rejected"
+    );
+    assert_eq!(corrected_pairs.len(), 2);
+
+    // Ann reads why on her page: two choices corrected to B and one rejected, with the reason.
+    let feedback = store.own_labels(ann, 50).await.unwrap();
+    let outcomes: Vec<(Option<Preference>, String)> = feedback
+        .iter()
+        .filter_map(|label| {
+            assert_eq!(label.pair.as_ref().unwrap().choice, Preference::A);
+            assert!(label.editable.is_err());
+            let review = label.review.as_ref()?;
+            assert_eq!(review.reason, "B answers the question");
+            Some((review.corrected_choice, review.decision.clone()))
+        })
+        .collect();
+    assert_eq!(outcomes.len(), 3);
+    assert_eq!(
+        outcomes
+            .iter()
+            .filter(|(choice, decision)| *choice == Some(Preference::B) && decision == "corrected")
+            .count(),
+        2
+    );
+
+    // The two corrected pairs are decided B (the webhook sends each once); the rejected one is
+    // open again with Bob's answer standing, and Ann's no longer counts.
+    let decided = store
+        .decided_items((0, i64::MAX), i64::MAX, 100)
+        .await
+        .unwrap();
+    assert_eq!(decided.len(), 2);
+    for item in &decided {
+        let consensus = item
+            .consensus
+            .as_ref()
+            .expect("a decided pair has its choice");
+        assert_eq!(consensus["choice"], "b", "{consensus}");
+    }
+    assert_eq!(store.annotation_queue_counts().await.unwrap().open, 1);
+    assert_eq!(store.preference_rows(None).await.unwrap().len(), 5);
+    // Ann may not answer the pair again (she answered it); Cy fills its slot, agreeing with
+    // Bob, and the pair is decided without another review.
+    assert!(answer_all(&*store, ann, Preference::A).await.is_empty());
+    let cy = user(&*store, "cy", Role::Annotator).await;
+    assert_eq!(answer_all(&*store, cy, Preference::B).await.len(), 1);
+    assert_eq!(
+        store
+            .decided_items((0, i64::MAX), i64::MAX, 100)
+            .await
+            .unwrap()
+            .len(),
+        3
+    );
+
+    // Reviews weigh later answers: Ann was corrected twice and rejected once, Bob accepted
+    // three times, so where they split now Bob's answer decides at once.
+    send_pairs(&*store, &form(base, tuned, "random", "1", "2"), researcher)
+        .await
+        .unwrap();
+    assert_eq!(answer_all(&*store, ann, Preference::A).await.len(), 1);
+    assert_eq!(answer_all(&*store, bob, Preference::B).await.len(), 1);
+    let decided = store
+        .decided_items((0, i64::MAX), i64::MAX, 100)
+        .await
+        .unwrap();
+    assert_eq!(decided.len(), 4);
+    assert_eq!(
+        decided.last().unwrap().consensus.as_ref().unwrap()["choice"],
+        "b"
+    );
+
+    // A pair a reviewer decided is a gold candidate with its decided choice; its gold answer
+    // is a choice, not a verdict.
+    let candidates = store.gold_candidates(20).await.unwrap();
+    let corrected = candidates
+        .iter()
+        .find(|candidate| candidate.why.contains("reviewer"))
+        .expect("a corrected pair is a candidate");
+    assert_eq!(corrected.answer, GoldAnswer::Pair(Preference::B));
+    let gold_task = corrected.task_id;
+    let lead = user(&*store, "lead", Role::Lead).await;
+    match arbiter_engine::annotation::quality::create_gold(&*store, lead, gold_task, "pass", "")
+        .await
+    {
+        Err(ServiceError::Conflict(message)) => assert!(message.contains("a, b, tie"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+    let gold = arbiter_engine::annotation::quality::create_gold(
+        &*store,
+        lead,
+        gold_task,
+        "b",
+        "B shows its working",
+    )
+    .await
+    .unwrap();
+
+    // Served as gold, the pair looks like any pair; a trainee learns the right choice, and
+    // the answer measures them without counting as a preference.
+    store.set_setting(GOLD_RATE_SETTING, "1").await.unwrap();
+    let tim = user(&*store, "tim", Role::Annotator).await;
+    store
+        .update_rater(
+            tim,
+            &RaterUpdate {
+                training: Some(true),
+                ..RaterUpdate::default()
+            },
+        )
+        .await
+        .unwrap();
+    let served = store
+        .next_annotation_task(tim, LONG_LEASE_MS)
+        .await
+        .unwrap()
+        .expect("the gold pair is served");
+    assert_eq!(served.task_id, gold_task);
+    assert!(served.pair.is_some() && served.training);
+    let feedback = store
+        .submit_preference(&served.handle, tim, Preference::A, "")
+        .await
+        .unwrap()
+        .expect("training answers get feedback");
+    assert!(!feedback.correct);
+    assert_eq!(feedback.answer, GoldAnswer::Pair(Preference::B));
+    assert_eq!(feedback.note, "B shows its working");
+    assert_eq!(store.preference_rows(None).await.unwrap().len(), 8);
+    let listed = store.gold_items().await.unwrap();
+    let listed = listed.iter().find(|item| item.id == gold).unwrap();
+    assert_eq!((listed.answers, listed.right), (1, 0));
+    assert_eq!(listed.answer, GoldAnswer::Pair(Preference::B));
+    // Brought back with another answer, the pair's answers are scored against it.
+    store.retire_gold(gold).await.unwrap();
+    store
+        .create_gold(gold_task, GoldAnswer::Pair(Preference::A), "", lead)
+        .await
+        .unwrap();
+    let listed = store.gold_items().await.unwrap();
+    let listed = listed.iter().find(|item| item.id == gold).unwrap();
+    assert_eq!((listed.answers, listed.right), (1, 1));
+
+    // Deleting a run takes its pairs' reviews and gold along.
+    assert!(store.finish_run_if_done(tuned).await.unwrap());
+    assert!(store.delete_run(tuned).await.unwrap() > 0);
+    assert!(store.gold_items().await.unwrap().is_empty());
+    assert!(store.next_review(rev).await.unwrap().is_none());
 }

@@ -3,7 +3,7 @@
 //! SLA escalation, alerts and email, and invitations and settings that refuse bad input.
 
 use arbiter_domain::accounts::Role;
-use arbiter_domain::annotation::gold::{GOLD_RATE_SETTING, REVIEW_CHECK_RATE_SETTING};
+use arbiter_domain::annotation::gold::{GoldAnswer, GOLD_RATE_SETTING, REVIEW_CHECK_RATE_SETTING};
 use arbiter_domain::annotation::pool::RaterUpdate;
 use arbiter_domain::annotation::review::ReviewDecision;
 use arbiter_domain::health::ALERT_LOW_AGREEMENT;
@@ -92,11 +92,15 @@ async fn gold_items_measure_raters_and_train_new_ones(store: Arc<dyn Store>) {
         .unwrap();
     }
     assert!(matches!(
-        store.create_gold(first, true, "", lead).await,
+        store
+            .create_gold(first, GoldAnswer::Verdict(true), "", lead)
+            .await,
         Err(StoreError::Conflict(_))
     ));
     assert!(matches!(
-        store.create_gold(TaskId(999_999), true, "", lead).await,
+        store
+            .create_gold(TaskId(999_999), GoldAnswer::Verdict(true), "", lead)
+            .await,
         Err(StoreError::NotFound(_))
     ));
     assert!(matches!(
@@ -142,7 +146,7 @@ async fn gold_items_measure_raters_and_train_new_ones(store: Arc<dyn Store>) {
             .unwrap()
             .expect("training answers get feedback");
         assert_eq!(feedback.correct, pass);
-        assert!(feedback.answer_pass);
+        assert_eq!(feedback.answer, GoldAnswer::Verdict(true));
         assert_eq!(feedback.note, "the reference says so");
         assert_eq!(feedback.graduated, answer == 10, "answer {answer}");
         if answer == 9 {

@@ -80,7 +80,12 @@ async fn one_backend(backend: &str, url: &str, tasks: usize) -> anyhow::Result<(
     let stride = (tasks / GOLD_ITEMS).max(1);
     for task_id in (1..=tasks).step_by(stride).take(GOLD_ITEMS) {
         store
-            .create_gold(TaskId(task_id as i64), false, "", lead)
+            .create_gold(
+                TaskId(task_id as i64),
+                arbiter_domain::annotation::gold::GoldAnswer::Verdict(false),
+                "",
+                lead,
+            )
             .await?;
     }
     let mut raters = Vec::with_capacity(ANNOTATORS);

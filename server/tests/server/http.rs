@@ -366,6 +366,11 @@ const SERVER_FUNCTIONS: &[(&str, Args, Allowed)] = &[
         &[("label_id", "1"), ("decision", "accept")],
         Allowed::Reviewers,
     ),
+    (
+        "review_preference",
+        &[("label_id", "1"), ("decision", "accept")],
+        Allowed::Reviewers,
+    ),
     ("raters_page", &[], Allowed::Leads),
     ("pay_page", &[], Allowed::Leads),
     ("create_pay_pool", &[("name", "NAME")], Allowed::Leads),
