@@ -55,6 +55,9 @@ pub struct LabelRecord {
     pub review_decision: Option<String>,
     /// The reviewer's verdict when they corrected it.
     pub review_verdict: Option<String>,
+    /// The reviewer's answers as JSON by dimension key, when they corrected a rubric label
+    /// dimension by dimension.
+    pub review_answers: Option<String>,
     pub review_reason: Option<String>,
     /// A spot check of the reviewer's decision: `pending`, `upheld` or `overturned`.
     pub check_state: Option<String>,
@@ -134,6 +137,10 @@ pub trait AnnotationStore: Send + Sync + 'static {
         decision: ReviewDecision,
         reason: &str,
     ) -> StoreResult<()>;
+
+    /// The rubric version (by id) a label's item asks (`None`: pass or fail); `NotFound` for
+    /// no such label.
+    async fn label_rubric(&self, label_id: i64) -> StoreResult<Option<i64>>;
 
     /// The rater pool with each rater's last 30 days of labels.
     async fn raters(&self) -> StoreResult<Vec<RaterRecord>>;
@@ -237,7 +244,7 @@ macro_rules! annotation_sql {
         use $crate::{StoreError, StoreResult, now_ms};
         use arbiter_domain::grading::Verdict;
         use arbiter_domain::annotation::adjudication::{Vote, adjudicate, drawn_for_review, rater_quality};
-        use arbiter_domain::annotation::consensus::{RubricVote, adjudicate_rubric};
+        use arbiter_domain::annotation::consensus::{RubricCorrection, RubricVote, adjudicate_rubric};
 
         /// Tasks found full on a recount before a claim gives up for this call (the rater asks
         /// again a moment later); only concurrent claims on PostgreSQL make this happen.
@@ -751,21 +758,28 @@ macro_rules! annotation_sql {
             .await?;
             // The latest senior word on the item: a reviewer's correction that stands, or a spot
             // checker's verdict that overturned a reviewer.
-            let correction: Option<String> = sqlx::query_scalar(
-                "SELECT verdict FROM (\
-                   SELECT r.verdict AS verdict, r.created_at AS decided_at FROM label_reviews r \
+            // A reviewer's answers corrected dimension by dimension come with their verdict.
+            let correction: Option<(Option<String>, Option<String>)> = sqlx::query_as(
+                "SELECT verdict, answers FROM (\
+                   SELECT r.verdict AS verdict, r.answers AS answers, r.created_at AS decided_at FROM label_reviews r \
                    JOIN labels l ON l.id = r.label_id WHERE l.task_id = $1 AND r.decision = 'corrected' \
                    AND (r.check_state IS NULL OR r.check_state <> 'overturned') \
                    UNION ALL \
-                   SELECT r.check_verdict, r.checked_at FROM label_reviews r \
+                   SELECT r.check_verdict, NULL, r.checked_at FROM label_reviews r \
                    JOIN labels l ON l.id = r.label_id WHERE l.task_id = $1 AND r.check_state = 'overturned'\
                  ) senior ORDER BY decided_at DESC LIMIT 1",
             )
             .bind(task_id.get())
             .fetch_optional(&mut **tx)
-            .await?
-            .flatten();
-            let correction = correction.map(|verdict| verdict == "pass");
+            .await?;
+            let (correction, corrected_answers) = match correction {
+                Some((verdict, answers)) => (
+                    verdict.map(|verdict| verdict == "pass"),
+                    // Checked against the rubric when stored.
+                    answers.and_then(|json| serde_json::from_str::<arbiter_domain::annotation::rubric::RubricAnswer>(&json).ok()),
+                ),
+                None => (None, None),
+            };
             let rubric_id: Option<i64> = sqlx::query_scalar("SELECT rubric_id FROM annotation_tasks WHERE id = $1")
                 .bind(task_id.get())
                 .fetch_one(&mut **tx)
@@ -784,7 +798,8 @@ macro_rules! annotation_sql {
                             quality: rater_quality(right.max(0) as u64, wrong.max(0) as u64),
                         })
                         .collect();
-                    let (decided, consensus) = adjudicate_rubric(&rubric, &votes, correction);
+                    let correction = correction.map(|pass| RubricCorrection { pass, answers: corrected_answers });
+                    let (decided, consensus) = adjudicate_rubric(&rubric, &votes, correction.as_ref());
                     sqlx::query("UPDATE annotation_tasks SET consensus = $1 WHERE id = $2")
                         .bind(serde_json::to_string(&consensus).expect("a consensus always serializes"))
                         .bind(task_id.get())
@@ -988,19 +1003,30 @@ macro_rules! annotation_sql {
             Ok(Some(label_under_review(&row, why, None)?))
         }
 
-        /// A rubric label's answers in words, from a row with `answers` and `rubric_definition`
-        /// (empty for a pass/fail label).
-        fn answers_in_words(row: &<$db as sqlx::Database>::Row) -> Result<Vec<(String, String)>, sqlx::Error> {
-            let answers: Option<String> = row.read("answers")?;
+        /// A rubric and answers to it from a row's `rubric_definition` and `column` (`None`
+        /// for a pass/fail label, or answers that do not read: both were checked when stored,
+        /// and unreadable ones show nothing rather than fail).
+        fn rubric_answers(
+            row: &<$db as sqlx::Database>::Row,
+            column: &str,
+        ) -> Result<Option<arbiter_domain::annotation::review::LabelRubric>, sqlx::Error> {
+            let answers: Option<String> = row.read(column)?;
             let definition: Option<String> = row.read("rubric_definition")?;
             let (Some(answers), Some(definition)) = (answers, definition) else {
-                return Ok(Vec::new());
+                return Ok(None);
             };
-            // Both were checked when stored; unreadable ones show nothing rather than fail.
             let (Ok(answers), Ok(rubric)) = (serde_json::from_str(&answers), serde_json::from_str(&definition)) else {
-                return Ok(Vec::new());
+                return Ok(None);
             };
-            Ok(arbiter_domain::annotation::consensus::answers_in_words(&rubric, &answers))
+            Ok(Some(arbiter_domain::annotation::review::LabelRubric { rubric, answers }))
+        }
+
+        /// Answers in `column` to the rubric in `rubric_definition`, in words (empty for a
+        /// pass/fail label).
+        fn answers_in_words(row: &<$db as sqlx::Database>::Row, column: &str) -> Result<Vec<(String, String)>, sqlx::Error> {
+            Ok(rubric_answers(row, column)?
+                .map(|given| arbiter_domain::annotation::consensus::answers_in_words(&given.rubric, &given.answers))
+                .unwrap_or_default())
         }
 
         /// A label and its item from a row with `label_id`, `username` (the rater), `input`,
@@ -1024,7 +1050,8 @@ macro_rules! annotation_sql {
                 why: why.to_string(),
                 check,
                 shown: None,
-                answers: answers_in_words(row)?,
+                answers: answers_in_words(row, "answers")?,
+                rubric: rubric_answers(row, "answers")?,
                 pair: None,
             })
         }
@@ -1184,13 +1211,25 @@ macro_rules! annotation_sql {
             if labelled_by(&mut tx, TaskId(task_id), reviewer_id).await? {
                 return Err(StoreError::Conflict("you labelled this item, so another reviewer decides it".into()));
             }
-            let corrected = match decision {
-                ReviewDecision::Correct { pass } => Some(if pass { "pass" } else { "fail" }),
+            let corrected = decision.corrected_to().map(|pass| if pass { "pass" } else { "fail" });
+            let corrected_answers = match &decision {
+                ReviewDecision::CorrectAnswers { answers, .. } => {
+                    let asks_rubric: Option<i64> = sqlx::query_scalar("SELECT rubric_id FROM annotation_tasks WHERE id = $1")
+                        .bind(task_id)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                    if asks_rubric.is_none() {
+                        return Err(StoreError::Conflict(
+                            "this label answers pass or fail, not a rubric: correct its verdict".into(),
+                        ));
+                    }
+                    Some(serde_json::to_string(answers).expect("answers always serialize"))
+                }
                 _ => None,
             };
             let review_id: i64 = sqlx::query_scalar(
-                "INSERT INTO label_reviews (label_id, reviewer_id, decision, verdict, reason, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+                "INSERT INTO label_reviews (label_id, reviewer_id, decision, verdict, reason, created_at, answers) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
             )
             .bind(label_id)
             .bind(reviewer_id.get())
@@ -1198,6 +1237,7 @@ macro_rules! annotation_sql {
             .bind(corrected)
             .bind(reason)
             .bind(now)
+            .bind(corrected_answers)
             .fetch_one(&mut *tx)
             .await
             .map_err(|err| $crate::conflict_on($backend, err, "label_reviews_label_key", "this label has been reviewed already"))?;
@@ -1232,7 +1272,7 @@ macro_rules! annotation_sql {
                 == "done";
             match decision {
                 ReviewDecision::Accept => {}
-                ReviewDecision::Correct { .. } => {
+                ReviewDecision::Correct { .. } | ReviewDecision::CorrectAnswers { .. } => {
                     if task_done {
                         adjudicate_task(&mut tx, TaskId(task_id), now).await?;
                     }
@@ -1902,7 +1942,7 @@ macro_rules! annotation_sql {
                         l.created_at AS labelled_at, l.edited_at, l.state, \
                         EXISTS (SELECT 1 FROM gold_items gi WHERE gi.task_id = l.task_id) AS gold, \
                         l.review_state, r.decision AS review_decision, r.verdict AS review_verdict, \
-                        r.reason AS review_reason, r.check_state, r.check_verdict, \
+                        r.answers AS review_answers, r.reason AS review_reason, r.check_state, r.check_verdict, \
                         CASE WHEN r.check_state IS NULL THEN NULL ELSE r.check_reason END AS check_reason, \
                         rb.name AS rubric, rb.version AS rubric_version, rb.content_hash AS rubric_hash, \
                         l.guideline_version \
@@ -1943,6 +1983,7 @@ macro_rules! annotation_sql {
                     review_state,
                     review_decision,
                     review_verdict,
+                    review_answers,
                     review_reason,
                     check_state,
                     check_verdict,
@@ -1981,8 +2022,8 @@ macro_rules! annotation_sql {
             let rows = sqlx::query(&format!(
                 "SELECT l.id AS label_id, {TASK_ITEM_COLUMNS}, l.verdict, l.rationale, \
                         l.created_at, l.edited_at, {LABEL_STANDING_COLUMNS}, rb.definition AS rubric_definition, \
-                        r.decision, r.verdict AS corrected_to, r.reason, r.created_at AS decided_at, \
-                        r.check_state, r.check_verdict, r.check_reason \
+                        r.decision, r.verdict AS corrected_to, r.answers AS corrected_answers, r.reason, \
+                        r.created_at AS decided_at, r.check_state, r.check_verdict, r.check_reason \
                  FROM labels l JOIN annotation_tasks t ON t.id = l.task_id \
                  LEFT JOIN rubrics rb ON rb.id = t.rubric_id \
                  {TASK_ITEM_JOINS} \
@@ -2009,6 +2050,7 @@ macro_rules! annotation_sql {
                         Some(ReviewOutcome {
                             decision,
                             corrected_to: corrected_to.map(|verdict| verdict == "pass"),
+                            corrected_answers: answers_in_words(row, "corrected_answers")?,
                             corrected_choice: None,
                             reason: row.read("reason")?,
                             decided_at: row.read("decided_at")?,
@@ -2034,7 +2076,7 @@ macro_rules! annotation_sql {
                     editable: may_edit(label_standing(row)?),
                     review,
                     shown: None,
-                    answers: answers_in_words(row)?,
+                    answers: answers_in_words(row, "answers")?,
                     pair: None,
                 });
             }
@@ -2177,6 +2219,22 @@ macro_rules! annotation_sql {
                 }
                 .await;
                 result.map_err(|err| err.during("review_label"))
+            }
+
+            async fn label_rubric(&self, label_id: i64) -> StoreResult<Option<i64>> {
+                let result: StoreResult<Option<i64>> = async move {
+                    let found: Option<(Option<i64>,)> = sqlx::query_as(
+                        "SELECT t.rubric_id FROM labels l JOIN annotation_tasks t ON t.id = l.task_id WHERE l.id = $1",
+                    )
+                    .bind(label_id)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                    found
+                        .map(|(rubric_id,)| rubric_id)
+                        .ok_or_else(|| StoreError::NotFound(format!("no label with id {label_id}")))
+                }
+                .await;
+                result.map_err(|err| err.during("label_rubric"))
             }
 
             async fn raters(&self) -> StoreResult<Vec<RaterRecord>> {

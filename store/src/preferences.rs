@@ -321,6 +321,7 @@ macro_rules! preferences_sql {
                 check: None,
                 shown: None,
                 answers: Vec::new(),
+                rubric: None,
                 pair: Some(ReviewPair {
                     choice,
                     right: TaskPair {
@@ -363,6 +364,7 @@ macro_rules! preferences_sql {
                     Some(decision) => Some(ReviewOutcome {
                         decision,
                         corrected_to: None,
+                        corrected_answers: Vec::new(),
                         corrected_choice: row.read::<Option<String>>("corrected_choice")?.map(choice_of).transpose()?,
                         reason: row.read("reason")?,
                         decided_at: row.read("decided_at")?,

@@ -62,12 +62,14 @@ pub async fn check_review(
     .map_err(service_error)
 }
 
-/// `decision` is `accept`, `correct` (with `verdict` pass or fail) or `reject` (with a reason).
+/// `decision` is `accept`, `correct` (with `verdict` pass or fail, or for a rubric label its
+/// corrected `answers` as JSON by dimension key) or `reject` (with a reason).
 #[server(endpoint = "review_label")]
 pub async fn review_label(
     label_id: i64,
     decision: String,
     #[server(default)] verdict: String,
+    #[server(default)] answers: String,
     #[server(default)] reason: String,
 ) -> Result<(), ServerFnError> {
     let (state, user) = require(Permission::Review).await?;
@@ -77,6 +79,7 @@ pub async fn review_label(
         user.id,
         &decision,
         &verdict,
+        &answers,
         &reason,
     )
     .await

@@ -130,6 +130,10 @@ fn ReviewNote(review: ReviewOutcome) -> impl IntoView {
             {(!review.reason.is_empty()).then(|| format!(": {}", review.reason))}
             <span class="hint">" (" {format_time(review.decided_at)} ")"</span>
         </p>
+        {(!review.corrected_answers.is_empty()).then(|| view! {
+            <p class="hint">"The reviewer's answers:"</p>
+            <AnswersTable answers=review.corrected_answers.clone()/>
+        })}
         {review.overturned_to.map(|(pass, reason)| view! {
             <p data-testid="review-overturned">
                 "A second reviewer overturned that decision: the item is " <strong>{verdict_word(pass)}</strong>

@@ -1,20 +1,22 @@
 //! The senior reviewer's page: one rater's label at a time, accepted, corrected or rejected
 //! from the keyboard. Keys ([`KEYS`]): `a` accept, `1`/`2` correct to pass/fail, `x` reject (a
 //! reason is required: the rater sees it), `r` reason, `n` next, `v` raw or rendered texts, `?`
-//! every key. A rater's choice on a pair is reviewed the same way ([`PAIR_KEYS`]), corrected
+//! every key; a rubric label can also be corrected dimension by dimension in its form, sent with
+//! `c`. A rater's choice on a pair is reviewed the same way ([`PAIR_KEYS`]), corrected
 //! with `1`–`4` to A better, B better, tie or both bad. When no label waits, a sample of other
 //! reviewers' decisions comes up for a spot check: `a` upholds it, `1`/`2` overturn it with the
 //! right verdict. Texts are rendered from HTML the server sanitised; the rater's rationale is
 //! plain text.
 
 use crate::annotation::api::{next_review, CheckReview, ReviewLabel, ReviewPreference};
-use crate::annotation::rubric_form::AnswersTable;
+use crate::annotation::rubric_form::{AnswersTable, RubricForm};
 use crate::components::{error_text, plain_item, ErrorNote};
 use crate::format::verdict_word;
 use crate::keys::{CheatSheet, KeyBinding, KeyLegend, KeyMap};
 use crate::shown::{RawToggle, ShownItemView};
 use arbiter_domain::annotation::preference::Preference;
 use arbiter_domain::annotation::review::ReviewCheck;
+use arbiter_domain::annotation::rubric::RubricAnswer;
 use leptos::html;
 use leptos::prelude::*;
 
@@ -33,6 +35,8 @@ pub(crate) enum Key {
     Accept,
     CorrectToPass,
     CorrectToFail,
+    /// A rubric label: send the answers as corrected in its form.
+    CorrectAnswers,
     Reject,
     Reason,
     Next,
@@ -101,6 +105,12 @@ pub(crate) static KEYS: KeyMap<Key> = review_key_map![
         does: "correct to fail",
         in_legend: true,
     },
+    KeyBinding {
+        keys: &["c"],
+        action: Key::CorrectAnswers,
+        does: "correct a rubric label's answers as set in its form",
+        in_legend: false,
+    },
 ];
 
 /// The keys while a rater's choice on a pair is on screen.
@@ -150,6 +160,9 @@ pub fn ReviewPage() -> impl IntoView {
     let reason_box = NodeRef::<html::Input>::new();
     let raw = RwSignal::new(false);
     let help = RwSignal::new(false);
+    // A rubric label's answers as the reviewer corrects them (starting from the rater's).
+    let corrected = RwSignal::new(RubricAnswer::new());
+    let focused = RwSignal::new(0usize);
 
     // `decision` is accept, correct (with a verdict, or a pair's choice) or reject; on a spot
     // check accept upholds the other reviewer and a correction overturns them.
@@ -167,6 +180,7 @@ pub fn ReviewPage() -> impl IntoView {
                 label_id,
                 decision: decision.to_string(),
                 verdict: verdict.to_string(),
+                answers: String::new(),
                 reason: reason.get_untracked(),
             });
         }
@@ -191,6 +205,17 @@ pub fn ReviewPage() -> impl IntoView {
         }
         None => {}
     };
+    let send_answers = move || {
+        if let Some(Current::Label(label_id)) = current.get_untracked() {
+            decide.dispatch(ReviewLabel {
+                label_id,
+                decision: "correct".into(),
+                verdict: String::new(),
+                answers: serde_json::to_string(&corrected.get_untracked()).unwrap_or_default(),
+                reason: reason.get_untracked(),
+            });
+        }
+    };
     let after = move |result: Option<Result<(), ServerFnError>>| match result {
         Some(Ok(())) => {
             notice.set(Some("Decision saved.".into()));
@@ -213,6 +238,7 @@ pub fn ReviewPage() -> impl IntoView {
         match keys.action(key) {
             Some(Key::Accept) => send("accept", ""),
             Some(Key::CorrectPair(choice)) => send("correct", choice.as_str()),
+            Some(Key::CorrectAnswers) => send_answers(),
             Some(Key::CorrectToPass) => send("correct", "pass"),
             Some(Key::CorrectToFail) => send("correct", "fail"),
             Some(Key::Reject) => send("reject", ""),
@@ -305,6 +331,17 @@ pub fn ReviewPage() -> impl IntoView {
                             }
                             None => {
                                 current.set(Some(Current::Label(item.label_id)));
+                                let correction_form = item.rubric.clone().map(|given| {
+                                    corrected.set(given.answers.clone());
+                                    focused.set(0);
+                                    view! {
+                                        <details class="rubric" data-testid="correct-answers">
+                                            <summary>"Correct the answers dimension by dimension"</summary>
+                                            <RubricForm rubric=given.rubric answers=corrected focused/>
+                                            <button on:click=move |_| send_answers()>"Correct the answers " <kbd>"c"</kbd></button>
+                                        </details>
+                                    }
+                                });
                                 view! {
                                     <section class="card task" data-testid="review" data-label-id=item.label_id.to_string()>
                                         <p class="hint">{item.why}</p>
@@ -314,6 +351,7 @@ pub fn ReviewPage() -> impl IntoView {
                                         <p data-testid="review-label"><strong>{item.rater}</strong> " said " <strong>{verdict_word(item.pass)}</strong></p>
                                         <AnswersTable answers=item.answers.clone()/>
                                         <pre class="rationale" data-testid="review-rationale">{item.rationale}</pre>
+                                        {correction_form}
                                         <label>"Reason (required to reject; the rater sees it)" {reason_input}</label>
                                         <div class="row">
                                             <button class="pass" on:click=move |_| send("accept", "")>"Accept " <kbd>"a"</kbd></button>

@@ -176,18 +176,38 @@ fn weighted_median(answers: &[(&DimensionAnswer, f64)], midpoint: bool) -> Dimen
     }
 }
 
+/// A senior's word on an item that asks a rubric: the verdict, and when a reviewer corrected
+/// the answers dimension by dimension, their answers (which give that verdict).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RubricCorrection {
+    pub pass: bool,
+    pub answers: Option<RubricAnswer>,
+}
+
 /// The item's verdict and consensus. The verdict is a reviewer's correction if there is one,
 /// else the weighted majority of the raters' own verdicts (each from their answer on the
 /// verdict dimension, as pass/fail labels are counted): two raters who both pass an item agree
 /// on the verdict even when their points differ, and an even split goes to a reviewer. The
-/// consensus per dimension is reported beside it.
+/// consensus per dimension is reported beside it; a reviewer's corrected answers replace it on
+/// every dimension they answer.
 pub fn adjudicate_rubric(
     rubric: &Rubric,
     votes: &[RubricVote],
-    correction: Option<bool>,
+    correction: Option<&RubricCorrection>,
 ) -> (Adjudication, Consensus) {
-    let consensus = consensus(rubric, votes);
+    let mut consensus = consensus(rubric, votes);
     let summary = describe(rubric, &consensus);
+    if let Some(answers) = correction.and_then(|correction| correction.answers.as_ref()) {
+        for (key, answer) in answers {
+            consensus.insert(
+                key.clone(),
+                DimensionConsensus::Decided {
+                    answer: answer.clone(),
+                },
+            );
+        }
+    }
+    let correction = correction.map(|correction| correction.pass);
     let verdicts: Vec<Vote> = votes
         .iter()
         .filter_map(|vote| {
@@ -438,9 +458,31 @@ mod tests {
         assert_eq!(adjudication.pass, Some(true));
         assert_eq!(consensus["helpful"], DimensionConsensus::Split);
         // A correction decides; the consensus stays as the raters gave it.
-        let (corrected, kept) = adjudicate_rubric(&rubric, &votes, Some(true));
+        let verdict_only = RubricCorrection {
+            pass: true,
+            answers: None,
+        };
+        let (corrected, kept) = adjudicate_rubric(&rubric, &votes, Some(&verdict_only));
         assert_eq!(corrected.pass, Some(true));
         assert_eq!(kept["helpful"], DimensionConsensus::Split);
+        // Corrected answers replace the consensus on the dimensions they answer, and the reason
+        // still says what the raters gave.
+        let answers: RubricAnswer =
+            serde_json::from_value(json!({"correct": true, "helpful": 2})).unwrap();
+        let by_dimension = RubricCorrection {
+            pass: true,
+            answers: Some(answers),
+        };
+        let (corrected, replaced) = adjudicate_rubric(&rubric, &votes, Some(&by_dimension));
+        assert_eq!(corrected.pass, Some(true));
+        assert_eq!(
+            replaced["helpful"],
+            DimensionConsensus::Decided {
+                answer: DimensionAnswer::Number(2.0)
+            }
+        );
+        assert_eq!(replaced["tone"], kept["tone"]);
+        assert!(corrected.reason.contains("raters:"), "{}", corrected.reason);
     }
 
     #[test]

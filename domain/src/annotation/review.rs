@@ -29,6 +29,10 @@ pub struct ReviewItem {
     /// A rubric label's answers, as (question, answer in words); empty for pass/fail.
     #[serde(default)]
     pub answers: Vec<(String, String)>,
+    /// A rubric label's rubric and answers as given, for a correction dimension by dimension
+    /// (the form starts from the rater's answers).
+    #[serde(default)]
+    pub rubric: Option<LabelRubric>,
     /// The texts rendered for reading (filled by the engine before the item is shown).
     #[serde(default)]
     pub shown: Option<crate::annotation::shown::ShownItem>,
@@ -36,6 +40,13 @@ pub struct ReviewItem {
     /// is shown as A, this pair's other output as B.
     #[serde(default)]
     pub pair: Option<ReviewPair>,
+}
+
+/// The rubric a label under review answered, and its answers as given.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LabelRubric {
+    pub rubric: crate::annotation::rubric::Rubric,
+    pub answers: crate::annotation::rubric::RubricAnswer,
 }
 
 /// A rater's choice on a pair under review, with the pair's right output (B).
@@ -58,11 +69,18 @@ pub struct ReviewCheck {
 }
 
 /// A reviewer's decision on a label.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum ReviewDecision {
     Accept,
     /// The reviewer's verdict overrides the raters'.
     Correct {
+        pass: bool,
+    },
+    /// A label answering a rubric corrected dimension by dimension: the reviewer's answers
+    /// (checked against the item's rubric) replace the raters' consensus on every dimension
+    /// they answer, and the verdict they give (`pass`) overrides the raters'.
+    CorrectAnswers {
+        answers: crate::annotation::rubric::RubricAnswer,
         pass: bool,
     },
     /// The label no longer counts and the item returns to the queue.
@@ -70,11 +88,21 @@ pub enum ReviewDecision {
 }
 
 impl ReviewDecision {
-    pub fn as_str(self) -> &'static str {
+    pub fn as_str(&self) -> &'static str {
         match self {
             ReviewDecision::Accept => "accepted",
-            ReviewDecision::Correct { .. } => "corrected",
+            ReviewDecision::Correct { .. } | ReviewDecision::CorrectAnswers { .. } => "corrected",
             ReviewDecision::Reject => "rejected",
+        }
+    }
+
+    /// The verdict a correction gives.
+    pub fn corrected_to(&self) -> Option<bool> {
+        match self {
+            ReviewDecision::Correct { pass } | ReviewDecision::CorrectAnswers { pass, .. } => {
+                Some(*pass)
+            }
+            _ => None,
         }
     }
 }
@@ -145,6 +173,10 @@ pub struct ReviewOutcome {
     pub decision: String,
     /// The reviewer's verdict when they corrected the label.
     pub corrected_to: Option<bool>,
+    /// The reviewer's answers, as (question, answer in words), when they corrected a rubric
+    /// label dimension by dimension.
+    #[serde(default)]
+    pub corrected_answers: Vec<(String, String)>,
     /// The reviewer's choice when they corrected a choice on a pair.
     #[serde(default)]
     pub corrected_choice: Option<crate::annotation::preference::Preference>,

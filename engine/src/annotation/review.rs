@@ -3,6 +3,7 @@
 use crate::error::{ServiceError, ServiceResult};
 use arbiter_domain::annotation::preference::Preference;
 use arbiter_domain::annotation::review::{PairReviewDecision, ReviewDecision};
+use arbiter_domain::annotation::rubric::RubricAnswer;
 use arbiter_domain::ids::UserId;
 use arbiter_store::Store;
 
@@ -21,19 +22,24 @@ pub(crate) fn bounded_text<'a>(text: &'a str, what: &str) -> ServiceResult<&'a s
     Ok(text)
 }
 
-/// A reviewer's decision as typed: `accept`, `correct` (with `pass` or `fail`) or `reject`
-/// (with a reason).
+/// A reviewer's decision as typed: `accept`, `correct` (with `pass` or `fail`; a rubric label
+/// also with its corrected `answers`, JSON by dimension key, whose verdict then stands) or
+/// `reject` (with a reason).
 pub async fn review(
     store: &dyn Store,
     label_id: i64,
     reviewer_id: UserId,
     decision: &str,
     verdict: &str,
+    answers: &str,
     reason: &str,
 ) -> ServiceResult<()> {
     let reason = bounded_text(reason, "the reason")?;
     let decision = match (decision.trim(), verdict.trim()) {
         ("accept", _) => ReviewDecision::Accept,
+        ("correct", _) if !answers.trim().is_empty() => {
+            corrected_answers(store, label_id, answers).await?
+        }
         ("correct", "pass") => ReviewDecision::Correct { pass: true },
         ("correct", "fail") => ReviewDecision::Correct { pass: false },
         ("correct", other) => {
@@ -56,6 +62,41 @@ pub async fn review(
     Ok(store
         .review_label(label_id, reviewer_id, decision, reason)
         .await?)
+}
+
+/// A rubric label's answers corrected by a reviewer: read as JSON by dimension key and checked
+/// against the label's rubric (every required dimension, each of its kind), with the verdict
+/// they give.
+async fn corrected_answers(
+    store: &dyn Store,
+    label_id: i64,
+    answers: &str,
+) -> ServiceResult<ReviewDecision> {
+    let rubric_id = store.label_rubric(label_id).await?.ok_or_else(|| {
+        ServiceError::Invalid(
+            "this label answers pass or fail, not a rubric: correct its verdict".into(),
+        )
+    })?;
+    let version = store
+        .get_rubric(rubric_id)
+        .await?
+        .ok_or_else(|| ServiceError::NotFound(format!("no rubric with id {rubric_id}")))?;
+    let answers: RubricAnswer = serde_json::from_str(answers).map_err(|err| {
+        ServiceError::Invalid(format!(
+            "corrected answers are a JSON object by dimension key: {err}"
+        ))
+    })?;
+    version
+        .rubric
+        .check_answer(&answers)
+        .map_err(|problem| ServiceError::Invalid(format!("the corrected answers: {problem}")))?;
+    let pass = version.rubric.verdict_of_answer(&answers).ok_or_else(|| {
+        ServiceError::Invalid(format!(
+            "rubric `{}` says no verdict, so its answers cannot decide an item",
+            version.name
+        ))
+    })?;
+    Ok(ReviewDecision::CorrectAnswers { answers, pass })
 }
 
 /// A reviewer's decision on a rater's preference as typed: `accept`, `correct` (with the right

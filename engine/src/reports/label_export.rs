@@ -65,6 +65,10 @@ const COLUMNS: &[(&str, Column)] = &[
         Column::OptionalText(|r| r.review_verdict.as_deref()),
     ),
     (
+        "review_answers",
+        Column::OptionalText(|r| r.review_answers.as_deref()),
+    ),
+    (
         "review_reason",
         Column::OptionalText(|r| r.review_reason.as_deref()),
     ),

@@ -300,6 +300,24 @@ async fn reviewers_decisions_are_spot_checked(store: Arc<dyn Store>) {
         .unwrap()
         .expect("a label to review");
     assert!(first.check.is_none());
+    // A pass/fail label comes with no rubric, and answers cannot correct it.
+    assert!(first.rubric.is_none());
+    match arbiter_engine::annotation::review::review(
+        store,
+        first.label_id,
+        rev,
+        "correct",
+        "",
+        r#"{"correct": false}"#,
+        "",
+    )
+    .await
+    {
+        Err(ServiceError::Invalid(message)) => {
+            assert!(message.contains("pass or fail, not a rubric"), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
     store
         .review_label(
             first.label_id,

@@ -1,7 +1,8 @@
 //! Story tests for rubrics, on both backends: versions and guidelines, a triage policy that
 //! names a rubric and a launch that freezes its version, raters' answers checked against it,
 //! an item decided by the consensus on each dimension (the verdict from its dimension), and
-//! agreement per dimension from labels given through the queue, against published values.
+//! agreement per dimension from labels given through the queue, against published values; a
+//! reviewer's correction dimension by dimension decides the item and its rater reads it.
 
 use arbiter_domain::accounts::Role;
 use arbiter_domain::annotation::gold::GOLD_RATE_SETTING;
@@ -21,6 +22,7 @@ use arbiter_testkit::stories;
 
 stories!(
     rubric_answers_are_checked_and_decided_per_dimension,
+    reviewers_correct_rubric_labels_dimension_by_dimension,
     published_agreement_values_come_out_of_labels_per_dimension,
     published_kappas_come_out_of_two_raters_labels,
 );
@@ -605,4 +607,106 @@ async fn published_kappas_come_out_of_two_raters_labels(store: Arc<dyn Store>) {
         "{}",
         kappa("point")
     );
+}
+
+async fn reviewers_correct_rubric_labels_dimension_by_dimension(store: Arc<dyn Store>) {
+    let store = &*store;
+    rubrics::create_rubric(store, "helpfulness", HELPFULNESS, "", None)
+        .await
+        .unwrap();
+    // One rater per item, every label reviewed.
+    let form = PolicyForm {
+        human_overlap: "1".into(),
+        review_rate: "1".into(),
+        ..policy("helpfulness")
+    };
+    let run_id = launch_with_policy(store, THREE_CASES.as_bytes(), 1, Some(&form)).await;
+    let ids = store.claim_work("worker", 10, LONG_LEASE_MS).await.unwrap();
+    escalate_as_routed(store, run_id, &ids).await;
+    store.set_setting(GOLD_RATE_SETTING, "0").await.unwrap();
+    let ann = new_user(store, "ann", Role::Annotator).await;
+    let rev = new_user(store, "rev", Role::Reviewer).await;
+    let task = store
+        .next_annotation_task(ann, LONG_LEASE_MS)
+        .await
+        .unwrap()
+        .unwrap();
+    rubrics::submit_answers(
+        store,
+        &task.handle,
+        ann,
+        r#"{"correct": true, "helpful": 4, "tone": ["formal"]}"#,
+        "",
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        progress(store, run_id).await.passed,
+        1,
+        "Ann's label decides"
+    );
+
+    // The reviewer gets the rubric and Ann's answers as given, to correct them in the form.
+    let item = store.next_review(rev).await.unwrap().unwrap();
+    let given = item
+        .rubric
+        .clone()
+        .expect("a rubric label comes with its rubric");
+    assert_eq!(given.rubric.dimensions.len(), 4);
+    assert_eq!(
+        serde_json::to_value(&given.answers).unwrap(),
+        serde_json::json!({"correct": true, "helpful": 4.0, "tone": ["formal"]})
+    );
+    let review = |answers: &'static str| {
+        arbiter_engine::annotation::review::review(
+            store,
+            item.label_id,
+            rev,
+            "correct",
+            "",
+            answers,
+            "the answer is wrong and unhelpful",
+        )
+    };
+    // Corrected answers are checked against the label's rubric like a rater's.
+    let refused = invalid(review(r#"{"correct": false, "tone": ["formal"]}"#).await);
+    assert!(refused.contains("`helpful` needs an answer"), "{refused}");
+    let refused = invalid(review(r#"{"correct": false, "helpful": 9, "tone": ["formal"]}"#).await);
+    assert!(refused.contains("from 1 to 4"), "{refused}");
+    let refused = invalid(review("nope").await);
+    assert!(refused.contains("JSON object"), "{refused}");
+    assert_eq!(
+        progress(store, run_id).await.passed,
+        1,
+        "refusals change nothing"
+    );
+
+    // helpful 1 fails (at least 3 passes): the item turns fail, and the item's consensus is
+    // the reviewer's answer on each dimension.
+    review(r#"{"correct": false, "helpful": 1, "tone": ["casual"]}"#)
+        .await
+        .unwrap();
+    let counts = progress(store, run_id).await;
+    assert_eq!((counts.passed, counts.failed), (0, 1));
+    let dimensions = rubrics::run_dimensions(store, run_id).await.unwrap();
+    let helpful = dimensions.iter().find(|d| d.key == "helpful").unwrap();
+    assert_eq!((helpful.decided, helpful.mean), (1, Some(1.0)));
+    let tone = dimensions.iter().find(|d| d.key == "tone").unwrap();
+    assert!(
+        tone.distribution
+            .iter()
+            .any(|(option, count)| option == "casual" && *count == 1),
+        "{:?}",
+        tone.distribution
+    );
+
+    // Ann reads the correction on her page: the decision, the reason and the answers.
+    let own = store.own_labels(ann, 10).await.unwrap();
+    let outcome = own[0].review.as_ref().expect("reviewed");
+    assert_eq!(outcome.decision, "corrected");
+    assert_eq!(outcome.corrected_to, Some(false));
+    assert!(outcome
+        .corrected_answers
+        .contains(&("How helpful is it?".to_string(), "1 (Poor)".to_string())));
 }
