@@ -1,6 +1,7 @@
 // Side-by-side preference: a researcher sends pairs of two checkpoints' answers from the Compare
-// page, a rater answers them with the keyboard (a, b, t), and the researcher reads the
-// Bradley–Terry ratings, win rates and position bias.
+// page, a rater answers them with the keyboard (a, b, t; a pair compared per rubric dimension
+// row by row), and the researcher reads the Bradley–Terry ratings (overall and per dimension),
+// win rates and position bias.
 import { expect, expectMovedPast, invitedRater, login, openSessionAs, test, waitForHydration, waitForRunToFinish } from './helpers';
 import type { Page } from '@playwright/test';
 
@@ -55,6 +56,38 @@ test('a researcher sends pairs from Compare, a rater answers with keys, and the 
     await expect(rater.getByTestId('notice')).toHaveText('Preference saved.');
     await expectMovedPast(rater, claim!);
   }
+
+  // One more pair, compared on each dimension of the demo rubric: the rater answers the rows
+  // with the same keys (arrows move between them), and the overall row sends the answers.
+  await form.getByLabel('Pairs').fill('1');
+  await form.getByLabel('Note').fill('per dimension');
+  await form.getByLabel('Per dimension of rubric').fill('answer quality');
+  await form.getByRole('button', { name: 'Send pairs' }).click();
+  await expect(form.getByTestId('pairs-sent')).toContainText('Sent 1 pairs');
+  // After the last answer the page shows another spec's item (skipped below) or an empty queue,
+  // which is asked again once, now that the pair is sent.
+  const emptyQueue = rater.getByTestId('queue-empty');
+  await expect(rater.getByTestId('task').or(emptyQueue)).toBeVisible();
+  if (await emptyQueue.isVisible()) {
+    await rater.keyboard.press('n');
+    await expect(rater.getByTestId('task')).toBeVisible();
+  }
+  await nextPair(rater);
+  const rows = rater.getByTestId('pair-dimension');
+  await expect(rows).toHaveCount(4);
+  await expect(rater.getByTestId('guidelines')).toBeVisible();
+  // Overall first is refused: every dimension needs a choice.
+  await rater.keyboard.press('ArrowDown');
+  await rater.keyboard.press('ArrowDown');
+  await rater.keyboard.press('ArrowDown');
+  await rater.keyboard.press('a');
+  await expect(rater.getByTestId('notice')).toContainText('first');
+  for (const key of ['a', 'b', 't']) await rater.keyboard.press(key);
+  await expect(rows.nth(0).getByTestId('pair-dimension-choice')).toHaveText('A is better');
+  await expect(rows.nth(1).getByTestId('pair-dimension-choice')).toHaveText('B is better');
+  await expect(rows.nth(2).getByTestId('pair-dimension-choice')).toHaveText('tie');
+  await rater.keyboard.press('a');
+  await expect(rater.getByTestId('notice')).toHaveText('Preference saved.');
   await judge.close();
 
   // The researcher reads the ratings of both checkpoints and the position bias.
@@ -70,6 +103,8 @@ test('a researcher sends pairs from Compare, a rater answers with keys, and the 
   await expect(everyone).toContainText('everyone');
   await expect(report.getByTestId('position-bias')).toContainText(judge.name);
   await expect(report.getByTestId('win-rates').locator('tbody tr')).toHaveCount(1);
+  const perDimension = report.getByTestId('dimension-ratings');
+  await expect(perDimension.getByTestId('dimension-rating-row').filter({ hasText: 'helpful' })).toHaveCount(2);
   const requests = researcher.page.getByTestId('pair-requests');
   await expect(requests.locator('tbody tr').filter({ hasText: 'tone check' }).first()).toContainText('random');
   await researcher.close();

@@ -6,10 +6,11 @@ use crate::error::{ServiceError, ServiceResult};
 use arbiter_domain::accounts::User;
 use arbiter_domain::annotation::agreement::{krippendorff_alpha, Agreement, Level, Unit};
 use arbiter_domain::annotation::preference::{
-    preference_report, Judgement, PairSelection, Preference, PreferenceReport,
-    MAX_PAIRS_PER_REQUEST, MAX_RATERS_PER_PAIR,
+    check_dimension_choices, preference_report, DimensionChoices, Judgement, PairSelection,
+    Preference, PreferenceReport, MAX_PAIRS_PER_REQUEST, MAX_RATERS_PER_PAIR,
 };
 use arbiter_domain::annotation::task::{ClaimHandle, TrainingFeedback, MAX_RATIONALE_CHARS};
+use arbiter_domain::grading::triage::DEFAULT_REVIEW_RATE;
 use arbiter_domain::ids::{RunId, UserId};
 use arbiter_store::preferences::{NewPairRequest, PairRequestSummary, PreferenceRow};
 use arbiter_store::Store;
@@ -29,6 +30,10 @@ pub struct PairRequestForm {
     pub raters: String,
     #[serde(default)]
     pub note: String,
+    /// A rubric's name (its newest version is asked) whose dimensions raters compare the two
+    /// outputs on, besides overall; empty for one choice per pair.
+    #[serde(default)]
+    pub rubric: String,
 }
 
 /// Checks the form and queues its pairs; the researcher must act for both runs' teams (the
@@ -58,6 +63,23 @@ pub async fn send_pairs(
     for run in [form.run_a, form.run_b] {
         crate::runs::require_run_team(store, requested_by, run, "send pairs from").await?;
     }
+    let rubric_id = match form.rubric.trim() {
+        "" => None,
+        name => Some(
+            store
+                .latest_rubric(name)
+                .await?
+                .ok_or_else(|| ServiceError::Invalid(format!("no rubric named `{name}`")))?
+                .id,
+        ),
+    };
+    // Pairs' answers are sampled for review at the rate the eval's grading policy sets for its
+    // items (run A's, as frozen at its launch).
+    let review_rate = store
+        .run_manifest(form.run_a)
+        .await?
+        .and_then(|manifest| manifest.triage)
+        .map_or(DEFAULT_REVIEW_RATE, |triage| triage.policy.review_rate);
     let request = NewPairRequest {
         run_a: form.run_a,
         run_b: form.run_b,
@@ -67,6 +89,8 @@ pub async fn send_pairs(
         seed: rand::random(),
         note: form.note.trim().to_string(),
         requested_by: requested_by.id,
+        rubric_id,
+        review_rate,
     };
     Ok(store.create_pair_request(&request).await?)
 }
@@ -84,13 +108,15 @@ fn whole_number(text: &str, max: i64, what: &str) -> ServiceResult<i64> {
         })
 }
 
-/// Records a rater's answer on the pair they hold: `a`, `b`, `tie` or `both_bad`; on a gold
-/// pair, a rater in training learns the right answer.
+/// Records a rater's answer on the pair they hold: `a`, `b`, `tie` or `both_bad`, and when the
+/// pair asks a rubric, one such choice per dimension (`dimensions`: JSON by dimension key,
+/// empty otherwise); on a gold pair, a rater in training learns the right answer.
 pub async fn submit_preference(
     store: &dyn Store,
     handle: &ClaimHandle,
     user_id: UserId,
     choice: &str,
+    dimensions: &str,
     rationale: &str,
 ) -> ServiceResult<Option<TrainingFeedback>> {
     let choice = Preference::parse(choice).map_err(ServiceError::Invalid)?;
@@ -99,8 +125,29 @@ pub async fn submit_preference(
             "the rationale is longer than {MAX_RATIONALE_CHARS} characters"
         )));
     }
+    let dimensions = match store.leased_rubric(handle, user_id).await? {
+        Some(rubric_id) => {
+            let version = store
+                .get_rubric(rubric_id)
+                .await?
+                .ok_or_else(|| ServiceError::NotFound(format!("no rubric with id {rubric_id}")))?;
+            let choices: DimensionChoices = serde_json::from_str(dimensions).map_err(|err| {
+                ServiceError::Invalid(format!(
+                    "choices per dimension are a JSON object of a, b, tie or both_bad by dimension key: {err}"
+                ))
+            })?;
+            check_dimension_choices(&version.rubric, &choices).map_err(ServiceError::Invalid)?;
+            Some(choices)
+        }
+        None if dimensions.trim().is_empty() => None,
+        None => {
+            return Err(ServiceError::Invalid(
+                "this pair asks one choice, not one per dimension".into(),
+            ))
+        }
+    };
     Ok(store
-        .submit_preference(handle, user_id, choice, rationale)
+        .submit_preference(handle, user_id, choice, dimensions.as_ref(), rationale)
         .await?)
 }
 
@@ -115,6 +162,17 @@ pub struct EvalPreferences {
     pub raters: Vec<(u64, String)>,
     pub report: PreferenceReport,
     /// Krippendorff's alpha (nominal) over pairs with two or more labels.
+    pub agreement: Agreement,
+    /// The same per dimension, over the pairs that asked a rubric with that dimension (by key,
+    /// in key order).
+    pub dimensions: Vec<DimensionPreferences>,
+}
+
+/// Ratings, win rates, position bias and agreement on one dimension's choices.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DimensionPreferences {
+    pub key: String,
+    pub report: PreferenceReport,
     pub agreement: Agreement,
 }
 
@@ -158,7 +216,8 @@ fn eval_report(eval_id: i64, rows: &[&PreferenceRow]) -> EvalPreferences {
                 checkpoints.len() - 1
             }
         };
-    let mut judgements = Vec::with_capacity(rows.len());
+    // Each row placed among the contestants once; the reports below differ only in the choice.
+    let mut placed = Vec::with_capacity(rows.len());
     for row in rows {
         let left = contestant(row.left_checkpoint_id, &row.left_checkpoint);
         let right = contestant(row.right_checkpoint_id, &row.right_checkpoint);
@@ -166,34 +225,66 @@ fn eval_report(eval_id: i64, rows: &[&PreferenceRow]) -> EvalPreferences {
         if !raters.iter().any(|(id, _)| *id == rater) {
             raters.push((rater, row.rater.clone()));
         }
-        judgements.push(Judgement {
-            pair: row.task_id,
-            left,
-            right,
-            rater,
-            choice: row.choice,
-        });
+        placed.push((*row, left, right));
     }
-    // Rows come by pair, so each pair's labels are adjacent.
-    let units: Vec<Unit<&'static str>> = rows
-        .chunk_by(|a, b| a.task_id == b.task_id)
-        .map(|pair| {
-            Unit::new(
-                pair.iter()
-                    .map(|row| (row.rater_id as u64, row.choice.as_str()))
-                    .collect(),
-            )
+    let contestants = checkpoints.len();
+    let report_on = |choice_of: &dyn Fn(&PreferenceRow) -> Option<Preference>| {
+        let judgements: Vec<Judgement> = placed
+            .iter()
+            .filter_map(|(row, left, right)| {
+                Some(Judgement {
+                    pair: row.task_id,
+                    left: *left,
+                    right: *right,
+                    rater: row.rater_id as u64,
+                    choice: choice_of(row)?,
+                })
+            })
+            .collect();
+        // Rows come by pair, so each pair's labels are adjacent.
+        let units: Vec<Unit<&'static str>> = placed
+            .chunk_by(|a, b| a.0.task_id == b.0.task_id)
+            .map(|pair| {
+                Unit::new(
+                    pair.iter()
+                        .filter_map(|(row, ..)| {
+                            Some((row.rater_id as u64, choice_of(row)?.as_str()))
+                        })
+                        .collect(),
+                )
+            })
+            .collect();
+        // A rater answers a pair once (a unique key), so no unit repeats a rater.
+        let agreement = krippendorff_alpha(&units, Level::Nominal)
+            .expect("each rater labels a pair at most once");
+        let report = preference_report(
+            contestants,
+            &judgements,
+            PREFERENCE_RESAMPLES,
+            eval_id as u64,
+        );
+        (report, agreement)
+    };
+    let (report, agreement) = report_on(&|row| Some(row.choice));
+    let mut keys: Vec<&String> = rows
+        .iter()
+        .filter_map(|row| row.dimensions.as_ref())
+        .flat_map(|choices| choices.keys())
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let dimensions = keys
+        .into_iter()
+        .map(|key| {
+            let (report, agreement) =
+                report_on(&|row: &PreferenceRow| row.dimensions.as_ref()?.get(key).copied());
+            DimensionPreferences {
+                key: key.clone(),
+                report,
+                agreement,
+            }
         })
         .collect();
-    // A rater answers a pair once (a unique key), so no unit repeats a rater.
-    let agreement =
-        krippendorff_alpha(&units, Level::Nominal).expect("each rater labels a pair at most once");
-    let report = preference_report(
-        checkpoints.len(),
-        &judgements,
-        PREFERENCE_RESAMPLES,
-        eval_id as u64,
-    );
     EvalPreferences {
         eval_id,
         eval_name: rows
@@ -204,5 +295,6 @@ fn eval_report(eval_id: i64, rows: &[&PreferenceRow]) -> EvalPreferences {
         raters,
         report,
         agreement,
+        dimensions,
     }
 }

@@ -926,7 +926,7 @@ macro_rules! annotation_sql {
 
         /// How long a label served for review stays with its reviewer before the next reviewer
         /// who asks may take it.
-        const REVIEW_HOLD_MS: i64 = 30 * 60 * 1000;
+        pub(crate) const REVIEW_HOLD_MS: i64 = 30 * 60 * 1000;
 
         /// The label this reviewer holds for review, or the oldest free one on an item they did
         /// not label (higher-priority runs first), now served to them alone; else a decision
@@ -937,6 +937,21 @@ macro_rules! annotation_sql {
             reviewer_id: UserId,
         ) -> StoreResult<Option<ReviewItem>> {
             let now = now_ms();
+            // A pair's answer this reviewer holds comes back first, so it is not kept from
+            // other reviewers while labels of items wait.
+            let holds_pair: Option<i64> = sqlx::query_scalar(
+                "SELECT id FROM preference_labels WHERE review_state = 'pending' AND review_served_to = $1 \
+                 AND review_served_until > $2 LIMIT 1",
+            )
+            .bind(reviewer_id.get())
+            .bind(now)
+            .fetch_optional(pool)
+            .await?;
+            if holds_pair.is_some() {
+                if let Some(pair) = super::preferences_sql::serve_pair_review(writer, reviewer_id).await? {
+                    return Ok(Some(pair));
+                }
+            }
             let mut tx = writer.begin_with($begin).await?;
             let mut served = None;
             // A second reviewer may serve themselves the same label at the same moment (on

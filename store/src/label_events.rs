@@ -86,7 +86,7 @@ macro_rules! label_events_sql {
                  FROM labels l JOIN users u ON u.id = l.annotator_id \
                  WHERE l.task_id IN ({ids}) \
                  UNION ALL \
-                 SELECT l.task_id, u.username, NULL, l.choice, NULL, l.rationale, \
+                 SELECT l.task_id, u.username, NULL, l.choice, l.dimensions, l.rationale, \
                         l.duration_ms, l.state, NULL, l.created_at, l.id \
                  FROM preference_labels l JOIN users u ON u.id = l.rater_id \
                  WHERE l.task_id IN ({ids}) \

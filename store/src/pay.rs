@@ -202,7 +202,7 @@ macro_rules! pay_sql {
                  GROUP BY a.rater_id, u.username, a.day, a.kind ORDER BY u.username, a.day, a.kind",
                 answers("labels", "annotator_id", "label", "CASE WHEN state = 'rejected' THEN 1 ELSE 0 END"),
                 answers("gold_answers", "rater_id", "gold", "0"),
-                answers("preference_labels", "rater_id", "pair", "0"),
+                answers("preference_labels", "rater_id", "pair", "CASE WHEN state = 'rejected' THEN 1 ELSE 0 END"),
             );
             let rows: Vec<(i64, String, i64, String, i64, i64, i64, i64)> = sqlx::query_as(&sql)
                 .bind(from_day * DAY_MS)

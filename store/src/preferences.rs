@@ -13,7 +13,7 @@
 
 use crate::StoreResult;
 pub use arbiter_domain::annotation::preference::PairRequestSummary;
-use arbiter_domain::annotation::preference::{PairSelection, Preference};
+use arbiter_domain::annotation::preference::{DimensionChoices, PairSelection, Preference};
 use arbiter_domain::annotation::review::PairReviewDecision;
 use arbiter_domain::annotation::task::{ClaimHandle, TrainingFeedback};
 use arbiter_domain::ids::{RunId, UserId};
@@ -34,6 +34,10 @@ pub struct NewPairRequest {
     pub seed: u64,
     pub note: String,
     pub requested_by: UserId,
+    /// The rubric version whose dimensions raters compare the outputs on, if any.
+    pub rubric_id: Option<i64>,
+    /// Share of answers drawn for senior review (as the eval's grading policy sets for items).
+    pub review_rate: f64,
 }
 
 /// One rater's answer on a pair, with the checkpoints on each side.
@@ -49,6 +53,8 @@ pub struct PreferenceRow {
     pub rater_id: i64,
     pub rater: String,
     pub choice: Preference,
+    /// The rater's choices per dimension, when the pair asks a rubric.
+    pub dimensions: Option<DimensionChoices>,
 }
 
 #[async_trait]
@@ -64,13 +70,15 @@ pub trait PreferenceStore: Send + Sync + 'static {
     /// The newest requests first, at most `limit`.
     async fn pair_requests(&self, limit: i64) -> StoreResult<Vec<PairRequestSummary>>;
 
-    /// Records the preference of the rater holding the pair leased under `handle`; on a gold
-    /// pair it is a gold answer, and a rater in training gets feedback on it.
+    /// Records the preference of the rater holding the pair leased under `handle`, with their
+    /// choices per dimension when the pair asks a rubric (checked by the caller against it); on
+    /// a gold pair it is a gold answer, and a rater in training gets feedback on it.
     async fn submit_preference(
         &self,
         handle: &ClaimHandle,
         user_id: UserId,
         choice: Preference,
+        dimensions: Option<&DimensionChoices>,
         rationale: &str,
     ) -> StoreResult<Option<TrainingFeedback>>;
 
@@ -96,12 +104,11 @@ macro_rules! preferences_sql {
         use $crate::ReadColumn as _;
         use $crate::preferences::{NewPairRequest, PairRequestSummary, PreferenceRow};
         use arbiter_domain::annotation::adjudication::{rater_quality, sla_hours};
-        use arbiter_domain::annotation::preference::{decide_pair, draw_pairs, pair_consensus, PairSelection, Preference};
+        use arbiter_domain::annotation::preference::{choices_in_words, decide_pair, draw_pairs, pair_consensus, DimensionChoices, PairSelection, Preference};
         use arbiter_domain::annotation::adjudication::drawn_for_review;
         use arbiter_domain::annotation::gold::GoldAnswer;
         use arbiter_domain::annotation::review::{OwnLabel, PairReviewDecision, ReviewItem, ReviewOutcome, ReviewPair};
         use arbiter_domain::annotation::task::{ClaimHandle, TaskPair, TrainingFeedback};
-        use arbiter_domain::grading::triage::DEFAULT_REVIEW_RATE;
         use arbiter_domain::ids::UserId;
         use arbiter_domain::run::Priority;
         use $crate::{StoreError, StoreResult, now_ms};
@@ -112,8 +119,10 @@ macro_rules! preferences_sql {
              WHERE p.request_id = q.id AND t.state = 'done') AS pairs_done, \
             (SELECT COUNT(*) FROM preference_pairs p JOIN preference_labels l ON l.task_id = p.task_id \
              WHERE p.request_id = q.id) AS labels, \
-            q.note, u.username AS requested_by, q.created_at \
+            q.note, u.username AS requested_by, q.created_at, \
+            qr.name || '@' || CAST(qr.version AS TEXT) AS rubric \
             FROM pair_requests q JOIN runs ra ON ra.id = q.run_a JOIN runs rb ON rb.id = q.run_b \
+            LEFT JOIN rubrics qr ON qr.id = q.rubric_id \
             JOIN evals e ON e.id = ra.eval_id JOIN checkpoints ca ON ca.id = ra.checkpoint_id \
             JOIN checkpoints cb ON cb.id = rb.checkpoint_id JOIN users u ON u.id = q.requested_by";
 
@@ -134,6 +143,7 @@ macro_rules! preferences_sql {
                 note,
                 requested_by,
                 created_at,
+                rubric,
             }))
         }
 
@@ -181,52 +191,97 @@ macro_rules! preferences_sql {
             )
         }
 
-        /// A pair's choice from its standing preferences (each rater weighted by their record)
-        /// or a reviewer's correction, kept on the task as its consensus; a split sends every
-        /// standing preference to the reviewers and leaves the pair undecided.
+        /// A pair's choice, kept on the task as its consensus: a reviewer's correction if there
+        /// is one; else the standing preferences, each rater weighted by their record; on a split,
+        /// the choice reviewers accepted (when they accepted one choice only). A pair still split
+        /// sends its standing preferences to the reviewers, and once every one is reviewed and it
+        /// is still split, it asks one more rater. `decided_at` moves only when the choice does, so
+        /// the `label.completed` webhook sends each decision once.
         async fn decide_pair_task(
             tx: &mut sqlx::Transaction<'_, $db>,
             task_id: i64,
             now: i64,
         ) -> Result<(), sqlx::Error> {
-            let correction: Option<String> = sqlx::query_scalar(
-                "SELECT r.choice FROM pair_reviews r JOIN preference_labels l ON l.id = r.label_id \
-                 WHERE l.task_id = $1 AND r.decision = 'corrected' ORDER BY r.created_at DESC, r.id DESC LIMIT 1",
+            // Reviewers' words, latest first: each a decision and the choice it stands for.
+            let reviewed: Vec<(String, String)> = sqlx::query_as(
+                "SELECT r.decision, COALESCE(r.choice, l.choice) FROM pair_reviews r \
+                 JOIN preference_labels l ON l.id = r.label_id WHERE l.task_id = $1 \
+                 AND (r.decision = 'corrected' OR (r.decision = 'accepted' AND l.state = 'standing')) \
+                 ORDER BY r.created_at DESC, r.id DESC",
             )
             .bind(task_id)
-            .fetch_optional(&mut **tx)
-            .await?
-            .flatten();
-            let decided = match correction.as_deref().map(Preference::parse) {
-                Some(Ok(choice)) => Some(choice),
-                _ => {
-                    let votes: Vec<(String, i64, i64)> = sqlx::query_as(&format!(
-                        "SELECT l.choice, {} FROM preference_labels l WHERE l.task_id = $1 AND l.state = 'standing' ORDER BY l.id",
-                        super::annotation_sql::rater_record_sql("l.rater_id"),
-                    ))
-                    .bind(task_id)
-                    .fetch_all(&mut **tx)
-                    .await?;
-                    let votes: Vec<(Preference, f64)> = votes
-                        .into_iter()
-                        .filter_map(|(choice, right, wrong)| {
-                            let quality = rater_quality(right.max(0) as u64, wrong.max(0) as u64);
-                            Preference::parse(&choice).ok().map(|choice| (choice, quality))
-                        })
-                        .collect();
-                    decide_pair(&votes)
-                }
+            .fetch_all(&mut **tx)
+            .await?;
+            let words = |wanted: &str| -> Vec<Preference> {
+                reviewed
+                    .iter()
+                    .filter(|(decision, _)| decision == wanted)
+                    .filter_map(|(_, choice)| Preference::parse(choice).ok())
+                    .collect()
             };
-            sqlx::query("UPDATE annotation_tasks SET consensus = $1, decided_at = $2 WHERE id = $3")
-                .bind(pair_consensus(decided).to_string())
-                .bind(decided.map(|_| now))
-                .bind(task_id)
-                .execute(&mut **tx)
-                .await?;
+            let mut decided = words("corrected").first().copied();
             if decided.is_none() {
+                let votes: Vec<(String, i64, i64)> = sqlx::query_as(&format!(
+                    "SELECT l.choice, {} FROM preference_labels l WHERE l.task_id = $1 AND l.state = 'standing' ORDER BY l.id",
+                    super::annotation_sql::rater_record_sql("l.rater_id"),
+                ))
+                .bind(task_id)
+                .fetch_all(&mut **tx)
+                .await?;
+                let votes: Vec<(Preference, f64)> = votes
+                    .into_iter()
+                    .filter_map(|(choice, right, wrong)| {
+                        let quality = rater_quality(right.max(0) as u64, wrong.max(0) as u64);
+                        Preference::parse(&choice).ok().map(|choice| (choice, quality))
+                    })
+                    .collect();
+                decided = decide_pair(&votes);
+            }
+            if decided.is_none() {
+                let mut accepted = words("accepted");
+                accepted.sort_unstable();
+                accepted.dedup();
+                if let [only] = accepted.as_slice() {
+                    decided = Some(*only);
+                }
+            }
+            let consensus = pair_consensus(decided).to_string();
+            let (before, was_decided): (Option<String>, bool) = sqlx::query_as(
+                "SELECT consensus, decided_at IS NOT NULL FROM annotation_tasks WHERE id = $1",
+            )
+            .bind(task_id)
+            .fetch_one(&mut **tx)
+            .await?;
+            if before.as_deref() != Some(consensus.as_str()) || was_decided != decided.is_some() {
+                sqlx::query("UPDATE annotation_tasks SET consensus = $1, decided_at = $2 WHERE id = $3")
+                    .bind(&consensus)
+                    .bind(decided.map(|_| now))
+                    .bind(task_id)
+                    .execute(&mut **tx)
+                    .await?;
+            }
+            if decided.is_some() {
+                return Ok(());
+            }
+            sqlx::query(
+                "UPDATE preference_labels SET review_state = 'pending' \
+                 WHERE task_id = $1 AND state = 'standing' AND review_state IS NULL",
+            )
+            .bind(task_id)
+            .execute(&mut **tx)
+            .await?;
+            let waiting: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM preference_labels WHERE task_id = $1 AND state = 'standing' AND review_state = 'pending'",
+            )
+            .bind(task_id)
+            .fetch_one(&mut **tx)
+            .await?;
+            if waiting == 0 {
+                // Reviewed and still split (reviewers accepted answers that disagree): one more
+                // rater breaks the tie.
                 sqlx::query(
-                    "UPDATE preference_labels SET review_state = 'pending' \
-                     WHERE task_id = $1 AND state = 'standing' AND review_state IS NULL",
+                    "UPDATE annotation_tasks SET labels_needed = labels_needed + 1, state = 'open', \
+                     completed_at = NULL, consensus = NULL, decided_at = NULL WHERE id = $1",
                 )
                 .bind(task_id)
                 .execute(&mut **tx)
@@ -235,8 +290,22 @@ macro_rules! preferences_sql {
             Ok(())
         }
 
-        /// How long a preference served for review stays with its reviewer (as a label does).
-        const REVIEW_HOLD_MS: i64 = 30 * 60 * 1000;
+        /// A rater's choices per dimension in words, from a row with `dimensions` and
+        /// `rubric_definition` (empty for a pair that asks one choice; both were checked when
+        /// stored, and unreadable ones show nothing rather than fail).
+        fn dimension_words(row: &<$db as sqlx::Database>::Row) -> Result<Vec<(String, String)>, sqlx::Error> {
+            let choices: Option<String> = row.read("dimensions")?;
+            let definition: Option<String> = row.read("rubric_definition")?;
+            let (Some(choices), Some(definition)) = (choices, definition) else {
+                return Ok(Vec::new());
+            };
+            Ok(match (serde_json::from_str::<DimensionChoices>(&choices), serde_json::from_str(&definition)) {
+                (Ok(choices), Ok(rubric)) => choices_in_words(&rubric, &choices),
+                _ => Vec::new(),
+            })
+        }
+
+        use super::annotation_sql::REVIEW_HOLD_MS;
 
         /// The preference this reviewer holds for review, or the oldest free one on a pair they
         /// did not answer (higher-priority pairs first), now served to them alone.
@@ -286,11 +355,12 @@ macro_rules! preferences_sql {
                 return Ok(None);
             };
             let row = sqlx::query(&format!(
-                "SELECT l.id AS label_id, {}, u.username, l.choice, l.rationale, \
+                "SELECT l.id AS label_id, {}, u.username, l.choice, l.rationale, l.dimensions, \
+                        qr.definition AS rubric_definition, \
                         (SELECT COUNT(*) FROM preference_labels o WHERE o.task_id = l.task_id AND o.state = 'standing' \
                          AND o.choice <> l.choice) AS dissent \
                  FROM preference_labels l JOIN users u ON u.id = l.rater_id \
-                 JOIN annotation_tasks t ON t.id = l.task_id {} WHERE l.id = $1",
+                 JOIN annotation_tasks t ON t.id = l.task_id LEFT JOIN rubrics qr ON qr.id = t.rubric_id {} WHERE l.id = $1",
                 super::annotation_sql::SHOWN_TASK_COLUMNS,
                 super::annotation_sql::SHOWN_TASK_JOINS,
             ))
@@ -320,7 +390,7 @@ macro_rules! preferences_sql {
                 },
                 check: None,
                 shown: None,
-                answers: Vec::new(),
+                answers: dimension_words(&row)?,
                 rubric: None,
                 pair: Some(ReviewPair {
                     choice,
@@ -341,9 +411,11 @@ macro_rules! preferences_sql {
             limit: i64,
         ) -> StoreResult<Vec<OwnLabel>> {
             let rows = sqlx::query(&format!(
-                "SELECT l.id AS label_id, {}, l.choice, l.rationale, l.created_at, \
+                "SELECT l.id AS label_id, {}, l.choice, l.rationale, l.created_at, l.dimensions, \
+                        qr.definition AS rubric_definition, \
                         pr.decision, pr.choice AS corrected_choice, pr.reason, pr.created_at AS decided_at \
-                 FROM preference_labels l JOIN annotation_tasks t ON t.id = l.task_id {} \
+                 FROM preference_labels l JOIN annotation_tasks t ON t.id = l.task_id \
+                 LEFT JOIN rubrics qr ON qr.id = t.rubric_id {} \
                  LEFT JOIN pair_reviews pr ON pr.label_id = l.id \
                  WHERE l.rater_id = $1 \
                    AND ((t.state <> 'done' AND l.state = 'standing') OR l.review_state = 'pending' \
@@ -386,7 +458,7 @@ macro_rules! preferences_sql {
                     editable: Err("a choice on a pair cannot be changed after it is submitted".into()),
                     review,
                     shown: None,
-                    answers: Vec::new(),
+                    answers: dimension_words(row)?,
                     pair: Some(ReviewPair {
                         choice: choice_of(row.read("choice")?)?,
                         right: TaskPair {
@@ -468,8 +540,8 @@ macro_rules! preferences_sql {
                     let priority = Priority::from_rank(priority_a.max(priority_b)).unwrap_or_default();
                     let due_at = now + sla_hours(priority) * 3_600_000;
                     let request_id: i64 = sqlx::query_scalar(
-                        "INSERT INTO pair_requests (run_a, run_b, selection, pairs, labels_needed, seed, note, requested_by, created_at) \
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+                        "INSERT INTO pair_requests (run_a, run_b, selection, pairs, labels_needed, seed, note, requested_by, created_at, rubric_id) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
                     )
                     .bind(request.run_a.get())
                     .bind(request.run_b.get())
@@ -481,13 +553,14 @@ macro_rules! preferences_sql {
                     .bind(&request.note)
                     .bind(request.requested_by.get())
                     .bind(now)
+                    .bind(request.rubric_id)
                     .fetch_one(&mut *tx)
                     .await?;
                     for pair in &drawn {
                         let task_id: i64 = sqlx::query_scalar(
                             "INSERT INTO annotation_tasks (work_item_id, reason, kind, labels_needed, review_rate, \
-                             priority, due_at, state, created_at, run_id) \
-                             VALUES (NULL, $1, 'pair', $2, $7, $3, $4, 'open', $5, $6) RETURNING id",
+                             priority, due_at, state, created_at, run_id, rubric_id) \
+                             VALUES (NULL, $1, 'pair', $2, $7, $3, $4, 'open', $5, $6, $8) RETURNING id",
                         )
                         .bind(format!("pair request {request_id}"))
                         .bind(request.labels_needed)
@@ -495,7 +568,8 @@ macro_rules! preferences_sql {
                         .bind(due_at)
                         .bind(now)
                         .bind(request.run_a.get())
-                        .bind(DEFAULT_REVIEW_RATE)
+                        .bind(request.review_rate)
+                        .bind(request.rubric_id)
                         .fetch_one(&mut *tx)
                         .await?;
                         sqlx::query(
@@ -542,6 +616,7 @@ macro_rules! preferences_sql {
                 handle: &ClaimHandle,
                 user_id: UserId,
                 choice: Preference,
+                dimensions: Option<&DimensionChoices>,
                 rationale: &str,
             ) -> StoreResult<Option<TrainingFeedback>> {
                 let result: StoreResult<Option<TrainingFeedback>> = async move {
@@ -560,15 +635,24 @@ macro_rules! preferences_sql {
                         tx.rollback().await?;
                         return Err(StoreError::Conflict(super::annotation_sql::NOT_HELD.into()));
                     };
-                    let kind: String = sqlx::query_scalar("SELECT kind FROM annotation_tasks WHERE id = $1")
-                        .bind(task_id)
-                        .fetch_one(&mut *tx)
-                        .await?;
+                    let (kind, asks_rubric): (String, Option<i64>) =
+                        sqlx::query_as("SELECT kind, rubric_id FROM annotation_tasks WHERE id = $1")
+                            .bind(task_id)
+                            .fetch_one(&mut *tx)
+                            .await?;
                     if kind != "pair" {
                         tx.rollback().await?;
                         return Err(StoreError::Conflict(
                             "this item is one output, not a pair: label it pass or fail (or answer its rubric)".into(),
                         ));
+                    }
+                    if asks_rubric.is_some() != dimensions.is_some() {
+                        tx.rollback().await?;
+                        return Err(StoreError::Conflict(if asks_rubric.is_some() {
+                            "this pair asks which output is better on each dimension of its rubric".into()
+                        } else {
+                            "this pair asks one choice, not one per dimension".into()
+                        }));
                     }
                     if let Some(gold_id) = gold_id {
                         let feedback = super::annotation_sql::record_gold_answer(
@@ -579,8 +663,8 @@ macro_rules! preferences_sql {
                         return Ok(feedback);
                     }
                     let label_id: i64 = sqlx::query_scalar(
-                        "INSERT INTO preference_labels (task_id, rater_id, choice, rationale, duration_ms, created_at) \
-                         VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+                        "INSERT INTO preference_labels (task_id, rater_id, choice, rationale, duration_ms, created_at, dimensions) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
                     )
                     .bind(task_id)
                     .bind(user_id.get())
@@ -588,6 +672,7 @@ macro_rules! preferences_sql {
                     .bind(rationale)
                     .bind(now - started)
                     .bind(now)
+                    .bind(dimensions.map(|choices| serde_json::to_string(choices).expect("choices always serialize")))
                     .fetch_one(&mut *tx)
                     .await
                     .map_err(|err| $crate::conflict_on($backend, err, "preference_labels_task_rater_key", "you have answered this pair already"))?;
@@ -629,14 +714,31 @@ macro_rules! preferences_sql {
                 let result: StoreResult<()> = async move {
                     let now = now_ms();
                     let mut tx = self.writer.begin_with($begin).await?;
-                    let label: Option<(i64, i64, String, Option<String>, Option<i64>)> = sqlx::query_as(
-                        "SELECT task_id, rater_id, state, review_state, review_served_to FROM preference_labels WHERE id = $1",
+                    // The pair's row first, locked on PostgreSQL: a last answer arriving or another
+                    // reviewer deciding on the same pair waits, so the decision below reads where
+                    // the pair stands (and a correction is never lost to an answer's decision).
+                    let task: Option<(String, Option<i64>)> = sqlx::query_as(
+                        "UPDATE annotation_tasks SET labels_done = labels_done \
+                         WHERE id = (SELECT task_id FROM preference_labels WHERE id = $1) RETURNING state, decided_at",
                     )
                     .bind(label_id)
                     .fetch_optional(&mut *tx)
                     .await?;
-                    let Some((task_id, rater_id, state, review_state, served_to)) = label else {
+                    let Some((task_state, decided_at)) = task else {
                         return Err(StoreError::NotFound(format!("no preference with id {label_id}")));
+                    };
+                    let task_done = task_state == "done";
+                    let (task_id, rater_id, state, review_state, served_to, given): (i64, i64, String, Option<String>, Option<i64>, String) =
+                        sqlx::query_as(
+                            "SELECT task_id, rater_id, state, review_state, review_served_to, choice FROM preference_labels WHERE id = $1",
+                        )
+                        .bind(label_id)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                    // Correcting an answer to its own choice is accepting it.
+                    let decision = match decision {
+                        PairReviewDecision::Correct(choice) if choice.as_str() == given => PairReviewDecision::Accept,
+                        other => other,
                     };
                     if UserId(rater_id) == reviewer_id {
                         return Err(StoreError::Conflict("you cannot review your own preference".into()));
@@ -692,13 +794,14 @@ macro_rules! preferences_sql {
                             "this preference was served to another reviewer meanwhile; take your next item on the review page".into(),
                         ));
                     }
-                    let task_done = sqlx::query_scalar::<_, String>("SELECT state FROM annotation_tasks WHERE id = $1")
-                        .bind(task_id)
-                        .fetch_one(&mut *tx)
-                        .await?
-                        == "done";
                     match decision {
-                        PairReviewDecision::Accept => {}
+                        // An accepted answer weighs its rater's later answers, and settles a
+                        // split; a decided pair keeps its decision.
+                        PairReviewDecision::Accept => {
+                            if task_done && decided_at.is_none() {
+                                decide_pair_task(&mut tx, task_id, now).await?;
+                            }
+                        }
                         PairReviewDecision::Correct(_) => {
                             if task_done {
                                 decide_pair_task(&mut tx, task_id, now).await?;
@@ -731,7 +834,7 @@ macro_rules! preferences_sql {
                         "SELECT e.id AS eval_id, e.name AS eval_name, l.task_id, \
                                 wl.checkpoint_id AS left_checkpoint_id, cl.name AS left_checkpoint, \
                                 wr.checkpoint_id AS right_checkpoint_id, cr.name AS right_checkpoint, \
-                                l.rater_id, u.username AS rater, l.choice \
+                                l.rater_id, u.username AS rater, l.choice, l.dimensions \
                          FROM preference_labels l JOIN preference_pairs p ON p.task_id = l.task_id \
                          JOIN work_items wl ON wl.id = p.left_item_id JOIN work_items wr ON wr.id = p.right_item_id \
                          JOIN checkpoints cl ON cl.id = wl.checkpoint_id JOIN checkpoints cr ON cr.id = wr.checkpoint_id \
@@ -747,6 +850,9 @@ macro_rules! preferences_sql {
                             let choice: String = row.read("choice")?;
                             let choice = Preference::parse(&choice)
                                 .map_err(|message| sqlx::Error::Decode(message.into()))?;
+                            let dimensions: Option<String> = row.read("dimensions")?;
+                            // Checked when stored; unreadable ones count for the overall choice only.
+                            let dimensions = dimensions.and_then(|json| serde_json::from_str(&json).ok());
                             Ok($crate::read_columns!(row, PreferenceRow {
                                 eval_id,
                                 eval_name,
@@ -759,6 +865,7 @@ macro_rules! preferences_sql {
                                 rater,
                                 ;
                                 choice: choice,
+                                dimensions: dimensions,
                             }))
                         })
                         .collect::<Result<Vec<_>, sqlx::Error>>()

@@ -20,6 +20,8 @@ use crate::annotation::rubric_form::{GuidelinesPanel, RubricForm};
 use crate::components::{error_text, plain_item, ErrorNote};
 use crate::keys::{CheatSheet, KeyBinding, KeyLegend, KeyMap};
 use crate::shown::{RawToggle, ShownItemView};
+use arbiter_domain::annotation::gold::GoldAnswer;
+use arbiter_domain::annotation::preference::{DimensionChoices, Preference};
 use arbiter_domain::annotation::rubric::{Rubric, RubricAnswer};
 use arbiter_domain::annotation::task::ClaimHandle;
 use leptos::html;
@@ -165,6 +167,8 @@ pub(crate) enum PairKey {
     Rationale,
     Raw,
     Help,
+    NextDimension,
+    PreviousDimension,
 }
 
 pub(crate) static PAIR_KEYS: KeyMap<PairKey> = KeyMap(&[
@@ -191,6 +195,18 @@ pub(crate) static PAIR_KEYS: KeyMap<PairKey> = KeyMap(&[
         action: PairKey::BothBad,
         does: "both bad",
         in_legend: true,
+    },
+    KeyBinding {
+        keys: &["ArrowDown", "ArrowRight"],
+        action: PairKey::NextDimension,
+        does: "next dimension (a pair compared per dimension)",
+        in_legend: false,
+    },
+    KeyBinding {
+        keys: &["ArrowUp", "ArrowLeft"],
+        action: PairKey::PreviousDimension,
+        does: "previous dimension",
+        in_legend: false,
     },
     KeyBinding {
         keys: &["s"],
@@ -243,6 +259,9 @@ pub fn AnnotatePage() -> impl IntoView {
     let prefer = ServerAction::<SubmitPreference>::new();
     // Set while the item on screen is a pair of outputs.
     let pair = RwSignal::new(false);
+    // A pair compared per dimension: its dimensions (key, question) and the choices so far.
+    let pair_dimensions = RwSignal::new(Vec::<(String, String)>::new());
+    let pair_choices = RwSignal::new(DimensionChoices::new());
     // Set while the item on screen asks a rubric.
     let rubric = RwSignal::new(None::<RubricState>);
     let answers = RwSignal::new(RubricAnswer::new());
@@ -273,11 +292,38 @@ pub fn AnnotatePage() -> impl IntoView {
             });
         }
     };
-    let choose = move |choice: &str| {
+    // On a pair compared per dimension, a choice answers the focused row (its dimensions, then
+    // overall) and moves on; the overall choice sends them all. Otherwise it sends the choice.
+    let choose = move |choice: Preference| {
+        let dimensions = pair_dimensions.get_untracked();
+        let row = focused.get_untracked();
+        if let Some((key, _)) = dimensions.get(row) {
+            pair_choices.update(|choices| {
+                choices.insert(key.clone(), choice);
+            });
+            focused.set(row + 1);
+            return;
+        }
+        let unanswered = dimensions
+            .iter()
+            .position(|(key, _)| !pair_choices.with_untracked(|choices| choices.contains_key(key)));
+        if let Some(index) = unanswered {
+            notice.set(Some(format!(
+                "Say which output is better on “{}” first.",
+                dimensions[index].1
+            )));
+            focused.set(index);
+            return;
+        }
         if let Some(handle) = current.get_untracked() {
             prefer.dispatch(SubmitPreference {
                 handle,
-                choice: choice.to_string(),
+                choice: choice.as_str().to_string(),
+                dimensions: if dimensions.is_empty() {
+                    String::new()
+                } else {
+                    serde_json::to_string(&pair_choices.get_untracked()).unwrap_or_default()
+                },
                 rationale: rationale.get_untracked(),
             });
         }
@@ -351,10 +397,19 @@ pub fn AnnotatePage() -> impl IntoView {
     crate::components::keyboard_shortcuts(move |key, event| {
         if pair.get_untracked() {
             match PAIR_KEYS.action(key) {
-                Some(PairKey::A) => choose("a"),
-                Some(PairKey::B) => choose("b"),
-                Some(PairKey::Tie) => choose("tie"),
-                Some(PairKey::BothBad) => choose("both_bad"),
+                Some(PairKey::A) => choose(Preference::A),
+                Some(PairKey::B) => choose(Preference::B),
+                Some(PairKey::Tie) => choose(Preference::Tie),
+                Some(PairKey::BothBad) => choose(Preference::BothBad),
+                Some(PairKey::NextDimension) => {
+                    event.prevent_default();
+                    let last = pair_dimensions.with_untracked(Vec::len);
+                    focused.update(|row| *row = (*row + 1).min(last));
+                }
+                Some(PairKey::PreviousDimension) => {
+                    event.prevent_default();
+                    focused.update(|row| *row = row.saturating_sub(1));
+                }
                 Some(PairKey::Skip) => skip_current(),
                 Some(PairKey::Next) => tick.update(|tick| *tick += 1),
                 Some(PairKey::Rationale) => focus_rationale(event),
@@ -448,6 +503,17 @@ pub fn AnnotatePage() -> impl IntoView {
                     Ok(Some(TaskView { task, item_id, remaining })) => {
                         current.set(Some(task.handle.clone()));
                         pair.set(task.pair.is_some());
+                        pair_choices.set(DimensionChoices::new());
+                        pair_dimensions.set(match (&task.pair, &task.rubric) {
+                            (Some(_), Some(asked)) => asked
+                                .version
+                                .rubric
+                                .dimensions
+                                .iter()
+                                .map(|dimension| (dimension.key.clone(), dimension.question.clone()))
+                                .collect(),
+                            _ => Vec::new(),
+                        });
                         answers.set(RubricAnswer::new());
                         focused.set(0);
                         rubric.set(task.rubric.as_ref().map(|asked| RubricState {
@@ -461,6 +527,12 @@ pub fn AnnotatePage() -> impl IntoView {
                             })
                         });
                         let questions = match task.rubric.clone() {
+                            Some(asked) if task.pair.is_some() => view! {
+                                <GuidelinesPanel rubric=asked.clone()/>
+                                <p>"Which output is better on each dimension, then overall? Judge the answers, not their position. "
+                                    <kbd>"a"</kbd>" "<kbd>"b"</kbd>" "<kbd>"t"</kbd>" "<kbd>"x"</kbd>" answer the highlighted row; arrows move between rows."</p>
+                                <PairDimensions dimensions=pair_dimensions choices=pair_choices focused/>
+                            }.into_any(),
                             _ if task.pair.is_some() => view! {
                                 <p>"Which output answers the question better? Judge the answers, not their position."</p>
                             }.into_any(),
@@ -474,10 +546,10 @@ pub fn AnnotatePage() -> impl IntoView {
                         };
                         let buttons = if task.pair.is_some() {
                             view! {
-                                <button class="pass" on:click=move |_| choose("a")>"A is better " <kbd>"a"</kbd></button>
-                                <button class="pass" on:click=move |_| choose("b")>"B is better " <kbd>"b"</kbd></button>
-                                <button class="secondary" on:click=move |_| choose("tie")>"Tie " <kbd>"t"</kbd></button>
-                                <button class="fail" on:click=move |_| choose("both_bad")>"Both bad " <kbd>"x"</kbd></button>
+                                <button class="pass" on:click=move |_| choose(Preference::A)>"A is better " <kbd>"a"</kbd></button>
+                                <button class="pass" on:click=move |_| choose(Preference::B)>"B is better " <kbd>"b"</kbd></button>
+                                <button class="secondary" on:click=move |_| choose(Preference::Tie)>"Tie " <kbd>"t"</kbd></button>
+                                <button class="fail" on:click=move |_| choose(Preference::BothBad)>"Both bad " <kbd>"x"</kbd></button>
                             }.into_any()
                         } else if task.rubric.is_some() {
                             view! {
@@ -523,6 +595,7 @@ pub fn AnnotatePage() -> impl IntoView {
                     Ok(None) => {
                         current.set(None);
                         pair.set(false);
+                        pair_dimensions.set(Vec::new());
                         rubric.set(None);
                         view! {
                             <section class="card" data-testid="queue-empty">
@@ -537,13 +610,59 @@ pub fn AnnotatePage() -> impl IntoView {
     }
 }
 
+/// A pair compared per dimension: one row per dimension with the rater's choice so far, then
+/// the overall row (answered by the buttons below it), the focused row highlighted.
+#[component]
+fn PairDimensions(
+    dimensions: RwSignal<Vec<(String, String)>>,
+    choices: RwSignal<DimensionChoices>,
+    focused: RwSignal<usize>,
+) -> impl IntoView {
+    view! {
+        <table class="pair-dimensions" data-testid="pair-dimensions">
+            <tbody>
+                {move || dimensions.get().into_iter().enumerate().map(|(index, (key, question))| {
+                    let chosen = {
+                        let key = key.clone();
+                        move || choices.with(|choices| choices.get(&key).map(|choice| choice.words()).unwrap_or("—"))
+                    };
+                    let buttons = Preference::ALL.map(|choice| {
+                        let key = key.clone();
+                        view! {
+                            <button class="secondary" on:click=move |_| {
+                                choices.update(|choices| { choices.insert(key.clone(), choice); });
+                                focused.set(index + 1);
+                            }>{choice.words()}</button>
+                        }
+                    });
+                    view! {
+                        <tr data-testid="pair-dimension" data-key=key.clone()
+                            class:focused=move || focused.get() == index on:click=move |_| focused.set(index)>
+                            <th>{question}</th>
+                            <td data-testid="pair-dimension-choice"><strong>{chosen}</strong></td>
+                            <td>{buttons.into_iter().collect_view()}</td>
+                        </tr>
+                    }
+                }).collect_view()}
+                <tr data-testid="pair-dimension" data-key="overall"
+                    class:focused={move || focused.get() >= dimensions.with(Vec::len)}>
+                    <th>"Overall (sends the answers)"</th><td></td><td></td>
+                </tr>
+            </tbody>
+        </table>
+    }
+}
+
 /// What a rater in training reads after a label.
 fn training_message(TrainingFeedbackView { feedback, out_of }: &TrainingFeedbackView) -> String {
-    let answer = feedback.answer.words();
+    let answer = match feedback.answer {
+        GoldAnswer::Pair(choice) => format!("the right choice: {}", choice.words()),
+        verdict => format!("the answer is {}", verdict.words()),
+    };
     let verdict = if feedback.correct {
-        format!("Right: the answer is {answer}.")
+        format!("Right: {answer}.")
     } else {
-        format!("Not quite: the answer is {answer}.")
+        format!("Not quite: {answer}.")
     };
     let note = if feedback.note.is_empty() {
         String::new()

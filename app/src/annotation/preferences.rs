@@ -26,6 +26,8 @@ pub struct EvalPreferencesView {
     pub report: PreferenceReport,
     /// Krippendorff's alpha (nominal) between raters of the same pair, or why there is none.
     pub agreement: String,
+    /// Per dimension of the rubrics pairs were compared on: its key, report and agreement.
+    pub dimensions: Vec<(String, PreferenceReport, String)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -43,6 +45,7 @@ pub async fn send_pairs(
     pairs: String,
     raters: String,
     #[server(default)] note: String,
+    #[server(default)] rubric: String,
 ) -> Result<PairRequestSummary, ServerFnError> {
     let (state, user) = require(Permission::ManageEvals).await?;
     let form = arbiter_engine::preferences::PairRequestForm {
@@ -52,6 +55,7 @@ pub async fn send_pairs(
         pairs,
         raters,
         note,
+        rubric,
     };
     arbiter_engine::preferences::send_pairs(state.store.as_ref(), &form, &user)
         .await
@@ -63,6 +67,7 @@ pub async fn send_pairs(
 pub async fn submit_preference(
     handle: ClaimHandle,
     choice: String,
+    #[server(default)] dimensions: String,
     #[server(default)] rationale: String,
 ) -> Result<Option<TrainingFeedbackView>, ServerFnError> {
     let (state, user) = require(Permission::Annotate).await?;
@@ -71,6 +76,7 @@ pub async fn submit_preference(
         &handle,
         user.id,
         &choice,
+        &dimensions,
         &rationale,
     )
     .await
@@ -94,9 +100,15 @@ pub async fn preferences_page() -> Result<PreferencesPageData, ServerFnError> {
         evals: evals
             .into_iter()
             .map(|eval| EvalPreferencesView {
-                agreement: crate::annotation::api::statistic_text(
-                    &crate::annotation::api::statistic_view(&eval.agreement),
-                ),
+                agreement: agreement_text(&eval.agreement),
+                dimensions: eval
+                    .dimensions
+                    .into_iter()
+                    .map(|dimension| {
+                        let agreement = agreement_text(&dimension.agreement);
+                        (dimension.key, dimension.report, agreement)
+                    })
+                    .collect(),
                 eval_name: eval.eval_name,
                 checkpoints: eval.checkpoints,
                 raters: eval.raters,
@@ -104,6 +116,11 @@ pub async fn preferences_page() -> Result<PreferencesPageData, ServerFnError> {
             })
             .collect(),
     })
+}
+
+#[cfg(feature = "ssr")]
+fn agreement_text(agreement: &arbiter_domain::annotation::agreement::Agreement) -> String {
+    crate::annotation::api::statistic_text(&crate::annotation::api::statistic_view(agreement))
 }
 
 /// The Compare page's form: pairs of the baseline's and this candidate's answers, to raters.
@@ -130,6 +147,9 @@ pub fn SendPairsForm(baseline: RunId, candidate: RunId) -> impl IntoView {
                 <label>"Pairs" <input name="pairs" value="50" size="5"/></label>
                 <label>"Raters per pair" <input name="raters" value="1" size="2"/></label>
                 <label>"Note" <input name="note" maxlength="1000"/></label>
+                <label title="Raters also say which output is better on each dimension of this rubric (its newest version)">
+                    "Per dimension of rubric (optional)" <input name="rubric" size="12" placeholder="rubric name"/>
+                </label>
                 <button type="submit">"Send pairs"</button>
             </ActionForm>
             <ActionError value=send.value()/>
@@ -197,7 +217,9 @@ fn EvalPreferencesCard(eval: EvalPreferencesView) -> impl IntoView {
         raters,
         report,
         agreement,
+        dimensions,
     } = eval;
+    let names = checkpoints.clone();
     let name = move |index: usize| checkpoints.get(index).cloned().unwrap_or_default();
     let rater_name = move |bias: &PositionBias| match bias.rater {
         Some(id) => raters
@@ -257,6 +279,27 @@ fn EvalPreferencesCard(eval: EvalPreferencesView) -> impl IntoView {
                     }).collect_view()}
                 </tbody>
             </table>
+            {(!dimensions.is_empty()).then(|| view! {
+                <h3>"Per dimension"</h3>
+                <table data-testid="dimension-ratings">
+                    <thead><tr><th>"Dimension"</th><th>"Checkpoint"</th><th>"Rating"</th><th>"95% interval"</th><th>"Labels"</th><th>"Agreement"</th></tr></thead>
+                    <tbody>
+                        {dimensions.into_iter().flat_map(|(key, report, agreement)| {
+                            let names = names.clone();
+                            report.ratings.into_iter().map(move |rating| view! {
+                                <tr data-testid="dimension-rating-row" data-key=key.clone()>
+                                    <td>{key.clone()}</td>
+                                    <td>{names.get(rating.contestant).cloned().unwrap_or_default()}</td>
+                                    <td><strong>{format!("{:.0}", rating.rating)}</strong></td>
+                                    <td>{interval_text(rating.interval, 1.0, 0)}</td>
+                                    <td>{rating.labels}</td>
+                                    <td>{agreement.clone()}</td>
+                                </tr>
+                            }).collect::<Vec<_>>()
+                        }).collect_view()}
+                    </tbody>
+                </table>
+            })}
             <p class="hint">"Intervals from " {report.resamples} " bootstrap resamples of pairs."</p>
         </section>
     }
@@ -274,7 +317,7 @@ fn RequestsTable(requests: Vec<PairRequestSummary>) -> impl IntoView {
                     <table data-testid="pair-requests">
                         <thead><tr>
                             <th>"#"</th><th>"Eval"</th><th>"A"</th><th>"B"</th><th>"Cases"</th><th>"Pairs"</th>
-                            <th>"Raters each"</th><th>"Done"</th><th>"Labels"</th><th>"By"</th><th>"When"</th><th>"Note"</th>
+                            <th>"Raters each"</th><th>"Done"</th><th>"Labels"</th><th>"Per dimension of"</th><th>"By"</th><th>"When"</th><th>"Note"</th>
                         </tr></thead>
                         <tbody>
                             {requests.into_iter().map(|request| view! {
@@ -288,6 +331,7 @@ fn RequestsTable(requests: Vec<PairRequestSummary>) -> impl IntoView {
                                     <td>{request.labels_needed}</td>
                                     <td>{request.pairs_done}</td>
                                     <td>{request.labels}</td>
+                                    <td>{request.rubric.unwrap_or_default()}</td>
                                     <td>{request.requested_by}</td>
                                     <td>{format_time(request.created_at)}</td>
                                     <td>{request.note}</td>

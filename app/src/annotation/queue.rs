@@ -215,14 +215,18 @@ fn QueueReport(
             <p class="hint">"Gold items are served to raters like any other item; their answers measure the rater (gold accuracy on the Raters page and their weight in adjudication) and never count as labels. Raters in training get only gold items, with feedback."</p>
             <ActionForm action=create_gold attr:class="row">
                 <label>"Item id" <input name="task_id" type="number" min="1" required size="6"/></label>
-                <label>"Answer" <select name="answer"><option value="pass">"pass"</option><option value="fail">"fail"</option></select></label>
+                <label>"Answer" <select name="answer">
+                    <option value="pass">"pass"</option><option value="fail">"fail"</option>
+                    <option value="a">"a pair: A is better"</option><option value="b">"a pair: B is better"</option>
+                    <option value="tie">"a pair: tie"</option><option value="both_bad">"a pair: both bad"</option>
+                </select></label>
                 <label>"Note for trainees" <input name="note" size="30"/></label>
                 <button type="submit">"Make gold"</button>
             </ActionForm>
             {(!data.gold_candidates.is_empty()).then(|| view! {
                 <h3>"Candidates (recently finished, settled items)"</h3>
                 <table data-testid="gold-candidates">
-                    <thead><tr><th>"Item"</th><th>"Question"</th><th>"Verdict"</th><th>"Why"</th><th></th></tr></thead>
+                    <thead><tr><th>"Item"</th><th>"Question"</th><th>"Answer"</th><th>"Why"</th><th></th></tr></thead>
                     <tbody>
                         {data.gold_candidates.into_iter().map(|candidate| view! {
                             <tr>

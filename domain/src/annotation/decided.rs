@@ -25,7 +25,8 @@ pub struct DecidedItem {
     pub checkpoint: Option<String>,
     /// `pass` or `fail` as the humans decided it; `None` for a pair.
     pub verdict: Option<String>,
-    /// A rubric item's value per dimension, or a pair's `{"choice": …}` (or `{"split": true}`).
+    /// A rubric item's value per dimension, or a pair's `{"choice": …}` (the raters', or a
+    /// reviewer's correction; a pair whose raters split is sent once a reviewer settles it).
     pub consensus: Option<serde_json::Value>,
     pub rubric: Option<String>,
     pub rubric_version: Option<i64>,
@@ -74,7 +75,8 @@ pub struct DecidedLabel {
     pub verdict: Option<String>,
     /// `a`, `b`, `tie` or `both_bad` on a pair.
     pub choice: Option<String>,
-    /// The rubric's answers by dimension key.
+    /// The rubric's answers by dimension key; on a pair that asks a rubric, the choice per
+    /// dimension.
     pub answers: Option<serde_json::Value>,
     pub rationale: String,
     /// Time on task: from the claim to the submission.

@@ -127,6 +127,9 @@ pub struct PairRequestSummary {
     pub note: String,
     pub requested_by: String,
     pub created_at: i64,
+    /// The rubric (`name@version`) whose dimensions raters compare the outputs on, if any.
+    #[serde(default)]
+    pub rubric: Option<String>,
 }
 
 /// One pair to create: the work item shown on the left (as A) and on the right (as B).
@@ -176,6 +179,46 @@ pub fn decide_pair(votes: &[(Preference, f64)]) -> Option<Preference> {
         Some(_) => None,
         None => leader,
     }
+}
+
+/// A rater's choices per dimension of the rubric a pair asks, by dimension key.
+pub type DimensionChoices = std::collections::BTreeMap<String, Preference>;
+
+/// Checks a rater's choices per dimension against the rubric their pair asks: one choice for
+/// each of its dimensions, and none for a dimension it lacks.
+pub fn check_dimension_choices(
+    rubric: &crate::annotation::rubric::Rubric,
+    choices: &DimensionChoices,
+) -> Result<(), String> {
+    if let Some(key) = choices.keys().find(|key| rubric.dimension(key).is_none()) {
+        return Err(format!("the rubric has no dimension `{key}`"));
+    }
+    match rubric
+        .dimensions
+        .iter()
+        .find(|dimension| !choices.contains_key(&dimension.key))
+    {
+        Some(missing) => Err(format!(
+            "say which output is better on dimension `{}` ({})",
+            missing.key, missing.question
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Choices per dimension in words, in the rubric's order: (question, choice).
+pub fn choices_in_words(
+    rubric: &crate::annotation::rubric::Rubric,
+    choices: &DimensionChoices,
+) -> Vec<(String, String)> {
+    rubric
+        .dimensions
+        .iter()
+        .filter_map(|dimension| {
+            let choice = choices.get(&dimension.key)?;
+            Some((dimension.question.clone(), choice.words().to_string()))
+        })
+        .collect()
 }
 
 /// A pair's consensus as kept on its task: the decided choice (by the raters, or a reviewer's
@@ -699,6 +742,60 @@ fn position_bias(judgements: &[Judgement]) -> (PositionBias, Vec<PositionBias>) 
             .map(|(rater, counts)| bias(Some(rater), counts))
             .collect(),
     )
+}
+
+#[cfg(test)]
+mod dimension_tests {
+    use super::*;
+    use crate::annotation::rubric::parse_rubric;
+
+    #[test]
+    fn choices_cover_every_dimension_and_no_other() {
+        let rubric = parse_rubric(
+            r#"{"dimensions": [
+                {"key": "helpful", "question": "More helpful?", "kind": "binary"},
+                {"key": "safe", "question": "Safer?", "kind": "binary", "required": false}]}"#,
+        )
+        .unwrap();
+        let choices = |pairs: &[(&str, Preference)]| -> DimensionChoices {
+            pairs
+                .iter()
+                .map(|(key, choice)| (key.to_string(), *choice))
+                .collect()
+        };
+        let both = choices(&[("helpful", Preference::A), ("safe", Preference::Tie)]);
+        assert_eq!(check_dimension_choices(&rubric, &both), Ok(()));
+        assert_eq!(
+            choices_in_words(&rubric, &both),
+            [
+                ("More helpful?".to_string(), "A is better".to_string()),
+                ("Safer?".to_string(), "tie".to_string())
+            ]
+        );
+        // A preference has no "not applicable": every dimension is answered.
+        let missing = check_dimension_choices(&rubric, &choices(&[("helpful", Preference::B)]));
+        assert!(missing.unwrap_err().contains("`safe` (Safer?)"));
+        let unknown = check_dimension_choices(
+            &rubric,
+            &choices(&[
+                ("helpful", Preference::A),
+                ("safe", Preference::A),
+                ("tone", Preference::B),
+            ]),
+        );
+        assert!(unknown.unwrap_err().contains("no dimension `tone`"));
+    }
+
+    #[test]
+    fn a_pairs_consensus_reads_back() {
+        for decided in Preference::ALL.map(Some).into_iter().chain([None]) {
+            assert_eq!(
+                decided_choice(&pair_consensus(decided).to_string()),
+                decided
+            );
+        }
+        assert_eq!(decided_choice("not json"), None);
+    }
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ use arbiter_testkit::stories;
 stories!(
     pairs_are_drawn_recorded_shared_exactly_and_reported,
     split_pairs_go_to_reviewers_and_decided_pairs_become_gold,
+    pairs_compared_per_dimension_are_checked_and_reported,
 );
 
 const CASES: usize = 12;
@@ -89,6 +90,7 @@ fn form(run_a: RunId, run_b: RunId, selection: &str, pairs: &str, raters: &str) 
         pairs: pairs.into(),
         raters: raters.into(),
         note: String::new(),
+        rubric: String::new(),
     }
 }
 
@@ -202,7 +204,7 @@ async fn pairs_are_drawn_recorded_shared_exactly_and_reported(store: Arc<dyn Sto
                 ));
                 let choice = [Preference::A, Preference::B, Preference::Tie][(index + round) % 3];
                 store
-                    .submit_preference(&task.handle, rater, choice, "reasons")
+                    .submit_preference(&task.handle, rater, choice, None, "reasons")
                     .await
                     .unwrap();
                 answered.push((task.task_id.get(), rater, base_left, choice));
@@ -387,7 +389,7 @@ async fn answer_all(store: &dyn Store, rater: UserId, choice: Preference) -> Vec
     {
         assert!(
             store
-                .submit_preference(&task.handle, rater, choice, "mine")
+                .submit_preference(&task.handle, rater, choice, None, "mine")
                 .await
                 .unwrap()
                 .is_none(),
@@ -413,6 +415,7 @@ async fn split_pairs_go_to_reviewers_and_decided_pairs_become_gold(store: Arc<dy
     let ann = user(&*store, "ann", Role::Annotator).await;
     let bob = user(&*store, "bob", Role::Annotator).await;
     let rev = user(&*store, "rev", Role::Reviewer).await;
+    let rev2 = user(&*store, "rev2", Role::Reviewer).await;
     send_pairs(&*store, &form(base, tuned, "differ", "3", "2"), researcher)
         .await
         .unwrap();
@@ -431,7 +434,7 @@ async fn split_pairs_go_to_reviewers_and_decided_pairs_become_gold(store: Arc<dy
 
     // The reviewer is served the raters' answers one at a time, both outputs and the choice.
     let mut reviewed = 0;
-    let mut rejected_pair = None;
+    let mut rejected_label = None;
     let mut corrected_pairs = Vec::new();
     let mut disagreeing = 0;
     while let Some(item) = store.next_review(rev).await.unwrap() {
@@ -442,23 +445,23 @@ async fn split_pairs_go_to_reviewers_and_decided_pairs_become_gold(store: Arc<dy
         // Served to this reviewer alone, and decided only by them.
         assert!(matches!(
             store
-                .review_preference(item.label_id, bob, PairReviewDecision::Accept, "")
+                .review_preference(item.label_id, rev2, PairReviewDecision::Accept, "")
                 .await,
-            Err(StoreError::Conflict(_))
+            Err(StoreError::Conflict(message)) if message.contains("not served to you")
         ));
         let by_ann = item.rater == "ann";
         assert_eq!(
             pair.choice,
             if by_ann { Preference::A } else { Preference::B }
         );
-        let decision = match (by_ann, reviewed) {
+        let decision = if !by_ann {
+            PairReviewDecision::Accept
+        } else if rejected_label.is_none() {
             // Ann's answer on the first pair she is reviewed on is rejected: that pair reopens.
-            (true, _) if rejected_pair.is_none() => {
-                rejected_pair = Some(item.label_id);
-                PairReviewDecision::Reject
-            }
-            (true, _) => PairReviewDecision::Correct(Preference::B),
-            (false, _) => PairReviewDecision::Accept,
+            rejected_label = Some(item.label_id);
+            PairReviewDecision::Reject
+        } else {
+            PairReviewDecision::Correct(Preference::B)
         };
         if matches!(decision, PairReviewDecision::Correct(_)) {
             corrected_pairs.push(item.label_id);
@@ -583,6 +586,46 @@ async fn split_pairs_go_to_reviewers_and_decided_pairs_become_gold(store: Arc<dy
         "b"
     );
 
+    // A split that a reviewer settles by accepting one side: Dee (A) and Eve (B) have no
+    // record yet, so their pair splits; accepting Dee's answer (here by "correcting" it to its
+    // own choice) decides it A, and accepting Eve's afterwards leaves that decision be.
+    let dee = user(&*store, "dee", Role::Annotator).await;
+    let eve = user(&*store, "eve", Role::Annotator).await;
+    send_pairs(&*store, &form(base, tuned, "random", "1", "2"), researcher)
+        .await
+        .unwrap();
+    assert_eq!(answer_all(&*store, dee, Preference::A).await.len(), 1);
+    assert_eq!(answer_all(&*store, eve, Preference::B).await.len(), 1);
+    let decided_before = store
+        .decided_items((0, i64::MAX), i64::MAX, 100)
+        .await
+        .unwrap()
+        .len();
+    let mut settled = 0;
+    while let Some(item) = store.next_review(rev2).await.unwrap() {
+        arbiter_engine::annotation::review::review_preference(
+            &*store,
+            item.label_id,
+            rev2,
+            "correct",
+            item.pair.as_ref().unwrap().choice.as_str(),
+            "",
+        )
+        .await
+        .unwrap();
+        settled += 1;
+    }
+    assert_eq!(settled, 2);
+    let decided = store
+        .decided_items((0, i64::MAX), i64::MAX, 100)
+        .await
+        .unwrap();
+    assert_eq!(decided.len(), decided_before + 1);
+    assert_eq!(
+        decided.last().unwrap().consensus.as_ref().unwrap()["choice"],
+        "a"
+    );
+
     // A pair a reviewer decided is a gold candidate with its decided choice; its gold answer
     // is a choice, not a verdict.
     let candidates = store.gold_candidates(20).await.unwrap();
@@ -631,14 +674,14 @@ async fn split_pairs_go_to_reviewers_and_decided_pairs_become_gold(store: Arc<dy
     assert_eq!(served.task_id, gold_task);
     assert!(served.pair.is_some() && served.training);
     let feedback = store
-        .submit_preference(&served.handle, tim, Preference::A, "")
+        .submit_preference(&served.handle, tim, Preference::A, None, "")
         .await
         .unwrap()
         .expect("training answers get feedback");
     assert!(!feedback.correct);
     assert_eq!(feedback.answer, GoldAnswer::Pair(Preference::B));
     assert_eq!(feedback.note, "B shows its working");
-    assert_eq!(store.preference_rows(None).await.unwrap().len(), 8);
+    assert_eq!(store.preference_rows(None).await.unwrap().len(), 10);
     let listed = store.gold_items().await.unwrap();
     let listed = listed.iter().find(|item| item.id == gold).unwrap();
     assert_eq!((listed.answers, listed.right), (1, 0));
@@ -658,4 +701,156 @@ async fn split_pairs_go_to_reviewers_and_decided_pairs_become_gold(store: Arc<dy
     assert!(store.delete_run(tuned).await.unwrap() > 0);
     assert!(store.gold_items().await.unwrap().is_empty());
     assert!(store.next_review(rev).await.unwrap().is_none());
+}
+
+async fn pairs_compared_per_dimension_are_checked_and_reported(store: Arc<dyn Store>) {
+    let (base, tuned) = two_checkpoints(&*store).await;
+    store.set_setting(GOLD_RATE_SETTING, "0").await.unwrap();
+    let researcher = user(&*store, "rita", Role::Researcher).await;
+    let researcher = &store.get_user(researcher).await.unwrap().unwrap();
+    arbiter_engine::rubrics::create_rubric(
+        &*store,
+        "aspects",
+        r#"{"dimensions": [
+            {"key": "helpful", "question": "Which is more helpful?", "kind": "binary"},
+            {"key": "safe", "question": "Which is safer?", "kind": "binary"}]}"#,
+        "",
+        None,
+    )
+    .await
+    .unwrap();
+    let per_dimension = |rubric: &str| PairRequestForm {
+        rubric: rubric.into(),
+        ..form(base, tuned, "differ", "4", "1")
+    };
+    match send_pairs(&*store, &per_dimension("nope"), researcher).await {
+        Err(ServiceError::Invalid(message)) => assert!(message.contains("`nope`"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+    let sent = send_pairs(&*store, &per_dimension("aspects"), researcher)
+        .await
+        .unwrap();
+    assert_eq!(sent.rubric.as_deref(), Some("aspects@1"));
+
+    // The rater is asked the rubric beside the pair, and answers every dimension and overall:
+    // base (always right) is more helpful and as safe, so better overall.
+    let ann = user(&*store, "ann", Role::Annotator).await;
+    let submit = |handle, choice: &'static str, dimensions: String| {
+        let store = store.clone();
+        async move {
+            arbiter_engine::preferences::submit_preference(
+                &*store,
+                &handle,
+                ann,
+                choice,
+                &dimensions,
+                "",
+            )
+            .await
+        }
+    };
+    let mut answered = 0;
+    while let Some(task) = store
+        .next_annotation_task(ann, LONG_LEASE_MS)
+        .await
+        .unwrap()
+    {
+        let pair = task.pair.as_ref().expect("a pair");
+        let asked = task.rubric.as_ref().expect("the pair asks the rubric");
+        assert_eq!(asked.version.name, "aspects");
+        let base_side = if task.output.contains("Let me see") {
+            "a"
+        } else {
+            assert!(pair.right_output.contains("Let me see"));
+            "b"
+        };
+        for (dimensions, says) in [
+            (String::new(), "JSON object"),
+            (r#"{"helpful": "a"}"#.to_string(), "`safe`"),
+            (
+                r#"{"helpful": "a", "safe": "tie", "tone": "b"}"#.to_string(),
+                "no dimension `tone`",
+            ),
+            (
+                r#"{"helpful": "c", "safe": "tie"}"#.to_string(),
+                "unknown variant",
+            ),
+        ] {
+            match submit(task.handle.clone(), base_side, dimensions).await {
+                Err(ServiceError::Invalid(message)) => {
+                    assert!(message.contains(says), "{message}")
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        // Nor does the store take one choice for a pair asked per dimension.
+        assert!(matches!(
+            store
+                .submit_preference(&task.handle, ann, Preference::A, None, "")
+                .await,
+            Err(StoreError::Conflict(message)) if message.contains("each dimension")
+        ));
+        submit(
+            task.handle.clone(),
+            base_side,
+            format!(r#"{{"helpful": "{base_side}", "safe": "tie"}}"#),
+        )
+        .await
+        .unwrap();
+        answered += 1;
+    }
+    assert_eq!(answered, 4);
+
+    // The report rates the checkpoints overall and on each dimension.
+    let reports = preference_reports(&*store, None).await.unwrap();
+    let report = &reports[0];
+    let base_index = report
+        .checkpoints
+        .iter()
+        .position(|name| name == "base")
+        .unwrap();
+    assert_eq!(
+        report.report.ratings[0].contestant, base_index,
+        "base is best overall"
+    );
+    let keys: Vec<&str> = report.dimensions.iter().map(|d| d.key.as_str()).collect();
+    assert_eq!(keys, ["helpful", "safe"]);
+    let helpful = &report.dimensions[0].report;
+    assert_eq!(helpful.labels, 4);
+    assert_eq!(helpful.ratings[0].contestant, base_index);
+    assert!(helpful.ratings[0].rating > helpful.ratings[1].rating);
+    let safe = &report.dimensions[1].report;
+    assert_eq!(safe.win_rates[0].ties, 4);
+    assert!((safe.ratings[0].rating - safe.ratings[1].rating).abs() < 1e-6);
+
+    // The `label.completed` reading carries each answer's choices per dimension.
+    let decided = store
+        .decided_items((0, i64::MAX), i64::MAX, 100)
+        .await
+        .unwrap();
+    assert_eq!(decided.len(), 4);
+    let answers = decided[0].labels[0]
+        .answers
+        .as_ref()
+        .expect("per dimension");
+    assert_eq!(answers["safe"], "tie");
+    assert_eq!(decided[0].rubric.as_deref(), Some("aspects"));
+
+    // A pair asked one choice takes no choices per dimension.
+    send_pairs(&*store, &form(base, tuned, "random", "1", "1"), researcher)
+        .await
+        .unwrap();
+    let task = store
+        .next_annotation_task(ann, LONG_LEASE_MS)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(task.rubric.is_none());
+    match submit(task.handle.clone(), "a", r#"{"helpful": "a"}"#.into()).await {
+        Err(ServiceError::Invalid(message)) => assert!(message.contains("one choice"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+    submit(task.handle.clone(), "a", String::new())
+        .await
+        .unwrap();
 }

@@ -217,7 +217,7 @@ async fn pushed_items_are_queued_once_labelled_and_read_back(store: Arc<dyn Stor
                         Preference::B
                     };
                     store
-                        .submit_preference(&task.handle, rater, choice, "it is a haiku")
+                        .submit_preference(&task.handle, rater, choice, None, "it is a haiku")
                         .await
                         .unwrap();
                 }

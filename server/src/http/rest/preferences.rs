@@ -26,6 +26,10 @@ pub struct PairsRequest {
     raters: u64,
     #[serde(default)]
     note: String,
+    /// A rubric's name: raters also say which output is better on each of its dimensions
+    /// (its newest version).
+    #[serde(default)]
+    rubric: String,
 }
 
 #[utoipa::path(post, path = "/api/v1/pairs", tag = "preferences",
@@ -46,6 +50,7 @@ pub async fn send_pairs(
         pairs: request.pairs.to_string(),
         raters: request.raters.to_string(),
         note: request.note,
+        rubric: request.rubric,
     };
     let summary =
         arbiter_engine::preferences::send_pairs(state.store.as_ref(), &form, &user).await?;
