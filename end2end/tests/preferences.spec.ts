@@ -2,7 +2,7 @@
 // page, a rater answers them with the keyboard (a, b, t; a pair compared per rubric dimension
 // row by row), and the researcher reads the Bradley–Terry ratings (overall and per dimension),
 // win rates and position bias.
-import { expect, expectMovedPast, invitedRater, login, openSessionAs, test, waitForHydration, waitForRunToFinish } from './helpers';
+import { expect, expectMovedPast, invitedRater, login, openSessionAs, test, uniqueName, waitForHydration, waitForRunToFinish } from './helpers';
 import type { Page } from '@playwright/test';
 
 /** Skips single items until a pair is on screen (other specs' items may be ahead of it). */
@@ -108,4 +108,43 @@ test('a researcher sends pairs from Compare, a rater answers with keys, and the 
   const requests = researcher.page.getByTestId('pair-requests');
   await expect(requests.locator('tbody tr').filter({ hasText: 'tone check' }).first()).toContainText('random');
   await researcher.close();
+});
+
+test('a pairwise judge is asked first, and the pairs it decides need no rater', async ({ page }) => {
+  await login(page, 'researcher');
+  await page.goto('/judges');
+  await waitForHydration(page);
+  const name = uniqueName('which');
+  await page.getByLabel('Name (saving an existing name adds a version)').fill(name);
+  await page.getByLabel('Checkpoint').selectOption({ label: 'simulator/judge' });
+  await page.getByLabel('Pairwise', { exact: false }).check();
+  await page.getByRole('button', { name: 'Save judge' }).click();
+  const row = page.getByRole('row').filter({ has: page.getByRole('link', { name: `judge:${name}@1` }) });
+  await expect(row).toContainText('A, B or TIE on two answers');
+
+  // Six pairs with the judge first; at a threshold of one half the simulated judge (whose two
+  // orders agree) decides every pair but the audit share.
+  await page.goto('/compare?baseline=1&candidate=2');
+  await waitForHydration(page);
+  const form = page.getByTestId('send-pairs-2');
+  await form.getByText('Send pairs to raters').click();
+  await form.getByLabel('Which cases').selectOption('random');
+  await form.getByLabel('Pairs').fill('6');
+  await form.getByLabel('Note').fill('judged first');
+  await form.getByLabel('Pairwise judge first').selectOption({ label: `judge:${name}@1` });
+  await form.getByLabel('decides from confidence').fill('0.5');
+  await form.getByRole('button', { name: 'Send pairs' }).click();
+  await expect(form.getByTestId('pairs-sent')).toContainText('Sent 6 pairs');
+
+  // The background job judges them: the request says how many the judge decided alone, and the
+  // judge's calibration counts every pair it judged.
+  await page.goto('/preferences');
+  const request = page.getByTestId('pair-requests').locator('tbody tr').filter({ hasText: 'judged first' }).first();
+  const calibration = page.getByTestId('pairwise-calibration-row').filter({ hasText: `judge:${name}@1` });
+  await expect(async () => {
+    await page.reload();
+    await expect(calibration.locator('td').nth(1)).toHaveText('6', { timeout: 1000 });
+  }).toPass({ timeout: 30_000 });
+  await expect(request).toContainText(new RegExp(`judge:${name}@1: decided [1-6] alone`));
+  await expect(calibration.locator('td').nth(2)).toHaveText('100.0%');
 });

@@ -18,6 +18,7 @@ use arbiter_domain::grading::calibration::{
 use arbiter_domain::grading::judge::{
     validate_rubric, Judge, JudgeReport, JudgeSpec, NewJudge, DEFAULT_RUBRIC,
 };
+use arbiter_domain::grading::pairwise::{validate_pairwise_rubric, DEFAULT_PAIRWISE_RUBRIC};
 use arbiter_domain::grading::scale::JudgeScale;
 use arbiter_domain::grading::scale_calibration::{
     calibrate_scale, raters_point, ScaleCalibration, ScoredAgainstRaters,
@@ -48,6 +49,9 @@ pub struct JudgeForm {
     pub scale_rubric: String,
     pub scale_dimension: String,
     pub scale_pass_at_least: String,
+    /// A pairwise judge (A, B or TIE on two answers); its prompt, left empty or as the
+    /// PASS/FAIL default, is the pairwise default.
+    pub pairwise: bool,
 }
 
 /// Stores a judge; saving under an existing name makes the next version of that judge.
@@ -66,6 +70,28 @@ pub async fn define_judge(
         return Err(ServiceError::Invalid(format!(
             "a judge's max tokens must be between 1 and {MAX_JUDGE_TOKENS}"
         )));
+    }
+    if form.pairwise {
+        if !form.scale_rubric.trim().is_empty() {
+            return Err(ServiceError::Invalid(
+                "a pairwise judge compares two answers; it scores no rubric scale".into(),
+            ));
+        }
+        let prompt = match form.rubric.trim() {
+            "" => DEFAULT_PAIRWISE_RUBRIC.to_string(),
+            written if written == DEFAULT_RUBRIC.trim() => DEFAULT_PAIRWISE_RUBRIC.to_string(),
+            _ => form.rubric.clone(),
+        };
+        validate_pairwise_rubric(&prompt).map_err(ServiceError::Invalid)?;
+        let new = NewJudge {
+            name: name.to_string(),
+            checkpoint_id: form.checkpoint_id,
+            rubric: prompt,
+            max_tokens: form.max_tokens,
+            scale: None,
+            pairwise: true,
+        };
+        return Ok(store.create_judge(&new, created_by).await?);
     }
     let (scale, prompt) = match judge_scale(store, form).await? {
         // The form starts from the PASS/FAIL prompt; left as it is, a scale judge gets the
@@ -92,6 +118,7 @@ pub async fn define_judge(
         rubric: prompt,
         max_tokens: form.max_tokens,
         scale,
+        pairwise: false,
     };
     Ok(store.create_judge(&new, created_by).await?)
 }
@@ -275,6 +302,12 @@ pub async fn save_policy(
     {
         // An unknown judge is refused by the store with its own message.
         if let Some(judge) = store.get_judge(id).await? {
+            if judge.pairwise {
+                return Err(ServiceError::Invalid(format!(
+                    "judge {} compares two answers; triage of single answers needs a PASS/FAIL or scale judge (a pairwise judge is asked first when pairs are sent from Compare)",
+                    judge.grader_id()
+                )));
+            }
             if let Some(scale) = &judge.scale {
                 check_scale_decides(&judge.grader_id(), scale, rubric.as_ref())?;
             }
@@ -403,6 +436,7 @@ pub(crate) async fn freeze_judge(store: &dyn Store, judge_id: i64) -> ServiceRes
             checkpoint.engine_build, checkpoint.parallel_layout
         ),
         scale: judge.scale.clone(),
+        pairwise: judge.pairwise,
     })
 }
 

@@ -42,6 +42,7 @@ pub mod grading;
 pub mod health;
 pub mod import;
 pub mod jobs;
+pub mod pair_judging;
 pub mod preferences;
 pub mod preview;
 pub mod prompts;

@@ -5,6 +5,7 @@
 use crate::error::{ServiceError, ServiceResult};
 use arbiter_domain::accounts::User;
 use arbiter_domain::annotation::agreement::{krippendorff_alpha, Agreement, Level, Unit};
+use arbiter_domain::annotation::gold::parse_share;
 use arbiter_domain::annotation::preference::{
     check_dimension_choices, preference_report, DimensionChoices, Judgement, PairSelection,
     Preference, PreferenceReport, MAX_PAIRS_PER_REQUEST, MAX_RATERS_PER_PAIR,
@@ -12,7 +13,7 @@ use arbiter_domain::annotation::preference::{
 use arbiter_domain::annotation::task::{ClaimHandle, TrainingFeedback, MAX_RATIONALE_CHARS};
 use arbiter_domain::grading::triage::DEFAULT_REVIEW_RATE;
 use arbiter_domain::ids::{RunId, UserId};
-use arbiter_store::preferences::{NewPairRequest, PairRequestSummary, PreferenceRow};
+use arbiter_store::preferences::{NewPairRequest, PairJudging, PairRequestSummary, PreferenceRow};
 use arbiter_store::Store;
 use serde::{Deserialize, Serialize};
 
@@ -34,7 +35,21 @@ pub struct PairRequestForm {
     /// outputs on, besides overall; empty for one choice per pair.
     #[serde(default)]
     pub rubric: String,
+    /// A pairwise judge's id to ask first (empty: raters only), the confidence at which its
+    /// choice decides a pair (default 0.8), and the share of the pairs it decides that raters
+    /// label anyway (default 0.1).
+    #[serde(default)]
+    pub judge: String,
+    #[serde(default)]
+    pub judge_threshold: String,
+    #[serde(default)]
+    pub audit_rate: String,
 }
+
+/// Confidence at which a pairwise judge's choice decides a pair, unless the request says.
+pub const DEFAULT_PAIR_JUDGE_THRESHOLD: f64 = 0.8;
+/// Share of a pairwise judge's decided pairs raters label anyway, unless the request says.
+pub const DEFAULT_PAIR_AUDIT_RATE: f64 = 0.1;
 
 /// Checks the form and queues its pairs; the researcher must act for both runs' teams (the
 /// raters' time is spent on their behalf).
@@ -73,6 +88,7 @@ pub async fn send_pairs(
                 .id,
         ),
     };
+    let judging = pair_judging(store, form).await?;
     // Pairs' answers are sampled for review at the rate the eval's grading policy sets for its
     // items (run A's, as frozen at its launch).
     let review_rate = store
@@ -91,8 +107,65 @@ pub async fn send_pairs(
         requested_by: requested_by.id,
         rubric_id,
         review_rate,
+        judging,
     };
     Ok(store.create_pair_request(&request).await?)
+}
+
+/// The pairwise judge a request asks first, checked: it exists and compares two answers.
+async fn pair_judging(
+    store: &dyn Store,
+    form: &PairRequestForm,
+) -> ServiceResult<Option<PairJudging>> {
+    let id = form.judge.trim();
+    if id.is_empty() {
+        return Ok(None);
+    }
+    let judge_id: i64 = id
+        .parse()
+        .map_err(|_| ServiceError::Invalid(format!("the judge is named by its id, not `{id}`")))?;
+    let judge = store
+        .get_judge(judge_id)
+        .await?
+        .ok_or_else(|| ServiceError::NotFound(format!("no judge with id {judge_id}")))?;
+    if !judge.pairwise {
+        return Err(ServiceError::Invalid(format!(
+            "judge {} grades one answer; pairs need a pairwise judge (A, B or TIE)",
+            judge.grader_id()
+        )));
+    }
+    let share = |text: &str, default: f64, what: &str, least: f64| -> ServiceResult<f64> {
+        match text.trim() {
+            "" => Ok(default),
+            text => parse_share(text, what, 1.0)
+                .map_err(ServiceError::Invalid)
+                .and_then(|share| {
+                    if share < least {
+                        Err(ServiceError::Invalid(format!(
+                            "{what} is at least {least}, not `{text}`"
+                        )))
+                    } else {
+                        Ok(share)
+                    }
+                }),
+        }
+    };
+    Ok(Some(PairJudging {
+        judge_id,
+        // Below a half, a choice could decide a pair while a likelier tie or other side stood.
+        threshold: share(
+            &form.judge_threshold,
+            DEFAULT_PAIR_JUDGE_THRESHOLD,
+            "the judge's threshold",
+            0.5,
+        )?,
+        audit_rate: share(
+            &form.audit_rate,
+            DEFAULT_PAIR_AUDIT_RATE,
+            "the audit share",
+            0.0,
+        )?,
+    }))
 }
 
 /// A count typed in the form: a whole number from 1 to `max`.

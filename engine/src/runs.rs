@@ -710,6 +710,18 @@ struct SentRequest {
     conversation: Vec<(String, String, Vec<String>)>,
 }
 
+/// The question an identity's item was sent as, in text (a pairwise judge reads it); `None`
+/// when the identity or its run is gone, or its eval sends items as they are.
+pub(crate) async fn question_as_sent(
+    store: &dyn Store,
+    identity: arbiter_domain::ids::IdentityId,
+) -> ServiceResult<Option<String>> {
+    Ok(item_as_sent(store, identity)
+        .await?
+        .and_then(|sent| sent.request)
+        .map(|request| request.input))
+}
+
 /// The request for an identity's item as text with its images and this turn's acceptable
 /// answers; `None` when the identity or its run is gone.
 async fn item_as_sent(

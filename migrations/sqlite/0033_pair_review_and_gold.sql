@@ -56,11 +56,3 @@ DROP TABLE gold_items_rebuild_check;
 -- A rater's answer to a gold pair, so a gold pair brought back with another answer is scored
 -- again (an item's answer is one of two, so its score simply flips).
 ALTER TABLE gold_answers ADD COLUMN choice TEXT CHECK (choice IN ('a','b','tie','both_bad'));
-
--- Pairs whose raters split before this migration were stamped decided with a split; they now
--- wait for a reviewer like any split pair.
-UPDATE preference_labels SET review_state = 'pending'
-WHERE state = 'standing' AND review_state IS NULL AND task_id IN (
-    SELECT id FROM annotation_tasks WHERE kind = 'pair' AND state = 'done' AND consensus LIKE '%"split"%');
-UPDATE annotation_tasks SET decided_at = NULL
-WHERE kind = 'pair' AND state = 'done' AND consensus LIKE '%"split"%';

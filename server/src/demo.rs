@@ -209,6 +209,7 @@ pub async fn seed(
             scale_rubric: String::new(),
             scale_dimension: String::new(),
             scale_pass_at_least: String::new(),
+            pairwise: false,
         };
         judge_ids.push(grading::define_judge(store, &form, lead).await?.id);
     }
@@ -563,6 +564,7 @@ pub async fn seed_real_model(
             scale_rubric: String::new(),
             scale_dimension: String::new(),
             scale_pass_at_least: String::new(),
+            pairwise: false,
         },
         researcher,
     )

@@ -263,9 +263,9 @@ pub(crate) struct Reply {
     pub(crate) text: String,
     /// A judge's probability for its verdict token, which the logprobs report.
     pub(crate) verdict_confidence: Option<f64>,
-    /// A judge asked for a point of a scale: the probability of each point, lowest first,
-    /// which the logprobs at the point's token report.
-    pub(crate) point_probabilities: Option<Vec<f64>>,
+    /// A judge asked for a point of a scale, or for A, B or TIE: each answer its first token
+    /// may spell with its probability, which the logprobs at that token report.
+    pub(crate) first_token_probabilities: Option<Vec<(String, f64)>>,
 }
 
 pub(crate) fn generate_reply(generation: Generation<'_>) -> Reply {
@@ -273,7 +273,7 @@ pub(crate) fn generate_reply(generation: Generation<'_>) -> Reply {
         SimModelKind::Answerer => Reply {
             text: answer(generation),
             verdict_confidence: None,
-            point_probabilities: None,
+            first_token_probabilities: None,
         },
         SimModelKind::Judge => judge(generation),
     }
@@ -366,8 +366,11 @@ fn judge(generation: Generation<'_>) -> Reply {
         return Reply {
             text: UNDECIDED_VERDICT_REPLY.to_string(),
             verdict_confidence: None,
-            point_probabilities: None,
+            first_token_probabilities: None,
         };
+    }
+    if let Some(sides) = pairwise_asked(generation.prompt) {
+        return pairwise_judge(generation, sides);
     }
     // Real judges are rarely certain and rarely coin-flips; [0.55, 0.99) looks like one.
     let (low, high) = model.calibrated_confidence.unwrap_or((0.55, 0.99));
@@ -394,13 +397,117 @@ fn judge(generation: Generation<'_>) -> Reply {
         return Reply {
             text: point.to_string(),
             verdict_confidence: None,
-            point_probabilities: Some(point_distribution(points, point, confidence)),
+            first_token_probabilities: Some(
+                point_distribution(points, point, confidence)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(index, p)| ((index + 1).to_string(), p))
+                    .collect(),
+            ),
         };
     }
     Reply {
         text: if pass { PASS } else { FAIL }.to_string(),
         verdict_confidence: Some(confidence),
-        point_probabilities: None,
+        first_token_probabilities: None,
+    }
+}
+
+/// What a pairwise judge prompt asks to compare (`… Answer A: … Answer B: … Reply A, B or
+/// TIE …`): the two answers' texts.
+fn pairwise_asked(prompt: &str) -> Option<(&str, &str)> {
+    const ASK: &str = "A, B or TIE";
+    let asked = prompt.find(ASK)?;
+    let first = prompt.find("Answer A:")?;
+    let second = prompt.find("Answer B:")?;
+    (first < second && second < asked).then(|| {
+        (
+            &prompt[first + "Answer A:".len()..second],
+            &prompt[second + "Answer B:".len()..asked],
+        )
+    })
+}
+
+/// A pairwise judge: the answer whose final line is right is better, both right or both wrong
+/// are a tie; as often as the judge is wrong it picks another choice. It looks only at the
+/// answers, never their order, so both orders of a pair agree.
+fn pairwise_judge(generation: Generation<'_>, (first, second): (&str, &str)) -> Reply {
+    let right = |answer: &str| {
+        let item = find_question(generation.prompt)?;
+        let expected = format!("Answer: {}", item.target);
+        Some(
+            answer
+                .lines()
+                .any(|line| line.trim().eq_ignore_ascii_case(&expected)),
+        )
+    };
+    // The draws are keyed by the two answers' final lines as a set, not the prompt (whose
+    // second section also runs into the instructions), so the judge's confidence and mistakes
+    // do not depend on which answer is shown first.
+    let final_line = |section: &str| -> String {
+        section
+            .lines()
+            .map(str::trim)
+            .rfind(|line| line.starts_with("Answer:"))
+            .unwrap_or_else(|| section.trim())
+            .to_string()
+    };
+    let (first, second) = (final_line(first), final_line(second));
+    let mut sides = [first.as_str(), second.as_str()];
+    sides.sort_unstable();
+    let pair = format!("{}\u{0}{}", sides[0], sides[1]);
+    let by_pair = Generation {
+        prompt: &pair,
+        ..generation
+    };
+    let model = generation.model;
+    let (low, high) = model.calibrated_confidence.unwrap_or((0.55, 0.99));
+    let confidence = low + (high - low) * by_pair.draw("confidence", 0);
+    let accuracy = match model.calibrated_confidence {
+        Some(_) => confidence,
+        None => model.accuracy,
+    };
+    // Choices about the sorted sides: 0 the first is better, 1 the second, 2 a tie.
+    let truth = match (right(sides[0]), right(sides[1])) {
+        (Some(true), Some(false)) => 0,
+        (Some(false), Some(true)) => 1,
+        _ => 2,
+    };
+    // Two answers ending alike are a tie for it however it errs (a mistake naming a side
+    // could not name the same answer in both orders).
+    let chosen = if sides[0] == sides[1] || by_pair.draw("verdict", 0) < accuracy {
+        truth
+    } else {
+        let wrong: Vec<usize> = (0..3).filter(|at| *at != truth).collect();
+        wrong[usize::from(by_pair.draw("mistake", 0) >= 0.5)]
+    };
+    // As shown: A is the answer shown first.
+    let shown_first_is_sorted_first = first == sides[0];
+    const CHOICES: [&str; 3] = ["A", "B", "TIE"];
+    let shown = match chosen {
+        2 => 2,
+        side if shown_first_is_sorted_first => side,
+        side => 1 - side,
+    };
+    let rest = (1.0 - confidence) / 2.0;
+    Reply {
+        text: match shown {
+            2 => "TIE because both are as good.".to_string(),
+            side => format!("{} is better.", CHOICES[side]),
+        },
+        verdict_confidence: None,
+        first_token_probabilities: Some(
+            CHOICES
+                .iter()
+                .enumerate()
+                .map(|(at, label)| {
+                    (
+                        label.to_string(),
+                        if at == shown { confidence } else { rest },
+                    )
+                })
+                .collect(),
+        ),
     }
 }
 
@@ -533,9 +640,12 @@ pub(crate) fn score_tokens(
             (Some(confidence), 0) if text == PASS || text == FAIL => {
                 score_verdict(&identity, text, confidence, top_count)
             }
-            (None, 0) if reply.point_probabilities.is_some() => {
-                let probabilities = reply.point_probabilities.as_deref().unwrap_or_default();
-                score_point(&identity, text, probabilities, top_count)
+            (None, 0) if reply.first_token_probabilities.is_some() => {
+                let probabilities = reply
+                    .first_token_probabilities
+                    .as_deref()
+                    .unwrap_or_default();
+                score_first_token(&identity, text, probabilities, top_count)
             }
             _ => score_token(&identity, index as u64, text, top_count),
         })
@@ -571,17 +681,17 @@ fn score_verdict(
     ScoredToken { text, logprob, top }
 }
 
-/// A point token: every point listed by its probability, likeliest first (as many as asked).
-fn score_point(
+/// A point or choice token: every answer listed by its probability, likeliest first (as many
+/// as asked).
+fn score_first_token(
     identity: &HashedIdentity,
     text: String,
-    probabilities: &[f64],
+    probabilities: &[(String, f64)],
     top_count: usize,
 ) -> ScoredToken {
     let mut leaders: Vec<(String, f64)> = probabilities
         .iter()
-        .enumerate()
-        .map(|(index, p)| ((index + 1).to_string(), p.max(1e-12).ln()))
+        .map(|(answer, p)| (answer.clone(), p.max(1e-12).ln()))
         .collect();
     leaders.sort_by(|a, b| b.1.total_cmp(&a.1));
     let logprob = leaders
@@ -1057,6 +1167,56 @@ mod tests {
     }
 
     #[test]
+    fn a_pairwise_judge_prefers_the_right_answer_in_both_orders() {
+        let model = judge_model();
+        let ask = |first: &str, second: &str| {
+            format!(
+                "Question:\nWhat is 17 + 25?\n\nAnswer A:\nWorking.\nAnswer: {first}\n\nAnswer B:\nWorking.\nAnswer: {second}\n\nReply A, B or TIE first."
+            )
+        };
+        let choice = |prompt: &str| {
+            reply_for(&model, prompt, 0)
+                .text
+                .split(' ')
+                .next()
+                .unwrap()
+                .to_string()
+        };
+        // The demo judge is right most of the time; whatever it says, both orders name the
+        // same answer.
+        let (right_first, right_second) = (choice(&ask("42", "43")), choice(&ask("43", "42")));
+        let swapped = match right_second.as_str() {
+            "A" => "B",
+            "B" => "A",
+            other => other,
+        };
+        assert_eq!(right_first, swapped);
+        let generation = Generation {
+            model: &model,
+            prompt: &ask("42", "42"),
+            seed: 0,
+        };
+        let reply = generate_reply(generation);
+        let labels: Vec<String> = reply
+            .first_token_probabilities
+            .clone()
+            .unwrap()
+            .into_iter()
+            .map(|(label, _)| label)
+            .collect();
+        assert_eq!(labels, ["A", "B", "TIE"]);
+        let scored = score_tokens(generation, &reply, tokenize(&reply.text), 5);
+        let listed: Vec<&str> = scored[0]
+            .top
+            .iter()
+            .map(|(text, _)| text.as_str())
+            .collect();
+        for label in ["A", "B", "TIE"] {
+            assert!(listed.contains(&label), "{listed:?}");
+        }
+    }
+
+    #[test]
     fn a_judge_asked_for_a_point_answers_one_with_every_points_probability() {
         let model = judge_model();
         let ask = |answer: &str| {
@@ -1074,7 +1234,13 @@ mod tests {
             seed: 0,
         };
         let reply = generate_reply(generation);
-        let probabilities = reply.point_probabilities.clone().unwrap();
+        let probabilities: Vec<f64> = reply
+            .first_token_probabilities
+            .clone()
+            .unwrap()
+            .into_iter()
+            .map(|(_, p)| p)
+            .collect();
         assert!((probabilities.iter().sum::<f64>() - 1.0).abs() < 1e-9);
         let scored = score_tokens(generation, &reply, tokenize(&reply.text), 10);
         // Every point is listed, likeliest first, the chosen one with its own probability.

@@ -138,9 +138,9 @@ pub trait AnnotationStore: Send + Sync + 'static {
         reason: &str,
     ) -> StoreResult<()>;
 
-    /// The rubric version (by id) a label's item asks (`None`: pass or fail); `NotFound` for
-    /// no such label.
-    async fn label_rubric(&self, label_id: i64) -> StoreResult<Option<i64>>;
+    /// The rubric version (by id) a label's item asks and the label's answers to it as JSON
+    /// (`None`: a pass/fail label); `NotFound` for no such label.
+    async fn label_rubric(&self, label_id: i64) -> StoreResult<Option<(i64, String)>>;
 
     /// The rater pool with each rater's last 30 days of labels.
     async fn raters(&self) -> StoreResult<Vec<RaterRecord>>;
@@ -336,7 +336,9 @@ macro_rules! annotation_sql {
                 select.push(") AND NOT EXISTS (SELECT 1 FROM gold_items g JOIN gold_answers a ON a.gold_id = g.id \
                              WHERE g.task_id = t.id AND a.rater_id = ");
                 select.push_bind(user_id.get());
-                select.push(") AND ").push(has_free_slot(&now.to_string()));
+                // A pair waiting for its pairwise judge is not offered yet.
+                select.push(") AND NOT EXISTS (SELECT 1 FROM preference_pairs jp WHERE jp.task_id = t.id AND jp.judge_state = 'pending')");
+                select.push(" AND ").push(has_free_slot(&now.to_string()));
                 if escalated_only {
                     select.push(" AND t.escalated_at IS NOT NULL");
                 }
@@ -723,19 +725,20 @@ macro_rules! annotation_sql {
         }
 
         /// Two columns: how often the rater in `rater` was right (labels and pair answers a
-        /// reviewer accepted, gold answers right) and wrong (corrected or rejected, gold answers
-        /// wrong), the record adjudication weighs their labels by.
+        /// reviewer accepted, or corrected a pair to the answer's own choice; gold answers right)
+        /// and wrong (corrected or rejected, gold answers wrong), the record adjudication weighs
+        /// their labels by.
         pub(crate) fn rater_record_sql(rater: &str) -> String {
             format!(
                 "(SELECT COUNT(*) FROM label_reviews r JOIN labels m ON m.id = r.label_id \
                   WHERE m.annotator_id = {rater} AND r.decision = 'accepted') \
                  + (SELECT COUNT(*) FROM pair_reviews r JOIN preference_labels m ON m.id = r.label_id \
-                  WHERE m.rater_id = {rater} AND r.decision = 'accepted') \
+                  WHERE m.rater_id = {rater} AND (r.decision = 'accepted' OR r.choice = m.choice)) \
                  + (SELECT COUNT(*) FROM gold_answers a WHERE a.rater_id = {rater} AND a.correct), \
                  (SELECT COUNT(*) FROM label_reviews r JOIN labels m ON m.id = r.label_id \
                   WHERE m.annotator_id = {rater} AND r.decision <> 'accepted') \
                  + (SELECT COUNT(*) FROM pair_reviews r JOIN preference_labels m ON m.id = r.label_id \
-                  WHERE m.rater_id = {rater} AND r.decision <> 'accepted') \
+                  WHERE m.rater_id = {rater} AND r.decision <> 'accepted' AND (r.choice IS NULL OR r.choice <> m.choice)) \
                  + (SELECT COUNT(*) FROM gold_answers a WHERE a.rater_id = {rater} AND NOT a.correct)"
             )
         }
@@ -1200,6 +1203,12 @@ macro_rules! annotation_sql {
         ) -> StoreResult<()> {
             let now = now_ms();
             let mut tx = writer.begin_with($begin).await?;
+            // The item's row first, locked on PostgreSQL: a last label arriving meanwhile waits,
+            // so whether the item is done is read as it stands and no correction is lost.
+            sqlx::query("UPDATE annotation_tasks SET labels_done = labels_done WHERE id = (SELECT task_id FROM labels WHERE id = $1)")
+                .bind(label_id)
+                .execute(&mut *tx)
+                .await?;
             let label: Option<(i64, i64, String, Option<String>, Option<i64>)> = sqlx::query_as(
                 "SELECT task_id, annotator_id, state, review_state, review_served_to FROM labels WHERE id = $1",
             )
@@ -2236,16 +2245,16 @@ macro_rules! annotation_sql {
                 result.map_err(|err| err.during("review_label"))
             }
 
-            async fn label_rubric(&self, label_id: i64) -> StoreResult<Option<i64>> {
-                let result: StoreResult<Option<i64>> = async move {
-                    let found: Option<(Option<i64>,)> = sqlx::query_as(
-                        "SELECT t.rubric_id FROM labels l JOIN annotation_tasks t ON t.id = l.task_id WHERE l.id = $1",
+            async fn label_rubric(&self, label_id: i64) -> StoreResult<Option<(i64, String)>> {
+                let result: StoreResult<Option<(i64, String)>> = async move {
+                    let found: Option<(Option<i64>, Option<String>)> = sqlx::query_as(
+                        "SELECT t.rubric_id, l.answers FROM labels l JOIN annotation_tasks t ON t.id = l.task_id WHERE l.id = $1",
                     )
                     .bind(label_id)
                     .fetch_optional(&self.pool)
                     .await?;
                     found
-                        .map(|(rubric_id,)| rubric_id)
+                        .map(|(rubric_id, answers)| rubric_id.map(|id| (id, answers.unwrap_or_default())))
                         .ok_or_else(|| StoreError::NotFound(format!("no label with id {label_id}")))
                 }
                 .await;

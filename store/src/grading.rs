@@ -142,7 +142,7 @@ macro_rules! grading_sql {
         use $crate::{StoreError, StoreResult, now_ms};
 
         const JUDGE_SELECT: &str = "SELECT j.id, j.name, j.version, j.checkpoint_id, c.name AS checkpoint_name, \
-            j.rubric, j.max_tokens, j.created_at, j.scale FROM judges j JOIN checkpoints c ON c.id = j.checkpoint_id";
+            j.rubric, j.max_tokens, j.created_at, j.scale, j.pairwise FROM judges j JOIN checkpoints c ON c.id = j.checkpoint_id";
 
         fn judge_from_row(row: &<$db as sqlx::Database>::Row) -> Result<Judge, sqlx::Error> {
             Ok($crate::read_columns!(row, Judge {
@@ -154,6 +154,7 @@ macro_rules! grading_sql {
                 rubric,
                 max_tokens,
                 created_at,
+                pairwise,
                 ;
                 scale: $crate::grading::json_column(row.read("scale")?)?,
             }))
@@ -240,8 +241,8 @@ macro_rules! grading_sql {
                         .await?;
                     let now = now_ms();
                     let id: i64 = sqlx::query_scalar(
-                        "INSERT INTO judges (name, version, checkpoint_id, rubric, max_tokens, created_by, created_at, scale) \
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+                        "INSERT INTO judges (name, version, checkpoint_id, rubric, max_tokens, created_by, created_at, scale, pairwise) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
                     )
                     .bind(&new.name)
                     .bind(version)
@@ -251,6 +252,7 @@ macro_rules! grading_sql {
                     .bind(created_by.map(i64::from))
                     .bind(now)
                     .bind(new.scale.as_ref().map(|scale| serde_json::to_string(scale).expect("scales always serialize")))
+                    .bind(new.pairwise)
                     .fetch_one(&mut *tx)
                     .await
                     .map_err(|err| $crate::conflict_on($backend, err, "judges_name_version_key", "another version of this judge was saved at the same moment; try again"))?;
@@ -265,6 +267,7 @@ macro_rules! grading_sql {
                         max_tokens: new.max_tokens,
                         created_at: now,
                         scale: new.scale.clone(),
+                        pairwise: new.pairwise,
                     })
                 }
                 .await;
@@ -443,7 +446,8 @@ macro_rules! grading_sql {
                 let result: StoreResult<Option<(i64, i64)>> = async move {
                     let next: Option<(i64, i64)> = sqlx::query_as(
                         "SELECT j.id, p.id FROM judges j JOIN judges p ON p.name = j.name AND p.version = j.version - 1 \
-                         WHERE NOT EXISTS (SELECT 1 FROM judge_canaries c WHERE c.judge_id = j.id) ORDER BY j.id LIMIT 1",
+                         WHERE NOT j.pairwise AND NOT p.pairwise \
+                           AND NOT EXISTS (SELECT 1 FROM judge_canaries c WHERE c.judge_id = j.id) ORDER BY j.id LIMIT 1",
                     )
                     .fetch_optional(&self.writer)
                     .await?;

@@ -1277,6 +1277,7 @@ macro_rules! operations_sql {
                         let golds = format!("SELECT id FROM gold_items WHERE task_id IN ({ids})");
                         let pair_statements = [
                             format!("DELETE FROM pair_reviews WHERE label_id IN (SELECT id FROM preference_labels WHERE task_id IN ({ids}))"),
+                            format!("DELETE FROM pair_judgements WHERE task_id IN ({ids})"),
                             format!("DELETE FROM task_leases WHERE task_id IN ({ids}) OR gold_id IN ({golds})"),
                             format!("DELETE FROM gold_answers WHERE gold_id IN ({golds})"),
                             format!("DELETE FROM gold_items WHERE task_id IN ({ids})"),

@@ -16,6 +16,7 @@ pub use arbiter_domain::annotation::preference::PairRequestSummary;
 use arbiter_domain::annotation::preference::{DimensionChoices, PairSelection, Preference};
 use arbiter_domain::annotation::review::PairReviewDecision;
 use arbiter_domain::annotation::task::{ClaimHandle, TrainingFeedback};
+use arbiter_domain::grading::pairwise::PairVerdict;
 use arbiter_domain::ids::{RunId, UserId};
 use async_trait::async_trait;
 
@@ -38,6 +39,55 @@ pub struct NewPairRequest {
     pub rubric_id: Option<i64>,
     /// Share of answers drawn for senior review (as the eval's grading policy sets for items).
     pub review_rate: f64,
+    /// A pairwise judge asked before raters, if any.
+    pub judging: Option<PairJudging>,
+}
+
+/// A pairwise judge asked first on a request's pairs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PairJudging {
+    pub judge_id: i64,
+    /// Least confidence (both orders agreeing) at which the judge's choice decides a pair.
+    pub threshold: f64,
+    /// Share of the pairs the judge decided that raters label anyway (to calibrate it).
+    pub audit_rate: f64,
+}
+
+/// A pair waiting for its pairwise judge, claimed by a worker: its texts as raters see them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PairToJudge {
+    pub task_id: i64,
+    /// The left answer's result identity (its request is the pair's question as sent).
+    pub identity_id: Option<i64>,
+    pub judging: PairJudging,
+    pub input: String,
+    pub left_output: String,
+    pub right_output: String,
+}
+
+/// What a pairwise judge said on a pair, to record.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewPairJudgement {
+    pub task_id: i64,
+    pub judge_id: i64,
+    /// Each order's reply and reading, as JSON.
+    pub left_first: String,
+    pub right_first: String,
+    pub verdict: PairVerdict,
+    /// The verdict decides the pair (no rater needed).
+    pub decided: bool,
+    /// It would have, but the pair was drawn for raters anyway.
+    pub audited: bool,
+    /// Why the judge gave no verdict (an endpoint that failed, a prompt too long).
+    pub failure: Option<String>,
+}
+
+/// A pair's judgement with the raters' decided choice, where they decided one.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JudgedPair {
+    pub judge_id: i64,
+    pub verdict: PairVerdict,
+    pub human: Option<Preference>,
 }
 
 /// One rater's answer on a pair, with the checkpoints on each side.
@@ -94,8 +144,33 @@ pub trait PreferenceStore: Send + Sync + 'static {
         reason: &str,
     ) -> StoreResult<()>;
 
-    /// Every preference label on pairs of `eval_id`'s runs (all evals for `None`), by pair.
+    /// Every preference label on pairs of `eval_id`'s runs (all evals for `None`), by pair; a
+    /// pair a pairwise judge decided counts as the judge's label (rater id minus the judge's
+    /// id, named by its grader id).
     async fn preference_rows(&self, eval_id: Option<i64>) -> StoreResult<Vec<PreferenceRow>>;
+
+    /// Claims up to `limit` pairs waiting for their pairwise judge (unclaimed, or claimed
+    /// before `stale_before` by a worker that died) for `worker`, with their texts.
+    async fn claim_pairs_to_judge(
+        &self,
+        worker: &str,
+        now: i64,
+        stale_before: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<PairToJudge>>;
+
+    /// Records a judgement by the worker holding the pair's claim: the pair is then decided by
+    /// the judge, or offered to raters. `false` (nothing stored) when the claim is no longer
+    /// the worker's.
+    async fn record_pair_judgement(
+        &self,
+        worker: &str,
+        judgement: &NewPairJudgement,
+    ) -> StoreResult<bool>;
+
+    /// Every pair a pairwise judge (or `judge_id`) judged with a verdict, with the raters'
+    /// decided choice where they decided one: the judge's calibration data.
+    async fn judged_pairs(&self, judge_id: Option<i64>) -> StoreResult<Vec<JudgedPair>>;
 }
 
 /// The SQL of [`PreferenceStore`], for both backends (expanded once per backend by `backend_sql!`).
@@ -120,9 +195,12 @@ macro_rules! preferences_sql {
             (SELECT COUNT(*) FROM preference_pairs p JOIN preference_labels l ON l.task_id = p.task_id \
              WHERE p.request_id = q.id) AS labels, \
             q.note, u.username AS requested_by, q.created_at, \
-            qr.name || '@' || CAST(qr.version AS TEXT) AS rubric \
+            qr.name || '@' || CAST(qr.version AS TEXT) AS rubric, \
+            'judge:' || qj.name || '@' || CAST(qj.version AS TEXT) AS judge, \
+            (SELECT COUNT(*) FROM preference_pairs p JOIN pair_judgements j ON j.task_id = p.task_id \
+             WHERE p.request_id = q.id AND j.decided AND NOT j.audited) AS judge_decided \
             FROM pair_requests q JOIN runs ra ON ra.id = q.run_a JOIN runs rb ON rb.id = q.run_b \
-            LEFT JOIN rubrics qr ON qr.id = q.rubric_id \
+            LEFT JOIN rubrics qr ON qr.id = q.rubric_id LEFT JOIN judges qj ON qj.id = q.judge_id \
             JOIN evals e ON e.id = ra.eval_id JOIN checkpoints ca ON ca.id = ra.checkpoint_id \
             JOIN checkpoints cb ON cb.id = rb.checkpoint_id JOIN users u ON u.id = q.requested_by";
 
@@ -144,6 +222,8 @@ macro_rules! preferences_sql {
                 requested_by,
                 created_at,
                 rubric,
+                judge,
+                judge_decided,
             }))
         }
 
@@ -413,13 +493,15 @@ macro_rules! preferences_sql {
             let rows = sqlx::query(&format!(
                 "SELECT l.id AS label_id, {}, l.choice, l.rationale, l.created_at, l.dimensions, \
                         qr.definition AS rubric_definition, \
-                        pr.decision, pr.choice AS corrected_choice, pr.reason, pr.created_at AS decided_at \
+                        CASE WHEN pr.choice = l.choice THEN 'accepted' ELSE pr.decision END AS decision, \
+                        CASE WHEN pr.choice = l.choice THEN NULL ELSE pr.choice END AS corrected_choice, \
+                        pr.reason, pr.created_at AS decided_at \
                  FROM preference_labels l JOIN annotation_tasks t ON t.id = l.task_id \
                  LEFT JOIN rubrics qr ON qr.id = t.rubric_id {} \
                  LEFT JOIN pair_reviews pr ON pr.label_id = l.id \
                  WHERE l.rater_id = $1 \
                    AND ((t.state <> 'done' AND l.state = 'standing') OR l.review_state = 'pending' \
-                        OR pr.decision IN ('corrected', 'rejected')) \
+                        OR pr.decision = 'rejected' OR (pr.decision = 'corrected' AND pr.choice <> l.choice)) \
                  ORDER BY l.id DESC LIMIT $2",
                 super::annotation_sql::SHOWN_TASK_COLUMNS,
                 super::annotation_sql::SHOWN_TASK_JOINS,
@@ -540,8 +622,9 @@ macro_rules! preferences_sql {
                     let priority = Priority::from_rank(priority_a.max(priority_b)).unwrap_or_default();
                     let due_at = now + sla_hours(priority) * 3_600_000;
                     let request_id: i64 = sqlx::query_scalar(
-                        "INSERT INTO pair_requests (run_a, run_b, selection, pairs, labels_needed, seed, note, requested_by, created_at, rubric_id) \
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
+                        "INSERT INTO pair_requests (run_a, run_b, selection, pairs, labels_needed, seed, note, requested_by, created_at, rubric_id, \
+                         judge_id, judge_threshold, audit_rate) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id",
                     )
                     .bind(request.run_a.get())
                     .bind(request.run_b.get())
@@ -554,6 +637,9 @@ macro_rules! preferences_sql {
                     .bind(request.requested_by.get())
                     .bind(now)
                     .bind(request.rubric_id)
+                    .bind(request.judging.as_ref().map(|judging| judging.judge_id))
+                    .bind(request.judging.as_ref().map(|judging| judging.threshold))
+                    .bind(request.judging.as_ref().map_or(0.0, |judging| judging.audit_rate))
                     .fetch_one(&mut *tx)
                     .await?;
                     for pair in &drawn {
@@ -573,13 +659,14 @@ macro_rules! preferences_sql {
                         .fetch_one(&mut *tx)
                         .await?;
                         sqlx::query(
-                            "INSERT INTO preference_pairs (task_id, request_id, left_item_id, right_item_id) \
-                             VALUES ($1, $2, $3, $4)",
+                            "INSERT INTO preference_pairs (task_id, request_id, left_item_id, right_item_id, judge_state) \
+                             VALUES ($1, $2, $3, $4, $5)",
                         )
                         .bind(task_id)
                         .bind(request_id)
                         .bind(pair.left)
                         .bind(pair.right)
+                        .bind(request.judging.as_ref().map(|_| "pending"))
                         .execute(&mut *tx)
                         .await
                         // On PostgreSQL a request for the same runs may have paired the same
@@ -728,18 +815,15 @@ macro_rules! preferences_sql {
                         return Err(StoreError::NotFound(format!("no preference with id {label_id}")));
                     };
                     let task_done = task_state == "done";
-                    let (task_id, rater_id, state, review_state, served_to, given): (i64, i64, String, Option<String>, Option<i64>, String) =
+                    let (task_id, rater_id, state, review_state, served_to): (i64, i64, String, Option<String>, Option<i64>) =
                         sqlx::query_as(
-                            "SELECT task_id, rater_id, state, review_state, review_served_to, choice FROM preference_labels WHERE id = $1",
+                            "SELECT task_id, rater_id, state, review_state, review_served_to FROM preference_labels WHERE id = $1",
                         )
                         .bind(label_id)
                         .fetch_one(&mut *tx)
                         .await?;
-                    // Correcting an answer to its own choice is accepting it.
-                    let decision = match decision {
-                        PairReviewDecision::Correct(choice) if choice.as_str() == given => PairReviewDecision::Accept,
-                        other => other,
-                    };
+                    // A correction to the answer's own choice decides the pair for that choice;
+                    // the rater's record counts it as right (see `rater_record_sql`).
                     if UserId(rater_id) == reviewer_id {
                         return Err(StoreError::Conflict("you cannot review your own preference".into()));
                     }
@@ -830,18 +914,25 @@ macro_rules! preferences_sql {
 
             async fn preference_rows(&self, eval_id: Option<i64>) -> StoreResult<Vec<PreferenceRow>> {
                 let result: StoreResult<Vec<PreferenceRow>> = async move {
-                    let rows = sqlx::query(
-                        "SELECT e.id AS eval_id, e.name AS eval_name, l.task_id, \
-                                wl.checkpoint_id AS left_checkpoint_id, cl.name AS left_checkpoint, \
-                                wr.checkpoint_id AS right_checkpoint_id, cr.name AS right_checkpoint, \
-                                l.rater_id, u.username AS rater, l.choice, l.dimensions \
-                         FROM preference_labels l JOIN preference_pairs p ON p.task_id = l.task_id \
-                         JOIN work_items wl ON wl.id = p.left_item_id JOIN work_items wr ON wr.id = p.right_item_id \
+                    const SIDES: &str = "JOIN work_items wl ON wl.id = p.left_item_id JOIN work_items wr ON wr.id = p.right_item_id \
                          JOIN checkpoints cl ON cl.id = wl.checkpoint_id JOIN checkpoints cr ON cr.id = wr.checkpoint_id \
-                         JOIN runs r ON r.id = wl.run_id JOIN evals e ON e.id = r.eval_id \
+                         JOIN runs r ON r.id = wl.run_id JOIN evals e ON e.id = r.eval_id";
+                    const COLUMNS: &str = "e.id AS eval_id, e.name AS eval_name, p.task_id, \
+                                wl.checkpoint_id AS left_checkpoint_id, cl.name AS left_checkpoint, \
+                                wr.checkpoint_id AS right_checkpoint_id, cr.name AS right_checkpoint";
+                    // Pairs a pairwise judge decided are the judge's labels (raters never saw them).
+                    let rows = sqlx::query(&format!(
+                        "SELECT {COLUMNS}, l.rater_id, u.username AS rater, l.choice, l.dimensions, l.id AS label_order \
+                         FROM preference_labels l JOIN preference_pairs p ON p.task_id = l.task_id {SIDES} \
                          JOIN users u ON u.id = l.rater_id \
-                         WHERE ($1 IS NULL OR r.eval_id = $1) AND l.state = 'standing' ORDER BY l.task_id, l.id",
-                    )
+                         WHERE ($1 IS NULL OR r.eval_id = $1) AND l.state = 'standing' \
+                         UNION ALL \
+                         SELECT {COLUMNS}, -jg.id, 'judge:' || jg.name || '@' || CAST(jg.version AS TEXT), j.choice, NULL, 0 \
+                         FROM pair_judgements j JOIN preference_pairs p ON p.task_id = j.task_id {SIDES} \
+                         JOIN judges jg ON jg.id = j.judge_id \
+                         WHERE ($1 IS NULL OR r.eval_id = $1) AND j.decided AND NOT j.audited \
+                         ORDER BY 3, 12",
+                    ))
                     .bind(eval_id)
                     .fetch_all(&self.pool)
                     .await?;
@@ -873,6 +964,172 @@ macro_rules! preferences_sql {
                 }
                 .await;
                 result.map_err(|err| err.during("preference_rows"))
+            }
+
+            async fn claim_pairs_to_judge(
+                &self,
+                worker: &str,
+                now: i64,
+                stale_before: i64,
+                limit: i64,
+            ) -> StoreResult<Vec<$crate::preferences::PairToJudge>> {
+                let result: StoreResult<Vec<$crate::preferences::PairToJudge>> = async move {
+                    let mut tx = self.writer.begin_with($begin).await?;
+                    let ids: Vec<i64> = sqlx::query_scalar(concat!(
+                        "SELECT task_id FROM preference_pairs WHERE judge_state = 'pending' \
+                         AND (judge_claimed_at IS NULL OR judge_claimed_at < $1) ORDER BY task_id LIMIT $2 ",
+                        $skip_locked
+                    ))
+                    .bind(stale_before)
+                    .bind(limit)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                    if ids.is_empty() {
+                        tx.commit().await?;
+                        return Ok(Vec::new());
+                    }
+                    let list = ids.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
+                    sqlx::query(&format!(
+                        "UPDATE preference_pairs SET judge_claimed_by = $1, judge_claimed_at = $2 \
+                         WHERE task_id IN ({list}) AND judge_state = 'pending'"
+                    ))
+                    .bind(worker)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                    let rows = sqlx::query(&format!(
+                        "SELECT t.id AS task_id, {}, q.judge_id, q.judge_threshold, q.audit_rate \
+                         FROM annotation_tasks t {} JOIN pair_requests q ON q.id = p.request_id \
+                         WHERE t.id IN ({list}) ORDER BY t.id",
+                        super::annotation_sql::SHOWN_TASK_COLUMNS,
+                        super::annotation_sql::SHOWN_TASK_JOINS,
+                    ))
+                    .fetch_all(&mut *tx)
+                    .await?;
+                    tx.commit().await?;
+                    rows.iter()
+                        .map(|row| {
+                            let text = |column: &str| -> Result<String, sqlx::Error> {
+                                Ok(row.read::<Option<String>>(column)?.unwrap_or_default())
+                            };
+                            Ok($crate::preferences::PairToJudge {
+                                task_id: row.read("task_id")?,
+                                identity_id: row.read("identity_id")?,
+                                judging: $crate::preferences::PairJudging {
+                                    judge_id: row.read("judge_id")?,
+                                    threshold: row.read::<Option<f64>>("judge_threshold")?.unwrap_or(1.0),
+                                    audit_rate: row.read("audit_rate")?,
+                                },
+                                input: text("input")?,
+                                left_output: text("output")?,
+                                right_output: text("right_output")?,
+                            })
+                        })
+                        .collect::<Result<Vec<_>, sqlx::Error>>()
+                        .map_err(StoreError::from)
+                }
+                .await;
+                result.map_err(|err| err.during("claim_pairs_to_judge"))
+            }
+
+            async fn record_pair_judgement(
+                &self,
+                worker: &str,
+                judgement: &$crate::preferences::NewPairJudgement,
+            ) -> StoreResult<bool> {
+                let result: StoreResult<bool> = async move {
+                    let now = now_ms();
+                    let mut tx = self.writer.begin_with($begin).await?;
+                    let held = sqlx::query(
+                        "UPDATE preference_pairs SET judge_state = 'judged', judge_claimed_by = NULL \
+                         WHERE task_id = $1 AND judge_state = 'pending' AND judge_claimed_by = $2",
+                    )
+                    .bind(judgement.task_id)
+                    .bind(worker)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                    if held != 1 {
+                        tx.rollback().await?;
+                        return Ok(false);
+                    }
+                    let verdict = &judgement.verdict;
+                    sqlx::query(
+                        "INSERT INTO pair_judgements (task_id, judge_id, left_first, right_first, verdict, choice, \
+                         confidence, consistent, decided, audited, failure, created_at) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                    )
+                    .bind(judgement.task_id)
+                    .bind(judgement.judge_id)
+                    .bind(&judgement.left_first)
+                    .bind(&judgement.right_first)
+                    .bind(serde_json::to_string(verdict).expect("verdicts always serialize"))
+                    .bind(verdict.choice.map(Preference::as_str))
+                    .bind(verdict.confidence)
+                    .bind(verdict.consistent)
+                    .bind(judgement.decided)
+                    .bind(judgement.audited)
+                    .bind(judgement.failure.as_deref())
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                    if judgement.decided && !judgement.audited {
+                        let grader: String = sqlx::query_scalar(
+                            "SELECT 'judge:' || name || '@' || CAST(version AS TEXT) FROM judges WHERE id = $1",
+                        )
+                        .bind(judgement.judge_id)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                        let mut consensus = pair_consensus(verdict.choice);
+                        consensus["judge"] = serde_json::Value::String(grader);
+                        // No `decided_at`: that stamps what humans decided (the `label.completed`
+                        // webhook, gold candidates).
+                        sqlx::query(
+                            "UPDATE annotation_tasks SET state = 'done', completed_at = $1, consensus = $2 \
+                             WHERE id = $3 AND state = 'open'",
+                        )
+                        .bind(now)
+                        .bind(consensus.to_string())
+                        .bind(judgement.task_id)
+                        .execute(&mut *tx)
+                        .await?;
+                    }
+                    tx.commit().await?;
+                    Ok(true)
+                }
+                .await;
+                result.map_err(|err| err.during("record_pair_judgement"))
+            }
+
+            async fn judged_pairs(&self, judge_id: Option<i64>) -> StoreResult<Vec<$crate::preferences::JudgedPair>> {
+                let result: StoreResult<Vec<$crate::preferences::JudgedPair>> = async move {
+                    let rows: Vec<(i64, String, Option<String>, bool)> = sqlx::query_as(
+                        "SELECT j.judge_id, j.verdict, CASE WHEN t.decided_at IS NULL THEN NULL ELSE t.consensus END, \
+                                j.decided AND NOT j.audited \
+                         FROM pair_judgements j JOIN annotation_tasks t ON t.id = j.task_id \
+                         WHERE ($1 IS NULL OR j.judge_id = $1) ORDER BY j.task_id",
+                    )
+                    .bind(judge_id)
+                    .fetch_all(&self.pool)
+                    .await?;
+                    rows.into_iter()
+                        .map(|(judge_id, verdict, consensus, by_judge)| {
+                            Ok($crate::preferences::JudgedPair {
+                                judge_id,
+                                verdict: serde_json::from_str(&verdict).map_err(|err| sqlx::Error::Decode(err.into()))?,
+                                // The raters' choice: none on a pair the judge decided alone.
+                                human: if by_judge {
+                                    None
+                                } else {
+                                    consensus.as_deref().and_then(arbiter_domain::annotation::preference::decided_choice)
+                                },
+                            })
+                        })
+                        .collect::<Result<Vec<_>, sqlx::Error>>()
+                        .map_err(StoreError::from)
+                }
+                .await;
+                result.map_err(|err| err.during("judged_pairs"))
             }
         }
     };

@@ -292,18 +292,9 @@ pub fn AnnotatePage() -> impl IntoView {
             });
         }
     };
-    // On a pair compared per dimension, a choice answers the focused row (its dimensions, then
-    // overall) and moves on; the overall choice sends them all. Otherwise it sends the choice.
-    let choose = move |choice: Preference| {
+    // Sends the overall choice with the choices per dimension, once every dimension has one.
+    let send_pair = move |choice: Preference| {
         let dimensions = pair_dimensions.get_untracked();
-        let row = focused.get_untracked();
-        if let Some((key, _)) = dimensions.get(row) {
-            pair_choices.update(|choices| {
-                choices.insert(key.clone(), choice);
-            });
-            focused.set(row + 1);
-            return;
-        }
         let unanswered = dimensions
             .iter()
             .position(|(key, _)| !pair_choices.with_untracked(|choices| choices.contains_key(key)));
@@ -326,6 +317,21 @@ pub fn AnnotatePage() -> impl IntoView {
                 },
                 rationale: rationale.get_untracked(),
             });
+        }
+    };
+    // A key answers the focused row of a pair asked per dimension (its dimensions, then
+    // overall) and moves on; otherwise, like the buttons, it sends the choice.
+    let choose = move |choice: Preference| {
+        let row = focused.get_untracked();
+        let key = pair_dimensions.with_untracked(|rows| rows.get(row).map(|(key, _)| key.clone()));
+        match key {
+            Some(key) => {
+                pair_choices.update(|choices| {
+                    choices.insert(key, choice);
+                });
+                focused.set(row + 1);
+            }
+            None => send_pair(choice),
         }
     };
     let skip_current = move || {
@@ -401,15 +407,22 @@ pub fn AnnotatePage() -> impl IntoView {
                 Some(PairKey::B) => choose(Preference::B),
                 Some(PairKey::Tie) => choose(Preference::Tie),
                 Some(PairKey::BothBad) => choose(Preference::BothBad),
-                Some(PairKey::NextDimension) => {
+                // Arrows move between the rows of a pair asked per dimension (and scroll
+                // otherwise).
+                Some(PairKey::NextDimension)
+                    if pair_dimensions.with_untracked(|rows| !rows.is_empty()) =>
+                {
                     event.prevent_default();
                     let last = pair_dimensions.with_untracked(Vec::len);
                     focused.update(|row| *row = (*row + 1).min(last));
                 }
-                Some(PairKey::PreviousDimension) => {
+                Some(PairKey::PreviousDimension)
+                    if pair_dimensions.with_untracked(|rows| !rows.is_empty()) =>
+                {
                     event.prevent_default();
                     focused.update(|row| *row = row.saturating_sub(1));
                 }
+                Some(PairKey::NextDimension | PairKey::PreviousDimension) => {}
                 Some(PairKey::Skip) => skip_current(),
                 Some(PairKey::Next) => tick.update(|tick| *tick += 1),
                 Some(PairKey::Rationale) => focus_rationale(event),
@@ -546,10 +559,10 @@ pub fn AnnotatePage() -> impl IntoView {
                         };
                         let buttons = if task.pair.is_some() {
                             view! {
-                                <button class="pass" on:click=move |_| choose(Preference::A)>"A is better " <kbd>"a"</kbd></button>
-                                <button class="pass" on:click=move |_| choose(Preference::B)>"B is better " <kbd>"b"</kbd></button>
-                                <button class="secondary" on:click=move |_| choose(Preference::Tie)>"Tie " <kbd>"t"</kbd></button>
-                                <button class="fail" on:click=move |_| choose(Preference::BothBad)>"Both bad " <kbd>"x"</kbd></button>
+                                <button class="pass" on:click=move |_| send_pair(Preference::A)>"A is better " <kbd>"a"</kbd></button>
+                                <button class="pass" on:click=move |_| send_pair(Preference::B)>"B is better " <kbd>"b"</kbd></button>
+                                <button class="secondary" on:click=move |_| send_pair(Preference::Tie)>"Tie " <kbd>"t"</kbd></button>
+                                <button class="fail" on:click=move |_| send_pair(Preference::BothBad)>"Both bad " <kbd>"x"</kbd></button>
                             }.into_any()
                         } else if task.rubric.is_some() {
                             view! {
@@ -629,7 +642,9 @@ fn PairDimensions(
                     let buttons = Preference::ALL.map(|choice| {
                         let key = key.clone();
                         view! {
-                            <button class="secondary" on:click=move |_| {
+                            <button class="secondary" on:click=move |ev| {
+                                // Not the row's own click too, which would focus it again.
+                                ev.stop_propagation();
                                 choices.update(|choices| { choices.insert(key.clone(), choice); });
                                 focused.set(index + 1);
                             }>{choice.words()}</button>

@@ -7,6 +7,7 @@ use crate::components::{ActionError, ErrorNote};
 use crate::format::format_time;
 use arbiter_domain::annotation::preference::{PairRequestSummary, PositionBias, PreferenceReport};
 use arbiter_domain::annotation::task::ClaimHandle;
+use arbiter_domain::grading::pairwise::PairwiseCalibration;
 use arbiter_domain::ids::RunId;
 use arbiter_domain::stats::Interval;
 use leptos::prelude::*;
@@ -34,6 +35,23 @@ pub struct EvalPreferencesView {
 pub struct PreferencesPageData {
     pub requests: Vec<PairRequestSummary>,
     pub evals: Vec<EvalPreferencesView>,
+    /// Each pairwise judge's calibration against the raters' decided pairs, by grader id.
+    pub calibrations: Vec<(String, PairwiseCalibration)>,
+}
+
+/// The pairwise judges a request may ask first: (id, grader id).
+#[server(endpoint = "pairwise_judges")]
+pub async fn pairwise_judges() -> Result<Vec<(i64, String)>, ServerFnError> {
+    let (state, _) = require(Permission::ViewResults).await?;
+    Ok(state
+        .store
+        .list_judges()
+        .await
+        .map_err(crate::guard::store_error)?
+        .into_iter()
+        .filter(|judge| judge.pairwise)
+        .map(|judge| (judge.id, judge.grader_id()))
+        .collect())
 }
 
 /// Sends pairs of run A's and run B's answers to raters (researchers: whoever launches runs).
@@ -46,6 +64,9 @@ pub async fn send_pairs(
     raters: String,
     #[server(default)] note: String,
     #[server(default)] rubric: String,
+    #[server(default)] judge: String,
+    #[server(default)] judge_threshold: String,
+    #[server(default)] audit_rate: String,
 ) -> Result<PairRequestSummary, ServerFnError> {
     let (state, user) = require(Permission::ManageEvals).await?;
     let form = arbiter_engine::preferences::PairRequestForm {
@@ -56,6 +77,9 @@ pub async fn send_pairs(
         raters,
         note,
         rubric,
+        judge,
+        judge_threshold,
+        audit_rate,
     };
     arbiter_engine::preferences::send_pairs(state.store.as_ref(), &form, &user)
         .await
@@ -95,8 +119,12 @@ pub async fn preferences_page() -> Result<PreferencesPageData, ServerFnError> {
     let evals = arbiter_engine::preferences::preference_reports(store, None)
         .await
         .map_err(service_error)?;
+    let calibrations = arbiter_engine::pair_judging::pairwise_calibrations(store)
+        .await
+        .map_err(service_error)?;
     Ok(PreferencesPageData {
         requests,
+        calibrations,
         evals: evals
             .into_iter()
             .map(|eval| EvalPreferencesView {
@@ -127,6 +155,7 @@ fn agreement_text(agreement: &arbiter_domain::annotation::agreement::Agreement) 
 #[component]
 pub fn SendPairsForm(baseline: RunId, candidate: RunId) -> impl IntoView {
     let send = ServerAction::<SendPairs>::new();
+    let judges = Resource::new(|| (), |_| pairwise_judges());
     view! {
         <details class="send-pairs" data-testid=format!("send-pairs-{candidate}")>
             <summary>"Send pairs to raters"</summary>
@@ -150,6 +179,24 @@ pub fn SendPairsForm(baseline: RunId, candidate: RunId) -> impl IntoView {
                 <label title="Raters also say which output is better on each dimension of this rubric (its newest version)">
                     "Per dimension of rubric (optional)" <input name="rubric" size="12" placeholder="rubric name"/>
                 </label>
+                <Transition fallback=|| ()>
+                    {move || Suspend::new(async move {
+                        let judges = judges.await.unwrap_or_default();
+                        (!judges.is_empty()).then(|| view! {
+                            <label title="Asked in both orders first: a pair it decides confidently needs no rater">
+                                "Pairwise judge first"
+                                <select name="judge">
+                                    <option value="">"none: raters only"</option>
+                                    {judges.into_iter().map(|(id, name)| view! { <option value=id.to_string()>{name}</option> }).collect_view()}
+                                </select>
+                            </label>
+                            <label>"decides from confidence" <input name="judge_threshold" value="0.8" size="4"/></label>
+                            <label title="Share of the pairs the judge decides that raters label anyway, to calibrate it">
+                                "audit share" <input name="audit_rate" value="0.1" size="4"/>
+                            </label>
+                        })
+                    })}
+                </Transition>
                 <button type="submit">"Send pairs"</button>
             </ActionForm>
             <ActionError value=send.value()/>
@@ -181,6 +228,7 @@ pub fn PreferencesPage() -> impl IntoView {
                         } else {
                             data.evals.into_iter().map(|eval| view! { <EvalPreferencesCard eval/> }).collect_view().into_any()
                         }}
+                        {(!data.calibrations.is_empty()).then(|| view! { <PairwiseCalibrations calibrations=data.calibrations/> })}
                         <RequestsTable requests=data.requests/>
                     }.into_any(),
                     Err(error) => view! { <ErrorNote error/> }.into_any(),
@@ -286,7 +334,8 @@ fn EvalPreferencesCard(eval: EvalPreferencesView) -> impl IntoView {
                     <tbody>
                         {dimensions.into_iter().flat_map(|(key, report, agreement)| {
                             let names = names.clone();
-                            report.ratings.into_iter().map(move |rating| view! {
+                            // A checkpoint no pair on this dimension showed has only the anchor.
+                            report.ratings.into_iter().filter(|rating| rating.labels > 0).map(move |rating| view! {
                                 <tr data-testid="dimension-rating-row" data-key=key.clone()>
                                     <td>{key.clone()}</td>
                                     <td>{names.get(rating.contestant).cloned().unwrap_or_default()}</td>
@@ -305,6 +354,44 @@ fn EvalPreferencesCard(eval: EvalPreferencesView) -> impl IntoView {
     }
 }
 
+/// How each pairwise judge compares with the raters' decided pairs.
+#[component]
+fn PairwiseCalibrations(calibrations: Vec<(String, PairwiseCalibration)>) -> impl IntoView {
+    view! {
+        <section class="card" data-testid="pairwise-calibration">
+            <h2>"Pairwise judges against raters"</h2>
+            <p class="hint">
+                "Each judge was asked every pair in both orders. Agreement and Cohen's kappa are over pairs raters decided "
+                "(both bad counts as a tie); consistency is the share of judged pairs whose two orders named the same answer."
+            </p>
+            <table>
+                <thead><tr>
+                    <th>"Judge"</th><th>"judged"</th><th>"orders agree"</th><th>"decided by raters"</th>
+                    <th>"agreement"</th><th>"kappa"</th><th>"confidence → agreement"</th>
+                </tr></thead>
+                <tbody>
+                    {calibrations.into_iter().map(|(name, calibration)| view! {
+                        <tr data-testid="pairwise-calibration-row">
+                            <td>{name}</td>
+                            <td>{calibration.judged}</td>
+                            <td>{share(calibration.consistency)}</td>
+                            <td>{calibration.pairs}</td>
+                            <td><strong>{share(calibration.agreement)}</strong></td>
+                            <td>{match (calibration.kappa, &calibration.kappa_undefined) {
+                                (Some(kappa), _) => format!("{kappa:.3}"),
+                                (None, why) => why.clone().unwrap_or_else(|| "undefined".into()),
+                            }}</td>
+                            <td>{calibration.reliability.iter().filter(|bin| bin.count > 0).map(|bin| format!(
+                                "{:.2}–{:.2}: {} pairs, {} · ", bin.lower, bin.upper, bin.count, share(bin.accuracy)
+                            )).collect::<String>()}</td>
+                        </tr>
+                    }).collect_view()}
+                </tbody>
+            </table>
+        </section>
+    }
+}
+
 #[component]
 fn RequestsTable(requests: Vec<PairRequestSummary>) -> impl IntoView {
     view! {
@@ -317,7 +404,7 @@ fn RequestsTable(requests: Vec<PairRequestSummary>) -> impl IntoView {
                     <table data-testid="pair-requests">
                         <thead><tr>
                             <th>"#"</th><th>"Eval"</th><th>"A"</th><th>"B"</th><th>"Cases"</th><th>"Pairs"</th>
-                            <th>"Raters each"</th><th>"Done"</th><th>"Labels"</th><th>"Per dimension of"</th><th>"By"</th><th>"When"</th><th>"Note"</th>
+                            <th>"Raters each"</th><th>"Done"</th><th>"Labels"</th><th>"Per dimension of"</th><th>"Judge first"</th><th>"By"</th><th>"When"</th><th>"Note"</th>
                         </tr></thead>
                         <tbody>
                             {requests.into_iter().map(|request| view! {
@@ -332,6 +419,7 @@ fn RequestsTable(requests: Vec<PairRequestSummary>) -> impl IntoView {
                                     <td>{request.pairs_done}</td>
                                     <td>{request.labels}</td>
                                     <td>{request.rubric.unwrap_or_default()}</td>
+                                    <td>{request.judge.map(|judge| format!("{judge}: decided {} alone", request.judge_decided))}</td>
                                     <td>{request.requested_by}</td>
                                     <td>{format_time(request.created_at)}</td>
                                     <td>{request.note}</td>

@@ -206,6 +206,12 @@ pub fn ReviewPage() -> impl IntoView {
         None => {}
     };
     let send_answers = move || {
+        if corrected.with_untracked(RubricAnswer::is_empty) {
+            notice.set(Some(
+                "This label answers pass or fail: correct it with 1 or 2.".into(),
+            ));
+            return;
+        }
         if let Some(Current::Label(label_id)) = current.get_untracked() {
             decide.dispatch(ReviewLabel {
                 label_id,
@@ -292,6 +298,7 @@ pub fn ReviewPage() -> impl IntoView {
                                     <ShownItemView shown=shown.clone() images=item.images.clone() raw right=Some(right)/>
                                     <h2>"The preference"</h2>
                                     <p data-testid="review-label"><strong>{item.rater}</strong> " said " <strong>{pair.choice.words()}</strong></p>
+                                <AnswersTable answers=item.answers.clone()/>
                                     <pre class="rationale" data-testid="review-rationale">{item.rationale}</pre>
                                     <label>"Reason (required to reject; the rater sees it)" {reason_input}</label>
                                     <div class="row">
@@ -331,13 +338,14 @@ pub fn ReviewPage() -> impl IntoView {
                             }
                             None => {
                                 current.set(Some(Current::Label(item.label_id)));
+                                corrected.set(RubricAnswer::new());
                                 let correction_form = item.rubric.clone().map(|given| {
                                     corrected.set(given.answers.clone());
                                     focused.set(0);
                                     view! {
-                                        <details class="rubric" data-testid="correct-answers">
+                                        <details class="rubric review-correction" data-testid="correct-answers">
                                             <summary>"Correct the answers dimension by dimension"</summary>
-                                            <RubricForm rubric=given.rubric answers=corrected focused/>
+                                            <div class="rubric-form"><RubricForm rubric=given.rubric answers=corrected focused/></div>
                                             <button on:click=move |_| send_answers()>"Correct the answers " <kbd>"c"</kbd></button>
                                         </details>
                                     }

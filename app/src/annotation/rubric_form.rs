@@ -187,10 +187,14 @@ fn DimensionBlock(
             .collect(),
         _ => Vec::new(),
     };
+    // A field starts from the answer already given (a reviewer corrects a rater's answers);
+    // it is not bound to it, so typing `1.` is not rewritten to `1`.
+    let given = answers.with_untracked(|answers| answers.get(&key).cloned());
     let field = match dimension.kind.clone() {
         DimensionKind::Numeric { min, max } => Some(
             view! {
                 <input type="number" class="dimension-field" min=min max=max step="any"
+                    value=match &given { Some(DimensionAnswer::Number(number)) => number.to_string(), _ => String::new() }
                     aria-label=dimension.question.clone()
                     on:focus=move |_| focused.set(index)
                     on:input=move |ev| {
@@ -208,7 +212,7 @@ fn DimensionBlock(
                     on:input=move |ev| {
                         let text = event_target_value(&ev);
                         set((!text.is_empty()).then(|| DimensionAnswer::Texts(vec![text])));
-                    }></textarea>
+                    }>{match &given { Some(DimensionAnswer::Texts(texts)) => texts.concat(), _ => String::new() }}</textarea>
             }
             .into_any(),
         ),

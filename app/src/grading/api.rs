@@ -44,6 +44,8 @@ pub async fn create_judge(
     #[server(default)] scale_rubric: String,
     #[server(default)] scale_dimension: String,
     #[server(default)] scale_pass_at_least: String,
+    // A checkbox: "on" when ticked, absent otherwise.
+    #[server(default)] pairwise: String,
 ) -> Result<i64, ServerFnError> {
     let (state, user) = require(Permission::ManageEvals).await?;
     let form = grading::JudgeForm {
@@ -62,6 +64,7 @@ pub async fn create_judge(
         scale_rubric,
         scale_dimension,
         scale_pass_at_least,
+        pairwise: !pairwise.trim().is_empty(),
     };
     let judge = grading::define_judge(state.store.as_ref(), &form, Some(user.id))
         .await

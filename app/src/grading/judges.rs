@@ -43,7 +43,11 @@ pub fn JudgesPage() -> impl IntoView {
                                     <tr>
                                         <td><a href=format!("/judges/{}", judge.id)>{judge.grader_id()}</a></td>
                                         <td>{judge.checkpoint_name}</td>
-                                        <td>{judge.scale.as_ref().map_or_else(|| "PASS or FAIL".to_string(), |scale| scale.describe())}</td>
+                                        <td>{match (&judge.scale, judge.pairwise) {
+                                            (_, true) => "A, B or TIE on two answers".to_string(),
+                                            (Some(scale), _) => scale.describe(),
+                                            (None, _) => "PASS or FAIL".to_string(),
+                                        }}</td>
                                         <td>{judge.max_tokens}</td>
                                         <td data-testid="judge-canary">{canary.unwrap_or_else(|| "—".to_string())}</td>
                                     </tr>
@@ -69,6 +73,11 @@ pub fn JudgesPage() -> impl IntoView {
                                     <textarea name="rubric" rows="8">{data.default_rubric}</textarea>
                                 </label>
                                 <ScaleFields scales=data.scales/>
+                                <label>
+                                    <input type="checkbox" name="pairwise"/>
+                                    " Pairwise: compares two answers (" <code>"{output_a}"</code> ", " <code>"{output_b}"</code>
+                                    "), asked in both orders, before raters when pairs are sent from Compare. Left as it is, the prompt becomes the pairwise default."
+                                </label>
                                 <label>"Max tokens" <input name="max_tokens" type="number" value="64" min="1" max="4096"/></label>
                                 <button type="submit">"Save judge"</button>
                             </ActionForm>

@@ -130,6 +130,11 @@ pub struct PairRequestSummary {
     /// The rubric (`name@version`) whose dimensions raters compare the outputs on, if any.
     #[serde(default)]
     pub rubric: Option<String>,
+    /// The pairwise judge asked first (its grader id), if any, and the pairs it decided alone.
+    #[serde(default)]
+    pub judge: Option<String>,
+    #[serde(default)]
+    pub judge_decided: i64,
 }
 
 /// One pair to create: the work item shown on the left (as A) and on the right (as B).

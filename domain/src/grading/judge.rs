@@ -50,6 +50,9 @@ pub struct JudgeSpec {
     /// PASS or FAIL (absent in manifests frozen before scale judges).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale: Option<JudgeScale>,
+    /// A pairwise judge (absent, so false, in manifests frozen before them).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pairwise: bool,
 }
 
 impl JudgeSpec {
@@ -89,8 +92,29 @@ pub fn render_judge_prompt(
     output: &str,
     target: &str,
 ) -> Result<String, String> {
-    let values = [input, output, target].map(neutralise_control_tokens);
-    let pieces = rubric_pieces(rubric);
+    render_placeholders(
+        rubric,
+        &[
+            crate::prompt::INPUT_PLACEHOLDER,
+            OUTPUT_PLACEHOLDER,
+            TARGET_PLACEHOLDER,
+        ],
+        &[input, output, target],
+    )
+}
+
+/// A judge prompt from `rubric` with each of `placeholders` replaced by the value at the same
+/// place in `values`, quoted and bounded as [`render_judge_prompt`] says.
+pub(crate) fn render_placeholders(
+    rubric: &str,
+    placeholders: &[&str],
+    values: &[&str],
+) -> Result<String, String> {
+    let values: Vec<String> = values
+        .iter()
+        .map(|value| neutralise_control_tokens(value).into_owned())
+        .collect();
+    let pieces = rubric_pieces(rubric, placeholders);
     let length = pieces.iter().fold(0usize, |total, piece| {
         total.saturating_add(match *piece {
             RubricPiece::Text(text) => text.len(),
@@ -146,8 +170,7 @@ fn forms_control_token_across(before: &str, after: &str) -> bool {
     neutralise_control_tokens(&joined) != apart
 }
 
-/// A stretch of a rubric: its own text, or the value of a placeholder (0 input, 1 output,
-/// 2 target).
+/// A stretch of a rubric: its own text, or the value of a placeholder (by its index).
 #[derive(Clone, Copy)]
 enum RubricPiece<'a> {
     Text(&'a str),
@@ -155,17 +178,12 @@ enum RubricPiece<'a> {
 }
 
 /// The rubric cut at its placeholders, in order.
-fn rubric_pieces(rubric: &str) -> Vec<RubricPiece<'_>> {
-    const PLACEHOLDERS: [&str; 3] = [
-        crate::prompt::INPUT_PLACEHOLDER,
-        OUTPUT_PLACEHOLDER,
-        TARGET_PLACEHOLDER,
-    ];
+fn rubric_pieces<'a>(rubric: &'a str, placeholders: &[&str]) -> Vec<RubricPiece<'a>> {
     let mut pieces = Vec::new();
     let (mut text_start, mut at) = (0, 0);
     while let Some(offset) = rubric[at..].find('{') {
         let start = at + offset;
-        match PLACEHOLDERS
+        match placeholders
             .iter()
             .position(|placeholder| rubric[start..].starts_with(placeholder))
         {
@@ -174,7 +192,7 @@ fn rubric_pieces(rubric: &str) -> Vec<RubricPiece<'_>> {
                     pieces.push(RubricPiece::Text(&rubric[text_start..start]));
                 }
                 pieces.push(RubricPiece::Value(index));
-                at = start + PLACEHOLDERS[index].len();
+                at = start + placeholders[index].len();
                 text_start = at;
             }
             None => at = start + 1,
@@ -472,6 +490,9 @@ pub struct Judge {
     /// The rubric dimension it scores; `None` for a PASS/FAIL judge.
     #[serde(default)]
     pub scale: Option<JudgeScale>,
+    /// It compares two answers (see [`crate::grading::pairwise`]) instead of grading one.
+    #[serde(default)]
+    pub pairwise: bool,
 }
 
 impl Judge {
@@ -488,6 +509,7 @@ pub struct NewJudge {
     pub rubric: String,
     pub max_tokens: i64,
     pub scale: Option<JudgeScale>,
+    pub pairwise: bool,
 }
 
 /// A judge verdict on an item that humans also labelled: the calibration data.
@@ -753,6 +775,7 @@ mod tests {
             served_model: "m".into(),
             fingerprint: "m|b|l".into(),
             scale: None,
+            pairwise: false,
         };
         let base = grade_cache_key(&judge, "p", 0.0, 1, 0);
         assert_eq!(base, grade_cache_key(&judge, "p", 0.0, 1, 0));

@@ -12,6 +12,7 @@ mod deterministic;
 pub mod harness_match;
 pub mod instructions;
 pub mod judge;
+pub mod pairwise;
 pub mod quoting;
 pub mod record;
 pub mod scale;

@@ -369,6 +369,7 @@ mod tests {
             served_model: "j".into(),
             fingerprint: "j".into(),
             scale: None,
+            pairwise: false,
         }
     }
 

@@ -72,7 +72,7 @@ async fn corrected_answers(
     label_id: i64,
     answers: &str,
 ) -> ServiceResult<ReviewDecision> {
-    let rubric_id = store.label_rubric(label_id).await?.ok_or_else(|| {
+    let (rubric_id, given) = store.label_rubric(label_id).await?.ok_or_else(|| {
         ServiceError::Invalid(
             "this label answers pass or fail, not a rubric: correct its verdict".into(),
         )
@@ -90,6 +90,11 @@ async fn corrected_answers(
         .rubric
         .check_answer(&answers)
         .map_err(|problem| ServiceError::Invalid(format!("the corrected answers: {problem}")))?;
+    // The form starts from the rater's answers: sent unchanged, they are accepted, not a
+    // correction that would count against the rater.
+    if serde_json::from_str::<RubricAnswer>(&given).ok().as_ref() == Some(&answers) {
+        return Ok(ReviewDecision::Accept);
+    }
     let pass = version.rubric.verdict_of_answer(&answers).ok_or_else(|| {
         ServiceError::Invalid(format!(
             "rubric `{}` says no verdict, so its answers cannot decide an item",

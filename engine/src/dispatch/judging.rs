@@ -17,6 +17,7 @@ use arbiter_domain::grading::judge::{
     combine_samples, expected_reply, grade_cache_key, read_reply, render_judge_prompt,
     EnsembleVerdict, JudgeReading, JudgeSpec, ENSEMBLE_TEMPERATURE,
 };
+use arbiter_domain::grading::pairwise::{read_pairwise, OrderReading, PAIRWISE_TOP_LOGPROBS};
 use arbiter_domain::grading::record::{GradeRecord, Grading, HumanTask};
 use arbiter_domain::grading::scale::{combine_scores, SCALE_TOP_LOGPROBS};
 use arbiter_domain::grading::triage::HumanRouting;
@@ -520,6 +521,36 @@ pub(crate) async fn judge_verdict(
         Some(outage) => Err(outage),
         None => Ok(asked.verdict.pass),
     }
+}
+
+/// One order of a pair asked of a pairwise judge (greedy, with the alternatives its choice's
+/// probabilities are read from): the reply and its reading, or `Err` with the reason when the
+/// endpoint failed.
+pub(crate) async fn judge_pair_order(
+    pool: &Arc<EndpointPool>,
+    judge: &JudgeSpec,
+    target: &Target,
+    prompt: String,
+) -> Result<(String, OrderReading), String> {
+    let token_estimate = (prompt.len() / 4) as u64 + u64::from(judge.max_tokens);
+    let request = GenerationRequest {
+        top_logprobs: Some(PAIRWISE_TOP_LOGPROBS),
+        ..GenerationRequest::user_message(&judge.served_model, prompt, judge.max_tokens, 0.0, 0)
+    };
+    let answer = pool.generate(target, &request, token_estimate, None).await;
+    if answer.outcome.is_error() {
+        return Err(format!(
+            "judge failure: {}'s endpoint failed ({})",
+            judge.grader_id(),
+            answer.error.as_deref().unwrap_or("no answer")
+        ));
+    }
+    let tokens = answer
+        .logprobs
+        .as_deref()
+        .and_then(|data| arbiter_domain::logprobs::decode(data).ok());
+    let reading = read_pairwise(&answer.output, tokens.as_deref());
+    Ok((answer.output, reading))
 }
 
 /// What the judge calls of one grade used, summed over samples.

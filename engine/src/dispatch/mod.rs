@@ -21,7 +21,7 @@ mod limiter;
 mod rolling;
 
 pub use endpoints::{prometheus_sum, EndpointPool, RetryPolicy, Target};
-pub(crate) use judging::judge_verdict;
+pub(crate) use judging::{judge_pair_order, judge_verdict};
 pub use limiter::Limiter;
 
 use crate::clients::model::GenerationRequest;

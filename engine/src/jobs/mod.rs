@@ -3,6 +3,7 @@
 
 pub mod checkpoint_watch;
 pub mod judge_canary;
+pub mod pair_judge;
 pub mod queue_monitor;
 pub mod retention;
 pub mod snapshots;
@@ -66,6 +67,8 @@ pub struct JobsConfig {
     pub checkpoint_watch: Option<(PathBuf, Duration)>,
     /// New judge versions' drift canaries.
     pub judge_canary: Option<Duration>,
+    /// Pairs waiting for their pairwise judge.
+    pub pair_judging: Option<Duration>,
 }
 
 impl JobsConfig {
@@ -81,6 +84,7 @@ impl JobsConfig {
             retention: Some(Duration::from_secs(6 * 3600)),
             checkpoint_watch: None,
             judge_canary: Some(Duration::from_secs(10)),
+            pair_judging: Some(Duration::from_secs(2)),
         }
     }
 }
@@ -133,6 +137,13 @@ impl Jobs {
         }
         if let Some(interval) = config.judge_canary {
             tasks.push(tokio::spawn(judge_canary::run(
+                store.clone(),
+                interval,
+                shutdown.clone(),
+            )));
+        }
+        if let Some(interval) = config.pair_judging {
+            tasks.push(tokio::spawn(pair_judge::run(
                 store.clone(),
                 interval,
                 shutdown.clone(),

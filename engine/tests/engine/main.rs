@@ -17,6 +17,7 @@ mod instructions;
 mod label_events_story;
 mod likelihood;
 mod ops_story;
+mod pair_judging_story;
 mod pay_story;
 mod preference_story;
 mod pushed_items_story;

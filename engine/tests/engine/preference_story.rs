@@ -89,8 +89,7 @@ fn form(run_a: RunId, run_b: RunId, selection: &str, pairs: &str, raters: &str) 
         selection: selection.into(),
         pairs: pairs.into(),
         raters: raters.into(),
-        note: String::new(),
-        rubric: String::new(),
+        ..PairRequestForm::default()
     }
 }
 
@@ -586,9 +585,9 @@ async fn split_pairs_go_to_reviewers_and_decided_pairs_become_gold(store: Arc<dy
         "b"
     );
 
-    // A split that a reviewer settles by accepting one side: Dee (A) and Eve (B) have no
-    // record yet, so their pair splits; accepting Dee's answer (here by "correcting" it to its
-    // own choice) decides it A, and accepting Eve's afterwards leaves that decision be.
+    // A split that a reviewer settles by taking one side: Dee (A) and Eve (B) have no record
+    // yet, so their pair splits; "correcting" Dee's answer to its own choice decides the pair
+    // A (and counts as right on Dee's record), and accepting Eve's afterwards leaves it be.
     let dee = user(&*store, "dee", Role::Annotator).await;
     let eve = user(&*store, "eve", Role::Annotator).await;
     send_pairs(&*store, &form(base, tuned, "random", "1", "2"), researcher)
@@ -603,12 +602,18 @@ async fn split_pairs_go_to_reviewers_and_decided_pairs_become_gold(store: Arc<dy
         .len();
     let mut settled = 0;
     while let Some(item) = store.next_review(rev2).await.unwrap() {
+        let own = item.pair.as_ref().unwrap().choice;
+        let (decision, choice) = if item.rater == "dee" {
+            ("correct", own.as_str())
+        } else {
+            ("accept", "")
+        };
         arbiter_engine::annotation::review::review_preference(
             &*store,
             item.label_id,
             rev2,
-            "correct",
-            item.pair.as_ref().unwrap().choice.as_str(),
+            decision,
+            choice,
             "",
         )
         .await
@@ -616,6 +621,8 @@ async fn split_pairs_go_to_reviewers_and_decided_pairs_become_gold(store: Arc<dy
         settled += 1;
     }
     assert_eq!(settled, 2);
+    // A correction to Dee's own choice is no correction of her: her page lists none.
+    assert!(store.own_labels(dee, 10).await.unwrap().is_empty());
     let decided = store
         .decided_items((0, i64::MAX), i64::MAX, 100)
         .await
@@ -631,7 +638,10 @@ async fn split_pairs_go_to_reviewers_and_decided_pairs_become_gold(store: Arc<dy
     let candidates = store.gold_candidates(20).await.unwrap();
     let corrected = candidates
         .iter()
-        .find(|candidate| candidate.why.contains("reviewer"))
+        .find(|candidate| {
+            candidate.why.contains("reviewer")
+                && candidate.answer == GoldAnswer::Pair(Preference::B)
+        })
         .expect("a corrected pair is a candidate");
     assert_eq!(corrected.answer, GoldAnswer::Pair(Preference::B));
     let gold_task = corrected.task_id;

@@ -50,6 +50,7 @@ fn judge_form(checkpoint_id: CheckpointId, rubric: &str, dimension: &str, pass: 
         scale_rubric: rubric.into(),
         scale_dimension: dimension.into(),
         scale_pass_at_least: pass.into(),
+        pairwise: false,
     }
 }
 

@@ -1859,6 +1859,7 @@ async fn judges_policies_and_the_grade_cache(store: Arc<dyn Store>) {
         rubric: rubric.into(),
         max_tokens: 16,
         scale: None,
+        pairwise: false,
     };
     let v1 = store
         .create_judge(&new_judge("v1 {output}"), None)

@@ -98,6 +98,7 @@ async fn judge(store: &dyn Store, name: &str, checkpoint_id: CheckpointId) -> i6
         scale_rubric: String::new(),
         scale_dimension: String::new(),
         scale_pass_at_least: String::new(),
+        pairwise: false,
     };
     grading::define_judge(store, &form, None).await.unwrap().id
 }
@@ -488,6 +489,7 @@ async fn unchanged_answers_and_judges_regrade_for_free_and_a_new_rubric_reruns_o
         scale_rubric: String::new(),
         scale_dimension: String::new(),
         scale_pass_at_least: String::new(),
+        pairwise: false,
     };
     let v2 = grading::define_judge(store.as_ref(), &form, None)
         .await
@@ -690,6 +692,7 @@ async fn bad_policies_and_judges_are_refused_with_reasons_and_store_nothing() {
         scale_rubric: String::new(),
         scale_dimension: String::new(),
         scale_pass_at_least: String::new(),
+        pairwise: false,
     };
     let error = grading::define_judge(store.as_ref(), &bad_rubric, None)
         .await

@@ -564,6 +564,7 @@ pub(crate) async fn triage(repetitions: usize) -> anyhow::Result<()> {
             scale_rubric: String::new(),
             scale_dimension: String::new(),
             scale_pass_at_least: String::new(),
+            pairwise: false,
         };
         judges.push(
             grading::define_judge(store, &form, None)

@@ -337,6 +337,7 @@ const SERVER_FUNCTIONS: &[(&str, Args, Allowed)] = &[
         Allowed::Researchers,
     ),
     ("preferences_page", &[], Allowed::Researchers),
+    ("pairwise_judges", &[], Allowed::Researchers),
     (
         "edit_label",
         &[("label_id", "999999"), ("verdict", "pass")],

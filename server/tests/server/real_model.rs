@@ -747,6 +747,7 @@ async fn run_an_eval(base_url: &str) {
             scale_rubric: String::new(),
             scale_dimension: String::new(),
             scale_pass_at_least: String::new(),
+            pairwise: false,
         },
         None,
     )

@@ -30,6 +30,15 @@ pub struct PairsRequest {
     /// (its newest version).
     #[serde(default)]
     rubric: String,
+    /// A pairwise judge's id, asked first in both orders: a pair it decides with at least
+    /// `judge_threshold` confidence (default 0.8) needs no rater, except a share `audit_rate`
+    /// (default 0.1) that raters label anyway.
+    #[serde(default)]
+    judge: Option<i64>,
+    #[serde(default)]
+    judge_threshold: Option<f64>,
+    #[serde(default)]
+    audit_rate: Option<f64>,
 }
 
 #[utoipa::path(post, path = "/api/v1/pairs", tag = "preferences",
@@ -51,6 +60,15 @@ pub async fn send_pairs(
         raters: request.raters.to_string(),
         note: request.note,
         rubric: request.rubric,
+        judge: request.judge.map(|id| id.to_string()).unwrap_or_default(),
+        judge_threshold: request
+            .judge_threshold
+            .map(|share| share.to_string())
+            .unwrap_or_default(),
+        audit_rate: request
+            .audit_rate
+            .map(|share| share.to_string())
+            .unwrap_or_default(),
     };
     let summary =
         arbiter_engine::preferences::send_pairs(state.store.as_ref(), &form, &user).await?;
