@@ -16,15 +16,20 @@ use arbiter_domain::annotation::adjudication::stable_draw;
 use arbiter_domain::checkpoint::TokenPrices;
 use arbiter_domain::grading::judge::JudgeSpec;
 use arbiter_domain::grading::pairwise::{
-    calibrate_pairwise, combine_orders, render_pairwise_prompt, OrderReading, PairwiseCalibration,
+    calibrate_pairwise, combine_orders, render_pairwise_prompt, CheckedPair, OrderReading,
+    PairwiseCalibration,
 };
 use arbiter_domain::ids::IdentityId;
 use arbiter_store::preferences::{NewPairJudgement, PairToJudge};
 use arbiter_store::{now_ms, Store};
 use serde::Serialize;
 
-/// A pair claimed this long ago and not judged belongs to a process that died.
-pub const STALE_PAIR_CLAIM_MS: i64 = 10 * 60 * 1000;
+/// A pair claimed this long ago and not judged belongs to a process that died, or was left
+/// to be tried again (its judge's endpoint failed): well above a round's longest calls.
+pub const STALE_PAIR_CLAIM_MS: i64 = 30 * 60 * 1000;
+/// A pair whose judge's endpoint has failed for this long since the pair was sent goes to
+/// raters instead of waiting on.
+pub const GIVE_UP_ON_JUDGE_MS: i64 = 2 * 3_600_000;
 /// Pairs claimed per round.
 const PAIRS_PER_ROUND: i64 = 32;
 /// Pairs judged at once (each two calls).
@@ -79,33 +84,56 @@ pub async fn judge_waiting_pairs(store: &Arc<dyn Store>, worker: &str) -> Servic
                 .expect("every pair's judge is frozen above");
             let (store, pool) = (store.clone(), pool.clone());
             async move {
-                match judge {
+                let task_id = pair.task_id;
+                let judged = match judge {
                     Ok(judge) => judge_pair(&store, &pool, &judge, pair).await,
-                    Err(failure) => Ok(unjudged(&pair, failure)),
-                }
+                    Err(failure) => Ok(Judged::Record(unjudged(&pair, failure))),
+                };
+                // Each judgement recorded as soon as it is made, so a slow round loses none.
+                let recorded = match judged {
+                    Ok(Judged::Record(judgement)) => store
+                        .record_pair_judgement(worker, &judgement)
+                        .await
+                        .map_err(|err| err.to_string()),
+                    Ok(Judged::Later(why)) => {
+                        tracing::info!(task_id, %why, "pair judging tried again later");
+                        Ok(false)
+                    }
+                    Err(err) => Err(err.to_string()),
+                };
+                recorded.unwrap_or_else(|err| {
+                    // Left claimed: the pair is tried again once the claim is stale.
+                    tracing::warn!(task_id, error = %err, "judging a pair failed");
+                    false
+                })
             }
         })
         .collect();
-    let judgements: Vec<ServiceResult<NewPairJudgement>> = futures::stream::iter(calls)
+    let recorded = futures::stream::iter(calls)
         .buffer_unordered(CONCURRENT_PAIRS)
-        .collect()
+        .filter(|recorded| std::future::ready(*recorded))
+        .count()
         .await;
-    let mut recorded = 0;
-    for judgement in judgements {
-        if store.record_pair_judgement(worker, &judgement?).await? {
-            recorded += 1;
-        }
-    }
     Ok(recorded)
 }
 
-/// Asks the judge about one pair in both orders and decides what becomes of it.
+/// What judging a pair came to.
+enum Judged {
+    Record(NewPairJudgement),
+    /// The judge's endpoint failed: the pair stays claimed and is tried again once the claim
+    /// is stale (why it failed).
+    Later(String),
+}
+
+/// Asks the judge about one pair in both orders and decides what becomes of it: decided by the
+/// judge, sent to raters, or (its endpoint failing, for less than [`GIVE_UP_ON_JUDGE_MS`])
+/// tried again later.
 async fn judge_pair(
     store: &Arc<dyn Store>,
     pool: &Arc<EndpointPool>,
     judge: &FrozenJudge,
     pair: PairToJudge,
-) -> ServiceResult<NewPairJudgement> {
+) -> ServiceResult<Judged> {
     let (spec, target) = judge;
     // The judge reads the question as the eval sent it (the pair's left answer's request).
     let question = match pair.identity_id {
@@ -114,12 +142,15 @@ async fn judge_pair(
             .unwrap_or_else(|| pair.input.clone()),
         None => pair.input.clone(),
     };
+    // A prompt too long to send never will be; an endpoint that failed may answer later.
     let ask = |first: &str, second: &str| {
         let prompt = render_pairwise_prompt(&spec.rubric, &question, first, second);
         async move {
             match prompt {
-                Ok(prompt) => judge_pair_order(pool, spec, target, prompt).await,
-                Err(too_long) => Err(too_long),
+                Ok(prompt) => judge_pair_order(pool, spec, target, prompt)
+                    .await
+                    .map_err(|failure| (true, failure)),
+                Err(too_long) => Err((false, too_long)),
             }
         }
     };
@@ -127,6 +158,19 @@ async fn judge_pair(
         ask(&pair.left_output, &pair.right_output),
         ask(&pair.right_output, &pair.left_output)
     );
+    let endpoint_failed = [&left_first, &right_first]
+        .into_iter()
+        .any(|answer| matches!(answer, Err((true, _))));
+    let waited = now_ms() - pair.sent_at;
+    if endpoint_failed && waited < GIVE_UP_ON_JUDGE_MS {
+        let why = [&left_first, &right_first]
+            .into_iter()
+            .find_map(|answer| answer.as_ref().err().map(|(_, why)| why.clone()))
+            .unwrap_or_default();
+        return Ok(Judged::Later(why));
+    }
+    let left_first = left_first.map_err(|(_, why)| why);
+    let right_first = right_first.map_err(|(_, why)| why);
     let unread = OrderReading {
         choice: None,
         probabilities: None,
@@ -151,7 +195,7 @@ async fn judge_pair(
     let verdict = combine_orders(&reading(&left_first), &reading(&right_first));
     let decided = failure.is_none() && verdict.decides(pair.judging.threshold);
     let audited = decided && stable_draw("pair-audit", pair.task_id) < pair.judging.audit_rate;
-    Ok(NewPairJudgement {
+    Ok(Judged::Record(NewPairJudgement {
         task_id: pair.task_id,
         judge_id: pair.judging.judge_id,
         left_first: record(&left_first),
@@ -160,7 +204,7 @@ async fn judge_pair(
         decided,
         audited,
         failure,
-    })
+    }))
 }
 
 /// A pair the judge could not be asked about: it goes to raters, with the reason kept.
@@ -196,16 +240,24 @@ pub async fn pairwise_calibrations(
     judge_ids.dedup();
     let mut calibrations = Vec::with_capacity(judge_ids.len());
     for judge_id in judge_ids {
-        let verdicts: Vec<_> = judged
+        let checked: Vec<CheckedPair> = judged
             .iter()
             .filter(|pair| pair.judge_id == judge_id)
-            .map(|pair| (pair.verdict.clone(), pair.human))
+            .map(|pair| CheckedPair {
+                verdict: pair.verdict.clone(),
+                human: pair.human,
+                // An audited pair stands for the ones the judge decided alone.
+                weight: pair
+                    .audited_at
+                    .filter(|share| *share > 0.0)
+                    .map_or(1.0, |share| 1.0 / share),
+            })
             .collect();
         let name = store
             .get_judge(judge_id)
             .await?
             .map_or_else(|| format!("judge {judge_id}"), |judge| judge.grader_id());
-        calibrations.push((name, calibrate_pairwise(&verdicts)));
+        calibrations.push((name, calibrate_pairwise(&checked)));
     }
     Ok(calibrations)
 }

@@ -89,6 +89,13 @@ pub async fn send_pairs(
         ),
     };
     let judging = pair_judging(store, form).await?;
+    if judging.is_some() && rubric_id.is_some() {
+        // The judge gives one choice per pair: its decided pairs would leave the dimensions'
+        // ratings to the harder pairs raters saw.
+        return Err(ServiceError::Invalid(
+            "a pairwise judge gives one choice per pair; send pairs compared per dimension without a judge".into(),
+        ));
+    }
     // Pairs' answers are sampled for review at the rate the eval's grading policy sets for its
     // items (run A's, as frozen at its launch).
     let review_rate = store

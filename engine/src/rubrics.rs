@@ -133,17 +133,7 @@ pub async fn submit_answers(
         .leased_rubric(handle, user_id)
         .await?
         .ok_or_else(|| ServiceError::Invalid("this item asks pass or fail, not a rubric".into()))?;
-    let version = store
-        .get_rubric(rubric_id)
-        .await?
-        .ok_or_else(|| ServiceError::NotFound(format!("no rubric with id {rubric_id}")))?;
-    let answers: RubricAnswer = serde_json::from_str(answers_json).map_err(|err| {
-        ServiceError::Invalid(format!("answers are a JSON object by dimension key: {err}"))
-    })?;
-    version
-        .rubric
-        .check_answer(&answers)
-        .map_err(ServiceError::Invalid)?;
+    let (version, answers, pass) = checked_answers(store, rubric_id, answers_json).await?;
     if let Some(shown) = guideline_version {
         let known = store
             .guidelines(&version.name)
@@ -157,12 +147,6 @@ pub async fn submit_answers(
             )));
         }
     }
-    let pass = version.rubric.verdict_of_answer(&answers).ok_or_else(|| {
-        ServiceError::Invalid(format!(
-            "rubric `{}` says no verdict, so its answers cannot decide an item",
-            version.name
-        ))
-    })?;
     let label = RubricLabel {
         rubric_id,
         answers: serde_json::to_string(&answers).expect("answers always serialize"),
@@ -172,6 +156,75 @@ pub async fn submit_answers(
     Ok(store
         .submit_rubric_label(handle, user_id, &label, rationale)
         .await?)
+}
+
+/// Answers to rubric version `rubric_id` read from JSON by dimension key and checked against
+/// it (every required dimension, each answer of its kind), with the rubric and the verdict its
+/// rule gives them.
+pub(crate) async fn checked_answers(
+    store: &dyn Store,
+    rubric_id: i64,
+    answers_json: &str,
+) -> ServiceResult<(RubricVersion, RubricAnswer, bool)> {
+    let version = store
+        .get_rubric(rubric_id)
+        .await?
+        .ok_or_else(|| ServiceError::NotFound(format!("no rubric with id {rubric_id}")))?;
+    let answers: RubricAnswer = serde_json::from_str(answers_json).map_err(|err| {
+        ServiceError::Invalid(format!("answers are a JSON object by dimension key: {err}"))
+    })?;
+    version
+        .rubric
+        .check_answer(&answers)
+        .map_err(ServiceError::Invalid)?;
+    let pass = version.rubric.verdict_of_answer(&answers).ok_or_else(|| {
+        ServiceError::Invalid(format!(
+            "rubric `{}` says no verdict, so its answers cannot decide an item",
+            version.name
+        ))
+    })?;
+    Ok((version, answers, pass))
+}
+
+/// Changes a rater's own label while its item waits for other raters: a pass/fail label to
+/// `verdict` (`pass` or `fail`), a rubric label to new `answers` (JSON by dimension key,
+/// checked against its rubric, whose verdict follows them).
+pub async fn edit_own_label(
+    store: &dyn Store,
+    label_id: i64,
+    rater_id: UserId,
+    verdict: &str,
+    answers: &str,
+    rationale: &str,
+) -> ServiceResult<()> {
+    if rationale.chars().count() > arbiter_domain::annotation::task::MAX_RATIONALE_CHARS {
+        return Err(ServiceError::Invalid(format!(
+            "the rationale is longer than {} characters",
+            arbiter_domain::annotation::task::MAX_RATIONALE_CHARS
+        )));
+    }
+    match (store.label_rubric(label_id).await?, answers.trim()) {
+        (Some(_), "") => Err(ServiceError::Invalid(
+            "this label answers a rubric: change its answers".into(),
+        )),
+        (Some((rubric_id, _)), answers) => {
+            let (_, answers, pass) = checked_answers(store, rubric_id, answers).await?;
+            let answers = serde_json::to_string(&answers).expect("answers always serialize");
+            Ok(store
+                .edit_rubric_label(label_id, rater_id, &answers, pass, rationale)
+                .await?)
+        }
+        (None, "") => {
+            let pass = arbiter_domain::annotation::task::parse_label(verdict, rationale)
+                .map_err(ServiceError::Invalid)?;
+            Ok(store
+                .edit_label(label_id, rater_id, pass, rationale)
+                .await?)
+        }
+        (None, _) => Err(ServiceError::Invalid(
+            "this label answers pass or fail, not a rubric".into(),
+        )),
+    }
 }
 
 /// Renders a task's guidelines for the rater.

@@ -362,15 +362,15 @@ fn wrong_answer(generation: Generation<'_>, item: &SampleItem) -> String {
 
 fn judge(generation: Generation<'_>) -> Reply {
     let model = generation.model;
+    if let Some(sides) = pairwise_asked(generation.prompt) {
+        return pairwise_judge(generation, sides);
+    }
     if generation.draw("unparseable", 0) < model.unparseable_rate {
         return Reply {
             text: UNDECIDED_VERDICT_REPLY.to_string(),
             verdict_confidence: None,
             first_token_probabilities: None,
         };
-    }
-    if let Some(sides) = pairwise_asked(generation.prompt) {
-        return pairwise_judge(generation, sides);
     }
     // Real judges are rarely certain and rarely coin-flips; [0.55, 0.99) looks like one.
     let (low, high) = model.calibrated_confidence.unwrap_or((0.55, 0.99));
@@ -445,11 +445,13 @@ fn pairwise_judge(generation: Generation<'_>, (first, second): (&str, &str)) -> 
     // second section also runs into the instructions), so the judge's confidence and mistakes
     // do not depend on which answer is shown first.
     let final_line = |section: &str| -> String {
-        section
+        // An answer without a final line is keyed by its text up to the first blank line.
+        let answer = section.trim().split("\n\n").next().unwrap_or_default();
+        answer
             .lines()
             .map(str::trim)
             .rfind(|line| line.starts_with("Answer:"))
-            .unwrap_or_else(|| section.trim())
+            .unwrap_or(answer)
             .to_string()
     };
     let (first, second) = (final_line(first), final_line(second));
@@ -461,6 +463,14 @@ fn pairwise_judge(generation: Generation<'_>, (first, second): (&str, &str)) -> 
         ..generation
     };
     let model = generation.model;
+    // Unreadable in both orders alike.
+    if by_pair.draw("unparseable", 0) < model.unparseable_rate {
+        return Reply {
+            text: UNDECIDED_VERDICT_REPLY.to_string(),
+            verdict_confidence: None,
+            first_token_probabilities: None,
+        };
+    }
     let (low, high) = model.calibrated_confidence.unwrap_or((0.55, 0.99));
     let confidence = low + (high - low) * by_pair.draw("confidence", 0);
     let accuracy = match model.calibrated_confidence {

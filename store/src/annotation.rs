@@ -228,6 +228,17 @@ pub trait AnnotationStore: Send + Sync + 'static {
         pass: bool,
         rationale: &str,
     ) -> StoreResult<()>;
+
+    /// Changes a rater's own rubric label to new answers (JSON by dimension key, checked by the
+    /// caller against the label's rubric) with the verdict they give, under the same rule.
+    async fn edit_rubric_label(
+        &self,
+        label_id: i64,
+        rater_id: UserId,
+        answers: &str,
+        pass: bool,
+        rationale: &str,
+    ) -> StoreResult<()>;
 }
 
 /// The SQL of [`AnnotationStore`], for both backends (expanded once per backend by `backend_sql!`).
@@ -929,7 +940,58 @@ macro_rules! annotation_sql {
 
         /// How long a label served for review stays with its reviewer before the next reviewer
         /// who asks may take it.
-        pub(crate) const REVIEW_HOLD_MS: i64 = 30 * 60 * 1000;
+        const REVIEW_HOLD_MS: i64 = 30 * 60 * 1000;
+
+        /// The answer in `table` (labels, or preferences on pairs; its rater in `rater_column`)
+        /// this reviewer holds for review, or the oldest free one waiting on an item they did
+        /// not answer (higher-priority items first), now served to them alone for a while.
+        pub(crate) async fn serve_for_review(
+            writer: &sqlx::Pool<$db>,
+            table: &str,
+            rater_column: &str,
+            reviewer_id: UserId,
+            now: i64,
+        ) -> StoreResult<Option<i64>> {
+            let mut tx = writer.begin_with($begin).await?;
+            let mut served = None;
+            // A second reviewer may serve themselves the same answer at the same moment (on
+            // PostgreSQL); the serving update is conditional, and the loser picks again.
+            for _ in 0..3 {
+                let picked: Option<i64> = sqlx::query_scalar(&format!(
+                    "SELECT l.id FROM {table} l JOIN annotation_tasks t ON t.id = l.task_id \
+                     WHERE l.review_state = 'pending' \
+                       AND (l.review_served_to IS NULL OR l.review_served_to = $1 OR l.review_served_until <= $2) \
+                       AND NOT EXISTS (SELECT 1 FROM {table} o WHERE o.task_id = l.task_id AND o.{rater_column} = $1) \
+                     ORDER BY CASE WHEN l.review_served_to = $1 AND l.review_served_until > $2 THEN 0 ELSE 1 END, \
+                              t.priority DESC, l.id LIMIT 1"
+                ))
+                .bind(reviewer_id.get())
+                .bind(now)
+                .fetch_optional(&mut *tx)
+                .await?;
+                let Some(answer_id) = picked else {
+                    break;
+                };
+                let taken = sqlx::query(&format!(
+                    "UPDATE {table} SET review_served_to = $1, review_served_until = $2 \
+                     WHERE id = $3 AND review_state = 'pending' \
+                       AND (review_served_to IS NULL OR review_served_to = $1 OR review_served_until <= $4)"
+                ))
+                .bind(reviewer_id.get())
+                .bind(now + REVIEW_HOLD_MS)
+                .bind(answer_id)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if taken == 1 {
+                    served = Some(answer_id);
+                    break;
+                }
+            }
+            tx.commit().await?;
+            Ok(served)
+        }
 
         /// The label this reviewer holds for review, or the oldest free one on an item they did
         /// not label (higher-priority runs first), now served to them alone; else a decision
@@ -955,44 +1017,7 @@ macro_rules! annotation_sql {
                     return Ok(Some(pair));
                 }
             }
-            let mut tx = writer.begin_with($begin).await?;
-            let mut served = None;
-            // A second reviewer may serve themselves the same label at the same moment (on
-            // PostgreSQL); the serving update is conditional, and the loser picks again.
-            for _ in 0..3 {
-                let picked: Option<i64> = sqlx::query_scalar(
-                    "SELECT l.id FROM labels l JOIN annotation_tasks t ON t.id = l.task_id \
-                     WHERE l.review_state = 'pending' \
-                       AND (l.review_served_to IS NULL OR l.review_served_to = $1 OR l.review_served_until <= $2) \
-                       AND NOT EXISTS (SELECT 1 FROM labels o WHERE o.task_id = l.task_id AND o.annotator_id = $1) \
-                     ORDER BY CASE WHEN l.review_served_to = $1 AND l.review_served_until > $2 THEN 0 ELSE 1 END, \
-                              t.priority DESC, l.id LIMIT 1",
-                )
-                .bind(reviewer_id.get())
-                .bind(now)
-                .fetch_optional(&mut *tx)
-                .await?;
-                let Some(label_id) = picked else {
-                    break;
-                };
-                let taken = sqlx::query(
-                    "UPDATE labels SET review_served_to = $1, review_served_until = $2 \
-                     WHERE id = $3 AND review_state = 'pending' \
-                       AND (review_served_to IS NULL OR review_served_to = $1 OR review_served_until <= $4)",
-                )
-                .bind(reviewer_id.get())
-                .bind(now + REVIEW_HOLD_MS)
-                .bind(label_id)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-                if taken == 1 {
-                    served = Some(label_id);
-                    break;
-                }
-            }
-            tx.commit().await?;
+            let served = serve_for_review(writer, "labels", "annotator_id", reviewer_id, now).await?;
             let Some(label_id) = served else {
                 if let Some(pair) = super::preferences_sql::serve_pair_review(writer, reviewer_id).await? {
                     return Ok(Some(pair));
@@ -2028,14 +2053,12 @@ macro_rules! annotation_sql {
             let label_state: String = row.read("label_state")?;
             let review_state: Option<String> = row.read("review_state")?;
             let served_to: Option<i64> = row.read("review_served_to")?;
-            let answers: Option<String> = row.read("answers")?;
             Ok(LabelStanding {
                 item_done: task_state == "done",
                 rejected: label_state == "rejected",
                 reviewed: review_state.as_deref().is_some_and(|state| state != "pending"),
                 // A lapsed hold still lets its reviewer decide, so any serving counts.
                 with_reviewer: served_to.is_some(),
-                answers_rubric: answers.is_some(),
             })
         }
 
@@ -2101,6 +2124,7 @@ macro_rules! annotation_sql {
                     review,
                     shown: None,
                     answers: answers_in_words(row, "answers")?,
+                    rubric: rubric_answers(row, "answers")?,
                     pair: None,
                 });
             }
@@ -2115,11 +2139,14 @@ macro_rules! annotation_sql {
         /// last label arriving meanwhile (on PostgreSQL the other submission waits, then
         /// adjudicates with this label as changed; or this one waits and then finds the item
         /// done), and SQLite has one writer anyway.
+        /// `answers`: the new answers of a rubric label (JSON, checked by the caller), `None`
+        /// for a pass/fail label; each kind is changed only as itself.
         async fn change_own_label(
             writer: &sqlx::Pool<$db>,
             label_id: i64,
             rater_id: UserId,
             pass: bool,
+            answers: Option<&str>,
             rationale: &str,
         ) -> StoreResult<()> {
             let now = now_ms();
@@ -2146,15 +2173,18 @@ macro_rules! annotation_sql {
             let verdict = if pass { Verdict::Pass } else { Verdict::Fail };
             // Conditional: a reviewer may have been served the label since it was read (the
             // serving update does not touch the item's row).
-            let changed = sqlx::query(
-                "UPDATE labels SET verdict = $1, rationale = $2, edited_at = $3 WHERE id = $4 AND state = 'standing' \
+            let changed = sqlx::query(&format!(
+                "UPDATE labels SET verdict = $1, rationale = $2, edited_at = $3, answers = COALESCE($5, answers) \
+                 WHERE id = $4 AND state = 'standing' \
                  AND (review_state IS NULL OR review_state = 'pending') AND review_served_to IS NULL \
-                 AND answers IS NULL",
-            )
+                 AND answers IS {}",
+                if answers.is_some() { "NOT NULL" } else { "NULL" }
+            ))
             .bind(verdict.as_str())
             .bind(rationale)
             .bind(now)
             .bind(label_id)
+            .bind(answers)
             .execute(&mut *tx)
             .await?
             .rows_affected();
@@ -2403,9 +2433,22 @@ macro_rules! annotation_sql {
             }
 
             async fn edit_label(&self, label_id: i64, rater_id: UserId, pass: bool, rationale: &str) -> StoreResult<()> {
-                change_own_label(&self.writer, label_id, rater_id, pass, rationale)
+                change_own_label(&self.writer, label_id, rater_id, pass, None, rationale)
                     .await
                     .map_err(|err| err.during("edit_label"))
+            }
+
+            async fn edit_rubric_label(
+                &self,
+                label_id: i64,
+                rater_id: UserId,
+                answers: &str,
+                pass: bool,
+                rationale: &str,
+            ) -> StoreResult<()> {
+                change_own_label(&self.writer, label_id, rater_id, pass, Some(answers), rationale)
+                    .await
+                    .map_err(|err| err.during("edit_rubric_label"))
             }
         }
     };

@@ -60,6 +60,8 @@ pub struct PairToJudge {
     /// The left answer's result identity (its request is the pair's question as sent).
     pub identity_id: Option<i64>,
     pub judging: PairJudging,
+    /// When the pair was sent (its task made).
+    pub sent_at: i64,
     pub input: String,
     pub left_output: String,
     pub right_output: String,
@@ -88,6 +90,8 @@ pub struct JudgedPair {
     pub judge_id: i64,
     pub verdict: PairVerdict,
     pub human: Option<Preference>,
+    /// The judge decided it, but raters labelled it anyway (at this audit share).
+    pub audited_at: Option<f64>,
 }
 
 /// One rater's answer on a pair, with the checkpoints on each side.
@@ -385,7 +389,6 @@ macro_rules! preferences_sql {
             })
         }
 
-        use super::annotation_sql::REVIEW_HOLD_MS;
 
         /// The preference this reviewer holds for review, or the oldest free one on a pair they
         /// did not answer (higher-priority pairs first), now served to them alone.
@@ -393,44 +396,9 @@ macro_rules! preferences_sql {
             writer: &sqlx::Pool<$db>,
             reviewer_id: UserId,
         ) -> StoreResult<Option<ReviewItem>> {
-            let now = now_ms();
-            let mut tx = writer.begin_with($begin).await?;
-            let mut served = None;
-            // As for labels: the serving update is conditional, and a loser picks again.
-            for _ in 0..3 {
-                let picked: Option<i64> = sqlx::query_scalar(
-                    "SELECT l.id FROM preference_labels l JOIN annotation_tasks t ON t.id = l.task_id \
-                     WHERE l.review_state = 'pending' \
-                       AND (l.review_served_to IS NULL OR l.review_served_to = $1 OR l.review_served_until <= $2) \
-                       AND NOT EXISTS (SELECT 1 FROM preference_labels o WHERE o.task_id = l.task_id AND o.rater_id = $1) \
-                     ORDER BY CASE WHEN l.review_served_to = $1 AND l.review_served_until > $2 THEN 0 ELSE 1 END, \
-                              t.priority DESC, l.id LIMIT 1",
-                )
-                .bind(reviewer_id.get())
-                .bind(now)
-                .fetch_optional(&mut *tx)
-                .await?;
-                let Some(label_id) = picked else {
-                    break;
-                };
-                let taken = sqlx::query(
-                    "UPDATE preference_labels SET review_served_to = $1, review_served_until = $2 \
-                     WHERE id = $3 AND review_state = 'pending' \
-                       AND (review_served_to IS NULL OR review_served_to = $1 OR review_served_until <= $4)",
-                )
-                .bind(reviewer_id.get())
-                .bind(now + REVIEW_HOLD_MS)
-                .bind(label_id)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-                if taken == 1 {
-                    served = Some(label_id);
-                    break;
-                }
-            }
-            tx.commit().await?;
+            let served =
+                super::annotation_sql::serve_for_review(writer, "preference_labels", "rater_id", reviewer_id, now_ms())
+                    .await?;
             let Some(label_id) = served else {
                 return Ok(None);
             };
@@ -541,6 +509,7 @@ macro_rules! preferences_sql {
                     review,
                     shown: None,
                     answers: dimension_words(row)?,
+                    rubric: None,
                     pair: Some(ReviewPair {
                         choice: choice_of(row.read("choice")?)?,
                         right: TaskPair {
@@ -822,8 +791,6 @@ macro_rules! preferences_sql {
                         .bind(label_id)
                         .fetch_one(&mut *tx)
                         .await?;
-                    // A correction to the answer's own choice decides the pair for that choice;
-                    // the rater's record counts it as right (see `rater_record_sql`).
                     if UserId(rater_id) == reviewer_id {
                         return Err(StoreError::Conflict("you cannot review your own preference".into()));
                     }
@@ -886,6 +853,8 @@ macro_rules! preferences_sql {
                                 decide_pair_task(&mut tx, task_id, now).await?;
                             }
                         }
+                        // A correction decides the pair, also one to the answer's own choice
+                        // (which the rater's record counts as right, see `rater_record_sql`).
                         PairReviewDecision::Correct(_) => {
                             if task_done {
                                 decide_pair_task(&mut tx, task_id, now).await?;
@@ -998,7 +967,7 @@ macro_rules! preferences_sql {
                     .execute(&mut *tx)
                     .await?;
                     let rows = sqlx::query(&format!(
-                        "SELECT t.id AS task_id, {}, q.judge_id, q.judge_threshold, q.audit_rate \
+                        "SELECT t.id AS task_id, t.created_at AS sent_at, {}, q.judge_id, q.judge_threshold, q.audit_rate \
                          FROM annotation_tasks t {} JOIN pair_requests q ON q.id = p.request_id \
                          WHERE t.id IN ({list}) ORDER BY t.id",
                         super::annotation_sql::SHOWN_TASK_COLUMNS,
@@ -1020,6 +989,7 @@ macro_rules! preferences_sql {
                                     threshold: row.read::<Option<f64>>("judge_threshold")?.unwrap_or(1.0),
                                     audit_rate: row.read("audit_rate")?,
                                 },
+                                sent_at: row.read("sent_at")?,
                                 input: text("input")?,
                                 left_output: text("output")?,
                                 right_output: text("right_output")?,
@@ -1084,7 +1054,7 @@ macro_rules! preferences_sql {
                         consensus["judge"] = serde_json::Value::String(grader);
                         // No `decided_at`: that stamps what humans decided (the `label.completed`
                         // webhook, gold candidates).
-                        sqlx::query(
+                        let closed = sqlx::query(
                             "UPDATE annotation_tasks SET state = 'done', completed_at = $1, consensus = $2 \
                              WHERE id = $3 AND state = 'open'",
                         )
@@ -1092,7 +1062,14 @@ macro_rules! preferences_sql {
                         .bind(consensus.to_string())
                         .bind(judgement.task_id)
                         .execute(&mut *tx)
-                        .await?;
+                        .await?
+                        .rows_affected();
+                        if closed != 1 {
+                            // No rater can have touched a pair waiting for its judge; a pair
+                            // not open is gone or changed underneath: nothing is kept.
+                            tx.rollback().await?;
+                            return Ok(false);
+                        }
                     }
                     tx.commit().await?;
                     Ok(true)
@@ -1103,17 +1080,19 @@ macro_rules! preferences_sql {
 
             async fn judged_pairs(&self, judge_id: Option<i64>) -> StoreResult<Vec<$crate::preferences::JudgedPair>> {
                 let result: StoreResult<Vec<$crate::preferences::JudgedPair>> = async move {
-                    let rows: Vec<(i64, String, Option<String>, bool)> = sqlx::query_as(
+                    // A judge that failed to answer judged nothing (its pair went to raters).
+                    let rows: Vec<(i64, String, Option<String>, bool, bool, f64)> = sqlx::query_as(
                         "SELECT j.judge_id, j.verdict, CASE WHEN t.decided_at IS NULL THEN NULL ELSE t.consensus END, \
-                                j.decided AND NOT j.audited \
+                                j.decided AND NOT j.audited, j.audited, q.audit_rate \
                          FROM pair_judgements j JOIN annotation_tasks t ON t.id = j.task_id \
-                         WHERE ($1 IS NULL OR j.judge_id = $1) ORDER BY j.task_id",
+                         JOIN preference_pairs p ON p.task_id = j.task_id JOIN pair_requests q ON q.id = p.request_id \
+                         WHERE ($1 IS NULL OR j.judge_id = $1) AND j.failure IS NULL ORDER BY j.task_id",
                     )
                     .bind(judge_id)
                     .fetch_all(&self.pool)
                     .await?;
                     rows.into_iter()
-                        .map(|(judge_id, verdict, consensus, by_judge)| {
+                        .map(|(judge_id, verdict, consensus, by_judge, audited, audit_rate)| {
                             Ok($crate::preferences::JudgedPair {
                                 judge_id,
                                 verdict: serde_json::from_str(&verdict).map_err(|err| sqlx::Error::Decode(err.into()))?,
@@ -1123,6 +1102,7 @@ macro_rules! preferences_sql {
                                 } else {
                                     consensus.as_deref().and_then(arbiter_domain::annotation::preference::decided_choice)
                                 },
+                                audited_at: audited.then_some(audit_rate),
                             })
                         })
                         .collect::<Result<Vec<_>, sqlx::Error>>()

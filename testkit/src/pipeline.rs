@@ -25,6 +25,23 @@ pub fn sim_answer_is_right(task: &arbiter_domain::annotation::task::AnnotationTa
         .any(|line| line.trim() == format!("Answer: {}", task.target))
 }
 
+/// A simulated model that always answers in the expected form: `accuracy` for an answerer (or
+/// an uncalibrated judge); a judge with `calibrated_confidence` is right as often as it says.
+pub fn sim_model(
+    name: &str,
+    kind: arbiter_sim::SimModelKind,
+    accuracy: f64,
+    calibrated_confidence: Option<(f64, f64)>,
+) -> arbiter_sim::SimModel {
+    arbiter_sim::SimModel {
+        name: name.into(),
+        kind,
+        accuracy,
+        unparseable_rate: 0.0,
+        calibrated_confidence,
+    }
+}
+
 pub async fn start_sim(config: SimConfig) -> String {
     crate::egress::allow_loopback();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

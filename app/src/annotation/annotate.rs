@@ -321,6 +321,7 @@ pub fn AnnotatePage() -> impl IntoView {
     };
     // A key answers the focused row of a pair asked per dimension (its dimensions, then
     // overall) and moves on; otherwise, like the buttons, it sends the choice.
+    #[cfg(feature = "hydrate")]
     let choose = move |choice: Preference| {
         let row = focused.get_untracked();
         let key = pair_dimensions.with_untracked(|rows| rows.get(row).map(|(key, _)| key.clone()));

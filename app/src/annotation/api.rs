@@ -542,22 +542,26 @@ pub async fn own_labels() -> Result<Vec<OwnLabel>, ServerFnError> {
     Ok(labels)
 }
 
-/// Changes the rater's own label (`verdict` `pass` or `fail`) while its item waits for other
-/// raters.
+/// Changes the rater's own label while its item waits for other raters: a pass/fail label to
+/// `verdict` (`pass` or `fail`), a rubric label to new `answers` (JSON by dimension key).
 #[server(endpoint = "edit_label")]
 pub async fn edit_label(
     label_id: i64,
-    verdict: String,
+    #[server(default)] verdict: String,
+    #[server(default)] answers: String,
     #[server(default)] rationale: String,
 ) -> Result<(), ServerFnError> {
     let (state, user) = require(Permission::Annotate).await?;
-    let pass = arbiter_domain::annotation::task::parse_label(&verdict, &rationale)
-        .map_err(|message| fail(400, message))?;
-    state
-        .store
-        .edit_label(label_id, user.id, pass, &rationale)
-        .await
-        .map_err(store_error)
+    arbiter_engine::rubrics::edit_own_label(
+        state.store.as_ref(),
+        label_id,
+        user.id,
+        &verdict,
+        &answers,
+        &rationale,
+    )
+    .await
+    .map_err(service_error)
 }
 
 #[server(endpoint = "skip_task")]

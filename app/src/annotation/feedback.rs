@@ -3,7 +3,7 @@
 //! yet: waiting for other raters (the rater can still change them) or for a reviewer.
 
 use crate::annotation::api::{own_labels, EditLabel};
-use crate::annotation::rubric_form::AnswersTable;
+use crate::annotation::rubric_form::{AnswersTable, RubricForm};
 use crate::components::{error_text, plain_item, ErrorNote};
 use crate::format::{format_time, verdict_word};
 use crate::shown::{RawToggle, ShownItemView};
@@ -70,6 +70,24 @@ fn OwnLabelCard(
         edit.dispatch(EditLabel {
             label_id,
             verdict: verdict.to_string(),
+            answers: String::new(),
+            rationale: rationale.get_untracked(),
+        });
+    };
+    // A rubric label changes by its answers, starting from those given.
+    let answers = RwSignal::new(
+        label
+            .rubric
+            .as_ref()
+            .map(|given| given.answers.clone())
+            .unwrap_or_default(),
+    );
+    let focused = RwSignal::new(0usize);
+    let change_answers = move || {
+        edit.dispatch(EditLabel {
+            label_id,
+            verdict: String::new(),
+            answers: serde_json::to_string(&answers.get_untracked()).unwrap_or_default(),
             rationale: rationale.get_untracked(),
         });
     };
@@ -95,8 +113,19 @@ fn OwnLabelCard(
                     })
                 })/>
             </details>
-            {match label.editable {
-                Ok(()) => view! {
+            {match (label.editable, label.rubric.clone()) {
+                (Ok(()), Some(given)) => view! {
+                    <details class="rubric" data-testid="change-answers">
+                        <summary>"Change your answers"</summary>
+                        <RubricForm rubric=given.rubric answers focused/>
+                        <label>"Rationale"
+                            <textarea rows="2" prop:value=move || rationale.get()
+                                on:input=move |ev| rationale.set(event_target_value(&ev))></textarea>
+                        </label>
+                        <button class="pass" on:click=move |_| change_answers()>"Change the answers"</button>
+                    </details>
+                }.into_any(),
+                (Ok(()), None) => view! {
                     <label>"Rationale"
                         <textarea rows="2" prop:value=move || rationale.get()
                             on:input=move |ev| rationale.set(event_target_value(&ev))></textarea>
@@ -106,7 +135,7 @@ fn OwnLabelCard(
                         <button class="fail" on:click=move |_| change("fail")>"Change to fail"</button>
                     </div>
                 }.into_any(),
-                Err(why) => view! { <p class="hint" data-testid="not-editable">{why}</p> }.into_any(),
+                (Err(why), _) => view! { <p class="hint" data-testid="not-editable">{why}</p> }.into_any(),
             }}
         </section>
     }

@@ -382,7 +382,7 @@ fn PairwiseCalibrations(calibrations: Vec<(String, PairwiseCalibration)>) -> imp
                                 (None, why) => why.clone().unwrap_or_else(|| "undefined".into()),
                             }}</td>
                             <td>{calibration.reliability.iter().filter(|bin| bin.count > 0).map(|bin| format!(
-                                "{:.2}–{:.2}: {} pairs, {} · ", bin.lower, bin.upper, bin.count, share(bin.accuracy)
+                                "{:.2}–{:.2}: {} pairs, {} · ", bin.lower, bin.upper, bin.count, share(bin.agreement)
                             )).collect::<String>()}</td>
                         </tr>
                     }).collect_view()}

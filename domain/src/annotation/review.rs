@@ -160,6 +160,9 @@ pub struct OwnLabel {
     /// A rubric label's answers, as (question, answer in words); empty for pass/fail.
     #[serde(default)]
     pub answers: Vec<(String, String)>,
+    /// A rubric label's rubric and answers as given, for changing them while it is editable.
+    #[serde(default)]
+    pub rubric: Option<LabelRubric>,
     /// Set for a choice on a pair (then `pass` means nothing): the choice and the pair's
     /// right output (B).
     #[serde(default)]
@@ -197,16 +200,12 @@ pub struct LabelStanding {
     pub reviewed: bool,
     /// A reviewer has been served it (their hold may have lapsed, but they may still decide).
     pub with_reviewer: bool,
-    /// It answers a rubric (changing one is not offered yet: its verdict follows its answers).
-    pub answers_rubric: bool,
 }
 
 /// Whether a rater may change their label: only while the item waits for other raters, and
 /// never while or after a reviewer looks at it (they would judge a label that then changed).
 pub fn may_edit(standing: LabelStanding) -> Result<(), String> {
-    if standing.answers_rubric {
-        Err("a label that answers a rubric cannot be changed after it is submitted".into())
-    } else if standing.rejected {
+    if standing.rejected {
         Err("a reviewer rejected this label; the item went back to the queue".into())
     } else if standing.reviewed {
         Err("a reviewer has decided on this label".into())
@@ -230,7 +229,6 @@ mod tests {
             rejected: false,
             reviewed: false,
             with_reviewer: false,
-            answers_rubric: false,
         };
         assert_eq!(may_edit(waiting), Ok(()));
         for (standing, word) in [
@@ -261,13 +259,6 @@ mod tests {
                     ..waiting
                 },
                 "taken",
-            ),
-            (
-                LabelStanding {
-                    answers_rubric: true,
-                    ..waiting
-                },
-                "rubric",
             ),
         ] {
             let refusal = may_edit(standing).unwrap_err();

@@ -1,15 +1,14 @@
 //! A pairwise judge: an LLM asked which of two answers to one question is better, the way raters
 //! compare two checkpoints side by side. Judges favour the answer shown first (or second), so
 //! every pair is asked twice, once in each order, and the two readings are averaged with the
-//! second's sides swapped back: a judge that only followed position then says "tie", and one
-//! whose two orders disagree is not trusted to decide.
+//! second's sides swapped back: a judge that only followed position comes out even between the
+//! two answers and chooses nothing, and one whose two orders disagree is not trusted to decide.
 //!
 //! The judge answers `A`, `B` or `TIE` first (`A` in capitals: "a" is a word). Its confidence
 //! comes from the logprobs at that token, as a PASS/FAIL judge's does: each choice's
 //! probability summed over its spellings and normalised over the three, unless less than half
 //! the mass is on them. Pure.
 
-use super::calibration::{reliability_bins, LabelledJudgement, ReliabilityBin};
 use super::judge::{answer_tokens, render_placeholders, token_word, MAX_RUBRIC_CHARS};
 use crate::annotation::agreement::{cohen_kappa, Statistic, Weighting};
 use crate::annotation::preference::Preference;
@@ -24,8 +23,6 @@ pub const OUTPUT_B_PLACEHOLDER: &str = "{output_b}";
 pub const PAIRWISE_TOP_LOGPROBS: u8 = 20;
 /// Least probability mass on the three choices for the logprobs to be read.
 pub const MIN_CHOICE_MASS: f64 = 0.5;
-/// Confidence bins of the calibration's reliability table.
-const RELIABILITY_BINS: usize = 5;
 
 pub const DEFAULT_PAIRWISE_RUBRIC: &str = "You are comparing two answers to the same question.\n\n\
 Question:\n{input}\n\n\
@@ -84,7 +81,7 @@ pub struct OrderReading {
 }
 
 /// A reply's first word as a choice: `A` or `B` (capitals), or `tie` in any case; a label
-/// (`Verdict:`, `Winner:`, `Answer:`) may come first.
+/// (`Verdict:`, `Winner:`, `Answer:`) may come first. ("A tie" is a tie, not A.)
 fn choice_word(word: &str) -> Option<Preference> {
     match word {
         "A" => Some(Preference::A),
@@ -112,7 +109,13 @@ pub fn read_pairwise(output: &str, tokens: Option<&[TokenLogprob]>) -> OrderRead
         }
         first => first,
     };
-    let Some(choice) = first.and_then(choice_word) else {
+    let choice = match (first.and_then(choice_word), words.next()) {
+        (Some(Preference::A), Some(next)) if next.eq_ignore_ascii_case("tie") => {
+            Some(Preference::Tie)
+        }
+        (choice, _) => choice,
+    };
+    let Some(choice) = choice else {
         return OrderReading {
             choice: None,
             probabilities: None,
@@ -125,7 +128,9 @@ pub fn read_pairwise(output: &str, tokens: Option<&[TokenLogprob]>) -> OrderRead
 }
 
 /// P(A), P(B), P(tie) at the token that spells the choice: each summed over its listed
-/// spellings (` A`, `A`, `Tie`, ` TIE`) and normalised over the three.
+/// spellings (` A`, `A`, `Tie`, ` TIE`) and normalised over the three. A tie may be spelt in
+/// pieces (`T` + `IE`): a listed alternative that begins the word counts for it, so a tie's
+/// mass is not missed (a choice itself spelt in pieces is not read).
 fn choice_probabilities(tokens: &[TokenLogprob], choice: Preference) -> Option<[f64; 3]> {
     let chosen = answer_tokens(tokens, &CHOICE_LABELS).first()?;
     if choice_word(token_word(&chosen.text())) != Some(choice) {
@@ -135,9 +140,13 @@ fn choice_probabilities(tokens: &[TokenLogprob], choice: Preference) -> Option<[
     let mut chosen_listed = false;
     for alternative in &chosen.top {
         chosen_listed |= alternative.bytes == chosen.bytes;
-        if let Some(at) = choice_word(token_word(&alternative.text()))
-            .and_then(|word| CHOICES.iter().position(|c| *c == word))
-        {
+        let text = alternative.text();
+        let word = token_word(&text);
+        let read = choice_word(word).or_else(|| {
+            let lower = word.to_ascii_lowercase();
+            (!lower.is_empty() && "tie".starts_with(&lower)).then_some(Preference::Tie)
+        });
+        if let Some(at) = read.and_then(|word| CHOICES.iter().position(|c| *c == word)) {
             mass[at] += f64::from(alternative.logprob).exp();
         }
     }
@@ -179,9 +188,12 @@ pub struct PairVerdict {
     pub consistent: bool,
 }
 
+/// Probabilities closer than this are even: no choice is likelier.
+const EVEN: f64 = 1e-9;
+
 impl PairVerdict {
-    /// Whether the verdict decides the pair without raters: both orders agree and the averaged
-    /// probability of the choice reaches `threshold`.
+    /// Whether the verdict decides the pair without raters: both orders named its choice and
+    /// the averaged probability of that choice reaches `threshold`.
     pub fn decides(&self, threshold: f64) -> bool {
         self.consistent
             && self.choice.is_some()
@@ -194,7 +206,7 @@ impl PairVerdict {
 /// Combines the order showing the left answer first with the order showing the right one first.
 pub fn combine_orders(left_first: &OrderReading, right_first: &OrderReading) -> PairVerdict {
     let second_choice = right_first.choice.map(swapped);
-    let consistent = left_first.choice.is_some() && left_first.choice == second_choice;
+    let replies_agree = left_first.choice.is_some() && left_first.choice == second_choice;
     let probabilities = match (left_first.probabilities, right_first.probabilities) {
         (Some(first), Some(second)) => Some([
             (first[0] + second[1]) / 2.0,
@@ -203,23 +215,27 @@ pub fn combine_orders(left_first: &OrderReading, right_first: &OrderReading) -> 
         ]),
         _ => None,
     };
-    let (choice, confidence) =
-        match probabilities {
-            Some(probabilities) if left_first.choice.is_some() && second_choice.is_some() => {
-                let (at, confidence) = probabilities.iter().copied().enumerate().fold(
-                    (0, f64::MIN),
-                    |best, (at, p)| if p > best.1 { (at, p) } else { best },
-                );
-                (Some(CHOICES[at]), Some(confidence))
+    let (choice, confidence) = match probabilities {
+        Some(probabilities) if left_first.choice.is_some() && second_choice.is_some() => {
+            let mut ranked: Vec<(usize, f64)> = probabilities.iter().copied().enumerate().collect();
+            ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
+            if ranked[0].1 - ranked[1].1 <= EVEN {
+                // Even (a judge that only followed position): no choice.
+                (None, None)
+            } else {
+                (Some(CHOICES[ranked[0].0]), Some(ranked[0].1))
             }
-            _ if consistent => (left_first.choice, None),
-            _ => (None, None),
-        };
+        }
+        _ if replies_agree => (left_first.choice, None),
+        _ => (None, None),
+    };
     PairVerdict {
         probabilities,
         choice,
         confidence,
-        consistent,
+        // The likeliest choice must be the one both replies gave: a choice summed over its
+        // spellings can overtake the one each reply sampled.
+        consistent: replies_agree && choice == left_first.choice,
     }
 }
 
@@ -231,72 +247,122 @@ fn as_judged(choice: Preference) -> Preference {
     }
 }
 
+/// A pair the judge was asked about, with the raters' decided choice where they decided one.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CheckedPair {
+    pub verdict: PairVerdict,
+    pub human: Option<Preference>,
+    /// Inverse of the chance raters saw the pair: 1 for one the judge did not decide (all go
+    /// to raters), 1 / the audit share for one it decided and raters labelled anyway.
+    pub weight: f64,
+}
+
+/// One row of the calibration's reliability table: pairs whose judge confidence fell in
+/// `[lower, upper)` (the last row includes 1).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConfidenceBin {
+    pub lower: f64,
+    pub upper: f64,
+    /// Pairs in the row (a raw count: the evidence behind it).
+    pub count: u64,
+    /// Weighted mean confidence and weighted share agreeing with the raters.
+    pub mean_confidence: Option<f64>,
+    pub agreement: Option<f64>,
+}
+
 /// How a pairwise judge compares with the raters' decided pairs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PairwiseCalibration {
     /// Pairs the judge chose on and raters decided.
     pub pairs: u64,
-    /// Share where the judge's choice is the raters' (both bad counting as a tie).
+    /// Share where the judge's choice is the raters' (both bad counting as a tie), each pair
+    /// weighted by the inverse of the chance raters saw it, so it estimates the agreement on
+    /// every pair the judge is asked.
     pub agreement: Option<f64>,
-    /// Cohen's kappa between the judge and the raters over A, B and tie, or why it is
-    /// undefined.
+    /// Cohen's kappa between the judge and the raters over A, B and tie (unweighted, over the
+    /// pairs raters decided), or why it is undefined.
     pub kappa: Option<f64>,
     pub kappa_undefined: Option<String>,
-    /// Share of every judged pair whose two orders agreed.
+    /// Share of judged pairs whose two orders named the same choice.
     pub consistency: Option<f64>,
-    /// Judged pairs (with or without raters).
+    /// Pairs it judged (answering in both orders).
     pub judged: u64,
-    /// The judge's confidence against how often it matched the raters.
-    pub reliability: Vec<ReliabilityBin>,
+    /// The judge's confidence (from 1/3: three choices) against its weighted agreement.
+    pub reliability: Vec<ConfidenceBin>,
 }
 
-/// Calibrates a pairwise judge: `verdicts` are every pair it judged, with the raters' decided
-/// choice where they decided one.
-pub fn calibrate_pairwise(verdicts: &[(PairVerdict, Option<Preference>)]) -> PairwiseCalibration {
-    let compared: Vec<(&PairVerdict, Preference, Preference)> = verdicts
+/// Rows of the reliability table, from a third (an even three-way split) to one.
+const RELIABILITY_BINS: usize = 4;
+
+/// Calibrates a pairwise judge on every pair it judged.
+pub fn calibrate_pairwise(pairs: &[CheckedPair]) -> PairwiseCalibration {
+    let compared: Vec<(&CheckedPair, Preference, Preference)> = pairs
         .iter()
-        .filter_map(|(verdict, human)| Some((verdict, verdict.choice?, as_judged((*human)?))))
+        .filter_map(|pair| Some((pair, pair.verdict.choice?, as_judged(pair.human?))))
         .collect();
-    let agreeing = compared
-        .iter()
-        .filter(|(_, judge, human)| judge == human)
-        .count();
-    let share = |part: usize, whole: usize| (whole > 0).then(|| part as f64 / whole as f64);
+    let weighted_share = |items: &mut dyn Iterator<Item = (f64, bool)>| {
+        let (mut total, mut agreeing) = (0.0, 0.0);
+        for (weight, agrees) in items {
+            total += weight;
+            if agrees {
+                agreeing += weight;
+            }
+        }
+        (total > 0.0).then(|| agreeing / total)
+    };
     let labels: Vec<(&str, &str)> = compared
         .iter()
         .map(|(_, judge, human)| (judge.as_str(), human.as_str()))
         .collect();
-    // The raters were asked whether or not the judge was sure (every pair of a request the
-    // judge did not decide, and an audit sample of those it did), so each counts once.
-    let labelled: Vec<LabelledJudgement> = compared
-        .iter()
-        .filter_map(|(verdict, judge, human)| {
-            Some(LabelledJudgement {
-                confidence: verdict.confidence?,
-                judge_pass: true,
-                human_pass: judge == human,
-                weight: 1.0,
-            })
+    let kappa = cohen_kappa(&labels, Weighting::Unweighted).statistic;
+    let lowest = 1.0 / 3.0;
+    let width = (1.0 - lowest) / RELIABILITY_BINS as f64;
+    let reliability = (0..RELIABILITY_BINS)
+        .map(|bin| {
+            let lower = lowest + width * bin as f64;
+            let upper = lower + width;
+            let last = bin + 1 == RELIABILITY_BINS;
+            let inside: Vec<(f64, f64, bool)> = compared
+                .iter()
+                .filter_map(|(pair, judge, human)| {
+                    let confidence = pair.verdict.confidence?;
+                    let within = confidence >= lower && (confidence < upper || last);
+                    within.then_some((confidence, pair.weight, judge == human))
+                })
+                .collect();
+            let weight: f64 = inside.iter().map(|(_, weight, _)| weight).sum();
+            ConfidenceBin {
+                lower,
+                upper,
+                count: inside.len() as u64,
+                mean_confidence: (weight > 0.0).then(|| {
+                    inside
+                        .iter()
+                        .map(|(confidence, weight, _)| confidence * weight)
+                        .sum::<f64>()
+                        / weight
+                }),
+                agreement: weighted_share(
+                    &mut inside.iter().map(|(_, weight, agrees)| (*weight, *agrees)),
+                ),
+            }
         })
         .collect();
-    let kappa = cohen_kappa(&labels, Weighting::Unweighted).statistic;
     PairwiseCalibration {
         pairs: compared.len() as u64,
-        agreement: share(agreeing, compared.len()),
+        agreement: weighted_share(
+            &mut compared
+                .iter()
+                .map(|(pair, judge, human)| (pair.weight, judge == human)),
+        ),
         kappa: kappa.value(),
         kappa_undefined: match kappa {
             Statistic::Undefined { reason } => Some(reason.to_string()),
             Statistic::Defined(_) => None,
         },
-        consistency: share(
-            verdicts
-                .iter()
-                .filter(|(verdict, _)| verdict.consistent)
-                .count(),
-            verdicts.len(),
-        ),
-        judged: verdicts.len() as u64,
-        reliability: reliability_bins(&labelled, RELIABILITY_BINS),
+        consistency: weighted_share(&mut pairs.iter().map(|pair| (1.0, pair.verdict.consistent))),
+        judged: pairs.len() as u64,
+        reliability,
     }
 }
 
@@ -397,6 +463,29 @@ mod tests {
     }
 
     #[test]
+    fn a_choice_that_overtakes_both_replies_decides_nothing() {
+        // Both replies said A (the left), but the tie's spellings sum to more.
+        let verdict = combine_orders(
+            &reading(Preference::A, [0.4, 0.05, 0.55]),
+            &reading(Preference::B, [0.05, 0.4, 0.55]),
+        );
+        assert_eq!(verdict.choice, Some(Preference::Tie));
+        assert!(!verdict.consistent && !verdict.decides(0.5));
+        // "A tie" is a tie; a tie spelt in pieces still weighs against A.
+        assert_eq!(
+            read_pairwise("A tie: both are right", None).choice,
+            Some(Preference::Tie)
+        );
+        let split_tie = [token(
+            "A",
+            (0.5f32).ln(),
+            &[("A", (0.5f32).ln()), ("T", (0.45f32).ln())],
+        )];
+        let [a, _, tie] = read_pairwise("A", Some(&split_tie)).probabilities.unwrap();
+        assert!((a - 0.5 / 0.95).abs() < 1e-6 && (tie - 0.45 / 0.95).abs() < 1e-6);
+    }
+
+    #[test]
     fn a_judge_that_follows_position_decides_nothing() {
         // It says "A" whichever answer is shown first: the orders disagree.
         let verdict = combine_orders(
@@ -406,6 +495,7 @@ mod tests {
         assert!(!verdict.consistent);
         let [left, right, _] = verdict.probabilities.unwrap();
         assert!((left - right).abs() < 1e-9, "position cancels out");
+        assert_eq!(verdict.choice, None, "even: no choice");
         assert!(!verdict.decides(0.4));
         // Without logprobs, agreeing replies give the choice but no confidence.
         let plain = |choice| OrderReading {
@@ -431,36 +521,49 @@ mod tests {
     }
 
     #[test]
-    fn calibration_counts_agreement_with_both_bad_as_a_tie() {
-        let sure = |choice| PairVerdict {
+    fn calibration_counts_agreement_with_both_bad_as_a_tie_and_weighs_audited_pairs() {
+        let sure = |choice, confidence| PairVerdict {
             probabilities: None,
             choice: Some(choice),
-            confidence: Some(0.9),
+            confidence: Some(confidence),
             consistent: true,
         };
-        let verdicts = [
-            (sure(Preference::A), Some(Preference::A)),
-            (sure(Preference::B), Some(Preference::B)),
-            (sure(Preference::Tie), Some(Preference::BothBad)),
-            (sure(Preference::A), Some(Preference::B)),
+        let checked = |verdict, human, weight| CheckedPair {
+            verdict,
+            human,
+            weight,
+        };
+        let pairs = [
+            checked(sure(Preference::A, 0.9), Some(Preference::A), 1.0),
+            checked(sure(Preference::B, 0.9), Some(Preference::B), 1.0),
+            checked(sure(Preference::Tie, 0.4), Some(Preference::BothBad), 1.0),
+            // An audited pair stands for the four the judge decided alone (audit share 1/4).
+            checked(sure(Preference::A, 0.9), Some(Preference::B), 4.0),
             // Judged but never seen by raters: counts for consistency only.
-            (sure(Preference::A), None),
-            (
+            checked(sure(Preference::A, 0.9), None, 1.0),
+            checked(
                 PairVerdict {
                     consistent: false,
-                    ..sure(Preference::B)
+                    ..sure(Preference::B, 0.6)
                 },
                 None,
+                1.0,
             ),
         ];
-        let calibration = calibrate_pairwise(&verdicts);
+        let calibration = calibrate_pairwise(&pairs);
         assert_eq!((calibration.pairs, calibration.judged), (4, 6));
-        assert_eq!(calibration.agreement, Some(0.75));
+        // 3 of 7 by weight agree.
+        assert!((calibration.agreement.unwrap() - 3.0 / 7.0).abs() < 1e-12);
         assert_eq!(calibration.consistency, Some(5.0 / 6.0));
         // Judge a, b, tie, a against raters a, b, tie, b: kappa (0.75 - 0.3125) / 0.6875.
         assert!((calibration.kappa.unwrap() - 0.4375 / 0.6875).abs() < 1e-9);
+        // A confidence below a half has a row of its own.
+        let first = &calibration.reliability[0];
+        assert!(first.lower < 0.34 && first.upper > 0.4);
+        assert_eq!((first.count, first.agreement), (1, Some(1.0)));
         let top = calibration.reliability.last().unwrap();
-        assert_eq!((top.count, top.accuracy), (4, Some(0.75)));
+        assert_eq!(top.count, 3);
+        assert!((top.agreement.unwrap() - 2.0 / 6.0).abs() < 1e-12);
     }
 
     #[test]

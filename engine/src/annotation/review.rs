@@ -77,30 +77,19 @@ async fn corrected_answers(
             "this label answers pass or fail, not a rubric: correct its verdict".into(),
         )
     })?;
-    let version = store
-        .get_rubric(rubric_id)
-        .await?
-        .ok_or_else(|| ServiceError::NotFound(format!("no rubric with id {rubric_id}")))?;
-    let answers: RubricAnswer = serde_json::from_str(answers).map_err(|err| {
-        ServiceError::Invalid(format!(
-            "corrected answers are a JSON object by dimension key: {err}"
-        ))
-    })?;
-    version
-        .rubric
-        .check_answer(&answers)
-        .map_err(|problem| ServiceError::Invalid(format!("the corrected answers: {problem}")))?;
+    let (_, answers, pass) = crate::rubrics::checked_answers(store, rubric_id, answers)
+        .await
+        .map_err(|err| match err {
+            ServiceError::Invalid(problem) => {
+                ServiceError::Invalid(format!("the corrected answers: {problem}"))
+            }
+            other => other,
+        })?;
     // The form starts from the rater's answers: sent unchanged, they are accepted, not a
     // correction that would count against the rater.
     if serde_json::from_str::<RubricAnswer>(&given).ok().as_ref() == Some(&answers) {
         return Ok(ReviewDecision::Accept);
     }
-    let pass = version.rubric.verdict_of_answer(&answers).ok_or_else(|| {
-        ServiceError::Invalid(format!(
-            "rubric `{}` says no verdict, so its answers cannot decide an item",
-            version.name
-        ))
-    })?;
     Ok(ReviewDecision::CorrectAnswers { answers, pass })
 }
 

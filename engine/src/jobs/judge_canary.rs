@@ -14,14 +14,7 @@ pub async fn run(
     interval: Duration,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
-    // Unique across hosts and containers (where every process may be pid 1): a claim's owner
-    // is who may finish it.
-    let worker = format!(
-        "canary:{}:{}:{:016x}",
-        std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into()),
-        std::process::id(),
-        rand::random::<u64>()
-    );
+    let worker = super::claim_owner("canary");
     let stopping = shutdown.clone();
     super::every(interval, shutdown, || {
         let (store, worker, stopping) = (store.clone(), worker.clone(), stopping.clone());

@@ -45,6 +45,17 @@ pub async fn every<F, Fut>(
     }
 }
 
+/// A worker id for claims in the store, unique across hosts and containers (where every
+/// process may be pid 1): a claim's owner is who may finish it.
+pub(crate) fn claim_owner(job: &str) -> String {
+    format!(
+        "{job}:{}:{}:{:016x}",
+        std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into()),
+        std::process::id(),
+        rand::random::<u64>()
+    )
+}
+
 /// What one process runs in the background, and how often; `None` runs that job elsewhere
 /// (or nowhere). Every job is safe to run in several processes at once: each claims its work
 /// in the store.

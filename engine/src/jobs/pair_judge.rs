@@ -13,13 +13,7 @@ pub async fn run(
     interval: Duration,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
-    // Unique across hosts and containers: a claim's owner is who may record its judgement.
-    let worker = format!(
-        "pairs:{}:{}:{:016x}",
-        std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into()),
-        std::process::id(),
-        rand::random::<u64>()
-    );
+    let worker = super::claim_owner("pairs");
     let stopping = shutdown.clone();
     super::every(interval, shutdown, || {
         let (store, worker, stopping) = (store.clone(), worker.clone(), stopping.clone());

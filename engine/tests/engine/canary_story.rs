@@ -11,7 +11,7 @@ use arbiter_domain::health::ALERT_JUDGE_DRIFT;
 use arbiter_domain::ids::CheckpointId;
 use arbiter_engine::canary::{run_next_canary, CanaryRound};
 use arbiter_engine::grading::{self, JudgeForm, PolicyForm};
-use arbiter_sim::{SimConfig, SimModel, SimModelKind};
+use arbiter_sim::{SimConfig, SimModelKind};
 use arbiter_store::{now_ms, Store};
 use arbiter_testkit::fixtures::*;
 use arbiter_testkit::pipeline::{
@@ -53,13 +53,7 @@ async fn canary_of(store: &dyn Store, judge_id: i64) -> JudgeCanary {
 }
 
 async fn new_judge_versions_regrade_the_reference_set_and_drift_is_alerted(store: Arc<dyn Store>) {
-    let model = |name: &str, kind, accuracy, confidence| SimModel {
-        name: name.into(),
-        kind,
-        accuracy,
-        unparseable_rate: 0.0,
-        calibrated_confidence: confidence,
-    };
+    let model = arbiter_testkit::pipeline::sim_model;
     let endpoint = start_sim(SimConfig {
         models: vec![
             model("answerer", SimModelKind::Answerer, 0.7, None),

@@ -15,7 +15,7 @@ use arbiter_engine::error::ServiceError;
 use arbiter_engine::grading::{self, JudgeForm, PolicyForm};
 use arbiter_engine::pair_judging::{judge_waiting_pairs, pairwise_calibrations};
 use arbiter_engine::preferences::{preference_reports, send_pairs, PairRequestForm};
-use arbiter_sim::{SimConfig, SimModel, SimModelKind};
+use arbiter_sim::{SimConfig, SimModelKind};
 use arbiter_store::Store;
 use arbiter_testkit::fixtures::*;
 use arbiter_testkit::pipeline::{launch, start_sim, test_worker, work_until_complete};
@@ -67,13 +67,7 @@ fn right_side(task: &arbiter_domain::annotation::task::AnnotationTask) -> Option
 async fn a_pairwise_judge_decides_confident_pairs_and_is_calibrated_by_raters(
     store: Arc<dyn Store>,
 ) {
-    let model = |name: &str, kind, accuracy, confidence| SimModel {
-        name: name.into(),
-        kind,
-        accuracy,
-        unparseable_rate: 0.0,
-        calibrated_confidence: confidence,
-    };
+    let model = arbiter_testkit::pipeline::sim_model;
     let endpoint = start_sim(SimConfig {
         models: vec![
             model("strong", SimModelKind::Answerer, 0.9, None),
@@ -175,19 +169,15 @@ async fn a_pairwise_judge_decides_confident_pairs_and_is_calibrated_by_raters(
         .unwrap()
         .is_none());
 
-    // Two workers judge the pairs; each pair once.
+    // Two workers judge the pairs at once, each its own claims (a round claims 32): together
+    // every pair, once.
     let (first, second) = tokio::join!(
         judge_waiting_pairs(&store, "judge-1"),
         judge_waiting_pairs(&store, "judge-2")
     );
-    let mut judged = first.unwrap() + second.unwrap();
-    loop {
-        match judge_waiting_pairs(&store, "judge-1").await.unwrap() {
-            0 => break,
-            more => judged += more,
-        }
-    }
-    assert_eq!(judged as i64, PAIRS);
+    let (first, second) = (first.unwrap(), second.unwrap());
+    assert_eq!((first + second) as i64, PAIRS, "{first} + {second}");
+    assert!(first.min(second) >= 8, "{first} and {second}");
     let summary = store.pair_requests(10).await.unwrap().remove(0);
     let alone = summary.judge_decided;
     assert!(alone > 0 && alone < PAIRS, "decided alone: {alone}");

@@ -235,10 +235,11 @@ async fn rubric_answers_are_checked_and_decided_per_dimension(store: Arc<dyn Sto
     // Three raters of equal standing: helpful 4 and 3 pass (at least 3) and 2 fails, so the
     // item passes, though on `correct` two of them said fail; the consensus on each dimension
     // (helpful's median is 3) is reported with it.
+    // Ann first says helpful 2, and changes it to 4 below while the item waits.
     submit(
         ann,
         0,
-        r#"{"correct": false, "helpful": 4, "tone": ["formal"]}"#,
+        r#"{"correct": false, "helpful": 2, "tone": ["formal"]}"#,
     )
     .await
     .unwrap();
@@ -254,16 +255,49 @@ async fn rubric_answers_are_checked_and_decided_per_dimension(store: Arc<dyn Sto
         0,
         "two of three labels decide nothing"
     );
-    // A rubric label shows its answers to its rater, and is not changed by pass or fail.
-    let own = &store.own_labels(ann, 10).await.unwrap()[0];
+    // A rubric label shows its rubric and answers to its rater, who changes them (checked
+    // like any answers) while the item waits; pass or fail does not change it.
+    let own = store.own_labels(ann, 10).await.unwrap().remove(0);
     assert!(own
         .answers
-        .contains(&("How helpful is it?".to_string(), "4 (Great)".to_string())));
-    let refusal = own.editable.clone().unwrap_err();
-    assert!(refusal.contains("rubric"), "{refusal}");
+        .contains(&("How helpful is it?".to_string(), "2 (Fair)".to_string())));
+    assert_eq!(own.editable, Ok(()));
+    assert_eq!(own.rubric.as_ref().unwrap().rubric.dimensions.len(), 4);
+    let edit = |verdict: &'static str, answers: &'static str| {
+        rubrics::edit_own_label(store, own.label_id, ann, verdict, answers, "")
+    };
+    assert!(invalid(edit("pass", "").await).contains("change its answers"));
+    assert!(
+        invalid(edit("", r#"{"correct": false, "tone": ["formal"]}"#).await)
+            .contains("`helpful` needs an answer")
+    );
     assert!(matches!(
         store.edit_label(own.label_id, ann, true, "").await,
         Err(StoreError::Conflict(_))
+    ));
+    edit(
+        "",
+        r#"{"correct": false, "helpful": 4, "tone": ["formal"]}"#,
+    )
+    .await
+    .unwrap();
+    let own = store.own_labels(ann, 10).await.unwrap().remove(0);
+    assert!(own
+        .answers
+        .contains(&("How helpful is it?".to_string(), "4 (Great)".to_string())));
+    assert!(own.edited_at.is_some());
+    // Another rater cannot change Ann's label.
+    assert!(matches!(
+        rubrics::edit_own_label(
+            store,
+            own.label_id,
+            raters[1],
+            "",
+            r#"{"correct": true, "helpful": 1, "tone": ["formal"]}"#,
+            ""
+        )
+        .await,
+        Err(ServiceError::NotFound(_))
     ));
     submit(
         raters[2],

@@ -11,7 +11,7 @@ use arbiter_domain::ids::{CheckpointId, EvalId};
 use arbiter_engine::error::ServiceError;
 use arbiter_engine::grading::{self, JudgeForm, PolicyForm};
 use arbiter_engine::rubrics;
-use arbiter_sim::{SimConfig, SimModel, SimModelKind};
+use arbiter_sim::{SimConfig, SimModelKind};
 use arbiter_store::Store;
 use arbiter_testkit::fixtures::*;
 use arbiter_testkit::pipeline::{
@@ -113,12 +113,8 @@ async fn label_by_truth(store: &dyn Store, rater: arbiter_domain::ids::UserId) -
 async fn a_judge_scores_a_rubric_dimension_and_is_calibrated_against_the_raters(
     store: Arc<dyn Store>,
 ) {
-    let model = |name: &str, kind, confidence| SimModel {
-        name: name.into(),
-        kind,
-        accuracy: 0.7,
-        unparseable_rate: 0.0,
-        calibrated_confidence: confidence,
+    let model = |name: &str, kind, confidence| {
+        arbiter_testkit::pipeline::sim_model(name, kind, 0.7, confidence)
     };
     let endpoint = start_sim(SimConfig {
         models: vec![
