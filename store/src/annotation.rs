@@ -1243,20 +1243,15 @@ macro_rules! annotation_sql {
             let Some((task_id, rater_id, state, review_state, served_to)) = label else {
                 return Err(StoreError::NotFound(format!("no label with id {label_id}")));
             };
-            if UserId(rater_id) == reviewer_id {
-                return Err(StoreError::Conflict("you cannot review your own label".into()));
-            }
-            let Some(review_state) = review_state else {
-                return Err(StoreError::Conflict("this label was not drawn for review".into()));
-            };
-            if state == "rejected" || review_state != "pending" {
-                return Err(StoreError::Conflict("this label has been reviewed already".into()));
-            }
-            if served_to != Some(reviewer_id.get()) {
-                return Err(StoreError::Conflict(
-                    "this label was not served to you for review; take your next item on the review page".into(),
-                ));
-            }
+            arbiter_domain::annotation::review::may_review(
+                "label",
+                reviewer_id,
+                UserId(rater_id),
+                &state,
+                review_state.as_deref(),
+                served_to.map(UserId),
+            )
+            .map_err(StoreError::Conflict)?;
             if labelled_by(&mut tx, TaskId(task_id), reviewer_id).await? {
                 return Err(StoreError::Conflict("you labelled this item, so another reviewer decides it".into()));
             }

@@ -791,20 +791,15 @@ macro_rules! preferences_sql {
                         .bind(label_id)
                         .fetch_one(&mut *tx)
                         .await?;
-                    if UserId(rater_id) == reviewer_id {
-                        return Err(StoreError::Conflict("you cannot review your own preference".into()));
-                    }
-                    let Some(review_state) = review_state else {
-                        return Err(StoreError::Conflict("this preference was not drawn for review".into()));
-                    };
-                    if state == "rejected" || review_state != "pending" {
-                        return Err(StoreError::Conflict("this preference has been reviewed already".into()));
-                    }
-                    if served_to != Some(reviewer_id.get()) {
-                        return Err(StoreError::Conflict(
-                            "this preference was not served to you for review; take your next item on the review page".into(),
-                        ));
-                    }
+                    arbiter_domain::annotation::review::may_review(
+                        "preference",
+                        reviewer_id,
+                        UserId(rater_id),
+                        &state,
+                        review_state.as_deref(),
+                        served_to.map(UserId),
+                    )
+                    .map_err(StoreError::Conflict)?;
                     let answered: i64 = sqlx::query_scalar(
                         "SELECT COUNT(*) FROM preference_labels WHERE task_id = $1 AND rater_id = $2",
                     )

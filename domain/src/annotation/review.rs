@@ -68,6 +68,34 @@ pub struct ReviewCheck {
     pub reason: String,
 }
 
+/// Whether `reviewer` may decide on an answer (a label, or a choice on a pair: `noun`) by
+/// `rater`, in `state` (`standing` or `rejected`), whose review is `review_state` and which was
+/// served to `served_to`: the refusal to show otherwise.
+pub fn may_review(
+    noun: &str,
+    reviewer: crate::ids::UserId,
+    rater: crate::ids::UserId,
+    state: &str,
+    review_state: Option<&str>,
+    served_to: Option<crate::ids::UserId>,
+) -> Result<(), String> {
+    if rater == reviewer {
+        return Err(format!("you cannot review your own {noun}"));
+    }
+    let Some(review_state) = review_state else {
+        return Err(format!("this {noun} was not drawn for review"));
+    };
+    if state == "rejected" || review_state != "pending" {
+        return Err(format!("this {noun} has been reviewed already"));
+    }
+    if served_to != Some(reviewer) {
+        return Err(format!(
+            "this {noun} was not served to you for review; take your next item on the review page"
+        ));
+    }
+    Ok(())
+}
+
 /// A reviewer's decision on a label.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ReviewDecision {
@@ -221,6 +249,44 @@ pub fn may_edit(standing: LabelStanding) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reviewer_decides_only_an_answer_served_to_them_and_not_their_own() {
+        use crate::ids::UserId;
+        let (reviewer, rater) = (UserId(1), UserId(2));
+        let review = |rater, state, review_state, served_to| {
+            may_review("label", reviewer, rater, state, review_state, served_to)
+        };
+        assert_eq!(
+            review(rater, "standing", Some("pending"), Some(reviewer)),
+            Ok(())
+        );
+        for (refusal, says) in [
+            (
+                review(reviewer, "standing", Some("pending"), Some(reviewer)),
+                "your own label",
+            ),
+            (review(rater, "standing", None, Some(reviewer)), "not drawn"),
+            (
+                review(rater, "rejected", Some("pending"), Some(reviewer)),
+                "reviewed already",
+            ),
+            (
+                review(rater, "standing", Some("accepted"), Some(reviewer)),
+                "reviewed already",
+            ),
+            (
+                review(rater, "standing", Some("pending"), Some(UserId(3))),
+                "not served to you",
+            ),
+            (
+                review(rater, "standing", Some("pending"), None),
+                "not served to you",
+            ),
+        ] {
+            assert!(refusal.unwrap_err().contains(says), "{says}");
+        }
+    }
 
     #[test]
     fn a_label_is_editable_only_while_its_item_waits_and_no_reviewer_has_it() {
