@@ -134,7 +134,13 @@ pub struct Generation {
     pub served_by: Option<String>,
     pub model_used: Option<String>,
     pub fallback_used: bool,
+    /// Time at the endpoints: from the first request sent to the answer, over every attempt
+    /// (the server's own queue, its service time and the waits between retries), without
+    /// the time spent waiting inside Arbiter (`waited_ms`).
     pub latency_ms: i64,
+    /// Time the identity waited inside Arbiter for a request slot: from its claim to the
+    /// first request sent, and for a slot again before each retry.
+    pub waited_ms: i64,
     pub attempts: i64,
     pub prompt_tokens: Option<i64>,
     pub completion_tokens: Option<i64>,

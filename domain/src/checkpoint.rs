@@ -74,6 +74,37 @@ pub struct Checkpoint {
     #[serde(skip)]
     #[schema(ignore)]
     pub api_key_ref: Option<String>,
+    /// Set once the checkpoint is rolled back: its runs are cancelled, it leaves trends and
+    /// baselines, and its results stay readable, marked retracted.
+    #[serde(default)]
+    pub retraction: Option<Retraction>,
+}
+
+/// Why and when a checkpoint was retracted, and by whom.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Retraction {
+    pub at: i64,
+    pub reason: String,
+    /// The username of whoever retracted it (`None` once that account is gone).
+    pub by: Option<String>,
+}
+
+/// The most characters a retraction's reason may have.
+pub const RETRACTION_REASON_MAX: usize = 2000;
+
+/// A retraction's reason as given, trimmed; refused when empty or too long.
+pub fn retraction_reason(reason: &str) -> Result<String, String> {
+    let reason = reason.trim();
+    if reason.is_empty() {
+        return Err("say why the checkpoint is retracted: the reason is shown on its runs".into());
+    }
+    let length = reason.chars().count();
+    if length > RETRACTION_REASON_MAX {
+        return Err(format!(
+            "the reason has {length} characters; at most {RETRACTION_REASON_MAX} are kept"
+        ));
+    }
+    Ok(reason.to_string())
 }
 
 impl Checkpoint {
@@ -138,4 +169,23 @@ pub struct KeyBinding {
     pub set_by: String,
     /// Whether a lead or admin may change it here (not when the operator's variable is set).
     pub editable: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_retraction_needs_a_reason_of_bounded_length() {
+        assert_eq!(
+            retraction_reason("  tokenizer lost its chat template \n"),
+            Ok("tokenizer lost its chat template".into())
+        );
+        assert!(retraction_reason(" \n").unwrap_err().contains("say why"));
+        let long = "x".repeat(RETRACTION_REASON_MAX + 1);
+        assert!(retraction_reason(&long)
+            .unwrap_err()
+            .contains("2001 characters"));
+        assert!(retraction_reason(&"é".repeat(RETRACTION_REASON_MAX)).is_ok());
+    }
 }

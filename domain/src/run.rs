@@ -156,6 +156,9 @@ pub struct RunSummary {
     pub expected_count: i64,
     pub done_count: i64,
     pub created_at: i64,
+    /// Its checkpoint was retracted: never a baseline, out of trends.
+    #[serde(default)]
+    pub checkpoint_retracted: bool,
 }
 
 /// Live counts for a run's page. `passed + failed + uncertain + errors + scored == done`.
@@ -181,6 +184,10 @@ pub struct RunProgress {
     pub scored: i64,
     /// One representative endpoint error, so a broken endpoint is explained on the page.
     pub last_error: Option<String>,
+    /// Why the run's checkpoint was retracted, when it was: its results stay readable,
+    /// marked so.
+    #[serde(default)]
+    pub checkpoint_retracted: Option<String>,
     #[schema(value_type = i64)]
     pub priority: Priority,
     pub team: String,

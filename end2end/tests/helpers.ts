@@ -242,7 +242,7 @@ export async function launchRun(page: Page, evalName: string, checkpoint: string
 export async function waitForRunToFinish(page: Page, runId: number) {
   if (new URL(page.url()).pathname !== `/runs/${runId}`) await page.goto(`/runs/${runId}`);
   const status = page.getByTestId('run-status');
-  // The page polls every second once hydrated; no reload is needed.
+  // The page follows the run's progress events once hydrated; no reload is needed.
   await expect(status).not.toHaveText('running', { timeout: 45_000 });
   return status.innerText();
 }

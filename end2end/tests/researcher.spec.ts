@@ -93,12 +93,17 @@ test('an eval defined in the browser runs to completion against the simulator', 
   const evalName = uniqueName('tiny exact match');
 
   await defineEval(page, { name: evalName, dataset, repetitions: 1 });
+  // The run page follows the run's progress events rather than polling for them.
+  const events = page.waitForResponse((response) => /\/runs\/\d+\/events$/.test(response.url()));
   const runId = await launchRun(page, evalName, 'simulator/ckpt-a');
 
   await expect(page.getByRole('heading', { level: 1 })).toHaveText(
     `Run #${runId}: ${evalName} on simulator/ckpt-a`,
   );
   await waitForHydration(page);
+  const stream = await events;
+  expect(stream.url()).toContain(`/runs/${runId}/events`);
+  expect(stream.headers()['content-type']).toBe('text/event-stream');
   await expect(page.getByTestId('run-status')).toHaveText('completed', { timeout: 45_000 });
   const total = TINY_DATASET.length; // one repetition
   await expect(page.getByTestId('run-progress')).toContainText(`${total} / ${total} results (100%)`);
@@ -110,6 +115,12 @@ test('an eval defined in the browser runs to completion against the simulator', 
   expect(counts.reduce((a, b) => a + b), `pass+fail+uncertain+errors ${counts}`).toBe(total);
   expect(counts[3], 'endpoint errors').toBe(0);
   await expect(page.locator('table.results tbody tr')).toHaveCount(total);
+  // The workers' load samples: answers timed at the endpoint apart from the wait in Arbiter.
+  const load = page.getByTestId('run-load');
+  // The workers' last samples land a sample period after the answers; the page reads them then.
+  await expect(load.getByTestId('load-times')).toContainText('mean at the endpoints', { timeout: 15_000 });
+  await expect(load.getByTestId('load-times')).toContainText('mean wait in Arbiter');
+  await expect(load.locator('svg')).toHaveCount(2);
 });
 
 test('a run against an unreachable endpoint fails and says why', async ({ page }) => {
@@ -131,6 +142,16 @@ test('a run against an unreachable endpoint fails and says why', async ({ page }
   expect(await waitForRunToFinish(page, runId)).toBe('failed');
   await expect(page.getByTestId('run-error')).toContainText('could not connect');
   await expect(page.getByTestId('count-errors')).toHaveText('2');
+
+  // Rolled back: the checkpoint is retracted with a reason, which its run's page shows.
+  await page.goto('/checkpoints');
+  await waitForHydration(page);
+  const retraction = page.getByTestId(`retraction-${checkpoint}`);
+  await page.getByLabel(`why ${checkpoint} is retracted`).fill('endpoint decommissioned');
+  await retraction.getByRole('button', { name: 'Retract' }).click();
+  await expect(retraction).toContainText('retracted: endpoint decommissioned');
+  await page.goto(`/runs/${runId}`);
+  await expect(page.getByTestId('run-retracted')).toContainText('endpoint decommissioned');
 });
 
 test('a structured suite is mapped, checked as typed, previewed and run', async ({ page }) => {

@@ -155,6 +155,7 @@ async fn regrade_reference_set(
         // The canary's calls are not a run's: they are not priced into any report.
         prices: TokenPrices::default(),
         fallback_prices: TokenPrices::default(),
+        load: None,
     };
     // Each call owns what it needs, so the stream of calls is `Send` for the job's task.
     let (spec, target) = (Arc::new(spec), Arc::new(target));

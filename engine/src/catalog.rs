@@ -9,14 +9,14 @@ use crate::clients::model::normalise_base_url;
 use crate::error::{ServiceError, ServiceResult};
 use crate::secrets::BoundBy;
 use arbiter_domain::accounts::User;
-use arbiter_domain::checkpoint::{Endpoint, KeyBinding, NewCheckpoint, TokenPrices};
+use arbiter_domain::checkpoint::{Checkpoint, Endpoint, KeyBinding, NewCheckpoint, TokenPrices};
 use arbiter_domain::dataset::{
     DatasetBuilder, DatasetError, DatasetFormat, DatasetItem, DatasetRevision, ItemSink,
     UploadLimits,
 };
 use arbiter_domain::fields::FieldMapping;
 use arbiter_domain::grading::GraderSpec;
-use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId, UserId};
+use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId, RunId, UserId};
 use arbiter_domain::manifest::{EvalSpec, GenerationSettings, SamplingOptions};
 use arbiter_domain::prompt::few_shot::FewShotSpec;
 use arbiter_domain::prompt::{Api, MessageTemplate, PromptSpec, TemplateSyntax};
@@ -228,6 +228,17 @@ pub async fn set_checkpoint_prices(
     output_usd_per_mtok: &str,
 ) -> ServiceResult<()> {
     let prices = parse_prices(input_usd_per_mtok, output_usd_per_mtok)?;
+    changeable_checkpoint(store, user, checkpoint_id, "reprice").await?;
+    Ok(store.set_checkpoint_prices(checkpoint_id, &prices).await?)
+}
+
+/// The checkpoint, if `user` may `verb` it: a member of its team, a lead or an admin.
+async fn changeable_checkpoint(
+    store: &dyn Store,
+    user: &User,
+    checkpoint_id: CheckpointId,
+    verb: &str,
+) -> ServiceResult<Checkpoint> {
     let checkpoint = store
         .list_checkpoints()
         .await?
@@ -236,7 +247,7 @@ pub async fn set_checkpoint_prices(
         .ok_or_else(|| ServiceError::NotFound(format!("no checkpoint with id {checkpoint_id}")))?;
     if !checkpoint.changeable_by(user) {
         return Err(ServiceError::Forbidden(format!(
-            "the checkpoint `{}` belongs to {}; only its members, leads and admins may reprice it",
+            "the checkpoint `{}` belongs to {}; only its members, leads and admins may {verb} it",
             checkpoint.name,
             match &checkpoint.owner_team {
                 Some(team) => format!("team `{team}`"),
@@ -244,7 +255,32 @@ pub async fn set_checkpoint_prices(
             }
         )));
     }
-    Ok(store.set_checkpoint_prices(checkpoint_id, &prices).await?)
+    Ok(checkpoint)
+}
+
+/// Retracts a checkpoint that was rolled back, with the reason shown on its runs: its
+/// unfinished runs are cancelled (and cannot be resumed), no run is launched against it any
+/// more, it leaves trends and is never a baseline; its results stay readable. Returns the
+/// runs cancelled.
+pub async fn retract_checkpoint(
+    store: &dyn Store,
+    user: &User,
+    checkpoint_id: CheckpointId,
+    reason: &str,
+) -> ServiceResult<Vec<RunId>> {
+    let reason =
+        arbiter_domain::checkpoint::retraction_reason(reason).map_err(ServiceError::Invalid)?;
+    let checkpoint = changeable_checkpoint(store, user, checkpoint_id, "retract").await?;
+    let cancelled = store
+        .retract_checkpoint(
+            checkpoint_id,
+            &reason,
+            Some(user.id),
+            arbiter_store::now_ms(),
+        )
+        .await?;
+    tracing::info!(checkpoint = %checkpoint.name, by = %user.username, cancelled = cancelled.len(), %reason, "checkpoint retracted");
+    Ok(cancelled)
 }
 
 /// Most requests in flight an endpoint may be given.

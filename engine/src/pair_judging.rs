@@ -68,6 +68,7 @@ pub async fn judge_waiting_pairs(store: &Arc<dyn Store>, worker: &str) -> Servic
                     // Pair judging belongs to no run: its calls are priced into no run's costs.
                     prices: TokenPrices::default(),
                     fallback_prices: TokenPrices::default(),
+                    load: None,
                 };
                 Arc::new((spec, target))
             });

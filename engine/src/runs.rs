@@ -45,6 +45,12 @@ pub async fn launch_run(
     let inputs = store.manifest_inputs(eval_id, checkpoint_id).await?;
     let eval = &inputs.eval;
     let checkpoint = &inputs.checkpoint;
+    if let Some(retraction) = &checkpoint.retraction {
+        return Err(ServiceError::Invalid(format!(
+            "checkpoint `{}` was retracted ({}); no run is launched against it",
+            checkpoint.name, retraction.reason
+        )));
+    }
     // Every prompt is rendered one at a time as the run expands and again by a worker; every
     // item of the revision (which may be newer than the one the eval was checked against when
     // saved) is rendered once first, so a bad item is refused before anything is stored.
@@ -506,6 +512,17 @@ pub async fn change_run_state(
         }
     };
     require_run_team(store, user, run_id, action).await?;
+    if to == Running {
+        let retracted = store
+            .run_header(run_id)
+            .await?
+            .and_then(|run| run.checkpoint_retracted);
+        if let Some(reason) = retracted {
+            return Err(ServiceError::Conflict(format!(
+                "run {run_id}'s checkpoint was retracted ({reason}); the run cannot be resumed"
+            )));
+        }
+    }
     if store.set_run_status(run_id, from, to).await? {
         if to == Running {
             store.finish_run_if_done(run_id).await?;

@@ -24,7 +24,9 @@ pub const EXIT_ERROR: u8 = 2;
 /// asked for it.
 pub const EXIT_INCOMPLETE: u8 = 3;
 
-/// How often `wait` asks for the run's progress.
+/// How often `wait` asks for the run's progress when it cannot follow its events: every
+/// `FIRST_POLL` at first, doubling up to `POLL_EVERY`.
+const FIRST_POLL: Duration = Duration::from_millis(100);
 const POLL_EVERY: Duration = Duration::from_secs(2);
 /// How often `wait` prints a progress line when its output is not a terminal (CI logs).
 const LOG_EVERY: Duration = Duration::from_secs(15);
@@ -167,63 +169,154 @@ fn is_finished(status: RunStatus) -> bool {
     status.is_settled()
 }
 
-/// Follows a run until it finishes or `timeout` passes (`Ok(None)`), with a progress bar on a
-/// terminal and a line every few seconds otherwise.
+/// Shows a followed run's progress: a bar on a terminal, a line every few seconds otherwise.
+struct ProgressDisplay {
+    run_id: RunId,
+    bar: Option<indicatif::ProgressBar>,
+    last_line: Option<Instant>,
+}
+
+impl ProgressDisplay {
+    fn new(run_id: RunId) -> ProgressDisplay {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = indicatif::ProgressBar::new(0);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{spinner} run {msg} [{bar:40}] {pos}/{len} ({per_sec}, eta {eta})",
+                )
+                .expect("a valid template")
+                .progress_chars("=> "),
+            );
+            bar
+        });
+        ProgressDisplay {
+            run_id,
+            bar,
+            last_line: None,
+        }
+    }
+
+    fn show(&mut self, progress: &RunProgress) {
+        let done = progress.done.max(0) as u64;
+        let expected = progress.expected.max(0) as u64;
+        match &self.bar {
+            Some(bar) => {
+                bar.set_length(expected);
+                bar.set_position(done);
+                bar.set_message(format!("{} {}", self.run_id, progress.status));
+            }
+            None if self.last_line.is_none_or(|at| at.elapsed() >= LOG_EVERY)
+                || is_finished(progress.status) =>
+            {
+                eprintln!(
+                    "run {}: {} {done}/{expected} ({:.1}/s, {} errors)",
+                    self.run_id, progress.status, progress.throughput_per_s, progress.errors
+                );
+                self.last_line = Some(Instant::now());
+            }
+            None => {}
+        }
+    }
+
+    fn end(&self, finished: bool) {
+        if let Some(bar) = &self.bar {
+            if finished {
+                bar.finish();
+            } else {
+                bar.abandon();
+            }
+        }
+    }
+}
+
+impl ApiClient {
+    /// Follows the run's server-sent events until it finishes (its last progress) or
+    /// `deadline` passes (`None`); an error when the stream cannot be read (an older server,
+    /// a proxy that buffers it).
+    async fn follow_events(
+        &self,
+        run_id: RunId,
+        deadline: Instant,
+        display: &mut ProgressDisplay,
+    ) -> anyhow::Result<Option<RunProgress>> {
+        use eventsource_stream::Eventsource;
+        use futures::StreamExt;
+        let response = self
+            .http
+            .get(format!("{}/runs/{run_id}/events", self.base))
+            .bearer_auth(&self.token)
+            .header(reqwest::header::ACCEPT, "text/event-stream")
+            .timeout(deadline.saturating_duration_since(Instant::now()) + Duration::from_secs(1))
+            .send()
+            .await
+            .context("the server could not be reached")?;
+        let status = response.status();
+        if !status.is_success() {
+            bail!("HTTP {}", status.as_u16());
+        }
+        let mut events = response.bytes_stream().eventsource();
+        loop {
+            let event = match tokio::time::timeout_at(deadline.into(), events.next()).await {
+                Err(_) => return Ok(None),
+                Ok(None) => bail!("the event stream ended before the run did"),
+                Ok(Some(Err(err))) => bail!("the event stream broke: {err}"),
+                Ok(Some(Ok(event))) => event,
+            };
+            match event.event.as_str() {
+                "progress" => {
+                    let progress: RunProgress = serde_json::from_str(&event.data)
+                        .context("an unreadable progress event")?;
+                    display.show(&progress);
+                    if is_finished(progress.status) {
+                        return Ok(Some(progress));
+                    }
+                }
+                "error" => bail!("the server could not read the run: {}", event.data),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Follows a run until it finishes or `timeout` passes (`Ok(None)`): from its server-sent
+/// events, so a short run is reported as soon as it ends, or by polling (every 100 ms at
+/// first, backing off to every 2 s) when the events cannot be read.
 pub async fn wait(
     client: &ApiClient,
     run_id: RunId,
     timeout: Duration,
 ) -> anyhow::Result<Option<RunProgress>> {
-    let started = Instant::now();
-    let on_terminal = std::io::stderr().is_terminal();
-    let bar = on_terminal.then(|| {
-        let bar = indicatif::ProgressBar::new(0);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{spinner} run {msg} [{bar:40}] {pos}/{len} ({per_sec}, eta {eta})",
-            )
-            .expect("a valid template")
-            .progress_chars("=> "),
-        );
-        bar
-    });
-    let mut last_line: Option<Instant> = None;
+    // A timeout beyond what the clock can add waits as good as forever.
+    let deadline = Instant::now()
+        .checked_add(timeout)
+        .unwrap_or_else(|| Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600));
+    let mut display = ProgressDisplay::new(run_id);
+    match client.follow_events(run_id, deadline, &mut display).await {
+        Ok(followed) => {
+            display.end(followed.is_some());
+            return Ok(followed);
+        }
+        Err(problem) => {
+            eprintln!("could not follow run {run_id}'s events ({problem:#}); polling it instead")
+        }
+    }
+    let mut pause = FIRST_POLL;
     loop {
         let progress: RunProgress = client
             .get("reading the run", &format!("/runs/{run_id}"))
             .await?;
-        let done = progress.done.max(0) as u64;
-        let expected = progress.expected.max(0) as u64;
-        match &bar {
-            Some(bar) => {
-                bar.set_length(expected);
-                bar.set_position(done);
-                bar.set_message(format!("{run_id} {}", progress.status));
-            }
-            None if last_line.is_none_or(|at| at.elapsed() >= LOG_EVERY)
-                || is_finished(progress.status) =>
-            {
-                eprintln!(
-                    "run {run_id}: {} {done}/{expected} ({:.1}/s, {} errors)",
-                    progress.status, progress.throughput_per_s, progress.errors
-                );
-                last_line = Some(Instant::now());
-            }
-            None => {}
-        }
+        display.show(&progress);
         if is_finished(progress.status) {
-            if let Some(bar) = &bar {
-                bar.finish();
-            }
+            display.end(true);
             return Ok(Some(progress));
         }
-        if started.elapsed() >= timeout {
-            if let Some(bar) = &bar {
-                bar.abandon();
-            }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            display.end(false);
             return Ok(None);
         }
-        tokio::time::sleep(POLL_EVERY.min(timeout.saturating_sub(started.elapsed()))).await;
+        tokio::time::sleep(pause.min(left)).await;
+        pause = (pause * 2).min(POLL_EVERY);
     }
 }
 
@@ -244,12 +337,14 @@ pub async fn resolve_baseline(
                         && run.checkpoint_name == *name
                         && run.status == RunStatus::Completed
                         && run.id != candidate.id
+                        && !run.checkpoint_retracted
                 })
                 .map(|run| run.id)
                 .max()
                 .ok_or_else(|| {
                     anyhow!(
-                        "no completed run of eval `{}` on checkpoint `{name}` to compare against",
+                        "no completed run of eval `{}` on checkpoint `{name}` to compare against \
+                         (a retracted checkpoint's runs are never baselines)",
                         candidate.eval_name
                     )
                 })

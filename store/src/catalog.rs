@@ -3,7 +3,7 @@
 
 use arbiter_domain::checkpoint::Endpoint;
 use arbiter_domain::dataset::{DatasetItem, DatasetRevision, StreamedDataset};
-use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId, RevisionId, UploadId, UserId};
+use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId, RevisionId, RunId, UploadId, UserId};
 use async_trait::async_trait;
 
 /// Rows per multi-row statement. SQLite allows 32,766 bound variables per statement; each
@@ -20,6 +20,17 @@ pub trait CatalogStore: Send + Sync + 'static {
     ) -> StoreResult<CheckpointId>;
 
     async fn list_checkpoints(&self) -> StoreResult<Vec<Checkpoint>>;
+
+    /// Retracts a checkpoint with `reason` and cancels its unfinished runs, in one
+    /// transaction; returns the runs cancelled. `NotFound` for an unknown checkpoint,
+    /// `Conflict` for one retracted already; nothing changed then.
+    async fn retract_checkpoint(
+        &self,
+        checkpoint_id: CheckpointId,
+        reason: &str,
+        by: Option<UserId>,
+        now: i64,
+    ) -> StoreResult<Vec<RunId>>;
 
     /// Sets a checkpoint's prices; `NotFound` for an unknown checkpoint.
     async fn set_checkpoint_prices(
@@ -148,7 +159,7 @@ pub trait CatalogStore: Send + Sync + 'static {
 macro_rules! catalog_sql {
     ($store:ident, $db:ty, $backend:literal, $begin:literal, $skip_locked:literal) => {
         use $crate::ReadColumn as _;
-        use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId, RevisionId, UploadId, UserId};
+        use arbiter_domain::ids::{CheckpointId, DatasetId, EvalId, RevisionId, RunId, UploadId, UserId};
         use arbiter_domain::checkpoint::{Checkpoint, Endpoint, EndpointLimits, NewCheckpoint, TokenPrices};
         use arbiter_domain::dataset::{DatasetItem, DatasetRevision, DatasetSummary, ParsedDataset};
         use arbiter_domain::manifest::EvalSummary;
@@ -300,8 +311,9 @@ macro_rules! catalog_sql {
         const CHECKPOINT_SELECT: &str = "SELECT c.id, c.name, e.base_url, c.model, c.engine_build, \
             c.parallel_layout, c.fallback_checkpoint_id, e.max_in_flight, c.input_usd_per_mtok, \
             c.output_usd_per_mtok, c.training_run, c.training_step, c.created_at, e.api_key_ref, \
-            u.team AS owner_team \
-            FROM checkpoints c JOIN endpoints e ON e.id = c.endpoint_id LEFT JOIN users u ON u.id = c.created_by";
+            u.team AS owner_team, c.retracted_at, c.retracted_reason, ru.username AS retracted_by \
+            FROM checkpoints c JOIN endpoints e ON e.id = c.endpoint_id LEFT JOIN users u ON u.id = c.created_by \
+            LEFT JOIN users ru ON ru.id = c.retracted_by";
 
         fn checkpoint_from_row(row: &<$db as sqlx::Database>::Row) -> Result<Checkpoint, sqlx::Error> {
             Ok(Checkpoint {
@@ -323,6 +335,14 @@ macro_rules! catalog_sql {
                 created_at: row.read("created_at")?,
                 owner_team: row.read("owner_team")?,
                 api_key_ref: row.read("api_key_ref")?,
+                retraction: match row.read::<Option<i64>>("retracted_at")? {
+                    Some(at) => Some(arbiter_domain::checkpoint::Retraction {
+                        at,
+                        reason: row.read::<Option<String>>("retracted_reason")?.unwrap_or_default(),
+                        by: row.read("retracted_by")?,
+                    }),
+                    None => None,
+                },
             })
         }
 
@@ -480,6 +500,52 @@ macro_rules! catalog_sql {
                 }
                 .await;
                 result.map_err(|err| err.during("list_checkpoints"))
+            }
+
+            async fn retract_checkpoint(
+                &self,
+                checkpoint_id: CheckpointId,
+                reason: &str,
+                by: Option<UserId>,
+                now: i64,
+            ) -> StoreResult<Vec<RunId>> {
+                let result: StoreResult<Vec<RunId>> = async move {
+                    let mut tx = self.writer.begin_with($begin).await?;
+                    // One statement decides between two retractions at once: the second finds
+                    // the checkpoint retracted.
+                    let retracted = sqlx::query(
+                        "UPDATE checkpoints SET retracted_at = $1, retracted_reason = $2, retracted_by = $3 \
+                         WHERE id = $4 AND retracted_at IS NULL",
+                    )
+                    .bind(now)
+                    .bind(reason)
+                    .bind(by.map(|user| user.get()))
+                    .bind(checkpoint_id.get())
+                    .execute(&mut *tx)
+                    .await?;
+                    if retracted.rows_affected() == 0 {
+                        let known: Option<i64> = sqlx::query_scalar("SELECT id FROM checkpoints WHERE id = $1")
+                            .bind(checkpoint_id.get())
+                            .fetch_optional(&mut *tx)
+                            .await?;
+                        return Err(match known {
+                            None => StoreError::NotFound(format!("no checkpoint with id {checkpoint_id}")),
+                            Some(_) => StoreError::Conflict(format!("checkpoint {checkpoint_id} is retracted already")),
+                        });
+                    }
+                    // Its unfinished runs stop here: workers claim from running runs only.
+                    let cancelled: Vec<i64> = sqlx::query_scalar(
+                        "UPDATE runs SET status = 'cancelled' WHERE checkpoint_id = $1 \
+                         AND status IN ('expanding', 'running', 'paused') RETURNING id",
+                    )
+                    .bind(checkpoint_id.get())
+                    .fetch_all(&mut *tx)
+                    .await?;
+                    tx.commit().await?;
+                    Ok(cancelled.into_iter().map(RunId).collect())
+                }
+                .await;
+                result.map_err(|err| err.during("retract_checkpoint"))
             }
 
             async fn set_checkpoint_prices(&self, checkpoint_id: CheckpointId, prices: &TokenPrices) -> StoreResult<()> {

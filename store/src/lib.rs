@@ -168,6 +168,24 @@ impl Database {
     }
 }
 
+/// A batch operation slower than this is logged with its size and time (sqlx's own
+/// slow-statement log is off: it prints whole statements, 9,000 placeholders each).
+const SLOW_OPERATION: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Logs `operation` over `rows` rows when it took longer than [`SLOW_OPERATION`] since
+/// `started`.
+pub(crate) fn log_if_slow(operation: &'static str, rows: usize, started: std::time::Instant) {
+    let took = started.elapsed();
+    if took >= SLOW_OPERATION {
+        tracing::warn!(
+            operation,
+            rows,
+            ms = took.as_millis() as u64,
+            "slow store operation"
+        );
+    }
+}
+
 /// Current time as Unix milliseconds, the unit of every stored timestamp.
 pub fn now_ms() -> i64 {
     let since_epoch = std::time::SystemTime::now()

@@ -106,6 +106,12 @@ pub trait OperationsStore: Send + Sync + 'static {
 
     async fn health_samples(&self, since: i64) -> StoreResult<Vec<HealthSample>>;
 
+    /// Keeps workers' load samples of their runs (a sample already kept is left as it is).
+    async fn record_run_load(&self, samples: &[RunLoadSample]) -> StoreResult<()>;
+
+    /// A run's load samples, oldest first.
+    async fn run_load(&self, run_id: RunId) -> StoreResult<Vec<RunLoadSample>>;
+
     // Suites and checkpoint triggers.
     /// `Conflict` for a taken name, `NotFound` for an unknown eval; nothing stored then.
     async fn create_suite(
@@ -668,6 +674,62 @@ macro_rules! operations_sql {
                 }
                 .await;
                 result.map_err(|err| err.during("health_samples"))
+            }
+
+            async fn record_run_load(&self, samples: &[arbiter_domain::health::run_load::RunLoadSample]) -> $crate::StoreResult<()> {
+                let result: $crate::StoreResult<()> = async move {
+                    if samples.is_empty() {
+                        return Ok(());
+                    }
+                    let mut insert = sqlx::QueryBuilder::<$db>::new(
+                        "INSERT INTO run_load_samples (run_id, worker, taken_at, claimed, waiting, sending, request_limit, \
+                         server_waiting, answers, latency_ms_sum, latency_ms_max, waited_ms_sum, finished) ",
+                    );
+                    insert.push_values(samples, |mut row, sample| {
+                        row.push_bind(sample.run_id)
+                            .push_bind(sample.worker.as_str())
+                            .push_bind(sample.taken_at)
+                            .push_bind(sample.claimed)
+                            .push_bind(sample.waiting)
+                            .push_bind(sample.sending)
+                            .push_bind(sample.request_limit)
+                            .push_bind(sample.server_waiting)
+                            .push_bind(sample.answers)
+                            .push_bind(sample.latency_ms_sum)
+                            .push_bind(sample.latency_ms_max)
+                            .push_bind(sample.waited_ms_sum)
+                            .push_bind(sample.finished);
+                    });
+                    insert.push(" ON CONFLICT (run_id, taken_at, worker) DO NOTHING");
+                    insert.build().execute(&self.writer).await?;
+                    Ok(())
+                }
+                .await;
+                result.map_err(|err| err.during("record_run_load"))
+            }
+
+            async fn run_load(&self, run_id: RunId) -> $crate::StoreResult<Vec<arbiter_domain::health::run_load::RunLoadSample>> {
+                let result: $crate::StoreResult<Vec<arbiter_domain::health::run_load::RunLoadSample>> = async move {
+                    let rows = sqlx::query(
+                        "SELECT run_id, worker, taken_at, claimed, waiting, sending, request_limit, server_waiting, answers, \
+                         latency_ms_sum, latency_ms_max, waited_ms_sum, finished FROM run_load_samples WHERE run_id = $1 ORDER BY taken_at, worker",
+                    )
+                    .bind(run_id.get())
+                    .fetch_all(&self.pool)
+                    .await?;
+                    use arbiter_domain::health::run_load::RunLoadSample;
+                    rows.iter()
+                        .map(|row| {
+                            Ok($crate::read_columns!(row, RunLoadSample {
+                                run_id, worker, taken_at, claimed, waiting, sending, request_limit, server_waiting,
+                                answers, latency_ms_sum, latency_ms_max, waited_ms_sum, finished,
+                            }))
+                        })
+                        .collect::<Result<_, sqlx::Error>>()
+                        .map_err($crate::StoreError::from)
+                }
+                .await;
+                result.map_err(|err| err.during("run_load"))
             }
 
             async fn create_suite(
@@ -1248,6 +1310,8 @@ macro_rules! operations_sql {
                         "DELETE FROM run_tallies WHERE run_id = $1".to_string(),
                         "DELETE FROM run_snapshots WHERE run_id = $1".to_string(),
                         "DELETE FROM run_graders WHERE run_id = $1".to_string(),
+                        "DELETE FROM run_load_samples WHERE run_id = $1".to_string(),
+                        "DELETE FROM run_counts WHERE run_id = $1".to_string(),
                         "DELETE FROM promotion_decisions WHERE baseline_run_id = $1 OR candidate_run_id = $1".to_string(),
                         "DELETE FROM suite_launches WHERE run_id = $1".to_string(),
                         "DELETE FROM runs WHERE id = $1".to_string(),
@@ -1350,6 +1414,7 @@ macro_rules! operations_sql {
 }
 
 use crate::StoreResult;
+use arbiter_domain::health::run_load::RunLoadSample;
 use arbiter_domain::health::{
     Alert, AnswerWindow, CostRow, EndpointLoad, HealthSample, WorkerStatus,
 };

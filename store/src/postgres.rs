@@ -1,7 +1,9 @@
 //! The PostgreSQL backend: the shared store and work queue for many `serve` and `worker`
 //! processes on many machines.
 
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::ConnectOptions;
+use std::str::FromStr;
 
 pub struct PostgresStore {
     pool: PgPool,
@@ -12,9 +14,12 @@ pub struct PostgresStore {
 impl PostgresStore {
     /// Connects to and migrates the database at a `postgres:` URL.
     pub async fn connect(url: &str) -> Result<PostgresStore, crate::StoreError> {
+        // Slow batches are logged as a summary by the store (`log_if_slow`), not statement by
+        // statement by sqlx.
+        let options = PgConnectOptions::from_str(url)?.disable_statement_logging();
         let pool = PgPoolOptions::new()
             .max_connections(16)
-            .connect(url)
+            .connect_with(options)
             .await?;
         sqlx::migrate!("../migrations/postgres").run(&pool).await?;
         Ok(PostgresStore {

@@ -56,6 +56,9 @@ pub struct ExportRow {
     /// into JSON Lines exports as an object, not as a string).
     #[serde(serialize_with = "embedded_json")]
     pub choice_scores: Option<String>,
+    /// How long the answer waited inside Arbiter for a request slot (not in `latency_ms`);
+    /// empty for answers recorded before this was kept.
+    pub waited_ms: Option<i64>,
 }
 
 /// A run's final verdicts split by whether their item was found in the training corpus.
@@ -362,7 +365,7 @@ macro_rules! reports_sql {
                         "SELECT r.id, c.id, c.name, c.training_step FROM checkpoints c \
                          JOIN runs r ON r.id = (SELECT MAX(x.id) FROM runs x \
                              WHERE x.eval_id = $1 AND x.checkpoint_id = c.id AND x.status <> 'cancelled') \
-                         WHERE ($2 = '' OR c.training_run = $2) \
+                         WHERE ($2 = '' OR c.training_run = $2) AND c.retracted_at IS NULL \
                          ORDER BY CASE WHEN c.training_step IS NULL THEN 1 ELSE 0 END, c.training_step, c.created_at, c.id",
                     )
                     .bind(eval_id.get())
@@ -656,7 +659,7 @@ macro_rules! reports_sql {
                          CASE WHEN w.state = 'stopped' THEN 'stopped' ELSE COALESCE(g.outcome, '') END AS outcome, COALESCE(g.output, '') AS output, g.finish_reason, g.error, \
                          g.error_category, g.model_used, COALESCE(g.fallback_used, FALSE) AS fallback_used, \
                          COALESCE(g.from_cache, FALSE) AS from_cache, g.latency_ms, g.attempts, g.prompt_tokens, \
-                         g.completion_tokens, g.cost_usd, g.created_at AS answered_at, g.scores AS choice_scores \
+                         g.completion_tokens, g.cost_usd, g.created_at AS answered_at, g.scores AS choice_scores, g.waited_ms \
                          FROM work_items w JOIN checkpoints c ON c.id = w.checkpoint_id \
                          JOIN dataset_items i ON i.revision_id = w.revision_id AND i.case_id = w.case_id \
                          LEFT JOIN generations g ON g.work_item_id = w.id \

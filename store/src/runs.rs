@@ -25,10 +25,15 @@ pub struct NewRun<'a> {
 
 pub(crate) const IDENTITY_INSERT_BATCH: usize = 1000;
 
+/// The `run_counts` counter of answers served from the generation cache.
+pub(crate) const FROM_CACHE_COUNT: &str = "from_cache";
+/// The prefix of `run_counts` counters of failed answers by error category.
+pub(crate) const ERROR_COUNT_PREFIX: &str = "error_category:";
+
 /// One run with its eval, checkpoint, endpoint and dataset revision (`$1`: the run id).
 pub(crate) const RUN_HEADER_SELECT: &str = "SELECT r.id, r.eval_id, e.name AS eval_name, c.name AS checkpoint_name, en.base_url, r.manifest_hash, \
      dr.content_hash, r.status, r.priority, r.team, r.expected_count, r.done_count, r.created_at, r.finished_at, \
-     c.created_at AS checkpoint_created_at \
+     c.created_at AS checkpoint_created_at, c.retracted_reason, c.retracted_at \
      FROM runs r JOIN evals e ON e.id = r.eval_id JOIN checkpoints c ON c.id = r.checkpoint_id \
      JOIN endpoints en ON en.id = c.endpoint_id JOIN dataset_revisions dr ON dr.id = r.revision_id \
      WHERE r.id = $1";
@@ -70,6 +75,10 @@ pub trait RunStore: Send + Sync + 'static {
     async fn list_runs(&self) -> StoreResult<Vec<RunSummary>>;
 
     async fn run_progress(&self, run_id: RunId) -> StoreResult<Option<RunProgress>>;
+
+    /// The run's status and done counter alone (one row): what a follower checks between
+    /// full readings.
+    async fn run_state(&self, run_id: RunId) -> StoreResult<Option<(RunStatus, i64)>>;
 
     /// The run without counting its rows: verdict and outcome counts come from the tallies,
     /// `done` from the run's counter; no in-flight count, throughput, error mix or cache count.
@@ -208,6 +217,18 @@ macro_rules! runs_sql {
                     let manifest_hash = manifest.content_hash();
                     let manifest_json = serde_json::to_string(manifest).expect("manifests always serialize");
                     let mut tx = self.writer.begin_with($begin).await?;
+                    // Holds the checkpoint's row until the run is committed, so a retraction
+                    // either comes first (and the launch is refused) or after (and cancels it).
+                    let live = sqlx::query("UPDATE checkpoints SET retracted_at = retracted_at WHERE id = $1 AND retracted_at IS NULL")
+                        .bind(manifest.checkpoint_id.get())
+                        .execute(&mut *tx)
+                        .await?;
+                    if live.rows_affected() == 0 {
+                        return Err(StoreError::Conflict(format!(
+                            "checkpoint {} was retracted; no run is launched against it",
+                            manifest.checkpoint_id
+                        )));
+                    }
                     let inserted: Option<i64> = sqlx::query_scalar(
                         "INSERT INTO runs (manifest_hash, manifest_json, eval_id, revision_id, checkpoint_id, expected_count, status, priority, team, created_by, created_at) \
                          VALUES ($1, $2, $3, $4, $5, $6, 'expanding', $7, $8, $9, $10) ON CONFLICT (manifest_hash) DO NOTHING RETURNING id",
@@ -245,6 +266,7 @@ macro_rules! runs_sql {
             async fn insert_identities(&self, run_id: RunId, manifest: &Manifest, identities: &[NewIdentity]) -> StoreResult<()> {
                 let result: StoreResult<()> = async move {
                     let now = now_ms();
+                    let started = std::time::Instant::now();
                     let mut tx = self.writer.begin_with($begin).await?;
                     let mut created_ids: std::collections::HashMap<(String, i64, i64), i64> = std::collections::HashMap::new();
                     for chunk in identities.chunks($crate::runs::IDENTITY_INSERT_BATCH) {
@@ -301,10 +323,11 @@ macro_rules! runs_sql {
                         .collect();
                     for chunk in finished.chunks($crate::work_queue::RESULT_INSERT_BATCH) {
                         // These identities were inserted finished; only their answers are missing.
-                        let recorded = insert_results(&mut tx, chunk, now, false).await?;
+                        let recorded = insert_results(&mut tx, chunk, now, Some(run_id)).await?;
                         add_done(&mut tx, run_id, recorded.inserted as i64).await?;
                     }
                     tx.commit().await?;
+                    $crate::log_if_slow("insert_identities", identities.len(), started);
                     Ok(())
                 }
                 .await;
@@ -332,6 +355,12 @@ macro_rules! runs_sql {
                         statuses.push_bind(status.as_str());
                     }
                     statuses.push_unseparated(")");
+                    if to == RunStatus::Running {
+                        // A retracted checkpoint's runs never run again, whatever raced.
+                        update.push(
+                            " AND NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.id = runs.checkpoint_id AND c.retracted_at IS NOT NULL)",
+                        );
+                    }
                     let result = update.build().execute(&self.writer).await?;
                     Ok(result.rows_affected() == 1)
                 }
@@ -357,7 +386,7 @@ macro_rules! runs_sql {
                     let rows = sqlx::query(
                         "SELECT r.id, r.eval_id, e.name AS eval_name, c.name AS checkpoint_name, r.expected_count, r.created_at, \
                          r.status, r.priority, \
-                         r.done_count \
+                         r.done_count, c.retracted_at \
                          FROM runs r JOIN evals e ON e.id = r.eval_id JOIN checkpoints c ON c.id = r.checkpoint_id \
                          ORDER BY r.id DESC",
                     )
@@ -378,6 +407,7 @@ macro_rules! runs_sql {
                                 expected_count,
                                 done_count,
                                 created_at: row.read("created_at")?,
+                                checkpoint_retracted: row.read::<Option<i64>>("retracted_at")?.is_some(),
                             })
                         })
                         .collect::<Result<_, sqlx::Error>>()
@@ -385,6 +415,18 @@ macro_rules! runs_sql {
                 }
                 .await;
                 result.map_err(|err| err.during("list_runs"))
+            }
+
+            async fn run_state(&self, run_id: RunId) -> StoreResult<Option<(RunStatus, i64)>> {
+                let result: StoreResult<Option<(RunStatus, i64)>> = async move {
+                    let row: Option<(String, i64)> = sqlx::query_as("SELECT status, done_count FROM runs WHERE id = $1")
+                        .bind(run_id.get())
+                        .fetch_optional(&self.pool)
+                        .await?;
+                    row.map(|(status, done)| Ok(($crate::status_of(&status)?, done))).transpose()
+                }
+                .await;
+                result.map_err(|err| err.during("run_state"))
             }
 
             async fn run_header(&self, run_id: RunId) -> StoreResult<Option<RunProgress>> {
@@ -420,6 +462,10 @@ macro_rules! runs_sql {
                         errors: count("verdict", "error"),
                         scored: count("verdict", "scored"),
                         last_error: None,
+                        checkpoint_retracted: match run.read::<Option<i64>>("retracted_at")? {
+                            Some(_) => Some(run.read::<Option<String>>("retracted_reason")?.unwrap_or_default()),
+                            None => None,
+                        },
                         priority: $crate::priority_of(run.read("priority")?)?,
                         team: run.read("team")?,
                         throughput_per_s: 0.0,
@@ -442,48 +488,34 @@ macro_rules! runs_sql {
 
             async fn run_progress(&self, run_id: RunId) -> StoreResult<Option<RunProgress>> {
                 let result: StoreResult<Option<RunProgress>> = async move {
-                    // The heading, then live counts over the run's rows on top of it.
+                    // The heading (counters and tallies kept as results arrive), then the
+                    // identities claimed now and the last minute's pace: nothing here counts the
+                    // run's rows, so a page polling a million-item run costs a few index reads.
                     let Some(header) = self.run_header(run_id).await? else { return Ok(None) };
-                    let counts = sqlx::query(
-                        "SELECT COUNT(*) FILTER (WHERE state IN ('done', 'stopped')) AS done, \
-                         COUNT(*) FILTER (WHERE state = 'stopped') AS stopped, \
-                         COUNT(*) FILTER (WHERE state = 'leased') AS in_flight, \
-                         COUNT(*) FILTER (WHERE verdict = 'pass') AS passed, \
-                         COUNT(*) FILTER (WHERE verdict = 'fail') AS failed, \
-                         COUNT(*) FILTER (WHERE verdict = 'uncertain') AS uncertain, \
-                         COUNT(*) FILTER (WHERE verdict = 'error') AS errors, \
-                         COUNT(*) FILTER (WHERE verdict = 'scored') AS scored \
-                         FROM work_items WHERE run_id = $1",
+                    let in_flight: i64 = sqlx::query_scalar(
+                        "SELECT COUNT(*) FROM work_items WHERE state = 'leased' AND run_id = $1",
                     )
                     .bind(run_id.get())
                     .fetch_one(&self.pool)
                     .await?;
-                    let mix: Vec<(String, Option<String>, bool, i64)> = sqlx::query_as(
-                        "SELECT g.outcome, g.error_category, g.from_cache, COUNT(*) FROM generations g \
-                         JOIN work_items w ON w.id = g.work_item_id WHERE w.run_id = $1 GROUP BY g.outcome, g.error_category, g.from_cache",
-                    )
-                    .bind(run_id.get())
-                    .fetch_all(&self.pool)
-                    .await?;
+                    let counters: Vec<(String, i64)> = sqlx::query_as("SELECT name, count FROM run_counts WHERE run_id = $1 ORDER BY name")
+                        .bind(run_id.get())
+                        .fetch_all(&self.pool)
+                        .await?;
+                    let last_error: Option<String> = sqlx::query_scalar("SELECT last_error FROM runs WHERE id = $1")
+                        .bind(run_id.get())
+                        .fetch_one(&self.pool)
+                        .await?;
                     let window_ms = 60_000;
                     let recent: i64 = sqlx::query_scalar(
-                        "SELECT COUNT(*) FROM generations g JOIN work_items w ON w.id = g.work_item_id \
-                         WHERE g.created_at > $1 AND w.run_id = $2",
+                        "SELECT CAST(COALESCE(SUM(finished), 0) AS BIGINT) FROM run_load_samples WHERE run_id = $1 AND taken_at > $2",
                     )
-                    .bind(now_ms() - window_ms)
                     .bind(run_id.get())
+                    .bind(now_ms() - window_ms)
                     .fetch_one(&self.pool)
                     .await?;
-                    let last_error: Option<String> = sqlx::query_scalar(
-                        "SELECT g.error FROM generations g JOIN work_items w ON w.id = g.work_item_id \
-                         WHERE w.run_id = $1 AND g.error IS NOT NULL ORDER BY g.created_at DESC LIMIT 1",
-                    )
-                    .bind(run_id.get())
-                    .fetch_optional(&self.pool)
-                    .await?
-                    .flatten();
                     let expected = header.expected;
-                    let done: i64 = counts.read("done")?;
+                    let done = header.done;
                     let mut status = header.status;
                     let mut finished_at = header.finished_at;
                     // Completion is also derived here, so a run whose last worker died between its
@@ -495,21 +527,13 @@ macro_rules! runs_sql {
                             .fetch_one(&self.pool)
                             .await?;
                     }
-                    let mut outcome_mix: Vec<(String, i64)> = Vec::new();
                     let mut error_mix: Vec<(String, i64)> = Vec::new();
                     let mut from_cache = 0;
-                    // Stopped turns have no answer, so no generation: counted from their state.
-                    let stopped: i64 = counts.read("stopped")?;
-                    if stopped > 0 {
-                        add_count(&mut outcome_mix, "stopped".into(), stopped);
-                    }
-                    for (outcome, category, cached, count) in mix {
-                        add_count(&mut outcome_mix, outcome, count);
-                        if let Some(category) = category {
-                            add_count(&mut error_mix, category, count);
-                        }
-                        if cached {
-                            from_cache += count;
+                    for (name, count) in counters {
+                        if name == $crate::runs::FROM_CACHE_COUNT {
+                            from_cache = count;
+                        } else if let Some(category) = name.strip_prefix($crate::runs::ERROR_COUNT_PREFIX) {
+                            add_count(&mut error_mix, category.to_string(), count);
                         }
                     }
                     // Completed just now (above): registration to completion, read afresh.
@@ -527,16 +551,10 @@ macro_rules! runs_sql {
                     Ok(Some(RunProgress {
                         status,
                         done,
-                        in_flight: counts.read("in_flight")?,
-                        passed: counts.read("passed")?,
-                        failed: counts.read("failed")?,
-                        uncertain: counts.read("uncertain")?,
-                        errors: counts.read("errors")?,
-                        scored: counts.read("scored")?,
+                        in_flight,
                         last_error,
                         throughput_per_s: recent as f64 / (window_ms as f64 / 1000.0),
                         from_cache,
-                        outcome_mix,
                         error_mix,
                         time_to_results_ms,
                         finished_at,

@@ -3,6 +3,7 @@
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
+use sqlx::ConnectOptions;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -21,7 +22,7 @@ pub struct SqliteStore {
 /// reference into it; sqlx runs each migration in a transaction, inside which the setting
 /// cannot change. A migration that rebuilds a table checks the references into it itself.
 async fn migrate(options: &SqliteConnectOptions) -> Result<(), crate::StoreError> {
-    use sqlx::{ConnectOptions, Connection};
+    use sqlx::Connection;
     let mut connection = options.clone().foreign_keys(false).connect().await?;
     sqlx::migrate!("../migrations/sqlite")
         .run(&mut connection)
@@ -51,7 +52,10 @@ impl SqliteStore {
             .pragma("wal_autocheckpoint", "4000")
             .foreign_keys(true)
             // Writers queue behind each other instead of failing: SQLite has one writer at a time.
-            .busy_timeout(Duration::from_secs(30));
+            .busy_timeout(Duration::from_secs(30))
+            // Slow batches are logged as a summary by the store (`log_if_slow`), not statement
+            // by statement by sqlx.
+            .disable_statement_logging();
         // The writer's cache holds the work queue's hot pages (claim index, newest results):
         // 32 MB, once, rather than per reader.
         let writer = SqlitePoolOptions::new()

@@ -349,15 +349,15 @@ macro_rules! work_queue_sql {
             tx: &mut sqlx::Transaction<'_, $db>,
             finished: &[FinishedIdentity],
             now: i64,
-            finish_work_items: bool,
+            launched_in: Option<RunId>,
         ) -> Result<RecordOutcome, sqlx::Error> {
             if finished.is_empty() {
                 return Ok(RecordOutcome::default());
             }
             let mut insert = sqlx::QueryBuilder::<$db>::new(
                 "INSERT INTO generations (work_item_id, outcome, output, finish_reason, error, error_category, attempt_log, \
-                 served_by, model_used, fallback_used, from_cache, source_work_item_id, latency_ms, attempts, prompt_tokens, \
-                 completion_tokens, cost_usd, created_at, scores) ",
+                 served_by, model_used, fallback_used, from_cache, source_work_item_id, latency_ms, waited_ms, attempts, \
+                 prompt_tokens, completion_tokens, cost_usd, created_at, scores) ",
             );
             insert.push_values(finished, |mut row, item| {
                 let generation = &item.generation;
@@ -374,6 +374,7 @@ macro_rules! work_queue_sql {
                     .push_bind(item.cached_from.is_some())
                     .push_bind(item.cached_from.map(i64::from))
                     .push_bind(generation.latency_ms)
+                    .push_bind(generation.waited_ms)
                     .push_bind(generation.attempts)
                     .push_bind(generation.prompt_tokens)
                     .push_bind(generation.completion_tokens)
@@ -443,7 +444,10 @@ macro_rules! work_queue_sql {
 
             // One statement finishes every identity with its verdict (errors have none).
             let mut done_per_run: Vec<(i64, i64)> = Vec::new();
-            if finish_work_items {
+            let mut run_of: std::collections::HashMap<i64, i64> = std::collections::HashMap::new();
+            if let Some(run) = launched_in {
+                run_of.extend(recorded.iter().map(|item| (item.identity_id.get(), run.get())));
+            } else {
                 let mut update = sqlx::QueryBuilder::<$db>::new(
                     "UPDATE work_items SET state = 'done', lease_owner = NULL, lease_expires_at = NULL, \
                      verdict = v.column2, decided_by = v.column3 FROM (",
@@ -453,17 +457,22 @@ macro_rules! work_queue_sql {
                         .push_bind(item.grading.verdict_label())
                         .push_bind(item.grading.decided_by_label());
                 });
-                update.push(") AS v WHERE work_items.id = v.column1 RETURNING work_items.run_id");
-                for run in update.build_query_scalar::<i64>().fetch_all(&mut **tx).await? {
+                update.push(") AS v WHERE work_items.id = v.column1 RETURNING work_items.id, work_items.run_id");
+                for (identity, run) in update.build_query_as::<(i64, i64)>().fetch_all(&mut **tx).await? {
+                    run_of.insert(identity, run);
                     match done_per_run.iter_mut().find(|(id, _)| *id == run) {
                         Some((_, count)) => *count += 1,
                         None => done_per_run.push((run, 1)),
                     }
                 }
             }
+            // Runs' rows are locked in id order (and `count_answers` only touches rows locked
+            // here), so two commits spanning the same runs never wait on each other in a cycle.
+            done_per_run.sort_unstable();
             for (run, count) in &done_per_run {
                 add_done(tx, RunId(*run), *count).await?;
             }
+            count_answers(tx, &recorded, &run_of).await?;
             let runs: Vec<RunId> = done_per_run.iter().map(|(run, _)| RunId(*run)).collect();
 
             let for_humans: Vec<(i64, &arbiter_domain::grading::record::HumanTask)> = recorded
@@ -566,6 +575,46 @@ macro_rules! work_queue_sql {
             Ok(RecordOutcome { inserted: recorded.len(), runs })
         }
 
+        /// Keeps the run counters the progress page reads instead of counting a run's rows:
+        /// answers from the cache and errors by category (one statement for the batch), and
+        /// each run's latest error (only when the batch has one).
+        async fn count_answers(
+            tx: &mut sqlx::Transaction<'_, $db>,
+            recorded: &[&FinishedIdentity],
+            run_of: &std::collections::HashMap<i64, i64>,
+        ) -> Result<(), sqlx::Error> {
+            let mut counts: std::collections::BTreeMap<(i64, String), i64> = std::collections::BTreeMap::new();
+            let mut last_errors: std::collections::BTreeMap<i64, &str> = std::collections::BTreeMap::new();
+            for item in recorded {
+                let Some(&run) = run_of.get(&item.identity_id.get()) else { continue };
+                if item.cached_from.is_some() {
+                    *counts.entry((run, $crate::runs::FROM_CACHE_COUNT.to_string())).or_default() += 1;
+                }
+                if let Some(category) = item.generation.error_category {
+                    *counts.entry((run, format!("{}{}", $crate::runs::ERROR_COUNT_PREFIX, category.as_str()))).or_default() += 1;
+                }
+                if let Some(error) = &item.generation.error {
+                    last_errors.insert(run, error);
+                }
+            }
+            if !counts.is_empty() {
+                let mut upsert = sqlx::QueryBuilder::<$db>::new("INSERT INTO run_counts (run_id, name, count) ");
+                upsert.push_values(&counts, |mut row, ((run, name), count)| {
+                    row.push_bind(*run).push_bind(name.as_str()).push_bind(*count);
+                });
+                upsert.push(" ON CONFLICT (run_id, name) DO UPDATE SET count = run_counts.count + excluded.count");
+                upsert.build().execute(&mut **tx).await?;
+            }
+            for (run, error) in last_errors {
+                sqlx::query("UPDATE runs SET last_error = $1 WHERE id = $2")
+                    .bind(error)
+                    .bind(run)
+                    .execute(&mut **tx)
+                    .await?;
+            }
+            Ok(())
+        }
+
         /// The answers to the earlier turns of the claimed identities that are later turns of
         /// conversations, by identity, in turn order (one query, only when there are any).
         async fn earlier_answers(
@@ -655,6 +704,7 @@ macro_rules! work_queue_sql {
             ) -> StoreResult<Vec<ClaimedIdentity>> {
                 let result: StoreResult<Vec<ClaimedIdentity>> = async move {
                     let now = now_ms();
+                    let started = std::time::Instant::now();
                     // Longest expected first, so the long tail overlaps the bulk.
                     let order = if longest_first { "cost DESC, id" } else { "id" };
                     let claim = format!(
@@ -692,6 +742,7 @@ macro_rules! work_queue_sql {
                     list.push_unseparated(") ORDER BY w.cost DESC, w.id");
                     let rows = select.build().fetch_all(&self.pool).await?;
                     let mut earlier = earlier_answers(&self.pool, &rows).await?;
+                    $crate::log_if_slow("claim_identities", rows.len(), started);
                     rows.iter()
                         .map(|row| {
                             let cached_outcome: Option<String> = row.read("outcome")?;
@@ -820,10 +871,11 @@ macro_rules! work_queue_sql {
                     if finished.is_empty() {
                         return Ok(RecordOutcome::default());
                     }
+                    let started = std::time::Instant::now();
                     let mut tx = self.writer.begin_with($begin).await?;
                     let mut outcome = RecordOutcome::default();
                     for chunk in finished.chunks($crate::work_queue::RESULT_INSERT_BATCH) {
-                        let recorded = insert_results(&mut tx, chunk, now_ms(), true).await?;
+                        let recorded = insert_results(&mut tx, chunk, now_ms(), None).await?;
                         outcome.inserted += recorded.inserted;
                         for run in recorded.runs {
                             if !outcome.runs.contains(&run) {
@@ -832,6 +884,7 @@ macro_rules! work_queue_sql {
                         }
                     }
                     tx.commit().await?;
+                    $crate::log_if_slow("record_results", finished.len(), started);
                     Ok(outcome)
                 }
                 .await;

@@ -211,6 +211,19 @@ pub async fn set_checkpoint_prices(
     .map_err(service_error)
 }
 
+/// Retracts a rolled-back checkpoint with the reason shown on its runs.
+#[server(endpoint = "retract_checkpoint")]
+pub async fn retract_checkpoint(
+    checkpoint_id: CheckpointId,
+    reason: String,
+) -> Result<(), ServerFnError> {
+    let (state, user) = require(Permission::ManageEvals).await?;
+    arbiter_engine::catalog::retract_checkpoint(state.store.as_ref(), &user, checkpoint_id, &reason)
+        .await
+        .map(|_| ())
+        .map_err(service_error)
+}
+
 #[server(endpoint = "evals_page")]
 pub async fn evals_page() -> Result<EvalsPageData, ServerFnError> {
     let (state, user) = require(Permission::ViewResults).await?;

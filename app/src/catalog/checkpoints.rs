@@ -2,9 +2,10 @@
 
 use crate::catalog::api::{
     key_bindings, list_checkpoints, list_endpoints, BindEndpointKey, CheckpointView, EndpointView,
-    RegisterCheckpoint, SetCheckpointPrices, SetEndpointLimit,
+    RegisterCheckpoint, RetractCheckpoint, SetCheckpointPrices, SetEndpointLimit,
 };
 use crate::components::{ActionError, ErrorNote};
+use crate::format::format_time;
 use crate::operations::suites::SuitesSection;
 use leptos::prelude::*;
 
@@ -12,8 +13,15 @@ use leptos::prelude::*;
 pub fn CheckpointsPage() -> impl IntoView {
     let register = ServerAction::<RegisterCheckpoint>::new();
     let set_prices = ServerAction::<SetCheckpointPrices>::new();
+    let retract = ServerAction::<RetractCheckpoint>::new();
     let checkpoints = Resource::new(
-        move || (register.version().get(), set_prices.version().get()),
+        move || {
+            (
+                register.version().get(),
+                set_prices.version().get(),
+                retract.version().get(),
+            )
+        },
         |_| list_checkpoints(),
     );
     view! {
@@ -69,13 +77,14 @@ pub fn CheckpointsPage() -> impl IntoView {
             </ActionForm>
             <ActionError value=register.value()/>
             <ActionError value=set_prices.value()/>
+            <ActionError value=retract.value()/>
         </section>
         <Transition fallback=|| view! { <p>"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match checkpoints.await {
                     Ok(checkpoints) => view! {
                         <table>
-                            <thead><tr><th>"Name"</th><th>"Training run · step"</th><th>"Endpoints"</th><th>"Model"</th><th>"Fingerprint"</th><th>"API key"</th><th>"Limit"</th><th>"Price (USD / M tokens in · out)"</th><th>"Fallback"</th></tr></thead>
+                            <thead><tr><th>"Name"</th><th>"Training run · step"</th><th>"Endpoints"</th><th>"Model"</th><th>"Fingerprint"</th><th>"API key"</th><th>"Limit"</th><th>"Price (USD / M tokens in · out)"</th><th>"Fallback"</th><th>"Rolled back?"</th></tr></thead>
                             <tbody>
                                 {checkpoints.into_iter().map(|CheckpointView { checkpoint, fallback_name, api_key, may_change }| {
                                     let fingerprint = [checkpoint.engine_build.as_str(), checkpoint.parallel_layout.as_str()]
@@ -89,6 +98,8 @@ pub fn CheckpointsPage() -> impl IntoView {
                                         ("", Some(step)) => format!("step {step}"),
                                         (run, Some(step)) => format!("{run} · step {step}"),
                                     };
+                                    let retraction_id = format!("retraction-{}", checkpoint.name);
+                                    let retract_label = format!("why {} is retracted", checkpoint.name);
                                     view! {
                                         <tr>
                                             <td>{checkpoint.name.clone()}</td>
@@ -116,6 +127,23 @@ pub fn CheckpointsPage() -> impl IntoView {
                                                 }}
                                             </td>
                                             <td>{fallback_name.unwrap_or_default()}</td>
+                                            <td data-testid=retraction_id>
+                                                {match (checkpoint.retraction, may_change) {
+                                                    (Some(retraction), _) => view! {
+                                                        <strong>"retracted"</strong> ": " {retraction.reason}
+                                                        <span class="hint">" (" {retraction.by.unwrap_or_else(|| "operator".into())} ", " {format_time(retraction.at)} ")"</span>
+                                                    }.into_any(),
+                                                    (None, true) => view! {
+                                                        <ActionForm action=retract attr:class="inline">
+                                                            <input type="hidden" name="checkpoint_id" value=checkpoint.id.to_string()/>
+                                                            <input name="reason" required size="16" placeholder="why it is rolled back"
+                                                                aria-label=retract_label/>
+                                                            <button type="submit" class="secondary">"Retract"</button>
+                                                        </ActionForm>
+                                                    }.into_any(),
+                                                    (None, false) => ().into_any(),
+                                                }}
+                                            </td>
                                         </tr>
                                     }
                                 }).collect_view()}

@@ -109,7 +109,7 @@ fn rules_view(rules: &arbiter_domain::health::rules::AlertRules) -> RulesView {
 pub async fn system_health() -> Result<SystemView, ServerFnError> {
     use arbiter_engine::health::{chart_buckets, system_health_cached, WORKER_LIVE_MS};
     use arbiter_engine::reports::charts::latency::latency_histogram_svg;
-    use arbiter_engine::reports::charts::series::{time_series_svg, TimeSeries};
+    use arbiter_engine::reports::charts::series::{time_series_svg, TimeAxis, TimeSeries};
     let (state, user) = require(Permission::ViewResults).await?;
     let health = system_health_cached(&state.store)
         .await
@@ -142,8 +142,7 @@ pub async fn system_health() -> Result<SystemView, ServerFnError> {
         queue_chart_svg: time_series_svg(
             "Identities waiting and claimed, last 24 hours",
             "identities",
-            now,
-            24.0,
+            &TimeAxis::hours_before(now, 24.0),
             &[
                 series("waiting", |sample| sample.queue_depth),
                 series("claimed by workers", |sample| sample.claimed),

@@ -29,6 +29,24 @@ pub async fn run_detail(id: RunId) -> Result<RunPageData, ServerFnError> {
     Ok(RunPageData { progress, results })
 }
 
+/// The run's load over time, from its workers' samples.
+#[server(endpoint = "run_load")]
+pub async fn run_load(
+    id: RunId,
+) -> Result<arbiter_domain::health::run_load::RunLoadView, ServerFnError> {
+    let (state, _) = require(Permission::ViewResults).await?;
+    let progress = state
+        .store
+        .run_header(id)
+        .await
+        .map_err(store_error)?
+        .ok_or_else(|| ServerFnError::new(format!("no run with id {id}")))?;
+    let until = progress.finished_at.unwrap_or_else(arbiter_store::now_ms);
+    arbiter_engine::reports::load::run_load(state.store.as_ref(), id, progress.created_at, until)
+        .await
+        .map_err(service_error)
+}
+
 /// Pause, resume or cancel a run (`action` is `pause`, `resume` or `cancel`).
 #[server(endpoint = "change_run")]
 pub async fn change_run(id: RunId, action: String) -> Result<(), ServerFnError> {

@@ -9,7 +9,8 @@ use crate::format::short_hash;
 use crate::grading::api::run_costs;
 use crate::reports::api::{run_report, ReportView};
 use crate::reports::compare::ReportCard;
-use crate::runs::api::{list_runs, run_detail, ChangeRun};
+use crate::runs::api::{list_runs, run_detail, run_load, ChangeRun};
+use arbiter_domain::health::run_load::RunLoadView;
 use arbiter_domain::ids::RunId;
 use arbiter_domain::run::{CostReport, IdentityResult, RunProgress, RunStatus, RunSummary};
 use leptos::prelude::*;
@@ -46,7 +47,7 @@ pub fn RunsPage() -> impl IntoView {
                                             <td>{run.checkpoint_name.clone()}</td>
                                             <td>{run.priority.label()}</td>
                                             <td>{run.done_count} " / " {run.expected_count}</td>
-                                            <td>{run.status.as_str()}</td>
+                                            <td>{run.status.as_str()} {run.checkpoint_retracted.then_some(" (checkpoint retracted)")}</td>
                                         </tr>
                                     }).collect_view()}
                                 </tbody>
@@ -60,17 +61,31 @@ pub fn RunsPage() -> impl IntoView {
     }
 }
 
-/// Seconds between progress refreshes while a run is going.
-const POLL_MS: u64 = 1000;
+/// The page's clock while a run is going: progress comes from the run's event stream, and the
+/// results table and load charts are refreshed every `REFRESH_EVERY_TICKS` ticks (every tick
+/// while the stream cannot be read).
+const TICK_MS: u64 = 1000;
+const REFRESH_EVERY_TICKS: u64 = 5;
+/// After the run settles the load is read again every `LOAD_AFTER_SETTLED_EVERY` ticks, for
+/// `LOAD_AFTER_SETTLED_TICKS` ticks: workers write their last samples up to a sample period
+/// (two seconds) after the answers, later on a busy machine.
+const LOAD_AFTER_SETTLED_EVERY: u64 = 3;
+const LOAD_AFTER_SETTLED_TICKS: u64 = 12;
 
 #[component]
 pub fn RunPage() -> impl IntoView {
     let id = route_id();
     let tick = RwSignal::new(0u64);
+    // Refreshes of the results and load (moved by the clock, or by a settled event).
+    let refresh = RwSignal::new(0u64);
     let finished = RwSignal::new(false);
+    let ticks_settled = RwSignal::new(0u64);
+    // The latest progress from the run's event stream, and whether that stream failed.
+    let live: RwSignal<Option<RunProgress>> = RwSignal::new(None);
+    let stream_failed = RwSignal::new(false);
     let change = ServerAction::<ChangeRun>::new();
     let detail = Resource::new(
-        move || (id(), tick.get(), change.version().get()),
+        move || (id(), refresh.get(), change.version().get()),
         |(id, _, _)| run_detail(id),
     );
     // Costs sum over the run's rows: read when the page opens and once more when the run
@@ -81,15 +96,42 @@ pub fn RunPage() -> impl IntoView {
     // The report reads the tallies (cheap) and, when results moved, rebuilds the run's
     // snapshot (a scan): on open and at completion, like the costs.
     let report = Resource::new(move || (id(), finished.get()), |(id, _)| run_report(id));
-    // Effects run only in the browser: poll until the run completes.
+    let load = Resource::new(
+        move || {
+            let late = ticks_settled.get() / LOAD_AFTER_SETTLED_EVERY;
+            (id(), refresh.get(), finished.get(), late)
+        },
+        |(id, _, _, _)| run_load(id),
+    );
+    // Effects run only in the browser: follow the run's events, and refresh the rest on a
+    // clock, until the run settles.
+    // Reopened after a pause, resume or cancel: a stream ends once its run settles.
+    Effect::new(move |_| {
+        let run = id();
+        change.version().track();
+        live.set(None);
+        stream_failed.set(false);
+        #[cfg(feature = "hydrate")]
+        follow_progress(run, live, stream_failed, refresh);
+        #[cfg(not(feature = "hydrate"))]
+        let _ = run;
+    });
     Effect::new(move |_| {
         let handle = set_interval_with_handle(
             move || {
-                if !finished.get_untracked() {
-                    tick.update(|tick| *tick += 1);
+                if finished.get_untracked() {
+                    if ticks_settled.get_untracked() < LOAD_AFTER_SETTLED_TICKS {
+                        ticks_settled.update(|ticks| *ticks += 1);
+                    }
+                    return;
+                }
+                let next = tick.get_untracked() + 1;
+                tick.set(next);
+                if stream_failed.get_untracked() || next.is_multiple_of(REFRESH_EVERY_TICKS) {
+                    refresh.update(|refresh| *refresh += 1);
                 }
             },
-            std::time::Duration::from_millis(POLL_MS),
+            std::time::Duration::from_millis(TICK_MS),
         );
         if let Ok(handle) = handle {
             on_cleanup(move || handle.clear());
@@ -102,12 +144,21 @@ pub fn RunPage() -> impl IntoView {
                     Ok(detail) => {
                         finished.set(detail.progress.status.is_settled());
                         let run_id = detail.progress.id;
-                        let status = detail.progress.status;
+                        let read = detail.progress;
+                        // The stream's progress where it is newer than the page's reading.
+                        let progress = Memo::new(move |_| match live.get() {
+                            Some(live) if live.id == read.id && live.done >= read.done => live,
+                            _ => read.clone(),
+                        });
                         view! {
-                            <Progress progress=detail.progress/>
-                            <RunControls run_id status change/>
+                            {move || view! { <Progress progress=progress.get()/> }}
+                            {move || {
+                                let status = progress.get().status;
+                                view! { <RunControls run_id status change/> }
+                            }}
                             <ReportSection report/>
                             <CostCard costs/>
+                            <LoadCard load/>
                             <DimensionsCard dimensions/>
                             <AgreementCard agreement/>
                             <Results results=detail.results/>
@@ -260,6 +311,87 @@ fn CostCard(costs: Resource<Result<CostReport, ServerFnError>>) -> impl IntoView
     }
 }
 
+/// Follows the run's progress events (`/runs/{id}/events`) into `live`. A settled run's
+/// event closes the stream (it would otherwise reconnect) and refreshes the page once more;
+/// a stream that cannot be read sets `failed`, and the page polls instead.
+#[cfg(feature = "hydrate")]
+fn follow_progress(
+    id: RunId,
+    live: RwSignal<Option<RunProgress>>,
+    failed: RwSignal<bool>,
+    refresh: RwSignal<u64>,
+) {
+    use leptos::wasm_bindgen::closure::Closure;
+    use leptos::wasm_bindgen::JsCast;
+    use leptos::web_sys::{Event, EventSource, MessageEvent};
+    let Ok(source) = EventSource::new(&format!("/runs/{id}/events")) else {
+        failed.set(true);
+        return;
+    };
+    let closing = source.clone();
+    let on_progress = Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {
+        let Some(text) = event.data().as_string() else {
+            return;
+        };
+        if let Ok(progress) = serde_json::from_str::<RunProgress>(&text) {
+            let settled = progress.status.is_settled();
+            live.set(Some(progress));
+            if settled {
+                closing.close();
+                refresh.update(|refresh| *refresh += 1);
+            }
+        }
+    });
+    let _ =
+        source.add_event_listener_with_callback("progress", on_progress.as_ref().unchecked_ref());
+    let closed_by_error = source.clone();
+    let on_error = Closure::<dyn FnMut(Event)>::new(move |_: Event| {
+        // A stream the server ended after a settled event is closed already; any other error
+        // (a proxy that buffers, the server gone) turns polling on.
+        if closed_by_error.ready_state() != EventSource::CLOSED {
+            closed_by_error.close();
+        }
+        failed.set(true);
+    });
+    source.set_onerror(Some(on_error.as_ref().unchecked_ref()));
+    let held = send_wrapper::SendWrapper::new((source, on_progress, on_error));
+    on_cleanup(move || held.take().0.close());
+}
+
+/// What the run's workers held and sent over time, with answer times at the endpoints apart
+/// from the wait inside Arbiter; shown once a worker has sampled the run.
+#[component]
+fn LoadCard(load: Resource<Result<RunLoadView, ServerFnError>>) -> impl IntoView {
+    let ms = |value: Option<f64>| value.map_or_else(|| "–".to_string(), |ms| format!("{ms:.0} ms"));
+    view! {
+        <Transition fallback=|| ()>
+            {move || Suspend::new(async move {
+                load.await.ok().filter(|load| load.latest.is_some()).map(|load| {
+                    let latest = load.latest.clone().unwrap_or_default();
+                    let server_waiting = latest.server_waiting.map_or_else(|| "not reported".to_string(), |waiting| format!("{waiting:.0}"));
+                    view! {
+                        <section class="card" data-testid="run-load">
+                            <h2>"Load"</h2>
+                            <p data-testid="load-now">
+                                "Latest reading: " {format!("{:.0}", latest.claimed)} " claimed, "
+                                {format!("{:.0}", latest.waiting)} " waiting in Arbiter, "
+                                {format!("{:.0}", latest.sending)} " at the endpoints (limit " {format!("{:.0}", latest.request_limit)} "), "
+                                {server_waiting} " waiting in the servers' queues."
+                            </p>
+                            <p data-testid="load-times">
+                                {load.answers} " answers: " {ms(load.mean_latency_ms)} " mean at the endpoints, "
+                                {ms(load.mean_waited_ms)} " mean wait in Arbiter for a request slot."
+                            </p>
+                            <div class="chart" inner_html=load.load_svg.clone()></div>
+                            <div class="chart" inner_html=load.latency_svg.clone()></div>
+                        </section>
+                    }
+                })
+            })}
+        </Transition>
+    }
+}
+
 /// Pause, resume and cancel buttons for the states where they apply.
 #[component]
 fn RunControls(run_id: RunId, status: RunStatus, change: ServerAction<ChangeRun>) -> impl IntoView {
@@ -320,6 +452,11 @@ fn Progress(progress: RunProgress) -> impl IntoView {
             <p class=status_class>
                 "Status: " <strong data-testid="run-status">{state}</strong>
             </p>
+            {progress.checkpoint_retracted.clone().map(|reason| view! {
+                <p class="notice" data-testid="run-retracted">
+                    "Its checkpoint was retracted: " {reason} ". These results stay readable but leave trends and are never a baseline."
+                </p>
+            })}
             <progress max=progress.expected.to_string() value=progress.done.to_string()></progress>
             <p data-testid="run-progress">
                 <strong>{progress.done}</strong> " / " {progress.expected} " results (" {percent} "%), "

@@ -3,6 +3,7 @@
 //! under the editable [`rules`].
 
 pub mod rules;
+pub mod run_load;
 
 use serde::{Deserialize, Serialize};
 

@@ -6,6 +6,7 @@
 //! timeout per attempt and per item, and each failed attempt recorded on the identity.
 
 use super::limiter::Limiter;
+use super::load::RunLoad;
 use crate::clients::egress::{read_capped, GuardedClient};
 use crate::clients::model::{server_root, AttemptFailure, GenerationRequest, ModelClient};
 use arbiter_domain::answer::{ErrorCategory, Generation, Outcome};
@@ -13,7 +14,7 @@ use arbiter_domain::checkpoint::{EndpointLimits, TokenPrices};
 use arbiter_store::Store;
 use serde_json::json;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -55,13 +56,16 @@ impl RetryPolicy {
 /// Where a run's requests go: the checkpoint's endpoints and an optional fallback, with what
 /// each charges (a generation's cost is its tokens at the prices of the checkpoint that
 /// answered).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct Target {
     pub endpoint_urls: Vec<String>,
     /// (endpoint URL, served model) of the fallback checkpoint.
     pub fallback: Option<(String, String)>,
     pub prices: TokenPrices,
     pub fallback_prices: TokenPrices,
+    /// The run's load, which counts its requests at the endpoints (the model under test's
+    /// target only; judges' calls are not charted).
+    pub load: Option<Arc<RunLoad>>,
 }
 
 /// One endpoint as this worker sees it.
@@ -73,11 +77,19 @@ pub struct Endpoint {
     pub limiter: Limiter,
     outstanding: AtomicUsize,
     limits: EndpointLimits,
+    /// The server's queue (`num_requests_waiting`) as last read from its `/metrics`, as
+    /// `f64` bits; NaN until read.
+    server_waiting: AtomicU64,
 }
 
 impl Endpoint {
     pub fn outstanding(&self) -> usize {
         self.outstanding.load(Ordering::Relaxed)
+    }
+
+    fn server_waiting(&self) -> Option<f64> {
+        let waiting = f64::from_bits(self.server_waiting.load(Ordering::Relaxed));
+        (!waiting.is_nan()).then_some(waiting)
     }
 }
 
@@ -175,6 +187,7 @@ impl EndpointPool {
             ),
             outstanding: AtomicUsize::new(0),
             limits,
+            server_waiting: AtomicU64::new(f64::NAN.to_bits()),
         });
         let endpoint = {
             let mut endpoints = self.lock();
@@ -218,6 +231,24 @@ impl EndpointPool {
         }
     }
 
+    /// This worker's request limit over `urls` together (each endpoint's current limit).
+    pub async fn request_limit(self: &Arc<Self>, urls: &[String]) -> usize {
+        let mut limit = 0;
+        for url in urls {
+            limit += self.endpoint(url).await.limiter.limit();
+        }
+        limit
+    }
+
+    /// Requests the servers at `urls` reported waiting in their own queues at their last
+    /// reading, summed; `None` when none of them reports a queue (or none was used yet).
+    pub fn server_waiting(&self, urls: &[String]) -> Option<f64> {
+        let endpoints = self.lock();
+        urls.iter()
+            .filter_map(|url| endpoints.get(url)?.server_waiting())
+            .fold(None, |sum, waiting| Some(sum.unwrap_or(0.0) + waiting))
+    }
+
     /// The least loaded of a checkpoint's endpoints.
     async fn pick(self: &Arc<Self>, urls: &[String]) -> Arc<Endpoint> {
         let mut best: Option<Arc<Endpoint>> = None;
@@ -233,17 +264,22 @@ impl EndpointPool {
         best.expect("a run has at least one endpoint")
     }
 
-    /// One attempt through an endpoint's limiter, keeping its counters and load signals.
+    /// One attempt through an endpoint's limiter, keeping its counters and load signals; the
+    /// time spent waiting for the limiter's slot is added to `waited`.
     async fn attempt(
         &self,
         endpoint: &Endpoint,
         request: &GenerationRequest,
         cost: u64,
         deadline: Instant,
+        (load, waited): (Option<&RunLoad>, &mut Duration),
     ) -> Result<Generation, AttemptFailure> {
         let remaining = deadline.saturating_duration_since(Instant::now());
         endpoint.outstanding.fetch_add(1, Ordering::Relaxed);
-        let result = match tokio::time::timeout(remaining, endpoint.limiter.acquire(cost)).await {
+        let waiting_since = Instant::now();
+        let slot = tokio::time::timeout(remaining, endpoint.limiter.acquire(cost)).await;
+        *waited += waiting_since.elapsed();
+        let result = match slot {
             Err(_) => Err(AttemptFailure {
                 category: ErrorCategory::Timeout,
                 status: None,
@@ -251,6 +287,7 @@ impl EndpointPool {
                 retry_after: None,
             }),
             Ok(_permit) => {
+                let _sending = load.map(RunLoad::sending);
                 let timeout = self
                     .policy
                     .attempt_timeout
@@ -285,6 +322,8 @@ impl EndpointPool {
     ) -> Generation {
         let started = Instant::now();
         let deadline = started + self.policy.item_timeout;
+        let load = target.load.as_deref();
+        let mut waited = Duration::ZERO;
         let mut log: Vec<serde_json::Value> = Vec::new();
         let mut last_failure: Option<AttemptFailure> = None;
         let mut attempts: u32 = 0;
@@ -297,9 +336,13 @@ impl EndpointPool {
                 _ => self.pick(&target.endpoint_urls).await,
             };
             let attempt_started = Instant::now();
-            match self.attempt(&endpoint, request, cost, deadline).await {
+            match self
+                .attempt(&endpoint, request, cost, deadline, (load, &mut waited))
+                .await
+            {
                 Ok(generation) => {
-                    return finish(generation, &target.prices, started, attempts, log, false)
+                    let timing = Timing { started, waited };
+                    return finish(generation, &target.prices, timing, attempts, log, false);
                 }
                 Err(failure) => {
                     log.push(log_entry(
@@ -334,18 +377,25 @@ impl EndpointPool {
             let attempt_started = Instant::now();
             let fallback_deadline = Instant::now() + self.policy.attempt_timeout;
             match self
-                .attempt(&endpoint, &fallback_request, cost, fallback_deadline)
+                .attempt(
+                    &endpoint,
+                    &fallback_request,
+                    cost,
+                    fallback_deadline,
+                    (load, &mut waited),
+                )
                 .await
             {
                 Ok(generation) => {
+                    let timing = Timing { started, waited };
                     return finish(
                         generation,
                         &target.fallback_prices,
-                        started,
+                        timing,
                         attempts,
                         log,
                         true,
-                    )
+                    );
                 }
                 Err(failure) => {
                     log.push(log_entry(
@@ -373,7 +423,8 @@ impl EndpointPool {
             error: Some(failure.message),
             error_category: Some(failure.category),
             attempt_log: Some(serde_json::Value::Array(log).to_string()),
-            latency_ms: millis(started.elapsed()),
+            latency_ms: millis(started.elapsed().saturating_sub(waited)),
+            waited_ms: millis(waited),
             attempts: i64::from(attempts),
             ..Generation::default()
         }
@@ -384,15 +435,22 @@ fn millis(duration: Duration) -> i64 {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
 
+/// When an identity's first attempt began, and how long it has waited for slots since.
+struct Timing {
+    started: Instant,
+    waited: Duration,
+}
+
 fn finish(
     mut generation: Generation,
     prices: &TokenPrices,
-    started: Instant,
+    timing: Timing,
     attempts: u32,
     log: Vec<serde_json::Value>,
     fallback: bool,
 ) -> Generation {
-    generation.latency_ms = millis(started.elapsed());
+    generation.latency_ms = millis(timing.started.elapsed().saturating_sub(timing.waited));
+    generation.waited_ms = millis(timing.waited);
     generation.attempts = i64::from(attempts);
     generation.fallback_used = fallback;
     generation.cost_usd = prices.cost(generation.prompt_tokens, generation.completion_tokens);
@@ -473,6 +531,9 @@ async fn watch_server_queue(
         match queue {
             Some((waiting, running)) => {
                 misses = 0;
+                endpoint
+                    .server_waiting
+                    .store(waiting.to_bits(), Ordering::Relaxed);
                 endpoint.limiter.on_server_queue(waiting, running);
                 if last_observation.is_none_or(|at| at.elapsed() >= OBSERVATION_EVERY) {
                     last_observation = Some(std::time::Instant::now());

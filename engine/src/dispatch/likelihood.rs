@@ -102,13 +102,18 @@ fn combine(
     combined
 }
 
-/// What requests sent side by side for one identity came to: the slowest one's time; their
-/// attempts, tokens and cost added up.
+/// What requests sent side by side for one identity came to: the slowest one's time and the
+/// longest wait for a slot; their attempts, tokens and cost added up.
 pub(super) fn totals(answers: &[Generation]) -> Generation {
     Generation {
         latency_ms: answers
             .iter()
             .map(|answer| answer.latency_ms)
+            .max()
+            .unwrap_or(0),
+        waited_ms: answers
+            .iter()
+            .map(|answer| answer.waited_ms)
             .max()
             .unwrap_or(0),
         attempts: answers.iter().map(|answer| answer.attempts).sum(),
@@ -159,6 +164,7 @@ pub(super) fn scores_of(
 fn answer_with_totals(answer: Generation, totals: &Generation) -> Generation {
     Generation {
         latency_ms: totals.latency_ms,
+        waited_ms: totals.waited_ms,
         attempts: totals.attempts,
         prompt_tokens: totals.prompt_tokens,
         completion_tokens: totals.completion_tokens,

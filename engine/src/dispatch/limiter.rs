@@ -11,9 +11,11 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
-/// The limit a fresh endpoint starts at: enough to fill a small server at once, low enough
-/// not to flood one that is already busy.
-const INITIAL_LIMIT: f64 = 32.0;
+/// The limit a fresh endpoint starts at: low enough not to flood a small server (the bundled
+/// model runs two requests at once) and not to claim far ahead of it, since a worker claims
+/// two rounds of the limit. Slow start doubles it every round, and at once on every empty
+/// server queue, so a large server is filled within a few rounds.
+const INITIAL_LIMIT: f64 = 8.0;
 /// Decreases closer together than this are one overload event, not several.
 const DECREASE_SPACING: Duration = Duration::from_millis(500);
 
@@ -183,8 +185,14 @@ impl Limiter {
         }
     }
 
-    /// The server's own queue (requests waiting, from `/metrics`): shrink gently while it
-    /// builds, hold while anything waits, grow again once it is empty.
+    /// The server's own queue (requests waiting, from `/metrics`): shrink while it builds,
+    /// hold while anything waits, grow again once it is empty.
+    ///
+    /// A queue beyond the tolerated one shrinks the limit by a tenth, and at once to this
+    /// worker's share of what the server holds (`running` plus the tolerated queue, of the
+    /// `running + waiting` it was sent) when that is lower: a server flooded at the start
+    /// (slow start, a restart) is back to a short queue at the next reading, not after tens
+    /// of them.
     ///
     /// In slow start an empty queue while every permitted request is out is direct evidence
     /// of idle capacity, so the limit doubles then and there. Growing only per completed
@@ -199,7 +207,13 @@ impl Limiter {
                 state.slow_start = false;
             }
             if waiting > tolerated {
-                state.limit = (state.limit * 0.9).max(1.0);
+                let mut limit = state.limit * 0.9;
+                if state.in_flight > 0 {
+                    let share =
+                        state.in_flight as f64 * (running + tolerated) / (running + waiting);
+                    limit = limit.min(share);
+                }
+                state.limit = limit.max(1.0);
             }
             if state.probing() && waiting == 0.0 && state.limit_bound() {
                 state.limit = (state.limit * 2.0).min(state.ceiling);
@@ -282,19 +296,19 @@ mod tests {
     #[tokio::test]
     async fn doubles_per_round_until_overload_then_grows_by_one_per_round() {
         let limiter = Limiter::new(1000, None);
-        assert_eq!(limiter.limit(), 32);
-        for _ in 0..32 {
+        assert_eq!(limiter.limit(), 8);
+        for _ in 0..8 + 16 {
             limiter.on_success();
         }
-        assert_eq!(limiter.limit(), 64, "slow start doubles per round");
+        assert_eq!(limiter.limit(), 32, "slow start doubles per round");
         limiter.on_overload(None);
-        assert_eq!(limiter.limit(), 32);
-        for _ in 0..32 * 10 {
+        assert_eq!(limiter.limit(), 16);
+        for _ in 0..16 * 10 {
             limiter.on_success();
         }
         let grown = limiter.limit();
         assert!(
-            (38..=43).contains(&grown),
+            (22..=27).contains(&grown),
             "about +1 per round after overload: {grown}"
         );
         tokio::time::sleep(DECREASE_SPACING).await;
@@ -346,8 +360,16 @@ mod tests {
     #[tokio::test]
     async fn a_server_queue_stops_growth_and_shrinks_the_limit() {
         let limiter = Limiter::new(100, None);
+        for _ in 0..8 + 16 {
+            limiter.on_success();
+        }
+        assert_eq!(limiter.limit(), 32);
         limiter.on_server_queue(20.0, 32.0);
-        assert_eq!(limiter.limit(), 28);
+        assert_eq!(
+            limiter.limit(),
+            28,
+            "a tenth off (none of its requests out, so no share of the server to shrink to)"
+        );
         for _ in 0..100 {
             limiter.on_success();
         }
@@ -364,32 +386,52 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn slow_start_doubles_at_once_while_the_server_has_no_queue() {
+    async fn a_flooded_server_brings_the_limit_to_this_workers_share_at_once() {
         let limiter = Limiter::new(100, None);
-        let held: Vec<_> = futures::future::join_all((0..32).map(|_| limiter.acquire(1))).await;
-        limiter.on_server_queue(0.0, 32.0);
+        let _out: Vec<_> = futures::future::join_all((0..8).map(|_| limiter.acquire(1))).await;
+        // A server running two at a time: all 8 sent, 6 waiting; it holds 2 + 2 tolerated.
+        limiter.on_server_queue(6.0, 2.0);
+        assert_eq!(limiter.limit(), 4, "8 out x (2 + 2) / (2 + 6)");
+        limiter.on_server_queue(3.0, 2.0);
         assert_eq!(
             limiter.limit(),
-            64,
-            "all 32 out and nothing waiting: double"
+            3,
+            "a tenth off 4, as the share 6.4 is higher"
         );
+        limiter.on_server_queue(2.0, 2.0);
+        assert_eq!(limiter.limit(), 3, "the tolerated queue holds the limit");
+    }
+
+    #[tokio::test]
+    async fn slow_start_doubles_at_once_while_the_server_has_no_queue() {
+        let limiter = Limiter::new(100, None);
+        let held: Vec<_> = futures::future::join_all((0..8).map(|_| limiter.acquire(1))).await;
+        limiter.on_server_queue(0.0, 8.0);
+        assert_eq!(limiter.limit(), 16, "all 8 out and nothing waiting: double");
+        limiter.on_server_queue(0.0, 8.0);
+        assert_eq!(limiter.limit(), 16, "not limit-bound (8 of 16 out): hold");
+        let more: Vec<_> = futures::future::join_all((0..8).map(|_| limiter.acquire(1))).await;
+        limiter.on_server_queue(0.0, 16.0);
+        assert_eq!(limiter.limit(), 32);
+        let most: Vec<_> = futures::future::join_all((0..16).map(|_| limiter.acquire(1))).await;
         limiter.on_server_queue(0.0, 32.0);
-        assert_eq!(limiter.limit(), 64, "not limit-bound (32 of 64 out): hold");
-        let more: Vec<_> = futures::future::join_all((0..32).map(|_| limiter.acquire(1))).await;
+        limiter.on_server_queue(0.0, 32.0);
+        assert_eq!(limiter.limit(), 64, "doubles once per limit-bound reading");
+        let last: Vec<_> = futures::future::join_all((0..32).map(|_| limiter.acquire(1))).await;
         limiter.on_server_queue(0.0, 64.0);
         assert_eq!(limiter.limit(), 100, "capped by the ceiling");
-        drop((held, more));
+        drop((held, more, most, last));
         let limiter = Limiter::new(100, None);
-        let _held: Vec<_> = futures::future::join_all((0..32).map(|_| limiter.acquire(1))).await;
-        limiter.on_server_queue(1.0, 31.0);
+        let _held: Vec<_> = futures::future::join_all((0..8).map(|_| limiter.acquire(1))).await;
+        limiter.on_server_queue(1.0, 7.0);
         assert!(
             !limiter.in_slow_start(),
             "a request waiting ends slow start"
         );
-        limiter.on_server_queue(0.0, 32.0);
+        limiter.on_server_queue(0.0, 8.0);
         assert_eq!(
             limiter.limit(),
-            32,
+            8,
             "after slow start the queue no longer doubles"
         );
     }
@@ -398,7 +440,10 @@ mod tests {
     fn the_ceiling_caps_the_limit() {
         let limiter = Limiter::new(100, None);
         limiter.set_ceiling(10);
-        assert_eq!(limiter.limit(), 10);
+        assert_eq!(limiter.limit(), 8, "below the ceiling: unchanged");
+        limiter.set_ceiling(4);
+        assert_eq!(limiter.limit(), 4, "above it: brought down");
+        limiter.set_ceiling(10);
         for _ in 0..1000 {
             limiter.on_success();
         }

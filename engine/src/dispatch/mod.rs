@@ -2,7 +2,8 @@
 //!
 //! One worker per process runs a pipeline with no batch barrier:
 //! - the claimer keeps up to `max_in_flight` identities going, taking them from the runs the
-//!   fair-share policy picks, longest expected first, in leased batches;
+//!   fair-share policy picks, longest expected first, in leased batches, and never more per
+//!   endpoint than its limiter lets out soon ([`load`]);
 //! - each identity is answered (from the generation cache, or through the [`EndpointPool`]'s
 //!   load control and retries) and graded as soon as its answer arrives;
 //! - the committer records finished identities in batched transactions; the unique key on a
@@ -18,11 +19,14 @@ use arbiter_domain::ids::{IdentityId, RunId};
 mod judging;
 mod likelihood;
 mod limiter;
+mod load;
 mod rolling;
 
 pub use endpoints::{prometheus_sum, EndpointPool, RetryPolicy, Target};
 pub(crate) use judging::{judge_pair_order, judge_verdict};
 pub use limiter::Limiter;
+pub use load::RunLoad;
+use load::{held_per_run, load_of, Loads};
 
 use crate::clients::model::GenerationRequest;
 use arbiter_domain::answer::{ErrorCategory, Generation, Outcome};
@@ -36,9 +40,9 @@ use arbiter_domain::prompt::PromptRenderer;
 use arbiter_store::{ActiveRun, CachedGeneration, ClaimedIdentity, FinishedIdentity, Store};
 use fair_share::Candidate;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::sync::{mpsc, watch, Notify, Semaphore};
 
 /// How a worker process behaves; the defaults suit the embedded demo.
 #[derive(Clone, Debug)]
@@ -94,9 +98,14 @@ struct RunSpec {
 
 impl RunSpec {
     /// `prices` are the checkpoints' current prices by name (prices are not part of a
-    /// manifest: changing one must not make a new run).
-    fn new(manifest: Manifest, prices: &HashMap<String, TokenPrices>) -> RunSpec {
+    /// manifest: changing one must not make a new run); `load` counts the run's requests.
+    fn new(
+        manifest: Manifest,
+        prices: &HashMap<String, TokenPrices>,
+        load: Arc<RunLoad>,
+    ) -> RunSpec {
         let price_of = |checkpoint: &str| prices.get(checkpoint).copied().unwrap_or_default();
+        load.set_endpoints(&manifest.endpoint_urls);
         let target = Target {
             endpoint_urls: manifest.endpoint_urls.clone(),
             fallback: manifest
@@ -110,6 +119,7 @@ impl RunSpec {
                 .map_or_else(TokenPrices::default, |fallback| {
                     price_of(&fallback.checkpoint_name)
                 }),
+            load: Some(load),
         };
         let judge_target = |judge: Option<&JudgeSpec>| {
             judge.map(|judge| Target {
@@ -117,6 +127,7 @@ impl RunSpec {
                 fallback: None,
                 prices: price_of(&judge.checkpoint_name),
                 fallback_prices: TokenPrices::default(),
+                load: None,
             })
         };
         let judge_targets = match &manifest.triage {
@@ -320,16 +331,13 @@ async fn heartbeat_loop(
     store: Arc<dyn Store>,
     config: WorkerConfig,
     pool: Arc<EndpointPool>,
-    in_flight: Arc<Mutex<HashMap<RunId, usize>>>,
+    loads: Loads,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let lease_ms = i64::try_from(config.lease.as_millis()).unwrap_or(i64::MAX);
     let period = config.lease / 3;
     loop {
-        let holding: usize = in_flight
-            .lock()
-            .map(|counts| counts.values().sum())
-            .unwrap_or(0);
+        let holding: usize = held_per_run(&loads).values().sum();
         match store
             .heartbeat(&config.worker_id, holding as i64, lease_ms, lease_ms)
             .await
@@ -356,15 +364,6 @@ async fn heartbeat_loop(
 /// Claims after which an identity whose judge stays unreachable goes to a human after all.
 const MAX_CLAIMS_WHILE_JUDGES_FAIL: i64 = 3;
 
-/// One identity of `run_id` is no longer held by this worker.
-fn release_slot(in_flight: &Mutex<HashMap<RunId, usize>>, run_id: RunId) {
-    if let Ok(mut counts) = in_flight.lock() {
-        if let Some(count) = counts.get_mut(&run_id) {
-            *count = count.saturating_sub(1);
-        }
-    }
-}
-
 /// What the claimer knows about runs between database round trips.
 struct ClaimState {
     specs: HashMap<RunId, Arc<RunSpec>>,
@@ -390,7 +389,9 @@ pub async fn run_worker(
     let held_max = config.max_in_flight + config.claim_batch;
     let slots = Arc::new(Semaphore::new(held_max));
     let running = Arc::new(Semaphore::new(config.max_in_flight));
-    let in_flight: Arc<Mutex<HashMap<RunId, usize>>> = Arc::default();
+    let loads: Loads = Arc::default();
+    // Rung whenever the model answers an identity: room for a claim may have opened.
+    let answered = Arc::new(Notify::new());
     // Room for two commit batches: answers keep arriving while one batch is being written,
     // and a full channel would hold up the slots (and so the endpoint) behind the database.
     let (finished_tx, finished_rx) =
@@ -401,7 +402,14 @@ pub async fn run_worker(
         store.clone(),
         config.clone(),
         pool.clone(),
-        in_flight.clone(),
+        loads.clone(),
+        heartbeat_shutdown.clone(),
+    ));
+    let sampler = tokio::spawn(load::sample_loop(
+        store.clone(),
+        config.worker_id.clone(),
+        loads.clone(),
+        pool.clone(),
         heartbeat_shutdown,
     ));
     let lease_ms = i64::try_from(config.lease.as_millis()).unwrap_or(i64::MAX);
@@ -429,32 +437,50 @@ pub async fn run_worker(
             }
         }
         let free = slots_held.num_permits();
-        let claimed = claim(&store, &config, &mut state, &in_flight, free, lease_ms).await;
+        let round = Claim {
+            store: &store,
+            config: &config,
+            pool: &pool,
+            loads: &loads,
+            least: min_claim as usize,
+        };
+        let (claimed, endpoints_full) = round.claim(&mut state, free, lease_ms).await;
         if claimed.is_empty() {
-            // Idle: look for newly launched runs at the next poll, not a cache period later.
-            state.active_read_at = None;
             drop(slots_held);
-            tokio::select! {
-                _ = tokio::time::sleep(config.idle_poll) => {}
-                _ = shutdown.changed() => {}
+            if endpoints_full {
+                // Work is waiting for the endpoints: claim as soon as an answer makes room.
+                tokio::select! {
+                    _ = answered.notified() => {}
+                    _ = tokio::time::sleep(config.idle_poll) => {}
+                    _ = shutdown.changed() => {}
+                }
+            } else {
+                // Idle: look for newly launched runs at the next poll, not a cache period
+                // later.
+                state.active_read_at = None;
+                tokio::select! {
+                    _ = tokio::time::sleep(config.idle_poll) => {}
+                    _ = shutdown.changed() => {}
+                }
             }
             continue;
         }
-        for job in claimed {
+        let claimed_at = Instant::now();
+        for (job, mut held) in claimed {
             let permit = slots_held
                 .split(1)
                 .expect("one slot was taken for each claimed identity");
             let Some(spec) = state.specs.get(&job.run_id).cloned() else {
+                // Never: only runs with a spec are claimed from (`held` releases it).
                 continue;
             };
             let pool = pool.clone();
             let store = store.clone();
             let worker_id = config.worker_id.clone();
             let finished_tx = finished_tx.clone();
-            let in_flight = in_flight.clone();
             let running = running.clone();
+            let answered = answered.clone();
             tokio::spawn(async move {
-                let run_id = job.run_id;
                 // The semaphore queues waiters in order, so claims start longest first.
                 let answering = running.acquire().await;
                 let rendered = spec.render(&job);
@@ -462,8 +488,17 @@ pub async fn run_worker(
                 // A later turn's key is known only now; audit sampling draws by it too.
                 let mut job = job;
                 job.generation_key = generation_key;
-                let (generation, cached_from) =
+                let waited_before_sending = claimed_at.elapsed();
+                let (mut generation, cached_from) =
                     answer(&job, cached.as_ref(), &spec, &rendered, &pool).await;
+                let sent = cached_from.is_none() && rendered.is_ok();
+                if sent {
+                    generation.waited_ms = generation.waited_ms.saturating_add(
+                        i64::try_from(waited_before_sending.as_millis()).unwrap_or(i64::MAX),
+                    );
+                }
+                held.answered(&generation, sent);
+                answered.notify_one();
                 // A later turn waits on this one when the item is a conversation with turns
                 // left (unknown when it could not be rendered: then any later turn stops).
                 let next_turn_waits = rendered.as_ref().map_or(true, |rendered| {
@@ -484,8 +519,7 @@ pub async fn run_worker(
                         if let Err(err) = store.release_lease(&worker_id, job.identity_id).await {
                             tracing::warn!(error = %err, "could not return the identity; its lease will expire");
                         }
-                        release_slot(&in_flight, run_id);
-                        drop(permit);
+                        drop((held, permit));
                         return;
                     }
                     // Out of claims: grading already escalated it (routed by the policy); the
@@ -509,7 +543,7 @@ pub async fn run_worker(
                     next_turn_waits,
                 };
                 let _ = finished_tx.send(finished).await;
-                release_slot(&in_flight, run_id);
+                held.finished();
                 drop(permit);
             });
         }
@@ -523,106 +557,179 @@ pub async fn run_worker(
     let _ = committer.await;
     let _ = heartbeat_stop.send(true);
     let _ = heartbeat.await;
+    let _ = sampler.await;
     if let Err(err) = store.deregister_worker(&config.worker_id).await {
         tracing::warn!(error = %err, "could not deregister the worker");
     }
     tracing::info!(worker = %config.worker_id, "worker stopped");
 }
 
-/// Claims up to `free` identities from the runs the fair-share policy picks.
-async fn claim(
-    store: &Arc<dyn Store>,
-    config: &WorkerConfig,
-    state: &mut ClaimState,
-    in_flight: &Arc<Mutex<HashMap<RunId, usize>>>,
-    free: usize,
-    lease_ms: i64,
-) -> Vec<ClaimedIdentity> {
-    let now = Instant::now();
-    if state
-        .active_read_at
-        .is_none_or(|read| now - read > ACTIVE_RUNS_TTL)
-    {
-        match store.active_runs().await {
-            Ok(active) => {
-                state.active = active;
-                state.active_read_at = Some(now);
-            }
-            Err(err) => {
-                tracing::error!(error = %err, "could not list active runs");
-                return Vec::new();
-            }
-        }
-    }
-    state.drained_until.retain(|_, until| *until > now);
-    let holding = in_flight
-        .lock()
-        .map(|counts| counts.clone())
-        .unwrap_or_default();
-    let candidates: Vec<Candidate> = state
-        .active
-        .iter()
-        .filter(|run| !state.drained_until.contains_key(&run.id))
-        .map(|run| Candidate {
-            run_id: run.id,
-            priority: run.priority,
-            team: run.team.clone(),
-            in_flight: holding.get(&run.id).copied().unwrap_or(0),
-        })
-        .collect();
-    let weights: HashMap<&str, f64> = state
-        .active
-        .iter()
-        .map(|run| (run.team.as_str(), run.team_weight))
-        .collect();
-    let team_weight = |team: &str| weights.get(team).copied().unwrap_or(1.0);
-    let mut claimed = Vec::new();
-    for (run_id, quota) in fair_share::allocate(free, &candidates, team_weight) {
-        if let std::collections::hash_map::Entry::Vacant(entry) = state.specs.entry(run_id) {
-            let prices = match store.list_checkpoints().await {
-                Ok(checkpoints) => checkpoints
-                    .into_iter()
-                    .map(|checkpoint| (checkpoint.name, checkpoint.prices))
-                    .collect(),
-                Err(err) => {
-                    tracing::warn!(error = %err, "could not read checkpoint prices; costs unknown");
-                    HashMap::new()
-                }
-            };
-            match store.run_manifest(run_id).await {
-                Ok(Some(manifest)) => {
-                    entry.insert(Arc::new(RunSpec::new(manifest, &prices)));
-                }
-                Ok(None) => continue,
-                Err(err) => {
-                    tracing::error!(run_id = run_id.get(), error = %err, "could not read the run's manifest");
-                    continue;
-                }
-            }
-        }
-        match store
-            .claim_identities(
-                &config.worker_id,
-                run_id,
-                quota as i64,
-                lease_ms,
-                config.longest_first,
-            )
-            .await
+/// One claim round's view of this worker.
+struct Claim<'a> {
+    store: &'a Arc<dyn Store>,
+    config: &'a WorkerConfig,
+    pool: &'a Arc<EndpointPool>,
+    loads: &'a Loads,
+    /// The fewest identities worth a claim statement.
+    least: usize,
+}
+
+impl Claim<'_> {
+    /// Claims up to `free` identities from the runs the fair-share policy picks, no more per
+    /// group of endpoints than they can take soon. Also says whether a run with work was
+    /// passed over because its endpoints were full.
+    async fn claim(
+        &self,
+        state: &mut ClaimState,
+        free: usize,
+        lease_ms: i64,
+    ) -> (Vec<(ClaimedIdentity, load::Held)>, bool) {
+        let now = Instant::now();
+        if state
+            .active_read_at
+            .is_none_or(|read| now - read > ACTIVE_RUNS_TTL)
         {
-            Ok(jobs) => {
-                if jobs.len() < quota {
-                    state.drained_until.insert(run_id, now + DRAINED_BACKOFF);
+            match self.store.active_runs().await {
+                Ok(active) => {
+                    state.active = active;
+                    state.active_read_at = Some(now);
                 }
-                if let Ok(mut counts) = in_flight.lock() {
-                    *counts.entry(run_id).or_default() += jobs.len();
+                Err(err) => {
+                    tracing::error!(error = %err, "could not list active runs");
+                    return (Vec::new(), false);
                 }
-                claimed.extend(jobs);
             }
-            Err(err) => {
-                tracing::error!(run_id = run_id.get(), error = %err, "could not claim work")
+        }
+        state.drained_until.retain(|_, until| *until > now);
+        let open: Vec<ActiveRun> = state
+            .active
+            .iter()
+            .filter(|run| !state.drained_until.contains_key(&run.id))
+            .cloned()
+            .collect();
+        self.read_specs(state, &open).await;
+        let rooms = self.rooms(state, &open).await;
+        let holding = held_per_run(self.loads);
+        let room_of = |run: &ActiveRun| {
+            let spec = state.specs.get(&run.id)?;
+            rooms.get(&endpoint_group(spec)).copied()
+        };
+        let endpoints_full = open.iter().any(|run| room_of(run) == Some(0));
+        let candidates: Vec<Candidate> = open
+            .iter()
+            .filter(|run| room_of(run).is_some_and(|room| room > 0))
+            .map(|run| Candidate {
+                run_id: run.id,
+                priority: run.priority,
+                team: run.team.clone(),
+                in_flight: holding.get(&run.id).copied().unwrap_or(0),
+            })
+            .collect();
+        let weights: HashMap<&str, f64> = state
+            .active
+            .iter()
+            .map(|run| (run.team.as_str(), run.team_weight))
+            .collect();
+        let team_weight = |team: &str| weights.get(team).copied().unwrap_or(1.0);
+        let mut rooms = rooms;
+        let mut claimed = Vec::new();
+        for (run_id, quota) in fair_share::allocate(free, &candidates, team_weight) {
+            let Some(spec) = state.specs.get(&run_id) else {
+                continue;
+            };
+            let room = rooms.entry(endpoint_group(spec)).or_default();
+            let quota = quota.min(*room);
+            if quota == 0 {
+                continue;
+            }
+            match self
+                .store
+                .claim_identities(
+                    &self.config.worker_id,
+                    run_id,
+                    quota as i64,
+                    lease_ms,
+                    self.config.longest_first,
+                )
+                .await
+            {
+                Ok(jobs) => {
+                    if jobs.len() < quota {
+                        state.drained_until.insert(run_id, now + DRAINED_BACKOFF);
+                    }
+                    *room -= jobs.len();
+                    let held = load_of(self.loads, run_id).claimed(jobs.len());
+                    claimed.extend(jobs.into_iter().zip(held));
+                }
+                Err(err) => {
+                    tracing::error!(run_id = run_id.get(), error = %err, "could not claim work")
+                }
+            }
+        }
+        (claimed, endpoints_full)
+    }
+
+    /// Reads the frozen manifest of each run not seen before.
+    async fn read_specs(&self, state: &mut ClaimState, runs: &[ActiveRun]) {
+        let mut prices: Option<HashMap<String, TokenPrices>> = None;
+        for run in runs {
+            let std::collections::hash_map::Entry::Vacant(entry) = state.specs.entry(run.id) else {
+                continue;
+            };
+            if prices.is_none() {
+                prices = Some(match self.store.list_checkpoints().await {
+                    Ok(checkpoints) => checkpoints
+                        .into_iter()
+                        .map(|checkpoint| (checkpoint.name, checkpoint.prices))
+                        .collect(),
+                    Err(err) => {
+                        tracing::warn!(error = %err, "could not read checkpoint prices; costs unknown");
+                        HashMap::new()
+                    }
+                });
+            }
+            match self.store.run_manifest(run.id).await {
+                Ok(Some(manifest)) => {
+                    let prices = prices.as_ref().expect("read above");
+                    let load = load_of(self.loads, run.id);
+                    entry.insert(Arc::new(RunSpec::new(manifest, prices, load)));
+                }
+                Ok(None) => {}
+                Err(err) => {
+                    tracing::error!(run_id = run.id.get(), error = %err, "could not read the run's manifest");
+                }
             }
         }
     }
-    claimed
+
+    /// Room per group of endpoints: what their limiters let out soon, less what this worker's
+    /// runs on them hold unanswered.
+    async fn rooms(&self, state: &ClaimState, runs: &[ActiveRun]) -> HashMap<Vec<String>, usize> {
+        let mut unanswered: HashMap<Vec<String>, usize> = HashMap::new();
+        for (run_id, spec) in &state.specs {
+            let held = load_of(self.loads, *run_id).unanswered();
+            *unanswered.entry(endpoint_group(spec)).or_default() += held;
+        }
+        let mut rooms = HashMap::new();
+        for run in runs {
+            let Some(spec) = state.specs.get(&run.id) else {
+                continue;
+            };
+            let group = endpoint_group(spec);
+            if rooms.contains_key(&group) {
+                continue;
+            }
+            let limit = self.pool.request_limit(&group).await;
+            let waiting = unanswered.get(&group).copied().unwrap_or(0);
+            rooms.insert(group, load::room(limit, waiting, self.least));
+        }
+        rooms
+    }
+}
+
+/// The endpoints a run's requests share with other runs', as a key.
+fn endpoint_group(spec: &RunSpec) -> Vec<String> {
+    let mut urls = spec.target.endpoint_urls.clone();
+    urls.sort();
+    urls
 }

@@ -106,7 +106,9 @@ fn combine(
     window_ms: i64,
 ) -> Generation {
     let mut combined = totals(&answers);
-    combined.latency_ms = tokenized.latency_ms + window_ms;
+    // The windows' longest wait for a slot is inside `window_ms` but not time at the endpoint.
+    combined.latency_ms = tokenized.latency_ms + (window_ms - combined.waited_ms).max(0);
+    combined.waited_ms += tokenized.waited_ms;
     combined.attempts += tokenized.attempts;
     if combined.served_by.is_none() {
         combined.served_by = tokenized.served_by.clone();

@@ -59,7 +59,7 @@ impl ExportFormat {
     }
 }
 
-const CSV_HEADER: [&str; 26] = [
+const CSV_HEADER: [&str; 27] = [
     "run_id",
     "work_item_id",
     "case_id",
@@ -86,13 +86,14 @@ const CSV_HEADER: [&str; 26] = [
     "answered_at",
     "turn",
     "choice_scores",
+    "waited_ms",
 ];
 
 fn optional<T: ToString>(value: &Option<T>) -> String {
     value.as_ref().map(ToString::to_string).unwrap_or_default()
 }
 
-fn csv_record(row: &ExportRow) -> [String; 26] {
+fn csv_record(row: &ExportRow) -> [String; 27] {
     [
         row.run_id.to_string(),
         row.identity_id.to_string(),
@@ -120,6 +121,7 @@ fn csv_record(row: &ExportRow) -> [String; 26] {
         optional(&row.answered_at),
         row.turn.to_string(),
         optional(&row.choice_scores),
+        optional(&row.waited_ms),
     ]
 }
 
@@ -151,6 +153,7 @@ const PARQUET_SCHEMA: &str = "message arbiter_result {
     optional int64 answered_at (TIMESTAMP(MILLIS,true));
     required int64 turn;
     optional binary choice_scores (UTF8);
+    optional int64 waited_ms;
 }";
 
 fn parquet_error(err: parquet::errors::ParquetError) -> ServiceError {
@@ -367,12 +370,13 @@ fn write_row_group<W: Write + Send>(
                 None,
                 None,
             ),
-            18..=21 | 23 => {
+            18..=21 | 23 | 26 => {
                 let (values, levels) = optional_ints(rows, |r| match index {
                     18 => r.latency_ms,
                     19 => r.attempts,
                     20 => r.prompt_tokens,
                     21 => r.completion_tokens,
+                    26 => r.waited_ms,
                     _ => r.answered_at,
                 });
                 column
@@ -497,6 +501,7 @@ mod tests {
             output: "Answer: 4".into(),
             error: error.map(Into::into),
             latency_ms: Some(12),
+            waited_ms: error.is_none().then_some(3),
             cost_usd: error.is_none().then_some(0.001),
             answered_at: Some(1_764_547_200_000),
             choice_scores: None,
@@ -521,14 +526,16 @@ mod tests {
             ],
         );
         let mut reader = csv::Reader::from_reader(bytes.as_slice());
-        assert_eq!(reader.headers().unwrap().len(), 26);
+        assert_eq!(reader.headers().unwrap().len(), 27);
         assert_eq!(&reader.headers().unwrap()[24], "turn");
+        assert_eq!(&reader.headers().unwrap()[26], "waited_ms");
         let records: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
         assert_eq!(records.len(), 2);
         assert_eq!(&records[0][6], "What is 2, \"plus\" 2?\nThink.");
         assert_eq!(&records[0][13], "");
         assert_eq!(&records[1][13], "connect refused");
         assert_eq!(&records[1][24], "1");
+        assert_eq!((&records[0][26], &records[1][26]), ("3", ""));
     }
 
     /// Before the fix a dataset's or a model's `=HYPERLINK(…)` became a live formula in the
@@ -606,6 +613,8 @@ mod tests {
             "no error on an answered row"
         );
         assert_eq!(rows[2].get_double(22).unwrap(), 0.001);
+        assert_eq!(rows[0].get_long(26).unwrap(), 3);
+        assert!(rows[1].get_long(26).is_err(), "no wait on a failed row");
     }
 
     #[test]

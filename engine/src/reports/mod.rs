@@ -8,6 +8,7 @@
 //! - [`compare`]: checkpoints compared on the items their runs share, and promotion decisions;
 //! - [`diff`]: the per-prompt diff and where two answers' tokens diverged;
 //! - [`trends`]: an eval along a training run, flaky prompts, watches;
+//! - [`load`]: a run's load over time (claimed, waiting, at the endpoints, answer times);
 //! - [`export`]: CSV, JSON Lines and Parquet exports; [`label_export`]: the same, a row per
 //!   human label;
 //! - [`charts`]: the server-rendered SVG figures.
@@ -17,5 +18,6 @@ pub mod compare;
 pub mod diff;
 pub mod export;
 pub mod label_export;
+pub mod load;
 pub mod runs;
 pub mod trends;

@@ -21,6 +21,7 @@ use arbiter_testkit::fixtures::*;
 use arbiter_testkit::stories;
 
 stories!(
+    a_retracted_checkpoint_stops_its_runs_and_leaves_trends_and_baselines,
     retention_clears_raw_answers_then_deletes_expired_runs,
     webhooks_deliver_signed_events_with_retries_and_give_up_in_the_end,
     new_checkpoints_trigger_tiered_suites_from_the_api_or_a_watched_folder,
@@ -1085,5 +1086,131 @@ async fn retention_clears_raw_answers_then_deletes_expired_runs(store: Arc<dyn S
             raw_days: 30,
             summary_days: 90
         }
+    );
+}
+
+/// A checkpoint rolled back: retracting it needs a reason and the right to change it, cancels
+/// its unfinished runs for good, refuses new launches, takes it out of trends and baselines,
+/// and leaves its results readable, marked retracted.
+async fn a_retracted_checkpoint_stops_its_runs_and_leaves_trends_and_baselines(
+    store: Arc<dyn Store>,
+) {
+    let store = store.as_ref();
+    let finished = launch_one_run(
+        store,
+        b"{\"id\": \"q1\", \"input\": \"2+2\", \"target\": \"4\"}\n",
+        1,
+    )
+    .await;
+    let claimed = store.claim_work("w", 10, LONG_LEASE_MS).await.unwrap();
+    assert!(reply(store, claimed[0], Reply::Correct).await);
+    assert_eq!(progress(store, finished).await.status, RunStatus::Completed);
+    let eval = progress(store, finished).await.eval_id;
+    let base = store.list_checkpoints().await.unwrap()[0].id;
+    let other = arbiter_engine::catalog::register_simple_checkpoint(
+        store,
+        "other",
+        ENDPOINT,
+        "other-model",
+        None,
+    )
+    .await
+    .unwrap();
+    let running =
+        arbiter_engine::runs::launch_run(store, eval, other, Priority::Scheduled, "default", None)
+            .await
+            .unwrap()
+            .run_id;
+    assert_eq!(store.trend_runs(eval, "").await.unwrap().len(), 2);
+
+    let lead = user(store, "lead", Role::Lead).await;
+    let researcher = user(store, "researcher", Role::Researcher).await;
+    use arbiter_engine::catalog::retract_checkpoint;
+    use arbiter_engine::error::ServiceError;
+    // Refusals change nothing.
+    match retract_checkpoint(store, &lead, other, "  ").await {
+        Err(ServiceError::Invalid(message)) => assert!(message.contains("say why"), "{message}"),
+        other => panic!("an empty reason is refused: {other:?}"),
+    }
+    match retract_checkpoint(store, &researcher, other, "bad conversion").await {
+        Err(ServiceError::Forbidden(message)) => {
+            assert!(message.contains("may retract it"), "{message}")
+        }
+        other => panic!("only leads retract the operator's checkpoints: {other:?}"),
+    }
+    assert!(matches!(
+        retract_checkpoint(
+            store,
+            &lead,
+            arbiter_domain::ids::CheckpointId(9999),
+            "gone"
+        )
+        .await,
+        Err(ServiceError::NotFound(_))
+    ));
+    assert_eq!(progress(store, running).await.status, RunStatus::Running);
+
+    // The running run is cancelled with it, and stays so.
+    let cancelled = retract_checkpoint(store, &lead, other, "the tokenizer lost its chat template")
+        .await
+        .unwrap();
+    assert_eq!(cancelled, vec![running]);
+    let shown = progress(store, running).await;
+    assert_eq!(shown.status, RunStatus::Cancelled);
+    assert_eq!(
+        shown.checkpoint_retracted.as_deref(),
+        Some("the tokenizer lost its chat template")
+    );
+    match arbiter_engine::runs::change_run_state(store, &lead, running, "resume").await {
+        Err(ServiceError::Conflict(message)) => assert!(message.contains("retracted"), "{message}"),
+        other => panic!("a retracted checkpoint's run is not resumed: {other:?}"),
+    }
+    assert_eq!(progress(store, running).await.status, RunStatus::Cancelled);
+    match arbiter_engine::runs::launch_run(store, eval, other, Priority::Scheduled, "default", None)
+        .await
+    {
+        Err(ServiceError::Invalid(message)) => {
+            assert!(message.contains("was retracted"), "{message}")
+        }
+        other => panic!("no launch against a retracted checkpoint: {other:?}"),
+    }
+    assert!(matches!(
+        retract_checkpoint(store, &lead, other, "again").await,
+        Err(ServiceError::Conflict(_))
+    ));
+    let checkpoint = store
+        .list_checkpoints()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|c| c.id == other)
+        .unwrap();
+    let retraction = checkpoint.retraction.expect("marked retracted");
+    assert_eq!(
+        (retraction.reason.as_str(), retraction.by.as_deref()),
+        ("the tokenizer lost its chat template", Some("lead"))
+    );
+
+    // A finished run's checkpoint retracted: nothing to cancel; out of trends and baselines,
+    // its results still readable.
+    assert!(
+        retract_checkpoint(store, &lead, base, "trained on the test set")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(store.trend_runs(eval, "").await.unwrap().is_empty());
+    let summaries = store.list_runs().await.unwrap();
+    assert!(
+        summaries.iter().all(|run| run.checkpoint_retracted),
+        "{summaries:?}"
+    );
+    assert_eq!(progress(store, finished).await.status, RunStatus::Completed);
+    assert_eq!(
+        arbiter_engine::runs::run_results(store, finished, 10)
+            .await
+            .unwrap()
+            .len(),
+        1
     );
 }

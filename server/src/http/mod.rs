@@ -11,6 +11,7 @@ pub mod csrf;
 pub mod downloads;
 pub mod forms;
 pub mod metrics;
+pub mod progress_events;
 pub mod rest;
 pub mod uploads;
 
@@ -115,6 +116,7 @@ where
         .route("/pay/ledger.csv", get(downloads::pay_ledger_csv))
         .route("/metrics", get(metrics::metrics))
         .route("/runs/{id}/export/{format}", get(downloads::export_results))
+        .route("/runs/{id}/events", get(progress_events::page_events))
         .route("/runs/{id}/labels/{format}", get(downloads::export_labels))
         .route(
             "/datasets/upload",

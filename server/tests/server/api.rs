@@ -4,7 +4,7 @@
 
 use crate::support::TestApp;
 use arbiter_domain::accounts::Role;
-use arbiter_domain::run::RunStatus;
+use arbiter_domain::run::{RunProgress, RunStatus};
 use arbiter_engine::dispatch::{run_worker, RetryPolicy, WorkerConfig};
 use arbiter_sim::{SimConfig, SimModel};
 use reqwest::{header, Method, StatusCode};
@@ -736,6 +736,39 @@ async fn submit_waits_reports_and_exits_non_zero_on_a_significant_regression() {
     );
     assert_eq!(verdict.exit_code(true), ci::EXIT_OK);
 
+    // `wait` followed the run's server-sent events; a finished run's stream is one progress
+    // event showing it finished, and then it ends.
+    let events = TestApp::client()
+        .get(app.url(&format!("/api/v1/runs/{baseline_run}/events")))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(events.status(), 200);
+    assert_eq!(
+        events.headers()["content-type"].to_str().unwrap(),
+        "text/event-stream"
+    );
+    let body = events.text().await.unwrap();
+    let progress: Vec<&str> = body
+        .split("\n\n")
+        .filter(|event| event.starts_with("event: progress"))
+        .collect();
+    assert_eq!(progress.len(), 1, "{body}");
+    let data: RunProgress =
+        serde_json::from_str(progress[0].split_once("data: ").unwrap().1).unwrap();
+    assert_eq!((data.id, data.status), (baseline_run, RunStatus::Completed));
+    for (path, bearer, status) in [
+        ("/api/v1/runs/999999/events", Some(&token), 404),
+        (&*format!("/api/v1/runs/{baseline_run}/events"), None, 401),
+    ] {
+        let mut request = TestApp::client().get(app.url(path));
+        if let Some(bearer) = bearer {
+            request = request.bearer_auth(bearer);
+        }
+        assert_eq!(request.send().await.unwrap().status(), status, "{path}");
+    }
+
     // The weak checkpoint against the strong one, named by checkpoint: a regression, exit 1.
     let (weak_run, verdict) = submit_and_judge(manifest(
         "step-2000",
@@ -830,6 +863,71 @@ async fn submit_waits_reports_and_exits_non_zero_on_a_significant_regression() {
     )
     .await;
     assert!(report.unwrap_err().to_string().contains("no completed run"));
+
+    // A rolled-back checkpoint is retracted with a reason: never a baseline again, and no
+    // run is launched on it; refusals say why and change nothing.
+    let checkpoints: Vec<Value> = client.get("listing", "/checkpoints").await.unwrap();
+    let step_1000 = checkpoints
+        .iter()
+        .find(|checkpoint| checkpoint["name"] == "step-1000")
+        .unwrap()["id"]
+        .as_i64()
+        .unwrap();
+    let (app_ref, token_ref) = (&app, token.as_str());
+    let retract = |id: i64, reason: &'static str| async move {
+        let path = format!("/checkpoints/{id}/retract");
+        let body = json!({ "reason": reason });
+        send(app_ref, Method::POST, &path, Some(token_ref), Some(body)).await
+    };
+    let (status, answer) = retract(step_1000, " ").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+    assert!(
+        answer["error"].as_str().unwrap().contains("say why"),
+        "{answer}"
+    );
+    let (status, _) = retract(999_999, "gone").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, answer) = retract(step_1000, "converted with the wrong tokenizer").await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(
+        answer["checkpoint"]["retraction"]["reason"],
+        "converted with the wrong tokenizer"
+    );
+    assert_eq!(answer["cancelled_runs"], json!([]), "its runs had finished");
+    let (status, _) = retract(step_1000, "again").await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let report = ci::report(
+        &client,
+        weak_run,
+        Some(&Baseline::Checkpoint("step-1000".into())),
+        true,
+    )
+    .await;
+    assert!(report
+        .unwrap_err()
+        .to_string()
+        .contains("retracted checkpoint's runs are never baselines"),);
+    let run: RunProgress = client
+        .get("reading", &format!("/runs/{baseline_run}"))
+        .await
+        .unwrap();
+    assert_eq!(
+        run.checkpoint_retracted.as_deref(),
+        Some("converted with the wrong tokenizer")
+    );
+    let (status, answer) = send(
+        &app,
+        Method::POST,
+        "/runs",
+        Some(&token),
+        Some(json!({"eval": "qa-eval", "checkpoint": "step-1000"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+    assert!(
+        answer["error"].as_str().unwrap().contains("was retracted"),
+        "{answer}"
+    );
 
     // Manifest files parse with the same fields; unknown fields are refused.
     let parsed = SubmitManifest::parse(r#"{"eval": "qa-eval", "checkpoint": "step-2000", "baseline": {"checkpoint": "step-1000"}}"#).unwrap();

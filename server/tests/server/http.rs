@@ -168,6 +168,12 @@ const SERVER_FUNCTIONS: &[(&str, Args, Allowed)] = &[
         ],
         Allowed::Researchers,
     ),
+    (
+        "retract_checkpoint",
+        &[("checkpoint_id", "999"), ("reason", "rolled back")],
+        Allowed::Researchers,
+    ),
+    ("run_load", &[("id", "1")], Allowed::Researchers),
     ("list_endpoints", &[], Allowed::Researchers),
     ("key_bindings", &[], Allowed::Leads),
     (
@@ -598,6 +604,11 @@ async fn server_functions_change_only_the_callers_teams_objects() {
             vec![("eval", &eval), ("training_run", "run-a")],
         ),
         ("delete_suite", vec![("id", &suite)]),
+        // Last: it cancels the team's run and refuses later launches on the checkpoint.
+        (
+            "retract_checkpoint",
+            vec![("checkpoint_id", &checkpoint), ("reason", "rolled back")],
+        ),
     ];
     let runs_before = app.store.list_runs().await.unwrap().len();
     let vera = app.signed_in("vera").await;
@@ -656,6 +667,9 @@ async fn server_functions_change_only_the_callers_teams_objects() {
         arbiter_domain::run::RunStatus::Cancelled
     );
     assert_eq!(store.suites().await.unwrap().len(), 1);
+    assert!(store.list_checkpoints().await.unwrap()[0]
+        .retraction
+        .is_none());
 
     let owner = app.client_as(Role::Researcher).await;
     for (endpoint, args) in &calls {
@@ -667,6 +681,9 @@ async fn server_functions_change_only_the_callers_teams_objects() {
     }
     assert_eq!(store.list_endpoints().await.unwrap()[0].max_in_flight, 512);
     assert!(store.suites().await.unwrap().is_empty());
+    assert!(store.list_checkpoints().await.unwrap()[0]
+        .retraction
+        .is_some());
 }
 
 #[tokio::test]

@@ -25,7 +25,7 @@ use arbiter_domain::grading::judge::read_reply;
 use arbiter_domain::grading::scale::{JudgeScale, SCALE_TOP_LOGPROBS};
 use arbiter_domain::ids::IdentityId;
 use arbiter_domain::logprobs;
-use arbiter_domain::run::{Priority, RunStatus};
+use arbiter_domain::run::RunStatus;
 use arbiter_engine::catalog::{CheckpointForm, EvalForm};
 use arbiter_engine::clients::model::{GenerationRequest, ModelClient};
 use arbiter_engine::dispatch::{run_worker, WorkerConfig};
@@ -406,6 +406,77 @@ async fn the_bundled_model_serves_the_openai_api_and_answers_an_eval() {
     a_scale_judge_reads_the_models_points(&server.base_url).await;
     score_choices_by_likelihood(&server.base_url).await;
     score_texts_by_rolling_likelihood(&server.base_url).await;
+    a_busy_server_is_fed_without_claiming_ahead(&server.base_url).await;
+}
+
+/// Forty questions against the server's two slots: the worker claims only what its limiter
+/// lets out soon (two rounds of its limit, at most 8 here, which falls to the server's share
+/// at the first `/metrics` reading), not everything at once; the time each answer waited
+/// inside Arbiter is kept apart from its time at the server, and the run's load is sampled.
+/// Before, the worker claimed all forty at once and their wait counted as latency.
+async fn a_busy_server_is_fed_without_claiming_ahead(base_url: &str) {
+    const QUESTIONS: usize = 40;
+    let (_directory, store, checkpoint) = store_with_the_model(base_url).await;
+    // The endpoint's ceiling at the limiter's starting value, so no reading order lets the
+    // limit (and so the claims) grow past it.
+    let endpoint = store.list_endpoints().await.unwrap()[0].id;
+    store.set_endpoint_max_in_flight(endpoint, 8).await.unwrap();
+    let dataset: String = (0..QUESTIONS)
+        .map(|n| json!({"id": format!("q{n}"), "input": format!("What is {n} + {n}?"), "target": (2 * n).to_string()}).to_string() + "\n")
+        .collect();
+    let eval = greedy_eval(&store, "sums", &dataset, 6).await;
+    let run = arbiter_testkit::pipeline::launch(store.as_ref(), eval, checkpoint).await;
+    let mut most_claimed = 0;
+    let progress = work_while_watching(&store, run, "busy-server", async || {
+        let (_, claimed) = store.queue_depth().await.unwrap();
+        most_claimed = most_claimed.max(claimed);
+    })
+    .await;
+    assert_eq!(progress.status, RunStatus::Completed, "{progress:?}");
+    assert!(
+        most_claimed <= 16,
+        "at most two rounds of the starting limit of 8 are claimed, not all {QUESTIONS}: {most_claimed}"
+    );
+
+    let (exported, rows) = export_run(store.as_ref(), run, ExportFormat::Jsonl, Vec::new())
+        .await
+        .unwrap();
+    assert_eq!(rows, QUESTIONS as u64);
+    let rows: Vec<Value> = String::from_utf8(exported)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let waited: Vec<i64> = rows
+        .iter()
+        .map(|row| {
+            row["waited_ms"]
+                .as_i64()
+                .expect("every answer's wait is kept")
+        })
+        .collect();
+    assert!(
+        waited.iter().any(|&ms| ms > 0),
+        "with more claimed than the server runs, some answers wait for a slot: {waited:?}"
+    );
+
+    let samples = store.run_load(run).await.unwrap();
+    assert!(!samples.is_empty(), "the worker samples the run's load");
+    assert!(
+        samples
+            .iter()
+            .all(|sample| sample.claimed <= 16 && sample.sending <= sample.claimed),
+        "{samples:?}"
+    );
+    assert_eq!(
+        samples.iter().map(|sample| sample.answers).sum::<i64>(),
+        QUESTIONS as i64,
+        "each answer is counted in one sample: {samples:?}"
+    );
+    assert!(
+        samples.iter().any(|sample| sample.server_waiting.is_some()),
+        "the server's queue is read from its /metrics: {samples:?}"
+    );
 }
 
 /// The model as a judge on a five-point scale, asked as Arbiter asks a scale judge (twenty
@@ -461,7 +532,7 @@ async fn a_scale_judge_reads_the_models_points(base_url: &str) {
 /// scored once, and a text that fits one window scores what a direct echo of it says.
 async fn score_texts_by_rolling_likelihood(base_url: &str) {
     use arbiter_domain::rolling::RollingSpec;
-    use arbiter_testkit::pipeline::{launch, test_worker, work_until_complete};
+    use arbiter_testkit::pipeline::{launch, work_until_complete};
     let (_directory, store, checkpoint) = store_with_the_model(base_url).await;
     let short = "The cat sat on the mat.";
     let long = "The river leaves the hills in early spring, brown with melted snow. By summer \
@@ -492,7 +563,7 @@ async fn score_texts_by_rolling_likelihood(base_url: &str) {
     )
     .await;
     let run = launch(store.as_ref(), eval, checkpoint).await;
-    let progress = work_until_complete(store.clone(), &[run], test_worker("w")).await;
+    let progress = work_until_complete(store.clone(), &[run], model_worker()).await;
     assert_eq!(
         (progress[0].scored, progress[0].errors),
         (2, 0),
@@ -570,7 +641,7 @@ async fn score_texts_by_rolling_likelihood(base_url: &str) {
 /// model's echoed prompt logprobs (the launch's probe passes on this server).
 async fn score_choices_by_likelihood(base_url: &str) {
     use arbiter_domain::likelihood::LikelihoodSpec;
-    use arbiter_testkit::pipeline::{launch, test_worker, work_until_complete};
+    use arbiter_testkit::pipeline::{launch, work_until_complete};
     let (_directory, store, checkpoint) = store_with_the_model(base_url).await;
     let dataset = [
         json!({"id": "france", "question": "What is the capital of France?", "choices": ["London", "Paris", "Tokyo"], "answer": 1}),
@@ -596,7 +667,7 @@ async fn score_choices_by_likelihood(base_url: &str) {
     )
     .await;
     let run = launch(store.as_ref(), eval, checkpoint).await;
-    let progress = work_until_complete(store.clone(), &[run], test_worker("w")).await;
+    let progress = work_until_complete(store.clone(), &[run], model_worker()).await;
     assert_eq!(
         (progress[0].done, progress[0].errors),
         (3, 0),
@@ -689,6 +760,76 @@ async fn store_with_the_model(
     (directory, store, checkpoint)
 }
 
+/// An eval of `jsonl` with the `{input}` prompt, greedy answers of at most `max_tokens`
+/// tokens and the exact-match grader.
+async fn greedy_eval(
+    store: &Arc<dyn Store>,
+    name: &str,
+    jsonl: &str,
+    max_tokens: u32,
+) -> arbiter_domain::ids::EvalId {
+    let file = format!("{name}.jsonl");
+    let revision = arbiter_engine::catalog::upload_dataset(
+        store.as_ref(),
+        name,
+        &file,
+        jsonl.as_bytes(),
+        None,
+    )
+    .await
+    .unwrap();
+    let form = EvalForm {
+        name: name.into(),
+        dataset_id: revision.dataset_id,
+        prompt_template: "{input}".into(),
+        max_tokens,
+        temperature: 0.0,
+        repetitions: 1,
+        seed: 0,
+        grader: String::new(),
+        options: arbiter_engine::catalog::EvalOptions::default(),
+    };
+    arbiter_engine::catalog::define_eval(store.as_ref(), &form, None)
+        .await
+        .unwrap()
+}
+
+/// The test worker, with time for a CPU model's answers when other tests share the CPU (the
+/// test worker's two-second attempts time out there).
+fn model_worker() -> WorkerConfig {
+    let mut config = arbiter_testkit::pipeline::test_worker("model");
+    config.retry.attempt_timeout = Duration::from_secs(60);
+    config
+}
+
+/// Runs a worker named `name` until `run` completes (or five minutes pass), calling
+/// `each_poll` between readings of its progress; returns the last reading.
+async fn work_while_watching(
+    store: &Arc<dyn Store>,
+    run: arbiter_domain::ids::RunId,
+    name: &str,
+    mut each_poll: impl AsyncFnMut(),
+) -> arbiter_domain::run::RunProgress {
+    let (stop, shutdown) = watch::channel(false);
+    let mut config = WorkerConfig::named(name);
+    config.idle_poll = Duration::from_millis(50);
+    let worker = tokio::spawn(run_worker(store.clone(), config, shutdown));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
+    let progress = loop {
+        each_poll().await;
+        let progress = arbiter_engine::runs::run_progress(store.as_ref(), run)
+            .await
+            .unwrap();
+        if progress.status == RunStatus::Completed || tokio::time::Instant::now() > deadline {
+            break progress;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    stop.send(true).unwrap();
+    worker.await.unwrap();
+    progress
+}
+
 /// Five questions through Arbiter's scheduler and workers, with logprobs stored.
 async fn run_an_eval(base_url: &str) {
     const MAX_TOKENS: i64 = 24;
@@ -709,32 +850,7 @@ async fn run_an_eval(base_url: &str) {
         json!({"id": id, "input": input, "target": target}).to_string() + "\n"
     })
     .collect();
-    let revision = arbiter_engine::catalog::upload_dataset(
-        store.as_ref(),
-        "tiny",
-        "tiny.jsonl",
-        dataset.as_bytes(),
-        None,
-    )
-    .await
-    .unwrap();
-    let eval = arbiter_engine::catalog::define_eval(
-        store.as_ref(),
-        &EvalForm {
-            name: "tiny".into(),
-            dataset_id: revision.dataset_id,
-            prompt_template: "{input}".into(),
-            max_tokens: MAX_TOKENS as u32,
-            temperature: 0.0,
-            repetitions: 1,
-            seed: 0,
-            grader: String::new(),
-            options: arbiter_engine::catalog::EvalOptions::default(),
-        },
-        None,
-    )
-    .await
-    .unwrap();
+    let eval = greedy_eval(&store, "tiny", &dataset, MAX_TOKENS as u32).await;
     // The model also judges the answers the exact-match grader cannot pass, with the demo's
     // one-word rubric; its confidence comes from its own logprobs.
     let judge = grading::define_judge(
@@ -765,17 +881,7 @@ async fn run_an_eval(base_url: &str) {
     grading::save_policy(store.as_ref(), eval, &policy, None)
         .await
         .unwrap();
-    let run = arbiter_engine::runs::launch_run(
-        store.as_ref(),
-        eval,
-        checkpoint,
-        Priority::Scheduled,
-        "default",
-        None,
-    )
-    .await
-    .unwrap()
-    .run_id;
+    let run = arbiter_testkit::pipeline::launch(store.as_ref(), eval, checkpoint).await;
     let manifest = store.run_manifest(run).await.unwrap().unwrap();
     assert!(
         manifest
@@ -788,22 +894,7 @@ async fn run_an_eval(base_url: &str) {
         manifest.fingerprint
     );
 
-    let (stop, shutdown) = watch::channel(false);
-    let mut config = WorkerConfig::named("real-model");
-    config.idle_poll = Duration::from_millis(50);
-    let worker = tokio::spawn(run_worker(store.clone(), config, shutdown));
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
-    let progress = loop {
-        let progress = arbiter_engine::runs::run_progress(store.as_ref(), run)
-            .await
-            .unwrap();
-        if progress.status == RunStatus::Completed || tokio::time::Instant::now() > deadline {
-            break progress;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    stop.send(true).unwrap();
-    worker.await.unwrap();
+    let progress = work_while_watching(&store, run, "real-model", async || {}).await;
     assert_eq!(progress.status, RunStatus::Completed, "{progress:?}");
     assert_eq!((progress.done, progress.errors), (5, 0), "{progress:?}");
 

@@ -1,6 +1,6 @@
-//! Figures over time (queue depth, claimed identities) for the health page: one line per
-//! series against hours before now. The first series is solid and the second dashed, so they
-//! read apart without colour; the latest value of each is in the page's table.
+//! Figures over time: queue depth and claimed identities on the health page (against hours
+//! before now), a run's load on its page (against time since it started). Odd series are
+//! solid and even ones dashed, so neighbours read apart without colour.
 
 use std::error::Error;
 
@@ -18,28 +18,76 @@ pub struct TimeSeries {
     pub points: Vec<(i64, f64)>,
 }
 
-/// Renders `series` over the `hours` before `now`. Never panics.
+/// The chart's time axis: times are drawn as `(at - origin) / unit_ms` over `range`.
+#[derive(Clone, Debug)]
+pub struct TimeAxis {
+    origin: i64,
+    unit_ms: f64,
+    range: (f64, f64),
+    desc: &'static str,
+    suffix: &'static str,
+    /// What the chart says when no series has a point.
+    empty_note: &'static str,
+}
+
+impl TimeAxis {
+    /// The `hours` before `now`, in hours.
+    pub fn hours_before(now: i64, hours: f64) -> TimeAxis {
+        TimeAxis {
+            origin: now,
+            unit_ms: 3_600_000.0,
+            range: (-hours, 0.0),
+            desc: "hours before now",
+            suffix: " h",
+            empty_note: "no samples yet: the monitor records one every round",
+        }
+    }
+
+    /// From `start` to `end`, in seconds, minutes or hours since `start` by the span.
+    pub fn since(start: i64, end: i64) -> TimeAxis {
+        let span_ms = (end - start).max(1) as f64;
+        let (unit_ms, desc, suffix) = if span_ms <= 180_000.0 {
+            (1_000.0, "seconds since the run started", " s")
+        } else if span_ms <= 3.0 * 3_600_000.0 {
+            (60_000.0, "minutes since the run started", " min")
+        } else {
+            (3_600_000.0, "hours since the run started", " h")
+        };
+        TimeAxis {
+            origin: start,
+            unit_ms,
+            range: (0.0, span_ms / unit_ms),
+            desc,
+            suffix,
+            empty_note: "no samples: workers sample a run's load every two seconds",
+        }
+    }
+
+    fn x(&self, at: i64) -> f64 {
+        (at - self.origin) as f64 / self.unit_ms
+    }
+}
+
+/// Renders `series` along `axis`. Never panics.
 pub fn time_series_svg(
     title: &str,
     y_desc: &str,
-    now: i64,
-    hours: f64,
+    axis: &TimeAxis,
     series: &[TimeSeries],
 ) -> String {
-    render_svg(title, |svg| draw(svg, title, y_desc, now, hours, series))
+    render_svg(title, |svg| draw(svg, title, y_desc, axis, series))
 }
 
 fn draw(
     svg: &mut String,
     title: &str,
     y_desc: &str,
-    now: i64,
-    hours: f64,
+    axis: &TimeAxis,
     series: &[TimeSeries],
 ) -> Result<(), Box<dyn Error>> {
     let root = SVGBackend::with_string(svg, (WIDTH, HEIGHT)).into_drawing_area();
     root.fill(&WHITE)?;
-    let hours_ago = |at: i64| -((now - at) as f64 / 3_600_000.0);
+    let (from, to) = axis.range;
     let highest = series
         .iter()
         .flat_map(|line| line.points.iter().map(|(_, value)| *value))
@@ -50,14 +98,14 @@ fn draw(
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(56)
-        .build_cartesian_2d(-hours..0.0, 0.0..highest * 1.1)?;
+        .build_cartesian_2d(from..to, 0.0..highest * 1.1)?;
     chart
         .configure_mesh()
         .x_labels(9)
-        .x_label_formatter(&|v| format!("{:.0} h", v))
+        .x_label_formatter(&|v| format!("{v:.0}{}", axis.suffix))
         .y_labels(6)
         .y_label_formatter(&|v| format!("{v:.0}"))
-        .x_desc("hours before now")
+        .x_desc(axis.desc)
         .y_desc(y_desc)
         .axis_desc_style((FONT, 12))
         .label_style((FONT, 11))
@@ -66,8 +114,8 @@ fn draw(
         .draw()?;
     if series.iter().all(|line| line.points.is_empty()) {
         chart.draw_series(std::iter::once(Text::new(
-            "no samples yet: the monitor records one every round",
-            (-hours * 0.8, highest * 0.5),
+            axis.empty_note,
+            (from + (to - from) * 0.1, highest * 0.5),
             (FONT, 13),
         )))?;
     }
@@ -77,8 +125,8 @@ fn draw(
         let points: Vec<(f64, f64)> = line
             .points
             .iter()
-            .map(|(at, value)| (hours_ago(*at), *value))
-            .filter(|(x, _)| *x >= -hours)
+            .map(|(at, value)| (axis.x(*at), *value))
+            .filter(|(x, _)| *x >= from && *x <= to)
             .collect();
         let label = line.label.clone();
         if index % 2 == 0 {
@@ -119,7 +167,8 @@ mod tests {
             label: "claimed".into(),
             points: (0..60).map(|m| (now - (59 - m) * 60_000, 64.0)).collect(),
         };
-        let svg = time_series_svg("Queue", "identities", now, 24.0, &[queue, claimed]);
+        let axis = TimeAxis::hours_before(now, 24.0);
+        let svg = time_series_svg("Queue", "identities", &axis, &[queue, claimed]);
         assert!(svg.starts_with("<svg"), "{svg}");
         assert!(svg.contains("queued") && svg.contains("claimed"));
         assert!(
@@ -127,7 +176,21 @@ mod tests {
                 || svg.matches("<polyline").count() >= 1
                 || svg.matches("<path").count() >= 1
         );
-        let empty = time_series_svg("Queue", "identities", now, 24.0, &[]);
+        let empty = time_series_svg("Queue", "identities", &axis, &[]);
         assert!(empty.contains("no samples yet"));
+    }
+
+    #[test]
+    fn a_run_axis_counts_from_its_start_in_a_unit_fitting_its_span() {
+        let start = 1_800_000_000_000;
+        let short = TimeAxis::since(start, start + 90_000);
+        assert_eq!((short.suffix, short.x(start + 30_000)), (" s", 30.0));
+        let long = TimeAxis::since(start, start + 3_600_000);
+        assert_eq!((long.suffix, long.x(start + 1_800_000)), (" min", 30.0));
+        let longest = TimeAxis::since(start, start + 10 * 3_600_000);
+        assert_eq!(longest.suffix, " h");
+        let svg = time_series_svg("Load", "identities", &short, &[]);
+        assert!(svg.contains("seconds since the run started"), "{svg}");
+        assert!(svg.contains("workers sample"));
     }
 }

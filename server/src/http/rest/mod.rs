@@ -143,6 +143,10 @@ pub fn routes(state: AppState) -> Router {
             "/checkpoints",
             get(resources::list_checkpoints).post(resources::register_checkpoint),
         )
+        .route(
+            "/checkpoints/{id}/retract",
+            post(resources::retract_checkpoint),
+        )
         .route("/endpoints", get(resources::list_endpoints))
         .route(
             "/endpoints/{id}",
@@ -177,6 +181,7 @@ pub fn routes(state: AppState) -> Router {
         )
         .route("/runs", get(runs::list_runs).post(runs::launch_run))
         .route("/runs/{id}", get(runs::get_run))
+        .route("/runs/{id}/events", get(runs::run_events))
         .route("/runs/{id}/report", get(runs::run_report))
         .route("/runs/{id}/agreement", get(runs::run_agreement))
         .route("/runs/{id}/{action}", post(runs::change_run_state))

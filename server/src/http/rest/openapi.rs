@@ -38,6 +38,8 @@ A token acts with its owner's role. Errors are JSON `{\"error\": \"…\"}` with 
         runs::list_runs,
         runs::launch_run,
         runs::get_run,
+        runs::run_events,
+        resources::retract_checkpoint,
         runs::run_report,
         runs::run_agreement,
         runs::change_run_state,

@@ -222,6 +222,58 @@ pub async fn register_checkpoint(
     ))
 }
 
+/// Why a checkpoint is retracted.
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RetractRequest {
+    /// Shown on its runs (at most 2,000 characters).
+    pub reason: String,
+}
+
+/// A retracted checkpoint and the runs its retraction cancelled.
+#[derive(Serialize, Deserialize, ToSchema)]
+pub struct Retracted {
+    pub checkpoint: Checkpoint,
+    pub cancelled_runs: Vec<arbiter_domain::ids::RunId>,
+}
+
+#[utoipa::path(post, path = "/api/v1/checkpoints/{id}/retract", tag = "checkpoints",
+    params(("id" = i64, Path, description = "Checkpoint id")),
+    request_body = RetractRequest,
+    responses(
+        (status = 200, description = "Retracted: its unfinished runs cancelled, out of trends and baselines, its results readable and marked", body = Retracted),
+        (status = 400, description = "No reason, or one too long; nothing changed", body = ApiErrorBody),
+        (status = 403, body = ApiErrorBody), (status = 404, body = ApiErrorBody),
+        (status = 409, description = "Retracted already", body = ApiErrorBody)))]
+pub async fn retract_checkpoint(
+    State(state): State<AppState>,
+    caller: ApiUser,
+    ApiPath(id): ApiPath<CheckpointId>,
+    ApiJson(request): ApiJson<RetractRequest>,
+) -> ApiResult<Json<Retracted>> {
+    let user = caller.require(Permission::ManageEvals)?;
+    let cancelled_runs = arbiter_engine::catalog::retract_checkpoint(
+        state.store.as_ref(),
+        &user,
+        id,
+        &request.reason,
+    )
+    .await?;
+    let checkpoint = state
+        .store
+        .list_checkpoints()
+        .await?
+        .into_iter()
+        .find(|checkpoint| checkpoint.id == id)
+        .ok_or_else(|| {
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "the checkpoint vanished")
+        })?;
+    Ok(Json(Retracted {
+        checkpoint,
+        cancelled_runs,
+    }))
+}
+
 #[utoipa::path(get, path = "/api/v1/suites", tag = "checkpoints",
     responses((status = 200, body = Vec<Suite>)))]
 pub async fn list_suites(

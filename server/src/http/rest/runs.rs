@@ -168,6 +168,26 @@ pub async fn get_run(
     ))
 }
 
+#[utoipa::path(get, path = "/api/v1/runs/{id}/events", tag = "runs",
+    params(("id" = i64, Path, description = "Run id")),
+    responses(
+        (status = 200, content_type = "text/event-stream",
+         description = "Server-sent events: a `progress` event (the run's progress as JSON, as `GET /api/v1/runs/{id}` gives it) at once and whenever the run moves, read from its counters; the stream ends after the event that shows the run completed or cancelled"),
+        (status = 404, body = ApiErrorBody)))]
+pub async fn run_events(
+    State(state): State<AppState>,
+    caller: ApiUser,
+    ApiPath(id): ApiPath<RunId>,
+) -> ApiResult<impl axum::response::IntoResponse> {
+    caller.require(Permission::ViewResults)?;
+    // An unknown run is refused before the stream starts.
+    let first = arbiter_engine::runs::run_progress(state.store.as_ref(), id).await?;
+    Ok(crate::http::progress_events::progress_events(
+        state.store.clone(),
+        first,
+    ))
+}
+
 /// A run's heading and its report.
 #[derive(Serialize, Deserialize, ToSchema)]
 pub struct RunReport {
