@@ -126,10 +126,17 @@ test('leads read system health, tune alert rules and retention, and add a webhoo
   await rules.getByRole('button', { name: 'Save thresholds' }).click();
   await expect(rules.getByRole('alert')).toContainText('the error rate must be a number');
   await rules.getByLabel('Error rate above').fill('10%');
+  // Time to results: a target per suite tier, shown with its attainment.
+  await expect(rules.getByLabel("Smoke suites' results within")).toHaveValue('1');
+  await rules.getByLabel("Full suites' results within").fill('12');
   await rules.getByRole('button', { name: 'Save thresholds' }).click();
   await expect(rules.getByRole('status')).toContainText('Thresholds saved');
   await page.reload();
   await expect(page.getByTestId('alert-rules').getByLabel('Error rate above')).toHaveValue('0.1');
+  await expect(page.getByTestId('alert-rules').getByLabel("Full suites' results within")).toHaveValue('12');
+  const results = page.getByTestId('time-to-results');
+  await expect(results.getByTestId('results-smoke')).toContainText('1 h');
+  await expect(results.getByTestId('results-full')).toContainText('12 h');
 
   const retention = page.getByTestId('retention');
   await waitForHydration(page);

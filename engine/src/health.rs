@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use crate::annotation::queue::{queue_report, QueueReport};
 use crate::error::{ServiceError, ServiceResult};
+use arbiter_domain::health::results_objective::{attainment, SuiteDelivery, TierAttainment};
 use arbiter_domain::health::{
     Alert, AnswerWindow, CostRow, EndpointLoad, HealthSample, WorkerStatus,
 };
@@ -74,6 +75,9 @@ pub struct SystemHealth {
     pub agreement_floor: f64,
     /// The last day of monitor samples, oldest first.
     pub samples: Vec<HealthSample>,
+    /// Suites on the last week's checkpoints, and each tier's time-to-results attainment.
+    pub deliveries: Vec<SuiteDelivery>,
+    pub results: Vec<TierAttainment>,
     pub rules: AlertRules,
     pub alerts: Vec<Alert>,
 }
@@ -173,6 +177,9 @@ pub async fn system_health_with(
     cost_by_team.sort_by(|a, b| b.1.total_cmp(&a.1));
     let workers = store.worker_statuses().await?;
     let samples = store.health_samples(now - SAMPLES_SHOWN_MS).await?;
+    let rules = alert_rules(store).await?;
+    let deliveries = store.suite_deliveries(now - 7 * DAY_MS).await?;
+    let results = attainment(&deliveries, &rules.results_targets(), now);
     // A queue's verdict agreement; its dimensions are on the Queue page.
     let agreement = report
         .queues
@@ -215,7 +222,9 @@ pub async fn system_health_with(
         agreement,
         agreement_floor: report.agreement_floor,
         samples,
-        rules: alert_rules(store).await?,
+        deliveries,
+        results,
+        rules,
         alerts: report.alerts.clone(),
     })
 }
@@ -318,6 +327,7 @@ pub async fn check_rules(
             rater_availability: health.rater_availability,
             samples: &samples,
             workers: &workers,
+            deliveries: &health.deliveries,
         },
     );
     let mut round = RulesRound::default();

@@ -106,6 +106,10 @@ pub trait OperationsStore: Send + Sync + 'static {
 
     async fn health_samples(&self, since: i64) -> StoreResult<Vec<HealthSample>>;
 
+    /// Each suite's runs on each checkpoint registered since `since` (retracted checkpoints
+    /// and suites whose runs were all cancelled left out), for the time-to-results objective.
+    async fn suite_deliveries(&self, since: i64) -> StoreResult<Vec<SuiteDelivery>>;
+
     /// Keeps workers' load samples of their runs (a sample already kept is left as it is).
     async fn record_run_load(&self, samples: &[RunLoadSample]) -> StoreResult<()>;
 
@@ -674,6 +678,43 @@ macro_rules! operations_sql {
                 }
                 .await;
                 result.map_err(|err| err.during("health_samples"))
+            }
+
+            async fn suite_deliveries(&self, since: i64) -> $crate::StoreResult<Vec<arbiter_domain::health::results_objective::SuiteDelivery>> {
+                let result: $crate::StoreResult<Vec<arbiter_domain::health::results_objective::SuiteDelivery>> = async move {
+                    let rows: Vec<(String, String, String, i64, i64, i64, i64, Option<i64>, i64, i64)> = sqlx::query_as(
+                        "SELECT s.name, s.tier, c.name, c.created_at, MIN(r.created_at), \
+                         CAST(SUM(r.done_count) AS BIGINT), CAST(SUM(r.expected_count) AS BIGINT), MAX(r.finished_at), \
+                         CAST(SUM(CASE WHEN r.status IN ('expanding', 'running', 'paused') THEN 1 ELSE 0 END) AS BIGINT), \
+                         CAST(SUM(CASE WHEN r.status = 'completed' THEN 1 ELSE 0 END) AS BIGINT) \
+                         FROM suite_launches l JOIN suites s ON s.id = l.suite_id \
+                         JOIN checkpoints c ON c.id = l.checkpoint_id JOIN runs r ON r.id = l.run_id \
+                         WHERE c.created_at > $1 AND c.retracted_at IS NULL \
+                         GROUP BY s.id, s.name, s.tier, c.id, c.name, c.created_at ORDER BY c.created_at, s.name",
+                    )
+                    .bind(since)
+                    .fetch_all(&self.pool)
+                    .await?;
+                    Ok(rows
+                        .into_iter()
+                        // A suite whose runs were all cancelled was withdrawn, not delivered.
+                        .filter(|row| row.8 > 0 || row.9 > 0)
+                        .map(|(suite, tier, checkpoint, registered_at, started_at, done, expected, last_finished, open, _)| {
+                            arbiter_domain::health::results_objective::SuiteDelivery {
+                                suite,
+                                tier,
+                                checkpoint,
+                                registered_at,
+                                started_at,
+                                finished_at: if open == 0 { last_finished } else { None },
+                                done,
+                                expected,
+                            }
+                        })
+                        .collect())
+                }
+                .await;
+                result.map_err(|err| err.during("suite_deliveries"))
             }
 
             async fn record_run_load(&self, samples: &[arbiter_domain::health::run_load::RunLoadSample]) -> $crate::StoreResult<()> {
@@ -1414,6 +1455,7 @@ macro_rules! operations_sql {
 }
 
 use crate::StoreResult;
+use arbiter_domain::health::results_objective::SuiteDelivery;
 use arbiter_domain::health::run_load::RunLoadSample;
 use arbiter_domain::health::{
     Alert, AnswerWindow, CostRow, EndpointLoad, HealthSample, WorkerStatus,

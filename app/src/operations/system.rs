@@ -59,6 +59,8 @@ fn SystemFigures(data: SystemView, save: ServerAction<SaveAlertRules>) -> impl I
             <AlertList alerts=data.alerts.clone()/>
         </section>
 
+        <ResultsCard results=data.results.clone()/>
+
         <section class="card" data-testid="queue-health">
             <h2>"Queue"</h2>
             <ul class="counts">
@@ -233,6 +235,8 @@ fn AlertRulesCard(
                     {field("daily_budget_usd", "Spending over 24 hours above", rules.daily_budget_usd, "USD")}
                     {field("min_rater_availability", "Rater availability below", rules.min_rater_availability, "(share)")}
                     {field("worker_silence_s", "Worker silent for more than", rules.worker_silence_s, "seconds")}
+                    {field("smoke_results_hours", "Smoke suites' results within", rules.smoke_results_hours, "hours of the checkpoint")}
+                    {field("full_results_hours", "Full suites' results within", rules.full_results_hours, "hours of the checkpoint")}
                     {field("min_answers", "Judge rates over at least", rules.min_answers, "answers")}
                 </div>
                 <Show when=move || editable>
@@ -243,6 +247,42 @@ fn AlertRulesCard(
             {move || save.value().get().and_then(Result::ok).map(|_| view! {
                 <p class="notice" role="status">"Thresholds saved; the monitor applies them on its next round."</p>
             })}
+        </section>
+    }
+}
+
+/// Time to results per suite tier: the target, how many suites on the last week's checkpoints
+/// met it, and how many now running are on track, at risk or late.
+#[component]
+fn ResultsCard(
+    results: Vec<arbiter_domain::health::results_objective::TierAttainment>,
+) -> impl IntoView {
+    let hours = |ms: Option<i64>| {
+        ms.map_or_else(
+            || "–".to_string(),
+            |ms| format!("{:.1} h", ms as f64 / 3_600_000.0),
+        )
+    };
+    view! {
+        <section class="card" data-testid="time-to-results">
+            <h2>"Time to results"</h2>
+            <p class="hint">"From a checkpoint's registration to its suites' results, over the last week's checkpoints. Targets are set with the alert rules below."</p>
+            <table>
+                <thead><tr><th>"Tier"</th><th>"Target"</th><th>"Attainment"</th><th>"Met"</th><th>"Missed or late"</th><th>"Running: on track · at risk"</th><th>"Median"</th></tr></thead>
+                <tbody>
+                    {results.into_iter().map(|row| view! {
+                        <tr data-testid=format!("results-{}", row.tier)>
+                            <td>{row.tier.clone()}</td>
+                            <td>{format!("{} h", row.target_hours)}</td>
+                            <td>{share(row.attainment)}</td>
+                            <td>{row.met}</td>
+                            <td>{row.missed + row.late}</td>
+                            <td>{row.on_track} " · " {row.at_risk}</td>
+                            <td>{hours(row.median_ms)}</td>
+                        </tr>
+                    }).collect_view()}
+                </tbody>
+            </table>
         </section>
     }
 }

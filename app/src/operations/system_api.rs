@@ -49,6 +49,8 @@ pub struct RulesView {
     pub daily_budget_usd: String,
     pub min_rater_availability: String,
     pub worker_silence_s: String,
+    pub smoke_results_hours: String,
+    pub full_results_hours: String,
     pub min_answers: String,
 }
 
@@ -80,6 +82,8 @@ pub struct SystemView {
     pub sla_attainment_7d: Option<f64>,
     pub sla_breached: u64,
     pub sla_at_risk: u64,
+    /// Time to results per suite tier over the last week.
+    pub results: Vec<arbiter_domain::health::results_objective::TierAttainment>,
     pub agreement: Vec<(String, f64)>,
     pub agreement_floor: f64,
     pub rules: RulesView,
@@ -101,6 +105,8 @@ fn rules_view(rules: &arbiter_domain::health::rules::AlertRules) -> RulesView {
         daily_budget_usd: texts.daily_budget_usd,
         min_rater_availability: texts.min_rater_availability,
         worker_silence_s: texts.worker_silence_s,
+        smoke_results_hours: texts.smoke_results_hours,
+        full_results_hours: texts.full_results_hours,
         min_answers: texts.min_answers,
     }
 }
@@ -197,6 +203,7 @@ pub async fn system_health() -> Result<SystemView, ServerFnError> {
         sla_attainment_7d: health.sla_attainment_7d,
         sla_breached: health.sla_breached,
         sla_at_risk: health.sla_at_risk,
+        results: health.results.clone(),
         agreement: health.agreement.clone(),
         agreement_floor: health.agreement_floor,
         rules: rules_view(&health.rules),
@@ -230,6 +237,8 @@ pub async fn save_alert_rules(
     min_rater_availability: String,
     worker_silence_s: String,
     min_answers: String,
+    #[server(default)] smoke_results_hours: String,
+    #[server(default)] full_results_hours: String,
 ) -> Result<RulesView, ServerFnError> {
     use arbiter_domain::health::rules::RuleTexts;
     let (state, user) = require(Permission::ManageUsers).await?;
@@ -242,6 +251,8 @@ pub async fn save_alert_rules(
             daily_budget_usd,
             min_rater_availability,
             worker_silence_s,
+            smoke_results_hours,
+            full_results_hours,
             min_answers,
         },
     )

@@ -2,6 +2,7 @@
 //! errors over a window, spending, endpoint load, workers, and the alerts raised from them
 //! under the editable [`rules`].
 
+pub mod results_objective;
 pub mod rules;
 pub mod run_load;
 
@@ -107,6 +108,8 @@ pub fn alert_title(kind: &str) -> &'static str {
         rules::ALERT_DAILY_COST => "Over budget",
         rules::ALERT_RATER_AVAILABILITY => "Rater availability",
         rules::ALERT_WORKER_SILENT => "Worker lost",
+        rules::ALERT_RESULTS_AT_RISK => "Results at risk",
+        rules::ALERT_RESULTS_LATE => "Results late",
         _ => "Alert",
     }
 }

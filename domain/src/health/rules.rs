@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::health::results_objective::{self, SuiteDelivery, Targets};
 use crate::health::HealthSample;
 
 pub const ALERT_QUEUE_GROWING: &str = "queue_growing";
@@ -11,15 +12,21 @@ pub const ALERT_P99_LATENCY: &str = "p99_latency";
 pub const ALERT_DAILY_COST: &str = "daily_cost";
 pub const ALERT_RATER_AVAILABILITY: &str = "rater_availability";
 pub const ALERT_WORKER_SILENT: &str = "worker_silent";
+/// A suite whose pace will not deliver its results within its tier's target.
+pub const ALERT_RESULTS_AT_RISK: &str = "results_at_risk";
+/// A suite still running past its tier's target.
+pub const ALERT_RESULTS_LATE: &str = "results_late";
 
 /// Every rule kind this module raises.
-pub const RULE_KINDS: [&str; 6] = [
+pub const RULE_KINDS: [&str; 8] = [
     ALERT_QUEUE_GROWING,
     ALERT_ERROR_RATE,
     ALERT_P99_LATENCY,
     ALERT_DAILY_COST,
     ALERT_RATER_AVAILABILITY,
     ALERT_WORKER_SILENT,
+    ALERT_RESULTS_AT_RISK,
+    ALERT_RESULTS_LATE,
 ];
 
 /// The thresholds, each `None` when its rule is switched off.
@@ -37,6 +44,10 @@ pub struct AlertRules {
     pub min_rater_availability: Option<f64>,
     /// A worker silent this many seconds (without having said goodbye) is reported lost.
     pub worker_silence_s: Option<i64>,
+    /// Time to results: a smoke suite's and a full suite's target from the checkpoint's
+    /// registration to its results, in hours.
+    pub smoke_results_hours: Option<f64>,
+    pub full_results_hours: Option<f64>,
     /// Rates (errors, latency) are judged only over at least this many answers, so one
     /// failure in three answers does not page anyone.
     pub min_answers: i64,
@@ -51,6 +62,8 @@ impl Default for AlertRules {
             daily_budget_usd: Some(1_000.0),
             min_rater_availability: Some(0.6),
             worker_silence_s: Some(180),
+            smoke_results_hours: Some(1.0),
+            full_results_hours: Some(8.0),
             min_answers: 50,
         }
     }
@@ -64,6 +77,8 @@ pub const SETTING_DAILY_BUDGET: &str = "alert_daily_budget_usd";
 pub const SETTING_RATER_AVAILABILITY: &str = "alert_min_rater_availability";
 pub const SETTING_WORKER_SILENCE: &str = "alert_worker_silence_s";
 pub const SETTING_MIN_ANSWERS: &str = "alert_min_answers";
+pub const SETTING_SMOKE_RESULTS: &str = "objective_smoke_results_hours";
+pub const SETTING_FULL_RESULTS: &str = "objective_full_results_hours";
 
 /// A threshold as typed: '' or `off` switches the rule off.
 fn parse_threshold(text: &str, what: &str, low: f64, high: f64) -> Result<Option<f64>, String> {
@@ -92,6 +107,10 @@ pub struct RuleTexts {
     pub daily_budget_usd: String,
     pub min_rater_availability: String,
     pub worker_silence_s: String,
+    #[serde(default)]
+    pub smoke_results_hours: String,
+    #[serde(default)]
+    pub full_results_hours: String,
     pub min_answers: String,
 }
 
@@ -141,6 +160,18 @@ impl AlertRules {
                 10.0,
                 3_000.0,
             )?),
+            smoke_results_hours: parse_threshold(
+                &texts.smoke_results_hours,
+                "the smoke suites' time to results (hours)",
+                0.05,
+                720.0,
+            )?,
+            full_results_hours: parse_threshold(
+                &texts.full_results_hours,
+                "the full suites' time to results (hours)",
+                0.05,
+                720.0,
+            )?,
             min_answers,
         })
     }
@@ -155,6 +186,8 @@ impl AlertRules {
             daily_budget_usd: text(self.daily_budget_usd),
             min_rater_availability: text(self.min_rater_availability),
             worker_silence_s: text(self.worker_silence_s.map(|v| v as f64)),
+            smoke_results_hours: text(self.smoke_results_hours),
+            full_results_hours: text(self.full_results_hours),
             min_answers: self.min_answers.to_string(),
         }
     }
@@ -180,6 +213,8 @@ impl AlertRules {
                 stored(texts.min_rater_availability),
             ),
             (SETTING_WORKER_SILENCE, stored(texts.worker_silence_s)),
+            (SETTING_SMOKE_RESULTS, stored(texts.smoke_results_hours)),
+            (SETTING_FULL_RESULTS, stored(texts.full_results_hours)),
             (SETTING_MIN_ANSWERS, texts.min_answers),
         ]
     }
@@ -199,6 +234,8 @@ impl AlertRules {
                 defaults.min_rater_availability.clone(),
             ),
             worker_silence_s: pick(SETTING_WORKER_SILENCE, defaults.worker_silence_s.clone()),
+            smoke_results_hours: pick(SETTING_SMOKE_RESULTS, defaults.smoke_results_hours.clone()),
+            full_results_hours: pick(SETTING_FULL_RESULTS, defaults.full_results_hours.clone()),
             min_answers: pick(SETTING_MIN_ANSWERS, defaults.min_answers.clone()),
         };
         AlertRules::parse(&texts).unwrap_or_else(|problem| {
@@ -225,6 +262,18 @@ pub struct RuleInputs<'a> {
     pub samples: &'a [HealthSample],
     /// (worker, last heartbeat).
     pub workers: &'a [(String, i64)],
+    /// Suites on recent checkpoints, for the time-to-results objective.
+    pub deliveries: &'a [SuiteDelivery],
+}
+
+impl AlertRules {
+    /// The time-to-results targets per tier.
+    pub fn results_targets(&self) -> Targets {
+        Targets {
+            smoke_hours: self.smoke_results_hours,
+            full_hours: self.full_results_hours,
+        }
+    }
 }
 
 /// An alert that should be open: its kind, what it is about, and the message for the leads.
@@ -383,6 +432,25 @@ pub fn evaluate(rules: &AlertRules, inputs: &RuleInputs<'_>) -> Vec<Firing> {
             }
         }
     }
+    let targets = rules.results_targets();
+    let clock = |at: i64| {
+        let minutes = (at - inputs.now) / 60_000;
+        if minutes >= 0 {
+            format!("in {minutes} min")
+        } else {
+            format!("{} min ago", -minutes)
+        }
+    };
+    for (late, subject, message) in
+        results_objective::alerts(inputs.deliveries, &targets, inputs.now, clock)
+    {
+        let kind = if late {
+            ALERT_RESULTS_LATE
+        } else {
+            ALERT_RESULTS_AT_RISK
+        };
+        fire(kind, &subject, message);
+    }
     firing
 }
 
@@ -442,6 +510,7 @@ mod tests {
             rater_availability: Some(0.9),
             samples,
             workers,
+            deliveries: &[],
         }
     }
 
@@ -534,10 +603,23 @@ mod tests {
             daily_budget_usd: "250".into(),
             min_rater_availability: "0.5".into(),
             worker_silence_s: "".into(),
+            smoke_results_hours: "0.5".into(),
+            full_results_hours: "off".into(),
             min_answers: "100".into(),
         };
         let rules = AlertRules::parse(&texts).unwrap();
         assert_eq!(rules.max_error_rate, Some(0.02));
+        assert_eq!(
+            (rules.smoke_results_hours, rules.full_results_hours),
+            (Some(0.5), None)
+        );
+        let slow = RuleTexts {
+            smoke_results_hours: "0".into(),
+            ..texts.clone()
+        };
+        assert!(AlertRules::parse(&slow)
+            .unwrap_err()
+            .contains("smoke suites' time to results"));
         assert_eq!(rules.max_p99_latency_s, None);
         assert_eq!(rules.worker_silence_s, None);
         let stored: std::collections::HashMap<&str, String> =

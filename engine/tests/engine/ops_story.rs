@@ -648,6 +648,73 @@ async fn new_checkpoints_trigger_tiered_suites_from_the_api_or_a_watched_folder(
         .await
         .unwrap();
     assert_eq!(sixth.runs.len(), 1);
+
+    // Time to results: no smoke run has an answer yet. Early they are on track; past half
+    // their hour they are at risk, past it late, and the monitor raises one alert per suite
+    // and checkpoint (the at-risk ones resolved once late).
+    let registered = store
+        .list_checkpoints()
+        .await
+        .unwrap()
+        .iter()
+        .map(|checkpoint| checkpoint.created_at)
+        .max()
+        .unwrap();
+    let smoke_at = |health: &health::SystemHealth| {
+        let row = health
+            .results
+            .iter()
+            .find(|row| row.tier == "smoke")
+            .unwrap()
+            .clone();
+        (row.on_track, row.at_risk, row.late, row.met)
+    };
+    let early = health::system_health(store, registered + 60_000)
+        .await
+        .unwrap();
+    assert_eq!(smoke_at(&early), (6, 0, 0, 0));
+    let open_alerts = |kind: &'static str| async move {
+        store
+            .alerts(0)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|alert| alert.kind == kind && alert.resolved_at.is_none())
+            .map(|alert| alert.subject)
+            .collect::<Vec<_>>()
+    };
+    for (minutes, at_risk, late) in [(40, 6, 0), (120, 0, 6)] {
+        let now = registered + minutes * 60_000;
+        let report = arbiter_engine::annotation::queue::queue_report(store, now, false)
+            .await
+            .unwrap();
+        health::check_rules(store, now, &report).await.unwrap();
+        assert_eq!(
+            open_alerts("results_at_risk").await.len(),
+            at_risk,
+            "{minutes} min"
+        );
+        assert_eq!(
+            open_alerts("results_late").await.len(),
+            late,
+            "{minutes} min"
+        );
+    }
+    assert!(open_alerts("results_late")
+        .await
+        .contains(&"smoke suite `smoke` on `step-6`".to_string()));
+    let late = health::system_health(store, registered + 120 * 60_000)
+        .await
+        .unwrap();
+    assert_eq!(smoke_at(&late), (0, 0, 6, 0));
+    assert_eq!(
+        late.results
+            .iter()
+            .find(|row| row.tier == "smoke")
+            .unwrap()
+            .attainment,
+        Some(0.0)
+    );
 }
 
 type Received = Arc<std::sync::Mutex<Vec<(axum::http::HeaderMap, String)>>>;
