@@ -135,8 +135,8 @@ test('leads read system health, tune alert rules and retention, and add a webhoo
   await expect(page.getByTestId('alert-rules').getByLabel('Error rate above')).toHaveValue('0.1');
   await expect(page.getByTestId('alert-rules').getByLabel("Full suites' results within")).toHaveValue('12');
   const results = page.getByTestId('time-to-results');
-  await expect(results.getByTestId('results-smoke')).toContainText('1 h');
-  await expect(results.getByTestId('results-full')).toContainText('12 h');
+  await expect(results.getByTestId('results-smoke').locator('td').nth(1)).toHaveText('1 h');
+  await expect(results.getByTestId('results-full').locator('td').nth(1)).toHaveText('12 h');
 
   const retention = page.getByTestId('retention');
   await waitForHydration(page);

@@ -682,34 +682,45 @@ macro_rules! operations_sql {
 
             async fn suite_deliveries(&self, since: i64) -> $crate::StoreResult<Vec<arbiter_domain::health::results_objective::SuiteDelivery>> {
                 let result: $crate::StoreResult<Vec<arbiter_domain::health::results_objective::SuiteDelivery>> = async move {
-                    let rows: Vec<(String, String, String, i64, i64, i64, i64, Option<i64>, i64, i64)> = sqlx::query_as(
-                        "SELECT s.name, s.tier, c.name, c.created_at, MIN(r.created_at), \
-                         CAST(SUM(r.done_count) AS BIGINT), CAST(SUM(r.expected_count) AS BIGINT), MAX(r.finished_at), \
-                         CAST(SUM(CASE WHEN r.status IN ('expanding', 'running', 'paused') THEN 1 ELSE 0 END) AS BIGINT), \
+                    // Cancelled runs count for nothing; a suite still running is kept whatever its
+                    // checkpoint's age, so its alert is not resolved by the window moving on.
+                    type Row = (String, String, String, i64, i64, i64, i64, i64, Option<i64>, i64, i64, i64);
+                    let rows: Vec<Row> = sqlx::query_as(
+                        "SELECT s.name, s.tier, c.name, c.created_at, MIN(l.created_at), MIN(r.created_at), \
+                         CAST(SUM(CASE WHEN r.status <> 'cancelled' THEN r.done_count ELSE 0 END) AS BIGINT), \
+                         CAST(SUM(CASE WHEN r.status <> 'cancelled' THEN r.expected_count ELSE 0 END) AS BIGINT), \
+                         MAX(CASE WHEN r.status = 'completed' THEN r.finished_at END), \
+                         CAST(SUM(CASE WHEN r.status IN ('expanding', 'running') THEN 1 ELSE 0 END) AS BIGINT), \
+                         CAST(SUM(CASE WHEN r.status = 'paused' THEN 1 ELSE 0 END) AS BIGINT), \
                          CAST(SUM(CASE WHEN r.status = 'completed' THEN 1 ELSE 0 END) AS BIGINT) \
                          FROM suite_launches l JOIN suites s ON s.id = l.suite_id \
                          JOIN checkpoints c ON c.id = l.checkpoint_id JOIN runs r ON r.id = l.run_id \
-                         WHERE c.created_at > $1 AND c.retracted_at IS NULL \
-                         GROUP BY s.id, s.name, s.tier, c.id, c.name, c.created_at ORDER BY c.created_at, s.name",
+                         WHERE c.retracted_at IS NULL \
+                         GROUP BY s.id, s.name, s.tier, c.id, c.name, c.created_at \
+                         HAVING c.created_at > $1 OR SUM(CASE WHEN r.status IN ('expanding', 'running', 'paused') THEN 1 ELSE 0 END) > 0 \
+                         ORDER BY c.created_at, s.name",
                     )
                     .bind(since)
                     .fetch_all(&self.pool)
                     .await?;
                     Ok(rows
                         .into_iter()
-                        // A suite whose runs were all cancelled was withdrawn, not delivered.
-                        .filter(|row| row.8 > 0 || row.9 > 0)
-                        .map(|(suite, tier, checkpoint, registered_at, started_at, done, expected, last_finished, open, _)| {
-                            arbiter_domain::health::results_objective::SuiteDelivery {
+                        .filter_map(|(suite, tier, checkpoint, registered_at, launched_at, started_at, done, expected, last_finished, moving, paused, completed)| {
+                            // Withdrawn (every run cancelled) or paused on purpose: no objective.
+                            if moving == 0 && (paused > 0 || completed == 0) {
+                                return None;
+                            }
+                            Some(arbiter_domain::health::results_objective::SuiteDelivery {
                                 suite,
                                 tier,
                                 checkpoint,
-                                registered_at,
+                                // A suite run on demand later starts its own clock.
+                                due_from: registered_at.max(launched_at),
                                 started_at,
-                                finished_at: if open == 0 { last_finished } else { None },
+                                finished_at: if moving == 0 { last_finished } else { None },
                                 done,
                                 expected,
-                            }
+                            })
                         })
                         .collect())
                 }

@@ -237,11 +237,18 @@ pub async fn save_alert_rules(
     min_rater_availability: String,
     worker_silence_s: String,
     min_answers: String,
-    #[server(default)] smoke_results_hours: String,
-    #[server(default)] full_results_hours: String,
+    // Absent (a caller from before the objective): the stored targets are kept.
+    #[server(default)] smoke_results_hours: Option<String>,
+    #[server(default)] full_results_hours: Option<String>,
 ) -> Result<RulesView, ServerFnError> {
     use arbiter_domain::health::rules::RuleTexts;
     let (state, user) = require(Permission::ManageUsers).await?;
+    let stored = arbiter_engine::health::alert_rules(state.store.as_ref())
+        .await
+        .map_err(service_error)?
+        .texts();
+    let smoke_results_hours = smoke_results_hours.unwrap_or(stored.smoke_results_hours);
+    let full_results_hours = full_results_hours.unwrap_or(stored.full_results_hours);
     let rules = arbiter_engine::health::set_alert_rules(
         state.store.as_ref(),
         &RuleTexts {

@@ -10,6 +10,13 @@ use serde::{Deserialize, Serialize};
 use crate::suites::{TIER_FULL, TIER_SMOKE};
 
 const HOUR_MS: f64 = 3_600_000.0;
+/// A suite's pace is trusted once this share of its results is in, or this share of its time
+/// has passed: a first answer after a wait in the queue would project a finish far away.
+const PACE_AFTER_RESULTS: f64 = 0.1;
+const PACE_AFTER_TIME: f64 = 0.25;
+/// A projection must pass the deadline by this share of the target for the suite to be at
+/// risk, so a pace wavering around the deadline does not raise and resolve alerts in turn.
+const AT_RISK_MARGIN: f64 = 0.1;
 
 /// One suite's runs on one checkpoint.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -18,8 +25,9 @@ pub struct SuiteDelivery {
     /// `smoke` or `full`.
     pub tier: String,
     pub checkpoint: String,
-    /// When the checkpoint was registered: the clock starts there.
-    pub registered_at: i64,
+    /// When the clock starts: the checkpoint's registration, or the suite's launch when it was
+    /// run on demand later.
+    pub due_from: i64,
     /// When its first run was launched.
     pub started_at: i64,
     /// When its last run completed; `None` while any of them runs.
@@ -45,7 +53,7 @@ pub enum Standing {
 
 impl SuiteDelivery {
     pub fn deadline(&self, target_ms: i64) -> i64 {
-        self.registered_at + target_ms
+        self.due_from + target_ms
     }
 
     /// Where it stands at `now` against `target_ms`.
@@ -56,19 +64,26 @@ impl SuiteDelivery {
             Some(_) => Standing::Missed,
             None if now > deadline => Standing::Late,
             None => {
-                let elapsed = (now - self.started_at).max(1) as f64;
-                let remaining = (self.expected - self.done).max(0) as f64;
-                let projected_at = (self.done > 0)
-                    .then(|| now + (remaining * elapsed / self.done as f64).ceil() as i64);
-                match projected_at {
-                    Some(at) if at > deadline => Standing::AtRisk {
-                        projected_at: Some(at),
-                    },
-                    Some(_) => Standing::OnTrack,
-                    None if 2 * (now - self.registered_at) >= target_ms => {
-                        Standing::AtRisk { projected_at: None }
+                let share_of_time = (now - self.due_from) as f64 / target_ms.max(1) as f64;
+                let share_done = self.done as f64 / self.expected.max(1) as f64;
+                let trusted = self.done > 0
+                    && (share_done >= PACE_AFTER_RESULTS || share_of_time >= PACE_AFTER_TIME);
+                if trusted {
+                    let elapsed = (now - self.started_at).max(1) as f64;
+                    let remaining = (self.expected - self.done).max(0) as f64;
+                    let at = now + (remaining * elapsed / self.done as f64).ceil() as i64;
+                    let margin = (AT_RISK_MARGIN * target_ms as f64) as i64;
+                    if at > deadline + margin {
+                        Standing::AtRisk {
+                            projected_at: Some(at),
+                        }
+                    } else {
+                        Standing::OnTrack
                     }
-                    None => Standing::OnTrack,
+                } else if share_of_time >= 0.5 {
+                    Standing::AtRisk { projected_at: None }
+                } else {
+                    Standing::OnTrack
                 }
             }
         }
@@ -142,7 +157,7 @@ pub fn attainment(
                     Standing::OnTrack => row.on_track += 1,
                 }
                 if let Some(at) = delivery.finished_at {
-                    delivered.push(at - delivery.registered_at);
+                    delivered.push(at - delivery.due_from);
                 }
             }
             let decided = row.met + row.missed + row.late;
@@ -178,7 +193,7 @@ pub fn alerts(
                 Standing::AtRisk { projected_at } => {
                     let pace = match projected_at {
                         Some(at) => format!("at its pace it finishes {}", clock(at)),
-                        None => "no result yet, half its time gone".to_string(),
+                        None => "too few results to tell, half its time gone".to_string(),
                     };
                     Some((
                         false,
@@ -209,7 +224,7 @@ mod tests {
             suite: "core".into(),
             tier: tier.into(),
             checkpoint: "step-1000".into(),
-            registered_at: T0,
+            due_from: T0,
             started_at: T0,
             finished_at: finished_after_h.map(|hours| T0 + (hours * HOUR as f64) as i64),
             done,
@@ -244,6 +259,12 @@ mod tests {
                 projected_at: Some(T0 + 5 * HOUR)
             }
         );
+        // A first answer after a wait in the queue does not yet make a pace.
+        let first = delivery(TIER_SMOKE, 1, 1000, None);
+        assert_eq!(first.standing(hour, T0 + HOUR / 6), Standing::OnTrack);
+        // A projection just past the deadline is within the margin.
+        let close = delivery(TIER_SMOKE, 48, 100, None);
+        assert_eq!(close.standing(hour, T0 + HOUR / 2), Standing::OnTrack);
         // Nothing answered: on track early, at risk once half the time is gone.
         let idle = delivery(TIER_SMOKE, 0, 100, None);
         assert_eq!(idle.standing(hour, T0 + HOUR / 4), Standing::OnTrack);

@@ -320,6 +320,23 @@ pub fn queue_growth(samples: &[HealthSample], now: i64, minutes: i64) -> Option<
     (queue_slope(window)? > 0.0).then_some((first, last))
 }
 
+/// A time `delta_ms` from now in words: "in 5 min", "2.5 h ago", "in 3.0 days".
+fn relative_time(delta_ms: i64) -> String {
+    let span = delta_ms.unsigned_abs();
+    let amount = if span < 90 * 60_000 {
+        format!("{} min", (span + 30_000) / 60_000)
+    } else if span < 48 * 3_600_000 {
+        format!("{:.1} h", span as f64 / 3_600_000.0)
+    } else {
+        format!("{:.1} days", span as f64 / 86_400_000.0)
+    };
+    if delta_ms >= 0 {
+        format!("in {amount}")
+    } else {
+        format!("{amount} ago")
+    }
+}
+
 fn percent(share: f64) -> String {
     format!("{:.1}%", share * 100.0)
 }
@@ -433,14 +450,7 @@ pub fn evaluate(rules: &AlertRules, inputs: &RuleInputs<'_>) -> Vec<Firing> {
         }
     }
     let targets = rules.results_targets();
-    let clock = |at: i64| {
-        let minutes = (at - inputs.now) / 60_000;
-        if minutes >= 0 {
-            format!("in {minutes} min")
-        } else {
-            format!("{} min ago", -minutes)
-        }
-    };
+    let clock = |at: i64| relative_time(at - inputs.now);
     for (late, subject, message) in
         results_objective::alerts(inputs.deliveries, &targets, inputs.now, clock)
     {
@@ -496,6 +506,15 @@ mod tests {
         let mut spike = falling.clone();
         spike.last_mut().unwrap().queue_depth = 2_000;
         assert_eq!(queue_growth(&spike, NOW, 60), None);
+    }
+
+    #[test]
+    fn times_read_in_minutes_hours_or_days_before_or_after_now() {
+        assert_eq!(relative_time(59_000), "in 1 min");
+        assert_eq!(relative_time(-20_000), "0 min ago");
+        assert_eq!(relative_time(-61 * MINUTE), "61 min ago");
+        assert_eq!(relative_time(150 * MINUTE), "in 2.5 h");
+        assert_eq!(relative_time(-72 * 60 * MINUTE), "3.0 days ago");
     }
 
     fn inputs<'a>(samples: &'a [HealthSample], workers: &'a [(String, i64)]) -> RuleInputs<'a> {

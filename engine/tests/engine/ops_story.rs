@@ -715,6 +715,42 @@ async fn new_checkpoints_trigger_tiered_suites_from_the_api_or_a_watched_folder(
             .attainment,
         Some(0.0)
     );
+    // One suite delivers (within its hour by the wall clock it finished on: met) and its
+    // alert resolves; a paused one is left out.
+    let delivered = sixth.runs[0].run_id.unwrap();
+    let claimed = store
+        .claim_identities("w", delivered, 100, LONG_LEASE_MS, true)
+        .await
+        .unwrap();
+    for job in &claimed {
+        assert!(reply(store, job.identity_id, Reply::Correct).await);
+    }
+    assert_eq!(
+        progress(store, delivered).await.status,
+        RunStatus::Completed
+    );
+    let paused = first.runs[0].run_id.unwrap();
+    assert!(store
+        .set_run_status(paused, &[RunStatus::Running], RunStatus::Paused)
+        .await
+        .unwrap());
+    let now = registered + 121 * 60_000;
+    let report = arbiter_engine::annotation::queue::queue_report(store, now, false)
+        .await
+        .unwrap();
+    health::check_rules(store, now, &report).await.unwrap();
+    let open = open_alerts("results_late").await;
+    assert_eq!(open.len(), 4, "{open:?}");
+    assert!(!open
+        .iter()
+        .any(|subject| subject.ends_with("`step-6`") || subject.ends_with("`step-1`")));
+    let after = health::system_health(store, now).await.unwrap();
+    let smoke = after
+        .results
+        .iter()
+        .find(|row| row.tier == "smoke")
+        .unwrap();
+    assert_eq!((smoke.late, smoke.missed, smoke.met), (4, 0, 1));
 }
 
 type Received = Arc<std::sync::Mutex<Vec<(axum::http::HeaderMap, String)>>>;
