@@ -1,7 +1,7 @@
 //! Downloads: the rater pool's figures and the pay ledger as CSV for leads, and a run's results
 //! or its human labels as CSV, JSON Lines or Parquet, streamed from a temporary file.
 
-use super::forms::{json_error, session_account};
+use super::forms::{json_error, service_error_response, session_allowed};
 use arbiter_app::guard::AppState;
 use arbiter_domain::accounts::Permission;
 use arbiter_domain::ids::RunId;
@@ -12,14 +12,8 @@ use tower_sessions::Session;
 
 /// The rater pool's figures as CSV, for leads.
 pub async fn raters_csv(State(state): State<AppState>, session: Session) -> Response {
-    let Some(user) = session_account(&state, &session).await else {
-        return json_error(StatusCode::UNAUTHORIZED, "you are not logged in");
-    };
-    if !user.role.can(Permission::ManageUsers) {
-        return json_error(
-            StatusCode::FORBIDDEN,
-            &format!("your role ({}) does not allow this", user.role),
-        );
+    if let Err(refused) = session_allowed(&state, &session, Permission::ManageUsers).await {
+        return refused;
     }
     match arbiter_engine::annotation::raters::rater_table(state.store.as_ref()).await {
         Ok((raters, _)) => (
@@ -33,10 +27,7 @@ pub async fn raters_csv(State(state): State<AppState>, session: Session) -> Resp
             arbiter_domain::annotation::pool::stats_csv(&raters),
         )
             .into_response(),
-        Err(err) => json_error(
-            StatusCode::from_u16(err.status_code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-            &err.to_string(),
-        ),
+        Err(err) => service_error_response(&err),
     }
 }
 
@@ -57,14 +48,8 @@ pub async fn pay_ledger_csv(
     session: Session,
     axum::extract::Query(query): axum::extract::Query<LedgerQuery>,
 ) -> Response {
-    let Some(user) = session_account(&state, &session).await else {
-        return json_error(StatusCode::UNAUTHORIZED, "you are not logged in");
-    };
-    if !user.role.can(Permission::ManageUsers) {
-        return json_error(
-            StatusCode::FORBIDDEN,
-            &format!("your role ({}) does not allow this", user.role),
-        );
+    if let Err(refused) = session_allowed(&state, &session, Permission::ManageUsers).await {
+        return refused;
     }
     let ledger = arbiter_engine::annotation::pay::ledger(
         state.store.as_ref(),
@@ -89,10 +74,7 @@ pub async fn pay_ledger_csv(
             arbiter_domain::annotation::pay::ledger_csv(&ledger.rows),
         )
             .into_response(),
-        Err(err) => json_error(
-            StatusCode::from_u16(err.status_code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-            &err.to_string(),
-        ),
+        Err(err) => service_error_response(&err),
     }
 }
 
@@ -133,20 +115,14 @@ async fn download(
     use arbiter_engine::reports::export::{export_run, ExportFormat};
     use arbiter_engine::reports::label_export::export_labels;
     use std::io::{Seek, SeekFrom};
-    let Some(user) = session_account(&state, &session).await else {
-        return json_error(StatusCode::UNAUTHORIZED, "you are not logged in");
-    };
     // Labels carry each rater's record (time on task, rejections, which items are gold): the
     // rater pool's figures, which leads see.
     let needed = match export {
         Export::Results => Permission::ViewResults,
         Export::Labels => Permission::ManageUsers,
     };
-    if !user.role.can(needed) {
-        return json_error(
-            StatusCode::FORBIDDEN,
-            &format!("your role ({}) does not allow this", user.role),
-        );
+    if let Err(refused) = session_allowed(&state, &session, needed).await {
+        return refused;
     }
     let Some(format) = ExportFormat::parse(format) else {
         return json_error(

@@ -158,6 +158,36 @@ pub async fn session_account(
         .filter(|user| user.active && !user.must_change_password)
 }
 
+/// The signed-in account when its role allows `permission`; otherwise the 401 or 403 answer
+/// to send (the session routes outside server functions and the REST API).
+pub async fn session_allowed(
+    state: &AppState,
+    session: &Session,
+    permission: arbiter_domain::accounts::Permission,
+) -> Result<arbiter_domain::accounts::User, Response> {
+    let Some(user) = session_account(state, session).await else {
+        return Err(json_error(
+            StatusCode::UNAUTHORIZED,
+            "you are not logged in",
+        ));
+    };
+    if !user.role.can(permission) {
+        return Err(json_error(
+            StatusCode::FORBIDDEN,
+            &format!("your role ({}) does not allow this", user.role),
+        ));
+    }
+    Ok(user)
+}
+
+/// A service's refusal or failure as a JSON answer with its status.
+pub(super) fn service_error_response(err: &arbiter_engine::error::ServiceError) -> Response {
+    json_error(
+        StatusCode::from_u16(err.status_code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        &err.to_string(),
+    )
+}
+
 /// Uploads a dataset file as a new revision. Fields: `name` and `file`.
 pub async fn upload_dataset(
     State(state): State<AppState>,

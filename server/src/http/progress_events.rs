@@ -14,13 +14,12 @@ use arbiter_domain::ids::RunId;
 use arbiter_domain::run::{RunProgress, RunStatus};
 use arbiter_store::Store;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::Stream;
 use tower_sessions::Session;
 
-use super::forms::{json_error, session_account};
+use super::forms::{service_error_response, session_allowed};
 
 /// How often a followed run's status and done counter are read (one row).
 const POLL: Duration = Duration::from_millis(100);
@@ -118,20 +117,11 @@ pub async fn page_events(
     session: Session,
     Path(id): Path<RunId>,
 ) -> Response {
-    let Some(user) = session_account(&state, &session).await else {
-        return json_error(StatusCode::UNAUTHORIZED, "you are not logged in");
-    };
-    if !user.role.can(Permission::ViewResults) {
-        return json_error(
-            StatusCode::FORBIDDEN,
-            &format!("your role ({}) does not allow this", user.role),
-        );
+    if let Err(refused) = session_allowed(&state, &session, Permission::ViewResults).await {
+        return refused;
     }
     match arbiter_engine::runs::run_progress(state.store.as_ref(), id).await {
         Ok(first) => progress_events(state.store.clone(), first).into_response(),
-        Err(err) => json_error(
-            StatusCode::from_u16(err.status_code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-            &err.to_string(),
-        ),
+        Err(err) => service_error_response(&err),
     }
 }
