@@ -27,6 +27,9 @@ pub struct NewCheckpoint {
     /// `env:NAME` or a sealed key (see the engine's `secrets`) for its endpoints; `None` keeps
     /// what they have.
     pub api_key_ref: Option<String>,
+    /// Served by a launcher: the store reserves its replicas' ports and requests its first
+    /// launch, and `base_url` and `replica_urls` are ignored.
+    pub serving: Option<crate::serving::Serving>,
 }
 
 /// What an endpoint charges, in USD per million tokens.

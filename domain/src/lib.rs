@@ -53,6 +53,7 @@ pub mod reports;
 pub mod rolling;
 pub mod run;
 pub mod sampling;
+pub mod serving;
 pub mod spreadsheet;
 pub mod stats;
 pub mod suites;

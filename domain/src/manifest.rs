@@ -200,6 +200,10 @@ pub struct Manifest {
     /// from the endpoint's tokenizer (lm-eval's rule); `None` for every other eval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rolling_prefix_token: Option<u32>,
+    /// How Arbiter serves the checkpoint (engine, weights, layout and expected throughput);
+    /// `None` for a checkpoint found at its URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serving: Option<crate::serving::Serving>,
 }
 
 impl Manifest {
@@ -297,6 +301,7 @@ mod tests {
             sandbox: None,
             contamination: None,
             rolling_prefix_token: None,
+            serving: None,
         }
     }
 

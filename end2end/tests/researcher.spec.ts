@@ -281,3 +281,45 @@ test("the demo's multiple-choice and few-shot suites run against the simulator",
     expect(passed, evalName).toBeGreaterThan(items / 2);
   }
 });
+
+test('a checkpoint served by Arbiter is planned, started, run and listed with its start-up time', async ({ page }) => {
+  await page.goto('/checkpoints');
+  await waitForHydration(page);
+  const section = page.getByTestId('served-checkpoints');
+  const checkpoint = uniqueName('served');
+  await section.getByLabel('Checkpoint to serve').fill(checkpoint);
+  await section.getByLabel('Model name to serve it under').fill('sim-ckpt-a');
+  // A 70B model on two nodes of eight 80 GB GPUs: four GPUs a replica, four replicas.
+  await section.locator('select[name="serve[engine]"]').selectOption('vllm');
+  await section.getByLabel('Weights (path the engine loads)').fill('/models/70b');
+  await section.getByLabel('Parameters (billions)').fill('70');
+  await section.getByLabel('GPUs per node').fill('8');
+  await section.getByLabel('GPU memory (GiB)').fill('80');
+  await section.getByLabel('Nodes').fill('2');
+  await section.getByRole('button', { name: 'Preview the plan' }).click();
+  await expect(section.getByTestId('serving-plan')).toContainText('tp=4 dp=4');
+  await expect(section.getByTestId('serving-plan')).toContainText('nothing was registered');
+
+  // The demo's launcher starts simulator replicas: served for real, then run.
+  await section.locator('select[name="serve[engine]"]').selectOption('simulator');
+  await section.getByLabel('Weights (path the engine loads)').fill(`weights/${checkpoint}`);
+  await section.getByLabel('Replicas (at most; CPU engines: how many)').fill('1');
+  await section.getByRole('button', { name: 'Serve' }).click();
+  await expect(section.getByTestId('serving-plan')).toContainText('Registered as checkpoint');
+  const launch = section.getByTestId(`launch-${checkpoint}`);
+  await expect(launch).toContainText('tp=1 dp=1');
+  await expect(async () => {
+    await page.reload();
+    await expect(launch).toContainText('healthy', { timeout: 1_000 });
+  }).toPass({ timeout: 30_000 });
+
+  const dataset = uniqueName('served-data');
+  const fresh = TINY_DATASET.map(([id, input, target]) => [id, `${input} (${dataset})`, target] as [string, string, string]);
+  await uploadDatasetDirectly(page, dataset, jsonl(fresh));
+  const evalName = uniqueName('served eval');
+  await defineEval(page, { name: evalName, dataset, repetitions: 1 });
+  const runId = await launchRun(page, evalName, checkpoint);
+  expect(await waitForRunToFinish(page, runId)).toBe('completed');
+  await page.goto('/checkpoints');
+  await expect(launch.locator('td').nth(5)).not.toHaveText('–');
+});

@@ -330,6 +330,34 @@ pub async fn register_checkpoint(
     form: &CheckpointForm,
     created_by: Option<UserId>,
 ) -> ServiceResult<CheckpointId> {
+    register_checkpoint_served(store, form, None, created_by).await
+}
+
+/// [`register_checkpoint`] for a checkpoint Arbiter serves (`serve`: its engine, weights and
+/// plan) or one found at its URL (`None`). A served checkpoint's URLs come from the ports its
+/// launcher reserves, its layout from the plan, and its first launch is requested with it.
+pub async fn register_checkpoint_served(
+    store: &dyn Store,
+    form: &CheckpointForm,
+    serve: Option<&crate::serving::ServeRequest>,
+    created_by: Option<UserId>,
+) -> ServiceResult<CheckpointId> {
+    let serving = match serve {
+        Some(request) => {
+            if !form.endpoint_url.trim().is_empty() || !form.replica_urls.trim().is_empty() {
+                return Err(ServiceError::Invalid(
+                    "a served checkpoint's URLs come from its launcher: give `serve` or `endpoint_url`, not both".into(),
+                ));
+            }
+            if !form.parallel_layout.trim().is_empty() {
+                return Err(ServiceError::Invalid(
+                    "a served checkpoint's layout comes from its serving plan: leave `parallel_layout` out".into(),
+                ));
+            }
+            Some(crate::serving::plan_for(store, request).await?)
+        }
+        None => None,
+    };
     let replica_urls = form
         .replica_urls
         .split(|c: char| c == ',' || c.is_whitespace())
@@ -365,7 +393,11 @@ pub async fn register_checkpoint(
     let api_key_ref = crate::secrets::process()
         .to_stored(form.api_key.as_str())
         .map_err(|problem| ServiceError::Invalid(format!("the API key: {problem}")))?;
-    let base_url = normalise_base_url(&form.endpoint_url).map_err(ServiceError::Invalid)?;
+    let base_url = if serving.is_some() {
+        String::new()
+    } else {
+        normalise_base_url(&form.endpoint_url).map_err(ServiceError::Invalid)?
+    };
     // The operator's keys go only where the operator or a lead bound them: refused here, with
     // the reason, rather than silently withheld from every request. The leads' bindings are
     // read from the store, so a binding made through another server process counts at once.
@@ -383,12 +415,16 @@ pub async fn register_checkpoint(
         model: required(&form.model, "the served model name", 200)?,
         replica_urls,
         engine_build: form.engine_build.trim().chars().take(200).collect(),
-        parallel_layout: form.parallel_layout.trim().chars().take(200).collect(),
+        parallel_layout: match &serving {
+            Some(serving) => serving.plan.layout(),
+            None => form.parallel_layout.trim().chars().take(200).collect(),
+        },
         fallback_checkpoint: (!fallback.is_empty()).then(|| fallback.to_string()),
         max_in_flight,
         prices,
         training_run: training_run.to_string(),
         training_step,
+        serving,
     };
     Ok(store.register_checkpoint(&new, created_by).await?)
 }

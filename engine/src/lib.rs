@@ -52,6 +52,7 @@ pub mod rubrics;
 pub mod runs;
 pub mod sandbox;
 pub mod secrets;
+pub mod serving;
 pub mod suites;
 pub mod tuning;
 pub mod webhooks;

@@ -51,6 +51,7 @@ pub async fn launch_run(
             checkpoint.name, retraction.reason
         )));
     }
+    let serving = store.serving_of(checkpoint.id).await?;
     // Every prompt is rendered one at a time as the run expands and again by a worker; every
     // item of the revision (which may be newer than the one the eval was checked against when
     // saved) is rendered once first, so a bad item is refused before anything is stored.
@@ -107,7 +108,10 @@ pub async fn launch_run(
             .chain(checkpoint.replica_urls.iter().cloned())
             .collect(),
         served_model: checkpoint.model.clone(),
-        fingerprint: probe_fingerprint(checkpoint).await,
+        fingerprint: match &serving {
+            Some(serving) => crate::serving::served_fingerprint(checkpoint, serving),
+            None => probe_fingerprint(checkpoint).await,
+        },
         fallback: inputs.fallback.as_ref().map(|fallback| FallbackTarget {
             checkpoint_name: fallback.name.clone(),
             endpoint_url: fallback.base_url.clone(),
@@ -119,6 +123,7 @@ pub async fn launch_run(
         sandbox,
         contamination: contamination.as_ref().map(|(frozen, _)| frozen.clone()),
         rolling_prefix_token,
+        serving,
     };
     let launched = store
         .create_run(&NewRun {
@@ -151,6 +156,7 @@ pub async fn launch_run(
             store
                 .set_run_status(launched.run_id, &[launched.status], RunStatus::Running)
                 .await?;
+            crate::serving::wake_servers(store, checkpoint.id).await?;
             if store.finish_run_if_done(launched.run_id).await? {
                 RunStatus::Completed
             } else {
@@ -525,6 +531,9 @@ pub async fn change_run_state(
     }
     if store.set_run_status(run_id, from, to).await? {
         if to == Running {
+            if let Some(manifest) = store.run_manifest(run_id).await? {
+                crate::serving::wake_servers(store, manifest.checkpoint_id).await?;
+            }
             store.finish_run_if_done(run_id).await?;
         }
         Ok(())

@@ -108,6 +108,10 @@ pub struct ServeArgs {
     /// Seconds between scans of --watch-checkpoints.
     #[arg(long, default_value_t = 10)]
     pub watch_seconds: u64,
+    /// A launcher's settings (TOML: host, port range, each engine's command): this process
+    /// then starts and retires the servers of checkpoints registered with `serve`.
+    #[arg(long, env = "ARBITER_LAUNCHERS")]
+    pub launchers: Option<PathBuf>,
     #[command(flatten)]
     pub mail: MailArgs,
 }

@@ -315,6 +315,89 @@ macro_rules! catalog_sql {
             FROM checkpoints c JOIN endpoints e ON e.id = c.endpoint_id LEFT JOIN users u ON u.id = c.created_by \
             LEFT JOIN users ru ON ru.id = c.retracted_by";
 
+/// A served checkpoint's launcher and ports, reserved in its registration's transaction.
+        struct ReservedPorts {
+            launcher_id: String,
+            ports: Vec<i64>,
+            urls: Vec<String>,
+        }
+
+        /// Picks a live launcher offering the engine and reserves the lowest free ports of its
+        /// range, one per replica (on PostgreSQL the launcher's row is locked meanwhile, so two
+        /// registrations never pick the same port; SQLite has one writer).
+        async fn reserve_ports(
+            tx: &mut sqlx::Transaction<'_, $db>,
+            serving: &arbiter_domain::serving::Serving,
+            now: i64,
+        ) -> StoreResult<ReservedPorts> {
+            let lock = if $backend == "postgres" { " FOR UPDATE" } else { "" };
+            let launchers: Vec<(String, String, String, i64, i64)> = sqlx::query_as(&format!(
+                "SELECT id, host, engines, port_first, port_last FROM serving_launchers \
+                 WHERE heartbeat_at >= $1 ORDER BY id{lock}"
+            ))
+            .bind(now - arbiter_domain::serving::LAUNCHER_LIVE_MS)
+            .fetch_all(&mut **tx)
+            .await?;
+            let engine = serving.engine.as_str();
+            let Some((launcher_id, host, _, first, last)) = launchers.into_iter().find(|(_, _, engines, _, _)| {
+                serde_json::from_str::<Vec<String>>(engines).is_ok_and(|engines| engines.iter().any(|name| name == engine))
+            }) else {
+                return Err(StoreError::Conflict(format!(
+                    "no running launcher starts `{engine}` servers: start `arbiter serve --launchers FILE` with that engine, or register the checkpoint at its URL"
+                )));
+            };
+            let taken: std::collections::HashSet<i64> =
+                sqlx::query_scalar::<_, i64>("SELECT port FROM served_ports WHERE launcher_id = $1")
+                    .bind(&launcher_id)
+                    .fetch_all(&mut **tx)
+                    .await?
+                    .into_iter()
+                    .collect();
+            let wanted = serving.plan.replicas as usize;
+            let ports: Vec<i64> = (first..=last).filter(|port| !taken.contains(port)).take(wanted).collect();
+            if ports.len() < wanted {
+                return Err(StoreError::Conflict(format!(
+                    "the launcher `{launcher_id}` has {} free ports of {first}–{last} and this plan needs {wanted}: widen its port range",
+                    ports.len()
+                )));
+            }
+            let urls = ports.iter().map(|port| arbiter_domain::serving::replica_url(&host, *port as u16)).collect();
+            Ok(ReservedPorts { launcher_id, ports, urls })
+        }
+
+        /// Records how a served checkpoint is started, its ports and its first launch.
+        async fn record_serving(
+            tx: &mut sqlx::Transaction<'_, $db>,
+            checkpoint_id: i64,
+            serving: &arbiter_domain::serving::Serving,
+            reserved: &ReservedPorts,
+            now: i64,
+        ) -> Result<(), sqlx::Error> {
+            sqlx::query("INSERT INTO served_checkpoints (checkpoint_id, launcher_id, engine, model_path, plan) VALUES ($1, $2, $3, $4, $5)")
+                .bind(checkpoint_id)
+                .bind(&reserved.launcher_id)
+                .bind(serving.engine.as_str())
+                .bind(&serving.model_path)
+                .bind(serde_json::to_string(&serving.plan).expect("plans serialize"))
+                .execute(&mut **tx)
+                .await?;
+            for (replica, port) in reserved.ports.iter().enumerate() {
+                sqlx::query("INSERT INTO served_ports (launcher_id, port, checkpoint_id, replica) VALUES ($1, $2, $3, $4)")
+                    .bind(&reserved.launcher_id)
+                    .bind(port)
+                    .bind(checkpoint_id)
+                    .bind(replica as i64)
+                    .execute(&mut **tx)
+                    .await?;
+            }
+            sqlx::query("INSERT INTO server_launches (checkpoint_id, state, requested_at) VALUES ($1, 'requested', $2)")
+                .bind(checkpoint_id)
+                .bind(now)
+                .execute(&mut **tx)
+                .await?;
+            Ok(())
+        }
+
         fn checkpoint_from_row(row: &<$db as sqlx::Database>::Row) -> Result<Checkpoint, sqlx::Error> {
             Ok(Checkpoint {
                 id: row.read("id")?,
@@ -352,8 +435,16 @@ macro_rules! catalog_sql {
                 let result: StoreResult<i64> = async move {
                     let mut tx = self.writer.begin_with($begin).await?;
                     let now = now_ms();
-                    let mut endpoint_ids = Vec::with_capacity(1 + new.replica_urls.len());
-                    for url in std::iter::once(&new.base_url).chain(&new.replica_urls) {
+                    let reserved = match &new.serving {
+                        Some(serving) => Some(reserve_ports(&mut tx, serving, now).await?),
+                        None => None,
+                    };
+                    let urls: Vec<String> = match &reserved {
+                        Some(reserved) => reserved.urls.clone(),
+                        None => std::iter::once(&new.base_url).chain(&new.replica_urls).cloned().collect(),
+                    };
+                    let mut endpoint_ids = Vec::with_capacity(urls.len());
+                    for url in &urls {
                         let inserted = sqlx::query(
                             "INSERT INTO endpoints (base_url, created_by, created_at) VALUES ($1, $2, $3) ON CONFLICT (base_url) DO NOTHING",
                         )
@@ -472,6 +563,9 @@ macro_rules! catalog_sql {
                             .bind(endpoint_id)
                             .execute(&mut *tx)
                             .await?;
+                    }
+                    if let (Some(serving), Some(reserved)) = (&new.serving, &reserved) {
+                        record_serving(&mut tx, id, serving, reserved, now).await?;
                     }
                     tx.commit().await?;
                     Ok(id)

@@ -45,6 +45,7 @@ pub mod pushed;
 pub mod reports;
 pub mod rubrics;
 pub mod runs;
+pub mod serving;
 mod sqlite;
 pub mod work_queue;
 
@@ -62,6 +63,7 @@ pub use pushed::PushedItemStore;
 pub use reports::{ContaminationCounts, ExportRow, ReportStore, StoredSnapshot};
 pub use rubrics::RubricStore;
 pub use runs::{ManifestInputs, NewRun, RunStore};
+pub use serving::{LauncherInfo, ManagedLaunch, ServingStore};
 pub use sqlite::SqliteStore;
 pub use work_queue::{
     ActiveRun, CacheHit, CachedGeneration, ClaimedIdentity, FinishedIdentity, IdentityContext,
@@ -127,6 +129,7 @@ pub trait Store:
     + LabelEventStore
     + ReportStore
     + OperationsStore
+    + ServingStore
     + Send
     + Sync
     + 'static
@@ -407,6 +410,10 @@ macro_rules! backend_sql {
         mod operations_sql {
             use super::$store;
             $crate::operations::operations_sql!($store, $db, $backend, $begin, $skip_locked);
+        }
+        mod serving_sql {
+            use super::$store;
+            $crate::serving::serving_sql!($store, $db, $backend, $begin, $skip_locked);
         }
     };
 }

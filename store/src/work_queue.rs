@@ -152,7 +152,8 @@ pub trait WorkQueueStore: Send + Sync + 'static {
     ) -> StoreResult<Vec<(String, CachedGeneration)>>;
 
     // The work queue.
-    /// Runs whose identities may be claimed now (status `running`).
+    /// Runs whose identities may be claimed now: `running`, and not waiting for their
+    /// checkpoint's servers to start (or restart).
     async fn active_runs(&self) -> StoreResult<Vec<ActiveRun>>;
 
     /// Leases up to `limit` queued identities of one run to `worker` (longest expected first,
@@ -680,7 +681,9 @@ macro_rules! work_queue_sql {
                 let result: StoreResult<Vec<ActiveRun>> = async move {
                     let rows: Vec<(i64, i64, String, f64)> = sqlx::query_as(
                         "SELECT r.id, r.priority, r.team, COALESCE(t.weight, 1.0) FROM runs r \
-                         LEFT JOIN team_weights t ON t.team = r.team WHERE r.status = 'running' ORDER BY r.id",
+                         LEFT JOIN team_weights t ON t.team = r.team WHERE r.status = 'running' \
+                         AND NOT EXISTS (SELECT 1 FROM server_launches l WHERE l.checkpoint_id = r.checkpoint_id \
+                                         AND l.state IN ('requested', 'starting', 'restarting')) ORDER BY r.id",
                     )
                     .fetch_all(&self.pool)
                     .await?;

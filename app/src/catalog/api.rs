@@ -211,6 +211,111 @@ pub async fn set_checkpoint_prices(
     .map_err(service_error)
 }
 
+/// What the serve form says about the weights and the machines (numbers as typed).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServeFields {
+    pub engine: String,
+    pub path: String,
+    #[serde(default)]
+    pub params_billions: String,
+    #[serde(default)]
+    pub bytes_per_param: String,
+    #[serde(default)]
+    pub gpus_per_node: String,
+    #[serde(default)]
+    pub gpu_memory_gib: String,
+    #[serde(default)]
+    pub nodes: String,
+    #[serde(default)]
+    pub replicas: String,
+    #[serde(default)]
+    pub sustained_tokens_per_s: String,
+}
+
+/// The plan a served checkpoint gets and, unless only previewed, what its registration did.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ServeOutcome {
+    pub plan: arbiter_domain::serving::plan::ServingPlan,
+    /// The new checkpoint and the runs its suites launched; `None` for a preview.
+    pub registered: Option<(CheckpointId, usize)>,
+    pub trigger_error: Option<String>,
+}
+
+/// Plans a checkpoint's servers and, unless `preview` is set, registers it served by a
+/// launcher: its suites wait for the servers and run once they are healthy.
+#[server(endpoint = "serve_checkpoint")]
+pub async fn serve_checkpoint(
+    name: String,
+    model: String,
+    serve: ServeFields,
+    #[server(default)] training_run: String,
+    #[server(default)] training_step: String,
+    #[server(default)] decision: String,
+    #[server(default)] preview: Option<String>,
+) -> Result<ServeOutcome, ServerFnError> {
+    let (state, user) = require(Permission::ManageEvals).await?;
+    let request = arbiter_engine::serving::ServeForm {
+        engine: serve.engine,
+        path: serve.path,
+        params_billions: serve.params_billions,
+        bytes_per_param: serve.bytes_per_param,
+        gpus_per_node: serve.gpus_per_node,
+        gpu_memory_gib: serve.gpu_memory_gib,
+        nodes: serve.nodes,
+        replicas: serve.replicas,
+        sustained_tokens_per_s: serve.sustained_tokens_per_s,
+    }
+    .request()
+    .map_err(service_error)?;
+    let store = state.store.as_ref();
+    let plan = arbiter_engine::serving::preview_plan(store, &request)
+        .await
+        .map_err(service_error)?;
+    if preview.is_some() {
+        return Ok(ServeOutcome {
+            plan,
+            registered: None,
+            trigger_error: None,
+        });
+    }
+    let step = training_step.trim();
+    let announcement = arbiter_engine::suites::Announcement {
+        name,
+        model,
+        training_run: Some(training_run).filter(|run| !run.trim().is_empty()),
+        training_step: match step {
+            "" => None,
+            text => Some(text.parse().map_err(|_| {
+                fail(
+                    400,
+                    format!("the training step must be a whole number, not `{text}`"),
+                )
+            })?),
+        },
+        decision: Some(decision).filter(|decision| !decision.is_empty()),
+        serve: Some(request),
+        ..Default::default()
+    };
+    let registered = arbiter_engine::suites::register_announced(store, &announcement, Some(&user))
+        .await
+        .map_err(service_error)?;
+    Ok(ServeOutcome {
+        plan,
+        registered: Some((registered.checkpoint_id, registered.runs.len())),
+        trigger_error: registered.trigger_error,
+    })
+}
+
+/// Served checkpoints' launches, newest first.
+#[server(endpoint = "serving_launches")]
+pub async fn serving_launches(
+) -> Result<Vec<arbiter_domain::serving::launch::LaunchView>, ServerFnError> {
+    let (state, _) = require(Permission::ViewResults).await?;
+    arbiter_engine::serving::launches(state.store.as_ref(), None)
+        .await
+        .map_err(service_error)
+}
+
 /// Retracts a rolled-back checkpoint with the reason shown on its runs.
 #[server(endpoint = "retract_checkpoint")]
 pub async fn retract_checkpoint(

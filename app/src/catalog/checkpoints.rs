@@ -154,6 +154,7 @@ pub fn CheckpointsPage() -> impl IntoView {
                 }
             })}
         </Transition>
+        <crate::catalog::served::ServeSection/>
         <EndpointsSection refresh=register.version()/>
         <KeyBindingsSection refresh=register.version()/>
         <SuitesSection refresh=register.version()/>

@@ -6,6 +6,7 @@ pub(crate) mod datasets;
 pub(crate) mod eval_form;
 pub(crate) mod eval_prompt;
 pub(crate) mod evals;
+pub(crate) mod served;
 
 pub use checkpoints::CheckpointsPage;
 pub use datasets::{DatasetPage, DatasetsPage};

@@ -3,6 +3,7 @@
 
 pub mod checkpoint_watch;
 pub mod judge_canary;
+pub mod launcher;
 pub mod pair_judge;
 pub mod queue_monitor;
 pub mod retention;
@@ -80,6 +81,8 @@ pub struct JobsConfig {
     pub judge_canary: Option<Duration>,
     /// Pairs waiting for their pairwise judge.
     pub pair_judging: Option<Duration>,
+    /// Starts and retires served checkpoints' servers on this host (`--launchers FILE`).
+    pub launcher: Option<crate::serving::config::LocalLauncherConfig>,
 }
 
 impl JobsConfig {
@@ -96,9 +99,13 @@ impl JobsConfig {
             checkpoint_watch: None,
             judge_canary: Some(Duration::from_secs(10)),
             pair_judging: Some(Duration::from_secs(2)),
+            launcher: None,
         }
     }
 }
+
+/// How often the launcher checks its servers' health and its launches.
+pub const LAUNCHER_ROUND: Duration = Duration::from_secs(1);
 
 /// The background jobs of one process, running until [`Jobs::stop`].
 pub struct Jobs {
@@ -157,6 +164,14 @@ impl Jobs {
             tasks.push(tokio::spawn(pair_judge::run(
                 store.clone(),
                 interval,
+                shutdown.clone(),
+            )));
+        }
+        if let Some(launcher) = config.launcher {
+            tasks.push(tokio::spawn(launcher::run(
+                store.clone(),
+                launcher,
+                LAUNCHER_ROUND,
                 shutdown.clone(),
             )));
         }

@@ -267,7 +267,9 @@ fn require_team(user: &User, suite: &Suite, action: &str) -> ServiceResult<()> {
 pub struct Announcement {
     /// Unique name, e.g. `sft-v3-step-12000`.
     pub name: String,
-    /// The OpenAI-compatible base URL, e.g. `http://vllm:8000/v1`.
+    /// The OpenAI-compatible base URL, e.g. `http://vllm:8000/v1`; left out when Arbiter
+    /// serves the checkpoint (`serve`).
+    #[serde(default)]
     pub endpoint_url: String,
     /// The model name the endpoint serves it under.
     pub model: String,
@@ -302,6 +304,11 @@ pub struct Announcement {
     #[serde(default, skip_serializing)]
     #[schema(value_type = Option<String>)]
     pub api_key: Option<crate::secrets::SecretText>,
+    /// Have Arbiter start the checkpoint's servers (engine, weights and what the serving
+    /// plan needs) instead of finding them at `endpoint_url`; its suites run once they are
+    /// healthy, and they retire when its runs are done.
+    #[serde(default)]
+    pub serve: Option<crate::serving::ServeRequest>,
     /// Set false to register without launching its suites.
     #[serde(default)]
     pub trigger_suites: Option<bool>,
@@ -358,8 +365,13 @@ pub async fn register_announced(
             announcement.decision.as_deref().unwrap_or_default()
         ))
     })?;
-    let checkpoint_id =
-        crate::catalog::register_checkpoint(store, &announcement.form(), created_by).await?;
+    let checkpoint_id = crate::catalog::register_checkpoint_served(
+        store,
+        &announcement.form(),
+        announcement.serve.as_ref(),
+        created_by,
+    )
+    .await?;
     if !announcement.trigger_suites.unwrap_or(true) {
         return Ok(Registered {
             checkpoint_id,

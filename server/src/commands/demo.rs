@@ -63,6 +63,8 @@ async fn run_demo(
             url.port_or_known_default().unwrap_or(80)
         ));
     }
+    let launcher = demo_launcher(sim_addr, data_dir, real_model.is_some())?;
+    own_endpoints.extend(launcher.endpoints());
     super::install_egress(&own_endpoints)?;
     let sim_listener = tokio::net::TcpListener::bind(sim_addr)
         .await
@@ -140,13 +142,56 @@ async fn run_demo(
         demo::DEMO_TRAINING_RUN
     );
     println!("    and its smoke suite `demo-smoke` starts within seconds.");
+    println!(
+        "  Or have Arbiter serve it (started on ports {}–{}, retired when idle): replace \"endpoint_url\" with",
+        launcher.ports.0, launcher.ports.1
+    );
+    println!("    \"serve\": {{\"engine\": \"simulator\", \"path\": \"demo-weights\"}}, or use \"Serve a checkpoint\" on the Checkpoints page.");
     println!();
-    let jobs = background_jobs(
+    let mut jobs = background_jobs(
         Arc::new(mailer),
         1,
         64,
         queue_monitor_seconds,
         Some((announcements, std::time::Duration::from_secs(5))),
     )?;
+    jobs.launcher = Some(launcher);
     run_server(&database, addr, site_root, jobs).await
+}
+
+/// The demo's launcher: simulator replicas (and, with the bundled model, `arbiter model
+/// serve`) started from this binary on the ten ports after the simulator's, retired after a
+/// minute idle; their logs under the data directory.
+fn demo_launcher(
+    sim_addr: SocketAddr,
+    data_dir: &std::path::Path,
+    with_model: bool,
+) -> anyhow::Result<arbiter_engine::serving::config::LocalLauncherConfig> {
+    use arbiter_domain::serving::ServingEngine;
+    let binary = std::env::current_exe().context("the path of this binary")?;
+    let binary = shell_words::quote(&binary.display().to_string()).into_owned();
+    let first = sim_addr.port().saturating_add(10);
+    let mut engines = std::collections::BTreeMap::from([(
+        ServingEngine::Simulator,
+        format!("{binary} sim --addr {{host}}:{{port}} --model {{model}}:0.8"),
+    )]);
+    if with_model {
+        engines.insert(
+            ServingEngine::ArbiterModel,
+            format!(
+                "{binary} model serve --gguf {{path}} --name {{model}} --addr {{host}}:{{port}}"
+            ),
+        );
+    }
+    Ok(arbiter_engine::serving::config::LocalLauncherConfig {
+        id: "demo".into(),
+        host: sim_addr.ip().to_string(),
+        ports: (first, first.saturating_add(9)),
+        log_dir: data_dir.join("launch-logs"),
+        policy: arbiter_domain::serving::launch::LaunchPolicy {
+            idle_ms: 60_000,
+            ..Default::default()
+        },
+        engines,
+    })
 }

@@ -23,9 +23,19 @@ pub async fn serve(args: crate::ServeArgs) -> anyhow::Result<()> {
         concurrency,
         watch_checkpoints,
         watch_seconds,
+        launchers,
         mail,
     } = args;
-    super::install_egress(&[])?;
+    let launcher = launchers
+        .map(|path| arbiter_engine::serving::config::LocalLauncherConfig::read(&path))
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    // In-process workers call the servers this process launches.
+    let launched = launcher
+        .as_ref()
+        .map(|config| config.endpoints())
+        .unwrap_or_default();
+    super::install_egress(&launched)?;
     let database = open(&database_url).await?;
     let mailer = Mailer::from_settings(
         &mail.transport,
@@ -33,13 +43,14 @@ pub async fn serve(args: crate::ServeArgs) -> anyhow::Result<()> {
         mail.mail_ca_file.as_deref(),
     )?;
     tracing::info!(transport = %mailer.describe(), "mail");
-    let jobs = background_jobs(
+    let mut jobs = background_jobs(
         Arc::new(mailer),
         workers,
         concurrency,
         mail.queue_monitor_seconds,
         watch_checkpoints.map(|path| (path, std::time::Duration::from_secs(watch_seconds.max(1)))),
     )?;
+    jobs.launcher = launcher;
     run_server(&database, addr, &site_root, jobs).await
 }
 

@@ -206,6 +206,16 @@ fn api_routes() -> Vec<(Method, &'static str, Option<Value>, bool, StatusCode)> 
         (Method::GET, "/datasets/1", None, false, StatusCode::OK),
         (Method::GET, "/checkpoints", None, false, StatusCode::OK),
         (Method::GET, "/endpoints", None, false, StatusCode::OK),
+        (Method::GET, "/launches", None, false, StatusCode::OK),
+        (
+            Method::POST,
+            "/serving/plan",
+            Some(
+                json!({"engine": "vllm", "path": "/m", "params_billions": 8, "gpus_per_node": 8, "gpu_memory_gib": 80}),
+            ),
+            false,
+            StatusCode::OK,
+        ),
         (
             Method::PATCH,
             "/endpoints/999",
@@ -1291,4 +1301,103 @@ async fn pushed_items_are_idempotent_explained_and_kept_to_their_team() {
     )
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+}
+
+/// Serving over the API: a plan is previewed with its figures or refused with the reason; a
+/// served checkpoint with no launcher for its engine is refused (409) and stores nothing;
+/// launches are listed, and a bad filter is explained.
+#[tokio::test]
+async fn serving_plans_are_previewed_and_served_checkpoints_need_a_launcher() {
+    let app = TestApp::spawn().await;
+    let token = app.token_for(Role::Researcher).await;
+    let (status, plan) = send(
+        &app,
+        Method::POST,
+        "/serving/plan",
+        Some(&token),
+        Some(json!({"engine": "vllm", "path": "/models/70b", "params_billions": 70, "gpus_per_node": 8, "gpu_memory_gib": 80, "nodes": 2, "sustained_tokens_per_s": 2500})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{plan}");
+    assert_eq!(
+        (plan["tensor_parallel"].as_i64(), plan["replicas"].as_i64()),
+        (Some(4), Some(4))
+    );
+    for (body, expected) in [
+        (
+            json!({"engine": "vllm", "path": "/m", "params_billions": 405, "gpus_per_node": 8, "gpu_memory_gib": 80}),
+            "across nodes",
+        ),
+        (
+            json!({"engine": "tgi", "path": "/m"}),
+            "unknown serving engine `tgi`",
+        ),
+        (
+            json!({"engine": "simulator", "path": "--help"}),
+            "may not start with `-`",
+        ),
+        (
+            json!({"engine": "simulator", "path": "/m", "gpus": 8}),
+            "unknown field",
+        ),
+    ] {
+        let (status, answer) = send(
+            &app,
+            Method::POST,
+            "/serving/plan",
+            Some(&token),
+            Some(body),
+        )
+        .await;
+        assert!(
+            status == StatusCode::BAD_REQUEST || status == StatusCode::UNPROCESSABLE_ENTITY,
+            "{status} {answer}"
+        );
+        assert!(
+            answer["error"].as_str().unwrap().contains(expected),
+            "{answer}"
+        );
+    }
+    let before = app.store.list_checkpoints().await.unwrap().len();
+    let (status, answer) = send(
+        &app,
+        Method::POST,
+        "/checkpoints",
+        Some(&token),
+        Some(json!({"name": "served-1", "model": "m", "serve": {"engine": "simulator", "path": "/w"}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{answer}");
+    assert!(
+        answer["error"]
+            .as_str()
+            .unwrap()
+            .contains("no running launcher"),
+        "{answer}"
+    );
+    let (status, answer) = send(
+        &app,
+        Method::POST,
+        "/checkpoints",
+        Some(&token),
+        Some(json!({"name": "served-2", "model": "m", "endpoint_url": "http://127.0.0.1:9/v1", "serve": {"engine": "simulator", "path": "/w"}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+    assert!(
+        answer["error"].as_str().unwrap().contains("not both"),
+        "{answer}"
+    );
+    assert_eq!(app.store.list_checkpoints().await.unwrap().len(), before);
+    let (status, launches) = send(&app, Method::GET, "/launches", Some(&token), None).await;
+    assert_eq!((status, launches), (StatusCode::OK, json!([])));
+    let (status, _) = send(
+        &app,
+        Method::GET,
+        "/launches?checkpoint=abc",
+        Some(&token),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
 }

@@ -174,6 +174,18 @@ const SERVER_FUNCTIONS: &[(&str, Args, Allowed)] = &[
         Allowed::Researchers,
     ),
     ("run_load", &[("id", "1")], Allowed::Researchers),
+    ("serving_launches", &[], Allowed::Researchers),
+    (
+        "serve_checkpoint",
+        &[
+            ("name", "NAME"),
+            ("model", "m"),
+            ("serve[engine]", "simulator"),
+            ("serve[path]", "/weights"),
+            ("preview", "1"),
+        ],
+        Allowed::Researchers,
+    ),
     ("list_endpoints", &[], Allowed::Researchers),
     ("key_bindings", &[], Allowed::Leads),
     (

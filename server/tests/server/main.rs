@@ -5,6 +5,7 @@
 mod api;
 mod http;
 mod kill_workers;
+mod launcher_story;
 #[cfg(feature = "local-model")]
 mod real_model;
 mod sandbox_refusal;

@@ -147,6 +147,8 @@ pub fn routes(state: AppState) -> Router {
             "/checkpoints/{id}/retract",
             post(resources::retract_checkpoint),
         )
+        .route("/launches", get(resources::list_launches))
+        .route("/serving/plan", post(resources::plan_serving))
         .route("/endpoints", get(resources::list_endpoints))
         .route(
             "/endpoints/{id}",

@@ -40,6 +40,8 @@ A token acts with its owner's role. Errors are JSON `{\"error\": \"…\"}` with 
         runs::get_run,
         runs::run_events,
         resources::retract_checkpoint,
+        resources::list_launches,
+        resources::plan_serving,
         runs::run_report,
         runs::run_agreement,
         runs::change_run_state,

@@ -142,6 +142,44 @@ pub async fn list_checkpoints(
     Ok(Json(state.store.list_checkpoints().await?))
 }
 
+/// Which launches to list.
+#[derive(Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct LaunchFilter {
+    /// Only this checkpoint's launches.
+    pub checkpoint: Option<CheckpointId>,
+}
+
+#[utoipa::path(get, path = "/api/v1/launches", tag = "checkpoints",
+    params(LaunchFilter),
+    responses((status = 200, description = "Served checkpoints' launches, newest first: state, start-up split into queue and load, serving time, restarts, failure and log tail", body = Vec<arbiter_engine::serving::LaunchView>)))]
+pub async fn list_launches(
+    State(state): State<AppState>,
+    caller: ApiUser,
+    ApiQuery(filter): ApiQuery<LaunchFilter>,
+) -> ApiResult<Json<Vec<arbiter_engine::serving::LaunchView>>> {
+    caller.require(Permission::ViewResults)?;
+    Ok(Json(
+        arbiter_engine::serving::launches(state.store.as_ref(), filter.checkpoint).await?,
+    ))
+}
+
+#[utoipa::path(post, path = "/api/v1/serving/plan", tag = "checkpoints",
+    request_body = arbiter_engine::serving::ServeRequest,
+    responses(
+        (status = 200, description = "The layout (tensor-parallel degree, replicas) and expected figures a checkpoint served this way gets; nothing is stored", body = arbiter_domain::serving::plan::ServingPlan),
+        (status = 400, description = "An unknown engine, a missing or bad figure, or a model too large for one node", body = ApiErrorBody)))]
+pub async fn plan_serving(
+    State(state): State<AppState>,
+    caller: ApiUser,
+    ApiJson(request): ApiJson<arbiter_engine::serving::ServeRequest>,
+) -> ApiResult<Json<arbiter_domain::serving::plan::ServingPlan>> {
+    caller.require(Permission::ManageEvals)?;
+    Ok(Json(
+        arbiter_engine::serving::preview_plan(state.store.as_ref(), &request).await?,
+    ))
+}
+
 #[utoipa::path(get, path = "/api/v1/endpoints", tag = "checkpoints",
     responses((status = 200, description = "Every model server checkpoints are registered on, with its owner and limit", body = Vec<Endpoint>)))]
 pub async fn list_endpoints(

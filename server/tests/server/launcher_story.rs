@@ -1,0 +1,432 @@
+//! Served checkpoints, end to end with real processes on SQLite and PostgreSQL: a checkpoint
+//! announced with `serve` has its servers (two `arbiter sim` replicas) started by the local
+//! launcher, its suite waits for them, runs, survives a replica killed mid-run with nothing
+//! lost or duplicated, and the servers retire when it is done; a later run starts them once
+//! more. A server that never becomes healthy fails its launch with its log's tail, and its
+//! runs are cancelled with the reason instead of waiting for ever.
+
+use arbiter_domain::run::RunStatus;
+use arbiter_domain::serving::launch::{LaunchPolicy, LaunchState};
+use arbiter_domain::serving::ServingEngine;
+use arbiter_engine::catalog::EvalForm;
+use arbiter_engine::dispatch::run_worker;
+use arbiter_engine::serving::config::LocalLauncherConfig;
+use arbiter_engine::serving::local::LocalLauncher;
+use arbiter_engine::serving::ServeRequest;
+use arbiter_engine::suites::{Announcement, SuiteForm};
+use arbiter_store::Store;
+use arbiter_testkit::backend::TestBackend;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+const SAMPLE: &[u8] = include_bytes!("../../../public/samples/qa-basic.jsonl");
+
+/// `count` consecutive ports nothing listens on now.
+fn free_ports(count: u16) -> (u16, u16) {
+    loop {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let first = 20_000 + (nanos % 30_000) as u16;
+        let listeners: Vec<_> = (first..first + count)
+            .map(|port| std::net::TcpListener::bind(("127.0.0.1", port)))
+            .collect();
+        if listeners.iter().all(Result::is_ok) {
+            return (first, first + count - 1);
+        }
+    }
+}
+
+fn launcher(
+    id: &str,
+    engine: ServingEngine,
+    command: String,
+    policy: LaunchPolicy,
+    logs: &std::path::Path,
+) -> LocalLauncher {
+    LocalLauncher::new(LocalLauncherConfig {
+        id: id.into(),
+        host: "127.0.0.1".into(),
+        ports: free_ports(4),
+        log_dir: logs.to_path_buf(),
+        policy,
+        engines: BTreeMap::from([(engine, command)]),
+    })
+}
+
+/// Launcher rounds until `done` holds, at most `seconds`.
+async fn rounds_until<F, Fut>(
+    launcher: &mut LocalLauncher,
+    store: &dyn Store,
+    seconds: u64,
+    mut done: F,
+) where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    loop {
+        launcher.round(store).await.unwrap();
+        if done().await {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the launcher did not get there in {seconds} s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn latest_launch(
+    store: &dyn Store,
+    checkpoint: arbiter_domain::ids::CheckpointId,
+) -> arbiter_domain::serving::launch::Launch {
+    store
+        .list_launches(Some(checkpoint), 10)
+        .await
+        .unwrap()
+        .remove(0)
+}
+
+async fn scenario(backend: TestBackend) {
+    let store: Arc<dyn Store> = backend.database.store();
+    let logs = tempfile::tempdir().unwrap();
+    let sim = format!(
+        "'{}' sim --addr {{host}}:{{port}} --model {{model}}:0.8 --latency-ms-min 20 --latency-ms-max 60",
+        env!("CARGO_BIN_EXE_arbiter")
+    );
+    let policy = LaunchPolicy {
+        health_timeout_ms: 30_000,
+        idle_ms: 1_000,
+        max_restarts: 2,
+    };
+    let mut sims = launcher("sims", ServingEngine::Simulator, sim, policy, logs.path());
+    sims.round(store.as_ref()).await.unwrap();
+
+    let revision =
+        arbiter_engine::catalog::upload_dataset(store.as_ref(), "qa", "qa.jsonl", SAMPLE, None)
+            .await
+            .unwrap();
+    let eval = arbiter_engine::catalog::define_eval(
+        store.as_ref(),
+        &EvalForm {
+            name: "qa".into(),
+            dataset_id: revision.dataset_id,
+            prompt_template: "Question: {input}".into(),
+            max_tokens: 32,
+            temperature: 0.0,
+            repetitions: 1,
+            seed: 0,
+            grader: String::new(),
+            options: arbiter_engine::catalog::EvalOptions::default(),
+        },
+        None,
+    )
+    .await
+    .unwrap();
+    arbiter_engine::suites::create_suite(
+        store.as_ref(),
+        &SuiteForm {
+            name: "smoke".into(),
+            tier: "smoke".into(),
+            every_nth: None,
+            training_run: String::new(),
+            team: String::new(),
+            eval_ids: vec![eval],
+        },
+        "default",
+        false,
+        None,
+    )
+    .await
+    .unwrap();
+
+    // Announced with `serve`: registered on two reserved ports, its suite launched at once.
+    let announcement = Announcement {
+        name: "served-step-100".into(),
+        model: "served-model".into(),
+        training_run: Some("served".into()),
+        training_step: Some(100),
+        serve: Some(ServeRequest {
+            engine: "simulator".into(),
+            path: "weights/step-100".into(),
+            plan: arbiter_domain::serving::plan::PlanRequest {
+                replicas: Some(2),
+                ..Default::default()
+            },
+        }),
+        ..Announcement::default()
+    };
+    let registered =
+        arbiter_engine::suites::register_announced(store.as_ref(), &announcement, None)
+            .await
+            .unwrap();
+    let checkpoint = registered.checkpoint_id;
+    assert_eq!(registered.runs.len(), 1, "{registered:?}");
+    let run = registered.runs[0]
+        .run_id
+        .expect("the suite's run is launched");
+    let listed = store.list_checkpoints().await.unwrap();
+    let served = listed.iter().find(|c| c.id == checkpoint).unwrap();
+    assert_eq!(served.parallel_layout, "tp=1 dp=2");
+    assert_eq!(served.replica_urls.len(), 1);
+    let manifest = store.run_manifest(run).await.unwrap().unwrap();
+    assert_eq!(
+        manifest.serving.as_ref().unwrap().plan.replicas,
+        2,
+        "the plan is in the manifest"
+    );
+    assert_eq!(
+        manifest.fingerprint.served_model.as_deref(),
+        Some("weights/step-100")
+    );
+    assert_eq!(
+        latest_launch(store.as_ref(), checkpoint).await.state,
+        LaunchState::Requested
+    );
+    // A second registration on the same engine gets other ports; an engine no launcher
+    // offers is refused and stores nothing.
+    let refused = arbiter_engine::suites::register_announced(
+        store.as_ref(),
+        &Announcement {
+            name: "served-elsewhere".into(),
+            serve: Some(ServeRequest {
+                engine: "vllm".into(),
+                path: "/w".into(),
+                plan: arbiter_domain::serving::plan::PlanRequest {
+                    params_billions: Some(8.0),
+                    gpus_per_node: Some(1),
+                    gpu_memory_gib: Some(80.0),
+                    ..Default::default()
+                },
+            }),
+            ..announcement.clone()
+        },
+        None,
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("no running launcher starts `vllm`"),
+        "{refused}"
+    );
+    assert!(!store
+        .list_checkpoints()
+        .await
+        .unwrap()
+        .iter()
+        .any(|c| c.name == "served-elsewhere"));
+
+    // A worker runs throughout; the run waits for its servers.
+    let (stop, shutdown) = watch::channel(false);
+    let worker = tokio::spawn(run_worker(
+        store.clone(),
+        arbiter_testkit::pipeline::test_worker("served"),
+        shutdown,
+    ));
+    sims.round(store.as_ref()).await.unwrap();
+    let launch = latest_launch(store.as_ref(), checkpoint).await;
+    if launch.state == LaunchState::Starting {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let progress = arbiter_engine::runs::run_progress(store.as_ref(), run)
+            .await
+            .unwrap();
+        assert_eq!(
+            progress.done, 0,
+            "nothing is claimed before the servers are healthy"
+        );
+    }
+    rounds_until(&mut sims, store.as_ref(), 30, || async {
+        latest_launch(store.as_ref(), checkpoint).await.state == LaunchState::Healthy
+    })
+    .await;
+
+    // A replica killed mid-run is restarted; the run finishes with every identity once.
+    let launch_id = latest_launch(store.as_ref(), checkpoint).await.id;
+    rounds_until(&mut sims, store.as_ref(), 60, || async {
+        arbiter_engine::runs::run_progress(store.as_ref(), run)
+            .await
+            .unwrap()
+            .done
+            >= 5
+    })
+    .await;
+    let pid = sims.replica_pids(launch_id)[0].expect("replica 0 runs");
+    std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    rounds_until(&mut sims, store.as_ref(), 30, || async {
+        latest_launch(store.as_ref(), checkpoint).await.restarts == 1
+    })
+    .await;
+    rounds_until(&mut sims, store.as_ref(), 120, || async {
+        store.finish_run_if_done(run).await.unwrap()
+    })
+    .await;
+    let progress = arbiter_engine::runs::run_progress(store.as_ref(), run)
+        .await
+        .unwrap();
+    assert_eq!((progress.done, progress.expected), (60, 60), "nothing lost");
+    assert_eq!(progress.errors, 0, "no answer failed: {progress:?}");
+    assert_eq!(
+        store.run_outcomes(run).await.unwrap().len(),
+        60,
+        "none duplicated"
+    );
+
+    // Idle for a second after its last run: retired, its servers stopped.
+    rounds_until(&mut sims, store.as_ref(), 30, || async {
+        latest_launch(store.as_ref(), checkpoint).await.state == LaunchState::Retired
+    })
+    .await;
+    let retired = latest_launch(store.as_ref(), checkpoint).await;
+    let times = retired.startup(arbiter_store::now_ms());
+    assert!(
+        times.startup_ms.is_some() && times.load_ms.is_some() && times.serving_ms.unwrap() > 0,
+        "{times:?}"
+    );
+    assert!(
+        retired
+            .failure
+            .as_deref()
+            .unwrap_or_default()
+            .contains("replica 0 exited"),
+        "{retired:?}"
+    );
+    assert!(sims.replica_pids(retired.id).is_empty());
+    assert!(
+        reqwest::get(retired.urls[0].replace("/v1", "/health"))
+            .await
+            .is_err(),
+        "the server stopped"
+    );
+
+    // A later run on the checkpoint starts its servers once more, and they retire again.
+    let again = arbiter_engine::runs::launch_run(
+        store.as_ref(),
+        eval,
+        checkpoint,
+        arbiter_domain::run::Priority::Scheduled,
+        "default",
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(again.run_id, run, "the same manifest is the same run");
+    let other_eval = arbiter_engine::catalog::define_eval(
+        store.as_ref(),
+        &EvalForm {
+            name: "qa-once".into(),
+            dataset_id: revision.dataset_id,
+            prompt_template: "Q: {input}".into(),
+            max_tokens: 16,
+            temperature: 0.0,
+            repetitions: 1,
+            seed: 0,
+            grader: String::new(),
+            options: Default::default(),
+        },
+        None,
+    )
+    .await
+    .unwrap();
+    let second = arbiter_engine::runs::launch_run(
+        store.as_ref(),
+        other_eval,
+        checkpoint,
+        arbiter_domain::run::Priority::Scheduled,
+        "default",
+        None,
+    )
+    .await
+    .unwrap()
+    .run_id;
+    let relaunch = latest_launch(store.as_ref(), checkpoint).await;
+    assert_ne!(relaunch.id, retired.id);
+    assert_eq!(
+        relaunch.urls, retired.urls,
+        "the same ports, so the frozen URLs hold"
+    );
+    rounds_until(&mut sims, store.as_ref(), 120, || async {
+        store.finish_run_if_done(second).await.unwrap()
+    })
+    .await;
+    rounds_until(&mut sims, store.as_ref(), 30, || async {
+        latest_launch(store.as_ref(), checkpoint).await.state == LaunchState::Retired
+    })
+    .await;
+    stop.send(true).unwrap();
+    worker.await.unwrap();
+
+    // A server that never answers its health check: the launch fails with the log's tail and
+    // the run waiting for it is cancelled with the reason.
+    let broken = launcher(
+        "broken",
+        ServingEngine::ArbiterModel,
+        "sh -c 'echo loading {path} on port {port}; echo error: the weights are corrupt >&2; sleep 30'".into(),
+        LaunchPolicy { health_timeout_ms: 1_500, ..policy },
+        logs.path(),
+    );
+    let mut broken = broken;
+    broken.round(store.as_ref()).await.unwrap();
+    let bad = arbiter_engine::suites::register_announced(
+        store.as_ref(),
+        &Announcement {
+            name: "served-broken".into(),
+            serve: Some(ServeRequest {
+                engine: "arbiter_model".into(),
+                path: "/weights/broken.gguf".into(),
+                plan: Default::default(),
+            }),
+            ..announcement.clone()
+        },
+        None,
+    )
+    .await
+    .unwrap();
+    let waiting = bad.runs[0].run_id.expect("the suite's run is launched");
+    rounds_until(&mut broken, store.as_ref(), 30, || async {
+        latest_launch(store.as_ref(), bad.checkpoint_id).await.state == LaunchState::Failed
+    })
+    .await;
+    let failed = latest_launch(store.as_ref(), bad.checkpoint_id).await;
+    assert!(
+        failed.failure.as_deref().unwrap().contains("not healthy"),
+        "{failed:?}"
+    );
+    let tail = failed.log_tail.unwrap();
+    assert!(
+        tail.contains("loading /weights/broken.gguf") && tail.contains("the weights are corrupt"),
+        "{tail}"
+    );
+    let cancelled = arbiter_engine::runs::run_progress(store.as_ref(), waiting)
+        .await
+        .unwrap();
+    assert_eq!(cancelled.status, RunStatus::Cancelled);
+    assert!(
+        cancelled
+            .last_error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("did not start"),
+        "{cancelled:?}"
+    );
+    backend.tear_down().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn served_checkpoints_start_run_recover_and_retire_on_sqlite() {
+    scenario(TestBackend::sqlite().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn served_checkpoints_start_run_recover_and_retire_on_postgres() {
+    scenario(TestBackend::postgres().await).await;
+}

@@ -1,0 +1,421 @@
+//! Served checkpoints' launches: launchers announce themselves, launches are requested,
+//! started, found healthy, restarted, failed or retired. A served checkpoint is registered
+//! (with its ports and first launch) by [`crate::CatalogStore::register_checkpoint`].
+//!
+//! Invariants, each kept by one statement or transaction:
+//! - a checkpoint has at most one live launch (a partial unique index);
+//! - a launch fails together with its checkpoint's unfinished runs, which are cancelled with
+//!   the reason, so none waits for servers that will not come;
+//! - a launch retires only if, in the same statement, its checkpoint has no unfinished run.
+
+use crate::StoreResult;
+use arbiter_domain::ids::{CheckpointId, RunId};
+use arbiter_domain::serving::launch::{Launch, LaunchState};
+use arbiter_domain::serving::plan::ServingPlan;
+use arbiter_domain::serving::ServingEngine;
+use async_trait::async_trait;
+
+/// A launcher as it announces itself with each heartbeat.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LauncherInfo {
+    pub id: String,
+    /// The host its servers listen on, as workers reach them.
+    pub host: String,
+    pub engines: Vec<ServingEngine>,
+    pub port_first: u16,
+    pub port_last: u16,
+}
+
+/// A live launch as its launcher manages it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ManagedLaunch {
+    pub id: i64,
+    pub checkpoint_id: CheckpointId,
+    pub checkpoint_name: String,
+    /// The model name the servers must serve (the checkpoint's).
+    pub served_model: String,
+    pub engine: ServingEngine,
+    pub model_path: String,
+    pub plan: ServingPlan,
+    pub host: String,
+    /// One port per replica, in replica order.
+    pub ports: Vec<u16>,
+    pub state: LaunchState,
+    pub started_at: Option<i64>,
+    pub restarts: i64,
+    /// Unfinished runs on the checkpoint, and when the last of its runs finished.
+    pub unfinished_runs: i64,
+    pub last_run_finished_at: Option<i64>,
+    pub healthy_at: Option<i64>,
+}
+
+#[async_trait]
+pub trait ServingStore: Send + Sync {
+    /// Records the launcher's settings and heartbeat.
+    async fn heartbeat_launcher(&self, launcher: &LauncherInfo, now: i64) -> StoreResult<()>;
+
+    /// Requests a launch of a served checkpoint that has no live one (a run needs its
+    /// servers again); `None` when it is not served, is retracted, or has a live launch.
+    async fn request_launch(
+        &self,
+        checkpoint_id: CheckpointId,
+        now: i64,
+    ) -> StoreResult<Option<i64>>;
+
+    /// The live launches of `launcher_id`, oldest first.
+    async fn launches_to_manage(&self, launcher_id: &str) -> StoreResult<Vec<ManagedLaunch>>;
+
+    /// Moves a live launch to `to` (`starting` stamps its start, `healthy` its first health,
+    /// `restarting` counts a restart and keeps `failure` and `log_tail`); false when it is no
+    /// longer live.
+    async fn move_launch(
+        &self,
+        launch_id: i64,
+        to: LaunchState,
+        failure: Option<&str>,
+        log_tail: Option<&str>,
+        now: i64,
+    ) -> StoreResult<bool>;
+
+    /// Fails a live launch with its reason and log tail and cancels its checkpoint's
+    /// unfinished runs (their last error says why), in one transaction; returns those runs.
+    async fn fail_launch(
+        &self,
+        launch_id: i64,
+        failure: &str,
+        log_tail: &str,
+        now: i64,
+    ) -> StoreResult<Vec<RunId>>;
+
+    /// Retires a live launch if its checkpoint has no unfinished run (decided in the same
+    /// statement, so a run created meanwhile keeps it); frees a retracted checkpoint's ports.
+    async fn retire_launch(
+        &self,
+        launch_id: i64,
+        log_tail: Option<&str>,
+        now: i64,
+    ) -> StoreResult<bool>;
+
+    /// How a checkpoint is served; `None` for one registered at its URL.
+    async fn serving_of(
+        &self,
+        checkpoint_id: CheckpointId,
+    ) -> StoreResult<Option<arbiter_domain::serving::Serving>>;
+
+    /// The latest launches, newest first (all of one checkpoint's when given).
+    async fn list_launches(
+        &self,
+        checkpoint_id: Option<CheckpointId>,
+        limit: i64,
+    ) -> StoreResult<Vec<Launch>>;
+}
+
+/// The SQL of [`ServingStore`], for both backends (expanded once per backend by
+/// `backend_sql!`).
+macro_rules! serving_sql {
+    ($store:ident, $db:ty, $backend:literal, $begin:literal, $skip_locked:literal) => {
+        use $crate::serving::{LauncherInfo, ManagedLaunch};
+        use $crate::ReadColumn as _;
+        use $crate::{StoreError, StoreResult};
+        use arbiter_domain::ids::{CheckpointId, RunId};
+        use arbiter_domain::serving::launch::{Launch, LaunchState};
+        use arbiter_domain::serving::plan::ServingPlan;
+        use arbiter_domain::serving::{replica_url, ServingEngine};
+
+        const LIVE: &str = "('requested', 'starting', 'healthy', 'restarting')";
+
+        fn plan_column(text: &str) -> Result<ServingPlan, sqlx::Error> {
+            serde_json::from_str(text).map_err(|err| sqlx::Error::Decode(err.into()))
+        }
+
+        fn state_column(text: &str) -> Result<LaunchState, sqlx::Error> {
+            LaunchState::parse(text)
+                .ok_or_else(|| sqlx::Error::Decode(format!("unknown launch state `{text}`").into()))
+        }
+
+        async fn ports_of(
+            pool: &sqlx::Pool<$db>,
+            checkpoint_id: i64,
+        ) -> Result<Vec<u16>, sqlx::Error> {
+            let ports: Vec<i64> = sqlx::query_scalar(
+                "SELECT port FROM served_ports WHERE checkpoint_id = $1 ORDER BY replica",
+            )
+            .bind(checkpoint_id)
+            .fetch_all(pool)
+            .await?;
+            Ok(ports.into_iter().map(|port| port as u16).collect())
+        }
+
+        #[async_trait::async_trait]
+        impl $crate::serving::ServingStore for $store {
+            async fn heartbeat_launcher(&self, launcher: &LauncherInfo, now: i64) -> StoreResult<()> {
+                let engines: Vec<&str> = launcher.engines.iter().map(|engine| engine.as_str()).collect();
+                sqlx::query(
+                    "INSERT INTO serving_launchers (id, host, engines, port_first, port_last, heartbeat_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO UPDATE SET host = excluded.host, \
+                     engines = excluded.engines, port_first = excluded.port_first, port_last = excluded.port_last, \
+                     heartbeat_at = excluded.heartbeat_at",
+                )
+                .bind(&launcher.id)
+                .bind(&launcher.host)
+                .bind(serde_json::to_string(&engines).expect("names serialize"))
+                .bind(i64::from(launcher.port_first))
+                .bind(i64::from(launcher.port_last))
+                .bind(now)
+                .execute(&self.writer)
+                .await
+                .map_err(|err| StoreError::from(err).during("heartbeat_launcher"))?;
+                Ok(())
+            }
+
+            async fn request_launch(&self, checkpoint_id: CheckpointId, now: i64) -> StoreResult<Option<i64>> {
+                let result: StoreResult<Option<i64>> = async move {
+                    let inserted = sqlx::query_scalar::<_, i64>(&format!(
+                        "INSERT INTO server_launches (checkpoint_id, state, requested_at) \
+                         SELECT s.checkpoint_id, 'requested', $2 FROM served_checkpoints s \
+                         JOIN checkpoints c ON c.id = s.checkpoint_id \
+                         WHERE s.checkpoint_id = $1 AND c.retracted_at IS NULL \
+                         AND NOT EXISTS (SELECT 1 FROM server_launches l WHERE l.checkpoint_id = $1 AND l.state IN {LIVE}) \
+                         RETURNING id"
+                    ))
+                    .bind(checkpoint_id.get())
+                    .bind(now)
+                    .fetch_optional(&self.writer)
+                    .await;
+                    match inserted {
+                        Ok(id) => Ok(id),
+                        // Another request made the live launch first: it serves this run too.
+                        Err(sqlx::Error::Database(err))
+                            if err.kind() == sqlx::error::ErrorKind::UniqueViolation =>
+                        {
+                            Ok(None)
+                        }
+                        Err(err) => Err(err.into()),
+                    }
+                }
+                .await;
+                result.map_err(|err| err.during("request_launch"))
+            }
+
+            async fn launches_to_manage(&self, launcher_id: &str) -> StoreResult<Vec<ManagedLaunch>> {
+                let result: StoreResult<Vec<ManagedLaunch>> = async move {
+                    let rows = sqlx::query(&format!(
+                        "SELECT l.id, l.checkpoint_id, c.name, c.model, s.engine, s.model_path, s.plan, g.host, \
+                         l.state, l.started_at, l.healthy_at, l.restarts, \
+                         (SELECT COUNT(*) FROM runs r WHERE r.checkpoint_id = l.checkpoint_id \
+                          AND r.status IN ('expanding', 'running', 'paused')) AS unfinished, \
+                         (SELECT MAX(r.finished_at) FROM runs r WHERE r.checkpoint_id = l.checkpoint_id) AS last_finished \
+                         FROM server_launches l JOIN served_checkpoints s ON s.checkpoint_id = l.checkpoint_id \
+                         JOIN checkpoints c ON c.id = l.checkpoint_id JOIN serving_launchers g ON g.id = s.launcher_id \
+                         WHERE s.launcher_id = $1 AND l.state IN {LIVE} ORDER BY l.id"
+                    ))
+                    .bind(launcher_id)
+                    .fetch_all(&self.pool)
+                    .await?;
+                    let mut launches = Vec::with_capacity(rows.len());
+                    for row in rows {
+                        let checkpoint_id: i64 = row.read("checkpoint_id")?;
+                        let engine: String = row.read("engine")?;
+                        launches.push(ManagedLaunch {
+                            id: row.read("id")?,
+                            checkpoint_id: CheckpointId(checkpoint_id),
+                            checkpoint_name: row.read("name")?,
+                            served_model: row.read("model")?,
+                            engine: ServingEngine::parse(&engine).map_err(|err| sqlx::Error::Decode(err.into()))?,
+                            model_path: row.read("model_path")?,
+                            plan: plan_column(&row.read::<String>("plan")?)?,
+                            host: row.read("host")?,
+                            ports: ports_of(&self.pool, checkpoint_id).await?,
+                            state: state_column(&row.read::<String>("state")?)?,
+                            started_at: row.read("started_at")?,
+                            healthy_at: row.read("healthy_at")?,
+                            restarts: row.read("restarts")?,
+                            unfinished_runs: row.read("unfinished")?,
+                            last_run_finished_at: row.read("last_finished")?,
+                        });
+                    }
+                    Ok(launches)
+                }
+                .await;
+                result.map_err(|err| err.during("launches_to_manage"))
+            }
+
+            async fn move_launch(
+                &self,
+                launch_id: i64,
+                to: LaunchState,
+                failure: Option<&str>,
+                log_tail: Option<&str>,
+                now: i64,
+            ) -> StoreResult<bool> {
+                let moved = match to {
+                    LaunchState::Starting => {
+                        sqlx::query(&format!("UPDATE server_launches SET state = 'starting', started_at = $2 WHERE id = $1 AND state IN {LIVE}"))
+                            .bind(launch_id)
+                            .bind(now)
+                            .execute(&self.writer)
+                            .await
+                    }
+                    LaunchState::Healthy => {
+                        sqlx::query(&format!(
+                            "UPDATE server_launches SET state = 'healthy', healthy_at = COALESCE(healthy_at, $2) WHERE id = $1 AND state IN {LIVE}"
+                        ))
+                        .bind(launch_id)
+                        .bind(now)
+                        .execute(&self.writer)
+                        .await
+                    }
+                    LaunchState::Restarting => {
+                        sqlx::query(&format!(
+                            "UPDATE server_launches SET state = 'restarting', restarts = restarts + 1, failure = $2, log_tail = $3 \
+                             WHERE id = $1 AND state IN {LIVE}"
+                        ))
+                        .bind(launch_id)
+                        .bind(failure)
+                        .bind(log_tail)
+                        .execute(&self.writer)
+                        .await
+                    }
+                    other => {
+                        return Err(StoreError::Conflict(format!(
+                            "a launch is not moved to `{}` this way",
+                            other.as_str()
+                        )))
+                    }
+                }
+                .map_err(|err| StoreError::from(err).during("move_launch"))?;
+                Ok(moved.rows_affected() == 1)
+            }
+
+            async fn fail_launch(&self, launch_id: i64, failure: &str, log_tail: &str, now: i64) -> StoreResult<Vec<RunId>> {
+                let result: StoreResult<Vec<RunId>> = async move {
+                    let mut tx = self.writer.begin_with($begin).await?;
+                    let checkpoint: Option<i64> = sqlx::query_scalar(&format!(
+                        "UPDATE server_launches SET state = 'failed', failure = $2, log_tail = $3, ended_at = $4 \
+                         WHERE id = $1 AND state IN {LIVE} RETURNING checkpoint_id"
+                    ))
+                    .bind(launch_id)
+                    .bind(failure)
+                    .bind(log_tail)
+                    .bind(now)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    let Some(checkpoint) = checkpoint else {
+                        return Ok(Vec::new());
+                    };
+                    let cancelled: Vec<i64> = sqlx::query_scalar(
+                        "UPDATE runs SET status = 'cancelled', finished_at = $2, last_error = $3 WHERE checkpoint_id = $1 \
+                         AND status IN ('expanding', 'running', 'paused') RETURNING id",
+                    )
+                    .bind(checkpoint)
+                    .bind(now)
+                    .bind(format!("its servers did not start: {failure}"))
+                    .fetch_all(&mut *tx)
+                    .await?;
+                    tx.commit().await?;
+                    Ok(cancelled.into_iter().map(RunId).collect())
+                }
+                .await;
+                result.map_err(|err| err.during("fail_launch"))
+            }
+
+            async fn retire_launch(&self, launch_id: i64, log_tail: Option<&str>, now: i64) -> StoreResult<bool> {
+                let result: StoreResult<bool> = async move {
+                    let mut tx = self.writer.begin_with($begin).await?;
+                    let checkpoint: Option<i64> = sqlx::query_scalar(&format!(
+                        "UPDATE server_launches SET state = 'retired', ended_at = $2, log_tail = COALESCE($3, log_tail) \
+                         WHERE id = $1 AND state IN {LIVE} AND NOT EXISTS (SELECT 1 FROM runs r \
+                         WHERE r.checkpoint_id = server_launches.checkpoint_id AND r.status IN ('expanding', 'running', 'paused')) \
+                         RETURNING checkpoint_id"
+                    ))
+                    .bind(launch_id)
+                    .bind(now)
+                    .bind(log_tail)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    if let Some(checkpoint) = checkpoint {
+                        // A retracted checkpoint never runs again: its ports go back to the range.
+                        sqlx::query(
+                            "DELETE FROM served_ports WHERE checkpoint_id = $1 \
+                             AND EXISTS (SELECT 1 FROM checkpoints c WHERE c.id = $1 AND c.retracted_at IS NOT NULL)",
+                        )
+                        .bind(checkpoint)
+                        .execute(&mut *tx)
+                        .await?;
+                    }
+                    tx.commit().await?;
+                    Ok(checkpoint.is_some())
+                }
+                .await;
+                result.map_err(|err| err.during("retire_launch"))
+            }
+
+            async fn serving_of(&self, checkpoint_id: CheckpointId) -> StoreResult<Option<arbiter_domain::serving::Serving>> {
+                let result: StoreResult<Option<arbiter_domain::serving::Serving>> = async move {
+                    let row: Option<(String, String, String)> = sqlx::query_as(
+                        "SELECT engine, model_path, plan FROM served_checkpoints WHERE checkpoint_id = $1",
+                    )
+                    .bind(checkpoint_id.get())
+                    .fetch_optional(&self.pool)
+                    .await?;
+                    row.map(|(engine, model_path, plan)| {
+                        Ok(arbiter_domain::serving::Serving {
+                            engine: ServingEngine::parse(&engine).map_err(|err| sqlx::Error::Decode(err.into()))?,
+                            model_path,
+                            plan: plan_column(&plan)?,
+                        })
+                    })
+                    .transpose()
+                    .map_err(|err: sqlx::Error| err.into())
+                }
+                .await;
+                result.map_err(|err| err.during("serving_of"))
+            }
+
+            async fn list_launches(&self, checkpoint_id: Option<CheckpointId>, limit: i64) -> StoreResult<Vec<Launch>> {
+                let result: StoreResult<Vec<Launch>> = async move {
+                    let rows = sqlx::query(
+                        "SELECT l.id, l.checkpoint_id, c.name, s.launcher_id, s.plan, g.host, l.state, l.requested_at, \
+                         l.started_at, l.healthy_at, l.ended_at, l.restarts, l.failure, l.log_tail \
+                         FROM server_launches l JOIN served_checkpoints s ON s.checkpoint_id = l.checkpoint_id \
+                         JOIN checkpoints c ON c.id = l.checkpoint_id JOIN serving_launchers g ON g.id = s.launcher_id \
+                         WHERE ($1 IS NULL OR l.checkpoint_id = $1) ORDER BY l.id DESC LIMIT $2",
+                    )
+                    .bind(checkpoint_id.map(|id| id.get()))
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await?;
+                    let mut launches = Vec::with_capacity(rows.len());
+                    for row in rows {
+                        let checkpoint: i64 = row.read("checkpoint_id")?;
+                        let host: String = row.read("host")?;
+                        launches.push(Launch {
+                            id: row.read("id")?,
+                            checkpoint_id: CheckpointId(checkpoint),
+                            checkpoint_name: row.read("name")?,
+                            launcher: row.read("launcher_id")?,
+                            plan: plan_column(&row.read::<String>("plan")?)?,
+                            urls: ports_of(&self.pool, checkpoint)
+                                .await?
+                                .into_iter()
+                                .map(|port| replica_url(&host, port))
+                                .collect(),
+                            state: state_column(&row.read::<String>("state")?)?,
+                            requested_at: row.read("requested_at")?,
+                            started_at: row.read("started_at")?,
+                            healthy_at: row.read("healthy_at")?,
+                            ended_at: row.read("ended_at")?,
+                            restarts: row.read("restarts")?,
+                            failure: row.read("failure")?,
+                            log_tail: row.read("log_tail")?,
+                        });
+                    }
+                    Ok(launches)
+                }
+                .await;
+                result.map_err(|err| err.during("list_launches"))
+            }
+        }
+    };
+}
+pub(crate) use serving_sql;
