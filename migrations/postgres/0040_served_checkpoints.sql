@@ -36,14 +36,17 @@ CREATE INDEX served_ports_checkpoint_idx ON served_ports (checkpoint_id, replica
 CREATE TABLE server_launches (
     id            BIGSERIAL PRIMARY KEY,
     checkpoint_id BIGINT NOT NULL REFERENCES checkpoints(id),
-    state         TEXT   NOT NULL CHECK (state IN ('requested','starting','healthy','restarting','retired','failed')),
+    state         TEXT   NOT NULL CHECK (state IN ('requested','starting','healthy','restarting','retired','failed','held')),
     requested_at  BIGINT NOT NULL,
     started_at    BIGINT,
     healthy_at    BIGINT,
     ended_at      BIGINT,
     restarts      BIGINT NOT NULL DEFAULT 0,
     failure       TEXT,
-    log_tail      TEXT
+    log_tail      TEXT,
+    -- The serving canary's reading on a checkpoint's first launch (JSON); a launch whose
+    -- canary was far from its predecessor's is 'held', its runs paused with the reason.
+    canary        TEXT
 );
 -- One live launch per checkpoint: "load once, run everything".
 CREATE UNIQUE INDEX server_launches_live_idx ON server_launches (checkpoint_id)

@@ -10,6 +10,7 @@
 
 use crate::StoreResult;
 use arbiter_domain::ids::{CheckpointId, RunId};
+use arbiter_domain::serving::canary::CanaryReading;
 use arbiter_domain::serving::launch::{Launch, LaunchState};
 use arbiter_domain::serving::plan::ServingPlan;
 use arbiter_domain::serving::ServingEngine;
@@ -47,6 +48,8 @@ pub struct ManagedLaunch {
     pub unfinished_runs: i64,
     pub last_run_finished_at: Option<i64>,
     pub healthy_at: Option<i64>,
+    /// The checkpoint's first launch: its servers answer the serving canary before its runs.
+    pub first: bool,
 }
 
 #[async_trait]
@@ -96,6 +99,26 @@ pub trait ServingStore: Send + Sync {
         now: i64,
     ) -> StoreResult<bool>;
 
+    /// The canary reading of the checkpoint before this one in its training run (the highest
+    /// lower step with a reading, retracted and held ones skipped), with that checkpoint's name.
+    async fn predecessor_canary(
+        &self,
+        checkpoint_id: CheckpointId,
+    ) -> StoreResult<Option<(String, CanaryReading)>>;
+
+    /// Records a live launch's canary reading (it passed).
+    async fn record_canary(&self, launch_id: i64, reading: &CanaryReading) -> StoreResult<()>;
+
+    /// Holds a live launch whose canary failed: `held` with the reason and reading, and its
+    /// checkpoint's running runs paused with the reason, in one transaction; returns them.
+    async fn hold_launch(
+        &self,
+        launch_id: i64,
+        reason: &str,
+        reading: &CanaryReading,
+        now: i64,
+    ) -> StoreResult<Vec<RunId>>;
+
     /// How a checkpoint is served; `None` for one registered at its URL.
     async fn serving_of(
         &self,
@@ -118,9 +141,19 @@ macro_rules! serving_sql {
         use $crate::ReadColumn as _;
         use $crate::{StoreError, StoreResult};
         use arbiter_domain::ids::{CheckpointId, RunId};
+        use arbiter_domain::serving::canary::CanaryReading;
         use arbiter_domain::serving::launch::{Launch, LaunchState};
         use arbiter_domain::serving::plan::ServingPlan;
         use arbiter_domain::serving::{replica_url, ServingEngine};
+
+        fn canary_column(text: Option<String>) -> Result<Option<CanaryReading>, sqlx::Error> {
+            text.map(|text| serde_json::from_str(&text).map_err(|err| sqlx::Error::Decode(err.into())))
+                .transpose()
+        }
+
+        fn canary_json(reading: &CanaryReading) -> String {
+            serde_json::to_string(reading).expect("readings serialize")
+        }
 
         const LIVE: &str = "('requested', 'starting', 'healthy', 'restarting')";
 
@@ -204,7 +237,8 @@ macro_rules! serving_sql {
                          l.state, l.started_at, l.healthy_at, l.restarts, \
                          (SELECT COUNT(*) FROM runs r WHERE r.checkpoint_id = l.checkpoint_id \
                           AND r.status IN ('expanding', 'running', 'paused')) AS unfinished, \
-                         (SELECT MAX(r.finished_at) FROM runs r WHERE r.checkpoint_id = l.checkpoint_id) AS last_finished \
+                         (SELECT MAX(r.finished_at) FROM runs r WHERE r.checkpoint_id = l.checkpoint_id) AS last_finished, \
+                         (SELECT COUNT(*) FROM server_launches e WHERE e.checkpoint_id = l.checkpoint_id AND e.id < l.id) AS earlier \
                          FROM server_launches l JOIN served_checkpoints s ON s.checkpoint_id = l.checkpoint_id \
                          JOIN checkpoints c ON c.id = l.checkpoint_id JOIN serving_launchers g ON g.id = s.launcher_id \
                          WHERE s.launcher_id = $1 AND l.state IN {LIVE} ORDER BY l.id"
@@ -232,6 +266,7 @@ macro_rules! serving_sql {
                             restarts: row.read("restarts")?,
                             unfinished_runs: row.read("unfinished")?,
                             last_run_finished_at: row.read("last_finished")?,
+                            first: row.read::<i64>("earlier")? == 0,
                         });
                     }
                     Ok(launches)
@@ -350,6 +385,69 @@ macro_rules! serving_sql {
                 result.map_err(|err| err.during("retire_launch"))
             }
 
+            async fn predecessor_canary(&self, checkpoint_id: CheckpointId) -> StoreResult<Option<(String, CanaryReading)>> {
+                let result: StoreResult<Option<(String, CanaryReading)>> = async move {
+                    let row: Option<(String, Option<String>)> = sqlx::query_as(
+                        "SELECT c.name, l.canary FROM checkpoints me \
+                         JOIN checkpoints c ON c.training_run = me.training_run AND c.training_step < me.training_step \
+                         JOIN server_launches l ON l.checkpoint_id = c.id \
+                         WHERE me.id = $1 AND me.training_run <> '' AND c.retracted_at IS NULL \
+                         AND l.canary IS NOT NULL AND l.state <> 'held' \
+                         ORDER BY c.training_step DESC, l.id DESC LIMIT 1",
+                    )
+                    .bind(checkpoint_id.get())
+                    .fetch_optional(&self.pool)
+                    .await?;
+                    Ok(match row {
+                        Some((name, canary)) => canary_column(canary)?.map(|reading| (name, reading)),
+                        None => None,
+                    })
+                }
+                .await;
+                result.map_err(|err| err.during("predecessor_canary"))
+            }
+
+            async fn record_canary(&self, launch_id: i64, reading: &CanaryReading) -> StoreResult<()> {
+                sqlx::query("UPDATE server_launches SET canary = $2 WHERE id = $1")
+                    .bind(launch_id)
+                    .bind(canary_json(reading))
+                    .execute(&self.writer)
+                    .await
+                    .map_err(|err| StoreError::from(err).during("record_canary"))?;
+                Ok(())
+            }
+
+            async fn hold_launch(&self, launch_id: i64, reason: &str, reading: &CanaryReading, now: i64) -> StoreResult<Vec<RunId>> {
+                let result: StoreResult<Vec<RunId>> = async move {
+                    let mut tx = self.writer.begin_with($begin).await?;
+                    let checkpoint: Option<i64> = sqlx::query_scalar(&format!(
+                        "UPDATE server_launches SET state = 'held', failure = $2, canary = $3, ended_at = $4 \
+                         WHERE id = $1 AND state IN {LIVE} RETURNING checkpoint_id"
+                    ))
+                    .bind(launch_id)
+                    .bind(reason)
+                    .bind(canary_json(reading))
+                    .bind(now)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    let Some(checkpoint) = checkpoint else {
+                        return Ok(Vec::new());
+                    };
+                    let paused: Vec<i64> = sqlx::query_scalar(
+                        "UPDATE runs SET status = 'paused', last_error = $2 WHERE checkpoint_id = $1 \
+                         AND status = 'running' RETURNING id",
+                    )
+                    .bind(checkpoint)
+                    .bind(format!("held by the serving canary: {reason}; resume it to run it anyway"))
+                    .fetch_all(&mut *tx)
+                    .await?;
+                    tx.commit().await?;
+                    Ok(paused.into_iter().map(RunId).collect())
+                }
+                .await;
+                result.map_err(|err| err.during("hold_launch"))
+            }
+
             async fn serving_of(&self, checkpoint_id: CheckpointId) -> StoreResult<Option<arbiter_domain::serving::Serving>> {
                 let result: StoreResult<Option<arbiter_domain::serving::Serving>> = async move {
                     let row: Option<(String, String, String)> = sqlx::query_as(
@@ -376,7 +474,7 @@ macro_rules! serving_sql {
                 let result: StoreResult<Vec<Launch>> = async move {
                     let rows = sqlx::query(
                         "SELECT l.id, l.checkpoint_id, c.name, s.launcher_id, s.plan, g.host, l.state, l.requested_at, \
-                         l.started_at, l.healthy_at, l.ended_at, l.restarts, l.failure, l.log_tail \
+                         l.started_at, l.healthy_at, l.ended_at, l.restarts, l.failure, l.log_tail, l.canary \
                          FROM server_launches l JOIN served_checkpoints s ON s.checkpoint_id = l.checkpoint_id \
                          JOIN checkpoints c ON c.id = l.checkpoint_id JOIN serving_launchers g ON g.id = s.launcher_id \
                          WHERE ($1 IS NULL OR l.checkpoint_id = $1) ORDER BY l.id DESC LIMIT $2",
@@ -408,6 +506,7 @@ macro_rules! serving_sql {
                             restarts: row.read("restarts")?,
                             failure: row.read("failure")?,
                             log_tail: row.read("log_tail")?,
+                            canary: canary_column(row.read("canary")?)?,
                         });
                     }
                     Ok(launches)

@@ -19,16 +19,19 @@ pub enum LaunchState {
     Restarting,
     Retired,
     Failed,
+    /// Its canary was far from its predecessor's: servers stopped, its runs paused.
+    Held,
 }
 
 impl LaunchState {
-    pub const ALL: [LaunchState; 6] = [
+    pub const ALL: [LaunchState; 7] = [
         LaunchState::Requested,
         LaunchState::Starting,
         LaunchState::Healthy,
         LaunchState::Restarting,
         LaunchState::Retired,
         LaunchState::Failed,
+        LaunchState::Held,
     ];
     /// The states a launch holds its checkpoint's servers in (one such launch at a time).
     pub const LIVE: [LaunchState; 4] = [
@@ -46,6 +49,7 @@ impl LaunchState {
             LaunchState::Restarting => "restarting",
             LaunchState::Retired => "retired",
             LaunchState::Failed => "failed",
+            LaunchState::Held => "held",
         }
     }
 
@@ -79,6 +83,8 @@ pub struct Launch {
     pub failure: Option<String>,
     /// The last lines of the servers' logs, kept when it failed, restarted or retired.
     pub log_tail: Option<String>,
+    /// The serving canary's reading, on a checkpoint's first launch.
+    pub canary: Option<super::canary::CanaryReading>,
 }
 
 /// Where a launch's start-up time went, in milliseconds: waiting for its launcher, then
@@ -204,6 +210,7 @@ mod tests {
             restarts: 0,
             failure: None,
             log_tail: None,
+            canary: None,
         }
     }
 

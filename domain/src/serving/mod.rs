@@ -2,6 +2,7 @@
 //! them with ([`command`]) and the life of one launch ([`launch`]). Nothing here starts a
 //! process or reads a clock: the engine's launchers do, from these rules.
 
+pub mod canary;
 pub mod command;
 pub mod launch;
 pub mod plan;

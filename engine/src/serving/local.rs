@@ -7,11 +7,13 @@
 //! Each replica runs in a process group of its own, so stopping it stops what it started
 //! (vLLM's workers too): SIGTERM first, SIGKILL after a grace period.
 
+use super::canary::read_canary;
 use super::config::LocalLauncherConfig;
 use crate::error::ServiceResult;
+use arbiter_domain::serving::canary::judge;
 use arbiter_domain::serving::command::{render, ReplicaVars};
-use arbiter_domain::serving::health_url;
 use arbiter_domain::serving::launch::{log_tail, LaunchState};
+use arbiter_domain::serving::{health_url, replica_url};
 use arbiter_store::{now_ms, LauncherInfo, ManagedLaunch, Store};
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -45,6 +47,8 @@ pub struct RoundReport {
     pub restarted: Vec<i64>,
     pub failed: Vec<i64>,
     pub retired: Vec<i64>,
+    /// Held by the serving canary.
+    pub held: Vec<i64>,
 }
 
 pub struct LocalLauncher {
@@ -150,6 +154,29 @@ impl LocalLauncher {
                 }
                 let started_at = self.servers[&launch.id].started_at;
                 if self.all_healthy(launch).await {
+                    if launch.first && launch.state == LaunchState::Starting {
+                        let url = replica_url(&self.config.host, launch.ports[0]);
+                        let reading = read_canary(&url, &launch.served_model).await;
+                        let predecessor = store.predecessor_canary(launch.checkpoint_id).await?;
+                        let verdict = judge(
+                            &reading,
+                            predecessor
+                                .as_ref()
+                                .map(|(name, before)| (name.as_str(), before)),
+                        );
+                        if let Err(reason) = verdict {
+                            if let Some(servers) = self.servers.remove(&launch.id) {
+                                stop(servers).await;
+                            }
+                            let paused = store
+                                .hold_launch(launch.id, &reason, &reading, now_ms())
+                                .await?;
+                            tracing::warn!(launch = launch.id, checkpoint = %launch.checkpoint_name, %reason, runs_paused = paused.len(), "checkpoint held by the serving canary");
+                            report.held.push(launch.id);
+                            return Ok(());
+                        }
+                        store.record_canary(launch.id, &reading).await?;
+                    }
                     store
                         .move_launch(launch.id, LaunchState::Healthy, None, None, now)
                         .await?;
@@ -219,7 +246,7 @@ impl LocalLauncher {
                     }
                 }
             }
-            LaunchState::Retired | LaunchState::Failed => {}
+            LaunchState::Retired | LaunchState::Failed | LaunchState::Held => {}
         }
         Ok(())
     }

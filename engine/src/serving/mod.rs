@@ -6,6 +6,7 @@
 //! live launch; runs wait (not claimed) until it is healthy, and a run launched after it
 //! retired requests a new one.
 
+pub mod canary;
 pub mod config;
 pub mod local;
 

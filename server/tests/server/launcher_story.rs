@@ -364,12 +364,108 @@ async fn scenario(backend: TestBackend) {
     .await;
     stop.send(true).unwrap();
     worker.await.unwrap();
+    // The first launch answered the serving canary; the relaunch did not ask it again.
+    let first = store
+        .list_launches(Some(checkpoint), 10)
+        .await
+        .unwrap()
+        .pop()
+        .unwrap();
+    let reading = first.canary.expect("the first launch's canary reading");
+    assert!(reading.perplexity.is_some_and(|p| p > 1.0), "{reading:?}");
+    assert!(
+        reading.answers.iter().all(|answer| !answer.is_empty()),
+        "{reading:?}"
+    );
+    assert_eq!(reading.chat_error, None);
+    assert!(latest_launch(store.as_ref(), checkpoint)
+        .await
+        .canary
+        .is_none());
+
+    // A later checkpoint of the run whose servers score the canary text far worse (a broken
+    // conversion: here a simulator that knows nothing) is held, its suite paused with the
+    // reason; a person who resumes it runs it anyway, without asking the canary again.
+    let weak_sim = format!(
+        "'{}' sim --addr {{host}}:{{port}} --model {{model}}:0.0",
+        env!("CARGO_BIN_EXE_arbiter")
+    );
+    let mut weak = launcher(
+        "weak",
+        ServingEngine::ArbiterModel,
+        weak_sim,
+        policy,
+        logs.path(),
+    );
+    weak.round(store.as_ref()).await.unwrap();
+    let step_200 = arbiter_engine::suites::register_announced(
+        store.as_ref(),
+        &Announcement {
+            name: "served-step-200".into(),
+            training_step: Some(200),
+            serve: Some(ServeRequest {
+                engine: "arbiter_model".into(),
+                path: "weights/step-200".into(),
+                plan: Default::default(),
+            }),
+            ..announcement.clone()
+        },
+        None,
+    )
+    .await
+    .unwrap();
+    let held_run = step_200.runs[0]
+        .run_id
+        .expect("the suite's run is launched");
+    rounds_until(&mut weak, store.as_ref(), 60, || async {
+        latest_launch(store.as_ref(), step_200.checkpoint_id)
+            .await
+            .state
+            == LaunchState::Held
+    })
+    .await;
+    let held = latest_launch(store.as_ref(), step_200.checkpoint_id).await;
+    let reason = held.failure.clone().unwrap();
+    assert!(
+        reason.contains("perplexity") && reason.contains("served-step-100"),
+        "{reason}"
+    );
+    let paused = arbiter_engine::runs::run_progress(store.as_ref(), held_run)
+        .await
+        .unwrap();
+    assert_eq!(paused.status, RunStatus::Paused);
+    assert!(paused
+        .last_error
+        .unwrap_or_default()
+        .contains("held by the serving canary"));
+    let lead = arbiter_testkit::fixtures::team_member(
+        store.as_ref(),
+        "lead",
+        arbiter_domain::accounts::Role::Lead,
+        "default",
+    )
+    .await;
+    arbiter_engine::runs::change_run_state(store.as_ref(), &lead, held_run, "resume")
+        .await
+        .unwrap();
+    rounds_until(&mut weak, store.as_ref(), 30, || async {
+        latest_launch(store.as_ref(), step_200.checkpoint_id)
+            .await
+            .state
+            == LaunchState::Healthy
+    })
+    .await;
+    assert!(latest_launch(store.as_ref(), step_200.checkpoint_id)
+        .await
+        .canary
+        .is_none());
+    weak.stop_all().await;
 
     // A server that never answers its health check: the launch fails with the log's tail and
     // the run waiting for it is cancelled with the reason.
     let broken = launcher(
         "broken",
-        ServingEngine::ArbiterModel,
+        ServingEngine::Sglang,
         "sh -c 'echo loading {path} on port {port}; echo error: the weights are corrupt >&2; sleep 30'".into(),
         LaunchPolicy { health_timeout_ms: 1_500, ..policy },
         logs.path(),
@@ -381,9 +477,14 @@ async fn scenario(backend: TestBackend) {
         &Announcement {
             name: "served-broken".into(),
             serve: Some(ServeRequest {
-                engine: "arbiter_model".into(),
+                engine: "sglang".into(),
                 path: "/weights/broken.gguf".into(),
-                plan: Default::default(),
+                plan: arbiter_domain::serving::plan::PlanRequest {
+                    params_billions: Some(1.0),
+                    gpus_per_node: Some(1),
+                    gpu_memory_gib: Some(80.0),
+                    ..Default::default()
+                },
             }),
             ..announcement.clone()
         },

@@ -980,3 +980,103 @@ async fn run_an_eval(base_url: &str) {
         "{confident:?}"
     );
 }
+
+/// The local launcher serves a checkpoint with the bundled model for real: `arbiter model
+/// serve` started from its command template, healthy, the serving canary read from it (a
+/// perplexity a small instruct model has on plain prose, greedy answers, a chat answer), and
+/// retired once idle with its process stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_served_by_the_bundled_model_answers_its_canary_and_retires() {
+    use arbiter_domain::serving::launch::{LaunchPolicy, LaunchState};
+    use arbiter_domain::serving::ServingEngine;
+    use arbiter_engine::serving::config::LocalLauncherConfig;
+    use arbiter_engine::serving::local::LocalLauncher;
+    let Some(gguf) = common::model_file() else {
+        return;
+    };
+    let backend = arbiter_testkit::backend::TestBackend::sqlite().await;
+    let store = backend.database.store();
+    let logs = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut launcher = LocalLauncher::new(LocalLauncherConfig {
+        id: "model".into(),
+        host: "127.0.0.1".into(),
+        ports: (port, port),
+        log_dir: logs.path().to_path_buf(),
+        policy: LaunchPolicy {
+            health_timeout_ms: 120_000,
+            idle_ms: 0,
+            max_restarts: 0,
+        },
+        engines: std::collections::BTreeMap::from([(
+            ServingEngine::ArbiterModel,
+            format!(
+                "'{}' model serve --gguf {{path}} --name {{model}} --addr {{host}}:{{port}}",
+                env!("CARGO_BIN_EXE_arbiter")
+            ),
+        )]),
+    });
+    launcher.round(store.as_ref()).await.unwrap();
+    let registered = arbiter_engine::suites::register_announced(
+        store.as_ref(),
+        &arbiter_engine::suites::Announcement {
+            name: "smollm-served".into(),
+            model: "smollm".into(),
+            serve: Some(arbiter_engine::serving::ServeRequest {
+                engine: "arbiter_model".into(),
+                path: gguf.display().to_string(),
+                plan: Default::default(),
+            }),
+            trigger_suites: Some(false),
+            ..Default::default()
+        },
+        None,
+    )
+    .await
+    .unwrap();
+    let launch = || async {
+        store
+            .list_launches(Some(registered.checkpoint_id), 1)
+            .await
+            .unwrap()
+            .remove(0)
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(180);
+    while launch().await.state != LaunchState::Retired {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not retired: {:?}",
+            launch().await
+        );
+        launcher.round(store.as_ref()).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let served = launch().await;
+    let reading = served.canary.clone().expect("the canary was read");
+    let perplexity = reading
+        .perplexity
+        .expect("the model scores the canary text");
+    // Plain prose for a 135M-parameter instruct model: far from 1, far from broken.
+    assert!((2.0..60.0).contains(&perplexity), "{reading:?}");
+    assert!(reading.answers[0].contains("Paris"), "{reading:?}");
+    assert_eq!(reading.chat_error, None);
+    let times = served.startup(arbiter_store::now_ms());
+    assert!(times.load_ms.unwrap() > 0, "{times:?}");
+    println!(
+        "bundled model served: start-up {} ms (load {} ms), canary perplexity {perplexity:.2}, answers {:?}",
+        times.startup_ms.unwrap(),
+        times.load_ms.unwrap(),
+        reading.answers
+    );
+    assert!(
+        reqwest::get(format!("http://127.0.0.1:{port}/health"))
+            .await
+            .is_err(),
+        "the model server stopped"
+    );
+    backend.tear_down().await;
+}
