@@ -354,6 +354,12 @@ pub async fn register_checkpoint_served(
                     "a served checkpoint's layout comes from its serving plan: leave `parallel_layout` out".into(),
                 ));
             }
+            if !form.api_key.as_str().trim().is_empty() {
+                return Err(ServiceError::Invalid(
+                    "a served checkpoint's servers are started by its launcher without an API key: leave `api_key` out".into(),
+                ));
+            }
+            crate::serving::check_served_model(&form.model)?;
             Some(crate::serving::plan_for(store, request).await?)
         }
         None => None,
@@ -402,7 +408,10 @@ pub async fn register_checkpoint_served(
     // the reason, rather than silently withheld from every request. The leads' bindings are
     // read from the store, so a binding made through another server process counts at once.
     let bindings = store_bindings(store).await?;
-    for url in std::iter::once(&base_url).chain(&replica_urls) {
+    for url in std::iter::once(&base_url)
+        .chain(&replica_urls)
+        .filter(|url| !url.is_empty())
+    {
         crate::secrets::check_endpoint_key_binding_given(api_key_ref.as_deref(), url, |variable| {
             bindings.bound_hosts(variable)
         })

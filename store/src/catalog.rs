@@ -346,13 +346,23 @@ macro_rules! catalog_sql {
                     "no running launcher starts `{engine}` servers: start `arbiter serve --launchers FILE` with that engine, or register the checkpoint at its URL"
                 )));
             };
-            let taken: std::collections::HashSet<i64> =
+            let mut taken: std::collections::HashSet<i64> =
                 sqlx::query_scalar::<_, i64>("SELECT port FROM served_ports WHERE launcher_id = $1")
                     .bind(&launcher_id)
                     .fetch_all(&mut **tx)
                     .await?
                     .into_iter()
                     .collect();
+            // A port someone registered a checkpoint on by its URL stays theirs: serving on it
+            // would share their endpoint's owner, key and limit.
+            let prefix = format!("http://{host}:");
+            let registered: Vec<String> = sqlx::query_scalar("SELECT base_url FROM endpoints WHERE base_url LIKE $1")
+                .bind(format!("{prefix}%"))
+                .fetch_all(&mut **tx)
+                .await?;
+            taken.extend(registered.iter().filter_map(|url| {
+                url.strip_prefix(&prefix)?.strip_suffix("/v1")?.parse::<i64>().ok()
+            }));
             let wanted = serving.plan.replicas as usize;
             let ports: Vec<i64> = (first..=last).filter(|port| !taken.contains(port)).take(wanted).collect();
             if ports.len() < wanted {
@@ -365,13 +375,12 @@ macro_rules! catalog_sql {
             Ok(ReservedPorts { launcher_id, ports, urls })
         }
 
-        /// Records how a served checkpoint is started, its ports and its first launch.
+        /// Records how a served checkpoint is started and its ports.
         async fn record_serving(
             tx: &mut sqlx::Transaction<'_, $db>,
             checkpoint_id: i64,
             serving: &arbiter_domain::serving::Serving,
             reserved: &ReservedPorts,
-            now: i64,
         ) -> Result<(), sqlx::Error> {
             sqlx::query("INSERT INTO served_checkpoints (checkpoint_id, launcher_id, engine, model_path, plan) VALUES ($1, $2, $3, $4, $5)")
                 .bind(checkpoint_id)
@@ -390,11 +399,7 @@ macro_rules! catalog_sql {
                     .execute(&mut **tx)
                     .await?;
             }
-            sqlx::query("INSERT INTO server_launches (checkpoint_id, state, requested_at) VALUES ($1, 'requested', $2)")
-                .bind(checkpoint_id)
-                .bind(now)
-                .execute(&mut **tx)
-                .await?;
+            // No launch yet: the first run on it requests one (see `ServingStore::request_launch`).
             Ok(())
         }
 
@@ -565,7 +570,7 @@ macro_rules! catalog_sql {
                             .await?;
                     }
                     if let (Some(serving), Some(reserved)) = (&new.serving, &reserved) {
-                        record_serving(&mut tx, id, serving, reserved, now).await?;
+                        record_serving(&mut tx, id, serving, reserved).await?;
                     }
                     tx.commit().await?;
                     Ok(id)

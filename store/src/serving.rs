@@ -65,6 +65,14 @@ pub trait ServingStore: Send + Sync {
         now: i64,
     ) -> StoreResult<Option<i64>>;
 
+    /// Requests a launch for each checkpoint `launcher_id` serves that has a running run and
+    /// no live launch (a run resumed, or a request lost); returns the new launches.
+    async fn wake_waiting(&self, launcher_id: &str, now: i64) -> StoreResult<Vec<i64>>;
+
+    /// Puts the launcher's live launches back to `requested` (it is shutting down and stops
+    /// their servers): its next start launches them again, counting no restart.
+    async fn release_launches(&self, launcher_id: &str) -> StoreResult<()>;
+
     /// The live launches of `launcher_id`, oldest first.
     async fn launches_to_manage(&self, launcher_id: &str) -> StoreResult<Vec<ManagedLaunch>>;
 
@@ -230,6 +238,41 @@ macro_rules! serving_sql {
                 result.map_err(|err| err.during("request_launch"))
             }
 
+            async fn wake_waiting(&self, launcher_id: &str, now: i64) -> StoreResult<Vec<i64>> {
+                let result: StoreResult<Vec<i64>> = async move {
+                    let waiting: Vec<i64> = sqlx::query_scalar(&format!(
+                        "SELECT s.checkpoint_id FROM served_checkpoints s JOIN checkpoints c ON c.id = s.checkpoint_id \
+                         WHERE s.launcher_id = $1 AND c.retracted_at IS NULL \
+                         AND EXISTS (SELECT 1 FROM runs r WHERE r.checkpoint_id = s.checkpoint_id AND r.status = 'running') \
+                         AND NOT EXISTS (SELECT 1 FROM server_launches l WHERE l.checkpoint_id = s.checkpoint_id AND l.state IN {LIVE})"
+                    ))
+                    .bind(launcher_id)
+                    .fetch_all(&self.pool)
+                    .await?;
+                    let mut launched = Vec::new();
+                    for checkpoint in waiting {
+                        if let Some(id) = self.request_launch(CheckpointId(checkpoint), now).await? {
+                            launched.push(id);
+                        }
+                    }
+                    Ok(launched)
+                }
+                .await;
+                result.map_err(|err| err.during("wake_waiting"))
+            }
+
+            async fn release_launches(&self, launcher_id: &str) -> StoreResult<()> {
+                sqlx::query(&format!(
+                    "UPDATE server_launches SET state = 'requested' WHERE state IN {LIVE} \
+                     AND checkpoint_id IN (SELECT checkpoint_id FROM served_checkpoints WHERE launcher_id = $1)"
+                ))
+                .bind(launcher_id)
+                .execute(&self.writer)
+                .await
+                .map_err(|err| StoreError::from(err).during("release_launches"))?;
+                Ok(())
+            }
+
             async fn launches_to_manage(&self, launcher_id: &str) -> StoreResult<Vec<ManagedLaunch>> {
                 let result: StoreResult<Vec<ManagedLaunch>> = async move {
                     let rows = sqlx::query(&format!(
@@ -339,12 +382,11 @@ macro_rules! serving_sql {
                         return Ok(Vec::new());
                     };
                     let cancelled: Vec<i64> = sqlx::query_scalar(
-                        "UPDATE runs SET status = 'cancelled', finished_at = $2, last_error = $3 WHERE checkpoint_id = $1 \
+                        "UPDATE runs SET status = 'cancelled', last_error = $2 WHERE checkpoint_id = $1 \
                          AND status IN ('expanding', 'running', 'paused') RETURNING id",
                     )
                     .bind(checkpoint)
-                    .bind(now)
-                    .bind(format!("its servers did not start: {failure}"))
+                    .bind(format!("its servers failed: {failure}"))
                     .fetch_all(&mut *tx)
                     .await?;
                     tx.commit().await?;

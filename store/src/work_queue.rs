@@ -152,8 +152,8 @@ pub trait WorkQueueStore: Send + Sync + 'static {
     ) -> StoreResult<Vec<(String, CachedGeneration)>>;
 
     // The work queue.
-    /// Runs whose identities may be claimed now: `running`, and not waiting for their
-    /// checkpoint's servers to start (or restart).
+    /// Runs whose identities may be claimed now: `running`, and (on a checkpoint Arbiter
+    /// serves) its servers healthy.
     async fn active_runs(&self) -> StoreResult<Vec<ActiveRun>>;
 
     /// Leases up to `limit` queued identities of one run to `worker` (longest expected first,
@@ -682,8 +682,9 @@ macro_rules! work_queue_sql {
                     let rows: Vec<(i64, i64, String, f64)> = sqlx::query_as(
                         "SELECT r.id, r.priority, r.team, COALESCE(t.weight, 1.0) FROM runs r \
                          LEFT JOIN team_weights t ON t.team = r.team WHERE r.status = 'running' \
-                         AND NOT EXISTS (SELECT 1 FROM server_launches l WHERE l.checkpoint_id = r.checkpoint_id \
-                                         AND l.state IN ('requested', 'starting', 'restarting')) ORDER BY r.id",
+                         AND NOT EXISTS (SELECT 1 FROM served_checkpoints s WHERE s.checkpoint_id = r.checkpoint_id \
+                                         AND NOT EXISTS (SELECT 1 FROM server_launches l WHERE l.checkpoint_id = r.checkpoint_id \
+                                                         AND l.state = 'healthy')) ORDER BY r.id",
                     )
                     .fetch_all(&self.pool)
                     .await?;

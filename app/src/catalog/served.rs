@@ -93,8 +93,13 @@ fn PlanNote(outcome: ServeOutcome) -> impl IntoView {
         .unwrap_or_default();
     let done = match outcome.registered {
         None => "Plan only: nothing was registered.".to_string(),
+        Some((id, 0)) => {
+            format!("Registered as checkpoint {id}: its servers start with its first run.")
+        }
         Some((id, runs)) => {
-            format!("Registered as checkpoint {id}; {runs} suite runs wait for its servers.")
+            format!(
+                "Registered as checkpoint {id}: its servers start now for its {runs} suite runs."
+            )
         }
     };
     view! {

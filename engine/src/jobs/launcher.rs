@@ -16,6 +16,7 @@ pub async fn run(
     interval: Duration,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
+    let store_at_stop = store.clone();
     let launcher = Arc::new(Mutex::new(LocalLauncher::new(config)));
     let rounds = launcher.clone();
     super::every(interval, shutdown, move || {
@@ -27,5 +28,10 @@ pub async fn run(
         }
     })
     .await;
-    launcher.lock().await.stop_all().await;
+    let store_for_stop = store_at_stop;
+    launcher
+        .lock()
+        .await
+        .stop_all(store_for_stop.as_ref())
+        .await;
 }

@@ -9,6 +9,7 @@
 //! health_timeout_seconds = 900
 //! idle_seconds = 300
 //! max_restarts = 3
+//! gpus = 8                     # handed out tp per replica; a plan needing more is refused
 //!
 //! [engines]
 //! vllm = "vllm serve {path} --served-model-name {model} --tensor-parallel-size {tp} --host {host} --port {port}"
@@ -35,6 +36,9 @@ struct LauncherFile {
     health_timeout_seconds: Option<u64>,
     idle_seconds: Option<u64>,
     max_restarts: Option<i64>,
+    /// GPUs on this host, handed to GPU engines' replicas (`CUDA_VISIBLE_DEVICES`).
+    #[serde(default)]
+    gpus: u32,
     engines: BTreeMap<String, String>,
 }
 
@@ -58,8 +62,32 @@ pub struct LocalLauncherConfig {
     pub ports: (u16, u16),
     pub log_dir: PathBuf,
     pub policy: LaunchPolicy,
+    /// GPUs on this host (0: CPU engines only).
+    pub gpus: u32,
     /// Each engine's command template.
     pub engines: BTreeMap<ServingEngine, String>,
+}
+
+/// This host's name (for the default launcher id): two hosts must never share an id, or
+/// both would manage the same launches.
+fn host_name() -> String {
+    let mut buffer = [0u8; 256];
+    // SAFETY: gethostname writes at most `len` bytes into the buffer we own.
+    let written = unsafe { libc::gethostname(buffer.as_mut_ptr().cast(), buffer.len()) };
+    let name = if written == 0 {
+        let end = buffer
+            .iter()
+            .position(|byte| *byte == 0)
+            .unwrap_or(buffer.len());
+        String::from_utf8_lossy(&buffer[..end]).into_owned()
+    } else {
+        String::new()
+    };
+    if name.is_empty() {
+        std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into())
+    } else {
+        name
+    }
 }
 
 fn parse_ports(text: &str) -> Result<(u16, u16), String> {
@@ -94,12 +122,7 @@ impl LocalLauncherConfig {
             return Err(format!("`{host}` is not a host name or address"));
         }
         Ok(LocalLauncherConfig {
-            id: file.id.unwrap_or_else(|| {
-                format!(
-                    "local:{}",
-                    std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into())
-                )
-            }),
+            id: file.id.unwrap_or_else(|| format!("local:{}", host_name())),
             host,
             ports: parse_ports(&file.ports)?,
             log_dir: file.log_dir,
@@ -108,6 +131,7 @@ impl LocalLauncherConfig {
                 idle_ms: seconds(file.idle_seconds, defaults.idle_ms),
                 max_restarts: file.max_restarts.unwrap_or(defaults.max_restarts).max(0),
             },
+            gpus: file.gpus,
             engines,
         })
     }
@@ -149,5 +173,12 @@ mod tests {
         assert!(error("ports = \"9-1\"\n[engines]\nvllm = \"v\"").contains("ports are a range"));
         assert!(error("[engines]\n").contains("no engine"));
         assert!(error("colour = 1\n[engines]\nvllm = \"v\"").contains("unknown field"));
+    }
+
+    #[test]
+    fn the_shipped_example_is_a_valid_launcher_file() {
+        let example = include_str!("../../../deploy/launchers.example.toml");
+        let config = LocalLauncherConfig::parse(example).unwrap();
+        assert_eq!((config.gpus, config.engines.len()), (8, 3));
     }
 }

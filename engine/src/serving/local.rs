@@ -29,6 +29,8 @@ const LOG_READ_BYTES: u64 = 16 * 1024;
 
 struct Replica {
     child: Child,
+    /// Its process group (its pid, kept: the child forgets it once reaped).
+    group: u32,
     log: PathBuf,
 }
 
@@ -37,6 +39,8 @@ struct Servers {
     replicas: Vec<Replica>,
     /// When they were (re)started, for the health deadline.
     started_at: i64,
+    /// The GPUs the launch holds, `tp` per replica in replica order.
+    gpus: Vec<usize>,
 }
 
 /// What one round did, by launch id.
@@ -99,6 +103,13 @@ impl LocalLauncher {
             }
         }
         let mut report = RoundReport::default();
+        // A run resumed (or a request lost) on a checkpoint without servers: start them.
+        let woken = store.wake_waiting(&self.config.id, now_ms()).await?;
+        let launches = if woken.is_empty() {
+            launches
+        } else {
+            store.launches_to_manage(&self.config.id).await?
+        };
         for launch in &launches {
             self.step(store, launch, &mut report).await?;
         }
@@ -114,11 +125,14 @@ impl LocalLauncher {
         let now = now_ms();
         if !self.servers.contains_key(&launch.id) {
             // Requested, or live from before this process started: start every replica.
-            let replicas: Result<Vec<Replica>, String> = (0..launch.ports.len())
-                .map(|replica| self.spawn(launch, replica))
-                .collect();
-            let replicas = match replicas {
-                Ok(replicas) => replicas,
+            let started = self.free_gpus(launch).and_then(|gpus| {
+                let replicas = (0..launch.ports.len())
+                    .map(|replica| self.spawn(launch, replica, &gpus))
+                    .collect::<Result<Vec<Replica>, String>>()?;
+                Ok((replicas, gpus))
+            });
+            let (replicas, gpus) = match started {
+                Ok(started) => started,
                 Err(error) => {
                     store.fail_launch(launch.id, &error, "", now).await?;
                     report.failed.push(launch.id);
@@ -130,6 +144,7 @@ impl LocalLauncher {
                 Servers {
                     replicas,
                     started_at: now,
+                    gpus,
                 },
             );
             let to = if launch.state == LaunchState::Requested {
@@ -146,6 +161,9 @@ impl LocalLauncher {
         }
         let exited = self.exited_replicas(launch.id);
         match launch.state {
+            LaunchState::Restarting if !exited.is_empty() => {
+                return self.restart(store, launch, &exited, report).await;
+            }
             LaunchState::Requested | LaunchState::Starting | LaunchState::Restarting => {
                 if let Some((replica, status)) = exited.first() {
                     let failure =
@@ -191,38 +209,7 @@ impl LocalLauncher {
             }
             LaunchState::Healthy => {
                 if !exited.is_empty() {
-                    let deaths: Vec<String> = exited
-                        .iter()
-                        .map(|(replica, status)| format!("replica {replica} exited ({status})"))
-                        .collect();
-                    let failure = deaths.join("; ");
-                    if launch.restarts >= self.config.policy.max_restarts {
-                        let failure = format!("{failure} after {} restarts", launch.restarts);
-                        return self.fail(store, launch, &failure, report).await;
-                    }
-                    let tail = self.log_tail(launch.id);
-                    for (replica, _) in &exited {
-                        match self.spawn(launch, *replica) {
-                            Ok(fresh) => {
-                                if let Some(servers) = self.servers.get_mut(&launch.id) {
-                                    servers.replicas[*replica] = fresh;
-                                    servers.started_at = now;
-                                }
-                            }
-                            Err(error) => return self.fail(store, launch, &error, report).await,
-                        }
-                    }
-                    tracing::warn!(launch = launch.id, checkpoint = %launch.checkpoint_name, %failure, "a server died; restarting it");
-                    store
-                        .move_launch(
-                            launch.id,
-                            LaunchState::Restarting,
-                            Some(&failure),
-                            Some(&tail),
-                            now,
-                        )
-                        .await?;
-                    report.restarted.push(launch.id);
+                    return self.restart(store, launch, &exited, report).await;
                 } else {
                     let last_activity = launch
                         .last_run_finished_at
@@ -251,6 +238,85 @@ impl LocalLauncher {
         Ok(())
     }
 
+    /// Starts the replicas that exited again, or fails the launch once its restarts are
+    /// spent.
+    async fn restart(
+        &mut self,
+        store: &dyn Store,
+        launch: &ManagedLaunch,
+        exited: &[(usize, String)],
+        report: &mut RoundReport,
+    ) -> ServiceResult<()> {
+        let deaths: Vec<String> = exited
+            .iter()
+            .map(|(replica, status)| format!("replica {replica} exited ({status})"))
+            .collect();
+        let failure = deaths.join("; ");
+        if launch.restarts >= self.config.policy.max_restarts {
+            let failure = format!("{failure} after {} restarts", launch.restarts);
+            return self.fail(store, launch, &failure, report).await;
+        }
+        let tail = self.log_tail(launch.id);
+        let now = now_ms();
+        for (replica, _) in exited {
+            let gpus = self.servers[&launch.id].gpus.clone();
+            // What the dead replica started (vLLM's workers) goes with it, GPUs and port too.
+            signal_group(
+                self.servers[&launch.id].replicas[*replica].group,
+                libc::SIGKILL,
+            );
+            match self.spawn(launch, *replica, &gpus) {
+                Ok(fresh) => {
+                    if let Some(servers) = self.servers.get_mut(&launch.id) {
+                        servers.replicas[*replica] = fresh;
+                        servers.started_at = now;
+                    }
+                }
+                Err(error) => return self.fail(store, launch, &error, report).await,
+            }
+        }
+        tracing::warn!(launch = launch.id, checkpoint = %launch.checkpoint_name, %failure, "a server died; restarting it");
+        store
+            .move_launch(
+                launch.id,
+                LaunchState::Restarting,
+                Some(&failure),
+                Some(&tail),
+                now,
+            )
+            .await?;
+        report.restarted.push(launch.id);
+        Ok(())
+    }
+
+    /// The GPUs a launch's replicas get: `tp` each, free of every other launch's; refused
+    /// when this host has too few (a plan for several nodes asks more than one host holds).
+    fn free_gpus(&self, launch: &ManagedLaunch) -> Result<Vec<usize>, String> {
+        if !launch.engine.uses_gpus() {
+            return Ok(Vec::new());
+        }
+        let needed = (launch.plan.tensor_parallel as usize) * launch.ports.len();
+        let held: std::collections::HashSet<usize> = self
+            .servers
+            .values()
+            .flat_map(|servers| servers.gpus.iter().copied())
+            .collect();
+        let free: Vec<usize> = (0..self.config.gpus as usize)
+            .filter(|gpu| !held.contains(gpu))
+            .take(needed)
+            .collect();
+        if free.len() < needed {
+            return Err(format!(
+                "the plan needs {needed} GPUs (tp={} × {} replicas); this launcher has {} of its {} free",
+                launch.plan.tensor_parallel,
+                launch.ports.len(),
+                self.config.gpus as usize - held.len(),
+                self.config.gpus
+            ));
+        }
+        Ok(free)
+    }
+
     /// Stops the servers and fails the launch with the logs' tail (its runs are cancelled).
     async fn fail(
         &mut self,
@@ -271,7 +337,12 @@ impl LocalLauncher {
         Ok(())
     }
 
-    fn spawn(&self, launch: &ManagedLaunch, replica: usize) -> Result<Replica, String> {
+    fn spawn(
+        &self,
+        launch: &ManagedLaunch,
+        replica: usize,
+        gpus: &[usize],
+    ) -> Result<Replica, String> {
         let template = self.config.engines.get(&launch.engine).ok_or_else(|| {
             format!(
                 "this launcher has no command for `{}`",
@@ -316,19 +387,34 @@ impl LocalLauncher {
             .stderr(stderr)
             .kill_on_drop(true)
             .process_group(0);
+        // SAFETY: the closure runs in the forked child before exec and only calls prctl(2),
+        // which is async-signal-safe. The server gets SIGTERM if this process dies (even by
+        // SIGKILL), so no server outlives its launcher holding a port and GPUs.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
         if launch.engine.uses_gpus() {
-            // Replica r of a tensor-parallel group of tp takes GPUs r·tp … r·tp + tp − 1.
+            // Replica r of a tensor-parallel group of tp takes the launch's GPUs r·tp … r·tp + tp − 1.
             let tp = launch.plan.tensor_parallel as usize;
-            let gpus: Vec<String> = (replica * tp..(replica + 1) * tp)
+            let mine: Vec<String> = gpus
+                .iter()
+                .skip(replica * tp)
+                .take(tp)
                 .map(|gpu| gpu.to_string())
                 .collect();
-            command.env("CUDA_VISIBLE_DEVICES", gpus.join(","));
+            command.env("CUDA_VISIBLE_DEVICES", mine.join(","));
         }
         let child = command
             .spawn()
             .map_err(|err| format!("cannot start `{}`: {err}", args[0]))?;
+        let group = child.id().unwrap_or_default();
         tracing::info!(launch = launch.id, replica, port, program = %args[0], "server started");
-        Ok(Replica { child, log })
+        Ok(Replica { child, group, log })
     }
 
     /// Replicas of the launch whose process has ended, with how.
@@ -397,11 +483,12 @@ impl LocalLauncher {
             .unwrap_or_default()
     }
 
-    /// Stops every server this launcher runs (at shutdown): their launches are restarted when
-    /// a launcher with this id runs again.
-    pub async fn stop_all(&mut self) {
-        for (_, servers) in self.servers.drain() {
-            stop(servers).await;
+    /// Stops every server this launcher runs (at shutdown) and puts their launches back to
+    /// `requested`: a launcher with this id starts them again, counting no restart.
+    pub async fn stop_all(&mut self, store: &dyn Store) {
+        futures::future::join_all(self.servers.drain().map(|(_, servers)| stop(servers))).await;
+        if let Err(err) = store.release_launches(&self.config.id).await {
+            tracing::warn!(error = %err, "launches not released at shutdown");
         }
     }
 }
@@ -418,26 +505,25 @@ fn read_end(path: &std::path::Path) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
-/// SIGTERM to each replica's process group, then SIGKILL to what is left after the grace.
+/// SIGTERM to each replica's process group, then (after it exits or the grace runs out)
+/// SIGKILL to whatever of the group is left, all replicas at once.
 async fn stop(servers: Servers) {
-    for mut replica in servers.replicas {
-        if let Some(pid) = replica.child.id() {
-            signal_group(pid, libc::SIGTERM);
-            if tokio::time::timeout(STOP_GRACE, replica.child.wait())
-                .await
-                .is_err()
-            {
-                signal_group(pid, libc::SIGKILL);
-                let _ = replica.child.wait().await;
-            }
-        }
-    }
+    futures::future::join_all(servers.replicas.into_iter().map(|mut replica| async move {
+        signal_group(replica.group, libc::SIGTERM);
+        let _ = tokio::time::timeout(STOP_GRACE, replica.child.wait()).await;
+        signal_group(replica.group, libc::SIGKILL);
+        let _ = replica.child.wait().await;
+    }))
+    .await;
 }
 
 fn signal_group(pid: u32, signal: libc::c_int) {
     let Ok(pid) = libc::pid_t::try_from(pid) else {
         return;
     };
+    if pid <= 1 {
+        return;
+    }
     // SAFETY: kill(2) with a negative pid signals the process group the replica leads (it was
     // spawned with process_group(0)); it touches no memory of ours.
     unsafe {

@@ -35,8 +35,14 @@ pub struct ServeRequest {
 
 const PATH_MAX: usize = 4096;
 
+/// A path or repository id's characters: enough for any file system path or hub id, and
+/// nothing a shell reads specially, in case an operator's template runs one (`sh -c`).
+fn plain(c: char) -> bool {
+    c.is_alphanumeric() || "/._-+=@:,~".contains(c)
+}
+
 /// The weights' path, checked: it becomes one argument of a command, so it may not be empty,
-/// start with `-` (read as an option) or hold control characters.
+/// start with `-` (read as an option) or hold anything but plain path characters.
 fn model_path(path: &str) -> ServiceResult<String> {
     let path = path.trim();
     if path.is_empty() {
@@ -44,13 +50,25 @@ fn model_path(path: &str) -> ServiceResult<String> {
             "say where the weights are (`path`)".into(),
         ));
     }
-    if path.starts_with('-') || path.chars().any(char::is_control) || path.len() > PATH_MAX {
+    if path.starts_with('-') || !path.chars().all(plain) || path.len() > PATH_MAX {
         return Err(ServiceError::Invalid(format!(
-            "the weights' path `{}` may not start with `-` or hold control characters, and has at most {PATH_MAX} bytes",
+            "the weights' path `{}` may not start with `-`, has at most {PATH_MAX} bytes, and holds only letters, digits and / . _ - + = @ : , ~",
             path.chars().take(80).collect::<String>()
         )));
     }
     Ok(path.to_string())
+}
+
+/// A served checkpoint's model name goes into its command (`{model}`) too.
+pub fn check_served_model(model: &str) -> ServiceResult<()> {
+    let model = model.trim();
+    if model.starts_with('-') || !model.chars().all(plain) {
+        return Err(ServiceError::Invalid(format!(
+            "a served checkpoint's model name `{}` may not start with `-` and holds only letters, digits and / . _ - + = @ : , ~",
+            model.chars().take(80).collect::<String>()
+        )));
+    }
+    Ok(())
 }
 
 /// The seconds the engine's last launches took from request to healthy, on average; `None`

@@ -192,6 +192,7 @@ fn demo_launcher(
             idle_ms: 60_000,
             ..Default::default()
         },
+        gpus: 0,
         engines,
     })
 }

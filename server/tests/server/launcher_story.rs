@@ -53,6 +53,7 @@ fn launcher(
         ports: free_ports(4),
         log_dir: logs.to_path_buf(),
         policy,
+        gpus: 2,
         engines: BTreeMap::from([(engine, command)]),
     })
 }
@@ -187,6 +188,39 @@ async fn scenario(backend: TestBackend) {
     assert_eq!(
         latest_launch(store.as_ref(), checkpoint).await.state,
         LaunchState::Requested
+    );
+    assert!(
+        !store
+            .active_runs()
+            .await
+            .unwrap()
+            .iter()
+            .any(|active| active.id == run),
+        "no worker claims from a run whose servers are not healthy"
+    );
+    // A second checkpoint on the same launcher gets ports of its own.
+    let neighbour = arbiter_engine::suites::register_announced(
+        store.as_ref(),
+        &Announcement {
+            name: "served-neighbour".into(),
+            training_run: Some("elsewhere".into()),
+            trigger_suites: Some(false),
+            ..announcement.clone()
+        },
+        None,
+    )
+    .await
+    .unwrap();
+    let checkpoints = store.list_checkpoints().await.unwrap();
+    let neighbour = checkpoints
+        .iter()
+        .find(|c| c.id == neighbour.checkpoint_id)
+        .unwrap();
+    assert!(
+        ![&served.base_url, &served.replica_urls[0]].contains(&&neighbour.base_url),
+        "{} and {:?}",
+        neighbour.base_url,
+        served
     );
     // A second registration on the same engine gets other ports; an engine no launcher
     // offers is refused and stores nothing.
@@ -351,8 +385,9 @@ async fn scenario(backend: TestBackend) {
     let relaunch = latest_launch(store.as_ref(), checkpoint).await;
     assert_ne!(relaunch.id, retired.id);
     assert_eq!(
-        relaunch.urls, retired.urls,
-        "the same ports, so the frozen URLs hold"
+        relaunch.urls,
+        [served.base_url.clone(), served.replica_urls[0].clone()],
+        "the ports it was registered on, so the URLs frozen in its runs hold"
     );
     rounds_until(&mut sims, store.as_ref(), 120, || async {
         store.finish_run_if_done(second).await.unwrap()
@@ -459,7 +494,7 @@ async fn scenario(backend: TestBackend) {
         .await
         .canary
         .is_none());
-    weak.stop_all().await;
+    weak.stop_all(store.as_ref()).await;
 
     // A server that never answers its health check: the launch fails with the log's tail and
     // the run waiting for it is cancelled with the reason.
@@ -516,7 +551,7 @@ async fn scenario(backend: TestBackend) {
             .last_error
             .as_deref()
             .unwrap_or_default()
-            .contains("did not start"),
+            .contains("its servers failed: not healthy"),
         "{cancelled:?}"
     );
     backend.tear_down().await;

@@ -1012,6 +1012,7 @@ async fn a_checkpoint_served_by_the_bundled_model_answers_its_canary_and_retires
             idle_ms: 0,
             max_restarts: 0,
         },
+        gpus: 0,
         engines: std::collections::BTreeMap::from([(
             ServingEngine::ArbiterModel,
             format!(
@@ -1038,6 +1039,35 @@ async fn a_checkpoint_served_by_the_bundled_model_answers_its_canary_and_retires
     )
     .await
     .unwrap();
+    // The first run on it requests its servers; cancelled once they are healthy (no worker
+    // answers it here), it leaves them idle, to be retired.
+    let revision = arbiter_engine::catalog::upload_dataset(
+        store.as_ref(),
+        "served-one",
+        "one.jsonl",
+        br#"{"id":"1","input":"Say hi.","target":"hi"}"#,
+        None,
+    )
+    .await
+    .unwrap();
+    let eval = arbiter_engine::catalog::define_eval(
+        store.as_ref(),
+        &arbiter_testkit::fixtures::eval_form("served-one", revision.dataset_id, 1),
+        None,
+    )
+    .await
+    .unwrap();
+    let run = arbiter_engine::runs::launch_run(
+        store.as_ref(),
+        eval,
+        registered.checkpoint_id,
+        arbiter_domain::run::Priority::Scheduled,
+        "default",
+        None,
+    )
+    .await
+    .unwrap()
+    .run_id;
     let launch = || async {
         store
             .list_launches(Some(registered.checkpoint_id), 1)
@@ -1047,6 +1077,12 @@ async fn a_checkpoint_served_by_the_bundled_model_answers_its_canary_and_retires
     };
     let deadline = std::time::Instant::now() + Duration::from_secs(180);
     while launch().await.state != LaunchState::Retired {
+        if launch().await.state == LaunchState::Healthy {
+            store
+                .set_run_status(run, &[RunStatus::Running], RunStatus::Cancelled)
+                .await
+                .unwrap();
+        }
         assert!(
             std::time::Instant::now() < deadline,
             "not retired: {:?}",
