@@ -73,6 +73,10 @@ pub trait ServingStore: Send + Sync {
     /// their servers): its next start launches them again, counting no restart.
     async fn release_launches(&self, launcher_id: &str) -> StoreResult<()>;
 
+    /// Fails the live launches of launchers silent since before `gone_before` (their runs
+    /// cancelled with the reason, as [`ServingStore::fail_launch`]); returns them.
+    async fn fail_abandoned_launches(&self, gone_before: i64, now: i64) -> StoreResult<Vec<i64>>;
+
     /// The live launches of `launcher_id`, oldest first.
     async fn launches_to_manage(&self, launcher_id: &str) -> StoreResult<Vec<ManagedLaunch>>;
 
@@ -259,6 +263,24 @@ macro_rules! serving_sql {
                 }
                 .await;
                 result.map_err(|err| err.during("wake_waiting"))
+            }
+
+            async fn fail_abandoned_launches(&self, gone_before: i64, now: i64) -> StoreResult<Vec<i64>> {
+                let abandoned: Vec<(i64, String)> = sqlx::query_as(&format!(
+                    "SELECT l.id, g.id FROM server_launches l JOIN served_checkpoints s ON s.checkpoint_id = l.checkpoint_id \
+                     JOIN serving_launchers g ON g.id = s.launcher_id WHERE l.state IN {LIVE} AND g.heartbeat_at < $1"
+                ))
+                .bind(gone_before)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(|err| StoreError::from(err).during("fail_abandoned_launches"))?;
+                let mut failed = Vec::new();
+                for (launch, launcher) in abandoned {
+                    let reason = format!("its launcher `{launcher}` stopped (no heartbeat for over 10 minutes)");
+                    self.fail_launch(launch, &reason, "", now).await?;
+                    failed.push(launch);
+                }
+                Ok(failed)
             }
 
             async fn release_launches(&self, launcher_id: &str) -> StoreResult<()> {

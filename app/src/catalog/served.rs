@@ -116,9 +116,14 @@ fn PlanNote(outcome: ServeOutcome) -> impl IntoView {
 fn LaunchTable(launches: Vec<LaunchView>) -> impl IntoView {
     view! {
         <table>
-            <thead><tr><th>"Checkpoint"</th><th>"Layout"</th><th>"State"</th><th>"Servers"</th><th>"Requested"</th><th>"Start-up (queue · load)"</th><th>"Serving"</th><th>"Restarts"</th><th>"Problem"</th></tr></thead>
+            <thead><tr><th>"Checkpoint"</th><th>"Layout"</th><th>"State"</th><th>"Servers"</th><th>"Requested"</th><th>"Start-up (queue · load)"</th><th>"Serving"</th><th>"Still to generate"</th><th>"Restarts"</th><th>"Problem"</th></tr></thead>
             <tbody>
-                {launches.into_iter().map(|LaunchView { launch, times, layout }| {
+                {launches.into_iter().map(|LaunchView { launch, times, layout, tokens_to_generate, expected_s }| {
+                    let work = match (tokens_to_generate, expected_s) {
+                        (None, _) => String::new(),
+                        (Some(tokens), None) => format!("≤ {tokens} tokens"),
+                        (Some(tokens), Some(seconds)) => format!("≤ {tokens} tokens, about {}", human_duration(seconds)),
+                    };
                     let test_id = format!("launch-{}", launch.checkpoint_name);
                     view! {
                         <tr data-testid=test_id>
@@ -129,6 +134,7 @@ fn LaunchTable(launches: Vec<LaunchView>) -> impl IntoView {
                             <td>{format_time(launch.requested_at)}</td>
                             <td>{format!("{} ({} · {})", seconds(times.startup_ms), seconds(times.queue_ms), seconds(times.load_ms))}</td>
                             <td>{seconds(times.serving_ms)}</td>
+                            <td>{work}</td>
                             <td>{launch.restarts}</td>
                             <td>
                                 {launch.failure.unwrap_or_default()}

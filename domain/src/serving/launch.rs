@@ -124,6 +124,14 @@ pub struct LaunchView {
     pub times: StartupTimes,
     /// The layout as recorded on the checkpoint (`tp=… dp=…`).
     pub layout: String,
+    /// A live launch's work: at most this many tokens still to generate for its checkpoint's
+    /// unfinished runs (answers left × each run's max_tokens).
+    #[serde(default)]
+    pub tokens_to_generate: Option<u64>,
+    /// Seconds those tokens take at the plan's sustained rate on every replica (plus start-up
+    /// while the servers are not yet healthy); `None` without a rate.
+    #[serde(default)]
+    pub expected_s: Option<f64>,
 }
 
 impl LaunchView {
@@ -132,6 +140,25 @@ impl LaunchView {
             times: launch.startup(now),
             layout: launch.plan.layout(),
             launch,
+            tokens_to_generate: None,
+            expected_s: None,
+        }
+    }
+
+    /// With the tokens a live launch's runs still generate, and the time they take.
+    pub fn with_work(self, tokens: u64) -> LaunchView {
+        let expected_s = match self.launch.state {
+            LaunchState::Healthy => self
+                .launch
+                .plan
+                .expected_seconds(tokens)
+                .map(|seconds| seconds - self.launch.plan.startup_s),
+            _ => self.launch.plan.expected_seconds(tokens),
+        };
+        LaunchView {
+            tokens_to_generate: Some(tokens),
+            expected_s,
+            ..self
         }
     }
 }
@@ -232,6 +259,41 @@ mod tests {
             ..launch()
         };
         assert_eq!(waiting.startup(10_000), StartupTimes::default());
+    }
+
+    #[test]
+    fn a_live_launch_expects_its_remaining_tokens_at_the_plans_rate() {
+        let mut plan = launch().plan;
+        plan.sustained_tokens_per_s = Some(100.0);
+        plan.replicas = 2;
+        plan.startup_s = 30.0;
+        let healthy = LaunchView::of(
+            Launch {
+                plan: plan.clone(),
+                ..launch()
+            },
+            10_000,
+        )
+        .with_work(2_000);
+        assert_eq!(
+            (healthy.tokens_to_generate, healthy.expected_s),
+            (Some(2_000), Some(10.0))
+        );
+        let starting = LaunchView::of(
+            Launch {
+                plan,
+                state: LaunchState::Starting,
+                ..launch()
+            },
+            10_000,
+        )
+        .with_work(2_000);
+        assert_eq!(
+            starting.expected_s,
+            Some(40.0),
+            "start-up counts until healthy"
+        );
+        assert_eq!(LaunchView::of(launch(), 0).with_work(5).expected_s, None);
     }
 
     #[test]

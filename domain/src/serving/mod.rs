@@ -93,6 +93,9 @@ pub fn health_url(host: &str, port: u16) -> String {
 /// A launcher that has not beaten its heart for this long is taken for gone: registrations
 /// pick another.
 pub const LAUNCHER_LIVE_MS: i64 = 30_000;
+/// A launcher silent this long is gone (a restart or deploy takes less): its live launches
+/// fail, so their runs are not left waiting for servers nobody will start.
+pub const LAUNCHER_GONE_MS: i64 = 10 * 60 * 1000;
 
 /// How a checkpoint is served by a launcher rather than found at a URL (its replicas' URLs
 /// come from the ports the store reserves for it). Frozen into its runs' manifests.

@@ -31,6 +31,13 @@ pub async fn monitor_once(
     mailer: &Mailer,
     now: i64,
 ) -> ServiceResult<MonitorRound> {
+    // Servers a launcher that is gone will never start or stop: their runs must not wait.
+    let abandoned = store
+        .fail_abandoned_launches(now - arbiter_domain::serving::LAUNCHER_GONE_MS, now)
+        .await?;
+    if !abandoned.is_empty() {
+        tracing::warn!(launches = ?abandoned, "launches of a launcher that stopped failed");
+    }
     let report = queue_report(store, now, false).await?;
     let mut round = MonitorRound {
         // The report names at most `queue_scan::ESCALATIONS_NAMED`: a queue far behind is

@@ -14,6 +14,7 @@ use crate::error::{ServiceError, ServiceResult};
 use arbiter_domain::checkpoint::Checkpoint;
 use arbiter_domain::ids::CheckpointId;
 use arbiter_domain::manifest::EndpointFingerprint;
+use arbiter_domain::run::RunStatus;
 pub use arbiter_domain::serving::launch::LaunchView;
 use arbiter_domain::serving::plan::{plan, PlanRequest, ServingPlan};
 use arbiter_domain::serving::{Serving, ServingEngine};
@@ -138,12 +139,31 @@ pub async fn launches(
     checkpoint_id: Option<CheckpointId>,
 ) -> ServiceResult<Vec<LaunchView>> {
     let now = arbiter_store::now_ms();
-    Ok(store
-        .list_launches(checkpoint_id, 100)
-        .await?
-        .into_iter()
-        .map(|launch| LaunchView::of(launch, now))
-        .collect())
+    let launches = store.list_launches(checkpoint_id, 100).await?;
+    let mut views = Vec::with_capacity(launches.len());
+    let mut runs = None;
+    for launch in launches {
+        let view = LaunchView::of(launch, now);
+        if !view.launch.state.is_live() {
+            views.push(view);
+            continue;
+        }
+        if runs.is_none() {
+            runs = Some(store.list_runs().await?);
+        }
+        let mut tokens = 0u64;
+        for run in runs.iter().flatten().filter(|run| {
+            run.checkpoint_name == view.launch.checkpoint_name
+                && !matches!(run.status, RunStatus::Completed | RunStatus::Cancelled)
+        }) {
+            if let Some(manifest) = store.run_manifest(run.id).await? {
+                let left = (run.expected_count - run.done_count).max(0) as u64;
+                tokens += left * u64::from(manifest.eval.generation.max_tokens);
+            }
+        }
+        views.push(view.with_work(tokens));
+    }
+    Ok(views)
 }
 
 /// The Checkpoints page's serve form, as typed: numbers arrive as text.

@@ -198,6 +198,14 @@ async fn scenario(backend: TestBackend) {
             .any(|active| active.id == run),
         "no worker claims from a run whose servers are not healthy"
     );
+    let views = arbiter_engine::serving::launches(store.as_ref(), Some(checkpoint))
+        .await
+        .unwrap();
+    assert_eq!(
+        views[0].tokens_to_generate,
+        Some(60 * 32),
+        "60 answers of at most 32 tokens"
+    );
     // A second checkpoint on the same launcher gets ports of its own.
     let neighbour = arbiter_engine::suites::register_announced(
         store.as_ref(),
@@ -554,6 +562,63 @@ async fn scenario(backend: TestBackend) {
             .contains("its servers failed: not healthy"),
         "{cancelled:?}"
     );
+
+    // A launcher that stopped beating for good: its launches fail (the monitor's round does
+    // this), and their runs are cancelled with the reason rather than left waiting.
+    let ghost = launcher(
+        "ghost",
+        ServingEngine::Vllm,
+        "vllm serve {path}".into(),
+        policy,
+        logs.path(),
+    );
+    store
+        .heartbeat_launcher(&ghost.info(), arbiter_store::now_ms())
+        .await
+        .unwrap();
+    let orphaned = arbiter_engine::suites::register_announced(
+        store.as_ref(),
+        &Announcement {
+            name: "served-orphaned".into(),
+            training_run: Some("elsewhere".into()),
+            serve: Some(ServeRequest {
+                engine: "vllm".into(),
+                path: "/weights/orphaned".into(),
+                plan: arbiter_domain::serving::plan::PlanRequest {
+                    params_billions: Some(1.0),
+                    gpus_per_node: Some(1),
+                    gpu_memory_gib: Some(80.0),
+                    ..Default::default()
+                },
+            }),
+            ..announcement.clone()
+        },
+        None,
+    )
+    .await
+    .unwrap();
+    let stranded = orphaned.runs[0]
+        .run_id
+        .expect("the suite's run is launched");
+    let long_ago = arbiter_store::now_ms() - arbiter_domain::serving::LAUNCHER_GONE_MS - 1;
+    store
+        .heartbeat_launcher(&ghost.info(), long_ago)
+        .await
+        .unwrap();
+    let now = arbiter_store::now_ms();
+    let failed = store
+        .fail_abandoned_launches(now - arbiter_domain::serving::LAUNCHER_GONE_MS, now)
+        .await
+        .unwrap();
+    assert_eq!(failed.len(), 1);
+    let stranded = arbiter_engine::runs::run_progress(store.as_ref(), stranded)
+        .await
+        .unwrap();
+    assert_eq!(stranded.status, RunStatus::Cancelled);
+    assert!(stranded
+        .last_error
+        .unwrap_or_default()
+        .contains("launcher `ghost` stopped"));
     backend.tear_down().await;
 }
 
