@@ -17,6 +17,7 @@ use arbiter_domain::ids::{CheckpointId, EvalId, RunId, UserId};
 use arbiter_domain::manifest::{EvalSpec, FallbackTarget, Manifest};
 use arbiter_domain::prompt::{PromptBody, PromptRenderer};
 use arbiter_domain::run::{IdentityResult, LaunchedRun, Priority, RunProgress, RunStatus};
+use arbiter_domain::serving::launch::LaunchState;
 use arbiter_store::{CacheHit, NewIdentity, NewRun, Store};
 
 /// Dataset items planned per expansion step; bounds the launcher's memory on any dataset size.
@@ -52,6 +53,21 @@ pub async fn launch_run(
         )));
     }
     let serving = store.serving_of(checkpoint.id).await?;
+    if serving.is_some() {
+        // A checkpoint the serving canary held runs only when a person resumes one of its
+        // paused runs: a new run would start its servers past the hold.
+        let latest = store.list_launches(Some(checkpoint.id), 1).await?;
+        if let Some(held) = latest
+            .first()
+            .filter(|launch| launch.state == LaunchState::Held)
+        {
+            return Err(ServiceError::Conflict(format!(
+                "checkpoint `{}` is held by the serving canary ({}); resume one of its paused runs to run it anyway",
+                checkpoint.name,
+                held.failure.as_deref().unwrap_or("no reason kept")
+            )));
+        }
+    }
     // Every prompt is rendered one at a time as the run expands and again by a worker; every
     // item of the revision (which may be newer than the one the eval was checked against when
     // saved) is rendered once first, so a bad item is refused before anything is stored.

@@ -632,6 +632,15 @@ macro_rules! catalog_sql {
                             Some(_) => StoreError::Conflict(format!("checkpoint {checkpoint_id} is retracted already")),
                         });
                     }
+                    // Its ports go back to its launcher's range, unless servers still hold them
+                    // (their retirement frees them).
+                    sqlx::query(
+                        "DELETE FROM served_ports WHERE checkpoint_id = $1 AND NOT EXISTS (SELECT 1 FROM server_launches l \
+                         WHERE l.checkpoint_id = $1 AND l.state IN ('requested', 'starting', 'healthy', 'restarting'))",
+                    )
+                    .bind(checkpoint_id.get())
+                    .execute(&mut *tx)
+                    .await?;
                     // Its unfinished runs stop here: workers claim from running runs only.
                     let cancelled: Vec<i64> = sqlx::query_scalar(
                         "UPDATE runs SET status = 'cancelled' WHERE checkpoint_id = $1 \

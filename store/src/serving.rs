@@ -48,8 +48,9 @@ pub struct ManagedLaunch {
     pub unfinished_runs: i64,
     pub last_run_finished_at: Option<i64>,
     pub healthy_at: Option<i64>,
-    /// The checkpoint's first launch: its servers answer the serving canary before its runs.
-    pub first: bool,
+    /// No launch of the checkpoint has read the serving canary yet (nor been held by it): its
+    /// servers answer the canary before its runs.
+    pub needs_canary: bool,
 }
 
 #[async_trait]
@@ -248,6 +249,8 @@ macro_rules! serving_sql {
                         "SELECT s.checkpoint_id FROM served_checkpoints s JOIN checkpoints c ON c.id = s.checkpoint_id \
                          WHERE s.launcher_id = $1 AND c.retracted_at IS NULL \
                          AND EXISTS (SELECT 1 FROM runs r WHERE r.checkpoint_id = s.checkpoint_id AND r.status = 'running') \
+                         AND NOT EXISTS (SELECT 1 FROM server_launches h WHERE h.checkpoint_id = s.checkpoint_id AND h.state = 'held' \
+                                         AND h.id = (SELECT MAX(x.id) FROM server_launches x WHERE x.checkpoint_id = s.checkpoint_id)) \
                          AND NOT EXISTS (SELECT 1 FROM server_launches l WHERE l.checkpoint_id = s.checkpoint_id AND l.state IN {LIVE})"
                     ))
                     .bind(launcher_id)
@@ -303,7 +306,7 @@ macro_rules! serving_sql {
                          (SELECT COUNT(*) FROM runs r WHERE r.checkpoint_id = l.checkpoint_id \
                           AND r.status IN ('expanding', 'running', 'paused')) AS unfinished, \
                          (SELECT MAX(r.finished_at) FROM runs r WHERE r.checkpoint_id = l.checkpoint_id) AS last_finished, \
-                         (SELECT COUNT(*) FROM server_launches e WHERE e.checkpoint_id = l.checkpoint_id AND e.id < l.id) AS earlier \
+                         (SELECT COUNT(*) FROM server_launches e WHERE e.checkpoint_id = l.checkpoint_id AND e.canary IS NOT NULL) AS read \
                          FROM server_launches l JOIN served_checkpoints s ON s.checkpoint_id = l.checkpoint_id \
                          JOIN checkpoints c ON c.id = l.checkpoint_id JOIN serving_launchers g ON g.id = s.launcher_id \
                          WHERE s.launcher_id = $1 AND l.state IN {LIVE} ORDER BY l.id"
@@ -331,7 +334,7 @@ macro_rules! serving_sql {
                             restarts: row.read("restarts")?,
                             unfinished_runs: row.read("unfinished")?,
                             last_run_finished_at: row.read("last_finished")?,
-                            first: row.read::<i64>("earlier")? == 0,
+                            needs_canary: row.read::<i64>("read")? == 0,
                         });
                     }
                     Ok(launches)

@@ -113,6 +113,16 @@ impl LocalLauncherConfig {
             check_template(&template).map_err(|err| format!("engine `{name}`: {err}"))?;
             engines.insert(engine, template);
         }
+        if file.gpus == 0
+            && engines
+                .keys()
+                .any(|engine: &ServingEngine| engine.uses_gpus())
+        {
+            return Err(
+                "a GPU engine is configured but `gpus` is 0: say how many GPUs this host has"
+                    .into(),
+            );
+        }
         let defaults = LaunchPolicy::default();
         let seconds = |value: Option<u64>, default_ms: i64| {
             value.map_or(default_ms, |seconds| (seconds as i64).saturating_mul(1000))
@@ -170,8 +180,10 @@ mod tests {
         let error = |text: &str| LocalLauncherConfig::parse(text).unwrap_err();
         assert!(error("[engines]\nvlm = \"x\"").contains("unknown serving engine `vlm`"));
         assert!(error("[engines]\nvllm = \"vllm {pth}\"").contains("engine `vllm`"));
-        assert!(error("ports = \"9-1\"\n[engines]\nvllm = \"v\"").contains("ports are a range"));
+        assert!(error("ports = \"9-1\"\ngpus = 1\n[engines]\nvllm = \"v\"")
+            .contains("ports are a range"));
         assert!(error("[engines]\n").contains("no engine"));
+        assert!(error("[engines]\nvllm = \"vllm serve {path}\"").contains("`gpus` is 0"));
         assert!(error("colour = 1\n[engines]\nvllm = \"v\"").contains("unknown field"));
     }
 

@@ -10,7 +10,7 @@
 use super::canary::read_canary;
 use super::config::LocalLauncherConfig;
 use crate::error::ServiceResult;
-use arbiter_domain::serving::canary::judge;
+use arbiter_domain::serving::canary::{judge, CanaryReading, CANARY_PROMPTS};
 use arbiter_domain::serving::command::{render, ReplicaVars};
 use arbiter_domain::serving::launch::{log_tail, LaunchState};
 use arbiter_domain::serving::{health_url, replica_url};
@@ -24,6 +24,10 @@ use tokio::process::Child;
 const STOP_GRACE: Duration = Duration::from_secs(10);
 /// One health check's wait.
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
+/// The whole serving canary's time on one server.
+const CANARY_BUDGET: Duration = Duration::from_secs(60);
+/// How long a killed replica's process group gets to be gone before its replacement starts.
+const GONE_WAIT: Duration = Duration::from_secs(5);
 /// Bytes read from the end of each replica's log for a launch's tail.
 const LOG_READ_BYTES: u64 = 16 * 1024;
 
@@ -124,8 +128,14 @@ impl LocalLauncher {
     ) -> ServiceResult<()> {
         let now = now_ms();
         if !self.servers.contains_key(&launch.id) {
-            // Requested, or live from before this process started: start every replica.
-            let started = self.free_gpus(launch).and_then(|gpus| {
+            // Requested, or live from before this process started: start every replica, once
+            // its GPUs are free (a plan needing more than the host has fails at once).
+            let gpus = match self.free_gpus(launch) {
+                Ok(Some(gpus)) => Ok(gpus),
+                Ok(None) => return Ok(()),
+                Err(error) => Err(error),
+            };
+            let started = gpus.and_then(|gpus| {
                 let replicas = (0..launch.ports.len())
                     .map(|replica| self.spawn(launch, replica, &gpus))
                     .collect::<Result<Vec<Replica>, String>>()?;
@@ -172,9 +182,27 @@ impl LocalLauncher {
                 }
                 let started_at = self.servers[&launch.id].started_at;
                 if self.all_healthy(launch).await {
-                    if launch.first && launch.state == LaunchState::Starting {
+                    if launch.needs_canary {
                         let url = replica_url(&self.config.host, launch.ports[0]);
-                        let reading = read_canary(&url, &launch.served_model).await;
+                        // Bounded, so a server that is healthy but hangs on generation holds
+                        // the launcher's round (and its heartbeat) for a minute at most.
+                        let reading = match tokio::time::timeout(
+                            CANARY_BUDGET,
+                            read_canary(&url, &launch.served_model),
+                        )
+                        .await
+                        {
+                            Ok(reading) => reading,
+                            Err(_) => CanaryReading {
+                                perplexity_error: Some(format!(
+                                    "no answer within {} s",
+                                    CANARY_BUDGET.as_secs()
+                                )),
+                                answers: vec![String::new(); CANARY_PROMPTS.len()],
+                                ..CanaryReading::default()
+                            },
+                        };
+                        store.heartbeat_launcher(&self.info(), now_ms()).await?;
                         let predecessor = store.predecessor_canary(launch.checkpoint_id).await?;
                         let verdict = judge(
                             &reading,
@@ -261,10 +289,9 @@ impl LocalLauncher {
         for (replica, _) in exited {
             let gpus = self.servers[&launch.id].gpus.clone();
             // What the dead replica started (vLLM's workers) goes with it, GPUs and port too.
-            signal_group(
-                self.servers[&launch.id].replicas[*replica].group,
-                libc::SIGKILL,
-            );
+            let group = self.servers[&launch.id].replicas[*replica].group;
+            signal_group(group, libc::SIGKILL);
+            wait_until_gone(group).await;
             match self.spawn(launch, *replica, &gpus) {
                 Ok(fresh) => {
                     if let Some(servers) = self.servers.get_mut(&launch.id) {
@@ -291,11 +318,19 @@ impl LocalLauncher {
 
     /// The GPUs a launch's replicas get: `tp` each, free of every other launch's; refused
     /// when this host has too few (a plan for several nodes asks more than one host holds).
-    fn free_gpus(&self, launch: &ManagedLaunch) -> Result<Vec<usize>, String> {
+    fn free_gpus(&self, launch: &ManagedLaunch) -> Result<Option<Vec<usize>>, String> {
         if !launch.engine.uses_gpus() {
-            return Ok(Vec::new());
+            return Ok(Some(Vec::new()));
         }
         let needed = (launch.plan.tensor_parallel as usize) * launch.ports.len();
+        if needed > self.config.gpus as usize {
+            return Err(format!(
+                "the plan needs {needed} GPUs (tp={} × {} replicas); this launcher has {}",
+                launch.plan.tensor_parallel,
+                launch.ports.len(),
+                self.config.gpus
+            ));
+        }
         let held: std::collections::HashSet<usize> = self
             .servers
             .values()
@@ -305,16 +340,8 @@ impl LocalLauncher {
             .filter(|gpu| !held.contains(gpu))
             .take(needed)
             .collect();
-        if free.len() < needed {
-            return Err(format!(
-                "the plan needs {needed} GPUs (tp={} × {} replicas); this launcher has {} of its {} free",
-                launch.plan.tensor_parallel,
-                launch.ports.len(),
-                self.config.gpus as usize - held.len(),
-                self.config.gpus
-            ));
-        }
-        Ok(free)
+        // Held by other launches: it waits, requested, until they retire.
+        Ok((free.len() == needed).then_some(free))
     }
 
     /// Stops the servers and fails the launch with the logs' tail (its runs are cancelled).
@@ -390,10 +417,15 @@ impl LocalLauncher {
         // SAFETY: the closure runs in the forked child before exec and only calls prctl(2),
         // which is async-signal-safe. The server gets SIGTERM if this process dies (even by
         // SIGKILL), so no server outlives its launcher holding a port and GPUs.
+        let launcher = std::process::id();
         unsafe {
-            command.pre_exec(|| {
+            command.pre_exec(move || {
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) == -1 {
                     return Err(std::io::Error::last_os_error());
+                }
+                // The launcher died before the signal was set: nobody would stop this server.
+                if libc::getppid() as u32 != launcher {
+                    return Err(std::io::Error::other("the launcher is gone"));
                 }
                 Ok(())
             });
@@ -486,10 +518,11 @@ impl LocalLauncher {
     /// Stops every server this launcher runs (at shutdown) and puts their launches back to
     /// `requested`: a launcher with this id starts them again, counting no restart.
     pub async fn stop_all(&mut self, store: &dyn Store) {
-        futures::future::join_all(self.servers.drain().map(|(_, servers)| stop(servers))).await;
+        // Released first, so no worker claims for servers that are stopping.
         if let Err(err) = store.release_launches(&self.config.id).await {
             tracing::warn!(error = %err, "launches not released at shutdown");
         }
+        futures::future::join_all(self.servers.drain().map(|(_, servers)| stop(servers))).await;
     }
 }
 
@@ -515,6 +548,22 @@ async fn stop(servers: Servers) {
         let _ = replica.child.wait().await;
     }))
     .await;
+}
+
+/// Waits (up to [`GONE_WAIT`]) until no process of the group is left, so a replacement
+/// finds its port and GPUs free.
+async fn wait_until_gone(group: u32) {
+    let Ok(pid) = libc::pid_t::try_from(group) else {
+        return;
+    };
+    if pid <= 1 {
+        return;
+    }
+    let deadline = tokio::time::Instant::now() + GONE_WAIT;
+    // SAFETY: kill(2) with signal 0 only asks whether the group still has a process.
+    while unsafe { libc::kill(-pid, 0) } == 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 fn signal_group(pid: u32, signal: libc::c_int) {

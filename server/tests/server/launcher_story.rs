@@ -481,6 +481,21 @@ async fn scenario(backend: TestBackend) {
         .last_error
         .unwrap_or_default()
         .contains("held by the serving canary"));
+    // A new run would start its servers past the hold: refused, with the reason.
+    let refused = arbiter_engine::runs::launch_run(
+        store.as_ref(),
+        other_eval,
+        step_200.checkpoint_id,
+        arbiter_domain::run::Priority::Scheduled,
+        "default",
+        None,
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        refused.to_string().contains("held by the serving canary"),
+        "{refused}"
+    );
     let lead = arbiter_testkit::fixtures::team_member(
         store.as_ref(),
         "lead",
