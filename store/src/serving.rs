@@ -192,6 +192,50 @@ macro_rules! serving_sql {
             Ok(ports.into_iter().map(|port| port as u16).collect())
         }
 
+        /// How a live launch ends: its new state, why, one column kept with it (the log tail or
+        /// the canary reading) and when.
+        struct EndedLaunch<'a> {
+            launch_id: i64,
+            state: &'static str,
+            failure: &'a str,
+            kept: (&'static str, String),
+            now: i64,
+        }
+
+        /// Ends a live launch and moves its checkpoint's runs in `from` to `to` with `error` as
+        /// their last error, in one transaction; returns the runs moved (none when the launch
+        /// was no longer live).
+        async fn end_launch(
+            writer: &sqlx::Pool<$db>,
+            ended: EndedLaunch<'_>,
+            (to, from, error): (&'static str, &'static str, String),
+        ) -> StoreResult<Vec<RunId>> {
+            let mut tx = writer.begin_with($begin).await?;
+            let checkpoint: Option<i64> = sqlx::query_scalar(&format!(
+                "UPDATE server_launches SET state = '{}', failure = $2, {} = $3, ended_at = $4 \
+                 WHERE id = $1 AND state IN {LIVE} RETURNING checkpoint_id",
+                ended.state, ended.kept.0
+            ))
+            .bind(ended.launch_id)
+            .bind(ended.failure)
+            .bind(&ended.kept.1)
+            .bind(ended.now)
+            .fetch_optional(&mut *tx)
+            .await?;
+            let Some(checkpoint) = checkpoint else {
+                return Ok(Vec::new());
+            };
+            let moved: Vec<i64> = sqlx::query_scalar(&format!(
+                "UPDATE runs SET status = '{to}', last_error = $2 WHERE checkpoint_id = $1 AND status IN {from} RETURNING id"
+            ))
+            .bind(checkpoint)
+            .bind(error)
+            .fetch_all(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            Ok(moved.into_iter().map(RunId).collect())
+        }
+
         #[async_trait::async_trait]
         impl $crate::serving::ServingStore for $store {
             async fn heartbeat_launcher(&self, launcher: &LauncherInfo, now: i64) -> StoreResult<()> {
@@ -391,34 +435,13 @@ macro_rules! serving_sql {
             }
 
             async fn fail_launch(&self, launch_id: i64, failure: &str, log_tail: &str, now: i64) -> StoreResult<Vec<RunId>> {
-                let result: StoreResult<Vec<RunId>> = async move {
-                    let mut tx = self.writer.begin_with($begin).await?;
-                    let checkpoint: Option<i64> = sqlx::query_scalar(&format!(
-                        "UPDATE server_launches SET state = 'failed', failure = $2, log_tail = $3, ended_at = $4 \
-                         WHERE id = $1 AND state IN {LIVE} RETURNING checkpoint_id"
-                    ))
-                    .bind(launch_id)
-                    .bind(failure)
-                    .bind(log_tail)
-                    .bind(now)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                    let Some(checkpoint) = checkpoint else {
-                        return Ok(Vec::new());
-                    };
-                    let cancelled: Vec<i64> = sqlx::query_scalar(
-                        "UPDATE runs SET status = 'cancelled', last_error = $2 WHERE checkpoint_id = $1 \
-                         AND status IN ('expanding', 'running', 'paused') RETURNING id",
-                    )
-                    .bind(checkpoint)
-                    .bind(format!("its servers failed: {failure}"))
-                    .fetch_all(&mut *tx)
-                    .await?;
-                    tx.commit().await?;
-                    Ok(cancelled.into_iter().map(RunId).collect())
-                }
-                .await;
-                result.map_err(|err| err.during("fail_launch"))
+                end_launch(
+                    &self.writer,
+                    EndedLaunch { launch_id, state: "failed", failure, kept: ("log_tail", log_tail.to_string()), now },
+                    ("cancelled", "('expanding', 'running', 'paused')", format!("its servers failed: {failure}")),
+                )
+                .await
+                .map_err(|err| err.during("fail_launch"))
             }
 
             async fn retire_launch(&self, launch_id: i64, log_tail: Option<&str>, now: i64) -> StoreResult<bool> {
@@ -485,34 +508,13 @@ macro_rules! serving_sql {
             }
 
             async fn hold_launch(&self, launch_id: i64, reason: &str, reading: &CanaryReading, now: i64) -> StoreResult<Vec<RunId>> {
-                let result: StoreResult<Vec<RunId>> = async move {
-                    let mut tx = self.writer.begin_with($begin).await?;
-                    let checkpoint: Option<i64> = sqlx::query_scalar(&format!(
-                        "UPDATE server_launches SET state = 'held', failure = $2, canary = $3, ended_at = $4 \
-                         WHERE id = $1 AND state IN {LIVE} RETURNING checkpoint_id"
-                    ))
-                    .bind(launch_id)
-                    .bind(reason)
-                    .bind(canary_json(reading))
-                    .bind(now)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                    let Some(checkpoint) = checkpoint else {
-                        return Ok(Vec::new());
-                    };
-                    let paused: Vec<i64> = sqlx::query_scalar(
-                        "UPDATE runs SET status = 'paused', last_error = $2 WHERE checkpoint_id = $1 \
-                         AND status = 'running' RETURNING id",
-                    )
-                    .bind(checkpoint)
-                    .bind(format!("held by the serving canary: {reason}; resume it to run it anyway"))
-                    .fetch_all(&mut *tx)
-                    .await?;
-                    tx.commit().await?;
-                    Ok(paused.into_iter().map(RunId).collect())
-                }
-                .await;
-                result.map_err(|err| err.during("hold_launch"))
+                end_launch(
+                    &self.writer,
+                    EndedLaunch { launch_id, state: "held", failure: reason, kept: ("canary", canary_json(reading)), now },
+                    ("paused", "('running')", format!("held by the serving canary: {reason}; resume it to run it anyway")),
+                )
+                .await
+                .map_err(|err| err.during("hold_launch"))
             }
 
             async fn serving_of(&self, checkpoint_id: CheckpointId) -> StoreResult<Option<arbiter_domain::serving::Serving>> {
