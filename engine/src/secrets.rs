@@ -193,8 +193,24 @@ impl SecretBox {
         stored: Option<&str>,
         url: &str,
     ) -> Result<Option<String>, String> {
+        Ok(self.resolve_endpoint_keys(stored, url)?.into_iter().next())
+    }
+
+    /// Every key to spread `url`'s requests over: the secret [`resolve_endpoint_key`] reads may
+    /// hold several, separated by commas or white space (a provider's rate limits are per key,
+    /// so several keys on one endpoint multiply what it lets through). Empty for none.
+    ///
+    /// [`resolve_endpoint_key`]: SecretBox::resolve_endpoint_key
+    pub fn resolve_endpoint_keys(
+        &self,
+        stored: Option<&str>,
+        url: &str,
+    ) -> Result<Vec<String>, String> {
         check_endpoint_key_binding(stored, url)?;
-        self.resolve(stored)
+        Ok(self
+            .resolve(stored)?
+            .map(|secret| split_keys(&secret))
+            .unwrap_or_default())
     }
 
     /// Turns what a person typed into what may be stored: '' for none, `env:NAME` kept as a
@@ -215,6 +231,18 @@ impl SecretBox {
         }
         self.seal(typed).map(Some)
     }
+}
+
+/// The keys a secret holds, in order and each once: API keys never contain commas or white
+/// space, so those separate them.
+fn split_keys(secret: &str) -> Vec<String> {
+    let mut keys: Vec<String> = Vec::new();
+    for key in secret.split(|c: char| c == ',' || c.is_whitespace()) {
+        if !key.is_empty() && !keys.iter().any(|kept| kept == key) {
+            keys.push(key.to_string());
+        }
+    }
+    keys
 }
 
 /// Host lists leads and admins bound operator keys to in the UI, by variable: this process's
@@ -447,6 +475,33 @@ mod tests {
         let typed = SecretText::from("sk-live-abc123");
         assert_eq!(format!("{typed:?}"), "SecretText(redacted)");
         assert_eq!(typed.as_str(), "sk-live-abc123");
+    }
+
+    #[test]
+    fn a_sealed_secret_may_hold_several_keys() {
+        let secrets = SecretBox::from_hex(&SecretBox::generate_key()).unwrap();
+        let stored = secrets
+            .to_stored(" sk-one, sk-two\nsk-three sk-one ")
+            .unwrap();
+        assert_eq!(
+            secrets
+                .resolve_endpoint_keys(stored.as_deref(), "http://api.example/v1")
+                .unwrap(),
+            ["sk-one", "sk-two", "sk-three"],
+            "split at commas and white space, each once, in order"
+        );
+        assert_eq!(
+            secrets
+                .resolve_endpoint_key(stored.as_deref(), "http://api.example/v1")
+                .unwrap()
+                .as_deref(),
+            Some("sk-one"),
+            "probes send the first"
+        );
+        assert!(secrets
+            .resolve_endpoint_keys(None, "http://api.example/v1")
+            .unwrap()
+            .is_empty());
     }
 
     #[test]

@@ -63,7 +63,7 @@ pub fn CheckpointsPage() -> impl IntoView {
                             <label>"USD per million completion tokens" <input name="options[output_usd_per_mtok]" type="number" min="0" step="any" placeholder="0"/></label>
                         </div>
                         <label>
-                            "API key (env:ARBITER_ENDPOINT_KEY_NAME to read it from the workers' environment, or the key itself: stored encrypted, never shown again)"
+                            "API key (env:ARBITER_ENDPOINT_KEY_NAME to read it from the workers' environment, or the key itself: stored encrypted, never shown again; several keys separated by commas share the requests, each with its own rate limit)"
                             <input name="options[api_key]" type="password" autocomplete="off" placeholder="env:ARBITER_ENDPOINT_KEY_VLLM"/>
                         </label>
                         <label>

@@ -68,12 +68,24 @@ pub struct Target {
     pub load: Option<Arc<RunLoad>>,
 }
 
+/// One of an endpoint's API keys, with the state a provider keeps per key: its own rate
+/// limit (found by the same slow start and halving as the endpoint's) and `Retry-After` pause.
+struct ApiKey {
+    /// Sent as a bearer token (never logged).
+    secret: String,
+    limiter: Limiter,
+    outstanding: AtomicUsize,
+}
+
 /// One endpoint as this worker sees it.
 pub struct Endpoint {
     pub url: String,
-    /// The API key sent as a bearer token, resolved from the store's reference when the
-    /// endpoint was first used (never logged).
-    api_key: Option<String>,
+    /// The API keys requests are spread over, resolved from the store's reference when the
+    /// endpoint was first used; empty when it takes none. With one key, a 429 slows the whole
+    /// endpoint as before; with several, it slows only the key that drew it.
+    keys: Vec<ApiKey>,
+    /// Where the next tie between keys starts looking.
+    key_turn: AtomicUsize,
     pub limiter: Limiter,
     outstanding: AtomicUsize,
     limits: EndpointLimits,
@@ -90,6 +102,37 @@ impl Endpoint {
     fn server_waiting(&self) -> Option<f64> {
         let waiting = f64::from_bits(self.server_waiting.load(Ordering::Relaxed));
         (!waiting.is_nan()).then_some(waiting)
+    }
+
+    /// Whether each key carries its own rate limit (several keys), rather than the endpoint.
+    fn limited_per_key(&self) -> bool {
+        self.keys.len() > 1
+    }
+
+    /// The key the next request goes out with: one not waiting out a `Retry-After` first, then
+    /// the one with the fewest requests outstanding.
+    /// Ties go round the keys in turn, so requests sent one at a time still use them all.
+    fn pick_key(&self) -> Option<&ApiKey> {
+        let count = self.keys.len();
+        let turn = self.key_turn.fetch_add(1, Ordering::Relaxed);
+        (0..count)
+            .map(|offset| &self.keys[(turn + offset) % count.max(1)])
+            .min_by_key(|key| {
+                (
+                    key.limiter.paused_for(),
+                    key.outstanding.load(Ordering::Relaxed),
+                )
+            })
+    }
+
+    /// Whether a key could send at once (several keys, one of them not paused): a retry after
+    /// a key's 429 then goes out with that key instead of waiting out the `Retry-After`.
+    fn has_a_key_ready(&self) -> bool {
+        self.limited_per_key()
+            && self
+                .keys
+                .iter()
+                .any(|key| key.limiter.paused_for().is_zero())
     }
 }
 
@@ -136,9 +179,11 @@ impl EndpointPool {
         }
         let endpoints: Vec<Arc<Endpoint>> = self.lock().values().cloned().collect();
         for endpoint in endpoints {
-            endpoint
-                .limiter
-                .set_ceiling(Self::share(endpoint.limits.max_in_flight, workers));
+            let ceiling = Self::share(endpoint.limits.max_in_flight, workers);
+            endpoint.limiter.set_ceiling(ceiling);
+            for key in &endpoint.keys {
+                key.limiter.set_ceiling(ceiling);
+            }
             endpoint.limiter.set_token_budget(
                 endpoint
                     .limits
@@ -163,24 +208,33 @@ impl EndpointPool {
             tracing::warn!(url, error = %err, "could not read endpoint limits; using defaults");
             EndpointLimits::default()
         });
-        let api_key = match self.store.endpoint_api_key_ref(url).await {
+        let secrets = match self.store.endpoint_api_key_ref(url).await {
             Ok(stored) => crate::secrets::process()
-                .resolve_endpoint_key(stored.as_deref(), url)
+                .resolve_endpoint_keys(stored.as_deref(), url)
                 .unwrap_or_else(|problem| {
                     tracing::warn!(url, %problem, "endpoint API key not sent; calling without one");
-                    None
+                    Vec::new()
                 }),
             Err(err) => {
                 tracing::warn!(url, error = %err, "could not read the endpoint's API key reference");
-                None
+                Vec::new()
             }
         };
         let workers = self.live_workers.load(Ordering::Relaxed);
+        let ceiling = Self::share(limits.max_in_flight, workers);
         let created = Arc::new(Endpoint {
             url: url.to_string(),
-            api_key,
+            keys: secrets
+                .into_iter()
+                .map(|secret| ApiKey {
+                    secret,
+                    limiter: Limiter::new(ceiling, None),
+                    outstanding: AtomicUsize::new(0),
+                })
+                .collect(),
+            key_turn: AtomicUsize::new(0),
             limiter: Limiter::new(
-                Self::share(limits.max_in_flight, workers),
+                ceiling,
                 limits
                     .token_budget
                     .map(|budget| Self::share(budget, workers) as u64),
@@ -276,8 +330,24 @@ impl EndpointPool {
     ) -> Result<Generation, AttemptFailure> {
         let remaining = deadline.saturating_duration_since(Instant::now());
         endpoint.outstanding.fetch_add(1, Ordering::Relaxed);
+        let key = endpoint.pick_key();
+        if let Some(key) = key {
+            key.outstanding.fetch_add(1, Ordering::Relaxed);
+        }
+        let key_limiter = key
+            .filter(|_| endpoint.limited_per_key())
+            .map(|key| &key.limiter);
         let waiting_since = Instant::now();
-        let slot = tokio::time::timeout(remaining, endpoint.limiter.acquire(cost)).await;
+        // The key's slot first: while it waits out its own `Retry-After`, it holds none of the
+        // endpoint's slots that the other keys could use.
+        let slot = tokio::time::timeout(remaining, async {
+            let key_slot = match key_limiter {
+                Some(limiter) => Some(limiter.acquire(1).await),
+                None => None,
+            };
+            (key_slot, endpoint.limiter.acquire(cost).await)
+        })
+        .await;
         *waited += waiting_since.elapsed();
         let result = match slot {
             Err(_) => Err(AttemptFailure {
@@ -293,16 +363,27 @@ impl EndpointPool {
                     .attempt_timeout
                     .min(deadline.saturating_duration_since(Instant::now()))
                     .max(Duration::from_millis(1));
+                let secret = key.map(|key| key.secret.as_str());
                 self.client
-                    .attempt(&endpoint.url, endpoint.api_key.as_deref(), request, timeout)
+                    .attempt(&endpoint.url, secret, request, timeout)
                     .await
             }
         };
         endpoint.outstanding.fetch_sub(1, Ordering::Relaxed);
+        if let Some(key) = key {
+            key.outstanding.fetch_sub(1, Ordering::Relaxed);
+        }
         match &result {
-            Ok(_) => endpoint.limiter.on_success(),
+            Ok(_) => {
+                endpoint.limiter.on_success();
+                if let Some(limiter) = key_limiter {
+                    limiter.on_success();
+                }
+            }
             Err(failure) if failure.category == ErrorCategory::RateLimited => {
-                endpoint.limiter.on_overload(failure.retry_after)
+                key_limiter
+                    .unwrap_or(&endpoint.limiter)
+                    .on_overload(failure.retry_after);
             }
             Err(_) => {}
         }
@@ -352,9 +433,12 @@ impl EndpointPool {
                     ));
                     let retry =
                         failure.category.is_transient() && attempts < self.policy.max_attempts;
-                    let wait = failure
-                        .retry_after
-                        .unwrap_or_else(|| self.policy.backoff(attempts - 1));
+                    // A `Retry-After` binds the key that drew it: with another key free, the
+                    // retry goes out with that one after the ordinary backoff.
+                    let wait = match failure.retry_after {
+                        Some(after) if !endpoint.has_a_key_ready() => after,
+                        _ => self.policy.backoff(attempts - 1),
+                    };
                     last_failure = Some(failure);
                     if !retry {
                         break;

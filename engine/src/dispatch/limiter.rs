@@ -258,6 +258,13 @@ impl Limiter {
         self.released.notify_waiters();
     }
 
+    /// How long new requests still wait out a `Retry-After` (zero when they need not).
+    pub fn paused_for(&self) -> Duration {
+        self.lock().paused_until.map_or(Duration::ZERO, |until| {
+            until.saturating_duration_since(Instant::now())
+        })
+    }
+
     pub fn limit(&self) -> usize {
         self.lock().limit.floor() as usize
     }

@@ -3,7 +3,9 @@
 //! same endpoint refuses calls without it, the key goes only to the hosts the operator bound
 //! it to, and no key is ever stored or shown in clear.
 //!
-//! It sets environment variables no other test reads.
+//! Several keys on one endpoint share its requests, each keeping its own rate limit.
+//!
+//! Each test sets environment variables no other test reads.
 
 use arbiter_engine::catalog::{CheckpointForm, EvalForm};
 use arbiter_sim::SimConfig;
@@ -211,5 +213,182 @@ async fn keys_from_the_environment_reach_the_endpoint_and_are_never_stored_in_cl
     assert_eq!(
         arbiter_engine::secrets::describe(stored.as_deref()),
         "from the environment (ARBITER_ENDPOINT_KEY_TEST)"
+    );
+}
+
+/// A provider that limits each API key on its own, as hosted APIs do: a key in `limited`
+/// answers 429 with a minute's `Retry-After`, the others answer; requests are counted by key.
+#[derive(Default)]
+struct Provider {
+    served: std::sync::Mutex<std::collections::HashMap<String, u64>>,
+    limited: std::sync::Mutex<std::collections::HashSet<String>>,
+}
+
+impl Provider {
+    fn served(&self, key: &str) -> u64 {
+        self.served.lock().unwrap().get(key).copied().unwrap_or(0)
+    }
+
+    fn reset(&self, limited: &[&str]) {
+        self.served.lock().unwrap().clear();
+        *self.limited.lock().unwrap() = limited.iter().map(|key| key.to_string()).collect();
+    }
+}
+
+async fn start_provider(provider: std::sync::Arc<Provider>) -> String {
+    use axum::http::{HeaderMap, StatusCode};
+    use axum::response::IntoResponse;
+    let chat = {
+        let provider = provider.clone();
+        move |headers: HeaderMap| {
+            let provider = provider.clone();
+            async move {
+                let key = headers
+                    .get("authorization")
+                    .and_then(|value| value.to_str().ok())
+                    .and_then(|value| value.strip_prefix("Bearer "))
+                    .unwrap_or_default()
+                    .to_string();
+                *provider
+                    .served
+                    .lock()
+                    .unwrap()
+                    .entry(key.clone())
+                    .or_default() += 1;
+                if !key.starts_with("sk-") {
+                    return StatusCode::UNAUTHORIZED.into_response();
+                }
+                if provider.limited.lock().unwrap().contains(&key) {
+                    return (
+                        StatusCode::TOO_MANY_REQUESTS,
+                        [("retry-after", "60")],
+                        "rate limit reached for this key",
+                    )
+                        .into_response();
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                axum::Json(serde_json::json!({
+                    "model": "provider-model",
+                    "choices": [{"message": {"content": "Paris"}, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 9, "completion_tokens": 1},
+                }))
+                .into_response()
+            }
+        }
+    };
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", axum::routing::post(chat))
+        .route(
+            "/v1/models",
+            axum::routing::get(|| async {
+                axum::Json(serde_json::json!({"data": [{"id": "provider-model"}]}))
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{address}/v1")
+}
+
+#[tokio::test]
+async fn several_keys_on_one_endpoint_share_its_requests_and_keep_their_own_rate_limits() {
+    const KEYS_VARIABLE: &str = "ARBITER_ENDPOINT_KEY_POOLED";
+    let provider = std::sync::Arc::new(Provider::default());
+    let endpoint = start_provider(provider.clone()).await;
+    std::env::set_var(KEYS_VARIABLE, "sk-a, sk-b");
+    std::env::set_var(
+        format!("{KEYS_VARIABLE}_HOSTS"),
+        endpoint
+            .trim_start_matches("http://")
+            .trim_end_matches("/v1"),
+    );
+    let directory = tempfile::tempdir().unwrap();
+    let store = open_store(&directory).await;
+    let checkpoint = arbiter_engine::catalog::register_checkpoint(
+        store.as_ref(),
+        &CheckpointForm {
+            name: "pooled".into(),
+            endpoint_url: endpoint.clone(),
+            model: "provider-model".into(),
+            api_key: format!("env:{KEYS_VARIABLE}").as_str().into(),
+            ..CheckpointForm::default()
+        },
+        None,
+    )
+    .await
+    .unwrap();
+    let revision = arbiter_engine::catalog::upload_dataset(
+        store.as_ref(),
+        "qa",
+        "qa.jsonl",
+        include_bytes!("../../../public/samples/qa-basic.jsonl"),
+        None,
+    )
+    .await
+    .unwrap();
+    let define = |template: &str| EvalForm {
+        name: template.to_lowercase().replace([' ', ':', '{', '}'], "-"),
+        dataset_id: revision.dataset_id,
+        prompt_template: template.into(),
+        max_tokens: 32,
+        temperature: 0.0,
+        repetitions: 1,
+        seed: 0,
+        grader: String::new(),
+        options: arbiter_engine::catalog::EvalOptions::default(),
+    };
+
+    // One key is at its provider's rate limit for the next minute: its 429 pauses that key
+    // alone, and every item is answered with the other at once, not a minute later.
+    provider.reset(&["sk-a"]);
+    let eval = arbiter_engine::catalog::define_eval(store.as_ref(), &define("Q: {input}"), None)
+        .await
+        .unwrap();
+    let run = launch(store.as_ref(), eval, checkpoint).await;
+    let started = std::time::Instant::now();
+    let finished = work_until_complete(store.clone(), &[run], test_worker("keys")).await;
+    assert_eq!(
+        (finished[0].done, finished[0].errors),
+        (60, 0),
+        "{:?}",
+        finished[0]
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "the other key answered without waiting out the first key's minute: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(provider.served("sk-b"), 60);
+    let limited = provider.served("sk-a");
+    assert!(
+        (1..=8).contains(&limited),
+        "the limited key is tried, then left alone while it waits out its Retry-After: {limited}"
+    );
+    assert_eq!(provider.served(""), 0, "every request carried a key");
+    assert_eq!(
+        provider.served("sk-a, sk-b"),
+        0,
+        "keys are sent one at a time"
+    );
+
+    // Both keys free: requests are spread over them.
+    provider.reset(&[]);
+    let eval =
+        arbiter_engine::catalog::define_eval(store.as_ref(), &define("Question: {input}"), None)
+            .await
+            .unwrap();
+    let run = launch(store.as_ref(), eval, checkpoint).await;
+    let finished = work_until_complete(store.clone(), &[run], test_worker("keys")).await;
+    assert_eq!(
+        (finished[0].done, finished[0].errors),
+        (60, 0),
+        "{:?}",
+        finished[0]
+    );
+    let (first, second) = (provider.served("sk-a"), provider.served("sk-b"));
+    assert_eq!(first + second, 60);
+    assert!(
+        first >= 20 && second >= 20,
+        "spread over both keys: {first} and {second}"
     );
 }
