@@ -52,6 +52,8 @@ pub struct JudgeForm {
     /// A pairwise judge (A, B or TIE on two answers); its prompt, left empty or as the
     /// PASS/FAIL default, is the pairwise default.
     pub pairwise: bool,
+    /// Answers graded in one call: 1 for one per call; more only for a PASS/FAIL judge.
+    pub batch_items: i64,
 }
 
 /// Stores a judge; saving under an existing name makes the next version of that judge.
@@ -70,6 +72,18 @@ pub async fn define_judge(
         return Err(ServiceError::Invalid(format!(
             "a judge's max tokens must be between 1 and {MAX_JUDGE_TOKENS}"
         )));
+    }
+    let max_batch = i64::from(arbiter_domain::grading::batch::MAX_BATCH_ITEMS);
+    if !(1..=max_batch).contains(&form.batch_items) {
+        return Err(ServiceError::Invalid(format!(
+            "a judge grades between 1 and {max_batch} answers per call, not {}",
+            form.batch_items
+        )));
+    }
+    if form.batch_items > 1 && (form.pairwise || !form.scale_rubric.trim().is_empty()) {
+        return Err(ServiceError::Invalid(
+            "only a PASS/FAIL judge grades several answers per call: a scale or pairwise judge answers one per call".into(),
+        ));
     }
     if form.pairwise {
         if !form.scale_rubric.trim().is_empty() {
@@ -90,6 +104,7 @@ pub async fn define_judge(
             max_tokens: form.max_tokens,
             scale: None,
             pairwise: true,
+            batch_items: 1,
         };
         return Ok(store.create_judge(&new, created_by).await?);
     }
@@ -119,6 +134,7 @@ pub async fn define_judge(
         max_tokens: form.max_tokens,
         scale,
         pairwise: false,
+        batch_items: form.batch_items,
     };
     Ok(store.create_judge(&new, created_by).await?)
 }
@@ -437,6 +453,7 @@ pub(crate) async fn freeze_judge(store: &dyn Store, judge_id: i64) -> ServiceRes
         ),
         scale: judge.scale.clone(),
         pairwise: judge.pairwise,
+        batch_items: u32::try_from(judge.batch_items).unwrap_or(1),
     })
 }
 

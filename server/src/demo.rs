@@ -210,6 +210,7 @@ pub async fn seed(
             scale_dimension: String::new(),
             scale_pass_at_least: String::new(),
             pairwise: false,
+            batch_items: 1,
         };
         judge_ids.push(grading::define_judge(store, &form, lead).await?.id);
     }
@@ -565,6 +566,7 @@ pub async fn seed_real_model(
             scale_dimension: String::new(),
             scale_pass_at_least: String::new(),
             pairwise: false,
+            batch_items: 1,
         },
         researcher,
     )

@@ -266,11 +266,14 @@ pub(crate) struct Reply {
     /// A judge asked for a point of a scale, or for A, B or TIE: each answer its first token
     /// may spell with its probability, which the logprobs at that token report.
     pub(crate) first_token_probabilities: Option<Vec<(String, f64)>>,
+    /// A batch judge's reply: the probability of each line's verdict token, in order.
+    pub(crate) line_verdicts: Vec<f64>,
 }
 
 pub(crate) fn generate_reply(generation: Generation<'_>) -> Reply {
     match generation.model.kind {
         SimModelKind::Answerer => Reply {
+            line_verdicts: Vec::new(),
             text: answer(generation),
             verdict_confidence: None,
             first_token_probabilities: None,
@@ -365,8 +368,12 @@ fn judge(generation: Generation<'_>) -> Reply {
     if let Some(sides) = pairwise_asked(generation.prompt) {
         return pairwise_judge(generation, sides);
     }
+    if let Some(items) = batch_asked(generation.prompt) {
+        return batch_judge(generation, &items);
+    }
     if generation.draw("unparseable", 0) < model.unparseable_rate {
         return Reply {
+            line_verdicts: Vec::new(),
             text: UNDECIDED_VERDICT_REPLY.to_string(),
             verdict_confidence: None,
             first_token_probabilities: None,
@@ -395,6 +402,7 @@ fn judge(generation: Generation<'_>) -> Reply {
             (false, false) => 1,
         };
         return Reply {
+            line_verdicts: Vec::new(),
             text: point.to_string(),
             verdict_confidence: None,
             first_token_probabilities: Some(
@@ -407,9 +415,79 @@ fn judge(generation: Generation<'_>) -> Reply {
         };
     }
     Reply {
+        line_verdicts: Vec::new(),
         text: if pass { PASS } else { FAIL }.to_string(),
         verdict_confidence: Some(confidence),
         first_token_probabilities: None,
+    }
+}
+
+/// Arbiter's batch judge prompts (its `domain/src/grading/batch.rs`): the rubric once under
+/// `=== Instructions ===`, its placeholders standing as these markers, then `=== Item n ===`
+/// sections with the fields the rubric uses, then `=== How to reply ===`.
+const BATCH_INSTRUCTIONS: &str = "=== Instructions ===\n";
+const BATCH_ITEM: &str = "\n=== Item ";
+const BATCH_REPLY: &str = "\n=== How to reply ===";
+const BATCH_FIELDS: [(&str, &str); 3] = [
+    ("Question:\n", "[the item's question]"),
+    ("Reference answer:\n", "[the item's reference answer]"),
+    ("Reply to grade:\n", "[the item's reply to grade]"),
+];
+
+/// A batch judge prompt's items, each as the one-item prompt the same rubric makes for it
+/// (the instructions with each marker replaced by the item's field).
+fn batch_asked(prompt: &str) -> Option<Vec<String>> {
+    let instructions_at = prompt.find(BATCH_INSTRUCTIONS)? + BATCH_INSTRUCTIONS.len();
+    let reply_at = prompt.rfind(BATCH_REPLY)?;
+    let first_item = prompt[instructions_at..].find(BATCH_ITEM)? + instructions_at;
+    // The instructions end with a line break of their own before the first item's.
+    let instructions = prompt[instructions_at..first_item].strip_suffix('\n')?;
+    let items = prompt[first_item..reply_at]
+        .split(BATCH_ITEM)
+        .filter(|section| !section.is_empty())
+        .map(|section| {
+            // After `n ===\n`: `Label:\nvalue\n` per field, a blank line between.
+            let body = section.split_once(" ===\n").map_or("", |(_, body)| body);
+            let mut one_item = instructions.to_string();
+            for (index, (label, marker)) in BATCH_FIELDS.iter().enumerate() {
+                let Some(start) = body.find(label).map(|at| at + label.len()) else {
+                    continue;
+                };
+                let end = BATCH_FIELDS[index + 1..]
+                    .iter()
+                    .filter_map(|(next, _)| body[start..].find(&format!("\n\n{next}")))
+                    .min()
+                    .map_or(body.len().saturating_sub(1).max(start), |at| start + at);
+                one_item = one_item.replace(marker, &body[start..end]);
+            }
+            one_item
+        })
+        .collect::<Vec<_>>();
+    (!items.is_empty()).then_some(items)
+}
+
+/// A batch judge: each item judged exactly as it would be alone (the simulator is a
+/// consistent judge, so only the batching itself can make verdicts differ), one
+/// `Item n: VERDICT …` line each; an item it could not decide alone gets no line.
+fn batch_judge(generation: Generation<'_>, items: &[String]) -> Reply {
+    let mut lines = Vec::new();
+    let mut line_verdicts = Vec::new();
+    for (index, item) in items.iter().enumerate() {
+        let alone = judge(Generation {
+            prompt: item,
+            ..generation
+        });
+        // The verdict alone, as its one-item reply is.
+        if let Some(confidence) = alone.verdict_confidence {
+            lines.push(format!("Item {}: {}", index + 1, alone.text));
+            line_verdicts.push(confidence);
+        }
+    }
+    Reply {
+        text: lines.join("\n"),
+        verdict_confidence: None,
+        first_token_probabilities: None,
+        line_verdicts,
     }
 }
 
@@ -466,6 +544,7 @@ fn pairwise_judge(generation: Generation<'_>, (first, second): (&str, &str)) -> 
     // Unreadable in both orders alike.
     if by_pair.draw("unparseable", 0) < model.unparseable_rate {
         return Reply {
+            line_verdicts: Vec::new(),
             text: UNDECIDED_VERDICT_REPLY.to_string(),
             verdict_confidence: None,
             first_token_probabilities: None,
@@ -501,6 +580,7 @@ fn pairwise_judge(generation: Generation<'_>, (first, second): (&str, &str)) -> 
     };
     let rest = (1.0 - confidence) / 2.0;
     Reply {
+        line_verdicts: Vec::new(),
         text: match shown {
             2 => "TIE because both are as good.".to_string(),
             side => format!("{} is better.", CHOICES[side]),
@@ -643,10 +723,19 @@ pub(crate) fn score_tokens(
     top_count: usize,
 ) -> Vec<ScoredToken> {
     let identity = generation.identity();
+    let mut line_verdicts = reply.line_verdicts.iter();
     tokens
         .into_iter()
         .enumerate()
         .map(|(index, text)| match (reply.verdict_confidence, index) {
+            _ if !reply.line_verdicts.is_empty() && [PASS, FAIL].contains(&text.trim()) => {
+                match line_verdicts.next() {
+                    Some(confidence) => {
+                        score_line_verdict(&identity, index as u64, text, *confidence, top_count)
+                    }
+                    None => score_token(&identity, index as u64, text, top_count),
+                }
+            }
             (Some(confidence), 0) if text == PASS || text == FAIL => {
                 score_verdict(&identity, text, confidence, top_count)
             }
@@ -688,6 +777,23 @@ fn score_verdict(
     ];
     // Graders read a judge's confidence from the PASS/FAIL pair, so both are always listed.
     let top = top_alternatives(identity, 0, leaders, top_count.max(2));
+    ScoredToken { text, logprob, top }
+}
+
+/// A batch reply's verdict token (` PASS` after `Item n:`), with the other verdict, spelled
+/// with the same leading space, as its listed alternative.
+fn score_line_verdict(
+    identity: &HashedIdentity,
+    index: u64,
+    text: String,
+    confidence: f64,
+    top_count: usize,
+) -> ScoredToken {
+    let word = text.trim();
+    let other = text.replace(word, if word == PASS { FAIL } else { PASS });
+    let logprob = confidence.ln();
+    let leaders = vec![(text.clone(), logprob), (other, (1.0 - confidence).ln())];
+    let top = top_alternatives(identity, index, leaders, top_count.max(2));
     ScoredToken { text, logprob, top }
 }
 

@@ -142,7 +142,7 @@ macro_rules! grading_sql {
         use $crate::{StoreError, StoreResult, now_ms};
 
         const JUDGE_SELECT: &str = "SELECT j.id, j.name, j.version, j.checkpoint_id, c.name AS checkpoint_name, \
-            j.rubric, j.max_tokens, j.created_at, j.scale, j.pairwise FROM judges j JOIN checkpoints c ON c.id = j.checkpoint_id";
+            j.rubric, j.max_tokens, j.created_at, j.scale, j.pairwise, j.batch_items FROM judges j JOIN checkpoints c ON c.id = j.checkpoint_id";
 
         fn judge_from_row(row: &<$db as sqlx::Database>::Row) -> Result<Judge, sqlx::Error> {
             Ok($crate::read_columns!(row, Judge {
@@ -155,6 +155,7 @@ macro_rules! grading_sql {
                 max_tokens,
                 created_at,
                 pairwise,
+                batch_items,
                 ;
                 scale: $crate::grading::json_column(row.read("scale")?)?,
             }))
@@ -241,8 +242,8 @@ macro_rules! grading_sql {
                         .await?;
                     let now = now_ms();
                     let id: i64 = sqlx::query_scalar(
-                        "INSERT INTO judges (name, version, checkpoint_id, rubric, max_tokens, created_by, created_at, scale, pairwise) \
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+                        "INSERT INTO judges (name, version, checkpoint_id, rubric, max_tokens, created_by, created_at, scale, pairwise, batch_items) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
                     )
                     .bind(&new.name)
                     .bind(version)
@@ -253,6 +254,7 @@ macro_rules! grading_sql {
                     .bind(now)
                     .bind(new.scale.as_ref().map(|scale| serde_json::to_string(scale).expect("scales always serialize")))
                     .bind(new.pairwise)
+                    .bind(new.batch_items)
                     .fetch_one(&mut *tx)
                     .await
                     .map_err(|err| $crate::conflict_on($backend, err, "judges_name_version_key", "another version of this judge was saved at the same moment; try again"))?;
@@ -268,6 +270,7 @@ macro_rules! grading_sql {
                         created_at: now,
                         scale: new.scale.clone(),
                         pairwise: new.pairwise,
+                        batch_items: new.batch_items,
                     })
                 }
                 .await;

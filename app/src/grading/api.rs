@@ -46,6 +46,8 @@ pub async fn create_judge(
     #[server(default)] scale_pass_at_least: String,
     // A checkbox: "on" when ticked, absent otherwise.
     #[server(default)] pairwise: String,
+    // Older API callers send none: one answer per call.
+    #[server(default)] batch_items: String,
 ) -> Result<i64, ServerFnError> {
     let (state, user) = require(Permission::ManageEvals).await?;
     let form = grading::JudgeForm {
@@ -65,6 +67,15 @@ pub async fn create_judge(
         scale_dimension,
         scale_pass_at_least,
         pairwise: !pairwise.trim().is_empty(),
+        batch_items: match batch_items.trim() {
+            "" => 1,
+            given => given.parse().map_err(|_| {
+                fail(
+                    400,
+                    format!("answers per call must be a number, not `{given}`"),
+                )
+            })?,
+        },
     };
     let judge = grading::define_judge(state.store.as_ref(), &form, Some(user.id))
         .await

@@ -46,6 +46,9 @@ pub fn JudgesPage() -> impl IntoView {
                                         <td>{match (&judge.scale, judge.pairwise) {
                                             (_, true) => "A, B or TIE on two answers".to_string(),
                                             (Some(scale), _) => scale.describe(),
+                                            (None, _) if judge.batch_items > 1 => {
+                                                format!("PASS or FAIL, {} per call", judge.batch_items)
+                                            }
                                             (None, _) => "PASS or FAIL".to_string(),
                                         }}</td>
                                         <td>{judge.max_tokens}</td>
@@ -78,7 +81,12 @@ pub fn JudgesPage() -> impl IntoView {
                                     " Pairwise: compares two answers (" <code>"{output_a}"</code> ", " <code>"{output_b}"</code>
                                     "), asked in both orders, before raters when pairs are sent from Compare. Left as it is, the prompt becomes the pairwise default."
                                 </label>
-                                <label>"Max tokens" <input name="max_tokens" type="number" value="64" min="1" max="4096"/></label>
+                                <label>"Max tokens (per answer)" <input name="max_tokens" type="number" value="64" min="1" max="4096"/></label>
+                                <label>
+                                    "Answers per call (PASS/FAIL judges: the rubric is sent once with up to 16 answers, each read from its own "
+                                    <code>"Item n: PASS"</code> " line; an answer the reply skips is asked alone)"
+                                    <input name="batch_items" type="number" value="1" min="1" max="16"/>
+                                </label>
                                 <button type="submit">"Save judge"</button>
                             </ActionForm>
                             <ActionError value=create.value()/>

@@ -53,6 +53,18 @@ pub struct JudgeSpec {
     /// A pairwise judge (absent, so false, in manifests frozen before them).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub pairwise: bool,
+    /// Answers graded in one call (see [`crate::grading::batch`]); 1, one per call, in
+    /// manifests frozen before batches.
+    #[serde(default = "one_item", skip_serializing_if = "is_one_item")]
+    pub batch_items: u32,
+}
+
+fn one_item() -> u32 {
+    1
+}
+
+fn is_one_item(items: &u32) -> bool {
+    *items == 1
 }
 
 impl JudgeSpec {
@@ -493,6 +505,13 @@ pub struct Judge {
     /// It compares two answers (see [`crate::grading::pairwise`]) instead of grading one.
     #[serde(default)]
     pub pairwise: bool,
+    /// Answers it grades in one call (1 for one per call).
+    #[serde(default = "one_item_stored")]
+    pub batch_items: i64,
+}
+
+fn one_item_stored() -> i64 {
+    1
 }
 
 impl Judge {
@@ -510,6 +529,7 @@ pub struct NewJudge {
     pub max_tokens: i64,
     pub scale: Option<JudgeScale>,
     pub pairwise: bool,
+    pub batch_items: i64,
 }
 
 /// A judge verdict on an item that humans also labelled: the calibration data.
@@ -776,6 +796,7 @@ mod tests {
             fingerprint: "m|b|l".into(),
             scale: None,
             pairwise: false,
+            batch_items: 1,
         };
         let base = grade_cache_key(&judge, "p", 0.0, 1, 0);
         assert_eq!(base, grade_cache_key(&judge, "p", 0.0, 1, 0));

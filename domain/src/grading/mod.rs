@@ -5,6 +5,7 @@
 //! Pure. An answer that cannot be parsed is neither pass nor fail: it is `Uncertain` and goes to
 //! the human annotation queue. Error placeholders are never graded (the dispatcher skips them).
 
+pub mod batch;
 pub mod calibration;
 pub mod canary;
 pub mod code_tests;

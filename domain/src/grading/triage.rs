@@ -370,6 +370,7 @@ mod tests {
             fingerprint: "j".into(),
             scale: None,
             pairwise: false,
+            batch_items: 1,
         }
     }
 

@@ -6,11 +6,13 @@
 
 use std::sync::Arc;
 
+use super::judge_batches::{ItemOutcome, JudgeBatches, JudgedItem};
 use super::{EndpointPool, RunSpec, Target};
 use crate::clients::model::GenerationRequest;
 use crate::sandbox::Sandbox;
 use arbiter_domain::answer::Generation;
 use arbiter_domain::fields::MappedInput;
+use arbiter_domain::grading::batch::batched_cache_key;
 use arbiter_domain::grading::code_tests::{CodeOutcome, CodeTests};
 use arbiter_domain::grading::judge::JudgeCall;
 use arbiter_domain::grading::judge::{
@@ -46,6 +48,8 @@ pub(super) struct Graded {
 struct Judging<'a> {
     store: &'a Arc<dyn Store>,
     pool: &'a Arc<EndpointPool>,
+    /// Where a judge grading several answers per call gathers them; `None` asks one at a time.
+    batches: Option<&'a Arc<JudgeBatches>>,
     question: String,
     target: String,
 }
@@ -58,9 +62,17 @@ pub(super) async fn grade_answer(
     generation: &Generation,
     spec: &RunSpec,
     store: &Arc<dyn Store>,
-    pool: &Arc<EndpointPool>,
+    (pool, batches): (&Arc<EndpointPool>, &Arc<JudgeBatches>),
 ) -> Graded {
-    let graded = triage_answer(job, rendered.as_ref(), generation, spec, store, pool).await;
+    let graded = triage_answer(
+        job,
+        rendered.as_ref(),
+        generation,
+        spec,
+        store,
+        (pool, batches),
+    )
+    .await;
     Graded {
         grading: graded.grading.route(spec.manifest.triage.as_ref()),
         ..graded
@@ -73,7 +85,7 @@ async fn triage_answer(
     generation: &Generation,
     spec: &RunSpec,
     store: &Arc<dyn Store>,
-    pool: &Arc<EndpointPool>,
+    (pool, batches): (&Arc<EndpointPool>, &Arc<JudgeBatches>),
 ) -> Graded {
     let mut graded = Graded {
         grading: Grading::default(),
@@ -91,6 +103,7 @@ async fn triage_answer(
     let judging = Judging {
         store,
         pool,
+        batches: Some(batches),
         // An eval of the original shape shows the judge the item's input, as it always has (so
         // its grade cache still holds); any other shows what the model was asked (choices,
         // system prompt, shots and all), a conversation as its turns.
@@ -345,6 +358,7 @@ impl Judging<'_> {
             pool,
             question,
             target: answer_key,
+            ..
         } = self;
         let prompt =
             match render_judge_prompt(&judge.rubric, question, &generation.output, answer_key) {
@@ -358,7 +372,6 @@ impl Judging<'_> {
         } else {
             0.0
         };
-        let token_estimate = (prompt.len() / 4) as u64 + u64::from(judge.max_tokens);
         let mut readings = Vec::new();
         let mut new_calls = Vec::new();
         let mut replies: Vec<(Option<bool>, String)> = Vec::new();
@@ -369,60 +382,96 @@ impl Judging<'_> {
         for sample in 0..samples {
             let seed = u64::from(sample);
             let cache_key = grade_cache_key(judge, &prompt, temperature, seed, sample);
-            let cached = match store.cached_judge_call(&cache_key).await {
-                Ok(cached) => cached,
-                Err(err) => {
-                    tracing::warn!(error = %err, "could not read the grade cache; asking the judge");
-                    None
+            // A batch judge's verdicts are kept apart from one-item verdicts; an answer its
+            // batch skipped was asked alone and is found under the one-item key.
+            let batched_key = (self.batches.is_some() && judge.batch_items > 1)
+                .then(|| batched_cache_key(&cache_key, judge));
+            let mut cached = None;
+            for key in batched_key.iter().chain([&cache_key]) {
+                match store.cached_judge_call(key).await {
+                    Ok(found) => cached = found,
+                    Err(err) => {
+                        tracing::warn!(error = %err, "could not read the grade cache; asking the judge");
+                    }
                 }
-            };
+                if cached.is_some() {
+                    break;
+                }
+            }
             let call = match cached {
                 Some(call) => call,
                 None => {
-                    let request = GenerationRequest {
-                        // A scale judge's distribution needs every point listed.
-                        top_logprobs: judge.scale.as_ref().map(|_| SCALE_TOP_LOGPROBS),
-                        ..GenerationRequest::user_message(
-                            &judge.served_model,
-                            prompt.clone(),
-                            judge.max_tokens,
-                            temperature,
-                            seed,
-                        )
+                    let asked = match (self.batches, batched_key) {
+                        (Some(batches), Some(batched_key)) => {
+                            let item = JudgedItem {
+                                input: question.clone(),
+                                output: generation.output.clone(),
+                                target: answer_key.clone(),
+                            };
+                            match batches
+                                .ask(pool, judge, target, item, (temperature, seed))
+                                .await
+                            {
+                                ItemOutcome::Answered { reading, share } => {
+                                    usage.add(&share);
+                                    Ok(JudgeCall {
+                                        cache_key: batched_key,
+                                        output: share.output,
+                                        pass: reading.pass,
+                                        confidence: reading.confidence,
+                                        prompt_tokens: share.prompt_tokens,
+                                        completion_tokens: share.completion_tokens,
+                                        model_used: share.model_used,
+                                        score: None,
+                                    })
+                                }
+                                ItemOutcome::Failed(error) => Err(error),
+                                ItemOutcome::AskAlone { spent } => {
+                                    if let Some(spent) = &spent {
+                                        usage.add(spent);
+                                    }
+                                    self.ask_alone(
+                                        judge,
+                                        target,
+                                        &prompt,
+                                        cache_key,
+                                        (temperature, seed),
+                                        &mut usage,
+                                    )
+                                    .await
+                                }
+                            }
+                        }
+                        _ => {
+                            self.ask_alone(
+                                judge,
+                                target,
+                                &prompt,
+                                cache_key,
+                                (temperature, seed),
+                                &mut usage,
+                            )
+                            .await
+                        }
                     };
-                    let answer = pool.generate(target, &request, token_estimate, None).await;
-                    usage.add(&answer);
-                    if answer.outcome.is_error() {
-                        failed_samples += 1;
-                        failure = Some(format!(
-                            "judge failure: the {}'s endpoint failed ({})",
-                            stage.label(),
-                            answer.error.as_deref().unwrap_or("no answer")
-                        ));
-                        readings.push(JudgeReading {
-                            pass: None,
-                            confidence: None,
-                        });
-                        continue;
+                    match asked {
+                        Ok(call) => {
+                            new_calls.push(call.clone());
+                            call
+                        }
+                        Err(error) => {
+                            failed_samples += 1;
+                            failure = Some(format!(
+                                "judge failure: the {}'s endpoint failed ({error})",
+                                stage.label(),
+                            ));
+                            readings.push(JudgeReading {
+                                pass: None,
+                                confidence: None,
+                            });
+                            continue;
+                        }
                     }
-                    let tokens = answer
-                        .logprobs
-                        .as_deref()
-                        .and_then(|data| arbiter_domain::logprobs::decode(data).ok());
-                    let (reading, score) =
-                        read_reply(judge.scale.as_ref(), &answer.output, tokens.as_deref());
-                    let call = JudgeCall {
-                        cache_key,
-                        output: answer.output,
-                        pass: reading.pass,
-                        confidence: reading.confidence,
-                        prompt_tokens: answer.prompt_tokens,
-                        completion_tokens: answer.completion_tokens,
-                        model_used: answer.model_used,
-                        score,
-                    };
-                    new_calls.push(call.clone());
-                    call
                 }
             };
             usage.model_used = usage.model_used.take().or(call.model_used.clone());
@@ -491,6 +540,54 @@ impl Judging<'_> {
             unavailable,
         }
     }
+
+    /// One judge call about one answer: its reply read (a scale judge's point with its
+    /// distribution) under `cache_key`, or `Err` with why the endpoint gave no answer.
+    async fn ask_alone(
+        &self,
+        judge: &JudgeSpec,
+        target: &Target,
+        prompt: &str,
+        cache_key: String,
+        (temperature, seed): (f64, u64),
+        usage: &mut Usage,
+    ) -> Result<JudgeCall, String> {
+        let token_estimate = (prompt.len() / 4) as u64 + u64::from(judge.max_tokens);
+        let request = GenerationRequest {
+            // A scale judge's distribution needs every point listed.
+            top_logprobs: judge.scale.as_ref().map(|_| SCALE_TOP_LOGPROBS),
+            ..GenerationRequest::user_message(
+                &judge.served_model,
+                prompt.to_string(),
+                judge.max_tokens,
+                temperature,
+                seed,
+            )
+        };
+        let answer = self
+            .pool
+            .generate(target, &request, token_estimate, None)
+            .await;
+        usage.add(&answer);
+        if answer.outcome.is_error() {
+            return Err(answer.error.unwrap_or_else(|| "no answer".to_string()));
+        }
+        let tokens = answer
+            .logprobs
+            .as_deref()
+            .and_then(|data| arbiter_domain::logprobs::decode(data).ok());
+        let (reading, score) = read_reply(judge.scale.as_ref(), &answer.output, tokens.as_deref());
+        Ok(JudgeCall {
+            cache_key,
+            output: answer.output,
+            pass: reading.pass,
+            confidence: reading.confidence,
+            prompt_tokens: answer.prompt_tokens,
+            completion_tokens: answer.completion_tokens,
+            model_used: answer.model_used,
+            score,
+        })
+    }
 }
 
 /// One greedy verdict of `judge` on an answer outside any run (the drift canary re-grading its
@@ -504,9 +601,11 @@ pub(crate) async fn judge_verdict(
     target: &Target,
     (question, output, answer_key): (&str, &str, &str),
 ) -> Result<Option<bool>, String> {
+    // The canary measures the judge's one-answer verdicts, one call each.
     let judging = Judging {
         store,
         pool,
+        batches: None,
         question: question.to_string(),
         target: answer_key.to_string(),
     };

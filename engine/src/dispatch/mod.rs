@@ -16,6 +16,7 @@
 mod endpoints;
 use arbiter_domain::fair_share;
 use arbiter_domain::ids::{IdentityId, RunId};
+mod judge_batches;
 mod judging;
 mod likelihood;
 mod limiter;
@@ -384,6 +385,7 @@ pub async fn run_worker(
 ) {
     tracing::info!(worker = %config.worker_id, backend = store.backend(), "worker started");
     let pool = EndpointPool::new(store.clone(), config.retry.clone());
+    let judge_batches = Arc::new(judge_batches::JudgeBatches::default());
     // `slots` bounds identities held (claimed, running or awaiting commit); `running` bounds
     // those being answered. The difference is the prefetched next batch.
     let held_max = config.max_in_flight + config.claim_batch;
@@ -475,6 +477,7 @@ pub async fn run_worker(
                 continue;
             };
             let pool = pool.clone();
+            let judge_batches = judge_batches.clone();
             let store = store.clone();
             let worker_id = config.worker_id.clone();
             let finished_tx = finished_tx.clone();
@@ -508,9 +511,15 @@ pub async fn run_worker(
                 // identity keeps its held slot but frees its request slot for the model under
                 // test.
                 drop(answering);
-                let graded =
-                    judging::grade_answer(&job, rendered.ok(), &generation, &spec, &store, &pool)
-                        .await;
+                let graded = judging::grade_answer(
+                    &job,
+                    rendered.ok(),
+                    &generation,
+                    &spec,
+                    &store,
+                    (&pool, &judge_batches),
+                )
+                .await;
                 let grading = match graded.grader_unavailable {
                     // A judge outage is not a reason for human work: the identity goes back to
                     // the queue to be answered and judged again, up to a few claims.

@@ -38,6 +38,7 @@ async fn judge_version(store: &dyn Store, checkpoint_id: CheckpointId) -> i64 {
         scale_dimension: String::new(),
         scale_pass_at_least: String::new(),
         pairwise: false,
+        batch_items: 1,
     };
     grading::define_judge(store, &form, None).await.unwrap().id
 }

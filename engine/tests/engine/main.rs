@@ -3,6 +3,7 @@
 //! quality control, operations, backups and property tests over user input.
 
 mod backup_restore;
+mod batch_judging;
 mod canary_story;
 mod code_tests;
 mod contamination;

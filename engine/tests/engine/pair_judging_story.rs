@@ -38,6 +38,7 @@ fn judge_form(checkpoint_id: CheckpointId, pairwise: bool) -> JudgeForm {
         scale_dimension: String::new(),
         scale_pass_at_least: String::new(),
         pairwise,
+        batch_items: 1,
     }
 }
 

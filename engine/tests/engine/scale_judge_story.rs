@@ -51,6 +51,7 @@ fn judge_form(checkpoint_id: CheckpointId, rubric: &str, dimension: &str, pass: 
         scale_dimension: dimension.into(),
         scale_pass_at_least: pass.into(),
         pairwise: false,
+        batch_items: 1,
     }
 }
 

@@ -1860,16 +1860,28 @@ async fn judges_policies_and_the_grade_cache(store: Arc<dyn Store>) {
         max_tokens: 16,
         scale: None,
         pairwise: false,
+        batch_items: 1,
     };
     let v1 = store
         .create_judge(&new_judge("v1 {output}"), None)
         .await
         .unwrap();
     let v2 = store
-        .create_judge(&new_judge("v2 {output}"), None)
+        .create_judge(
+            &NewJudge {
+                batch_items: 8,
+                ..new_judge("v2 {output}")
+            },
+            None,
+        )
         .await
         .unwrap();
     assert_eq!((v1.version, v2.version), (1, 2));
+    assert_eq!(
+        store.get_judge(v2.id).await.unwrap().unwrap().batch_items,
+        8,
+        "how many answers a version grades per call is kept with it"
+    );
     assert_eq!(v2.grader_id(), "judge:qa-judge@2");
     let listed = store.list_judges().await.unwrap();
     assert_eq!(

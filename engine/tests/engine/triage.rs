@@ -99,6 +99,7 @@ async fn judge(store: &dyn Store, name: &str, checkpoint_id: CheckpointId) -> i6
         scale_dimension: String::new(),
         scale_pass_at_least: String::new(),
         pairwise: false,
+        batch_items: 1,
     };
     grading::define_judge(store, &form, None).await.unwrap().id
 }
@@ -490,6 +491,7 @@ async fn unchanged_answers_and_judges_regrade_for_free_and_a_new_rubric_reruns_o
         scale_dimension: String::new(),
         scale_pass_at_least: String::new(),
         pairwise: false,
+        batch_items: 1,
     };
     let v2 = grading::define_judge(store.as_ref(), &form, None)
         .await
@@ -693,6 +695,7 @@ async fn bad_policies_and_judges_are_refused_with_reasons_and_store_nothing() {
         scale_dimension: String::new(),
         scale_pass_at_least: String::new(),
         pairwise: false,
+        batch_items: 1,
     };
     let error = grading::define_judge(store.as_ref(), &bad_rubric, None)
         .await

@@ -21,6 +21,7 @@ pub mod annotators;
 pub mod compare;
 pub mod contamination;
 pub mod instructions;
+pub mod judge_batches;
 pub mod likelihood;
 pub mod login_burst;
 pub mod pipeline;
@@ -90,6 +91,10 @@ pub enum Scenario {
     /// `--items` (default 200,000) answers checked against IFEval instructions, strictly and
     /// loosely: answers and instructions per second on one core.
     Instructions,
+    /// The demo's answers judged twice by one judge (`--endpoint`/`--model`, else the demo's
+    /// simulated judge), one answer per call and then `--batch` per call: calls, tokens, cost,
+    /// time and agreement with the one-answer verdicts (`--items` repetitions, default 2).
+    JudgeBatches,
     /// The preference report over `--items` (default 100,000) labelled pairs among 20
     /// checkpoints: Bradley–Terry ratings with bootstrap intervals, win rates, position bias.
     BradleyTerry,
@@ -110,6 +115,9 @@ pub struct EndpointArgs {
     /// Requests in flight (the endpoint's limit and the worker's).
     #[arg(long, default_value_t = 256)]
     pub concurrency: usize,
+    /// Answers per judge call in the `judge-batches` scenario.
+    #[arg(long, default_value_t = 8)]
+    pub batch: u32,
 }
 
 /// Writes a synthetic dataset into the database at `database_url` (the memory benchmark runs
@@ -165,6 +173,19 @@ pub async fn run(
         Scenario::Sandbox => crate::bench::sandbox::run(items.unwrap_or(1_000)).await,
         Scenario::Likelihood => crate::bench::likelihood::likelihood(items.unwrap_or(20_000)).await,
         Scenario::Contamination => crate::bench::contamination::run(items.unwrap_or(1_000_000)),
+        Scenario::JudgeBatches => {
+            crate::bench::judge_batches::run(
+                items.unwrap_or(2),
+                crate::bench::judge_batches::JudgeUnderTest {
+                    endpoint: endpoint_options
+                        .endpoint
+                        .clone()
+                        .map(|url| (url, endpoint_options.model.clone())),
+                    batch_items: endpoint_options.batch,
+                },
+            )
+            .await
+        }
         Scenario::Instructions => crate::bench::instructions::run(items.unwrap_or(200_000)),
         Scenario::Agreement => {
             agreement(items.unwrap_or(1_000_000));

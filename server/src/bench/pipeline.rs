@@ -565,6 +565,7 @@ pub(crate) async fn triage(repetitions: usize) -> anyhow::Result<()> {
             scale_dimension: String::new(),
             scale_pass_at_least: String::new(),
             pairwise: false,
+            batch_items: 1,
         };
         judges.push(
             grading::define_judge(store, &form, None)

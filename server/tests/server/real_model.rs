@@ -864,6 +864,7 @@ async fn run_an_eval(base_url: &str) {
             scale_dimension: String::new(),
             scale_pass_at_least: String::new(),
             pairwise: false,
+            batch_items: 1,
         },
         None,
     )

@@ -1,0 +1,264 @@
+//! Gathering one worker's judge calls into batches: answers waiting for the same judge (same
+//! version, temperature and sample) go out in one call once the judge's batch is full or the
+//! first of them has waited [`LINGER`], and each waiter gets its own item's verdict back, or
+//! is told to ask the judge alone (the reply skipped its item, or nobody joined it).
+//!
+//! The prompt and the reading are [`arbiter_domain::grading::batch`]'s; this module only
+//! groups, sends and hands out.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+
+use super::{EndpointPool, Target};
+use crate::clients::model::GenerationRequest;
+use arbiter_domain::answer::Generation;
+use arbiter_domain::grading::batch::{read_batch_reply, render_batch_prompt, BatchItem};
+use arbiter_domain::grading::judge::{JudgeReading, JudgeSpec};
+
+/// Longest the first answer of a batch waits for others to join it. Answers reach the judge
+/// stage hundreds a second on a busy worker, so batches fill long before; on a slow one a
+/// lone answer goes out as an ordinary one-item call after this.
+const LINGER: Duration = Duration::from_millis(500);
+
+/// What a judge is shown of one answer.
+pub(super) struct JudgedItem {
+    pub input: String,
+    pub output: String,
+    pub target: String,
+}
+
+/// What became of one answer sent in a batch.
+pub(super) enum ItemOutcome {
+    /// The reply's line for it: the verdict and the answer's share of the call (its output is
+    /// the line, its tokens and cost the call's divided over the batch).
+    Answered {
+        reading: JudgeReading,
+        share: Generation,
+    },
+    /// Ask the judge about this answer alone; `spent` is its share of a batch call whose reply
+    /// skipped it.
+    AskAlone { spent: Option<Generation> },
+    /// The judge's endpoint failed the batch call (after retries).
+    Failed(String),
+}
+
+/// Batches this worker is filling, by judge version, fingerprint, temperature and seed.
+#[derive(Default)]
+pub(super) struct JudgeBatches {
+    open: Mutex<HashMap<BatchKey, OpenBatch>>,
+    next_id: AtomicU64,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+struct BatchKey {
+    grader: String,
+    fingerprint: String,
+    temperature_bits: u64,
+    seed: u64,
+}
+
+struct OpenBatch {
+    /// Tells the lingering timer whether the batch it started is still the one open.
+    id: u64,
+    waiting: Vec<(JudgedItem, oneshot::Sender<ItemOutcome>)>,
+}
+
+/// Everything a batch call needs, owned, so it can be sent from a task of its own.
+#[derive(Clone)]
+struct Call {
+    pool: Arc<EndpointPool>,
+    judge: JudgeSpec,
+    target: Target,
+    temperature: f64,
+    seed: u64,
+}
+
+impl JudgeBatches {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<BatchKey, OpenBatch>> {
+        self.open
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Adds `item` to the judge's open batch and waits for its outcome.
+    pub(super) async fn ask(
+        self: &Arc<Self>,
+        pool: &Arc<EndpointPool>,
+        judge: &JudgeSpec,
+        target: &Target,
+        item: JudgedItem,
+        (temperature, seed): (f64, u64),
+    ) -> ItemOutcome {
+        let key = BatchKey {
+            grader: judge.grader_id(),
+            fingerprint: judge.fingerprint.clone(),
+            temperature_bits: temperature.to_bits(),
+            seed,
+        };
+        let call = Call {
+            pool: pool.clone(),
+            judge: judge.clone(),
+            target: target.clone(),
+            temperature,
+            seed,
+        };
+        let (sender, outcome) = oneshot::channel();
+        let full = {
+            let mut open = self.lock();
+            let batch = open.entry(key.clone()).or_insert_with(|| OpenBatch {
+                id: self.next_id.fetch_add(1, Ordering::Relaxed),
+                waiting: Vec::new(),
+            });
+            batch.waiting.push((item, sender));
+            if batch.waiting.len() >= judge.batch_items.max(1) as usize {
+                open.remove(&key).map(|batch| batch.waiting)
+            } else {
+                if batch.waiting.len() == 1 {
+                    let (batches, key, id, call) =
+                        (self.clone(), key.clone(), batch.id, call.clone());
+                    tokio::spawn(async move {
+                        tokio::time::sleep(LINGER).await;
+                        let waiting = {
+                            let mut open = batches.lock();
+                            match open.get(&key) {
+                                Some(batch) if batch.id == id => {
+                                    open.remove(&key).map(|batch| batch.waiting)
+                                }
+                                _ => None,
+                            }
+                        };
+                        if let Some(waiting) = waiting {
+                            send(call, waiting).await;
+                        }
+                    });
+                }
+                None
+            }
+        };
+        if let Some(waiting) = full {
+            tokio::spawn(send(call, waiting));
+        }
+        // A dropped sender (a panic in the call) leaves the answer to be asked alone.
+        outcome
+            .await
+            .unwrap_or(ItemOutcome::AskAlone { spent: None })
+    }
+}
+
+/// Sends one batch and hands each waiter its outcome. A batch of one is not sent: its answer
+/// is asked alone, as an ordinary judge call.
+async fn send(call: Call, waiting: Vec<(JudgedItem, oneshot::Sender<ItemOutcome>)>) {
+    let ask_alone = |waiting: Vec<(JudgedItem, oneshot::Sender<ItemOutcome>)>| {
+        for (_, reply) in waiting {
+            let _ = reply.send(ItemOutcome::AskAlone { spent: None });
+        }
+    };
+    if waiting.len() < 2 {
+        return ask_alone(waiting);
+    }
+    let items: Vec<BatchItem<'_>> = waiting
+        .iter()
+        .map(|(item, _)| BatchItem {
+            input: &item.input,
+            output: &item.output,
+            target: &item.target,
+        })
+        .collect();
+    let Ok(prompt) = render_batch_prompt(&call.judge.rubric, &items) else {
+        // Too long together: each is asked alone (where a long one is refused on its own).
+        return ask_alone(waiting);
+    };
+    let count = waiting.len();
+    let max_tokens = call.judge.max_tokens.saturating_mul(count as u32);
+    let token_estimate = (prompt.len() / 4) as u64 + u64::from(max_tokens);
+    let request = GenerationRequest::user_message(
+        &call.judge.served_model,
+        prompt,
+        max_tokens,
+        call.temperature,
+        call.seed,
+    );
+    let answer = call
+        .pool
+        .generate(&call.target, &request, token_estimate, None)
+        .await;
+    if answer.outcome.is_error() {
+        let error = answer.error.as_deref().unwrap_or("no answer").to_string();
+        for (_, reply) in waiting {
+            let _ = reply.send(ItemOutcome::Failed(error.clone()));
+        }
+        return;
+    }
+    let tokens = answer
+        .logprobs
+        .as_deref()
+        .and_then(|data| arbiter_domain::logprobs::decode(data).ok());
+    let verdicts = read_batch_reply(&answer.output, tokens.as_deref(), count);
+    for (index, ((_, reply), verdict)) in waiting.into_iter().zip(verdicts).enumerate() {
+        let share = share_of(&answer, index, count);
+        let outcome = match verdict {
+            Some(verdict) => ItemOutcome::Answered {
+                reading: verdict.reading,
+                share: Generation {
+                    output: verdict.line,
+                    ..share
+                },
+            },
+            None => ItemOutcome::AskAlone { spent: Some(share) },
+        };
+        let _ = reply.send(outcome);
+    }
+}
+
+/// Item `index`'s share of a call answering `count` items: its tokens (the remainder spread
+/// over the first items, so the shares sum to the call's), its cost and the call's latency.
+fn share_of(answer: &Generation, index: usize, count: usize) -> Generation {
+    let part = |total: Option<i64>| {
+        total.map(|total| {
+            let (each, left) = (total / count as i64, total % count as i64);
+            each + i64::from((index as i64) < left)
+        })
+    };
+    Generation {
+        prompt_tokens: part(answer.prompt_tokens),
+        completion_tokens: part(answer.completion_tokens),
+        cost_usd: answer.cost_usd.map(|cost| cost / count as f64),
+        latency_ms: answer.latency_ms,
+        waited_ms: answer.waited_ms,
+        attempts: answer.attempts,
+        model_used: answer.model_used.clone(),
+        ..Generation::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shares_of_a_call_sum_to_the_call() {
+        let answer = Generation {
+            prompt_tokens: Some(1_001),
+            completion_tokens: Some(50),
+            cost_usd: Some(0.3),
+            latency_ms: 700,
+            ..Generation::default()
+        };
+        let shares: Vec<Generation> = (0..3).map(|index| share_of(&answer, index, 3)).collect();
+        let prompt: Vec<i64> = shares.iter().map(|s| s.prompt_tokens.unwrap()).collect();
+        assert_eq!(prompt, [334, 334, 333]);
+        assert_eq!(
+            shares
+                .iter()
+                .map(|s| s.completion_tokens.unwrap())
+                .sum::<i64>(),
+            50
+        );
+        assert!((shares.iter().map(|s| s.cost_usd.unwrap()).sum::<f64>() - 0.3).abs() < 1e-12);
+        assert!(shares.iter().all(|s| s.latency_ms == 700));
+    }
+}
