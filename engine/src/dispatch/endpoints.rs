@@ -136,6 +136,57 @@ impl Endpoint {
     }
 }
 
+/// Counts one request on an `outstanding` counter until dropped, so an attempt cancelled
+/// mid-way (a dropped future) is uncounted too.
+struct Counted<'a>(&'a AtomicUsize);
+
+impl<'a> Counted<'a> {
+    fn new(counter: &'a AtomicUsize) -> Counted<'a> {
+        counter.fetch_add(1, Ordering::Relaxed);
+        Counted(counter)
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The key a request goes out with, counted on it, with its slot when keys carry their own
+/// rate limits.
+struct KeySlot<'a> {
+    key: &'a ApiKey,
+    _counted: Counted<'a>,
+    _permit: Option<super::limiter::Permit<'a>>,
+}
+
+/// How often a request waiting for one key's slot looks again at the keys: a key paused by a
+/// 429 while the request waited must not keep it waiting when another key is free.
+const KEY_RECHECK: Duration = Duration::from_millis(250);
+
+/// Picks the key for a request and, with several keys, waits for a slot of its own on one.
+async fn key_slot(endpoint: &Endpoint) -> Option<KeySlot<'_>> {
+    loop {
+        let key = endpoint.pick_key()?;
+        let counted = Counted::new(&key.outstanding);
+        if !endpoint.limited_per_key() {
+            return Some(KeySlot {
+                key,
+                _counted: counted,
+                _permit: None,
+            });
+        }
+        tokio::select! {
+            permit = key.limiter.acquire(1) => {
+                return Some(KeySlot { key, _counted: counted, _permit: Some(permit) });
+            }
+            // Pick again: the keys' pauses and loads may have changed meanwhile.
+            _ = tokio::time::sleep(KEY_RECHECK) => {}
+        }
+    }
+}
+
 /// All endpoints of one worker process.
 pub struct EndpointPool {
     client: ModelClient,
@@ -329,50 +380,45 @@ impl EndpointPool {
         (load, waited): (Option<&RunLoad>, &mut Duration),
     ) -> Result<Generation, AttemptFailure> {
         let remaining = deadline.saturating_duration_since(Instant::now());
-        endpoint.outstanding.fetch_add(1, Ordering::Relaxed);
-        let key = endpoint.pick_key();
-        if let Some(key) = key {
-            key.outstanding.fetch_add(1, Ordering::Relaxed);
-        }
-        let key_limiter = key
-            .filter(|_| endpoint.limited_per_key())
-            .map(|key| &key.limiter);
+        let _outstanding = Counted::new(&endpoint.outstanding);
         let waiting_since = Instant::now();
         // The key's slot first: while it waits out its own `Retry-After`, it holds none of the
         // endpoint's slots that the other keys could use.
         let slot = tokio::time::timeout(remaining, async {
-            let key_slot = match key_limiter {
-                Some(limiter) => Some(limiter.acquire(1).await),
-                None => None,
-            };
-            (key_slot, endpoint.limiter.acquire(cost).await)
+            let key = key_slot(endpoint).await;
+            (key, endpoint.limiter.acquire(cost).await)
         })
         .await;
         *waited += waiting_since.elapsed();
-        let result = match slot {
-            Err(_) => Err(AttemptFailure {
-                category: ErrorCategory::Timeout,
-                status: None,
-                message: format!("waited too long for a free slot on {}", endpoint.url),
-                retry_after: None,
-            }),
-            Ok(_permit) => {
+        let (result, key) = match slot {
+            Err(_) => (
+                Err(AttemptFailure {
+                    category: ErrorCategory::Timeout,
+                    status: None,
+                    message: format!("waited too long for a free slot on {}", endpoint.url),
+                    retry_after: None,
+                }),
+                None,
+            ),
+            Ok((key, _permit)) => {
                 let _sending = load.map(RunLoad::sending);
                 let timeout = self
                     .policy
                     .attempt_timeout
                     .min(deadline.saturating_duration_since(Instant::now()))
                     .max(Duration::from_millis(1));
-                let secret = key.map(|key| key.secret.as_str());
-                self.client
+                let secret = key.as_ref().map(|slot| slot.key.secret.as_str());
+                let result = self
+                    .client
                     .attempt(&endpoint.url, secret, request, timeout)
-                    .await
+                    .await;
+                (result, key)
             }
         };
-        endpoint.outstanding.fetch_sub(1, Ordering::Relaxed);
-        if let Some(key) = key {
-            key.outstanding.fetch_sub(1, Ordering::Relaxed);
-        }
+        let key_limiter = key
+            .as_ref()
+            .filter(|_| endpoint.limited_per_key())
+            .map(|slot| &slot.key.limiter);
         match &result {
             Ok(_) => {
                 endpoint.limiter.on_success();
@@ -435,8 +481,10 @@ impl EndpointPool {
                         failure.category.is_transient() && attempts < self.policy.max_attempts;
                     // A `Retry-After` binds the key that drew it: with another key free, the
                     // retry goes out with that one after the ordinary backoff.
+                    let rate_limited_key = failure.category == ErrorCategory::RateLimited
+                        && endpoint.has_a_key_ready();
                     let wait = match failure.retry_after {
-                        Some(after) if !endpoint.has_a_key_ready() => after,
+                        Some(after) if !rate_limited_key => after,
                         _ => self.policy.backoff(attempts - 1),
                     };
                     last_failure = Some(failure);

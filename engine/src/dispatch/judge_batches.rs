@@ -1,7 +1,8 @@
 //! Gathering one worker's judge calls into batches: answers waiting for the same judge (same
 //! version, temperature and sample) go out in one call once the judge's batch is full or the
 //! first of them has waited [`LINGER`], and each waiter gets its own item's verdict back, or
-//! is told to ask the judge alone (the reply skipped its item, or nobody joined it).
+//! is told to ask the judge alone (the reply skipped its item, or nobody joined it). A judge
+//! whose replies leave most answers out is no longer batched.
 //!
 //! The prompt and the reading are [`arbiter_domain::grading::batch`]'s; this module only
 //! groups, sends and hands out.
@@ -23,9 +24,14 @@ use arbiter_domain::grading::judge::{JudgeReading, JudgeSpec};
 /// stage hundreds a second on a busy worker, so batches fill long before; on a slow one a
 /// lone answer goes out as an ordinary one-item call after this.
 const LINGER: Duration = Duration::from_millis(500);
+/// Tokens an `Item <n>: ` label and line break add to each answer's line.
+const LINE_TOKENS: u32 = 8;
 
 /// What a judge is shown of one answer.
 pub(super) struct JudgedItem {
+    /// The run it belongs to: answers of different runs never share a prompt, so no run's
+    /// answers (or a judge's words about them) reach another run's grades.
+    pub run: i64,
     pub input: String,
     pub output: String,
     pub target: String,
@@ -39,22 +45,31 @@ pub(super) enum ItemOutcome {
         reading: JudgeReading,
         share: Generation,
     },
-    /// Ask the judge about this answer alone; `spent` is its share of a batch call whose reply
-    /// skipped it.
+    /// Ask the judge about this answer alone: the batch's reply skipped it (`spent` is its
+    /// share of that call), the batch call failed, or nobody joined it.
     AskAlone { spent: Option<Generation> },
-    /// The judge's endpoint failed the batch call (after retries).
-    Failed(String),
 }
 
-/// Batches this worker is filling, by judge version, fingerprint, temperature and seed.
+/// A judge whose batch replies covered fewer than this share of their answers, over at least
+/// [`COVERAGE_SAMPLE`] answers, is asked one answer per call from then on by this worker: each
+/// skipped answer costs its share of the batch and a call of its own, so a judge that does not
+/// follow the batch format (a small model) costs more batched than alone.
+const MIN_COVERAGE: f64 = 0.5;
+const COVERAGE_SAMPLE: u64 = 16;
+
+/// Batches this worker is filling, by judge version, fingerprint, temperature and seed, and
+/// how well each judge's batch replies have covered their answers.
 #[derive(Default)]
 pub(super) struct JudgeBatches {
     open: Mutex<HashMap<BatchKey, OpenBatch>>,
     next_id: AtomicU64,
+    /// By grader id: answers sent in batches, and answers their replies gave a verdict.
+    coverage: Mutex<HashMap<String, (u64, u64)>>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
 struct BatchKey {
+    run: i64,
     grader: String,
     fingerprint: String,
     temperature_bits: u64,
@@ -70,6 +85,7 @@ struct OpenBatch {
 /// Everything a batch call needs, owned, so it can be sent from a task of its own.
 #[derive(Clone)]
 struct Call {
+    batches: Arc<JudgeBatches>,
     pool: Arc<EndpointPool>,
     judge: JudgeSpec,
     target: Target,
@@ -84,6 +100,32 @@ impl JudgeBatches {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Whether the judge's batch replies have left too many answers out to go on batching.
+    fn gave_up_on(&self, grader: &str) -> bool {
+        let coverage = self.coverage.lock().unwrap_or_else(|p| p.into_inner());
+        coverage.get(grader).is_some_and(|(sent, covered)| {
+            *sent >= COVERAGE_SAMPLE && (*covered as f64) < MIN_COVERAGE * *sent as f64
+        })
+    }
+
+    /// Counts a batch reply that covered `covered` of `sent` answers; warns once when the
+    /// judge falls below the coverage batching needs.
+    fn record_coverage(&self, grader: &str, sent: u64, covered: u64) {
+        let was = self.gave_up_on(grader);
+        {
+            let mut coverage = self.coverage.lock().unwrap_or_else(|p| p.into_inner());
+            let entry = coverage.entry(grader.to_string()).or_default();
+            entry.0 += sent;
+            entry.1 += covered;
+        }
+        if !was && self.gave_up_on(grader) {
+            tracing::warn!(
+                judge = grader,
+                "the judge's batch replies left over half of their answers without a verdict; this worker asks it one answer per call from now on"
+            );
+        }
+    }
+
     /// Adds `item` to the judge's open batch and waits for its outcome.
     pub(super) async fn ask(
         self: &Arc<Self>,
@@ -93,13 +135,19 @@ impl JudgeBatches {
         item: JudgedItem,
         (temperature, seed): (f64, u64),
     ) -> ItemOutcome {
+        let grader = judge.grader_id();
+        if self.gave_up_on(&grader) {
+            return ItemOutcome::AskAlone { spent: None };
+        }
         let key = BatchKey {
-            grader: judge.grader_id(),
+            run: item.run,
+            grader,
             fingerprint: judge.fingerprint.clone(),
             temperature_bits: temperature.to_bits(),
             seed,
         };
         let call = Call {
+            batches: self.clone(),
             pool: pool.clone(),
             judge: judge.clone(),
             target: target.clone(),
@@ -173,7 +221,9 @@ async fn send(call: Call, waiting: Vec<(JudgedItem, oneshot::Sender<ItemOutcome>
         return ask_alone(waiting);
     };
     let count = waiting.len();
-    let max_tokens = call.judge.max_tokens.saturating_mul(count as u32);
+    // Each line's `Item <n>:` comes on top of what one answer's reply may take.
+    let max_tokens =
+        (call.judge.max_tokens.saturating_add(LINE_TOKENS)).saturating_mul(count as u32);
     let token_estimate = (prompt.len() / 4) as u64 + u64::from(max_tokens);
     let request = GenerationRequest::user_message(
         &call.judge.served_model,
@@ -187,17 +237,21 @@ async fn send(call: Call, waiting: Vec<(JudgedItem, oneshot::Sender<ItemOutcome>
         .generate(&call.target, &request, token_estimate, None)
         .await;
     if answer.outcome.is_error() {
-        let error = answer.error.as_deref().unwrap_or("no answer").to_string();
-        for (_, reply) in waiting {
-            let _ = reply.send(ItemOutcome::Failed(error.clone()));
-        }
-        return;
+        // Whatever failed the batch (a prompt or reply too long for the judge's context, an
+        // outage) is for each answer's own call to meet: an outage then fails those calls.
+        call.batches
+            .record_coverage(&call.judge.grader_id(), count as u64, 0);
+        tracing::debug!(judge = %call.judge.grader_id(), error = ?answer.error, "a batch judge call failed; its answers are asked alone");
+        return ask_alone(waiting);
     }
     let tokens = answer
         .logprobs
         .as_deref()
         .and_then(|data| arbiter_domain::logprobs::decode(data).ok());
     let verdicts = read_batch_reply(&answer.output, tokens.as_deref(), count);
+    let covered = verdicts.iter().filter(|verdict| verdict.is_some()).count();
+    call.batches
+        .record_coverage(&call.judge.grader_id(), count as u64, covered as u64);
     for (index, ((_, reply), verdict)) in waiting.into_iter().zip(verdicts).enumerate() {
         let share = share_of(&answer, index, count);
         let outcome = match verdict {
@@ -238,6 +292,22 @@ fn share_of(answer: &Generation, index: usize, count: usize) -> Generation {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_judge_whose_replies_skip_most_answers_is_no_longer_batched() {
+        let batches = JudgeBatches::default();
+        batches.record_coverage("judge:weak@1", 8, 1);
+        assert!(
+            !batches.gave_up_on("judge:weak@1"),
+            "one batch is too few to judge by"
+        );
+        batches.record_coverage("judge:weak@1", 8, 2);
+        assert!(batches.gave_up_on("judge:weak@1"), "3 of 16 covered");
+        batches.record_coverage("judge:able@1", 8, 8);
+        batches.record_coverage("judge:able@1", 8, 1);
+        assert!(!batches.gave_up_on("judge:able@1"), "9 of 16 covered");
+        assert!(!batches.gave_up_on("judge:unseen@1"));
+    }
 
     #[test]
     fn shares_of_a_call_sum_to_the_call() {

@@ -50,6 +50,8 @@ struct Judging<'a> {
     pool: &'a Arc<EndpointPool>,
     /// Where a judge grading several answers per call gathers them; `None` asks one at a time.
     batches: Option<&'a Arc<JudgeBatches>>,
+    /// The run whose answer is judged (answers batch only with their own run's).
+    run: i64,
     question: String,
     target: String,
 }
@@ -104,6 +106,7 @@ async fn triage_answer(
         store,
         pool,
         batches: Some(batches),
+        run: job.run_id.get(),
         // An eval of the original shape shows the judge the item's input, as it always has (so
         // its grade cache still holds); any other shows what the model was asked (choices,
         // system prompt, shots and all), a conversation as its turns.
@@ -384,7 +387,10 @@ impl Judging<'_> {
             let cache_key = grade_cache_key(judge, &prompt, temperature, seed, sample);
             // A batch judge's verdicts are kept apart from one-item verdicts; an answer its
             // batch skipped was asked alone and is found under the one-item key.
-            let batched_key = (self.batches.is_some() && judge.batch_items > 1)
+            let batched_key = (self.batches.is_some()
+                && judge.batch_items > 1
+                && judge.scale.is_none()
+                && !judge.pairwise)
                 .then(|| batched_cache_key(&cache_key, judge));
             let mut cached = None;
             for key in batched_key.iter().chain([&cache_key]) {
@@ -404,6 +410,7 @@ impl Judging<'_> {
                     let asked = match (self.batches, batched_key) {
                         (Some(batches), Some(batched_key)) => {
                             let item = JudgedItem {
+                                run: self.run,
                                 input: question.clone(),
                                 output: generation.output.clone(),
                                 target: answer_key.clone(),
@@ -425,7 +432,6 @@ impl Judging<'_> {
                                         score: None,
                                     })
                                 }
-                                ItemOutcome::Failed(error) => Err(error),
                                 ItemOutcome::AskAlone { spent } => {
                                     if let Some(spent) = &spent {
                                         usage.add(spent);
@@ -606,6 +612,7 @@ pub(crate) async fn judge_verdict(
         store,
         pool,
         batches: None,
+        run: 0,
         question: question.to_string(),
         target: answer_key.to_string(),
     };
