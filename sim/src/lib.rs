@@ -17,6 +17,7 @@
 //! - `replies`: what a model answers, as a pure function of its identity;
 //! - `server`: the OpenAI-shaped HTTP surface, fault injection and `/metrics`.
 
+mod prefix_cache;
 mod replies;
 mod server;
 pub mod vocab;

@@ -18,6 +18,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{json, Value};
 
+use crate::prefix_cache::PrefixCache;
 use crate::replies::*;
 use crate::{SimConfig, SimFaults, SimModel};
 
@@ -167,6 +168,7 @@ struct ModelSlot {
     model: SimModel,
     /// Requests in flight, reported as `vllm:num_requests_running`.
     running: AtomicU64,
+    prefix_cache: std::sync::Mutex<PrefixCache>,
 }
 
 impl SimState {
@@ -178,6 +180,7 @@ impl SimState {
                 .map(|model| ModelSlot {
                     model,
                     running: AtomicU64::new(0),
+                    prefix_cache: Default::default(),
                 })
                 .collect(),
             latency_ms_min: config.latency_ms_min,
@@ -372,6 +375,29 @@ async fn metrics(State(state): State<Arc<SimState>>) -> Response {
         text.push_str(&format!(
             "vllm:num_requests_waiting{{model_name=\"{name}\"}} {waiting}\n"
         ));
+    }
+    for (metric, help) in [
+        ("queries", "Prompt tokens looked up in the prefix cache."),
+        ("hits", "Prompt tokens found in the prefix cache."),
+    ] {
+        text.push_str(&format!(
+            "# HELP vllm:prefix_cache_{metric}_total {help}\n# TYPE vllm:prefix_cache_{metric}_total counter\n"
+        ));
+        for slot in &state.models {
+            let cache = slot
+                .prefix_cache
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let count = if metric == "hits" {
+                cache.hits
+            } else {
+                cache.queried
+            };
+            text.push_str(&format!(
+                "vllm:prefix_cache_{metric}_total{{model_name=\"{}\"}} {count}\n",
+                prometheus_label(&slot.model.name)
+            ));
+        }
     }
     text.push_str(&format!(
         "# HELP arbiter_sim_requests_total Generation requests received.\n\
@@ -648,8 +674,19 @@ async fn generate(state: &SimState, request: GenerationRequest, format: Format) 
         }
         None => None,
     };
+    // The prompt is read, at its modelled cost, only past the prefix the cache holds.
+    let prompt_tokens = crate::replies::tokenize(&request.prompt);
+    let cached = slot
+        .prefix_cache
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .read(&prompt_tokens);
+    let uncached_share = 1.0 - cached as f64 / prompt_tokens.len().max(1) as f64;
     let delay = latency(generation, state.latency_ms_min, state.latency_ms_max)
-        + Duration::from_micros(state.latency_us_per_prompt_byte * request.prompt.len() as u64);
+        + Duration::from_micros(
+            (state.latency_us_per_prompt_byte as f64 * request.prompt.len() as f64 * uncached_share)
+                as u64,
+        );
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }

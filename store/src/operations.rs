@@ -95,8 +95,8 @@ pub trait OperationsStore: Send + Sync + 'static {
     async fn observe_endpoint_queue(
         &self,
         url: &str,
-        waiting: f64,
-        running: f64,
+        (waiting, running): (f64, f64),
+        prefix_cache: Option<arbiter_domain::health::PrefixCacheReading>,
         now: i64,
     ) -> StoreResult<()>;
 
@@ -560,8 +560,10 @@ macro_rules! operations_sql {
 
             async fn endpoint_loads(&self) -> $crate::StoreResult<Vec<arbiter_domain::health::EndpointLoad>> {
                 let result: $crate::StoreResult<Vec<arbiter_domain::health::EndpointLoad>> = async move {
-                    let rows: Vec<(String, i64, String, i64, Option<f64>, Option<f64>, Option<i64>)> = sqlx::query_as(
-                        "SELECT en.base_url, en.max_in_flight, c.name, COALESCE(l.claimed, 0), o.waiting, o.running, o.observed_at \
+                    type Row = (String, i64, String, i64, Option<f64>, Option<f64>, Option<i64>, Option<f64>, Option<f64>);
+                    let rows: Vec<Row> = sqlx::query_as(
+                        "SELECT en.base_url, en.max_in_flight, c.name, COALESCE(l.claimed, 0), o.waiting, o.running, o.observed_at, \
+                                o.prefix_cache_hit_rate, o.prefix_cache_queries \
                          FROM checkpoints c JOIN endpoints en ON en.id = c.endpoint_id \
                          LEFT JOIN (SELECT checkpoint_id, COUNT(*) AS claimed FROM work_items WHERE state = 'leased' GROUP BY checkpoint_id) l \
                            ON l.checkpoint_id = c.id \
@@ -571,7 +573,7 @@ macro_rules! operations_sql {
                     .fetch_all(&self.pool)
                     .await?;
                     let mut loads: Vec<arbiter_domain::health::EndpointLoad> = Vec::new();
-                    for (base_url, max_in_flight, checkpoint, claimed, waiting, running, observed_at) in rows {
+                    for (base_url, max_in_flight, checkpoint, claimed, waiting, running, observed_at, hit_rate, queried_tokens) in rows {
                         match loads.last_mut() {
                             Some(load) if load.base_url == base_url => {
                                 load.checkpoints.push(checkpoint);
@@ -585,6 +587,10 @@ macro_rules! operations_sql {
                                 server_waiting: waiting,
                                 server_running: running,
                                 observed_at,
+                                prefix_cache: hit_rate.map(|hit_rate| arbiter_domain::health::PrefixCacheReading {
+                                    hit_rate,
+                                    queried_tokens,
+                                }),
                             }),
                         }
                     }
@@ -612,17 +618,27 @@ macro_rules! operations_sql {
                 result.map_err(|err| err.during("worker_statuses"))
             }
 
-            async fn observe_endpoint_queue(&self, url: &str, waiting: f64, running: f64, now: i64) -> $crate::StoreResult<()> {
+            async fn observe_endpoint_queue(
+                &self,
+                url: &str,
+                (waiting, running): (f64, f64),
+                prefix_cache: Option<arbiter_domain::health::PrefixCacheReading>,
+                now: i64,
+            ) -> $crate::StoreResult<()> {
                 let result: $crate::StoreResult<()> = async move {
                     sqlx::query(
-                        "INSERT INTO endpoint_observations (url, waiting, running, observed_at) VALUES ($1, $2, $3, $4) \
+                        "INSERT INTO endpoint_observations (url, waiting, running, observed_at, prefix_cache_hit_rate, prefix_cache_queries) \
+                         VALUES ($1, $2, $3, $4, $5, $6) \
                          ON CONFLICT (url) DO UPDATE SET waiting = excluded.waiting, running = excluded.running, \
-                         observed_at = excluded.observed_at",
+                         observed_at = excluded.observed_at, prefix_cache_hit_rate = excluded.prefix_cache_hit_rate, \
+                         prefix_cache_queries = excluded.prefix_cache_queries",
                     )
                     .bind(url)
                     .bind(waiting)
                     .bind(running)
                     .bind(now)
+                    .bind(prefix_cache.map(|reading| reading.hit_rate))
+                    .bind(prefix_cache.and_then(|reading| reading.queried_tokens))
                     .execute(&self.writer)
                     .await?;
                     Ok(())

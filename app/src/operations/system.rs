@@ -121,7 +121,7 @@ fn SystemFigures(data: SystemView, save: ServerAction<SaveAlertRules>) -> impl I
             <table>
                 <thead><tr>
                     <th>"Endpoint"</th><th>"Checkpoints"</th><th>"Claimed / limit"</th>
-                    <th>"Server waiting"</th><th>"Server running"</th>
+                    <th>"Server waiting"</th><th>"Server running"</th><th>"Prefix cache hits"</th>
                 </tr></thead>
                 <tbody>
                     {data.endpoints.iter().map(|endpoint| {
@@ -140,12 +140,19 @@ fn SystemFigures(data: SystemView, save: ServerAction<SaveAlertRules>) -> impl I
                                 </td>
                                 <td>{reading(endpoint.waiting)}</td>
                                 <td>{reading(endpoint.running)}</td>
+                                <td data-testid="prefix-cache">{match endpoint.prefix_cache {
+                                    Some(cache) => match cache.queried_tokens {
+                                        Some(tokens) => format!("{:.0}% of {tokens:.0} prompt tokens", cache.hit_rate * 100.0),
+                                        None => format!("{:.0}%", cache.hit_rate * 100.0),
+                                    },
+                                    None => "not reported".to_string(),
+                                }}</td>
                             </tr>
                         }
                     }).collect_view()}
                 </tbody>
             </table>
-            <p class="hint">"Claimed identities include each worker's next batch; the server's own queue is read from vLLM-style " <code>"/metrics"</code> " where the endpoint has them."</p>
+            <p class="hint">"Claimed identities include each worker's next batch; the server's own queue and its prefix cache (the share of prompt tokens found cached since it started) are read from vLLM-style " <code>"/metrics"</code> " where the endpoint has them."</p>
         </section>
 
         <section class="card" data-testid="workers">

@@ -29,6 +29,8 @@ pub struct EndpointView {
     pub running: Option<f64>,
     /// Seconds since the server's queue was read.
     pub observed_age_s: Option<i64>,
+    /// The server's prefix cache since it started, when its `/metrics` say.
+    pub prefix_cache: Option<arbiter_domain::health::PrefixCacheReading>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -182,6 +184,7 @@ pub async fn system_health() -> Result<SystemView, ServerFnError> {
                 waiting: load.server_waiting,
                 running: load.server_running,
                 observed_age_s: load.observed_at.map(|at| (now - at) / 1_000),
+                prefix_cache: load.prefix_cache,
             })
             .collect(),
         workers: health

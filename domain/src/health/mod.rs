@@ -70,6 +70,18 @@ pub struct EndpointLoad {
     pub server_waiting: Option<f64>,
     pub server_running: Option<f64>,
     pub observed_at: Option<i64>,
+    /// The server's prefix cache as last read: the share of prompt tokens it found cached,
+    /// and the tokens it looked up, since it started.
+    #[serde(default)]
+    pub prefix_cache: Option<PrefixCacheReading>,
+}
+
+/// What a server's `/metrics` say of its prefix cache.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PrefixCacheReading {
+    pub hit_rate: f64,
+    /// Prompt tokens looked up; `None` when the server reports only a rate.
+    pub queried_tokens: Option<f64>,
 }
 
 /// A worker process as its heartbeats describe it.

@@ -438,8 +438,9 @@ impl EndpointPool {
 
     /// Answers one request: retries transient failures on the least loaded replica, then tries
     /// the fallback once; returns the final generation with every failed attempt logged. With
-    /// an `affinity` (the turns of one conversation), the first attempt goes to the replica
-    /// that affinity keeps to, and retries to the least loaded.
+    /// an `affinity` (the turns of one conversation, prompts with the same long start, one
+    /// judge's calls), the first attempt goes to the replica that affinity keeps to while it
+    /// has room, and retries to the least loaded.
     pub async fn generate(
         self: &Arc<Self>,
         target: &Target,
@@ -615,6 +616,27 @@ pub fn prometheus_sum(text: &str, metric: &str) -> Option<f64> {
     total
 }
 
+/// The prefix cache a server's `/metrics` describe: vLLM V1's token counters
+/// (`prefix_cache_queries_total`, `prefix_cache_hits_total`), else V0's hit-rate gauge;
+/// `None` when it reports neither (or has looked nothing up yet).
+pub fn prefix_cache_reading(text: &str) -> Option<arbiter_domain::health::PrefixCacheReading> {
+    use arbiter_domain::health::PrefixCacheReading;
+    let counted = prometheus_sum(text, "vllm:prefix_cache_queries_total").and_then(|queried| {
+        let hits = prometheus_sum(text, "vllm:prefix_cache_hits_total")?;
+        (queried > 0.0).then(|| PrefixCacheReading {
+            hit_rate: hits / queried,
+            queried_tokens: Some(queried),
+        })
+    });
+    counted.or_else(|| {
+        let rate = prometheus_sum(text, "vllm:gpu_prefix_cache_hit_rate")?;
+        Some(PrefixCacheReading {
+            hit_rate: rate,
+            queried_tokens: None,
+        })
+    })
+}
+
 /// How often `/metrics` is read: once a second, and while the limiter is still finding the
 /// server's capacity (it doubles on each reading that shows no queue) also whenever the limit
 /// fills up, at most every `METRICS_POLL_MIN_GAP`.
@@ -670,8 +692,14 @@ async fn watch_server_queue(
                 if last_observation.is_none_or(|at| at.elapsed() >= OBSERVATION_EVERY) {
                     last_observation = Some(std::time::Instant::now());
                     let now = arbiter_store::now_ms();
+                    let prefix_cache = text.as_deref().and_then(prefix_cache_reading);
                     if let Err(err) = store
-                        .observe_endpoint_queue(&endpoint.url, waiting, running, now)
+                        .observe_endpoint_queue(
+                            &endpoint.url,
+                            (waiting, running),
+                            prefix_cache,
+                            now,
+                        )
                         .await
                     {
                         tracing::debug!(error = %err, "endpoint queue reading not kept");
@@ -714,6 +742,30 @@ mod tests {
         assert_eq!(prometheus_sum(text, "vllm:num_requests_waiting"), Some(7.0));
         assert_eq!(prometheus_sum(text, "vllm:num_requests_running"), Some(7.0));
         assert_eq!(prometheus_sum(text, "vllm:gpu_cache_usage_perc"), None);
+    }
+
+    #[test]
+    fn prefix_cache_readings_come_from_v1_counters_or_the_v0_gauge() {
+        let v1 = "vllm:prefix_cache_queries_total{model_name=\"a\"} 600\n\
+                  vllm:prefix_cache_queries_total{model_name=\"b\"} 400\n\
+                  vllm:prefix_cache_hits_total{model_name=\"a\"} 450\n\
+                  vllm:prefix_cache_hits_total{model_name=\"b\"} 50\n";
+        let reading = prefix_cache_reading(v1).unwrap();
+        assert_eq!(
+            (reading.hit_rate, reading.queried_tokens),
+            (0.5, Some(1000.0))
+        );
+        let v0 = "vllm:gpu_prefix_cache_hit_rate{model_name=\"a\"} 0.25\n";
+        assert_eq!(prefix_cache_reading(v0).unwrap().hit_rate, 0.25);
+        assert_eq!(prefix_cache_reading(v0).unwrap().queried_tokens, None);
+        assert_eq!(
+            prefix_cache_reading(
+                "vllm:prefix_cache_queries_total 0\nvllm:prefix_cache_hits_total 0\n"
+            ),
+            None,
+            "nothing looked up yet"
+        );
+        assert_eq!(prefix_cache_reading("vllm:num_requests_waiting 1\n"), None);
     }
 
     #[test]

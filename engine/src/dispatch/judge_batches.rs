@@ -57,14 +57,65 @@ pub(super) enum ItemOutcome {
 const MIN_COVERAGE: f64 = 0.5;
 const COVERAGE_SAMPLE: u64 = 16;
 
+/// Longest an answer waits for a judge's first batch replies to show whether it follows the
+/// batch format, before it is asked alone.
+const PROBATION_WAIT: Duration = Duration::from_secs(60);
+
 /// Batches this worker is filling, by judge version, fingerprint, temperature and seed, and
 /// how well each judge's batch replies have covered their answers.
 #[derive(Default)]
 pub(super) struct JudgeBatches {
     open: Mutex<HashMap<BatchKey, OpenBatch>>,
     next_id: AtomicU64,
-    /// By grader id: answers sent in batches, and answers their replies gave a verdict.
-    coverage: Mutex<HashMap<String, (u64, u64)>>,
+    /// By grader id.
+    coverage: Mutex<HashMap<String, Coverage>>,
+    /// Rung when a judge's first replies have been counted.
+    learned: tokio::sync::Notify,
+}
+
+/// How a judge's batch replies have covered their answers.
+#[derive(Debug, Default)]
+struct Coverage {
+    /// Answers in batches answered (or failed), and those their replies gave a verdict.
+    sent: u64,
+    covered: u64,
+    /// Answers admitted to batches not answered yet.
+    pending: u64,
+}
+
+impl Coverage {
+    fn proven(&self) -> bool {
+        self.sent >= COVERAGE_SAMPLE
+    }
+
+    fn gave_up(&self) -> bool {
+        self.proven() && (self.covered as f64) < MIN_COVERAGE * self.sent as f64
+    }
+
+    /// Whether another answer may join a batch now: once the judge has shown it follows the
+    /// format, always; before, only the first [`COVERAGE_SAMPLE`] answers, so a judge that
+    /// ignores it wastes no more than those (the rest wait for its replies).
+    fn admits(&self) -> Admission {
+        if self.proven() {
+            if self.gave_up() {
+                Admission::Alone
+            } else {
+                Admission::Batch
+            }
+        } else if self.sent + self.pending < COVERAGE_SAMPLE {
+            Admission::Batch
+        } else {
+            Admission::Wait
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Admission {
+    Batch,
+    Alone,
+    /// Until the judge's first batch replies are counted.
+    Wait,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
@@ -100,29 +151,67 @@ impl JudgeBatches {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Whether the judge's batch replies have left too many answers out to go on batching.
-    fn gave_up_on(&self, grader: &str) -> bool {
-        let coverage = self.coverage.lock().unwrap_or_else(|p| p.into_inner());
-        coverage.get(grader).is_some_and(|(sent, covered)| {
-            *sent >= COVERAGE_SAMPLE && (*covered as f64) < MIN_COVERAGE * *sent as f64
-        })
+    fn coverage(&self) -> std::sync::MutexGuard<'_, HashMap<String, Coverage>> {
+        self.coverage
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Counts a batch reply that covered `covered` of `sent` answers; warns once when the
-    /// judge falls below the coverage batching needs.
-    fn record_coverage(&self, grader: &str, sent: u64, covered: u64) {
-        let was = self.gave_up_on(grader);
-        {
-            let mut coverage = self.coverage.lock().unwrap_or_else(|p| p.into_inner());
-            let entry = coverage.entry(grader.to_string()).or_default();
-            entry.0 += sent;
-            entry.1 += covered;
+    /// Whether an answer for `grader` goes into a batch (counted as pending if so), is asked
+    /// alone, or waits for the judge's first replies (at most [`PROBATION_WAIT`]).
+    async fn admit(&self, grader: &str) -> bool {
+        let give_up_waiting = tokio::time::Instant::now() + PROBATION_WAIT;
+        loop {
+            let learned = self.learned.notified();
+            tokio::pin!(learned);
+            learned.as_mut().enable();
+            {
+                let mut coverage = self.coverage();
+                let entry = coverage.entry(grader.to_string()).or_default();
+                match entry.admits() {
+                    Admission::Batch => {
+                        entry.pending += 1;
+                        return true;
+                    }
+                    Admission::Alone => return false,
+                    Admission::Wait => {}
+                }
+            }
+            if tokio::time::timeout_at(give_up_waiting, learned)
+                .await
+                .is_err()
+            {
+                return false;
+            }
         }
-        if !was && self.gave_up_on(grader) {
+    }
+
+    /// Settles `answers` admitted to a batch: with `covered`, how many of them its reply gave
+    /// a verdict (0 for a failed call); without, the batch was never sent. Warns once when
+    /// the judge falls below the coverage batching needs, and wakes answers waiting to learn.
+    fn settle(&self, grader: &str, answers: u64, covered: Option<u64>) {
+        let (proven_now, gave_up_now) = {
+            let mut coverage = self.coverage();
+            let entry = coverage.entry(grader.to_string()).or_default();
+            let (was_proven, had_given_up) = (entry.proven(), entry.gave_up());
+            entry.pending = entry.pending.saturating_sub(answers);
+            if let Some(covered) = covered {
+                entry.sent += answers;
+                entry.covered += covered;
+            }
+            (
+                entry.proven() && !was_proven,
+                entry.gave_up() && !had_given_up,
+            )
+        };
+        if gave_up_now {
             tracing::warn!(
                 judge = grader,
                 "the judge's batch replies left over half of their answers without a verdict; this worker asks it one answer per call from now on"
             );
+        }
+        if proven_now || covered.is_none() {
+            self.learned.notify_waiters();
         }
     }
 
@@ -136,7 +225,7 @@ impl JudgeBatches {
         (temperature, seed): (f64, u64),
     ) -> ItemOutcome {
         let grader = judge.grader_id();
-        if self.gave_up_on(&grader) {
+        if !self.admit(&grader).await {
             return ItemOutcome::AskAlone { spent: None };
         }
         let key = BatchKey {
@@ -200,12 +289,15 @@ impl JudgeBatches {
 /// Sends one batch and hands each waiter its outcome. A batch of one is not sent: its answer
 /// is asked alone, as an ordinary judge call.
 async fn send(call: Call, waiting: Vec<(JudgedItem, oneshot::Sender<ItemOutcome>)>) {
+    let grader = call.judge.grader_id();
+    let count = waiting.len();
     let ask_alone = |waiting: Vec<(JudgedItem, oneshot::Sender<ItemOutcome>)>| {
         for (_, reply) in waiting {
             let _ = reply.send(ItemOutcome::AskAlone { spent: None });
         }
     };
-    if waiting.len() < 2 {
+    if count < 2 {
+        call.batches.settle(&grader, count as u64, None);
         return ask_alone(waiting);
     }
     let items: Vec<BatchItem<'_>> = waiting
@@ -218,9 +310,9 @@ async fn send(call: Call, waiting: Vec<(JudgedItem, oneshot::Sender<ItemOutcome>
         .collect();
     let Ok(prompt) = render_batch_prompt(&call.judge.rubric, &items) else {
         // Too long together: each is asked alone (where a long one is refused on its own).
+        call.batches.settle(&grader, count as u64, None);
         return ask_alone(waiting);
     };
-    let count = waiting.len();
     // Each line's `Item <n>:` comes on top of what one answer's reply may take.
     let max_tokens =
         (call.judge.max_tokens.saturating_add(LINE_TOKENS)).saturating_mul(count as u32);
@@ -234,13 +326,17 @@ async fn send(call: Call, waiting: Vec<(JudgedItem, oneshot::Sender<ItemOutcome>
     );
     let answer = call
         .pool
-        .generate(&call.target, &request, token_estimate, None)
+        .generate(
+            &call.target,
+            &request,
+            token_estimate,
+            Some(super::judging::judge_affinity(&call.judge)),
+        )
         .await;
     if answer.outcome.is_error() {
         // Whatever failed the batch (a prompt or reply too long for the judge's context, an
         // outage) is for each answer's own call to meet: an outage then fails those calls.
-        call.batches
-            .record_coverage(&call.judge.grader_id(), count as u64, 0);
+        call.batches.settle(&grader, count as u64, Some(0));
         tracing::debug!(judge = %call.judge.grader_id(), error = ?answer.error, "a batch judge call failed; its answers are asked alone");
         return ask_alone(waiting);
     }
@@ -251,7 +347,7 @@ async fn send(call: Call, waiting: Vec<(JudgedItem, oneshot::Sender<ItemOutcome>
     let verdicts = read_batch_reply(&answer.output, tokens.as_deref(), count);
     let covered = verdicts.iter().filter(|verdict| verdict.is_some()).count();
     call.batches
-        .record_coverage(&call.judge.grader_id(), count as u64, covered as u64);
+        .settle(&grader, count as u64, Some(covered as u64));
     for (index, ((_, reply), verdict)) in waiting.into_iter().zip(verdicts).enumerate() {
         let share = share_of(&answer, index, count);
         let outcome = match verdict {
@@ -293,20 +389,42 @@ fn share_of(answer: &Generation, index: usize, count: usize) -> Generation {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_judge_whose_replies_skip_most_answers_is_no_longer_batched() {
-        let batches = JudgeBatches::default();
-        batches.record_coverage("judge:weak@1", 8, 1);
-        assert!(
-            !batches.gave_up_on("judge:weak@1"),
-            "one batch is too few to judge by"
-        );
-        batches.record_coverage("judge:weak@1", 8, 2);
-        assert!(batches.gave_up_on("judge:weak@1"), "3 of 16 covered");
-        batches.record_coverage("judge:able@1", 8, 8);
-        batches.record_coverage("judge:able@1", 8, 1);
-        assert!(!batches.gave_up_on("judge:able@1"), "9 of 16 covered");
-        assert!(!batches.gave_up_on("judge:unseen@1"));
+    #[tokio::test]
+    async fn a_judge_proves_it_follows_the_batch_format_before_its_answers_are_all_batched() {
+        let batches = Arc::new(JudgeBatches::default());
+        for _ in 0..COVERAGE_SAMPLE {
+            assert!(
+                batches.admit("judge:weak@1").await,
+                "the first answers try batches"
+            );
+        }
+        // The next waits for the first replies; they cover 3 of 16, so it is asked alone.
+        let waiting = {
+            let batches = batches.clone();
+            tokio::spawn(async move { batches.admit("judge:weak@1").await })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!waiting.is_finished(), "it waits to learn");
+        batches.settle("judge:weak@1", 8, Some(1));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!waiting.is_finished(), "8 answers are too few to judge by");
+        batches.settle("judge:weak@1", 8, Some(2));
+        assert!(!waiting.await.unwrap());
+        assert!(!batches.admit("judge:weak@1").await);
+
+        // A judge that covers its answers is batched from then on.
+        for _ in 0..COVERAGE_SAMPLE {
+            assert!(batches.admit("judge:able@1").await);
+        }
+        batches.settle("judge:able@1", 8, Some(8));
+        batches.settle("judge:able@1", 8, Some(1));
+        assert!(batches.admit("judge:able@1").await, "9 of 16 covered");
+        // A batch never sent gives its place back.
+        for _ in 0..COVERAGE_SAMPLE {
+            assert!(batches.admit("judge:lonely@1").await);
+        }
+        batches.settle("judge:lonely@1", 1, None);
+        assert!(batches.admit("judge:lonely@1").await);
     }
 
     #[test]

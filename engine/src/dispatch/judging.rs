@@ -572,7 +572,12 @@ impl Judging<'_> {
         };
         let answer = self
             .pool
-            .generate(target, &request, token_estimate, None)
+            .generate(
+                target,
+                &request,
+                token_estimate,
+                Some(judge_affinity(judge)),
+            )
             .await;
         usage.add(&answer);
         if answer.outcome.is_error() {
@@ -657,6 +662,12 @@ pub(crate) async fn judge_pair_order(
         .and_then(|data| arbiter_domain::logprobs::decode(data).ok());
     let reading = read_pairwise(&answer.output, tokens.as_deref());
     Ok((answer.output, reading))
+}
+
+/// The replica a judge's calls prefer: they all start with its rubric, which that replica's
+/// prefix cache then holds (the least loaded takes over while it is saturated).
+pub(super) fn judge_affinity(judge: &JudgeSpec) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(format!("judge\u{0}{}", judge.grader_id()).as_bytes())
 }
 
 /// What the judge calls of one grade used, summed over samples.

@@ -164,6 +164,27 @@ impl RunSpec {
         }
     }
 
+    /// The replica affinity of a long prompt: its first [`SHARED_PREFIX_AFFINITY_BYTES`]
+    /// (a system prompt, few-shot exemplars, a document asked about several times). Prompts
+    /// that start alike prefer one replica, whose prefix cache then holds that start, and
+    /// prompts that start differently (MMLU's subjects, each with its exemplars) are spread
+    /// over the replicas by their starts, so each replica's cache holds its share of them. The
+    /// least loaded replica takes over while the preferred one is saturated.
+    fn prefix_affinity(&self, rendered: &RenderedPrompt) -> Option<u64> {
+        if self.original_shape {
+            return None;
+        }
+        let text = rendered.body.as_text();
+        let mut end = SHARED_PREFIX_AFFINITY_BYTES;
+        if text.len() <= end {
+            return None;
+        }
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        Some(xxhash_rust::xxh3::xxh3_64(text[..end].as_bytes()))
+    }
+
     /// One identity's prompt (a later turn of a conversation with the model's own earlier
     /// answers) and how the eval reads its item; an error says why it cannot be rendered
     /// (which the launch's check makes all but impossible, short of answers too long to send).
@@ -207,6 +228,9 @@ async fn cache_entry(
     };
     (Some(key), cached)
 }
+
+/// How much of a prompt's start (about 256 tokens) names the prefix it may share with others.
+const SHARED_PREFIX_AFFINITY_BYTES: usize = 1_024;
 
 /// The replica affinity of a conversation: every turn of one conversation (case and
 /// repetition) prefers the same replica, so the server's prefix cache holds its earlier turns.
@@ -274,7 +298,8 @@ async fn answer(
             };
             // The planner's estimate, stored on the identity, is the request's token cost.
             let cost = u64::try_from(job.cost).unwrap_or(0);
-            let affinity = conversation_affinity(job, rendered);
+            let affinity =
+                conversation_affinity(job, rendered).or_else(|| spec.prefix_affinity(rendered));
             (
                 pool.generate(&spec.target, &request, cost, affinity).await,
                 None,

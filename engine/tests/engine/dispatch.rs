@@ -348,3 +348,95 @@ async fn replicas_share_the_load() {
         "least outstanding spreads the load: {on_first} / {on_second}"
     );
 }
+
+/// A simulator's prefix cache counters (vLLM's, in tokens): (looked up, found).
+async fn prefix_cache(endpoint: &str) -> (f64, f64) {
+    let url = format!("{}/metrics", endpoint.trim_end_matches("/v1"));
+    let text = reqwest::get(url).await.unwrap().text().await.unwrap();
+    let sum = |metric: &str| arbiter_engine::dispatch::prometheus_sum(&text, metric).unwrap();
+    (
+        sum("vllm:prefix_cache_queries_total"),
+        sum("vllm:prefix_cache_hits_total"),
+    )
+}
+
+#[tokio::test]
+async fn a_run_whose_prompts_share_a_long_start_keeps_to_one_replica_and_its_prefix_cache() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = open_store(&directory).await;
+    let slow = SimConfig {
+        latency_ms_min: 20,
+        latency_ms_max: 30,
+        ..SimConfig::demo()
+    };
+    let first = start_sim(slow.clone()).await;
+    let second = start_sim(slow).await;
+    let revision =
+        arbiter_engine::catalog::upload_dataset(store.as_ref(), "qa", "qa.jsonl", SAMPLE, None)
+            .await
+            .unwrap();
+    // A long system prompt every request starts with, as few-shot exemplars would be.
+    let guideline = "Read the question carefully, work it out step by step, and check the \
+        result before you answer; give the final answer on a line of its own. ";
+    let eval = arbiter_engine::catalog::define_eval(
+        store.as_ref(),
+        &EvalForm {
+            name: "qa with instructions".into(),
+            dataset_id: revision.dataset_id,
+            prompt_template: "Question: {input}".into(),
+            max_tokens: 64,
+            temperature: 0.0,
+            repetitions: 2,
+            seed: 0,
+            grader: String::new(),
+            options: arbiter_engine::catalog::EvalOptions {
+                system_prompt: guideline.repeat(10),
+                ..arbiter_engine::catalog::EvalOptions::default()
+            },
+        },
+        None,
+    )
+    .await
+    .unwrap();
+    let form = CheckpointForm {
+        name: "replicated".into(),
+        endpoint_url: first.clone(),
+        model: "sim-ckpt-a".into(),
+        replica_urls: second.clone(),
+        ..CheckpointForm::default()
+    };
+    let ckpt = arbiter_engine::catalog::register_checkpoint(store.as_ref(), &form, None)
+        .await
+        .unwrap();
+    let run = launch(store.as_ref(), eval, ckpt).await;
+    // Four requests at a time: below each replica's starting limit, so neither is saturated
+    // and least outstanding alone would alternate between them.
+    let mut worker = test_worker("w");
+    worker.max_in_flight = 4;
+    let progress = work_until_complete(store.clone(), &[run], worker)
+        .await
+        .remove(0);
+    assert_eq!(progress.done, 120);
+    let rows = store.run_outcomes(run).await.unwrap();
+    let served = |url: &str| {
+        rows.iter()
+            .filter(|row| row.served_by.as_deref() == Some(url))
+            .count()
+    };
+    let (on_first, on_second) = (served(&first), served(&second));
+    assert_eq!(on_first + on_second, 120);
+    assert!(
+        on_first.max(on_second) == 120,
+        "the shared prefix keeps the run on one replica while it has room: {on_first} / {on_second}"
+    );
+    let preferred = if on_first > on_second {
+        &first
+    } else {
+        &second
+    };
+    let (queried, found) = prefix_cache(preferred).await;
+    assert!(
+        found / queried > 0.8,
+        "its prefix cache holds the shared start: {found} of {queried} prompt tokens"
+    );
+}

@@ -222,12 +222,16 @@ async fn system_health_is_read_from_the_store_and_rules_raise_and_resolve_alerts
     // The endpoint's own queue, as a worker read it.
     let url = loads[0].base_url.clone();
     assert!(url.starts_with(ENDPOINT), "{url}");
+    let reading = arbiter_domain::health::PrefixCacheReading {
+        hit_rate: 0.75,
+        queried_tokens: Some(40_000.0),
+    };
     store
-        .observe_endpoint_queue(&url, 7.0, 32.0, now)
+        .observe_endpoint_queue(&url, (7.0, 32.0), None, now)
         .await
         .unwrap();
     store
-        .observe_endpoint_queue(&url, 3.0, 30.0, now + 1)
+        .observe_endpoint_queue(&url, (3.0, 30.0), Some(reading), now + 1)
         .await
         .unwrap();
     let load = &store.endpoint_loads().await.unwrap()[0];
@@ -235,6 +239,7 @@ async fn system_health_is_read_from_the_store_and_rules_raise_and_resolve_alerts
         (load.server_waiting, load.server_running, load.observed_at),
         (Some(3.0), Some(30.0), Some(now + 1))
     );
+    assert_eq!(load.prefix_cache, Some(reading));
     let workers = store.worker_statuses().await.unwrap();
     assert_eq!(workers.len(), 1);
     assert_eq!(
