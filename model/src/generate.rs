@@ -11,6 +11,7 @@ use candle_core::{Device, Tensor};
 use candle_transformers::generation::{LogitsProcessor, Sampling};
 use candle_transformers::models::quantized_llama::ModelWeights;
 
+use crate::prefix_cache::{PrefixCache, Restored, BOUNDARIES};
 use crate::scoring::{score, ScoredToken};
 use crate::tokenizer::TextTokenizer;
 
@@ -85,22 +86,28 @@ pub enum GenerateError {
 
 /// Runs one generation. `emit` receives each piece of text as it becomes final and returns
 /// `false` when nobody is listening any more, which stops the generation like `cancel` does.
+/// The prompt is read from where `cache` holds its longest kept prefix, and the prefixes it
+/// passes are kept there.
 pub fn generate(
-    weights: &ModelWeights,
+    (weights, cache): (&ModelWeights, &PrefixCache),
     tokenizer: &TextTokenizer,
     prompt: &[u32],
     params: &SamplingParams,
     cancel: &AtomicBool,
     mut emit: impl FnMut(Piece) -> bool,
 ) -> Result<Finished, GenerateError> {
-    let mut model = weights.clone();
     let mut sampler = sampler_for(params);
     let mut text = TextAssembler::new(&params.stop);
     let mut completion_tokens = 0;
     if cancel.load(Ordering::Relaxed) {
         return Err(GenerateError::Cancelled);
     }
-    let mut logits = prefill(&mut model, prompt, PREFILL_CHUNK)?;
+    let Restored { mut model, start } = cache.restore(weights, prompt);
+    let mut logits = prefill_from(&mut model, prompt, start, |read, model| {
+        if BOUNDARIES.contains(&read) {
+            cache.keep(&prompt[..read], model);
+        }
+    })?;
     let mut position = prompt.len();
     let finish_reason = loop {
         if completion_tokens == params.max_tokens {
@@ -218,6 +225,36 @@ pub fn prefill(
         let ids = Tensor::new(piece, &Device::Cpu)?.unsqueeze(0)?;
         logits = Some(model.forward(&ids, position)?.squeeze(0)?);
         position += piece.len();
+    }
+    logits.ok_or_else(|| candle_core::Error::Msg("an empty prompt has no next token".into()))
+}
+
+/// Reads `prompt` from `start` (the model has read what is before it) up to its end, in
+/// pieces of at most [`PREFILL_CHUNK`] tokens that end on the prefix cache's boundaries, calling
+/// `passed` with the tokens read and the model after each piece; returns the logits for the
+/// token after the prompt.
+pub fn prefill_from(
+    model: &mut ModelWeights,
+    prompt: &[u32],
+    start: usize,
+    mut passed: impl FnMut(usize, &ModelWeights),
+) -> candle_core::Result<Tensor> {
+    let mut position = start;
+    let mut logits = None;
+    while position < prompt.len() {
+        let next_boundary = BOUNDARIES
+            .iter()
+            .copied()
+            .find(|boundary| *boundary > position)
+            .unwrap_or(usize::MAX);
+        let end = prompt
+            .len()
+            .min(position + PREFILL_CHUNK)
+            .min(next_boundary);
+        let ids = Tensor::new(&prompt[position..end], &Device::Cpu)?.unsqueeze(0)?;
+        logits = Some(model.forward(&ids, position)?.squeeze(0)?);
+        position = end;
+        passed(position, model);
     }
     logits.ok_or_else(|| candle_core::Error::Msg("an empty prompt has no next token".into()))
 }

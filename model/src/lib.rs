@@ -7,12 +7,14 @@
 //! - [`tokenizer`]: byte-level BPE rebuilt from the file's vocabulary and merges;
 //! - [`chat`]: chat prompts rendered with the model's own Jinja template;
 //! - [`generate`], [`scoring`]: one generation, token by token, with its logprobs;
+//! - [`prefix_cache`]: prompts that start alike read from where an earlier one left off;
 //! - [`openai`]: the OpenAI wire format (requests checked into one job, responses);
 //! - [`server`]: the routes, queueing and `/metrics`.
 
 pub mod chat;
 pub mod generate;
 pub mod openai;
+pub mod prefix_cache;
 pub mod scoring;
 pub mod server;
 pub mod tokenizer;

@@ -28,6 +28,7 @@ use crate::generate::{
     SamplingParams,
 };
 use crate::openai::{self, ApiError, Envelope, Format, Job, Prompt};
+use crate::prefix_cache::PrefixCache;
 use crate::weights::{self, LoadedModel};
 
 /// How `arbiter model serve` was asked to run.
@@ -38,6 +39,8 @@ pub struct ServeConfig {
     pub name: Option<String>,
     /// Generations that run at once; the rest wait.
     pub parallel: usize,
+    /// Prompt-prefix tokens whose reading is kept for prompts that start alike (0: none).
+    pub prefix_cache_tokens: usize,
 }
 
 /// The loaded model and what the routes share.
@@ -50,6 +53,7 @@ pub struct ModelServer {
     template: ChatTemplate,
     slots: Arc<Semaphore>,
     counts: Counts,
+    prefix_cache: PrefixCache,
 }
 
 #[derive(Default)]
@@ -93,6 +97,7 @@ impl ModelServer {
             template,
             slots: Arc::new(Semaphore::new(config.parallel)),
             counts: Counts::default(),
+            prefix_cache: PrefixCache::new(config.prefix_cache_tokens),
         })
     }
 
@@ -412,7 +417,7 @@ async fn start(
                 };
                 echoed.and_then(|()| {
                     generate(
-                        &server.model.weights,
+                        (&server.model.weights, &server.prefix_cache),
                         &server.model.tokenizer,
                         &prompt,
                         &params,
@@ -623,6 +628,7 @@ async fn metrics(State(server): State<Arc<ModelServer>>) -> Response {
     };
     let load = |count: &AtomicUsize| count.load(Ordering::Relaxed) as u64;
     let load64 = |count: &AtomicU64| count.load(Ordering::Relaxed);
+    let (prefix_queried, prefix_hits) = server.prefix_cache.counts();
     let body = [
         metric(
             "gauge",
@@ -647,6 +653,18 @@ async fn metrics(State(server): State<Arc<ModelServer>>) -> Response {
             "vllm:generation_tokens_total",
             "Number of generation tokens processed.",
             load64(&counts.generation_tokens),
+        ),
+        metric(
+            "counter",
+            "vllm:prefix_cache_queries_total",
+            "Prompt tokens looked up in the prefix cache.",
+            prefix_queried,
+        ),
+        metric(
+            "counter",
+            "vllm:prefix_cache_hits_total",
+            "Prompt tokens found in the prefix cache.",
+            prefix_hits,
         ),
         format!(
             "# HELP vllm:request_success_total Count of successfully processed requests.\n\

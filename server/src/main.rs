@@ -518,6 +518,11 @@ pub enum ModelAction {
         /// Generations that run at once; later requests wait in a queue.
         #[arg(long, default_value_t = 2)]
         parallel: usize,
+        /// Prompt-prefix tokens whose reading is kept, so prompts that start alike (a judge's
+        /// rubric, few-shot exemplars) skip reading them again; 0 keeps none. SmolLM2-135M
+        /// holds about 46 KB per token.
+        #[arg(long, default_value_t = commands::model::PREFIX_CACHE_TOKENS)]
+        prefix_cache_tokens: usize,
     },
     /// Time the bundled model on this machine: load time, memory, prompt (prefill) tokens/s,
     /// and generated tokens/s with one and with two generations at once, through its HTTP API.

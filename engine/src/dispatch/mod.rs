@@ -175,14 +175,8 @@ impl RunSpec {
             return None;
         }
         let text = rendered.body.as_text();
-        let mut end = SHARED_PREFIX_AFFINITY_BYTES;
-        if text.len() <= end {
-            return None;
-        }
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        Some(xxhash_rust::xxh3::xxh3_64(text[..end].as_bytes()))
+        let start = text.as_bytes().get(..SHARED_PREFIX_AFFINITY_BYTES)?;
+        (text.len() > start.len()).then(|| xxhash_rust::xxh3::xxh3_64(start))
     }
 
     /// One identity's prompt (a later turn of a conversation with the model's own earlier

@@ -1,5 +1,5 @@
 //! The bundled model's integration tests, in one binary: its tokenizer against llama.cpp's
-//! token ids, and prompts read in chunks against one pass.
+//! token ids, and prompts read in chunks (or from a cached prefix) against one pass.
 
 mod common;
 mod echo;

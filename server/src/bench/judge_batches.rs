@@ -89,12 +89,15 @@ pub async fn run(repetitions: usize, judge: JudgeUnderTest) -> anyhow::Result<()
     let tokens = |count: Option<f64>| count.map_or("?".to_string(), |count| format!("{count:.0}"));
     for figures in [one, batched] {
         println!(
-            "{:>2} per call: {:>6.2} s, {:>5.0} judge calls, {} prompt + {} completion tokens, ${:.6}, {} decided by the judge, {} left undecided",
+            "{:>2} per call: {:>6.2} s, {:>5.0} judge calls, {} prompt + {} completion tokens ({} of prompt tokens from the prefix cache), ${:.6}, {} decided by the judge, {} left undecided",
             figures.batch_items,
             figures.seconds,
             figures.calls,
             tokens(figures.prompt_tokens),
             tokens(figures.completion_tokens),
+            figures
+                .prefix_hit_rate
+                .map_or("?".to_string(), |rate| format!("{:.0}%", rate * 100.0)),
             figures.usd,
             figures.decided,
             figures.verdicts.len() as i64 - figures.decided,
@@ -130,6 +133,8 @@ struct Judged {
     calls: f64,
     prompt_tokens: Option<f64>,
     completion_tokens: Option<f64>,
+    /// The share of the judge's prompt tokens its server found in its prefix cache.
+    prefix_hit_rate: Option<f64>,
     usd: f64,
     decided: i64,
     from_lines: i64,
@@ -211,9 +216,13 @@ async fn judged(
     Ok(Judged {
         batch_items,
         seconds: figures.elapsed,
-        calls: after.0 - before.0,
-        prompt_tokens: difference(after.1, before.1),
-        completion_tokens: difference(after.2, before.2),
+        calls: after.calls - before.calls,
+        prompt_tokens: difference(after.prompt_tokens, before.prompt_tokens),
+        completion_tokens: difference(after.completion_tokens, before.completion_tokens),
+        prefix_hit_rate: difference(after.prefix_hits, before.prefix_hits).and_then(|hits| {
+            let queried = difference(after.prefix_queried, before.prefix_queried)?;
+            (queried > 0.0).then(|| hits / queried)
+        }),
         usd: costs.judging_usd,
         decided,
         from_lines,
@@ -232,7 +241,7 @@ async fn judged(
 /// The judge endpoint's counters from its `/metrics`: requests (vLLM's
 /// `request_success_total`, or the simulator's request count), prompt and completion tokens
 /// (`None` where the server does not count them).
-async fn judge_counters(judge_url: &str) -> anyhow::Result<(f64, Option<f64>, Option<f64>)> {
+async fn judge_counters(judge_url: &str) -> anyhow::Result<Counters> {
     use arbiter_engine::dispatch::prometheus_sum;
     let root = judge_url.trim_end_matches('/').trim_end_matches("/v1");
     let text = reqwest::get(format!("{root}/metrics"))
@@ -242,9 +251,20 @@ async fn judge_counters(judge_url: &str) -> anyhow::Result<(f64, Option<f64>, Op
     let calls = prometheus_sum(&text, "vllm:request_success_total")
         .or_else(|| prometheus_sum(&text, "arbiter_sim_requests_total"))
         .ok_or_else(|| anyhow::anyhow!("{root}/metrics counts no requests"))?;
-    Ok((
+    Ok(Counters {
         calls,
-        prometheus_sum(&text, "vllm:prompt_tokens_total"),
-        prometheus_sum(&text, "vllm:generation_tokens_total"),
-    ))
+        prompt_tokens: prometheus_sum(&text, "vllm:prompt_tokens_total"),
+        completion_tokens: prometheus_sum(&text, "vllm:generation_tokens_total"),
+        prefix_queried: prometheus_sum(&text, "vllm:prefix_cache_queries_total"),
+        prefix_hits: prometheus_sum(&text, "vllm:prefix_cache_hits_total"),
+    })
+}
+
+/// A judge server's counters; those it does not report are `None`.
+struct Counters {
+    calls: f64,
+    prompt_tokens: Option<f64>,
+    completion_tokens: Option<f64>,
+    prefix_queried: Option<f64>,
+    prefix_hits: Option<f64>,
 }

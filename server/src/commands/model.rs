@@ -9,6 +9,10 @@ use std::path::Path;
 
 use crate::ModelAction;
 
+/// Prompt-prefix tokens the bundled model keeps read by default (about 94 MB for
+/// SmolLM2-135M): a judge's rubric and few-shot exemplars with room to spare.
+pub const PREFIX_CACHE_TOKENS: usize = 2_048;
+
 /// The bundled model server, running.
 pub struct RunningModel {
     pub base_url: String,
@@ -24,20 +28,21 @@ mod enabled {
     use std::sync::Arc;
 
     pub async fn run(action: ModelAction) -> anyhow::Result<()> {
-        let (gguf, addr, name, parallel) = match action {
+        let (gguf, addr, name, parallel, prefix_cache_tokens) = match action {
             ModelAction::Serve {
                 gguf,
                 addr,
                 name,
                 parallel,
-            } => (gguf, addr, name, parallel),
+                prefix_cache_tokens,
+            } => (gguf, addr, name, parallel, prefix_cache_tokens),
             ModelAction::Bench { gguf, tokens } => return bench(gguf, tokens).await,
         };
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .with_context(|| format!("cannot listen on {addr}"))?;
         let address = listener.local_addr()?;
-        let server = load(gguf, name, parallel).await?;
+        let server = load(gguf, name, (parallel, prefix_cache_tokens)).await?;
         let model = server.model();
         println!(
             "arbiter model serve: `{}` ({}, loaded in {:.1} s) on http://{address}/v1, {parallel} at once",
@@ -54,12 +59,13 @@ mod enabled {
     async fn load(
         gguf: PathBuf,
         name: Option<String>,
-        parallel: usize,
+        (parallel, prefix_cache_tokens): (usize, usize),
     ) -> anyhow::Result<Arc<ModelServer>> {
         let config = ServeConfig {
             gguf,
             name,
             parallel,
+            prefix_cache_tokens,
         };
         // Loading reads and converts ~100 MB of weights: seconds of CPU, off the async threads.
         let server = tokio::task::spawn_blocking(move || ModelServer::load(&config)).await??;
@@ -69,7 +75,8 @@ mod enabled {
     /// `arbiter model bench`: see its help.
     async fn bench(gguf: PathBuf, tokens: usize) -> anyhow::Result<()> {
         use server::bench::support::memory_mib;
-        let server = load(gguf, Some("bench".into()), 2).await?;
+        // No prefix cache: the bench times reading prompts.
+        let server = load(gguf, Some("bench".into()), (2, 0)).await?;
         let load_time = server.model().load_time;
         let (_, after_load, _, _) = memory_mib();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -153,7 +160,7 @@ mod enabled {
         let server = load(
             gguf.to_path_buf(),
             Some(server::demo::REAL_MODEL_NAME.into()),
-            2,
+            (2, PREFIX_CACHE_TOKENS),
         )
         .await?;
         let name = server.name().to_string();
