@@ -18,10 +18,11 @@ use candle_transformers::models::quantized_llama::ModelWeights;
 /// The prefix lengths snapshots are kept at.
 pub const BOUNDARIES: [usize; 8] = [64, 128, 256, 512, 1024, 2048, 4096, 8192];
 
-/// The prefix tokens' state, and when it was last used.
+/// The prefix tokens' state, the prefix itself (compared on every hit, so a hash collision
+/// can never answer from another prompt's state), and when it was last used.
 struct Snapshot {
     model: ModelWeights,
-    tokens: usize,
+    prefix: Vec<u32>,
     used: u64,
 }
 
@@ -39,9 +40,14 @@ pub struct Restored {
     pub start: usize,
 }
 
-fn prefix_key(tokens: &[u32]) -> u64 {
-    let bytes: Vec<u8> = tokens.iter().flat_map(|id| id.to_le_bytes()).collect();
-    xxhash_rust::xxh3::xxh3_64(&bytes)
+/// The token ids as bytes, to hash any prefix of them by slicing.
+fn token_bytes(tokens: &[u32]) -> Vec<u8> {
+    tokens.iter().flat_map(|id| id.to_le_bytes()).collect()
+}
+
+/// The key of the first `length` tokens of `bytes` (from [`token_bytes`]).
+fn prefix_key(bytes: &[u8], length: usize) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(&bytes[..length * 4])
 }
 
 impl PrefixCache {
@@ -66,14 +72,21 @@ impl PrefixCache {
     pub fn restore(&self, weights: &ModelWeights, prompt: &[u32]) -> Restored {
         self.queried
             .fetch_add(prompt.len() as u64, Ordering::Relaxed);
+        let bytes = token_bytes(prompt);
+        let keys: Vec<(usize, u64)> = BOUNDARIES
+            .iter()
+            .rev()
+            .filter(|boundary| **boundary < prompt.len())
+            .map(|boundary| (*boundary, prefix_key(&bytes, *boundary)))
+            .collect();
         let mut guard = self.lock();
         let (snapshots, clock) = &mut *guard;
         *clock += 1;
-        for &boundary in BOUNDARIES.iter().rev() {
-            if boundary >= prompt.len() {
-                continue;
-            }
-            if let Some(snapshot) = snapshots.get_mut(&prefix_key(&prompt[..boundary])) {
+        for (boundary, key) in keys {
+            let found = snapshots
+                .get_mut(&key)
+                .filter(|snapshot| snapshot.prefix[..] == prompt[..boundary]);
+            if let Some(snapshot) = found {
                 snapshot.used = *clock;
                 self.hits.fetch_add(boundary as u64, Ordering::Relaxed);
                 return Restored {
@@ -93,25 +106,30 @@ impl PrefixCache {
         if prefix.len() > self.capacity_tokens {
             return;
         }
+        let key = prefix_key(&token_bytes(prefix), prefix.len());
         let mut guard = self.lock();
         let (snapshots, clock) = &mut *guard;
         *clock += 1;
         let used = *clock;
         snapshots
-            .entry(prefix_key(prefix))
+            .entry(key)
+            .and_modify(|snapshot| snapshot.used = used)
             .or_insert_with(|| Snapshot {
                 model: model.clone(),
-                tokens: prefix.len(),
+                prefix: prefix.to_vec(),
                 used,
             });
-        let mut held: usize = snapshots.values().map(|snapshot| snapshot.tokens).sum();
+        let mut held: usize = snapshots
+            .values()
+            .map(|snapshot| snapshot.prefix.len())
+            .sum();
         while held > self.capacity_tokens {
             let Some((&oldest, _)) = snapshots.iter().min_by_key(|(_, snapshot)| snapshot.used)
             else {
                 break;
             };
             if let Some(evicted) = snapshots.remove(&oldest) {
-                held -= evicted.tokens;
+                held -= evicted.prefix.len();
             }
         }
     }

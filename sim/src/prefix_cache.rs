@@ -50,13 +50,19 @@ impl PrefixCache {
         found
     }
 
-    /// Drops the least recently used tenth of the blocks.
+    /// Drops the least recently used tenth of the blocks (exactly that many, even when many
+    /// blocks were last used by one prompt).
     fn evict(&mut self) {
-        let mut ages: Vec<u64> = self.blocks.values().copied().collect();
-        let cut = ages.len() / 10;
-        let (_, oldest_kept, _) = ages.select_nth_unstable(cut);
-        let oldest_kept = *oldest_kept;
-        self.blocks.retain(|_, used| *used >= oldest_kept);
+        let mut by_age: Vec<(u64, u64)> = self
+            .blocks
+            .iter()
+            .map(|(name, used)| (*used, *name))
+            .collect();
+        let cut = by_age.len() / 10;
+        by_age.select_nth_unstable(cut);
+        for (_, name) in &by_age[..cut] {
+            self.blocks.remove(name);
+        }
     }
 }
 

@@ -136,6 +136,10 @@ impl Endpoint {
     }
 }
 
+/// Requests a preferred replica may hold beyond the least loaded's (and a quarter more)
+/// before its affinity gives way.
+const AFFINITY_SLACK: usize = 4;
+
 /// Counts one request on an `outstanding` counter until dropped, so an attempt cancelled
 /// mid-way (a dropped future) is uncounted too.
 struct Counted<'a>(&'a AtomicUsize);
@@ -312,9 +316,10 @@ impl EndpointPool {
         endpoint
     }
 
-    /// The replica a conversation keeps to: highest random weight (rendezvous hashing) of the
+    /// The replica an affinity keeps to: highest random weight (rendezvous hashing) of the
     /// affinity and each URL, so it stays put as long as its replica is listed; while that
-    /// replica is saturated, the least loaded instead (a turn never queues behind a busy
+    /// replica is saturated, or holds more than a quarter (and [`AFFINITY_SLACK`]) over the
+    /// least loaded's requests, the least loaded instead (a turn never queues behind a busy
     /// replica while another is idle, where waiting out its deadline would stop the rest of
     /// the conversation).
     async fn pick_for(self: &Arc<Self>, urls: &[String], affinity: u64) -> Arc<Endpoint> {
@@ -323,12 +328,18 @@ impl EndpointPool {
             .max_by_key(|url| xxhash_rust::xxh3::xxh3_64_with_seed(url.as_bytes(), affinity))
             .expect("a run has at least one endpoint");
         let preferred = self.endpoint(preferred).await;
-        if preferred.outstanding() < preferred.limiter.limit().max(1) {
+        let least = self.pick(urls).await;
+        // Bounded load: the preferred replica while it has room and is not far busier than the
+        // least loaded, so a run or judge that all prefers one replica does not leave the
+        // others idle below their limits.
+        let bound = least.outstanding() + least.outstanding() / 4 + AFFINITY_SLACK;
+        if preferred.outstanding() < preferred.limiter.limit().max(1)
+            && preferred.outstanding() <= bound
+        {
             return preferred;
         }
-        // Saturated: another replica only when it is less loaded (when all are full, moving
+        // Otherwise another replica only when it is less loaded (when all are full, moving
         // gains nothing and loses the prefix cache).
-        let least = self.pick(urls).await;
         if least.outstanding() < preferred.outstanding() {
             least
         } else {
@@ -621,15 +632,21 @@ pub fn prometheus_sum(text: &str, metric: &str) -> Option<f64> {
 /// `None` when it reports neither (or has looked nothing up yet).
 pub fn prefix_cache_reading(text: &str) -> Option<arbiter_domain::health::PrefixCacheReading> {
     use arbiter_domain::health::PrefixCacheReading;
-    let counted = prometheus_sum(text, "vllm:prefix_cache_queries_total").and_then(|queried| {
-        let hits = prometheus_sum(text, "vllm:prefix_cache_hits_total")?;
-        (queried > 0.0).then(|| PrefixCacheReading {
-            hit_rate: hits / queried,
-            queried_tokens: Some(queried),
-        })
-    });
+    // Some vLLM V1 releases name the counters `gpu_prefix_cache_…`.
+    let counted = ["vllm:prefix_cache", "vllm:gpu_prefix_cache"]
+        .iter()
+        .find_map(|name| {
+            let queried = prometheus_sum(text, &format!("{name}_queries_total"))?;
+            let hits = prometheus_sum(text, &format!("{name}_hits_total"))?;
+            (queried > 0.0).then(|| PrefixCacheReading {
+                hit_rate: hits / queried,
+                queried_tokens: Some(queried),
+            })
+        });
     counted.or_else(|| {
-        let rate = prometheus_sum(text, "vllm:gpu_prefix_cache_hit_rate")?;
+        // V0 reports -1 with prefix caching off.
+        let rate = prometheus_sum(text, "vllm:gpu_prefix_cache_hit_rate")
+            .filter(|rate| (0.0..=1.0).contains(rate))?;
         Some(PrefixCacheReading {
             hit_rate: rate,
             queried_tokens: None,
@@ -766,6 +783,14 @@ mod tests {
             "nothing looked up yet"
         );
         assert_eq!(prefix_cache_reading("vllm:num_requests_waiting 1\n"), None);
+        assert_eq!(
+            prefix_cache_reading("vllm:gpu_prefix_cache_hit_rate -1\n"),
+            None,
+            "prefix caching off"
+        );
+        let renamed =
+            "vllm:gpu_prefix_cache_queries_total 10\nvllm:gpu_prefix_cache_hits_total 4\n";
+        assert_eq!(prefix_cache_reading(renamed).unwrap().hit_rate, 0.4);
     }
 
     #[test]

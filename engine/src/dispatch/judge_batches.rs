@@ -291,13 +291,19 @@ impl JudgeBatches {
 async fn send(call: Call, waiting: Vec<(JudgedItem, oneshot::Sender<ItemOutcome>)>) {
     let grader = call.judge.grader_id();
     let count = waiting.len();
+    // Settles the batch however `send` ends, a panic included, so no answer waits on it.
+    let mut settled = Settled {
+        batches: &call.batches,
+        grader: &grader,
+        answers: count as u64,
+        covered: None,
+    };
     let ask_alone = |waiting: Vec<(JudgedItem, oneshot::Sender<ItemOutcome>)>| {
         for (_, reply) in waiting {
             let _ = reply.send(ItemOutcome::AskAlone { spent: None });
         }
     };
     if count < 2 {
-        call.batches.settle(&grader, count as u64, None);
         return ask_alone(waiting);
     }
     let items: Vec<BatchItem<'_>> = waiting
@@ -310,7 +316,6 @@ async fn send(call: Call, waiting: Vec<(JudgedItem, oneshot::Sender<ItemOutcome>
         .collect();
     let Ok(prompt) = render_batch_prompt(&call.judge.rubric, &items) else {
         // Too long together: each is asked alone (where a long one is refused on its own).
-        call.batches.settle(&grader, count as u64, None);
         return ask_alone(waiting);
     };
     // Each line's `Item <n>:` comes on top of what one answer's reply may take.
@@ -334,9 +339,13 @@ async fn send(call: Call, waiting: Vec<(JudgedItem, oneshot::Sender<ItemOutcome>
         )
         .await;
     if answer.outcome.is_error() {
-        // Whatever failed the batch (a prompt or reply too long for the judge's context, an
-        // outage) is for each answer's own call to meet: an outage then fails those calls.
-        call.batches.settle(&grader, count as u64, Some(0));
+        // Whatever failed the batch is for each answer's own call to meet (an outage then
+        // fails those calls too). A refusal (a prompt or reply too long for the judge's
+        // context) counts against batching this judge; an outage says nothing about it.
+        let outage = answer
+            .error_category
+            .is_none_or(|category| category.is_transient());
+        settled.covered = (!outage).then_some(0);
         tracing::debug!(judge = %call.judge.grader_id(), error = ?answer.error, "a batch judge call failed; its answers are asked alone");
         return ask_alone(waiting);
     }
@@ -346,8 +355,7 @@ async fn send(call: Call, waiting: Vec<(JudgedItem, oneshot::Sender<ItemOutcome>
         .and_then(|data| arbiter_domain::logprobs::decode(data).ok());
     let verdicts = read_batch_reply(&answer.output, tokens.as_deref(), count);
     let covered = verdicts.iter().filter(|verdict| verdict.is_some()).count();
-    call.batches
-        .settle(&grader, count as u64, Some(covered as u64));
+    settled.covered = Some(covered as u64);
     for (index, ((_, reply), verdict)) in waiting.into_iter().zip(verdicts).enumerate() {
         let share = share_of(&answer, index, count);
         let outcome = match verdict {
@@ -361,6 +369,20 @@ async fn send(call: Call, waiting: Vec<(JudgedItem, oneshot::Sender<ItemOutcome>
             None => ItemOutcome::AskAlone { spent: Some(share) },
         };
         let _ = reply.send(outcome);
+    }
+}
+
+/// A batch's answers, settled with their coverage (or as never sent) when dropped.
+struct Settled<'a> {
+    batches: &'a JudgeBatches,
+    grader: &'a str,
+    answers: u64,
+    covered: Option<u64>,
+}
+
+impl Drop for Settled<'_> {
+    fn drop(&mut self) {
+        self.batches.settle(self.grader, self.answers, self.covered);
     }
 }
 
