@@ -447,11 +447,11 @@ impl EndpointPool {
         result
     }
 
-    /// Answers one request: retries transient failures on the least loaded replica, then tries
-    /// the fallback once; returns the final generation with every failed attempt logged. With
-    /// an `affinity` (the turns of one conversation, prompts with the same long start, one
-    /// judge's calls), the first attempt goes to the replica that affinity keeps to while it
-    /// has room, and retries to the least loaded.
+    /// Answers one request: retries transient failures on the least loaded replica other than
+    /// the one that failed (where there is another), then tries the fallback once; returns the
+    /// final generation with every failed attempt logged. With an `affinity` (the turns of one
+    /// conversation, prompts with the same long start, one judge's calls), the first attempt
+    /// goes to the replica that affinity keeps to while it has room.
     pub async fn generate(
         self: &Arc<Self>,
         target: &Target,
@@ -466,13 +466,29 @@ impl EndpointPool {
         let mut log: Vec<serde_json::Value> = Vec::new();
         let mut last_failure: Option<AttemptFailure> = None;
         let mut attempts: u32 = 0;
+        // The replica the last attempt failed on.
+        let mut failed_on: Option<String> = None;
         while attempts < self.policy.max_attempts && Instant::now() < deadline {
             attempts += 1;
-            let endpoint = match affinity {
-                Some(affinity) if attempts == 1 => {
-                    self.pick_for(&target.endpoint_urls, affinity).await
+            let endpoint = match (affinity, &failed_on) {
+                (Some(affinity), None) => self.pick_for(&target.endpoint_urls, affinity).await,
+                // A retry goes to another replica where there is one: a dead server refuses
+                // connections at once, so it always has the fewest requests outstanding and
+                // least loaded alone would send every retry back to it.
+                (_, Some(failed)) => {
+                    let others: Vec<String> = target
+                        .endpoint_urls
+                        .iter()
+                        .filter(|url| *url != failed)
+                        .cloned()
+                        .collect();
+                    if others.is_empty() {
+                        self.pick(&target.endpoint_urls).await
+                    } else {
+                        self.pick(&others).await
+                    }
                 }
-                _ => self.pick(&target.endpoint_urls).await,
+                (None, None) => self.pick(&target.endpoint_urls).await,
             };
             let attempt_started = Instant::now();
             match self
@@ -489,6 +505,7 @@ impl EndpointPool {
                         &failure,
                         attempt_started.elapsed(),
                     ));
+                    failed_on = Some(endpoint.url.clone());
                     let retry =
                         failure.category.is_transient() && attempts < self.policy.max_attempts;
                     // A `Retry-After` binds the key that drew it: with another key free, the

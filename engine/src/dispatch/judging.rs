@@ -407,7 +407,7 @@ impl Judging<'_> {
             let call = match cached {
                 Some(call) => call,
                 None => {
-                    let asked = match (self.batches, batched_key) {
+                    let batched = match (self.batches, batched_key) {
                         (Some(batches), Some(batched_key)) => {
                             let item = JudgedItem {
                                 run: self.run,
@@ -415,40 +415,35 @@ impl Judging<'_> {
                                 output: generation.output.clone(),
                                 target: answer_key.clone(),
                             };
-                            match batches
+                            let outcome = batches
                                 .ask(pool, judge, target, item, (temperature, seed))
-                                .await
-                            {
-                                ItemOutcome::Answered { reading, share } => {
-                                    usage.add(&share);
-                                    Ok(JudgeCall {
-                                        cache_key: batched_key,
-                                        output: share.output,
-                                        pass: reading.pass,
-                                        confidence: reading.confidence,
-                                        prompt_tokens: share.prompt_tokens,
-                                        completion_tokens: share.completion_tokens,
-                                        model_used: share.model_used,
-                                        score: None,
-                                    })
-                                }
-                                ItemOutcome::AskAlone { spent } => {
-                                    if let Some(spent) = &spent {
-                                        usage.add(spent);
-                                    }
-                                    self.ask_alone(
-                                        judge,
-                                        target,
-                                        &prompt,
-                                        cache_key,
-                                        (temperature, seed),
-                                        &mut usage,
-                                    )
-                                    .await
-                                }
-                            }
+                                .await;
+                            Some((batched_key, outcome))
                         }
-                        _ => {
+                        _ => None,
+                    };
+                    let asked = match batched {
+                        Some((batched_key, ItemOutcome::Answered { reading, share })) => {
+                            usage.add(&share);
+                            Ok(JudgeCall {
+                                cache_key: batched_key,
+                                output: share.output,
+                                pass: reading.pass,
+                                confidence: reading.confidence,
+                                prompt_tokens: share.prompt_tokens,
+                                completion_tokens: share.completion_tokens,
+                                model_used: share.model_used,
+                                score: None,
+                            })
+                        }
+                        // Not batched, or the batch left this answer to be asked alone (after
+                        // paying its share of a reply that skipped it).
+                        batched => {
+                            if let Some((_, ItemOutcome::AskAlone { spent: Some(spent) })) =
+                                &batched
+                            {
+                                usage.add(spent);
+                            }
                             self.ask_alone(
                                 judge,
                                 target,

@@ -2,7 +2,7 @@
 //! complete with every identity graded once, failures are retried and recorded, answers are
 //! cached, an unreachable endpoint ends in a clear error state, and fair share holds.
 
-use arbiter_domain::ids::{EvalId, RunId};
+use arbiter_domain::ids::{CheckpointId, EvalId, RunId};
 use arbiter_domain::run::RunStatus;
 use arbiter_engine::catalog::{CheckpointForm, EvalForm};
 use arbiter_sim::{SimConfig, SimFaults};
@@ -306,10 +306,9 @@ async fn a_fallback_checkpoint_answers_when_the_primary_is_down() {
         .all(|row| row.fallback_used && row.model_used.as_deref() == Some("sim-ckpt-b")));
 }
 
-#[tokio::test]
-async fn replicas_share_the_load() {
-    let directory = tempfile::tempdir().unwrap();
-    let store = open_store(&directory).await;
+/// Two simulators slow enough for requests to overlap, registered as one checkpoint's endpoint
+/// and replica: (endpoint, replica, checkpoint).
+async fn replicated_checkpoint(store: &dyn Store) -> (String, String, CheckpointId) {
     let slow = SimConfig {
         latency_ms_min: 20,
         latency_ms_max: 30,
@@ -317,7 +316,6 @@ async fn replicas_share_the_load() {
     };
     let first = start_sim(slow.clone()).await;
     let second = start_sim(slow).await;
-    let eval_id = eval(store.as_ref(), "qa exact").await;
     let form = CheckpointForm {
         name: "replicated".into(),
         endpoint_url: first.clone(),
@@ -325,9 +323,18 @@ async fn replicas_share_the_load() {
         replica_urls: second.clone(),
         ..CheckpointForm::default()
     };
-    let ckpt = arbiter_engine::catalog::register_checkpoint(store.as_ref(), &form, None)
+    let checkpoint = arbiter_engine::catalog::register_checkpoint(store, &form, None)
         .await
         .unwrap();
+    (first, second, checkpoint)
+}
+
+#[tokio::test]
+async fn replicas_share_the_load() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = open_store(&directory).await;
+    let eval_id = eval(store.as_ref(), "qa exact").await;
+    let (first, second, ckpt) = replicated_checkpoint(store.as_ref()).await;
     let run = launch(store.as_ref(), eval_id, ckpt).await;
     let progress = work_until_complete(store.clone(), &[run], test_worker("w"))
         .await
@@ -364,13 +371,7 @@ async fn prefix_cache(endpoint: &str) -> (f64, f64) {
 async fn a_run_whose_prompts_share_a_long_start_keeps_to_one_replica_and_its_prefix_cache() {
     let directory = tempfile::tempdir().unwrap();
     let store = open_store(&directory).await;
-    let slow = SimConfig {
-        latency_ms_min: 20,
-        latency_ms_max: 30,
-        ..SimConfig::demo()
-    };
-    let first = start_sim(slow.clone()).await;
-    let second = start_sim(slow).await;
+    let (first, second, ckpt) = replicated_checkpoint(store.as_ref()).await;
     let revision =
         arbiter_engine::catalog::upload_dataset(store.as_ref(), "qa", "qa.jsonl", SAMPLE, None)
             .await
@@ -398,16 +399,6 @@ async fn a_run_whose_prompts_share_a_long_start_keeps_to_one_replica_and_its_pre
     )
     .await
     .unwrap();
-    let form = CheckpointForm {
-        name: "replicated".into(),
-        endpoint_url: first.clone(),
-        model: "sim-ckpt-a".into(),
-        replica_urls: second.clone(),
-        ..CheckpointForm::default()
-    };
-    let ckpt = arbiter_engine::catalog::register_checkpoint(store.as_ref(), &form, None)
-        .await
-        .unwrap();
     let run = launch(store.as_ref(), eval, ckpt).await;
     // Four requests at a time: below each replica's starting limit, so neither is saturated
     // and least outstanding alone would alternate between them.
@@ -438,5 +429,51 @@ async fn a_run_whose_prompts_share_a_long_start_keeps_to_one_replica_and_its_pre
     assert!(
         found / queried > 0.8,
         "its prefix cache holds the shared start: {found} of {queried} prompt tokens"
+    );
+}
+
+#[tokio::test]
+async fn a_retry_goes_to_another_replica_than_the_one_that_failed() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = open_store(&directory).await;
+    let live = start_sim(SimConfig {
+        latency_ms_min: 20,
+        latency_ms_max: 30,
+        ..SimConfig::demo()
+    })
+    .await;
+    // A replica whose server is gone: it refuses connections at once, so it always has the
+    // fewest requests outstanding.
+    let dead = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}/v1", listener.local_addr().unwrap())
+    };
+    let eval_id = eval(store.as_ref(), "qa exact").await;
+    let form = CheckpointForm {
+        name: "half-dead".into(),
+        endpoint_url: live.clone(),
+        model: "sim-ckpt-a".into(),
+        replica_urls: dead.clone(),
+        ..CheckpointForm::default()
+    };
+    let ckpt = arbiter_engine::catalog::register_checkpoint(store.as_ref(), &form, None)
+        .await
+        .unwrap();
+    let run = launch(store.as_ref(), eval_id, ckpt).await;
+    let progress = work_until_complete(store.clone(), &[run], test_worker("w"))
+        .await
+        .remove(0);
+    assert_eq!(
+        (progress.done, progress.errors),
+        (120, 0),
+        "every request the dead replica refused was answered by the live one: {progress:?}"
+    );
+    let rows = store.run_outcomes(run).await.unwrap();
+    assert!(rows
+        .iter()
+        .all(|row| row.served_by.as_deref() == Some(live.as_str())));
+    assert!(
+        rows.iter().any(|row| row.attempts > 1),
+        "some requests were sent to the dead replica first"
     );
 }
