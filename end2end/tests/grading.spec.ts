@@ -6,6 +6,24 @@ test.beforeEach(async ({ page }) => {
   await login(page, 'researcher');
 });
 
+test('a judge may grade several answers per call, at most sixteen', async ({ page }) => {
+  await page.goto('/judges');
+  await waitForHydration(page);
+  const name = uniqueName('batch-judge');
+  await page.getByLabel('Name (saving an existing name adds a version)').fill(name);
+  await page.getByLabel('Answers per call', { exact: false }).fill('17');
+  // The browser's own check would stop the form; the server's is the one tested here.
+  await page.locator('form').filter({ has: page.getByRole('button', { name: 'Save judge' }) })
+    .evaluate((form) => form.setAttribute('novalidate', ''));
+  await page.getByRole('button', { name: 'Save judge' }).click();
+  await expect(page.getByRole('alert')).toContainText('between 1 and 16 answers per call');
+  await expect(page.getByRole('link', { name: `judge:${name}@1` })).toHaveCount(0);
+  await page.getByLabel('Answers per call', { exact: false }).fill('8');
+  await page.getByRole('button', { name: 'Save judge' }).click();
+  const row = page.getByRole('row').filter({ has: page.getByRole('link', { name: `judge:${name}@1` }) });
+  await expect(row).toContainText('PASS or FAIL, 8 per call');
+});
+
 test('judges are listed with a reliability diagram, and a rubric without {output} is refused', async ({ page }) => {
   await page.goto('/judges');
   await waitForHydration(page);

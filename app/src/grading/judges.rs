@@ -83,7 +83,7 @@ pub fn JudgesPage() -> impl IntoView {
                                 </label>
                                 <label>"Max tokens (per answer)" <input name="max_tokens" type="number" value="64" min="1" max="4096"/></label>
                                 <label>
-                                    "Answers per call (PASS/FAIL judges: the rubric is sent once with up to 16 answers, each read from its own "
+                                    "Answers per call (PASS/FAIL judges: up to 16 answers share one prompt, each read from its own "
                                     <code>"Item n: PASS"</code> " line; an answer the reply skips is asked alone)"
                                     <input name="batch_items" type="number" value="1" min="1" max="16"/>
                                 </label>

@@ -136,6 +136,9 @@ impl Endpoint {
     }
 }
 
+/// How long one of several keys that the endpoint refused (401, 403) is left unused.
+const REFUSED_KEY_PAUSE: Duration = Duration::from_secs(600);
+
 /// Requests a preferred replica may hold beyond the least loaded's (and a quarter more)
 /// before its affinity gives way.
 const AFFINITY_SLACK: usize = 4;
@@ -442,6 +445,18 @@ impl EndpointPool {
                     .unwrap_or(&endpoint.limiter)
                     .on_overload(failure.retry_after);
             }
+            // One of several keys refused (revoked, or out of credit): set aside for a while,
+            // so the others carry the endpoint's requests.
+            Err(failure) if failure.category == ErrorCategory::Unauthorized => {
+                if let Some(limiter) = key_limiter {
+                    tracing::warn!(
+                        url = %endpoint.url,
+                        status = ?failure.status,
+                        "one of the endpoint's API keys was refused; it is set aside for ten minutes"
+                    );
+                    limiter.on_overload(Some(REFUSED_KEY_PAUSE));
+                }
+            }
             Err(_) => {}
         }
         result
@@ -506,8 +521,11 @@ impl EndpointPool {
                         attempt_started.elapsed(),
                     ));
                     failed_on = Some(endpoint.url.clone());
-                    let retry =
-                        failure.category.is_transient() && attempts < self.policy.max_attempts;
+                    // A refused key is retried only with another key of the endpoint.
+                    let another_key = failure.category == ErrorCategory::Unauthorized
+                        && endpoint.has_a_key_ready();
+                    let retry = (failure.category.is_transient() || another_key)
+                        && attempts < self.policy.max_attempts;
                     // A `Retry-After` binds the key that drew it: with another key free, the
                     // retry goes out with that one after the ordinary backoff.
                     let rate_limited_key = failure.category == ErrorCategory::RateLimited

@@ -222,6 +222,7 @@ async fn keys_from_the_environment_reach_the_endpoint_and_are_never_stored_in_cl
 struct Provider {
     served: std::sync::Mutex<std::collections::HashMap<String, u64>>,
     limited: std::sync::Mutex<std::collections::HashSet<String>>,
+    revoked: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 impl Provider {
@@ -229,9 +230,10 @@ impl Provider {
         self.served.lock().unwrap().get(key).copied().unwrap_or(0)
     }
 
-    fn reset(&self, limited: &[&str]) {
+    fn reset(&self, limited: &[&str], revoked: &[&str]) {
         self.served.lock().unwrap().clear();
         *self.limited.lock().unwrap() = limited.iter().map(|key| key.to_string()).collect();
+        *self.revoked.lock().unwrap() = revoked.iter().map(|key| key.to_string()).collect();
     }
 }
 
@@ -255,7 +257,7 @@ async fn start_provider(provider: std::sync::Arc<Provider>) -> String {
                     .unwrap()
                     .entry(key.clone())
                     .or_default() += 1;
-                if !key.starts_with("sk-") {
+                if !key.starts_with("sk-") || provider.revoked.lock().unwrap().contains(&key) {
                     return StatusCode::UNAUTHORIZED.into_response();
                 }
                 if provider.limited.lock().unwrap().contains(&key) {
@@ -340,7 +342,7 @@ async fn several_keys_on_one_endpoint_share_its_requests_and_keep_their_own_rate
 
     // One key is at its provider's rate limit for the next minute: its 429 pauses that key
     // alone, and every item is answered with the other at once, not a minute later.
-    provider.reset(&["sk-a"]);
+    provider.reset(&["sk-a"], &[]);
     let eval = arbiter_engine::catalog::define_eval(store.as_ref(), &define("Q: {input}"), None)
         .await
         .unwrap();
@@ -372,7 +374,7 @@ async fn several_keys_on_one_endpoint_share_its_requests_and_keep_their_own_rate
     );
 
     // Both keys free: requests are spread over them.
-    provider.reset(&[]);
+    provider.reset(&[], &[]);
     let eval =
         arbiter_engine::catalog::define_eval(store.as_ref(), &define("Question: {input}"), None)
             .await
@@ -390,5 +392,25 @@ async fn several_keys_on_one_endpoint_share_its_requests_and_keep_their_own_rate
     assert!(
         first >= 20 && second >= 20,
         "spread over both keys: {first} and {second}"
+    );
+
+    // One key revoked: refused once or a few times, then set aside; the other answers all.
+    provider.reset(&[], &["sk-b"]);
+    let eval = arbiter_engine::catalog::define_eval(store.as_ref(), &define("Q. {input}"), None)
+        .await
+        .unwrap();
+    let run = launch(store.as_ref(), eval, checkpoint).await;
+    let finished = work_until_complete(store.clone(), &[run], test_worker("keys")).await;
+    assert_eq!(
+        (finished[0].done, finished[0].errors),
+        (60, 0),
+        "{:?}",
+        finished[0]
+    );
+    assert_eq!(provider.served("sk-a"), 60);
+    let refused = provider.served("sk-b");
+    assert!(
+        (1..=8).contains(&refused),
+        "the revoked key is set aside after it is refused: {refused}"
     );
 }
