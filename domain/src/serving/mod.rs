@@ -4,6 +4,7 @@
 
 pub mod canary;
 pub mod command;
+pub mod kubernetes;
 pub mod launch;
 pub mod plan;
 
