@@ -235,7 +235,9 @@ impl JudgeBatches {
             temperature_bits: temperature.to_bits(),
             seed,
         };
-        let call = Call {
+        // Built only by the answer that starts the batch's timer or fills it, not by every
+        // answer that joins (a judge's spec holds its whole rubric).
+        let call = || Call {
             batches: self.clone(),
             pool: pool.clone(),
             judge: judge.clone(),
@@ -255,12 +257,11 @@ impl JudgeBatches {
                 open.remove(&key).map(|batch| batch.waiting)
             } else {
                 if batch.waiting.len() == 1 {
-                    let (batches, key, id, call) =
-                        (self.clone(), key.clone(), batch.id, call.clone());
+                    let (key, id, call) = (key.clone(), batch.id, call());
                     tokio::spawn(async move {
                         tokio::time::sleep(LINGER).await;
                         let waiting = {
-                            let mut open = batches.lock();
+                            let mut open = call.batches.lock();
                             match open.get(&key) {
                                 Some(batch) if batch.id == id => {
                                     open.remove(&key).map(|batch| batch.waiting)
@@ -277,7 +278,7 @@ impl JudgeBatches {
             }
         };
         if let Some(waiting) = full {
-            tokio::spawn(send(call, waiting));
+            tokio::spawn(send(call(), waiting));
         }
         // A dropped sender (a panic in the call) leaves the answer to be asked alone.
         outcome

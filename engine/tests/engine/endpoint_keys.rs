@@ -340,21 +340,29 @@ async fn several_keys_on_one_endpoint_share_its_requests_and_keep_their_own_rate
         options: arbiter_engine::catalog::EvalOptions::default(),
     };
 
+    // A fresh eval each time (nothing from the cache), run until every item is answered.
+    let answer_all = |template: &'static str| {
+        let (store, form) = (store.clone(), define(template));
+        async move {
+            let eval = arbiter_engine::catalog::define_eval(store.as_ref(), &form, None)
+                .await
+                .unwrap();
+            let run = launch(store.as_ref(), eval, checkpoint).await;
+            let finished = work_until_complete(store.clone(), &[run], test_worker("keys")).await;
+            assert_eq!(
+                (finished[0].done, finished[0].errors),
+                (60, 0),
+                "{:?}",
+                finished[0]
+            );
+        }
+    };
+
     // One key is at its provider's rate limit for the next minute: its 429 pauses that key
     // alone, and every item is answered with the other at once, not a minute later.
     provider.reset(&["sk-a"], &[]);
-    let eval = arbiter_engine::catalog::define_eval(store.as_ref(), &define("Q: {input}"), None)
-        .await
-        .unwrap();
-    let run = launch(store.as_ref(), eval, checkpoint).await;
     let started = std::time::Instant::now();
-    let finished = work_until_complete(store.clone(), &[run], test_worker("keys")).await;
-    assert_eq!(
-        (finished[0].done, finished[0].errors),
-        (60, 0),
-        "{:?}",
-        finished[0]
-    );
+    answer_all("Q: {input}").await;
     assert!(
         started.elapsed() < std::time::Duration::from_secs(30),
         "the other key answered without waiting out the first key's minute: {:?}",
@@ -375,18 +383,7 @@ async fn several_keys_on_one_endpoint_share_its_requests_and_keep_their_own_rate
 
     // Both keys free: requests are spread over them.
     provider.reset(&[], &[]);
-    let eval =
-        arbiter_engine::catalog::define_eval(store.as_ref(), &define("Question: {input}"), None)
-            .await
-            .unwrap();
-    let run = launch(store.as_ref(), eval, checkpoint).await;
-    let finished = work_until_complete(store.clone(), &[run], test_worker("keys")).await;
-    assert_eq!(
-        (finished[0].done, finished[0].errors),
-        (60, 0),
-        "{:?}",
-        finished[0]
-    );
+    answer_all("Question: {input}").await;
     let (first, second) = (provider.served("sk-a"), provider.served("sk-b"));
     assert_eq!(first + second, 60);
     assert!(
@@ -396,17 +393,7 @@ async fn several_keys_on_one_endpoint_share_its_requests_and_keep_their_own_rate
 
     // One key revoked: refused once or a few times, then set aside; the other answers all.
     provider.reset(&[], &["sk-b"]);
-    let eval = arbiter_engine::catalog::define_eval(store.as_ref(), &define("Q. {input}"), None)
-        .await
-        .unwrap();
-    let run = launch(store.as_ref(), eval, checkpoint).await;
-    let finished = work_until_complete(store.clone(), &[run], test_worker("keys")).await;
-    assert_eq!(
-        (finished[0].done, finished[0].errors),
-        (60, 0),
-        "{:?}",
-        finished[0]
-    );
+    answer_all("Q. {input}").await;
     assert_eq!(provider.served("sk-a"), 60);
     let refused = provider.served("sk-b");
     assert!(
