@@ -108,8 +108,9 @@ pub struct ServeArgs {
     /// Seconds between scans of --watch-checkpoints.
     #[arg(long, default_value_t = 10)]
     pub watch_seconds: u64,
-    /// A launcher's settings (TOML: host, port range, each engine's command): this process
-    /// then starts and retires the servers of checkpoints registered with `serve`.
+    /// A launcher's settings (TOML: a local launcher's host, port range and each engine's
+    /// command, or `kind = "kubernetes"` with a namespace and each engine's image): this
+    /// process then starts and retires the servers of checkpoints registered with `serve`.
     #[arg(long, env = "ARBITER_LAUNCHERS")]
     pub launchers: Option<PathBuf>,
     #[command(flatten)]

@@ -327,19 +327,20 @@ macro_rules! catalog_sql {
         /// registrations never pick the same port; SQLite has one writer).
         async fn reserve_ports(
             tx: &mut sqlx::Transaction<'_, $db>,
+            checkpoint: &str,
             serving: &arbiter_domain::serving::Serving,
             now: i64,
         ) -> StoreResult<ReservedPorts> {
             let lock = if $backend == "postgres" { " FOR UPDATE" } else { "" };
-            let launchers: Vec<(String, String, String, i64, i64)> = sqlx::query_as(&format!(
-                "SELECT id, host, engines, port_first, port_last FROM serving_launchers \
+            let launchers: Vec<(String, String, String, i64, i64, String)> = sqlx::query_as(&format!(
+                "SELECT id, host, engines, port_first, port_last, replica_url FROM serving_launchers \
                  WHERE heartbeat_at >= $1 ORDER BY id{lock}"
             ))
             .bind(now - arbiter_domain::serving::LAUNCHER_LIVE_MS)
             .fetch_all(&mut **tx)
             .await?;
             let engine = serving.engine.as_str();
-            let Some((launcher_id, host, _, first, last)) = launchers.into_iter().find(|(_, _, engines, _, _)| {
+            let Some((launcher_id, host, _, first, last, url_rule)) = launchers.into_iter().find(|(_, _, engines, _, _, _)| {
                 serde_json::from_str::<Vec<String>>(engines).is_ok_and(|engines| engines.iter().any(|name| name == engine))
             }) else {
                 return Err(StoreError::Conflict(format!(
@@ -371,7 +372,10 @@ macro_rules! catalog_sql {
                     ports.len()
                 )));
             }
-            let urls = ports.iter().map(|port| arbiter_domain::serving::replica_url(&host, *port as u16)).collect();
+            let urls = ports
+                .iter()
+                .map(|port| arbiter_domain::serving::replica_url_from(&url_rule, &host, checkpoint, *port as u16))
+                .collect();
             Ok(ReservedPorts { launcher_id, ports, urls })
         }
 
@@ -390,12 +394,13 @@ macro_rules! catalog_sql {
                 .bind(serde_json::to_string(&serving.plan).expect("plans serialize"))
                 .execute(&mut **tx)
                 .await?;
-            for (replica, port) in reserved.ports.iter().enumerate() {
-                sqlx::query("INSERT INTO served_ports (launcher_id, port, checkpoint_id, replica) VALUES ($1, $2, $3, $4)")
+            for (replica, (port, url)) in reserved.ports.iter().zip(&reserved.urls).enumerate() {
+                sqlx::query("INSERT INTO served_ports (launcher_id, port, checkpoint_id, replica, url) VALUES ($1, $2, $3, $4, $5)")
                     .bind(&reserved.launcher_id)
                     .bind(port)
                     .bind(checkpoint_id)
                     .bind(replica as i64)
+                    .bind(url)
                     .execute(&mut **tx)
                     .await?;
             }
@@ -441,7 +446,7 @@ macro_rules! catalog_sql {
                     let mut tx = self.writer.begin_with($begin).await?;
                     let now = now_ms();
                     let reserved = match &new.serving {
-                        Some(serving) => Some(reserve_ports(&mut tx, serving, now).await?),
+                        Some(serving) => Some(reserve_ports(&mut tx, &new.name, serving, now).await?),
                         None => None,
                     };
                     let urls: Vec<String> = match &reserved {

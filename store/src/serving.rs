@@ -25,6 +25,9 @@ pub struct LauncherInfo {
     pub engines: Vec<ServingEngine>,
     pub port_first: u16,
     pub port_last: u16,
+    /// How its replicas are reached: a URL with `{name}` and `{port}` (see
+    /// [`arbiter_domain::serving::replica_url_from`]).
+    pub replica_url: String,
 }
 
 /// A live launch as its launcher manages it.
@@ -41,6 +44,8 @@ pub struct ManagedLaunch {
     pub host: String,
     /// One port per replica, in replica order.
     pub ports: Vec<u16>,
+    /// Each replica's URL, as its endpoints were registered, in replica order.
+    pub urls: Vec<String>,
     pub state: LaunchState,
     pub started_at: Option<i64>,
     pub restarts: i64,
@@ -157,7 +162,7 @@ macro_rules! serving_sql {
         use arbiter_domain::serving::canary::CanaryReading;
         use arbiter_domain::serving::launch::{Launch, LaunchState};
         use arbiter_domain::serving::plan::ServingPlan;
-        use arbiter_domain::serving::{replica_url, ServingEngine};
+        use arbiter_domain::serving::ServingEngine;
 
         fn canary_column(text: Option<String>) -> Result<Option<CanaryReading>, sqlx::Error> {
             text.map(|text| serde_json::from_str(&text).map_err(|err| sqlx::Error::Decode(err.into())))
@@ -179,17 +184,18 @@ macro_rules! serving_sql {
                 .ok_or_else(|| sqlx::Error::Decode(format!("unknown launch state `{text}`").into()))
         }
 
+        /// A served checkpoint's replicas' ports and URLs, in replica order.
         async fn ports_of(
             pool: &sqlx::Pool<$db>,
             checkpoint_id: i64,
-        ) -> Result<Vec<u16>, sqlx::Error> {
-            let ports: Vec<i64> = sqlx::query_scalar(
-                "SELECT port FROM served_ports WHERE checkpoint_id = $1 ORDER BY replica",
+        ) -> Result<(Vec<u16>, Vec<String>), sqlx::Error> {
+            let rows: Vec<(i64, String)> = sqlx::query_as(
+                "SELECT port, url FROM served_ports WHERE checkpoint_id = $1 ORDER BY replica",
             )
             .bind(checkpoint_id)
             .fetch_all(pool)
             .await?;
-            Ok(ports.into_iter().map(|port| port as u16).collect())
+            Ok(rows.into_iter().map(|(port, url)| (port as u16, url)).unzip())
         }
 
         /// How a live launch ends: its new state, why, one column kept with it (the log tail or
@@ -241,10 +247,10 @@ macro_rules! serving_sql {
             async fn heartbeat_launcher(&self, launcher: &LauncherInfo, now: i64) -> StoreResult<()> {
                 let engines: Vec<&str> = launcher.engines.iter().map(|engine| engine.as_str()).collect();
                 sqlx::query(
-                    "INSERT INTO serving_launchers (id, host, engines, port_first, port_last, heartbeat_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO UPDATE SET host = excluded.host, \
+                    "INSERT INTO serving_launchers (id, host, engines, port_first, port_last, heartbeat_at, replica_url) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO UPDATE SET host = excluded.host, \
                      engines = excluded.engines, port_first = excluded.port_first, port_last = excluded.port_last, \
-                     heartbeat_at = excluded.heartbeat_at",
+                     heartbeat_at = excluded.heartbeat_at, replica_url = excluded.replica_url",
                 )
                 .bind(&launcher.id)
                 .bind(&launcher.host)
@@ -252,6 +258,7 @@ macro_rules! serving_sql {
                 .bind(i64::from(launcher.port_first))
                 .bind(i64::from(launcher.port_last))
                 .bind(now)
+                .bind(&launcher.replica_url)
                 .execute(&self.writer)
                 .await
                 .map_err(|err| StoreError::from(err).during("heartbeat_launcher"))?;
@@ -362,6 +369,7 @@ macro_rules! serving_sql {
                     for row in rows {
                         let checkpoint_id: i64 = row.read("checkpoint_id")?;
                         let engine: String = row.read("engine")?;
+                        let (ports, urls) = ports_of(&self.pool, checkpoint_id).await?;
                         launches.push(ManagedLaunch {
                             id: row.read("id")?,
                             checkpoint_id: CheckpointId(checkpoint_id),
@@ -371,7 +379,8 @@ macro_rules! serving_sql {
                             model_path: row.read("model_path")?,
                             plan: plan_column(&row.read::<String>("plan")?)?,
                             host: row.read("host")?,
-                            ports: ports_of(&self.pool, checkpoint_id).await?,
+                            ports,
+                            urls,
                             state: state_column(&row.read::<String>("state")?)?,
                             started_at: row.read("started_at")?,
                             healthy_at: row.read("healthy_at")?,
@@ -542,10 +551,10 @@ macro_rules! serving_sql {
             async fn list_launches(&self, checkpoint_id: Option<CheckpointId>, limit: i64) -> StoreResult<Vec<Launch>> {
                 let result: StoreResult<Vec<Launch>> = async move {
                     let rows = sqlx::query(
-                        "SELECT l.id, l.checkpoint_id, c.name, s.launcher_id, s.plan, g.host, l.state, l.requested_at, \
+                        "SELECT l.id, l.checkpoint_id, c.name, s.launcher_id, s.plan, l.state, l.requested_at, \
                          l.started_at, l.healthy_at, l.ended_at, l.restarts, l.failure, l.log_tail, l.canary \
                          FROM server_launches l JOIN served_checkpoints s ON s.checkpoint_id = l.checkpoint_id \
-                         JOIN checkpoints c ON c.id = l.checkpoint_id JOIN serving_launchers g ON g.id = s.launcher_id \
+                         JOIN checkpoints c ON c.id = l.checkpoint_id \
                          WHERE ($1 IS NULL OR l.checkpoint_id = $1) ORDER BY l.id DESC LIMIT $2",
                     )
                     .bind(checkpoint_id.map(|id| id.get()))
@@ -555,18 +564,13 @@ macro_rules! serving_sql {
                     let mut launches = Vec::with_capacity(rows.len());
                     for row in rows {
                         let checkpoint: i64 = row.read("checkpoint_id")?;
-                        let host: String = row.read("host")?;
                         launches.push(Launch {
                             id: row.read("id")?,
                             checkpoint_id: CheckpointId(checkpoint),
                             checkpoint_name: row.read("name")?,
                             launcher: row.read("launcher_id")?,
                             plan: plan_column(&row.read::<String>("plan")?)?,
-                            urls: ports_of(&self.pool, checkpoint)
-                                .await?
-                                .into_iter()
-                                .map(|port| replica_url(&host, port))
-                                .collect(),
+                            urls: ports_of(&self.pool, checkpoint).await?.1,
                             state: state_column(&row.read::<String>("state")?)?,
                             requested_at: row.read("requested_at")?,
                             started_at: row.read("started_at")?,

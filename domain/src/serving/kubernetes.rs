@@ -5,16 +5,17 @@
 //! addresses every replica on its own (least outstanding, prefix affinity) as it does local
 //! ones.
 //!
-//! Pure: the objects as JSON, for a launcher to apply, watch and delete through the Kubernetes
-//! API (that launcher is not built yet). A test checks them against the API's OpenAPI schemas
-//! offline, with `kubernetes-validate`.
+//! Pure: the objects as JSON, for the Kubernetes launcher (`arbiter_engine::serving::kubernetes`)
+//! to apply, watch and delete through the API. A test checks them against the API's OpenAPI
+//! schemas offline, with `kubernetes-validate`.
 
 use serde_json::{json, Value};
 
 use crate::serving::command::{render, ReplicaVars};
 use crate::serving::Serving;
 
-/// The port every engine container listens on; its Service exposes the same.
+/// The port every engine container listens on; its Service exposes it on the replica's
+/// reserved port.
 pub const SERVING_PORT: u16 = 8000;
 /// The label every object Arbiter creates carries, to list and clean them up.
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "arbiter");
@@ -38,10 +39,24 @@ pub struct ClusterEngine {
     pub load_timeout_s: u32,
 }
 
-/// One replica's name: `arbiter-<checkpoint>-r<n>`, lower case, `-` for anything else, cut
-/// to fit a Service name (63 characters).
-pub fn replica_name(checkpoint: &str, replica: u32) -> String {
-    let suffix = format!("-r{replica}");
+/// What one launch's objects are made for.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ReplicaSet<'a> {
+    /// The launcher's id, as a label: it cleans up only its own objects.
+    pub launcher: &'a str,
+    pub checkpoint: &'a str,
+    pub served_model: &'a str,
+    /// One reserved port per replica, in replica order: its Service's port and part of its
+    /// name.
+    pub ports: &'a [u16],
+}
+
+/// One replica's name: `arbiter-<checkpoint>-p<port>`, lower case, `-` for anything else, cut
+/// to fit a Service name (63 characters). The port is reserved for the checkpoint on its
+/// launcher, so two checkpoints whose names differ only in case or punctuation still get
+/// names of their own.
+pub fn replica_name(checkpoint: &str, port: u16) -> String {
+    let suffix = format!("-p{port}");
     let mut slug: String = checkpoint
         .chars()
         .map(|c| {
@@ -59,9 +74,10 @@ pub fn replica_name(checkpoint: &str, replica: u32) -> String {
     format!("arbiter-{slug}{suffix}")
 }
 
-/// The URL Arbiter registers for one replica: its Service's cluster DNS name.
-pub fn replica_url(name: &str, namespace: &str) -> String {
-    format!("http://{name}.{namespace}.svc:{SERVING_PORT}/v1")
+/// The rule for the URLs Arbiter registers for a namespace's replicas: each Service's cluster
+/// DNS name on its port (see [`crate::serving::replica_url_from`]).
+pub fn service_url_rule(namespace: &str) -> String {
+    format!("http://{{name}}.{namespace}.svc:{{port}}/v1")
 }
 
 /// The Deployment and the Service of every replica of `serving` for `checkpoint`, in the
@@ -69,8 +85,7 @@ pub fn replica_url(name: &str, namespace: &str) -> String {
 /// a template that does not render).
 pub fn replica_objects(
     engine: &ClusterEngine,
-    checkpoint: &str,
-    served_model: &str,
+    set: &ReplicaSet<'_>,
     serving: &Serving,
 ) -> Result<Vec<Value>, String> {
     let mount = engine.model_mount.trim_end_matches('/');
@@ -82,13 +97,13 @@ pub fn replica_objects(
     }
     let tp = serving.plan.tensor_parallel;
     let mut objects = Vec::new();
-    for replica in 0..serving.plan.replicas {
-        let name = replica_name(checkpoint, replica);
+    for (replica, port) in (0u32..).zip(set.ports.iter().copied()) {
+        let name = replica_name(set.checkpoint, port);
         let command = render(
             &engine.command,
             &ReplicaVars {
                 path: &serving.model_path,
-                model: served_model,
+                model: set.served_model,
                 host: "0.0.0.0",
                 port: SERVING_PORT,
                 tensor_parallel: tp,
@@ -98,7 +113,8 @@ pub fn replica_objects(
         let labels = json!({
             MANAGED_BY.0: MANAGED_BY.1,
             "app.kubernetes.io/name": name,
-            "arbiter.dev/checkpoint": label_value(checkpoint),
+            "arbiter.dev/launcher": label_value(set.launcher),
+            "arbiter.dev/checkpoint": label_value(set.checkpoint),
             "arbiter.dev/replica": replica.to_string(),
         });
         let resources = match &engine.gpu_resource {
@@ -157,7 +173,7 @@ pub fn replica_objects(
             "metadata": {"name": name, "namespace": engine.namespace, "labels": labels},
             "spec": {
                 "selector": {"app.kubernetes.io/name": name},
-                "ports": [{"name": "http", "port": SERVING_PORT, "targetPort": "http"}],
+                "ports": [{"name": "http", "port": port, "targetPort": "http"}],
             },
         });
         objects.push(deployment);
@@ -168,7 +184,7 @@ pub fn replica_objects(
 
 /// A label value: at most 63 characters of letters, digits, `-`, `_` and `.`, starting and
 /// ending with a letter or digit.
-fn label_value(text: &str) -> String {
+pub fn label_value(text: &str) -> String {
     let mut value: String = text
         .chars()
         .map(|c| {
@@ -222,16 +238,29 @@ mod tests {
         }
     }
 
+    fn set<'a>(checkpoint: &'a str, ports: &'a [u16]) -> ReplicaSet<'a> {
+        ReplicaSet {
+            launcher: "cluster-a",
+            checkpoint,
+            served_model: "llama-70b",
+            ports,
+        }
+    }
+
     #[test]
     fn each_replica_gets_a_deployment_and_a_service_with_its_gpus_and_probe() {
-        let objects =
-            replica_objects(&vllm(), "Llama 70B/step-1000", "llama-70b", &serving(2, 4)).unwrap();
+        let objects = replica_objects(
+            &vllm(),
+            &set("Llama 70B/step-1000", &[8100, 8101]),
+            &serving(2, 4),
+        )
+        .unwrap();
         assert_eq!(objects.len(), 4);
         let deployment = &objects[0];
         assert_eq!(deployment["kind"], "Deployment");
         assert_eq!(
             deployment["metadata"]["name"],
-            "arbiter-llama-70b-step-1000-r0"
+            "arbiter-llama-70b-step-1000-p8100"
         );
         let container = &deployment["spec"]["template"]["spec"]["containers"][0];
         assert_eq!(container["resources"]["limits"]["nvidia.com/gpu"], "4");
@@ -263,14 +292,28 @@ mod tests {
             deployment["metadata"]["labels"]["arbiter.dev/checkpoint"],
             "Llama_70B_step-1000"
         );
+        assert_eq!(
+            deployment["metadata"]["labels"]["arbiter.dev/launcher"],
+            "cluster-a"
+        );
         assert_eq!(objects[1]["kind"], "Service");
+        assert_eq!(objects[1]["spec"]["ports"][0]["port"], 8100);
         assert_eq!(
             objects[3]["metadata"]["name"],
-            "arbiter-llama-70b-step-1000-r1"
+            "arbiter-llama-70b-step-1000-p8101"
         );
         assert_eq!(
-            replica_url("arbiter-llama-70b-step-1000-r1", "evals"),
-            "http://arbiter-llama-70b-step-1000-r1.evals.svc:8000/v1"
+            crate::serving::replica_url_from(
+                &service_url_rule("evals"),
+                "ignored",
+                "Llama 70B/step-1000",
+                8101
+            ),
+            "http://arbiter-llama-70b-step-1000-p8101.evals.svc:8101/v1"
+        );
+        assert_eq!(
+            crate::serving::replica_url_from("", "127.0.0.1", "c", 8101),
+            "http://127.0.0.1:8101/v1"
         );
     }
 
@@ -301,8 +344,12 @@ mod tests {
         };
         let mut files = Vec::new();
         for (index, engine) in [vllm(), cpu].iter().enumerate() {
-            for object in
-                replica_objects(engine, "Llama 70B/step-1000", "llama", &serving(2, 4)).unwrap()
+            for object in replica_objects(
+                engine,
+                &set("Llama 70B/step-1000", &[8100, 8101]),
+                &serving(2, 4),
+            )
+            .unwrap()
             {
                 let file = directory.join(format!(
                     "{index}-{}-{}.json",
@@ -313,10 +360,21 @@ mod tests {
                 files.push(file);
             }
         }
+        // The manifests that deploy Arbiter in a cluster, the launcher's RBAC among them.
+        let manifests = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/kubernetes");
+        let shipped = [
+            "launcher.yaml",
+            "server.yaml",
+            "worker.yaml",
+            "migrate-job.yaml",
+        ]
+        .map(|file| std::path::Path::new(manifests).join(file));
+        let shipped_objects = 9;
         for version in ["1.30.0", "1.37.0"] {
             let checked = std::process::Command::new("kubernetes-validate")
                 .args(["--strict", "-k", version])
                 .args(&files)
+                .args(&shipped)
                 .output()
                 .unwrap();
             let report = String::from_utf8_lossy(&checked.stdout).to_string()
@@ -324,7 +382,7 @@ mod tests {
             assert!(checked.status.success(), "Kubernetes {version}: {report}");
             assert_eq!(
                 report.matches(" passed for resource ").count(),
-                files.len(),
+                files.len() + shipped_objects,
                 "Kubernetes {version}: {report}"
             );
         }
@@ -335,21 +393,22 @@ mod tests {
     fn weights_outside_the_model_volume_and_long_names_are_handled() {
         let mut outside = serving(1, 1);
         outside.model_path = "/etc/passwd".into();
-        assert!(replica_objects(&vllm(), "c", "m", &outside)
+        assert!(replica_objects(&vllm(), &set("c", &[1]), &outside)
             .unwrap_err()
             .contains("not under the model volume's mount /models"));
         let sibling = Serving {
             model_path: "/models-other/x".into(),
             ..serving(1, 1)
         };
-        assert!(replica_objects(&vllm(), "c", "m", &sibling).is_err());
-        let long = replica_name(&"x".repeat(200), 12);
-        assert!(long.len() <= 63 && long.ends_with("-r12"), "{long}");
+        assert!(replica_objects(&vllm(), &set("c", &[1]), &sibling).is_err());
+        let long = replica_name(&"x".repeat(200), 18100);
+        assert!(long.len() <= 63 && long.ends_with("-p18100"), "{long}");
+        assert_ne!(replica_name("A B", 1), replica_name("a-b", 2));
         let cpu = ClusterEngine {
             gpu_resource: None,
             ..vllm()
         };
-        let objects = replica_objects(&cpu, "c", "m", &serving(1, 1)).unwrap();
+        let objects = replica_objects(&cpu, &set("c", &[1]), &serving(1, 1)).unwrap();
         assert_eq!(
             objects[0]["spec"]["template"]["spec"]["containers"][0]["resources"],
             json!({})

@@ -85,6 +85,17 @@ pub fn replica_url(host: &str, port: u16) -> String {
     format!("http://{host}:{port}/v1")
 }
 
+/// A replica's URL by its launcher's rule: `{name}` is the replica's name (see
+/// [`kubernetes::replica_name`]) and `{port}` its reserved port; an empty rule (a launcher
+/// older than rules) is `http://{host}:{port}/v1`.
+pub fn replica_url_from(rule: &str, host: &str, checkpoint: &str, port: u16) -> String {
+    if rule.is_empty() {
+        return replica_url(host, port);
+    }
+    rule.replace("{name}", &kubernetes::replica_name(checkpoint, port))
+        .replace("{port}", &port.to_string())
+}
+
 /// The URL a launcher polls until the replica answers 200 (vLLM, SGLang, the simulator and
 /// `arbiter model serve` all serve `/health` beside `/v1`).
 pub fn health_url(host: &str, port: u16) -> String {

@@ -81,8 +81,9 @@ pub struct JobsConfig {
     pub judge_canary: Option<Duration>,
     /// Pairs waiting for their pairwise judge.
     pub pair_judging: Option<Duration>,
-    /// Starts and retires served checkpoints' servers on this host (`--launchers FILE`).
-    pub launcher: Option<crate::serving::config::LocalLauncherConfig>,
+    /// Starts and retires served checkpoints' servers, on this host or in a cluster
+    /// (`--launchers FILE`).
+    pub launcher: Option<crate::serving::config::LauncherConfig>,
 }
 
 impl JobsConfig {

@@ -1,20 +1,18 @@
-//! The local launcher: starts each served checkpoint's replicas as processes on this host
-//! from its engine's command template, keeps their logs, polls their health, restarts a
-//! replica that dies, fails a launch that never becomes healthy (its runs cancelled with the
-//! log's tail as the reason), and retires the servers once their checkpoint's runs are done
-//! and the idle period has passed.
+//! The local launcher's servers: each served checkpoint's replicas as processes on this host,
+//! started from its engine's command template on the launch's GPUs, their logs kept, their
+//! health polled, a replica that dies started again (the launch's life is
+//! [`super::lifecycle`]'s).
 //!
 //! Each replica runs in a process group of its own, so stopping it stops what it started
 //! (vLLM's workers too): SIGTERM first, SIGKILL after a grace period.
 
-use super::canary::read_canary;
 use super::config::LocalLauncherConfig;
-use crate::error::ServiceResult;
-use arbiter_domain::serving::canary::{judge, CanaryReading, CANARY_PROMPTS};
+use super::lifecycle::{self, Check, Launcher, Start};
 use arbiter_domain::serving::command::{render, ReplicaVars};
-use arbiter_domain::serving::launch::{log_tail, LaunchState};
-use arbiter_domain::serving::{health_url, replica_url};
-use arbiter_store::{now_ms, LauncherInfo, ManagedLaunch, Store};
+use arbiter_domain::serving::health_url;
+use arbiter_domain::serving::launch::{log_tail, LaunchPolicy};
+use arbiter_store::{now_ms, LauncherInfo, ManagedLaunch};
+use async_trait::async_trait;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -24,8 +22,6 @@ use tokio::process::Child;
 const STOP_GRACE: Duration = Duration::from_secs(10);
 /// One health check's wait.
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
-/// The whole serving canary's time on one server.
-const CANARY_BUDGET: Duration = Duration::from_secs(60);
 /// How long a killed replica's process group gets to be gone before its replacement starts.
 const GONE_WAIT: Duration = Duration::from_secs(5);
 /// Bytes read from the end of each replica's log for a launch's tail.
@@ -39,7 +35,7 @@ struct Replica {
 }
 
 /// One launch's running replicas.
-struct Servers {
+struct Processes {
     replicas: Vec<Replica>,
     /// When they were (re)started, for the health deadline.
     started_at: i64,
@@ -47,275 +43,151 @@ struct Servers {
     gpus: Vec<usize>,
 }
 
-/// What one round did, by launch id.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RoundReport {
-    pub started: Vec<i64>,
-    pub healthy: Vec<i64>,
-    pub restarted: Vec<i64>,
-    pub failed: Vec<i64>,
-    pub retired: Vec<i64>,
-    /// Held by the serving canary.
-    pub held: Vec<i64>,
-}
-
-pub struct LocalLauncher {
+pub struct LocalServers {
     config: LocalLauncherConfig,
     http: reqwest::Client,
-    servers: HashMap<i64, Servers>,
+    servers: HashMap<i64, Processes>,
 }
 
-impl LocalLauncher {
+/// A launcher of processes on this host.
+pub type LocalLauncher = Launcher<LocalServers>;
+
+impl Launcher<LocalServers> {
     pub fn new(config: LocalLauncherConfig) -> LocalLauncher {
         let http = reqwest::Client::builder()
             .timeout(HEALTH_TIMEOUT)
             .no_proxy()
             .build()
             .expect("a plain HTTP client builds");
-        LocalLauncher {
+        Launcher::with(LocalServers {
             config,
             http,
             servers: HashMap::new(),
-        }
+        })
     }
 
-    pub fn info(&self) -> LauncherInfo {
+    /// The process ids of a launch's replicas in replica order (a replica that has exited has
+    /// none), for an operator's diagnosis.
+    pub fn replica_pids(&self, launch_id: i64) -> Vec<Option<u32>> {
+        self.servers()
+            .servers
+            .get(&launch_id)
+            .map(|servers| {
+                servers
+                    .replicas
+                    .iter()
+                    .map(|replica| replica.child.id())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+#[async_trait]
+impl lifecycle::Servers for LocalServers {
+    fn info(&self) -> LauncherInfo {
         LauncherInfo {
             id: self.config.id.clone(),
             host: self.config.host.clone(),
             engines: self.config.engines.keys().copied().collect(),
             port_first: self.config.ports.0,
             port_last: self.config.ports.1,
+            replica_url: String::new(),
         }
     }
 
-    /// Beats the launcher's heart and moves each of its live launches one step on.
-    pub async fn round(&mut self, store: &dyn Store) -> ServiceResult<RoundReport> {
-        store.heartbeat_launcher(&self.info(), now_ms()).await?;
-        let launches = store.launches_to_manage(&self.config.id).await?;
-        let live: HashSet<i64> = launches.iter().map(|launch| launch.id).collect();
-        // Failed or retired by someone else (or gone): nothing of theirs keeps running.
-        let orphans: Vec<i64> = self
-            .servers
-            .keys()
-            .filter(|id| !live.contains(id))
-            .copied()
-            .collect();
-        for id in orphans {
-            if let Some(servers) = self.servers.remove(&id) {
-                stop(servers).await;
-            }
-        }
-        let mut report = RoundReport::default();
-        // A run resumed (or a request lost) on a checkpoint without servers: start them.
-        let woken = store.wake_waiting(&self.config.id, now_ms()).await?;
-        let launches = if woken.is_empty() {
-            launches
-        } else {
-            store.launches_to_manage(&self.config.id).await?
+    fn policy(&self) -> &LaunchPolicy {
+        &self.config.policy
+    }
+
+    fn held(&self) -> Vec<i64> {
+        self.servers.keys().copied().collect()
+    }
+
+    /// Starts every replica once its GPUs are free (a plan needing more than the host has
+    /// fails at once).
+    async fn start(&mut self, launch: &ManagedLaunch) -> Result<Start, String> {
+        let Some(gpus) = self.free_gpus(launch)? else {
+            return Ok(Start::Waiting);
         };
-        for launch in &launches {
-            self.step(store, launch, &mut report).await?;
-        }
-        Ok(report)
+        let replicas = (0..launch.ports.len())
+            .map(|replica| self.spawn(launch, replica, &gpus))
+            .collect::<Result<Vec<Replica>, String>>()?;
+        self.servers.insert(
+            launch.id,
+            Processes {
+                replicas,
+                started_at: now_ms(),
+                gpus,
+            },
+        );
+        Ok(Start::Started)
     }
 
-    async fn step(
-        &mut self,
-        store: &dyn Store,
-        launch: &ManagedLaunch,
-        report: &mut RoundReport,
-    ) -> ServiceResult<()> {
-        let now = now_ms();
-        if !self.servers.contains_key(&launch.id) {
-            // Requested, or live from before this process started: start every replica, once
-            // its GPUs are free (a plan needing more than the host has fails at once).
-            let gpus = match self.free_gpus(launch) {
-                Ok(Some(gpus)) => Ok(gpus),
-                Ok(None) => return Ok(()),
-                Err(error) => Err(error),
-            };
-            let started = gpus.and_then(|gpus| {
-                let replicas = (0..launch.ports.len())
-                    .map(|replica| self.spawn(launch, replica, &gpus))
-                    .collect::<Result<Vec<Replica>, String>>()?;
-                Ok((replicas, gpus))
-            });
-            let (replicas, gpus) = match started {
-                Ok(started) => started,
-                Err(error) => {
-                    store.fail_launch(launch.id, &error, "", now).await?;
-                    report.failed.push(launch.id);
-                    return Ok(());
-                }
-            };
-            self.servers.insert(
-                launch.id,
-                Servers {
-                    replicas,
-                    started_at: now,
-                    gpus,
-                },
-            );
-            let to = if launch.state == LaunchState::Requested {
-                LaunchState::Starting
-            } else {
-                LaunchState::Restarting
-            };
-            let reason = "the launcher restarted and started the servers again";
-            store
-                .move_launch(launch.id, to, Some(reason), None, now)
-                .await?;
-            report.started.push(launch.id);
-            return Ok(());
-        }
+    fn started_at(&self, launch_id: i64) -> i64 {
+        self.servers
+            .get(&launch_id)
+            .map_or_else(now_ms, |servers| servers.started_at)
+    }
+
+    async fn check(&mut self, launch: &ManagedLaunch, health: bool) -> Result<Check, String> {
         let exited = self.exited_replicas(launch.id);
-        match launch.state {
-            LaunchState::Restarting if !exited.is_empty() => {
-                return self.restart(store, launch, &exited, report).await;
-            }
-            LaunchState::Requested | LaunchState::Starting | LaunchState::Restarting => {
-                if let Some((replica, status)) = exited.first() {
-                    let failure =
-                        format!("replica {replica} exited ({status}) before it was healthy");
-                    return self.fail(store, launch, &failure, report).await;
-                }
-                let started_at = self.servers[&launch.id].started_at;
-                if self.all_healthy(launch).await {
-                    if launch.needs_canary {
-                        let url = replica_url(&self.config.host, launch.ports[0]);
-                        // Bounded, so a server that is healthy but hangs on generation holds
-                        // the launcher's round (and its heartbeat) for a minute at most.
-                        let reading = match tokio::time::timeout(
-                            CANARY_BUDGET,
-                            read_canary(&url, &launch.served_model),
-                        )
-                        .await
-                        {
-                            Ok(reading) => reading,
-                            Err(_) => CanaryReading {
-                                perplexity_error: Some(format!(
-                                    "no answer within {} s",
-                                    CANARY_BUDGET.as_secs()
-                                )),
-                                answers: vec![String::new(); CANARY_PROMPTS.len()],
-                                ..CanaryReading::default()
-                            },
-                        };
-                        store.heartbeat_launcher(&self.info(), now_ms()).await?;
-                        let predecessor = store.predecessor_canary(launch.checkpoint_id).await?;
-                        let verdict = judge(
-                            &reading,
-                            predecessor
-                                .as_ref()
-                                .map(|(name, before)| (name.as_str(), before)),
-                        );
-                        if let Err(reason) = verdict {
-                            if let Some(servers) = self.servers.remove(&launch.id) {
-                                stop(servers).await;
-                            }
-                            let paused = store
-                                .hold_launch(launch.id, &reason, &reading, now_ms())
-                                .await?;
-                            tracing::warn!(launch = launch.id, checkpoint = %launch.checkpoint_name, %reason, runs_paused = paused.len(), "checkpoint held by the serving canary");
-                            report.held.push(launch.id);
-                            return Ok(());
-                        }
-                        store.record_canary(launch.id, &reading).await?;
-                    }
-                    store
-                        .move_launch(launch.id, LaunchState::Healthy, None, None, now)
-                        .await?;
-                    report.healthy.push(launch.id);
-                } else if self.config.policy.health_overdue(started_at, now) {
-                    let failure = format!(
-                        "not healthy {} s after it started",
-                        (now - started_at) / 1000
-                    );
-                    return self.fail(store, launch, &failure, report).await;
-                }
-            }
-            LaunchState::Healthy => {
-                if !exited.is_empty() {
-                    return self.restart(store, launch, &exited, report).await;
-                } else {
-                    let last_activity = launch
-                        .last_run_finished_at
-                        .into_iter()
-                        .chain(launch.healthy_at)
-                        .max()
-                        .unwrap_or(now);
-                    if self
-                        .config
-                        .policy
-                        .idle_enough(launch.unfinished_runs, last_activity, now)
-                        && store
-                            .retire_launch(launch.id, Some(&self.log_tail(launch.id)), now)
-                            .await?
-                    {
-                        if let Some(servers) = self.servers.remove(&launch.id) {
-                            stop(servers).await;
-                        }
-                        tracing::info!(launch = launch.id, checkpoint = %launch.checkpoint_name, "servers retired");
-                        report.retired.push(launch.id);
-                    }
-                }
-            }
-            LaunchState::Retired | LaunchState::Failed | LaunchState::Held => {}
-        }
-        Ok(())
+        let healthy = health && exited.is_empty() && self.all_healthy(launch).await;
+        Ok(Check { exited, healthy })
     }
 
-    /// Starts the replicas that exited again, or fails the launch once its restarts are
-    /// spent.
-    async fn restart(
-        &mut self,
-        store: &dyn Store,
-        launch: &ManagedLaunch,
-        exited: &[(usize, String)],
-        report: &mut RoundReport,
-    ) -> ServiceResult<()> {
-        let deaths: Vec<String> = exited
-            .iter()
-            .map(|(replica, status)| format!("replica {replica} exited ({status})"))
-            .collect();
-        let failure = deaths.join("; ");
-        if launch.restarts >= self.config.policy.max_restarts {
-            let failure = format!("{failure} after {} restarts", launch.restarts);
-            return self.fail(store, launch, &failure, report).await;
-        }
-        let tail = self.log_tail(launch.id);
+    async fn restart(&mut self, launch: &ManagedLaunch, replicas: &[usize]) -> Result<(), String> {
         let now = now_ms();
-        for (replica, _) in exited {
+        for &replica in replicas {
             let gpus = self.servers[&launch.id].gpus.clone();
             // What the dead replica started (vLLM's workers) goes with it, GPUs and port too.
-            let group = self.servers[&launch.id].replicas[*replica].group;
+            let group = self.servers[&launch.id].replicas[replica].group;
             signal_group(group, libc::SIGKILL);
             wait_until_gone(group).await;
-            match self.spawn(launch, *replica, &gpus) {
-                Ok(fresh) => {
-                    if let Some(servers) = self.servers.get_mut(&launch.id) {
-                        servers.replicas[*replica] = fresh;
-                        servers.started_at = now;
-                    }
-                }
-                Err(error) => return self.fail(store, launch, &error, report).await,
+            let fresh = self.spawn(launch, replica, &gpus)?;
+            if let Some(servers) = self.servers.get_mut(&launch.id) {
+                servers.replicas[replica] = fresh;
+                servers.started_at = now;
             }
         }
-        tracing::warn!(launch = launch.id, checkpoint = %launch.checkpoint_name, %failure, "a server died; restarting it");
-        store
-            .move_launch(
-                launch.id,
-                LaunchState::Restarting,
-                Some(&failure),
-                Some(&tail),
-                now,
-            )
-            .await?;
-        report.restarted.push(launch.id);
         Ok(())
     }
 
+    async fn stop(&mut self, launch_id: i64) {
+        if let Some(servers) = self.servers.remove(&launch_id) {
+            stop(servers).await;
+        }
+    }
+
+    async fn log_tail(&mut self, launch_id: i64) -> String {
+        let Some(servers) = self.servers.get(&launch_id) else {
+            return String::new();
+        };
+        servers
+            .replicas
+            .iter()
+            .enumerate()
+            .map(|(index, replica)| {
+                format!(
+                    "── replica {index} ──\n{}",
+                    log_tail(&read_end(&replica.log))
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Nothing to tidy: servers started by an earlier process died with it.
+    async fn tidy(&mut self, _live: &[ManagedLaunch]) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn stop_at_shutdown(&self) -> bool {
+        true
+    }
+}
+
+impl LocalServers {
     /// The GPUs a launch's replicas get: `tp` each, free of every other launch's; refused
     /// when this host has too few (a plan for several nodes asks more than one host holds).
     fn free_gpus(&self, launch: &ManagedLaunch) -> Result<Option<Vec<usize>>, String> {
@@ -331,7 +203,7 @@ impl LocalLauncher {
                 self.config.gpus
             ));
         }
-        let held: std::collections::HashSet<usize> = self
+        let held: HashSet<usize> = self
             .servers
             .values()
             .flat_map(|servers| servers.gpus.iter().copied())
@@ -342,26 +214,6 @@ impl LocalLauncher {
             .collect();
         // Held by other launches: it waits, requested, until they retire.
         Ok((free.len() == needed).then_some(free))
-    }
-
-    /// Stops the servers and fails the launch with the logs' tail (its runs are cancelled).
-    async fn fail(
-        &mut self,
-        store: &dyn Store,
-        launch: &ManagedLaunch,
-        failure: &str,
-        report: &mut RoundReport,
-    ) -> ServiceResult<()> {
-        let tail = self.log_tail(launch.id);
-        if let Some(servers) = self.servers.remove(&launch.id) {
-            stop(servers).await;
-        }
-        let cancelled = store
-            .fail_launch(launch.id, failure, &tail, now_ms())
-            .await?;
-        tracing::warn!(launch = launch.id, checkpoint = %launch.checkpoint_name, %failure, runs_cancelled = cancelled.len(), "servers failed");
-        report.failed.push(launch.id);
-        Ok(())
     }
 
     fn spawn(
@@ -480,50 +332,6 @@ impl LocalLauncher {
         }
         true
     }
-
-    /// The end of each replica's log, headed by the replica.
-    fn log_tail(&self, launch_id: i64) -> String {
-        let Some(servers) = self.servers.get(&launch_id) else {
-            return String::new();
-        };
-        servers
-            .replicas
-            .iter()
-            .enumerate()
-            .map(|(index, replica)| {
-                format!(
-                    "── replica {index} ──\n{}",
-                    log_tail(&read_end(&replica.log))
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-
-    /// The process ids of a launch's replicas in replica order (a replica that has exited has
-    /// none), for an operator's diagnosis.
-    pub fn replica_pids(&self, launch_id: i64) -> Vec<Option<u32>> {
-        self.servers
-            .get(&launch_id)
-            .map(|servers| {
-                servers
-                    .replicas
-                    .iter()
-                    .map(|replica| replica.child.id())
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
-    /// Stops every server this launcher runs (at shutdown) and puts their launches back to
-    /// `requested`: a launcher with this id starts them again, counting no restart.
-    pub async fn stop_all(&mut self, store: &dyn Store) {
-        // Released first, so no worker claims for servers that are stopping.
-        if let Err(err) = store.release_launches(&self.config.id).await {
-            tracing::warn!(error = %err, "launches not released at shutdown");
-        }
-        futures::future::join_all(self.servers.drain().map(|(_, servers)| stop(servers))).await;
-    }
 }
 
 fn read_end(path: &std::path::Path) -> String {
@@ -540,7 +348,7 @@ fn read_end(path: &std::path::Path) -> String {
 
 /// SIGTERM to each replica's process group, then (after it exits or the grace runs out)
 /// SIGKILL to whatever of the group is left, all replicas at once.
-async fn stop(servers: Servers) {
+async fn stop(servers: Processes) {
     futures::future::join_all(servers.replicas.into_iter().map(|mut replica| async move {
         signal_group(replica.group, libc::SIGTERM);
         let _ = tokio::time::timeout(STOP_GRACE, replica.child.wait()).await;

@@ -1,6 +1,7 @@
 //! Checkpoints Arbiter serves itself: the serving plan chosen at registration, the launches
-//! that start and retire their servers ([`local`] runs them as processes on this host), and
-//! what the Checkpoints page and the API show of them.
+//! that start and retire their servers ([`lifecycle`]; [`local`] runs them as processes on this
+//! host, [`kubernetes`] as Deployments in a cluster), and what the Checkpoints page and the API
+//! show of them.
 //!
 //! "Load once, run everything": a served checkpoint's suites and any later runs share its
 //! live launch; runs wait (not claimed) until it is healthy, and a run launched after it
@@ -8,6 +9,8 @@
 
 pub mod canary;
 pub mod config;
+pub mod kubernetes;
+pub mod lifecycle;
 pub mod local;
 
 use crate::error::{ServiceError, ServiceResult};

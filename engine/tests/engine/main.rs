@@ -15,6 +15,7 @@ mod fuzz_inputs;
 mod images;
 mod imports;
 mod instructions;
+mod kubernetes_launcher;
 mod label_events_story;
 mod likelihood;
 mod ops_story;

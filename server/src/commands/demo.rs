@@ -155,7 +155,9 @@ async fn run_demo(
         queue_monitor_seconds,
         Some((announcements, std::time::Duration::from_secs(5))),
     )?;
-    jobs.launcher = Some(launcher);
+    jobs.launcher = Some(arbiter_engine::serving::config::LauncherConfig::Local(
+        launcher,
+    ));
     run_server(&database, addr, site_root, jobs).await
 }
 

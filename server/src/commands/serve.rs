@@ -27,9 +27,15 @@ pub async fn serve(args: crate::ServeArgs) -> anyhow::Result<()> {
         mail,
     } = args;
     let launcher = launchers
-        .map(|path| arbiter_engine::serving::config::LocalLauncherConfig::read(&path))
+        .map(|path| arbiter_engine::serving::config::LauncherConfig::read(&path))
         .transpose()
         .map_err(anyhow::Error::msg)?;
+    if let Some(arbiter_engine::serving::config::LauncherConfig::Kubernetes(cluster)) = &launcher {
+        // Credentials are found now, so a server without them says so at start.
+        arbiter_engine::serving::kubernetes::ClusterServers::connect(cluster.clone())
+            .await
+            .map_err(anyhow::Error::msg)?;
+    }
     // In-process workers call the servers this process launches.
     let launched = launcher
         .as_ref()

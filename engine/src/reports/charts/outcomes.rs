@@ -53,7 +53,7 @@ fn draw(
     chart
         .configure_mesh()
         .x_labels(6)
-        .x_label_formatter(&|v| format!("{:.0}%", v * 100.0))
+        .x_label_formatter(&|v: &f64| format!("{:.0}%", v * 100.0))
         .y_labels(rows.len().max(1) * 2 + 1)
         .y_label_formatter(&|v| name_at(&names, *v))
         .x_desc("share of answers")

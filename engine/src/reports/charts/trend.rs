@@ -51,7 +51,7 @@ fn draw(
         .x_labels(checkpoints.len().clamp(1, 12) * 2 + 1)
         .x_label_formatter(&|v| name_at(&names, *v))
         .y_labels(6)
-        .y_label_formatter(&|v| format!("{:.0}%", v * 100.0))
+        .y_label_formatter(&|v: &f64| format!("{:.0}%", v * 100.0))
         .x_desc("checkpoint (training order)")
         .y_desc("pass rate, 95% band")
         .axis_desc_style((FONT, 12))
