@@ -347,35 +347,33 @@ macro_rules! catalog_sql {
                     "no running launcher starts `{engine}` servers: start `arbiter serve --launchers FILE` with that engine, or register the checkpoint at its URL"
                 )));
             };
-            let mut taken: std::collections::HashSet<i64> =
+            let taken: std::collections::HashSet<i64> =
                 sqlx::query_scalar::<_, i64>("SELECT port FROM served_ports WHERE launcher_id = $1")
                     .bind(&launcher_id)
                     .fetch_all(&mut **tx)
                     .await?
                     .into_iter()
                     .collect();
-            // A port someone registered a checkpoint on by its URL stays theirs: serving on it
-            // would share their endpoint's owner, key and limit.
-            let prefix = format!("http://{host}:");
-            let registered: Vec<String> = sqlx::query_scalar("SELECT base_url FROM endpoints WHERE base_url LIKE $1")
-                .bind(format!("{prefix}%"))
+            // A URL someone registered a checkpoint at stays theirs: serving there would share
+            // their endpoint's owner, key and limit.
+            let registered: std::collections::HashSet<String> = sqlx::query_scalar("SELECT base_url FROM endpoints")
                 .fetch_all(&mut **tx)
-                .await?;
-            taken.extend(registered.iter().filter_map(|url| {
-                url.strip_prefix(&prefix)?.strip_suffix("/v1")?.parse::<i64>().ok()
-            }));
+                .await?
+                .into_iter()
+                .collect();
+            let url_of = |port: i64| arbiter_domain::serving::replica_url_from(&url_rule, &host, checkpoint, port as u16);
             let wanted = serving.plan.replicas as usize;
-            let ports: Vec<i64> = (first..=last).filter(|port| !taken.contains(port)).take(wanted).collect();
+            let ports: Vec<i64> = (first..=last)
+                .filter(|port| !taken.contains(port) && !registered.contains(&url_of(*port)))
+                .take(wanted)
+                .collect();
             if ports.len() < wanted {
                 return Err(StoreError::Conflict(format!(
                     "the launcher `{launcher_id}` has {} free ports of {first}–{last} and this plan needs {wanted}: widen its port range",
                     ports.len()
                 )));
             }
-            let urls = ports
-                .iter()
-                .map(|port| arbiter_domain::serving::replica_url_from(&url_rule, &host, checkpoint, *port as u16))
-                .collect();
+            let urls = ports.iter().map(|port| url_of(*port)).collect();
             Ok(ReservedPorts { launcher_id, ports, urls })
         }
 

@@ -19,6 +19,9 @@ use crate::serving::Serving;
 pub const SERVING_PORT: u16 = 8000;
 /// The label every object Arbiter creates carries, to list and clean them up.
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "arbiter");
+/// The label of a replica's pods that names their launch (the Deployment's selector leaves it
+/// out, since a selector cannot change: a new launch's pods replace the old ones').
+pub const LAUNCH_LABEL: &str = "arbiter.dev/launch";
 
 /// Where and how a cluster runs one engine, from the launcher's configuration.
 #[derive(Clone, Debug, PartialEq)]
@@ -44,6 +47,9 @@ pub struct ClusterEngine {
 pub struct ReplicaSet<'a> {
     /// The launcher's id, as a label: it cleans up only its own objects.
     pub launcher: &'a str,
+    /// The launch, as a label of its pods: the Service and the launcher look only at this
+    /// launch's pods, never at a previous launch's still being deleted.
+    pub launch: i64,
     pub checkpoint: &'a str,
     pub served_model: &'a str,
     /// One reserved port per replica, in replica order: its Service's port and part of its
@@ -53,8 +59,8 @@ pub struct ReplicaSet<'a> {
 
 /// One replica's name: `arbiter-<checkpoint>-p<port>`, lower case, `-` for anything else, cut
 /// to fit a Service name (63 characters). The port is reserved for the checkpoint on its
-/// launcher, so two checkpoints whose names differ only in case or punctuation still get
-/// names of their own.
+/// launcher, so two of its checkpoints whose names differ only in case or punctuation still
+/// get names of their own; two launchers sharing a namespace need port ranges apart.
 pub fn replica_name(checkpoint: &str, port: u16) -> String {
     let suffix = format!("-p{port}");
     let mut slug: String = checkpoint
@@ -117,6 +123,8 @@ pub fn replica_objects(
             "arbiter.dev/checkpoint": label_value(set.checkpoint),
             "arbiter.dev/replica": replica.to_string(),
         });
+        let mut pod_labels = labels.clone();
+        pod_labels[LAUNCH_LABEL] = json!(set.launch.to_string());
         let resources = match &engine.gpu_resource {
             Some(gpu) => json!({"limits": {gpu: tp.to_string()}}),
             None => json!({}),
@@ -132,7 +140,7 @@ pub fn replica_objects(
                 // One replica holds its GPUs: the old pod goes before the new one starts.
                 "strategy": {"type": "Recreate"},
                 "template": {
-                    "metadata": {"labels": labels},
+                    "metadata": {"labels": pod_labels},
                     "spec": {
                         "containers": [{
                             "name": "engine",
@@ -172,7 +180,7 @@ pub fn replica_objects(
             "kind": "Service",
             "metadata": {"name": name, "namespace": engine.namespace, "labels": labels},
             "spec": {
-                "selector": {"app.kubernetes.io/name": name},
+                "selector": {"app.kubernetes.io/name": name, LAUNCH_LABEL: set.launch.to_string()},
                 "ports": [{"name": "http", "port": port, "targetPort": "http"}],
             },
         });
@@ -241,6 +249,7 @@ mod tests {
     fn set<'a>(checkpoint: &'a str, ports: &'a [u16]) -> ReplicaSet<'a> {
         ReplicaSet {
             launcher: "cluster-a",
+            launch: 7,
             checkpoint,
             served_model: "llama-70b",
             ports,
@@ -296,8 +305,13 @@ mod tests {
             deployment["metadata"]["labels"]["arbiter.dev/launcher"],
             "cluster-a"
         );
+        assert_eq!(
+            deployment["spec"]["template"]["metadata"]["labels"][LAUNCH_LABEL],
+            "7"
+        );
         assert_eq!(objects[1]["kind"], "Service");
         assert_eq!(objects[1]["spec"]["ports"][0]["port"], 8100);
+        assert_eq!(objects[1]["spec"]["selector"][LAUNCH_LABEL], "7");
         assert_eq!(
             objects[3]["metadata"]["name"],
             "arbiter-llama-70b-step-1000-p8101"

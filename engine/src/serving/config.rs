@@ -24,7 +24,7 @@
 //! id = "cluster-a"             # default: kubernetes:<namespace>
 //! namespace = "evals"
 //! context = "prod"             # a kubeconfig context; default: in-cluster, else the current one
-//! ports = "8000-8999"          # each replica's Service port, reserved per checkpoint
+//! ports = "8000-8199"          # each replica's Service port, reserved per checkpoint
 //! model_claim = "checkpoints"  # the PersistentVolumeClaim holding the weights
 //! model_mount = "/models"
 //! gpu_resource = "nvidia.com/gpu"
@@ -45,6 +45,9 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct LauncherFile {
+    /// `local` or left out (read by [`LauncherConfig::parse`]).
+    #[allow(dead_code)]
+    kind: Option<String>,
     id: Option<String>,
     #[serde(default = "default_host")]
     host: String,
@@ -258,7 +261,7 @@ struct ClusterEngineFile {
 }
 
 fn default_service_ports() -> String {
-    "8000-8999".into()
+    "8000-8199".into()
 }
 
 fn default_gpu_resource() -> String {
@@ -280,6 +283,24 @@ pub struct ClusterLauncherConfig {
     pub policy: LaunchPolicy,
     /// How each engine runs in the cluster.
     pub engines: BTreeMap<ServingEngine, ClusterEngine>,
+}
+
+/// A Kubernetes launcher's replica URL rule: an http(s) URL whose port is `{port}` (each
+/// Service listens on its replica's) and where `{name}`, if used, is the first label of the
+/// host (so the egress allow list can name the replicas as `*.<rest>`).
+fn check_url_rule(rule: &str) -> Result<(), String> {
+    let example = rule.replace("{name}", "replica").replace("{port}", "8000");
+    let url = url::Url::parse(&example)
+        .map_err(|err| format!("replica_url `{rule}` is not a URL: {err}"))?;
+    let host = url.host_str().unwrap_or_default();
+    let port_in_place = rule.contains("{port}") && url.port() == Some(8000);
+    let name_in_place = !rule.contains("{name}") || host.starts_with("replica.");
+    if !["http", "https"].contains(&url.scheme()) || !port_in_place || !name_in_place {
+        return Err(format!(
+            "replica_url `{rule}` must be an http(s) URL whose port is `{{port}}` and where `{{name}}`, if used, is the first label of the host"
+        ));
+    }
+    Ok(())
 }
 
 /// A namespace name (a DNS label): lower-case letters, digits and `-`, at most 63.
@@ -320,11 +341,7 @@ impl ClusterLauncherConfig {
         let replica_url = file
             .replica_url
             .unwrap_or_else(|| service_url_rule(&file.namespace));
-        if !replica_url.contains("{port}") && !replica_url.contains("{name}") {
-            return Err(format!(
-                "replica_url `{replica_url}` names neither `{{name}}` nor `{{port}}`: every replica would get the same URL"
-            ));
-        }
+        check_url_rule(&replica_url)?;
         let policy = launch_policy(
             file.health_timeout_seconds,
             file.idle_seconds,
@@ -364,24 +381,19 @@ impl ClusterLauncherConfig {
         })
     }
 
-    /// The replicas' names or addresses, as the egress allow list takes them: every Service
-    /// of the namespace (`*.<namespace>.svc`) by default, else the host of `replica_url` on
-    /// the launcher's ports.
+    /// The replicas' names or addresses on the launcher's ports, as the egress allow list
+    /// takes them: the namespace's Services (`*.<namespace>.svc:<port>`) by default, else the
+    /// host of `replica_url`.
     pub fn endpoints(&self) -> Vec<String> {
-        let example = self
-            .replica_url
-            .replace("{name}", "replica")
-            .replace("{port}", &self.ports.0.to_string());
-        let Some(host) = url::Url::parse(&example)
+        let example = self.replica_url.replace("{name}", "replica");
+        let host = url::Url::parse(&example.replace("{port}", "8000"))
             .ok()
             .and_then(|url| url.host_str().map(str::to_string))
-        else {
-            return Vec::new();
+            .unwrap_or_default();
+        let host = match host.strip_prefix("replica.") {
+            Some(domain) if self.replica_url.contains("{name}") => format!("*.{domain}"),
+            _ => host,
         };
-        if self.replica_url.contains("{name}") {
-            let domain = host.strip_prefix("replica.").unwrap_or(&host);
-            return vec![format!("*.{domain}")];
-        }
         (self.ports.0..=self.ports.1)
             .map(|port| format!("{host}:{port}"))
             .collect()
@@ -426,7 +438,8 @@ mod tests {
             panic!("a Kubernetes launcher");
         };
         assert_eq!(config.engines.len(), 3);
-        assert_eq!(config.endpoints(), ["*.evals.svc"]);
+        assert_eq!(config.endpoints().len(), 200);
+        assert_eq!(config.endpoints()[0], "*.evals.svc:8000");
         // The launcher's ConfigMap in the cluster manifests holds a valid file too.
         let manifest = include_str!("../../../deploy/kubernetes/launcher.yaml");
         let embedded: String = manifest
@@ -454,7 +467,7 @@ mod tests {
             panic!("a Kubernetes launcher");
         };
         assert_eq!(config.id, "kubernetes:evals");
-        assert_eq!(config.ports, (8000, 8999));
+        assert_eq!(config.ports, (8000, 8199));
         assert_eq!(config.replica_url, "http://{name}.evals.svc:{port}/v1");
         let vllm = &config.engines[&ServingEngine::Vllm];
         assert_eq!(vllm.model_mount, "/models");
@@ -472,7 +485,23 @@ mod tests {
         let error = |extra: &str| LauncherConfig::parse(&file(extra)).unwrap_err();
         assert!(error("context = 1").contains("invalid type"));
         assert!(error("colour = 1").contains("unknown field"));
-        assert!(error("replica_url = \"http://one/v1\"").contains("same URL"));
+        for rule in [
+            "http://one/v1",
+            "http://{name}.evals.svc/v1",
+            "http://gw/{name}/{port}",
+            "ftp://{name}.x:{port}/",
+        ] {
+            assert!(
+                error(&format!("replica_url = \"{rule}\"")).contains("must be an http(s) URL"),
+                "{rule}"
+            );
+        }
+        assert!(matches!(
+            LauncherConfig::parse(
+                "kind = \"local\"\n[engines]\nsimulator = \"arbiter sim --addr {host}:{port}\"\n"
+            ),
+            Ok(LauncherConfig::Local(_))
+        ));
         assert!(LauncherConfig::parse(&file("").replace("evals", "Evals"))
             .unwrap_err()
             .contains("not a namespace name"));

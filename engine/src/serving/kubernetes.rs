@@ -5,16 +5,17 @@
 //! launcher counts that as a restart, as it does a local process it starts again.
 //!
 //! Its servers do not stop with the launcher: they keep serving while it restarts, and the next
-//! launcher with the same id takes them over (its apply changes nothing that is already right).
+//! launcher with the same id takes them over, counting no restart (it applies them again, which
+//! leaves pods that are already right alone, and checks that every replica is still ready).
 //! Every minute it deletes objects it labelled that no live launch of its own names, so a
 //! delete that failed, or a launch failed while the launcher was away, leaves nothing running.
 
 use super::config::ClusterLauncherConfig;
 use super::lifecycle::{self, Check, Launcher, Start};
 use arbiter_domain::serving::kubernetes::{
-    label_value, replica_name, replica_objects, ReplicaSet, MANAGED_BY,
+    label_value, replica_name, replica_objects, ReplicaSet, LAUNCH_LABEL, MANAGED_BY,
 };
-use arbiter_domain::serving::launch::{log_tail, LaunchPolicy};
+use arbiter_domain::serving::launch::{log_tail, LaunchPolicy, LaunchState};
 use arbiter_domain::serving::Serving;
 use arbiter_store::{now_ms, LauncherInfo, ManagedLaunch};
 use async_trait::async_trait;
@@ -34,9 +35,9 @@ const TIDY_EVERY: Duration = Duration::from_secs(60);
 const LOG_LINES: i64 = 200;
 const LOG_BYTES: i64 = 16 * 1024;
 /// A container waiting for one of these will not start without someone changing something:
-/// the launch fails at once rather than at its health deadline.
-const HOPELESS: [&str; 5] = [
-    "ErrImagePull",
+/// the launch fails at once rather than at its health deadline. (`ErrImagePull` alone may be a
+/// registry's passing error; `ImagePullBackOff` follows once pulls keep failing.)
+const HOPELESS: [&str; 4] = [
     "ImagePullBackOff",
     "InvalidImageName",
     "CreateContainerConfigError",
@@ -118,9 +119,16 @@ impl ClusterServers {
         )
     }
 
-    /// The pods of the named replicas (those being deleted left out), by replica name.
-    async fn pods(&self, names: &[String]) -> Result<HashMap<String, Pod>, kube::Error> {
-        let selector = format!("app.kubernetes.io/name in ({})", names.join(","));
+    /// The launch's pods of the named replicas (those being deleted left out), by replica name.
+    async fn pods(
+        &self,
+        launch_id: i64,
+        names: &[String],
+    ) -> Result<HashMap<String, Pod>, kube::Error> {
+        let selector = format!(
+            "{LAUNCH_LABEL}={launch_id},app.kubernetes.io/name in ({})",
+            names.join(",")
+        );
         let pods = self
             .api::<Pod>()
             .list(&ListParams::default().labels(&selector))
@@ -318,6 +326,7 @@ impl lifecycle::Servers for ClusterServers {
             engine,
             &ReplicaSet {
                 launcher: &self.config.id,
+                launch: launch.id,
                 checkpoint: &launch.checkpoint_name,
                 served_model: &launch.served_model,
                 ports: &launch.ports,
@@ -325,6 +334,7 @@ impl lifecycle::Servers for ClusterServers {
             &serving,
         )?;
         let apply = PatchParams::apply(FIELD_MANAGER).force();
+        let names = ClusterServers::names_of(launch);
         for object in &objects {
             let name = object["metadata"]["name"].as_str().unwrap_or_default();
             let kind = object["kind"].as_str().unwrap_or_default();
@@ -342,7 +352,14 @@ impl lifecycle::Servers for ClusterServers {
             };
             match applied {
                 Ok(()) => {}
-                Err(kube::Error::Api(status)) if (400..500).contains(&status.code) => {
+                // Refused (invalid, forbidden, a quota): asking again will not help. Throttled
+                // (429) or timed out (408) is the API being busy.
+                Err(kube::Error::Api(status))
+                    if (400..500).contains(&status.code) && ![408, 429].contains(&status.code) =>
+                {
+                    for applied in &names {
+                        self.delete(applied).await;
+                    }
                     return Err(format!(
                         "the cluster refused {kind} {name}: {}",
                         status.message
@@ -358,12 +375,17 @@ impl lifecycle::Servers for ClusterServers {
         self.launches.insert(
             launch.id,
             Applied {
-                names: ClusterServers::names_of(launch),
+                names,
                 started_at: now_ms(),
                 seen: vec![None; launch.ports.len()],
             },
         );
-        Ok(Start::Started)
+        // A launch past `requested` had its servers applied by an earlier launcher process.
+        Ok(if launch.state == LaunchState::Requested {
+            Start::Started
+        } else {
+            Start::TookOver
+        })
     }
 
     fn started_at(&self, launch_id: i64) -> i64 {
@@ -383,7 +405,7 @@ impl lifecycle::Servers for ClusterServers {
         else {
             return Ok(Check::default());
         };
-        let pods = match self.pods(&names).await {
+        let pods = match self.pods(launch.id, &names).await {
             Ok(pods) => pods,
             Err(err) => {
                 tracing::warn!(launch = launch.id, error = %err, "the cluster did not list the pods");
@@ -416,7 +438,13 @@ impl lifecycle::Servers for ClusterServers {
                         .push((replica, "its pod was replaced".to_string()));
                 }
                 Some((_, seen_restarts)) if restarts > *seen_restarts => {
-                    let how = engine_status(pod).map(how_it_ended).unwrap_or_default();
+                    let mut how = engine_status(pod).map(how_it_ended).unwrap_or_default();
+                    if restarts - seen_restarts > 1 {
+                        how = format!(
+                            "{how}; {} restarts since the last look",
+                            restarts - seen_restarts
+                        );
+                    }
                     check.exited.push((replica, how));
                 }
                 _ => {}
@@ -447,8 +475,15 @@ impl lifecycle::Servers for ClusterServers {
         tracing::info!(launch = launch_id, namespace = %self.config.namespace, "servers deleted");
     }
 
-    /// Each replica's pod described, then the end of its engine's log (the container that
-    /// crashed, while its successor waits to start).
+    /// Not called at shutdown (a cluster's servers keep serving); deletes them all.
+    async fn stop_every(&mut self) {
+        for launch_id in self.held() {
+            self.stop(launch_id).await;
+        }
+    }
+
+    /// Each replica's pod described, then the end of its engine's log: the crashed container's
+    /// when it restarted, then the running one's.
     async fn log_tail(&mut self, launch_id: i64) -> String {
         let Some(names) = self
             .launches
@@ -457,7 +492,7 @@ impl lifecycle::Servers for ClusterServers {
         else {
             return String::new();
         };
-        let pods = match self.pods(&names).await {
+        let pods = match self.pods(launch_id, &names).await {
             Ok(pods) => pods,
             Err(err) => return format!("the pods could not be listed: {err}"),
         };
@@ -467,26 +502,46 @@ impl lifecycle::Servers for ClusterServers {
                 parts.push(format!("── replica {replica} ──\nno pod of {name}"));
                 continue;
             };
-            let crashed = engine_status(pod).is_some_and(|status| {
-                status.restart_count > 0
-                    && status
-                        .state
-                        .as_ref()
-                        .is_none_or(|state| state.running.is_none())
-            });
-            let params = LogParams {
-                container: Some(CONTAINER.into()),
-                tail_lines: Some(LOG_LINES),
-                limit_bytes: Some(LOG_BYTES),
-                previous: crashed,
-                ..LogParams::default()
-            };
+            let status = engine_status(pod);
+            let restarted = status.is_some_and(|status| status.restart_count > 0);
+            let running = status
+                .and_then(|status| status.state.as_ref())
+                .is_some_and(|state| state.running.is_some());
             let pod_name = pod.metadata.name.clone().unwrap_or_default();
-            let log = match self.api::<Pod>().logs(&pod_name, &params).await {
-                Ok(log) => log_tail(&log),
-                Err(err) => format!("(no log: {err})"),
-            };
-            parts.push(format!("── replica {replica} ──\n{}\n{log}", describe(pod)));
+            let mut logs = Vec::new();
+            // The crashed container's log, then the running one's (or, before any restart,
+            // the only one, running or not).
+            for previous in [true, false] {
+                let wanted = if previous {
+                    restarted
+                } else {
+                    running || !restarted
+                };
+                if !wanted {
+                    continue;
+                }
+                let params = LogParams {
+                    container: Some(CONTAINER.into()),
+                    tail_lines: Some(LOG_LINES),
+                    limit_bytes: Some(LOG_BYTES),
+                    previous,
+                    ..LogParams::default()
+                };
+                let heading = if previous {
+                    "before its last restart:\n"
+                } else {
+                    ""
+                };
+                logs.push(match self.api::<Pod>().logs(&pod_name, &params).await {
+                    Ok(log) => format!("{heading}{}", log_tail(&log)),
+                    Err(err) => format!("{heading}(no log: {err})"),
+                });
+            }
+            parts.push(format!(
+                "── replica {replica} ──\n{}\n{}",
+                describe(pod),
+                logs.join("\n")
+            ));
         }
         parts.join("\n")
     }

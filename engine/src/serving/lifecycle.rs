@@ -23,6 +23,9 @@ const CANARY_BUDGET: Duration = Duration::from_secs(60);
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Start {
     Started,
+    /// Its servers outlived the previous launcher (a cluster's do): this one watches them
+    /// from now on, counting no restart.
+    TookOver,
     /// Its resources are held by other launches: it stays requested until they retire.
     Waiting,
 }
@@ -55,7 +58,7 @@ pub trait Servers: Send {
 
     /// Looks at a held launch's servers: which replicas ended, and (when `health`) whether
     /// every one is healthy. `Err` when the launch cannot recover (an image that cannot be
-    /// pulled, a pod that can never be scheduled).
+    /// pulled).
     async fn check(&mut self, launch: &ManagedLaunch, health: bool) -> Result<Check, String>;
 
     /// Brings back the replicas that ended.
@@ -63,6 +66,9 @@ pub trait Servers: Send {
 
     /// Stops a launch's servers and forgets them.
     async fn stop(&mut self, launch_id: i64);
+
+    /// Stops every launch's servers at once (at shutdown).
+    async fn stop_every(&mut self);
 
     /// The end of each replica's log, headed by the replica.
     async fn log_tail(&mut self, launch_id: i64) -> String;
@@ -152,6 +158,7 @@ impl<S: Servers> Launcher<S> {
             match self.servers.start(launch).await {
                 Ok(Start::Waiting) => return Ok(()),
                 Ok(Start::Started) => {}
+                Ok(Start::TookOver) => return self.take_over(store, launch, report).await,
                 Err(error) => {
                     store.fail_launch(launch.id, &error, "", now).await?;
                     report.failed.push(launch.id);
@@ -233,6 +240,39 @@ impl<S: Servers> Launcher<S> {
         Ok(())
     }
 
+    /// A healthy launch whose servers this launcher now watches stays healthy if every replica
+    /// still is; otherwise it restarts (its runs wait) until they are. Other states go on as
+    /// they were.
+    async fn take_over(
+        &mut self,
+        store: &dyn Store,
+        launch: &ManagedLaunch,
+        report: &mut RoundReport,
+    ) -> ServiceResult<()> {
+        tracing::info!(launch = launch.id, checkpoint = %launch.checkpoint_name, state = launch.state.as_str(), "servers taken over");
+        if launch.state != LaunchState::Healthy {
+            return Ok(());
+        }
+        match self.servers.check(launch, true).await {
+            Ok(check) if check.healthy => Ok(()),
+            Ok(_) => {
+                let reason = "not every replica was ready when this launcher took the servers over";
+                store
+                    .move_launch(
+                        launch.id,
+                        LaunchState::Restarting,
+                        Some(reason),
+                        None,
+                        now_ms(),
+                    )
+                    .await?;
+                report.restarted.push(launch.id);
+                Ok(())
+            }
+            Err(failure) => self.fail(store, launch, &failure, report).await,
+        }
+    }
+
     /// Reads the serving canary off the first replica and judges it against the checkpoint's
     /// predecessor's: recorded when it passes; otherwise the servers stop and the launch is
     /// held with the reason (its runs paused). Returns whether it passed.
@@ -242,9 +282,8 @@ impl<S: Servers> Launcher<S> {
         launch: &ManagedLaunch,
         report: &mut RoundReport,
     ) -> ServiceResult<bool> {
-        let Some(url) = launch.urls.first() else {
-            return Ok(true);
-        };
+        // No URL reads as a server that does not answer (the canary then holds the launch).
+        let url = launch.urls.first().map(String::as_str).unwrap_or_default();
         // Bounded, so a server that is healthy but hangs on generation holds the launcher's
         // round (and its heartbeat) for a minute at most.
         let reading =
@@ -348,8 +387,6 @@ impl<S: Servers> Launcher<S> {
         if let Err(err) = store.release_launches(&self.servers.info().id).await {
             tracing::warn!(error = %err, "launches not released at shutdown");
         }
-        for id in self.servers.held() {
-            self.servers.stop(id).await;
-        }
+        self.servers.stop_every().await;
     }
 }

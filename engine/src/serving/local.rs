@@ -159,6 +159,10 @@ impl lifecycle::Servers for LocalServers {
         }
     }
 
+    async fn stop_every(&mut self) {
+        futures::future::join_all(self.servers.drain().map(|(_, servers)| stop(servers))).await;
+    }
+
     async fn log_tail(&mut self, launch_id: i64) -> String {
         let Some(servers) = self.servers.get(&launch_id) else {
             return String::new();

@@ -2,8 +2,9 @@
 //! a stand-in API server answers each request with the conversation's next response and
 //! notes any request the conversation does not expect. The launcher tidies a stale replica,
 //! applies a served checkpoint's two replicas, waits for their pods, reads the canary, lets the
-//! run finish, counts a container killed for memory as a restart (with its crashed log in the
-//! tail), retires and deletes them; a second checkpoint whose image cannot be pulled fails at
+//! run finish; a new launcher process takes the servers over (tidying nothing live, counting
+//! no restart); it counts a container killed for memory as a restart (with its crashed log in
+//! the tail), retires and deletes them; a second checkpoint whose image cannot be pulled fails at
 //! once with the reason, its run cancelled and its objects deleted. The replicas' "pods" are
 //! two simulators on the ports the Services would have.
 
@@ -247,11 +248,15 @@ async fn a_kubernetes_launcher_applies_watches_restarts_retires_and_fails_throug
     }));
     let api = api_server(replay.clone()).await;
     let cluster = config(first_port);
-    let client = kube::Client::try_from(kube::Config::new(api.parse().unwrap())).unwrap();
-    let mut launcher = ClusterServers::with_client(cluster.clone(), client);
-    launcher
-        .servers_mut()
-        .set_tidy_every(Duration::from_secs(3600));
+    let connect = || {
+        let client = kube::Client::try_from(kube::Config::new(api.parse().unwrap())).unwrap();
+        let mut launcher = ClusterServers::with_client(cluster.clone(), client);
+        launcher
+            .servers_mut()
+            .set_tidy_every(Duration::from_secs(3600));
+        launcher
+    };
+    let mut launcher = connect();
     let unexpected = |replay: &Shared| replay.lock().unwrap().unexpected.clone();
 
     // First round: announced, and the stale replica it left labelled is deleted.
@@ -299,6 +304,11 @@ async fn a_kubernetes_launcher_applies_watches_restarts_retires_and_fails_throug
     .await
     .unwrap();
     let run = arbiter_testkit::pipeline::launch(store.as_ref(), eval, checkpoint).await;
+    assert_eq!(
+        latest_state(store.as_ref(), checkpoint).await.id,
+        1,
+        "the conversation's first launch"
+    );
 
     // Applied: two Deployments and two Services, server-side, exactly the domain's objects.
     round(&mut launcher, store.as_ref()).await;
@@ -311,6 +321,7 @@ async fn a_kubernetes_launcher_applies_watches_restarts_retires_and_fails_throug
         &cluster.engines[&ServingEngine::Simulator],
         &ReplicaSet {
             launcher: "cluster-test",
+            launch: 1,
             checkpoint: "k8s-step-100",
             served_model: "k8s-model",
             ports: &[first_port, first_port + 1],
@@ -365,6 +376,18 @@ async fn a_kubernetes_launcher_applies_watches_restarts_retires_and_fails_throug
         "{progress:?}"
     );
 
+    // The launcher's process is replaced: the new one finds every object live (deletes none),
+    // applies them again and, every replica still ready, keeps the launch healthy.
+    launcher.stop_all(store.as_ref()).await;
+    let mut launcher = connect();
+    round(&mut launcher, store.as_ref()).await;
+    assert_eq!(unexpected(&replay), Vec::<String>::new());
+    let taken_over = latest_state(store.as_ref(), checkpoint).await;
+    assert_eq!(
+        (taken_over.state, taken_over.restarts),
+        (LaunchState::Healthy, 0)
+    );
+
     // A container killed for memory: a restart, with the crashed container's log kept.
     round(&mut launcher, store.as_ref()).await;
     assert_eq!(unexpected(&replay), Vec::<String>::new());
@@ -395,10 +418,12 @@ async fn a_kubernetes_launcher_applies_watches_restarts_retires_and_fails_throug
     assert_eq!(unexpected(&replay), Vec::<String>::new());
     let retired = latest_state(store.as_ref(), checkpoint).await;
     assert_eq!(retired.state, LaunchState::Retired);
-    assert!(retired
-        .log_tail
-        .unwrap()
-        .contains("200 OK /v1/chat/completions"));
+    let tail = retired.log_tail.unwrap();
+    assert!(
+        tail.contains("before its last restart:\nRuntimeError: CUDA out of memory")
+            && tail.contains("200 OK /v1/chat/completions"),
+        "{tail}"
+    );
     assert!(launcher.servers().held().is_empty());
 
     // An image that cannot be pulled fails the launch at once, with the reason; its run is
@@ -412,6 +437,10 @@ async fn a_kubernetes_launcher_applies_watches_restarts_retires_and_fails_throug
     .unwrap();
     let waiting =
         arbiter_testkit::pipeline::launch(store.as_ref(), eval, broken.checkpoint_id).await;
+    assert_eq!(
+        latest_state(store.as_ref(), broken.checkpoint_id).await.id,
+        2
+    );
     round(&mut launcher, store.as_ref()).await;
     round(&mut launcher, store.as_ref()).await;
     assert_eq!(unexpected(&replay), Vec::<String>::new());
