@@ -163,6 +163,9 @@ pub struct SimArgs {
     /// Demand this API key as a bearer token on /v1 routes, like vLLM's --api-key.
     #[arg(long, env = "ARBITER_SIM_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
+    /// Read every prompt in full, with no prefix cache (its counters stay at zero).
+    #[arg(long)]
+    pub no_prefix_cache: bool,
 }
 
 #[derive(clap::Args)]

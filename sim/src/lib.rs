@@ -75,6 +75,10 @@ pub struct SimConfig {
     /// When set, `/v1/*` requests must carry `Authorization: Bearer <key>`, as vLLM's
     /// `--api-key` demands; others get 401.
     pub api_key: Option<String>,
+    /// Whether prompt prefixes read before are cached (their modelled reading cost skipped),
+    /// as vLLM's automatic prefix caching does; off for benchmarks whose bound assumes every
+    /// prompt byte is read.
+    pub prefix_cache: bool,
 }
 
 /// Per-request probabilities of each injected failure; they are tried in field order and
@@ -218,6 +222,7 @@ impl SimConfig {
             max_concurrency: None,
             latency_us_per_prompt_byte: 0,
             api_key: None,
+            prefix_cache: true,
         }
     }
 }

@@ -162,6 +162,7 @@ struct SimState {
     /// Requests queued for a slot.
     waiting: AtomicU64,
     latency_us_per_prompt_byte: u64,
+    prefix_cache: bool,
 }
 
 struct ModelSlot {
@@ -193,6 +194,7 @@ impl SimState {
                 .map(|slots| tokio::sync::Semaphore::new(slots.max(1))),
             waiting: AtomicU64::new(0),
             latency_us_per_prompt_byte: config.latency_us_per_prompt_byte,
+            prefix_cache: config.prefix_cache,
         }
     }
 
@@ -676,11 +678,14 @@ async fn generate(state: &SimState, request: GenerationRequest, format: Format) 
     };
     // The prompt is read, at its modelled cost, only past the prefix the cache holds.
     let prompt_tokens = crate::replies::tokenize(&request.prompt);
-    let cached = slot
-        .prefix_cache
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .read(&prompt_tokens);
+    let cached = if state.prefix_cache {
+        slot.prefix_cache
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .read(&prompt_tokens)
+    } else {
+        0
+    };
     let uncached_share = 1.0 - cached as f64 / prompt_tokens.len().max(1) as f64;
     let delay = latency(generation, state.latency_ms_min, state.latency_ms_max)
         + Duration::from_micros(

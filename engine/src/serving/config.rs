@@ -289,11 +289,12 @@ pub struct ClusterLauncherConfig {
 /// Service listens on its replica's) and where `{name}`, if used, is the first label of the
 /// host (so the egress allow list can name the replicas as `*.<rest>`).
 fn check_url_rule(rule: &str) -> Result<(), String> {
-    let example = rule.replace("{name}", "replica").replace("{port}", "8000");
+    // A port no rule would write itself, so `{port}` is found only where it stands.
+    let example = rule.replace("{name}", "replica").replace("{port}", "8123");
     let url = url::Url::parse(&example)
         .map_err(|err| format!("replica_url `{rule}` is not a URL: {err}"))?;
     let host = url.host_str().unwrap_or_default();
-    let port_in_place = rule.contains("{port}") && url.port() == Some(8000);
+    let port_in_place = rule.matches("{port}").count() == 1 && url.port() == Some(8123);
     let name_in_place = !rule.contains("{name}") || host.starts_with("replica.");
     if !["http", "https"].contains(&url.scheme()) || !port_in_place || !name_in_place {
         return Err(format!(
@@ -490,6 +491,7 @@ mod tests {
             "http://{name}.evals.svc/v1",
             "http://gw/{name}/{port}",
             "ftp://{name}.x:{port}/",
+            "http://{name}.x:8000/{port}/v1",
         ] {
             assert!(
                 error(&format!("replica_url = \"{rule}\"")).contains("must be an http(s) URL"),

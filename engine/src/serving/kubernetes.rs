@@ -357,8 +357,12 @@ impl lifecycle::Servers for ClusterServers {
                 Err(kube::Error::Api(status))
                     if (400..500).contains(&status.code) && ![408, 429].contains(&status.code) =>
                 {
-                    for applied in &names {
-                        self.delete(applied).await;
+                    // What this launch applied goes; servers an earlier launcher process left
+                    // serving are deleted by the failure, as any failed launch's are.
+                    if launch.state == LaunchState::Requested {
+                        for applied in &names {
+                            self.delete(applied).await;
+                        }
                     }
                     return Err(format!(
                         "the cluster refused {kind} {name}: {}",
@@ -372,16 +376,22 @@ impl lifecycle::Servers for ClusterServers {
             }
         }
         tracing::info!(launch = launch.id, checkpoint = %launch.checkpoint_name, replicas = launch.ports.len(), namespace = %self.config.namespace, "servers applied");
+        // A launch past `requested` had its servers applied by an earlier launcher process: its
+        // health deadline runs from when they were started, not from this take-over.
+        let fresh = launch.state == LaunchState::Requested;
+        let started_at = match launch.started_at {
+            Some(started_at) if !fresh => started_at,
+            _ => now_ms(),
+        };
         self.launches.insert(
             launch.id,
             Applied {
                 names,
-                started_at: now_ms(),
+                started_at,
                 seen: vec![None; launch.ports.len()],
             },
         );
-        // A launch past `requested` had its servers applied by an earlier launcher process.
-        Ok(if launch.state == LaunchState::Requested {
+        Ok(if fresh {
             Start::Started
         } else {
             Start::TookOver
@@ -482,8 +492,8 @@ impl lifecycle::Servers for ClusterServers {
         }
     }
 
-    /// Each replica's pod described, then the end of its engine's log: the crashed container's
-    /// when it restarted, then the running one's.
+    /// Each replica's pod described, then the end of its engine's log: the container's before
+    /// its last restart, if any, then the current one's (unless it waits to start again).
     async fn log_tail(&mut self, launch_id: i64) -> String {
         let Some(names) = self
             .launches
@@ -504,19 +514,16 @@ impl lifecycle::Servers for ClusterServers {
             };
             let status = engine_status(pod);
             let restarted = status.is_some_and(|status| status.restart_count > 0);
-            let running = status
-                .and_then(|status| status.state.as_ref())
-                .is_some_and(|state| state.running.is_some());
+            // A container waiting to start again has no log of its own yet.
+            let waiting_again = restarted
+                && status
+                    .and_then(|status| status.state.as_ref())
+                    .is_some_and(|state| state.waiting.is_some());
             let pod_name = pod.metadata.name.clone().unwrap_or_default();
             let mut logs = Vec::new();
-            // The crashed container's log, then the running one's (or, before any restart,
-            // the only one, running or not).
+            // The log of the container before the current one, then the current one's.
             for previous in [true, false] {
-                let wanted = if previous {
-                    restarted
-                } else {
-                    running || !restarted
-                };
+                let wanted = if previous { restarted } else { !waiting_again };
                 if !wanted {
                     continue;
                 }

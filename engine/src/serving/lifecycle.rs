@@ -24,9 +24,10 @@ const CANARY_BUDGET: Duration = Duration::from_secs(60);
 pub enum Start {
     Started,
     /// Its servers outlived the previous launcher (a cluster's do): this one watches them
-    /// from now on, counting no restart.
+    /// from now on, in the state they were in, counting no restart.
     TookOver,
-    /// Its resources are held by other launches: it stays requested until they retire.
+    /// Not now (its resources are held by other launches, or the cluster is busy): asked
+    /// again next round, its state unchanged.
     Waiting,
 }
 
@@ -240,9 +241,10 @@ impl<S: Servers> Launcher<S> {
         Ok(())
     }
 
-    /// A healthy launch whose servers this launcher now watches stays healthy if every replica
-    /// still is; otherwise it restarts (its runs wait) until they are. Other states go on as
-    /// they were.
+    /// A launch whose servers this launcher now watches keeps its state: a starting one goes on
+    /// to its health deadline, a healthy one keeps serving (a replica found not ready is
+    /// logged; one that dies from now on is a restart as usual). Only servers that cannot
+    /// recover (an image that cannot be pulled) fail it.
     async fn take_over(
         &mut self,
         store: &dyn Store,
@@ -256,17 +258,7 @@ impl<S: Servers> Launcher<S> {
         match self.servers.check(launch, true).await {
             Ok(check) if check.healthy => Ok(()),
             Ok(_) => {
-                let reason = "not every replica was ready when this launcher took the servers over";
-                store
-                    .move_launch(
-                        launch.id,
-                        LaunchState::Restarting,
-                        Some(reason),
-                        None,
-                        now_ms(),
-                    )
-                    .await?;
-                report.restarted.push(launch.id);
+                tracing::warn!(launch = launch.id, checkpoint = %launch.checkpoint_name, "not every replica was ready when this launcher took the servers over");
                 Ok(())
             }
             Err(failure) => self.fail(store, launch, &failure, report).await,

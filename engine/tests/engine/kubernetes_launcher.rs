@@ -73,9 +73,10 @@ async fn answer(
     };
     let query = query_map(&uri);
     let expected_query = exchange["query"].as_object().unwrap();
-    let query_matches = expected_query
-        .iter()
-        .all(|(key, value)| query.get(key).map(String::as_str) == value.as_str());
+    let query_matches = query.len() == expected_query.len()
+        && expected_query
+            .iter()
+            .all(|(key, value)| query.get(key).map(String::as_str) == value.as_str());
     if exchange["method"] != method.as_str() || exchange["path"] != uri.path() || !query_matches {
         let step = replay.next;
         replay.unexpected.push(format!(

@@ -3,8 +3,8 @@
 //! PostgreSQL, a real endpoint, triage and agreement.
 
 use super::support::{
-    cpu_seconds, dataset, drop_scratch_postgres, memory_mib, scratch_postgres, sim_requests,
-    start_sim, Sim,
+    cpu_seconds, cpu_seconds_named, dataset, drop_scratch_postgres, memory_mib,
+    process_cpu_seconds, scratch_postgres, sim_requests, start_sim, Sim,
 };
 use super::EndpointArgs;
 use anyhow::{bail, Context};
@@ -312,6 +312,9 @@ pub(crate) async fn long_tail(items: usize) -> anyhow::Result<()> {
         "64",
         "--latency-us-per-prompt-byte",
         "300",
+        // The bound below counts every prompt byte as read: the long items share a long
+        // preamble, which a prefix cache would read once.
+        "--no-prefix-cache",
     ])
     .await?;
     let bench = Bench::sqlite().await?;
@@ -431,17 +434,34 @@ pub(crate) async fn postgres(items: usize, admin_url: &str) -> anyhow::Result<()
                 .spawn()
         })
         .collect::<Result<_, _>>()?;
+    // PostgreSQL's CPU counts only when it runs on this host (its backends are `postgres`).
+    let database_cpu_before = cpu_seconds_named("postgres");
+    let bench_cpu_before = cpu_seconds();
     let started = Instant::now();
     let (run_id, expansion) = bench.launch(eval, checkpoint).await?;
     while !bench.store.finish_run_if_done(run_id).await? {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let elapsed = started.elapsed().as_secs_f64();
+    let worker_cpu: f64 = workers
+        .iter()
+        .map(|worker| process_cpu_seconds(&worker.id().to_string()))
+        .sum();
+    let database_cpu = cpu_seconds_named("postgres") - database_cpu_before;
+    let launch_cpu = cpu_seconds() - bench_cpu_before;
     for worker in &mut workers {
         let _ = worker.kill();
         let _ = worker.wait();
     }
     println!("launch {expansion:.2} s; {items} items finished {elapsed:.2} s after launch started  ->  {:.0} items/s", items as f64 / elapsed);
+    let per_item = |seconds: f64| seconds * 1e6 / items as f64;
+    println!(
+        "CPU per item: workers {:.1} µs, PostgreSQL {:.1} µs, launching process (expansion, polling) {:.1} µs; {:.2} of this host's cores busy",
+        per_item(worker_cpu),
+        per_item(database_cpu),
+        per_item(launch_cpu),
+        (worker_cpu + database_cpu + launch_cpu) / elapsed
+    );
     drop(bench);
     drop(database);
     drop_scratch_postgres(admin_url, &url).await

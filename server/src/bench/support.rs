@@ -89,7 +89,13 @@ pub(crate) fn dataset(items: usize, long_every: usize, long_factor: usize) -> Ve
 
 /// CPU seconds this process has used (user + system, all threads).
 pub(crate) fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    process_cpu_seconds("self")
+}
+
+/// CPU seconds (user and system) a process has used, by `/proc` entry (a pid, or `self`); 0
+/// for one that is gone.
+pub(crate) fn process_cpu_seconds(process: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{process}/stat")).unwrap_or_default();
     // Fields after the command name (which may contain spaces) start after the last ')'.
     let fields: Vec<&str> = stat
         .rsplit(')')
@@ -105,6 +111,24 @@ pub(crate) fn cpu_seconds() -> f64 {
     };
     // utime and stime are fields 14 and 15 of the whole line; clock ticks are 1/100 s on Linux.
     (ticks(11) + ticks(12)) / 100.0
+}
+
+/// CPU seconds used by every process on this host whose command name is `name` (the
+/// PostgreSQL server's backends, all named `postgres`).
+pub(crate) fn cpu_seconds_named(name: &str) -> f64 {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0.0;
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .filter(|pid| pid.bytes().all(|byte| byte.is_ascii_digit()))
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|comm| comm.trim() == name)
+        })
+        .map(|pid| process_cpu_seconds(&pid))
+        .sum()
 }
 
 /// Peak, current, anonymous and file-backed resident memory of this process, in MiB.

@@ -19,6 +19,7 @@ pub async fn sim(args: crate::SimArgs) -> anyhow::Result<()> {
         max_concurrency,
         latency_us_per_prompt_byte,
         api_key,
+        no_prefix_cache,
     } = args;
     let mut config = SimConfig::demo();
     if !models.is_empty() {
@@ -39,6 +40,7 @@ pub async fn sim(args: crate::SimArgs) -> anyhow::Result<()> {
     config.max_concurrency = max_concurrency;
     config.latency_us_per_prompt_byte = latency_us_per_prompt_byte;
     config.api_key = api_key;
+    config.prefix_cache = !no_prefix_cache;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
