@@ -12,7 +12,6 @@ use arbiter_domain::run::RunStatus;
 use arbiter_domain::serving::kubernetes::{replica_objects, ReplicaSet};
 use arbiter_domain::serving::launch::LaunchState;
 use arbiter_domain::serving::ServingEngine;
-use arbiter_engine::catalog::EvalForm;
 use arbiter_engine::serving::config::{ClusterLauncherConfig, LauncherConfig};
 use arbiter_engine::serving::kubernetes::{ClusterLauncher, ClusterServers};
 use arbiter_engine::serving::lifecycle::Servers as _;
@@ -289,17 +288,7 @@ async fn a_kubernetes_launcher_applies_watches_restarts_retires_and_fails_throug
             .unwrap();
     let eval = arbiter_engine::catalog::define_eval(
         store.as_ref(),
-        &EvalForm {
-            name: "qa".into(),
-            dataset_id: revision.dataset_id,
-            prompt_template: "Question: {input}".into(),
-            max_tokens: 32,
-            temperature: 0.0,
-            repetitions: 1,
-            seed: 0,
-            grader: String::new(),
-            options: arbiter_engine::catalog::EvalOptions::default(),
-        },
+        &arbiter_testkit::fixtures::eval_form("qa", revision.dataset_id, 1),
         None,
     )
     .await
