@@ -357,8 +357,8 @@ impl lifecycle::Servers for ClusterServers {
                 Err(kube::Error::Api(status))
                     if (400..500).contains(&status.code) && ![408, 429].contains(&status.code) =>
                 {
-                    // What this launch applied goes; servers an earlier launcher process left
-                    // serving are deleted by the failure, as any failed launch's are.
+                    // What this launch applied goes now; servers an earlier launcher process
+                    // left serving go with the next tidy, once the failed launch is not live.
                     if launch.state == LaunchState::Requested {
                         for applied in &names {
                             self.delete(applied).await;
