@@ -253,3 +253,17 @@ pub async fn progress(store: &dyn Store, run_id: RunId) -> RunProgress {
         .expect("progress reads")
         .expect("the run exists")
 }
+
+/// A served checkpoint's newest launch.
+pub async fn latest_launch(
+    store: &dyn Store,
+    checkpoint: arbiter_domain::ids::CheckpointId,
+) -> arbiter_domain::serving::launch::Launch {
+    store
+        .list_launches(Some(checkpoint), 1)
+        .await
+        .expect("launches read")
+        .into_iter()
+        .next()
+        .expect("the checkpoint has a launch")
+}

@@ -19,6 +19,7 @@ use arbiter_engine::serving::ServeRequest;
 use arbiter_engine::suites::Announcement;
 use arbiter_sim::SimConfig;
 use arbiter_store::Store;
+use arbiter_testkit::fixtures::latest_launch;
 use arbiter_testkit::pipeline::{open_store, sim_model, work_until_complete};
 use axum::body::Bytes;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
@@ -181,17 +182,6 @@ command = "arbiter sim --addr {{host}}:{{port}} --model {{model}}:0.8"
     }
 }
 
-async fn latest_state(
-    store: &dyn Store,
-    checkpoint: arbiter_domain::ids::CheckpointId,
-) -> arbiter_domain::serving::launch::Launch {
-    store
-        .list_launches(Some(checkpoint), 5)
-        .await
-        .unwrap()
-        .remove(0)
-}
-
 async fn round(launcher: &mut ClusterLauncher, store: &dyn Store) {
     launcher.round(store).await.unwrap();
 }
@@ -295,7 +285,7 @@ async fn a_kubernetes_launcher_applies_watches_restarts_retires_and_fails_throug
     .unwrap();
     let run = arbiter_testkit::pipeline::launch(store.as_ref(), eval, checkpoint).await;
     assert_eq!(
-        latest_state(store.as_ref(), checkpoint).await.id,
+        latest_launch(store.as_ref(), checkpoint).await.id,
         1,
         "the conversation's first launch"
     );
@@ -304,7 +294,7 @@ async fn a_kubernetes_launcher_applies_watches_restarts_retires_and_fails_throug
     round(&mut launcher, store.as_ref()).await;
     assert_eq!(unexpected(&replay), Vec::<String>::new());
     assert_eq!(
-        latest_state(store.as_ref(), checkpoint).await.state,
+        latest_launch(store.as_ref(), checkpoint).await.state,
         LaunchState::Starting
     );
     let expected = replica_objects(
@@ -343,12 +333,12 @@ async fn a_kubernetes_launcher_applies_watches_restarts_retires_and_fails_throug
     // launch is healthy.
     round(&mut launcher, store.as_ref()).await;
     assert_eq!(
-        latest_state(store.as_ref(), checkpoint).await.state,
+        latest_launch(store.as_ref(), checkpoint).await.state,
         LaunchState::Starting
     );
     round(&mut launcher, store.as_ref()).await;
     assert_eq!(unexpected(&replay), Vec::<String>::new());
-    let healthy = latest_state(store.as_ref(), checkpoint).await;
+    let healthy = latest_launch(store.as_ref(), checkpoint).await;
     assert_eq!(healthy.state, LaunchState::Healthy, "{healthy:?}");
     assert!(healthy
         .canary
@@ -372,7 +362,7 @@ async fn a_kubernetes_launcher_applies_watches_restarts_retires_and_fails_throug
     let mut launcher = connect();
     round(&mut launcher, store.as_ref()).await;
     assert_eq!(unexpected(&replay), Vec::<String>::new());
-    let taken_over = latest_state(store.as_ref(), checkpoint).await;
+    let taken_over = latest_launch(store.as_ref(), checkpoint).await;
     assert_eq!(
         (taken_over.state, taken_over.restarts),
         (LaunchState::Healthy, 0)
@@ -381,7 +371,7 @@ async fn a_kubernetes_launcher_applies_watches_restarts_retires_and_fails_throug
     // A container killed for memory: a restart, with the crashed container's log kept.
     round(&mut launcher, store.as_ref()).await;
     assert_eq!(unexpected(&replay), Vec::<String>::new());
-    let restarting = latest_state(store.as_ref(), checkpoint).await;
+    let restarting = latest_launch(store.as_ref(), checkpoint).await;
     assert_eq!(
         (restarting.state, restarting.restarts),
         (LaunchState::Restarting, 1)
@@ -399,14 +389,14 @@ async fn a_kubernetes_launcher_applies_watches_restarts_retires_and_fails_throug
     );
     round(&mut launcher, store.as_ref()).await;
     assert_eq!(
-        latest_state(store.as_ref(), checkpoint).await.state,
+        latest_launch(store.as_ref(), checkpoint).await.state,
         LaunchState::Healthy
     );
 
     // Idle with nothing left to run: retired, its objects deleted (one already gone).
     round(&mut launcher, store.as_ref()).await;
     assert_eq!(unexpected(&replay), Vec::<String>::new());
-    let retired = latest_state(store.as_ref(), checkpoint).await;
+    let retired = latest_launch(store.as_ref(), checkpoint).await;
     assert_eq!(retired.state, LaunchState::Retired);
     let tail = retired.log_tail.unwrap();
     assert!(
@@ -428,13 +418,13 @@ async fn a_kubernetes_launcher_applies_watches_restarts_retires_and_fails_throug
     let waiting =
         arbiter_testkit::pipeline::launch(store.as_ref(), eval, broken.checkpoint_id).await;
     assert_eq!(
-        latest_state(store.as_ref(), broken.checkpoint_id).await.id,
+        latest_launch(store.as_ref(), broken.checkpoint_id).await.id,
         2
     );
     round(&mut launcher, store.as_ref()).await;
     round(&mut launcher, store.as_ref()).await;
     assert_eq!(unexpected(&replay), Vec::<String>::new());
-    let failed = latest_state(store.as_ref(), broken.checkpoint_id).await;
+    let failed = latest_launch(store.as_ref(), broken.checkpoint_id).await;
     assert_eq!(failed.state, LaunchState::Failed);
     assert_eq!(
         failed.failure.as_deref(),

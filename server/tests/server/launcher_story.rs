@@ -16,6 +16,7 @@ use arbiter_engine::serving::ServeRequest;
 use arbiter_engine::suites::{Announcement, SuiteForm};
 use arbiter_store::Store;
 use arbiter_testkit::backend::TestBackend;
+use arbiter_testkit::fixtures::latest_launch;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -80,17 +81,6 @@ async fn rounds_until<F, Fut>(
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-}
-
-async fn latest_launch(
-    store: &dyn Store,
-    checkpoint: arbiter_domain::ids::CheckpointId,
-) -> arbiter_domain::serving::launch::Launch {
-    store
-        .list_launches(Some(checkpoint), 10)
-        .await
-        .unwrap()
-        .remove(0)
 }
 
 async fn scenario(backend: TestBackend) {
