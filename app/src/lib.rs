@@ -18,6 +18,11 @@
 // stub without carrying an item-level `allow`, so the lint is relaxed for the crate.
 #![allow(clippy::too_many_arguments)]
 
+// One build never holds both: the server would run the browser's effects while it renders a
+// page (tokio's `spawn_local` outside a `LocalSet`: a panic, and a dropped connection).
+#[cfg(all(feature = "ssr", feature = "hydrate"))]
+compile_error!("arbiter-app's `ssr` and `hydrate` were unified: build `frontend` for wasm32 only (scripts/build-site)");
+
 pub mod accounts;
 pub mod annotation;
 pub mod catalog;
