@@ -218,6 +218,80 @@ impl Manifest {
         let json = serde_json::to_vec(self).expect("manifests always serialize");
         format!("sha256:{}", hex::encode(Sha256::digest(json)))
     }
+
+    /// The key under which a finished run's answers and deterministic grades may be copied
+    /// whole into this run instead of planning every identity again: `sha256:` + hex over the
+    /// parts that decide each identity, its request (and so its generation key) and its
+    /// deterministic grade. Runs with equal keys plan the same identities with the same keys
+    /// and grade the same answer alike; checkpoint, endpoints, triage and priority do not
+    /// enter, as they do not enter the generation cache either.
+    ///
+    /// `None` where a copy could store what expanding would not: a grader that cannot compile
+    /// or that reads item fields (such answers are graded by a worker, with the item at hand),
+    /// a contamination check (its flags are kept per run), and conversations (their later
+    /// turns are keyed only when a worker sends them).
+    pub fn reuse_key(&self) -> Option<String> {
+        // Every field is named, so a new one has to be placed on one side or the other.
+        let Manifest {
+            eval_id: _,
+            eval:
+                EvalSpec {
+                    name: _,
+                    prompt,
+                    grader,
+                    generation,
+                    repetitions,
+                },
+            dataset_id: _,
+            dataset_revision_id,
+            dataset_revision,
+            case_count: _,
+            checkpoint_id: _,
+            checkpoint_name: _,
+            endpoint_urls: _,
+            served_model,
+            fingerprint,
+            fallback: _,
+            triage: _,
+            exemplars,
+            conversation_turns,
+            sandbox: _,
+            contamination,
+            rolling_prefix_token,
+            serving: _,
+        } = self;
+        let compiled = grader.compile().ok()?;
+        if compiled.reads_item_fields() || contamination.is_some() || conversation_turns.is_some() {
+            return None;
+        }
+        #[derive(Serialize)]
+        struct Plan<'a> {
+            dataset_revision_id: RevisionId,
+            dataset_revision: &'a str,
+            prompt: &'a PromptSpec,
+            grader: &'a GraderSpec,
+            generation: &'a GenerationSettings,
+            repetitions: u32,
+            served_model: &'a str,
+            fingerprint: &'a EndpointFingerprint,
+            exemplars: &'a Option<crate::prompt::few_shot::Exemplars>,
+            rolling_prefix_token: Option<u32>,
+        }
+        let plan = Plan {
+            dataset_revision_id: *dataset_revision_id,
+            dataset_revision,
+            prompt,
+            grader,
+            generation,
+            repetitions: *repetitions,
+            served_model,
+            fingerprint,
+            exemplars,
+            rolling_prefix_token: *rolling_prefix_token,
+        };
+        let json = serde_json::to_vec(&plan).expect("manifests always serialize");
+        Some(format!("sha256:{}", hex::encode(Sha256::digest(json))))
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -333,6 +407,47 @@ mod tests {
         let mut other = manifest();
         other.eval.grader = GraderSpec::NormalisedMatch {};
         assert_ne!(base.content_hash(), other.content_hash());
+    }
+
+    #[test]
+    fn reuse_key_follows_what_decides_requests_and_grades() {
+        let base = manifest();
+        let key = base.reuse_key().expect("exact match can be reused");
+        // Another eval, checkpoint, endpoint or triage plans the same requests.
+        let mut same = manifest();
+        same.eval_id = EvalId(5);
+        same.eval.name = "qa again".into();
+        same.checkpoint_id = CheckpointId(9);
+        same.endpoint_urls = vec!["http://10.0.0.1:8000/v1".into()];
+        assert_eq!(same.reuse_key().as_deref(), Some(key.as_str()));
+        assert_ne!(same.content_hash(), base.content_hash());
+        // What changes a request or a grade changes the key.
+        let changes: [fn(&mut Manifest); 6] = [
+            |m| m.eval.generation.seed = 8,
+            |m| m.eval.grader = GraderSpec::NormalisedMatch {},
+            |m| m.eval.prompt.template = "Question: {input}\nA:".into(),
+            |m| m.eval.repetitions = 3,
+            |m| m.dataset_revision_id = RevisionId(4),
+            |m| m.fingerprint.engine_build = "vllm 0.9".into(),
+        ];
+        for change in changes {
+            let mut other = manifest();
+            change(&mut other);
+            assert_ne!(other.reuse_key().as_deref(), Some(key.as_str()));
+        }
+        // A contamination check keeps its flags per run: never copied.
+        let mut checked = manifest();
+        checked.contamination = Some(crate::contamination::FrozenContamination {
+            index: "corpus.idx".into(),
+            content_hash: "sha256:cd".into(),
+            n: 13,
+            check_target: false,
+        });
+        assert_eq!(checked.reuse_key(), None);
+        // Nor are conversations, whose later turns are keyed as they are sent.
+        let mut conversation = manifest();
+        conversation.conversation_turns = Some(180);
+        assert_eq!(conversation.reuse_key(), None);
     }
 
     /// A manifest as the foundation froze it (grader as an id, no triage) reads back and

@@ -1,6 +1,7 @@
 //! Use cases of runs: launching one (freezing the manifest, probing the endpoint, streaming the
-//! dataset into result identities, answering from the generation cache), pausing, resuming
-//! and cancelling it, and reading its progress.
+//! dataset into result identities, answering from the generation cache, or copying a finished
+//! run of the same requests whole), pausing, resuming and cancelling it, and reading its
+//! progress.
 
 use crate::clients::model::probe_fingerprint;
 use crate::error::{ServiceError, ServiceResult};
@@ -165,7 +166,14 @@ pub async fn launch_run(
     // stopped. Either way it runs now, unless every identity is already answered.
     let status = match launched.status {
         RunStatus::Expanding | RunStatus::Cancelled => {
-            if launched.status == RunStatus::Expanding {
+            // An unchanged manifest's run (under another eval, say) is copied inside the
+            // database from the run that answered it, when that run's answers all stand.
+            let reused = launched.status == RunStatus::Expanding
+                && store
+                    .reuse_finished_run(launched.run_id, &manifest)
+                    .await?
+                    .is_some();
+            if launched.status == RunStatus::Expanding && !reused {
                 let index = contamination.map(|(_, index)| index);
                 expand(store, launched.run_id, &manifest, renderer, index.as_ref()).await?;
             }

@@ -59,6 +59,17 @@ pub trait RunStore: Send + Sync + 'static {
         identities: &[NewIdentity],
     ) -> StoreResult<()>;
 
+    /// Fills a new, empty run with the answers and deterministic grades of the newest
+    /// completed run under the same [`Manifest::reuse_key`], inside the database and in one
+    /// transaction, when that run answered every identity and its deterministic grader decided
+    /// each (nothing went to a judge or a person, nothing failed). Returns how many identities
+    /// were copied, or `None` when no such run exists: the run is then expanded item by item.
+    async fn reuse_finished_run(
+        &self,
+        run_id: RunId,
+        manifest: &Manifest,
+    ) -> StoreResult<Option<u64>>;
+
     /// The team a run is charged to (and owned by); `None` for an unknown run.
     async fn run_team(&self, run_id: RunId) -> StoreResult<Option<String>>;
 
@@ -110,7 +121,7 @@ macro_rules! runs_sql {
         use arbiter_domain::ids::{CheckpointId, EvalId, IdentityId, RevisionId, RunId};
         use $crate::{CatalogStore, ReportStore, FinishedIdentity, ManifestInputs, NewIdentity, NewRun, StoreError, StoreResult, now_ms};
         use super::catalog_sql::{eval_from_row, revision_from_row, EVAL_SELECT, REVISION_COLUMNS};
-        use super::work_queue_sql::{add_done, insert_results};
+        use super::work_queue_sql::{add_done, insert_results, set_commit_tallies};
         use arbiter_domain::run::{LaunchedRun, IdentityResult, RunProgress, RunStatus, RunSummary};
         use arbiter_domain::manifest::Manifest;
 
@@ -230,8 +241,8 @@ macro_rules! runs_sql {
                         )));
                     }
                     let inserted: Option<i64> = sqlx::query_scalar(
-                        "INSERT INTO runs (manifest_hash, manifest_json, eval_id, revision_id, checkpoint_id, expected_count, status, priority, team, created_by, created_at) \
-                         VALUES ($1, $2, $3, $4, $5, $6, 'expanding', $7, $8, $9, $10) ON CONFLICT (manifest_hash) DO NOTHING RETURNING id",
+                        "INSERT INTO runs (manifest_hash, manifest_json, eval_id, revision_id, checkpoint_id, expected_count, status, priority, team, created_by, created_at, reuse_key) \
+                         VALUES ($1, $2, $3, $4, $5, $6, 'expanding', $7, $8, $9, $10, $11) ON CONFLICT (manifest_hash) DO NOTHING RETURNING id",
                     )
                     .bind(&manifest_hash)
                     .bind(&manifest_json)
@@ -243,6 +254,7 @@ macro_rules! runs_sql {
                     .bind(new.team)
                     .bind(new.created_by.map(i64::from))
                     .bind(now_ms())
+                    .bind(manifest.reuse_key())
                     .fetch_optional(&mut *tx)
                     .await?;
                     let launched = match inserted {
@@ -321,17 +333,157 @@ macro_rules! runs_sql {
                             })
                         })
                         .collect();
-                    for chunk in finished.chunks($crate::work_queue::RESULT_INSERT_BATCH) {
-                        // These identities were inserted finished; only their answers are missing.
-                        let recorded = insert_results(&mut tx, chunk, now, Some(run_id)).await?;
-                        add_done(&mut tx, run_id, recorded.inserted as i64).await?;
-                    }
+                    // These identities were inserted finished; only their answers are missing.
+                    let recorded = insert_results(&mut tx, &finished, now, Some(run_id)).await?;
+                    add_done(&mut tx, run_id, recorded.inserted as i64).await?;
                     tx.commit().await?;
                     $crate::log_if_slow("insert_identities", identities.len(), started);
                     Ok(())
                 }
                 .await;
                 result.map_err(|err| err.during("insert_identities"))
+            }
+
+            async fn reuse_finished_run(&self, run_id: RunId, manifest: &Manifest) -> StoreResult<Option<u64>> {
+                let Some(reuse_key) = manifest.reuse_key() else { return Ok(None) };
+                let result: StoreResult<Option<u64>> = async move {
+                    let started = std::time::Instant::now();
+                    let mut tx = self.writer.begin_with($begin).await?;
+                    // The new run's row is held until the copy commits: a second launch of the
+                    // same manifest waits here, then finds the copy made. (SQLite's writer
+                    // transaction holds everything already.)
+                    let (lock, share) = if $backend == "postgres" { (" FOR UPDATE", " FOR SHARE OF r") } else { ("", "") };
+                    let expanding: Option<i64> = sqlx::query_scalar(&format!(
+                        "SELECT id FROM runs WHERE id = $1 AND status = 'expanding'{lock}"
+                    ))
+                    .bind(run_id.get())
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    if expanding.is_none() {
+                        return Ok(None);
+                    }
+                    // The newest completed run with the same key, on a checkpoint still standing,
+                    // its outputs kept. Its row is shared-locked: its verdicts cannot change
+                    // (every writer of a run's tallies locks its row first) while it is copied.
+                    let source: Option<(i64, i64)> = sqlx::query_as(&format!(
+                        "SELECT r.id, r.checkpoint_id FROM runs r JOIN checkpoints c ON c.id = r.checkpoint_id \
+                         WHERE r.reuse_key = $1 AND r.id <> $2 AND r.status = 'completed' AND r.expected_count = $3 \
+                         AND r.raw_purged_at IS NULL AND c.retracted_at IS NULL ORDER BY r.id DESC LIMIT 1{share}"
+                    ))
+                    .bind(&reuse_key)
+                    .bind(run_id.get())
+                    .bind(manifest.expected_results() as i64)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    let Some((source, source_checkpoint)) = source else { return Ok(None) };
+                    let started_already: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM work_items WHERE run_id = $1)")
+                        .bind(run_id.get())
+                        .fetch_one(&mut *tx)
+                        .await?;
+                    if started_already {
+                        return Ok(None);
+                    }
+                    // What expanding from the cache would store again: every identity answered
+                    // by the generation its key holds in the cache now, decided by the
+                    // deterministic grader (or scored), none sent to people.
+                    let decided: i64 = sqlx::query_scalar(
+                        "SELECT COUNT(*) FROM work_items w JOIN generations g ON g.work_item_id = w.id \
+                         JOIN generation_cache c ON c.generation_key = w.generation_key \
+                         WHERE w.run_id = $1 AND w.state = 'done' AND w.decided_by IN ('deterministic', 'scored') \
+                         AND c.work_item_id = COALESCE(g.source_work_item_id, g.work_item_id) \
+                         AND NOT EXISTS (SELECT 1 FROM annotation_tasks t WHERE t.work_item_id = w.id)",
+                    )
+                    .bind(source)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    if decided != manifest.expected_results() as i64 {
+                        return Ok(None);
+                    }
+                    let now = now_ms();
+                    // The tally triggers would count the copy row by row; its twin's tallies are
+                    // copied instead, below.
+                    set_commit_tallies(&mut tx, true).await?;
+                    let copied = sqlx::query(
+                        "INSERT INTO work_items (run_id, revision_id, case_id, checkpoint_id, repetition, turn, state, verdict, \
+                         decided_by, cost, shard, generation_key, category) \
+                         SELECT $1, revision_id, case_id, $2, repetition, turn, 'done', verdict, decided_by, cost, shard, \
+                         generation_key, category FROM work_items WHERE run_id = $3 ORDER BY id",
+                    )
+                    .bind(run_id.get())
+                    .bind(manifest.checkpoint_id.get())
+                    .bind(source)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                    // Each new identity's twin in the source run, by the identity key's index.
+                    const TWINS: &str = "FROM work_items n JOIN work_items s ON s.run_id = $1 AND s.revision_id = n.revision_id \
+                         AND s.case_id = n.case_id AND s.checkpoint_id = $2 AND s.repetition = n.repetition AND s.turn = n.turn";
+                    // As a cache hit is stored: the answer by reference to the generation that
+                    // was paid for (its logprobs stay there), nothing spent now.
+                    sqlx::query(&format!(
+                        "INSERT INTO generations (work_item_id, outcome, output, finish_reason, error, error_category, attempt_log, \
+                         served_by, model_used, fallback_used, from_cache, source_work_item_id, latency_ms, waited_ms, attempts, \
+                         prompt_tokens, completion_tokens, cost_usd, created_at, scores) \
+                         SELECT n.id, g.outcome, g.output, g.finish_reason, NULL, NULL, NULL, NULL, g.model_used, $4, $5, \
+                         COALESCE(g.source_work_item_id, g.work_item_id), 0, 0, 0, g.prompt_tokens, g.completion_tokens, NULL, $6, g.scores \
+                         {TWINS} JOIN generations g ON g.work_item_id = s.id WHERE n.run_id = $3 ORDER BY n.id"
+                    ))
+                    .bind(source)
+                    .bind(source_checkpoint)
+                    .bind(run_id.get())
+                    .bind(false)
+                    .bind(true)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                    sqlx::query(&format!(
+                        "INSERT INTO grades (work_item_id, grader, verdict, extracted_answer, reason, stage, confidence, \
+                         agreement, cost_usd, prompt_tokens, completion_tokens, latency_ms, model_used, fallback_used, \
+                         from_cache, instructions, score, created_at) \
+                         SELECT n.id, d.grader, d.verdict, d.extracted_answer, d.reason, d.stage, d.confidence, d.agreement, \
+                         d.cost_usd, d.prompt_tokens, d.completion_tokens, d.latency_ms, d.model_used, d.fallback_used, \
+                         d.from_cache, d.instructions, d.score, $4 \
+                         {TWINS} JOIN grades d ON d.work_item_id = s.id AND d.stage = 'deterministic' WHERE n.run_id = $3 ORDER BY n.id, d.id"
+                    ))
+                    .bind(source)
+                    .bind(source_checkpoint)
+                    .bind(run_id.get())
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                    // The twin's tallies are the copy's: the same verdicts and outcomes by
+                    // category, the same graders (no person changed a verdict of it).
+                    sqlx::query(
+                        "INSERT INTO run_tallies (run_id, category, field, value, count) \
+                         SELECT $1, category, field, value, count FROM run_tallies \
+                         WHERE run_id = $2 AND field IN ('verdict', 'outcome') AND count <> 0",
+                    )
+                    .bind(run_id.get())
+                    .bind(source)
+                    .execute(&mut *tx)
+                    .await?;
+                    sqlx::query("INSERT INTO run_graders (run_id, grader, count) SELECT $1, grader, count FROM run_graders WHERE run_id = $2")
+                        .bind(run_id.get())
+                        .bind(source)
+                        .execute(&mut *tx)
+                        .await?;
+                    set_commit_tallies(&mut tx, false).await?;
+                    add_done(&mut tx, run_id, copied as i64).await?;
+                    sqlx::query(
+                        "INSERT INTO run_counts (run_id, name, count) VALUES ($1, $2, $3) \
+                         ON CONFLICT (run_id, name) DO UPDATE SET count = run_counts.count + excluded.count",
+                    )
+                    .bind(run_id.get())
+                    .bind($crate::runs::FROM_CACHE_COUNT)
+                    .bind(copied as i64)
+                    .execute(&mut *tx)
+                    .await?;
+                    tx.commit().await?;
+                    $crate::log_if_slow("reuse_finished_run", copied as usize, started);
+                    Ok(Some(copied))
+                }
+                .await;
+                result.map_err(|err| err.during("reuse_finished_run"))
             }
 
             async fn run_team(&self, run_id: RunId) -> StoreResult<Option<String>> {

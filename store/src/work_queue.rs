@@ -345,7 +345,8 @@ macro_rules! work_queue_sql {
 
         /// Writes finished identities inside `tx`: generations first (the unique key drops
         /// identities that already have one), then grades, work item states, annotation tasks
-        /// and cache entries for the ones actually recorded.
+        /// and cache entries for the ones actually recorded, then their runs' counters. Call it
+        /// once per transaction with everything it records: the counters lock the runs' rows.
         pub(super) async fn insert_results(
             tx: &mut sqlx::Transaction<'_, $db>,
             finished: &[FinishedIdentity],
@@ -355,40 +356,54 @@ macro_rules! work_queue_sql {
             if finished.is_empty() {
                 return Ok(RecordOutcome::default());
             }
-            let mut insert = sqlx::QueryBuilder::<$db>::new(
-                "INSERT INTO generations (work_item_id, outcome, output, finish_reason, error, error_category, attempt_log, \
-                 served_by, model_used, fallback_used, from_cache, source_work_item_id, latency_ms, waited_ms, attempts, \
-                 prompt_tokens, completion_tokens, cost_usd, created_at, scores) ",
-            );
-            insert.push_values(finished, |mut row, item| {
-                let generation = &item.generation;
-                row.push_bind(item.identity_id.get())
-                    .push_bind(generation.outcome.as_str())
-                    .push_bind(generation.output.as_str())
-                    .push_bind(generation.finish_reason.as_deref())
-                    .push_bind(generation.error.as_deref())
-                    .push_bind(generation.error_category.map(|category| category.as_str()))
-                    .push_bind(generation.attempt_log.as_deref())
-                    .push_bind(generation.served_by.as_deref())
-                    .push_bind(generation.model_used.as_deref())
-                    .push_bind(generation.fallback_used)
-                    .push_bind(item.cached_from.is_some())
-                    .push_bind(item.cached_from.map(i64::from))
-                    .push_bind(generation.latency_ms)
-                    .push_bind(generation.waited_ms)
-                    .push_bind(generation.attempts)
-                    .push_bind(generation.prompt_tokens)
-                    .push_bind(generation.completion_tokens)
-                    .push_bind(generation.cost_usd)
-                    .push_bind(now)
-                    .push_bind(arbiter_domain::rolling::StoredScores::column(generation));
-            });
-            insert.push(" ON CONFLICT (work_item_id) DO NOTHING RETURNING work_item_id");
-            let inserted: std::collections::HashSet<i64> =
-                insert.build_query_scalar().fetch_all(&mut **tx).await?.into_iter().collect();
+            // A worker's commit keeps its runs' tallies itself, last (see `add_commit_tallies`);
+            // the tally triggers stand aside until then.
+            let tallied_here = launched_in.is_none();
+            if tallied_here {
+                set_commit_tallies(tx, true).await?;
+            }
+            let mut inserted: std::collections::HashSet<i64> = std::collections::HashSet::new();
+            // Each statement binds at most this many rows (SQLite allows 32,766 parameters).
+            for chunk in finished.chunks($crate::work_queue::RESULT_INSERT_BATCH) {
+                let mut insert = sqlx::QueryBuilder::<$db>::new(
+                    "INSERT INTO generations (work_item_id, outcome, output, finish_reason, error, error_category, attempt_log, \
+                     served_by, model_used, fallback_used, from_cache, source_work_item_id, latency_ms, waited_ms, attempts, \
+                     prompt_tokens, completion_tokens, cost_usd, created_at, scores) ",
+                );
+                insert.push_values(chunk, |mut row, item| {
+                    let generation = &item.generation;
+                    row.push_bind(item.identity_id.get())
+                        .push_bind(generation.outcome.as_str())
+                        .push_bind(generation.output.as_str())
+                        .push_bind(generation.finish_reason.as_deref())
+                        .push_bind(generation.error.as_deref())
+                        .push_bind(generation.error_category.map(|category| category.as_str()))
+                        .push_bind(generation.attempt_log.as_deref())
+                        .push_bind(generation.served_by.as_deref())
+                        .push_bind(generation.model_used.as_deref())
+                        .push_bind(generation.fallback_used)
+                        .push_bind(item.cached_from.is_some())
+                        .push_bind(item.cached_from.map(i64::from))
+                        .push_bind(generation.latency_ms)
+                        .push_bind(generation.waited_ms)
+                        .push_bind(generation.attempts)
+                        .push_bind(generation.prompt_tokens)
+                        .push_bind(generation.completion_tokens)
+                        .push_bind(generation.cost_usd)
+                        .push_bind(now)
+                        .push_bind(arbiter_domain::rolling::StoredScores::column(generation));
+                });
+                insert.push(" ON CONFLICT (work_item_id) DO NOTHING RETURNING work_item_id");
+                inserted.extend(insert.build_query_scalar::<i64>().fetch_all(&mut **tx).await?);
+            }
+            // The first of an identity's entries is the one stored (a batch may hold one twice,
+            // when its lease expired and the same worker claimed it again).
             let recorded: Vec<&FinishedIdentity> =
-                finished.iter().filter(|item| inserted.contains(&item.identity_id.get())).collect();
+                finished.iter().filter(|item| inserted.remove(&item.identity_id.get())).collect();
             if recorded.is_empty() {
+                if tallied_here {
+                    set_commit_tallies(tx, false).await?;
+                }
                 return Ok(RecordOutcome::default());
             }
 
@@ -443,49 +458,48 @@ macro_rules! work_queue_sql {
                 insert.build().execute(&mut **tx).await?;
             }
 
-            // One statement finishes every identity with its verdict (errors have none).
+            // Every identity finishes with its verdict (errors have none), a statement per chunk.
             let mut done_per_run: Vec<(i64, i64)> = Vec::new();
+            // Each recorded identity's run, and (finished here) its category.
             let mut run_of: std::collections::HashMap<i64, i64> = std::collections::HashMap::new();
+            let mut category_of: std::collections::HashMap<i64, String> = std::collections::HashMap::new();
             if let Some(run) = launched_in {
                 run_of.extend(recorded.iter().map(|item| (item.identity_id.get(), run.get())));
             } else {
-                let mut update = sqlx::QueryBuilder::<$db>::new(
-                    "UPDATE work_items SET state = 'done', lease_owner = NULL, lease_expires_at = NULL, \
-                     verdict = v.column2, decided_by = v.column3 FROM (",
-                );
-                update.push_values(&recorded, |mut row, item| {
-                    row.push_bind(item.identity_id.get())
-                        .push_bind(item.grading.verdict_label())
-                        .push_bind(item.grading.decided_by_label());
-                });
-                update.push(") AS v WHERE work_items.id = v.column1 RETURNING work_items.id, work_items.run_id");
-                for (identity, run) in update.build_query_as::<(i64, i64)>().fetch_all(&mut **tx).await? {
-                    run_of.insert(identity, run);
-                    match done_per_run.iter_mut().find(|(id, _)| *id == run) {
-                        Some((_, count)) => *count += 1,
-                        None => done_per_run.push((run, 1)),
+                for chunk in recorded.chunks($crate::work_queue::RESULT_INSERT_BATCH) {
+                    let mut update = sqlx::QueryBuilder::<$db>::new(
+                        "UPDATE work_items SET state = 'done', lease_owner = NULL, lease_expires_at = NULL, \
+                         verdict = v.column2, decided_by = v.column3 FROM (",
+                    );
+                    update.push_values(chunk, |mut row, item| {
+                        row.push_bind(item.identity_id.get())
+                            .push_bind(item.grading.verdict_label())
+                            .push_bind(item.grading.decided_by_label());
+                    });
+                    update.push(") AS v WHERE work_items.id = v.column1 RETURNING work_items.id, work_items.run_id, work_items.category");
+                    for (identity, run, category) in update.build_query_as::<(i64, i64, String)>().fetch_all(&mut **tx).await? {
+                        run_of.insert(identity, run);
+                        category_of.insert(identity, category);
+                        match done_per_run.iter_mut().find(|(id, _)| *id == run) {
+                            Some((_, count)) => *count += 1,
+                            None => done_per_run.push((run, 1)),
+                        }
                     }
                 }
             }
-            // Runs' rows are locked in id order (and `count_answers` only touches rows locked
-            // here), so two commits spanning the same runs never wait on each other in a cycle.
             done_per_run.sort_unstable();
-            for (run, count) in &done_per_run {
-                add_done(tx, RunId(*run), *count).await?;
-            }
-            count_answers(tx, &recorded, &run_of).await?;
             let runs: Vec<RunId> = done_per_run.iter().map(|(run, _)| RunId(*run)).collect();
 
             let for_humans: Vec<(i64, &arbiter_domain::grading::record::HumanTask)> = recorded
                 .iter()
                 .filter_map(|item| item.grading.human.as_ref().map(|task| (item.identity_id.get(), task)))
                 .collect();
-            if !for_humans.is_empty() {
+            for chunk in for_humans.chunks($crate::work_queue::RESULT_INSERT_BATCH) {
                 let mut tasks = sqlx::QueryBuilder::<$db>::new(
                     "INSERT INTO annotation_tasks (work_item_id, reason, kind, sampling_rate, labels_needed, skill, \
                      review_rate, rubric_id, state, created_at) ",
                 );
-                tasks.push_values(&for_humans, |mut row, (identity_id, task)| {
+                tasks.push_values(chunk, |mut row, (identity_id, task)| {
                     row.push_bind(*identity_id)
                         .push_bind(task.reason.as_str())
                         .push_bind(task.kind.as_str())
@@ -515,27 +529,19 @@ macro_rules! work_queue_sql {
                     sla_hours(Priority::Scheduled),
                 ));
                 let mut ids = schedule.separated(", ");
-                for (identity_id, _) in &for_humans {
+                for (identity_id, _) in chunk {
                     ids.push_bind(*identity_id);
                 }
                 ids.push_unseparated(")");
                 schedule.build().execute(&mut **tx).await?;
             }
 
-            let (answered, unanswered): (Vec<&FinishedIdentity>, Vec<&FinishedIdentity>) = recorded
-                .iter()
-                .filter(|item| item.next_turn_waits)
-                .partition(|item| !item.generation.outcome.is_error());
-            let mut runs = runs;
-            for run in advance_conversations(tx, &answered, &unanswered).await? {
-                if !runs.contains(&run) {
-                    runs.push(run);
-                }
-            }
-
             // Judge calls enter the grade cache (the first answer under a key stays).
-            let judge_calls: Vec<&arbiter_domain::grading::judge::JudgeCall> =
+            // Cache keys go in sorted, so two commits racing for the same keys take them in one
+            // order and never wait on each other in a cycle.
+            let mut judge_calls: Vec<&arbiter_domain::grading::judge::JudgeCall> =
                 recorded.iter().flat_map(|item| &item.grading.judge_calls).collect();
+            judge_calls.sort_by(|a, b| a.cache_key.cmp(&b.cache_key));
             for chunk in judge_calls.chunks($crate::work_queue::GRADE_INSERT_BATCH) {
                 let mut cache = sqlx::QueryBuilder::<$db>::new(
                     "INSERT INTO grade_cache (cache_key, output, verdict, confidence, prompt_tokens, completion_tokens, model_used, score, created_at) ",
@@ -558,22 +564,117 @@ macro_rules! work_queue_sql {
             }
 
             // Answers (never errors) enter the content-addressed cache, by reference.
-            let cacheable: Vec<(&str, i64)> = recorded
+            let mut cacheable: Vec<(&str, i64)> = recorded
                 .iter()
                 .filter(|item| item.cached_from.is_none() && !item.generation.outcome.is_error())
                 .filter_map(|item| item.generation_key.as_deref().map(|key| (key, item.identity_id.get())))
                 .collect();
-            if !cacheable.is_empty() {
+            cacheable.sort_unstable();
+            for chunk in cacheable.chunks($crate::work_queue::GRADE_INSERT_BATCH) {
                 let mut cache = sqlx::QueryBuilder::<$db>::new(
                     "INSERT INTO generation_cache (generation_key, work_item_id, created_at) ",
                 );
-                cache.push_values(&cacheable, |mut row, (key, identity_id)| {
+                cache.push_values(chunk, |mut row, (key, identity_id)| {
                     row.push_bind(*key).push_bind(*identity_id).push_bind(now);
                 });
                 cache.push(" ON CONFLICT (generation_key) DO NOTHING");
                 cache.build().execute(&mut **tx).await?;
             }
+
+            // The run counters come last: the run rows they lock (in id order, so two commits
+            // spanning the same runs never wait on each other in a cycle) are then held for
+            // the few statements left, and commits of one run overlap up to here.
+            if tallied_here {
+                add_commit_tallies(tx, &done_per_run, &recorded, &run_of, &category_of).await?;
+                set_commit_tallies(tx, false).await?;
+            }
+            for (run, count) in &done_per_run {
+                add_done(tx, RunId(*run), *count).await?;
+            }
+            count_answers(tx, &recorded, &run_of).await?;
+
+            let (answered, unanswered): (Vec<&FinishedIdentity>, Vec<&FinishedIdentity>) = recorded
+                .iter()
+                .filter(|item| item.next_turn_waits)
+                .partition(|item| !item.generation.outcome.is_error());
+            let mut runs = runs;
+            for run in advance_conversations(tx, &answered, &unanswered).await? {
+                if !runs.contains(&run) {
+                    runs.push(run);
+                }
+            }
             Ok(RecordOutcome { inserted: recorded.len(), runs })
+        }
+
+        /// Whether this transaction keeps its runs' tallies itself, which the tally triggers
+        /// read: PostgreSQL's transaction-local setting `arbiter.commit_tallies`, SQLite's row
+        /// in `commit_tallies` (written and removed inside the transaction, so no other
+        /// connection sees it).
+        pub(super) async fn set_commit_tallies(tx: &mut sqlx::Transaction<'_, $db>, on: bool) -> Result<(), sqlx::Error> {
+            let statement = match ($backend, on) {
+                ("postgres", true) => "SELECT set_config('arbiter.commit_tallies', 'on', true)",
+                ("postgres", false) => "SELECT set_config('arbiter.commit_tallies', 'off', true)",
+                (_, true) => "INSERT INTO commit_tallies (one) VALUES (1)",
+                (_, false) => "DELETE FROM commit_tallies",
+            };
+            sqlx::query(statement).execute(&mut **tx).await?;
+            Ok(())
+        }
+
+        /// What the tally triggers would have added for a worker's commit, added once: the
+        /// verdict and outcome of each recorded identity and the deterministic graders that
+        /// graded them, counted per run and category, after the runs' rows are locked in id
+        /// order (every writer of a run's tallies queues there first).
+        async fn add_commit_tallies(
+            tx: &mut sqlx::Transaction<'_, $db>,
+            done_per_run: &[(i64, i64)],
+            recorded: &[&FinishedIdentity],
+            run_of: &std::collections::HashMap<i64, i64>,
+            category_of: &std::collections::HashMap<i64, String>,
+        ) -> Result<(), sqlx::Error> {
+            // (SQLite's one writer has every row to itself already.)
+            if $backend == "postgres" && !done_per_run.is_empty() {
+                let mut lock = sqlx::QueryBuilder::<$db>::new("SELECT id FROM runs WHERE id IN (");
+                let mut ids = lock.separated(", ");
+                for (run, _) in done_per_run {
+                    ids.push_bind(*run);
+                }
+                ids.push_unseparated(") ORDER BY id FOR NO KEY UPDATE");
+                lock.build().fetch_all(&mut **tx).await?;
+            }
+
+            let mut tallies: std::collections::BTreeMap<(i64, &str, &str, &str), i64> = std::collections::BTreeMap::new();
+            let mut graders: std::collections::BTreeMap<(i64, &str), i64> = std::collections::BTreeMap::new();
+            // A recorded identity had no verdict before (it was leased, without a generation):
+            // each adds a first verdict, as the trigger would, and no change.
+            for item in recorded {
+                let identity = item.identity_id.get();
+                let (Some(run), Some(category)) = (run_of.get(&identity), category_of.get(&identity)) else { continue };
+                *tallies.entry((*run, category, "verdict", item.grading.verdict_label())).or_default() += 1;
+                *tallies.entry((*run, category, "outcome", item.generation.outcome.as_str())).or_default() += 1;
+                for record in &item.grading.grades {
+                    if record.stage == arbiter_domain::grading::triage::Stage::Deterministic {
+                        *graders.entry((*run, record.grade.grader.as_str())).or_default() += 1;
+                    }
+                }
+            }
+            if !tallies.is_empty() {
+                let mut upsert = sqlx::QueryBuilder::<$db>::new("INSERT INTO run_tallies (run_id, category, field, value, count) ");
+                upsert.push_values(&tallies, |mut row, ((run, category, field, value), count)| {
+                    row.push_bind(*run).push_bind(*category).push_bind(*field).push_bind(*value).push_bind(*count);
+                });
+                upsert.push(" ON CONFLICT (run_id, category, field, value) DO UPDATE SET count = run_tallies.count + excluded.count");
+                upsert.build().execute(&mut **tx).await?;
+            }
+            if !graders.is_empty() {
+                let mut upsert = sqlx::QueryBuilder::<$db>::new("INSERT INTO run_graders (run_id, grader, count) ");
+                upsert.push_values(&graders, |mut row, ((run, grader), count)| {
+                    row.push_bind(*run).push_bind(*grader).push_bind(*count);
+                });
+                upsert.push(" ON CONFLICT (run_id, grader) DO UPDATE SET count = run_graders.count + excluded.count");
+                upsert.build().execute(&mut **tx).await?;
+            }
+            Ok(())
         }
 
         /// Keeps the run counters the progress page reads instead of counting a run's rows:
@@ -877,16 +978,7 @@ macro_rules! work_queue_sql {
                     }
                     let started = std::time::Instant::now();
                     let mut tx = self.writer.begin_with($begin).await?;
-                    let mut outcome = RecordOutcome::default();
-                    for chunk in finished.chunks($crate::work_queue::RESULT_INSERT_BATCH) {
-                        let recorded = insert_results(&mut tx, chunk, now_ms(), None).await?;
-                        outcome.inserted += recorded.inserted;
-                        for run in recorded.runs {
-                            if !outcome.runs.contains(&run) {
-                                outcome.runs.push(run);
-                            }
-                        }
-                    }
+                    let outcome = insert_results(&mut tx, finished, now_ms(), None).await?;
                     tx.commit().await?;
                     $crate::log_if_slow("record_results", finished.len(), started);
                     Ok(outcome)

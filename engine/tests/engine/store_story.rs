@@ -45,6 +45,7 @@ stories!(
     overlap_review_and_the_rater_pool,
     concurrent_raters_fill_each_item_exactly_to_its_overlap,
     the_scheduler_sees_only_running_runs_and_claims_longest_first,
+    an_unchanged_manifest_copies_a_finished_run_whose_answers_all_stand,
 );
 
 /// An infrastructure failure says which store method it happened in (the log's only clue when
@@ -2430,4 +2431,213 @@ async fn concurrent_raters_fill_each_item_exactly_to_its_overlap(store: Arc<dyn 
     assert_eq!(labels.len(), 60);
     let counts = store.annotation_queue_counts().await.unwrap();
     assert_eq!((counts.open, counts.leased, counts.done), (0, 0, 20));
+}
+
+/// What a copied identity must carry over from its twin: the answer, its grade and the
+/// stage that decided it (attempts, latency and the cache flag are the copy's own).
+fn carried_over(
+    result: arbiter_domain::run::IdentityResult,
+) -> (String, i64, String, String, String, String, Option<String>) {
+    (
+        result.case_id,
+        result.repetition,
+        result.output,
+        result.outcome,
+        result.verdict,
+        result.grade_reason,
+        result.decided_by,
+    )
+}
+
+async fn an_unchanged_manifest_copies_a_finished_run_whose_answers_all_stand(
+    store: Arc<dyn Store>,
+) {
+    let store = &*store;
+    // Evals of one seed send the same requests (seed 7 is the first run's).
+    let define = |name: &'static str, repetitions: u32, seed: u64| async move {
+        let dataset_id = store.list_datasets().await.unwrap()[0].id;
+        let form = EvalForm {
+            seed,
+            ..eval_form(name, dataset_id, repetitions)
+        };
+        arbiter_engine::catalog::define_eval(store, &form, None)
+            .await
+            .unwrap()
+    };
+    let launch = |eval: EvalId| async move {
+        let checkpoint = store.list_checkpoints().await.unwrap()[0].id;
+        arbiter_engine::runs::launch_run(
+            store,
+            eval,
+            checkpoint,
+            Priority::Scheduled,
+            "default",
+            None,
+        )
+        .await
+        .unwrap()
+    };
+    // Answers every queued item of the run as a worker does (entering the generation cache),
+    // right or wrong in turn; the first one unreadable when asked (a person decides it).
+    let answer_all = |run_id: RunId, expected: usize, first_unreadable: bool| async move {
+        let mut claimed = store
+            .claim_identities("w", run_id, 100, LONG_LEASE_MS, false)
+            .await
+            .unwrap();
+        assert_eq!(claimed.len(), expected);
+        claimed.sort_by_key(|job| job.identity_id);
+        let finished: Vec<FinishedIdentity> = claimed
+            .into_iter()
+            .enumerate()
+            .map(|(n, job)| {
+                let answer = match n {
+                    0 if first_unreadable => Reply::Unsure,
+                    n if n % 3 == 0 => Reply::Wrong,
+                    _ => Reply::Correct,
+                };
+                let output = answer.output(&job.item.target);
+                let grade = grade_exact_match(&output, &job.item.target);
+                FinishedIdentity {
+                    identity_id: job.identity_id,
+                    generation: answered(&output),
+                    grading: Grading::deterministic_only(Some(grade)),
+                    generation_key: job.generation_key,
+                    cached_from: None,
+                    next_turn_waits: false,
+                }
+            })
+            .collect();
+        store.record_results(&finished).await.unwrap();
+        assert!(store.finish_run_if_done(run_id).await.unwrap());
+    };
+    // A new run of `source`'s manifest under another eval, copied if the store will.
+    let copy_of = |source: RunId, name: &'static str| async move {
+        let mut manifest = store.run_manifest(source).await.unwrap().unwrap();
+        let seed = manifest.eval.generation.seed;
+        manifest.eval_id = define(name, manifest.eval.repetitions, seed).await;
+        manifest.eval.name = name.into();
+        let run = store
+            .create_run(&arbiter_store::NewRun {
+                manifest: &manifest,
+                priority: Priority::Scheduled,
+                team: "default",
+                created_by: None,
+            })
+            .await
+            .unwrap();
+        assert_eq!((run.created, run.status), (true, RunStatus::Expanding));
+        let copied = store
+            .reuse_finished_run(run.run_id, &manifest)
+            .await
+            .unwrap();
+        (run.run_id, manifest, copied)
+    };
+
+    // A run one of whose answers waits for a person is not copied (a person would be asked
+    // again): its relaunch under another eval is planned item by item from the cache, and
+    // the unreadable answer goes to a person once more.
+    let with_a_person = launch_one_run(store, FIVE_CASES.as_bytes(), 2).await;
+    answer_all(with_a_person, 10, true).await;
+    assert_eq!(progress(store, with_a_person).await.uncertain, 1);
+    let (_, _, copied) = copy_of(with_a_person, "qa-exact copied").await;
+    assert_eq!(copied, None);
+    let planned = launch(define("qa-exact again", 2, 7).await).await;
+    assert_eq!(planned.status, RunStatus::Completed);
+    let planned_progress = progress(store, planned.run_id).await;
+    assert_eq!(
+        (planned_progress.from_cache, planned_progress.uncertain),
+        (10, 1)
+    );
+    assert_eq!(store.annotation_queue_counts().await.unwrap().open, 2);
+
+    // A run whose deterministic grader decided every answer: the unchanged manifest under
+    // another eval is copied whole, inside the database, with nothing claimed or asked.
+    let once = launch(define("qa-once", 1, 8).await).await;
+    assert_eq!(once.status, RunStatus::Running);
+    answer_all(once.run_id, 5, false).await;
+    let (copy, manifest, copied) = copy_of(once.run_id, "qa-once copied").await;
+    assert_eq!(copied, Some(5));
+    assert!(store
+        .set_run_status(copy, &[RunStatus::Expanding], RunStatus::Running)
+        .await
+        .unwrap());
+    assert!(store.finish_run_if_done(copy).await.unwrap());
+    assert!(store
+        .claim_identities("w", copy, 100, LONG_LEASE_MS, false)
+        .await
+        .unwrap()
+        .is_empty());
+    let source = progress(store, once.run_id).await;
+    let copied = progress(store, copy).await;
+    assert!(source.passed > 0 && source.failed > 0, "{source:?}");
+    assert_eq!(
+        (
+            copied.expected,
+            copied.done,
+            copied.from_cache,
+            copied.errors
+        ),
+        (5, 5, 5, 0)
+    );
+    assert_eq!(
+        (copied.passed, copied.failed, copied.uncertain),
+        (source.passed, source.failed, 0)
+    );
+    assert_eq!(copied.outcome_mix, source.outcome_mix);
+    let results = |run_id: RunId| async move {
+        let mut rows: Vec<_> = store
+            .run_outcomes(run_id)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(carried_over)
+            .collect();
+        rows.sort();
+        rows
+    };
+    let copied_results = results(copy).await;
+    assert_eq!(copied_results, results(once.run_id).await);
+    // The copy's tallies count its own rows.
+    let verdicts =
+        |verdict: &str| copied_results.iter().filter(|row| row.4 == verdict).count() as i64;
+    assert_eq!(
+        (copied.passed, copied.failed),
+        (verdicts("pass"), verdicts("fail"))
+    );
+    let copied_rows = store.run_results(copy, 100).await.unwrap();
+    assert!(copied_rows
+        .iter()
+        .all(|row| row.from_cache && row.attempts == 0 && row.served_by.is_none()));
+    let source_costs = store.run_costs(once.run_id).await.unwrap();
+    let copied_costs = store.run_costs(copy).await.unwrap();
+    assert_eq!(
+        (
+            copied_costs.generation_calls,
+            copied_costs.cached_generations
+        ),
+        (0, 5)
+    );
+    assert_eq!(copied_costs.decided_by, source_costs.decided_by);
+    assert_eq!(
+        store.run_graders(copy).await.unwrap(),
+        store.run_graders(once.run_id).await.unwrap()
+    );
+    // A run is copied into once: a second try finds it filled.
+    assert_eq!(
+        store.reuse_finished_run(copy, &manifest).await.unwrap(),
+        None
+    );
+    // Launched through the engine, an unchanged manifest completes at launch all the same.
+    let relaunched = launch(define("qa-once again", 1, 8).await).await;
+    assert_eq!(relaunched.status, RunStatus::Completed);
+    assert_eq!(results(relaunched.run_id).await, copied_results);
+
+    // Answers whose texts were purged (and so left the cache) are never copied, from that
+    // run or from the copies that point at them.
+    store
+        .purge_raw_outputs(once.run_id, now_ms(), now_ms())
+        .await
+        .unwrap();
+    let (_, _, copied) = copy_of(once.run_id, "qa-once after the purge").await;
+    assert_eq!(copied, None);
 }
