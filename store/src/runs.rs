@@ -25,6 +25,10 @@ pub struct NewRun<'a> {
 
 pub(crate) const IDENTITY_INSERT_BATCH: usize = 1000;
 
+/// The most identities SQLite copies from a finished run in one transaction: about four
+/// seconds of its one writer (`bench overhead`'s re-run copies 100,000 in 1.8 s).
+pub(crate) const SQLITE_REUSE_LIMIT: u64 = 200_000;
+
 /// The `run_counts` counter of answers served from the generation cache.
 pub(crate) const FROM_CACHE_COUNT: &str = "from_cache";
 /// The prefix of `run_counts` counters of failed answers by error category.
@@ -346,12 +350,20 @@ macro_rules! runs_sql {
 
             async fn reuse_finished_run(&self, run_id: RunId, manifest: &Manifest) -> StoreResult<Option<u64>> {
                 let Some(reuse_key) = manifest.reuse_key() else { return Ok(None) };
+                // The copy is one transaction. SQLite has one writer, whom a larger copy would
+                // keep from workers' commits and heartbeats for longer than their busy timeout;
+                // such runs are expanded in chunks instead. PostgreSQL's writers do not wait.
+                if $backend == "sqlite" && manifest.expected_results() > $crate::runs::SQLITE_REUSE_LIMIT {
+                    return Ok(None);
+                }
                 let result: StoreResult<Option<u64>> = async move {
                     let started = std::time::Instant::now();
                     let mut tx = self.writer.begin_with($begin).await?;
                     // The new run's row is held until the copy commits: a second launch of the
                     // same manifest waits here, then finds the copy made. (SQLite's writer
-                    // transaction holds everything already.)
+                    // transaction holds everything already.) A second launch already expanding
+                    // the run item by item can meet this copy in a deadlock; PostgreSQL then
+                    // fails one of the two launches, and launching again finds the run.
                     let (lock, share) = if $backend == "postgres" { (" FOR UPDATE", " FOR SHARE OF r") } else { ("", "") };
                     let expanding: Option<i64> = sqlx::query_scalar(&format!(
                         "SELECT id FROM runs WHERE id = $1 AND status = 'expanding'{lock}"

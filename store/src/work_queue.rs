@@ -362,6 +362,11 @@ macro_rules! work_queue_sql {
             if tallied_here {
                 set_commit_tallies(tx, true).await?;
             }
+            // In identity order (stable: an identity's first entry stays first), so two
+            // commits holding the same identities (a lease that expired and was taken again)
+            // take their keys in one order and never wait on each other in a cycle.
+            let mut finished: Vec<&FinishedIdentity> = finished.iter().collect();
+            finished.sort_by_key(|item| item.identity_id.get());
             let mut inserted: std::collections::HashSet<i64> = std::collections::HashSet::new();
             // Each statement binds at most this many rows (SQLite allows 32,766 parameters).
             for chunk in finished.chunks($crate::work_queue::RESULT_INSERT_BATCH) {
@@ -399,7 +404,7 @@ macro_rules! work_queue_sql {
             // The first of an identity's entries is the one stored (a batch may hold one twice,
             // when its lease expired and the same worker claimed it again).
             let recorded: Vec<&FinishedIdentity> =
-                finished.iter().filter(|item| inserted.remove(&item.identity_id.get())).collect();
+                finished.into_iter().filter(|item| inserted.remove(&item.identity_id.get())).collect();
             if recorded.is_empty() {
                 if tallied_here {
                     set_commit_tallies(tx, false).await?;

@@ -72,6 +72,15 @@ pub async fn checkpoint(
 }
 
 pub async fn launch(store: &dyn Store, eval: EvalId, checkpoint: CheckpointId) -> RunId {
+    launched(store, eval, checkpoint).await.run_id
+}
+
+/// Launches as [`launch`] does, saying whether the run is new and in what state it starts.
+pub async fn launched(
+    store: &dyn Store,
+    eval: EvalId,
+    checkpoint: CheckpointId,
+) -> arbiter_domain::run::LaunchedRun {
     arbiter_engine::runs::launch_run(
         store,
         eval,
@@ -82,7 +91,6 @@ pub async fn launch(store: &dyn Store, eval: EvalId, checkpoint: CheckpointId) -
     )
     .await
     .unwrap()
-    .run_id
 }
 
 pub fn test_worker(name: &str) -> WorkerConfig {

@@ -2466,16 +2466,7 @@ async fn an_unchanged_manifest_copies_a_finished_run_whose_answers_all_stand(
     };
     let launch = |eval: EvalId| async move {
         let checkpoint = store.list_checkpoints().await.unwrap()[0].id;
-        arbiter_engine::runs::launch_run(
-            store,
-            eval,
-            checkpoint,
-            Priority::Scheduled,
-            "default",
-            None,
-        )
-        .await
-        .unwrap()
+        arbiter_testkit::pipeline::launched(store, eval, checkpoint).await
     };
     // Answers every queued item of the run as a worker does (entering the generation cache),
     // right or wrong in turn; the first one unreadable when asked (a person decides it).
