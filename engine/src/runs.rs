@@ -180,10 +180,11 @@ pub async fn launch_run(
             store
                 .set_run_status(launched.run_id, &[launched.status], RunStatus::Running)
                 .await?;
-            crate::serving::wake_servers(store, checkpoint.id).await?;
+            // A run answered wholly at launch (copied, or from the cache) needs no servers.
             if store.finish_run_if_done(launched.run_id).await? {
                 RunStatus::Completed
             } else {
+                crate::serving::wake_servers(store, checkpoint.id).await?;
                 RunStatus::Running
             }
         }
@@ -554,11 +555,10 @@ pub async fn change_run_state(
         }
     }
     if store.set_run_status(run_id, from, to).await? {
-        if to == Running {
+        if to == Running && !store.finish_run_if_done(run_id).await? {
             if let Some(manifest) = store.run_manifest(run_id).await? {
                 crate::serving::wake_servers(store, manifest.checkpoint_id).await?;
             }
-            store.finish_run_if_done(run_id).await?;
         }
         Ok(())
     } else {

@@ -352,6 +352,40 @@ async fn scenario(backend: TestBackend) {
     .await
     .unwrap();
     assert_eq!(again.run_id, run, "the same manifest is the same run");
+    // The same requests under another eval were all answered before: that run completes at
+    // launch, and no server is started for it.
+    let same_requests = arbiter_engine::catalog::define_eval(
+        store.as_ref(),
+        &EvalForm {
+            name: "qa again".into(),
+            dataset_id: revision.dataset_id,
+            prompt_template: "Question: {input}".into(),
+            max_tokens: 32,
+            temperature: 0.0,
+            repetitions: 1,
+            seed: 0,
+            grader: String::new(),
+            options: arbiter_engine::catalog::EvalOptions::default(),
+        },
+        None,
+    )
+    .await
+    .unwrap();
+    let answered = arbiter_engine::runs::launch_run(
+        store.as_ref(),
+        same_requests,
+        checkpoint,
+        arbiter_domain::run::Priority::Scheduled,
+        "default",
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(answered.status, arbiter_domain::run::RunStatus::Completed);
+    assert_eq!(
+        latest_launch(store.as_ref(), checkpoint).await.id,
+        retired.id
+    );
     let other_eval = arbiter_engine::catalog::define_eval(
         store.as_ref(),
         &EvalForm {
