@@ -102,23 +102,20 @@ async fn scenario(backend: TestBackend) {
         arbiter_engine::catalog::upload_dataset(store.as_ref(), "qa", "qa.jsonl", SAMPLE, None)
             .await
             .unwrap();
-    let eval = arbiter_engine::catalog::define_eval(
-        store.as_ref(),
-        &EvalForm {
-            name: "qa".into(),
-            dataset_id: revision.dataset_id,
-            prompt_template: "Question: {input}".into(),
-            max_tokens: 32,
-            temperature: 0.0,
-            repetitions: 1,
-            seed: 0,
-            grader: String::new(),
-            options: arbiter_engine::catalog::EvalOptions::default(),
-        },
-        None,
-    )
-    .await
-    .unwrap();
+    let qa = EvalForm {
+        name: "qa".into(),
+        dataset_id: revision.dataset_id,
+        prompt_template: "Question: {input}".into(),
+        max_tokens: 32,
+        temperature: 0.0,
+        repetitions: 1,
+        seed: 0,
+        grader: String::new(),
+        options: arbiter_engine::catalog::EvalOptions::default(),
+    };
+    let eval = arbiter_engine::catalog::define_eval(store.as_ref(), &qa, None)
+        .await
+        .unwrap();
     arbiter_engine::suites::create_suite(
         store.as_ref(),
         &SuiteForm {
@@ -358,14 +355,7 @@ async fn scenario(backend: TestBackend) {
         store.as_ref(),
         &EvalForm {
             name: "qa again".into(),
-            dataset_id: revision.dataset_id,
-            prompt_template: "Question: {input}".into(),
-            max_tokens: 32,
-            temperature: 0.0,
-            repetitions: 1,
-            seed: 0,
-            grader: String::new(),
-            options: arbiter_engine::catalog::EvalOptions::default(),
+            ..qa.clone()
         },
         None,
     )
