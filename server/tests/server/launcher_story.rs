@@ -17,6 +17,7 @@ use arbiter_engine::suites::{Announcement, SuiteForm};
 use arbiter_store::Store;
 use arbiter_testkit::backend::TestBackend;
 use arbiter_testkit::fixtures::latest_launch;
+use arbiter_testkit::pipeline::launched;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -338,16 +339,7 @@ async fn scenario(backend: TestBackend) {
     );
 
     // A later run on the checkpoint starts its servers once more, and they retire again.
-    let again = arbiter_engine::runs::launch_run(
-        store.as_ref(),
-        eval,
-        checkpoint,
-        arbiter_domain::run::Priority::Scheduled,
-        "default",
-        None,
-    )
-    .await
-    .unwrap();
+    let again = launched(store.as_ref(), eval, checkpoint).await;
     assert_eq!(again.run_id, run, "the same manifest is the same run");
     // The same requests under another eval were all answered before: that run completes at
     // launch, and no server is started for it.
@@ -361,16 +353,7 @@ async fn scenario(backend: TestBackend) {
     )
     .await
     .unwrap();
-    let answered = arbiter_engine::runs::launch_run(
-        store.as_ref(),
-        same_requests,
-        checkpoint,
-        arbiter_domain::run::Priority::Scheduled,
-        "default",
-        None,
-    )
-    .await
-    .unwrap();
+    let answered = launched(store.as_ref(), same_requests, checkpoint).await;
     assert_eq!(answered.status, arbiter_domain::run::RunStatus::Completed);
     assert_eq!(
         latest_launch(store.as_ref(), checkpoint).await.id,
@@ -393,17 +376,9 @@ async fn scenario(backend: TestBackend) {
     )
     .await
     .unwrap();
-    let second = arbiter_engine::runs::launch_run(
-        store.as_ref(),
-        other_eval,
-        checkpoint,
-        arbiter_domain::run::Priority::Scheduled,
-        "default",
-        None,
-    )
-    .await
-    .unwrap()
-    .run_id;
+    let second = launched(store.as_ref(), other_eval, checkpoint)
+        .await
+        .run_id;
     let relaunch = latest_launch(store.as_ref(), checkpoint).await;
     assert_ne!(relaunch.id, retired.id);
     assert_eq!(
