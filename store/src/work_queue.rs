@@ -152,8 +152,10 @@ pub trait WorkQueueStore: Send + Sync + 'static {
     ) -> StoreResult<Vec<(String, CachedGeneration)>>;
 
     // The work queue.
-    /// Runs whose identities may be claimed now: `running`, and (on a checkpoint Arbiter
-    /// serves) its servers healthy.
+    /// Runs whose identities may be claimed now: `running`, or `expanding` (a large run's
+    /// first identities are answered while its later ones are still being planned), and (on a
+    /// checkpoint Arbiter serves) its servers healthy. Only a `running` run completes, so one
+    /// still expanding never finishes early.
     async fn active_runs(&self) -> StoreResult<Vec<ActiveRun>>;
 
     /// Leases up to `limit` queued identities of one run to `worker` (longest expected first,
@@ -168,7 +170,8 @@ pub trait WorkQueueStore: Send + Sync + 'static {
         longest_first: bool,
     ) -> StoreResult<Vec<ClaimedIdentity>>;
 
-    /// Leases up to `limit` queued identities of any running run (tests and tools).
+    /// Leases up to `limit` queued identities of any running or expanding run (tests and
+    /// tools).
     async fn claim_work(
         &self,
         worker: &str,
@@ -787,7 +790,7 @@ macro_rules! work_queue_sql {
                 let result: StoreResult<Vec<ActiveRun>> = async move {
                     let rows: Vec<(i64, i64, String, f64)> = sqlx::query_as(
                         "SELECT r.id, r.priority, r.team, COALESCE(t.weight, 1.0) FROM runs r \
-                         LEFT JOIN team_weights t ON t.team = r.team WHERE r.status = 'running' \
+                         LEFT JOIN team_weights t ON t.team = r.team WHERE r.status IN ('expanding', 'running') \
                          AND NOT EXISTS (SELECT 1 FROM served_checkpoints s WHERE s.checkpoint_id = r.checkpoint_id \
                                          AND NOT EXISTS (SELECT 1 FROM server_launches l WHERE l.checkpoint_id = r.checkpoint_id \
                                                          AND l.state = 'healthy')) ORDER BY r.id",
@@ -820,7 +823,7 @@ macro_rules! work_queue_sql {
                     let claim = format!(
                         "UPDATE work_items SET state = 'leased', lease_owner = $1, lease_expires_at = $2, attempts = attempts + 1 \
                          WHERE id IN (SELECT id FROM work_items WHERE run_id = $3 AND state = 'queued' \
-                                      AND EXISTS (SELECT 1 FROM runs WHERE id = $3 AND status = 'running') \
+                                      AND EXISTS (SELECT 1 FROM runs WHERE id = $3 AND status IN ('expanding', 'running')) \
                                       ORDER BY {order} LIMIT $4 {}) RETURNING id",
                         $skip_locked
                     );
@@ -895,7 +898,7 @@ macro_rules! work_queue_sql {
                         "UPDATE work_items SET state = 'leased', lease_owner = $1, lease_expires_at = $2, attempts = attempts + 1 \
                          WHERE id IN (SELECT w.id FROM work_items w \
                                       WHERE w.state = 'queued' \
-                                      AND EXISTS (SELECT 1 FROM runs r WHERE r.id = w.run_id AND r.status = 'running') \
+                                      AND EXISTS (SELECT 1 FROM runs r WHERE r.id = w.run_id AND r.status IN ('expanding', 'running')) \
                                       ORDER BY w.id LIMIT $3 ",
                         $skip_locked,
                         ") RETURNING id"

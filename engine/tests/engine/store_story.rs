@@ -44,7 +44,7 @@ stories!(
     judges_policies_and_the_grade_cache,
     overlap_review_and_the_rater_pool,
     concurrent_raters_fill_each_item_exactly_to_its_overlap,
-    the_scheduler_sees_only_running_runs_and_claims_longest_first,
+    the_scheduler_sees_running_and_expanding_runs_and_claims_longest_first,
     an_unchanged_manifest_copies_a_finished_run_whose_answers_all_stand,
 );
 
@@ -1618,8 +1618,11 @@ async fn racing_workers_never_both_commit_one_identity(store: Arc<dyn Store>) {
 }
 
 /// Paused and cancelled runs hand out nothing; a running run hands out its longest items
-/// first; a resumed run is claimable again.
-async fn the_scheduler_sees_only_running_runs_and_claims_longest_first(store: Arc<dyn Store>) {
+/// first; a resumed run is claimable again; a run still expanding hands out what is planned
+/// and completes only once expanded.
+async fn the_scheduler_sees_running_and_expanding_runs_and_claims_longest_first(
+    store: Arc<dyn Store>,
+) {
     let lengths = r#"{"id": "short", "input": "Hi?", "target": "x"}
 {"id": "long", "input": "A much longer question that goes on and on and on, well past the others?", "target": "x"}
 {"id": "medium", "input": "A medium-sized question?", "target": "x"}
@@ -1808,14 +1811,53 @@ async fn the_scheduler_sees_only_running_runs_and_claims_longest_first(store: Ar
     )
     .await
     .unwrap();
-    let order: Vec<String> = store
+    // Its launch is taken back to `expanding`, as if its later items were still being
+    // planned: what is planned already is handed out, and the run does not complete until
+    // its launch has planned everything and set it running.
+    assert!(store
+        .set_run_status(second.run_id, &[RunStatus::Running], RunStatus::Expanding)
+        .await
+        .unwrap());
+    assert_eq!(
+        store
+            .active_runs()
+            .await
+            .unwrap()
+            .iter()
+            .map(|run| run.id)
+            .collect::<Vec<_>>(),
+        vec![second.run_id],
+        "a run still expanding is worked"
+    );
+    let planned = store
         .claim_identities("w", second.run_id, 10, LONG_LEASE_MS, true)
         .await
-        .unwrap()
-        .into_iter()
-        .map(|job| job.case_id)
-        .collect();
+        .unwrap();
+    let order: Vec<&str> = planned.iter().map(|job| job.case_id.as_str()).collect();
     assert_eq!(order, vec!["short", "long", "medium"]);
+    let answers: Vec<FinishedIdentity> = planned
+        .iter()
+        .map(|job| FinishedIdentity {
+            identity_id: job.identity_id,
+            generation: answered("Answer: x"),
+            grading: Grading::deterministic_only(Some(grade_exact_match("Answer: x", "x"))),
+            generation_key: job.generation_key.clone(),
+            cached_from: None,
+            next_turn_waits: false,
+        })
+        .collect();
+    store.record_results(&answers).await.unwrap();
+    assert!(!store.finish_run_if_done(second.run_id).await.unwrap());
+    let expanding = progress(store.as_ref(), second.run_id).await;
+    assert_eq!(
+        (expanding.status, expanding.done, expanding.passed),
+        (RunStatus::Expanding, 3, 3)
+    );
+    assert!(store
+        .set_run_status(second.run_id, &[RunStatus::Expanding], RunStatus::Running)
+        .await
+        .unwrap());
+    assert!(store.finish_run_if_done(second.run_id).await.unwrap());
 }
 
 /// A judge and a triage policy are versioned; a judged result is recorded with its grades,

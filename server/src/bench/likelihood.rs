@@ -78,7 +78,7 @@ async fn timed(
     let cpu = cpu_seconds() - cpu_before;
     let rate = done as f64 / elapsed;
     println!(
-        "{label}: {done} items in {elapsed:.2} s after a {expansion:.2} s launch  ->  {rate:.0} items/s; Arbiter CPU {:.1} µs per item",
+        "{label}: {done} items in {elapsed:.2} s from launch (the launch {expansion:.2} s)  ->  {rate:.0} items/s; Arbiter CPU {:.1} µs per item",
         cpu * 1e6 / done as f64
     );
     Ok(rate)
