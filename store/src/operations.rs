@@ -455,7 +455,7 @@ macro_rules! operations_sql {
             async fn queue_depth(&self) -> $crate::StoreResult<(i64, i64)> {
                 let result: $crate::StoreResult<(i64, i64)> = async move {
                     let outstanding: i64 = sqlx::query_scalar(
-                        "SELECT CAST(COALESCE(SUM(expected_count - done_count), 0) AS BIGINT) FROM runs WHERE status = 'running'",
+                        "SELECT CAST(COALESCE(SUM(expected_count - done_count), 0) AS BIGINT) FROM runs WHERE status IN ('expanding', 'running')",
                     )
                     .fetch_one(&self.pool)
                     .await?;

@@ -25,6 +25,11 @@ pub struct NewRun<'a> {
 
 pub(crate) const IDENTITY_INSERT_BATCH: usize = 1000;
 
+/// How long after its launch last wrote a chunk of identities a run still expanding is
+/// worked. A chunk is planned in well under a second; a launch silent this long has died
+/// (its run waits, unworked, for a relaunch to finish planning it).
+pub const PLANNING_STALE_MS: i64 = 120_000;
+
 /// The most identities SQLite copies from a finished run in one transaction: about four
 /// seconds of its one writer (`bench overhead`'s re-run copies 100,000 in 1.8 s).
 pub(crate) const SQLITE_REUSE_LIMIT: u64 = 200_000;
@@ -340,6 +345,13 @@ macro_rules! runs_sql {
                     // These identities were inserted finished; only their answers are missing.
                     let recorded = insert_results(&mut tx, &finished, now, Some(run_id)).await?;
                     add_done(&mut tx, run_id, recorded.inserted as i64).await?;
+                    // Workers take this run's identities while it expands only while its launch
+                    // keeps writing them.
+                    sqlx::query("UPDATE runs SET planned_at = $1 WHERE id = $2")
+                        .bind(now)
+                        .bind(run_id.get())
+                        .execute(&mut *tx)
+                        .await?;
                     tx.commit().await?;
                     $crate::log_if_slow("insert_identities", identities.len(), started);
                     Ok(())

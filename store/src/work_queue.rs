@@ -152,10 +152,13 @@ pub trait WorkQueueStore: Send + Sync + 'static {
     ) -> StoreResult<Vec<(String, CachedGeneration)>>;
 
     // The work queue.
-    /// Runs whose identities may be claimed now: `running`, or `expanding` (a large run's
-    /// first identities are answered while its later ones are still being planned), and (on a
-    /// checkpoint Arbiter serves) its servers healthy. Only a `running` run completes, so one
-    /// still expanding never finishes early.
+    /// Runs whose identities may be claimed now: `running`, or `expanding` with a chunk of
+    /// identities written within [`PLANNING_STALE_MS`] (a large run's first identities are
+    /// answered while its later ones are still being planned; a launch that died part-way
+    /// leaves its run to a relaunch), and (on a checkpoint Arbiter serves) its servers
+    /// healthy. Only a `running` run completes, so one still expanding never finishes early.
+    ///
+    /// [`PLANNING_STALE_MS`]: crate::runs::PLANNING_STALE_MS
     async fn active_runs(&self) -> StoreResult<Vec<ActiveRun>>;
 
     /// Leases up to `limit` queued identities of one run to `worker` (longest expected first,
@@ -170,8 +173,10 @@ pub trait WorkQueueStore: Send + Sync + 'static {
         longest_first: bool,
     ) -> StoreResult<Vec<ClaimedIdentity>>;
 
-    /// Leases up to `limit` queued identities of any running or expanding run (tests and
-    /// tools).
+    /// Leases up to `limit` queued identities of any run [`active_runs`] lists, whatever its
+    /// servers (tests and tools).
+    ///
+    /// [`active_runs`]: WorkQueueStore::active_runs
     async fn claim_work(
         &self,
         worker: &str,
@@ -790,11 +795,13 @@ macro_rules! work_queue_sql {
                 let result: StoreResult<Vec<ActiveRun>> = async move {
                     let rows: Vec<(i64, i64, String, f64)> = sqlx::query_as(
                         "SELECT r.id, r.priority, r.team, COALESCE(t.weight, 1.0) FROM runs r \
-                         LEFT JOIN team_weights t ON t.team = r.team WHERE r.status IN ('expanding', 'running') \
+                         LEFT JOIN team_weights t ON t.team = r.team \
+                         WHERE (r.status = 'running' OR (r.status = 'expanding' AND r.planned_at > $1)) \
                          AND NOT EXISTS (SELECT 1 FROM served_checkpoints s WHERE s.checkpoint_id = r.checkpoint_id \
                                          AND NOT EXISTS (SELECT 1 FROM server_launches l WHERE l.checkpoint_id = r.checkpoint_id \
                                                          AND l.state = 'healthy')) ORDER BY r.id",
                     )
+                    .bind(now_ms() - $crate::runs::PLANNING_STALE_MS)
                     .fetch_all(&self.pool)
                     .await?;
                     rows.into_iter()
@@ -823,7 +830,7 @@ macro_rules! work_queue_sql {
                     let claim = format!(
                         "UPDATE work_items SET state = 'leased', lease_owner = $1, lease_expires_at = $2, attempts = attempts + 1 \
                          WHERE id IN (SELECT id FROM work_items WHERE run_id = $3 AND state = 'queued' \
-                                      AND EXISTS (SELECT 1 FROM runs WHERE id = $3 AND status IN ('expanding', 'running')) \
+                                      AND EXISTS (SELECT 1 FROM runs WHERE id = $3 AND (status = 'running' OR (status = 'expanding' AND planned_at > $5))) \
                                       ORDER BY {order} LIMIT $4 {}) RETURNING id",
                         $skip_locked
                     );
@@ -835,6 +842,7 @@ macro_rules! work_queue_sql {
                         .bind(now + lease_ms)
                         .bind(run_id.get())
                         .bind(limit)
+                        .bind(now - $crate::runs::PLANNING_STALE_MS)
                         .fetch_all(&self.writer)
                         .await?;
                     if ids.is_empty() {
@@ -898,7 +906,8 @@ macro_rules! work_queue_sql {
                         "UPDATE work_items SET state = 'leased', lease_owner = $1, lease_expires_at = $2, attempts = attempts + 1 \
                          WHERE id IN (SELECT w.id FROM work_items w \
                                       WHERE w.state = 'queued' \
-                                      AND EXISTS (SELECT 1 FROM runs r WHERE r.id = w.run_id AND r.status IN ('expanding', 'running')) \
+                                      AND EXISTS (SELECT 1 FROM runs r WHERE r.id = w.run_id \
+                                                  AND (r.status = 'running' OR (r.status = 'expanding' AND r.planned_at > $4))) \
                                       ORDER BY w.id LIMIT $3 ",
                         $skip_locked,
                         ") RETURNING id"
@@ -906,6 +915,7 @@ macro_rules! work_queue_sql {
                     .bind(worker)
                     .bind(now + lease_ms)
                     .bind(limit)
+                    .bind(now - $crate::runs::PLANNING_STALE_MS)
                     .fetch_all(&mut *tx)
                     .await?;
                     tx.commit().await?;

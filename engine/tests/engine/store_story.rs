@@ -1617,6 +1617,68 @@ async fn racing_workers_never_both_commit_one_identity(store: Arc<dyn Store>) {
     );
 }
 
+/// A launch that died part-way leaves its run expanding: once its launch has written nothing
+/// for a while, workers leave the run (it could never finish) until a relaunch plans the rest
+/// and sets it running. Both backends; the run's planning time is aged in SQL.
+#[tokio::test]
+async fn a_run_whose_launch_went_silent_waits_for_a_relaunch() {
+    for backend in [TestBackend::sqlite().await, TestBackend::postgres().await] {
+        let store = backend.database.store();
+        let store = store.as_ref();
+        let run_id = launch_one_run(store, FIVE_CASES.as_bytes(), 1).await;
+        assert!(store
+            .set_run_status(run_id, &[RunStatus::Running], RunStatus::Expanding)
+            .await
+            .unwrap());
+        assert_eq!(store.active_runs().await.unwrap().len(), 1);
+        let silent = "UPDATE runs SET planned_at = planned_at - 120001";
+        match &backend.database {
+            arbiter_store::Database::Sqlite(sqlite) => {
+                sqlx::query(silent).execute(sqlite.pool()).await.unwrap();
+            }
+            arbiter_store::Database::Postgres(postgres) => {
+                sqlx::query(silent).execute(postgres.pool()).await.unwrap();
+            }
+        }
+        assert!(store.active_runs().await.unwrap().is_empty());
+        assert!(store
+            .claim_identities("w", run_id, 10, LONG_LEASE_MS, true)
+            .await
+            .unwrap()
+            .is_empty());
+        assert!(store
+            .claim_work("w", 10, LONG_LEASE_MS)
+            .await
+            .unwrap()
+            .is_empty());
+        // Launching the eval again finishes planning the run and sets it running.
+        let manifest = store.run_manifest(run_id).await.unwrap().unwrap();
+        let relaunched = arbiter_engine::runs::launch_run(
+            store,
+            manifest.eval_id,
+            manifest.checkpoint_id,
+            Priority::Scheduled,
+            "default",
+            None,
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            (relaunched.run_id, relaunched.status),
+            (run_id, RunStatus::Running)
+        );
+        assert_eq!(
+            store
+                .claim_work("w", 10, LONG_LEASE_MS)
+                .await
+                .unwrap()
+                .len(),
+            5
+        );
+        backend.tear_down().await;
+    }
+}
+
 /// Paused and cancelled runs hand out nothing; a running run hands out its longest items
 /// first; a resumed run is claimable again; a run still expanding hands out what is planned
 /// and completes only once expanded.
