@@ -136,6 +136,84 @@ async fn a_run_completes_with_every_identity_graded_once_and_reruns_come_from_th
     );
 }
 
+/// A worker already running while a run of several expansion chunks is launched answers
+/// its identities as they are planned; the run completes only once planned, with every
+/// identity answered once and its tallies matching its rows.
+#[tokio::test]
+async fn a_run_is_worked_while_it_expands_and_completes_whole() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = open_store(&directory).await;
+    let endpoint = start_sim(fast_sim()).await;
+    let items: String = (0..5_000)
+        .map(|i| {
+            format!(
+                "{{\"id\": \"c{i}\", \"input\": \"What is {i} + 1?\", \"target\": \"{}\"}}\n",
+                i + 1
+            )
+        })
+        .collect();
+    let revision = arbiter_engine::catalog::upload_dataset(
+        store.as_ref(),
+        "sums",
+        "sums.jsonl",
+        items.as_bytes(),
+        None,
+    )
+    .await
+    .unwrap();
+    let eval_id = arbiter_engine::catalog::define_eval(
+        store.as_ref(),
+        &EvalForm {
+            name: "sums".into(),
+            dataset_id: revision.dataset_id,
+            prompt_template: "Question: {input}".into(),
+            max_tokens: 16,
+            temperature: 0.0,
+            repetitions: 1,
+            seed: 0,
+            grader: String::new(),
+            options: arbiter_engine::catalog::EvalOptions::default(),
+        },
+        None,
+    )
+    .await
+    .unwrap();
+    let ckpt = checkpoint(store.as_ref(), "a", &endpoint, "sim-ckpt-a", "").await;
+    let (stop, shutdown) = tokio::sync::watch::channel(false);
+    let worker = tokio::spawn(arbiter_engine::dispatch::run_worker(
+        store.clone(),
+        test_worker("early"),
+        shutdown,
+    ));
+    let run = launched(store.as_ref(), eval_id, ckpt).await.run_id;
+    let progress = work_until_complete(store.clone(), &[run], test_worker("late"))
+        .await
+        .remove(0);
+    stop.send(true).unwrap();
+    worker.await.unwrap();
+    assert_eq!(progress.status, RunStatus::Completed, "{progress:?}");
+    assert_eq!(
+        (progress.expected, progress.done, progress.errors),
+        (5_000, 5_000, 0)
+    );
+    assert_eq!(
+        progress.passed + progress.failed + progress.uncertain,
+        5_000,
+        "{progress:?}"
+    );
+    let rows = store.run_outcomes(run).await.unwrap();
+    assert_eq!(rows.len(), 5_000);
+    for (verdict, tally) in [
+        ("pass", progress.passed),
+        ("fail", progress.failed),
+        ("uncertain", progress.uncertain),
+    ] {
+        let rows = rows.iter().filter(|row| row.verdict == verdict).count() as i64;
+        assert_eq!(rows, tally, "{verdict}: the tallies match the rows");
+    }
+    assert!(progress.failed > 0, "{progress:?}");
+}
+
 #[tokio::test]
 async fn injected_faults_are_retried_and_recorded_without_extra_samples() {
     let directory = tempfile::tempdir().unwrap();
