@@ -74,7 +74,10 @@ pub trait OperationsStore: Send + Sync + 'static {
     async fn alerts(&self, resolved_limit: i64) -> StoreResult<Vec<Alert>>;
 
     // System health.
-    /// Identities of running runs not yet claimed, and identities claimed by workers.
+    /// Identities of the runs workers may take (see [`active_runs`]) not yet claimed, and
+    /// identities claimed by workers.
+    ///
+    /// [`active_runs`]: crate::WorkQueueStore::active_runs
     async fn queue_depth(&self) -> StoreResult<(i64, i64)>;
 
     /// Answers since `since`, their errors and latency histogram over `latency_edges_ms`.
@@ -455,8 +458,10 @@ macro_rules! operations_sql {
             async fn queue_depth(&self) -> $crate::StoreResult<(i64, i64)> {
                 let result: $crate::StoreResult<(i64, i64)> = async move {
                     let outstanding: i64 = sqlx::query_scalar(
-                        "SELECT CAST(COALESCE(SUM(expected_count - done_count), 0) AS BIGINT) FROM runs WHERE status IN ('expanding', 'running')",
+                        "SELECT CAST(COALESCE(SUM(expected_count - done_count), 0) AS BIGINT) FROM runs \
+                         WHERE status = 'running' OR (status = 'expanding' AND planned_at > $1)",
                     )
+                    .bind($crate::now_ms() - $crate::runs::PLANNING_STALE_MS)
                     .fetch_one(&self.pool)
                     .await?;
                     let claimed: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM work_items WHERE state = 'leased'")

@@ -136,15 +136,15 @@ async fn a_run_completes_with_every_identity_graded_once_and_reruns_come_from_th
     );
 }
 
-/// A worker already running while a run of several expansion chunks is launched answers
-/// its identities as they are planned; the run completes only once planned, with every
+/// A worker already running while a run of four expansion chunks is launched answers its
+/// first identities before the launch has planned the rest; the run completes with every
 /// identity answered once and its tallies matching its rows.
 #[tokio::test]
 async fn a_run_is_worked_while_it_expands_and_completes_whole() {
     let directory = tempfile::tempdir().unwrap();
     let store = open_store(&directory).await;
     let endpoint = start_sim(fast_sim()).await;
-    let items: String = (0..5_000)
+    let items: String = (0..8_000)
         .map(|i| {
             format!(
                 "{{\"id\": \"c{i}\", \"input\": \"What is {i} + 1?\", \"target\": \"{}\"}}\n",
@@ -186,6 +186,13 @@ async fn a_run_is_worked_while_it_expands_and_completes_whole() {
         shutdown,
     ));
     let run = launched(store.as_ref(), eval_id, ckpt).await.run_id;
+    let at_launch = arbiter_engine::runs::run_progress(store.as_ref(), run)
+        .await
+        .unwrap();
+    assert!(
+        at_launch.done > 0,
+        "the worker answered nothing while the run expanded: {at_launch:?}"
+    );
     let progress = work_until_complete(store.clone(), &[run], test_worker("late"))
         .await
         .remove(0);
@@ -194,15 +201,15 @@ async fn a_run_is_worked_while_it_expands_and_completes_whole() {
     assert_eq!(progress.status, RunStatus::Completed, "{progress:?}");
     assert_eq!(
         (progress.expected, progress.done, progress.errors),
-        (5_000, 5_000, 0)
+        (8_000, 8_000, 0)
     );
     assert_eq!(
         progress.passed + progress.failed + progress.uncertain,
-        5_000,
+        8_000,
         "{progress:?}"
     );
     let rows = store.run_outcomes(run).await.unwrap();
-    assert_eq!(rows.len(), 5_000);
+    assert_eq!(rows.len(), 8_000);
     for (verdict, tally) in [
         ("pass", progress.passed),
         ("fail", progress.failed),

@@ -1631,16 +1631,25 @@ async fn a_run_whose_launch_went_silent_waits_for_a_relaunch() {
             .await
             .unwrap());
         assert_eq!(store.active_runs().await.unwrap().len(), 1);
-        let silent = "UPDATE runs SET planned_at = planned_at - 120001";
+        assert_eq!(store.queue_depth().await.unwrap(), (5, 0));
+        let silent = format!(
+            "UPDATE runs SET planned_at = planned_at - {}",
+            arbiter_store::runs::PLANNING_STALE_MS + 1
+        );
         match &backend.database {
             arbiter_store::Database::Sqlite(sqlite) => {
-                sqlx::query(silent).execute(sqlite.pool()).await.unwrap();
+                sqlx::query(&silent).execute(sqlite.pool()).await.unwrap();
             }
             arbiter_store::Database::Postgres(postgres) => {
-                sqlx::query(silent).execute(postgres.pool()).await.unwrap();
+                sqlx::query(&silent).execute(postgres.pool()).await.unwrap();
             }
         }
         assert!(store.active_runs().await.unwrap().is_empty());
+        assert_eq!(
+            store.queue_depth().await.unwrap(),
+            (0, 0),
+            "no worker can take its identities"
+        );
         assert!(store
             .claim_identities("w", run_id, 10, LONG_LEASE_MS, true)
             .await

@@ -202,12 +202,12 @@ impl Bench {
     }
 }
 
-/// Fails a benchmark whose run ended with endpoint errors: figures of refused or failed calls
-/// would time the failures, not the pipeline.
+/// Fails a benchmark whose run ended with errors: figures of refused or failed calls would
+/// time the failures, not the pipeline.
 fn require_answered(progress: &RunProgress) -> anyhow::Result<()> {
     if progress.errors > 0 {
         bail!(
-            "run {}: {} of {} identities ended in an endpoint error, for example: {}",
+            "run {}: {} of {} identities ended in an error, for example: {}",
             progress.id,
             progress.errors,
             progress.expected,
@@ -391,15 +391,21 @@ pub(crate) async fn long_tail(items: usize) -> anyhow::Result<()> {
             .await?;
         let mut config = worker(&format!("bench-longtail-{seed}"), slots * 4);
         config.longest_first = longest_first;
-        let RunFigures { elapsed, .. } = bench.run(eval, checkpoint, config).await?;
+        let RunFigures {
+            elapsed, expansion, ..
+        } = bench.run(eval, checkpoint, config).await?;
+        // The bound leaves planning out; the makespan after the launch returned is the figure
+        // reported before runs were worked while they expand.
         println!(
-            "{:<14} makespan from launch {elapsed:.2} s = {:.1}% over the bound (target within 10%)",
+            "{:<14} makespan from launch {elapsed:.2} s = {:.1}% over the bound (target within 10%); after the {expansion:.2} s launch {:.2} s = {:.1}% over",
             if longest_first {
                 "longest-first"
             } else {
                 "FIFO"
             },
-            100.0 * (elapsed / bound - 1.0)
+            100.0 * (elapsed / bound - 1.0),
+            elapsed - expansion,
+            100.0 * ((elapsed - expansion) / bound - 1.0)
         );
     }
     Ok(())
