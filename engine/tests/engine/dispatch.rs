@@ -161,23 +161,10 @@ async fn a_run_is_worked_while_it_expands_and_completes_whole() {
     )
     .await
     .unwrap();
-    let eval_id = arbiter_engine::catalog::define_eval(
-        store.as_ref(),
-        &EvalForm {
-            name: "sums".into(),
-            dataset_id: revision.dataset_id,
-            prompt_template: "Question: {input}".into(),
-            max_tokens: 16,
-            temperature: 0.0,
-            repetitions: 1,
-            seed: 0,
-            grader: String::new(),
-            options: arbiter_engine::catalog::EvalOptions::default(),
-        },
-        None,
-    )
-    .await
-    .unwrap();
+    let form = arbiter_testkit::fixtures::eval_form("sums", revision.dataset_id, 1);
+    let eval_id = arbiter_engine::catalog::define_eval(store.as_ref(), &form, None)
+        .await
+        .unwrap();
     let ckpt = checkpoint(store.as_ref(), "a", &endpoint, "sim-ckpt-a", "").await;
     let (stop, shutdown) = tokio::sync::watch::channel(false);
     let worker = tokio::spawn(arbiter_engine::dispatch::run_worker(
