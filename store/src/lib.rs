@@ -175,10 +175,18 @@ impl Database {
 /// slow-statement log is off: it prints whole statements, 9,000 placeholders each).
 const SLOW_OPERATION: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Logs `operation` over `rows` rows when it took longer than [`SLOW_OPERATION`] since
-/// `started`.
-pub(crate) fn log_if_slow(operation: &'static str, rows: usize, started: std::time::Instant) {
+/// Logs `operation` over `rows` rows since `started`: at debug level always, as a warning
+/// when it took longer than [`SLOW_OPERATION`].
+pub(crate) fn log_operation(operation: &'static str, rows: usize, started: std::time::Instant) {
     let took = started.elapsed();
+    // Every batch at debug level (`RUST_LOG=arbiter_store=debug`): how long each claim,
+    // commit and expansion chunk takes, which is how a worker's pace is diagnosed.
+    tracing::debug!(
+        operation,
+        rows,
+        us = took.as_micros() as u64,
+        "store operation"
+    );
     if took >= SLOW_OPERATION {
         tracing::warn!(
             operation,

@@ -14,7 +14,7 @@ pub struct PostgresStore {
 impl PostgresStore {
     /// Connects to and migrates the database at a `postgres:` URL.
     pub async fn connect(url: &str) -> Result<PostgresStore, crate::StoreError> {
-        // Slow batches are logged as a summary by the store (`log_if_slow`), not statement by
+        // Slow batches are logged as a summary by the store (`log_operation`), not statement by
         // statement by sqlx.
         let options = PgConnectOptions::from_str(url)?.disable_statement_logging();
         let pool = PgPoolOptions::new()

@@ -353,7 +353,7 @@ macro_rules! runs_sql {
                         .execute(&mut *tx)
                         .await?;
                     tx.commit().await?;
-                    $crate::log_if_slow("insert_identities", identities.len(), started);
+                    $crate::log_operation("insert_identities", identities.len(), started);
                     Ok(())
                 }
                 .await;
@@ -503,7 +503,7 @@ macro_rules! runs_sql {
                     .execute(&mut *tx)
                     .await?;
                     tx.commit().await?;
-                    $crate::log_if_slow("reuse_finished_run", copied as usize, started);
+                    $crate::log_operation("reuse_finished_run", copied as usize, started);
                     Ok(Some(copied))
                 }
                 .await;

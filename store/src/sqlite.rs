@@ -53,7 +53,7 @@ impl SqliteStore {
             .foreign_keys(true)
             // Writers queue behind each other instead of failing: SQLite has one writer at a time.
             .busy_timeout(Duration::from_secs(30))
-            // Slow batches are logged as a summary by the store (`log_if_slow`), not statement
+            // Slow batches are logged as a summary by the store (`log_operation`), not statement
             // by statement by sqlx.
             .disable_statement_logging();
         // The writer's cache holds the work queue's hot pages (claim index, newest results):

@@ -863,7 +863,7 @@ macro_rules! work_queue_sql {
                     list.push_unseparated(") ORDER BY w.cost DESC, w.id");
                     let rows = select.build().fetch_all(&self.pool).await?;
                     let mut earlier = earlier_answers(&self.pool, &rows).await?;
-                    $crate::log_if_slow("claim_identities", rows.len(), started);
+                    $crate::log_operation("claim_identities", rows.len(), started);
                     rows.iter()
                         .map(|row| {
                             let cached_outcome: Option<String> = row.read("outcome")?;
@@ -998,7 +998,7 @@ macro_rules! work_queue_sql {
                     let mut tx = self.writer.begin_with($begin).await?;
                     let outcome = insert_results(&mut tx, finished, now_ms(), None).await?;
                     tx.commit().await?;
-                    $crate::log_if_slow("record_results", finished.len(), started);
+                    $crate::log_operation("record_results", finished.len(), started);
                     Ok(outcome)
                 }
                 .await;
