@@ -82,11 +82,7 @@ pub async fn launch_run(
     // the launch, and the manifest says exactly which corpus the items were checked against.
     let contamination = match &eval.prompt.contamination {
         Some(check) => {
-            let path = std::path::PathBuf::from(&check.index);
-            let index =
-                tokio::task::spawn_blocking(move || crate::contamination::load_index(&path))
-                    .await
-                    .map_err(|_| ServiceError::Internal)??;
+            let index = load_contamination_index(&check.index).await?;
             Some((
                 FrozenContamination {
                     index: check.index.clone(),
@@ -163,7 +159,8 @@ pub async fn launch_run(
         }
     }
     // A new (or interrupted) launch is expanded; a cancelled one is picked up where it
-    // stopped. Either way it runs now, unless every identity is already answered.
+    // stopped, its planning finished first if it was cancelled while it expanded. Either way
+    // it runs now, unless every identity is already answered.
     let status = match launched.status {
         RunStatus::Expanding | RunStatus::Cancelled => {
             // An unchanged manifest's run (under another eval, say) is copied inside the
@@ -173,13 +170,25 @@ pub async fn launch_run(
                     .reuse_finished_run(launched.run_id, &manifest)
                     .await?
                     .is_some();
-            if launched.status == RunStatus::Expanding && !reused {
+            let plan = match launched.status {
+                RunStatus::Expanding => !reused,
+                _ => planning_unfinished(store, launched.run_id, &manifest).await?,
+            };
+            if plan {
                 let index = contamination.map(|(_, index)| index);
                 expand(store, launched.run_id, &manifest, renderer, index.as_ref()).await?;
             }
-            store
+            let running = store
                 .set_run_status(launched.run_id, &[launched.status], RunStatus::Running)
                 .await?;
+            if !running {
+                // Paused by a serving canary's hold, or cancelled, while it was planned: it
+                // stays so, and its servers are not woken past the hold.
+                let (status, _) = store.run_state(launched.run_id).await?.ok_or_else(|| {
+                    ServiceError::NotFound(format!("no run with id {}", launched.run_id))
+                })?;
+                return Ok(LaunchedRun { status, ..launched });
+            }
             // A run answered wholly at launch (copied, or from the cache) needs no servers.
             if store.finish_run_if_done(launched.run_id).await? {
                 RunStatus::Completed
@@ -191,6 +200,60 @@ pub async fn launch_run(
         other => other,
     };
     Ok(LaunchedRun { status, ..launched })
+}
+
+/// The n-gram index of a contamination check, read off the async threads.
+async fn load_contamination_index(path: &str) -> ServiceResult<NgramIndex> {
+    let path = std::path::PathBuf::from(path);
+    tokio::task::spawn_blocking(move || crate::contamination::load_index(&path))
+        .await
+        .map_err(|_| ServiceError::Internal)?
+}
+
+/// Whether the run's launches wrote fewer identities than its manifest expects: it was
+/// cancelled (or held) while expanding, after (or while) its launch died part-way. Such a run
+/// would never complete if set running as it is.
+async fn planning_unfinished(
+    store: &dyn Store,
+    run_id: RunId,
+    manifest: &Manifest,
+) -> ServiceResult<bool> {
+    let expected = i64::try_from(manifest.expected_results()).unwrap_or(i64::MAX);
+    Ok(store.planned_count(run_id).await? < expected)
+}
+
+/// Plans the identities a stopped run's launch never wrote, from its frozen manifest (the
+/// prompt with its frozen exemplars, the corpus index the launch checked against), so that
+/// resuming it runs every identity. Identities already written are skipped.
+async fn finish_planning(store: &dyn Store, run_id: RunId) -> ServiceResult<()> {
+    let manifest = store
+        .run_manifest(run_id)
+        .await?
+        .ok_or_else(|| ServiceError::NotFound(format!("no run with id {run_id}")))?;
+    if !planning_unfinished(store, run_id, &manifest).await? {
+        return Ok(());
+    }
+    let renderer = crate::prompts::renderer(
+        &manifest.eval.prompt,
+        manifest.exemplars.as_ref(),
+        manifest.dataset_id,
+    )?;
+    let index = match &manifest.contamination {
+        Some(frozen) => {
+            let index = load_contamination_index(&frozen.index).await?;
+            if index.content_hash != frozen.content_hash {
+                return Err(ServiceError::Conflict(format!(
+                    "run {run_id} was stopped before its launch planned all its identities, and \
+                     the contamination index {} has changed since it was launched; launch the \
+                     eval again instead",
+                    frozen.index
+                )));
+            }
+            Some(index)
+        }
+        None => None,
+    };
+    expand(store, run_id, &manifest, renderer, index.as_ref()).await
 }
 
 /// The sandbox a `code_tests` grader's run is frozen with; `None` for other graders. Refused
@@ -544,14 +607,20 @@ pub async fn change_run_state(
     };
     require_run_team(store, user, run_id, action).await?;
     if to == Running {
-        let retracted = store
-            .run_header(run_id)
-            .await?
-            .and_then(|run| run.checkpoint_retracted);
-        if let Some(reason) = retracted {
+        let header = store.run_header(run_id).await?;
+        if let Some(reason) = header
+            .as_ref()
+            .and_then(|run| run.checkpoint_retracted.as_ref())
+        {
             return Err(ServiceError::Conflict(format!(
                 "run {run_id}'s checkpoint was retracted ({reason}); the run cannot be resumed"
             )));
+        }
+        // A run cancelled, or paused by a serving canary's hold, while it expanded may lack
+        // identities its launch never wrote: planned while it is still stopped, so no worker
+        // takes it before it is whole.
+        if header.is_some_and(|run| matches!(run.status, Cancelled | Paused)) {
+            finish_planning(store, run_id).await?;
         }
     }
     if store.set_run_status(run_id, from, to).await? {

@@ -82,6 +82,10 @@ pub trait RunStore: Send + Sync + 'static {
     /// The team a run is charged to (and owned by); `None` for an unknown run.
     async fn run_team(&self, run_id: RunId) -> StoreResult<Option<String>>;
 
+    /// How many result identities of the run its launches have written (a covering index
+    /// count): fewer than the manifest expects means its planning never finished.
+    async fn planned_count(&self, run_id: RunId) -> StoreResult<i64>;
+
     /// Moves a run from one of `from` to `to`; false when it was in none of them.
     async fn set_run_status(
         &self,
@@ -516,6 +520,14 @@ macro_rules! runs_sql {
                     .fetch_optional(&self.pool)
                     .await
                     .map_err(|err| StoreError::from(err).during("run_team"))
+            }
+
+            async fn planned_count(&self, run_id: RunId) -> StoreResult<i64> {
+                sqlx::query_scalar("SELECT COUNT(*) FROM work_items WHERE run_id = $1")
+                    .bind(run_id.get())
+                    .fetch_one(&self.pool)
+                    .await
+                    .map_err(|err| StoreError::from(err).during("planned_count"))
             }
 
             async fn set_run_status(&self, run_id: RunId, from: &[RunStatus], to: RunStatus) -> StoreResult<bool> {

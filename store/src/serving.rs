@@ -128,7 +128,8 @@ pub trait ServingStore: Send + Sync {
     async fn record_canary(&self, launch_id: i64, reading: &CanaryReading) -> StoreResult<()>;
 
     /// Holds a live launch whose canary failed: `held` with the reason and reading, and its
-    /// checkpoint's running runs paused with the reason, in one transaction; returns them.
+    /// checkpoint's running and expanding runs paused with the reason, in one transaction;
+    /// returns them. (A launch still planning its run then leaves it paused.)
     async fn hold_launch(
         &self,
         launch_id: i64,
@@ -520,7 +521,7 @@ macro_rules! serving_sql {
                 end_launch(
                     &self.writer,
                     EndedLaunch { launch_id, state: "held", failure: reason, kept: ("canary", canary_json(reading)), now },
-                    ("paused", "('running')", format!("held by the serving canary: {reason}; resume it to run it anyway")),
+                    ("paused", "('expanding', 'running')", format!("held by the serving canary: {reason}; resume it to run it anyway")),
                 )
                 .await
                 .map_err(|err| err.during("hold_launch"))

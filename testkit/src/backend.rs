@@ -100,6 +100,16 @@ impl TestBackend {
         }
     }
 
+    /// Runs one SQL statement as it is, on either backend: for tests that stage a state no
+    /// API call leaves behind (a launch that died part-way, a clock gone by).
+    pub async fn execute(&self, sql: &str) {
+        let done = match &self.database {
+            Database::Sqlite(store) => sqlx::query(sql).execute(store.pool()).await.map(drop),
+            Database::Postgres(store) => sqlx::query(sql).execute(store.pool()).await.map(drop),
+        };
+        done.unwrap_or_else(|err| panic!("`{sql}` failed: {err}"));
+    }
+
     /// Closes the pool and removes the scratch space. A failed test never gets here, so its
     /// PostgreSQL database stays behind for inspection (the server is a throwaway one).
     pub async fn tear_down(self) {

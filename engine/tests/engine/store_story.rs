@@ -1632,18 +1632,12 @@ async fn a_run_whose_launch_went_silent_waits_for_a_relaunch() {
             .unwrap());
         assert_eq!(store.active_runs().await.unwrap().len(), 1);
         assert_eq!(store.queue_depth().await.unwrap(), (5, 0));
-        let silent = format!(
-            "UPDATE runs SET planned_at = planned_at - {}",
-            arbiter_store::runs::PLANNING_STALE_MS + 1
-        );
-        match &backend.database {
-            arbiter_store::Database::Sqlite(sqlite) => {
-                sqlx::query(&silent).execute(sqlite.pool()).await.unwrap();
-            }
-            arbiter_store::Database::Postgres(postgres) => {
-                sqlx::query(&silent).execute(postgres.pool()).await.unwrap();
-            }
-        }
+        backend
+            .execute(&format!(
+                "UPDATE runs SET planned_at = planned_at - {}",
+                arbiter_store::runs::PLANNING_STALE_MS + 1
+            ))
+            .await;
         assert!(store.active_runs().await.unwrap().is_empty());
         assert_eq!(
             store.queue_depth().await.unwrap(),
@@ -1684,6 +1678,77 @@ async fn a_run_whose_launch_went_silent_waits_for_a_relaunch() {
                 .len(),
             5
         );
+        backend.tear_down().await;
+    }
+}
+
+/// A run cancelled while it expanded, after its launch died part-way, is planned whole
+/// before it runs again: relaunched, or resumed on its page. Both backends; the dead launch
+/// is staged in SQL (two of five identities written, the run left expanding).
+#[tokio::test]
+async fn a_run_cancelled_while_it_expanded_is_planned_whole_before_it_runs_again() {
+    for backend in [TestBackend::sqlite().await, TestBackend::postgres().await] {
+        let store = backend.database.store();
+        let store = store.as_ref();
+        let run_id = launch_one_run(store, FIVE_CASES.as_bytes(), 1).await;
+        let launch_died_part_way = || async {
+            backend
+                .execute(&format!(
+                    "DELETE FROM work_items WHERE run_id = {run_id} AND case_id IN ('c3', 'c4', 'c5')"
+                ))
+                .await;
+            backend
+                .execute(&format!(
+                    "UPDATE runs SET status = 'expanding' WHERE id = {run_id}"
+                ))
+                .await;
+            assert_eq!(store.planned_count(run_id).await.unwrap(), 2);
+        };
+
+        // Cancelled, then launched again: the relaunch plans the rest.
+        launch_died_part_way().await;
+        assert!(store
+            .set_run_status(run_id, &[RunStatus::Expanding], RunStatus::Cancelled)
+            .await
+            .unwrap());
+        let manifest = store.run_manifest(run_id).await.unwrap().unwrap();
+        let relaunched = arbiter_engine::runs::launch_run(
+            store,
+            manifest.eval_id,
+            manifest.checkpoint_id,
+            Priority::Scheduled,
+            "default",
+            None,
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            (relaunched.run_id, relaunched.status),
+            (run_id, RunStatus::Running)
+        );
+        assert_eq!(store.planned_count(run_id).await.unwrap(), 5);
+
+        // Cancelled on its page, then resumed there: planned whole before it runs.
+        launch_died_part_way().await;
+        let owner_id = store
+            .create_user(
+                "runner",
+                &arbiter_testkit::fixtures::stand_in_hash("runner"),
+                Role::Researcher,
+            )
+            .await
+            .unwrap();
+        let owner = store.get_user(owner_id).await.unwrap().unwrap();
+        arbiter_engine::runs::change_run_state(store, &owner, run_id, "cancel")
+            .await
+            .unwrap();
+        arbiter_engine::runs::change_run_state(store, &owner, run_id, "resume")
+            .await
+            .unwrap();
+        assert_eq!(progress(store, run_id).await.status, RunStatus::Running);
+        assert_eq!(store.planned_count(run_id).await.unwrap(), 5);
+        let claimed = store.claim_work("w", 10, LONG_LEASE_MS).await.unwrap();
+        assert_eq!(claimed.len(), 5, "every identity runs");
         backend.tear_down().await;
     }
 }

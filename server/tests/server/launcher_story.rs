@@ -417,7 +417,8 @@ async fn scenario(backend: TestBackend) {
 
     // A later checkpoint of the run whose servers score the canary text far worse (a broken
     // conversion: here a simulator that knows nothing) is held, its suite paused with the
-    // reason; a person who resumes it runs it anyway, without asking the canary again.
+    // reason (also while it is still being planned); a person who resumes it runs it anyway,
+    // without asking the canary again.
     let weak_sim = format!(
         "'{}' sim --addr {{host}}:{{port}} --model {{model}}:0.0",
         env!("CARGO_BIN_EXE_arbiter")
@@ -449,6 +450,13 @@ async fn scenario(backend: TestBackend) {
     let held_run = step_200.runs[0]
         .run_id
         .expect("the suite's run is launched");
+    // As if the suite's launch were still planning the run when the canary holds the
+    // checkpoint: the hold pauses it too, and its launch then leaves it paused.
+    backend
+        .execute(&format!(
+            "UPDATE runs SET status = 'expanding' WHERE id = {held_run}"
+        ))
+        .await;
     rounds_until(&mut weak, store.as_ref(), 60, || async {
         latest_launch(store.as_ref(), step_200.checkpoint_id)
             .await
