@@ -1655,17 +1655,7 @@ async fn a_run_whose_launch_went_silent_waits_for_a_relaunch() {
             .unwrap()
             .is_empty());
         // Launching the eval again finishes planning the run and sets it running.
-        let manifest = store.run_manifest(run_id).await.unwrap().unwrap();
-        let relaunched = arbiter_engine::runs::launch_run(
-            store,
-            manifest.eval_id,
-            manifest.checkpoint_id,
-            Priority::Scheduled,
-            "default",
-            None,
-        )
-        .await
-        .unwrap();
+        let relaunched = relaunch(store, run_id).await;
         assert_eq!(
             (relaunched.run_id, relaunched.status),
             (run_id, RunStatus::Running)
@@ -1680,6 +1670,21 @@ async fn a_run_whose_launch_went_silent_waits_for_a_relaunch() {
         );
         backend.tear_down().await;
     }
+}
+
+/// Launches a run's eval on its checkpoint again, as `default`.
+async fn relaunch(store: &dyn Store, run_id: RunId) -> arbiter_domain::run::LaunchedRun {
+    let manifest = store.run_manifest(run_id).await.unwrap().unwrap();
+    arbiter_engine::runs::launch_run(
+        store,
+        manifest.eval_id,
+        manifest.checkpoint_id,
+        Priority::Scheduled,
+        "default",
+        None,
+    )
+    .await
+    .unwrap()
 }
 
 /// A run cancelled while it expanded, after its launch died part-way, is planned whole
@@ -1711,17 +1716,7 @@ async fn a_run_cancelled_while_it_expanded_is_planned_whole_before_it_runs_again
             .set_run_status(run_id, &[RunStatus::Expanding], RunStatus::Cancelled)
             .await
             .unwrap());
-        let manifest = store.run_manifest(run_id).await.unwrap().unwrap();
-        let relaunched = arbiter_engine::runs::launch_run(
-            store,
-            manifest.eval_id,
-            manifest.checkpoint_id,
-            Priority::Scheduled,
-            "default",
-            None,
-        )
-        .await
-        .unwrap();
+        let relaunched = relaunch(store, run_id).await;
         assert_eq!(
             (relaunched.run_id, relaunched.status),
             (run_id, RunStatus::Running)
@@ -1730,15 +1725,7 @@ async fn a_run_cancelled_while_it_expanded_is_planned_whole_before_it_runs_again
 
         // Cancelled on its page, then resumed there: planned whole before it runs.
         launch_died_part_way().await;
-        let owner_id = store
-            .create_user(
-                "runner",
-                &arbiter_testkit::fixtures::stand_in_hash("runner"),
-                Role::Researcher,
-            )
-            .await
-            .unwrap();
-        let owner = store.get_user(owner_id).await.unwrap().unwrap();
+        let owner = team_member(store, "runner", Role::Researcher, "default").await;
         arbiter_engine::runs::change_run_state(store, &owner, run_id, "cancel")
             .await
             .unwrap();
