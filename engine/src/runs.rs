@@ -172,7 +172,9 @@ pub async fn launch_run(
                     .is_some();
             let plan = match launched.status {
                 RunStatus::Expanding => !reused,
-                _ => planning_unfinished(store, launched.run_id, &manifest).await?,
+                // Stopped while it expanded, after (or while) its launch died part-way: such a
+                // run would never complete if set running as it is.
+                _ => !store.planned_in_full(launched.run_id).await?,
             };
             if plan {
                 let index = contamination.map(|(_, index)| index);
@@ -210,18 +212,6 @@ async fn load_contamination_index(path: &str) -> ServiceResult<NgramIndex> {
         .map_err(|_| ServiceError::Internal)?
 }
 
-/// Whether the run's launches wrote fewer identities than its manifest expects: it was
-/// cancelled (or held) while expanding, after (or while) its launch died part-way. Such a run
-/// would never complete if set running as it is.
-async fn planning_unfinished(
-    store: &dyn Store,
-    run_id: RunId,
-    manifest: &Manifest,
-) -> ServiceResult<bool> {
-    let expected = i64::try_from(manifest.expected_results()).unwrap_or(i64::MAX);
-    Ok(store.planned_count(run_id).await? < expected)
-}
-
 /// Plans the identities a stopped run's launch never wrote, from its frozen manifest (the
 /// prompt with its frozen exemplars, the corpus index the launch checked against), so that
 /// resuming it runs every identity. Identities already written are skipped.
@@ -230,7 +220,7 @@ async fn finish_planning(store: &dyn Store, run_id: RunId) -> ServiceResult<()> 
         .run_manifest(run_id)
         .await?
         .ok_or_else(|| ServiceError::NotFound(format!("no run with id {run_id}")))?;
-    if !planning_unfinished(store, run_id, &manifest).await? {
+    if store.planned_in_full(run_id).await? {
         return Ok(());
     }
     let renderer = crate::prompts::renderer(
@@ -244,8 +234,8 @@ async fn finish_planning(store: &dyn Store, run_id: RunId) -> ServiceResult<()> 
             if index.content_hash != frozen.content_hash {
                 return Err(ServiceError::Conflict(format!(
                     "run {run_id} was stopped before its launch planned all its identities, and \
-                     the contamination index {} has changed since it was launched; launch the \
-                     eval again instead",
+                     the contamination index {} has changed since it was launched; cancel this \
+                     run and launch the eval again",
                     frozen.index
                 )));
             }
@@ -371,6 +361,7 @@ async fn expand(
         written?;
         ready = next?;
     }
+    store.mark_planned_in_full(run_id).await?;
     Ok(())
 }
 
@@ -606,6 +597,8 @@ pub async fn change_run_state(
         }
     };
     require_run_team(store, user, run_id, action).await?;
+    let mut from = from;
+    let planned_in: [RunStatus; 1];
     if to == Running {
         let header = store.run_header(run_id).await?;
         if let Some(reason) = header
@@ -619,8 +612,11 @@ pub async fn change_run_state(
         // A run cancelled, or paused by a serving canary's hold, while it expanded may lack
         // identities its launch never wrote: planned while it is still stopped, so no worker
         // takes it before it is whole.
-        if header.is_some_and(|run| matches!(run.status, Cancelled | Paused)) {
+        if let Some(run) = header.filter(|run| matches!(run.status, Cancelled | Paused)) {
             finish_planning(store, run_id).await?;
+            // Only the state it was planned in is resumed: a cancel meanwhile stands.
+            planned_in = [run.status];
+            from = &planned_in;
         }
     }
     if store.set_run_status(run_id, from, to).await? {

@@ -82,9 +82,12 @@ pub trait RunStore: Send + Sync + 'static {
     /// The team a run is charged to (and owned by); `None` for an unknown run.
     async fn run_team(&self, run_id: RunId) -> StoreResult<Option<String>>;
 
-    /// How many result identities of the run its launches have written (a covering index
-    /// count): fewer than the manifest expects means its planning never finished.
-    async fn planned_count(&self, run_id: RunId) -> StoreResult<i64>;
+    /// Records that every identity of the run is written (its expansion ran to the end).
+    async fn mark_planned_in_full(&self, run_id: RunId) -> StoreResult<()>;
+
+    /// Whether every identity of the run was written, by an expansion that ran to the end or
+    /// a copy of a finished run; false for an unknown run.
+    async fn planned_in_full(&self, run_id: RunId) -> StoreResult<bool>;
 
     /// Moves a run from one of `from` to `to`; false when it was in none of them.
     async fn set_run_status(
@@ -506,6 +509,11 @@ macro_rules! runs_sql {
                     .bind(copied as i64)
                     .execute(&mut *tx)
                     .await?;
+                    sqlx::query("UPDATE runs SET planned_in_full_at = $1 WHERE id = $2")
+                        .bind(now_ms())
+                        .bind(run_id.get())
+                        .execute(&mut *tx)
+                        .await?;
                     tx.commit().await?;
                     $crate::log_operation("reuse_finished_run", copied as usize, started);
                     Ok(Some(copied))
@@ -522,12 +530,23 @@ macro_rules! runs_sql {
                     .map_err(|err| StoreError::from(err).during("run_team"))
             }
 
-            async fn planned_count(&self, run_id: RunId) -> StoreResult<i64> {
-                sqlx::query_scalar("SELECT COUNT(*) FROM work_items WHERE run_id = $1")
+            async fn mark_planned_in_full(&self, run_id: RunId) -> StoreResult<()> {
+                sqlx::query("UPDATE runs SET planned_in_full_at = $1 WHERE id = $2 AND planned_in_full_at IS NULL")
+                    .bind(now_ms())
+                    .bind(run_id.get())
+                    .execute(&self.writer)
+                    .await
+                    .map_err(|err| StoreError::from(err).during("mark_planned_in_full"))?;
+                Ok(())
+            }
+
+            async fn planned_in_full(&self, run_id: RunId) -> StoreResult<bool> {
+                let planned: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM runs WHERE id = $1 AND planned_in_full_at IS NOT NULL")
                     .bind(run_id.get())
                     .fetch_one(&self.pool)
                     .await
-                    .map_err(|err| StoreError::from(err).during("planned_count"))
+                    .map_err(|err| StoreError::from(err).during("planned_in_full"))?;
+                Ok(planned > 0)
             }
 
             async fn set_run_status(&self, run_id: RunId, from: &[RunStatus], to: RunStatus) -> StoreResult<bool> {

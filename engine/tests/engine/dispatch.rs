@@ -136,14 +136,8 @@ async fn a_run_completes_with_every_identity_graded_once_and_reruns_come_from_th
     );
 }
 
-/// A worker already running while a run of four expansion chunks is launched answers its
-/// first identities before the launch has planned the rest; the run completes with every
-/// identity answered once and its tallies matching its rows.
-#[tokio::test]
-async fn a_run_is_worked_while_it_expands_and_completes_whole() {
-    let directory = tempfile::tempdir().unwrap();
-    let store = open_store(&directory).await;
-    let endpoint = start_sim(fast_sim()).await;
+/// An eval of 8,000 sums: four expansion chunks, so its launch plans for a while.
+async fn sums_eval(store: &dyn Store) -> EvalId {
     let items: String = (0..8_000)
         .map(|i| {
             format!(
@@ -153,7 +147,7 @@ async fn a_run_is_worked_while_it_expands_and_completes_whole() {
         })
         .collect();
     let revision = arbiter_engine::catalog::upload_dataset(
-        store.as_ref(),
+        store,
         "sums",
         "sums.jsonl",
         items.as_bytes(),
@@ -162,9 +156,67 @@ async fn a_run_is_worked_while_it_expands_and_completes_whole() {
     .await
     .unwrap();
     let form = arbiter_testkit::fixtures::eval_form("sums", revision.dataset_id, 1);
-    let eval_id = arbiter_engine::catalog::define_eval(store.as_ref(), &form, None)
+    arbiter_engine::catalog::define_eval(store, &form, None)
+        .await
+        .unwrap()
+}
+
+/// A run cancelled while its launch is still planning it stays cancelled, and the launch says
+/// so (it used to report the run running, and wake a served checkpoint's servers for it).
+#[tokio::test]
+async fn a_run_cancelled_while_its_launch_plans_it_stays_cancelled() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = open_store(&directory).await;
+    let endpoint = start_sim(fast_sim()).await;
+    let eval_id = sums_eval(store.as_ref()).await;
+    let ckpt = checkpoint(store.as_ref(), "a", &endpoint, "sim-ckpt-a", "").await;
+    let cancel_while_expanding = async {
+        loop {
+            let runs = store.list_runs().await.unwrap();
+            if let Some(run) = runs
+                .first()
+                .filter(|run| run.status == RunStatus::Expanding)
+            {
+                assert!(store
+                    .set_run_status(run.id, &[RunStatus::Expanding], RunStatus::Cancelled)
+                    .await
+                    .unwrap());
+                return run.id;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+    };
+    let (launched, cancelled) = tokio::join!(
+        arbiter_engine::runs::launch_run(
+            store.as_ref(),
+            eval_id,
+            ckpt,
+            arbiter_domain::run::Priority::Scheduled,
+            "default",
+            None,
+        ),
+        cancel_while_expanding,
+    );
+    let launched = launched.unwrap();
+    assert_eq!(
+        (launched.run_id, launched.status),
+        (cancelled, RunStatus::Cancelled)
+    );
+    let progress = arbiter_engine::runs::run_progress(store.as_ref(), cancelled)
         .await
         .unwrap();
+    assert_eq!(progress.status, RunStatus::Cancelled);
+}
+
+/// A worker already running while a run of four expansion chunks is launched answers its
+/// first identities before the launch has planned the rest; the run completes with every
+/// identity answered once and its tallies matching its rows.
+#[tokio::test]
+async fn a_run_is_worked_while_it_expands_and_completes_whole() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = open_store(&directory).await;
+    let endpoint = start_sim(fast_sim()).await;
+    let eval_id = sums_eval(store.as_ref()).await;
     let ckpt = checkpoint(store.as_ref(), "a", &endpoint, "sim-ckpt-a", "").await;
     let (stop, shutdown) = tokio::sync::watch::channel(false);
     let worker = tokio::spawn(arbiter_engine::dispatch::run_worker(

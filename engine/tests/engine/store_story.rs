@@ -1687,15 +1687,16 @@ async fn relaunch(store: &dyn Store, run_id: RunId) -> arbiter_domain::run::Laun
     .unwrap()
 }
 
-/// A run cancelled while it expanded, after its launch died part-way, is planned whole
-/// before it runs again: relaunched, or resumed on its page. Both backends; the dead launch
-/// is staged in SQL (two of five identities written, the run left expanding).
+/// A run cancelled (or held) while it expanded, after its launch died part-way, is planned
+/// whole before it runs again: relaunched, or resumed on its page. Both backends; the dead
+/// launch is staged in SQL (two of five identities written, the run left expanding).
 #[tokio::test]
 async fn a_run_cancelled_while_it_expanded_is_planned_whole_before_it_runs_again() {
     for backend in [TestBackend::sqlite().await, TestBackend::postgres().await] {
         let store = backend.database.store();
         let store = store.as_ref();
         let run_id = launch_one_run(store, FIVE_CASES.as_bytes(), 1).await;
+        let planned = || async { store.run_results(run_id, 100).await.unwrap().len() };
         let launch_died_part_way = || async {
             backend
                 .execute(&format!(
@@ -1704,10 +1705,10 @@ async fn a_run_cancelled_while_it_expanded_is_planned_whole_before_it_runs_again
                 .await;
             backend
                 .execute(&format!(
-                    "UPDATE runs SET status = 'expanding' WHERE id = {run_id}"
+                    "UPDATE runs SET status = 'expanding', planned_in_full_at = NULL WHERE id = {run_id}"
                 ))
                 .await;
-            assert_eq!(store.planned_count(run_id).await.unwrap(), 2);
+            assert_eq!(planned().await, 2);
         };
 
         // Cancelled, then launched again: the relaunch plans the rest.
@@ -1721,7 +1722,7 @@ async fn a_run_cancelled_while_it_expanded_is_planned_whole_before_it_runs_again
             (relaunched.run_id, relaunched.status),
             (run_id, RunStatus::Running)
         );
-        assert_eq!(store.planned_count(run_id).await.unwrap(), 5);
+        assert_eq!(planned().await, 5);
 
         // Cancelled on its page, then resumed there: planned whole before it runs.
         launch_died_part_way().await;
@@ -1733,9 +1734,37 @@ async fn a_run_cancelled_while_it_expanded_is_planned_whole_before_it_runs_again
             .await
             .unwrap();
         assert_eq!(progress(store, run_id).await.status, RunStatus::Running);
-        assert_eq!(store.planned_count(run_id).await.unwrap(), 5);
+        assert_eq!(planned().await, 5);
+
+        // Paused by a serving canary's hold while it was planned, then resumed: planned whole,
+        // and it completes once its five identities are answered.
+        launch_died_part_way().await;
+        assert!(store
+            .set_run_status(run_id, &[RunStatus::Expanding], RunStatus::Paused)
+            .await
+            .unwrap());
+        arbiter_engine::runs::change_run_state(store, &owner, run_id, "resume")
+            .await
+            .unwrap();
+        assert_eq!(planned().await, 5);
         let claimed = store.claim_work("w", 10, LONG_LEASE_MS).await.unwrap();
         assert_eq!(claimed.len(), 5, "every identity runs");
+        let answers: Vec<FinishedIdentity> = claimed
+            .into_iter()
+            .map(|identity_id| FinishedIdentity {
+                identity_id,
+                generation: answered("Answer: 2"),
+                grading: Grading::deterministic_only(Some(grade_exact_match("Answer: 2", "2"))),
+                generation_key: None,
+                cached_from: None,
+                next_turn_waits: false,
+            })
+            .collect();
+        let recorded = store.record_results(&answers).await.unwrap();
+        for run in recorded.runs {
+            store.finish_run_if_done(run).await.unwrap();
+        }
+        assert_eq!(progress(store, run_id).await.status, RunStatus::Completed);
         backend.tear_down().await;
     }
 }

@@ -417,8 +417,7 @@ async fn scenario(backend: TestBackend) {
 
     // A later checkpoint of the run whose servers score the canary text far worse (a broken
     // conversion: here a simulator that knows nothing) is held, its suite paused with the
-    // reason (also while it is still being planned); a person who resumes it runs it anyway,
-    // without asking the canary again.
+    // reason; a person who resumes it runs it anyway, without asking the canary again.
     let weak_sim = format!(
         "'{}' sim --addr {{host}}:{{port}} --model {{model}}:0.0",
         env!("CARGO_BIN_EXE_arbiter")
@@ -450,11 +449,22 @@ async fn scenario(backend: TestBackend) {
     let held_run = step_200.runs[0]
         .run_id
         .expect("the suite's run is launched");
-    // As if the suite's launch were still planning the run when the canary holds the
-    // checkpoint: the hold pauses it too, and its launch then leaves it paused.
+    // A second run on it, as if its launch were still planning it when the canary holds the
+    // checkpoint: the hold pauses it too.
+    let planning = arbiter_engine::runs::launch_run(
+        store.as_ref(),
+        other_eval,
+        step_200.checkpoint_id,
+        arbiter_domain::run::Priority::Scheduled,
+        "default",
+        None,
+    )
+    .await
+    .unwrap()
+    .run_id;
     backend
         .execute(&format!(
-            "UPDATE runs SET status = 'expanding' WHERE id = {held_run}"
+            "UPDATE runs SET status = 'expanding' WHERE id = {planning}"
         ))
         .await;
     rounds_until(&mut weak, store.as_ref(), 60, || async {
@@ -478,6 +488,14 @@ async fn scenario(backend: TestBackend) {
         .last_error
         .unwrap_or_default()
         .contains("held by the serving canary"));
+    assert_eq!(
+        arbiter_engine::runs::run_progress(store.as_ref(), planning)
+            .await
+            .unwrap()
+            .status,
+        RunStatus::Paused,
+        "a run still being planned is held too"
+    );
     // A new run would start its servers past the hold: refused, with the reason.
     let refused = arbiter_engine::runs::launch_run(
         store.as_ref(),
@@ -500,6 +518,9 @@ async fn scenario(backend: TestBackend) {
         "default",
     )
     .await;
+    arbiter_engine::runs::change_run_state(store.as_ref(), &lead, planning, "cancel")
+        .await
+        .unwrap();
     arbiter_engine::runs::change_run_state(store.as_ref(), &lead, held_run, "resume")
         .await
         .unwrap();
