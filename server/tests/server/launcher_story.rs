@@ -451,17 +451,17 @@ async fn scenario(backend: TestBackend) {
         .expect("the suite's run is launched");
     // A second run on it, as if its launch were still planning it when the canary holds the
     // checkpoint: the hold pauses it too.
-    let planning = arbiter_engine::runs::launch_run(
-        store.as_ref(),
-        other_eval,
-        step_200.checkpoint_id,
-        arbiter_domain::run::Priority::Scheduled,
-        "default",
-        None,
-    )
-    .await
-    .unwrap()
-    .run_id;
+    let launch_other_eval = || {
+        arbiter_engine::runs::launch_run(
+            store.as_ref(),
+            other_eval,
+            step_200.checkpoint_id,
+            arbiter_domain::run::Priority::Scheduled,
+            "default",
+            None,
+        )
+    };
+    let planning = launch_other_eval().await.unwrap().run_id;
     backend
         .execute(&format!(
             "UPDATE runs SET status = 'expanding' WHERE id = {planning}"
@@ -497,16 +497,7 @@ async fn scenario(backend: TestBackend) {
         "a run still being planned is held too"
     );
     // A new run would start its servers past the hold: refused, with the reason.
-    let refused = arbiter_engine::runs::launch_run(
-        store.as_ref(),
-        other_eval,
-        step_200.checkpoint_id,
-        arbiter_domain::run::Priority::Scheduled,
-        "default",
-        None,
-    )
-    .await
-    .unwrap_err();
+    let refused = launch_other_eval().await.unwrap_err();
     assert!(
         refused.to_string().contains("held by the serving canary"),
         "{refused}"
