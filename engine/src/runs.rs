@@ -35,7 +35,8 @@ pub fn parse_priority(text: &str) -> ServiceResult<Priority> {
 /// Freezes the manifest for (eval, checkpoint) on the dataset's newest revision, then streams
 /// the dataset through the planner into result identities, answering from the generation
 /// cache whatever it already holds. Launching an unchanged manifest again returns the same
-/// run (and finishes its expansion if an earlier launch was interrupted).
+/// run, and finishes its expansion if an earlier launch was interrupted and the run is
+/// expanding or cancelled (a run paused meanwhile stays paused: resuming it finishes it).
 pub async fn launch_run(
     store: &dyn Store,
     eval_id: EvalId,
@@ -216,13 +217,13 @@ async fn load_contamination_index(path: &str) -> ServiceResult<NgramIndex> {
 /// prompt with its frozen exemplars, the corpus index the launch checked against), so that
 /// resuming it runs every identity. Identities already written are skipped.
 async fn finish_planning(store: &dyn Store, run_id: RunId) -> ServiceResult<()> {
+    if store.planned_in_full(run_id).await? {
+        return Ok(());
+    }
     let manifest = store
         .run_manifest(run_id)
         .await?
         .ok_or_else(|| ServiceError::NotFound(format!("no run with id {run_id}")))?;
-    if store.planned_in_full(run_id).await? {
-        return Ok(());
-    }
     let renderer = crate::prompts::renderer(
         &manifest.eval.prompt,
         manifest.exemplars.as_ref(),

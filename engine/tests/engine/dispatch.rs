@@ -171,20 +171,29 @@ async fn a_run_cancelled_while_its_launch_plans_it_stays_cancelled() {
     let eval_id = sums_eval(store.as_ref()).await;
     let ckpt = checkpoint(store.as_ref(), "a", &endpoint, "sim-ckpt-a", "").await;
     let cancel_while_expanding = async {
-        loop {
-            let runs = store.list_runs().await.unwrap();
-            if let Some(run) = runs
-                .first()
-                .filter(|run| run.status == RunStatus::Expanding)
-            {
-                assert!(store
-                    .set_run_status(run.id, &[RunStatus::Expanding], RunStatus::Cancelled)
-                    .await
-                    .unwrap());
-                return run.id;
+        let expanding = async {
+            loop {
+                let runs = store.list_runs().await.unwrap();
+                if let Some(run) = runs
+                    .first()
+                    .filter(|run| run.status == RunStatus::Expanding)
+                {
+                    return run.id;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
             }
-            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-        }
+        };
+        let run = tokio::time::timeout(std::time::Duration::from_secs(60), expanding)
+            .await
+            .expect("the run was never seen expanding");
+        assert!(
+            store
+                .set_run_status(run, &[RunStatus::Expanding], RunStatus::Cancelled)
+                .await
+                .unwrap(),
+            "the launch ended before the run could be cancelled while expanding"
+        );
+        run
     };
     let (launched, cancelled) = tokio::join!(
         arbiter_engine::runs::launch_run(

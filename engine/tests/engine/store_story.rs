@@ -1697,6 +1697,23 @@ async fn a_run_cancelled_while_it_expanded_is_planned_whole_before_it_runs_again
         let store = store.as_ref();
         let run_id = launch_one_run(store, FIVE_CASES.as_bytes(), 1).await;
         let planned = || async { store.run_results(run_id, 100).await.unwrap().len() };
+        let owner = team_member(store, "runner", Role::Researcher, "default").await;
+        // A launch that ran to its end says so, and a resume trusts it (counts nothing): an
+        // identity deleted behind its back is not planned again.
+        assert!(store.planned_in_full(run_id).await.unwrap());
+        backend
+            .execute(&format!(
+                "DELETE FROM work_items WHERE run_id = {run_id} AND case_id = 'c5'"
+            ))
+            .await;
+        arbiter_engine::runs::change_run_state(store, &owner, run_id, "cancel")
+            .await
+            .unwrap();
+        arbiter_engine::runs::change_run_state(store, &owner, run_id, "resume")
+            .await
+            .unwrap();
+        assert_eq!(planned().await, 4);
+
         let launch_died_part_way = || async {
             backend
                 .execute(&format!(
@@ -1726,7 +1743,6 @@ async fn a_run_cancelled_while_it_expanded_is_planned_whole_before_it_runs_again
 
         // Cancelled on its page, then resumed there: planned whole before it runs.
         launch_died_part_way().await;
-        let owner = team_member(store, "runner", Role::Researcher, "default").await;
         arbiter_engine::runs::change_run_state(store, &owner, run_id, "cancel")
             .await
             .unwrap();
@@ -2742,6 +2758,10 @@ async fn an_unchanged_manifest_copies_a_finished_run_whose_answers_all_stand(
     answer_all(once.run_id, 5, false).await;
     let (copy, manifest, copied) = copy_of(once.run_id, "qa-once copied").await;
     assert_eq!(copied, Some(5));
+    assert!(
+        store.planned_in_full(copy).await.unwrap(),
+        "a copy is planned whole"
+    );
     assert!(store
         .set_run_status(copy, &[RunStatus::Expanding], RunStatus::Running)
         .await
