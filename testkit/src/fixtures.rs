@@ -135,6 +135,21 @@ pub fn answered(output: &str) -> Generation {
     }
 }
 
+/// The results of `ids`, each answered `output` and graded by exact match against `target`,
+/// as a worker would record them.
+pub fn answered_all(ids: &[IdentityId], output: &str, target: &str) -> Vec<FinishedIdentity> {
+    ids.iter()
+        .map(|&identity_id| FinishedIdentity {
+            identity_id,
+            generation: answered(output),
+            grading: Grading::deterministic_only(Some(grade_exact_match(output, target))),
+            generation_key: None,
+            cached_from: None,
+            next_turn_waits: false,
+        })
+        .collect()
+}
+
 pub fn endpoint_failure(error: &str) -> Generation {
     Generation {
         outcome: Outcome::EndpointError,

@@ -1571,18 +1571,7 @@ async fn racing_workers_never_both_commit_one_identity(store: Arc<dyn Store>) {
         "the same batch, twice"
     );
 
-    let finished = |output: &str, ids: &[IdentityId]| -> Vec<FinishedIdentity> {
-        ids.iter()
-            .map(|&identity_id| FinishedIdentity {
-                identity_id,
-                generation: answered(output),
-                grading: Grading::deterministic_only(Some(grade_exact_match(output, "2"))),
-                generation_key: None,
-                cached_from: None,
-                next_turn_waits: false,
-            })
-            .collect()
-    };
+    let finished = |output: &str, ids: &[IdentityId]| answered_all(ids, output, "2");
     let batch_a = finished("Answer: 2", &first);
     let batch_b = finished("Answer: 3", &second);
     let (a, b) = tokio::join!(
@@ -1698,6 +1687,12 @@ async fn a_run_cancelled_while_it_expanded_is_planned_whole_before_it_runs_again
         let run_id = launch_one_run(store, FIVE_CASES.as_bytes(), 1).await;
         let planned = || async { store.run_results(run_id, 100).await.unwrap().len() };
         let owner = team_member(store, "runner", Role::Researcher, "default").await;
+        let owner = &owner;
+        let act = |action: &'static str| async move {
+            arbiter_engine::runs::change_run_state(store, owner, run_id, action)
+                .await
+                .unwrap()
+        };
         // A launch that ran to its end says so, and a resume trusts it (counts nothing): an
         // identity deleted behind its back is not planned again.
         assert!(store.planned_in_full(run_id).await.unwrap());
@@ -1706,12 +1701,8 @@ async fn a_run_cancelled_while_it_expanded_is_planned_whole_before_it_runs_again
                 "DELETE FROM work_items WHERE run_id = {run_id} AND case_id = 'c5'"
             ))
             .await;
-        arbiter_engine::runs::change_run_state(store, &owner, run_id, "cancel")
-            .await
-            .unwrap();
-        arbiter_engine::runs::change_run_state(store, &owner, run_id, "resume")
-            .await
-            .unwrap();
+        act("cancel").await;
+        act("resume").await;
         assert_eq!(planned().await, 4);
 
         let launch_died_part_way = || async {
@@ -1743,12 +1734,8 @@ async fn a_run_cancelled_while_it_expanded_is_planned_whole_before_it_runs_again
 
         // Cancelled on its page, then resumed there: planned whole before it runs.
         launch_died_part_way().await;
-        arbiter_engine::runs::change_run_state(store, &owner, run_id, "cancel")
-            .await
-            .unwrap();
-        arbiter_engine::runs::change_run_state(store, &owner, run_id, "resume")
-            .await
-            .unwrap();
+        act("cancel").await;
+        act("resume").await;
         assert_eq!(progress(store, run_id).await.status, RunStatus::Running);
         assert_eq!(planned().await, 5);
 
@@ -1759,24 +1746,14 @@ async fn a_run_cancelled_while_it_expanded_is_planned_whole_before_it_runs_again
             .set_run_status(run_id, &[RunStatus::Expanding], RunStatus::Paused)
             .await
             .unwrap());
-        arbiter_engine::runs::change_run_state(store, &owner, run_id, "resume")
-            .await
-            .unwrap();
+        act("resume").await;
         assert_eq!(planned().await, 5);
         let claimed = store.claim_work("w", 10, LONG_LEASE_MS).await.unwrap();
         assert_eq!(claimed.len(), 5, "every identity runs");
-        let answers: Vec<FinishedIdentity> = claimed
-            .into_iter()
-            .map(|identity_id| FinishedIdentity {
-                identity_id,
-                generation: answered("Answer: 2"),
-                grading: Grading::deterministic_only(Some(grade_exact_match("Answer: 2", "2"))),
-                generation_key: None,
-                cached_from: None,
-                next_turn_waits: false,
-            })
-            .collect();
-        let recorded = store.record_results(&answers).await.unwrap();
+        let recorded = store
+            .record_results(&answered_all(&claimed, "Answer: 2", "2"))
+            .await
+            .unwrap();
         for run in recorded.runs {
             store.finish_run_if_done(run).await.unwrap();
         }
