@@ -103,11 +103,33 @@ impl TestBackend {
     /// Runs one SQL statement as it is, on either backend: for tests that stage a state no
     /// API call leaves behind (a launch that died part-way, a clock gone by).
     pub async fn execute(&self, sql: &str) {
-        let done = match &self.database {
-            Database::Sqlite(store) => sqlx::query(sql).execute(store.pool()).await.map(drop),
-            Database::Postgres(store) => sqlx::query(sql).execute(store.pool()).await.map(drop),
+        if let Err(err) = self.try_execute(sql).await {
+            panic!("`{sql}` failed: {err}");
+        }
+    }
+
+    /// Runs one SQL statement as it is and returns the rows it changed, or the database's
+    /// error: for tests of what the schema itself refuses.
+    pub async fn try_execute(&self, sql: &str) -> Result<u64, sqlx::Error> {
+        match &self.database {
+            Database::Sqlite(store) => sqlx::query(sql)
+                .execute(store.pool())
+                .await
+                .map(|done| done.rows_affected()),
+            Database::Postgres(store) => sqlx::query(sql)
+                .execute(store.pool())
+                .await
+                .map(|done| done.rows_affected()),
+        }
+    }
+
+    /// The one integer a query such as `SELECT COUNT(*) FROM …` returns, on either backend.
+    pub async fn fetch_i64(&self, sql: &str) -> i64 {
+        let value = match &self.database {
+            Database::Sqlite(store) => sqlx::query_scalar(sql).fetch_one(store.pool()).await,
+            Database::Postgres(store) => sqlx::query_scalar(sql).fetch_one(store.pool()).await,
         };
-        done.unwrap_or_else(|err| panic!("`{sql}` failed: {err}"));
+        value.unwrap_or_else(|err| panic!("`{sql}` failed: {err}"))
     }
 
     /// Closes the pool and removes the scratch space. A failed test never gets here, so its

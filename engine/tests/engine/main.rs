@@ -25,6 +25,7 @@ mod preference_story;
 mod pushed_items_story;
 mod quality_story;
 mod queue_scan_story;
+mod references;
 mod rolling;
 mod rubric_story;
 mod sandbox;
