@@ -3,15 +3,18 @@
 -- generation_logprobs to their generation) are checked once per statement instead of once per
 -- row. A foreign key runs one lookup query per inserted row, seven per item: `bench postgres`
 -- spent about an eighth of PostgreSQL's time in them (700,000 queries for 100,000 items). The
--- checks below run one query per statement, which looks each distinct parent up once and
--- locks it (FOR KEY SHARE, as a foreign key does), so a parent deleted meanwhile is reported
--- missing rather than left with orphans. SQLite keeps its foreign keys: there a check is an
--- in-process index lookup.
+-- checks below run one query per reference and statement, which looks each distinct parent
+-- up once and locks it (FOR KEY SHARE, as a foreign key does), so a parent deleted meanwhile
+-- is reported missing rather than left with orphans. SQLite keeps its foreign keys: there a
+-- check is an in-process index lookup.
 --
--- What the foreign keys also refused stays refused:
--- - deleting a parent that still has children (checked once per DELETE statement);
+-- What the foreign keys also refused stays refused, on the same error code (23503):
+-- - deleting a parent that still has children (checked once per DELETE statement, which must
+--   run at READ COMMITTED, Arbiter's level: only there does the check see children committed
+--   while it ran, as a foreign key's does), and emptying it with TRUNCATE;
 -- - changing a reference or a parent's key. Arbiter writes both once, so any change is
---   refused, checked only when an UPDATE sets one of those columns.
+--   refused (stricter than a foreign key, which lets a reference move to another parent),
+--   checked only when an UPDATE sets one of those columns.
 
 -- Every row of the statement (`new_rows`) names a parent that exists.
 -- Arguments: the child's column, the parent table, the parent's key column.
@@ -34,19 +37,31 @@ BEGIN
 END;
 $$;
 
--- No row of the statement's deleted parents (`old_rows`) is still referenced.
+-- No row of the statement's deleted parents (`old_rows`) is still referenced; before a
+-- TRUNCATE, no child is left at all.
 -- Arguments: the parent's key column, the child table, the child's column.
 CREATE FUNCTION references_gone() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     still text;
 BEGIN
-    EXECUTE format(
-        'SELECT o.%1$I::text FROM old_rows o WHERE EXISTS (SELECT 1 FROM %2$I c WHERE c.%3$I = o.%1$I) LIMIT 1',
-        TG_ARGV[0], TG_ARGV[1], TG_ARGV[2]) INTO still;
+    IF TG_OP = 'TRUNCATE' THEN
+        EXECUTE format('SELECT c.%2$I::text FROM %1$I c LIMIT 1', TG_ARGV[1], TG_ARGV[2]) INTO still;
+    ELSE
+        -- A snapshot taken before the DELETE (REPEATABLE READ, SERIALIZABLE) misses children
+        -- committed since, and would leave them orphaned.
+        IF current_setting('transaction_isolation') <> 'read committed' THEN
+            RAISE invalid_transaction_state USING MESSAGE = format(
+                'delete from table "%s" must run at READ COMMITTED isolation, where the check of '
+                'its references sees rows committed meanwhile', TG_TABLE_NAME);
+        END IF;
+        EXECUTE format(
+            'SELECT o.%1$I::text FROM old_rows o WHERE EXISTS (SELECT 1 FROM %2$I c WHERE c.%3$I = o.%1$I) LIMIT 1',
+            TG_ARGV[0], TG_ARGV[1], TG_ARGV[2]) INTO still;
+    END IF;
     IF still IS NOT NULL THEN
         RAISE foreign_key_violation USING MESSAGE = format(
-            'delete on table "%s" violates a reference: key (%s)=(%s) is still referenced from table "%s"',
-            TG_TABLE_NAME, TG_ARGV[0], still, TG_ARGV[1]);
+            '%s on table "%s" violates a reference: key (%s)=(%s) is still referenced from table "%s"',
+            lower(TG_OP), TG_TABLE_NAME, TG_ARGV[0], still, TG_ARGV[1]);
     END IF;
     RETURN NULL;
 END;
@@ -114,30 +129,47 @@ CREATE TRIGGER generations_logprobs_gone AFTER DELETE ON generations
     REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT
     EXECUTE FUNCTION references_gone('work_item_id', 'generation_logprobs', 'work_item_id');
 
--- `UPDATE OF` fires only for statements that set the column, so a claim or a commit (which set
--- neither) never calls these.
-CREATE TRIGGER work_items_references_fixed BEFORE UPDATE OF id, run_id, revision_id, checkpoint_id ON work_items
+-- TRUNCATE fires no DELETE trigger; it is refused while the children it would orphan exist.
+CREATE TRIGGER runs_work_items_kept BEFORE TRUNCATE ON runs
+    FOR EACH STATEMENT EXECUTE FUNCTION references_gone('id', 'work_items', 'run_id');
+CREATE TRIGGER dataset_revisions_work_items_kept BEFORE TRUNCATE ON dataset_revisions
+    FOR EACH STATEMENT EXECUTE FUNCTION references_gone('id', 'work_items', 'revision_id');
+CREATE TRIGGER checkpoints_work_items_kept BEFORE TRUNCATE ON checkpoints
+    FOR EACH STATEMENT EXECUTE FUNCTION references_gone('id', 'work_items', 'checkpoint_id');
+CREATE TRIGGER work_items_generations_kept BEFORE TRUNCATE ON work_items
+    FOR EACH STATEMENT EXECUTE FUNCTION references_gone('id', 'generations', 'work_item_id');
+CREATE TRIGGER work_items_grades_kept BEFORE TRUNCATE ON work_items
+    FOR EACH STATEMENT EXECUTE FUNCTION references_gone('id', 'grades', 'work_item_id');
+CREATE TRIGGER generations_cache_kept BEFORE TRUNCATE ON generations
+    FOR EACH STATEMENT EXECUTE FUNCTION references_gone('work_item_id', 'generation_cache', 'work_item_id');
+CREATE TRIGGER generations_logprobs_kept BEFORE TRUNCATE ON generations
+    FOR EACH STATEMENT EXECUTE FUNCTION references_gone('work_item_id', 'generation_logprobs', 'work_item_id');
+
+-- AFTER, not BEFORE: a BEFORE row trigger locks every row an UPDATE touches before its WHEN is
+-- evaluated, which would add a lock to each claim and commit. `UPDATE OF` and WHEN keep the
+-- function out of every statement that leaves these columns as they are.
+CREATE TRIGGER work_items_references_fixed AFTER UPDATE OF id, run_id, revision_id, checkpoint_id ON work_items
     FOR EACH ROW WHEN (OLD.id IS DISTINCT FROM NEW.id OR OLD.run_id IS DISTINCT FROM NEW.run_id
         OR OLD.revision_id IS DISTINCT FROM NEW.revision_id OR OLD.checkpoint_id IS DISTINCT FROM NEW.checkpoint_id)
     EXECUTE FUNCTION references_fixed('id, run_id, revision_id, checkpoint_id');
-CREATE TRIGGER generations_references_fixed BEFORE UPDATE OF work_item_id ON generations
+CREATE TRIGGER generations_references_fixed AFTER UPDATE OF work_item_id ON generations
     FOR EACH ROW WHEN (OLD.work_item_id IS DISTINCT FROM NEW.work_item_id)
     EXECUTE FUNCTION references_fixed('work_item_id');
-CREATE TRIGGER grades_references_fixed BEFORE UPDATE OF work_item_id ON grades
+CREATE TRIGGER grades_references_fixed AFTER UPDATE OF work_item_id ON grades
     FOR EACH ROW WHEN (OLD.work_item_id IS DISTINCT FROM NEW.work_item_id)
     EXECUTE FUNCTION references_fixed('work_item_id');
-CREATE TRIGGER generation_cache_references_fixed BEFORE UPDATE OF work_item_id ON generation_cache
+CREATE TRIGGER generation_cache_references_fixed AFTER UPDATE OF work_item_id ON generation_cache
     FOR EACH ROW WHEN (OLD.work_item_id IS DISTINCT FROM NEW.work_item_id)
     EXECUTE FUNCTION references_fixed('work_item_id');
-CREATE TRIGGER generation_logprobs_references_fixed BEFORE UPDATE OF work_item_id ON generation_logprobs
+CREATE TRIGGER generation_logprobs_references_fixed AFTER UPDATE OF work_item_id ON generation_logprobs
     FOR EACH ROW WHEN (OLD.work_item_id IS DISTINCT FROM NEW.work_item_id)
     EXECUTE FUNCTION references_fixed('work_item_id');
-CREATE TRIGGER runs_key_fixed BEFORE UPDATE OF id ON runs
+CREATE TRIGGER runs_key_fixed AFTER UPDATE OF id ON runs
     FOR EACH ROW WHEN (OLD.id IS DISTINCT FROM NEW.id)
     EXECUTE FUNCTION references_fixed('id');
-CREATE TRIGGER dataset_revisions_key_fixed BEFORE UPDATE OF id ON dataset_revisions
+CREATE TRIGGER dataset_revisions_key_fixed AFTER UPDATE OF id ON dataset_revisions
     FOR EACH ROW WHEN (OLD.id IS DISTINCT FROM NEW.id)
     EXECUTE FUNCTION references_fixed('id');
-CREATE TRIGGER checkpoints_key_fixed BEFORE UPDATE OF id ON checkpoints
+CREATE TRIGGER checkpoints_key_fixed AFTER UPDATE OF id ON checkpoints
     FOR EACH ROW WHEN (OLD.id IS DISTINCT FROM NEW.id)
     EXECUTE FUNCTION references_fixed('id');

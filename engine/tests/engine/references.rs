@@ -2,6 +2,7 @@
 //! foreign keys, on PostgreSQL by the once-per-statement checks that replaced them (migration
 //! 0050). Each refusal is staged in SQL, as no API call writes a dangling reference.
 
+use arbiter_store::Database;
 use arbiter_testkit::backend::TestBackend;
 use arbiter_testkit::fixtures::*;
 
@@ -125,6 +126,44 @@ async fn results_and_identities_refuse_references_to_rows_that_do_not_exist() {
             "UPDATE work_items SET id = {missing} WHERE id = {item}"
         ))
         .await;
+        for column in ["revision_id", "checkpoint_id"] {
+            refused(format!(
+                "UPDATE work_items SET {column} = {column} + 1000 WHERE id = {item}"
+            ))
+            .await;
+        }
+        for table in ["generation_cache", "generation_logprobs"] {
+            refused(format!(
+                "UPDATE {table} SET work_item_id = {other} WHERE work_item_id = {item}"
+            ))
+            .await;
+        }
+        for (table, id) in [
+            ("runs", run_id.get()),
+            ("dataset_revisions", revision),
+            ("checkpoints", checkpoint),
+        ] {
+            refused(format!("UPDATE {table} SET id = id + 1000 WHERE id = {id}")).await;
+        }
+        if let Database::Postgres(store) = &backend.database {
+            // PostgreSQL only: SQLite has neither TRUNCATE nor these isolation levels.
+            refused("TRUNCATE generations".to_string()).await;
+            refused("TRUNCATE work_items CASCADE".to_string()).await;
+            let mut connection = store.pool().acquire().await.unwrap();
+            sqlx::query("BEGIN ISOLATION LEVEL REPEATABLE READ")
+                .execute(&mut *connection)
+                .await
+                .unwrap();
+            let err = sqlx::query(&format!("DELETE FROM work_items WHERE id = {other}"))
+                .execute(&mut *connection)
+                .await
+                .expect_err("a delete under a snapshot older than the statement is refused");
+            assert!(err.to_string().contains("READ COMMITTED"), "{err}");
+            sqlx::query("ROLLBACK")
+                .execute(&mut *connection)
+                .await
+                .unwrap();
+        }
 
         // A parent goes only after its children, each checked on its own.
         refused(format!(
@@ -151,6 +190,39 @@ async fn results_and_identities_refuse_references_to_rows_that_do_not_exist() {
         refused(format!("DELETE FROM work_items WHERE id = {item}")).await;
         accepted(format!("DELETE FROM grades WHERE work_item_id = {item}")).await;
         accepted(format!("DELETE FROM work_items WHERE id = {item}")).await;
+
+        // Runs, dataset revisions and checkpoints go only once no identity names them: each
+        // checked on a copy of the launch's, which nothing else references.
+        for (table, unique_column, reference, id) in [
+            ("runs", "manifest_hash", "run_id", run_id.get()),
+            ("dataset_revisions", "content_hash", "revision_id", revision),
+            ("checkpoints", "name", "checkpoint_id", checkpoint),
+        ] {
+            let copy = id + 1000;
+            backend
+                .execute(&format!(
+                    "CREATE TABLE staged_parent AS SELECT * FROM {table} WHERE id = {id}"
+                ))
+                .await;
+            backend
+                .execute(&format!(
+                    "UPDATE staged_parent SET id = {copy}, {unique_column} = {unique_column} || '-copy'"
+                ))
+                .await;
+            backend
+                .execute(&format!("INSERT INTO {table} SELECT * FROM staged_parent"))
+                .await;
+            backend.execute("DROP TABLE staged_parent").await;
+            let [run, revision, checkpoint] = match reference {
+                "run_id" => [copy, revision, checkpoint],
+                "revision_id" => [run_id.get(), copy, checkpoint],
+                _ => [run_id.get(), revision, copy],
+            };
+            accepted(identity(run, revision, checkpoint)).await;
+            refused(format!("DELETE FROM {table} WHERE id = {copy}")).await;
+            accepted(format!("DELETE FROM work_items WHERE {reference} = {copy}")).await;
+            accepted(format!("DELETE FROM {table} WHERE id = {copy}")).await;
+        }
         assert_eq!(
             backend
                 .fetch_i64(&format!(
