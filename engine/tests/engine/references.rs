@@ -46,14 +46,6 @@ async fn results_and_identities_refuse_references_to_rows_that_do_not_exist() {
             let backend = &backend;
             async move { assert_eq!(backend.try_execute(&sql).await.unwrap(), 1, "{sql}") }
         };
-        let count = |table: &'static str| {
-            let backend = &backend;
-            async move {
-                backend
-                    .fetch_i64(&format!("SELECT COUNT(*) FROM {table}"))
-                    .await
-            }
-        };
         let generation = |id: i64| {
             format!(
                 "INSERT INTO generations (work_item_id, outcome, output, latency_ms, attempts, created_at) \
@@ -80,7 +72,10 @@ async fn results_and_identities_refuse_references_to_rows_that_do_not_exist() {
              VALUES ({item}, 'ok', '2', 1, 1, 0), ({missing}, 'ok', '2', 1, 1, 0)"
         ))
         .await;
-        assert_eq!(count("generations").await, 0);
+        assert_eq!(
+            backend.fetch_i64("SELECT COUNT(*) FROM generations").await,
+            0
+        );
         refused(grade(missing)).await;
         refused(identity(run_id.get() + 1000, revision, checkpoint)).await;
         refused(identity(run_id.get(), revision + 1000, checkpoint)).await;
